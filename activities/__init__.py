@@ -1,0 +1,1 @@
+"""Side effects, one module per actuator. Each activity takes one model and returns one."""

@@ -1,0 +1,55 @@
+"""Cluster-side actions (controller worker): cordon, drain, kill job, replace, restore."""
+
+from __future__ import annotations
+
+import logging
+
+from temporalio import activity
+
+from activities.errors import temporal_errors
+from remedy.cluster import Cluster, CordonOwner
+from remedy.models import ActionRequest, ActionResult, CordonResult
+
+log = logging.getLogger(__name__)
+
+
+class ClusterActivities:
+    def __init__(self, cluster: Cluster) -> None:
+        self._cluster = cluster
+
+    @activity.defn(name="cordon")
+    def cordon(self, req: ActionRequest) -> CordonResult:
+        with temporal_errors():
+            state = self._cluster.cordon(req.node.name, CordonOwner(req.workflow_id, req.reason))
+        log.info("cordon %s: %s", req.node.name, state.value)
+        return CordonResult(state=state)
+
+    @activity.defn(name="restore")
+    def restore(self, req: ActionRequest) -> ActionResult:
+        with temporal_errors():
+            undone = self._cluster.restore(req.node.name)
+        detail = "uncordoned" if undone else "no remedy cordon to undo; node left as it is"
+        return ActionResult(ok=True, detail=detail)
+
+    @activity.defn(name="drain")
+    def drain(self, req: ActionRequest) -> ActionResult:
+        with temporal_errors():
+            # Heartbeats carry the pods left, so a long drain is visible and can be cancelled.
+            result = self._cluster.drain(req.node.name, activity.heartbeat)
+        return ActionResult(ok=True, detail=f"evicted {result.evicted} pods, "
+                                            f"left {result.skipped} DaemonSet/mirror pods")
+
+    @activity.defn(name="kill_job")
+    def kill_job(self, req: ActionRequest) -> ActionResult:
+        with temporal_errors():
+            killed = self._cluster.kill_gpu_pods(req.node.name)
+        return ActionResult(ok=True, detail=f"deleted {killed} pods using the node's GPUs")
+
+    @activity.defn(name="replace")
+    def replace(self, req: ActionRequest) -> ActionResult:
+        with temporal_errors():
+            detail = self._cluster.replace(req.node.name)
+        return ActionResult(ok=True, detail=detail)
+
+    def all(self) -> list[object]:
+        return [self.cordon, self.restore, self.drain, self.kill_job, self.replace]

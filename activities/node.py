@@ -1,0 +1,57 @@
+"""Host-local actions (node agent worker, on the node's own task queue): probe, diagnose,
+reset GPU, reboot. The simulated fleet serves them for every simulated node."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from temporalio import activity
+
+from activities.errors import temporal_errors
+from remedy.host import NodeHost
+from remedy.models import ActionRequest, ActionResult, ProbeReport, ProbeRequest
+from remedy.probe import ProbeConfig, probe_node
+from remedy.probe.diagnose import deep_diagnose
+
+
+class NodeActivities:
+    def __init__(self, host_for: Callable[[str], NodeHost],
+                 probe_config: Callable[[NodeHost], ProbeConfig] | None = None) -> None:
+        self._host_for = host_for
+        self._probe_config = probe_config or (lambda h: ProbeConfig(expected_gpus=h.expected_gpus))
+
+    def _host(self, name: str) -> NodeHost:
+        with temporal_errors():
+            return self._host_for(name)
+
+    @activity.defn(name="probe")
+    def probe(self, req: ProbeRequest) -> ProbeReport:
+        host = self._host(req.node.name)
+        return probe_node(host.name, host.nvml(), self._probe_config(host))
+
+    @activity.defn(name="diagnose")
+    def diagnose(self, req: ActionRequest) -> ActionResult:
+        host = self._host(req.node.name)
+        report = deep_diagnose(host, req.gpu_indices, self._probe_config(host))
+        problems = [f"{f.reason}: {f.evidence}" for f in report.findings if f.unhealthy]
+        if report.healthy:
+            return ActionResult(ok=True, detail=f"passed {', '.join(report.checks_run)}")
+        return ActionResult(ok=False, detail="; ".join(problems) or "no check could run")
+
+    @activity.defn(name="reset_gpu")
+    def reset_gpu(self, req: ActionRequest) -> ActionResult:
+        host = self._host(req.node.name)
+        with temporal_errors():
+            host.reset_gpus(req.gpu_indices)
+        which = ", ".join(map(str, req.gpu_indices)) or "all"
+        return ActionResult(ok=True, detail=f"reset GPU {which}")
+
+    @activity.defn(name="reboot")
+    def reboot(self, req: ActionRequest) -> ActionResult:
+        host = self._host(req.node.name)
+        with temporal_errors():
+            host.reboot()
+        return ActionResult(ok=True, detail="rebooted")
+
+    def all(self) -> list[object]:
+        return [self.probe, self.diagnose, self.reset_gpu, self.reboot]

@@ -1,0 +1,35 @@
+"""The Cluster seam: what remedy does through the cluster API. Adapters: simulated, Kubernetes."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Protocol
+
+from remedy.models import CordonState
+
+
+@dataclass(frozen=True)
+class CordonOwner:
+    workflow_id: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class DrainResult:
+    evicted: int
+    skipped: int  # DaemonSet and mirror pods stay
+
+
+class Cluster(Protocol):
+    def cordon(self, node: str, owner: CordonOwner) -> CordonState: ...
+
+    def restore(self, node: str) -> bool:
+        """Undo remedy's own cordon; True if the node was uncordoned. Others' cordons stay."""
+        ...
+
+    def drain(self, node: str, on_progress: Callable[[int], None]) -> DrainResult: ...
+
+    def kill_gpu_pods(self, node: str) -> int: ...
+
+    def replace(self, node: str) -> str: ...

@@ -1,0 +1,43 @@
+"""One exception hierarchy for everything an action can hit.
+
+``permanent`` decides retries: the activity layer turns a permanent error into a non-retryable
+Temporal failure (its type is the class name), so a retry policy never loops on it.
+"""
+
+from __future__ import annotations
+
+
+class RemedyError(Exception):
+    permanent = False
+
+
+class NodeGone(RemedyError):
+    """The node no longer exists (404): nothing to retry."""
+
+    permanent = True
+
+
+class PermissionDenied(RemedyError):
+    """remedy lacks a permission (403); the message names it."""
+
+    permanent = True
+
+
+class ActionRefused(RemedyError):
+    """The action must not run here (opt-out label, unknown provider, unsafe state)."""
+
+    permanent = True
+
+
+class ActionFailed(RemedyError):
+    """The action ran and did not work (a reset on a lost GPU): escalate, do not retry."""
+
+    permanent = True
+
+
+class TransientError(RemedyError):
+    """A conflict, a timeout or a 5xx: try again."""
+
+
+class DrainBlocked(TransientError):
+    """A PodDisruptionBudget forbids an eviction now (429)."""

@@ -1,0 +1,24 @@
+"""The NodeHost seam: what the node agent can do on its own machine."""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from remedy.gpu import NvmlApi
+
+
+class NodeHost(Protocol):
+    name: str
+    expected_gpus: int | None
+
+    def nvml(self) -> NvmlApi: ...
+
+    def reset_gpus(self, indices: list[int]) -> None:
+        """Reset these GPUs (all when empty); raise ActionFailed when the reset is impossible."""
+        ...
+
+    def reboot(self) -> None: ...
+
+    def load_test(self, indices: list[int]) -> list[str]:
+        """Run sustained load on the GPUs; return one line per problem (empty: passed)."""
+        ...

@@ -1,0 +1,19 @@
+"""Every name two processes must agree on: task queues and workflow ids.
+
+Nothing else spells them."""
+
+CONTROLLER_TASK_QUEUE = "remedy-controller"
+NODE_REMEDIATION_WORKFLOW = "NodeRemediation"
+
+
+def node_task_queue(node: str) -> str:
+    """The queue the node's own agent polls; a dead node never picks its work up."""
+    return f"remedy-node/{node}"
+
+
+def remediation_workflow_id(node: str) -> str:
+    """One remediation per node: the id is the node, so a second report joins the first."""
+    return f"node-remediation/{node}"
+
+# The simulated fleet's agents share one queue: one worker plays every simulated node.
+SIM_AGENTS_TASK_QUEUE = "remedy-sim-agents"

@@ -1,0 +1,142 @@
+"""Remediation state, messages and outcome: what the NodeRemediation workflow keeps and answers.
+
+The state is one model, passed whole to continue-as-new and returned whole by the query.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from enum import StrEnum
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from remedy.models import Action, CordonState, Finding, NodeRef, Severity
+from remedy.runbook.schema import Runbook
+
+MAX_KEPT_FINDINGS = 50  # an agent re-reporting every probe must not grow the state forever
+
+
+class Phase(StrEnum):
+    WAITING = "waiting_for_finding"
+    TOLERATING = "tolerating"
+    AWAITING_APPROVAL = "awaiting_approval"
+    ACTING = "acting"
+    SETTLING = "settling"
+    VERIFYING = "verifying"
+    RESTORING = "restoring"
+    DONE = "done"
+
+
+class Outcome(StrEnum):
+    CLEARED = "cleared"  # gone within the tolerance window, or cleared by an operator
+    RECOVERED = "recovered"  # a rung left the node healthy; remedy restored it
+    REPLACED = "replaced"
+    NEEDS_HUMAN = "needs_human"  # past the last rung, or an approval never came: stays cordoned
+    ABORTED = "aborted"
+
+
+class AttemptResult(StrEnum):
+    VERIFIED = "verified"  # the rung ran and the re-probe was clean
+    UNVERIFIED = "unverified"  # the rung ran but the node is still unhealthy
+    DONE = "done"  # the rung ran and is not verified (drain, replace)
+    FAILED = "failed"  # the action itself failed or timed out
+    APPROVAL_TIMED_OUT = "approval_timed_out"
+
+
+class Message(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class FindingReport(Message):
+    """The signal that starts or joins a remediation: a finding and the runbook it matched."""
+
+    finding: Finding
+    runbook: Runbook
+
+
+class ApproveRequest(Message):
+    by: str
+    rung: int | None = None  # None: the rung waiting for approval now
+    note: str = ""
+
+
+class ClearRequest(Message):
+    by: str
+    reason: str = ""
+
+
+class AbortRequest(Message):
+    by: str
+    reason: str
+    restore: bool = False  # also undo remedy's cordon; by default the node stays as it is
+
+
+class Attempt(Message):
+    rung: int  # -1 for the actions outside the ladder (cordon, restore)
+    action: Action
+    started_at: datetime
+    finished_at: datetime
+    result: AttemptResult
+    detail: str = ""
+
+
+class Approval(Message):
+    rung: int
+    by: str
+    at: datetime
+    note: str = ""
+
+
+class RemediationState(BaseModel):
+    node: NodeRef
+    runbook: Runbook | None = None
+    trigger: Finding | None = None  # the finding that chose the runbook
+    findings: list[Finding] = []
+    reports_received: int = 0
+    phase: Phase = Phase.WAITING
+    started_at: datetime | None = None
+    tolerance_ends_at: datetime | None = None
+    rung: int = 0  # the rung being climbed (or next)
+    attempts: list[Attempt] = []
+    approvals: list[Approval] = []
+    cordon: CordonState | None = None
+    outcome: Outcome | None = None
+    outcome_detail: str = ""
+    runs: int = Field(default=1, description="workflow runs so far (continue-as-new)")
+
+    @property
+    def cordoned_by_remedy(self) -> bool:
+        return self.cordon in (CordonState.CORDONED, CordonState.ALREADY_OURS)
+
+    def approved(self, rung: int) -> bool:
+        return any(a.rung == rung for a in self.approvals)
+
+    def record_finding(self, finding: Finding) -> None:
+        self.reports_received += 1
+        self.findings = [*self.findings, finding][-MAX_KEPT_FINDINGS:]
+
+    def outranks_trigger(self, report: FindingReport) -> bool:
+        """Whether a new report should take over while nothing disruptive has run yet."""
+        if self.trigger is None or self.runbook is None:
+            return True
+        if report.runbook.name == self.runbook.name:
+            return False
+        rank = {Severity.INFO: 0, Severity.WARNING: 1, Severity.CRITICAL: 2}
+        new, old = rank[report.finding.severity], rank[self.trigger.severity]
+        return new > old or (new == old and report.runbook.priority > self.runbook.priority)
+
+
+class RemediationInput(BaseModel):
+    node: NodeRef
+    node_task_queue: str
+    # A node agent that has not picked a task up within this long is dead: fail closed.
+    node_pickup_timeout: timedelta = timedelta(minutes=2)
+    state: RemediationState | None = None  # set by continue-as-new
+
+
+class RemediationResult(BaseModel):
+    node: str
+    outcome: Outcome
+    detail: str
+    runbook: str | None
+    attempts: list[Attempt]

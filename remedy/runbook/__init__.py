@@ -1,0 +1,19 @@
+"""Runbooks: the operator-authored policy. Schema, all-or-nothing loader and matcher."""
+
+from remedy.runbook.loader import RunbookError, RunbookProblem, load_runbooks
+from remedy.runbook.matcher import DEFAULT_RUNBOOK, RunbookSet
+from remedy.runbook.schema import Approval, Cause, Match, RetryPolicy, Runbook, Rung
+
+__all__ = [
+    "DEFAULT_RUNBOOK",
+    "Approval",
+    "Cause",
+    "Match",
+    "RetryPolicy",
+    "Rung",
+    "Runbook",
+    "RunbookError",
+    "RunbookProblem",
+    "RunbookSet",
+    "load_runbooks",
+]

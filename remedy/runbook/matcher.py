@@ -1,0 +1,57 @@
+"""Pick the runbook for a finding: the most specific match, else a conservative default."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from remedy.models import Finding, Severity
+from remedy.runbook.schema import Match, Runbook
+
+# A finding nobody wrote a runbook for: stop new work landing on the node and hold for a human.
+# Never disruptive, never a replacement, and never "healthy".
+DEFAULT_RUNBOOK = Runbook(
+    name="default-unknown-fault",
+    description="No runbook matches this finding: cordon and hold for a human.",
+    match=Match(severities=[Severity.WARNING, Severity.CRITICAL]),
+    priority=-1_000_000,
+    cordon=True,
+    ladder=[],
+)
+
+
+class RunbookSet:
+    """A validated set of runbooks; matching is a pure function of the finding."""
+
+    def __init__(self, runbooks: Iterable[Runbook]) -> None:
+        self._runbooks = sorted(runbooks, key=lambda r: r.name)
+        self._by_name = {r.name: r for r in self._runbooks}
+
+    def __iter__(self):  # type: ignore[no-untyped-def]
+        return iter(self._runbooks)
+
+    def __len__(self) -> int:
+        return len(self._runbooks)
+
+    def get(self, name: str) -> Runbook:
+        try:
+            return self._by_name[name]
+        except KeyError:
+            known = ", ".join(self._by_name) or "none loaded"
+            raise KeyError(f"no runbook named {name!r} (known: {known})") from None
+
+    def match(self, finding: Finding) -> Runbook | None:
+        """The most specific matching runbook; ties go to priority, then name (stable).
+
+        An unhealthy finding that no runbook matches gets DEFAULT_RUNBOOK, never nothing; an
+        informational finding that no runbook asks for needs no remediation (None).
+        """
+        scored = [(score, r) for r in self._runbooks
+                  if (score := r.specificity(finding)) is not None]
+        if not scored:
+            return DEFAULT_RUNBOOK if finding.unhealthy else None
+        return max(scored, key=lambda s: (s[0], s[1].priority, _reverse_name(s[1].name)))[1]
+
+
+def _reverse_name(name: str) -> tuple[int, ...]:
+    # max() should prefer the alphabetically first name on a full tie.
+    return tuple(-ord(c) for c in name)

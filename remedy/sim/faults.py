@@ -1,0 +1,64 @@
+"""Fault kinds the twin can inject: what NVML shows, what the agent reports, what fixes it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from enum import StrEnum
+
+from remedy.models import Component, ComponentKind, Finding, Severity
+
+
+class Fix(StrEnum):
+    RESET = "reset"
+    REBOOT = "reboot"
+    REPLACE = "replace"
+    TIME = "time"  # clears on its own
+
+
+class Effect(StrEnum):
+    NONE = "none"  # leaves no state behind (an application Xid)
+    ECC = "ecc"  # uncorrectable ECC + pending row remap
+    LOST = "lost"  # fallen off the bus
+    REMAP_FAILURE = "remap_failure"
+    THROTTLE = "throttle"  # hardware thermal slowdown
+    UNDER_LOAD = "under_load"  # answers queries, fails under load
+
+
+@dataclass(frozen=True)
+class FaultSpec:
+    name: str
+    effect: Effect
+    fixed_by: frozenset[Fix]
+    reason: str
+    check: str
+    severity: Severity = Severity.CRITICAL
+    xid: int | None = None
+    lasts: timedelta | None = None  # for Fix.TIME
+
+    def report(self, node: str, gpu: int, serial: str, at: datetime) -> Finding:
+        """The finding a node agent would send when this fault appears."""
+        return Finding(node=node, check=self.check, reason=self.reason, severity=self.severity,
+                       component=Component(kind=ComponentKind.GPU, index=gpu, serial=serial),
+                       xid=self.xid, evidence=f"simulated {self.name}", observed_at=at)
+
+
+_ALL_HW = frozenset({Fix.RESET, Fix.REBOOT, Fix.REPLACE})
+FAULTS: dict[str, FaultSpec] = {f.name: f for f in (
+    # A reset clears volatile ECC counters and applies the pending remap.
+    FaultSpec("ecc_dbe", Effect.ECC, _ALL_HW, "Xid48", "xid", xid=48),
+    # Micro-controller halt: queries fine, dies under load; a reset brings it back.
+    FaultSpec("mcu_halt", Effect.UNDER_LOAD, _ALL_HW, "Xid62", "xid", xid=62),
+    # Only a reboot brings back a GPU that fell off the bus.
+    FaultSpec("gpu_lost", Effect.LOST, frozenset({Fix.REBOOT, Fix.REPLACE}), "Xid79", "xid",
+              xid=79),
+    # No spare rows left: only new hardware helps.
+    FaultSpec("remap_failure", Effect.REMAP_FAILURE, frozenset({Fix.REPLACE}), "Xid64", "xid",
+              xid=64),
+    # A short thermal slowdown that passes by itself.
+    FaultSpec("thermal_transient", Effect.THROTTLE, frozenset({Fix.TIME, *_ALL_HW}),
+              "HwThermalSlowdown", "thermal", Severity.WARNING, lasts=timedelta(minutes=2)),
+    # A graphics exception from the job's own code: nothing wrong with the GPU.
+    FaultSpec("app_xid", Effect.NONE, frozenset({Fix.TIME, *_ALL_HW}), "Xid13", "xid",
+              Severity.WARNING, xid=13, lasts=timedelta(0)),
+)}

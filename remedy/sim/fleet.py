@@ -1,0 +1,243 @@
+"""The simulated fleet: nodes with GPUs and pods, injectable faults, and the two seams over it —
+a ``Cluster`` (what the API server would do) and a ``NodeHost`` per node (what the agent does)."""
+
+from __future__ import annotations
+
+import random
+import threading
+import zlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+from remedy.cluster import CordonOwner, DrainResult
+from remedy.errors import ActionFailed, NodeGone
+from remedy.gpu import NvmlApi
+from remedy.models import CordonState, Finding
+from remedy.sim.faults import FAULTS, Effect, Fix
+from remedy.sim.nvml import SimNvml
+
+REMEDY_CORDON = "remedy.io/cordoned-by"
+
+
+@dataclass
+class SimGpu:
+    index: int
+    serial: str
+    uuid: str
+
+
+@dataclass
+class ActiveFault:
+    kind: str
+    gpu: int
+    since: datetime
+
+    def cleared_by(self, fix: Fix) -> bool:
+        return fix in FAULTS[self.kind].fixed_by
+
+    def expired(self, now: datetime) -> bool:
+        spec = FAULTS[self.kind]
+        return spec.lasts is not None and now >= self.since + spec.lasts
+
+
+@dataclass
+class SimPod:
+    name: str
+    uses_gpus: bool
+    daemonset: bool = False
+
+
+@dataclass
+class SimNode:
+    name: str
+    pool: str
+    gpus: list[SimGpu]
+    clock: Callable[[], datetime]
+    faults: list[ActiveFault] = field(default_factory=list)
+    unschedulable: bool = False
+    annotations: dict[str, str] = field(default_factory=dict)
+    pods: list[SimPod] = field(default_factory=list)
+    boot_id: int = 0
+    generation: int = 0  # bumps on replacement: new hardware, new serials
+
+    def effects(self, gpu: int) -> set[Effect]:
+        now = self.clock()
+        return {FAULTS[f.kind].effect for f in self.faults if f.gpu == gpu and not f.expired(now)}
+
+    def clear(self, fix: Fix, gpus: list[int] | None = None) -> int:
+        before = len(self.faults)
+        self.faults = [f for f in self.faults
+                       if not (f.cleared_by(fix) and (gpus is None or f.gpu in gpus))]
+        return before - len(self.faults)
+
+
+def _serial(node: str, generation: int, gpu: int) -> str:
+    # Stable across processes (hash() is salted): the same twin always has the same serials.
+    return f"SN{zlib.crc32(f'{node}/{generation}/{gpu}'.encode()):010d}"
+
+
+def _utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+class SimFleet:
+    """Thread-safe: activities run in a thread pool."""
+
+    def __init__(self, nodes: int = 16, gpus_per_node: int = 8, pool: str = "default",
+                 clock: Callable[[], datetime] = _utcnow, seed: int = 0) -> None:
+        self.clock = clock
+        self.gpus_per_node = gpus_per_node
+        self._lock = threading.RLock()
+        self._rng = random.Random(seed)
+        self.nodes: dict[str, SimNode] = {}
+        self.actions: list[tuple[str, str]] = []  # (node, action): what was done, in order
+        for i in range(nodes):
+            name = f"gpu-node-{i:03d}"
+            self.nodes[name] = self._provision(name, pool, generation=0)
+
+    # -- building and injecting ------------------------------------------------------------
+    def _provision(self, name: str, pool: str, generation: int) -> SimNode:
+        gpus = [SimGpu(index=g, serial=_serial(name, generation, g),
+                       uuid=f"GPU-{name}-{generation}-{g}") for g in range(self.gpus_per_node)]
+        pods = [SimPod("nvidia-device-plugin", uses_gpus=False, daemonset=True),
+                SimPod("dcgm-exporter", uses_gpus=False, daemonset=True),
+                SimPod(f"train-{name}", uses_gpus=True)]
+        return SimNode(name=name, pool=pool, gpus=gpus, clock=self.clock, pods=pods,
+                       generation=generation)
+
+    def node(self, name: str) -> SimNode:
+        try:
+            return self.nodes[name]
+        except KeyError:
+            raise NodeGone(f"node {name} not found") from None
+
+    def inject(self, node: str, kind: str, gpu: int = 0) -> Finding:
+        """Put a fault on a GPU and return the finding the node agent would report."""
+        if kind not in FAULTS:
+            raise KeyError(f"unknown fault kind {kind!r}; known: {', '.join(FAULTS)}")
+        with self._lock:
+            sim = self.node(node)
+            now = self.clock()
+            sim.faults.append(ActiveFault(kind=kind, gpu=gpu, since=now))
+            return FAULTS[kind].report(node, gpu, sim.gpus[gpu].serial, now)
+
+    def inject_random(self, kinds: list[str] | None = None) -> Finding:
+        with self._lock:
+            node = self._rng.choice(sorted(self.nodes))
+            kind = self._rng.choice(kinds or sorted(FAULTS))
+            return self.inject(node, kind, self._rng.randrange(self.gpus_per_node))
+
+    def clear_faults(self, node: str) -> None:
+        with self._lock:
+            self.node(node).faults.clear()
+
+    def cordon_by_hand(self, node: str) -> None:
+        """An operator or another tool cordons the node (no remedy annotation)."""
+        with self._lock:
+            self.node(node).unschedulable = True
+
+    def _record(self, node: str, action: str) -> None:
+        self.actions.append((node, action))
+
+    # -- the seams ---------------------------------------------------------------------------
+    @property
+    def cluster(self) -> SimCluster:
+        return SimCluster(self)
+
+    def host(self, name: str) -> SimHost:
+        self.node(name)
+        return SimHost(self, name)
+
+
+class SimCluster:
+    """The Cluster seam over the twin, with Kubernetes' semantics for cordon ownership."""
+
+    def __init__(self, fleet: SimFleet) -> None:
+        self._fleet = fleet
+
+    def cordon(self, node: str, owner: CordonOwner) -> CordonState:
+        with self._fleet._lock:
+            sim = self._fleet.node(node)
+            if sim.unschedulable:
+                ours = REMEDY_CORDON in sim.annotations
+                return CordonState.ALREADY_OURS if ours else CordonState.BY_OTHER
+            sim.unschedulable = True
+            sim.annotations[REMEDY_CORDON] = f"{owner.workflow_id}: {owner.reason}"
+            self._fleet._record(node, "cordon")
+            return CordonState.CORDONED
+
+    def restore(self, node: str) -> bool:
+        with self._fleet._lock:
+            sim = self._fleet.node(node)
+            if REMEDY_CORDON not in sim.annotations:
+                return False
+            del sim.annotations[REMEDY_CORDON]
+            sim.unschedulable = False
+            self._fleet._record(node, "restore")
+            return True
+
+    def drain(self, node: str, on_progress: Callable[[int], None]) -> DrainResult:
+        with self._fleet._lock:
+            sim = self._fleet.node(node)
+            evict = [p for p in sim.pods if not p.daemonset]
+            sim.pods = [p for p in sim.pods if p.daemonset]
+            self._fleet._record(node, "drain")
+        on_progress(0)
+        return DrainResult(evicted=len(evict), skipped=len(sim.pods))
+
+    def kill_gpu_pods(self, node: str) -> int:
+        with self._fleet._lock:
+            sim = self._fleet.node(node)
+            killed = [p for p in sim.pods if p.uses_gpus]
+            sim.pods = [p for p in sim.pods if not p.uses_gpus]
+            self._fleet._record(node, "kill_job")
+            return len(killed)
+
+    def replace(self, node: str) -> str:
+        with self._fleet._lock:
+            old = self._fleet.node(node)
+            new = self._fleet._provision(node, old.pool, old.generation + 1)
+            self._fleet.nodes[node] = new
+            self._fleet._record(node, "replace")
+            return f"{node} replaced: new hardware generation {new.generation}"
+
+
+class SimHost:
+    """The NodeHost seam for one simulated node."""
+
+    def __init__(self, fleet: SimFleet, name: str) -> None:
+        self._fleet = fleet
+        self.name = name
+        self.expected_gpus: int | None = fleet.gpus_per_node
+
+    def nvml(self) -> NvmlApi:
+        return SimNvml(self._fleet.node(self.name))
+
+    def reset_gpus(self, indices: list[int]) -> None:
+        with self._fleet._lock:
+            sim = self._fleet.node(self.name)
+            targets = indices or [g.index for g in sim.gpus]
+            lost = [g for g in targets if Effect.LOST in sim.effects(g)]
+            if lost:
+                raise ActionFailed(f"GPU {lost[0]} is lost from the bus: a reset cannot reach it")
+            if any(p.uses_gpus for p in sim.pods):
+                raise ActionFailed("processes still hold the GPU: drain or kill the job first")
+            sim.clear(Fix.RESET, targets)
+            self._fleet._record(self.name, "reset_gpu")
+
+    def reboot(self) -> None:
+        with self._fleet._lock:
+            sim = self._fleet.node(self.name)
+            sim.clear(Fix.REBOOT)
+            sim.boot_id += 1
+            sim.pods = [p for p in sim.pods if p.daemonset]
+            self._fleet._record(self.name, "reboot")
+
+    def load_test(self, indices: list[int]) -> list[str]:
+        with self._fleet._lock:
+            sim = self._fleet.node(self.name)
+            targets = indices or [g.index for g in sim.gpus]
+            return [f"GPU {g}: compute error under sustained load" for g in targets
+                    if sim.effects(g) & {Effect.UNDER_LOAD, Effect.LOST, Effect.ECC,
+                                         Effect.REMAP_FAILURE}]

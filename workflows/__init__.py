@@ -1,0 +1,1 @@
+"""Deterministic Temporal workflows only; side effects live in activities/."""

@@ -1,0 +1,379 @@
+"""NodeRemediation: one durable workflow per node that walks a runbook's escalation ladder.
+
+cordon (if the runbook says so) → tolerance window (ends early on `clear` or a clean re-probe)
+→ for each rung: approval if required → action → settle → verify by probe → stop at the first
+rung that leaves the node healthy and restore it. Past the last rung the node stays cordoned and
+the outcome is "needs a human". Deterministic: time comes from workflow.now(), side effects from
+activities only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import datetime, timedelta
+
+from temporalio import workflow
+from temporalio.common import RetryPolicy
+from temporalio.exceptions import ActivityError
+
+with workflow.unsafe.imports_passed_through():
+    from remedy.durations import format_duration
+    from remedy.models import (
+        HOST_LOCAL_ACTIONS,
+        Action,
+        ActionRequest,
+        ActionResult,
+        CordonResult,
+        Finding,
+        ProbeReport,
+        ProbeRequest,
+        Severity,
+    )
+    from remedy.names import NODE_REMEDIATION_WORKFLOW
+    from remedy.remediation import (
+        AbortRequest,
+        Approval,
+        ApproveRequest,
+        Attempt,
+        AttemptResult,
+        ClearRequest,
+        FindingReport,
+        Outcome,
+        Phase,
+        RemediationInput,
+        RemediationResult,
+        RemediationState,
+    )
+    from remedy.runbook.schema import Approval as ApprovalMode
+    from remedy.runbook.schema import Rung
+
+FIRST_REPORT_TIMEOUT = timedelta(minutes=5)
+PERMANENT_ERRORS = ["NodeGone", "PermissionDenied", "ActionRefused", "ActionFailed"]
+QUICK_RETRY = RetryPolicy(initial_interval=timedelta(seconds=2), maximum_attempts=5,
+                          non_retryable_error_types=PERMANENT_ERRORS)
+
+
+class _Stop(Exception):
+    """The ladder ends with this outcome."""
+
+    def __init__(self, outcome: Outcome, detail: str) -> None:
+        super().__init__(detail)
+        self.outcome, self.detail = outcome, detail
+
+
+@workflow.defn(name=NODE_REMEDIATION_WORKFLOW)
+class NodeRemediation:
+    @workflow.init
+    def __init__(self, inp: RemediationInput) -> None:
+        self._input = inp
+        self._state = inp.state or RemediationState(node=inp.node)
+        self._runbook_changed = False
+        self._stop_request: AbortRequest | ClearRequest | None = None
+
+    # -- messages --------------------------------------------------------------------------
+    @workflow.signal(name="report_finding")
+    def report_finding(self, report: FindingReport) -> None:
+        state = self._state
+        state.record_finding(report.finding)
+        if state.phase in (Phase.WAITING, Phase.TOLERATING) and state.outranks_trigger(report):
+            state.runbook, state.trigger = report.runbook, report.finding
+            self._runbook_changed = True
+
+    @workflow.signal(name="approve")
+    def approve(self, req: ApproveRequest) -> None:
+        rung = req.rung if req.rung is not None else self._state.rung
+        if not self._state.approved(rung):
+            self._state.approvals.append(Approval(rung=rung, by=req.by, at=workflow.now(),
+                                                  note=req.note))
+
+    @workflow.signal(name="clear")
+    def clear(self, req: ClearRequest) -> None:
+        self._stop_request = self._stop_request or req
+
+    @workflow.signal(name="abort")
+    def abort(self, req: AbortRequest) -> None:
+        self._stop_request = self._stop_request or req
+
+    @workflow.query(name="state")
+    def state(self) -> RemediationState:
+        return self._state
+
+    # -- the run ---------------------------------------------------------------------------
+    @workflow.run
+    async def run(self, inp: RemediationInput) -> RemediationResult:
+        ladder = asyncio.create_task(self._remediate())
+        await workflow.wait_condition(lambda: ladder.done() or self._stop_request is not None)
+        if not ladder.done():
+            ladder.cancel()
+        try:
+            outcome, detail = await ladder
+        except asyncio.CancelledError:
+            outcome, detail = await self._on_stop_request()
+        return await self._finish(outcome, detail)
+
+    async def _remediate(self) -> tuple[Outcome, str]:
+        state = self._state
+        try:
+            if state.runbook is None:
+                await self._wait_for_first_report()
+            if state.phase is Phase.WAITING:
+                await self._begin()
+            if state.phase is Phase.TOLERATING:
+                await self._tolerate()
+            return await self._climb()
+        except _Stop as stop:
+            if stop.outcome is Outcome.CLEARED:
+                await self._restore()  # the fault went away: give back what remedy took
+            return stop.outcome, stop.detail
+
+    async def _wait_for_first_report(self) -> None:
+        try:
+            await workflow.wait_condition(lambda: self._state.runbook is not None,
+                                          timeout=FIRST_REPORT_TIMEOUT,
+                                          timeout_summary="wait for the first finding")
+        except TimeoutError:
+            raise _Stop(Outcome.CLEARED, "started without a finding; nothing to do") from None
+
+    async def _begin(self) -> None:
+        state = self._state
+        assert state.runbook is not None and state.trigger is not None
+        now = workflow.now()
+        state.started_at = now
+        state.tolerance_ends_at = now + state.runbook.tolerance
+        workflow.logger.info("%s: %s → runbook %s", state.node.name, state.trigger.headline(),
+                             state.runbook.name)
+        if state.runbook.cordon:
+            await self._cordon("finding: " + state.trigger.headline())
+        state.phase = Phase.TOLERATING
+
+    async def _tolerate(self) -> None:
+        """Wait out the tolerance window; a clean re-probe inside or at its end ends it."""
+        state = self._state
+        while True:
+            runbook = state.runbook
+            assert runbook is not None and state.started_at and state.tolerance_ends_at
+            self._continue_as_new_if_suggested()
+            now = workflow.now()
+            if now >= state.tolerance_ends_at:
+                break
+            wake = state.tolerance_ends_at
+            if runbook.recheck_every:
+                wake = min(wake, now + runbook.recheck_every)
+            try:
+                await workflow.wait_condition(
+                    lambda: self._runbook_changed, timeout=wake - now,
+                    timeout_summary=f"tolerance window {format_duration(runbook.tolerance)}")
+            except TimeoutError:
+                if wake < state.tolerance_ends_at and (await self._probe()).healthy:
+                    raise _Stop(Outcome.CLEARED, "clean re-probe inside the tolerance window") \
+                        from None
+                continue
+            await self._adopt_new_runbook()
+        waited = state.runbook is not None and state.runbook.tolerance > timedelta(0)
+        if waited and (await self._probe()).healthy:
+            raise _Stop(Outcome.CLEARED, "the fault cleared within the tolerance window")
+
+    async def _adopt_new_runbook(self) -> None:
+        state = self._state
+        self._runbook_changed = False
+        assert state.runbook is not None and state.started_at and state.tolerance_ends_at
+        workflow.logger.info("%s: runbook now %s", state.node.name, state.runbook.name)
+        state.tolerance_ends_at = min(state.tolerance_ends_at,
+                                      state.started_at + state.runbook.tolerance)
+        if state.runbook.cordon and state.cordon is None:
+            await self._cordon("finding: " + (state.trigger.headline() if state.trigger else ""))
+
+    async def _climb(self) -> tuple[Outcome, str]:
+        state = self._state
+        assert state.runbook is not None
+        ladder = state.runbook.ladder
+        while state.rung < len(ladder):
+            self._continue_as_new_if_suggested()
+            rung = ladder[state.rung]
+            if await self._climb_rung(state.rung, rung):
+                if rung.action is Action.REPLACE:
+                    return Outcome.REPLACED, state.attempts[-1].detail
+                await self._restore()
+                return Outcome.RECOVERED, f"healthy after {rung.action.value}"
+            state.rung += 1
+        await self._hold_cordoned()
+        tried = ", ".join(r.action.value for r in ladder) or "no rungs"
+        return Outcome.NEEDS_HUMAN, f"still unhealthy after the whole ladder ({tried})"
+
+    async def _climb_rung(self, index: int, rung: Rung) -> bool:
+        """Run one rung; True when the node is healthy (or replaced) and climbing stops."""
+        state = self._state
+        if rung.approval is ApprovalMode.REQUIRED and not state.approved(index):
+            await self._await_approval(index, rung)
+        started = workflow.now()
+        state.phase = Phase.ACTING
+        try:
+            result = await self._act(rung)
+        except ActivityError as err:
+            self._record(index, rung.action, started, AttemptResult.FAILED, _cause(err))
+            return False
+        if not result.ok:
+            self._record(index, rung.action, started, AttemptResult.FAILED, result.detail)
+            return False
+        if not rung.verifies:
+            self._record(index, rung.action, started, AttemptResult.DONE, result.detail)
+            return rung.action is Action.REPLACE
+        if rung.settle > timedelta(0):
+            state.phase = Phase.SETTLING
+            await workflow.sleep(rung.settle, summary=f"settle {format_duration(rung.settle)} "
+                                                      f"after {rung.action.value}")
+        report = await self._probe()
+        verdict = AttemptResult.VERIFIED if report.healthy else AttemptResult.UNVERIFIED
+        self._record(index, rung.action, started, verdict, _summary(result, report))
+        return report.healthy
+
+    async def _await_approval(self, index: int, rung: Rung) -> None:
+        state = self._state
+        state.phase = Phase.AWAITING_APPROVAL
+        asked = workflow.now()
+        try:
+            await workflow.wait_condition(
+                lambda: state.approved(index), timeout=rung.approval_timeout,
+                timeout_summary=f"approval for {rung.action.value} "
+                                f"(times out in {format_duration(rung.approval_timeout)})")
+        except TimeoutError:
+            detail = f"no approval for {rung.action.value} within " \
+                     f"{format_duration(rung.approval_timeout)}"
+            self._record(index, rung.action, asked, AttemptResult.APPROVAL_TIMED_OUT, detail)
+            await self._hold_cordoned()
+            raise _Stop(Outcome.NEEDS_HUMAN, detail) from None
+
+    # -- activities ------------------------------------------------------------------------
+    def _request(self, action: Action, reason: str = "") -> ActionRequest:
+        state = self._state
+        gpus = sorted({f.component.index for f in state.findings
+                       if f.unhealthy and f.component.index is not None})
+        return ActionRequest(node=state.node, action=action,
+                             workflow_id=workflow.info().workflow_id,
+                             reason=reason or (state.runbook.name if state.runbook else ""),
+                             gpu_indices=gpus)
+
+    async def _act(self, rung: Rung) -> ActionResult:
+        retry = RetryPolicy(
+            initial_interval=rung.retry.initial_interval,
+            backoff_coefficient=rung.retry.backoff,
+            maximum_interval=max(rung.retry.max_interval, rung.retry.initial_interval),
+            maximum_attempts=rung.retry.max_attempts,
+            non_retryable_error_types=PERMANENT_ERRORS,
+        )
+        host_local = rung.action in HOST_LOCAL_ACTIONS
+        return await workflow.execute_activity(
+            rung.action.value,
+            self._request(rung.action),
+            result_type=ActionResult,
+            task_queue=self._input.node_task_queue if host_local else None,
+            schedule_to_start_timeout=self._input.node_pickup_timeout if host_local else None,
+            start_to_close_timeout=rung.timeout,
+            heartbeat_timeout=min(rung.timeout, timedelta(minutes=1))
+            if rung.action is Action.DRAIN else None,
+            retry_policy=retry,
+            summary=f"{rung.action.value} {self._state.node.name}",
+        )
+
+    async def _probe(self) -> ProbeReport:
+        """Re-probe on the node. A probe that cannot run is an unhealthy report (fail closed)."""
+        state = self._state
+        previous, state.phase = state.phase, Phase.VERIFYING
+        try:
+            return await workflow.execute_activity(
+                "probe", ProbeRequest(node=state.node), result_type=ProbeReport,
+                task_queue=self._input.node_task_queue,
+                schedule_to_start_timeout=self._input.node_pickup_timeout,
+                start_to_close_timeout=timedelta(seconds=60),
+                retry_policy=RetryPolicy(maximum_attempts=2,
+                                         initial_interval=timedelta(seconds=5)),
+                summary=f"probe {state.node.name}")
+        except ActivityError as err:
+            unavailable = Finding(node=state.node.name, check="probe", reason="ProbeUnavailable",
+                                  severity=Severity.CRITICAL, evidence=_cause(err),
+                                  observed_at=workflow.now())
+            return ProbeReport(node=state.node.name, checks_run=[], findings=[unavailable],
+                               started_at=workflow.now())
+        finally:
+            state.phase = previous
+
+    async def _cordon(self, reason: str) -> None:
+        state = self._state
+        started = workflow.now()
+        try:
+            result = await workflow.execute_activity(
+                "cordon", self._request(Action.CORDON, reason), result_type=CordonResult,
+                start_to_close_timeout=timedelta(seconds=60), retry_policy=QUICK_RETRY,
+                summary=f"cordon {state.node.name}")
+        except ActivityError as err:
+            self._record(-1, Action.CORDON, started, AttemptResult.FAILED, _cause(err))
+            return
+        state.cordon = result.state
+        self._record(-1, Action.CORDON, started, AttemptResult.DONE, result.state.value)
+
+    async def _hold_cordoned(self) -> None:
+        """A node nobody could fix must not take work, whether or not the runbook cordoned."""
+        if self._state.cordon is None:
+            await self._cordon("needs a human")
+
+    async def _restore(self) -> None:
+        state = self._state
+        if not state.cordoned_by_remedy:
+            return  # never undo a cordon someone else set
+        state.phase = Phase.RESTORING
+        started = workflow.now()
+        try:
+            result = await workflow.execute_activity(
+                "restore", self._request(Action.RESTORE, "recovered"), result_type=ActionResult,
+                start_to_close_timeout=timedelta(seconds=60), retry_policy=QUICK_RETRY,
+                summary=f"restore {state.node.name}")
+        except ActivityError as err:
+            # Still cordoned, still annotated as remedy's: owned, and visible in the outcome.
+            self._record(-1, Action.RESTORE, started, AttemptResult.FAILED, _cause(err))
+            return
+        self._record(-1, Action.RESTORE, started, AttemptResult.DONE, result.detail)
+
+    # -- endings ---------------------------------------------------------------------------
+    async def _on_stop_request(self) -> tuple[Outcome, str]:
+        req = self._stop_request
+        if isinstance(req, ClearRequest):
+            await self._restore()
+            return Outcome.CLEARED, f"cleared by {req.by}" + (f": {req.reason}" if req.reason
+                                                               else "")
+        assert isinstance(req, AbortRequest)
+        if req.restore:
+            await self._restore()
+        left = "restored" if req.restore else "left as it is"
+        return Outcome.ABORTED, f"aborted by {req.by}: {req.reason} (node {left})"
+
+    async def _finish(self, outcome: Outcome, detail: str) -> RemediationResult:
+        state = self._state
+        state.phase, state.outcome, state.outcome_detail = Phase.DONE, outcome, detail
+        await workflow.wait_condition(workflow.all_handlers_finished)
+        workflow.logger.info("%s: %s — %s", state.node.name, outcome.value, detail)
+        return RemediationResult(node=state.node.name, outcome=outcome, detail=detail,
+                                 runbook=state.runbook.name if state.runbook else None,
+                                 attempts=state.attempts)
+
+    def _continue_as_new_if_suggested(self) -> None:
+        if workflow.info().is_continue_as_new_suggested() and self._stop_request is None:
+            state = self._state.model_copy(update={"runs": self._state.runs + 1})
+            workflow.continue_as_new(self._input.model_copy(update={"state": state}))
+
+    def _record(self, rung: int, action: Action, started: datetime, result: AttemptResult,
+                detail: str) -> None:
+        self._state.attempts.append(Attempt(rung=rung, action=action, started_at=started,
+                                            finished_at=workflow.now(), result=result,
+                                            detail=detail))
+
+
+def _cause(err: ActivityError) -> str:
+    cause = err.cause
+    return f"{type(cause).__name__}: {cause}" if cause else str(err)
+
+
+def _summary(result: ActionResult, report: ProbeReport) -> str:
+    if report.healthy:
+        return f"{result.detail}; probe clean"
+    left = ", ".join(f.headline() for f in report.findings if f.unhealthy) or "probe could not run"
+    return f"{result.detail}; still unhealthy: {left}"
