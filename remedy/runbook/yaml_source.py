@@ -50,8 +50,15 @@ def parse_yaml(text: str) -> YamlDocument:
     return doc
 
 
+_PLAIN_TAGS = {MappingNode: "tag:yaml.org,2002:map", SequenceNode: "tag:yaml.org,2002:seq"}
+
+
 def _build(node: Node, path: Path, doc: YamlDocument, scalars: SafeConstructor) -> Any:
     doc.lines.setdefault(path, node.start_mark.line + 1)
+    expected = _PLAIN_TAGS.get(type(node))
+    if expected and node.tag != expected:
+        # Safe loading only: no !!python/object or other constructors.
+        raise YamlSyntaxError(node.start_mark.line + 1, f"unsupported YAML tag {node.tag}")
     if isinstance(node, MappingNode):
         out: dict[Any, Any] = {}
         for key_node, value_node in node.value:

@@ -8,7 +8,7 @@ import threading
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 from remedy.cluster import CordonOwner, DrainResult
 from remedy.errors import ActionFailed, NodeGone
@@ -32,13 +32,13 @@ class ActiveFault:
     kind: str
     gpu: int
     since: datetime
+    lasts: timedelta | None  # None: until something fixes it
 
     def cleared_by(self, fix: Fix) -> bool:
         return fix in FAULTS[self.kind].fixed_by
 
     def expired(self, now: datetime) -> bool:
-        spec = FAULTS[self.kind]
-        return spec.lasts is not None and now >= self.since + spec.lasts
+        return self.lasts is not None and now >= self.since + self.lasts
 
 
 @dataclass
@@ -85,15 +85,17 @@ class SimFleet:
     """Thread-safe: activities run in a thread pool."""
 
     def __init__(self, nodes: int = 16, gpus_per_node: int = 8, pool: str = "default",
-                 clock: Callable[[], datetime] = _utcnow, seed: int = 0) -> None:
+                 clock: Callable[[], datetime] = _utcnow, seed: int = 0,
+                 speedup: float = 1.0, name_prefix: str = "gpu-node") -> None:
         self.clock = clock
+        self.speedup = speedup  # transient faults pass this much faster (demo time)
         self.gpus_per_node = gpus_per_node
         self._lock = threading.RLock()
         self._rng = random.Random(seed)
         self.nodes: dict[str, SimNode] = {}
         self.actions: list[tuple[str, str]] = []  # (node, action): what was done, in order
         for i in range(nodes):
-            name = f"gpu-node-{i:03d}"
+            name = f"{name_prefix}-{i:03d}"
             self.nodes[name] = self._provision(name, pool, generation=0)
 
     # -- building and injecting ------------------------------------------------------------
@@ -119,13 +121,17 @@ class SimFleet:
         with self._lock:
             sim = self.node(node)
             now = self.clock()
-            sim.faults.append(ActiveFault(kind=kind, gpu=gpu, since=now))
+            lasts = FAULTS[kind].lasts
+            sim.faults.append(ActiveFault(kind=kind, gpu=gpu, since=now,
+                                          lasts=lasts / self.speedup if lasts else lasts))
             return FAULTS[kind].report(node, gpu, sim.gpus[gpu].serial, now)
 
-    def inject_random(self, kinds: list[str] | None = None) -> Finding:
+    def inject_random(self, weights: dict[str, float] | None = None) -> Finding:
+        """A seeded random fault on a random GPU; ``weights`` maps fault kinds to odds."""
+        weights = weights or dict.fromkeys(sorted(FAULTS), 1.0)
         with self._lock:
             node = self._rng.choice(sorted(self.nodes))
-            kind = self._rng.choice(kinds or sorted(FAULTS))
+            kind = self._rng.choices(list(weights), weights=list(weights.values()))[0]
             return self.inject(node, kind, self._rng.randrange(self.gpus_per_node))
 
     def clear_faults(self, node: str) -> None:

@@ -1,0 +1,82 @@
+"""The embedded demo: real dev server, real workflows, simulated fleet."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+from temporalio.client import WorkflowExecutionStatus
+from temporalio.testing import WorkflowEnvironment
+from typer.testing import CliRunner
+
+from remedy.remediation import Outcome
+from tests.conftest import ROOT
+from workers.cli import app
+from workers.demo import DemoConfig, run_demo
+
+
+async def test_short_demo_starts_workflows_visible_through_the_client(
+        dev_env: WorkflowEnvironment) -> None:
+    name = f"demo-{uuid.uuid4().hex[:8]}"
+    config = DemoConfig(nodes=4, fault_every_s=0.25, speedup=3600, duration_s=4,
+                        runbooks=ROOT / "runbooks", node_prefix=name, task_queue=name,
+                        agents_task_queue=f"{name}-agents")
+    summary = await run_demo(dev_env.client, config, echo=lambda _: None)
+
+    assert summary.faults_injected >= 8
+    assert summary.workflow_ids and all(w.startswith(f"node-remediation/{name}-")
+                                        for w in summary.workflow_ids)
+    assert sum(summary.outcomes.values()) == len(summary.workflow_ids)
+    finished = {Outcome(o) for o in summary.outcomes if not o.startswith("running")}
+    assert finished, f"no ladder finished within the demo: {summary.outcomes}"
+    for workflow_id in summary.workflow_ids:
+        description = await dev_env.client.get_workflow_handle(workflow_id).describe()
+        assert description.workflow_type == "NodeRemediation"
+        assert description.task_queue == name
+        assert description.status in (WorkflowExecutionStatus.RUNNING,
+                                       WorkflowExecutionStatus.COMPLETED)
+
+
+def test_remedy_demo_command_runs_and_ends_with_a_summary(tmp_path: Path) -> None:
+    """What `make demo` runs, with a limit: its own dev server, UI, worker and fleet."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST")}
+    done = subprocess.run(
+        [str(Path(sys.executable).parent / "remedy"), "demo", "--duration", "6", "--nodes",
+         "4", "--fault-every", "0.5", "--db", str(tmp_path / "t.sqlite")],
+        capture_output=True, text=True, timeout=120, env=env, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "Temporal Web UI  http://127.0.0.1:" in done.stdout
+    assert "Remediations by outcome (" in done.stdout
+    assert (tmp_path / "t.sqlite").exists()
+
+
+def test_demo_on_a_busy_port_says_so_without_a_traceback() -> None:
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        result = CliRunner().invoke(app, ["demo", "--port", str(port), "--duration", "1"])
+    assert result.exit_code == 2
+    assert f"port {port} is already in use" in result.output
+    assert "Traceback" not in result.output
+
+
+def test_runbooks_validate_accepts_the_shipped_runbooks() -> None:
+    result = CliRunner().invoke(app, ["runbooks", "validate", str(ROOT / "runbooks")])
+    assert result.exit_code == 0, result.output
+    assert "ok  gpu-fallen-off-bus: drain → reboot → diagnose → replace" in result.output
+
+
+def test_runbooks_validate_lists_each_error_as_file_line_field(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("name: bad\nmatch: {xids: [48]}\ntolerance: -1m\nladder:\n"
+                   "  - action: melt\n")
+    result = CliRunner().invoke(app, ["runbooks", "validate", str(bad)])
+    assert result.exit_code == 1
+    assert f"{bad}:3: tolerance: duration must not be negative" in result.output
+    assert f"{bad}:5: ladder[0].action: Input should be" in result.output
+    assert "nothing loaded" in result.output

@@ -1,0 +1,172 @@
+"""The embedded default: a dev Temporal server with its Web UI, the controller worker, and a
+simulated GPU fleet whose faults start real NodeRemediation ladders at a visible rate."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+from collections import Counter
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from temporalio.client import Client, WorkflowExecutionStatus
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.testing import WorkflowEnvironment
+
+from remedy.models import NodeRef
+from remedy.names import CONTROLLER_TASK_QUEUE, SIM_AGENTS_TASK_QUEUE
+from remedy.remediation import FindingReport, RemediationState
+from remedy.runbook import RunbookSet, load_runbooks
+from remedy.sim import SimFleet
+from workers.binaries import installed_binary
+from workers.client import report_finding
+from workers.controller import controller_worker, node_agent_worker
+from workflows.node_remediation import NodeRemediation
+
+# Odds of each simulated fault, loosely after the Llama 3 interruption table: faulty GPUs and
+# HBM dominate, software and transient causes follow.
+FAULT_WEIGHTS = {"ecc_dbe": 0.25, "gpu_lost": 0.2, "mcu_halt": 0.15, "thermal_transient": 0.15,
+                 "app_xid": 0.15, "remap_failure": 0.1}
+STATUS_EVERY_S = 5.0
+
+
+class PortInUse(Exception):
+    pass
+
+
+@dataclass
+class DemoConfig:
+    nodes: int = 16
+    gpus_per_node: int = 8
+    fault_every_s: float = 3.0
+    speedup: float = 60.0
+    duration_s: float | None = None
+    seed: int = 1
+    runbooks: Path = Path("runbooks")
+    node_prefix: str = "gpu-node"
+    task_queue: str = CONTROLLER_TASK_QUEUE
+    agents_task_queue: str = SIM_AGENTS_TASK_QUEUE
+
+
+@dataclass
+class DemoSummary:
+    faults_injected: int = 0
+    workflow_ids: list[str] = field(default_factory=list)
+    outcomes: Counter[str] = field(default_factory=Counter)  # closed: by outcome; open: phase
+
+    def lines(self) -> list[str]:
+        out = [f"Remediations by outcome ({len(self.workflow_ids)} nodes, "
+               f"{self.faults_injected} faults injected):"]
+        out += [f"  {name:<28} {count:>4}" for name, count in sorted(self.outcomes.items())]
+        return out
+
+
+async def run_embedded_demo(config: DemoConfig, *, port: int | None, ui_port: int | None,
+                            db: Path, echo: Callable[[str], None] = print) -> DemoSummary:
+    runbooks = _load(config)  # fail on a broken runbook before starting anything
+    if port is not None and not _port_free(port):
+        raise PortInUse(f"port {port} is already in use: pass another --port, or omit it "
+                        "to pick a free one")
+    if ui_port is not None and not _port_free(ui_port):
+        raise PortInUse(f"UI port {ui_port} is already in use: pass another --ui-port, or omit "
+                        "it to use 8233 or a free port")
+    ui_port = ui_port or (8233 if _port_free(8233) else _free_port())
+    db.parent.mkdir(parents=True, exist_ok=True)
+    env = await WorkflowEnvironment.start_local(
+        data_converter=pydantic_data_converter,
+        dev_server_existing_path=installed_binary("temporal"),
+        dev_server_database_filename=str(db),
+        port=port, ui=True, ui_port=ui_port)
+    try:
+        echo(f"Temporal server  {env.client.service_client.config.target_host}")
+        echo(f"Temporal Web UI  http://127.0.0.1:{ui_port}/namespaces/default/workflows")
+        echo(f"History kept in  {db}")
+        return await run_demo(env.client, config, runbooks, echo)
+    finally:
+        await env.shutdown()
+
+
+async def run_demo(client: Client, config: DemoConfig, runbooks: RunbookSet | None = None,
+                   echo: Callable[[str], None] = print) -> DemoSummary:
+    """Inject faults into a simulated fleet and let real workflows remediate them, until
+    ``duration_s`` passes or the task is cancelled (Ctrl-C); then summarise."""
+    runbooks = runbooks or _load(config)
+    fleet = SimFleet(nodes=config.nodes, gpus_per_node=config.gpus_per_node, seed=config.seed,
+                     speedup=config.speedup, name_prefix=config.node_prefix)
+    summary = DemoSummary()
+    echo(f"Simulated fleet  {config.nodes} nodes × {config.gpus_per_node} GPUs, a fault every "
+         f"{config.fault_every_s:g}s, runbook time {config.speedup:g}× faster")
+    with ThreadPoolExecutor(max_workers=16) as executor:
+        async with (controller_worker(client, fleet.cluster, executor, config.task_queue),
+                    node_agent_worker(client, fleet.host, executor, config.agents_task_queue)):
+            try:
+                await _inject_until_done(client, config, fleet, runbooks, summary, echo)
+            except asyncio.CancelledError:
+                echo("stopping…")
+            await _summarise(client, summary)
+    for line in summary.lines():
+        echo(line)
+    return summary
+
+
+async def _inject_until_done(client: Client, config: DemoConfig, fleet: SimFleet,
+                             runbooks: RunbookSet, summary: DemoSummary,
+                             echo: Callable[[str], None]) -> None:
+    loop = asyncio.get_running_loop()
+    start = loop.time()
+    next_status = start + STATUS_EVERY_S
+    while config.duration_s is None or loop.time() - start < config.duration_s:
+        finding = fleet.inject_random(FAULT_WEIGHTS)
+        runbook = runbooks.match(finding)
+        if runbook is not None:
+            summary.faults_injected += 1
+            handle = await report_finding(
+                client, NodeRef(name=finding.node), FindingReport(finding=finding,
+                                                                  runbook=runbook),
+                node_task_queue=config.agents_task_queue, task_queue=config.task_queue)
+            if handle.id not in summary.workflow_ids:
+                summary.workflow_ids.append(handle.id)
+            echo(f"  fault  {finding.node}: {finding.headline()} → {runbook.name}")
+        if loop.time() >= next_status:
+            next_status += STATUS_EVERY_S
+            await _summarise(client, summary)
+            states = ", ".join(f"{k} {v}" for k, v in sorted(summary.outcomes.items()))
+            echo(f"[{loop.time() - start:5.0f}s] {states}")
+        await asyncio.sleep(config.fault_every_s)
+
+
+async def _summarise(client: Client, summary: DemoSummary) -> None:
+    """Outcome of each node's latest run, or the phase it is in when still running."""
+    counts: Counter[str] = Counter()
+    for workflow_id in summary.workflow_ids:
+        handle = client.get_workflow_handle_for(NodeRemediation.run, workflow_id)
+        status = (await handle.describe()).status
+        if status is WorkflowExecutionStatus.COMPLETED:
+            counts[(await handle.result()).outcome.value] += 1
+        elif status is WorkflowExecutionStatus.RUNNING:
+            state: RemediationState = await handle.query(NodeRemediation.state)
+            counts[f"running: {state.phase.value}"] += 1
+        else:
+            counts[f"workflow {status.name.lower() if status else 'unknown'}"] += 1
+    summary.outcomes = counts
+
+
+def _load(config: DemoConfig) -> RunbookSet:
+    return RunbookSet(r.scaled(config.speedup) for r in load_runbooks([config.runbooks]))
+
+
+def _port_free(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
