@@ -51,14 +51,19 @@ def demo(
     = Path(".demo/temporal.sqlite"),
     runbooks: Annotated[Path, typer.Option(help="Runbook folder.")] = DEFAULT_RUNBOOKS,
     seed: Annotated[int, typer.Option(help="Seed of the fault injector.")] = 1,
+    address: Annotated[str | None, typer.Option(
+        help="Use this Temporal server (host:port) instead of starting the dev server.")] = None,
 ) -> None:
     """Run the embedded default: dev Temporal server + Web UI + worker + a simulated GPU fleet."""
-    from workers.demo import DemoConfig, PortInUse, run_embedded_demo
+    from workers.demo import DemoConfig, PortInUse, run_demo_on, run_embedded_demo
 
     config = DemoConfig(nodes=nodes, gpus_per_node=gpus, fault_every_s=fault_every,
                         speedup=speedup, duration_s=duration, seed=seed, runbooks=runbooks)
     try:
-        asyncio.run(run_embedded_demo(config, port=port, ui_port=ui_port, db=db))
+        if address:
+            asyncio.run(run_demo_on(address, config))
+        else:
+            asyncio.run(run_embedded_demo(config, port=port, ui_port=ui_port, db=db))
     except PortInUse as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None

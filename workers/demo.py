@@ -4,6 +4,7 @@ simulated GPU fleet whose faults start real NodeRemediation ladders at a visible
 from __future__ import annotations
 
 import asyncio
+import signal
 import socket
 from collections import Counter
 from collections.abc import Callable
@@ -12,17 +13,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from temporalio.client import Client, WorkflowExecutionStatus
-from temporalio.contrib.pydantic import pydantic_data_converter
-from temporalio.testing import WorkflowEnvironment
+from temporalio.service import RPCError
 
 from remedy.models import NodeRef
 from remedy.names import CONTROLLER_TASK_QUEUE, SIM_AGENTS_TASK_QUEUE
 from remedy.remediation import FindingReport, RemediationState
 from remedy.runbook import RunbookSet, load_runbooks
 from remedy.sim import SimFleet
-from workers.binaries import installed_binary
-from workers.client import report_finding
+from workers.client import connect, report_finding
 from workers.controller import controller_worker, node_agent_worker
+from workers.dev_server import dev_server
 from workflows.node_remediation import NodeRemediation
 
 # Odds of each simulated fault, loosely after the Llama 3 interruption table: faulty GPUs and
@@ -53,12 +53,16 @@ class DemoConfig:
 @dataclass
 class DemoSummary:
     faults_injected: int = 0
-    workflow_ids: list[str] = field(default_factory=list)
+    runs: list[tuple[str, str]] = field(default_factory=list)  # (workflow id, run id)
     outcomes: Counter[str] = field(default_factory=Counter)  # closed: by outcome; open: phase
 
+    @property
+    def workflow_ids(self) -> list[str]:
+        return list(dict.fromkeys(workflow_id for workflow_id, _ in self.runs))
+
     def lines(self) -> list[str]:
-        out = [f"Remediations by outcome ({len(self.workflow_ids)} nodes, "
-               f"{self.faults_injected} faults injected):"]
+        out = [f"Remediations by outcome ({len(self.runs)} remediations on "
+               f"{len(self.workflow_ids)} nodes, {self.faults_injected} faults injected):"]
         out += [f"  {name:<28} {count:>4}" for name, count in sorted(self.outcomes.items())]
         return out
 
@@ -72,20 +76,28 @@ async def run_embedded_demo(config: DemoConfig, *, port: int | None, ui_port: in
     if ui_port is not None and not _port_free(ui_port):
         raise PortInUse(f"UI port {ui_port} is already in use: pass another --ui-port, or omit "
                         "it to use 8233 or a free port")
+    port = port or _free_port()
     ui_port = ui_port or (8233 if _port_free(8233) else _free_port())
     db.parent.mkdir(parents=True, exist_ok=True)
-    env = await WorkflowEnvironment.start_local(
-        data_converter=pydantic_data_converter,
-        dev_server_existing_path=installed_binary("temporal"),
-        dev_server_database_filename=str(db),
-        port=port, ui=True, ui_port=ui_port)
-    try:
-        echo(f"Temporal server  {env.client.service_client.config.target_host}")
+    log = db.with_suffix(".log")
+    # SIGTERM ends the demo like Ctrl-C does: summary, then the dev server is stopped.
+    task = asyncio.current_task()
+    assert task is not None
+    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, task.cancel)
+    async with dev_server(port, ui_port, db, log) as client:
+        echo(f"Temporal server  127.0.0.1:{port} (log: {log})")
         echo(f"Temporal Web UI  http://127.0.0.1:{ui_port}/namespaces/default/workflows")
         echo(f"History kept in  {db}")
-        return await run_demo(env.client, config, runbooks, echo)
-    finally:
-        await env.shutdown()
+        return await run_demo(client, config, runbooks, echo)
+
+
+async def run_demo_on(address: str, config: DemoConfig,
+                      echo: Callable[[str], None] = print) -> DemoSummary:
+    """The demo against a Temporal server that is already running (e.g. docker compose)."""
+    runbooks = _load(config)
+    client = await connect(address)
+    echo(f"Temporal server  {address}")
+    return await run_demo(client, config, runbooks, echo)
 
 
 async def run_demo(client: Client, config: DemoConfig, runbooks: RunbookSet | None = None,
@@ -105,7 +117,10 @@ async def run_demo(client: Client, config: DemoConfig, runbooks: RunbookSet | No
                 await _inject_until_done(client, config, fleet, runbooks, summary, echo)
             except asyncio.CancelledError:
                 echo("stopping…")
-            await _summarise(client, summary)
+            try:
+                await _summarise(client, summary)
+            except RPCError as exc:
+                echo(f"could not read the outcomes from Temporal: {exc}")
     for line in summary.lines():
         echo(line)
     return summary
@@ -126,8 +141,9 @@ async def _inject_until_done(client: Client, config: DemoConfig, fleet: SimFleet
                 client, NodeRef(name=finding.node), FindingReport(finding=finding,
                                                                   runbook=runbook),
                 node_task_queue=config.agents_task_queue, task_queue=config.task_queue)
-            if handle.id not in summary.workflow_ids:
-                summary.workflow_ids.append(handle.id)
+            run = (handle.id, handle.result_run_id or "")
+            if run not in summary.runs:  # a report that joined a running ladder is not new
+                summary.runs.append(run)
             echo(f"  fault  {finding.node}: {finding.headline()} → {runbook.name}")
         if loop.time() >= next_status:
             next_status += STATUS_EVERY_S
@@ -138,11 +154,14 @@ async def _inject_until_done(client: Client, config: DemoConfig, fleet: SimFleet
 
 
 async def _summarise(client: Client, summary: DemoSummary) -> None:
-    """Outcome of each node's latest run, or the phase it is in when still running."""
+    """The outcome of every remediation started, or the phase it is in while it runs."""
     counts: Counter[str] = Counter()
-    for workflow_id in summary.workflow_ids:
-        handle = client.get_workflow_handle_for(NodeRemediation.run, workflow_id)
+    for workflow_id, run_id in summary.runs:
+        handle = client.get_workflow_handle_for(NodeRemediation.run, workflow_id, run_id=run_id)
         status = (await handle.describe()).status
+        if status is WorkflowExecutionStatus.CONTINUED_AS_NEW:  # report where the chain is now
+            handle = client.get_workflow_handle_for(NodeRemediation.run, workflow_id)
+            status = (await handle.describe()).status
         if status is WorkflowExecutionStatus.COMPLETED:
             counts[(await handle.result()).outcome.value] += 1
         elif status is WorkflowExecutionStatus.RUNNING:
