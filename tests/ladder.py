@@ -2,25 +2,68 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from datetime import timedelta
 
+from pydantic import BaseModel
 from temporalio.client import Client, WorkflowHandle
 from temporalio.testing import WorkflowEnvironment
 
-from remedy.models import Finding, NodeRef
-from remedy.remediation import FindingReport, Phase, RemediationResult, RemediationState
+from remedy.models import Action, Finding, NodeRef
+from remedy.remediation import (
+    AttemptResult,
+    FindingReport,
+    Phase,
+    RemediationResult,
+    RemediationState,
+)
 from remedy.runbook import Runbook
-from tests.conftest import Queues
+from remedy.sim import SimFleet
+from tests.conftest import Queues, running_workers
 from workers.client import report_finding
 from workflows.node_remediation import NodeRemediation
 
 Handle = WorkflowHandle[NodeRemediation, RemediationResult]
+Step = Callable[[Handle], Awaitable[None]]
 
 
-async def report(client: Client, queues: Queues, finding: Finding, runbook: Runbook) -> Handle:
+@dataclass(frozen=True)
+class Ran:
+    result: RemediationResult
+    state: RemediationState  # the final state, from the query
+
+    @property
+    def ladder(self) -> list[tuple[Action, AttemptResult]]:
+        """The rungs climbed, without the cordon and restore around them."""
+        return [(a.action, a.result) for a in self.result.attempts if a.rung >= 0]
+
+
+async def report(client: Client, queues: Queues, finding: Finding, runbook: Runbook | None,
+                 **options: object) -> Handle:
+    assert runbook is not None, "no runbook for the finding"
     return await report_finding(client, NodeRef(name=finding.node),
                                 FindingReport(finding=finding, runbook=runbook),
-                                node_task_queue=queues.agents, task_queue=queues.controller)
+                                node_task_queue=queues.agents, task_queue=queues.controller,
+                                **options)  # type: ignore[arg-type]
+
+
+async def remediate(env: WorkflowEnvironment, fleet: SimFleet, finding: Finding,
+                    runbook: Runbook | None, meanwhile: Step | None = None) -> Ran:
+    """Report the finding, run ``meanwhile`` against the workflow, and wait for the outcome."""
+    async with running_workers(env.client, fleet) as queues:
+        handle = await report(env.client, queues, finding, runbook)
+        if meanwhile:
+            await meanwhile(handle)
+        result = await handle.result()
+        return Ran(result, await state_of(handle))  # queries need a worker: ask inside
+
+
+def signal_at(env: WorkflowEnvironment, phase: Phase, name: str, arg: BaseModel) -> Step:
+    async def step(handle: Handle) -> None:
+        await wait_for_phase(env, handle, phase)
+        await handle.signal(name, arg)
+    return step
 
 
 async def state_of(handle: Handle) -> RemediationState:

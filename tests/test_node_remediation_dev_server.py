@@ -7,13 +7,12 @@ from datetime import timedelta
 
 from temporalio.testing import WorkflowEnvironment
 
-from remedy.models import Action, NodeRef
-from remedy.remediation import AttemptResult, FindingReport, Outcome
+from remedy.models import Action
+from remedy.remediation import AttemptResult, Outcome
 from remedy.runbook import Match, Runbook, Rung
 from remedy.sim import SimFleet
 from tests.conftest import running_workers
-from tests.ladder import state_of
-from workers.client import report_finding
+from tests.ladder import report, state_of
 from workflows.node_remediation import NodeRemediation
 
 NODE = "gpu-node-002"
@@ -24,10 +23,8 @@ async def test_dead_node_agent_fails_closed(dev_env: WorkflowEnvironment, fleet:
     runbook = Runbook(name="reboot-then-diagnose", match=Match(xids=[79]),
                       ladder=[Rung(action=Action.REBOOT), Rung(action=Action.DIAGNOSE)])
     async with running_workers(dev_env.client, fleet, agents=False) as queues:
-        handle = await report_finding(
-            dev_env.client, NodeRef(name=NODE), FindingReport(finding=finding, runbook=runbook),
-            node_task_queue=queues.agents, task_queue=queues.controller,
-            node_pickup_timeout=timedelta(seconds=1))
+        handle = await report(dev_env.client, queues, finding, runbook,
+                              node_pickup_timeout=timedelta(seconds=1))
         result = await asyncio.wait_for(handle.result(), timeout=30)
     # No agent picked the reboot or the diagnose up: each counts as failed, never as healthy,
     # and the node is held cordoned for a human.
@@ -45,9 +42,7 @@ async def test_long_tolerance_window_continues_as_new_and_keeps_its_state(
     runbook = Runbook(name="recheck-often", match=Match(checks=["thermal"]),
                       tolerance=timedelta(minutes=5), recheck_every=timedelta(milliseconds=100))
     async with running_workers(dev_env.client, fleet) as queues:
-        handle = await report_finding(
-            dev_env.client, NodeRef(name=NODE), FindingReport(finding=finding, runbook=runbook),
-            node_task_queue=queues.agents, task_queue=queues.controller)
+        handle = await report(dev_env.client, queues, finding, runbook)
         # A handle without a run id follows the chain of continue-as-new runs.
         latest = dev_env.client.get_workflow_handle_for(NodeRemediation.run, handle.id)
         for _ in range(300):
