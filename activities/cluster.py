@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
+from typing import Any
 
 from temporalio import activity
 
@@ -51,5 +53,5 @@ class ClusterActivities:
             detail = self._cluster.replace(req.node.name)
         return ActionResult(ok=True, detail=detail)
 
-    def all(self) -> list[object]:
+    def all(self) -> list[Callable[..., Any]]:
         return [self.cordon, self.restore, self.drain, self.kill_job, self.replace]

@@ -4,6 +4,7 @@ reset GPU, reboot. The simulated fleet serves them for every simulated node."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from temporalio import activity
 
@@ -53,5 +54,5 @@ class NodeActivities:
             host.reboot()
         return ActionResult(ok=True, detail="rebooted")
 
-    def all(self) -> list[object]:
+    def all(self) -> list[Callable[..., Any]]:
         return [self.probe, self.diagnose, self.reset_gpu, self.reboot]

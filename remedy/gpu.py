@@ -7,7 +7,7 @@ subclasses, so the probe code under test is the code that runs on a node.
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 
 class NvmlApi(Protocol):
@@ -28,4 +28,4 @@ def real_nvml() -> NvmlApi:
     """The real NVML bindings; importing them needs no driver, calling nvmlInit does."""
     import pynvml
 
-    return pynvml  # type: ignore[return-value]
+    return cast(NvmlApi, pynvml)

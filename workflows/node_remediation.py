@@ -262,7 +262,7 @@ class NodeRemediation:
             non_retryable_error_types=PERMANENT_ERRORS,
         )
         host_local = rung.action in HOST_LOCAL_ACTIONS
-        return await workflow.execute_activity(
+        result: ActionResult = await workflow.execute_activity(
             rung.action.value,
             self._request(rung.action),
             result_type=ActionResult,
@@ -274,13 +274,14 @@ class NodeRemediation:
             retry_policy=retry,
             summary=f"{rung.action.value} {self._state.node.name}",
         )
+        return result
 
     async def _probe(self) -> ProbeReport:
         """Re-probe on the node. A probe that cannot run is an unhealthy report (fail closed)."""
         state = self._state
         previous, state.phase = state.phase, Phase.VERIFYING
         try:
-            return await workflow.execute_activity(
+            report: ProbeReport = await workflow.execute_activity(
                 "probe", ProbeRequest(node=state.node), result_type=ProbeReport,
                 task_queue=self._input.node_task_queue,
                 schedule_to_start_timeout=self._input.node_pickup_timeout,
@@ -288,6 +289,7 @@ class NodeRemediation:
                 retry_policy=RetryPolicy(maximum_attempts=2,
                                          initial_interval=timedelta(seconds=5)),
                 summary=f"probe {state.node.name}")
+            return report
         except ActivityError as err:
             unavailable = Finding(node=state.node.name, check="probe", reason="ProbeUnavailable",
                                   severity=Severity.CRITICAL, evidence=_cause(err),

@@ -41,6 +41,8 @@ class CheckContext:
 
 def _gpu(index: int, nvml: NvmlApi, handle: Any) -> Component:
     # Identity is best effort: a GPU too broken to name itself is still reported by index.
+    uuid: str | None
+    serial: str | None
     try:
         uuid, serial = nvml.nvmlDeviceGetUUID(handle), nvml.nvmlDeviceGetSerial(handle)
     except pynvml.NVMLError:

@@ -12,7 +12,7 @@ from remedy.runbook.schema import Match, Runbook
 DEFAULT_RUNBOOK = Runbook(
     name="default-unknown-fault",
     description="No runbook matches this finding: cordon and hold for a human.",
-    match=Match(severities=[Severity.WARNING, Severity.CRITICAL]),
+    match=[Match(severities=[Severity.WARNING, Severity.CRITICAL])],
     priority=-1_000_000,
     cordon=True,
     ladder=[],

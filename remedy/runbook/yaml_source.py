@@ -50,7 +50,8 @@ def parse_yaml(text: str) -> YamlDocument:
     return doc
 
 
-_PLAIN_TAGS = {MappingNode: "tag:yaml.org,2002:map", SequenceNode: "tag:yaml.org,2002:seq"}
+_PLAIN_TAGS: dict[type[Node], str] = {MappingNode: "tag:yaml.org,2002:map",
+                                      SequenceNode: "tag:yaml.org,2002:seq"}
 
 
 def _build(node: Node, path: Path, doc: YamlDocument, scalars: SafeConstructor) -> Any:
