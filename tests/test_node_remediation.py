@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from temporalio.testing import WorkflowEnvironment
 
+from remedy.errors import DrainBlocked, PermissionDenied
 from remedy.models import Action
 from remedy.remediation import (
     AbortRequest,
@@ -20,6 +21,7 @@ from remedy.remediation import (
 )
 from remedy.runbook import RunbookSet
 from remedy.sim import SimFleet
+from remedy.sim.fleet import REMEDY_CORDON
 from tests.conftest import running_workers
 from tests.ladder import Handle, remediate, report, signal_at, state_of, wait_for_phase
 
@@ -226,3 +228,31 @@ async def test_unknown_fault_is_cordoned_and_held_never_replaced(
     ran = await remediate(time_env, fleet, finding, runbook)
     assert ran.result.outcome is Outcome.NEEDS_HUMAN
     assert actions_on(fleet) == ["cordon"]
+
+
+async def test_failed_restore_leaves_the_node_owned_and_says_so(
+        time_env: WorkflowEnvironment, fleet: SimFleet, shipped_runbooks: RunbookSet) -> None:
+    fleet.break_action("restore", PermissionDenied("nodes patch is forbidden"))
+    finding = fleet.inject(NODE, "ecc_dbe", gpu=2)
+    ran = await remediate(time_env, fleet, finding, shipped_runbooks.match(finding))
+    assert ran.result.outcome is Outcome.RECOVERED
+    assert ran.result.attempts[-1].action is Action.RESTORE
+    assert ran.result.attempts[-1].result is FAILED
+    assert "PermissionDenied" in ran.result.attempts[-1].detail
+    assert "could not uncordon" in ran.result.detail
+    node = fleet.node(NODE)
+    assert node.unschedulable and REMEDY_CORDON in node.annotations  # still remedy's, visibly
+
+
+async def test_drain_that_keeps_failing_escalates_after_its_retries(
+        time_env: WorkflowEnvironment, fleet: SimFleet, shipped_runbooks: RunbookSet) -> None:
+    fleet.break_action("drain", DrainBlocked("a PodDisruptionBudget forbids the eviction"))
+    finding = fleet.inject(NODE, "ecc_dbe", gpu=2)
+    ran = await remediate(time_env, fleet, finding, shipped_runbooks.match(finding))
+    # Retried (transient), then a failed rung. The reset cannot run while the job holds the
+    # GPU; the reboot clears both and the node recovers.
+    assert ran.ladder == [(Action.DRAIN, FAILED), (Action.RESET_GPU, FAILED),
+                          (Action.REBOOT, VERIFIED)]
+    assert "DrainBlocked" in ran.result.attempts[1].detail
+    assert "processes still hold the GPU" in ran.result.attempts[2].detail
+    assert ran.result.outcome is Outcome.RECOVERED

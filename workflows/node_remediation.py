@@ -120,6 +120,7 @@ class NodeRemediation:
                 await self._begin()
             if state.phase is Phase.TOLERATING:
                 await self._tolerate()
+                state.phase = Phase.ACTING
             return await self._climb()
         except _Stop as stop:
             if stop.outcome is Outcome.CLEARED:
@@ -172,6 +173,8 @@ class NodeRemediation:
         waited = state.runbook is not None and state.runbook.tolerance > timedelta(0)
         if waited and (await self._probe()).healthy:
             raise _Stop(Outcome.CLEARED, "the fault cleared within the tolerance window")
+        if self._runbook_changed:  # a report that came in during the last probe
+            await self._adopt_new_runbook()
 
     async def _adopt_new_runbook(self) -> None:
         state = self._state
@@ -222,6 +225,7 @@ class NodeRemediation:
             state.phase = Phase.SETTLING
             await workflow.sleep(rung.settle, summary=f"settle {format_duration(rung.settle)} "
                                                       f"after {rung.action.value}")
+        state.phase = Phase.VERIFYING
         report = await self._probe()
         verdict = AttemptResult.VERIFIED if report.healthy else AttemptResult.UNVERIFIED
         self._record(index, rung.action, started, verdict, _summary(result, report))
@@ -279,7 +283,6 @@ class NodeRemediation:
     async def _probe(self) -> ProbeReport:
         """Re-probe on the node. A probe that cannot run is an unhealthy report (fail closed)."""
         state = self._state
-        previous, state.phase = state.phase, Phase.VERIFYING
         try:
             report: ProbeReport = await workflow.execute_activity(
                 "probe", ProbeRequest(node=state.node), result_type=ProbeReport,
@@ -296,8 +299,6 @@ class NodeRemediation:
                                   observed_at=workflow.now())
             return ProbeReport(node=state.node.name, checks_run=[], findings=[unavailable],
                                started_at=workflow.now())
-        finally:
-            state.phase = previous
 
     async def _cordon(self, reason: str) -> None:
         state = self._state
@@ -350,6 +351,9 @@ class NodeRemediation:
 
     async def _finish(self, outcome: Outcome, detail: str) -> RemediationResult:
         state = self._state
+        last = state.attempts[-1] if state.attempts else None
+        if last and last.action is Action.RESTORE and last.result is AttemptResult.FAILED:
+            detail += "; could not uncordon: the node stays cordoned and marked as remedy's"
         state.phase, state.outcome, state.outcome_detail = Phase.DONE, outcome, detail
         await workflow.wait_condition(workflow.all_handlers_finished)
         workflow.logger.info("%s: %s — %s", state.node.name, outcome.value, detail)

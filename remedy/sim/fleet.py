@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 from remedy.cluster import CordonOwner, DrainResult
-from remedy.errors import ActionFailed, NodeGone
+from remedy.errors import ActionFailed, NodeGone, RemedyError
 from remedy.gpu import NvmlApi
 from remedy.models import CordonState, Finding
 from remedy.sim.faults import FAULTS, Effect, Fix
@@ -94,6 +94,7 @@ class SimFleet:
         self._rng = random.Random(seed)
         self.nodes: dict[str, SimNode] = {}
         self.actions: list[tuple[str, str]] = []  # (node, action): what was done, in order
+        self.broken: dict[str, RemedyError] = {}  # action → the error it raises (tests)
         for i in range(nodes):
             name = f"{name_prefix}-{i:03d}"
             self.nodes[name] = self._provision(name, pool, generation=0)
@@ -143,6 +144,16 @@ class SimFleet:
         with self._lock:
             self.node(node).unschedulable = True
 
+    def break_action(self, action: str, error: RemedyError) -> None:
+        """Make every later ``action`` raise ``error``, as a flaky API or host would."""
+        self.broken[action] = error
+
+    def _act(self, node: str, action: str) -> SimNode:
+        """The node an action is about to change; raises what break_action() asked for."""
+        if action in self.broken:
+            raise self.broken[action]
+        return self.node(node)
+
     def _record(self, node: str, action: str) -> None:
         self.actions.append((node, action))
 
@@ -164,7 +175,7 @@ class SimCluster:
 
     def cordon(self, node: str, owner: CordonOwner) -> CordonState:
         with self._fleet._lock:
-            sim = self._fleet.node(node)
+            sim = self._fleet._act(node, "cordon")
             if sim.unschedulable:
                 ours = REMEDY_CORDON in sim.annotations
                 return CordonState.ALREADY_OURS if ours else CordonState.BY_OTHER
@@ -175,7 +186,7 @@ class SimCluster:
 
     def restore(self, node: str) -> bool:
         with self._fleet._lock:
-            sim = self._fleet.node(node)
+            sim = self._fleet._act(node, "restore")
             if REMEDY_CORDON not in sim.annotations:
                 return False
             del sim.annotations[REMEDY_CORDON]
@@ -185,7 +196,7 @@ class SimCluster:
 
     def drain(self, node: str, on_progress: Callable[[int], None]) -> DrainResult:
         with self._fleet._lock:
-            sim = self._fleet.node(node)
+            sim = self._fleet._act(node, "drain")
             evict = [p for p in sim.pods if not p.daemonset]
             sim.pods = [p for p in sim.pods if p.daemonset]
             self._fleet._record(node, "drain")
@@ -194,7 +205,7 @@ class SimCluster:
 
     def kill_gpu_pods(self, node: str) -> int:
         with self._fleet._lock:
-            sim = self._fleet.node(node)
+            sim = self._fleet._act(node, "kill_job")
             killed = [p for p in sim.pods if p.uses_gpus]
             sim.pods = [p for p in sim.pods if not p.uses_gpus]
             self._fleet._record(node, "kill_job")
@@ -202,7 +213,7 @@ class SimCluster:
 
     def replace(self, node: str) -> str:
         with self._fleet._lock:
-            old = self._fleet.node(node)
+            old = self._fleet._act(node, "replace")
             new = self._fleet._provision(node, old.pool, old.generation + 1)
             self._fleet.nodes[node] = new
             self._fleet._record(node, "replace")
@@ -222,7 +233,7 @@ class SimHost:
 
     def reset_gpus(self, indices: list[int]) -> None:
         with self._fleet._lock:
-            sim = self._fleet.node(self.name)
+            sim = self._fleet._act(self.name, "reset_gpu")
             targets = indices or [g.index for g in sim.gpus]
             lost = [g for g in targets if Effect.LOST in sim.effects(g)]
             if lost:
@@ -234,7 +245,7 @@ class SimHost:
 
     def reboot(self) -> None:
         with self._fleet._lock:
-            sim = self._fleet.node(self.name)
+            sim = self._fleet._act(self.name, "reboot")
             sim.clear(Fix.REBOOT)
             sim.boot_id += 1
             sim.pods = [p for p in sim.pods if p.daemonset]
