@@ -40,6 +40,16 @@ async def test_short_demo_starts_workflows_visible_through_the_client(
         assert description.task_queue == name
         assert description.status in (WorkflowExecutionStatus.RUNNING,
                                        WorkflowExecutionStatus.COMPLETED)
+    # What the UI's list shows. Runs that continued-as-new carry none (the SDK cannot pass a
+    # summary on), so check the runs the demo started itself.
+    lines = []
+    for workflow_id, run_id in summary.runs:
+        run = await dev_env.client.get_workflow_handle(workflow_id, run_id=run_id).describe()
+        if line := await run.static_summary():
+            node = workflow_id.removeprefix("node-remediation/")
+            assert line.startswith(f"{node}: ") and " → " in line, line
+            lines.append(line)
+    assert lines
 
 
 REMEDY = str(Path(sys.executable).parent / "remedy")

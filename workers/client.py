@@ -38,4 +38,6 @@ async def report_finding(
         task_queue=task_queue,
         start_signal="report_finding",
         start_signal_args=[report],
+        # What the UI's workflow list shows; ignored when the report joins a running ladder.
+        static_summary=f"{node.name}: {report.finding.headline()} → {report.runbook.name}"[:200],
     )
