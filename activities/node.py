@@ -11,15 +11,13 @@ from temporalio import activity
 from activities.errors import temporal_errors
 from remedy.host import NodeHost
 from remedy.models import ActionRequest, ActionResult, ProbeReport, ProbeRequest
-from remedy.probe import ProbeConfig, probe_node
+from remedy.probe import probe_node
 from remedy.probe.diagnose import deep_diagnose
 
 
 class NodeActivities:
-    def __init__(self, host_for: Callable[[str], NodeHost],
-                 probe_config: Callable[[NodeHost], ProbeConfig] | None = None) -> None:
+    def __init__(self, host_for: Callable[[str], NodeHost]) -> None:
         self._host_for = host_for
-        self._probe_config = probe_config or (lambda h: ProbeConfig(expected_gpus=h.expected_gpus))
 
     def _host(self, name: str) -> NodeHost:
         with temporal_errors():
@@ -28,12 +26,12 @@ class NodeActivities:
     @activity.defn(name="probe")
     def probe(self, req: ProbeRequest) -> ProbeReport:
         host = self._host(req.node.name)
-        return probe_node(host.name, host.nvml(), self._probe_config(host))
+        return probe_node(host.name, host.nvml(), host.probe_config)
 
     @activity.defn(name="diagnose")
     def diagnose(self, req: ActionRequest) -> ActionResult:
         host = self._host(req.node.name)
-        report = deep_diagnose(host, req.gpu_indices, self._probe_config(host))
+        report = deep_diagnose(host, req.gpu_indices, host.probe_config)
         problems = [f"{f.reason}: {f.evidence}" for f in report.findings if f.unhealthy]
         if report.healthy:
             return ActionResult(ok=True, detail=f"passed {', '.join(report.checks_run)}")

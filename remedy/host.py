@@ -5,11 +5,16 @@ from __future__ import annotations
 from typing import Protocol
 
 from remedy.gpu import NvmlApi
+from remedy.probe.runner import ProbeConfig
 
 
 class NodeHost(Protocol):
     name: str
-    expected_gpus: int | None
+
+    @property
+    def probe_config(self) -> ProbeConfig:
+        """What this node should have (GPUs, NICs) and where its kernel log is."""
+        ...
 
     def nvml(self) -> NvmlApi: ...
 

@@ -98,6 +98,7 @@ class ProbeReport(Frozen):
     node: str
     checks_run: list[str]
     findings: list[Finding] = []
+    gpus: list[Component] = []  # inventory: index, UUID, serial and PCI bus id of each GPU
     started_at: datetime
     duration_s: float = 0.0
 

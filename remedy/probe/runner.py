@@ -1,66 +1,137 @@
-"""Run the checks with a timeout each. Fail closed: a check that hangs, raises or cannot run
-becomes an unhealthy finding, and a probe that ran nothing is never healthy."""
+"""Run the checks, each with its own timeout. Fail closed: a check that hangs, raises or cannot
+run becomes an unhealthy finding, and a probe that ran nothing is never healthy. When NVML
+itself is broken, the kernel log is read for Xid lines instead."""
 
 from __future__ import annotations
 
-import concurrent.futures
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Any, TypeVar
 
 import pynvml
 
 from remedy.gpu import NvmlApi
 from remedy.models import Finding, ProbeReport, Severity
-from remedy.probe.checks import CHECKS, CheckContext
+from remedy.probe.checks import GPU_CHECKS, CheckContext, check_inventory, check_nics
+from remedy.probe.nics import NicSource
+from remedy.probe.xids import xid_findings
+from remedy.xid.kernel_log import parse_kernel_log
+from remedy.xid.tail import KernelLogTail
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
 class ProbeConfig:
-    expected_gpus: int | None = None
+    expected_gpus: int | None = None  # 0: not a GPU node; None: do not check the count
     check_timeout_s: float = 5.0
+    max_temperature_c: int = 87
+    nics: NicSource | None = None
+    expected_nics: int | None = None
+    expected_nic_rate_gbps: float | None = None
+    kernel_log: KernelLogTail | None = None  # the fallback Xid source when NVML is broken
+    not_before: datetime | None = None  # boot time: older Xids belong to an earlier boot
 
 
 def _utcnow() -> datetime:
     return datetime.now(UTC)
 
 
+def call_with_timeout(fn: Callable[[], T], timeout_s: float) -> T:
+    """Run ``fn`` in a daemon thread. A hung NVML call cannot be interrupted, so on timeout the
+    thread is abandoned; being a daemon, it never blocks the process from exiting."""
+    outcome: list[Any] = []
+    done = threading.Event()
+
+    def target() -> None:
+        try:
+            outcome.append((True, fn()))
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller
+            outcome.append((False, exc))
+        done.set()
+
+    threading.Thread(target=target, daemon=True, name="probe-check").start()
+    if not done.wait(timeout_s):
+        raise TimeoutError(f"no answer within {timeout_s:g}s")
+    ok, value = outcome[0]
+    if not ok:
+        raise value
+    return value  # type: ignore[no-any-return]
+
+
+class _Run:
+    """One probe run: collects findings and the names of the checks that completed."""
+
+    def __init__(self, ctx: CheckContext, timeout_s: float) -> None:
+        self.ctx, self.timeout_s = ctx, timeout_s
+        self.findings: list[Finding] = []
+        self.checks_run: list[str] = []
+
+    def check(self, name: str, fn: Callable[[CheckContext], list[Finding]]) -> bool:
+        try:
+            self.findings.extend(call_with_timeout(lambda: fn(self.ctx), self.timeout_s))
+        except TimeoutError:
+            self.fail("CheckTimedOut", f"check {name} did not answer within {self.timeout_s:g}s")
+            return False
+        except Exception as exc:  # noqa: BLE001 - any failure of a check is a finding
+            self.fail("CheckFailed", f"check {name} failed: {type(exc).__name__}: {exc}")
+            return False
+        self.checks_run.append(name)
+        return True
+
+    def parallel(self, checks: dict[str, Callable[[CheckContext], list[Finding]]]) -> None:
+        threads = [threading.Thread(target=self.check, args=(name, fn), daemon=True)
+                   for name, fn in checks.items()]
+        for thread in threads:
+            thread.start()
+        for thread in threads:  # each check enforces its own timeout
+            thread.join()
+
+    def fail(self, reason: str, evidence: str) -> None:
+        self.findings.append(self.ctx.finding("probe", reason, Severity.CRITICAL, evidence))
+
+
 def probe_node(node: str, nvml: NvmlApi, config: ProbeConfig = ProbeConfig(),
                now: Callable[[], datetime] = _utcnow) -> ProbeReport:
     started, t0 = now(), time.perf_counter()
-    ctx = CheckContext(node=node, nvml=nvml, expected_gpus=config.expected_gpus, now=now)
-    findings: list[Finding] = []
-    checks_run: list[str] = []
+    ctx = CheckContext(node=node, nvml=nvml, now=now, expected_gpus=config.expected_gpus,
+                       max_temperature_c=config.max_temperature_c, nics=config.nics,
+                       expected_nics=config.expected_nics,
+                       expected_nic_rate_gbps=config.expected_nic_rate_gbps)
+    run = _Run(ctx, config.check_timeout_s)
+    if config.expected_gpus != 0:
+        _probe_gpus(run, nvml, config)
+    if config.nics is not None:
+        run.check("nic", check_nics)
+    order = ["inventory", *GPU_CHECKS, "kernel_log", "nic"]
+    return ProbeReport(node=node, checks_run=sorted(run.checks_run, key=order.index),
+                       findings=run.findings,
+                       gpus=sorted(ctx.gpus, key=lambda g: g.index or 0), started_at=started,
+                       duration_s=time.perf_counter() - t0)
+
+
+def _probe_gpus(run: _Run, nvml: NvmlApi, config: ProbeConfig) -> None:
     try:
-        nvml.nvmlInit()
-    except pynvml.NVMLError as exc:
-        findings.append(ctx.finding("probe", "NvmlUnavailable", Severity.CRITICAL,
-                                    f"nvmlInit failed: {exc}"))
-        return ProbeReport(node=node, checks_run=[], findings=findings, started_at=started,
-                           duration_s=time.perf_counter() - t0)
-    # A hung NVML call cannot be interrupted; the worker thread is abandoned, not awaited.
-    pool = concurrent.futures.ThreadPoolExecutor(max_workers=len(CHECKS),
-                                                 thread_name_prefix="probe")
+        call_with_timeout(nvml.nvmlInit, config.check_timeout_s)
+    except (pynvml.NVMLError, OSError, TimeoutError) as exc:
+        run.fail("NvmlUnavailable", f"NVML cannot be used: {type(exc).__name__}: {exc}")
+        if config.kernel_log is not None:
+            run.check("kernel_log", lambda ctx: _kernel_log_xids(ctx, config))
+        return
     try:
-        futures = {name: pool.submit(check, ctx) for name, check in CHECKS.items()}
-        deadline = time.perf_counter() + config.check_timeout_s
-        for name, future in futures.items():
-            try:
-                findings.extend(future.result(timeout=max(0.0, deadline - time.perf_counter())))
-                checks_run.append(name)
-            except concurrent.futures.TimeoutError:
-                findings.append(ctx.finding("probe", "CheckTimedOut", Severity.CRITICAL,
-                                            f"check {name} did not answer within "
-                                            f"{config.check_timeout_s:g}s"))
-            except Exception as exc:  # noqa: BLE001 - any failure of a check is a finding
-                findings.append(ctx.finding("probe", "CheckFailed", Severity.CRITICAL,
-                                            f"check {name} failed: {type(exc).__name__}: {exc}"))
+        if run.check("inventory", check_inventory):
+            run.parallel(GPU_CHECKS)
     finally:
-        pool.shutdown(wait=False, cancel_futures=True)
         try:
             nvml.nvmlShutdown()
         except pynvml.NVMLError:
             pass
-    return ProbeReport(node=node, checks_run=checks_run, findings=findings, started_at=started,
-                       duration_s=time.perf_counter() - t0)
+
+
+def _kernel_log_xids(ctx: CheckContext, config: ProbeConfig) -> list[Finding]:
+    assert config.kernel_log is not None
+    events = parse_kernel_log(config.kernel_log.read_new())
+    return xid_findings(ctx.node, events, not_before=config.not_before, now=ctx.now())

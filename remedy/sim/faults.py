@@ -23,6 +23,10 @@ class Effect(StrEnum):
     REMAP_FAILURE = "remap_failure"
     THROTTLE = "throttle"  # hardware thermal slowdown
     UNDER_LOAD = "under_load"  # answers queries, fails under load
+    PCIE_DEGRADED = "pcie_degraded"  # link trained at x8 instead of x16
+    NVLINK_DOWN = "nvlink_down"
+    HANG = "hang"  # NVML calls on this GPU never return
+    NIC_DOWN = "nic_down"  # an RDMA port not ACTIVE (the fault's index is the NIC's)
 
 
 @dataclass(frozen=True)
@@ -36,11 +40,15 @@ class FaultSpec:
     xid: int | None = None
     lasts: timedelta | None = None  # for Fix.TIME
 
-    def report(self, node: str, gpu: int, serial: str, at: datetime) -> Finding:
+    def report(self, node: str, index: int, serial: str, at: datetime) -> Finding:
         """The finding a node agent would send when this fault appears."""
+        if self.effect is Effect.NIC_DOWN:
+            component = Component(kind=ComponentKind.NIC, device=f"mlx5_{index}/1")
+        else:
+            component = Component(kind=ComponentKind.GPU, index=index, serial=serial)
         return Finding(node=node, check=self.check, reason=self.reason, severity=self.severity,
-                       component=Component(kind=ComponentKind.GPU, index=gpu, serial=serial),
-                       xid=self.xid, evidence=f"simulated {self.name}", observed_at=at)
+                       component=component, xid=self.xid, evidence=f"simulated {self.name}",
+                       observed_at=at)
 
 
 _ALL_HW = frozenset({Fix.RESET, Fix.REBOOT, Fix.REPLACE})
@@ -61,4 +69,13 @@ FAULTS: dict[str, FaultSpec] = {f.name: f for f in (
     # A graphics exception from the job's own code: nothing wrong with the GPU.
     FaultSpec("app_xid", Effect.NONE, frozenset({Fix.TIME, *_ALL_HW}), "Xid13", "xid",
               Severity.WARNING, xid=13, lasts=timedelta(0)),
+    # A link that retrained narrow; a reboot retrains it.
+    FaultSpec("pcie_degraded", Effect.PCIE_DEGRADED, frozenset({Fix.REBOOT, Fix.REPLACE}),
+              "PcieWidthDegraded", "pcie", Severity.WARNING),
+    FaultSpec("nvlink_down", Effect.NVLINK_DOWN, _ALL_HW, "Xid74", "xid", xid=74),
+    # A wedged GPU whose NVML calls hang: the probe must time out and say unhealthy.
+    FaultSpec("gpu_hang", Effect.HANG, frozenset({Fix.REBOOT, Fix.REPLACE}), "CheckTimedOut",
+              "probe"),
+    FaultSpec("nic_down", Effect.NIC_DOWN, frozenset({Fix.REBOOT, Fix.REPLACE}), "NicPortDown",
+              "nic"),
 )}

@@ -6,6 +6,7 @@ from __future__ import annotations
 import random
 import threading
 import zlib
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -14,6 +15,8 @@ from remedy.cluster import CordonOwner, DrainResult
 from remedy.errors import ActionFailed, NodeGone, RemedyError
 from remedy.gpu import NvmlApi
 from remedy.models import CordonState, Finding
+from remedy.probe.nics import NicPort
+from remedy.probe.runner import ProbeConfig
 from remedy.sim.faults import FAULTS, Effect, Fix
 from remedy.sim.nvml import SimNvml
 
@@ -60,6 +63,29 @@ class SimNode:
     pods: list[SimPod] = field(default_factory=list)
     boot_id: int = 0
     generation: int = 0  # bumps on replacement: new hardware, new serials
+    nics: int = 8
+    nvml_broken: str | None = None  # "missing" library, "driver" not loaded, or "hang"
+    _xids: deque[tuple[int, int]] = field(default_factory=deque)
+    _xid_ready: threading.Condition = field(default_factory=threading.Condition)
+
+    def push_xid(self, gpu: int, code: int) -> None:
+        with self._xid_ready:
+            self._xids.append((gpu, code))
+            self._xid_ready.notify_all()
+
+    def pop_xid(self, timeout_s: float) -> tuple[int, int] | None:
+        """The next Xid event the driver raised, waiting up to ``timeout_s`` (NVML events)."""
+        with self._xid_ready:
+            if not self._xid_ready.wait_for(lambda: self._xids, timeout_s):
+                return None
+            return self._xids.popleft()
+
+    def nic_ports(self) -> list[NicPort]:
+        down = {f.gpu for f in self.faults if FAULTS[f.kind].effect is Effect.NIC_DOWN}
+        return [NicPort(device=f"mlx5_{i}", port=1,
+                        state="DOWN" if i in down else "ACTIVE",
+                        phys_state="Polling" if i in down else "LinkUp", rate_gbps=400.0)
+                for i in range(self.nics)]
 
     def effects(self, gpu: int) -> set[Effect]:
         now = self.clock()
@@ -86,7 +112,9 @@ class SimFleet:
 
     def __init__(self, nodes: int = 16, gpus_per_node: int = 8, pool: str = "default",
                  clock: Callable[[], datetime] = _utcnow, seed: int = 0,
-                 speedup: float = 1.0, name_prefix: str = "gpu-node") -> None:
+                 speedup: float = 1.0, name_prefix: str = "gpu-node",
+                 check_timeout_s: float = 2.0) -> None:
+        self.check_timeout_s = check_timeout_s
         self.clock = clock
         self.speedup = speedup  # transient faults pass this much faster (demo time)
         self.gpus_per_node = gpus_per_node
@@ -122,10 +150,12 @@ class SimFleet:
         with self._lock:
             sim = self.node(node)
             now = self.clock()
-            lasts = FAULTS[kind].lasts
-            sim.faults.append(ActiveFault(kind=kind, gpu=gpu, since=now,
-                                          lasts=lasts / self.speedup if lasts else lasts))
-            return FAULTS[kind].report(node, gpu, sim.gpus[gpu].serial, now)
+            spec = FAULTS[kind]
+            lasts = spec.lasts / self.speedup if spec.lasts else spec.lasts
+            sim.faults.append(ActiveFault(kind=kind, gpu=gpu, since=now, lasts=lasts))
+            if spec.xid is not None:
+                sim.push_xid(gpu, spec.xid)  # what the driver raises through NVML events
+            return spec.report(node, gpu, sim.gpus[gpu].serial, now)
 
     def inject_random(self, weights: dict[str, float] | None = None) -> Finding:
         """A seeded random fault on a random GPU; ``weights`` maps fault kinds to odds."""
@@ -138,6 +168,11 @@ class SimFleet:
     def clear_faults(self, node: str) -> None:
         with self._lock:
             self.node(node).faults.clear()
+
+    def break_nvml(self, node: str, how: str | None) -> None:
+        """``missing`` library, ``driver`` not loaded, ``hang`` forever, or None to mend."""
+        with self._lock:
+            self.node(node).nvml_broken = how
 
     def cordon_by_hand(self, node: str) -> None:
         """An operator or another tool cordons the node (no remedy annotation)."""
@@ -226,7 +261,16 @@ class SimHost:
     def __init__(self, fleet: SimFleet, name: str) -> None:
         self._fleet = fleet
         self.name = name
-        self.expected_gpus: int | None = fleet.gpus_per_node
+
+    @property
+    def probe_config(self) -> ProbeConfig:
+        return ProbeConfig(expected_gpus=self._fleet.gpus_per_node,
+                           check_timeout_s=self._fleet.check_timeout_s, nics=_SimNics(self),
+                           expected_nics=self._fleet.node(self.name).nics,
+                           expected_nic_rate_gbps=400.0)
+
+    def nic_ports(self) -> list[NicPort]:
+        return self._fleet.node(self.name).nic_ports()
 
     def nvml(self) -> NvmlApi:
         return SimNvml(self._fleet.node(self.name))
@@ -258,3 +302,11 @@ class SimHost:
             return [f"GPU {g}: compute error under sustained load" for g in targets
                     if sim.effects(g) & {Effect.UNDER_LOAD, Effect.LOST, Effect.ECC,
                                          Effect.REMAP_FAILURE}]
+
+
+class _SimNics:
+    def __init__(self, host: SimHost) -> None:
+        self._host = host
+
+    def ports(self) -> list[NicPort]:
+        return self._host.nic_ports()

@@ -1,8 +1,11 @@
-"""A simulated NVML with pynvml's function names and exceptions, over the twin's GPU table."""
+"""A simulated NVML with pynvml's function names, return shapes and exceptions, over the twin's
+GPU table. The probe runs unchanged against it."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import threading
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import pynvml
 
@@ -11,31 +14,53 @@ from remedy.sim.faults import Effect
 if TYPE_CHECKING:
     from remedy.sim.fleet import SimNode
 
+NVLINKS = 18  # links per H100/H200 GPU
+PCIE_WIDTH = 16
+
+
+@dataclass
+class SimEvent:
+    """Shaped like pynvml.c_nvmlEventData_t."""
+
+    device: int
+    eventType: int
+    eventData: int
+
 
 class SimNvml:
     def __init__(self, node: SimNode) -> None:
         self._node = node
         self._initialized = 0
 
+    # -- library --------------------------------------------------------------------------
     def nvmlInit(self) -> None:
+        broken = self._node.nvml_broken
+        if broken == "missing":
+            raise pynvml.NVMLError(pynvml.NVML_ERROR_LIBRARY_NOT_FOUND)
+        if broken == "driver":
+            raise pynvml.NVMLError(pynvml.NVML_ERROR_DRIVER_NOT_LOADED)
+        if broken == "hang":
+            threading.Event().wait(3600)  # a wedged driver: the call never returns
         self._initialized += 1
 
     def nvmlShutdown(self) -> None:
-        if not self._initialized:
-            raise pynvml.NVMLError(pynvml.NVML_ERROR_UNINITIALIZED)
+        self._ready()
         self._initialized -= 1
 
     def _ready(self) -> None:
         if not self._initialized:
             raise pynvml.NVMLError(pynvml.NVML_ERROR_UNINITIALIZED)
 
-    def _gpu_effects(self, handle: int) -> set[Effect]:
+    def _effects(self, handle: int) -> set[Effect]:
         self._ready()
         effects = self._node.effects(handle)
         if Effect.LOST in effects:
             raise pynvml.NVMLError(pynvml.NVML_ERROR_GPU_IS_LOST)
+        if Effect.HANG in effects:
+            threading.Event().wait(3600)
         return effects
 
+    # -- identity -------------------------------------------------------------------------
     def nvmlDeviceGetCount(self) -> int:
         self._ready()
         return len(self._node.gpus)
@@ -44,37 +69,108 @@ class SimNvml:
         self._ready()
         if not 0 <= index < len(self._node.gpus):
             raise pynvml.NVMLError(pynvml.NVML_ERROR_INVALID_ARGUMENT)
-        self._gpu_effects(index)
+        self._effects(index)
         return index
 
+    def nvmlDeviceGetIndex(self, handle: int) -> int:
+        return handle
+
     def nvmlDeviceGetUUID(self, handle: int) -> str:
-        self._gpu_effects(handle)
+        self._effects(handle)
         return self._node.gpus[handle].uuid
 
     def nvmlDeviceGetSerial(self, handle: int) -> str:
-        self._gpu_effects(handle)
+        self._effects(handle)
         return self._node.gpus[handle].serial
 
+    def nvmlDeviceGetPciInfo(self, handle: int) -> Any:
+        self._effects(handle)
+        info = pynvml.nvmlPciInfo_t()
+        info.busId = f"00000000:{0x18 + 0x10 * handle:02X}:00.0".encode()
+        return info
+
+    def nvmlDeviceGetArchitecture(self, handle: int) -> int:
+        self._effects(handle)
+        return int(pynvml.NVML_DEVICE_ARCH_HOPPER)
+
+    # -- memory ---------------------------------------------------------------------------
     def nvmlDeviceGetRemappedRows(self, handle: int) -> tuple[int, int, int, int]:
-        effects = self._gpu_effects(handle)
+        effects = self._effects(handle)
         pending = int(Effect.ECC in effects)
         failure = int(Effect.REMAP_FAILURE in effects)
         return (0, pending + failure, pending, failure)
 
+    def nvmlDeviceGetRetiredPagesPendingStatus(self, handle: int) -> int:
+        self._effects(handle)
+        raise pynvml.NVMLError(pynvml.NVML_ERROR_NOT_SUPPORTED)  # Hopper remaps rows instead
+
     def nvmlDeviceGetTotalEccErrors(self, handle: int, error_type: int, counter_type: int) -> int:
-        effects = self._gpu_effects(handle)
+        effects = self._effects(handle)
         if (error_type == pynvml.NVML_MEMORY_ERROR_TYPE_UNCORRECTED
                 and counter_type == pynvml.NVML_VOLATILE_ECC):
             return int(Effect.ECC in effects)
         return 0
 
+    def nvmlDeviceGetFieldValues(self, handle: int, field_ids: list[int]) -> Any:
+        effects = self._effects(handle)
+        values = (pynvml.c_nvmlFieldValue_t * len(field_ids))()
+        for value, field_id in zip(values, field_ids, strict=True):
+            value.fieldId = field_id
+            if field_id == pynvml.NVML_FI_DEV_GET_GPU_RECOVERY_ACTION:
+                value.nvmlReturn = pynvml.NVML_SUCCESS
+                value.valueType = pynvml.NVML_VALUE_TYPE_UNSIGNED_INT
+                value.value.uiVal = (pynvml.NVML_GPU_RECOVERY_ACTION_GPU_RESET
+                                     if Effect.ECC in effects
+                                     else pynvml.NVML_GPU_RECOVERY_ACTION_NONE)
+            else:
+                value.nvmlReturn = pynvml.NVML_ERROR_NOT_SUPPORTED
+        return values
+
+    # -- clocks, thermals, links ----------------------------------------------------------
     def nvmlDeviceGetCurrentClocksEventReasons(self, handle: int) -> int:
-        effects = self._gpu_effects(handle)
-        if Effect.THROTTLE in effects:
+        if Effect.THROTTLE in self._effects(handle):
             return int(pynvml.nvmlClocksEventReasonHwThermalSlowdown
                        | pynvml.nvmlClocksEventReasonHwSlowdown)
-        return int(pynvml.nvmlClocksEventReasonNone)
+        return int(pynvml.nvmlClocksEventReasonGpuIdle)
 
     def nvmlDeviceGetTemperature(self, handle: int, sensor: int) -> int:
-        effects = self._gpu_effects(handle)
-        return 91 if Effect.THROTTLE in effects else 46
+        return 91 if Effect.THROTTLE in self._effects(handle) else 46
+
+    def nvmlDeviceGetCurrPcieLinkWidth(self, handle: int) -> int:
+        return 8 if Effect.PCIE_DEGRADED in self._effects(handle) else PCIE_WIDTH
+
+    def nvmlDeviceGetMaxPcieLinkWidth(self, handle: int) -> int:
+        self._effects(handle)
+        return PCIE_WIDTH
+
+    def nvmlDeviceGetNvLinkState(self, handle: int, link: int) -> int:
+        effects = self._effects(handle)
+        if link >= NVLINKS:
+            raise pynvml.NVMLError(pynvml.NVML_ERROR_INVALID_ARGUMENT)
+        down = Effect.NVLINK_DOWN in effects and link == 3
+        return int(pynvml.NVML_FEATURE_DISABLED if down else pynvml.NVML_FEATURE_ENABLED)
+
+    def nvmlDeviceGetGpuFabricInfo(self, handle: int, info: Any) -> int:
+        self._effects(handle)
+        info._obj.state = pynvml.NVML_GPU_FABRIC_STATE_NOT_SUPPORTED  # no NVSwitch here
+        return int(pynvml.NVML_SUCCESS)
+
+    # -- Xid events -----------------------------------------------------------------------
+    def nvmlEventSetCreate(self) -> list[SimEvent]:
+        self._ready()
+        return []
+
+    def nvmlDeviceRegisterEvents(self, handle: int, event_types: int, event_set: Any) -> None:
+        self._effects(handle)
+
+    def nvmlEventSetWait_v2(self, event_set: Any, timeout_ms: int) -> SimEvent:
+        self._ready()
+        xid = self._node.pop_xid(timeout_ms / 1000)
+        if xid is None:
+            raise pynvml.NVMLError(pynvml.NVML_ERROR_TIMEOUT)
+        gpu, code = xid
+        return SimEvent(device=gpu, eventType=pynvml.nvmlEventTypeXidCriticalError,
+                        eventData=code)
+
+    def nvmlEventSetFree(self, event_set: Any) -> None:
+        pass
