@@ -6,6 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
+from remedy.conditions import NodeCondition
 from remedy.models import CordonState
 
 
@@ -33,3 +34,7 @@ class Cluster(Protocol):
     def kill_gpu_pods(self, node: str) -> int: ...
 
     def replace(self, node: str) -> str: ...
+
+    def conditions(self, node: str) -> list[NodeCondition]: ...
+
+    def set_conditions(self, node: str, conditions: list[NodeCondition]) -> None: ...

@@ -3,19 +3,31 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
+import socket
 import sys
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from remedy.runbook import RunbookError, load_runbooks
+from remedy.gpu import real_nvml
+from remedy.local_host import LocalHost, boot_time
+from remedy.models import NodeRef
+from remedy.probe import ProbeConfig, probe_node
+from remedy.probe.nics import SysfsNics
+from remedy.runbook import RunbookError, RunbookSet, load_runbooks
+from remedy.sim import SimFleet
+from remedy.xid import parse_kernel_log
+from remedy.xid.tail import KernelLogTail
 
 app = typer.Typer(help="remedy keeps GPU fleets healthy.", no_args_is_help=True,
                   pretty_exceptions_enable=False)
 runbooks_app = typer.Typer(help="Author and check runbooks.", no_args_is_help=True)
 app.add_typer(runbooks_app, name="runbooks")
+xid_app = typer.Typer(help="NVIDIA Xid errors.", no_args_is_help=True)
+app.add_typer(xid_app, name="xid")
 
 DEFAULT_RUNBOOKS = Path(__file__).resolve().parent.parent / "runbooks"
 
@@ -34,6 +46,110 @@ def validate(paths: Annotated[list[Path], typer.Argument(help="Runbook files or 
     for runbook in runbooks:
         ladder = " → ".join(r.action.value for r in runbook.ladder) or "hold for a human"
         typer.echo(f"ok  {runbook.name}: {ladder}")
+
+
+@xid_app.command("parse")
+def xid_parse(
+    source: Annotated[str, typer.Argument(help="Kernel log file, or - for standard input.")]
+    = "-",
+    as_json: Annotated[bool, typer.Option("--json", help="One JSON object per line.")] = False,
+) -> None:
+    """Find Xid events in a kernel log (dmesg, /dev/kmsg, journald text): code, PCI address,
+    pid and process, GPU UUID, fault class and NVIDIA's recommended first action."""
+    text = sys.stdin.read() if source == "-" else Path(source).read_text(errors="replace")
+    for event in parse_kernel_log(text.splitlines()):
+        if as_json:
+            typer.echo(event.model_dump_json())
+        else:
+            who = f" pid={event.pid} {event.process or ''}" if event.pid else ""
+            typer.echo(f"line {event.line}: Xid {event.code} on {event.pci_bus_id}"
+                       f"{' ' + event.gpu_uuid if event.gpu_uuid else ''}{who}: "
+                       f"{event.fault_class} → {event.recommended_action}")
+
+
+@app.command()
+def probe(
+    as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
+    node: Annotated[str, typer.Option(help="Node name in the report.")] = socket.gethostname(),
+    expected_gpus: Annotated[int | None, typer.Option(help="GPUs this node should have.")]
+    = None,
+    expected_nics: Annotated[int | None, typer.Option(help="RDMA devices it should have.")]
+    = None,
+    nic_rate: Annotated[float | None, typer.Option(help="Expected port rate, Gb/s.")] = None,
+    timeout: Annotated[float, typer.Option(help="Seconds each check may take.")] = 5.0,
+    kernel_log: Annotated[Path | None, typer.Option(
+        help="Kernel log read for Xids when NVML is broken.")] = None,
+    simulate: Annotated[str | None, typer.Option(
+        help="Probe a simulated 8-GPU node with this fault instead (e.g. ecc_dbe).")] = None,
+) -> None:
+    """Probe this node. Exit 0 healthy, 1 unhealthy, 2 could not probe."""
+    config = ProbeConfig(expected_gpus=expected_gpus, check_timeout_s=timeout,
+                         nics=SysfsNics() if expected_nics else None,
+                         expected_nics=expected_nics, expected_nic_rate_gbps=nic_rate,
+                         kernel_log=KernelLogTail(kernel_log) if kernel_log else None,
+                         not_before=boot_time())
+    if simulate:
+        fleet = SimFleet(nodes=1, name_prefix=node)
+        node = next(iter(fleet.nodes))
+        if simulate != "none":
+            fleet.inject(node, simulate, 0)
+        host = fleet.host(node)
+        report = probe_node(node, host.nvml(), host.probe_config)
+    else:
+        report = probe_node(node, real_nvml(), config)
+    if as_json:
+        typer.echo(report.model_dump_json(indent=2))
+    else:
+        verdict = "healthy" if report.healthy else "UNHEALTHY"
+        typer.echo(f"{report.node}: {verdict} ({', '.join(report.checks_run) or 'no checks ran'}"
+                   f"; {report.duration_s * 1000:.1f} ms)")
+        for finding in report.findings:
+            typer.echo(f"  {finding.severity.value:<8} {finding.check}/{finding.reason} "
+                       f"{finding.component.describe()}: {finding.evidence}")
+    raise typer.Exit(0 if report.healthy else 1 if report.checks_run else 2)
+
+
+@app.command()
+def agent(
+    node: Annotated[str, typer.Option(help="This node's name (the Kubernetes node).")],
+    address: Annotated[str, typer.Option(help="Temporal server host:port.")] = "localhost:7233",
+    pool: Annotated[str, typer.Option(help="Node pool.")] = "default",
+    runbooks: Annotated[Path, typer.Option(help="Runbook folder.")] = DEFAULT_RUNBOOKS,
+    interval: Annotated[float, typer.Option(help="Seconds between probes.")] = 30.0,
+    expected_gpus: Annotated[int | None, typer.Option(help="GPUs this node should have.")]
+    = None,
+    expected_nics: Annotated[int | None, typer.Option(help="RDMA devices it should have.")]
+    = None,
+    nic_rate: Annotated[float | None, typer.Option(help="Expected port rate, Gb/s.")] = None,
+    kernel_log: Annotated[Path | None, typer.Option(
+        help="Kernel log to read for Xids when NVML is broken.")] = None,
+    cursor: Annotated[Path | None, typer.Option(help="Where to keep the kernel-log cursor.")]
+    = None,
+    allow_reset: Annotated[bool, typer.Option(help="Allow nvidia-smi --gpu-reset.")] = False,
+    allow_reboot: Annotated[bool, typer.Option(help="Allow rebooting this node.")] = False,
+) -> None:
+    """Run the node agent: host-local activities on this node's queue, and the probe loop."""
+    from workers.agent import AgentConfig, NodeAgent
+    from workers.client import connect
+
+    loaded = RunbookSet(load_runbooks([runbooks]))
+    config = ProbeConfig(expected_gpus=expected_gpus, nics=SysfsNics() if expected_nics else None,
+                         expected_nics=expected_nics, expected_nic_rate_gbps=nic_rate,
+                         kernel_log=KernelLogTail(kernel_log, cursor) if kernel_log else None,
+                         not_before=boot_time())
+    host = LocalHost(node, config, allow_reset=allow_reset, allow_reboot=allow_reboot)
+
+    async def main() -> None:
+        client = await connect(address)
+        # Node conditions go through the Kubernetes adapter (issue 4); until then, logs only.
+        await NodeAgent(client, host, loaded, None,
+                        AgentConfig(node=NodeRef(name=node, pool=pool), interval_s=interval)).run()
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    try:
+        asyncio.run(main())
+    except KeyboardInterrupt:
+        pass
 
 
 @app.command()

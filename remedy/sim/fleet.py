@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 from remedy.cluster import CordonOwner, DrainResult
+from remedy.conditions import NodeCondition
 from remedy.errors import ActionFailed, NodeGone, RemedyError
 from remedy.gpu import NvmlApi
 from remedy.models import CordonState, Finding
@@ -64,6 +65,7 @@ class SimNode:
     boot_id: int = 0
     generation: int = 0  # bumps on replacement: new hardware, new serials
     nics: int = 8
+    conditions: dict[str, NodeCondition] = field(default_factory=dict)
     nvml_broken: str | None = None  # "missing" library, "driver" not loaded, or "hang"
     _xids: deque[tuple[int, int]] = field(default_factory=deque)
     _xid_ready: threading.Condition = field(default_factory=threading.Condition)
@@ -245,6 +247,14 @@ class SimCluster:
             sim.pods = [p for p in sim.pods if not p.uses_gpus]
             self._fleet._record(node, "kill_job")
             return len(killed)
+
+    def conditions(self, node: str) -> list[NodeCondition]:
+        with self._fleet._lock:
+            return list(self._fleet.node(node).conditions.values())
+
+    def set_conditions(self, node: str, conditions: list[NodeCondition]) -> None:
+        with self._fleet._lock:
+            self._fleet.node(node).conditions.update({c.type: c for c in conditions})
 
     def replace(self, node: str) -> str:
         with self._fleet._lock:

@@ -1,0 +1,131 @@
+"""The node agent: one per GPU node.
+
+It serves the node's host-local activities (probe, diagnose, reset GPU, reboot) on the node's
+own task queue, and runs the probe loop: NVML Xid events as they happen, a full probe every
+interval, results published as node conditions, and a signal-with-start of the node's
+remediation when a finding newly matches a runbook. Reports are edge-triggered: a fault that
+persists (a node held for a human) is reported once, not every interval.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+
+from temporalio.client import Client
+
+from remedy.cluster import Cluster
+from remedy.conditions import conditions_from
+from remedy.errors import NodeGone
+from remedy.host import NodeHost
+from remedy.models import Finding, NodeRef, ProbeReport
+from remedy.names import CONTROLLER_TASK_QUEUE, node_task_queue
+from remedy.probe import probe_node
+from remedy.probe.xid_events import XidWatcher
+from remedy.remediation import FindingReport
+from remedy.runbook import RunbookSet
+from workers.client import report_finding
+from workers.controller import node_agent_worker
+
+log = logging.getLogger(__name__)
+
+FindingKey = tuple[str, str, int | None, str | None]
+
+
+def _utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+@dataclass(frozen=True)
+class AgentConfig:
+    node: NodeRef
+    interval_s: float = 30.0
+    task_queue: str | None = None  # default: the node's own queue
+    controller_task_queue: str = CONTROLLER_TASK_QUEUE
+    node_pickup_timeout: timedelta = timedelta(minutes=2)
+
+    @property
+    def queue(self) -> str:
+        return self.task_queue or node_task_queue(self.node.name)
+
+
+class NodeAgent:
+    def __init__(self, client: Client, host: NodeHost, runbooks: RunbookSet,
+                 cluster: Cluster | None, config: AgentConfig) -> None:
+        self._client, self._host, self._runbooks = client, host, runbooks
+        self._cluster, self.config = cluster, config
+        self._active: set[FindingKey] = set()
+        self.reports_sent = 0
+        self.last_report: ProbeReport | None = None
+
+    def _serve(self, name: str) -> NodeHost:
+        if name != self._host.name:
+            raise NodeGone(f"this agent runs on {self._host.name}, not {name}")
+        return self._host
+
+    async def run(self) -> None:
+        watcher = XidWatcher(self._host.name, self._host.nvml(), _utcnow)
+        with ThreadPoolExecutor(max_workers=4, thread_name_prefix="agent") as executor:
+            async with node_agent_worker(self._client, self._serve, executor, self.config.queue):
+                pushing = await asyncio.to_thread(watcher.start)
+                log.info("agent on %s: queue %s, Xid events %s", self._host.name,
+                         self.config.queue, "pushed by NVML" if pushing else "from the probe")
+                try:
+                    while True:
+                        if pushing:  # wake on the first Xid, or after one interval
+                            xids = await asyncio.to_thread(watcher.wait, self.config.interval_s)
+                        else:
+                            await asyncio.sleep(self.config.interval_s)
+                            xids = []
+                        await self.tick(xids)
+                finally:
+                    await asyncio.to_thread(watcher.stop)
+
+    async def tick(self, xids: list[Finding]) -> ProbeReport:
+        """One round: probe, publish conditions, report what is new."""
+        host = self._host
+        report = await asyncio.to_thread(probe_node, host.name, host.nvml(), host.probe_config)
+        self.last_report = report
+        await self._publish(report)
+        for finding in xids + self._newly_unhealthy(report):
+            await self._report(finding)
+        return report
+
+    def _newly_unhealthy(self, report: ProbeReport) -> list[Finding]:
+        current = {_key(f): f for f in report.findings if f.unhealthy}
+        new = [finding for key, finding in current.items() if key not in self._active]
+        self._active = set(current)  # a fault that went away and comes back is new again
+        return new
+
+    async def _publish(self, report: ProbeReport) -> None:
+        if self._cluster is None:
+            return
+        cluster, node = self._cluster, self._host.name
+        try:
+            previous = await asyncio.to_thread(cluster.conditions, node)
+            await asyncio.to_thread(cluster.set_conditions, node,
+                                    conditions_from(report, previous, _utcnow()))
+        except Exception:  # noqa: BLE001 - conditions are best effort; the report still goes
+            log.exception("could not publish node conditions for %s", node)
+
+    async def _report(self, finding: Finding) -> None:
+        runbook = self._runbooks.match(finding)
+        if runbook is None:
+            return  # informational: nothing to remediate
+        try:
+            await report_finding(self._client, self.config.node,
+                                 FindingReport(finding=finding, runbook=runbook),
+                                 node_task_queue=self.config.queue,
+                                 task_queue=self.config.controller_task_queue,
+                                 node_pickup_timeout=self.config.node_pickup_timeout)
+            self.reports_sent += 1
+        except Exception:  # noqa: BLE001 - forget it so the next round reports it again
+            log.exception("could not report %s on %s", finding.headline(), self._host.name)
+            self._active.discard(_key(finding))
+
+
+def _key(finding: Finding) -> FindingKey:
+    return (finding.check, finding.reason, finding.component.index, finding.component.device)
