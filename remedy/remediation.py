@@ -10,7 +10,7 @@ from enum import StrEnum
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from remedy.models import Action, CordonState, Finding, NodeRef, Severity
+from remedy.models import Action, CordonState, Finding, NodeRef, ProbeReport, Severity
 from remedy.runbook.schema import Runbook
 
 MAX_KEPT_FINDINGS = 50  # an agent re-reporting every probe must not grow the state forever
@@ -100,6 +100,7 @@ class RemediationState(BaseModel):
     attempts: list[Attempt] = []
     approvals: list[Approval] = []
     cordon: CordonState | None = None
+    last_probe: ProbeReport | None = None  # the latest re-probe, failed ones included
     outcome: Outcome | None = None
     outcome_detail: str = ""
     runs: int = Field(default=1, description="workflow runs so far (continue-as-new)")

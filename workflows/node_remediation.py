@@ -282,6 +282,10 @@ class NodeRemediation:
 
     async def _probe(self) -> ProbeReport:
         """Re-probe on the node. A probe that cannot run is an unhealthy report (fail closed)."""
+        self._state.last_probe = await self._probe_once()
+        return self._state.last_probe
+
+    async def _probe_once(self) -> ProbeReport:
         state = self._state
         try:
             report: ProbeReport = await workflow.execute_activity(
