@@ -1,0 +1,52 @@
+"""Record the workflow histories that tests/test_replay.py replays.
+
+Run it after a deliberate, versioned change to NodeRemediation (workflow.patched) to add a
+history for the new shape; never re-record to make a failing replay pass.
+
+    .venv/bin/python -m tests.histories.record
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.testing import WorkflowEnvironment
+
+from remedy.remediation import ApproveRequest, Phase
+from remedy.runbook import RunbookSet, load_runbooks
+from remedy.sim import SimFleet
+from tests.conftest import ROOT, running_workers
+from tests.ladder import report, wait_for_phase
+from workers.binaries import installed_binary
+
+HERE = Path(__file__).parent
+SCENARIOS = {"reset_fixes_ecc": ("ecc_dbe", False), "replace_after_approval": ("remap_failure",
+                                                                                True)}
+
+
+async def main() -> None:
+    env = await WorkflowEnvironment.start_time_skipping(
+        data_converter=pydantic_data_converter,
+        test_server_existing_path=installed_binary("temporal-test-server"))
+    runbooks = RunbookSet(load_runbooks([ROOT / "runbooks"]))
+    try:
+        for name, (fault, approve) in SCENARIOS.items():
+            fleet = SimFleet(nodes=2)
+            finding = fleet.inject("gpu-node-001", fault, gpu=1)
+            async with running_workers(env.client, fleet) as queues:
+                handle = await report(env.client, queues, finding, runbooks.match(finding))
+                if approve:
+                    await wait_for_phase(env, handle, Phase.AWAITING_APPROVAL)
+                    await handle.signal("approve", ApproveRequest(by="recorder"))
+                await handle.result()
+                history = await handle.fetch_history()
+            (HERE / f"{name}.json").write_text(history.to_json())
+            print(f"recorded {name}")
+    finally:
+        await env.shutdown()
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
