@@ -1,0 +1,255 @@
+"""The Cluster seam on the official kubernetes client.
+
+Cordon is ``spec.unschedulable`` plus a NoSchedule taint, with remedy's ownership recorded in
+annotations; restore removes only what remedy added and never touches a cordon someone else
+set. Every action leaves a Kubernetes Event on the node, so `kubectl describe node` tells the
+story. A node labelled ``remedy.io/managed=false`` is never acted on.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+
+from kubernetes import client as k8s
+
+from adapters.kube_errors import api_errors
+from remedy.cluster import CordonOwner, DrainResult
+from remedy.conditions import NodeCondition
+from remedy.errors import ActionRefused, DrainBlocked, NodeGone, TransientError
+from remedy.models import CordonState
+
+log = logging.getLogger(__name__)
+
+PREFIX = "remedy.io"
+CORDONED_BY = f"{PREFIX}/cordoned-by"
+CORDON_REASON = f"{PREFIX}/cordon-reason"
+CORDONED_AT = f"{PREFIX}/cordoned-at"
+OPT_OUT_LABEL = f"{PREFIX}/managed"
+TAINT = {"key": f"{PREFIX}/remediating", "value": "true", "effect": "NoSchedule"}
+GPU_RESOURCE = "nvidia.com/gpu"
+MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
+CONFLICT_RETRIES = 5
+Json = dict[str, Any]
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+class KubernetesCluster:
+    def __init__(self, api: k8s.ApiClient, *, dry_run: bool = False,
+                 clock: Callable[[], datetime] = _now, eviction_retry_s: float = 5.0,
+                 drain_timeout_s: float = 1800.0, kill_grace_s: int = 10) -> None:
+        self.core = k8s.CoreV1Api(api)
+        self._api = api
+        self.dry_run, self._clock = dry_run, clock
+        self._eviction_retry_s, self._drain_timeout_s = eviction_retry_s, drain_timeout_s
+        self._kill_grace_s = kill_grace_s
+
+    # -- reading ---------------------------------------------------------------------------
+    def _json(self, obj: object) -> Json:
+        """The object as the API server sent it (camelCase JSON), not the client's models."""
+        out: Json = self._api.sanitize_for_serialization(obj)  # type: ignore[no-untyped-call]
+        return out
+
+    def _node(self, name: str) -> Json:
+        with api_errors("get", f"nodes/{name}"):
+            return self._json(self.core.read_node(name))
+
+    def _managed(self, node: Json) -> None:
+        if _meta(node).get("labels", {}).get(OPT_OUT_LABEL) == "false":
+            raise ActionRefused(f"node {_meta(node).get('name')} opted out of remedy "
+                                f"({OPT_OUT_LABEL}=false)")
+
+    # -- cordon and restore ----------------------------------------------------------------
+    def cordon(self, node: str, owner: CordonOwner) -> CordonState:
+        for _ in range(CONFLICT_RETRIES):  # 409: someone changed the node; read it again
+            current = self._node(node)
+            self._managed(current)
+            annotations = _meta(current).get("annotations", {})
+            spec = current.get("spec", {})
+            if spec.get("unschedulable"):
+                ours = CORDONED_BY in annotations
+                return CordonState.ALREADY_OURS if ours else CordonState.BY_OTHER
+            if self.dry_run:
+                self._event(node, "RemedyDryRun", f"would cordon: {owner.reason}")
+                return CordonState.CORDONED
+            body = {"metadata": {"resourceVersion": _meta(current).get("resourceVersion"),
+                                 "annotations": {CORDONED_BY: owner.workflow_id,
+                                                 CORDON_REASON: owner.reason[:256],
+                                                 CORDONED_AT: self._clock().isoformat()}},
+                    "spec": {"unschedulable": True,
+                             "taints": [*spec.get("taints", []), TAINT]}}
+            try:
+                with api_errors("patch", f"nodes/{node}"):
+                    self.core.patch_node(node, body)
+            except TransientError as exc:
+                if "409" in str(exc):
+                    continue
+                raise
+            self._event(node, "RemedyCordoned", f"cordoned by {owner.workflow_id}: "
+                                                f"{owner.reason}")
+            return CordonState.CORDONED
+        raise TransientError(f"node {node} kept changing: {CONFLICT_RETRIES} conflicts")
+
+    def restore(self, node: str) -> bool:
+        current = self._node(node)
+        if CORDONED_BY not in _meta(current).get("annotations", {}):
+            return False  # not remedy's cordon: leave it
+        if self.dry_run:
+            self._event(node, "RemedyDryRun", "would uncordon")
+            return True
+        taints = current.get("spec", {}).get("taints", [])
+        body = {"metadata": {"resourceVersion": _meta(current).get("resourceVersion"),
+                             "annotations": {CORDONED_BY: None, CORDON_REASON: None,
+                                             CORDONED_AT: None}},
+                "spec": {"unschedulable": False,
+                         "taints": [t for t in taints if t.get("key") != TAINT["key"]]}}
+        with api_errors("patch", f"nodes/{node}"):
+            self.core.patch_node(node, body)
+        self._event(node, "RemedyRestored", "uncordoned: the node recovered")
+        return True
+
+    # -- conditions ------------------------------------------------------------------------
+    def conditions(self, node: str) -> list[NodeCondition]:
+        current = self._node(node)
+        return [NodeCondition.model_validate({
+                    "type": c["type"], "status": c.get("status", "Unknown"),
+                    "reason": c.get("reason", ""), "message": c.get("message", ""),
+                    "last_heartbeat_time": c.get("lastHeartbeatTime") or self._clock(),
+                    "last_transition_time": c.get("lastTransitionTime") or self._clock()})
+                for c in current.get("status", {}).get("conditions", [])
+                if c.get("type") in ("GpuProblem", "GpuNetworkProblem")]
+
+    def set_conditions(self, node: str, conditions: list[NodeCondition]) -> None:
+        # Strategic merge keys conditions by type: only remedy's own conditions are written.
+        body = {"status": {"conditions": [
+            {"type": c.type, "status": c.status, "reason": c.reason, "message": c.message,
+             "lastHeartbeatTime": c.last_heartbeat_time.isoformat(),
+             "lastTransitionTime": c.last_transition_time.isoformat()} for c in conditions]}}
+        with api_errors("patch", f"nodes/{node}/status"):
+            self.core.patch_node_status(node, body)
+
+    # -- pods ------------------------------------------------------------------------------
+    def _pods(self, node: str) -> list[Json]:
+        with api_errors("list", "pods"):
+            listed = self.core.list_pod_for_all_namespaces(field_selector=f"spec.nodeName={node}")
+        items: list[Json] = self._json(listed).get("items", [])
+        return [p for p in items if p.get("spec", {}).get("nodeName") == node]  # belt and braces
+
+    def kill_gpu_pods(self, node: str) -> int:
+        self._managed(self._node(node))
+        victims = [p for p in self._pods(node) if _uses_gpus(p) and not _finished(p)]
+        for pod in victims:
+            if self.dry_run:
+                continue
+            try:
+                with api_errors("delete", "pods"):
+                    self.core.delete_namespaced_pod(_meta(pod)["name"], _meta(pod)["namespace"],
+                                                    grace_period_seconds=self._kill_grace_s)
+            except NodeGone:
+                pass  # already gone: that is what we wanted
+        verb = "would delete" if self.dry_run else "deleted"
+        self._event(node, "RemedyKilledJob", f"{verb} {len(victims)} pods using GPUs")
+        return len(victims)
+
+    def drain(self, node: str, on_progress: Callable[[int], None]) -> DrainResult:
+        """Evict through the Eviction API with kubectl's rules: DaemonSet and mirror pods stay,
+        finished pods count as done, a PodDisruptionBudget refusal (429) is retried until the
+        drain times out, and a pod is gone only when its UID is."""
+        self._managed(self._node(node))
+        pods = self._pods(node)
+        skipped = [p for p in pods if _daemonset(p) or _mirror(p)]
+        pending = {_meta(p)["uid"]: p for p in pods if p not in skipped and not _finished(p)}
+        evicted = dict(pending)
+        if self.dry_run:
+            self._event(node, "RemedyDryRun", f"would evict {len(pending)} pods")
+            return DrainResult(evicted=len(pending), skipped=len(skipped))
+        deadline = time.monotonic() + self._drain_timeout_s
+        while pending:
+            on_progress(len(pending))
+            for uid, pod in list(pending.items()):
+                try:
+                    self._evict(pod)
+                    del pending[uid]
+                except DrainBlocked:
+                    continue
+            if pending:
+                if time.monotonic() > deadline:
+                    raise DrainBlocked(f"{len(pending)} pods still protected by a "
+                                       "PodDisruptionBudget when the drain timed out")
+                time.sleep(self._eviction_retry_s)
+        self._wait_gone(node, set(evicted), deadline, on_progress)
+        self._event(node, "RemedyDrained", f"evicted {len(evicted)} pods, left {len(skipped)}")
+        return DrainResult(evicted=len(evicted), skipped=len(skipped))
+
+    def _evict(self, pod: Json) -> None:
+        name, namespace = _meta(pod)["name"], _meta(pod)["namespace"]
+        body = k8s.V1Eviction(api_version="policy/v1", kind="Eviction",
+                              metadata=k8s.V1ObjectMeta(name=name, namespace=namespace))
+        try:
+            with api_errors("create", "pods/eviction"):
+                self.core.create_namespaced_pod_eviction(name, namespace, body)
+        except NodeGone:
+            pass  # the pod is already gone
+
+    def _wait_gone(self, node: str, uids: set[str], deadline: float,
+                   on_progress: Callable[[int], None]) -> None:
+        while True:
+            left = {_meta(p).get("uid") for p in self._pods(node)} & uids
+            on_progress(len(left))
+            if not left:
+                return
+            if time.monotonic() > deadline:
+                raise TransientError(f"{len(left)} evicted pods still on {node}")
+            time.sleep(min(self._eviction_retry_s, 1.0))
+
+    # -- replace ---------------------------------------------------------------------------
+    def replace(self, node: str) -> str:
+        raise ActionRefused("replacing nodes on Kubernetes is not implemented yet: "
+                            "remedy cannot tell how this cluster provisions nodes")
+
+    # -- events ----------------------------------------------------------------------------
+    def _event(self, node: str, reason: str, message: str) -> None:
+        now = self._clock()
+        event = k8s.CoreV1Event(
+            metadata=k8s.V1ObjectMeta(generate_name=f"{node}.remedy.", namespace="default"),
+            involved_object=k8s.V1ObjectReference(kind="Node", name=node, api_version="v1"),
+            reason=reason, message=message[:1024], type="Normal",
+            source=k8s.V1EventSource(component="remedy"), first_timestamp=now,
+            last_timestamp=now, count=1)
+        try:
+            with api_errors("create", "events"):
+                self.core.create_namespaced_event("default", event)
+        except Exception:  # noqa: BLE001 - an event is a courtesy; the action already happened
+            log.warning("could not record event %s on %s", reason, node, exc_info=True)
+
+
+def _meta(obj: Json) -> Json:
+    meta: Json = obj.get("metadata", {})
+    return meta
+
+
+def _daemonset(pod: Json) -> bool:
+    return any(ref.get("kind") == "DaemonSet" for ref in _meta(pod).get("ownerReferences", []))
+
+
+def _mirror(pod: Json) -> bool:
+    return MIRROR_ANNOTATION in _meta(pod).get("annotations", {})
+
+
+def _finished(pod: Json) -> bool:
+    return pod.get("status", {}).get("phase") in ("Succeeded", "Failed")
+
+
+def _uses_gpus(pod: Json) -> bool:
+    for container in pod.get("spec", {}).get("containers", []):
+        resources = container.get("resources", {})
+        if GPU_RESOURCE in resources.get("limits", {}) or GPU_RESOURCE in resources.get(
+                "requests", {}):
+            return True
+    return False

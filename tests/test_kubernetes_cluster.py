@@ -1,0 +1,207 @@
+"""Contract tests: the real kubernetes client over real HTTP against an API emulator (kmock),
+checking the requests remedy sends and what it does with the answers that matter."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any, TypeVar
+
+import kmock
+import pytest
+from kubernetes import client as k8s
+
+from adapters.kubernetes_cluster import CORDONED_BY, TAINT, KubernetesCluster
+from remedy.cluster import CordonOwner
+from remedy.conditions import NodeCondition
+from remedy.errors import ActionRefused, DrainBlocked, NodeGone, PermissionDenied, TransientError
+from remedy.models import CordonState
+
+T = TypeVar("T")
+NOW = datetime(2026, 11, 29, 8, 0, tzinfo=UTC)
+OWNER = CordonOwner(workflow_id="node-remediation/n1", reason="Xid 79 on GPU 3")
+NODES = kmock.resource("v1/nodes")
+PODS = kmock.resource("v1/pods")
+
+
+@pytest.fixture
+def cluster(kmock: kmock.KubernetesEmulator) -> KubernetesCluster:
+    config = k8s.Configuration()
+    config.host = str(kmock.url).rstrip("/")
+    return KubernetesCluster(k8s.ApiClient(config), clock=lambda: NOW, eviction_retry_s=0.01,
+                             drain_timeout_s=2.0)
+
+
+def node(name: str = "n1", *, unschedulable: bool = False, annotations: dict[str, str] | None
+         = None, labels: dict[str, str] | None = None, taints: list[dict[str, str]] | None = None
+         ) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": name, "resourceVersion": "41", "labels": labels or {},
+                         "annotations": annotations or {}},
+            "spec": {"unschedulable": unschedulable, "taints": taints or []},
+            "status": {"conditions": [{"type": "Ready", "status": "True"}]}}
+
+
+def pod(name: str, *, node_name: str = "n1", owner: str | None = "ReplicaSet",
+        gpus: int = 0, phase: str = "Running", mirror: bool = False) -> dict[str, Any]:
+    resources = {"limits": {"nvidia.com/gpu": str(gpus)}} if gpus else {}
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": "jobs", "uid": f"uid-{name}",
+                         "ownerReferences": [{"kind": owner, "name": "o", "apiVersion": "v1",
+                                              "uid": "x"}] if owner else [],
+                         "annotations": {"kubernetes.io/config.mirror": "x"} if mirror else {}},
+            "spec": {"nodeName": node_name,
+                     "containers": [{"name": "c", "image": "i", "resources": resources}]},
+            "status": {"phase": phase}}
+
+
+async def call(fn: Callable[..., T], *args: Any) -> T:
+    # The kubernetes client is synchronous; the emulator serves on this event loop.
+    return await asyncio.to_thread(fn, *args)
+
+
+def sent(mock: kmock.KubernetesEmulator, method: str, path: str) -> list[Any]:
+    return [r for r in mock if r.method.value == method and r.url.path == path]
+
+
+async def test_cordon_patches_unschedulable_taint_and_ownership(
+        kmock: kmock.KubernetesEmulator, cluster: KubernetesCluster) -> None:
+    kmock.objects[NODES, None, "n1"] = node(taints=[{"key": "other", "effect": "NoExecute"}])
+    assert await call(cluster.cordon, "n1", OWNER) is CordonState.CORDONED
+    [patch] = sent(kmock, "PATCH", "/api/v1/nodes/n1")
+    assert patch.headers["Content-Type"] == "application/strategic-merge-patch+json"
+    assert patch.data["spec"] == {"unschedulable": True,
+                                  "taints": [{"key": "other", "effect": "NoExecute"}, TAINT]}
+    assert patch.data["metadata"]["resourceVersion"] == "41"  # optimistic concurrency
+    assert patch.data["metadata"]["annotations"][CORDONED_BY] == "node-remediation/n1"
+    [event] = sent(kmock, "POST", "/api/v1/namespaces/default/events")
+    assert event.data["involvedObject"] == {"kind": "Node", "name": "n1", "apiVersion": "v1"}
+    assert event.data["reason"] == "RemedyCordoned"
+
+
+async def test_cordon_by_someone_else_is_reported_and_never_undone(
+        kmock: kmock.KubernetesEmulator, cluster: KubernetesCluster) -> None:
+    kmock.objects[NODES, None, "n1"] = node(unschedulable=True)
+    assert await call(cluster.cordon, "n1", OWNER) is CordonState.BY_OTHER
+    assert await call(cluster.restore, "n1") is False
+    assert sent(kmock, "PATCH", "/api/v1/nodes/n1") == []
+
+
+async def test_restore_removes_only_what_remedy_added(
+        kmock: kmock.KubernetesEmulator, cluster: KubernetesCluster) -> None:
+    kmock.objects[NODES, None, "n1"] = node(
+        unschedulable=True, annotations={CORDONED_BY: "wf", "team": "keep"},
+        taints=[{"key": "other", "effect": "NoExecute"}, TAINT])
+    assert await call(cluster.cordon, "n1", OWNER) is CordonState.ALREADY_OURS
+    assert await call(cluster.restore, "n1") is True
+    [patch] = sent(kmock, "PATCH", "/api/v1/nodes/n1")
+    assert patch.data["spec"] == {"unschedulable": False,
+                                  "taints": [{"key": "other", "effect": "NoExecute"}]}
+    assert patch.data["metadata"]["annotations"][CORDONED_BY] is None  # deleted by the patch
+    assert "team" not in patch.data["metadata"]["annotations"]
+
+
+async def test_opted_out_node_is_refused(kmock: kmock.KubernetesEmulator,
+                                         cluster: KubernetesCluster) -> None:
+    kmock.objects[NODES, None, "n1"] = node(labels={"remedy.io/managed": "false"})
+    with pytest.raises(ActionRefused, match="opted out"):
+        await call(cluster.cordon, "n1", OWNER)
+    assert sent(kmock, "PATCH", "/api/v1/nodes/n1") == []
+
+
+async def test_dry_run_changes_nothing_and_says_what_it_would_do(
+        kmock: kmock.KubernetesEmulator, cluster: KubernetesCluster) -> None:
+    kmock.objects[NODES, None, "n1"] = node()
+    cluster.dry_run = True
+    assert await call(cluster.cordon, "n1", OWNER) is CordonState.CORDONED
+    assert sent(kmock, "PATCH", "/api/v1/nodes/n1") == []
+    [event] = sent(kmock, "POST", "/api/v1/namespaces/default/events")
+    assert event.data["reason"] == "RemedyDryRun"
+
+
+async def test_conflict_rereads_and_retries(kmock: kmock.KubernetesEmulator,
+                                            cluster: KubernetesCluster) -> None:
+    kmock.objects[NODES, None, "n1"] = node()
+    kmock["patch /api/v1/nodes/n1"][:1] << 409
+    # After a 409 remedy reads the node again. (The emulator stores the refused patch anyway,
+    # so the second read finds remedy's own cordon and takes it as ours, without a 2nd patch.)
+    assert await call(cluster.cordon, "n1", OWNER) is CordonState.ALREADY_OURS
+    assert len(sent(kmock, "GET", "/api/v1/nodes/n1")) == 2
+    assert len(sent(kmock, "PATCH", "/api/v1/nodes/n1")) == 1
+
+
+@pytest.mark.parametrize(("status", "error", "retryable"), [
+    (404, NodeGone, False), (403, PermissionDenied, False), (500, TransientError, True),
+    (503, TransientError, True),
+])
+async def test_api_failures_map_to_remedy_errors(
+        kmock: kmock.KubernetesEmulator, cluster: KubernetesCluster, status: int,
+        error: type[Exception], retryable: bool) -> None:
+    kmock["get /api/v1/nodes/n1"] << status
+    with pytest.raises(error) as caught:
+        await call(cluster.cordon, "n1", OWNER)
+    assert caught.value.permanent is not retryable  # type: ignore[attr-defined]
+    if status == 403:
+        assert "RBAC 'get' on nodes/n1" in str(caught.value)
+
+
+async def test_conditions_patch_node_status_with_only_remedys_types(
+        kmock: kmock.KubernetesEmulator, cluster: KubernetesCluster) -> None:
+    kmock.objects[NODES, None, "n1"] = node()
+    condition = NodeCondition(type="GpuProblem", status="True", reason="Xid79",
+                              message="GPU 3 fell off the bus", last_heartbeat_time=NOW,
+                              last_transition_time=NOW)
+    await call(cluster.set_conditions, "n1", [condition])
+    [patch] = sent(kmock, "PATCH", "/api/v1/nodes/n1/status")
+    assert patch.headers["Content-Type"] == "application/strategic-merge-patch+json"
+    assert patch.data == {"status": {"conditions": [{
+        "type": "GpuProblem", "status": "True", "reason": "Xid79",
+        "message": "GPU 3 fell off the bus", "lastHeartbeatTime": NOW.isoformat(),
+        "lastTransitionTime": NOW.isoformat()}]}}
+
+
+async def test_drain_skips_daemonset_and_mirror_pods_and_retries_a_pdb_refusal(
+        kmock: kmock.KubernetesEmulator, cluster: KubernetesCluster) -> None:
+    kmock.objects[NODES, None, "n1"] = node()
+    for item in (pod("train", gpus=8), pod("dcgm", owner="DaemonSet"),
+                 pod("static", owner=None, mirror=True), pod("done", phase="Succeeded"),
+                 pod("elsewhere", node_name="n2")):
+        kmock.objects[PODS, "jobs", item["metadata"]["name"]] = item
+    eviction = "/api/v1/namespaces/jobs/pods/train/eviction"
+    kmock[f"post {eviction}"][:2] << 429  # a PodDisruptionBudget says no, twice
+
+    def evicted(request: Any) -> dict[str, str]:
+        del kmock.objects[PODS, "jobs", "train"]  # the API server deletes the pod
+        return {"kind": "Status", "status": "Success"}
+
+    kmock[f"post {eviction}"] << evicted
+    progress: list[int] = []
+    result = await call(cluster.drain, "n1", progress.append)
+    assert (result.evicted, result.skipped) == (1, 2)
+    posts = sent(kmock, "POST", eviction)
+    assert len(posts) == 3
+    assert posts[-1].data["metadata"] == {"name": "train", "namespace": "jobs"}
+    assert posts[-1].data["kind"] == "Eviction"
+    assert all("eviction" not in r.url.path or "train" in r.url.path for r in kmock)
+    assert progress[0] == 1 and progress[-1] == 0
+
+
+async def test_drain_gives_up_when_the_budget_never_allows(
+        kmock: kmock.KubernetesEmulator, cluster: KubernetesCluster) -> None:
+    kmock.objects[NODES, None, "n1"] = node()
+    kmock.objects[PODS, "jobs", "train"] = pod("train", gpus=8)
+    kmock["post /api/v1/namespaces/jobs/pods/train/eviction"] << 429
+    cluster._drain_timeout_s = 0.2
+    with pytest.raises(DrainBlocked, match="PodDisruptionBudget"):
+        await call(cluster.drain, "n1", lambda left: None)
+
+
+async def test_kill_job_deletes_only_pods_using_gpus(
+        kmock: kmock.KubernetesEmulator, cluster: KubernetesCluster) -> None:
+    kmock.objects[NODES, None, "n1"] = node()
+    for item in (pod("train", gpus=8), pod("sidecar"), pod("old", gpus=1, phase="Failed")):
+        kmock.objects[PODS, "jobs", item["metadata"]["name"]] = item
+    assert await call(cluster.kill_gpu_pods, "n1") == 1
+    [delete] = sent(kmock, "DELETE", "/api/v1/namespaces/jobs/pods/train")
+    assert delete.params["gracePeriodSeconds"] == "10"
