@@ -12,6 +12,7 @@ import logging
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
+from enum import StrEnum
 from typing import Any
 
 from kubernetes import client as k8s
@@ -32,8 +33,17 @@ OPT_OUT_LABEL = f"{PREFIX}/managed"
 TAINT = {"key": f"{PREFIX}/remediating", "value": "true", "effect": "NoSchedule"}
 GPU_RESOURCE = "nvidia.com/gpu"
 MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
+KARPENTER_POOL_LABEL = "karpenter.sh/nodepool"
+NODECLAIMS = ("karpenter.sh", "v1", "nodeclaims")
 CONFLICT_RETRIES = 5
 Json = dict[str, Any]
+
+
+class ReplaceProvider(StrEnum):
+    AUTO = "auto"  # Karpenter when the node carries its labels, else refuse
+    KARPENTER = "karpenter"
+    PLAIN = "plain"  # delete the Node object; an external provisioner brings a new one
+    NONE = "none"  # never replace
 
 
 def _now() -> datetime:
@@ -42,9 +52,12 @@ def _now() -> datetime:
 
 class KubernetesCluster:
     def __init__(self, api: k8s.ApiClient, *, dry_run: bool = False,
+                 replace_provider: ReplaceProvider = ReplaceProvider.AUTO,
                  clock: Callable[[], datetime] = _now, eviction_retry_s: float = 5.0,
                  drain_timeout_s: float = 1800.0, kill_grace_s: int = 10) -> None:
         self.core = k8s.CoreV1Api(api)
+        self.custom = k8s.CustomObjectsApi(api)
+        self.replace_provider = replace_provider
         self._api = api
         self.dry_run, self._clock = dry_run, clock
         self._eviction_retry_s, self._drain_timeout_s = eviction_retry_s, drain_timeout_s
@@ -210,8 +223,44 @@ class KubernetesCluster:
 
     # -- replace ---------------------------------------------------------------------------
     def replace(self, node: str) -> str:
-        raise ActionRefused("replacing nodes on Kubernetes is not implemented yet: "
-                            "remedy cannot tell how this cluster provisions nodes")
+        """Hand the node back to whatever provisions nodes: Karpenter (delete its NodeClaim)
+        or, when configured, plain deletion of the Node object. Unknown: refuse."""
+        current = self._node(node)
+        self._managed(current)
+        provider = self.replace_provider
+        if provider is ReplaceProvider.AUTO:
+            karpenter = KARPENTER_POOL_LABEL in _meta(current).get("labels", {})
+            provider = ReplaceProvider.KARPENTER if karpenter else ReplaceProvider.NONE
+        if provider is ReplaceProvider.NONE:
+            raise ActionRefused(f"cannot tell how this cluster provisions {node}: it is not a "
+                                "Karpenter node; set the replace provider to 'plain' to delete "
+                                "the Node object and let your provisioner bring a new one")
+        if provider is ReplaceProvider.KARPENTER:
+            return self._replace_nodeclaim(node)
+        if self.dry_run:
+            self._event(node, "RemedyDryRun", "would delete the Node object")
+            return f"dry run: would delete node {node}"
+        # The event goes first: it is the record left for external provisioning.
+        self._event(node, "RemedyReplaced", "deleted the Node object for replacement")
+        with api_errors("delete", f"nodes/{node}"):
+            self.core.delete_node(node)
+        return f"deleted node {node}; the provisioner replaces it"
+
+    def _replace_nodeclaim(self, node: str) -> str:
+        with api_errors("list", "nodeclaims.karpenter.sh"):
+            claims: Json = self.custom.list_cluster_custom_object(*NODECLAIMS)
+        owner = next((c for c in claims.get("items", [])
+                      if c.get("status", {}).get("nodeName") == node), None)
+        if owner is None:
+            raise ActionRefused(f"no Karpenter NodeClaim owns {node}: refusing to guess")
+        name = _meta(owner)["name"]
+        if self.dry_run:
+            self._event(node, "RemedyDryRun", f"would delete NodeClaim {name}")
+            return f"dry run: would delete NodeClaim {name}"
+        self._event(node, "RemedyReplaced", f"deleted NodeClaim {name}: Karpenter replaces it")
+        with api_errors("delete", "nodeclaims.karpenter.sh"):
+            self.custom.delete_cluster_custom_object(*NODECLAIMS, name)
+        return f"deleted Karpenter NodeClaim {name}; Karpenter provisions a replacement"
 
     # -- events ----------------------------------------------------------------------------
     def _event(self, node: str, reason: str, message: str) -> None:

@@ -12,7 +12,7 @@ import kmock
 import pytest
 from kubernetes import client as k8s
 
-from adapters.kubernetes_cluster import CORDONED_BY, TAINT, KubernetesCluster
+from adapters.kubernetes_cluster import CORDONED_BY, TAINT, KubernetesCluster, ReplaceProvider
 from remedy.cluster import CordonOwner
 from remedy.conditions import NodeCondition
 from remedy.errors import ActionRefused, DrainBlocked, NodeGone, PermissionDenied, TransientError
@@ -205,3 +205,37 @@ async def test_kill_job_deletes_only_pods_using_gpus(
     assert await call(cluster.kill_gpu_pods, "n1") == 1
     [delete] = sent(kmock, "DELETE", "/api/v1/namespaces/jobs/pods/train")
     assert delete.params["gracePeriodSeconds"] == "10"
+
+
+NODECLAIMS = kmock.resource("karpenter.sh/v1/nodeclaims")
+
+
+async def test_replace_deletes_the_karpenter_nodeclaim_that_owns_the_node(
+        kmock: kmock.KubernetesEmulator, cluster: KubernetesCluster) -> None:
+    kmock.objects[NODES, None, "n1"] = node(labels={"karpenter.sh/nodepool": "gpu"})
+    for name, owned in (("claim-a", "n0"), ("claim-b", "n1")):
+        kmock.objects[NODECLAIMS, None, name] = {
+            "apiVersion": "karpenter.sh/v1", "kind": "NodeClaim", "metadata": {"name": name},
+            "status": {"nodeName": owned}}
+    detail = await call(cluster.replace, "n1")
+    assert "claim-b" in detail
+    assert [r.url.path for r in kmock if r.method.value == "DELETE"] == [
+        "/apis/karpenter.sh/v1/nodeclaims/claim-b"]
+
+
+async def test_replace_refuses_when_the_provider_is_unknown(
+        kmock: kmock.KubernetesEmulator, cluster: KubernetesCluster) -> None:
+    kmock.objects[NODES, None, "n1"] = node()
+    with pytest.raises(ActionRefused, match="cannot tell how this cluster provisions n1"):
+        await call(cluster.replace, "n1")
+    assert [r for r in kmock if r.method.value == "DELETE"] == []
+
+
+async def test_plain_replace_deletes_the_node_after_recording_an_event(
+        kmock: kmock.KubernetesEmulator, cluster: KubernetesCluster) -> None:
+    kmock.objects[NODES, None, "n1"] = node()
+    cluster.replace_provider = ReplaceProvider.PLAIN
+    await call(cluster.replace, "n1")
+    writes = [(r.method.value, r.url.path) for r in kmock if r.method.value != "GET"]
+    assert writes == [("POST", "/api/v1/namespaces/default/events"),
+                      ("DELETE", "/api/v1/nodes/n1")]
