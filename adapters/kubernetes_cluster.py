@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 from enum import StrEnum
-from typing import Any
+from typing import Any, cast
 
 from kubernetes import client as k8s
 
@@ -248,7 +248,7 @@ class KubernetesCluster:
 
     def _replace_nodeclaim(self, node: str) -> str:
         with api_errors("list", "nodeclaims.karpenter.sh"):
-            claims: Json = self.custom.list_cluster_custom_object(*NODECLAIMS)
+            claims = cast(Json, self.custom.list_cluster_custom_object(*NODECLAIMS))
         owner = next((c for c in claims.get("items", [])
                       if c.get("status", {}).get("nodeName") == node), None)
         if owner is None:
