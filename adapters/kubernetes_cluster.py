@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import time
+import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime
 from enum import StrEnum
@@ -266,7 +267,9 @@ class KubernetesCluster:
     def _event(self, node: str, reason: str, message: str) -> None:
         now = self._clock()
         event = k8s.CoreV1Event(
-            metadata=k8s.V1ObjectMeta(generate_name=f"{node}.remedy.", namespace="default"),
+            # Named like kubectl's events (object.hex): unique without relying on generateName.
+            metadata=k8s.V1ObjectMeta(name=f"{node}.remedy.{uuid.uuid4().hex[:12]}",
+                                      namespace="default"),
             involved_object=k8s.V1ObjectReference(kind="Node", name=node, api_version="v1"),
             reason=reason, message=message[:1024], type="Normal",
             source=k8s.V1EventSource(component="remedy"), first_timestamp=now,

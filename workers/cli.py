@@ -127,8 +127,14 @@ def agent(
     = None,
     allow_reset: Annotated[bool, typer.Option(help="Allow nvidia-smi --gpu-reset.")] = False,
     allow_reboot: Annotated[bool, typer.Option(help="Allow rebooting this node.")] = False,
+    kubernetes: Annotated[bool, typer.Option(
+        help="Publish node conditions to Kubernetes (in-cluster config or --kubeconfig).")]
+    = False,
+    kubeconfig: Annotated[str | None, typer.Option(help="Kubeconfig file.")] = None,
 ) -> None:
     """Run the node agent: host-local activities on this node's queue, and the probe loop."""
+    from adapters.kube_config import api_client
+    from adapters.kubernetes_cluster import KubernetesCluster
     from workers.agent import AgentConfig, NodeAgent
     from workers.client import connect
 
@@ -141,9 +147,43 @@ def agent(
 
     async def main() -> None:
         client = await connect(address)
-        # Node conditions go through the Kubernetes adapter (issue 4); until then, logs only.
-        await NodeAgent(client, host, loaded, None,
+        cluster = KubernetesCluster(api_client(kubeconfig)) if kubernetes else None
+        await NodeAgent(client, host, loaded, cluster,
                         AgentConfig(node=NodeRef(name=node, pool=pool), interval_s=interval)).run()
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    try:
+        asyncio.run(main())
+    except KeyboardInterrupt:
+        pass
+
+
+@app.command()
+def controller(
+    address: Annotated[str, typer.Option(help="Temporal server host:port.")] = "localhost:7233",
+    kubeconfig: Annotated[str | None, typer.Option(
+        help="Kubeconfig file (default: in-cluster, then ~/.kube/config).")] = None,
+    dry_run: Annotated[bool, typer.Option(
+        help="Record what each destructive action would do; change nothing.")] = False,
+    replace_provider: Annotated[str, typer.Option(
+        help="How nodes are replaced: auto (Karpenter if present), karpenter, plain, none.")]
+    = "auto",
+) -> None:
+    """Run the controller worker against a Kubernetes cluster."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from adapters.kube_config import api_client
+    from adapters.kubernetes_cluster import KubernetesCluster, ReplaceProvider
+    from workers.client import connect
+    from workers.controller import controller_worker
+
+    cluster = KubernetesCluster(api_client(kubeconfig), dry_run=dry_run,
+                                replace_provider=ReplaceProvider(replace_provider))
+
+    async def main() -> None:
+        client = await connect(address)
+        with ThreadPoolExecutor(max_workers=32) as executor:
+            await controller_worker(client, cluster, executor).run()
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     try:

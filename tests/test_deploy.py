@@ -1,0 +1,147 @@
+"""The Kubernetes manifests parse, hang together, and grant exactly the API calls remedy makes:
+the calls are derived by running the adapter against the API emulator, not listed by hand."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import kmock
+import pytest
+import yaml
+from kubernetes import client as k8s
+
+from adapters.kubernetes_cluster import KubernetesCluster, ReplaceProvider
+from remedy.cluster import CordonOwner
+from remedy.conditions import NodeCondition
+from tests.conftest import ROOT
+from tests.test_kubernetes_cluster import NODECLAIMS, NODES, PODS, call, node, pod
+
+Rule = tuple[str, str, str]  # (apiGroup, resource[/subresource], verb)
+NOW = datetime(2026, 11, 29, tzinfo=UTC)
+
+
+def manifests() -> list[dict[str, Any]]:
+    docs = []
+    for path in sorted((ROOT / "deploy").glob("*.yaml")):
+        docs.extend(d for d in yaml.safe_load_all(path.read_text()) if d)
+    return docs
+
+
+def by_kind(kind: str) -> dict[str, dict[str, Any]]:
+    return {d["metadata"]["name"]: d for d in manifests() if d["kind"] == kind}
+
+
+def granted(role: str) -> set[Rule]:
+    rules = by_kind("ClusterRole")[role]["rules"]
+    return {(group, resource, verb) for rule in rules for group in rule["apiGroups"]
+            for resource in rule["resources"] for verb in rule["verbs"]}
+
+
+def rule_of(method: str, path: str) -> Rule:
+    parts = [p for p in path.split("/") if p]
+    group, rest = ("", parts[2:]) if parts[0] == "api" else (parts[1], parts[3:])
+    if rest[:1] == ["namespaces"] and len(rest) > 2:
+        rest = rest[2:]
+    resource = rest[0] + (f"/{rest[2]}" if len(rest) > 2 else "")
+    named = len(rest) > 1
+    verb = {"GET": "get" if named else "list", "PATCH": "patch", "PUT": "update",
+            "POST": "create", "DELETE": "delete"}[method]
+    return group, resource, verb
+
+
+async def calls_made(mock: kmock.KubernetesEmulator,
+                     scenario: Callable[[KubernetesCluster], None]) -> set[Rule]:
+    config = k8s.Configuration()
+    config.host = str(mock.url).rstrip("/")
+    cluster = KubernetesCluster(k8s.ApiClient(config), eviction_retry_s=0.01)
+    await call(scenario, cluster)
+    return {rule_of(r.method.value, r.url.path) for r in mock}
+
+
+def controller_scenario(cluster: KubernetesCluster) -> None:
+    owner = CordonOwner("wf", "test")
+    cluster.cordon("n1", owner)
+    cluster.restore("n1")
+    cluster.kill_gpu_pods("n1")
+    cluster.drain("n1", lambda left: None)
+    cluster.replace("n1")  # Karpenter: list and delete the NodeClaim
+    cluster.replace_provider = ReplaceProvider.PLAIN
+    cluster.replace("n1")  # plain: delete the Node
+
+
+def agent_scenario(cluster: KubernetesCluster) -> None:
+    previous = cluster.conditions("n1")
+    cluster.set_conditions("n1", previous or [NodeCondition(
+        type="GpuProblem", status="False", reason="NoGpuProblem", message="ok",
+        last_heartbeat_time=NOW, last_transition_time=NOW)])
+
+
+def seed(mock: kmock.KubernetesEmulator) -> None:
+    mock.objects[NODES, None, "n1"] = node(labels={"karpenter.sh/nodepool": "gpu"})
+    mock.objects[PODS, "jobs", "train"] = pod("train", gpus=8)  # killed by kill_job
+    mock.objects[PODS, "jobs", "web"] = pod("web")  # evicted by the drain
+    mock.objects[NODECLAIMS, None, "claim"] = {
+        "apiVersion": "karpenter.sh/v1", "kind": "NodeClaim", "metadata": {"name": "claim"},
+        "status": {"nodeName": "n1"}}
+
+    def evicted(request: Any) -> dict[str, str]:
+        del mock.objects[PODS, "jobs", "web"]  # the API server deletes the evicted pod
+        return {"kind": "Status", "status": "Success"}
+
+    mock["post /api/v1/namespaces/jobs/pods/web/eviction"] << evicted
+
+
+async def test_controller_role_grants_exactly_what_the_adapter_calls(
+        kmock: kmock.KubernetesEmulator) -> None:
+    seed(kmock)
+    assert await calls_made(kmock, controller_scenario) == granted("remedy-controller")
+
+
+async def test_agent_role_grants_exactly_what_the_agent_calls(
+        kmock: kmock.KubernetesEmulator) -> None:
+    seed(kmock)
+    assert await calls_made(kmock, agent_scenario) == granted("remedy-agent")
+
+
+def test_manifests_parse_and_reference_each_other() -> None:
+    docs = manifests()
+    assert all({"apiVersion", "kind", "metadata"} <= d.keys() for d in docs)
+    accounts = set(by_kind("ServiceAccount"))
+    roles = set(by_kind("ClusterRole"))
+    for binding in by_kind("ClusterRoleBinding").values():
+        assert binding["roleRef"]["name"] in roles
+        assert {s["name"] for s in binding["subjects"]} <= accounts
+    for workload in [*by_kind("Deployment").values(), *by_kind("DaemonSet").values()]:
+        spec = workload["spec"]
+        labels = spec["template"]["metadata"]["labels"]
+        assert spec["selector"]["matchLabels"].items() <= labels.items()
+        assert spec["template"]["spec"]["serviceAccountName"] in accounts
+        assert spec["template"]["spec"]["containers"][0]["resources"]["limits"]["memory"]
+
+
+def test_agent_runs_on_gpu_nodes_only_and_tolerates_remedys_own_taint() -> None:
+    agent = by_kind("DaemonSet")["remedy-agent"]["spec"]["template"]["spec"]
+    assert agent["nodeSelector"] == {"nvidia.com/gpu.present": "true"}
+    assert {t["key"] for t in agent["tolerations"]} >= {"nvidia.com/gpu",
+                                                         "remedy.io/remediating"}
+    args = agent["containers"][0]["args"]
+    assert "--allow-reset" not in args and "--allow-reboot" not in args  # off by default
+
+
+@pytest.mark.parametrize(("method", "path", "rule"), [
+    ("GET", "/api/v1/nodes/n1", ("", "nodes", "get")),
+    ("GET", "/api/v1/pods", ("", "pods", "list")),
+    ("PATCH", "/api/v1/nodes/n1/status", ("", "nodes/status", "patch")),
+    ("POST", "/api/v1/namespaces/jobs/pods/p/eviction", ("", "pods/eviction", "create")),
+    ("POST", "/api/v1/namespaces/default/events", ("", "events", "create")),
+    ("DELETE", "/apis/karpenter.sh/v1/nodeclaims/c", ("karpenter.sh", "nodeclaims", "delete")),
+])
+def test_request_paths_map_to_rbac_rules(method: str, path: str, rule: Rule) -> None:
+    assert rule_of(method, path) == rule
+
+
+def test_rbac_file_is_where_the_readme_says() -> None:
+    assert Path(ROOT / "deploy" / "rbac.yaml").exists()
