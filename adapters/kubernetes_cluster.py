@@ -34,6 +34,9 @@ OPT_OUT_LABEL = f"{PREFIX}/managed"
 TAINT = {"key": f"{PREFIX}/remediating", "value": "true", "effect": "NoSchedule"}
 GPU_RESOURCE = "nvidia.com/gpu"
 MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
+# A drain asks GPU pods to checkpoint first; the job answers by setting CHECKPOINTED.
+CHECKPOINT_REQUESTED = f"{PREFIX}/checkpoint-requested"
+CHECKPOINTED = f"{PREFIX}/checkpointed"
 KARPENTER_POOL_LABEL = "karpenter.sh/nodepool"
 NODECLAIMS = ("karpenter.sh", "v1", "nodeclaims")
 CONFLICT_RETRIES = 5
@@ -55,7 +58,9 @@ class KubernetesCluster:
     def __init__(self, api: k8s.ApiClient, *, dry_run: bool = False,
                  replace_provider: ReplaceProvider = ReplaceProvider.AUTO,
                  clock: Callable[[], datetime] = _now, eviction_retry_s: float = 5.0,
-                 drain_timeout_s: float = 1800.0, kill_grace_s: int = 10) -> None:
+                 drain_timeout_s: float = 1800.0, kill_grace_s: int = 10,
+                 checkpoint_grace_s: float = 0.0) -> None:
+        self._checkpoint_grace_s = checkpoint_grace_s
         self.core = k8s.CoreV1Api(api)
         self.custom = k8s.CustomObjectsApi(api)
         self.replace_provider = replace_provider
@@ -184,6 +189,8 @@ class KubernetesCluster:
             self._event(node, "RemedyDryRun", f"would evict {len(pending)} pods")
             return DrainResult(evicted=len(pending), skipped=len(skipped))
         deadline = time.monotonic() + self._drain_timeout_s
+        self._checkpoint_grace(node, [p for p in pending.values() if _uses_gpus(p)],
+                               on_progress)
         while pending:
             on_progress(len(pending))
             for uid, pod in list(pending.items()):
@@ -200,6 +207,31 @@ class KubernetesCluster:
         self._wait_gone(node, set(evicted), deadline, on_progress)
         self._event(node, "RemedyDrained", f"evicted {len(evicted)} pods, left {len(skipped)}")
         return DrainResult(evicted=len(evicted), skipped=len(skipped))
+
+    def _checkpoint_grace(self, node: str, jobs: list[Json],
+                          on_progress: Callable[[int], None]) -> None:
+        """Tell training pods a drain is coming (an annotation the job can watch) and wait up to
+        the grace period, or until each has answered that it checkpointed."""
+        if not jobs or self._checkpoint_grace_s <= 0:
+            return
+        asked = self._clock().isoformat()
+        for job in jobs:
+            with api_errors("patch", "pods"):
+                self.core.patch_namespaced_pod(
+                    _meta(job)["name"], _meta(job)["namespace"],
+                    {"metadata": {"annotations": {CHECKPOINT_REQUESTED: asked}}})
+        self._event(node, "RemedyCheckpointRequested",
+                    f"asked {len(jobs)} GPU pods to checkpoint; evicting in at most "
+                    f"{self._checkpoint_grace_s:g}s")
+        waiting = {_meta(j)["uid"] for j in jobs}
+        deadline = time.monotonic() + self._checkpoint_grace_s
+        while time.monotonic() < deadline:
+            done = {_meta(p)["uid"] for p in self._pods(node)
+                    if CHECKPOINTED in _meta(p).get("annotations", {})}
+            on_progress(len(waiting - done))
+            if waiting <= done:
+                return
+            time.sleep(min(self._eviction_retry_s, 1.0))
 
     def _evict(self, pod: Json) -> None:
         name, namespace = _meta(pod)["name"], _meta(pod)["namespace"]

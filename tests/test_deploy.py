@@ -56,7 +56,8 @@ async def calls_made(mock: kmock.KubernetesEmulator,
                      scenario: Callable[[KubernetesCluster], None]) -> set[Rule]:
     config = k8s.Configuration()
     config.host = str(mock.url).rstrip("/")
-    cluster = KubernetesCluster(k8s.ApiClient(config), eviction_retry_s=0.01)
+    cluster = KubernetesCluster(k8s.ApiClient(config), eviction_retry_s=0.01,
+                                checkpoint_grace_s=0.05)
     await call(scenario, cluster)
     return {rule_of(r.method.value, r.url.path) for r in mock}
 
@@ -66,7 +67,7 @@ def controller_scenario(cluster: KubernetesCluster) -> None:
     cluster.cordon("n1", owner)
     cluster.restore("n1")
     cluster.kill_gpu_pods("n1")
-    cluster.drain("n1", lambda left: None)
+    cluster.drain("n2", lambda left: None)  # asks "ckpt" to checkpoint, then evicts
     cluster.replace("n1")  # Karpenter: list and delete the NodeClaim
     cluster.replace_provider = ReplaceProvider.PLAIN
     cluster.replace("n1")  # plain: delete the Node
@@ -80,18 +81,24 @@ def agent_scenario(cluster: KubernetesCluster) -> None:
 
 
 def seed(mock: kmock.KubernetesEmulator) -> None:
+    mock.resources["v1/pods"] = {}  # listable even once the last pod is gone
     mock.objects[NODES, None, "n1"] = node(labels={"karpenter.sh/nodepool": "gpu"})
     mock.objects[PODS, "jobs", "train"] = pod("train", gpus=8)  # killed by kill_job
-    mock.objects[PODS, "jobs", "web"] = pod("web")  # evicted by the drain
+    mock.objects[NODES, None, "n2"] = node("n2")
+    mock.objects[PODS, "jobs", "web"] = pod("web", node_name="n2")  # evicted by the drain
+    mock.objects[PODS, "jobs", "ckpt"] = pod("ckpt", node_name="n2", gpus=1)  # + checkpoint
     mock.objects[NODECLAIMS, None, "claim"] = {
         "apiVersion": "karpenter.sh/v1", "kind": "NodeClaim", "metadata": {"name": "claim"},
         "status": {"nodeName": "n1"}}
 
-    def evicted(request: Any) -> dict[str, str]:
-        del mock.objects[PODS, "jobs", "web"]  # the API server deletes the evicted pod
-        return {"kind": "Status", "status": "Success"}
+    def evict(name: str) -> Callable[[Any], dict[str, str]]:
+        def evicted(request: Any) -> dict[str, str]:
+            del mock.objects[PODS, "jobs", name]  # the API server deletes the evicted pod
+            return {"kind": "Status", "status": "Success"}
+        return evicted
 
-    mock["post /api/v1/namespaces/jobs/pods/web/eviction"] << evicted
+    for name in ("web", "ckpt"):
+        mock[f"post /api/v1/namespaces/jobs/pods/{name}/eviction"] << evict(name)
 
 
 async def test_controller_role_grants_exactly_what_the_adapter_calls(

@@ -12,7 +12,14 @@ import kmock
 import pytest
 from kubernetes import client as k8s
 
-from adapters.kubernetes_cluster import CORDONED_BY, TAINT, KubernetesCluster, ReplaceProvider
+from adapters.kubernetes_cluster import (
+    CHECKPOINT_REQUESTED,
+    CHECKPOINTED,
+    CORDONED_BY,
+    TAINT,
+    KubernetesCluster,
+    ReplaceProvider,
+)
 from remedy.cluster import CordonOwner
 from remedy.conditions import NodeCondition
 from remedy.errors import ActionRefused, DrainBlocked, NodeGone, PermissionDenied, TransientError
@@ -27,6 +34,7 @@ PODS = kmock.resource("v1/pods")
 
 @pytest.fixture
 def cluster(kmock: kmock.KubernetesEmulator) -> KubernetesCluster:
+    kmock.resources["v1/pods"] = {}  # listable even once the last pod is gone
     config = k8s.Configuration()
     config.host = str(kmock.url).rstrip("/")
     return KubernetesCluster(k8s.ApiClient(config), clock=lambda: NOW, eviction_retry_s=0.01,
@@ -239,3 +247,45 @@ async def test_plain_replace_deletes_the_node_after_recording_an_event(
     writes = [(r.method.value, r.url.path) for r in kmock if r.method.value != "GET"]
     assert writes == [("POST", "/api/v1/namespaces/default/events"),
                       ("DELETE", "/api/v1/nodes/n1")]
+
+
+async def test_drain_asks_gpu_pods_to_checkpoint_and_waits_for_their_answer(
+        kmock: kmock.KubernetesEmulator, cluster: KubernetesCluster) -> None:
+    kmock.objects[NODES, None, "n1"] = node()
+    kmock.objects[PODS, "jobs", "train"] = pod("train", gpus=8)
+    kmock.objects[PODS, "jobs", "dcgm"] = pod("dcgm", owner="DaemonSet", gpus=1)
+    cluster._checkpoint_grace_s = 30.0  # long: the job's answer must end the wait, not this
+
+    def evicted(request: Any) -> dict[str, str]:
+        del kmock.objects[PODS, "jobs", "train"]
+        return {"kind": "Status", "status": "Success"}
+
+    kmock["post /api/v1/namespaces/jobs/pods/train/eviction"] << evicted
+    drained = asyncio.create_task(call(cluster.drain, "n1", lambda left: None))
+    for _ in range(200):  # wait for the request, then answer as the training job would
+        if sent(kmock, "PATCH", "/api/v1/namespaces/jobs/pods/train"):
+            break
+        await asyncio.sleep(0.01)
+    [ask] = sent(kmock, "PATCH", "/api/v1/namespaces/jobs/pods/train")
+    assert ask.data == {"metadata": {"annotations": {CHECKPOINT_REQUESTED: NOW.isoformat()}}}
+    assert not sent(kmock, "POST", "/api/v1/namespaces/jobs/pods/train/eviction")  # not yet
+    kmock.objects[PODS, "jobs", "train"] = {**pod("train", gpus=8), "metadata": {
+        **pod("train", gpus=8)["metadata"], "annotations": {CHECKPOINTED: "step-4200"}}}
+    result = await asyncio.wait_for(drained, timeout=10)
+    assert result.evicted == 1
+    assert not sent(kmock, "PATCH", "/api/v1/namespaces/jobs/pods/dcgm")  # DaemonSet: skipped
+
+
+async def test_checkpoint_grace_runs_out_and_the_drain_goes_on(
+        kmock: kmock.KubernetesEmulator, cluster: KubernetesCluster) -> None:
+    kmock.objects[NODES, None, "n1"] = node()
+    kmock.objects[PODS, "jobs", "train"] = pod("train", gpus=8)
+    cluster._checkpoint_grace_s = 0.2  # the job never answers
+
+    def evicted(request: Any) -> dict[str, str]:
+        del kmock.objects[PODS, "jobs", "train"]
+        return {"kind": "Status", "status": "Success"}
+
+    kmock["post /api/v1/namespaces/jobs/pods/train/eviction"] << evicted
+    result = await call(cluster.drain, "n1", lambda left: None)
+    assert result.evicted == 1
