@@ -1,0 +1,67 @@
+"""The whole ladder with the Kubernetes adapter on an API emulator for the cluster side and the
+simulated node for the host side: what remedy leaves on the Node object at the end."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import kmock
+from kubernetes import client as k8s
+from temporalio.testing import WorkflowEnvironment
+
+from adapters.kubernetes_cluster import CORDONED_BY, KubernetesCluster
+from remedy.remediation import Outcome
+from remedy.runbook import RunbookSet
+from remedy.sim import SimFleet
+from tests.conftest import running_workers
+from tests.ladder import report
+from tests.test_kubernetes_cluster import NODES, node
+
+NODE = "k8s-000"
+
+
+def adapter(mock: kmock.KubernetesEmulator) -> KubernetesCluster:
+    mock.resources["v1/pods"] = {}
+    config = k8s.Configuration()
+    config.host = str(mock.url).rstrip("/")
+    return KubernetesCluster(k8s.ApiClient(config), eviction_retry_s=0.01)
+
+
+def patches(mock: kmock.KubernetesEmulator) -> list[dict[str, Any]]:
+    return [r.data for r in mock if r.method.value == "PATCH" and r.url.path.endswith(NODE)]
+
+
+async def test_node_cordoned_by_someone_else_stays_cordoned_after_the_ladder(
+        time_env: WorkflowEnvironment, kmock: kmock.KubernetesEmulator,
+        shipped_runbooks: RunbookSet) -> None:
+    kmock.objects[NODES, None, NODE] = node(NODE, unschedulable=True,
+                                            annotations={"ops/why": "rack maintenance"})
+    fleet = SimFleet(nodes=1, name_prefix="k8s")
+    finding = fleet.inject(NODE, "ecc_dbe", gpu=2)
+    async with running_workers(time_env.client, fleet, cluster=adapter(kmock)) as queues:
+        handle = await report(time_env.client, queues, finding, shipped_runbooks.match(finding))
+        result = await handle.result()
+    assert result.outcome is Outcome.RECOVERED
+    assert result.attempts[0].detail == "cordoned_by_other"
+    assert patches(kmock) == []  # remedy never touched the other team's cordon
+    stored = kmock.objects[NODES, None, NODE]
+    assert stored["spec"]["unschedulable"] is True
+
+
+async def test_remedys_own_cordon_is_undone_on_recovery(
+        time_env: WorkflowEnvironment, kmock: kmock.KubernetesEmulator,
+        shipped_runbooks: RunbookSet) -> None:
+    kmock.objects[NODES, None, NODE] = node(NODE)
+    fleet = SimFleet(nodes=1, name_prefix="k8s")
+    finding = fleet.inject(NODE, "ecc_dbe", gpu=2)
+    async with running_workers(time_env.client, fleet, cluster=adapter(kmock)) as queues:
+        handle = await report(time_env.client, queues, finding, shipped_runbooks.match(finding))
+        result = await handle.result()
+    assert result.outcome is Outcome.RECOVERED
+    cordon, restore = patches(kmock)
+    assert cordon["spec"]["unschedulable"] is True
+    assert cordon["metadata"]["annotations"][CORDONED_BY] == f"node-remediation/{NODE}"
+    assert restore["spec"] == {"unschedulable": False, "taints": []}
+    reasons = [r.data["reason"] for r in kmock if r.url.path.endswith("/events")]
+    assert reasons[0] == "RemedyCordoned" and reasons[-1] == "RemedyRestored"
+    assert "RemedyDrained" in reasons
