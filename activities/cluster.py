@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -10,14 +11,15 @@ from temporalio import activity
 
 from activities.errors import temporal_errors
 from remedy.cluster import Cluster, CordonOwner
-from remedy.models import ActionRequest, ActionResult, CordonResult
+from remedy.models import ActionRequest, ActionResult, BootRequest, CordonResult, NodeBoot
 
 log = logging.getLogger(__name__)
 
 
 class ClusterActivities:
-    def __init__(self, cluster: Cluster) -> None:
+    def __init__(self, cluster: Cluster, poll_s: float = 5.0) -> None:
         self._cluster = cluster
+        self._poll_s = poll_s
 
     @activity.defn(name="cordon")
     def cordon(self, req: ActionRequest) -> CordonResult:
@@ -53,5 +55,25 @@ class ClusterActivities:
             detail = self._cluster.replace(req.node.name)
         return ActionResult(ok=True, detail=detail)
 
+    @activity.defn(name="boot_id")
+    def boot_id(self, req: BootRequest) -> NodeBoot:
+        with temporal_errors():
+            return self._cluster.node_boot(req.node.name)
+
+    @activity.defn(name="confirm_reboot")
+    def confirm_reboot(self, req: BootRequest) -> ActionResult:
+        """Wait until the node reports a new boot id and is Ready again; the rung's timeout
+        bounds the wait. Heartbeats keep it cancellable."""
+        while True:
+            with temporal_errors():
+                boot = self._cluster.node_boot(req.node.name)
+            if boot.boot_id != req.previous_boot_id and boot.ready:
+                return ActionResult(ok=True, detail=f"rebooted: boot id {boot.boot_id}, Ready")
+            activity.heartbeat(boot.boot_id)
+            if activity.is_cancelled():
+                return ActionResult(ok=False, detail="cancelled while waiting for the reboot")
+            time.sleep(self._poll_s)
+
     def all(self) -> list[Callable[..., Any]]:
-        return [self.cordon, self.restore, self.drain, self.kill_job, self.replace]
+        return [self.cordon, self.restore, self.drain, self.kill_job, self.replace, self.boot_id,
+                self.confirm_reboot]

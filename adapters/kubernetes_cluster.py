@@ -22,7 +22,7 @@ from adapters.kube_errors import api_errors
 from remedy.cluster import CordonOwner, DrainResult
 from remedy.conditions import NodeCondition
 from remedy.errors import ActionRefused, DrainBlocked, NodeGone, TransientError
-from remedy.models import CordonState
+from remedy.models import CordonState, NodeBoot
 
 log = logging.getLogger(__name__)
 
@@ -132,6 +132,12 @@ class KubernetesCluster:
             self.core.patch_node(node, body)
         self._event(node, "RemedyRestored", "uncordoned: the node recovered")
         return True
+
+    def node_boot(self, node: str) -> NodeBoot:
+        status = self._node(node).get("status", {})
+        ready = any(c.get("type") == "Ready" and c.get("status") == "True"
+                    for c in status.get("conditions", []))
+        return NodeBoot(boot_id=status.get("nodeInfo", {}).get("bootID", ""), ready=ready)
 
     # -- conditions ------------------------------------------------------------------------
     def conditions(self, node: str) -> list[NodeCondition]:

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from remedy.conditions import NodeCondition
-from remedy.models import CordonState
+from remedy.models import CordonState, NodeBoot
 
 
 @dataclass(frozen=True)
@@ -34,6 +34,8 @@ class Cluster(Protocol):
     def kill_gpu_pods(self, node: str) -> int: ...
 
     def replace(self, node: str) -> str: ...
+
+    def node_boot(self, node: str) -> NodeBoot: ...
 
     def conditions(self, node: str) -> list[NodeCondition]: ...
 

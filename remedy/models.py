@@ -133,6 +133,18 @@ class ProbeRequest(Frozen):
     node: NodeRef
 
 
+class BootRequest(Frozen):
+    node: NodeRef
+    previous_boot_id: str = ""
+
+
+class NodeBoot(Frozen):
+    """The node's boot id (Kubernetes ``status.nodeInfo.bootID``) and whether it is Ready."""
+
+    boot_id: str
+    ready: bool
+
+
 class CordonState(StrEnum):
     CORDONED = "cordoned"  # remedy cordoned it just now
     ALREADY_OURS = "already_ours"  # an earlier remedy action holds the cordon

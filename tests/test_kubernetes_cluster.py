@@ -289,3 +289,16 @@ async def test_checkpoint_grace_runs_out_and_the_drain_goes_on(
     kmock["post /api/v1/namespaces/jobs/pods/train/eviction"] << evicted
     result = await call(cluster.drain, "n1", lambda left: None)
     assert result.evicted == 1
+
+
+async def test_node_boot_reads_boot_id_and_readiness(kmock: kmock.KubernetesEmulator,
+                                                     cluster: KubernetesCluster) -> None:
+    booted = node()
+    booted["status"]["nodeInfo"] = {
+        "bootID": "b-2", "architecture": "amd64", "containerRuntimeVersion": "containerd://2.0",
+        "kernelVersion": "6.8.0", "kubeProxyVersion": "v1.33.0", "kubeletVersion": "v1.33.0",
+        "machineID": "m", "operatingSystem": "linux", "osImage": "Ubuntu 24.04",
+        "systemUUID": "u"}
+    kmock.objects[NODES, None, "n1"] = booted
+    boot = await call(cluster.node_boot, "n1")
+    assert (boot.boot_id, boot.ready) == ("b-2", True)

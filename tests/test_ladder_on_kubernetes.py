@@ -37,6 +37,7 @@ async def test_node_cordoned_by_someone_else_stays_cordoned_after_the_ladder(
     kmock.objects[NODES, None, NODE] = node(NODE, unschedulable=True,
                                             annotations={"ops/why": "rack maintenance"})
     fleet = SimFleet(nodes=1, name_prefix="k8s")
+    fleet.node(NODE).pods = []  # the host side is idle, so the GPU reset can run
     finding = fleet.inject(NODE, "ecc_dbe", gpu=2)
     async with running_workers(time_env.client, fleet, cluster=adapter(kmock)) as queues:
         handle = await report(time_env.client, queues, finding, shipped_runbooks.match(finding))
@@ -53,6 +54,7 @@ async def test_remedys_own_cordon_is_undone_on_recovery(
         shipped_runbooks: RunbookSet) -> None:
     kmock.objects[NODES, None, NODE] = node(NODE)
     fleet = SimFleet(nodes=1, name_prefix="k8s")
+    fleet.node(NODE).pods = []  # the host side is idle, so the GPU reset can run
     finding = fleet.inject(NODE, "ecc_dbe", gpu=2)
     async with running_workers(time_env.client, fleet, cluster=adapter(kmock)) as queues:
         handle = await report(time_env.client, queues, finding, shipped_runbooks.match(finding))

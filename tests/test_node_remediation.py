@@ -6,6 +6,8 @@ the outcome, the attempts the workflow recorded, and what actually happened to t
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 from temporalio.testing import WorkflowEnvironment
 
 from remedy.errors import DrainBlocked, PermissionDenied
@@ -19,7 +21,7 @@ from remedy.remediation import (
     Outcome,
     Phase,
 )
-from remedy.runbook import RunbookSet
+from remedy.runbook import Match, Runbook, RunbookSet, Rung
 from remedy.sim import SimFleet
 from remedy.sim.fleet import REMEDY_CORDON
 from tests.conftest import running_workers
@@ -93,6 +95,7 @@ async def test_reset_fails_then_reboot_fixes_a_gpu_off_the_bus(
     assert ran.ladder == [(Action.DRAIN, DONE), (Action.RESET_GPU, FAILED),
                           (Action.REBOOT, VERIFIED)]
     assert "lost from the bus" in ran.result.attempts[2].detail
+    assert "rebooted: boot id boot-1, Ready" in ran.result.attempts[3].detail
     assert actions_on(fleet) == ["cordon", "drain", "reboot", "restore"]
     assert fleet.node(NODE).boot_id == 1
 
@@ -256,3 +259,16 @@ async def test_drain_that_keeps_failing_escalates_after_its_retries(
     assert "DrainBlocked" in ran.result.attempts[1].detail
     assert "processes still hold the GPU" in ran.result.attempts[2].detail
     assert ran.result.outcome is Outcome.RECOVERED
+
+
+async def test_reboot_that_never_comes_back_fails_the_rung(
+        time_env: WorkflowEnvironment, fleet: SimFleet) -> None:
+    fleet.node(NODE).comes_back = False
+    finding = fleet.inject(NODE, "gpu_lost", gpu=0)
+    runbook = Runbook(name="reboot-only", match=Match(xids=[79]),
+                      ladder=[Rung(action=Action.REBOOT, timeout=timedelta(seconds=2))])
+    ran = await remediate(time_env, fleet, finding, runbook)
+    # The agent answered, but the node never reported a new boot id: not a recovery.
+    assert ran.ladder == [(Action.REBOOT, FAILED)]
+    assert "timeout" in ran.result.attempts[1].detail.lower()
+    assert ran.result.outcome is Outcome.NEEDS_HUMAN

@@ -14,7 +14,8 @@ from datetime import datetime, timedelta
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
-from temporalio.exceptions import ActivityError
+from temporalio.exceptions import ActivityError, TimeoutType
+from temporalio.exceptions import TimeoutError as ActivityTimeout
 
 with workflow.unsafe.imports_passed_through():
     from remedy.durations import format_duration
@@ -23,8 +24,10 @@ with workflow.unsafe.imports_passed_through():
         Action,
         ActionRequest,
         ActionResult,
+        BootRequest,
         CordonResult,
         Finding,
+        NodeBoot,
         ProbeReport,
         ProbeRequest,
         Severity,
@@ -48,6 +51,7 @@ with workflow.unsafe.imports_passed_through():
     from remedy.runbook.schema import Rung
 
 FIRST_REPORT_TIMEOUT = timedelta(minutes=5)
+CONFIRM_REBOOT = "confirm-reboot-from-boot-id"  # workflow.patched: runs started before it differ
 PERMANENT_ERRORS = ["NodeGone", "PermissionDenied", "ActionRefused", "ActionFailed"]
 QUICK_RETRY = RetryPolicy(initial_interval=timedelta(seconds=2), maximum_attempts=5,
                           non_retryable_error_types=PERMANENT_ERRORS)
@@ -211,7 +215,10 @@ class NodeRemediation:
         started = workflow.now()
         state.phase = Phase.ACTING
         try:
-            result = await self._act(rung)
+            if rung.action is Action.REBOOT and workflow.patched(CONFIRM_REBOOT):
+                result = await self._reboot(rung)
+            else:
+                result = await self._act(rung)
         except ActivityError as err:
             self._record(index, rung.action, started, AttemptResult.FAILED, _cause(err))
             return False
@@ -279,6 +286,30 @@ class NodeRemediation:
             summary=f"{rung.action.value} {self._state.node.name}",
         )
         return result
+
+    async def _reboot(self, rung: Rung) -> ActionResult:
+        """Reboot on the node, confirmed from the cluster: a new boot id and Ready again.
+        The agent may go down before it answers, so a reboot activity that started and then
+        timed out is not a failure on its own; one that nobody picked up is."""
+        node = self._state.node
+        before: NodeBoot = await workflow.execute_activity(
+            "boot_id", BootRequest(node=node), result_type=NodeBoot,
+            start_to_close_timeout=timedelta(seconds=60), retry_policy=QUICK_RETRY,
+            summary=f"boot id of {node.name}")
+        try:
+            await self._act(rung)
+        except ActivityError as err:
+            cause = err.cause
+            if not (isinstance(cause, ActivityTimeout)
+                    and cause.type is not TimeoutType.SCHEDULE_TO_START):
+                raise
+        confirmed: ActionResult = await workflow.execute_activity(
+            "confirm_reboot", BootRequest(node=node, previous_boot_id=before.boot_id),
+            result_type=ActionResult, start_to_close_timeout=rung.timeout,
+            heartbeat_timeout=timedelta(minutes=1),
+            retry_policy=RetryPolicy(maximum_attempts=1),
+            summary=f"wait for {node.name} to come back")
+        return confirmed
 
     async def _probe(self) -> ProbeReport:
         """Re-probe on the node. A probe that cannot run is an unhealthy report (fail closed)."""

@@ -15,7 +15,7 @@ from remedy.cluster import CordonOwner, DrainResult
 from remedy.conditions import NodeCondition
 from remedy.errors import ActionFailed, NodeGone, RemedyError
 from remedy.gpu import NvmlApi
-from remedy.models import CordonState, Finding
+from remedy.models import CordonState, Finding, NodeBoot
 from remedy.probe.nics import NicPort
 from remedy.probe.runner import ProbeConfig
 from remedy.sim.faults import FAULTS, Effect, Fix
@@ -65,6 +65,7 @@ class SimNode:
     boot_id: int = 0
     generation: int = 0  # bumps on replacement: new hardware, new serials
     nics: int = 8
+    comes_back: bool = True  # False: a reboot that never returns (dead PSU, hung firmware)
     conditions: dict[str, NodeCondition] = field(default_factory=dict)
     nvml_broken: str | None = None  # "missing" library, "driver" not loaded, or "hang"
     _xids: deque[tuple[int, int]] = field(default_factory=deque)
@@ -248,6 +249,10 @@ class SimCluster:
             self._fleet._record(node, "kill_job")
             return len(killed)
 
+    def node_boot(self, node: str) -> NodeBoot:
+        with self._fleet._lock:
+            return NodeBoot(boot_id=f"boot-{self._fleet.node(node).boot_id}", ready=True)
+
     def conditions(self, node: str) -> list[NodeCondition]:
         with self._fleet._lock:
             return list(self._fleet.node(node).conditions.values())
@@ -300,6 +305,9 @@ class SimHost:
     def reboot(self) -> None:
         with self._fleet._lock:
             sim = self._fleet._act(self.name, "reboot")
+            if not sim.comes_back:
+                self._fleet._record(self.name, "reboot")
+                return
             sim.clear(Fix.REBOOT)
             sim.boot_id += 1
             sim.pods = [p for p in sim.pods if p.daemonset]
