@@ -55,6 +55,18 @@ class ClusterActivities:
             detail = self._cluster.replace(req.node.name)
         return ActionResult(ok=True, detail=detail)
 
+    @activity.defn(name="release_gpus")
+    def release_gpus(self, req: ActionRequest) -> ActionResult:
+        with temporal_errors():
+            stopped = self._cluster.release_gpus(req.node.name)
+        return ActionResult(ok=True, detail=f"stopped {stopped} GPU operator pods")
+
+    @activity.defn(name="return_gpus")
+    def return_gpus(self, req: ActionRequest) -> ActionResult:
+        with temporal_errors():
+            self._cluster.return_gpus(req.node.name)
+        return ActionResult(ok=True, detail="GPU operator pods may return")
+
     @activity.defn(name="boot_id")
     def boot_id(self, req: BootRequest) -> NodeBoot:
         with temporal_errors():
@@ -76,4 +88,4 @@ class ClusterActivities:
 
     def all(self) -> list[Callable[..., Any]]:
         return [self.cordon, self.restore, self.drain, self.kill_job, self.replace, self.boot_id,
-                self.confirm_reboot]
+                self.confirm_reboot, self.release_gpus, self.return_gpus]

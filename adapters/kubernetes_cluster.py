@@ -8,6 +8,7 @@ story. A node labelled ``remedy.io/managed=false`` is never acted on.
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 import uuid
@@ -39,6 +40,11 @@ CHECKPOINT_REQUESTED = f"{PREFIX}/checkpoint-requested"
 CHECKPOINTED = f"{PREFIX}/checkpointed"
 KARPENTER_POOL_LABEL = "karpenter.sh/nodepool"
 NODECLAIMS = ("karpenter.sh", "v1", "nodeclaims")
+# The NVIDIA GPU operator deploys its operands where these labels are not "false".
+GPU_OPERAND_LABELS = tuple(f"nvidia.com/gpu.deploy.{c}" for c in (
+    "device-plugin", "dcgm", "dcgm-exporter", "gpu-feature-discovery"))
+GPU_OPERAND_PODS = ("device-plugin", "dcgm", "gpu-feature-discovery")
+GPU_OPERANDS_SAVED = f"{PREFIX}/gpu-operand-labels"
 CONFLICT_RETRIES = 5
 Json = dict[str, Any]
 
@@ -138,6 +144,41 @@ class KubernetesCluster:
         ready = any(c.get("type") == "Ready" and c.get("status") == "True"
                     for c in status.get("conditions", []))
         return NodeBoot(boot_id=status.get("nodeInfo", {}).get("bootID", ""), ready=ready)
+
+    # -- GPU operands around a reset --------------------------------------------------------
+    def release_gpus(self, node: str) -> int:
+        """NVIDIA GPU operator's way: label its operands off the node (device plugin, DCGM,
+        exporter, feature discovery), remember the old labels in an annotation, and wait until
+        their pods are gone, since nvidia-smi cannot reset a GPU that any process holds."""
+        current = self._node(node)
+        self._managed(current)
+        labels = _meta(current).get("labels", {})
+        previous = {label: labels.get(label) for label in GPU_OPERAND_LABELS}
+        if self.dry_run:
+            self._event(node, "RemedyDryRun", "would stop the GPU operator's pods")
+            return 0
+        with api_errors("patch", f"nodes/{node}"):
+            self.core.patch_node(node, {"metadata": {
+                "labels": dict.fromkeys(GPU_OPERAND_LABELS, "false"),
+                "annotations": {GPU_OPERANDS_SAVED: json.dumps(previous, sort_keys=True)}}})
+        operands = {_meta(p)["uid"] for p in self._pods(node) if _gpu_operand(p)}
+        deadline = time.monotonic() + self._drain_timeout_s
+        while {_meta(p)["uid"] for p in self._pods(node) if _gpu_operand(p)} & operands:
+            if time.monotonic() > deadline:
+                raise TransientError(f"the GPU operator's pods did not leave {node}")
+            time.sleep(min(self._eviction_retry_s, 1.0))
+        self._event(node, "RemedyGpusReleased", f"stopped {len(operands)} GPU operator pods "
+                                                "for a GPU reset")
+        return len(operands)
+
+    def return_gpus(self, node: str) -> None:
+        saved = _meta(self._node(node)).get("annotations", {}).get(GPU_OPERANDS_SAVED)
+        if saved is None or self.dry_run:
+            return
+        with api_errors("patch", f"nodes/{node}"):
+            self.core.patch_node(node, {"metadata": {"labels": json.loads(saved),
+                                                     "annotations": {GPU_OPERANDS_SAVED: None}}})
+        self._event(node, "RemedyGpusReturned", "the GPU operator's pods may run again")
 
     # -- conditions ------------------------------------------------------------------------
     def conditions(self, node: str) -> list[NodeCondition]:
@@ -334,6 +375,11 @@ def _mirror(pod: Json) -> bool:
 
 def _finished(pod: Json) -> bool:
     return pod.get("status", {}).get("phase") in ("Succeeded", "Failed")
+
+
+def _gpu_operand(pod: Json) -> bool:
+    name = _meta(pod).get("name", "")
+    return _daemonset(pod) and any(part in name for part in GPU_OPERAND_PODS)
 
 
 def _uses_gpus(pod: Json) -> bool:

@@ -68,6 +68,9 @@ def controller_scenario(cluster: KubernetesCluster) -> None:
     cluster.restore("n1")
     cluster.kill_gpu_pods("n1")
     cluster.drain("n2", lambda left: None)  # asks "ckpt" to checkpoint, then evicts
+    cluster.release_gpus("n1")
+    cluster.return_gpus("n1")
+    cluster.node_boot("n1")
     cluster.replace("n1")  # Karpenter: list and delete the NodeClaim
     cluster.replace_provider = ReplaceProvider.PLAIN
     cluster.replace("n1")  # plain: delete the Node

@@ -302,3 +302,30 @@ async def test_node_boot_reads_boot_id_and_readiness(kmock: kmock.KubernetesEmul
     kmock.objects[NODES, None, "n1"] = booted
     boot = await call(cluster.node_boot, "n1")
     assert (boot.boot_id, boot.ready) == ("b-2", True)
+
+
+async def test_gpu_reset_stops_the_operators_pods_and_brings_them_back(
+        kmock: kmock.KubernetesEmulator, cluster: KubernetesCluster) -> None:
+    kmock.objects[NODES, None, "n1"] = node(labels={
+        "nvidia.com/gpu.deploy.dcgm-exporter": "true"})
+    exporter = pod("nvidia-dcgm-exporter-x7", owner="DaemonSet")
+    kmock.objects[PODS, "gpu-operator", "nvidia-dcgm-exporter-x7"] = exporter
+    kmock.objects[PODS, "jobs", "web"] = pod("web")  # not the GPU operator's: ignored
+    released = asyncio.create_task(call(cluster.release_gpus, "n1"))
+    for _ in range(200):  # the operator reacts to the labels by removing its pods
+        if sent(kmock, "PATCH", "/api/v1/nodes/n1"):
+            break
+        await asyncio.sleep(0.01)
+    del kmock.objects[PODS, "gpu-operator", "nvidia-dcgm-exporter-x7"]
+    assert await asyncio.wait_for(released, timeout=10) == 1
+    [release] = sent(kmock, "PATCH", "/api/v1/nodes/n1")
+    assert release.data["metadata"]["labels"] == {
+        "nvidia.com/gpu.deploy.device-plugin": "false", "nvidia.com/gpu.deploy.dcgm": "false",
+        "nvidia.com/gpu.deploy.dcgm-exporter": "false",
+        "nvidia.com/gpu.deploy.gpu-feature-discovery": "false"}
+    await call(cluster.return_gpus, "n1")
+    _, back = sent(kmock, "PATCH", "/api/v1/nodes/n1")
+    assert back.data["metadata"]["labels"] == {  # as they were: one "true", the rest unset
+        "nvidia.com/gpu.deploy.device-plugin": None, "nvidia.com/gpu.deploy.dcgm": None,
+        "nvidia.com/gpu.deploy.dcgm-exporter": "true",
+        "nvidia.com/gpu.deploy.gpu-feature-discovery": None}

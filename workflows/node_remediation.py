@@ -52,6 +52,7 @@ with workflow.unsafe.imports_passed_through():
 
 FIRST_REPORT_TIMEOUT = timedelta(minutes=5)
 CONFIRM_REBOOT = "confirm-reboot-from-boot-id"  # workflow.patched: runs started before it differ
+RELEASE_GPUS = "release-gpu-operands-for-reset"
 PERMANENT_ERRORS = ["NodeGone", "PermissionDenied", "ActionRefused", "ActionFailed"]
 QUICK_RETRY = RetryPolicy(initial_interval=timedelta(seconds=2), maximum_attempts=5,
                           non_retryable_error_types=PERMANENT_ERRORS)
@@ -217,6 +218,8 @@ class NodeRemediation:
         try:
             if rung.action is Action.REBOOT and workflow.patched(CONFIRM_REBOOT):
                 result = await self._reboot(rung)
+            elif rung.action is Action.RESET_GPU and workflow.patched(RELEASE_GPUS):
+                result = await self._reset(rung)
             else:
                 result = await self._act(rung)
         except ActivityError as err:
@@ -285,6 +288,22 @@ class NodeRemediation:
             retry_policy=retry,
             summary=f"{rung.action.value} {self._state.node.name}",
         )
+        return result
+
+    async def _reset(self, rung: Rung) -> ActionResult:
+        """The cluster's own GPU pods (device plugin, DCGM) hold the GPU too: stop them for
+        the reset and always let them back, whatever the reset did."""
+        await self._cluster_step("release_gpus", rung.timeout)
+        try:
+            return await self._act(rung)
+        finally:
+            await self._cluster_step("return_gpus", timedelta(minutes=2))
+
+    async def _cluster_step(self, name: str, timeout: timedelta) -> ActionResult:
+        result: ActionResult = await workflow.execute_activity(
+            name, self._request(Action.RESET_GPU, name), result_type=ActionResult,
+            start_to_close_timeout=timeout, retry_policy=QUICK_RETRY,
+            summary=f"{name.replace('_', ' ')} on {self._state.node.name}")
         return result
 
     async def _reboot(self, rung: Rung) -> ActionResult:

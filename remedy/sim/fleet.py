@@ -249,6 +249,12 @@ class SimCluster:
             self._fleet._record(node, "kill_job")
             return len(killed)
 
+    def release_gpus(self, node: str) -> int:
+        return 0  # the twin's GPU operands never hold the GPU
+
+    def return_gpus(self, node: str) -> None:
+        pass
+
     def node_boot(self, node: str) -> NodeBoot:
         with self._fleet._lock:
             return NodeBoot(boot_id=f"boot-{self._fleet.node(node).boot_id}", ready=True)
