@@ -10,6 +10,7 @@ from typing import Any, TypeVar
 
 import kmock
 import pytest
+from kmock import Response
 from kubernetes import client as k8s
 
 from adapters.kubernetes_cluster import (
@@ -329,3 +330,45 @@ async def test_gpu_reset_stops_the_operators_pods_and_brings_them_back(
         "nvidia.com/gpu.deploy.device-plugin": None, "nvidia.com/gpu.deploy.dcgm": None,
         "nvidia.com/gpu.deploy.dcgm-exporter": "true",
         "nvidia.com/gpu.deploy.gpu-feature-discovery": None}
+
+
+ACTIONS: dict[str, Callable[[KubernetesCluster], object]] = {
+    "cordon": lambda c: c.cordon("n1", OWNER),
+    "restore": lambda c: c.restore("n1"),
+    "drain": lambda c: c.drain("n1", lambda left: None),
+    "kill_job": lambda c: c.kill_gpu_pods("n1"),
+    "replace": lambda c: c.replace("n1"),
+    "release_gpus": lambda c: c.release_gpus("n1"),
+    "node_boot": lambda c: c.node_boot("n1"),
+    "conditions": lambda c: c.conditions("n1"),
+}
+
+
+@pytest.mark.parametrize("action", sorted(ACTIONS))
+@pytest.mark.parametrize(("status", "error"), [(404, NodeGone), (403, PermissionDenied),
+                                               (409, TransientError), (500, TransientError)])
+async def test_every_action_maps_api_failures(
+        kmock: kmock.KubernetesEmulator, cluster: KubernetesCluster, action: str, status: int,
+        error: type[Exception]) -> None:
+    kmock["get /api/v1/nodes/n1"] << status
+    with pytest.raises(error):
+        await call(ACTIONS[action], cluster)
+    writes = [r for r in kmock if r.method.value != "GET"]
+    assert writes == []  # nothing is changed on a node remedy could not read
+
+
+async def test_pod_already_gone_counts_as_evicted_and_deleted(
+        kmock: kmock.KubernetesEmulator, cluster: KubernetesCluster) -> None:
+    kmock.objects[NODES, None, "n1"] = node()
+    kmock.objects[PODS, "jobs", "train"] = pod("train", gpus=8)
+    kmock["delete /api/v1/namespaces/jobs/pods/train"] << 404
+    assert await call(cluster.kill_gpu_pods, "n1") == 1  # 404 on delete: already gone
+    kmock.objects[PODS, "jobs", "train"] = pod("train", gpus=8)  # (the emulator deleted it)
+
+    def gone(request: Any) -> Response:
+        del kmock.objects[PODS, "jobs", "train"]  # deleted by someone else meanwhile
+        return Response(status=404, payload={"kind": "Status", "code": 404})
+
+    kmock["post /api/v1/namespaces/jobs/pods/train/eviction"] << gone
+    result = await call(cluster.drain, "n1", lambda left: None)
+    assert result.evicted == 1
