@@ -168,6 +168,8 @@ def controller(
     replace_provider: Annotated[str, typer.Option(
         help="How nodes are replaced: auto (Karpenter if present), karpenter, plain, none.")]
     = "auto",
+    checkpoint_grace: Annotated[float, typer.Option(
+        help="Seconds a drain waits for GPU pods to checkpoint before evicting them.")] = 0.0,
 ) -> None:
     """Run the controller worker against a Kubernetes cluster."""
     from concurrent.futures import ThreadPoolExecutor
@@ -178,7 +180,8 @@ def controller(
     from workers.controller import controller_worker
 
     cluster = KubernetesCluster(api_client(kubeconfig), dry_run=dry_run,
-                                replace_provider=ReplaceProvider(replace_provider))
+                                replace_provider=ReplaceProvider(replace_provider),
+                                checkpoint_grace_s=checkpoint_grace)
 
     async def main() -> None:
         client = await connect(address)
