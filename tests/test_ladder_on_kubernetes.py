@@ -10,7 +10,7 @@ from kubernetes import client as k8s
 from temporalio.testing import WorkflowEnvironment
 
 from adapters.kubernetes_cluster import CORDONED_BY, KubernetesCluster
-from remedy.remediation import Outcome
+from remedy.remediation import Outcome, RemediationResult
 from remedy.runbook import RunbookSet
 from remedy.sim import SimFleet
 from tests.conftest import running_workers
@@ -31,17 +31,22 @@ def patches(mock: kmock.KubernetesEmulator) -> list[dict[str, Any]]:
     return [r.data for r in mock if r.method.value == "PATCH" and r.url.path.endswith(NODE)]
 
 
+async def ecc_ladder(env: WorkflowEnvironment, mock: kmock.KubernetesEmulator,
+                     runbooks: RunbookSet) -> RemediationResult:
+    """An uncorrectable ECC error on the node, remediated through the Kubernetes adapter."""
+    fleet = SimFleet(nodes=1, name_prefix="k8s")
+    fleet.node(NODE).pods = []  # the host side is idle, so the GPU reset can run
+    finding = fleet.inject(NODE, "ecc_dbe", gpu=2)
+    async with running_workers(env.client, fleet, cluster=adapter(mock)) as queues:
+        return await (await report(env.client, queues, finding, runbooks.match(finding))).result()
+
+
 async def test_node_cordoned_by_someone_else_stays_cordoned_after_the_ladder(
         time_env: WorkflowEnvironment, kmock: kmock.KubernetesEmulator,
         shipped_runbooks: RunbookSet) -> None:
     kmock.objects[NODES, None, NODE] = node(NODE, unschedulable=True,
                                             annotations={"ops/why": "rack maintenance"})
-    fleet = SimFleet(nodes=1, name_prefix="k8s")
-    fleet.node(NODE).pods = []  # the host side is idle, so the GPU reset can run
-    finding = fleet.inject(NODE, "ecc_dbe", gpu=2)
-    async with running_workers(time_env.client, fleet, cluster=adapter(kmock)) as queues:
-        handle = await report(time_env.client, queues, finding, shipped_runbooks.match(finding))
-        result = await handle.result()
+    result = await ecc_ladder(time_env, kmock, shipped_runbooks)
     assert result.outcome is Outcome.RECOVERED
     assert result.attempts[0].detail == "cordoned_by_other"
     # remedy never touched the other team's cordon (it only labelled the GPU operator's
@@ -55,12 +60,7 @@ async def test_remedys_own_cordon_is_undone_on_recovery(
         time_env: WorkflowEnvironment, kmock: kmock.KubernetesEmulator,
         shipped_runbooks: RunbookSet) -> None:
     kmock.objects[NODES, None, NODE] = node(NODE)
-    fleet = SimFleet(nodes=1, name_prefix="k8s")
-    fleet.node(NODE).pods = []  # the host side is idle, so the GPU reset can run
-    finding = fleet.inject(NODE, "ecc_dbe", gpu=2)
-    async with running_workers(time_env.client, fleet, cluster=adapter(kmock)) as queues:
-        handle = await report(time_env.client, queues, finding, shipped_runbooks.match(finding))
-        result = await handle.result()
+    result = await ecc_ladder(time_env, kmock, shipped_runbooks)
     assert result.outcome is Outcome.RECOVERED
     cordon, restore = [p for p in patches(kmock) if "spec" in p]
     assert cordon["spec"]["unschedulable"] is True

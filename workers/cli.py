@@ -7,8 +7,9 @@ import logging
 import os
 import socket
 import sys
+from collections.abc import Callable, Coroutine
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -151,11 +152,7 @@ def agent(
         await NodeAgent(client, host, loaded, cluster,
                         AgentConfig(node=NodeRef(name=node, pool=pool), interval_s=interval)).run()
 
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
-    try:
-        asyncio.run(main())
-    except KeyboardInterrupt:
-        pass
+    _serve(main)
 
 
 @app.command()
@@ -188,11 +185,7 @@ def controller(
         with ThreadPoolExecutor(max_workers=32) as executor:
             await controller_worker(client, cluster, executor).run()
 
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
-    try:
-        asyncio.run(main())
-    except KeyboardInterrupt:
-        pass
+    _serve(main)
 
 
 @app.command()
@@ -229,6 +222,15 @@ def demo(
     except RunbookError as exc:
         typer.echo(str(exc), err=True)
         raise typer.Exit(1) from None
+    except KeyboardInterrupt:
+        pass
+
+
+def _serve(main: Callable[[], Coroutine[Any, Any, None]]) -> None:
+    """Run a long-lived process (agent, controller) until Ctrl-C, logging to stderr."""
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    try:
+        asyncio.run(main())
     except KeyboardInterrupt:
         pass
 
