@@ -32,6 +32,7 @@ CORDONED_BY = f"{PREFIX}/cordoned-by"
 CORDON_REASON = f"{PREFIX}/cordon-reason"
 CORDONED_AT = f"{PREFIX}/cordoned-at"
 OPT_OUT_LABEL = f"{PREFIX}/managed"
+POOL_LABEL = f"{PREFIX}/pool"
 TAINT = {"key": f"{PREFIX}/remediating", "value": "true", "effect": "NoSchedule"}
 GPU_RESOURCE = "nvidia.com/gpu"
 MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
@@ -138,6 +139,13 @@ class KubernetesCluster:
             self.core.patch_node(node, body)
         self._event(node, "RemedyRestored", "uncordoned: the node recovered")
         return True
+
+    def pool_size(self, pool: str) -> int:
+        """Nodes labelled ``remedy.io/pool=<pool>``; the pool "default" is the whole cluster."""
+        selector = None if pool == "default" else f"{POOL_LABEL}={pool}"
+        with api_errors("list", "nodes"):
+            nodes = self.core.list_node(label_selector=selector)
+        return len(nodes.items)
 
     def node_boot(self, node: str) -> NodeBoot:
         status = self._node(node).get("status", {})

@@ -37,6 +37,10 @@ class Cluster(Protocol):
 
     def node_boot(self, node: str) -> NodeBoot: ...
 
+    def pool_size(self, pool: str) -> int:
+        """How many nodes the pool has (the base of its disruption budget)."""
+        ...
+
     def release_gpus(self, node: str) -> int:
         """Stop the cluster's own GPU pods on the node (device plugin, DCGM, exporters) so a
         GPU reset can run; return how many left."""

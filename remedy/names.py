@@ -4,6 +4,7 @@ Nothing else spells them."""
 
 CONTROLLER_TASK_QUEUE = "remedy-controller"
 NODE_REMEDIATION_WORKFLOW = "NodeRemediation"
+DISRUPTION_BUDGET_WORKFLOW = "DisruptionBudget"
 
 
 def node_task_queue(node: str) -> str:
@@ -17,3 +18,8 @@ def remediation_workflow_id(node: str) -> str:
 
 # The simulated fleet's agents share one queue: one worker plays every simulated node.
 SIM_AGENTS_TASK_QUEUE = "remedy-sim-agents"
+
+
+def budget_workflow_id(pool: str) -> str:
+    """One disruption budget per node pool."""
+    return f"disruption-budget/{pool}"

@@ -20,6 +20,7 @@ class Phase(StrEnum):
     WAITING = "waiting_for_finding"
     TOLERATING = "tolerating"
     AWAITING_APPROVAL = "awaiting_approval"
+    AWAITING_LEASE = "awaiting_disruption_lease"
     ACTING = "acting"
     SETTLING = "settling"
     VERIFYING = "verifying"
@@ -101,6 +102,9 @@ class RemediationState(BaseModel):
     approvals: list[Approval] = []
     cordon: CordonState | None = None
     last_probe: ProbeReport | None = None  # the latest re-probe, failed ones included
+    lease_requested_at: datetime | None = None  # disruption budget of the node's pool
+    lease_granted_at: datetime | None = None
+    lease_released_at: datetime | None = None
     outcome: Outcome | None = None
     outcome_detail: str = ""
     runs: int = Field(default=1, description="workflow runs so far (continue-as-new)")

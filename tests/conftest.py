@@ -56,13 +56,15 @@ def shipped_runbooks() -> RunbookSet:
 
 @pytest.fixture
 def fleet() -> SimFleet:
-    return SimFleet(nodes=4, gpus_per_node=8)
+    # Its own pool: a pool's DisruptionBudget workflow outlives the test on the shared server.
+    return SimFleet(nodes=4, gpus_per_node=8, pool=f"pool-{uuid.uuid4().hex[:8]}")
 
 
 @dataclass(frozen=True)
 class Queues:
     controller: str
     agents: str
+    pool: str
 
 
 @asynccontextmanager
@@ -71,7 +73,8 @@ async def running_workers(client: Client, fleet: SimFleet, agents: bool = True,
     """The controller worker and the simulated node agents, on queues unique to this test.
     ``cluster`` replaces the twin's cluster (e.g. the Kubernetes adapter on an emulator)."""
     name = f"test-{uuid.uuid4()}"
-    queues = Queues(controller=name, agents=f"{name}-agents")
+    pool = next(iter(fleet.nodes.values())).pool
+    queues = Queues(controller=name, agents=f"{name}-agents", pool=pool)
     with ThreadPoolExecutor(max_workers=8) as executor:
         controller = controller_worker(client, cluster or fleet.cluster, executor,
                                        queues.controller)

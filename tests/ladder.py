@@ -42,7 +42,7 @@ class Ran:
 async def report(client: Client, queues: Queues, finding: Finding, runbook: Runbook | None,
                  **options: object) -> Handle:
     assert runbook is not None, "no runbook for the finding"
-    return await report_finding(client, NodeRef(name=finding.node),
+    return await report_finding(client, NodeRef(name=finding.node, pool=queues.pool),
                                 FindingReport(finding=finding, runbook=runbook),
                                 node_task_queue=queues.agents, task_queue=queues.controller,
                                 **options)  # type: ignore[arg-type]

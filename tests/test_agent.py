@@ -39,7 +39,7 @@ def fast_runbooks() -> RunbookSet:
 async def test_agent_finds_a_fault_starts_the_ladder_and_a_dead_agent_fails_closed(
         dev_env: WorkflowEnvironment, fast_runbooks: RunbookSet) -> None:
     name = f"agent-{uuid.uuid4().hex[:8]}"
-    fleet = SimFleet(nodes=1, name_prefix=name, check_timeout_s=0.5)
+    fleet = SimFleet(nodes=1, name_prefix=name, check_timeout_s=0.5, pool=name)
     node = f"{name}-000"
     client = dev_env.client
     conditions: list[NodeCondition] = []  # each change of status or reason, as seen
@@ -53,7 +53,8 @@ async def test_agent_finds_a_fault_starts_the_ladder_and_a_dead_agent_fails_clos
         return current
 
     async with running_workers(client, fleet, agents=False) as queues:  # controller only
-        config = AgentConfig(node=NodeRef(name=node), interval_s=0.2, task_queue=queues.agents,
+        config = AgentConfig(node=NodeRef(name=node, pool=name), interval_s=0.2,
+                             task_queue=queues.agents,
                              controller_task_queue=queues.controller,
                              node_pickup_timeout=timedelta(seconds=1))
         agent = NodeAgent(client, fleet.host(node), fast_runbooks, fleet.cluster, config)

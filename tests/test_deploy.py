@@ -71,6 +71,7 @@ def controller_scenario(cluster: KubernetesCluster) -> None:
     cluster.release_gpus("n1")
     cluster.return_gpus("n1")
     cluster.node_boot("n1")
+    cluster.pool_size("gpu")
     cluster.replace("n1")  # Karpenter: list and delete the NodeClaim
     cluster.replace_provider = ReplaceProvider.PLAIN
     cluster.replace("n1")  # plain: delete the Node

@@ -3,6 +3,7 @@ simulated node for the host side: what remedy leaves on the Node object at the e
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
 import kmock
@@ -34,7 +35,9 @@ def patches(mock: kmock.KubernetesEmulator) -> list[dict[str, Any]]:
 async def ecc_ladder(env: WorkflowEnvironment, mock: kmock.KubernetesEmulator,
                      runbooks: RunbookSet) -> RemediationResult:
     """An uncorrectable ECC error on the node, remediated through the Kubernetes adapter."""
-    fleet = SimFleet(nodes=1, name_prefix="k8s")
+    pool = f"pool-{uuid.uuid4().hex[:8]}"  # the pool's budget is counted from the node labels
+    mock.objects[NODES, None, NODE]["metadata"]["labels"]["remedy.io/pool"] = pool
+    fleet = SimFleet(nodes=1, name_prefix="k8s", pool=pool)
     fleet.node(NODE).pods = []  # the host side is idle, so the GPU reset can run
     finding = fleet.inject(NODE, "ecc_dbe", gpu=2)
     async with running_workers(env.client, fleet, cluster=adapter(mock)) as queues:

@@ -46,6 +46,7 @@ class DemoConfig:
     seed: int = 1
     runbooks: Path = Path("runbooks")
     node_prefix: str = "gpu-node"
+    pool: str = "default"
     task_queue: str = CONTROLLER_TASK_QUEUE
     agents_task_queue: str = SIM_AGENTS_TASK_QUEUE
 
@@ -106,7 +107,8 @@ async def run_demo(client: Client, config: DemoConfig, runbooks: RunbookSet | No
     ``duration_s`` passes or the task is cancelled (Ctrl-C); then summarise."""
     runbooks = runbooks or _load(config)
     fleet = SimFleet(nodes=config.nodes, gpus_per_node=config.gpus_per_node, seed=config.seed,
-                     speedup=config.speedup, name_prefix=config.node_prefix)
+                     speedup=config.speedup, name_prefix=config.node_prefix,
+                     pool=config.pool)
     summary = DemoSummary()
     echo(f"Simulated fleet  {config.nodes} nodes × {config.gpus_per_node} GPUs, a fault every "
          f"{config.fault_every_s:g}s, runbook time {config.speedup:g}× faster")
@@ -138,7 +140,7 @@ async def _inject_until_done(client: Client, config: DemoConfig, fleet: SimFleet
         if runbook is not None:
             summary.faults_injected += 1
             handle = await report_finding(
-                client, NodeRef(name=finding.node), FindingReport(finding=finding,
+                client, NodeRef(name=finding.node, pool=config.pool), FindingReport(finding=finding,
                                                                   runbook=runbook),
                 node_task_queue=config.agents_task_queue, task_queue=config.task_queue)
             run = (handle.id, handle.result_run_id or "")

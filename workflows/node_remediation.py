@@ -18,8 +18,10 @@ from temporalio.exceptions import ActivityError, TimeoutType
 from temporalio.exceptions import TimeoutError as ActivityTimeout
 
 with workflow.unsafe.imports_passed_through():
+    from remedy.budget import LeaseRelease, LeaseRequest, UnhealthyReport
     from remedy.durations import format_duration
     from remedy.models import (
+        DISRUPTIVE_ACTIONS,
         HOST_LOCAL_ACTIONS,
         Action,
         ActionRequest,
@@ -32,7 +34,7 @@ with workflow.unsafe.imports_passed_through():
         ProbeRequest,
         Severity,
     )
-    from remedy.names import NODE_REMEDIATION_WORKFLOW
+    from remedy.names import NODE_REMEDIATION_WORKFLOW, budget_workflow_id
     from remedy.remediation import (
         AbortRequest,
         Approval,
@@ -53,6 +55,7 @@ with workflow.unsafe.imports_passed_through():
 FIRST_REPORT_TIMEOUT = timedelta(minutes=5)
 CONFIRM_REBOOT = "confirm-reboot-from-boot-id"  # workflow.patched: runs started before it differ
 RELEASE_GPUS = "release-gpu-operands-for-reset"
+DISRUPTION_BUDGET = "disruption-budget-leases"
 PERMANENT_ERRORS = ["NodeGone", "PermissionDenied", "ActionRefused", "ActionFailed"]
 QUICK_RETRY = RetryPolicy(initial_interval=timedelta(seconds=2), maximum_attempts=5,
                           non_retryable_error_types=PERMANENT_ERRORS)
@@ -83,6 +86,10 @@ class NodeRemediation:
         if state.phase in (Phase.WAITING, Phase.TOLERATING) and state.outranks_trigger(report):
             state.runbook, state.trigger = report.runbook, report.finding
             self._runbook_changed = True
+
+    @workflow.signal(name="lease_granted")
+    def lease_granted(self, pool: str) -> None:
+        self._state.lease_granted_at = self._state.lease_granted_at or workflow.now()
 
     @workflow.signal(name="approve")
     def approve(self, req: ApproveRequest) -> None:
@@ -150,6 +157,10 @@ class NodeRemediation:
                              state.runbook.name)
         if state.runbook.cordon:
             await self._cordon("finding: " + state.trigger.headline())
+        if workflow.patched(DISRUPTION_BUDGET):
+            await self._budget_call("report_unhealthy", UnhealthyReport(
+                node=state.node.name, pool=state.node.pool, pool_size=0,
+                task_queue=workflow.info().task_queue, at=now))
         state.phase = Phase.TOLERATING
 
     async def _tolerate(self) -> None:
@@ -213,6 +224,8 @@ class NodeRemediation:
         state = self._state
         if rung.approval is ApprovalMode.REQUIRED and not state.approved(index):
             await self._await_approval(index, rung)
+        if rung.action in DISRUPTIVE_ACTIONS and workflow.patched(DISRUPTION_BUDGET):
+            await self._hold_lease()
         started = workflow.now()
         state.phase = Phase.ACTING
         try:
@@ -289,6 +302,38 @@ class NodeRemediation:
             summary=f"{rung.action.value} {self._state.node.name}",
         )
         return result
+
+    async def _hold_lease(self) -> None:
+        """Wait for the pool's disruption budget to grant this node a lease (kept until the
+        remediation ends). While the storm breaker is tripped, the wait goes on."""
+        state = self._state
+        if state.lease_granted_at:
+            return
+        if state.lease_requested_at is None:
+            state.lease_requested_at = workflow.now()
+            await self._budget_call("request_lease", LeaseRequest(
+                holder=workflow.info().workflow_id, node=state.node.name, pool=state.node.pool,
+                pool_size=0, task_queue=workflow.info().task_queue))
+        state.phase = Phase.AWAITING_LEASE
+        await workflow.wait_condition(lambda: state.lease_granted_at is not None,
+                                      timeout_summary="disruption lease")
+
+    async def _release_lease(self) -> None:
+        state = self._state
+        if state.lease_requested_at is None or state.lease_released_at is not None:
+            return
+        try:
+            await workflow.get_external_workflow_handle(
+                budget_workflow_id(state.node.pool)).signal(
+                    "release", LeaseRelease(holder=workflow.info().workflow_id))
+        except Exception:  # noqa: BLE001 - a budget that is gone holds no lease to give back
+            workflow.logger.warning("could not release the lease of %s", state.node.name)
+        state.lease_released_at = workflow.now()
+
+    async def _budget_call(self, name: str, arg: LeaseRequest | UnhealthyReport) -> None:
+        await workflow.execute_activity(
+            name, arg, start_to_close_timeout=timedelta(seconds=30), retry_policy=QUICK_RETRY,
+            summary=f"{name.replace('_', ' ')} (pool {self._state.node.pool})")
 
     async def _reset(self, rung: Rung) -> ActionResult:
         """The cluster's own GPU pods (device plugin, DCGM) hold the GPU too: stop them for
@@ -405,6 +450,7 @@ class NodeRemediation:
 
     async def _finish(self, outcome: Outcome, detail: str) -> RemediationResult:
         state = self._state
+        await self._release_lease()
         last = state.attempts[-1] if state.attempts else None
         if last and last.action is Action.RESTORE and last.result is AttemptResult.FAILED:
             detail += "; could not uncordon: the node stays cordoned and marked as remedy's"

@@ -249,6 +249,10 @@ class SimCluster:
             self._fleet._record(node, "kill_job")
             return len(killed)
 
+    def pool_size(self, pool: str) -> int:
+        with self._fleet._lock:
+            return sum(1 for n in self._fleet.nodes.values() if n.pool == pool)
+
     def release_gpus(self, node: str) -> int:
         return 0  # the twin's GPU operands never hold the GPU
 

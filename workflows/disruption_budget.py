@@ -1,0 +1,132 @@
+"""DisruptionBudget: one workflow per node pool that hands out disruption leases.
+
+Every disruptive rung (drain, kill job, reset, reboot, replace) holds a lease. At most the
+budget's share of the pool holds one at a time; waiters are served first come, first served; a
+holder whose workflow closed without releasing (terminated, timed out) is reclaimed. Signals are
+handled one at a time by the workflow, so grants cannot race. The storm breaker stops granting
+while too much of the pool is unhealthy within the window; cordons go on regardless.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from temporalio import workflow
+from temporalio.common import RetryPolicy
+
+with workflow.unsafe.imports_passed_through():
+    from remedy.budget import (
+        BudgetState,
+        Lease,
+        LeaseRelease,
+        LeaseRequest,
+        ResumeRequest,
+        UnhealthyReport,
+        storm,
+    )
+    from remedy.names import DISRUPTION_BUDGET_WORKFLOW
+
+
+@workflow.defn(name=DISRUPTION_BUDGET_WORKFLOW)
+class DisruptionBudget:
+    @workflow.init
+    def __init__(self, state: BudgetState) -> None:
+        self._state = state
+        self._changed = True
+
+    # -- messages --------------------------------------------------------------------------
+    @workflow.signal(name="request")
+    def request(self, req: LeaseRequest) -> None:
+        state = self._state
+        state.pool_size, state.policy = req.pool_size, req.policy
+        known = {lease.holder for lease in state.holders} | {w.holder for w in state.waiting}
+        if req.holder not in known:
+            state.waiting.append(req)
+        self._changed = True
+
+    @workflow.signal(name="release")
+    def release(self, req: LeaseRelease) -> None:
+        state = self._state
+        state.holders = [h for h in state.holders if h.holder != req.holder]
+        state.waiting = [w for w in state.waiting if w.holder != req.holder]
+        self._changed = True
+
+    @workflow.signal(name="node_unhealthy")
+    def node_unhealthy(self, report: UnhealthyReport) -> None:
+        state = self._state
+        state.pool_size, state.policy = report.pool_size, report.policy
+        state.unhealthy[report.node] = report.at
+        self._changed = True
+
+    @workflow.signal(name="resume")
+    def resume(self, req: ResumeRequest) -> None:
+        state = self._state
+        state.tripped, state.unhealthy = False, {}
+        state.breaker_note = f"resumed by {req.by} at {workflow.now().isoformat()}"
+        self._changed = True
+
+    @workflow.query(name="state")
+    def state(self) -> BudgetState:
+        return self._state
+
+    # -- the loop --------------------------------------------------------------------------
+    @workflow.run
+    async def run(self, state: BudgetState) -> None:
+        while True:
+            timeout = self._state.policy.reclaim_every if self._state.holders else None
+            try:
+                await workflow.wait_condition(lambda: self._changed, timeout=timeout,
+                                              timeout_summary="look for dead lease holders")
+            except TimeoutError:
+                await self._reclaim()
+            self._changed = False
+            self._check_breaker()
+            await self._grant()
+            if workflow.info().is_continue_as_new_suggested():
+                await workflow.wait_condition(workflow.all_handlers_finished)
+                workflow.continue_as_new(self._state)
+
+    def _check_breaker(self) -> None:
+        state = self._state
+        now = workflow.now()
+        state.forget_old_reports(now)
+        sick = len(state.unhealthy)
+        tripped = storm(sick, state.pool_size, state.policy.storm_share,
+                        state.policy.storm_min_nodes)
+        if tripped and not state.tripped:
+            state.tripped, state.tripped_at = True, now
+            state.breaker_note = (f"storm: {sick} of {state.pool_size} nodes unhealthy within "
+                                  f"{state.policy.storm_window}; disruptive work paused")
+            workflow.logger.warning("pool %s: %s", state.pool, state.breaker_note)
+        elif state.tripped and not tripped:
+            state.tripped = False
+            state.breaker_note = f"storm over at {now.isoformat()}: {sick} unhealthy"
+        workflow.set_current_details(f"**pool {state.pool}**: {len(state.holders)}/"
+                                     f"{state.allowed} leases, {len(state.waiting)} waiting"
+                                     + (f"\n\n**BREAKER TRIPPED**: {state.breaker_note}"
+                                        if state.tripped else ""))
+
+    async def _grant(self) -> None:
+        state = self._state
+        while not state.tripped and state.waiting and len(state.holders) < state.allowed:
+            req = state.waiting.pop(0)  # first come, first served
+            state.holders.append(Lease(holder=req.holder, node=req.node,
+                                       granted_at=workflow.now()))
+            state.grants += 1
+            try:
+                await workflow.get_external_workflow_handle(req.holder).signal(
+                    "lease_granted", state.pool)
+            except Exception:  # noqa: BLE001 - the holder is gone: its lease is free again
+                state.holders = [h for h in state.holders if h.holder != req.holder]
+
+    async def _reclaim(self) -> None:
+        """Free the leases of holders whose workflows closed without releasing them."""
+        state = self._state
+        closed: list[str] = await workflow.execute_activity(
+            "closed_workflows", [h.holder for h in state.holders], result_type=list[str],
+            start_to_close_timeout=timedelta(seconds=30),
+            retry_policy=RetryPolicy(maximum_attempts=3))
+        if closed:
+            state.reclaimed += len(closed)
+            state.holders = [h for h in state.holders if h.holder not in closed]
+            self._changed = True
