@@ -15,6 +15,7 @@ from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
+from remedy.budget import BudgetPolicy
 from remedy.cluster import Cluster
 from remedy.runbook import RunbookSet, load_runbooks
 from remedy.sim import SimFleet
@@ -69,7 +70,8 @@ class Queues:
 
 @asynccontextmanager
 async def running_workers(client: Client, fleet: SimFleet, agents: bool = True,
-                          cluster: Cluster | None = None) -> AsyncIterator[Queues]:
+                          cluster: Cluster | None = None,
+                          policy: BudgetPolicy | None = None) -> AsyncIterator[Queues]:
     """The controller worker and the simulated node agents, on queues unique to this test.
     ``cluster`` replaces the twin's cluster (e.g. the Kubernetes adapter on an emulator)."""
     name = f"test-{uuid.uuid4()}"
@@ -77,7 +79,7 @@ async def running_workers(client: Client, fleet: SimFleet, agents: bool = True,
     queues = Queues(controller=name, agents=f"{name}-agents", pool=pool)
     with ThreadPoolExecutor(max_workers=8) as executor:
         controller = controller_worker(client, cluster or fleet.cluster, executor,
-                                       queues.controller)
+                                       queues.controller, policy)
         if not agents:  # a fleet whose agents are dead
             async with controller:
                 yield queues

@@ -1,0 +1,124 @@
+"""The pool's disruption budget and storm breaker, with real NodeRemediation ladders on the
+time-skipping server."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime, timedelta
+
+import pytest
+from temporalio.client import Client
+from temporalio.testing import WorkflowEnvironment
+
+from remedy.budget import BudgetPolicy, BudgetState, ResumeRequest, allowed_disruptions, storm
+from remedy.models import Action
+from remedy.names import budget_workflow_id
+from remedy.remediation import ApproveRequest, Outcome, Phase
+from remedy.runbook import Match, Runbook, RunbookSet, Rung
+from remedy.sim import SimFleet
+from tests.conftest import running_workers
+from tests.ladder import Handle, report, state_of, wait_for_phase
+from workflows.disruption_budget import DisruptionBudget
+
+
+@pytest.mark.parametrize(("spec", "size", "allowed"), [
+    ("2", 10, 2), ("20%", 3, 1), ("20%", 10, 2), ("25%", 10, 3), ("all-but-1", 8, 7),
+    ("all-but-1", 1, 0), ("0", 5, 0), ("12", 5, 5), ("50%", 0, 0),
+])
+def test_allowed_disruptions(spec: str, size: int, allowed: int) -> None:
+    assert allowed_disruptions(spec, size) == allowed
+
+
+@pytest.mark.parametrize("spec", ["two", "-1", "all-but-x", "%", "1.5"])
+def test_bad_budget_is_refused(spec: str) -> None:
+    with pytest.raises(ValueError, match="not a disruption budget"):
+        allowed_disruptions(spec, 10)
+
+
+def test_storm_needs_a_share_and_a_minimum() -> None:
+    assert storm(3, 10, 0.2) and not storm(2, 10, 0.2)
+    assert not storm(1, 4, 0.2)  # one bad node in a small pool is a fault, not a storm
+
+
+def most_at_once(intervals: list[tuple[datetime, datetime]]) -> int:
+    """The largest number of intervals that overlap at any moment."""
+    edges = sorted([(start, 1) for start, _ in intervals] + [(end, -1) for _, end in intervals])
+    held = peak = 0
+    for _, step in edges:
+        held += step
+        peak = max(peak, held)
+    return peak
+
+
+async def budget_state(client: Client, pool: str) -> BudgetState:
+    handle = client.get_workflow_handle_for(DisruptionBudget.run, budget_workflow_id(pool))
+    return await handle.query(DisruptionBudget.state)
+
+
+async def test_budget_of_two_never_lets_more_than_two_nodes_be_disrupted(
+        time_env: WorkflowEnvironment, shipped_runbooks: RunbookSet) -> None:
+    fleet = SimFleet(nodes=10, pool=f"pool-{uuid.uuid4().hex[:8]}")
+    findings = [fleet.inject(name, "ecc_dbe", gpu=1) for name in sorted(fleet.nodes)]
+    policy = BudgetPolicy(max_disruption="2", storm_share=1.0)
+    async with running_workers(time_env.client, fleet, policy=policy) as queues:
+        handles = [await report(time_env.client, queues, f, shipped_runbooks.match(f))
+                   for f in findings]
+        results = [await h.result() for h in handles]  # one at a time: time skips while waiting
+        states = [await state_of(h) for h in handles]
+        budget = await budget_state(time_env.client, queues.pool)
+    assert [r.outcome for r in results] == [Outcome.RECOVERED] * 10
+    leases = [(s.lease_granted_at, s.lease_released_at) for s in states]
+    assert all(granted and released for granted, released in leases)
+    assert most_at_once(leases) == 2  # type: ignore[arg-type]
+    assert budget.grants == 10 and budget.holders == [] and budget.waiting == []
+    drains = [a for n, a in fleet.actions if a == "drain"]
+    assert len(drains) == 10
+
+
+async def test_a_terminated_holder_loses_its_lease_to_the_next_in_line(
+        time_env: WorkflowEnvironment) -> None:
+    fleet = SimFleet(nodes=2, pool=f"pool-{uuid.uuid4().hex[:8]}")
+    first, second = sorted(fleet.nodes)
+    # Drained, then waiting for an approval that never comes while holding the only lease.
+    runbook = Runbook(name="hold", match=Match(xids=[48]), ladder=[
+        Rung(action=Action.DRAIN), Rung(action=Action.RESET_GPU, approval="required")])
+    policy = BudgetPolicy(max_disruption="1", storm_share=1.0)
+    async with running_workers(time_env.client, fleet, policy=policy) as queues:
+        holder = await report(time_env.client, queues, fleet.inject(first, "ecc_dbe"), runbook)
+        await wait_for_phase(time_env, holder, Phase.AWAITING_APPROVAL)
+        waiter: Handle = await report(time_env.client, queues, fleet.inject(second, "ecc_dbe"),
+                                      runbook)
+        await wait_for_phase(time_env, waiter, Phase.AWAITING_LEASE)
+        await holder.terminate("operator killed it")  # no release signal ever comes
+        state = await wait_for_phase(time_env, waiter, Phase.AWAITING_APPROVAL)
+        assert state.lease_granted_at is not None
+        budget = await budget_state(time_env.client, queues.pool)
+        await waiter.signal("approve", ApproveRequest(by="test"))
+        assert (await waiter.result()).outcome is Outcome.RECOVERED
+    assert budget.reclaimed == 1
+    assert [h.node for h in budget.holders] == [second]
+
+
+async def test_storm_breaker_trips_holds_disruption_keeps_cordoning_and_resumes(
+        time_env: WorkflowEnvironment, shipped_runbooks: RunbookSet) -> None:
+    fleet = SimFleet(nodes=10, pool=f"pool-{uuid.uuid4().hex[:8]}")
+    sick = sorted(fleet.nodes)[:3]  # 30 % of the pool at once
+    findings = [fleet.inject(name, "ecc_dbe", gpu=0) for name in sick]
+    policy = BudgetPolicy(max_disruption="50%", storm_share=0.2,
+                          storm_window=timedelta(hours=1))
+    async with running_workers(time_env.client, fleet, policy=policy) as queues:
+        handles = [await report(time_env.client, queues, f, shipped_runbooks.match(f))
+                   for f in findings]
+        for handle in handles:
+            await wait_for_phase(time_env, handle, Phase.AWAITING_LEASE)
+        budget = await budget_state(time_env.client, queues.pool)
+        assert budget.tripped and "3 of 10 nodes unhealthy" in budget.breaker_note
+        assert [a for _, a in fleet.actions] == ["cordon"] * 3  # cordoned, nothing disrupted
+        assert all(fleet.node(name).unschedulable for name in sick)
+
+        await time_env.client.get_workflow_handle(budget_workflow_id(queues.pool)).signal(
+            "resume", ResumeRequest(by="sre-on-call"))
+        results = [await h.result() for h in handles]
+        after = await budget_state(time_env.client, queues.pool)
+    assert [r.outcome for r in results] == [Outcome.RECOVERED] * 3
+    assert not after.tripped and "sre-on-call" in after.breaker_note
