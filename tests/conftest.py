@@ -13,10 +13,12 @@ from pathlib import Path
 import pytest
 from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.service import RPCError
 from temporalio.testing import WorkflowEnvironment
 
 from remedy.budget import BudgetPolicy
 from remedy.cluster import Cluster
+from remedy.names import budget_workflow_id
 from remedy.runbook import RunbookSet, load_runbooks
 from remedy.sim import SimFleet
 from workers.binaries import installed_binary
@@ -80,9 +82,22 @@ async def running_workers(client: Client, fleet: SimFleet, agents: bool = True,
     with ThreadPoolExecutor(max_workers=8) as executor:
         controller = controller_worker(client, cluster or fleet.cluster, executor,
                                        queues.controller, policy)
-        if not agents:  # a fleet whose agents are dead
-            async with controller:
+        try:
+            if not agents:  # a fleet whose agents are dead
+                async with controller:
+                    yield queues
+                return
+            async with controller, node_agent_worker(client, fleet.host, executor,
+                                                     queues.agents):
                 yield queues
-            return
-        async with controller, node_agent_worker(client, fleet.host, executor, queues.agents):
-            yield queues
+        finally:
+            await _end_budget(client, pool)
+
+
+async def _end_budget(client: Client, pool: str) -> None:
+    """The pool's budget workflow outlives the test; its timers must not fire on the shared
+    server once this test's worker is gone (the time-skipping server would wait on them)."""
+    try:
+        await client.get_workflow_handle(budget_workflow_id(pool)).terminate("test over")
+    except RPCError:
+        pass  # never started, or already closed

@@ -12,9 +12,11 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from temporalio import workflow as temporal_workflow
 from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.service import RPCError
 
+from remedy.budget import BudgetPolicy
 from remedy.models import NodeRef
 from remedy.names import CONTROLLER_TASK_QUEUE, SIM_AGENTS_TASK_QUEUE
 from remedy.remediation import FindingReport, RemediationState
@@ -106,6 +108,8 @@ async def run_demo(client: Client, config: DemoConfig, runbooks: RunbookSet | No
     """Inject faults into a simulated fleet and let real workflows remediate them, until
     ``duration_s`` passes or the task is cancelled (Ctrl-C); then summarise."""
     runbooks = runbooks or _load(config)
+    # Workflow warnings (a storm breaker tripping) read better here without the context dict.
+    temporal_workflow.logger.workflow_info_on_message = False
     fleet = SimFleet(nodes=config.nodes, gpus_per_node=config.gpus_per_node, seed=config.seed,
                      speedup=config.speedup, name_prefix=config.node_prefix,
                      pool=config.pool)
@@ -113,7 +117,8 @@ async def run_demo(client: Client, config: DemoConfig, runbooks: RunbookSet | No
     echo(f"Simulated fleet  {config.nodes} nodes × {config.gpus_per_node} GPUs, a fault every "
          f"{config.fault_every_s:g}s, runbook time {config.speedup:g}× faster")
     with ThreadPoolExecutor(max_workers=16) as executor:
-        async with (controller_worker(client, fleet.cluster, executor, config.task_queue),
+        async with (controller_worker(client, fleet.cluster, executor, config.task_queue,
+                                      _demo_policy(config)),
                     node_agent_worker(client, fleet.host, executor, config.agents_task_queue)):
             try:
                 await _inject_until_done(client, config, fleet, runbooks, summary, echo)
@@ -172,6 +177,14 @@ async def _summarise(client: Client, summary: DemoSummary) -> None:
         else:
             counts[f"workflow {status.name.lower() if status else 'unknown'}"] += 1
     summary.outcomes = counts
+
+
+def _demo_policy(config: DemoConfig) -> BudgetPolicy:
+    """The default budget with its clocks sped up like the runbooks'."""
+    default = BudgetPolicy()
+    return default.model_copy(update={
+        "storm_window": default.storm_window / config.speedup,
+        "reclaim_every": default.reclaim_every / config.speedup})
 
 
 def _load(config: DemoConfig) -> RunbookSet:

@@ -73,18 +73,30 @@ class DisruptionBudget:
     @workflow.run
     async def run(self, state: BudgetState) -> None:
         while True:
-            timeout = self._state.policy.reclaim_every if self._state.holders else None
             try:
-                await workflow.wait_condition(lambda: self._changed, timeout=timeout,
-                                              timeout_summary="look for dead lease holders")
+                await workflow.wait_condition(lambda: self._changed, timeout=self._next_wake(),
+                                              timeout_summary="reclaim dead holders, age out "
+                                                              "unhealthy reports")
             except TimeoutError:
-                await self._reclaim()
+                if self._state.holders:
+                    await self._reclaim()
             self._changed = False
             self._check_breaker()
             await self._grant()
             if workflow.info().is_continue_as_new_suggested():
                 await workflow.wait_condition(workflow.all_handlers_finished)
                 workflow.continue_as_new(self._state)
+
+    def _next_wake(self) -> timedelta | None:
+        """Wake to reclaim leases of dead holders, and when the oldest unhealthy report leaves
+        the storm window (a tripped breaker must close by itself once the storm passes)."""
+        state = self._state
+        waits = [state.policy.reclaim_every] if state.holders else []
+        if state.unhealthy:
+            oldest = min(state.unhealthy.values())
+            waits.append(max(timedelta(seconds=1),
+                             oldest + state.policy.storm_window - workflow.now()))
+        return min(waits) if waits else None
 
     def _check_breaker(self) -> None:
         state = self._state
