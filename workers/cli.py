@@ -167,6 +167,11 @@ def controller(
     = "auto",
     checkpoint_grace: Annotated[float, typer.Option(
         help="Seconds a drain waits for GPU pods to checkpoint before evicting them.")] = 0.0,
+    max_disruption: Annotated[str, typer.Option(
+        help="Nodes of a pool disrupted at once: a count (2), a share (20%) or all-but-N.")]
+    = "20%",
+    storm_share: Annotated[float, typer.Option(
+        help="Share of a pool unhealthy within 10 minutes that pauses disruptive work.")] = 0.2,
 ) -> None:
     """Run the controller worker against a Kubernetes cluster."""
     from concurrent.futures import ThreadPoolExecutor
@@ -176,6 +181,13 @@ def controller(
     from workers.client import connect
     from workers.controller import controller_worker
 
+    from remedy.budget import BudgetPolicy
+
+    try:
+        policy = BudgetPolicy(max_disruption=max_disruption, storm_share=storm_share)
+    except ValueError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
     cluster = KubernetesCluster(api_client(kubeconfig), dry_run=dry_run,
                                 replace_provider=ReplaceProvider(replace_provider),
                                 checkpoint_grace_s=checkpoint_grace)
@@ -183,7 +195,7 @@ def controller(
     async def main() -> None:
         client = await connect(address)
         with ThreadPoolExecutor(max_workers=32) as executor:
-            await controller_worker(client, cluster, executor).run()
+            await controller_worker(client, cluster, executor, policy=policy).run()
 
     _serve(main)
 
