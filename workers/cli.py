@@ -178,10 +178,9 @@ def controller(
 
     from adapters.kube_config import api_client
     from adapters.kubernetes_cluster import KubernetesCluster, ReplaceProvider
+    from remedy.budget import BudgetPolicy
     from workers.client import connect
     from workers.controller import controller_worker
-
-    from remedy.budget import BudgetPolicy
 
     try:
         policy = BudgetPolicy(max_disruption=max_disruption, storm_share=storm_share)
