@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from pydantic import ValidationError
 
 from remedy.gpu import real_nvml
 from remedy.local_host import LocalHost, boot_time
@@ -184,8 +185,11 @@ def controller(
 
     try:
         policy = BudgetPolicy(max_disruption=max_disruption, storm_share=storm_share)
-    except ValueError as exc:
-        typer.echo(f"error: {exc}", err=True)
+    except ValidationError as exc:
+        for error in exc.errors():
+            field = ".".join(str(part) for part in error["loc"])
+            typer.echo(f"error: --{field.replace('_', '-')}: "
+                       f"{error['msg'].removeprefix('Value error, ')}", err=True)
         raise typer.Exit(2) from None
     cluster = KubernetesCluster(api_client(kubeconfig), dry_run=dry_run,
                                 replace_provider=ReplaceProvider(replace_provider),
