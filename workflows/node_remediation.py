@@ -273,8 +273,8 @@ class NodeRemediation:
     # -- activities ------------------------------------------------------------------------
     def _request(self, action: Action, reason: str = "") -> ActionRequest:
         state = self._state
-        gpus = sorted({f.component.index for f in state.findings
-                       if f.unhealthy and f.component.index is not None})
+        gpus = sorted(dict.fromkeys(f.component.index for f in state.findings
+                                    if f.unhealthy and f.component.index is not None))
         return ActionRequest(node=state.node, action=action,
                              workflow_id=workflow.info().workflow_id,
                              reason=reason or (state.runbook.name if state.runbook else ""),
