@@ -27,7 +27,6 @@ class Cluster(Protocol):
 
     def restore(self, node: str) -> bool:
         """Undo remedy's own cordon; True if the node was uncordoned. Others' cordons stay."""
-        ...
 
     def drain(self, node: str, on_progress: Callable[[int], None]) -> DrainResult: ...
 
@@ -39,16 +38,13 @@ class Cluster(Protocol):
 
     def pool_size(self, pool: str) -> int:
         """How many nodes the pool has (the base of its disruption budget)."""
-        ...
 
     def release_gpus(self, node: str) -> int:
         """Stop the cluster's own GPU pods on the node (device plugin, DCGM, exporters) so a
         GPU reset can run; return how many left."""
-        ...
 
     def return_gpus(self, node: str) -> None:
         """Undo release_gpus: let those pods come back."""
-        ...
 
     def conditions(self, node: str) -> list[NodeCondition]: ...
 

@@ -14,16 +14,13 @@ class NodeHost(Protocol):
     @property
     def probe_config(self) -> ProbeConfig:
         """What this node should have (GPUs, NICs) and where its kernel log is."""
-        ...
 
     def nvml(self) -> NvmlApi: ...
 
     def reset_gpus(self, indices: list[int]) -> None:
         """Reset these GPUs (all when empty); raise ActionFailed when the reset is impossible."""
-        ...
 
     def reboot(self) -> None: ...
 
     def load_test(self, indices: list[int]) -> list[str]:
         """Run sustained load on the GPUs; return one line per problem (empty: passed)."""
-        ...

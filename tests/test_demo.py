@@ -120,3 +120,20 @@ def test_runbooks_validate_lists_each_error_as_file_line_field(tmp_path: Path) -
     assert f"{bad}:3: tolerance: duration must not be negative" in result.output
     assert f"{bad}:5: ladder[0].action: Input should be" in result.output
     assert "nothing loaded" in result.output
+
+
+def test_cli_bad_input_is_one_clear_line_not_a_traceback(tmp_path: Path) -> None:
+    broken = tmp_path / "runbooks"
+    broken.mkdir()
+    (broken / "a.yaml").write_text("name: lonely\n")
+    cases = [
+        (["probe", "--simulate", "bogus"], 2, "--simulate: unknown fault 'bogus'"),
+        (["xid", "parse", str(tmp_path / "missing.log")], 2, "cannot read"),
+        (["agent", "--node", "n1", "--runbooks", str(broken)], 1,
+         f"{broken / 'a.yaml'}:1: match: required field is missing"),
+    ]
+    for args, code, message in cases:
+        result = CliRunner().invoke(app, args)
+        assert result.exit_code == code, (args, result.output)
+        assert message in result.output
+        assert result.exception is None or isinstance(result.exception, SystemExit)

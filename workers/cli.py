@@ -20,7 +20,7 @@ from remedy.models import NodeRef
 from remedy.probe import ProbeConfig, probe_node
 from remedy.probe.nics import SysfsNics
 from remedy.runbook import RunbookError, RunbookSet, load_runbooks
-from remedy.sim import SimFleet
+from remedy.sim import FAULTS, SimFleet
 from remedy.xid import parse_kernel_log
 from remedy.xid.tail import KernelLogTail
 
@@ -58,7 +58,11 @@ def xid_parse(
 ) -> None:
     """Find Xid events in a kernel log (dmesg, /dev/kmsg, journald text): code, PCI address,
     pid and process, GPU UUID, fault class and NVIDIA's recommended first action."""
-    text = sys.stdin.read() if source == "-" else Path(source).read_text(errors="replace")
+    try:
+        text = sys.stdin.read() if source == "-" else Path(source).read_text(errors="replace")
+    except OSError as exc:
+        typer.echo(f"error: cannot read {source}: {exc.strerror}", err=True)
+        raise typer.Exit(2) from None
     for event in parse_kernel_log(text.splitlines()):
         if as_json:
             typer.echo(event.model_dump_json())
@@ -90,6 +94,10 @@ def probe(
                          expected_nics=expected_nics, expected_nic_rate_gbps=nic_rate,
                          kernel_log=KernelLogTail(kernel_log) if kernel_log else None,
                          not_before=boot_time())
+    if simulate and simulate != "none" and simulate not in FAULTS:
+        typer.echo(f"error: --simulate: unknown fault {simulate!r}; known: none, "
+                   f"{', '.join(sorted(FAULTS))}", err=True)
+        raise typer.Exit(2)
     if simulate:
         fleet = SimFleet(nodes=1, name_prefix=node)
         node = next(iter(fleet.nodes))
@@ -140,7 +148,12 @@ def agent(
     from workers.agent import AgentConfig, NodeAgent
     from workers.client import connect
 
-    loaded = RunbookSet(load_runbooks([runbooks]))
+    try:
+        loaded = RunbookSet(load_runbooks([runbooks]))
+    except RunbookError as exc:
+        for problem in exc.problems:
+            typer.echo(str(problem), err=True)
+        raise typer.Exit(1) from None
     config = ProbeConfig(expected_gpus=expected_gpus, nics=SysfsNics() if expected_nics else None,
                          expected_nics=expected_nics, expected_nic_rate_gbps=nic_rate,
                          kernel_log=KernelLogTail(kernel_log, cursor) if kernel_log else None,
