@@ -10,6 +10,7 @@ from typing import Any
 from temporalio import activity
 
 from activities.errors import temporal_errors
+from remedy.admission import AdmissionStep
 from remedy.cluster import Cluster, CordonOwner
 from remedy.models import ActionRequest, ActionResult, BootRequest, CordonResult, NodeBoot
 
@@ -86,6 +87,22 @@ class ClusterActivities:
                 return ActionResult(ok=False, detail="cancelled while waiting for the reboot")
             time.sleep(self._poll_s)
 
+    @activity.defn(name="hold_for_admission")
+    def hold_for_admission(self, step: AdmissionStep) -> None:
+        with temporal_errors():
+            self._cluster.hold_for_admission(step.node.name)
+
+    @activity.defn(name="admit")
+    def admit(self, step: AdmissionStep) -> None:
+        with temporal_errors():
+            self._cluster.admit(step.node.name, step.serials)
+
+    @activity.defn(name="reject")
+    def reject(self, step: AdmissionStep) -> None:
+        with temporal_errors():
+            self._cluster.reject(step.node.name, step.reason)
+
     def all(self) -> list[Callable[..., Any]]:
         return [self.cordon, self.restore, self.drain, self.kill_job, self.replace, self.boot_id,
-                self.confirm_reboot, self.release_gpus, self.return_gpus]
+                self.confirm_reboot, self.release_gpus, self.return_gpus,
+                self.hold_for_admission, self.admit, self.reject]

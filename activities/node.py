@@ -37,6 +37,12 @@ class NodeActivities:
             return ActionResult(ok=True, detail=f"passed {', '.join(report.checks_run)}")
         return ActionResult(ok=False, detail="; ".join(problems) or "no check could run")
 
+    @activity.defn(name="deep_diagnose")
+    def deep_diagnose(self, req: ProbeRequest) -> ProbeReport:
+        """The full report of the deep diagnose (admission needs which GPU failed)."""
+        host = self._host(req.node.name)
+        return deep_diagnose(host, [], host.probe_config)
+
     @activity.defn(name="reset_gpu")
     def reset_gpu(self, req: ActionRequest) -> ActionResult:
         host = self._host(req.node.name)
@@ -53,4 +59,4 @@ class NodeActivities:
         return ActionResult(ok=True, detail="rebooted")
 
     def all(self) -> list[Callable[..., Any]]:
-        return [self.probe, self.diagnose, self.reset_gpu, self.reboot]
+        return [self.probe, self.diagnose, self.deep_diagnose, self.reset_gpu, self.reboot]

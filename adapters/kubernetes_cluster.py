@@ -23,6 +23,7 @@ from adapters.kube_errors import api_errors
 from remedy.cluster import CordonOwner, DrainResult
 from remedy.conditions import NodeCondition
 from remedy.errors import ActionRefused, DrainBlocked, NodeGone, TransientError
+from remedy.fleet import NodeFacts
 from remedy.models import CordonState, NodeBoot
 
 log = logging.getLogger(__name__)
@@ -34,6 +35,14 @@ CORDONED_AT = f"{PREFIX}/cordoned-at"
 OPT_OUT_LABEL = f"{PREFIX}/managed"
 POOL_LABEL = f"{PREFIX}/pool"
 TAINT = {"key": f"{PREFIX}/remediating", "value": "true", "effect": "NoSchedule"}
+# New nodes register with this taint (kubelet --register-with-taints) and keep it until
+# admission validates them; remedy never puts it on a node that is already taking work.
+ADMISSION_TAINT = {"key": f"{PREFIX}/unvalidated", "value": "true", "effect": "NoSchedule"}
+VALIDATED_LABEL = f"{PREFIX}/validated"
+VALIDATED_AT = f"{PREFIX}/validated-at"
+GPU_SERIALS = f"{PREFIX}/gpu-serials"  # an annotation: 8 serials do not fit a label value
+ADMISSION_REJECTED = f"{PREFIX}/admission-rejected"
+REMEDY_CONDITIONS = ("GpuProblem", "GpuNetworkProblem")
 GPU_RESOURCE = "nvidia.com/gpu"
 MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
 # A drain asks GPU pods to checkpoint first; the job answers by setting CHECKPOINTED.
@@ -147,6 +156,25 @@ class KubernetesCluster:
             nodes = self.core.list_node(label_selector=selector)
         return len(nodes.items)
 
+    def nodes(self) -> list[NodeFacts]:
+        with api_errors("list", "nodes"):
+            listed = self._json(self.core.list_node())
+        return [self._facts(node) for node in listed.get("items", [])]
+
+    def _facts(self, node: Json) -> NodeFacts:
+        meta = _meta(node)
+        labels, annotations = meta.get("labels", {}), meta.get("annotations", {})
+        spec = node.get("spec", {})
+        return NodeFacts(
+            name=meta["name"], pool=labels.get(POOL_LABEL, "default"),
+            managed=labels.get(OPT_OUT_LABEL) != "false",
+            unschedulable=bool(spec.get("unschedulable")),
+            cordoned_by_remedy=CORDONED_BY in annotations,
+            problems=[c for c in self._conditions(node) if c.status == "True"],
+            awaiting_admission=_has_taint(node, ADMISSION_TAINT),
+            validated=labels.get(VALIDATED_LABEL) == "true",
+            rejected=annotations.get(ADMISSION_REJECTED))
+
     def node_boot(self, node: str) -> NodeBoot:
         status = self._node(node).get("status", {})
         ready = any(c.get("type") == "Ready" and c.get("status") == "True"
@@ -190,14 +218,16 @@ class KubernetesCluster:
 
     # -- conditions ------------------------------------------------------------------------
     def conditions(self, node: str) -> list[NodeCondition]:
-        current = self._node(node)
+        return self._conditions(self._node(node))
+
+    def _conditions(self, node: Json) -> list[NodeCondition]:
         return [NodeCondition.model_validate({
                     "type": c["type"], "status": c.get("status", "Unknown"),
                     "reason": c.get("reason", ""), "message": c.get("message", ""),
                     "last_heartbeat_time": c.get("lastHeartbeatTime") or self._clock(),
                     "last_transition_time": c.get("lastTransitionTime") or self._clock()})
-                for c in current.get("status", {}).get("conditions", [])
-                if c.get("type") in ("GpuProblem", "GpuNetworkProblem")]
+                for c in node.get("status", {}).get("conditions", [])
+                if c.get("type") in REMEDY_CONDITIONS]
 
     def set_conditions(self, node: str, conditions: list[NodeCondition]) -> None:
         # Strategic merge keys conditions by type: only remedy's own conditions are written.
@@ -207,6 +237,43 @@ class KubernetesCluster:
              "lastTransitionTime": c.last_transition_time.isoformat()} for c in conditions]}}
         with api_errors("patch", f"nodes/{node}/status"):
             self.core.patch_node_status(node, body)
+
+    # -- admission -------------------------------------------------------------------------
+    def hold_for_admission(self, node: str) -> None:
+        current = self._node(node)
+        self._managed(current)
+        if _has_taint(current, ADMISSION_TAINT) or self.dry_run:
+            return
+        taints = current.get("spec", {}).get("taints", [])
+        with api_errors("patch", f"nodes/{node}"):
+            self.core.patch_node(node, {
+                "metadata": {"resourceVersion": _meta(current).get("resourceVersion")},
+                "spec": {"taints": [*taints, ADMISSION_TAINT]}})
+
+    def admit(self, node: str, serials: list[str]) -> None:
+        current = self._node(node)
+        self._managed(current)
+        if self.dry_run:
+            self._event(node, "RemedyDryRun", "would admit the node")
+            return
+        taints = current.get("spec", {}).get("taints", [])
+        with api_errors("patch", f"nodes/{node}"):
+            self.core.patch_node(node, {
+                "metadata": {"resourceVersion": _meta(current).get("resourceVersion"),
+                             "labels": {VALIDATED_LABEL: "true"},
+                             "annotations": {GPU_SERIALS: ",".join(serials),
+                                             VALIDATED_AT: self._clock().isoformat(),
+                                             ADMISSION_REJECTED: None}},
+                "spec": {"taints": [t for t in taints
+                                    if t.get("key") != ADMISSION_TAINT["key"]]}})
+        self._event(node, "RemedyAdmitted", f"validated: {len(serials)} GPUs passed admission")
+
+    def reject(self, node: str, reason: str) -> None:
+        if not self.dry_run:
+            with api_errors("patch", f"nodes/{node}"):
+                self.core.patch_node(node, {"metadata": {
+                    "annotations": {ADMISSION_REJECTED: reason[:1024]}}})
+        self._event(node, "RemedyAdmissionRejected", reason)
 
     # -- pods ------------------------------------------------------------------------------
     def _pods(self, node: str) -> list[Json]:
@@ -371,6 +438,10 @@ class KubernetesCluster:
 def _meta(obj: Json) -> Json:
     meta: Json = obj.get("metadata", {})
     return meta
+
+
+def _has_taint(node: Json, taint: Json) -> bool:
+    return any(t.get("key") == taint["key"] for t in node.get("spec", {}).get("taints", []))
 
 
 def _daemonset(pod: Json) -> bool:

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from remedy.conditions import NodeCondition
+from remedy.fleet import NodeFacts
 from remedy.models import CordonState, NodeBoot
 
 
@@ -49,3 +50,15 @@ class Cluster(Protocol):
     def conditions(self, node: str) -> list[NodeCondition]: ...
 
     def set_conditions(self, node: str, conditions: list[NodeCondition]) -> None: ...
+
+    def nodes(self) -> list[NodeFacts]:
+        """Every node with what the fleet scan needs to know about it."""
+
+    def hold_for_admission(self, node: str) -> None:
+        """Make sure the node carries the admission taint (no work until it is validated)."""
+
+    def admit(self, node: str, serials: list[str]) -> None:
+        """Remove the admission taint; label the node validated and record its GPU serials."""
+
+    def reject(self, node: str, reason: str) -> None:
+        """Keep the admission taint and record why the node was turned away."""

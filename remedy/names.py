@@ -5,6 +5,10 @@ Nothing else spells them."""
 CONTROLLER_TASK_QUEUE = "remedy-controller"
 NODE_REMEDIATION_WORKFLOW = "NodeRemediation"
 DISRUPTION_BUDGET_WORKFLOW = "DisruptionBudget"
+HARDWARE_RECORD_WORKFLOW = "HardwareRecord"
+NODE_ADMISSION_WORKFLOW = "NodeAdmission"
+FLEET_SCAN_WORKFLOW = "FleetScan"
+FLEET_SCAN_SCHEDULE = "remedy-fleet-scan"
 
 
 def node_task_queue(node: str) -> str:
@@ -23,3 +27,16 @@ SIM_AGENTS_TASK_QUEUE = "remedy-sim-agents"
 def budget_workflow_id(pool: str) -> str:
     """One disruption budget per node pool."""
     return f"disruption-budget/{pool}"
+
+
+def hardware_record_workflow_id(serial: str) -> str:
+    """One record per physical GPU, wherever it is installed."""
+    return f"hardware-record/{serial}"
+
+
+def admission_workflow_id(node: str) -> str:
+    return f"node-admission/{node}"
+
+
+def fleet_scan_workflow_id(schedule: str = FLEET_SCAN_SCHEDULE) -> str:
+    return f"fleet-scan/{schedule}"

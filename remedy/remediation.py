@@ -145,3 +145,12 @@ class RemediationResult(BaseModel):
     detail: str
     runbook: str | None
     attempts: list[Attempt]
+
+
+class RemediationStart(BaseModel):
+    """Start (or join) a node's remediation on behalf of a workflow (admission, fleet scan)."""
+
+    node: NodeRef
+    report: FindingReport
+    node_task_queue: str
+    task_queue: str

@@ -7,9 +7,10 @@ from datetime import timedelta
 from temporalio.client import Client, WorkflowHandle
 from temporalio.contrib.pydantic import pydantic_data_converter
 
+from activities.starts import start_remediation
 from remedy.models import NodeRef
-from remedy.names import CONTROLLER_TASK_QUEUE, remediation_workflow_id
-from remedy.remediation import FindingReport, RemediationInput, RemediationResult
+from remedy.names import CONTROLLER_TASK_QUEUE
+from remedy.remediation import FindingReport, RemediationResult
 from workflows.node_remediation import NodeRemediation
 
 
@@ -28,16 +29,7 @@ async def report_finding(
     node_pickup_timeout: timedelta | None = None,
 ) -> WorkflowHandle[NodeRemediation, RemediationResult]:
     """Signal-with-start: a second report for the same node joins the running ladder."""
-    inp = RemediationInput(node=node, node_task_queue=node_task_queue)
-    if node_pickup_timeout is not None:
-        inp.node_pickup_timeout = node_pickup_timeout
-    return await client.start_workflow(
-        NodeRemediation.run,
-        inp,
-        id=remediation_workflow_id(node.name),
-        task_queue=task_queue,
-        start_signal="report_finding",
-        start_signal_args=[report],
-        # What the UI's workflow list shows; ignored when the report joins a running ladder.
-        static_summary=f"{node.name}: {report.finding.headline()} → {report.runbook.name}"[:200],
-    )
+    handle: WorkflowHandle[NodeRemediation, RemediationResult] = await start_remediation(
+        client, node, report, node_task_queue=node_task_queue, task_queue=task_queue,
+        node_pickup_timeout=node_pickup_timeout, workflow=NodeRemediation.run)
+    return handle

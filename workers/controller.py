@@ -1,4 +1,4 @@
-"""The controller worker: NodeRemediation workflows and the cluster-side activities."""
+"""The controller worker: the fleet-level workflows and the cluster-side activities."""
 
 from __future__ import annotations
 
@@ -10,21 +10,39 @@ from temporalio.worker import Worker
 
 from activities.budget import BudgetActivities
 from activities.cluster import ClusterActivities
+from activities.fleet import FleetActivities
+from activities.hardware import HardwareActivities
 from activities.node import NodeActivities
+from activities.starts import StartActivities
 from remedy.budget import BudgetPolicy
 from remedy.cluster import Cluster
+from remedy.hardware import BlocklistPolicy
 from remedy.host import NodeHost
 from remedy.names import CONTROLLER_TASK_QUEUE
+from remedy.runbook import RunbookSet
 from workflows.disruption_budget import DisruptionBudget
+from workflows.fleet_scan import FleetScan
+from workflows.hardware_record import HardwareRecord
+from workflows.node_admission import NodeAdmission
 from workflows.node_remediation import NodeRemediation
+
+WORKFLOWS = [NodeRemediation, DisruptionBudget, HardwareRecord, NodeAdmission, FleetScan]
 
 
 def controller_worker(client: Client, cluster: Cluster, executor: ThreadPoolExecutor,
                       task_queue: str = CONTROLLER_TASK_QUEUE,
-                      policy: BudgetPolicy | None = None) -> Worker:
-    budget = BudgetActivities(client, cluster.pool_size, policy or BudgetPolicy())
-    return Worker(client, task_queue=task_queue, workflows=[NodeRemediation, DisruptionBudget],
-                  activities=[*ClusterActivities(cluster).all(), *budget.all()],
+                      policy: BudgetPolicy | None = None, runbooks: RunbookSet | None = None,
+                      blocklist: BlocklistPolicy | None = None) -> Worker:
+    """``runbooks`` choose the ladder for what the controller starts itself (a problem
+    condition no agent reported, a node that failed admission); agents bring their own."""
+    activities = [
+        *ClusterActivities(cluster).all(),
+        *BudgetActivities(client, cluster.pool_size, policy or BudgetPolicy()).all(),
+        *HardwareActivities(client, blocklist or BlocklistPolicy()).all(),
+        *StartActivities(client, runbooks or RunbookSet([])).all(),
+        *FleetActivities(client, cluster).all(),
+    ]
+    return Worker(client, task_queue=task_queue, workflows=WORKFLOWS, activities=activities,
                   activity_executor=executor)
 
 

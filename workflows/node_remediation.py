@@ -17,9 +17,12 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, TimeoutType
 from temporalio.exceptions import TimeoutError as ActivityTimeout
 
+from workflows.common import PERMANENT_ERRORS, QUICK_RETRY, this_run
+
 with workflow.unsafe.imports_passed_through():
     from remedy.budget import LeaseRelease, LeaseRequest, UnhealthyReport
     from remedy.durations import format_duration
+    from remedy.hardware import Incident, IncidentReport
     from remedy.models import (
         DISRUPTIVE_ACTIONS,
         HOST_LOCAL_ACTIONS,
@@ -50,15 +53,15 @@ with workflow.unsafe.imports_passed_through():
         RemediationState,
     )
     from remedy.runbook.schema import Approval as ApprovalMode
-    from remedy.runbook.schema import Rung
+    from remedy.runbook.schema import Cause, Rung
 
 FIRST_REPORT_TIMEOUT = timedelta(minutes=5)
 CONFIRM_REBOOT = "confirm-reboot-from-boot-id"  # workflow.patched: runs started before it differ
 RELEASE_GPUS = "release-gpu-operands-for-reset"
 DISRUPTION_BUDGET = "disruption-budget-leases"
-PERMANENT_ERRORS = ["NodeGone", "PermissionDenied", "ActionRefused", "ActionFailed"]
-QUICK_RETRY = RetryPolicy(initial_interval=timedelta(seconds=2), maximum_attempts=5,
-                          non_retryable_error_types=PERMANENT_ERRORS)
+HARDWARE_RECORD = "hardware-record-incidents"
+# Outcomes that count against the GPU: a fault that cleared by itself, or an abort, does not.
+INCIDENT_OUTCOMES = (Outcome.RECOVERED, Outcome.REPLACED, Outcome.NEEDS_HUMAN)
 
 
 class _Stop(Exception):
@@ -451,6 +454,8 @@ class NodeRemediation:
     async def _finish(self, outcome: Outcome, detail: str) -> RemediationResult:
         state = self._state
         await self._release_lease()
+        if workflow.patched(HARDWARE_RECORD):
+            await self._record_incidents(outcome)
         last = state.attempts[-1] if state.attempts else None
         if last and last.action is Action.RESTORE and last.result is AttemptResult.FAILED:
             detail += "; could not uncordon: the node stays cordoned and marked as remedy's"
@@ -460,6 +465,27 @@ class NodeRemediation:
         return RemediationResult(node=state.node.name, outcome=outcome, detail=detail,
                                  runbook=state.runbook.name if state.runbook else None,
                                  attempts=state.attempts)
+
+    async def _record_incidents(self, outcome: Outcome) -> None:
+        """Count a platform fault against every GPU serial it named (repeat offenders)."""
+        state = self._state
+        if (outcome not in INCIDENT_OUTCOMES or state.runbook is None or state.trigger is None
+                or state.runbook.cause is not Cause.PLATFORM):
+            return
+        serials = sorted(dict.fromkeys(f.component.serial for f in state.findings
+                                       if f.unhealthy and f.component.serial))
+        if not serials:
+            return
+        incident = Incident(at=workflow.now(), node=state.node.name,
+                            fault=state.trigger.headline(), outcome=outcome.value,
+                            source=this_run())
+        try:
+            await workflow.execute_activity(
+                "record_incidents", IncidentReport(serials=serials, incident=incident),
+                start_to_close_timeout=timedelta(seconds=30), retry_policy=QUICK_RETRY,
+                summary=f"hardware record of {', '.join(serials)}")
+        except ActivityError as err:  # the node's outcome stands; the record is best effort
+            workflow.logger.warning("could not record incidents for %s: %s", serials, err)
 
     def _continue_as_new_if_suggested(self) -> None:
         if workflow.info().is_continue_as_new_suggested() and self._stop_request is None:

@@ -13,7 +13,8 @@ from datetime import UTC, datetime, timedelta
 
 from remedy.cluster import CordonOwner, DrainResult
 from remedy.conditions import NodeCondition
-from remedy.errors import ActionFailed, NodeGone, RemedyError
+from remedy.errors import ActionFailed, ActionRefused, NodeGone, RemedyError
+from remedy.fleet import NodeFacts
 from remedy.gpu import NvmlApi
 from remedy.models import CordonState, Finding, NodeBoot
 from remedy.probe.nics import NicPort
@@ -68,6 +69,10 @@ class SimNode:
     comes_back: bool = True  # False: a reboot that never returns (dead PSU, hung firmware)
     conditions: dict[str, NodeCondition] = field(default_factory=dict)
     nvml_broken: str | None = None  # "missing" library, "driver" not loaded, or "hang"
+    awaiting_admission: bool = False  # the admission taint: new hardware, not validated yet
+    validated_serials: list[str] | None = None
+    rejected: str | None = None
+    managed: bool = True
     _xids: deque[tuple[int, int]] = field(default_factory=deque)
     _xid_ready: threading.Condition = field(default_factory=threading.Condition)
 
@@ -101,9 +106,10 @@ class SimNode:
         return before - len(self.faults)
 
 
-def _serial(node: str, generation: int, gpu: int) -> str:
+def _serial(pool: str, node: str, generation: int, gpu: int) -> str:
     # Stable across processes (hash() is salted): the same twin always has the same serials.
-    return f"SN{zlib.crc32(f'{node}/{generation}/{gpu}'.encode()):010d}"
+    # Like real serials they are unique across the fleet: two pools' gpu-node-000 differ.
+    return f"SN{zlib.crc32(f'{pool}/{node}/{generation}/{gpu}'.encode()):010d}"
 
 
 def _utcnow() -> datetime:
@@ -132,13 +138,22 @@ class SimFleet:
 
     # -- building and injecting ------------------------------------------------------------
     def _provision(self, name: str, pool: str, generation: int) -> SimNode:
-        gpus = [SimGpu(index=g, serial=_serial(name, generation, g),
+        gpus = [SimGpu(index=g, serial=_serial(pool, name, generation, g),
                        uuid=f"GPU-{name}-{generation}-{g}") for g in range(self.gpus_per_node)]
         pods = [SimPod("nvidia-device-plugin", uses_gpus=False, daemonset=True),
                 SimPod("dcgm-exporter", uses_gpus=False, daemonset=True),
                 SimPod(f"train-{name}", uses_gpus=True)]
         return SimNode(name=name, pool=pool, gpus=gpus, clock=self.clock, pods=pods,
                        generation=generation)
+
+    def join(self, name: str, pool: str | None = None) -> SimNode:
+        """A new node registers, carrying the admission taint."""
+        with self._lock:
+            pool = pool or next(iter(self.nodes.values())).pool
+            node = self._provision(name, pool, generation=0)
+            node.awaiting_admission = True
+            self.nodes[name] = node
+            return node
 
     def node(self, name: str) -> SimNode:
         try:
@@ -263,6 +278,34 @@ class SimCluster:
         with self._fleet._lock:
             return NodeBoot(boot_id=f"boot-{self._fleet.node(node).boot_id}", ready=True)
 
+    def nodes(self) -> list[NodeFacts]:
+        with self._fleet._lock:
+            return [NodeFacts(
+                name=n.name, pool=n.pool, managed=n.managed, unschedulable=n.unschedulable,
+                cordoned_by_remedy=REMEDY_CORDON in n.annotations,
+                problems=[c for c in n.conditions.values() if c.status == "True"],
+                awaiting_admission=n.awaiting_admission,
+                validated=n.validated_serials is not None, rejected=n.rejected)
+                for n in self._fleet.nodes.values()]
+
+    def hold_for_admission(self, node: str) -> None:
+        with self._fleet._lock:
+            sim = self._fleet._act(node, "hold_for_admission")
+            if not sim.managed:
+                raise ActionRefused(f"node {node} opted out of remedy")
+            sim.awaiting_admission = True
+
+    def admit(self, node: str, serials: list[str]) -> None:
+        with self._fleet._lock:
+            sim = self._fleet._act(node, "admit")
+            sim.awaiting_admission, sim.validated_serials, sim.rejected = False, serials, None
+            self._fleet._record(node, "admit")
+
+    def reject(self, node: str, reason: str) -> None:
+        with self._fleet._lock:
+            self._fleet._act(node, "reject").rejected = reason
+            self._fleet._record(node, "reject")
+
     def conditions(self, node: str) -> list[NodeCondition]:
         with self._fleet._lock:
             return list(self._fleet.node(node).conditions.values())
@@ -275,6 +318,7 @@ class SimCluster:
         with self._fleet._lock:
             old = self._fleet._act(node, "replace")
             new = self._fleet._provision(node, old.pool, old.generation + 1)
+            new.awaiting_admission = True  # new hardware: validated before it takes work
             self._fleet.nodes[node] = new
             self._fleet._record(node, "replace")
             return f"{node} replaced: new hardware generation {new.generation}"

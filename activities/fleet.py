@@ -1,0 +1,39 @@
+"""What the fleet scan reads: every node's facts from the cluster, and which nodes already have
+a remediation or an admission running (from Temporal's visibility store)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from temporalio import activity
+from temporalio.client import Client
+
+from activities.errors import temporal_errors
+from remedy.cluster import Cluster
+from remedy.fleet import NodeFacts, OpenWork
+from remedy.names import NODE_ADMISSION_WORKFLOW, NODE_REMEDIATION_WORKFLOW
+
+
+class FleetActivities:
+    def __init__(self, client: Client, cluster: Cluster) -> None:
+        self._client, self._cluster = client, cluster
+
+    @activity.defn(name="fleet_nodes")
+    def fleet_nodes(self) -> list[NodeFacts]:
+        with temporal_errors():
+            return self._cluster.nodes()
+
+    @activity.defn(name="open_work")
+    async def open_work(self) -> OpenWork:
+        return OpenWork(remediating=await self._running(NODE_REMEDIATION_WORKFLOW),
+                        admitting=await self._running(NODE_ADMISSION_WORKFLOW))
+
+    async def _running(self, workflow_type: str) -> list[str]:
+        """Node names of running workflows of this type (ids are "<kind>/<node>")."""
+        query = f"WorkflowType = '{workflow_type}' AND ExecutionStatus = 'Running'"
+        return sorted({w.id.split("/", 1)[-1]
+                       async for w in self._client.list_workflows(query)})
+
+    def all(self) -> list[Callable[..., Any]]:
+        return [self.fleet_nodes, self.open_work]

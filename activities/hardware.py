@@ -1,0 +1,48 @@
+"""The hardware record from the controller: record incidents against GPU serials
+(signal-with-start of the serial's HardwareRecord) and read which serials are blocklisted."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from temporalio import activity
+from temporalio.client import Client
+from temporalio.service import RPCError, RPCStatusCode
+
+from remedy.hardware import BlockedSerial, BlocklistPolicy, HardwareRecordState, IncidentReport
+from remedy.names import HARDWARE_RECORD_WORKFLOW, hardware_record_workflow_id
+
+
+class HardwareActivities:
+    def __init__(self, client: Client, policy: BlocklistPolicy) -> None:
+        self._client, self._policy = client, policy
+
+    @activity.defn(name="record_incidents")
+    async def record_incidents(self, report: IncidentReport) -> None:
+        task_queue = activity.info().task_queue  # records run where the controller runs
+        report = report.model_copy(update={"policy": self._policy})  # the controller's policy
+        for serial in report.serials:
+            await self._client.start_workflow(
+                HARDWARE_RECORD_WORKFLOW, HardwareRecordState(serial=serial, policy=report.policy),
+                id=hardware_record_workflow_id(serial), task_queue=task_queue,
+                start_signal="incident", start_signal_args=[report],
+                static_summary=f"hardware record of GPU {serial}")
+
+    @activity.defn(name="blocked_serials")
+    async def blocked_serials(self, serials: list[str]) -> list[BlockedSerial]:
+        blocked = []
+        for serial in serials:
+            handle = self._client.get_workflow_handle(hardware_record_workflow_id(serial))
+            try:
+                record = await handle.query("record", result_type=HardwareRecordState)
+            except RPCError as err:
+                if err.status is RPCStatusCode.NOT_FOUND:
+                    continue  # no incident ever: no record
+                raise
+            if record.blocked_reason:
+                blocked.append(BlockedSerial(serial=serial, reason=record.blocked_reason))
+        return blocked
+
+    def all(self) -> list[Callable[..., Any]]:
+        return [self.record_incidents, self.blocked_serials]

@@ -1,0 +1,88 @@
+"""Starting or joining a node's workflows from outside a workflow: signal-with-start, so a
+second report for the same node joins the run already going. Used by the reporters (agent,
+CLI, demo) and by activities on behalf of workflows, which can signal but not start."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from temporalio import activity
+from temporalio.client import Client, WorkflowHandle
+from temporalio.common import WorkflowIDConflictPolicy
+
+from remedy.admission import ADMISSION_FAILED, AdmissionInput
+from remedy.fleet import ConditionStart, finding_from_condition
+from remedy.models import Finding, NodeRef, Severity
+from remedy.names import (
+    NODE_ADMISSION_WORKFLOW,
+    NODE_REMEDIATION_WORKFLOW,
+    admission_workflow_id,
+    remediation_workflow_id,
+)
+from remedy.remediation import FindingReport, RemediationInput, RemediationStart
+from remedy.runbook import DEFAULT_RUNBOOK, RunbookSet
+
+
+async def start_remediation(client: Client, node: NodeRef, report: FindingReport, *,
+                            node_task_queue: str, task_queue: str,
+                            node_pickup_timeout: timedelta | None = None,
+                            workflow: Any = NODE_REMEDIATION_WORKFLOW
+                            ) -> WorkflowHandle[Any, Any]:
+    """``workflow``: the type's name, or its run method for a typed handle."""
+    inp = RemediationInput(node=node, node_task_queue=node_task_queue)
+    if node_pickup_timeout is not None:
+        inp.node_pickup_timeout = node_pickup_timeout
+    return await client.start_workflow(
+        workflow, inp, id=remediation_workflow_id(node.name),
+        task_queue=task_queue, start_signal="report_finding", start_signal_args=[report],
+        # What the UI's workflow list shows; ignored when the report joins a running ladder.
+        static_summary=f"{node.name}: {report.finding.headline()} → {report.runbook.name}"[:200])
+
+
+async def start_admission(client: Client, inp: AdmissionInput, *,
+                          task_queue: str) -> WorkflowHandle[Any, Any]:
+    """One admission per node at a time; starting it again while it runs is a no-op."""
+    return await client.start_workflow(
+        NODE_ADMISSION_WORKFLOW, inp, id=admission_workflow_id(inp.node.name),
+        task_queue=task_queue, id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+        static_summary=f"{inp.node.name}: admission ({inp.policy.passes} deep diagnoses)")
+
+
+class StartActivities:
+    """The same starts, as activities: a workflow can signal another but not start it."""
+
+    def __init__(self, client: Client, runbooks: RunbookSet) -> None:
+        self._client, self._runbooks = client, runbooks
+
+    @activity.defn(name="start_remediation")
+    async def start_remediation(self, start: RemediationStart) -> str:
+        handle = await start_remediation(self._client, start.node, start.report,
+                                         node_task_queue=start.node_task_queue,
+                                         task_queue=start.task_queue)
+        return handle.id
+
+    @activity.defn(name="remediate_condition")
+    async def remediate_condition(self, start: ConditionStart) -> str:
+        """A problem condition no agent reported (agent dead, or another detector wrote it):
+        the runbook is chosen here, from the controller's runbooks."""
+        finding = finding_from_condition(start.node.name, start.condition)
+        runbook = self._runbooks.match(finding) or DEFAULT_RUNBOOK
+        handle = await start_remediation(
+            self._client, NodeRef(name=start.node.name, pool=start.node.pool),
+            FindingReport(finding=finding, runbook=runbook),
+            node_task_queue=start.node_task_queue, task_queue=start.task_queue)
+        return handle.id
+
+    @activity.defn(name="start_admission")
+    async def start_admission(self, inp: AdmissionInput) -> str:
+        if inp.failure_runbook is None:
+            failed = Finding(node=inp.node.name, check="admission", reason=ADMISSION_FAILED,
+                             severity=Severity.CRITICAL, observed_at=datetime.now(UTC))
+            inp = inp.model_copy(update={"failure_runbook": self._runbooks.match(failed)})
+        handle = await start_admission(self._client, inp, task_queue=activity.info().task_queue)
+        return handle.id
+
+    def all(self) -> list[Callable[..., Any]]:
+        return [self.start_remediation, self.remediate_condition, self.start_admission]

@@ -1,0 +1,145 @@
+"""The fleet as the scan sees it: facts per node from the cluster, what to start, and the
+summary per pool. Pure: the FleetScan workflow gathers the facts and acts on the plan."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from enum import StrEnum
+
+from pydantic import BaseModel, ConfigDict
+
+from remedy.admission import AdmissionPolicy
+from remedy.conditions import NodeCondition
+from remedy.models import Finding, Severity
+
+
+class NodeFacts(BaseModel):
+    """One node, read from the cluster."""
+
+    model_config = ConfigDict(frozen=True)
+
+    name: str
+    pool: str
+    managed: bool = True  # False: opted out of remedy; never acted on
+    unschedulable: bool = False
+    cordoned_by_remedy: bool = False
+    problems: list[NodeCondition] = []  # conditions whose status is "True" (a problem)
+    awaiting_admission: bool = False  # carries the admission taint
+    validated: bool = False
+    rejected: str | None = None  # why admission rejected it
+
+
+class NodeStatus(StrEnum):
+    HEALTHY = "healthy"
+    IN_REMEDIATION = "in_remediation"
+    ADMITTING = "admitting"
+    NEEDS_HUMAN = "needs_human"  # remedy's cordon, nothing running: the ladder ran out
+    CORDONED = "cordoned"  # cordoned by someone else
+    REJECTED = "rejected"  # failed admission; waits for its replacement
+    UNHEALTHY = "unhealthy"  # a problem condition and nothing running (the scan starts one)
+    UNMANAGED = "unmanaged"
+
+
+class OpenWork(BaseModel):
+    """Nodes with a running remediation or admission."""
+
+    remediating: list[str] = []
+    admitting: list[str] = []
+
+
+def status_of(node: NodeFacts, work: OpenWork) -> NodeStatus:
+    if not node.managed:
+        return NodeStatus.UNMANAGED
+    if node.name in work.remediating:
+        return NodeStatus.IN_REMEDIATION
+    if node.name in work.admitting:
+        return NodeStatus.ADMITTING
+    if node.rejected is not None:
+        return NodeStatus.REJECTED
+    if node.cordoned_by_remedy:
+        return NodeStatus.NEEDS_HUMAN
+    if node.problems:
+        return NodeStatus.UNHEALTHY
+    if node.awaiting_admission:
+        return NodeStatus.ADMITTING
+    if node.unschedulable:
+        return NodeStatus.CORDONED
+    return NodeStatus.HEALTHY
+
+
+class ScanPlan(BaseModel):
+    remediate: list[NodeFacts] = []  # a problem condition that no agent turned into a ladder
+    admit: list[NodeFacts] = []  # new nodes waiting behind the admission taint
+
+
+def plan_scan(nodes: list[NodeFacts], work: OpenWork) -> ScanPlan:
+    plan = ScanPlan()
+    for node in nodes:
+        status = status_of(node, work)
+        if status is NodeStatus.UNHEALTHY:
+            plan.remediate.append(node)
+        elif status is NodeStatus.ADMITTING and node.name not in work.admitting:
+            plan.admit.append(node)
+    return plan
+
+
+def finding_from_condition(node: str, condition: NodeCondition) -> Finding:
+    """What the scan reports for a problem condition nobody acted on: its reason is the
+    finding's reason (the agent wrote the first bad finding's reason there)."""
+    return Finding(node=node, check="condition", reason=condition.reason,
+                   severity=Severity.CRITICAL,
+                   evidence=f"{condition.type}: {condition.message}"[:1024],
+                   observed_at=condition.last_transition_time)
+
+
+class PoolSummary(BaseModel):
+    pool: str
+    nodes: int = 0
+    counts: dict[NodeStatus, int] = {}
+
+    def count(self, status: NodeStatus) -> int:
+        return self.counts.get(status, 0)
+
+
+class FleetSummary(BaseModel):
+    at: datetime
+    pools: list[PoolSummary] = []
+    started_remediations: list[str] = []
+    started_admissions: list[str] = []
+
+    def markdown(self) -> str:
+        head = "| pool | nodes | " + " | ".join(s.value for s in NodeStatus) + " |"
+        rule = "|---" * (len(NodeStatus) + 2) + "|"
+        rows = [f"| {p.pool} | {p.nodes} | " + " | ".join(str(p.count(s)) for s in NodeStatus)
+                + " |" for p in self.pools]
+        started = (f"\n\nstarted remediation: {', '.join(self.started_remediations) or '—'}; "
+                   f"admission: {', '.join(self.started_admissions) or '—'}")
+        return f"**fleet at {self.at:%Y-%m-%d %H:%M:%S}Z**\n\n" + "\n".join(
+            [head, rule, *rows]) + started
+
+
+def summarise(nodes: list[NodeFacts], work: OpenWork, at: datetime) -> FleetSummary:
+    pools: dict[str, PoolSummary] = {}
+    for node in nodes:
+        pool = pools.setdefault(node.pool, PoolSummary(pool=node.pool))
+        status = status_of(node, work)
+        pool.nodes += 1
+        pool.counts[status] = pool.count(status) + 1
+    return FleetSummary(at=at, pools=[pools[name] for name in sorted(pools)])
+
+
+class ScanInput(BaseModel):
+    # Where node-local work goes: None → each node's own agent queue (production); the
+    # simulated fleet serves every node from one queue.
+    node_task_queue: str | None = None
+    admit_new_nodes: bool = True
+    admission: AdmissionPolicy = AdmissionPolicy()
+
+
+class ConditionStart(BaseModel):
+    """Start a remediation for a problem condition that no agent reported."""
+
+    node: NodeFacts
+    condition: NodeCondition
+    node_task_queue: str
+    task_queue: str

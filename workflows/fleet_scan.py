@@ -1,0 +1,69 @@
+"""FleetScan: one pass over the fleet, run by a Temporal Schedule (overlap: skip).
+
+Reconciles what the cluster says with what remedy is doing: a node with a problem condition and
+no remediation gets one (its agent died, or another detector set the condition); a new node
+behind the admission taint gets its admission; and the fleet summary per pool is the result
+(and the workflow's details in the UI), which `remedy status` reads.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from temporalio import workflow
+from temporalio.common import RetryPolicy
+
+with workflow.unsafe.imports_passed_through():
+    from remedy.admission import AdmissionInput
+    from remedy.fleet import (
+        ConditionStart,
+        FleetSummary,
+        NodeFacts,
+        OpenWork,
+        ScanInput,
+        plan_scan,
+        summarise,
+    )
+    from remedy.models import NodeRef
+    from remedy.names import FLEET_SCAN_WORKFLOW, node_task_queue
+
+RETRY = RetryPolicy(initial_interval=timedelta(seconds=2), maximum_attempts=3)
+
+
+@workflow.defn(name=FLEET_SCAN_WORKFLOW)
+class FleetScan:
+    @workflow.run
+    async def run(self, inp: ScanInput) -> FleetSummary:
+        nodes: list[NodeFacts] = await workflow.execute_activity(
+            "fleet_nodes", result_type=list[NodeFacts],
+            start_to_close_timeout=timedelta(minutes=2), retry_policy=RETRY,
+            summary="list the fleet's nodes")
+        work: OpenWork = await workflow.execute_activity(
+            "open_work", result_type=OpenWork, start_to_close_timeout=timedelta(minutes=2),
+            retry_policy=RETRY, summary="running remediations and admissions")
+        plan = plan_scan(nodes, work)
+        here = workflow.info().task_queue
+        started_remediations, started_admissions = [], []
+        for node in plan.remediate:
+            await workflow.execute_activity(
+                "remediate_condition", ConditionStart(
+                    node=node, condition=node.problems[0], task_queue=here,
+                    node_task_queue=inp.node_task_queue or node_task_queue(node.name)),
+                result_type=str, start_to_close_timeout=timedelta(seconds=30),
+                retry_policy=RETRY, summary=f"remediate {node.name}: {node.problems[0].reason}")
+            started_remediations.append(node.name)
+        for node in plan.admit if inp.admit_new_nodes else []:
+            await workflow.execute_activity(
+                "start_admission", AdmissionInput(
+                    node=NodeRef(name=node.name, pool=node.pool), policy=inp.admission,
+                    node_task_queue=inp.node_task_queue or node_task_queue(node.name)),
+                result_type=str, start_to_close_timeout=timedelta(seconds=30),
+                retry_policy=RETRY, summary=f"admit {node.name}")
+            started_admissions.append(node.name)
+        work = OpenWork(remediating=sorted([*work.remediating, *started_remediations]),
+                        admitting=sorted([*work.admitting, *started_admissions]))
+        summary = summarise(nodes, work, workflow.now())
+        summary.started_remediations, summary.started_admissions = (started_remediations,
+                                                                    started_admissions)
+        workflow.set_current_details(summary.markdown())
+        return summary

@@ -1,0 +1,52 @@
+"""HardwareRecord: an entity workflow per GPU serial holding its incidents and blocklist state.
+
+Why a workflow and not a database: remedy already depends on Temporal's durable store and
+nothing else; signals to one workflow are applied one at a time (no lost updates when two
+remediations report the same GPU), the record is readable by query and in the Web UI by its id
+``hardware-record/<serial>``, and its history is the audit trail. It waits on signals only (no
+timers), so an idle record costs nothing but storage; it continues as new when the history grows.
+"""
+
+from __future__ import annotations
+
+from temporalio import workflow
+
+with workflow.unsafe.imports_passed_through():
+    from remedy.hardware import HardwareRecordState, IncidentReport, UnblockRequest
+    from remedy.names import HARDWARE_RECORD_WORKFLOW
+
+
+@workflow.defn(name=HARDWARE_RECORD_WORKFLOW)
+class HardwareRecord:
+    @workflow.init
+    def __init__(self, state: HardwareRecordState) -> None:
+        self._state = state
+
+    @workflow.signal(name="incident")
+    def incident(self, report: IncidentReport) -> None:
+        self._state.add(report.incident, report.policy)
+        self._show()
+
+    @workflow.signal(name="unblock")
+    def unblock(self, req: UnblockRequest) -> None:
+        self._state.unblock(req, workflow.now())
+        self._show()
+
+    @workflow.query(name="record")
+    def record(self) -> HardwareRecordState:
+        return self._state
+
+    def _show(self) -> None:
+        state = self._state
+        lines = [f"**GPU {state.serial}**: {len(state.incidents)} incidents"]
+        if state.blocked_reason:
+            lines.append(f"**BLOCKLISTED**: {state.blocked_reason}")
+        lines += [f"- {i.at:%Y-%m-%d %H:%M} {i.node}: {i.fault} → {i.outcome}"
+                  for i in state.incidents[-10:]]
+        workflow.set_current_details("\n".join(lines))
+
+    @workflow.run
+    async def run(self, state: HardwareRecordState) -> None:
+        await workflow.wait_condition(workflow.info().is_continue_as_new_suggested)
+        await workflow.wait_condition(workflow.all_handlers_finished)
+        workflow.continue_as_new(self._state)
