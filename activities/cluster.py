@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
+from datetime import UTC, datetime
 from typing import Any
 
 from temporalio import activity
@@ -12,7 +13,15 @@ from temporalio import activity
 from activities.errors import temporal_errors
 from remedy.admission import AdmissionStep
 from remedy.cluster import Cluster, CordonOwner
-from remedy.models import ActionRequest, ActionResult, BootRequest, CordonResult, NodeBoot
+from remedy.conditions import conditions_from
+from remedy.models import (
+    ActionRequest,
+    ActionResult,
+    BootRequest,
+    ConditionsUpdate,
+    CordonResult,
+    NodeBoot,
+)
 
 log = logging.getLogger(__name__)
 
@@ -87,6 +96,16 @@ class ClusterActivities:
                 return ActionResult(ok=False, detail="cancelled while waiting for the reboot")
             time.sleep(self._poll_s)
 
+    @activity.defn(name="publish_conditions")
+    def publish_conditions(self, update: ConditionsUpdate) -> None:
+        """After a verified recovery the node's problem condition must not stay True until
+        the agent's next round: the fleet scan would start a second ladder on it."""
+        node = update.node.name
+        with temporal_errors():
+            previous = self._cluster.conditions(node)
+            self._cluster.set_conditions(node, conditions_from(
+                update.report, previous, datetime.now(UTC)))
+
     @activity.defn(name="hold_for_admission")
     def hold_for_admission(self, step: AdmissionStep) -> None:
         with temporal_errors():
@@ -104,5 +123,5 @@ class ClusterActivities:
 
     def all(self) -> list[Callable[..., Any]]:
         return [self.cordon, self.restore, self.drain, self.kill_job, self.replace, self.boot_id,
-                self.confirm_reboot, self.release_gpus, self.return_gpus,
+                self.confirm_reboot, self.release_gpus, self.return_gpus, self.publish_conditions,
                 self.hold_for_admission, self.admit, self.reject]

@@ -41,11 +41,11 @@ async def start_remediation(client: Client, node: NodeRef, report: FindingReport
         static_summary=f"{node.name}: {report.finding.headline()} → {report.runbook.name}"[:200])
 
 
-async def start_admission(client: Client, inp: AdmissionInput, *,
-                          task_queue: str) -> WorkflowHandle[Any, Any]:
+async def start_admission(client: Client, inp: AdmissionInput, *, task_queue: str,
+                          workflow: Any = NODE_ADMISSION_WORKFLOW) -> WorkflowHandle[Any, Any]:
     """One admission per node at a time; starting it again while it runs is a no-op."""
     return await client.start_workflow(
-        NODE_ADMISSION_WORKFLOW, inp, id=admission_workflow_id(inp.node.name),
+        workflow, inp, id=admission_workflow_id(inp.node.name),
         task_queue=task_queue, id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
         static_summary=f"{inp.node.name}: admission ({inp.policy.passes} deep diagnoses)")
 

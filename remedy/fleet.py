@@ -3,6 +3,7 @@ summary per pool. Pure: the FleetScan workflow gathers the facts and acts on the
 
 from __future__ import annotations
 
+import re
 from datetime import datetime
 from enum import StrEnum
 
@@ -11,6 +12,9 @@ from pydantic import BaseModel, ConfigDict
 from remedy.admission import AdmissionPolicy
 from remedy.conditions import NodeCondition
 from remedy.models import Finding, Severity
+from remedy.runbook.schema import FROM_CONDITION
+
+_XID_REASON = re.compile(r"^Xid(\d+)$")  # the agent's reason for an Xid finding: "Xid48"
 
 
 class NodeFacts(BaseModel):
@@ -86,8 +90,9 @@ def plan_scan(nodes: list[NodeFacts], work: OpenWork) -> ScanPlan:
 def finding_from_condition(node: str, condition: NodeCondition) -> Finding:
     """What the scan reports for a problem condition nobody acted on: its reason is the
     finding's reason (the agent wrote the first bad finding's reason there)."""
-    return Finding(node=node, check="condition", reason=condition.reason,
-                   severity=Severity.CRITICAL,
+    xid = _XID_REASON.match(condition.reason)
+    return Finding(node=node, check=FROM_CONDITION, reason=condition.reason,
+                   severity=Severity.CRITICAL, xid=int(xid[1]) if xid else None,
                    evidence=f"{condition.type}: {condition.message}"[:1024],
                    observed_at=condition.last_transition_time)
 

@@ -153,3 +153,10 @@ class CordonState(StrEnum):
 
 class CordonResult(Frozen):
     state: CordonState
+
+
+class ConditionsUpdate(Frozen):
+    """Publish the node's conditions from this probe report (remedy verified it)."""
+
+    node: NodeRef
+    report: ProbeReport

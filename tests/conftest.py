@@ -3,22 +3,32 @@ queues per test, and the simulated fleet behind the real activities."""
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import uuid
 from collections.abc import AsyncIterator
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
-from temporalio.client import Client
+from temporalio.api.enums.v1 import EventType
+from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.service import RPCError
 from temporalio.testing import WorkflowEnvironment
 
 from remedy.budget import BudgetPolicy
 from remedy.cluster import Cluster
-from remedy.names import budget_workflow_id
+from remedy.hardware import BlocklistPolicy
+from remedy.names import (
+    admission_workflow_id,
+    budget_workflow_id,
+    hardware_record_workflow_id,
+    remediation_workflow_id,
+)
 from remedy.runbook import RunbookSet, load_runbooks
 from remedy.sim import SimFleet
 from workers.binaries import installed_binary
@@ -54,7 +64,7 @@ async def dev_env() -> AsyncIterator[WorkflowEnvironment]:
 
 @pytest.fixture(scope="session")
 def shipped_runbooks() -> RunbookSet:
-    return RunbookSet(load_runbooks([ROOT / "runbooks"]))
+    return _shipped()
 
 
 @pytest.fixture
@@ -70,34 +80,74 @@ class Queues:
     pool: str
 
 
+@functools.cache
+def _shipped() -> RunbookSet:
+    return RunbookSet(load_runbooks([ROOT / "runbooks"]))
+
+
 @asynccontextmanager
 async def running_workers(client: Client, fleet: SimFleet, agents: bool = True,
                           cluster: Cluster | None = None,
-                          policy: BudgetPolicy | None = None) -> AsyncIterator[Queues]:
-    """The controller worker and the simulated node agents, on queues unique to this test.
-    ``cluster`` replaces the twin's cluster (e.g. the Kubernetes adapter on an emulator)."""
+                          policy: BudgetPolicy | None = None,
+                          blocklist: BlocklistPolicy | None = None,
+                          runbooks: RunbookSet | None = None) -> AsyncIterator[Queues]:
+    """The controller worker (with the shipped runbooks) and the simulated node agents, on
+    queues unique to this test. ``cluster`` replaces the twin's cluster (e.g. the Kubernetes
+    adapter on an emulator)."""
     name = f"test-{uuid.uuid4()}"
     pool = next(iter(fleet.nodes.values())).pool
     queues = Queues(controller=name, agents=f"{name}-agents", pool=pool)
     with ThreadPoolExecutor(max_workers=8) as executor:
-        controller = controller_worker(client, cluster or fleet.cluster, executor,
-                                       queues.controller, policy)
-        try:
-            if not agents:  # a fleet whose agents are dead
-                async with controller:
-                    yield queues
-                return
-            async with controller, node_agent_worker(client, fleet.host, executor,
-                                                     queues.agents):
+        workers = [controller_worker(client, cluster or fleet.cluster, executor,
+                                     queues.controller, policy, runbooks or _shipped(),
+                                     blocklist)]
+        if agents:  # else: a fleet whose agents are dead
+            workers.append(node_agent_worker(client, fleet.host, executor, queues.agents))
+        async with AsyncExitStack() as running:
+            for worker in workers:
+                await running.enter_async_context(worker)
+            try:
                 yield queues
-        finally:
-            await _end_budget(client, pool)
+            finally:
+                # While the workers still run: an activity cut off by a stopping worker
+                # would hold the time-skipping server's clock until its timeout.
+                await _end_leftovers(client, pool, fleet)
 
 
-async def _end_budget(client: Client, pool: str) -> None:
-    """The pool's budget workflow outlives the test; its timers must not fire on the shared
-    server once this test's worker is gone (the time-skipping server would wait on them)."""
-    try:
-        await client.get_workflow_handle(budget_workflow_id(pool)).terminate("test over")
-    except RPCError:
-        pass  # never started, or already closed
+async def _end_leftovers(client: Client, pool: str, fleet: SimFleet) -> None:
+    """The pool's budget, the GPUs' hardware records, and any ladder or admission a test left
+    waiting outlive the test; their timers and pending tasks must not sit on the shared server
+    once this test's worker is gone (the time-skipping server stops skipping time for them)."""
+    # Ladders first: one still running could signal-with-start a budget or record again.
+    ids = [*(f(n) for n in sorted(fleet.nodes)
+             for f in (admission_workflow_id, remediation_workflow_id)),
+           budget_workflow_id(pool), *(hardware_record_workflow_id(s) for s in fleet.serials)]
+    for workflow_id in ids:
+        handle = client.get_workflow_handle(workflow_id)
+        try:
+            if await _settled(handle):
+                await handle.terminate("test over")
+        except RPCError:
+            pass  # never started, or already closed
+
+
+async def _settled(handle: WorkflowHandle[Any, Any], polls: int = 100) -> bool:
+    """Wait (briefly, in real time) until a running workflow has no activity or workflow task
+    in flight. The time-skipping server keeps a closed workflow's scheduled activity or task
+    pending forever, and its clock stops skipping for every later test. False: closed."""
+    for _ in range(polls):
+        description = await handle.describe()
+        if description.status is not WorkflowExecutionStatus.RUNNING:
+            return False
+        # That server's describe leaves pending_workflow_task out: read the history's end.
+        last = [e.event_type async for e in handle.fetch_history_events()][-1]
+        if not description.raw_description.pending_activities and last not in _IN_FLIGHT:
+            return True
+        await asyncio.sleep(0.02)
+    return True
+
+
+_IN_FLIGHT = {EventType.EVENT_TYPE_WORKFLOW_TASK_SCHEDULED,
+              EventType.EVENT_TYPE_WORKFLOW_TASK_STARTED,
+              EventType.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED,
+              EventType.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED}

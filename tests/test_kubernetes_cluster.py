@@ -14,10 +14,14 @@ from kmock import Response
 from kubernetes import client as k8s
 
 from adapters.kubernetes_cluster import (
+    ADMISSION_REJECTED,
+    ADMISSION_TAINT,
     CHECKPOINT_REQUESTED,
     CHECKPOINTED,
     CORDONED_BY,
+    GPU_SERIALS,
     TAINT,
+    VALIDATED_LABEL,
     KubernetesCluster,
     ReplaceProvider,
 )
@@ -372,3 +376,57 @@ async def test_pod_already_gone_counts_as_evicted_and_deleted(
     kmock["post /api/v1/namespaces/jobs/pods/train/eviction"] << gone
     result = await call(cluster.drain, "n1", lambda left: None)
     assert result.evicted == 1
+
+
+async def test_nodes_reports_pool_admission_cordon_and_problem_conditions(
+        kmock: kmock.KubernetesEmulator, cluster: KubernetesCluster) -> None:
+    sick = node("sick", unschedulable=True, annotations={CORDONED_BY: "node-remediation/sick"},
+                labels={"remedy.io/pool": "a100"})
+    sick["status"]["conditions"] += [
+        {"type": "GpuProblem", "status": "True", "reason": "Xid79", "message": "GPU 3 lost",
+         "lastHeartbeatTime": NOW.isoformat(), "lastTransitionTime": NOW.isoformat()},
+        {"type": "GpuNetworkProblem", "status": "False", "reason": "NoGpuNetworkProblem",
+         "message": "ok", "lastHeartbeatTime": NOW.isoformat(),
+         "lastTransitionTime": NOW.isoformat()}]
+    kmock.objects[NODES, None, "sick"] = sick
+    kmock.objects[NODES, None, "new"] = node("new", taints=[ADMISSION_TAINT])
+    kmock.objects[NODES, None, "mine"] = node("mine", labels={"remedy.io/managed": "false"})
+    facts = {f.name: f for f in await call(cluster.nodes)}
+    assert facts["sick"].pool == "a100" and facts["sick"].cordoned_by_remedy
+    assert [c.reason for c in facts["sick"].problems] == ["Xid79"]
+    assert facts["new"].awaiting_admission and facts["new"].pool == "default"
+    assert not facts["mine"].managed and not facts["mine"].problems
+
+
+async def test_admission_taints_then_admits_with_label_serials_and_no_taint(
+        kmock: kmock.KubernetesEmulator, cluster: KubernetesCluster) -> None:
+    kmock.objects[NODES, None, "n1"] = node(taints=[{"key": "other", "effect": "NoExecute"}])
+    await call(cluster.hold_for_admission, "n1")
+    held = kmock.objects[NODES, None, "n1"]
+    assert [t["key"] for t in held["spec"]["taints"]] == ["other", ADMISSION_TAINT["key"]]
+    await call(cluster.hold_for_admission, "n1")  # idempotent: no second patch
+    assert len(sent(kmock, "PATCH", "/api/v1/nodes/n1")) == 1
+    await call(cluster.admit, "n1", ["SN1", "SN2"])
+    admitted = kmock.objects[NODES, None, "n1"]
+    assert [t["key"] for t in admitted["spec"]["taints"]] == ["other"]
+    assert admitted["metadata"]["labels"][VALIDATED_LABEL] == "true"
+    assert admitted["metadata"]["annotations"][GPU_SERIALS] == "SN1,SN2"
+
+
+async def test_reject_keeps_the_taint_and_records_why(
+        kmock: kmock.KubernetesEmulator, cluster: KubernetesCluster) -> None:
+    kmock.objects[NODES, None, "n1"] = node(taints=[ADMISSION_TAINT])
+    await call(cluster.reject, "n1", "blocklisted: GPU SN1")
+    rejected = kmock.objects[NODES, None, "n1"]
+    assert rejected["metadata"]["annotations"][ADMISSION_REJECTED] == "blocklisted: GPU SN1"
+    assert [t["key"] for t in rejected["spec"]["taints"]] == [ADMISSION_TAINT["key"]]
+    facts = {f.name: f for f in await call(cluster.nodes)}
+    assert facts["n1"].rejected == "blocklisted: GPU SN1"
+
+
+async def test_an_opted_out_node_is_never_held_for_admission(
+        kmock: kmock.KubernetesEmulator, cluster: KubernetesCluster) -> None:
+    kmock.objects[NODES, None, "n1"] = node(labels={"remedy.io/managed": "false"})
+    with pytest.raises(ActionRefused, match="opted out"):
+        await call(cluster.hold_for_admission, "n1")
+    assert sent(kmock, "PATCH", "/api/v1/nodes/n1") == []

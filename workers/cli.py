@@ -8,6 +8,7 @@ import os
 import socket
 import sys
 from collections.abc import Callable, Coroutine
+from datetime import timedelta
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -148,12 +149,7 @@ def agent(
     from workers.agent import AgentConfig, NodeAgent
     from workers.client import connect
 
-    try:
-        loaded = RunbookSet(load_runbooks([runbooks]))
-    except RunbookError as exc:
-        for problem in exc.problems:
-            typer.echo(str(problem), err=True)
-        raise typer.Exit(1) from None
+    loaded = _runbooks_or_exit(runbooks)
     config = ProbeConfig(expected_gpus=expected_gpus, nics=SysfsNics() if expected_nics else None,
                          expected_nics=expected_nics, expected_nic_rate_gbps=nic_rate,
                          kernel_log=KernelLogTail(kernel_log, cursor) if kernel_log else None,
@@ -186,6 +182,15 @@ def controller(
     = "20%",
     storm_share: Annotated[float, typer.Option(
         help="Share of a pool unhealthy within 10 minutes that pauses disruptive work.")] = 0.2,
+    runbooks: Annotated[Path, typer.Option(
+        help="Runbook folder, for ladders the controller starts itself (fleet scan, "
+             "admission failures).")] = DEFAULT_RUNBOOKS,
+    scan_every: Annotated[float, typer.Option(
+        help="Seconds between fleet scans (a Temporal Schedule); 0: no scan.")] = 60.0,
+    blocklist_incidents: Annotated[int, typer.Option(
+        help="Incidents on one GPU serial within the window that blocklist it.")] = 3,
+    blocklist_days: Annotated[float, typer.Option(
+        help="The blocklist's window, in days.")] = 30.0,
 ) -> None:
     """Run the controller worker against a Kubernetes cluster."""
     from concurrent.futures import ThreadPoolExecutor
@@ -193,11 +198,17 @@ def controller(
     from adapters.kube_config import api_client
     from adapters.kubernetes_cluster import KubernetesCluster, ReplaceProvider
     from remedy.budget import BudgetPolicy
+    from remedy.hardware import BlocklistPolicy
+    from remedy.names import CONTROLLER_TASK_QUEUE
     from workers.client import connect
     from workers.controller import controller_worker
+    from workers.schedules import ensure_fleet_scan
 
+    loaded = _runbooks_or_exit(runbooks)
     try:
         policy = BudgetPolicy(max_disruption=max_disruption, storm_share=storm_share)
+        blocklist = BlocklistPolicy(max_incidents=blocklist_incidents,
+                                    window=timedelta(days=blocklist_days))
     except ValidationError as exc:
         for error in exc.errors():
             field = ".".join(str(part) for part in error["loc"])
@@ -210,8 +221,11 @@ def controller(
 
     async def main() -> None:
         client = await connect(address)
+        if scan_every > 0:
+            await ensure_fleet_scan(client, timedelta(seconds=scan_every), CONTROLLER_TASK_QUEUE)
         with ThreadPoolExecutor(max_workers=32) as executor:
-            await controller_worker(client, cluster, executor, policy=policy).run()
+            await controller_worker(client, cluster, executor, policy=policy, runbooks=loaded,
+                                    blocklist=blocklist).run()
 
     _serve(main)
 
@@ -252,6 +266,16 @@ def demo(
         raise typer.Exit(1) from None
     except KeyboardInterrupt:
         pass
+
+
+def _runbooks_or_exit(folder: Path) -> RunbookSet:
+    """The runbooks, all or nothing: a broken one is FILE:LINE: FIELD lines and exit 1."""
+    try:
+        return RunbookSet(load_runbooks([folder]))
+    except RunbookError as exc:
+        for problem in exc.problems:
+            typer.echo(str(problem), err=True)
+        raise typer.Exit(1) from None
 
 
 def _serve(main: Callable[[], Coroutine[Any, Any, None]]) -> None:

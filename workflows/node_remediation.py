@@ -30,6 +30,7 @@ with workflow.unsafe.imports_passed_through():
         ActionRequest,
         ActionResult,
         BootRequest,
+        ConditionsUpdate,
         CordonResult,
         Finding,
         NodeBoot,
@@ -60,6 +61,7 @@ CONFIRM_REBOOT = "confirm-reboot-from-boot-id"  # workflow.patched: runs started
 RELEASE_GPUS = "release-gpu-operands-for-reset"
 DISRUPTION_BUDGET = "disruption-budget-leases"
 HARDWARE_RECORD = "hardware-record-incidents"
+PUBLISH_CONDITIONS = "publish-conditions-on-recovery"
 # Outcomes that count against the GPU: a fault that cleared by itself, or an abort, does not.
 INCIDENT_OUTCOMES = (Outcome.RECOVERED, Outcome.REPLACED, Outcome.NEEDS_HUMAN)
 
@@ -456,6 +458,8 @@ class NodeRemediation:
         await self._release_lease()
         if workflow.patched(HARDWARE_RECORD):
             await self._record_incidents(outcome)
+        if workflow.patched(PUBLISH_CONDITIONS):
+            await self._publish_healthy()
         last = state.attempts[-1] if state.attempts else None
         if last and last.action is Action.RESTORE and last.result is AttemptResult.FAILED:
             detail += "; could not uncordon: the node stays cordoned and marked as remedy's"
@@ -465,6 +469,21 @@ class NodeRemediation:
         return RemediationResult(node=state.node.name, outcome=outcome, detail=detail,
                                  runbook=state.runbook.name if state.runbook else None,
                                  attempts=state.attempts)
+
+    async def _publish_healthy(self) -> None:
+        """A verified-clean probe ended the ladder: say so in the node's conditions now, not at
+        the agent's next round, or the fleet scan would start a second ladder on the old ones."""
+        state = self._state
+        probe = state.last_probe
+        if probe is None or not probe.healthy:
+            return
+        try:
+            await workflow.execute_activity(
+                "publish_conditions", ConditionsUpdate(node=state.node, report=probe),
+                start_to_close_timeout=timedelta(seconds=30), retry_policy=QUICK_RETRY,
+                summary=f"conditions of {state.node.name}: healthy")
+        except ActivityError as err:  # the agent's next round publishes them anyway
+            workflow.logger.warning("could not publish conditions: %s", err)
 
     async def _record_incidents(self, outcome: Outcome) -> None:
         """Count a platform fault against every GPU serial it named (repeat offenders)."""

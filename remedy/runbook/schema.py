@@ -60,6 +60,9 @@ class Rung(Strict):
         return self.action not in (Action.CORDON, Action.DRAIN, Action.REPLACE)
 
 
+FROM_CONDITION = "condition"  # the check of a finding the fleet scan rebuilt from a condition
+
+
 class Match(Strict):
     """A finding matches when every non-empty list contains its value."""
 
@@ -69,9 +72,16 @@ class Match(Strict):
     severities: list[Severity] = []
 
     def matches(self, finding: Finding) -> bool:
+        if finding.check == FROM_CONDITION:
+            # Rebuilt from a node condition, which keeps the reason (and Xid) but not the
+            # check: match on those alone, and never on a check name alone.
+            return bool(self.reasons or self.xids) and self._matches_beyond_check(finding)
+        return (not self.checks or finding.check in self.checks) and \
+            self._matches_beyond_check(finding)
+
+    def _matches_beyond_check(self, finding: Finding) -> bool:
         return (
-            (not self.checks or finding.check in self.checks)
-            and (not self.xids or finding.xid in self.xids)
+            (not self.xids or finding.xid in self.xids)
             and (not self.reasons or finding.reason in self.reasons)
             and (not self.severities or finding.severity in self.severities)
         )

@@ -132,6 +132,7 @@ class SimFleet:
         self.nodes: dict[str, SimNode] = {}
         self.actions: list[tuple[str, str]] = []  # (node, action): what was done, in order
         self.broken: dict[str, RemedyError] = {}  # action → the error it raises (tests)
+        self.serials: list[str] = []  # every GPU serial ever installed, replacements included
         for i in range(nodes):
             name = f"{name_prefix}-{i:03d}"
             self.nodes[name] = self._provision(name, pool, generation=0)
@@ -140,6 +141,7 @@ class SimFleet:
     def _provision(self, name: str, pool: str, generation: int) -> SimNode:
         gpus = [SimGpu(index=g, serial=_serial(pool, name, generation, g),
                        uuid=f"GPU-{name}-{generation}-{g}") for g in range(self.gpus_per_node)]
+        self.serials += [g.serial for g in gpus]
         pods = [SimPod("nvidia-device-plugin", uses_gpus=False, daemonset=True),
                 SimPod("dcgm-exporter", uses_gpus=False, daemonset=True),
                 SimPod(f"train-{name}", uses_gpus=True)]

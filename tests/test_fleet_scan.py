@@ -1,0 +1,129 @@
+"""The fleet scan on a real Temporal Schedule (dev server): it starts a remediation for a node
+whose condition went bad while no agent signalled, admits a new node, and summarises the fleet."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from datetime import UTC, datetime, timedelta
+
+from temporalio.client import Client, ScheduleOverlapPolicy, WorkflowExecutionStatus
+from temporalio.service import RPCError
+from temporalio.testing import WorkflowEnvironment
+
+from remedy.admission import AdmissionPolicy
+from remedy.conditions import NodeCondition, conditions_from
+from remedy.fleet import (
+    FleetSummary,
+    NodeFacts,
+    NodeStatus,
+    OpenWork,
+    ScanInput,
+    finding_from_condition,
+    plan_scan,
+    summarise,
+)
+from remedy.names import admission_workflow_id, remediation_workflow_id
+from remedy.probe import probe_node
+from remedy.remediation import Outcome, RemediationResult
+from remedy.runbook import RunbookSet
+from remedy.sim import SimFleet
+from tests.conftest import running_workers
+from workers.schedules import ensure_fleet_scan
+
+
+async def closed(client: Client, workflow_id: str, within_s: float = 30) -> None:
+    """Wait (real time: the dev server does not skip) until the workflow has completed."""
+    for _ in range(int(within_s * 10)):
+        try:
+            status = (await client.get_workflow_handle(workflow_id).describe()).status
+        except RPCError:
+            status = None  # not started yet
+        if status is WorkflowExecutionStatus.COMPLETED:
+            return
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"{workflow_id} did not complete within {within_s}s")
+
+
+def _problem(reason: str = "Xid48") -> NodeCondition:
+    now = datetime(2026, 11, 1, tzinfo=UTC)
+    return NodeCondition(type="GpuProblem", status="True", reason=reason, message="x",
+                         last_heartbeat_time=now, last_transition_time=now)
+
+
+def test_plan_remediates_unowned_problems_and_admits_new_nodes_once() -> None:
+    nodes = [
+        NodeFacts(name="ok", pool="a"),
+        NodeFacts(name="sick", pool="a", problems=[_problem()]),
+        NodeFacts(name="sick-busy", pool="a", problems=[_problem()]),
+        NodeFacts(name="held", pool="a", problems=[_problem()], unschedulable=True,
+                  cordoned_by_remedy=True),  # a ladder ran out: a human's, not a new ladder
+        NodeFacts(name="new", pool="b", awaiting_admission=True),
+        NodeFacts(name="new-busy", pool="b", awaiting_admission=True),
+        NodeFacts(name="turned-away", pool="b", awaiting_admission=True, rejected="bad GPU"),
+        NodeFacts(name="theirs", pool="b", unschedulable=True),
+        NodeFacts(name="opted-out", pool="b", managed=False, problems=[_problem()]),
+    ]
+    work = OpenWork(remediating=["sick-busy"], admitting=["new-busy"])
+    plan = plan_scan(nodes, work)
+    assert [n.name for n in plan.remediate] == ["sick"]
+    assert [n.name for n in plan.admit] == ["new"]
+    summary = summarise(nodes, work, datetime(2026, 11, 1, tzinfo=UTC))
+    a, b = summary.pools
+    assert (a.pool, a.nodes, a.count(NodeStatus.HEALTHY), a.count(NodeStatus.UNHEALTHY),
+            a.count(NodeStatus.IN_REMEDIATION), a.count(NodeStatus.NEEDS_HUMAN)) == (
+        "a", 4, 1, 1, 1, 1)
+    assert (b.count(NodeStatus.ADMITTING), b.count(NodeStatus.REJECTED),
+            b.count(NodeStatus.CORDONED), b.count(NodeStatus.UNMANAGED)) == (2, 1, 1, 1)
+
+
+def test_a_condition_reason_naming_an_xid_becomes_a_finding_with_that_xid() -> None:
+    assert finding_from_condition("n", _problem("Xid79")).xid == 79
+    assert finding_from_condition("n", _problem("NicDown")).xid is None
+
+
+async def test_scan_remediates_a_silent_bad_condition_and_admits_a_new_node(
+        dev_env: WorkflowEnvironment, shipped_runbooks: RunbookSet) -> None:
+    client = dev_env.client
+    fleet = SimFleet(nodes=4, pool=f"pool-{uuid.uuid4().hex[:8]}",
+                     name_prefix=f"scan-{uuid.uuid4().hex[:6]}")
+    sick, healthy = sorted(fleet.nodes)[:2]
+    newcomer = f"{fleet.node(sick).name}-new"
+    # The GPU fails and the condition says so, but no agent ever signals remedy.
+    fleet.inject(sick, "ecc_dbe", gpu=3)
+    host = fleet.host(sick)
+    report = probe_node(sick, host.nvml(), host.probe_config)
+    fleet.cluster.set_conditions(sick, conditions_from(report, [], datetime.now(UTC)))
+    fleet.join(newcomer)
+    schedule_id = f"scan-{uuid.uuid4().hex[:8]}"
+    # Real time on the dev server: the runbooks' minutes become milliseconds.
+    fast = RunbookSet(r.scaled(3600) for r in shipped_runbooks)
+    async with running_workers(client, fleet, runbooks=fast) as queues:
+        await ensure_fleet_scan(client, timedelta(seconds=2), queues.controller, ScanInput(
+            node_task_queue=queues.agents, admission=AdmissionPolicy(gap=timedelta(seconds=1))),
+            schedule_id=schedule_id)
+        schedule = client.get_schedule_handle(schedule_id)
+        try:
+            await closed(client, remediation_workflow_id(sick))
+            await closed(client, admission_workflow_id(newcomer))
+            ladder = await client.get_workflow_handle(
+                remediation_workflow_id(sick), result_type=RemediationResult).result()
+            await asyncio.sleep(4.5)  # two more scans: the recovered node is left alone
+            description = await schedule.describe()
+            last = description.info.recent_actions[-1].action
+            summary = await client.get_workflow_handle(
+                last.workflow_id, run_id=last.first_execution_run_id,
+                result_type=FleetSummary).result()
+        finally:
+            await schedule.delete()
+    assert ladder.outcome is Outcome.RECOVERED and ladder.runbook == "gpu-memory-ecc", ladder
+    assert ("cordon" in [a for n, a in fleet.actions if n == sick]
+            and (sick, "reset_gpu") in fleet.actions)
+    assert [c.status for c in fleet.cluster.conditions(sick)] == ["False", "False"]
+    assert fleet.node(newcomer).validated_serials and not fleet.node(newcomer).awaiting_admission
+    assert description.schedule.policy.overlap is ScheduleOverlapPolicy.SKIP
+    assert summary.started_remediations == [] and summary.started_admissions == []
+    [pool] = summary.pools
+    assert pool.nodes == 5 and pool.count(NodeStatus.HEALTHY) == 5, pool
+    assert healthy not in [n for n, _ in fleet.actions]
+    assert "| pool | nodes |" in summary.markdown()
