@@ -4,14 +4,18 @@ whose condition went bad while no agent signalled, admits a new node, and summar
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import json
 import uuid
 from datetime import UTC, datetime, timedelta
 
 from temporalio.client import Client, ScheduleOverlapPolicy, WorkflowExecutionStatus
 from temporalio.service import RPCError
 from temporalio.testing import WorkflowEnvironment
+from typer.testing import CliRunner
 
 from remedy.admission import AdmissionPolicy
+from remedy.budget import BudgetPolicy
 from remedy.conditions import NodeCondition, conditions_from
 from remedy.fleet import (
     FleetSummary,
@@ -23,13 +27,16 @@ from remedy.fleet import (
     plan_scan,
     summarise,
 )
-from remedy.names import admission_workflow_id, remediation_workflow_id
+from remedy.names import admission_workflow_id, budget_workflow_id, remediation_workflow_id
 from remedy.probe import probe_node
 from remedy.remediation import Outcome, RemediationResult
 from remedy.runbook import RunbookSet
 from remedy.sim import SimFleet
 from tests.conftest import running_workers
+from tests.ladder import report
+from workers.cli import app
 from workers.schedules import ensure_fleet_scan
+from workflows.disruption_budget import DisruptionBudget
 
 
 async def closed(client: Client, workflow_id: str, within_s: float = 30) -> None:
@@ -127,3 +134,58 @@ async def test_scan_remediates_a_silent_bad_condition_and_admits_a_new_node(
     assert pool.nodes == 5 and pool.count(NodeStatus.HEALTHY) == 5, pool
     assert healthy not in [n for n, _ in fleet.actions]
     assert "| pool | nodes |" in summary.markdown()
+
+
+async def test_remedy_status_shows_the_tripped_breaker_and_resume_pool_closes_it(
+        dev_env: WorkflowEnvironment, shipped_runbooks: RunbookSet) -> None:
+    client = dev_env.client
+    address = client.service_client.config.target_host
+    fleet = SimFleet(nodes=10, pool=f"pool-{uuid.uuid4().hex[:8]}",
+                     name_prefix=f"storm-{uuid.uuid4().hex[:6]}")
+    sick = sorted(fleet.nodes)[:3]  # 30 % of the pool at once: a storm
+    policy = BudgetPolicy(max_disruption="50%", storm_share=0.2, storm_window=timedelta(hours=1))
+    schedule_id = f"scan-{uuid.uuid4().hex[:8]}"
+    runner = CliRunner()
+    async with running_workers(client, fleet, policy=policy) as queues:
+        for name in sick:
+            finding = fleet.inject(name, "ecc_dbe", gpu=0)
+            await report(client, queues, finding, shipped_runbooks.match(finding))
+        budget = client.get_workflow_handle_for(DisruptionBudget.run,
+                                                budget_workflow_id(queues.pool))
+        for _ in range(100):  # the budget starts with the first cordoned node's report
+            with contextlib.suppress(RPCError):
+                if (await budget.query(DisruptionBudget.state)).tripped:
+                    break
+            await asyncio.sleep(0.1)
+        await ensure_fleet_scan(client, timedelta(seconds=1), queues.controller,
+                                ScanInput(node_task_queue=queues.agents), schedule_id=schedule_id)
+        try:
+            shown = None
+            for _ in range(100):  # until a scan has completed
+                shown = await asyncio.to_thread(runner.invoke, app, [
+                    "status", "--address", address, "--schedule", schedule_id, "--json"])
+                if shown.exit_code != 2:
+                    break
+                await asyncio.sleep(0.1)
+            text = await asyncio.to_thread(runner.invoke, app, [
+                "status", "--address", address, "--schedule", schedule_id])
+            resumed = await asyncio.to_thread(runner.invoke, app, [
+                "resume-pool", queues.pool, "--address", address, "--by", "alice"])
+            state = await budget.query(DisruptionBudget.state)
+        finally:
+            await client.get_schedule_handle(schedule_id).delete()
+    assert shown is not None and shown.exit_code == 3, shown.output  # 3: a breaker is tripped
+    [pool] = json.loads(shown.output)["pools"]
+    assert pool["budget"]["tripped"] and "3 of 10 nodes unhealthy" in pool["budget"][
+        "breaker_note"]
+    assert pool["summary"]["nodes"] == 10
+    assert pool["summary"]["counts"]["in_remediation"] == 3
+    assert text.exit_code == 3 and f"ALERT pool {queues.pool}" in text.output
+    assert "TRIPPED" in text.output and "remedy resume-pool" in text.output
+    assert resumed.exit_code == 0 and not state.tripped and "alice" in state.breaker_note
+
+
+def test_remedy_status_without_a_scan_says_so_with_exit_2(dev_env: WorkflowEnvironment) -> None:
+    address = dev_env.client.service_client.config.target_host
+    result = CliRunner().invoke(app, ["status", "--address", address, "--schedule", "nope"])
+    assert result.exit_code == 2 and "no fleet-scan schedule 'nope'" in result.output

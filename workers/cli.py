@@ -10,10 +10,11 @@ import sys
 from collections.abc import Callable, Coroutine
 from datetime import timedelta
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from pydantic import ValidationError
+from temporalio.service import RPCError
 
 from remedy.gpu import real_nvml
 from remedy.local_host import LocalHost, boot_time
@@ -24,6 +25,9 @@ from remedy.runbook import RunbookError, RunbookSet, load_runbooks
 from remedy.sim import FAULTS, SimFleet
 from remedy.xid import parse_kernel_log
 from remedy.xid.tail import KernelLogTail
+
+if TYPE_CHECKING:
+    from workers.status import FleetStatus
 
 app = typer.Typer(help="remedy keeps GPU fleets healthy.", no_args_is_help=True,
                   pretty_exceptions_enable=False)
@@ -266,6 +270,61 @@ def demo(
         raise typer.Exit(1) from None
     except KeyboardInterrupt:
         pass
+
+
+ADDRESS_HELP = "Temporal server host:port."
+
+
+@app.command()
+def status(
+    address: Annotated[str, typer.Option(help=ADDRESS_HELP)] = "localhost:7233",
+    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+    schedule: Annotated[str, typer.Option(help="The fleet-scan schedule id.")]
+    = "remedy-fleet-scan",
+) -> None:
+    """The fleet per pool: node states from the latest fleet scan, disruption leases and the
+    storm breaker. Exit 0: shown; 3: a pool's storm breaker is tripped; 2: nothing to show."""
+    from workers.client import connect
+    from workers.status import NoScanYet, fleet_status, render
+
+    async def read() -> FleetStatus:
+        return await fleet_status(await connect(address), schedule)
+
+    try:
+        shown = asyncio.run(read())
+    except (NoScanYet, RuntimeError, OSError) as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+    if as_json:
+        typer.echo(shown.model_dump_json(indent=2))
+    else:
+        typer.echo("\n".join(render(shown)))
+    raise typer.Exit(3 if shown.breaker_tripped else 0)
+
+
+@app.command("resume-pool")
+def resume_pool(
+    pool: Annotated[str, typer.Argument(help="The node pool whose breaker to reset.")],
+    address: Annotated[str, typer.Option(help=ADDRESS_HELP)] = "localhost:7233",
+    by: Annotated[str, typer.Option(help="Who resumes (recorded).")] = os.environ.get(
+        "USER", "operator"),
+) -> None:
+    """Close a pool's storm breaker: disruptive work resumes within the budget."""
+    from remedy.budget import ResumeRequest
+    from remedy.names import budget_workflow_id
+    from workers.client import connect
+
+    async def send() -> None:
+        client = await connect(address)
+        await client.get_workflow_handle(budget_workflow_id(pool)).signal(
+            "resume", ResumeRequest(by=by))
+
+    try:
+        asyncio.run(send())
+    except RPCError as exc:
+        typer.echo(f"error: pool {pool}: {exc}", err=True)
+        raise typer.Exit(2) from None
+    typer.echo(f"pool {pool}: resume sent by {by}")
 
 
 def _runbooks_or_exit(folder: Path) -> RunbookSet:
