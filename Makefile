@@ -25,6 +25,7 @@ test: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python bench/probe_bench.py
+	$(BIN)/python bench/budget_bench.py
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

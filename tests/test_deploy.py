@@ -13,7 +13,7 @@ import pytest
 import yaml
 from kubernetes import client as k8s
 
-from adapters.kubernetes_cluster import KubernetesCluster, ReplaceProvider
+from adapters.kubernetes_cluster import ADMISSION_TAINT, TAINT, KubernetesCluster, ReplaceProvider
 from remedy.cluster import CordonOwner
 from remedy.conditions import NodeCondition
 from tests.conftest import ROOT
@@ -72,6 +72,11 @@ def controller_scenario(cluster: KubernetesCluster) -> None:
     cluster.return_gpus("n1")
     cluster.node_boot("n1")
     cluster.pool_size("gpu")
+    cluster.nodes()  # the fleet scan
+    cluster.hold_for_admission("n2")
+    cluster.admit("n2", ["SN1"])
+    cluster.reject("n2", "failed")
+    cluster.set_conditions("n1", cluster.conditions("n1"))  # healthy after a verified ladder
     cluster.replace("n1")  # Karpenter: list and delete the NodeClaim
     cluster.replace_provider = ReplaceProvider.PLAIN
     cluster.replace("n1")  # plain: delete the Node
@@ -133,11 +138,12 @@ def test_manifests_parse_and_reference_each_other() -> None:
         assert spec["template"]["spec"]["containers"][0]["resources"]["limits"]["memory"]
 
 
-def test_agent_runs_on_gpu_nodes_only_and_tolerates_remedys_own_taint() -> None:
+def test_agent_runs_on_gpu_nodes_only_and_tolerates_remedys_own_taints() -> None:
     agent = by_kind("DaemonSet")["remedy-agent"]["spec"]["template"]["spec"]
     assert agent["nodeSelector"] == {"nvidia.com/gpu.present": "true"}
-    assert {t["key"] for t in agent["tolerations"]} >= {"nvidia.com/gpu",
-                                                         "remedy.io/remediating"}
+    # A cordoned node still needs its agent, and a new node needs it for admission.
+    assert {t["key"] for t in agent["tolerations"]} >= {"nvidia.com/gpu", TAINT["key"],
+                                                         ADMISSION_TAINT["key"]}
     args = agent["containers"][0]["args"]
     assert "--allow-reset" not in args and "--allow-reboot" not in args  # off by default
 

@@ -122,3 +122,27 @@ async def test_storm_breaker_trips_holds_disruption_keeps_cordoning_and_resumes(
         after = await budget_state(time_env.client, queues.pool)
     assert [r.outcome for r in results] == [Outcome.RECOVERED] * 3
     assert not after.tripped and "sre-on-call" in after.breaker_note
+
+
+async def test_a_new_run_for_a_node_whose_old_run_was_terminated_gets_its_lease(
+        time_env: WorkflowEnvironment) -> None:
+    fleet = SimFleet(nodes=2, pool=f"pool-{uuid.uuid4().hex[:8]}")
+    node = sorted(fleet.nodes)[0]
+    runbook = Runbook(name="hold", match=Match(xids=[48]), ladder=[
+        Rung(action=Action.DRAIN), Rung(action=Action.RESET_GPU, approval="required")])
+    policy = BudgetPolicy(max_disruption="1", storm_share=1.0)
+    async with running_workers(time_env.client, fleet, policy=policy) as queues:
+        old = await report(time_env.client, queues, fleet.inject(node, "ecc_dbe"), runbook)
+        await wait_for_phase(time_env, old, Phase.AWAITING_APPROVAL)  # holds the only lease
+        await old.terminate("operator killed it")  # its lease is not released
+        new: Handle = await report(time_env.client, queues, fleet.inject(node, "ecc_dbe"),
+                                   runbook)
+        # Same node, same holder id: the budget hands the node's lease to the run that asks,
+        # at once, instead of waiting on a grant that went to the dead run.
+        state = await wait_for_phase(time_env, new, Phase.AWAITING_APPROVAL,
+                                     step=timedelta(seconds=1), steps=20)
+        budget = await budget_state(time_env.client, queues.pool)
+        await new.signal("approve", ApproveRequest(by="test"))
+        assert (await new.result()).outcome is Outcome.RECOVERED
+    assert state.lease_granted_at is not None
+    assert [h.node for h in budget.holders] == [node] and budget.reclaimed == 0

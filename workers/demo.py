@@ -4,27 +4,33 @@ simulated GPU fleet whose faults start real NodeRemediation ladders at a visible
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import signal
 import socket
 from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from datetime import timedelta
 from pathlib import Path
 
 from temporalio import workflow as temporal_workflow
 from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.service import RPCError
 
+from remedy.admission import AdmissionPolicy
 from remedy.budget import BudgetPolicy
+from remedy.fleet import ScanInput
 from remedy.models import NodeRef
-from remedy.names import CONTROLLER_TASK_QUEUE, SIM_AGENTS_TASK_QUEUE
+from remedy.names import CONTROLLER_TASK_QUEUE, FLEET_SCAN_SCHEDULE, SIM_AGENTS_TASK_QUEUE
 from remedy.remediation import FindingReport, RemediationState
 from remedy.runbook import RunbookSet, load_runbooks
 from remedy.sim import SimFleet
 from workers.client import connect, report_finding
 from workers.controller import controller_worker, node_agent_worker
 from workers.dev_server import dev_server
+from workers.schedules import ensure_fleet_scan
+from workers.status import NoScanYet, fleet_status, render
 from workflows.node_remediation import NodeRemediation
 
 # Odds of each simulated fault, loosely after the Llama 3 interruption table: faulty GPUs and
@@ -32,6 +38,7 @@ from workflows.node_remediation import NodeRemediation
 FAULT_WEIGHTS = {"ecc_dbe": 0.25, "gpu_lost": 0.2, "mcu_halt": 0.15, "thermal_transient": 0.15,
                  "app_xid": 0.15, "remap_failure": 0.1}
 STATUS_EVERY_S = 5.0
+SCAN_EVERY = timedelta(seconds=5)
 
 
 class PortInUse(Exception):
@@ -51,6 +58,14 @@ class DemoConfig:
     pool: str = "default"
     task_queue: str = CONTROLLER_TASK_QUEUE
     agents_task_queue: str = SIM_AGENTS_TASK_QUEUE
+    joining_nodes: int = 1  # new nodes that join mid-demo and go through admission
+
+    @property
+    def scan_schedule(self) -> str:
+        """One schedule per controller queue, so two demos on one server stay apart."""
+        if self.task_queue == CONTROLLER_TASK_QUEUE:
+            return FLEET_SCAN_SCHEDULE
+        return f"{FLEET_SCAN_SCHEDULE}-{self.task_queue}"
 
 
 @dataclass
@@ -118,17 +133,29 @@ async def run_demo(client: Client, config: DemoConfig, runbooks: RunbookSet | No
          f"{config.fault_every_s:g}s, runbook time {config.speedup:g}× faster")
     with ThreadPoolExecutor(max_workers=16) as executor:
         async with (controller_worker(client, fleet.cluster, executor, config.task_queue,
-                                      _demo_policy(config)),
+                                      _demo_policy(config), runbooks),
                     node_agent_worker(client, fleet.host, executor, config.agents_task_queue)):
+            await ensure_fleet_scan(client, SCAN_EVERY, config.task_queue, ScanInput(
+                node_task_queue=config.agents_task_queue,
+                admission=AdmissionPolicy(gap=AdmissionPolicy().gap / config.speedup)),
+                schedule_id=config.scan_schedule)
+            echo(f"Fleet scan       every {SCAN_EVERY.seconds}s (schedule {config.scan_schedule})")
             try:
                 await _inject_until_done(client, config, fleet, runbooks, summary, echo)
             except asyncio.CancelledError:
                 echo("stopping…")
             try:
                 await _summarise(client, summary)
+                fleet_lines = render(await fleet_status(client, config.scan_schedule))
+            except NoScanYet:
+                fleet_lines = ["no fleet scan completed yet"]
             except RPCError as exc:
                 echo(f"could not read the outcomes from Temporal: {exc}")
-    for line in summary.lines():
+                fleet_lines = []
+            finally:  # scans must not pile up on a queue nobody serves once the demo ends
+                with contextlib.suppress(RPCError):
+                    await client.get_schedule_handle(config.scan_schedule).delete()
+    for line in [*summary.lines(), "", *fleet_lines]:
         echo(line)
     return summary
 
@@ -139,6 +166,7 @@ async def _inject_until_done(client: Client, config: DemoConfig, fleet: SimFleet
     loop = asyncio.get_running_loop()
     start = loop.time()
     next_status = start + STATUS_EVERY_S
+    joined = 0
     while config.duration_s is None or loop.time() - start < config.duration_s:
         finding = fleet.inject_random(FAULT_WEIGHTS)
         runbook = runbooks.match(finding)
@@ -154,6 +182,10 @@ async def _inject_until_done(client: Client, config: DemoConfig, fleet: SimFleet
             echo(f"  fault  {finding.node}: {finding.headline()} → {runbook.name}")
         if loop.time() >= next_status:
             next_status += STATUS_EVERY_S
+            if joined < config.joining_nodes:  # new hardware arrives: admission validates it
+                new = fleet.join(f"{config.node_prefix}-new-{joined:03d}")
+                joined += 1
+                echo(f"  join   {new.name}: behind the admission taint until it passes twice")
             await _summarise(client, summary)
             states = ", ".join(f"{k} {v}" for k, v in sorted(summary.outcomes.items()))
             echo(f"[{loop.time() - start:5.0f}s] {states}")

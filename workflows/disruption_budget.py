@@ -9,6 +9,7 @@ while too much of the pool is unhealthy within the window; cordons go on regardl
 
 from __future__ import annotations
 
+import asyncio
 from datetime import timedelta
 
 from temporalio import workflow
@@ -26,6 +27,9 @@ with workflow.unsafe.imports_passed_through():
     )
     from remedy.names import DISRUPTION_BUDGET_WORKFLOW
 
+GRANTS_TOGETHER = "grant-signals-together"  # workflow.patched: runs before it sent one by one
+REGRANT = "regrant-to-a-new-run-of-the-holder"
+
 
 @workflow.defn(name=DISRUPTION_BUDGET_WORKFLOW)
 class DisruptionBudget:
@@ -33,14 +37,19 @@ class DisruptionBudget:
     def __init__(self, state: BudgetState) -> None:
         self._state = state
         self._changed = True
+        self._regrant: list[LeaseRequest] = []
 
     # -- messages --------------------------------------------------------------------------
     @workflow.signal(name="request")
     def request(self, req: LeaseRequest) -> None:
         state = self._state
         state.pool_size, state.policy = req.pool_size, req.policy
-        known = {lease.holder for lease in state.holders} | {w.holder for w in state.waiting}
-        if req.holder not in known:
+        if any(lease.holder == req.holder for lease in state.holders):
+            # The holder asks again: a new run for the same node (the last one was terminated
+            # before it released) or a retried request. The node still holds its one lease;
+            # tell the run that asks, or it would wait for a grant that went to the old run.
+            self._regrant.append(req)
+        elif all(w.holder != req.holder for w in state.waiting):
             state.waiting.append(req)
         self._changed = True
 
@@ -83,6 +92,9 @@ class DisruptionBudget:
             self._changed = False
             self._check_breaker()
             await self._grant()
+            if self._regrant and workflow.patched(REGRANT):
+                regrant, self._regrant = self._regrant, []
+                await asyncio.gather(*(self._tell(req) for req in regrant))
             if workflow.info().is_continue_as_new_suggested():
                 await workflow.wait_condition(workflow.all_handlers_finished)
                 workflow.continue_as_new(self._state)
@@ -120,16 +132,28 @@ class DisruptionBudget:
 
     async def _grant(self) -> None:
         state = self._state
+        granted: list[LeaseRequest] = []
         while not state.tripped and state.waiting and len(state.holders) < state.allowed:
             req = state.waiting.pop(0)  # first come, first served
             state.holders.append(Lease(holder=req.holder, node=req.node,
                                        granted_at=workflow.now()))
             state.grants += 1
-            try:
-                await workflow.get_external_workflow_handle(req.holder).signal(
-                    "lease_granted", state.pool)
-            except Exception:  # noqa: BLE001 - the holder is gone: its lease is free again
-                state.holders = [h for h in state.holders if h.holder != req.holder]
+            granted.append(req)
+        if not workflow.patched(GRANTS_TOGETHER):
+            for req in granted:  # one workflow task per grant: slow under a burst
+                await self._tell(req)
+            return
+        # Every grant's signal in one workflow task: a burst of 1,000 requests is served in
+        # a few round trips, not one per node.
+        await asyncio.gather(*(self._tell(req) for req in granted))
+
+    async def _tell(self, req: LeaseRequest) -> None:
+        try:
+            await workflow.get_external_workflow_handle(req.holder).signal(
+                "lease_granted", self._state.pool)
+        except Exception:  # noqa: BLE001 - the holder is gone: its lease is free again
+            self._state.holders = [h for h in self._state.holders if h.holder != req.holder]
+            self._changed = True
 
     async def _reclaim(self) -> None:
         """Free the leases of holders whose workflows closed without releasing them."""
