@@ -24,7 +24,7 @@ from pathlib import Path
 
 from temporalio.client import Client
 
-from remedy.budget import BudgetPolicy
+from remedy.budget import BudgetPolicy, peak_concurrency
 from remedy.models import Action, Finding, NodeRef, Severity
 from remedy.remediation import FindingReport, Outcome, RemediationState
 from remedy.runbook import Match, Runbook, Rung
@@ -61,15 +61,6 @@ def pct(values: list[float], q: float) -> float:
         return float("nan")
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
-
-
-def peak(intervals: list[tuple[datetime, datetime]]) -> int:
-    edges = sorted([(a, 1) for a, _ in intervals] + [(b, -1) for _, b in intervals])
-    held = top = 0
-    for _, step in edges:
-        held += step
-        top = max(top, held)
-    return top
 
 
 async def one_run(client: Client, name: str, nodes: int, budget: str) -> Run:
@@ -114,7 +105,7 @@ async def one_run(client: Client, name: str, nodes: int, budget: str) -> Run:
     return Run(name=name, nodes=nodes, budget=budget if name != "baseline" else "-",
                wall_s=wall, ladders_s=ladders, lease_waits_s=waits,
                grants_per_s=len(grants) / span if span else None,
-               peak_holders=peak(holders),  # type: ignore[arg-type]
+               peak_holders=peak_concurrency(holders),  # type: ignore[arg-type]
                outcomes={r.outcome for r in results})
 
 

@@ -112,3 +112,13 @@ class BudgetState(BaseModel):
     def forget_old_reports(self, now: datetime) -> None:
         cutoff = now - self.policy.storm_window
         self.unhealthy = {n: t for n, t in self.unhealthy.items() if t >= cutoff}
+
+
+def peak_concurrency(intervals: list[tuple[datetime, datetime]]) -> int:
+    """The most intervals (lease granted → released) that overlap at any moment."""
+    edges = sorted([(start, 1) for start, _ in intervals] + [(end, -1) for _, end in intervals])
+    held = peak = 0
+    for _, step in edges:
+        held += step
+        peak = max(peak, held)
+    return peak

@@ -131,6 +131,9 @@ def test_cli_bad_input_is_one_clear_line_not_a_traceback(tmp_path: Path) -> None
         (["xid", "parse", str(tmp_path / "missing.log")], 2, "cannot read"),
         (["agent", "--node", "n1", "--runbooks", str(broken)], 1,
          f"{broken / 'a.yaml'}:1: match: required field is missing"),
+        (["controller", "--runbooks", str(broken)], 1, "match: required field is missing"),
+        (["controller", "--max-disruption", "two"], 2, "--max-disruption: 'two' is not"),
+        (["controller", "--blocklist-incidents", "0"], 2, "--blocklist-incidents: "),
     ]
     for args, code, message in cases:
         result = CliRunner().invoke(app, args)

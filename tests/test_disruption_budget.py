@@ -4,13 +4,20 @@ time-skipping server."""
 from __future__ import annotations
 
 import uuid
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
-from remedy.budget import BudgetPolicy, BudgetState, ResumeRequest, allowed_disruptions, storm
+from remedy.budget import (
+    BudgetPolicy,
+    BudgetState,
+    ResumeRequest,
+    allowed_disruptions,
+    peak_concurrency,
+    storm,
+)
 from remedy.models import Action
 from remedy.names import budget_workflow_id
 from remedy.remediation import ApproveRequest, Outcome, Phase
@@ -40,14 +47,11 @@ def test_storm_needs_a_share_and_a_minimum() -> None:
     assert not storm(1, 4, 0.2)  # one bad node in a small pool is a fault, not a storm
 
 
-def most_at_once(intervals: list[tuple[datetime, datetime]]) -> int:
-    """The largest number of intervals that overlap at any moment."""
-    edges = sorted([(start, 1) for start, _ in intervals] + [(end, -1) for _, end in intervals])
-    held = peak = 0
-    for _, step in edges:
-        held += step
-        peak = max(peak, held)
-    return peak
+def test_peak_concurrency_counts_overlapping_leases_only() -> None:
+    t = [datetime(2026, 11, 1, hour=h, tzinfo=UTC) for h in range(6)]
+    assert peak_concurrency([(t[0], t[2]), (t[1], t[3]), (t[3], t[4])]) == 2
+    assert peak_concurrency([(t[0], t[1]), (t[2], t[3])]) == 1
+    assert peak_concurrency([]) == 0
 
 
 async def budget_state(client: Client, pool: str) -> BudgetState:
@@ -69,7 +73,7 @@ async def test_budget_of_two_never_lets_more_than_two_nodes_be_disrupted(
     assert [r.outcome for r in results] == [Outcome.RECOVERED] * 10
     leases = [(s.lease_granted_at, s.lease_released_at) for s in states]
     assert all(granted and released for granted, released in leases)
-    assert most_at_once(leases) == 2  # type: ignore[arg-type]
+    assert peak_concurrency(leases) == 2  # type: ignore[arg-type]
     assert budget.grants == 10 and budget.holders == [] and budget.waiting == []
     drains = [a for n, a in fleet.actions if a == "drain"]
     assert len(drains) == 10

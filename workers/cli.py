@@ -216,6 +216,8 @@ def controller(
     except ValidationError as exc:
         for error in exc.errors():
             field = ".".join(str(part) for part in error["loc"])
+            field = {"max_incidents": "blocklist_incidents", "window": "blocklist_days"}.get(
+                field, field)  # the policy's field → the flag that set it
             typer.echo(f"error: --{field.replace('_', '-')}: "
                        f"{error['msg'].removeprefix('Value error, ')}", err=True)
         raise typer.Exit(2) from None
