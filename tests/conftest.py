@@ -3,7 +3,6 @@ queues per test, and the simulated fleet behind the real activities."""
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import uuid
 from collections.abc import AsyncIterator
@@ -11,11 +10,9 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import pytest
-from temporalio.api.enums.v1 import EventType
-from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle
+from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.service import RPCError
 from temporalio.testing import WorkflowEnvironment
@@ -37,8 +34,11 @@ from workers.controller import controller_worker, node_agent_worker
 ROOT = Path(__file__).resolve().parent.parent
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture
 async def time_env() -> AsyncIterator[WorkflowEnvironment]:
+    """A fresh time-skipping server per test (it starts in ~0.1 s): one test's leftover work
+    (a closed workflow's activity still pending) stops that server's clock from skipping, and
+    must not stall every later test."""
     env = await WorkflowEnvironment.start_time_skipping(
         data_converter=pydantic_data_converter,
         test_server_existing_path=installed_binary("temporal-test-server"),
@@ -109,45 +109,18 @@ async def running_workers(client: Client, fleet: SimFleet, agents: bool = True,
             try:
                 yield queues
             finally:
-                # While the workers still run: an activity cut off by a stopping worker
-                # would hold the time-skipping server's clock until its timeout.
                 await _end_leftovers(client, pool, fleet)
 
 
 async def _end_leftovers(client: Client, pool: str, fleet: SimFleet) -> None:
     """The pool's budget, the GPUs' hardware records, and any ladder or admission a test left
-    waiting outlive the test; their timers and pending tasks must not sit on the shared server
-    once this test's worker is gone (the time-skipping server stops skipping time for them)."""
+    waiting would outlive the test on the shared dev server."""
     # Ladders first: one still running could signal-with-start a budget or record again.
     ids = [*(f(n) for n in sorted(fleet.nodes)
              for f in (admission_workflow_id, remediation_workflow_id)),
            budget_workflow_id(pool), *(hardware_record_workflow_id(s) for s in fleet.serials)]
     for workflow_id in ids:
-        handle = client.get_workflow_handle(workflow_id)
         try:
-            if await _settled(handle):
-                await handle.terminate("test over")
+            await client.get_workflow_handle(workflow_id).terminate("test over")
         except RPCError:
             pass  # never started, or already closed
-
-
-async def _settled(handle: WorkflowHandle[Any, Any], polls: int = 100) -> bool:
-    """Wait (briefly, in real time) until a running workflow has no activity or workflow task
-    in flight. The time-skipping server keeps a closed workflow's scheduled activity or task
-    pending forever, and its clock stops skipping for every later test. False: closed."""
-    for _ in range(polls):
-        description = await handle.describe()
-        if description.status is not WorkflowExecutionStatus.RUNNING:
-            return False
-        # That server's describe leaves pending_workflow_task out: read the history's end.
-        last = [e.event_type async for e in handle.fetch_history_events()][-1]
-        if not description.raw_description.pending_activities and last not in _IN_FLIGHT:
-            return True
-        await asyncio.sleep(0.02)
-    return True
-
-
-_IN_FLIGHT = {EventType.EVENT_TYPE_WORKFLOW_TASK_SCHEDULED,
-              EventType.EVENT_TYPE_WORKFLOW_TASK_STARTED,
-              EventType.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED,
-              EventType.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED}
