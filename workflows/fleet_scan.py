@@ -8,6 +8,7 @@ behind the admission taint gets its admission; and the fleet summary per pool is
 
 from __future__ import annotations
 
+import asyncio
 from datetime import timedelta
 
 from temporalio import workflow
@@ -43,23 +44,23 @@ class FleetScan:
             retry_policy=RETRY, summary="running remediations and admissions")
         plan = plan_scan(nodes, work)
         here = workflow.info().task_queue
-        started_remediations, started_admissions = [], []
-        for node in plan.remediate:
-            await workflow.execute_activity(
-                "remediate_condition", ConditionStart(
-                    node=node, condition=node.problems[0], task_queue=here,
-                    node_task_queue=inp.node_task_queue or node_task_queue(node.name)),
-                result_type=str, start_to_close_timeout=timedelta(seconds=30),
-                retry_policy=RETRY, summary=f"remediate {node.name}: {node.problems[0].reason}")
-            started_remediations.append(node.name)
-        for node in plan.admit if inp.admit_new_nodes else []:
-            await workflow.execute_activity(
-                "start_admission", AdmissionInput(
-                    node=NodeRef(name=node.name, pool=node.pool), policy=inp.admission,
-                    node_task_queue=inp.node_task_queue or node_task_queue(node.name)),
-                result_type=str, start_to_close_timeout=timedelta(seconds=30),
-                retry_policy=RETRY, summary=f"admit {node.name}")
-            started_admissions.append(node.name)
+        # All starts at once: 150 nodes whose agents died should not wait on each other.
+        await asyncio.gather(*(workflow.execute_activity(
+            "remediate_condition", ConditionStart(
+                node=node, condition=node.problems[0], task_queue=here,
+                node_task_queue=inp.node_task_queue or node_task_queue(node.name)),
+            result_type=str, start_to_close_timeout=timedelta(seconds=30),
+            retry_policy=RETRY, summary=f"remediate {node.name}: {node.problems[0].reason}")
+            for node in plan.remediate))
+        admit = plan.admit if inp.admit_new_nodes else []
+        await asyncio.gather(*(workflow.execute_activity(
+            "start_admission", AdmissionInput(
+                node=NodeRef(name=node.name, pool=node.pool), policy=inp.admission,
+                node_task_queue=inp.node_task_queue or node_task_queue(node.name)),
+            result_type=str, start_to_close_timeout=timedelta(seconds=30),
+            retry_policy=RETRY, summary=f"admit {node.name}") for node in admit))
+        started_remediations = [n.name for n in plan.remediate]
+        started_admissions = [n.name for n in admit]
         work = OpenWork(remediating=sorted([*work.remediating, *started_remediations]),
                         admitting=sorted([*work.admitting, *started_admissions]))
         summary = summarise(nodes, work, workflow.now())
