@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 from temporalio.service import RPCError
 
 from remedy.gpu import real_nvml
@@ -304,12 +304,62 @@ def status(
     raise typer.Exit(3 if shown.breaker_tripped else 0)
 
 
+USER = os.environ.get("USER", "operator")
+
+
+def _signal_node(address: str, node: str, signal: str, arg: BaseModel) -> None:
+    """Signal the node's running remediation; exit 2 when it has none."""
+    from remedy.names import remediation_workflow_id
+    from workers.client import connect
+
+    async def send() -> None:
+        client = await connect(address)
+        await client.get_workflow_handle(remediation_workflow_id(node)).signal(signal, arg)
+
+    try:
+        asyncio.run(send())
+    except RPCError as exc:
+        typer.echo(f"error: {node}: no running remediation ({exc})", err=True)
+        raise typer.Exit(2) from None
+
+
+@app.command()
+def approve(
+    node: Annotated[str, typer.Argument(help="The node whose ladder waits for approval.")],
+    address: Annotated[str, typer.Option(help=ADDRESS_HELP)] = "localhost:7233",
+    rung: Annotated[int | None, typer.Option(
+        help="Approve this rung ahead of time (default: the rung waiting now).")] = None,
+    by: Annotated[str, typer.Option(help="Who approves (recorded).")] = USER,
+    note: Annotated[str, typer.Option(help="Why (recorded).")] = "",
+) -> None:
+    """Approve the rung a node's remediation waits for (e.g. a replacement)."""
+    from remedy.remediation import ApproveRequest
+
+    _signal_node(address, node, "approve", ApproveRequest(by=by, rung=rung, note=note))
+    typer.echo(f"{node}: approved by {by}")
+
+
+@app.command()
+def abort(
+    node: Annotated[str, typer.Argument(help="The node whose ladder to stop.")],
+    reason: Annotated[str, typer.Option(help="Why (recorded; required).")],
+    address: Annotated[str, typer.Option(help=ADDRESS_HELP)] = "localhost:7233",
+    restore: Annotated[bool, typer.Option(
+        help="Also undo remedy's cordon (default: leave the node as it is).")] = False,
+    by: Annotated[str, typer.Option(help="Who aborts (recorded).")] = USER,
+) -> None:
+    """Stop a node's remediation where it stands."""
+    from remedy.remediation import AbortRequest
+
+    _signal_node(address, node, "abort", AbortRequest(by=by, reason=reason, restore=restore))
+    typer.echo(f"{node}: abort sent by {by}")
+
+
 @app.command("resume-pool")
 def resume_pool(
     pool: Annotated[str, typer.Argument(help="The node pool whose breaker to reset.")],
     address: Annotated[str, typer.Option(help=ADDRESS_HELP)] = "localhost:7233",
-    by: Annotated[str, typer.Option(help="Who resumes (recorded).")] = os.environ.get(
-        "USER", "operator"),
+    by: Annotated[str, typer.Option(help="Who resumes (recorded).")] = USER,
 ) -> None:
     """Close a pool's storm breaker: disruptive work resumes within the budget."""
     from remedy.budget import ResumeRequest

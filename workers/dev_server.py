@@ -21,10 +21,12 @@ STARTUP_TIMEOUT_S = 60.0
 
 
 @asynccontextmanager
-async def dev_server(port: int, ui_port: int, db: Path, log: Path) -> AsyncIterator[Client]:
+async def dev_server(port: int, ui_port: int, db: Path | None, log: Path
+                     ) -> AsyncIterator[Client]:
+    """``db``: the SQLite file that keeps the history; None keeps it in memory (benchmarks)."""
     args = [installed_binary("temporal"), "server", "start-dev", "--ip", "127.0.0.1",
-            "--port", str(port), "--ui-port", str(ui_port), "--db-filename", str(db),
-            "--log-level", "warn"]
+            "--port", str(port), "--ui-port", str(ui_port), "--log-level", "warn",
+            *(["--db-filename", str(db)] if db else [])]
     with log.open("ab") as log_file:
         process = subprocess.Popen(args, stdout=log_file, stderr=subprocess.STDOUT,
                                    stdin=subprocess.DEVNULL, start_new_session=True)

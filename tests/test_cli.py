@@ -1,0 +1,66 @@
+"""The operator's commands against the real dev server: approve and abort a running ladder."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+
+from temporalio.testing import WorkflowEnvironment
+from typer.testing import CliRunner
+
+from remedy.budget import BudgetPolicy
+from remedy.models import Action
+from remedy.remediation import Outcome, Phase
+from remedy.runbook import Match, Runbook, Rung
+from remedy.sim import SimFleet
+from tests.conftest import running_workers
+from tests.ladder import report, state_of
+from workers.cli import app
+
+WAITS = Runbook(name="reset-after-approval", match=Match(xids=[48]), cordon=True,
+                ladder=[Rung(action=Action.DRAIN),
+                        Rung(action=Action.RESET_GPU, approval="required")])
+
+
+async def cli(*args: str) -> tuple[int, str]:
+    # The command runs its own event loop: keep it off this one.
+    result = await asyncio.to_thread(CliRunner().invoke, app, list(args))
+    return result.exit_code, result.output
+
+
+async def test_approve_and_abort_from_the_command_line(dev_env: WorkflowEnvironment) -> None:
+    client = dev_env.client
+    address = client.service_client.config.target_host
+    fleet = SimFleet(nodes=2, pool=f"pool-{uuid.uuid4().hex[:8]}",
+                     name_prefix=f"cli-{uuid.uuid4().hex[:6]}")
+    first, second = sorted(fleet.nodes)
+    policy = BudgetPolicy(max_disruption="2", storm_share=1.0)
+    async with running_workers(client, fleet, policy=policy) as queues:
+        handles = [await report(client, queues, fleet.inject(node, "ecc_dbe"), WAITS)
+                   for node in (first, second)]
+        for handle in handles:
+            for _ in range(100):
+                if (await state_of(handle)).phase is Phase.AWAITING_APPROVAL:
+                    break
+                await asyncio.sleep(0.05)
+            else:
+                raise AssertionError("never reached the approval")
+        approved = await cli("approve", first, "--address", address, "--by", "alice",
+                             "--note", "ticket 42")
+        aborted = await cli("abort", second, "--address", address, "--by", "bob",
+                            "--reason", "vendor on site")
+        first_result, second_result = [await h.result() for h in handles]
+        first_state = await state_of(handles[0])
+    missing = await cli("approve", "no-such-node", "--address", address)
+    assert approved == (0, f"{first}: approved by alice\n")
+    assert first_result.outcome is Outcome.RECOVERED
+    assert [(a.by, a.note) for a in first_state.approvals] == [("alice", "ticket 42")]
+    assert aborted[0] == 0 and second_result.outcome is Outcome.ABORTED
+    assert second_result.detail.startswith("aborted by bob: vendor on site")
+    assert fleet.node(second).unschedulable  # abort leaves the node as it is by default
+    assert missing[0] == 2 and "no running remediation" in missing[1]
+
+
+def test_abort_requires_a_reason() -> None:
+    result = CliRunner().invoke(app, ["abort", "n1"])
+    assert result.exit_code == 2 and "--reason" in result.output
