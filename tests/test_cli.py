@@ -3,19 +3,23 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import uuid
+from pathlib import Path
 
 from temporalio.testing import WorkflowEnvironment
 from typer.testing import CliRunner
 
 from remedy.budget import BudgetPolicy
 from remedy.models import Action
+from remedy.names import remediation_workflow_id
 from remedy.remediation import Outcome, Phase
 from remedy.runbook import Match, Runbook, Rung
 from remedy.sim import SimFleet
 from tests.conftest import running_workers
 from tests.ladder import report, state_of
 from workers.cli import app
+from workflows.node_remediation import NodeRemediation
 
 WAITS = Runbook(name="reset-after-approval", match=Match(xids=[48]), cordon=True,
                 ladder=[Rung(action=Action.DRAIN),
@@ -64,3 +68,51 @@ async def test_approve_and_abort_from_the_command_line(dev_env: WorkflowEnvironm
 def test_abort_requires_a_reason() -> None:
     result = CliRunner().invoke(app, ["abort", "n1"])
     assert result.exit_code == 2 and "--reason" in result.output
+
+
+RUNBOOK = """name: hand-reset
+match: {reasons: [ManualTrigger]}
+cordon: true
+ladder:
+  - action: drain
+  - action: reset_gpu
+    approval: required
+"""
+
+
+async def test_trigger_then_show_the_timeline_then_approve(
+        dev_env: WorkflowEnvironment, tmp_path: Path) -> None:
+    client = dev_env.client
+    address = client.service_client.config.target_host
+    (tmp_path / "hand-reset.yaml").write_text(RUNBOOK)
+    fleet = SimFleet(nodes=1, pool=f"pool-{uuid.uuid4().hex[:8]}",
+                     name_prefix=f"cli-{uuid.uuid4().hex[:6]}")
+    [node] = sorted(fleet.nodes)
+    fleet.inject(node, "ecc_dbe", gpu=2)
+    async with running_workers(client, fleet) as queues:
+        started = await cli("trigger", node, "--runbook", "hand-reset", "--reason", "flaky rank",
+                            "--runbooks", str(tmp_path), "--address", address,
+                            "--pool", queues.pool, "--task-queue", queues.controller,
+                            "--node-task-queue", queues.agents)
+        handle = client.get_workflow_handle_for(NodeRemediation.run,
+                                                remediation_workflow_id(node))
+        for _ in range(100):
+            if (await state_of(handle)).phase is Phase.AWAITING_APPROVAL:
+                break
+            await asyncio.sleep(0.05)
+        waiting = await cli("show", node, "--address", address)
+        await cli("approve", node, "--address", address)
+        result = await handle.result()
+        done = await cli("show", node, "--address", address, "--json")
+    unknown = await cli("trigger", node, "--runbook", "nope", "--runbooks", str(tmp_path))
+    assert started == (0, f"{node}: hand-reset → node-remediation/{node}\n")
+    assert waiting[0] == 0
+    assert waiting[1].startswith(f"{node}: awaiting_approval — runbook hand-reset, "
+                                 "trigger ManualTrigger on node")
+    assert [line.split()[2] for line in waiting[1].splitlines()[1:]] == ["cordon", "drain"]
+    assert result.outcome is Outcome.RECOVERED
+    shown = json.loads(done[1])
+    assert shown["status"] == "recovered"
+    assert [a["action"] for a in shown["attempts"]] == ["cordon", "drain", "reset_gpu",
+                                                        "restore"]
+    assert unknown[0] == 2 and "no runbook named 'nope'" in unknown[1]

@@ -355,6 +355,74 @@ def abort(
     typer.echo(f"{node}: abort sent by {by}")
 
 
+@app.command()
+def show(
+    node: Annotated[str, typer.Argument(help="The node.")],
+    address: Annotated[str, typer.Option(help=ADDRESS_HELP)] = "localhost:7233",
+    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+) -> None:
+    """The node's ladder so far as a timeline: rung, time, action, result, duration, evidence.
+    Exit 2 when the node never had a remediation."""
+    from workers.client import connect
+    from workers.show import NodeLadder, node_ladder, timeline
+
+    async def read() -> NodeLadder:
+        return await node_ladder(await connect(address), node)
+
+    try:
+        ladder = asyncio.run(read())
+    except RPCError as exc:
+        typer.echo(f"error: {node}: no remediation found ({exc})", err=True)
+        raise typer.Exit(2) from None
+    typer.echo(ladder.model_dump_json(indent=2) if as_json else "\n".join(timeline(ladder)))
+
+
+@app.command()
+def trigger(
+    node: Annotated[str, typer.Argument(help="The node to remediate.")],
+    runbook: Annotated[str, typer.Option(help="The runbook to climb, by name.")],
+    reason: Annotated[str, typer.Option(help="Why (the finding's evidence).")] = "by hand",
+    pool: Annotated[str, typer.Option(help="The node's pool (its disruption budget).")]
+    = "default",
+    address: Annotated[str, typer.Option(help=ADDRESS_HELP)] = "localhost:7233",
+    runbooks: Annotated[Path, typer.Option(help="Runbook folder.")] = DEFAULT_RUNBOOKS,
+    task_queue: Annotated[str, typer.Option(help="The controller's task queue.")]
+    = "remedy-controller",
+    node_task_queue: Annotated[str | None, typer.Option(
+        help="The node agent's queue (default: remedy-node/<node>).")] = None,
+) -> None:
+    """Start a remediation by hand, or join the one running on the node."""
+    from datetime import UTC, datetime
+
+    from remedy.models import Finding, Severity
+    from remedy.names import node_task_queue as agent_queue
+    from remedy.remediation import FindingReport
+    from workers.client import connect, report_finding
+
+    loaded = _runbooks_or_exit(runbooks)
+    try:
+        chosen = loaded.get(runbook)
+    except KeyError as exc:
+        typer.echo(f"error: --runbook: {exc.args[0]}", err=True)
+        raise typer.Exit(2) from None
+    finding = Finding(node=node, check="manual", reason="ManualTrigger",
+                      severity=Severity.CRITICAL, evidence=reason, observed_at=datetime.now(UTC))
+
+    async def start() -> str:
+        handle = await report_finding(
+            await connect(address), NodeRef(name=node, pool=pool),
+            FindingReport(finding=finding, runbook=chosen),
+            node_task_queue=node_task_queue or agent_queue(node), task_queue=task_queue)
+        return handle.id
+
+    try:
+        workflow_id = asyncio.run(start())
+    except RPCError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+    typer.echo(f"{node}: {chosen.name} → {workflow_id}")
+
+
 @app.command("resume-pool")
 def resume_pool(
     pool: Annotated[str, typer.Argument(help="The node pool whose breaker to reset.")],
