@@ -275,12 +275,14 @@ def demo(
 
 
 ADDRESS_HELP = "Temporal server host:port."
+AddressOption = Annotated[str, typer.Option(help=ADDRESS_HELP)]
+JsonOption = Annotated[bool, typer.Option("--json", help="Machine-readable output.")]
 
 
 @app.command()
 def status(
-    address: Annotated[str, typer.Option(help=ADDRESS_HELP)] = "localhost:7233",
-    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+    address: AddressOption = "localhost:7233",
+    as_json: JsonOption = False,
     schedule: Annotated[str, typer.Option(help="The fleet-scan schedule id.")]
     = "remedy-fleet-scan",
 ) -> None:
@@ -326,7 +328,7 @@ def _signal_node(address: str, node: str, signal: str, arg: BaseModel) -> None:
 @app.command()
 def approve(
     node: Annotated[str, typer.Argument(help="The node whose ladder waits for approval.")],
-    address: Annotated[str, typer.Option(help=ADDRESS_HELP)] = "localhost:7233",
+    address: AddressOption = "localhost:7233",
     rung: Annotated[int | None, typer.Option(
         help="Approve this rung ahead of time (default: the rung waiting now).")] = None,
     by: Annotated[str, typer.Option(help="Who approves (recorded).")] = USER,
@@ -343,7 +345,7 @@ def approve(
 def abort(
     node: Annotated[str, typer.Argument(help="The node whose ladder to stop.")],
     reason: Annotated[str, typer.Option(help="Why (recorded; required).")],
-    address: Annotated[str, typer.Option(help=ADDRESS_HELP)] = "localhost:7233",
+    address: AddressOption = "localhost:7233",
     restore: Annotated[bool, typer.Option(
         help="Also undo remedy's cordon (default: leave the node as it is).")] = False,
     by: Annotated[str, typer.Option(help="Who aborts (recorded).")] = USER,
@@ -358,8 +360,8 @@ def abort(
 @app.command()
 def show(
     node: Annotated[str, typer.Argument(help="The node.")],
-    address: Annotated[str, typer.Option(help=ADDRESS_HELP)] = "localhost:7233",
-    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+    address: AddressOption = "localhost:7233",
+    as_json: JsonOption = False,
 ) -> None:
     """The node's ladder so far as a timeline: rung, time, action, result, duration, evidence.
     Exit 2 when the node never had a remediation."""
@@ -384,7 +386,7 @@ def trigger(
     reason: Annotated[str, typer.Option(help="Why (the finding's evidence).")] = "by hand",
     pool: Annotated[str, typer.Option(help="The node's pool (its disruption budget).")]
     = "default",
-    address: Annotated[str, typer.Option(help=ADDRESS_HELP)] = "localhost:7233",
+    address: AddressOption = "localhost:7233",
     runbooks: Annotated[Path, typer.Option(help="Runbook folder.")] = DEFAULT_RUNBOOKS,
     task_queue: Annotated[str, typer.Option(help="The controller's task queue.")]
     = "remedy-controller",
@@ -426,7 +428,7 @@ def trigger(
 @app.command("resume-pool")
 def resume_pool(
     pool: Annotated[str, typer.Argument(help="The node pool whose breaker to reset.")],
-    address: Annotated[str, typer.Option(help=ADDRESS_HELP)] = "localhost:7233",
+    address: AddressOption = "localhost:7233",
     by: Annotated[str, typer.Option(help="Who resumes (recorded).")] = USER,
 ) -> None:
     """Close a pool's storm breaker: disruptive work resumes within the budget."""
