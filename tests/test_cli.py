@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import subprocess
+import sys
 import uuid
 from pathlib import Path
 
@@ -16,7 +18,7 @@ from remedy.names import remediation_workflow_id
 from remedy.remediation import Outcome, Phase
 from remedy.runbook import Match, Runbook, Rung
 from remedy.sim import SimFleet
-from tests.conftest import running_workers
+from tests.conftest import ROOT, running_workers
 from tests.ladder import report, state_of
 from workers.cli import app
 from workflows.node_remediation import NodeRemediation
@@ -116,3 +118,11 @@ async def test_trigger_then_show_the_timeline_then_approve(
     assert [a["action"] for a in shown["attempts"]] == ["cordon", "drain", "reset_gpu",
                                                         "restore"]
     assert unknown[0] == 2 and "no runbook named 'nope'" in unknown[1]
+
+
+def test_python_dash_m_runs_the_same_cli() -> None:
+    done = subprocess.run([sys.executable, "-m", "workers", "--help"], capture_output=True,
+                          text=True, timeout=60, cwd=ROOT)
+    assert done.returncode == 0, done.stderr
+    for command in ("status", "show", "trigger", "approve", "abort", "resume-pool", "demo"):
+        assert command in done.stdout

@@ -1,0 +1,5 @@
+"""`python -m workers`: the same CLI as the `remedy` command."""
+
+from workers.cli import main
+
+main()
