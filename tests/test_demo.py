@@ -134,6 +134,8 @@ def test_cli_bad_input_is_one_clear_line_not_a_traceback(tmp_path: Path) -> None
         (["controller", "--runbooks", str(broken)], 1, "match: required field is missing"),
         (["controller", "--max-disruption", "two"], 2, "--max-disruption: 'two' is not"),
         (["controller", "--blocklist-incidents", "0"], 2, "--blocklist-incidents: "),
+        (["controller", "--blocklist-days", "-1"], 2, "--blocklist-days"),
+        (["controller", "--scan-every", "-5"], 2, "--scan-every"),
     ]
     for args, code, message in cases:
         result = CliRunner().invoke(app, args)

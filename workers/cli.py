@@ -19,6 +19,7 @@ from temporalio.service import RPCError
 from remedy.gpu import real_nvml
 from remedy.local_host import LocalHost, boot_time
 from remedy.models import NodeRef
+from remedy.names import CONTROLLER_TASK_QUEUE, FLEET_SCAN_SCHEDULE
 from remedy.probe import ProbeConfig, probe_node
 from remedy.probe.nics import SysfsNics
 from remedy.runbook import RunbookError, RunbookSet, load_runbooks
@@ -190,11 +191,11 @@ def controller(
         help="Runbook folder, for ladders the controller starts itself (fleet scan, "
              "admission failures).")] = DEFAULT_RUNBOOKS,
     scan_every: Annotated[float, typer.Option(
-        help="Seconds between fleet scans (a Temporal Schedule); 0: no scan.")] = 60.0,
+        min=0, help="Seconds between fleet scans (a Temporal Schedule); 0: no scan.")] = 60.0,
     blocklist_incidents: Annotated[int, typer.Option(
         help="Incidents on one GPU serial within the window that blocklist it.")] = 3,
     blocklist_days: Annotated[float, typer.Option(
-        help="The blocklist's window, in days.")] = 30.0,
+        min=0.01, help="The blocklist's window, in days.")] = 30.0,
 ) -> None:
     """Run the controller worker against a Kubernetes cluster."""
     from concurrent.futures import ThreadPoolExecutor
@@ -203,7 +204,6 @@ def controller(
     from adapters.kubernetes_cluster import KubernetesCluster, ReplaceProvider
     from remedy.budget import BudgetPolicy
     from remedy.hardware import BlocklistPolicy
-    from remedy.names import CONTROLLER_TASK_QUEUE
     from workers.client import connect
     from workers.controller import controller_worker
     from workers.schedules import ensure_fleet_scan
@@ -284,7 +284,7 @@ def status(
     address: AddressOption = "localhost:7233",
     as_json: JsonOption = False,
     schedule: Annotated[str, typer.Option(help="The fleet-scan schedule id.")]
-    = "remedy-fleet-scan",
+    = FLEET_SCAN_SCHEDULE,
 ) -> None:
     """The fleet per pool: node states from the latest fleet scan, disruption leases and the
     storm breaker. Exit 0: shown; 3: a pool's storm breaker is tripped; 2: nothing to show."""
@@ -389,7 +389,7 @@ def trigger(
     address: AddressOption = "localhost:7233",
     runbooks: Annotated[Path, typer.Option(help="Runbook folder.")] = DEFAULT_RUNBOOKS,
     task_queue: Annotated[str, typer.Option(help="The controller's task queue.")]
-    = "remedy-controller",
+    = CONTROLLER_TASK_QUEUE,
     node_task_queue: Annotated[str | None, typer.Option(
         help="The node agent's queue (default: remedy-node/<node>).")] = None,
 ) -> None:
