@@ -13,6 +13,7 @@ from temporalio.client import Client, WorkflowHandle
 from temporalio.common import WorkflowIDConflictPolicy
 
 from remedy.admission import ADMISSION_FAILED, AdmissionInput
+from remedy.describe import static_summary
 from remedy.fleet import ConditionStart, finding_from_condition
 from remedy.models import Finding, NodeRef, Severity
 from remedy.names import (
@@ -38,7 +39,7 @@ async def start_remediation(client: Client, node: NodeRef, report: FindingReport
         workflow, inp, id=remediation_workflow_id(node.name),
         task_queue=task_queue, start_signal="report_finding", start_signal_args=[report],
         # What the UI's workflow list shows; ignored when the report joins a running ladder.
-        static_summary=f"{node.name}: {report.finding.headline()} → {report.runbook.name}"[:200])
+        static_summary=static_summary(node.name, report.finding, report.runbook))
 
 
 async def start_admission(client: Client, inp: AdmissionInput, *, task_queue: str,

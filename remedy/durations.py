@@ -6,7 +6,7 @@ import re
 from datetime import timedelta
 from typing import Annotated, Any
 
-from pydantic import BeforeValidator, PlainSerializer
+from pydantic import BeforeValidator, PlainSerializer, WithJsonSchema
 
 _UNITS = {"d": 86400, "h": 3600, "m": 60, "s": 1, "ms": 0.001}
 _PART = re.compile(r"(\d+(?:\.\d+)?)(ms|d|h|m|s)")
@@ -52,4 +52,10 @@ Duration = Annotated[
     timedelta,
     BeforeValidator(parse_duration),
     PlainSerializer(lambda d: d.total_seconds(), return_type=float, when_used="json"),
+    # What an author writes, for editors that complete and check runbooks from the schema.
+    WithJsonSchema({
+        "anyOf": [{"type": "string", "pattern": r"^\s*((\d+(\.\d+)?)(ms|d|h|m|s)\s*)+$"},
+                  {"type": "number", "minimum": 0}],
+        "description": "A duration: 90s, 10m, 1h30m, 2d, 500ms, or a number of seconds.",
+    }, mode="validation"),
 ]

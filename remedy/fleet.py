@@ -97,10 +97,16 @@ def finding_from_condition(node: str, condition: NodeCondition) -> Finding:
                    observed_at=condition.last_transition_time)
 
 
+# Nodes no running workflow owns that still need someone: `remedy status` lists them by name.
+ATTENTION = (NodeStatus.NEEDS_HUMAN, NodeStatus.REJECTED, NodeStatus.UNHEALTHY)
+MAX_ATTENTION = 200  # per pool: a result, and a scan's history, stay small in a storm
+
+
 class PoolSummary(BaseModel):
     pool: str
     nodes: int = 0
     counts: dict[NodeStatus, int] = {}
+    attention: dict[str, NodeStatus] = {}
 
     def count(self, status: NodeStatus) -> int:
         return self.counts.get(status, 0)
@@ -130,6 +136,8 @@ def summarise(nodes: list[NodeFacts], work: OpenWork, at: datetime) -> FleetSumm
         status = status_of(node, work)
         pool.nodes += 1
         pool.counts[status] = pool.count(status) + 1
+        if status in ATTENTION and len(pool.attention) < MAX_ATTENTION:
+            pool.attention[node.name] = status
     return FleetSummary(at=at, pools=[pools[name] for name in sorted(pools)])
 
 

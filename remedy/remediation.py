@@ -95,6 +95,7 @@ class RemediationState(BaseModel):
     findings: list[Finding] = []
     reports_received: int = 0
     phase: Phase = Phase.WAITING
+    phase_since: datetime | None = None  # when the current phase began (workflow time)
     started_at: datetime | None = None
     tolerance_ends_at: datetime | None = None
     rung: int = 0  # the rung being climbed (or next)

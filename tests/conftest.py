@@ -29,7 +29,9 @@ from remedy.names import (
 from remedy.runbook import RunbookSet, load_runbooks
 from remedy.sim import SimFleet
 from workers.binaries import installed_binary
+from workers.client import ensure_search_attributes
 from workers.controller import controller_worker, node_agent_worker
+from workflows import search_attributes
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -43,6 +45,7 @@ async def time_env() -> AsyncIterator[WorkflowEnvironment]:
         data_converter=pydantic_data_converter,
         test_server_existing_path=installed_binary("temporal-test-server"),
     )
+    await ensure_search_attributes(env.client)
     yield env
     await env.shutdown()
 
@@ -54,6 +57,7 @@ async def dev_env() -> AsyncIterator[WorkflowEnvironment]:
     env = await WorkflowEnvironment.start_local(
         data_converter=pydantic_data_converter,
         dev_server_existing_path=installed_binary("temporal"),
+        search_attributes=search_attributes.ALL,
         # Suggest continue-as-new early so that path runs in seconds, not after 4k events.
         dev_server_extra_args=["--dynamic-config-value",
                                "limit.historyCount.suggestContinueAsNew=40"],

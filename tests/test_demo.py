@@ -23,7 +23,8 @@ from workers.demo import DemoConfig, run_demo
 async def test_short_demo_starts_workflows_visible_through_the_client(
         dev_env: WorkflowEnvironment) -> None:
     name = f"demo-{uuid.uuid4().hex[:8]}"
-    config = DemoConfig(nodes=4, fault_every_s=0.25, speedup=3600, duration_s=4,
+    # The server fires timers to about a second, whatever the speedup: give ladders time.
+    config = DemoConfig(nodes=4, fault_every_s=0.25, speedup=3600, duration_s=8,
                         runbooks=ROOT / "runbooks", node_prefix=name, pool=name, task_queue=name,
                         agents_task_queue=f"{name}-agents")
     summary = await run_demo(dev_env.client, config, echo=lambda _: None)

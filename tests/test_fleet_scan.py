@@ -164,11 +164,12 @@ async def test_remedy_status_shows_the_tripped_breaker_and_resume_pool_closes_it
             for _ in range(100):  # until a scan has completed
                 shown = await asyncio.to_thread(runner.invoke, app, [
                     "status", "--address", address, "--schedule", schedule_id, "--json"])
-                if shown.exit_code != 2:
+                if shown.exit_code != 2 and json.loads(shown.output)["scanned_at"]:
                     break
                 await asyncio.sleep(0.1)
             text = await asyncio.to_thread(runner.invoke, app, [
-                "status", "--address", address, "--schedule", schedule_id])
+                "status", "--address", address, "--schedule", schedule_id, "--pool",
+                queues.pool])
             resumed = await asyncio.to_thread(runner.invoke, app, [
                 "resume-pool", queues.pool, "--address", address, "--by", "alice"])
             state = await budget.query(DisruptionBudget.state)
@@ -182,10 +183,12 @@ async def test_remedy_status_shows_the_tripped_breaker_and_resume_pool_closes_it
     assert pool["summary"]["counts"]["in_remediation"] == 3
     assert text.exit_code == 3 and f"ALERT pool {queues.pool}" in text.output
     assert "TRIPPED" in text.output and "remedy resume-pool" in text.output
+    assert all(f"{name}  {queues.pool}" in text.output for name in sick)  # one row per node
     assert resumed.exit_code == 0 and not state.tripped and "alice" in state.breaker_note
 
 
 def test_remedy_status_without_a_scan_says_so_with_exit_2(dev_env: WorkflowEnvironment) -> None:
     address = dev_env.client.service_client.config.target_host
-    result = CliRunner().invoke(app, ["status", "--address", address, "--schedule", "nope"])
+    result = CliRunner().invoke(app, ["status", "--address", address, "--schedule", "nope",
+                                      "--pool", "no-such-pool"])
     assert result.exit_code == 2 and "no fleet-scan schedule 'nope'" in result.output

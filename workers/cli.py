@@ -204,7 +204,7 @@ def controller(
     from adapters.kubernetes_cluster import KubernetesCluster, ReplaceProvider
     from remedy.budget import BudgetPolicy
     from remedy.hardware import BlocklistPolicy
-    from workers.client import connect
+    from workers.client import connect, ensure_search_attributes
     from workers.controller import controller_worker
     from workers.schedules import ensure_fleet_scan
 
@@ -227,6 +227,7 @@ def controller(
 
     async def main() -> None:
         client = await connect(address)
+        await ensure_search_attributes(client)
         if scan_every > 0:
             await ensure_fleet_scan(client, timedelta(seconds=scan_every), CONTROLLER_TASK_QUEUE)
         with ThreadPoolExecutor(max_workers=32) as executor:
@@ -283,26 +284,36 @@ JsonOption = Annotated[bool, typer.Option("--json", help="Machine-readable outpu
 def status(
     address: AddressOption = "localhost:7233",
     as_json: JsonOption = False,
+    pool: Annotated[str | None, typer.Option(help="Only this pool.")] = None,
+    state: Annotated[str | None, typer.Option(
+        help="Only nodes whose state contains this (e.g. tolerating, needs_human, admission).")]
+    = None,
+    waiting: Annotated[bool, typer.Option(
+        "--awaiting-approval", help="Only nodes whose ladder waits for an approval.")] = False,
     schedule: Annotated[str, typer.Option(help="The fleet-scan schedule id.")]
     = FLEET_SCAN_SCHEDULE,
 ) -> None:
-    """The fleet per pool: node states from the latest fleet scan, disruption leases and the
-    storm breaker. Exit 0: shown; 3: a pool's storm breaker is tripped; 2: nothing to show."""
+    """The fleet: each pool's counts, leases and storm breaker (from the latest fleet scan), then
+    every node in remediation, in admission or left for a human — state, fault, runbook, rung,
+    since when, waiting for approval or not. Exit 0: shown; 3: a pool's storm breaker is
+    tripped; 2: nothing to show (no scan and no such node)."""
     from workers.client import connect
-    from workers.status import NoScanYet, fleet_status, render
+    from workers.status import NodeFilter, NoScanYet, fleet_status, show_status
+
+    only = NodeFilter(pool=pool, state=state, awaiting_approval=waiting)
 
     async def read() -> FleetStatus:
-        return await fleet_status(await connect(address), schedule)
+        return await fleet_status(await connect(address), schedule, only)
 
     try:
         shown = asyncio.run(read())
-    except (NoScanYet, RuntimeError, OSError) as exc:
+    except (NoScanYet, RuntimeError, OSError, RPCError) as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
     if as_json:
         typer.echo(shown.model_dump_json(indent=2))
     else:
-        typer.echo("\n".join(render(shown)))
+        show_status(shown)
     raise typer.Exit(3 if shown.breaker_tripped else 0)
 
 

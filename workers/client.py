@@ -4,13 +4,20 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+from temporalio.api.enums.v1 import IndexedValueType
+from temporalio.api.operatorservice.v1 import (
+    AddSearchAttributesRequest,
+    ListSearchAttributesRequest,
+)
 from temporalio.client import Client, WorkflowHandle
 from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.service import RPCError, RPCStatusCode
 
 from activities.starts import start_remediation
 from remedy.models import NodeRef
 from remedy.names import CONTROLLER_TASK_QUEUE
 from remedy.remediation import FindingReport, RemediationResult
+from workflows import search_attributes
 from workflows.node_remediation import NodeRemediation
 
 
@@ -33,3 +40,24 @@ async def report_finding(
         client, node, report, node_task_queue=node_task_queue, task_queue=task_queue,
         node_pickup_timeout=node_pickup_timeout, workflow=NodeRemediation.run)
     return handle
+
+
+async def ensure_search_attributes(client: Client) -> list[str]:
+    """Register remedy's search attributes that the namespace lacks; returns the added names.
+    A workflow that sets an unknown one fails its task, so the controller does this before it
+    takes work (and a server where it may not fails the controller's start, loudly)."""
+    namespace = client.namespace
+    try:
+        known = await client.operator_service.list_search_attributes(
+            ListSearchAttributesRequest(namespace=namespace))
+        have = {**known.system_attributes, **known.custom_attributes}
+    except RPCError as err:  # the time-skipping test server can add but not list them
+        if err.status is not RPCStatusCode.UNIMPLEMENTED:
+            raise
+        have = {}
+    missing = {key.name: IndexedValueType.ValueType(key.indexed_value_type.value)
+               for key in search_attributes.ALL if key.name not in have}
+    if missing:
+        await client.operator_service.add_search_attributes(
+            AddSearchAttributesRequest(namespace=namespace, search_attributes=missing))
+    return sorted(missing)

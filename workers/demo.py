@@ -26,7 +26,7 @@ from remedy.names import CONTROLLER_TASK_QUEUE, FLEET_SCAN_SCHEDULE, SIM_AGENTS_
 from remedy.remediation import FindingReport, RemediationState
 from remedy.runbook import RunbookSet, load_runbooks
 from remedy.sim import SimFleet
-from workers.client import connect, report_finding
+from workers.client import connect, ensure_search_attributes, report_finding
 from workers.controller import controller_worker, node_agent_worker
 from workers.dev_server import dev_server
 from workers.schedules import ensure_fleet_scan
@@ -114,6 +114,7 @@ async def run_demo_on(address: str, config: DemoConfig,
     """The demo against a Temporal server that is already running (e.g. docker compose)."""
     runbooks = _load(config)
     client = await connect(address)
+    await ensure_search_attributes(client)
     echo(f"Temporal server  {address}")
     return await run_demo(client, config, runbooks, echo)
 

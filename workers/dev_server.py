@@ -16,6 +16,7 @@ from temporalio.client import Client
 
 from workers.binaries import installed_binary
 from workers.client import connect
+from workflows.search_attributes import dev_server_flags
 
 STARTUP_TIMEOUT_S = 60.0
 
@@ -26,7 +27,7 @@ async def dev_server(port: int, ui_port: int, db: Path | None, log: Path
     """``db``: the SQLite file that keeps the history; None keeps it in memory (benchmarks)."""
     args = [installed_binary("temporal"), "server", "start-dev", "--ip", "127.0.0.1",
             "--port", str(port), "--ui-port", str(ui_port), "--log-level", "warn",
-            *(["--db-filename", str(db)] if db else [])]
+            *(["--db-filename", str(db)] if db else []), *dev_server_flags()]
     with log.open("ab") as log_file:
         process = subprocess.Popen(args, stdout=log_file, stderr=subprocess.STDOUT,
                                    stdin=subprocess.DEVNULL, start_new_session=True)

@@ -9,13 +9,23 @@ from pydantic import BaseModel
 from temporalio.client import (
     Client,
     ScheduleActionExecutionStartWorkflow,
+    WorkflowExecution,
     WorkflowExecutionStatus,
 )
 from temporalio.service import RPCError, RPCStatusCode
 
 from remedy.budget import BudgetState
 from remedy.fleet import FleetSummary, NodeStatus, PoolSummary
-from remedy.names import FLEET_SCAN_SCHEDULE, budget_workflow_id
+from remedy.names import (
+    FLEET_SCAN_SCHEDULE,
+    NODE_ADMISSION_WORKFLOW,
+    NODE_REMEDIATION_WORKFLOW,
+    budget_workflow_id,
+    remediation_workflow_id,
+)
+from remedy.remediation import Phase
+from workers.tables import plain, show
+from workflows import search_attributes
 from workflows.disruption_budget import DisruptionBudget
 from workflows.fleet_scan import FleetScan
 
@@ -33,20 +43,102 @@ class PoolStatus(BaseModel):
         return self.budget is not None and self.budget.tripped
 
 
+class NodeRow(BaseModel):
+    """One node someone may need to look at: in remediation, being admitted, or left for a
+    human by a finished ladder."""
+
+    node: str
+    pool: str
+    state: str  # the ladder's phase, "admission: <phase>", or the scan's status
+    fault: str = ""
+    runbook: str = ""
+    rung: str = ""
+    since: datetime | None = None
+    awaiting_approval: bool = False
+    workflow_id: str = ""
+
+
 class FleetStatus(BaseModel):
-    scanned_at: datetime
-    pools: list[PoolStatus]
+    scanned_at: datetime | None = None  # None: no fleet scan yet (pool counts unknown)
+    pools: list[PoolStatus] = []
+    nodes: list[NodeRow] = []
 
     @property
     def breaker_tripped(self) -> bool:
         return any(p.tripped for p in self.pools)
 
 
-async def fleet_status(client: Client, schedule_id: str = FLEET_SCAN_SCHEDULE) -> FleetStatus:
-    summary = await latest_scan(client, schedule_id)
+class NodeFilter(BaseModel):
+    pool: str | None = None
+    state: str | None = None
+    awaiting_approval: bool = False
+
+    def keeps(self, row: NodeRow) -> bool:
+        return ((self.pool is None or row.pool == self.pool)
+                and (self.state is None or self.state in row.state)
+                and (not self.awaiting_approval or row.awaiting_approval))
+
+
+async def fleet_status(client: Client, schedule_id: str = FLEET_SCAN_SCHEDULE,
+                       only: NodeFilter | None = None) -> FleetStatus:
+    """Pools from the latest scan (if any) and the nodes that need looking at. Raises NoScanYet
+    only when there is neither a scan nor a node to show."""
+    only = only or NodeFilter()
+    try:
+        summary: FleetSummary | None = await latest_scan(client, schedule_id)
+    except NoScanYet:
+        summary = None
+    rows = await open_work_rows(client)
+    if summary is not None:
+        rows += await _attention_rows(client, summary, {r.node for r in rows})
+    rows = sorted((r for r in rows if only.keeps(r)), key=lambda r: (r.pool, r.node))
+    if summary is None and not rows:
+        await latest_scan(client, schedule_id)  # raises NoScanYet with the reason
     pools = [PoolStatus(summary=pool, budget=await _budget(client, pool.pool))
-             for pool in summary.pools]
-    return FleetStatus(scanned_at=summary.at, pools=pools)
+             for pool in (summary.pools if summary else [])
+             if only.pool is None or pool.pool == only.pool]
+    return FleetStatus(scanned_at=summary.at if summary else None, pools=pools, nodes=rows)
+
+
+OPEN_WORK = (f"WorkflowType IN ('{NODE_REMEDIATION_WORKFLOW}', '{NODE_ADMISSION_WORKFLOW}') "
+             "AND ExecutionStatus = 'Running'")
+
+
+async def open_work_rows(client: Client) -> list[NodeRow]:
+    """Running remediations and admissions, from visibility (their search attributes): one
+    list call, no query per workflow."""
+    return [_row(w) async for w in client.list_workflows(OPEN_WORK)]
+
+
+async def _attention_rows(client: Client, summary: FleetSummary, seen: set[str]
+                          ) -> list[NodeRow]:
+    """Nodes the scan says need someone and no workflow owns: what their last ladder said."""
+    rows = []
+    for pool in summary.pools:
+        for node, status in pool.attention.items():
+            if node in seen:
+                continue
+            last = [_row(w) async for w in client.list_workflows(
+                f"WorkflowId = '{remediation_workflow_id(node)}'", limit=1)]
+            row = last[0] if last else NodeRow(node=node, pool=pool.pool, state="")
+            rows.append(row.model_copy(update={"state": status.value, "pool": pool.pool,
+                                               "awaiting_approval": False}))
+    return rows
+
+
+def _row(w: WorkflowExecution) -> NodeRow:
+    attrs = w.typed_search_attributes
+    phase = attrs.get(search_attributes.PHASE) or ""
+    admission = w.workflow_type == NODE_ADMISSION_WORKFLOW
+    node = attrs.get(search_attributes.NODE) or w.id.split("/", 1)[-1]
+    return NodeRow(node=node, pool=attrs.get(search_attributes.POOL) or "",
+                   state=f"admission: {phase}" if admission else phase or "starting",
+                   fault=attrs.get(search_attributes.FAULT) or "",
+                   runbook=attrs.get(search_attributes.RUNBOOK) or "",
+                   rung=attrs.get(search_attributes.RUNG) or "",
+                   since=attrs.get(search_attributes.PHASE_SINCE) or w.start_time,
+                   awaiting_approval=not admission and phase == Phase.AWAITING_APPROVAL.value,
+                   workflow_id=w.id)
 
 
 async def latest_scan(client: Client, schedule_id: str) -> FleetSummary:
@@ -84,11 +176,13 @@ COLUMNS = [NodeStatus.HEALTHY, NodeStatus.IN_REMEDIATION, NodeStatus.NEEDS_HUMAN
            NodeStatus.UNMANAGED]
 
 
-def render(status: FleetStatus) -> list[str]:
-    """Plain text that reads in a terminal and in a pager; one row per pool, then alerts."""
-    names = ["pool", "nodes", *(c.value.replace("_", " ") for c in COLUMNS), "leases",
-             "waiting", "breaker"]
-    rows = [names]
+POOL_HEADERS = ["pool", "nodes", *(c.value.replace("_", " ") for c in COLUMNS), "leases",
+                "waiting", "breaker"]
+NODE_HEADERS = ["node", "pool", "state", "fault", "runbook", "rung", "since", "approval"]
+
+
+def pool_rows(status: FleetStatus) -> list[list[str]]:
+    rows = []
     for pool in status.pools:
         budget = pool.budget
         leases = f"{len(budget.holders)}/{budget.allowed}" if budget else "-"
@@ -96,12 +190,52 @@ def render(status: FleetStatus) -> list[str]:
                      *(str(pool.summary.count(c)) for c in COLUMNS), leases,
                      str(len(budget.waiting)) if budget else "-",
                      "TRIPPED" if pool.tripped else "ok"])
-    widths = [max(len(row[i]) for row in rows) for i in range(len(names))]
-    lines = [f"fleet scanned at {status.scanned_at:%Y-%m-%d %H:%M:%S} UTC", ""]
-    lines += ["  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
-              for row in rows]
+    return rows
+
+
+def node_rows(status: FleetStatus) -> list[list[str]]:
+    return [[r.node, r.pool, r.state.replace("_", " "), r.fault or "-", r.runbook or "-",
+             r.rung or "-", f"{r.since:%m-%d %H:%M:%S}" if r.since else "-",
+             "WAITING" if r.awaiting_approval else "-"] for r in status.nodes]
+
+
+def alerts(status: FleetStatus) -> list[str]:
+    lines = []
     for pool in status.pools:
         if pool.tripped and pool.budget:
-            lines += ["", f"ALERT pool {pool.summary.pool}: {pool.budget.breaker_note}",
+            lines += [f"ALERT pool {pool.summary.pool}: {pool.budget.breaker_note}",
                       f"      resume with: remedy resume-pool {pool.summary.pool}"]
+    waiting = [r.node for r in status.nodes if r.awaiting_approval]
+    if waiting:
+        lines.append(f"{len(waiting)} waiting for approval: remedy approve NODE "
+                     f"({', '.join(waiting[:5])}{', ...' if len(waiting) > 5 else ''})")
     return lines
+
+
+def heading(status: FleetStatus) -> str:
+    if status.scanned_at is None:
+        return "no fleet scan yet: pool counts unknown (is the controller running?)"
+    return f"fleet scanned at {status.scanned_at:%Y-%m-%d %H:%M:%S} UTC"
+
+
+def show_status(status: FleetStatus) -> None:
+    """Print the status: rich tables on a terminal, plain text otherwise."""
+    print(heading(status))
+    if status.pools:
+        show(POOL_HEADERS, pool_rows(status), title="pools")
+    if status.nodes:
+        show(NODE_HEADERS, node_rows(status), title="nodes")
+    else:
+        print("no node in remediation, admission or waiting for a human")
+    for line in alerts(status):
+        print(line)
+
+
+def render(status: FleetStatus) -> list[str]:
+    """The same as plain lines (the demo's closing summary)."""
+    lines = [heading(status)]
+    if status.pools:
+        lines += ["", *plain(POOL_HEADERS, pool_rows(status))]
+    if status.nodes:
+        lines += ["", *plain(NODE_HEADERS, node_rows(status))]
+    return lines + alerts(status)

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from temporalio import workflow
 
+from workflows import search_attributes
+
 with workflow.unsafe.imports_passed_through():
     from remedy.hardware import HardwareRecordState, IncidentReport, UnblockRequest
     from remedy.names import HARDWARE_RECORD_WORKFLOW
@@ -47,6 +49,8 @@ class HardwareRecord:
 
     @workflow.run
     async def run(self, state: HardwareRecordState) -> None:
+        if workflow.patched(search_attributes.PATCH):  # find the GPU's record and ladders by serial
+            workflow.upsert_search_attributes([search_attributes.GPU_SERIALS.value_set([state.serial])])
         await workflow.wait_condition(workflow.info().is_continue_as_new_suggested)
         await workflow.wait_condition(workflow.all_handlers_finished)
         workflow.continue_as_new(self._state)

@@ -28,11 +28,13 @@ with workflow.unsafe.imports_passed_through():
         diagnose_detail,
         failing_serials,
     )
+    from remedy.describe import NodeIndex
     from remedy.durations import format_duration
     from remedy.hardware import BlockedSerial, Incident, IncidentReport
     from remedy.models import ComponentKind, Finding, ProbeReport, ProbeRequest, Severity
     from remedy.names import NODE_ADMISSION_WORKFLOW
     from remedy.remediation import FindingReport, RemediationStart
+
 
 
 
@@ -48,6 +50,7 @@ class NodeAdmission:
     def __init__(self, inp: AdmissionInput) -> None:
         self._input = inp
         self._state = AdmissionState(node=inp.node)
+        self._indexed: NodeIndex | None = None
 
     @workflow.query(name="state")
     def state(self) -> AdmissionState:
@@ -56,6 +59,7 @@ class NodeAdmission:
     @workflow.run
     async def run(self, inp: AdmissionInput) -> AdmissionResult:
         state = self._state
+        self._show()
         await self._cluster("hold_for_admission", AdmissionStep(node=inp.node))
         try:
             await self._check_record()

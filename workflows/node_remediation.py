@@ -17,10 +17,12 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, TimeoutType
 from temporalio.exceptions import TimeoutError as ActivityTimeout
 
+from workflows import search_attributes
 from workflows.common import PERMANENT_ERRORS, QUICK_RETRY, this_run
 
 with workflow.unsafe.imports_passed_through():
     from remedy.budget import LeaseRelease, LeaseRequest, UnhealthyReport
+    from remedy.describe import NodeIndex, remediation_details, remediation_index
     from remedy.durations import format_duration
     from remedy.hardware import Incident, IncidentReport
     from remedy.models import (
@@ -82,6 +84,7 @@ class NodeRemediation:
         self._state = inp.state or RemediationState(node=inp.node)
         self._runbook_changed = False
         self._stop_request: AbortRequest | ClearRequest | None = None
+        self._indexed: NodeIndex | None = None  # what the search attributes say now
 
     # -- messages --------------------------------------------------------------------------
     @workflow.signal(name="report_finding")
@@ -91,10 +94,12 @@ class NodeRemediation:
         if state.phase in (Phase.WAITING, Phase.TOLERATING) and state.outranks_trigger(report):
             state.runbook, state.trigger = report.runbook, report.finding
             self._runbook_changed = True
+        self._publish()
 
     @workflow.signal(name="lease_granted")
     def lease_granted(self, pool: str) -> None:
         self._state.lease_granted_at = self._state.lease_granted_at or workflow.now()
+        self._publish()
 
     @workflow.signal(name="approve")
     def approve(self, req: ApproveRequest) -> None:
@@ -102,6 +107,7 @@ class NodeRemediation:
         if not self._state.approved(rung):
             self._state.approvals.append(Approval(rung=rung, by=req.by, at=workflow.now(),
                                                   note=req.note))
+            self._publish()
 
     @workflow.signal(name="clear")
     def clear(self, req: ClearRequest) -> None:
@@ -137,7 +143,7 @@ class NodeRemediation:
                 await self._begin()
             if state.phase is Phase.TOLERATING:
                 await self._tolerate()
-                state.phase = Phase.ACTING
+                self._enter(Phase.ACTING)
             return await self._climb()
         except _Stop as stop:
             if stop.outcome is Outcome.CLEARED:
@@ -166,7 +172,7 @@ class NodeRemediation:
             await self._budget_call("report_unhealthy", UnhealthyReport(
                 node=state.node.name, pool=state.node.pool, pool_size=0,
                 task_queue=workflow.info().task_queue, at=now))
-        state.phase = Phase.TOLERATING
+        self._enter(Phase.TOLERATING)
 
     async def _tolerate(self) -> None:
         """Wait out the tolerance window; a clean re-probe inside or at its end ends it."""
@@ -232,7 +238,7 @@ class NodeRemediation:
         if rung.action in DISRUPTIVE_ACTIONS and workflow.patched(DISRUPTION_BUDGET):
             await self._hold_lease()
         started = workflow.now()
-        state.phase = Phase.ACTING
+        self._enter(Phase.ACTING)
         try:
             if rung.action is Action.REBOOT and workflow.patched(CONFIRM_REBOOT):
                 result = await self._reboot(rung)
@@ -250,10 +256,10 @@ class NodeRemediation:
             self._record(index, rung.action, started, AttemptResult.DONE, result.detail)
             return rung.action is Action.REPLACE
         if rung.settle > timedelta(0):
-            state.phase = Phase.SETTLING
+            self._enter(Phase.SETTLING)
             await workflow.sleep(rung.settle, summary=f"settle {format_duration(rung.settle)} "
                                                       f"after {rung.action.value}")
-        state.phase = Phase.VERIFYING
+        self._enter(Phase.VERIFYING)
         report = await self._probe()
         verdict = AttemptResult.VERIFIED if report.healthy else AttemptResult.UNVERIFIED
         self._record(index, rung.action, started, verdict, _summary(result, report))
@@ -261,7 +267,7 @@ class NodeRemediation:
 
     async def _await_approval(self, index: int, rung: Rung) -> None:
         state = self._state
-        state.phase = Phase.AWAITING_APPROVAL
+        self._enter(Phase.AWAITING_APPROVAL)
         asked = workflow.now()
         try:
             await workflow.wait_condition(
@@ -319,7 +325,7 @@ class NodeRemediation:
             await self._budget_call("request_lease", LeaseRequest(
                 holder=workflow.info().workflow_id, node=state.node.name, pool=state.node.pool,
                 pool_size=0, task_queue=workflow.info().task_queue))
-        state.phase = Phase.AWAITING_LEASE
+        self._enter(Phase.AWAITING_LEASE)
         await workflow.wait_condition(lambda: state.lease_granted_at is not None,
                                       timeout_summary="disruption lease")
 
@@ -427,7 +433,7 @@ class NodeRemediation:
         state = self._state
         if not state.cordoned_by_remedy:
             return  # never undo a cordon someone else set
-        state.phase = Phase.RESTORING
+        self._enter(Phase.RESTORING)
         started = workflow.now()
         try:
             result = await workflow.execute_activity(
@@ -463,7 +469,8 @@ class NodeRemediation:
         last = state.attempts[-1] if state.attempts else None
         if last and last.action is Action.RESTORE and last.result is AttemptResult.FAILED:
             detail += "; could not uncordon: the node stays cordoned and marked as remedy's"
-        state.phase, state.outcome, state.outcome_detail = Phase.DONE, outcome, detail
+        state.outcome, state.outcome_detail = outcome, detail
+        self._enter(Phase.DONE)
         await workflow.wait_condition(workflow.all_handlers_finished)
         workflow.logger.info("%s: %s — %s", state.node.name, outcome.value, detail)
         return RemediationResult(node=state.node.name, outcome=outcome, detail=detail,
@@ -506,6 +513,24 @@ class NodeRemediation:
         except ActivityError as err:  # the node's outcome stands; the record is best effort
             workflow.logger.warning("could not record incidents for %s: %s", serials, err)
 
+    # -- what the UI and `remedy status` see -------------------------------------------------
+    def _enter(self, phase: Phase) -> None:
+        self._state.phase, self._state.phase_since = phase, workflow.now()
+        self._publish()
+
+    def _publish(self) -> None:
+        """Keep the UI's current details and the search attributes in step with the state.
+        Upserts are commands, so only on a change, and only in runs that know the patch."""
+        state = self._state
+        workflow.set_current_details(remediation_details(state))
+        last = self._indexed
+        index = remediation_index(state, since=state.phase_since)
+        if last is not None and (index.phase, index.rung) == (last.phase, last.rung):
+            index.phase_since = last.phase_since  # a rung's settle or verify: same phase
+        if index != self._indexed and workflow.patched(search_attributes.PATCH):
+            workflow.upsert_search_attributes(search_attributes.updates(index))
+            self._indexed = index
+
     def _continue_as_new_if_suggested(self) -> None:
         if workflow.info().is_continue_as_new_suggested() and self._stop_request is None:
             state = self._state.model_copy(update={"runs": self._state.runs + 1})
@@ -516,6 +541,7 @@ class NodeRemediation:
         self._state.attempts.append(Attempt(rung=rung, action=action, started_at=started,
                                             finished_at=workflow.now(), result=result,
                                             detail=detail))
+        self._publish()
 
 
 def _cause(err: ActivityError) -> str:

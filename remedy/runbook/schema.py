@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from datetime import timedelta
 from enum import StrEnum
-from typing import Annotated
+from typing import Annotated, Any
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
+from pydantic.json_schema import GenerateJsonSchema
 
-from remedy.durations import Duration
+from remedy.durations import Duration, format_duration
 from remedy.models import HARDWARE_ACTIONS, Action, Finding, Severity
 
 
@@ -107,7 +108,9 @@ class Runbook(Strict):
     name: str = Field(min_length=1, pattern=r"^[a-z0-9][a-z0-9-]*$")
     description: str = ""
     # One clause or a list of clauses; the runbook matches when any clause does.
-    match: Annotated[list[Match], BeforeValidator(_as_list), Field(min_length=1)]
+    match: Annotated[list[Match],
+                     BeforeValidator(_as_list, json_schema_input_type=Match | list[Match]),
+                     Field(min_length=1)]
     cause: Cause = Cause.PLATFORM
     priority: int = 0  # breaks ties between equally specific runbooks; higher wins
     cordon: bool = True  # cordon as soon as the finding arrives (stops new work only)
@@ -155,3 +158,17 @@ class Runbook(Strict):
         recheck = shrink(self.recheck_every) if self.recheck_every else None
         return self.model_copy(update={"tolerance": shrink(self.tolerance),
                                        "recheck_every": recheck, "ladder": rungs})
+
+
+class _AuthorsSchema(GenerateJsonSchema):
+    def encode_default(self, dft: Any) -> Any:
+        # Defaults as an author writes them (10m), not as ISO 8601 (PT10M).
+        return format_duration(dft) if isinstance(dft, timedelta) else super().encode_default(dft)
+
+
+def json_schema() -> dict[str, Any]:
+    """The runbook file format as JSON Schema (``remedy runbooks schema``), for editors: the
+    YAML language server completes and checks a runbook that names it."""
+    schema = Runbook.model_json_schema(mode="validation", schema_generator=_AuthorsSchema)
+    return {"$schema": "https://json-schema.org/draft/2020-12/schema",
+            "title": "remedy runbook", **{k: v for k, v in schema.items() if k != "title"}}

@@ -1,0 +1,134 @@
+"""What a remediation tells the people watching it: the values it is indexed by (Temporal search
+attributes: find every node waiting for approval) and its current details (Markdown in the Web
+UI: fault, evidence, rung, next step, how to approve or abort). Pure functions of the state."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from pydantic import BaseModel
+
+from remedy.durations import format_duration
+from remedy.models import Finding
+from remedy.remediation import Phase, RemediationState
+from remedy.runbook.schema import Approval, Runbook
+
+
+class NodeIndex(BaseModel):
+    """What a node's workflow (remediation or admission) is found by: its search attributes."""
+
+    node: str
+    pool: str
+    fault: str = ""  # "Xid79", or the trigger's reason ("NicPortDown")
+    runbook: str = ""
+    rung: str = ""  # the action of the rung being (or next to be) climbed
+    phase: str = ""
+    phase_since: datetime | None = None
+    outcome: str = ""
+    gpu_serials: list[str] = []
+
+
+def fault_code(finding: Finding) -> str:
+    return f"Xid{finding.xid}" if finding.xid is not None else finding.reason
+
+
+def current_rung(state: RemediationState) -> str:
+    ladder = state.runbook.ladder if state.runbook else []
+    if state.phase in (Phase.WAITING, Phase.TOLERATING):
+        return "tolerance" if ladder else ""
+    return ladder[state.rung].action.value if state.rung < len(ladder) else ""
+
+
+def gpu_serials(state: RemediationState) -> list[str]:
+    return sorted(dict.fromkeys(f.component.serial for f in state.findings
+                                if f.unhealthy and f.component.serial))
+
+
+# A rung's own steps are one phase in the index: each change of the index is an event in the
+# workflow's history and a visibility write, and nobody searches for "settling".
+_INDEXED_PHASE = {Phase.SETTLING: Phase.ACTING, Phase.VERIFYING: Phase.ACTING}
+
+
+def remediation_index(state: RemediationState, since: datetime | None = None) -> NodeIndex:
+    """``since``: when the indexed phase began (kept by the caller across the rung's steps)."""
+    return NodeIndex(
+        node=state.node.name, pool=state.node.pool,
+        fault=fault_code(state.trigger) if state.trigger else "",
+        runbook=state.runbook.name if state.runbook else "",
+        rung=current_rung(state), phase=indexed_phase(state).value, phase_since=since,
+        outcome=state.outcome.value if state.outcome else "", gpu_serials=gpu_serials(state))
+
+
+def indexed_phase(state: RemediationState) -> Phase:
+    return _INDEXED_PHASE.get(state.phase, state.phase)
+
+
+def static_summary(node: str, finding: Finding, runbook: Runbook) -> str:
+    """The one line the UI's workflow list shows: "node-17: Xid 79 on GPU 3 → gpu-fallen-off-bus
+    (reboot, replace)"."""
+    ladder = ", ".join(r.action.value for r in runbook.ladder) or "hold for a human"
+    return f"{node}: {finding.headline()} → {runbook.name} ({ladder})"[:200]
+
+
+def remediation_details(state: RemediationState) -> str:
+    """The workflow's current details (Markdown) in the Web UI."""
+    node = state.node.name
+    if state.runbook is None or state.trigger is None:
+        return f"### {node}\nWaiting for the first finding."
+    runbook, trigger = state.runbook, state.trigger
+    lines = [f"### {node}: {trigger.headline()}",
+             f"**Runbook** `{runbook.name}` ({runbook.cause.value}) · **pool** `{state.node.pool}`"
+             f" · **phase** {state.phase.value.replace('_', ' ')}"]
+    if trigger.evidence:
+        lines.append(f"**Evidence** {trigger.evidence}")
+    lines.append(f"**Rung** {_rung_line(state)}")
+    lines.append(f"**Next** {_next_step(state)}")
+    if state.outcome is None:
+        lines.append(f"**Approve** `remedy approve {node}` · **abort** "
+                     f"`remedy abort {node} --reason \"...\"`")
+    if state.attempts:
+        lines += ["", "| rung | action | result | detail |", "|---|---|---|---|"]
+        lines += [f"| {'-' if a.rung < 0 else a.rung} | {a.action.value} | {a.result.value} | "
+                  f"{a.detail.replace('|', '/')[:120]} |" for a in state.attempts]
+    return "\n".join(lines)
+
+
+def _rung_line(state: RemediationState) -> str:
+    ladder = state.runbook.ladder if state.runbook else []
+    if not ladder:
+        return "none (the runbook holds the node for a human)"
+    if state.phase in (Phase.WAITING, Phase.TOLERATING):
+        return f"not climbing yet; first rung {ladder[0].action.value}"
+    if state.rung >= len(ladder):
+        return f"past the last of {len(ladder)}"
+    return f"{state.rung + 1} of {len(ladder)}: {ladder[state.rung].action.value}"
+
+
+def _next_step(state: RemediationState) -> str:
+    if state.outcome is not None:
+        return f"none: {state.outcome.value} — {state.outcome_detail}"
+    ladder = state.runbook.ladder if state.runbook else []
+    rung = ladder[state.rung] if state.rung < len(ladder) else None
+    action = rung.action.value if rung else "the end of the ladder"
+    match state.phase:
+        case Phase.TOLERATING:
+            ends = f"{state.tolerance_ends_at:%Y-%m-%d %H:%M:%S} UTC" \
+                if state.tolerance_ends_at else "soon"
+            return f"tolerance window until {ends}; a clean re-probe ends it, else {action}"
+        case Phase.AWAITING_APPROVAL if rung is not None:
+            return (f"**waiting for approval** of {action} (times out after "
+                    f"{format_duration(rung.approval_timeout)}): "
+                    f"`remedy approve {state.node.name}`")
+        case Phase.AWAITING_LEASE:
+            return f"waiting for a disruption lease in pool `{state.node.pool}`, then {action}"
+        case Phase.SETTLING:
+            return f"settling after {action}, then a verification probe"
+        case Phase.VERIFYING:
+            return f"verification probe after {action}"
+        case Phase.RESTORING:
+            return "restoring the node (uncordon)"
+        case Phase.ACTING:
+            needs = " (approval required)" if rung and rung.approval is Approval.REQUIRED else ""
+            return f"{action}{needs}, then a verification probe"
+        case _:
+            return "waiting for the first finding"

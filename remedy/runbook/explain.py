@@ -1,0 +1,127 @@
+"""A runbook in plain words: what remedy will do, in which order, and by when at the latest.
+
+The worst case adds up every bound the ladder has: the tolerance window, each approval's
+timeout, each action's attempts × timeout plus the retry backoff between them, the settle
+time and the verification probe. A wait for a disruption lease has no bound (the pool's budget
+decides), so it is named, never added."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from pydantic import BaseModel
+
+from remedy.durations import format_duration
+from remedy.models import DISRUPTIVE_ACTIONS, Action
+from remedy.runbook.schema import Approval, Match, Runbook, Rung
+
+# The verification probe: two attempts of 60 s with 5 s between (workflows/node_remediation.py).
+PROBE_WORST_CASE = timedelta(seconds=125)
+
+WHAT_IT_DOES = {
+    Action.DIAGNOSE: "run the deep diagnose on the node (a load test on every GPU)",
+    Action.CORDON: "cordon the node: no new pods land on it; running pods keep running",
+    Action.DRAIN: "drain the node: evict its pods (training pods get their checkpoint grace)",
+    Action.KILL_JOB: "stop the job's pods on the node (its controller reschedules them)",
+    Action.RESET_GPU: "reset the faulty GPUs (the cluster's GPU pods step aside meanwhile)",
+    Action.REBOOT: "reboot the node and wait for a new boot id and Ready",
+    Action.REPLACE: "replace the node (a new machine; this one is deleted)",
+}
+
+
+class RungTiming(BaseModel):
+    index: int
+    action: Action
+    starts_by: timedelta  # the latest the rung can start, leases aside
+    action_worst_case: timedelta
+    ends_by: timedelta  # the latest the rung's verification can end, leases aside
+
+
+def action_worst_case(rung: Rung) -> timedelta:
+    """Every attempt runs to its timeout, with the retry backoff between attempts."""
+    retry = rung.retry
+    waits = timedelta(0)
+    interval = retry.initial_interval
+    for _ in range(retry.max_attempts - 1):
+        waits += min(interval, max(retry.max_interval, retry.initial_interval))
+        interval = interval * retry.backoff
+    return rung.timeout * retry.max_attempts + waits
+
+
+def timings(runbook: Runbook) -> list[RungTiming]:
+    at = runbook.tolerance
+    out = []
+    for index, rung in enumerate(runbook.ladder):
+        if rung.approval is Approval.REQUIRED:
+            at += rung.approval_timeout  # it may come at the last moment
+        worst = action_worst_case(rung)
+        ends = at + worst + (rung.settle + PROBE_WORST_CASE if rung.verifies else timedelta(0))
+        out.append(RungTiming(index=index, action=rung.action, starts_by=at,
+                              action_worst_case=worst, ends_by=ends))
+        at = ends
+    return out
+
+
+def describe_match(match: Match) -> str:
+    parts = []
+    if match.xids:
+        parts.append("Xid " + _either([str(x) for x in match.xids]))
+    if match.checks:
+        parts.append("check " + _either(match.checks))
+    if match.reasons:
+        parts.append("reason " + _either(match.reasons))
+    if match.severities:
+        parts.append("severity " + _either([s.value for s in match.severities]))
+    return " with ".join(parts)
+
+
+def explain(runbook: Runbook) -> list[str]:
+    """The ladder as sentences, one step a line, each with the latest time it can happen."""
+    lines = [f"{runbook.name}: {runbook.description or '(no description)'}",
+             f"cause: {runbook.cause.value}"
+             + (" (hardware actions allowed)" if runbook.cause.value == "platform"
+                else " (the job is at fault: never reset, reboot or replace)"),
+             "matches a finding with " + "; or ".join(describe_match(m) for m in runbook.match),
+             "", "when it matches:"]
+    step = "  {:>12}  {}"
+    lines.append(step.format("at once", WHAT_IT_DOES[Action.CORDON] if runbook.cordon
+                             else "no cordon: the node keeps taking work while tolerated"))
+    if runbook.tolerance > timedelta(0):
+        recheck = (f", re-probing every {format_duration(runbook.recheck_every)}"
+                   if runbook.recheck_every else "")
+        lines.append(step.format("0s", f"tolerate for {format_duration(runbook.tolerance)}"
+                                       f"{recheck}; a clean probe ends it (cleared, restored)"))
+    else:
+        lines.append(step.format("0s", "no tolerance window: the ladder starts at once"))
+    for timing, rung in zip(timings(runbook), runbook.ladder, strict=True):
+        by = f"by {format_duration(timing.starts_by)}"
+        lines.append(step.format(by, f"rung {timing.index + 1}: {WHAT_IT_DOES[rung.action]}"))
+        if rung.approval is Approval.REQUIRED:
+            lines.append(step.format("", f"  needs approval (remedy approve NODE); none within "
+                                         f"{format_duration(rung.approval_timeout)} → stop, "
+                                         "node stays cordoned for a human"))
+        if rung.action in DISRUPTIVE_ACTIONS:
+            lines.append(step.format("", "  holds a disruption lease of the pool first "
+                                         "(its wait is not counted here)"))
+        tries = rung.retry.max_attempts
+        lines.append(step.format("", f"  takes at most {format_duration(timing.action_worst_case)}"
+                                     f" ({tries} × {format_duration(rung.timeout)}"
+                                     f"{' + retry backoff' if tries > 1 else ''})"))
+        if rung.verifies:
+            settle = f"settle {format_duration(rung.settle)}, then " if rung.settle else ""
+            lines.append(step.format("", f"  {settle}re-probe: healthy → restore and stop "
+                                         f"(recovered); else the next rung"))
+        elif rung.action is Action.REPLACE:
+            lines.append(step.format("", "  done: the node is gone (replaced)"))
+        else:
+            lines.append(step.format("", "  not verified (it prepares the next rung)"))
+    end = timings(runbook)[-1].ends_by if runbook.ladder else runbook.tolerance
+    if not runbook.ladder or runbook.ladder[-1].action is not Action.REPLACE:
+        lines.append(step.format(f"by {format_duration(end)}",
+                                 "still unhealthy: the node stays cordoned, outcome "
+                                 "needs_human"))
+    return lines
+
+
+def _either(values: list[str]) -> str:
+    return values[0] if len(values) == 1 else ", ".join(values[:-1]) + " or " + values[-1]

@@ -1,0 +1,64 @@
+"""remedy's search attributes: what the Web UI and `remedy status` filter on, e.g.
+``RemedyPhase = 'awaiting_approval'`` or ``RemedyGpuSerials = '1650924060123'``.
+
+A server must know them before a workflow sets them (an unknown one fails the workflow task), so
+the dev server starts with them (``dev_server_flags``), compose registers them with the admin
+tools, and the controller registers any missing at startup."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from temporalio.common import (
+    SearchAttributeIndexedValueType,
+    SearchAttributeKey,
+    SearchAttributeUpdate,
+)
+
+from remedy.describe import NodeIndex
+
+# workflow.patched id: runs that began before remedy set search attributes never do.
+PATCH = "remedy-search-attributes"
+
+NODE = SearchAttributeKey.for_keyword("RemedyNode")
+POOL = SearchAttributeKey.for_keyword("RemedyPool")
+FAULT = SearchAttributeKey.for_keyword("RemedyFault")
+RUNBOOK = SearchAttributeKey.for_keyword("RemedyRunbook")
+RUNG = SearchAttributeKey.for_keyword("RemedyRung")
+PHASE = SearchAttributeKey.for_keyword("RemedyPhase")
+PHASE_SINCE = SearchAttributeKey.for_datetime("RemedyPhaseSince")
+OUTCOME = SearchAttributeKey.for_keyword("RemedyOutcome")
+GPU_SERIALS = SearchAttributeKey.for_keyword_list("RemedyGpuSerials")
+
+ALL: list[SearchAttributeKey[Any]] = [NODE, POOL, FAULT, RUNBOOK, RUNG, PHASE, PHASE_SINCE, OUTCOME,
+                                 GPU_SERIALS]
+
+# The type names the `temporal` CLI takes (--search-attribute Name=Type).
+_CLI_TYPE = {
+    SearchAttributeIndexedValueType.KEYWORD: "Keyword",
+    SearchAttributeIndexedValueType.KEYWORD_LIST: "KeywordList",
+    SearchAttributeIndexedValueType.DATETIME: "Datetime",
+}
+
+
+def cli_type(key: SearchAttributeKey[Any]) -> str:
+    return _CLI_TYPE[key.indexed_value_type]
+
+
+def dev_server_flags() -> list[str]:
+    return [arg for key in ALL for arg in ("--search-attribute", f"{key.name}={cli_type(key)}")]
+
+
+def updates(index: NodeIndex) -> list[SearchAttributeUpdate[Any]]:
+    """Every attribute of a remediation; empty values unset the attribute."""
+    keyword = [(NODE, index.node), (POOL, index.pool), (FAULT, index.fault),
+               (RUNBOOK, index.runbook), (RUNG, index.rung), (PHASE, index.phase),
+               (OUTCOME, index.outcome)]
+    out: list[SearchAttributeUpdate[Any]] = [k.value_set(v) if v else k.value_unset()
+                                        for k, v in keyword]
+    since: datetime | None = index.phase_since
+    out.append(PHASE_SINCE.value_set(since) if since else PHASE_SINCE.value_unset())
+    out.append(GPU_SERIALS.value_set(index.gpu_serials) if index.gpu_serials
+               else GPU_SERIALS.value_unset())
+    return out
