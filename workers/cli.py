@@ -22,7 +22,7 @@ from remedy.models import NodeRef
 from remedy.names import CONTROLLER_TASK_QUEUE, FLEET_SCAN_SCHEDULE
 from remedy.probe import ProbeConfig, probe_node
 from remedy.probe.nics import SysfsNics
-from remedy.runbook import RunbookError, RunbookSet, load_runbooks
+from remedy.runbook import Runbook, RunbookError, RunbookSet, load_runbooks
 from remedy.sim import FAULTS, SimFleet
 from remedy.xid import parse_kernel_log
 from remedy.xid.tail import KernelLogTail
@@ -54,6 +54,31 @@ def validate(paths: Annotated[list[Path], typer.Argument(help="Runbook files or 
     for runbook in runbooks:
         ladder = " → ".join(r.action.value for r in runbook.ladder) or "hold for a human"
         typer.echo(f"ok  {runbook.name}: {ladder}")
+
+
+RunbooksOption = Annotated[Path, typer.Option(help="Runbook folder.")]
+
+
+@runbooks_app.command("explain")
+def explain(
+    name: Annotated[str, typer.Argument(help="The runbook's name.")],
+    runbooks: RunbooksOption = DEFAULT_RUNBOOKS,
+) -> None:
+    """The ladder in plain words: what happens when, and the latest each rung can start."""
+    from remedy.runbook.explain import explain as explain_runbook
+
+    typer.echo("\n".join(explain_runbook(_runbook_or_exit(runbooks, name))))
+
+
+@runbooks_app.command("schema")
+def schema() -> None:
+    """The runbook format as JSON Schema, for editor completion and checks. Save it and point
+    the YAML language server at it: `# yaml-language-server: $schema=runbook.schema.json`."""
+    import json
+
+    from remedy.runbook.schema import json_schema
+
+    typer.echo(json.dumps(json_schema(), indent=2))
 
 
 @xid_app.command("parse")
@@ -412,12 +437,7 @@ def trigger(
     from remedy.remediation import FindingReport
     from workers.client import connect, report_finding
 
-    loaded = _runbooks_or_exit(runbooks)
-    try:
-        chosen = loaded.get(runbook)
-    except KeyError as exc:
-        typer.echo(f"error: --runbook: {exc.args[0]}", err=True)
-        raise typer.Exit(2) from None
+    chosen = _runbook_or_exit(runbooks, runbook)
     finding = Finding(node=node, check="manual", reason="ManualTrigger",
                       severity=Severity.CRITICAL, evidence=reason, observed_at=datetime.now(UTC))
 
@@ -468,6 +488,14 @@ def _runbooks_or_exit(folder: Path) -> RunbookSet:
         for problem in exc.problems:
             typer.echo(str(problem), err=True)
         raise typer.Exit(1) from None
+
+
+def _runbook_or_exit(folder: Path, name: str) -> Runbook:
+    try:
+        return _runbooks_or_exit(folder).get(name)
+    except KeyError as exc:
+        typer.echo(f"error: {exc.args[0]}", err=True)
+        raise typer.Exit(2) from None
 
 
 def _serve(main: Callable[[], Coroutine[Any, Any, None]]) -> None:

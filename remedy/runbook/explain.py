@@ -17,6 +17,7 @@ from remedy.runbook.schema import Approval, Match, Runbook, Rung
 
 # The verification probe: two attempts of 60 s with 5 s between (workflows/node_remediation.py).
 PROBE_WORST_CASE = timedelta(seconds=125)
+BOOT_ID_TIMEOUT = timedelta(seconds=60)
 
 WHAT_IT_DOES = {
     Action.DIAGNOSE: "run the deep diagnose on the node (a load test on every GPU)",
@@ -45,7 +46,10 @@ def action_worst_case(rung: Rung) -> timedelta:
     for _ in range(retry.max_attempts - 1):
         waits += min(interval, max(retry.max_interval, retry.initial_interval))
         interval = interval * retry.backoff
-    return rung.timeout * retry.max_attempts + waits
+    worst = rung.timeout * retry.max_attempts + waits
+    if rung.action is Action.REBOOT:  # then the wait for the node to come back, and its boot id
+        worst += rung.timeout + BOOT_ID_TIMEOUT
+    return worst
 
 
 def timings(runbook: Runbook) -> list[RungTiming]:
@@ -104,9 +108,10 @@ def explain(runbook: Runbook) -> list[str]:
             lines.append(step.format("", "  holds a disruption lease of the pool first "
                                          "(its wait is not counted here)"))
         tries = rung.retry.max_attempts
+        comeback = " + the wait to come back" if rung.action is Action.REBOOT else ""
         lines.append(step.format("", f"  takes at most {format_duration(timing.action_worst_case)}"
                                      f" ({tries} × {format_duration(rung.timeout)}"
-                                     f"{' + retry backoff' if tries > 1 else ''})"))
+                                     f"{' + retry backoff' if tries > 1 else ''}{comeback})"))
         if rung.verifies:
             settle = f"settle {format_duration(rung.settle)}, then " if rung.settle else ""
             lines.append(step.format("", f"  {settle}re-probe: healthy → restore and stop "
