@@ -70,6 +70,34 @@ def explain(
     typer.echo("\n".join(explain_runbook(_runbook_or_exit(runbooks, name))))
 
 
+@runbooks_app.command("rehearse")
+def rehearse(
+    name: Annotated[str, typer.Argument(help="The runbook's name.")],
+    fault: Annotated[str | None, typer.Option(
+        help="The simulated fault that is really there (it decides which rung fixes the node):"
+             f" one of {', '.join(FAULTS)}, or none. Default: one the runbook matches.")]
+    = None,
+    approve: Annotated[bool, typer.Option(
+        help="Give every approval the moment it is asked; --no-approve lets them time out.")]
+    = True,
+    gpu: Annotated[int, typer.Option(min=0, max=7, help="The faulty GPU.")] = 0,
+    runbooks: RunbooksOption = DEFAULT_RUNBOOKS,
+    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+) -> None:
+    """Climb the runbook for real on Temporal's time-skipping server against one simulated
+    node, and print the timeline it produces (hours of workflow time in about a second)."""
+    from workers.rehearse import rehearse as run_rehearsal
+    from workers.rehearse import timeline
+
+    chosen = _runbook_or_exit(runbooks, name)
+    try:
+        done = asyncio.run(run_rehearsal(chosen, fault, approve=approve, gpu=gpu))
+    except KeyError as exc:
+        typer.echo(f"error: --fault: {exc.args[0]}", err=True)
+        raise typer.Exit(2) from None
+    typer.echo(done.model_dump_json(indent=2) if as_json else "\n".join(timeline(done)))
+
+
 @runbooks_app.command("schema")
 def schema() -> None:
     """The runbook format as JSON Schema, for editor completion and checks. Save it and point

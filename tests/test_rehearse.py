@@ -1,0 +1,61 @@
+"""`remedy runbooks rehearse`: each shipped runbook climbed for real on the time-skipping
+server against a simulated node; the fault decides where the ladder stops."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from remedy.runbook import load_runbooks
+from tests.conftest import ROOT
+from workers.cli import app
+
+SHIPPED = sorted(r.name for r in load_runbooks([ROOT / "runbooks"]))
+
+
+def rehearse(*args: str) -> tuple[int, str]:
+    result = CliRunner().invoke(app, ["runbooks", "rehearse", *args])
+    return result.exit_code, result.output
+
+
+@pytest.mark.parametrize("name", SHIPPED)
+def test_every_shipped_runbook_rehearses_to_an_outcome(name: str) -> None:
+    code, out = rehearse(name, "--json")
+    assert code == 0, out
+    done = json.loads(out)
+    result = done["result"]
+    assert done["runbook"] == name and result["runbook"] == name
+    assert result["outcome"] in ("recovered", "replaced", "needs_human", "cleared")
+    climbed = [a["action"] for a in result["attempts"] if a["rung"] >= 0]
+    assert climbed, "the rehearsal climbed no rung"
+
+
+def test_the_fault_decides_which_rung_fixes_the_node() -> None:
+    code, ecc = rehearse("gpu-memory-ecc")  # default fault: an ECC error, which a reset fixes
+    _, lost = rehearse("gpu-memory-ecc", "--fault", "gpu_lost")  # only a reboot reaches it
+    assert code == 0
+    assert ecc.splitlines()[0].startswith("rehearsal of gpu-memory-ecc: simulated fault "
+                                          "ecc_dbe (fixed by reset or reboot or replace)")
+    assert [line.split()[3] for line in ecc.splitlines() if line.startswith("  T+")] == [
+        "cordon", "drain", "reset_gpu", "restore"]
+    assert "outcome recovered after 30s of workflow time: healthy after reset_gpu" in ecc
+    steps = [line.split()[3:5] for line in lost.splitlines() if line.startswith("  T+")]
+    assert steps == [["cordon", "done"], ["drain", "done"], ["reset_gpu", "failed"],
+                     ["reboot", "verified"], ["restore", "done"]]
+
+
+def test_withheld_approval_times_out_and_leaves_the_node_for_a_human() -> None:
+    code, out = rehearse("gpu-row-remap-failure", "--no-approve", "--json")
+    result = json.loads(out)["result"]
+    assert code == 0
+    assert result["outcome"] == "needs_human"
+    assert result["attempts"][-1]["result"] == "approval_timed_out"
+    assert "no approval for replace within" in result["detail"]
+
+
+def test_bad_names_are_one_line_and_exit_2() -> None:
+    assert rehearse("nope")[0] == 2
+    code, out = rehearse("gpu-memory-ecc", "--fault", "cosmic_ray")
+    assert code == 2 and "unknown fault 'cosmic_ray'" in out

@@ -1,0 +1,147 @@
+"""`remedy runbooks rehearse`: climb a runbook for real — the NodeRemediation workflow, its
+activities, a disruption budget — against one simulated node on Temporal's time-skipping test
+server, so hours of tolerance windows, settles and approval timeouts pass in about a second.
+
+The simulated fault decides which rung fixes the node (a reset clears an ECC error, only a
+reboot brings back a GPU that fell off the bus), so the rehearsal shows where the ladder would
+stop, not only what it would try."""
+
+from __future__ import annotations
+
+import logging
+from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime, timedelta
+
+from pydantic import BaseModel
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.runtime import LoggingConfig, Runtime, TelemetryConfig, TelemetryFilter
+from temporalio.testing import WorkflowEnvironment
+
+from remedy.budget import BudgetPolicy
+from remedy.durations import format_duration
+from remedy.models import Component, Finding, NodeRef, Severity
+from remedy.remediation import ApproveRequest, Attempt, FindingReport, RemediationResult
+from remedy.runbook import Runbook, RunbookSet
+from remedy.runbook.schema import Approval
+from remedy.sim import FAULTS, SimFleet
+from remedy.sim.faults import Fix
+from workers.binaries import installed_binary
+from workers.client import ensure_search_attributes, report_finding
+from workers.controller import controller_worker, node_agent_worker
+
+NO_FAULT = "none"
+QUIET = Runtime(telemetry=TelemetryConfig(logging=LoggingConfig(
+    filter=TelemetryFilter(core_level="ERROR", other_level="ERROR"))))
+WALKS_THE_WHOLE_LADDER = "remap_failure"  # only a replacement fixes it
+QUEUE, AGENTS = "rehearsal", "rehearsal-agents"
+
+
+class Rehearsal(BaseModel):
+    runbook: str
+    fault: str
+    fixed_by: list[str]
+    finding: str
+    approved: bool
+    result: RemediationResult
+    started_at: datetime  # workflow time of the first report
+    wall_s: float
+
+
+def fault_for(runbook: Runbook) -> str:
+    """The first simulated fault whose finding the runbook matches; else one that only a
+    replacement fixes, so the rehearsal walks every rung."""
+    for name, spec in FAULTS.items():
+        if runbook.specificity(spec.report("n", 0, "s", datetime.now(UTC))) is not None:
+            return name
+    return WALKS_THE_WHOLE_LADDER
+
+
+def finding_for(runbook: Runbook, physical: Finding | None, node: str) -> Finding:
+    """What the agent reports: the fault's own finding when the runbook matches it, else one
+    built from the runbook's first match clause (the runbook under rehearsal must be climbed)."""
+    if physical is not None and runbook.specificity(physical) is not None:
+        return physical
+    clause = runbook.match[0]
+    xid = clause.xids[0] if clause.xids else None
+    reason = clause.reasons[0] if clause.reasons else f"Xid{xid}" if xid else "Rehearsal"
+    return Finding(node=node, check=clause.checks[0] if clause.checks else "rehearsal",
+                   reason=reason, xid=xid,
+                   severity=clause.severities[0] if clause.severities else Severity.CRITICAL,
+                   component=physical.component if physical else Component(),
+                   evidence="rehearsal", observed_at=datetime.now(UTC))
+
+
+async def rehearse(runbook: Runbook, fault: str | None = None, approve: bool = True,
+                   gpu: int = 0) -> Rehearsal:
+    fault = fault or fault_for(runbook)
+    if fault != NO_FAULT and fault not in FAULTS:
+        raise KeyError(f"unknown fault {fault!r}; known: {NO_FAULT}, {', '.join(FAULTS)}")
+    began = datetime.now(UTC)
+    # The actions that fail on purpose (a reset cannot reach a lost GPU) are the rehearsal's
+    # story, told in the timeline: keep their tracebacks and the test server's notes quiet.
+    temporal_log = logging.getLogger("temporalio")
+    level = temporal_log.level
+    temporal_log.setLevel(logging.CRITICAL)
+    env = await WorkflowEnvironment.start_time_skipping(
+        data_converter=pydantic_data_converter, runtime=QUIET,
+        test_server_existing_path=installed_binary("temporal-test-server"))
+    try:
+        await ensure_search_attributes(env.client)
+        # A hung GPU holds each check to its timeout in wall time: keep that short here.
+        fleet = SimFleet(nodes=1, pool="rehearsal", name_prefix="rehearsal",
+                         check_timeout_s=0.2)
+        [node] = sorted(fleet.nodes)
+        physical = fleet.inject(node, fault, gpu) if fault != NO_FAULT else None
+        finding = finding_for(runbook, physical, node)
+        # One node alone in its pool is 100 % of it: let the budget grant it a lease.
+        policy = BudgetPolicy(max_disruption="1", storm_share=1.0)
+        with ThreadPoolExecutor(max_workers=4) as executor:
+            async with controller_worker(env.client, fleet.cluster, executor, QUEUE, policy,
+                                         RunbookSet([runbook])), \
+                    node_agent_worker(env.client, fleet.host, executor, AGENTS):
+                handle = await report_finding(
+                    env.client, NodeRef(name=node, pool="rehearsal"),
+                    FindingReport(finding=finding, runbook=runbook),
+                    node_task_queue=AGENTS, task_queue=QUEUE)
+                if approve:  # ahead of time: each approval is given the moment it is asked
+                    for index, rung in enumerate(runbook.ladder):
+                        if rung.approval is Approval.REQUIRED:
+                            await handle.signal("approve", ApproveRequest(
+                                by="rehearsal", rung=index))
+                result = await handle.result()
+                started = (await handle.describe()).start_time
+    finally:
+        await env.shutdown()
+        temporal_log.setLevel(level)
+    spec = FAULTS.get(fault)
+    return Rehearsal(runbook=runbook.name, fault=fault,
+                     fixed_by=[f.value for f in Fix if spec and f in spec.fixed_by],
+                     finding=finding.headline(), approved=approve, result=result,
+                     started_at=started, wall_s=(datetime.now(UTC) - began).total_seconds())
+
+
+def timeline(rehearsal: Rehearsal) -> list[str]:
+    result = rehearsal.result
+    fixed = " or ".join(rehearsal.fixed_by) or "nothing (no fault)"
+    lines = [f"rehearsal of {rehearsal.runbook}: simulated fault {rehearsal.fault} "
+             f"(fixed by {fixed}); reported as {rehearsal.finding}"
+             + ("" if rehearsal.approved else "; approvals withheld"), ""]
+    end = rehearsal.started_at
+    for attempt in result.attempts:
+        lines.append(_line(rehearsal.started_at, attempt))
+        end = max(end, attempt.finished_at)
+    lines += ["", f"outcome {result.outcome.value} after {_at(rehearsal.started_at, end)} "
+                  f"of workflow time: {result.detail}",
+              f"(time-skipping server: {rehearsal.wall_s:.1f} s of wall time)"]
+    return lines
+
+
+def _line(start: datetime, attempt: Attempt) -> str:
+    rung = "-" if attempt.rung < 0 else str(attempt.rung + 1)
+    took = format_duration(attempt.finished_at - attempt.started_at)
+    return (f"  T+{_at(start, attempt.started_at):<9} rung {rung:<2} "
+            f"{attempt.action.value:<10} {attempt.result.value:<18} {took:>8}  {attempt.detail}")
+
+
+def _at(start: datetime, when: datetime) -> str:
+    return format_duration(max(when - start, timedelta(0)))
