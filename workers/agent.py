@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from temporalio.client import Client
+from temporalio.runtime import Runtime
 
 from remedy.cluster import Cluster
 from remedy.conditions import conditions_from
@@ -60,6 +61,12 @@ class NodeAgent:
         self._active: set[FindingKey] = set()
         self.reports_sent = 0
         self.last_report: ProbeReport | None = None
+        meter = (client.service_client.config.runtime or Runtime.default()).metric_meter
+        self._probes = meter.create_counter("remedy_probes", "Probe rounds, by verdict.")
+        self._probe_seconds = meter.create_histogram_float(
+            "remedy_probe_duration", "How long a probe round took, seconds.", "s")
+        self._findings = meter.create_counter(
+            "remedy_findings_reported", "Unhealthy findings reported, by check and reason.")
 
     def _serve(self, name: str) -> NodeHost:
         if name != self._host.name:
@@ -89,8 +96,12 @@ class NodeAgent:
         host = self._host
         report = await asyncio.to_thread(probe_node, host.name, host.nvml(), host.probe_config)
         self.last_report = report
+        verdict = "healthy" if report.healthy else "unhealthy" if report.checks_run else "failed"
+        self._probes.add(1, {"verdict": verdict})
+        self._probe_seconds.record(report.duration_s)
         await self._publish(report)
         for finding in xids + self._newly_unhealthy(report):
+            self._findings.add(1, {"check": finding.check, "reason": finding.reason})
             await self._report(finding)
         return report
 

@@ -38,6 +38,11 @@ xid_app = typer.Typer(help="NVIDIA Xid errors.", no_args_is_help=True)
 app.add_typer(xid_app, name="xid")
 
 DEFAULT_RUNBOOKS = Path(__file__).resolve().parent.parent / "runbooks"
+ADDRESS_HELP = "Temporal server host:port."
+MetricsOption = Annotated[str | None, typer.Option(
+    help="Serve Prometheus metrics on this host:port at /metrics (e.g. 0.0.0.0:9464).")]
+AddressOption = Annotated[str, typer.Option(help=ADDRESS_HELP)]
+JsonOption = Annotated[bool, typer.Option("--json", help="Machine-readable output.")]
 
 
 @runbooks_app.command("validate")
@@ -86,8 +91,8 @@ def rehearse(
 ) -> None:
     """Climb the runbook for real on Temporal's time-skipping server against one simulated
     node, and print the timeline it produces (hours of workflow time in about a second)."""
+    from workers.rehearse import RehearsalStuck, timeline
     from workers.rehearse import rehearse as run_rehearsal
-    from workers.rehearse import timeline
 
     chosen = _runbook_or_exit(runbooks, name)
     try:
@@ -95,6 +100,9 @@ def rehearse(
     except KeyError as exc:
         typer.echo(f"error: --fault: {exc.args[0]}", err=True)
         raise typer.Exit(2) from None
+    except RehearsalStuck as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(1) from None
     typer.echo(done.model_dump_json(indent=2) if as_json else "\n".join(timeline(done)))
 
 
@@ -200,12 +208,13 @@ def agent(
         help="Publish node conditions to Kubernetes (in-cluster config or --kubeconfig).")]
     = False,
     kubeconfig: Annotated[str | None, typer.Option(help="Kubeconfig file.")] = None,
+    metrics_bind: MetricsOption = None,
 ) -> None:
     """Run the node agent: host-local activities on this node's queue, and the probe loop."""
     from adapters.kube_config import api_client
     from adapters.kubernetes_cluster import KubernetesCluster
     from workers.agent import AgentConfig, NodeAgent
-    from workers.client import connect
+    from workers.client import connect, metrics_runtime
 
     loaded = _runbooks_or_exit(runbooks)
     config = ProbeConfig(expected_gpus=expected_gpus, nics=SysfsNics() if expected_nics else None,
@@ -215,7 +224,8 @@ def agent(
     host = LocalHost(node, config, allow_reset=allow_reset, allow_reboot=allow_reboot)
 
     async def main() -> None:
-        client = await connect(address)
+        client = await connect(address, runtime=metrics_runtime(metrics_bind, "agent")
+                               if metrics_bind else None)
         cluster = KubernetesCluster(api_client(kubeconfig)) if kubernetes else None
         await NodeAgent(client, host, loaded, cluster,
                         AgentConfig(node=NodeRef(name=node, pool=pool), interval_s=interval)).run()
@@ -249,6 +259,7 @@ def controller(
         help="Incidents on one GPU serial within the window that blocklist it.")] = 3,
     blocklist_days: Annotated[float, typer.Option(
         min=0.01, help="The blocklist's window, in days.")] = 30.0,
+    metrics_bind: MetricsOption = None,
 ) -> None:
     """Run the controller worker against a Kubernetes cluster."""
     from concurrent.futures import ThreadPoolExecutor
@@ -257,7 +268,7 @@ def controller(
     from adapters.kubernetes_cluster import KubernetesCluster, ReplaceProvider
     from remedy.budget import BudgetPolicy
     from remedy.hardware import BlocklistPolicy
-    from workers.client import connect, ensure_search_attributes
+    from workers.client import connect, ensure_search_attributes, metrics_runtime
     from workers.controller import controller_worker
     from workers.schedules import ensure_fleet_scan
 
@@ -279,7 +290,8 @@ def controller(
                                 checkpoint_grace_s=checkpoint_grace)
 
     async def main() -> None:
-        client = await connect(address)
+        client = await connect(address, runtime=metrics_runtime(metrics_bind, "controller")
+                               if metrics_bind else None)
         await ensure_search_attributes(client)
         if scan_every > 0:
             await ensure_fleet_scan(client, timedelta(seconds=scan_every), CONTROLLER_TASK_QUEUE)
@@ -307,6 +319,8 @@ def demo(
     seed: Annotated[int, typer.Option(help="Seed of the fault injector.")] = 1,
     address: Annotated[str | None, typer.Option(
         help="Use this Temporal server (host:port) instead of starting the dev server.")] = None,
+    metrics_bind: Annotated[str | None, typer.Option(
+        help="With --address: serve Prometheus metrics on this host:port.")] = None,
 ) -> None:
     """Run the embedded default: dev Temporal server + Web UI + worker + a simulated GPU fleet."""
     from workers.demo import DemoConfig, PortInUse, run_demo_on, run_embedded_demo
@@ -315,7 +329,7 @@ def demo(
                         speedup=speedup, duration_s=duration, seed=seed, runbooks=runbooks)
     try:
         if address:
-            asyncio.run(run_demo_on(address, config))
+            asyncio.run(run_demo_on(address, config, metrics_bind=metrics_bind))
         else:
             asyncio.run(run_embedded_demo(config, port=port, ui_port=ui_port, db=db))
     except PortInUse as exc:
@@ -328,9 +342,7 @@ def demo(
         pass
 
 
-ADDRESS_HELP = "Temporal server host:port."
-AddressOption = Annotated[str, typer.Option(help=ADDRESS_HELP)]
-JsonOption = Annotated[bool, typer.Option("--json", help="Machine-readable output.")]
+
 
 
 @app.command()

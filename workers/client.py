@@ -11,6 +11,7 @@ from temporalio.api.operatorservice.v1 import (
 )
 from temporalio.client import Client, WorkflowHandle
 from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.runtime import PrometheusConfig, Runtime, TelemetryConfig
 from temporalio.service import RPCError, RPCStatusCode
 
 from activities.starts import start_remediation
@@ -21,9 +22,20 @@ from workflows import search_attributes
 from workflows.node_remediation import NodeRemediation
 
 
-async def connect(address: str, namespace: str = "default") -> Client:
-    return await Client.connect(address, namespace=namespace,
+async def connect(address: str, namespace: str = "default", runtime: Runtime | None = None
+                  ) -> Client:
+    return await Client.connect(address, namespace=namespace, runtime=runtime,
                                 data_converter=pydantic_data_converter)
+
+
+def metrics_runtime(bind: str, role: str) -> Runtime:
+    """A runtime that serves Prometheus metrics on ``bind`` (host:port, path /metrics): the
+    SDK's own (workflow and activity latencies, task slots, polls) and remedy's, which
+    workflows record through the workflow metric meter and the agent through the runtime's."""
+    return Runtime(telemetry=TelemetryConfig(
+        metrics=PrometheusConfig(bind_address=bind, counters_total_suffix=True,
+                                 durations_as_seconds=True),
+        global_tags={"remedy_role": role}))
 
 
 async def report_finding(

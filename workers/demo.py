@@ -26,7 +26,7 @@ from remedy.names import CONTROLLER_TASK_QUEUE, FLEET_SCAN_SCHEDULE, SIM_AGENTS_
 from remedy.remediation import FindingReport, RemediationState
 from remedy.runbook import RunbookSet, load_runbooks
 from remedy.sim import SimFleet
-from workers.client import connect, ensure_search_attributes, report_finding
+from workers.client import connect, ensure_search_attributes, metrics_runtime, report_finding
 from workers.controller import controller_worker, node_agent_worker
 from workers.dev_server import dev_server
 from workers.schedules import ensure_fleet_scan
@@ -98,10 +98,7 @@ async def run_embedded_demo(config: DemoConfig, *, port: int | None, ui_port: in
     ui_port = ui_port or (8233 if _port_free(8233) else _free_port())
     db.parent.mkdir(parents=True, exist_ok=True)
     log = db.with_suffix(".log")
-    # SIGTERM ends the demo like Ctrl-C does: summary, then the dev server is stopped.
-    task = asyncio.current_task()
-    assert task is not None
-    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, task.cancel)
+    _stop_on_sigterm()
     async with dev_server(port, ui_port, db, log) as client:
         echo(f"Temporal server  127.0.0.1:{port} (log: {log})")
         echo(f"Temporal Web UI  http://127.0.0.1:{ui_port}/namespaces/default/workflows")
@@ -109,11 +106,20 @@ async def run_embedded_demo(config: DemoConfig, *, port: int | None, ui_port: in
         return await run_demo(client, config, runbooks, echo)
 
 
-async def run_demo_on(address: str, config: DemoConfig,
-                      echo: Callable[[str], None] = print) -> DemoSummary:
+def _stop_on_sigterm() -> None:
+    """SIGTERM (docker stop, kill) ends the demo like Ctrl-C: summary, then shutdown."""
+    task = asyncio.current_task()
+    assert task is not None
+    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, task.cancel)
+
+
+async def run_demo_on(address: str, config: DemoConfig, echo: Callable[[str], None] = print,
+                      metrics_bind: str | None = None) -> DemoSummary:
     """The demo against a Temporal server that is already running (e.g. docker compose)."""
     runbooks = _load(config)
-    client = await connect(address)
+    _stop_on_sigterm()
+    client = await connect(address, runtime=metrics_runtime(metrics_bind, "demo")
+                           if metrics_bind else None)
     await ensure_search_attributes(client)
     echo(f"Temporal server  {address}")
     return await run_demo(client, config, runbooks, echo)

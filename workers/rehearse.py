@@ -8,6 +8,7 @@ stop, not only what it would try."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
@@ -28,12 +29,18 @@ from remedy.sim.faults import Fix
 from workers.binaries import installed_binary
 from workers.client import ensure_search_attributes, report_finding
 from workers.controller import controller_worker, node_agent_worker
+from workflows.node_remediation import NodeRemediation
 
 NO_FAULT = "none"
 QUIET = Runtime(telemetry=TelemetryConfig(logging=LoggingConfig(
     filter=TelemetryFilter(core_level="ERROR", other_level="ERROR"))))
 WALKS_THE_WHOLE_LADDER = "remap_failure"  # only a replacement fixes it
 QUEUE, AGENTS = "rehearsal", "rehearsal-agents"
+WALL_LIMIT_S = 120.0
+
+
+class RehearsalStuck(Exception):
+    pass
 
 
 class Rehearsal(BaseModel):
@@ -108,7 +115,13 @@ async def rehearse(runbook: Runbook, fault: str | None = None, approve: bool = T
                         if rung.approval is Approval.REQUIRED:
                             await handle.signal("approve", ApproveRequest(
                                 by="rehearsal", rung=index))
-                result = await handle.result()
+                try:  # hours of workflow time take about a second: minutes mean it is stuck
+                    result = await asyncio.wait_for(handle.result(), WALL_LIMIT_S)
+                except TimeoutError:
+                    phase = (await handle.query(NodeRemediation.state)).phase
+                    raise RehearsalStuck(
+                        f"{runbook.name}: no outcome within {WALL_LIMIT_S:g} s of wall time; "
+                        f"last phase: {phase}") from None
                 started = (await handle.describe()).start_time
     finally:
         await env.shutdown()

@@ -15,6 +15,8 @@ from datetime import timedelta
 from temporalio import workflow
 from temporalio.common import RetryPolicy
 
+from workflows import metrics
+
 with workflow.unsafe.imports_passed_through():
     from remedy.budget import (
         BudgetState,
@@ -92,6 +94,8 @@ class DisruptionBudget:
             self._changed = False
             self._check_breaker()
             await self._grant()
+            state = self._state
+            metrics.pool_budget(state.pool, state.tripped, len(state.holders), len(state.waiting))
             if self._regrant and workflow.patched(REGRANT):
                 regrant, self._regrant = self._regrant, []
                 await asyncio.gather(*(self._tell(req) for req in regrant))

@@ -17,7 +17,7 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, TimeoutType
 from temporalio.exceptions import TimeoutError as ActivityTimeout
 
-from workflows import search_attributes
+from workflows import metrics, search_attributes
 from workflows.common import PERMANENT_ERRORS, QUICK_RETRY, this_run
 
 with workflow.unsafe.imports_passed_through():
@@ -34,6 +34,7 @@ with workflow.unsafe.imports_passed_through():
         BootRequest,
         ConditionsUpdate,
         CordonResult,
+        CordonState,
         Finding,
         NodeBoot,
         ProbeReport,
@@ -422,6 +423,8 @@ class NodeRemediation:
             self._record(-1, Action.CORDON, started, AttemptResult.FAILED, _cause(err))
             return
         state.cordon = result.state
+        if result.state is CordonState.CORDONED:
+            metrics.node_cordoned(state.node.pool)
         self._record(-1, Action.CORDON, started, AttemptResult.DONE, result.state.value)
 
     async def _hold_cordoned(self) -> None:
@@ -471,6 +474,8 @@ class NodeRemediation:
             detail += "; could not uncordon: the node stays cordoned and marked as remedy's"
         state.outcome, state.outcome_detail = outcome, detail
         self._enter(Phase.DONE)
+        metrics.remediation_finished(state.node.pool, state.runbook.name if state.runbook
+                                     else "", outcome.value)
         await workflow.wait_condition(workflow.all_handlers_finished)
         workflow.logger.info("%s: %s — %s", state.node.name, outcome.value, detail)
         return RemediationResult(node=state.node.name, outcome=outcome, detail=detail,
@@ -541,6 +546,8 @@ class NodeRemediation:
         self._state.attempts.append(Attempt(rung=rung, action=action, started_at=started,
                                             finished_at=workflow.now(), result=result,
                                             detail=detail))
+        metrics.rung_finished(self._state.node.pool, action.value, result.value,
+                              (workflow.now() - started).total_seconds())
         self._publish()
 
 

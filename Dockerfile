@@ -1,0 +1,30 @@
+# remedy: the controller worker, the node agent and the CLI in one image.
+#   docker build -t remedy:0.1.0 .
+#   docker run --rm remedy:0.1.0 runbooks validate /app/runbooks
+FROM python:3.11-slim
+
+ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
+WORKDIR /app
+
+# Dependencies first, so a code change does not reinstall them.
+COPY pyproject.toml README.md ./
+RUN mkdir -p remedy workflows activities workers adapters \
+    && touch remedy/__init__.py workflows/__init__.py activities/__init__.py \
+             workers/__init__.py adapters/__init__.py \
+    && pip install . && pip uninstall -y remedy
+
+# The code and the shipped runbooks. Installed in place (editable): the commands find the
+# runbooks next to the code, at /app/runbooks.
+COPY remedy remedy
+COPY workflows workflows
+COPY activities activities
+COPY workers workers
+COPY adapters adapters
+COPY runbooks runbooks
+RUN pip install --no-deps -e . && remedy runbooks validate /app/runbooks
+
+# Unprivileged; the node agent's DaemonSet grants what resets and reboots need (deploy/agent.yaml).
+USER 10001
+EXPOSE 9464
+ENTRYPOINT ["remedy"]
+CMD ["--help"]

@@ -1,0 +1,86 @@
+"""Prometheus metrics: a ladder on the real dev server, scraped from the worker's own /metrics
+endpoint — the SDK's runtime metrics and remedy's (outcomes, rung time, cordons, the budget,
+the agent's probes)."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import urllib.request
+import uuid
+
+from temporalio.testing import WorkflowEnvironment
+
+from remedy.budget import BudgetPolicy
+from remedy.models import Action, NodeRef
+from remedy.names import remediation_workflow_id
+from remedy.remediation import Outcome
+from remedy.runbook import Match, Runbook, RunbookSet, Rung
+from remedy.sim import SimFleet
+from tests.conftest import running_workers
+from workers.agent import AgentConfig, NodeAgent
+from workers.client import connect, metrics_runtime
+from workflows.node_remediation import NodeRemediation
+
+QUICK_RESET = Runbook(name="quick-reset", match=[Match(checks=["memory"])], cordon=True,
+                      ladder=[Rung(action=Action.DRAIN), Rung(action=Action.RESET_GPU)])
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def scrape(port: int) -> list[str]:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
+        return response.read().decode().splitlines()
+
+
+def value(lines: list[str], name: str, **labels: str) -> float | None:
+    """The sample of ``name`` whose labels include ``labels`` (None: no such sample)."""
+    for line in lines:
+        if line.startswith(name + "{") and all(f'{k}="{v}"' in line for k, v in labels.items()):
+            return float(line.rsplit(" ", 1)[1])
+    return None
+
+
+async def test_a_ladder_shows_up_in_the_prometheus_endpoint(dev_env: WorkflowEnvironment
+                                                            ) -> None:
+    port = free_port()
+    client = await connect(dev_env.client.service_client.config.target_host,
+                           runtime=metrics_runtime(f"127.0.0.1:{port}", "controller"))
+    fleet = SimFleet(nodes=2, pool=f"pool-{uuid.uuid4().hex[:8]}",
+                     name_prefix=f"metrics-{uuid.uuid4().hex[:6]}")
+    node = sorted(fleet.nodes)[0]
+    policy = BudgetPolicy(max_disruption="2", storm_share=1.0)
+    async with running_workers(client, fleet, policy=policy) as queues:
+        agent = NodeAgent(client, fleet.host(node), RunbookSet([QUICK_RESET]), None,
+                          AgentConfig(node=NodeRef(name=node, pool=queues.pool),
+                                      task_queue=queues.agents,
+                                      controller_task_queue=queues.controller))
+        fleet.inject(node, "ecc_dbe", gpu=1)
+        await agent.tick([])  # probes, finds the ECC error, reports it: a ladder starts
+        handle = client.get_workflow_handle_for(NodeRemediation.run,
+                                                remediation_workflow_id(node))
+        result = await handle.result()
+        for _ in range(50):  # recorded by the worker as the workflow task completes
+            lines = await asyncio.to_thread(scrape, port)
+            if value(lines, "remedy_remediations_total", pool=queues.pool):
+                break
+            await asyncio.sleep(0.1)
+
+    assert result.outcome is Outcome.RECOVERED, result.model_dump_json(indent=1)
+    pool = queues.pool
+    assert value(lines, "remedy_remediations_total", pool=pool, runbook="quick-reset",
+                 outcome="recovered", remedy_role="controller") == 1
+    assert value(lines, "remedy_rung_duration_count", pool=pool, action="reset_gpu",
+                 result="verified") == 1
+    assert value(lines, "remedy_nodes_cordoned_total", pool=pool) == 1
+    assert value(lines, "remedy_storm_breaker_tripped", pool=pool) == 0
+    assert value(lines, "remedy_disruption_leases_held", pool=pool) is not None
+    assert value(lines, "remedy_probes_total", verdict="unhealthy") == 1
+    assert value(lines, "remedy_findings_reported_total", check="memory")
+    # The SDK's own runtime metrics come out of the same endpoint.
+    assert value(lines, "temporal_workflow_completed_total", workflow_type="NodeRemediation")
+    assert value(lines, "temporal_activity_execution_latency_count", activity_type="cordon")

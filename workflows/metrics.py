@@ -1,0 +1,37 @@
+"""remedy's own Prometheus metrics, recorded from workflows through the SDK's workflow metric
+meter: the same endpoint as the SDK's runtime metrics, and nothing recorded again when a
+workflow replays. Labels stay low-cardinality (pool, runbook, action; never the node)."""
+
+from __future__ import annotations
+
+from temporalio import workflow
+
+
+def remediation_finished(pool: str, runbook: str, outcome: str) -> None:
+    workflow.metric_meter().create_counter(
+        "remedy_remediations", "Remediations finished, by outcome.").add(
+        1, {"pool": pool, "runbook": runbook, "outcome": outcome})
+
+
+def rung_finished(pool: str, action: str, result: str, seconds: float) -> None:
+    """Time in each rung (the action, its settle and verification), by how it ended."""
+    workflow.metric_meter().create_histogram_float(
+        "remedy_rung_duration", "Time spent in a rung of a ladder, seconds.", "s").record(
+        seconds, {"pool": pool, "action": action, "result": result})
+
+
+def node_cordoned(pool: str) -> None:
+    workflow.metric_meter().create_counter(
+        "remedy_nodes_cordoned", "Nodes remedy cordoned.").add(1, {"pool": pool})
+
+
+def pool_budget(pool: str, tripped: bool, leases: int, waiting: int) -> None:
+    meter = workflow.metric_meter()
+    labels = {"pool": pool}
+    meter.create_gauge("remedy_storm_breaker_tripped",
+                       "1 while the pool's storm breaker pauses disruptive work.").set(
+        int(tripped), labels)
+    meter.create_gauge("remedy_disruption_leases_held", "Disruption leases held.").set(
+        leases, labels)
+    meter.create_gauge("remedy_disruption_leases_waiting", "Nodes waiting for a lease.").set(
+        waiting, labels)
