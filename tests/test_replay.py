@@ -18,7 +18,12 @@ HISTORIES = sorted((Path(__file__).parent / "histories").glob("*.json"))
 
 
 def test_histories_are_recorded() -> None:
-    assert {h.stem for h in HISTORIES} == {"reset_fixes_ecc", "replace_after_approval"}
+    assert {h.stem for h in HISTORIES} == {"reset_fixes_ecc", "replace_after_approval",
+                                           "reset_fixes_ecc_v2", "replace_after_approval_v2"}
+    # v2: recorded after remedy began indexing ladders, so their replay covers the upserts.
+    for path in HISTORIES:
+        upserts = path.read_text().count("UPSERT_WORKFLOW_SEARCH_ATTRIBUTES")
+        assert (upserts > 0) == path.stem.endswith("_v2"), path.stem
 
 
 @pytest.mark.parametrize("path", HISTORIES, ids=lambda p: p.stem)

@@ -3,11 +3,14 @@
 Run it after a deliberate, versioned change to NodeRemediation (workflow.patched) to add a
 history for the new shape; never re-record to make a failing replay pass.
 
-    .venv/bin/python -m tests.histories.record
+    .venv/bin/python -m tests.histories.record --tag v2   # writes reset_fixes_ecc_v2.json, ...
+
+Keep the histories of older shapes: they are what running workflows of older versions replay.
 """
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 from pathlib import Path
 
@@ -20,16 +23,18 @@ from remedy.sim import SimFleet
 from tests.conftest import ROOT, running_workers
 from tests.ladder import report, wait_for_phase
 from workers.binaries import installed_binary
+from workers.client import ensure_search_attributes
 
 HERE = Path(__file__).parent
 SCENARIOS = {"reset_fixes_ecc": ("ecc_dbe", False), "replace_after_approval": ("remap_failure",
                                                                                 True)}
 
 
-async def main() -> None:
+async def main(tag: str) -> None:
     env = await WorkflowEnvironment.start_time_skipping(
         data_converter=pydantic_data_converter,
         test_server_existing_path=installed_binary("temporal-test-server"))
+    await ensure_search_attributes(env.client)
     runbooks = RunbookSet(load_runbooks([ROOT / "runbooks"]))
     try:
         for name, (fault, approve) in SCENARIOS.items():
@@ -42,11 +47,13 @@ async def main() -> None:
                     await handle.signal("approve", ApproveRequest(by="recorder"))
                 await handle.result()
                 history = await handle.fetch_history()
-            (HERE / f"{name}.json").write_text(history.to_json())
+            (HERE / f"{name}{'_' + tag if tag else ''}.json").write_text(history.to_json())
             print(f"recorded {name}")
     finally:
         await env.shutdown()
 
 
 if __name__ == "__main__":
-    asyncio.run(main())
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tag", default="", help="suffix of the files, e.g. v2")
+    asyncio.run(main(parser.parse_args().tag))
