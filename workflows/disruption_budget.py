@@ -15,7 +15,7 @@ from datetime import timedelta
 from temporalio import workflow
 from temporalio.common import RetryPolicy
 
-from workflows import metrics
+from workflows import metrics, search_attributes
 
 with workflow.unsafe.imports_passed_through():
     from remedy.budget import (
@@ -83,6 +83,8 @@ class DisruptionBudget:
     # -- the loop --------------------------------------------------------------------------
     @workflow.run
     async def run(self, state: BudgetState) -> None:
+        if workflow.patched(search_attributes.PATCH):  # `RemedyPool = '...'` finds it too
+            workflow.upsert_search_attributes([search_attributes.POOL.value_set(state.pool)])
         while True:
             try:
                 await workflow.wait_condition(lambda: self._changed, timeout=self._next_wake(),
