@@ -167,7 +167,8 @@ class DisruptionBudget:
         closed: list[str] = await workflow.execute_activity(
             "closed_workflows", [h.holder for h in state.holders], result_type=list[str],
             start_to_close_timeout=timedelta(seconds=30),
-            retry_policy=RetryPolicy(maximum_attempts=3))
+            retry_policy=RetryPolicy(maximum_attempts=3),
+            summary=f"which of {len(state.holders)} lease holders have closed")
         if closed:
             state.reclaimed += len(closed)
             state.holders = [h for h in state.holders if h.holder not in closed]
