@@ -3,7 +3,10 @@
 #   docker run --rm remedy:0.1.0 runbooks validate /app/runbooks
 FROM python:3.11-slim
 
-ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
+# No PYTHONDONTWRITEBYTECODE: the workflow sandbox imports the workflow module for every new
+# workflow run, and without its .pyc (compiled below; the root filesystem is read-only at run
+# time) it would compile it from source each time.
+ENV PYTHONUNBUFFERED=1 PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
 WORKDIR /app
 
 # Dependencies first, so a code change does not reinstall them.
@@ -21,7 +24,8 @@ COPY activities activities
 COPY workers workers
 COPY adapters adapters
 COPY runbooks runbooks
-RUN pip install --no-deps -e . && remedy runbooks validate /app/runbooks
+RUN pip install --no-deps -e . && python -m compileall -q /app \
+    && remedy runbooks validate /app/runbooks
 
 # Unprivileged; the node agent's DaemonSet grants what resets and reboots need (deploy/agent.yaml).
 USER 10001

@@ -7,6 +7,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from temporalio.client import Client
 from temporalio.worker import Worker
+from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
 from activities.budget import BudgetActivities
 from activities.cluster import ClusterActivities
@@ -27,6 +28,12 @@ from workflows.node_admission import NodeAdmission
 from workflows.node_remediation import NodeRemediation
 
 WORKFLOWS = [NodeRemediation, DisruptionBudget, HardwareRecord, NodeAdmission, FleetScan]
+# The sandbox re-imports a workflow's modules for every run it starts; remedy's domain package
+# (pydantic models, pure functions) and the workflows' helper modules are deterministic and free
+# of side effects at import, so every run shares them instead of rebuilding them.
+WORKFLOW_RUNNER = SandboxedWorkflowRunner(
+    restrictions=SandboxRestrictions.default.with_passthrough_modules(
+        "remedy", "workflows.common", "workflows.metrics", "workflows.search_attributes"))
 
 
 def controller_worker(client: Client, cluster: Cluster, executor: ThreadPoolExecutor,
@@ -43,6 +50,7 @@ def controller_worker(client: Client, cluster: Cluster, executor: ThreadPoolExec
         *FleetActivities(client, cluster).all(),
     ]
     return Worker(client, task_queue=task_queue, workflows=WORKFLOWS, activities=activities,
+                  workflow_runner=WORKFLOW_RUNNER,
                   activity_executor=executor)
 
 

@@ -79,7 +79,8 @@ def finding_for(runbook: Runbook, physical: Finding | None, node: str) -> Findin
 
 
 async def rehearse(runbook: Runbook, fault: str | None = None, approve: bool = True,
-                   gpu: int = 0) -> Rehearsal:
+                   gpu: int = 0, present: bool = True) -> Rehearsal:
+    """``present=False``: the fault is reported but gone before the first re-probe."""
     fault = fault or fault_for(runbook)
     if fault != NO_FAULT and fault not in FAULTS:
         raise KeyError(f"unknown fault {fault!r}; known: {NO_FAULT}, {', '.join(FAULTS)}")
@@ -98,7 +99,13 @@ async def rehearse(runbook: Runbook, fault: str | None = None, approve: bool = T
         fleet = SimFleet(nodes=1, pool="rehearsal", name_prefix="rehearsal",
                          check_timeout_s=0.2)
         [node] = sorted(fleet.nodes)
-        physical = fleet.inject(node, fault, gpu) if fault != NO_FAULT else None
+        if fault == NO_FAULT:
+            physical = None
+        elif present:
+            physical = fleet.inject(node, fault, gpu)
+        else:  # reported, and gone by the first re-probe (a transient)
+            physical = FAULTS[fault].report(node, gpu, fleet.node(node).gpus[gpu].serial,
+                                            datetime.now(UTC))
         finding = finding_for(runbook, physical, node)
         # One node alone in its pool is 100 % of it: let the budget grant it a lease.
         policy = BudgetPolicy(max_disruption="1", storm_share=1.0)

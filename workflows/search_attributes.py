@@ -10,13 +10,15 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
+from temporalio import workflow
 from temporalio.common import (
     SearchAttributeIndexedValueType,
     SearchAttributeKey,
     SearchAttributeUpdate,
 )
 
-from remedy.describe import NodeIndex
+with workflow.unsafe.imports_passed_through():  # not re-imported into each workflow's sandbox
+    from remedy.describe import NodeIndex
 
 # workflow.patched id: runs that began before remedy set search attributes never do.
 PATCH = "remedy-search-attributes"

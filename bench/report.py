@@ -1,0 +1,179 @@
+"""Write bench/results/report.md and bench/results/fleet.png from the figures the benchmarks
+left in bench/results (twin.json from fleet_twin.py, scale.json from scale_bench.py): each
+target next to what was measured and next to the baselines of the same run.
+
+    .venv/bin/python bench/report.py
+"""
+
+from __future__ import annotations
+
+import platform
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")  # no screen: write the file
+import matplotlib.pyplot as plt  # noqa: E402
+from fleet_twin import TwinReport  # noqa: E402 - a sibling script (bench/ is sys.path[0])
+from scale_bench import ScaleReport  # noqa: E402
+
+RESULTS = Path(__file__).resolve().parent / "results"
+GOODPUT_TARGET, AVAILABILITY_TARGET = 0.95, 0.9995
+
+
+def hours(delta: timedelta) -> str:
+    return f"{delta / timedelta(hours=1):.1f}"
+
+
+def twin_section(twin: TwinReport) -> list[str]:
+    job = twin.job
+    lines = [
+        "## Fleet twin: goodput and availability per policy", "",
+        f"{job.nodes} nodes in one lockstep job + {job.spares} spares (all paid for), "
+        f"{job.days:g} days, seed {twin.seed}; checkpoint every "
+        f"{job.checkpoint_interval / timedelta(minutes=1):g} min costing "
+        f"{job.checkpoint_cost.total_seconds():g} s, restart "
+        f"{job.restart / timedelta(minutes=1):g} min. Faults: the Llama 3 causes at their "
+        "reported rates plus transient slowdowns (counts below). Each kind of fault was climbed "
+        "for real by NodeRemediation on the time-skipping server under each policy's runbooks; "
+        "the weeks pass on the twin's virtual clock (bench/fleet_twin.py, workers/twin.py).", "",
+        "| policy | goodput | node availability | job interruptions | replacements | "
+        "needless replacements | MTTR (h) | job down (h) | work lost (h) | checkpoints (h) |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for run in twin.policies:
+        r = run.result
+        lines.append(f"| {r.policy} | {r.goodput:.2%} | {r.availability:.3%} | "
+                     f"{r.interruptions} | {r.replacements} | {r.needless_replacements} | "
+                     f"{hours(r.mttr)} | {hours(r.job_down)} | {hours(r.lost_work)} | "
+                     f"{hours(r.checkpoint_overhead)} |")
+    remedy = twin.policies[0].result
+    lines += ["", "Targets (remedy's shipped runbooks, next to the two baselines above):", "",
+              f"- goodput ≥ {GOODPUT_TARGET:.0%}: **{remedy.goodput:.2%}** "
+              f"({'met' if remedy.goodput >= GOODPUT_TARGET else 'not met'})",
+              f"- node availability ≥ {AVAILABILITY_TARGET:.2%}: **{remedy.availability:.3%}** "
+              f"({'met' if remedy.availability >= AVAILABILITY_TARGET else 'not met'})",
+              f"- zero needless replacements: **{remedy.needless_replacements}** "
+              f"({'met' if remedy.needless_replacements == 0 else 'not met'})", "",
+              "Where the goodput goes (remedy): the job itself pays "
+              f"{hours(remedy.checkpoint_overhead)} h writing checkpoints and "
+              f"{hours(remedy.lost_work)} h of work lost since the last checkpoint at each "
+              f"interruption; it is down {hours(remedy.job_down)} h for restarts, taking bad "
+              f"nodes out and waiting for spares ({hours(remedy.waiting_for_spares)} h); the "
+              f"{job.spares} spares are paid while idle. Remediation decides the detection "
+              "delay, the repair time and the needless replacements; the checkpoint interval, "
+              "its cost and the restart time belong to the job.", "",
+              "What each policy's ladder did with each kind of fault:", "",
+              "| fault | " + " | ".join(run.result.policy for run in twin.policies) + " |",
+              "|---" * (len(twin.policies) + 1) + "|"]
+    for kind in twin.policies[0].ladders:
+        cells = []
+        for run in twin.policies:
+            ladder = run.ladders[kind]
+            climbed = [s.action.value for s in ladder.steps if s.rung >= 0]
+            cells.append(f"{ladder.outcome}" + (f" ({', '.join(climbed)})" if climbed else ""))
+        lines.append(f"| {kind} | " + " | ".join(cells) + " |")
+    lines += ["", "Fault events generated (expected from the reference rates for this fleet and "
+                  "period):", "", "| cause | expected | generated |", "|---|---|---|"]
+    lines += [f"| {c.cause} | {c.expected:.1f} | {c.generated} |" for c in twin.causes]
+    costs = twin.costs
+    lines += ["", "Assumed action durations (the simulated fleet does them in no time): "
+                  f"drain {costs.drain}, reset {costs.reset_gpu}, reboot {costs.reboot}, "
+                  f"diagnose {costs.diagnose}, replace {costs.replace} (a machine racked or "
+                  "provisioned, and admitted)."]
+    for run in twin.policies:
+        lines.append(f"- *{run.result.policy}*: {run.description}")
+    return lines
+
+
+def scale_section(scale: ScaleReport) -> list[str]:
+    lines = ["## Detection → cordon at scale", "",
+             "Every failing node's agent reports at once (signal-with-start of its "
+             "NodeRemediation); latency is from a node's report to its cordon taking effect. "
+             "The baseline is the same burst of a workflow that does nothing but run one "
+             "activity, on the same server in the same run: the floor this server and machine "
+             "allow.", "",
+             "| failing | of | p50 s | p90 s | p99 s | max s | started/s | baseline p50 s | "
+             "baseline p90 s |", "|---|---|---|---|---|---|---|---|---|"]
+    for r in scale.shares:
+        lines.append(f"| {r.failing} ({r.share:.0%}) | {r.nodes} | {r.p50_s:.2f} | "
+                     f"{r.p90_s:.2f} | {r.p99_s:.2f} | {r.max_s:.2f} | {r.starts_per_s:.0f} | "
+                     f"{r.floor_p50_s:.2f} | {r.floor_p90_s:.2f} |")
+    at_10 = next((r for r in scale.shares if abs(r.share - 0.1) < 1e-9), None)
+    if at_10:
+        met = "met" if at_10.p90_s <= scale.target_p90_s else "not met"
+        lines += ["", f"Target P90 ≤ {scale.target_p90_s:g} s at {at_10.failing} of "
+                      f"{at_10.nodes}: **{at_10.p90_s:.2f} s** ({met}); the baseline's P90 in "
+                      f"the same run: {at_10.floor_p90_s:.2f} s. NVSentinel reports P50 16.8 s "
+                      "/ P90 28.2 s for 150 of 1,500."]
+    if scale.memory:
+        m = scale.memory
+        lines += ["", f"Controller worker memory with {m.nodes} nodes in remediation (ladders "
+                      f"parked in their tolerance windows): RSS **{m.rss_loaded_mb:.0f} MB** "
+                      f"(idle {m.rss_idle_mb:.0f} MB, peak {m.rss_peak_mb:.0f} MB); "
+                      f"{m.starts_per_s:.0f} remediations started per second."]
+    return lines
+
+
+def plot(twin: TwinReport | None, scale: ScaleReport | None, path: Path) -> None:
+    fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.5))
+    if twin:
+        names = [run.result.policy for run in twin.policies]
+        x = range(len(names))
+        goodput = [run.result.goodput * 100 for run in twin.policies]
+        unavailable = [(1 - run.result.availability) * 100 for run in twin.policies]
+        left.bar([i - 0.2 for i in x], goodput, width=0.4, label="goodput %")
+        left.axhline(GOODPUT_TARGET * 100, color="grey", linestyle="--", linewidth=1,
+                     label="goodput target")
+        left.set_ylim(min(goodput) - 10, 100)
+        left.set_xticks(list(x), names)
+        left.set_ylabel("goodput, % of paid GPU time")
+        twin_axis = left.twinx()
+        twin_axis.bar([i + 0.2 for i in x], unavailable, width=0.4, color="tab:orange",
+                      label="node unavailability %")
+        twin_axis.axhline((1 - AVAILABILITY_TARGET) * 100, color="tab:orange", linestyle=":",
+                          linewidth=1, label="unavailability target")
+        twin_axis.set_ylabel("node unavailability, %")
+        handles = left.get_legend_handles_labels()
+        more = twin_axis.get_legend_handles_labels()
+        left.legend(handles[0] + more[0], handles[1] + more[1], fontsize=8, ncol=2,
+                    loc="upper center", bbox_to_anchor=(0.5, -0.1))
+        left.set_title(f"Fleet twin: {twin.job.nodes} nodes, {twin.job.days:g} days")
+    if scale:
+        labels = [f"{r.failing}/{r.nodes}" for r in scale.shares]
+        for key, name in (("p50_s", "p50"), ("p90_s", "p90"), ("p99_s", "p99"),
+                          ("floor_p90_s", "baseline p90")):
+            right.plot(labels, [getattr(r, key) for r in scale.shares], marker="o",
+                       label=name, linestyle="--" if "floor" in key else "-")
+        right.axhline(scale.target_p90_s, color="grey", linestyle=":", label="target p90")
+        right.set_xlabel("nodes failing at once")
+        right.set_ylabel("detection → cordon, s")
+        right.legend(fontsize=8)
+        right.set_title("Detection → cordon (dev server, one machine)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+def main() -> None:
+    twin_file, scale_file = RESULTS / "twin.json", RESULTS / "scale.json"
+    twin = TwinReport.model_validate_json(twin_file.read_text()) if twin_file.exists() else None
+    scale = ScaleReport.model_validate_json(scale_file.read_text()) \
+        if scale_file.exists() else None
+    if not (twin or scale):
+        raise SystemExit("no results: run bench/fleet_twin.py and bench/scale_bench.py first")
+    lines = ["# remedy benchmark report", "",
+             f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC on {platform.node()} "
+             f"({platform.machine()}, Python {platform.python_version()}); figures from one "
+             "run of `make bench`.", "", "![goodput, availability and latency](fleet.png)", ""]
+    if twin:
+        lines += twin_section(twin) + [""]
+    if scale:
+        lines += scale_section(scale) + [""]
+    plot(twin, scale, RESULTS / "fleet.png")
+    (RESULTS / "report.md").write_text("\n".join(lines))
+    print(f"wrote {RESULTS / 'report.md'} and {RESULTS / 'fleet.png'}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,218 @@
+"""The training job and the fleet over weeks, on a virtual clock.
+
+One lockstep job spans ``nodes`` nodes; ``spares`` more wait, paid for. Each fault event hits a
+physical node. How the node fares comes from a real ladder (``LadderRun``: what the workflow did
+with that fault under the policy's runbooks, measured on Temporal's time-skipping server) plus
+what the simulation cannot time itself: how long each action really takes and how long people
+take to answer. How the job fares follows from that: an interruption costs the work since the
+last checkpoint, the time to take the bad node out (seconds when automated, a human's delay
+otherwise), a restart, and any wait for a spare.
+"""
+
+from __future__ import annotations
+
+import heapq
+from datetime import timedelta
+
+from pydantic import BaseModel
+
+from remedy.models import DISRUPTIVE_ACTIONS, Action
+from remedy.sim.faults import FAULTS, Fix
+from remedy.twin.generator import FaultEvent, FaultKind
+
+ZERO = timedelta(0)
+
+
+class Step(BaseModel):
+    action: Action
+    result: str
+    rung: int  # -1: cordon or restore around the ladder
+    took: timedelta  # workflow time (settle included; actions themselves take none in the sim)
+    approval: bool = False  # the rung needed an approval
+
+
+class LadderRun(BaseModel):
+    """What the real NodeRemediation did with one fault under one policy."""
+
+    fault: str | None
+    runbook: str
+    outcome: str
+    steps: list[Step]
+    workflow_time: timedelta
+
+    @property
+    def cordoned(self) -> bool:
+        return any(s.action is Action.CORDON and s.result == "done" for s in self.steps)
+
+    @property
+    def disruptive(self) -> bool:
+        return any(s.action in DISRUPTIVE_ACTIONS and s.rung >= 0 for s in self.steps)
+
+    @property
+    def takes_node_out(self) -> bool:
+        return self.cordoned or self.disruptive
+
+    @property
+    def replaced(self) -> bool:
+        return self.outcome == "replaced"
+
+    @property
+    def needless_replacement(self) -> bool:
+        """Replaced, though a reset, a reboot or time would have done (or nothing was wrong)."""
+        if not self.replaced:
+            return False
+        spec = FAULTS.get(self.fault or "")
+        return spec is None or bool(spec.fixed_by & {Fix.RESET, Fix.REBOOT, Fix.TIME})
+
+
+class ActionCosts(BaseModel):
+    """What each action really takes, which the simulated fleet does in no time."""
+
+    drain: timedelta = timedelta(minutes=5)
+    kill_job: timedelta = timedelta(minutes=1)
+    reset_gpu: timedelta = timedelta(minutes=3)
+    reboot: timedelta = timedelta(minutes=15)
+    diagnose: timedelta = timedelta(minutes=15)
+    replace: timedelta = timedelta(hours=4)  # a new machine racked or provisioned, admitted
+
+    def of(self, action: Action) -> timedelta:
+        cost: timedelta = getattr(self, action.value, ZERO)
+        return cost
+
+    def cheapest_fix(self, fault: str | None) -> timedelta:
+        spec = FAULTS.get(fault or "")
+        if spec is None:
+            return ZERO
+        costs = {Fix.TIME: ZERO, Fix.RESET: self.reset_gpu, Fix.REBOOT: self.reboot,
+                 Fix.REPLACE: self.replace}
+        return min(costs[f] for f in spec.fixed_by)
+
+
+class Policy(BaseModel):
+    name: str
+    detect: timedelta  # from the fault to the bad node out of the job
+    approval_delay: timedelta  # a person answering an approval (or doing the step by hand)
+    description: str = ""
+
+
+class JobConfig(BaseModel):
+    nodes: int = 2048
+    spares: int = 32
+    days: float = 54
+    checkpoint_interval: timedelta = timedelta(minutes=15)  # of training between checkpoints
+    checkpoint_cost: timedelta = timedelta(seconds=30)  # training paused to write one
+    restart: timedelta = timedelta(minutes=5)  # reschedule, load the checkpoint, warm up
+
+    @property
+    def duration(self) -> timedelta:
+        return timedelta(days=self.days)
+
+
+class PolicyResult(BaseModel):
+    policy: str
+    goodput: float  # useful training time / paid GPU time
+    availability: float  # node-time healthy and schedulable / all node-time
+    interruptions: int
+    replacements: int
+    needless_replacements: int
+    mttr: timedelta  # mean time from a fault to the node back, over faults that took it out
+    repairs: int
+    job_down: timedelta
+    lost_work: timedelta
+    waiting_for_spares: timedelta
+    checkpoint_overhead: timedelta
+
+
+def downtime(run: LadderRun, policy: Policy, costs: ActionCosts) -> timedelta:
+    """How long the node is out of service for this fault."""
+    if not run.takes_node_out:
+        return ZERO
+    took = run.workflow_time + sum((costs.of(s.action) for s in run.steps if s.rung >= 0),
+                                   ZERO)
+    took += policy.approval_delay * sum(1 for s in run.steps if s.approval and s.rung >= 0)
+    if run.outcome == "needs_human":  # someone has to come and do the real fix
+        took += policy.approval_delay + costs.cheapest_fix(run.fault)
+    return took
+
+
+def simulate(events: list[FaultEvent], ladders: dict[FaultKind, LadderRun], policy: Policy,
+             job: JobConfig, costs: ActionCosts) -> PolicyResult:
+    """Play the events against the job. ``ladders`` maps each kind of fault (a simulated fault,
+    None for one with no node signal; transient or not) to what the policy's ladder did."""
+    horizon = job.duration
+    cycle = job.checkpoint_interval + job.checkpoint_cost
+    in_job = set(range(job.nodes))
+    spares = set(range(job.nodes, job.nodes + job.spares))
+    back: list[tuple[timedelta, int]] = []  # (when, node): nodes in repair
+    down_until: dict[int, timedelta] = {}
+    tally = _Tally()
+    resumed = ZERO  # when the job last started training
+    stopped_until = ZERO  # the job is restarting until then
+
+    def release(until: timedelta) -> None:
+        while back and back[0][0] <= until:
+            _, node = heapq.heappop(back)
+            down_until.pop(node, None)
+            if node not in in_job:  # a node only cordoned kept running the job meanwhile
+                spares.add(node)
+
+    for event in events:
+        now, node = event.at, event.node
+        release(now)
+        if node in down_until:  # in repair already: part of that outage
+            continue
+        run = ladders[event.kind]
+        out = downtime(run, policy, costs)
+        if out > ZERO:
+            tally.repair(run, now, out, horizon)
+            heapq.heappush(back, (now + out, node))
+            down_until[node] = now + out
+            spares.discard(node)
+        if node not in in_job or not (event.interrupts_job or run.disruptive):
+            continue  # a spare, or a cordon that lets the running job carry on
+        restarting = now < stopped_until
+        if not restarting:
+            tally.interruptions += 1
+            tally.lost += min((now - resumed) % cycle, job.checkpoint_interval)
+        ready = now
+        if out > ZERO:  # the bad node leaves the job once someone (or remedy) takes it out
+            in_job.discard(node)
+            ready += policy.detect
+        while len(in_job) < job.nodes:
+            if not spares:  # no spare left: the job waits for the first node back
+                when = back[0][0]
+                tally.waiting += max(when - ready, ZERO)
+                ready = max(ready, when)
+                release(when)
+                continue
+            in_job.add(spares.pop())
+        restart_at = min(ready + job.restart, horizon)
+        tally.job_down += max(restart_at - max(now, stopped_until), ZERO) if restarting \
+            else restart_at - now
+        stopped_until = resumed = max(stopped_until, restart_at)
+    running = horizon - tally.job_down
+    overhead = job.checkpoint_cost * (running / cycle)
+    useful = running - overhead - tally.lost
+    total = job.nodes + job.spares
+    return PolicyResult(
+        policy=policy.name, goodput=useful * job.nodes / (horizon * total),
+        availability=1 - tally.node_down / (horizon * total),
+        interruptions=tally.interruptions, replacements=tally.replacements,
+        needless_replacements=tally.needless,
+        mttr=tally.outage / tally.repairs if tally.repairs else ZERO, repairs=tally.repairs,
+        job_down=tally.job_down, lost_work=tally.lost, waiting_for_spares=tally.waiting,
+        checkpoint_overhead=overhead)
+
+
+class _Tally:
+    def __init__(self) -> None:
+        self.node_down = self.outage = self.job_down = self.lost = self.waiting = ZERO
+        self.repairs = self.replacements = self.needless = self.interruptions = 0
+
+    def repair(self, run: LadderRun, now: timedelta, out: timedelta, horizon: timedelta
+               ) -> None:
+        self.node_down += min(now + out, horizon) - now
+        self.outage += out
+        self.repairs += 1
+        self.replacements += run.replaced
+        self.needless += run.needless_replacement

@@ -1,0 +1,142 @@
+"""The fleet twin: the failure generator reproduces its rates, a seed is one history, the job
+model charges what it should, and the ladders it uses come from the real workflow."""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from datetime import timedelta
+
+import pytest
+
+from remedy.models import Action
+from remedy.runbook import RunbookSet
+from remedy.twin.causes import LLAMA3_CAUSES, TRANSIENTS, expected_count
+from remedy.twin.generator import FaultEvent, FaultKind, generate
+from remedy.twin.job import ActionCosts, JobConfig, LadderRun, Policy, Step, simulate
+from workers.twin import ladders_for, policies
+
+CAUSES = [*LLAMA3_CAUSES, TRANSIENTS]
+MIN = timedelta(minutes=1)
+AUTOMATED = Policy(name="automated", detect=timedelta(seconds=30), approval_delay=timedelta(0))
+
+
+def test_llama3_table_adds_up_to_its_419_interruptions() -> None:
+    assert sum(c.count for c in LLAMA3_CAUSES) == 419
+    per_1000_node_days = 1000 * 419 / (54 * 2048)
+    assert per_1000_node_days == pytest.approx(3.8, abs=0.05)  # the reference's own figure
+
+
+def test_generator_reproduces_each_cause_rate_within_poisson_tolerance() -> None:
+    nodes, duration = 2048, timedelta(days=54 * 20)  # 20 Llama 3 runs: ~8,400 events
+    events = generate(CAUSES, nodes, duration, seed=11)
+    counts = Counter(e.cause for e in events)
+    for cause in CAUSES:
+        mean = expected_count(cause, nodes, duration)
+        assert abs(counts[cause.name] - mean) <= 4 * math.sqrt(mean) + 1, cause.name
+    gpu = [e.fault for e in events if e.cause == "faulty GPU"]
+    assert gpu.count("gpu_lost") / len(gpu) == pytest.approx(0.45, abs=0.04)
+    assert all(timedelta(0) <= e.at < duration and 0 <= e.node < nodes for e in events)
+    assert [e.at for e in events] == sorted(e.at for e in events)
+    # Arrivals are spread evenly over the period (Poisson): each half holds about half.
+    first_half = sum(e.at < duration / 2 for e in events)
+    assert first_half / len(events) == pytest.approx(0.5, abs=0.02)
+
+
+def test_a_seed_is_one_history_and_the_twin_is_deterministic() -> None:
+    duration = timedelta(days=54)
+    one, again, other = (generate(CAUSES, 2080, duration, seed) for seed in (7, 7, 8))
+    assert one == again and one != other
+    ladders = {kind: _ladder(kind) for kind in {e.kind for e in one}}
+    job = JobConfig()
+    assert simulate(one, ladders, AUTOMATED, job, ActionCosts()) == \
+        simulate(again, ladders, AUTOMATED, job, ActionCosts())
+
+
+def _ladder(kind: FaultKind) -> LadderRun:
+    fault, _ = kind
+    if fault is None:
+        return LadderRun(fault=None, runbook="-", outcome="not seen", steps=[],
+                         workflow_time=timedelta(0))
+    return LadderRun(fault=fault, runbook="r", outcome="recovered", workflow_time=MIN,
+                     steps=[_step(Action.CORDON, -1), _step(Action.REBOOT, 0)])
+
+
+def _step(action: Action, rung: int, approval: bool = False) -> Step:
+    return Step(action=action, result="done", rung=rung, took=timedelta(0), approval=approval)
+
+
+def _event(minutes: float, node: int, fault: str | None, interrupts: bool = True) -> FaultEvent:
+    return FaultEvent(at=timedelta(minutes=minutes), node=node, cause="c", fault=fault,
+                      interrupts_job=interrupts)
+
+
+JOB = JobConfig(nodes=4, spares=1, days=1, checkpoint_interval=timedelta(minutes=15),
+                checkpoint_cost=timedelta(seconds=30), restart=timedelta(minutes=5))
+
+
+def test_an_interruption_costs_the_work_since_the_checkpoint_and_a_restart() -> None:
+    ladders = {(None, False): _ladder((None, False))}
+    result = simulate([_event(60, 0, None)], ladders, AUTOMATED, JOB, ActionCosts())
+    assert result.interruptions == 1
+    assert result.lost_work == timedelta(minutes=13.5)  # 60 min = 3 cycles of 15.5 + 13.5
+    assert result.job_down == timedelta(minutes=5)  # nothing to take out: a restart only
+    assert result.availability == 1.0 and result.repairs == 0
+
+
+def test_a_bad_node_is_swapped_for_a_spare_and_repaired() -> None:
+    ladders = {("gpu_lost", False): _ladder(("gpu_lost", False))}
+    result = simulate([_event(60, 2, "gpu_lost")], ladders, AUTOMATED, JOB, ActionCosts())
+    # detect 30 s, then the restart on the spare
+    assert result.job_down == timedelta(minutes=5, seconds=30)
+    assert result.waiting_for_spares == timedelta(0)
+    # out for the ladder (1 min) and the reboot it ran (15 min)
+    assert result.mttr == timedelta(minutes=16) and result.repairs == 1
+    assert result.availability == pytest.approx(1 - 16 / (24 * 60 * 5))
+
+
+def test_with_no_spare_left_the_job_waits_for_a_repair() -> None:
+    ladders = {("gpu_lost", False): _ladder(("gpu_lost", False))}
+    events = [_event(60, 0, "gpu_lost"), _event(120, 1, "gpu_lost")]
+    result = simulate(events, ladders, AUTOMATED, JOB, ActionCosts())
+    # The first took the only spare (back in repair until 76 min, then the spare again);
+    # the second at 120 min finds it: no wait. Now a second failure 5 min after the first:
+    close = [_event(60, 0, "gpu_lost"), _event(66, 1, "gpu_lost")]
+    tight = simulate(close, ladders, AUTOMATED, JOB, ActionCosts())
+    assert result.waiting_for_spares == timedelta(0)
+    # node 0 is back at 60 + 16 = 76 min; the second needs a node from 66.5 min: 9.5 min wait
+    assert tight.waiting_for_spares == timedelta(minutes=9.5)
+    assert tight.interruptions == 2
+
+
+def test_a_cordon_alone_leaves_the_job_running_and_a_needless_replace_is_counted() -> None:
+    cleared = LadderRun(fault="thermal_transient", runbook="thermal", outcome="cleared",
+                        workflow_time=10 * MIN,
+                        steps=[_step(Action.CORDON, -1), _step(Action.RESTORE, -1)])
+    replaced = LadderRun(fault="ecc_dbe", runbook="any", outcome="replaced",
+                         workflow_time=timedelta(0),
+                         steps=[_step(Action.DRAIN, 0), _step(Action.REPLACE, 1)])
+    ladders = {("thermal_transient", True): cleared, ("ecc_dbe", False): replaced}
+    events = [FaultEvent(at=30 * MIN, node=0, cause="t", fault="thermal_transient",
+                         transient=True, interrupts_job=False), _event(300, 1, "ecc_dbe")]
+    result = simulate(events, ladders, AUTOMATED, JOB, ActionCosts())
+    assert result.interruptions == 1  # the transient's cordon did not stop the job
+    assert result.replacements == 1 and result.needless_replacements == 1  # a reset would do
+    assert result.mttr == (10 * MIN + ActionCosts().drain + ActionCosts().replace) / 2
+
+
+async def test_the_ladders_come_from_the_real_workflow(shipped_runbooks: RunbookSet) -> None:
+    [(remedy, choose), *_] = policies(shipped_runbooks, detect=timedelta(seconds=30),
+                                      approval=timedelta(hours=1),
+                                      manual_detect=timedelta(hours=1),
+                                      manual_step=timedelta(hours=2))
+    kinds: set[FaultKind] = {("ecc_dbe", False), ("thermal_transient", True), (None, False)}
+    ladders = await ladders_for(kinds, choose)
+    ecc = ladders[("ecc_dbe", False)]
+    assert remedy.name == "remedy"
+    assert (ecc.runbook, ecc.outcome) == ("gpu-memory-ecc", "recovered")
+    assert [s.action for s in ecc.steps if s.rung >= 0] == [Action.DRAIN, Action.RESET_GPU]
+    transient = ladders[("thermal_transient", True)]
+    assert (transient.runbook, transient.outcome) == ("thermal", "cleared")
+    assert not transient.disruptive and transient.workflow_time >= timedelta(minutes=1)
+    assert ladders[(None, False)].outcome == "not seen"
