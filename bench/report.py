@@ -84,6 +84,12 @@ def twin_section(twin: TwinReport) -> list[str]:
                   "provisioned, and admitted)."]
     for run in twin.policies:
         lines.append(f"- *{run.result.policy}*: {run.description}")
+    lines += ["", "Limits of the model: each cause is played by the closest simulated fault "
+                  "(remedy/twin/causes.py says which and why); a fault the ladder did not "
+                  "really fix does not come back later (a GPU that fails only under load and "
+                  "passes a quick probe is \"cleared\" under manual operations, and the job "
+                  "would meet it again); action durations are the assumptions above, not "
+                  "measurements; a node only cordoned keeps running the job until it ends."]
     return lines
 
 
