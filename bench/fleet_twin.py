@@ -24,6 +24,7 @@ from remedy.runbook import RunbookSet, load_runbooks
 from remedy.twin.causes import LLAMA3_CAUSES, TRANSIENTS, expected_count
 from remedy.twin.generator import generate
 from remedy.twin.job import ActionCosts, JobConfig, LadderRun, PolicyResult, simulate
+from workers.tables import plain
 from workers.twin import ladders_for, policies
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -89,17 +90,20 @@ async def run(args: argparse.Namespace) -> TwinReport:
                       wall_s=time.monotonic() - began)
 
 
-def table(report: TwinReport) -> list[str]:
-    head = (f"{'policy':<22}{'goodput':>9}{'avail.':>10}{'interr.':>9}{'replaced':>10}"
-            f"{'needless':>10}{'MTTR h':>8}{'job down h':>12}")
-    lines = [head, "-" * len(head)]
-    for run in report.policies:
-        r = run.result
-        lines.append(f"{r.policy:<22}{r.goodput:>9.2%}{r.availability:>10.3%}"
-                     f"{r.interruptions:>9}{r.replacements:>10}{r.needless_replacements:>10}"
-                     f"{r.mttr / timedelta(hours=1):>8.2f}"
-                     f"{r.job_down / timedelta(hours=1):>12.1f}")
-    return lines
+POLICY_HEADERS = ["policy", "goodput", "node availability", "job interruptions",
+                  "replacements", "needless replacements", "MTTR (h)", "job down (h)",
+                  "work lost (h)", "checkpoints (h)"]
+
+
+def policy_rows(report: TwinReport) -> list[list[str]]:
+    """One row per policy (POLICY_HEADERS): printed here, a Markdown table in the report."""
+    def h(delta: timedelta) -> str:
+        return f"{delta / timedelta(hours=1):.1f}"
+
+    return [[r.policy, f"{r.goodput:.2%}", f"{r.availability:.3%}", str(r.interruptions),
+             str(r.replacements), str(r.needless_replacements), h(r.mttr), h(r.job_down),
+             h(r.lost_work), h(r.checkpoint_overhead)]
+            for r in (run.result for run in report.policies)]
 
 
 def main() -> None:
@@ -128,7 +132,7 @@ def main() -> None:
     report = asyncio.run(run(args))
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / "twin.json").write_text(report.model_dump_json(indent=2))
-    print("\n".join(table(report)))
+    print("\n".join(plain(POLICY_HEADERS, policy_rows(report))))
     print(f"({report.wall_s:.0f} s; results in {RESULTS / 'twin.json'})")
 
 

@@ -15,11 +15,18 @@ import matplotlib
 
 matplotlib.use("Agg")  # no screen: write the file
 import matplotlib.pyplot as plt  # noqa: E402
-from fleet_twin import TwinReport  # noqa: E402 - a sibling script (bench/ is sys.path[0])
-from scale_bench import ScaleReport  # noqa: E402
+from fleet_twin import POLICY_HEADERS, TwinReport, policy_rows  # noqa: E402 - bench/ is on sys.path
+from scale_bench import SHARE_HEADERS, ScaleReport, at_ten_percent, share_rows  # noqa: E402
+
+from remedy.twin.job import LadderRun  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
 GOODPUT_TARGET, AVAILABILITY_TARGET = 0.95, 0.9995
+
+
+def markdown(headers: list[str], rows: list[list[str]]) -> list[str]:
+    return ["| " + " | ".join(headers) + " |", "|---" * len(headers) + "|",
+            *("| " + " | ".join(row) + " |" for row in rows)]
 
 
 def hours(delta: timedelta) -> str:
@@ -38,16 +45,8 @@ def twin_section(twin: TwinReport) -> list[str]:
         "reported rates plus transient slowdowns (counts below). Each kind of fault was climbed "
         "for real by NodeRemediation on the time-skipping server under each policy's runbooks; "
         "the weeks pass on the twin's virtual clock (bench/fleet_twin.py, workers/twin.py).", "",
-        "| policy | goodput | node availability | job interruptions | replacements | "
-        "needless replacements | MTTR (h) | job down (h) | work lost (h) | checkpoints (h) |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        *markdown(POLICY_HEADERS, policy_rows(twin)),
     ]
-    for run in twin.policies:
-        r = run.result
-        lines.append(f"| {r.policy} | {r.goodput:.2%} | {r.availability:.3%} | "
-                     f"{r.interruptions} | {r.replacements} | {r.needless_replacements} | "
-                     f"{hours(r.mttr)} | {hours(r.job_down)} | {hours(r.lost_work)} | "
-                     f"{hours(r.checkpoint_overhead)} |")
     remedy = twin.policies[0].result
     lines += ["", "Targets (remedy's shipped runbooks, next to the two baselines above):", "",
               f"- goodput ≥ {GOODPUT_TARGET:.0%}: **{remedy.goodput:.2%}** "
@@ -64,19 +63,14 @@ def twin_section(twin: TwinReport) -> list[str]:
               f"{job.spares} spares are paid while idle. Remediation decides the detection "
               "delay, the repair time and the needless replacements; the checkpoint interval, "
               "its cost and the restart time belong to the job.", "",
-              "What each policy's ladder did with each kind of fault:", "",
-              "| fault | " + " | ".join(run.result.policy for run in twin.policies) + " |",
-              "|---" * (len(twin.policies) + 1) + "|"]
-    for kind in twin.policies[0].ladders:
-        cells = []
-        for run in twin.policies:
-            ladder = run.ladders[kind]
-            climbed = [s.action.value for s in ladder.steps if s.rung >= 0]
-            cells.append(f"{ladder.outcome}" + (f" ({', '.join(climbed)})" if climbed else ""))
-        lines.append(f"| {kind} | " + " | ".join(cells) + " |")
+              "What each policy's ladder did with each kind of fault:", ""]
+    rows = [[kind, *(_ladder_cell(run.ladders[kind]) for run in twin.policies)]
+            for kind in twin.policies[0].ladders]
+    lines += markdown(["fault", *(run.result.policy for run in twin.policies)], rows)
     lines += ["", "Fault events generated (expected from the reference rates for this fleet and "
-                  "period):", "", "| cause | expected | generated |", "|---|---|---|"]
-    lines += [f"| {c.cause} | {c.expected:.1f} | {c.generated} |" for c in twin.causes]
+                  "period):", "",
+              *markdown(["cause", "expected", "generated"],
+                        [[c.cause, f"{c.expected:.1f}", str(c.generated)] for c in twin.causes])]
     costs = twin.costs
     lines += ["", "Assumed action durations (the simulated fleet does them in no time): "
                   f"drain {costs.drain}, reset {costs.reset_gpu}, reboot {costs.reboot}, "
@@ -93,6 +87,11 @@ def twin_section(twin: TwinReport) -> list[str]:
     return lines
 
 
+def _ladder_cell(ladder: LadderRun) -> str:
+    climbed = [s.action.value for s in ladder.steps if s.rung >= 0]
+    return ladder.outcome + (f" ({', '.join(climbed)})" if climbed else "")
+
+
 def scale_section(scale: ScaleReport) -> list[str]:
     lines = ["## Detection → cordon at scale", "",
              "Every failing node's agent reports at once (signal-with-start of its "
@@ -100,13 +99,8 @@ def scale_section(scale: ScaleReport) -> list[str]:
              "The baseline is the same burst of a workflow that does nothing but run one "
              "activity, on the same server in the same run: the floor this server and machine "
              "allow.", "",
-             "| failing | of | p50 s | p90 s | p99 s | max s | started/s | baseline p50 s | "
-             "baseline p90 s |", "|---|---|---|---|---|---|---|---|---|"]
-    for r in scale.shares:
-        lines.append(f"| {r.failing} ({r.share:.0%}) | {r.nodes} | {r.p50_s:.2f} | "
-                     f"{r.p90_s:.2f} | {r.p99_s:.2f} | {r.max_s:.2f} | {r.starts_per_s:.0f} | "
-                     f"{r.floor_p50_s:.2f} | {r.floor_p90_s:.2f} |")
-    at_10 = next((r for r in scale.shares if abs(r.share - 0.1) < 1e-9), None)
+             *markdown(SHARE_HEADERS, share_rows(scale))]
+    at_10 = at_ten_percent(scale)
     if at_10:
         met = "met" if at_10.p90_s <= scale.target_p90_s else "not met"
         lines += ["", f"Target P90 ≤ {scale.target_p90_s:g} s at {at_10.failing} of "
