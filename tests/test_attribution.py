@@ -9,7 +9,9 @@ from typing import Any
 
 import pytest
 
+from remedy.attribution.guard import Decision, Failure, GuardAction, GuardPolicy, JobLedger
 from remedy.attribution.model import (
+    Attribution,
     PodFailure,
     RemediationSeen,
     Termination,
@@ -132,3 +134,38 @@ def test_rules_are_data_an_operator_can_replace(tmp_path: Path) -> None:
     own.write_text("rules:\n  - name: typo\n    verdict: platform\n    when: {exitcodes: [1]}\n")
     with pytest.raises(RulesError, match=r"rules\.0\.when\.exitcodes: Extra inputs"):
         load_rules(own)
+
+
+def _attributed(verdict: Verdict) -> Attribution:
+    return Attribution(verdict=verdict, rule=f"some-{verdict.value}-rule", evidence=["x"])
+
+
+def _run(ledger: JobLedger, verdicts: list[Verdict], policy: GuardPolicy) -> list[Decision]:
+    decisions = []
+    for i, verdict in enumerate(verdicts):
+        decision = ledger.decide(_attributed(verdict), policy)
+        ledger.record(Failure(at=AT + timedelta(hours=i), pod=f"p{i}",
+                              attribution=_attributed(verdict), lost=timedelta(minutes=10),
+                              decision=decision))
+        decisions.append(decision)
+    return decisions
+
+
+def test_platform_failures_restart_with_backoff_until_the_cap() -> None:
+    policy = GuardPolicy(max_platform_restarts=3, backoff_initial=timedelta(minutes=1),
+                         backoff_max=timedelta(minutes=3))
+    ledger = JobLedger(job=JOB)
+    got = _run(ledger, [Verdict.PLATFORM] * 4, policy)
+    assert [d.action for d in got] == [GuardAction.RESTART] * 3 + [GuardAction.HOLD]
+    assert [d.delay for d in got[:3]] == [timedelta(minutes=m) for m in (1, 2, 3)]  # capped
+    assert ledger.lost(Verdict.PLATFORM) == timedelta(minutes=40)
+
+
+def test_an_application_failure_stops_and_unknown_gets_one_retry() -> None:
+    ledger = JobLedger(job=JOB)
+    unknown = _run(ledger, [Verdict.UNKNOWN, Verdict.UNKNOWN], GuardPolicy())
+    stop = ledger.decide(_attributed(Verdict.APPLICATION), GuardPolicy())
+    assert [d.action for d in unknown] == [GuardAction.RESTART, GuardAction.HOLD]
+    assert stop.action is GuardAction.STOP and "fail the same way" in stop.reason
+    assert ledger.lost(Verdict.UNKNOWN) == timedelta(minutes=20)
+    assert ledger.lost(Verdict.APPLICATION) == timedelta(0)

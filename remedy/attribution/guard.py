@@ -1,0 +1,88 @@
+"""What a job guard does with an attributed failure, and the job's ledger of time lost.
+
+PLATFORM → restart from the last checkpoint, with backoff, at most ``max_platform_restarts``
+times; APPLICATION → stop (a retry would fail the same way); UNKNOWN → one retry, then hold the
+job for a human. Pure: the JobGuard workflow keeps the ledger and acts on the decision."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from enum import StrEnum
+
+from pydantic import BaseModel, Field
+
+from remedy.attribution.model import Attribution, Verdict
+
+
+class GuardAction(StrEnum):
+    RESTART = "restart"
+    STOP = "stop"  # the application's fault: no restart
+    HOLD = "hold"  # a cap is reached, or unknown twice: a human decides
+
+
+class GuardPolicy(BaseModel):
+    max_platform_restarts: int = Field(default=5, ge=0)
+    max_unknown_retries: int = Field(default=1, ge=0)
+    backoff_initial: timedelta = timedelta(minutes=1)
+    backoff_coefficient: float = Field(default=2.0, ge=1.0)
+    backoff_max: timedelta = timedelta(minutes=30)
+
+    def backoff(self, restarts_so_far: int) -> timedelta:
+        delay = self.backoff_initial * self.backoff_coefficient ** restarts_so_far
+        return min(delay, self.backoff_max)
+
+
+class Decision(BaseModel):
+    action: GuardAction
+    delay: timedelta = timedelta(0)  # before the restart
+    reason: str
+
+
+class Failure(BaseModel):
+    at: datetime
+    pod: str
+    attribution: Attribution
+    lost: timedelta  # training time lost (since the last checkpoint, and until it runs again)
+    decision: Decision
+
+
+class JobLedger(BaseModel):
+    """Every failure of one guarded job, and the time lost per verdict."""
+
+    job: str
+    failures: list[Failure] = []
+
+    def count(self, verdict: Verdict, action: GuardAction | None = None) -> int:
+        return sum(1 for f in self.failures if f.attribution.verdict is verdict
+                   and (action is None or f.decision.action is action))
+
+    def lost(self, verdict: Verdict) -> timedelta:
+        return sum((f.lost for f in self.failures if f.attribution.verdict is verdict),
+                   timedelta(0))
+
+    def decide(self, attribution: Attribution, policy: GuardPolicy) -> Decision:
+        restarts = sum(1 for f in self.failures if f.decision.action is GuardAction.RESTART)
+        match attribution.verdict:
+            case Verdict.APPLICATION:
+                return Decision(action=GuardAction.STOP,
+                                reason=f"the application's fault ({attribution.rule}): a "
+                                       "restart would fail the same way")
+            case Verdict.PLATFORM:
+                done = self.count(Verdict.PLATFORM, GuardAction.RESTART)
+                if done >= policy.max_platform_restarts:
+                    return Decision(action=GuardAction.HOLD,
+                                    reason=f"{done} platform restarts already, the cap: a "
+                                           "human decides")
+                return Decision(action=GuardAction.RESTART, delay=policy.backoff(restarts),
+                                reason=f"platform fault ({attribution.rule}): restart "
+                                       f"{done + 1} of {policy.max_platform_restarts}")
+            case _:
+                done = self.count(Verdict.UNKNOWN, GuardAction.RESTART)
+                if done >= policy.max_unknown_retries:
+                    return Decision(action=GuardAction.HOLD,
+                                    reason="unknown cause again: held for a human")
+                return Decision(action=GuardAction.RESTART, delay=policy.backoff(restarts),
+                                reason=f"unknown cause ({attribution.rule}): one retry")
+
+    def record(self, failure: Failure) -> None:
+        self.failures = [*self.failures, failure]
