@@ -8,6 +8,7 @@ DISRUPTION_BUDGET_WORKFLOW = "DisruptionBudget"
 HARDWARE_RECORD_WORKFLOW = "HardwareRecord"
 NODE_ADMISSION_WORKFLOW = "NodeAdmission"
 FLEET_SCAN_WORKFLOW = "FleetScan"
+JOB_GUARD_WORKFLOW = "JobGuard"
 FLEET_SCAN_SCHEDULE = "remedy-fleet-scan"
 
 
@@ -40,3 +41,8 @@ def admission_workflow_id(node: str) -> str:
 
 def fleet_scan_workflow_id(schedule: str = FLEET_SCAN_SCHEDULE) -> str:
     return f"fleet-scan/{schedule}"
+
+
+def job_guard_workflow_id(namespace: str, job: str) -> str:
+    """One guard per job."""
+    return f"job-guard/{namespace}/{job}"

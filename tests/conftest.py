@@ -17,6 +17,7 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.service import RPCError
 from temporalio.testing import WorkflowEnvironment
 
+from remedy.attribution.guard import JobControl
 from remedy.budget import BudgetPolicy
 from remedy.cluster import Cluster
 from remedy.hardware import BlocklistPolicy
@@ -94,7 +95,8 @@ async def running_workers(client: Client, fleet: SimFleet, agents: bool = True,
                           cluster: Cluster | None = None,
                           policy: BudgetPolicy | None = None,
                           blocklist: BlocklistPolicy | None = None,
-                          runbooks: RunbookSet | None = None) -> AsyncIterator[Queues]:
+                          runbooks: RunbookSet | None = None,
+                          jobs: JobControl | None = None) -> AsyncIterator[Queues]:
     """The controller worker (with the shipped runbooks) and the simulated node agents, on
     queues unique to this test. ``cluster`` replaces the twin's cluster (e.g. the Kubernetes
     adapter on an emulator)."""
@@ -104,7 +106,7 @@ async def running_workers(client: Client, fleet: SimFleet, agents: bool = True,
     with ThreadPoolExecutor(max_workers=8) as executor:
         workers = [controller_worker(client, cluster or fleet.cluster, executor,
                                      queues.controller, policy, runbooks or _shipped(),
-                                     blocklist)]
+                                     blocklist, jobs)]
         if agents:  # else: a fleet whose agents are dead
             workers.append(node_agent_worker(client, fleet.host, executor, queues.agents))
         async with AsyncExitStack() as running:

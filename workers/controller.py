@@ -13,8 +13,10 @@ from activities.budget import BudgetActivities
 from activities.cluster import ClusterActivities
 from activities.fleet import FleetActivities
 from activities.hardware import HardwareActivities
+from activities.jobs import JobActivities
 from activities.node import NodeActivities
 from activities.starts import StartActivities
+from remedy.attribution.guard import JobControl
 from remedy.budget import BudgetPolicy
 from remedy.cluster import Cluster
 from remedy.hardware import BlocklistPolicy
@@ -24,10 +26,12 @@ from remedy.runbook import RunbookSet
 from workflows.disruption_budget import DisruptionBudget
 from workflows.fleet_scan import FleetScan
 from workflows.hardware_record import HardwareRecord
+from workflows.job_guard import JobGuard
 from workflows.node_admission import NodeAdmission
 from workflows.node_remediation import NodeRemediation
 
-WORKFLOWS = [NodeRemediation, DisruptionBudget, HardwareRecord, NodeAdmission, FleetScan]
+WORKFLOWS = [NodeRemediation, DisruptionBudget, HardwareRecord, NodeAdmission, FleetScan,
+             JobGuard]
 # The sandbox re-imports a workflow's modules for every run it starts; remedy's domain package
 # (pydantic models, pure functions) and the workflows' helper modules are deterministic and free
 # of side effects at import, so every run shares them instead of rebuilding them.
@@ -39,15 +43,18 @@ WORKFLOW_RUNNER = SandboxedWorkflowRunner(
 def controller_worker(client: Client, cluster: Cluster, executor: ThreadPoolExecutor,
                       task_queue: str = CONTROLLER_TASK_QUEUE,
                       policy: BudgetPolicy | None = None, runbooks: RunbookSet | None = None,
-                      blocklist: BlocklistPolicy | None = None) -> Worker:
+                      blocklist: BlocklistPolicy | None = None,
+                      jobs: JobControl | None = None) -> Worker:
     """``runbooks`` choose the ladder for what the controller starts itself (a problem
-    condition no agent reported, a node that failed admission); agents bring their own."""
+    condition no agent reported, a node that failed admission, a node a job guard blamed);
+    agents bring their own. ``jobs``: how guarded jobs are restarted (no job guards without)."""
     activities = [
         *ClusterActivities(cluster).all(),
         *BudgetActivities(client, cluster.pool_size, policy or BudgetPolicy()).all(),
         *HardwareActivities(client, blocklist or BlocklistPolicy()).all(),
         *StartActivities(client, runbooks or RunbookSet([])).all(),
         *FleetActivities(client, cluster).all(),
+        *(JobActivities(client, jobs, runbooks or RunbookSet([])).all() if jobs else []),
     ]
     return Worker(client, task_queue=task_queue, workflows=WORKFLOWS, activities=activities,
                   workflow_runner=WORKFLOW_RUNNER,

@@ -8,10 +8,12 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 from enum import StrEnum
+from typing import Protocol
 
 from pydantic import BaseModel, Field
 
 from remedy.attribution.model import Attribution, Verdict
+from remedy.models import NodeRef
 
 
 class GuardAction(StrEnum):
@@ -86,3 +88,61 @@ class JobLedger(BaseModel):
 
     def record(self, failure: Failure) -> None:
         self.failures = [*self.failures, failure]
+
+
+class JobRef(BaseModel):
+    namespace: str = "default"
+    name: str
+
+    def __str__(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+class GuardPhase(StrEnum):
+    WATCHING = "watching"  # the job runs; failures are attributed as they come
+    RESTARTING = "restarting"  # waiting out the backoff, then restarting the job
+    HELD = "held"  # a cap was reached or the cause is unknown twice: a human resumes or stops
+    STOPPED = "stopped"  # the application's fault: no restart
+
+
+class GuardInput(BaseModel):
+    job: JobRef
+    policy: GuardPolicy = GuardPolicy()
+    controller_task_queue: str = ""  # where node remediations run ("": the guard's own queue)
+    node_task_queue: str = ""  # the blamed node's agent queue ("": remedy-node/<node>)
+    ledger: JobLedger | None = None  # carried over by continue-as-new
+
+
+class RestartRequest(BaseModel):
+    job: JobRef
+    attempt: int
+    reason: str
+
+
+class NodeBlame(BaseModel):
+    """Put the node a platform failure blamed in remediation (or join its ladder)."""
+
+    node: NodeRef
+    job: str
+    attribution: Attribution
+    node_task_queue: str
+    task_queue: str
+
+
+class ResumeRequest(BaseModel):
+    by: str
+    stop: bool = False  # True: the human decides the job should not run again
+
+
+class GuardResult(BaseModel):
+    job: JobRef
+    phase: GuardPhase
+    reason: str
+    ledger: JobLedger
+
+
+class JobControl(Protocol):
+    """How a guarded job is restarted from its last checkpoint (by the job's own mechanism:
+    recreate the Job, or bump a restart annotation its operator watches)."""
+
+    def restart_job(self, namespace: str, name: str, reason: str) -> str: ...

@@ -1,0 +1,54 @@
+"""The job guard's side effects: attribute a failure (the rules file is read here, not in the
+workflow), restart a job, and make sure a node blamed for a failure is in remediation."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+
+from temporalio import activity
+from temporalio.client import Client
+
+from activities.errors import temporal_errors
+from activities.starts import start_remediation
+from remedy.attribution.guard import JobControl, NodeBlame, RestartRequest
+from remedy.attribution.model import Attribution, PodFailure
+from remedy.attribution.rules import Attributor
+from remedy.models import Finding, Severity
+from remedy.remediation import FindingReport
+from remedy.runbook import DEFAULT_RUNBOOK, RunbookSet
+
+JOB_PLATFORM_FAILURE = "JobPlatformFailure"  # the finding a guard reports against a node
+
+
+class JobActivities:
+    def __init__(self, client: Client, jobs: JobControl, runbooks: RunbookSet,
+                 attributor: Attributor | None = None) -> None:
+        self._client, self._jobs, self._runbooks = client, jobs, runbooks
+        self._attributor = attributor or Attributor()
+
+    @activity.defn(name="attribute_failure")
+    def attribute_failure(self, failure: PodFailure) -> Attribution:
+        return self._attributor.attribute(failure)
+
+    @activity.defn(name="restart_job")
+    def restart_job(self, req: RestartRequest) -> str:
+        with temporal_errors():
+            return self._jobs.restart_job(req.job.namespace, req.job.name, req.reason)
+
+    @activity.defn(name="remediate_blamed_node")
+    async def remediate_blamed_node(self, blame: NodeBlame) -> str:
+        """Start a ladder for the node, or join the one running (signal-with-start)."""
+        finding = Finding(node=blame.node.name, check="job", reason=JOB_PLATFORM_FAILURE,
+                          severity=Severity.CRITICAL, observed_at=datetime.now(UTC),
+                          evidence=f"job {blame.job}: " + "; ".join(blame.attribution.evidence))
+        runbook = self._runbooks.match(finding) or DEFAULT_RUNBOOK
+        handle = await start_remediation(self._client, blame.node,
+                                         FindingReport(finding=finding, runbook=runbook),
+                                         node_task_queue=blame.node_task_queue,
+                                         task_queue=blame.task_queue)
+        return handle.id
+
+    def all(self) -> list[Callable[..., Any]]:
+        return [self.attribute_failure, self.restart_job, self.remediate_blamed_node]

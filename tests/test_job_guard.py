@@ -1,0 +1,118 @@
+"""JobGuard on the time-skipping server: a platform failure restarts the job (and puts the
+blamed node in remediation), an application failure stops it with no restart, and the caps
+hold until a human resumes."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime, timedelta
+
+from temporalio.client import WorkflowHandle
+from temporalio.testing import WorkflowEnvironment
+
+from remedy.attribution.guard import (
+    GuardAction,
+    GuardInput,
+    GuardPhase,
+    GuardPolicy,
+    GuardResult,
+    JobRef,
+    ResumeRequest,
+)
+from remedy.attribution.model import PodFailure, Termination, Verdict, XidSeen
+from remedy.names import job_guard_workflow_id, remediation_workflow_id
+from remedy.sim import SimFleet
+from remedy.sim.jobs import SimJobs
+from tests.conftest import Queues, running_workers
+from workflows.job_guard import JobGuard
+from workflows.node_remediation import NodeRemediation
+
+Guard = WorkflowHandle[JobGuard, GuardResult]
+
+
+async def guard(env: WorkflowEnvironment, queues: Queues, policy: GuardPolicy) -> Guard:
+    job = JobRef(name=f"llm-{uuid.uuid4().hex[:6]}")
+    return await env.client.start_workflow(
+        JobGuard.run, GuardInput(job=job, policy=policy, controller_task_queue=queues.controller,
+                                 node_task_queue=queues.agents),
+        id=job_guard_workflow_id(job.namespace, job.name), task_queue=queues.controller)
+
+
+def hardware_failure(node: str, job: str) -> PodFailure:
+    now = datetime.now(UTC)
+    return PodFailure(job=job, pod=f"{job}-worker-0", node=node, failed_at=now,
+                      termination=Termination(exit_code=1, reason="Error"),
+                      xids=[XidSeen(code=79, gpu="SN-X", node=node, at=now)])
+
+
+def oom(node: str, job: str) -> PodFailure:
+    return PodFailure(job=job, pod=f"{job}-worker-1", node=node, failed_at=datetime.now(UTC),
+                      termination=Termination(exit_code=137, reason="OOMKilled"))
+
+
+async def test_a_platform_failure_restarts_the_job_and_remediates_the_node(
+        time_env: WorkflowEnvironment, fleet: SimFleet) -> None:
+    jobs = SimJobs()
+    node = sorted(fleet.nodes)[0]
+    async with running_workers(time_env.client, fleet, jobs=jobs) as queues:
+        handle = await guard(time_env, queues, GuardPolicy())
+        job = str((await handle.query(JobGuard.ledger)).job)
+        await handle.signal(JobGuard.pod_failed, hardware_failure(node, job))
+        await time_env.sleep(timedelta(minutes=5))  # past the first backoff (1 min)
+        ledger = await handle.query(JobGuard.ledger)
+        phase = await handle.query(JobGuard.phase)
+        ladder = time_env.client.get_workflow_handle_for(NodeRemediation.run,
+                                                         remediation_workflow_id(node))
+        state = await ladder.query(NodeRemediation.state)
+    [failure] = ledger.failures
+    assert failure.attribution.verdict is Verdict.PLATFORM
+    assert failure.attribution.rule == "hardware-xid-during-run"
+    assert failure.decision.action is GuardAction.RESTART
+    assert failure.decision.delay == timedelta(minutes=1)
+    assert jobs.restarts == [(job, failure.decision.reason)]
+    assert phase is GuardPhase.WATCHING
+    assert state.trigger is not None and state.trigger.reason == "JobPlatformFailure"
+    assert "hardware Xid" in state.trigger.evidence or "Xid 79" in state.trigger.evidence
+    assert fleet.node(node).unschedulable  # the blamed node is cordoned by its ladder
+
+
+async def test_an_application_failure_stops_with_no_restart(
+        time_env: WorkflowEnvironment, fleet: SimFleet) -> None:
+    jobs = SimJobs()
+    node = sorted(fleet.nodes)[1]
+    async with running_workers(time_env.client, fleet, jobs=jobs) as queues:
+        handle = await guard(time_env, queues, GuardPolicy())
+        job = str((await handle.query(JobGuard.ledger)).job)
+        await handle.signal(JobGuard.pod_failed, oom(node, job))
+        result = await handle.result()
+    assert result.phase is GuardPhase.STOPPED and "application's fault" in result.reason
+    assert jobs.restarts == []
+    assert [f.attribution.rule for f in result.ledger.failures] == ["out-of-memory"]
+    assert not fleet.node(node).unschedulable  # the node was never blamed
+
+
+async def test_the_platform_cap_holds_until_a_human_resumes(
+        time_env: WorkflowEnvironment, fleet: SimFleet) -> None:
+    jobs = SimJobs()
+    node = sorted(fleet.nodes)[2]
+    policy = GuardPolicy(max_platform_restarts=2)
+    async with running_workers(time_env.client, fleet, jobs=jobs) as queues:
+        handle = await guard(time_env, queues, policy)
+        job = str((await handle.query(JobGuard.ledger)).job)
+        for _ in range(3):
+            await handle.signal(JobGuard.pod_failed, hardware_failure(node, job))
+            await time_env.sleep(timedelta(minutes=10))
+        held = await handle.query(JobGuard.phase)
+        restarts_when_held = len(jobs.restarts)
+        await handle.signal(JobGuard.resume, ResumeRequest(by="alice"))
+        await time_env.sleep(timedelta(minutes=1))
+        ledger = await handle.query(JobGuard.ledger)
+        await handle.signal(JobGuard.pod_failed, oom(node, job))
+        result = await handle.result()
+    assert held is GuardPhase.HELD and restarts_when_held == 2
+    assert [f.decision.action for f in ledger.failures] == [GuardAction.RESTART] * 3
+    assert "resumed by alice" in ledger.failures[-1].decision.reason
+    assert len(jobs.restarts) == 3
+    assert result.phase is GuardPhase.STOPPED
+    assert result.ledger.count(Verdict.PLATFORM) == 3
+    assert result.ledger.count(Verdict.APPLICATION) == 1
