@@ -4,6 +4,8 @@ hold until a human resumes."""
 
 from __future__ import annotations
 
+import asyncio
+import json
 import uuid
 from datetime import UTC, datetime, timedelta
 
@@ -24,6 +26,7 @@ from remedy.names import job_guard_workflow_id, remediation_workflow_id
 from remedy.sim import SimFleet
 from remedy.sim.jobs import SimJobs
 from tests.conftest import Queues, running_workers
+from tests.test_cli import cli
 from workflows.job_guard import JobGuard
 from workflows.node_remediation import NodeRemediation
 
@@ -116,3 +119,41 @@ async def test_the_platform_cap_holds_until_a_human_resumes(
     assert result.phase is GuardPhase.STOPPED
     assert result.ledger.count(Verdict.PLATFORM) == 3
     assert result.ledger.count(Verdict.APPLICATION) == 1
+
+
+async def test_status_jobs_and_resume_job_from_the_command_line(
+        dev_env: WorkflowEnvironment) -> None:
+    client = dev_env.client
+    address = client.service_client.config.target_host
+    fleet = SimFleet(nodes=2, pool=f"pool-{uuid.uuid4().hex[:8]}",
+                     name_prefix=f"jobs-{uuid.uuid4().hex[:6]}")
+    first, second = sorted(fleet.nodes)
+    jobs = SimJobs()
+    async with running_workers(client, fleet, jobs=jobs) as queues:
+        # No platform restart allowed: the first platform failure holds the job at once.
+        held = await guard(dev_env, queues, GuardPolicy(max_platform_restarts=0))
+        stopped = await guard(dev_env, queues, GuardPolicy())
+        held_job = str((await held.query(JobGuard.ledger)).job)
+        stopped_job = str((await stopped.query(JobGuard.ledger)).job)
+        await held.signal(JobGuard.pod_failed, hardware_failure(first, held_job))
+        await stopped.signal(JobGuard.pod_failed, oom(second, stopped_job))
+        await stopped.result()
+        for _ in range(100):
+            if await held.query(JobGuard.phase) is GuardPhase.HELD:
+                break
+            await asyncio.sleep(0.05)
+        code, out = await cli("status", "--jobs", "--json", "--address", address)
+        _, table = await cli("status", "--jobs", "--address", address)
+        name = held_job.split("/", 1)[1]
+        resumed = await cli("resume-job", name, "--stop", "--by", "bob", "--address", address)
+        ended = await held.result()
+        missing = await cli("resume-job", "no-such-job", "--address", address)
+    shown = {row["job"]: row for row in json.loads(out)}
+    assert code == 3  # a job is held for a human
+    assert shown[held_job]["phase"] == "held" and shown[stopped_job]["phase"] == "stopped"
+    assert [f["attribution"]["verdict"] for f in shown[stopped_job]["ledger"]["failures"]] \
+        == ["application"]
+    assert f"HELD {held_job}: remedy resume-job {name} --namespace default" in table
+    assert resumed[0] == 0 and ended.phase is GuardPhase.STOPPED
+    assert ended.reason == "stopped by bob" and jobs.restarts == []
+    assert missing[0] == 2 and "no running guard" in missing[1]

@@ -357,6 +357,9 @@ def status(
         "--awaiting-approval", help="Only nodes whose ladder waits for an approval.")] = False,
     schedule: Annotated[str, typer.Option(help="The fleet-scan schedule id.")]
     = FLEET_SCAN_SCHEDULE,
+    jobs: Annotated[bool, typer.Option(
+        "--jobs", help="Guarded jobs instead: each guard's phase and the time lost to "
+                       "platform, application and unknown failures.")] = False,
 ) -> None:
     """The fleet: each pool's counts, leases and storm breaker (from the latest fleet scan), then
     every node in remediation, in admission or left for a human — state, fault, runbook, rung,
@@ -365,6 +368,8 @@ def status(
     from workers.client import connect
     from workers.status import NodeFilter, NoScanYet, fleet_status, show_status
 
+    if jobs:
+        _job_status(address, as_json)
     only = NodeFilter(pool=pool, state=state, awaiting_approval=waiting)
 
     async def read() -> FleetStatus:
@@ -380,6 +385,36 @@ def status(
     else:
         show_status(shown)
     raise typer.Exit(3 if shown.breaker_tripped else 0)
+
+
+def _job_status(address: str, as_json: bool) -> None:
+    """Exit 0: shown; 3: a guard holds a job for a human; 2: no guarded job."""
+    import json
+
+    from workers.client import connect
+    from workers.job_status import HEADERS, JobRow, held, job_rows, table_rows
+    from workers.tables import show as show_table
+
+    async def read() -> list[JobRow]:
+        return await job_rows(await connect(address))
+
+    try:
+        rows = asyncio.run(read())
+    except (RuntimeError, OSError, RPCError) as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+    if not rows:
+        typer.echo("no guarded job", err=True)
+        raise typer.Exit(2)
+    if as_json:
+        typer.echo(json.dumps([r.model_dump(mode="json") for r in rows], indent=2))
+    else:
+        show_table(HEADERS, table_rows(rows), title="guarded jobs")
+        for job in held(rows):
+            namespace, name = job.split("/", 1)
+            typer.echo(f"HELD {job}: remedy resume-job {name} --namespace {namespace} "
+                       "[--stop]")
+    raise typer.Exit(3 if held(rows) else 0)
 
 
 USER = os.environ.get("USER", "operator")
@@ -518,6 +553,33 @@ def resume_pool(
         typer.echo(f"error: pool {pool}: {exc}", err=True)
         raise typer.Exit(2) from None
     typer.echo(f"pool {pool}: resume sent by {by}")
+
+
+@app.command("resume-job")
+def resume_job(
+    job: Annotated[str, typer.Argument(help="The guarded job whose guard holds it.")],
+    namespace: Annotated[str, typer.Option(help="The job's namespace.")] = "default",
+    address: AddressOption = "localhost:7233",
+    stop: Annotated[bool, typer.Option(
+        "--stop", help="Give up on the job instead of restarting it.")] = False,
+    by: Annotated[str, typer.Option(help="Who decides (recorded).")] = USER,
+) -> None:
+    """Let a job guard that holds a job for a human restart it (or stop, with --stop)."""
+    from remedy.attribution.guard import ResumeRequest
+    from remedy.names import job_guard_workflow_id
+    from workers.client import connect
+
+    async def send() -> None:
+        client = await connect(address)
+        await client.get_workflow_handle(job_guard_workflow_id(namespace, job)).signal(
+            "resume", ResumeRequest(by=by, stop=stop))
+
+    try:
+        asyncio.run(send())
+    except RPCError as exc:
+        typer.echo(f"error: job {namespace}/{job}: no running guard ({exc})", err=True)
+        raise typer.Exit(2) from None
+    typer.echo(f"job {namespace}/{job}: {'stop' if stop else 'resume'} sent by {by}")
 
 
 def _runbooks_or_exit(folder: Path) -> RunbookSet:

@@ -1,0 +1,65 @@
+"""`remedy status --jobs`: every guarded job — its guard's phase and the time it lost to
+platform, application and unknown failures — from the JobGuard workflows."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from pydantic import BaseModel
+from temporalio.client import Client, WorkflowExecutionStatus
+
+from remedy.attribution.guard import GuardPhase, JobLedger
+from remedy.attribution.model import Verdict
+from remedy.durations import format_duration
+from remedy.names import JOB_GUARD_WORKFLOW
+from workflows.job_guard import JobGuard
+
+RECENT = 200  # guards listed at most, newest first
+
+
+class JobRow(BaseModel):
+    job: str
+    phase: str
+    ledger: JobLedger
+
+    def lost(self, verdict: Verdict) -> timedelta:
+        return self.ledger.lost(verdict)
+
+
+async def job_rows(client: Client) -> list[JobRow]:
+    rows = []
+    async for w in client.list_workflows(f"WorkflowType = '{JOB_GUARD_WORKFLOW}'",
+                                         limit=RECENT):
+        handle = client.get_workflow_handle_for(JobGuard.run, w.id, run_id=w.run_id)
+        if w.status is WorkflowExecutionStatus.RUNNING:
+            ledger, phase = await handle.query(JobGuard.ledger), await handle.query(
+                JobGuard.phase)
+            rows.append(JobRow(job=ledger.job, phase=phase.value, ledger=ledger))
+        elif w.status is WorkflowExecutionStatus.COMPLETED:
+            result = await handle.result()
+            rows.append(JobRow(job=str(result.job), phase=result.phase.value,
+                               ledger=result.ledger))
+    latest: dict[str, JobRow] = {}
+    for row in rows:  # newest first: keep each job's latest guard
+        latest.setdefault(row.job, row)
+    return sorted(latest.values(), key=lambda r: r.job)
+
+
+HEADERS = ["job", "guard", "platform", "lost", "application", "lost", "unknown", "lost",
+           "last"]
+
+
+def table_rows(rows: list[JobRow]) -> list[list[str]]:
+    out = []
+    for row in rows:
+        cells = [row.job, row.phase.replace("_", " ")]
+        for verdict in (Verdict.PLATFORM, Verdict.APPLICATION, Verdict.UNKNOWN):
+            cells += [str(row.ledger.count(verdict)), format_duration(row.lost(verdict))]
+        last = row.ledger.failures[-1] if row.ledger.failures else None
+        cells.append(f"{last.attribution.rule} → {last.decision.action.value}" if last else "-")
+        out.append(cells)
+    return out
+
+
+def held(rows: list[JobRow]) -> list[str]:
+    return [r.job for r in rows if r.phase == GuardPhase.HELD.value]
