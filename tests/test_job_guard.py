@@ -60,7 +60,9 @@ async def test_a_platform_failure_restarts_the_job_and_remediates_the_node(
     async with running_workers(time_env.client, fleet, jobs=jobs) as queues:
         handle = await guard(time_env, queues, GuardPolicy())
         job = str((await handle.query(JobGuard.ledger)).job)
-        await handle.signal(JobGuard.pod_failed, hardware_failure(node, job))
+        failed = hardware_failure(node, job)
+        await handle.signal(JobGuard.pod_failed, failed)
+        await handle.signal(JobGuard.pod_failed, failed)  # a watcher reporting it again
         await time_env.sleep(timedelta(minutes=5))  # past the first backoff (1 min)
         ledger = await handle.query(JobGuard.ledger)
         phase = await handle.query(JobGuard.phase)

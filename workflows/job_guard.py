@@ -39,12 +39,17 @@ class JobGuard:
         self._input = inp
         self._ledger = inp.ledger or JobLedger(job=str(inp.job))
         self._pending: list[PodFailure] = []
+        self._seen = [(f.pod, f.at) for f in self._ledger.failures]
         self._resume: ResumeRequest | None = None
         self._phase = GuardPhase.WATCHING
 
     @workflow.signal(name="pod_failed")
     def pod_failed(self, failure: PodFailure) -> None:
-        self._pending.append(failure)
+        # A watcher may report the same failed pod again: it counts once.
+        key = (failure.pod, failure.failed_at)
+        if key not in self._seen:
+            self._seen.append(key)
+            self._pending.append(failure)
 
     @workflow.signal(name="resume")
     def resume(self, req: ResumeRequest) -> None:
