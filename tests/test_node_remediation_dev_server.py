@@ -3,16 +3,23 @@
 from __future__ import annotations
 
 import asyncio
+import gc
+import threading
+import uuid
+from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 
 from temporalio.testing import WorkflowEnvironment
 
+from remedy.budget import BudgetPolicy
 from remedy.models import Action
 from remedy.remediation import AttemptResult, Outcome
 from remedy.runbook import Match, Runbook, Rung
 from remedy.sim import SimFleet
-from tests.conftest import running_workers
+from remedy.sim.fleet import SimHost
+from tests.conftest import Queues, running_workers
 from tests.ladder import report, state_of
+from workers.controller import controller_worker, node_agent_worker
 from workflows.node_remediation import NodeRemediation
 
 NODE = "gpu-node-002"
@@ -57,3 +64,45 @@ async def test_long_tolerance_window_continues_as_new_and_keeps_its_state(
     assert result.outcome is Outcome.CLEARED
     assert final.reports_received == 1 and final.findings == [finding]  # carried over whole
     assert [action for name, action in fleet.actions if name == NODE] == ["cordon", "restore"]
+
+
+class _SlowReset(SimHost):
+    """A reset that takes until the test lets it finish."""
+
+    def __init__(self, fleet: SimFleet, name: str, started: threading.Event,
+                 finish: threading.Event) -> None:
+        super().__init__(fleet, name)
+        self._started, self._finish = started, finish
+
+    def reset_gpus(self, indices: list[int]) -> None:
+        self._started.set()
+        self._finish.wait(30)
+        super().reset_gpus(indices)
+
+
+async def test_a_ladder_evicted_mid_reset_closes_cleanly_and_resumes_elsewhere(
+        dev_env: WorkflowEnvironment, fleet: SimFleet) -> None:
+    """A controller that stops while a reset runs evicts the ladder from its cache: closing it
+    must not try to schedule work (it once awaited `return_gpus` in a `finally`, which failed
+    outside the workflow's event loop); the next controller replays it and gives the GPUs
+    back."""
+    client = dev_env.client
+    started, finish = threading.Event(), threading.Event()
+    finding = fleet.inject(NODE, "ecc_dbe", gpu=1)
+    runbook = Runbook(name="drain-then-reset", match=Match(xids=[48]),
+                      ladder=[Rung(action=Action.DRAIN), Rung(action=Action.RESET_GPU)])
+    queue = f"evict-{uuid.uuid4().hex[:6]}"
+    queues = Queues(controller=queue, agents=f"{queue}-agents", pool=fleet.nodes[NODE].pool)
+    policy = BudgetPolicy(max_disruption="4", storm_share=1.0)
+    with ThreadPoolExecutor(max_workers=8) as executor:
+        async with node_agent_worker(client, lambda n: _SlowReset(fleet, n, started, finish),
+                                     executor, queues.agents):
+            async with controller_worker(client, fleet.cluster, executor, queue, policy):
+                handle = await report(client, queues, finding, runbook)
+                assert await asyncio.to_thread(started.wait, 30)
+            gc.collect()  # the evicted ladder's coroutine is closed here, at the latest
+            finish.set()
+            async with controller_worker(client, fleet.cluster, executor, queue, policy):
+                result = await asyncio.wait_for(handle.result(), 60)
+    assert result.outcome is Outcome.RECOVERED
+    assert [a for n, a in fleet.actions if n == NODE][-2:] == ["reset_gpu", "restore"]

@@ -352,9 +352,18 @@ class NodeRemediation:
         the reset and always let them back, whatever the reset did."""
         await self._cluster_step("release_gpus", rung.timeout)
         try:
-            return await self._act(rung)
-        finally:
-            await self._cluster_step("return_gpus", timedelta(minutes=2))
+            result = await self._act(rung)
+        except (ActivityError, asyncio.CancelledError):
+            await self._return_gpus()
+            raise
+        # Not a `finally`: when a worker evicts the workflow from its cache, the coroutine is
+        # closed with GeneratorExit, and an activity scheduled then (outside the workflow's
+        # event loop) fails the close. The replay on the next worker gives the GPUs back.
+        await self._return_gpus()
+        return result
+
+    async def _return_gpus(self) -> None:
+        await self._cluster_step("return_gpus", timedelta(minutes=2))
 
     async def _cluster_step(self, name: str, timeout: timedelta) -> ActionResult:
         result: ActionResult = await workflow.execute_activity(
