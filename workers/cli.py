@@ -420,20 +420,27 @@ def _job_status(address: str, as_json: bool) -> None:
 USER = os.environ.get("USER", "operator")
 
 
-def _signal_node(address: str, node: str, signal: str, arg: BaseModel) -> None:
-    """Signal the node's running remediation; exit 2 when it has none."""
-    from remedy.names import remediation_workflow_id
+def _signal(address: str, workflow_id: str, signal: str, arg: BaseModel, missing: str) -> None:
+    """Signal a running workflow; exit 2 with ``missing`` when there is none."""
     from workers.client import connect
 
     async def send() -> None:
         client = await connect(address)
-        await client.get_workflow_handle(remediation_workflow_id(node)).signal(signal, arg)
+        await client.get_workflow_handle(workflow_id).signal(signal, arg)
 
     try:
         asyncio.run(send())
     except RPCError as exc:
-        typer.echo(f"error: {node}: no running remediation ({exc})", err=True)
+        typer.echo(f"error: {missing} ({exc})", err=True)
         raise typer.Exit(2) from None
+
+
+def _signal_node(address: str, node: str, signal: str, arg: BaseModel) -> None:
+    """Signal the node's running remediation; exit 2 when it has none."""
+    from remedy.names import remediation_workflow_id
+
+    _signal(address, remediation_workflow_id(node), signal, arg,
+            f"{node}: no running remediation")
 
 
 @app.command()
@@ -540,18 +547,9 @@ def resume_pool(
     """Close a pool's storm breaker: disruptive work resumes within the budget."""
     from remedy.budget import ResumeRequest
     from remedy.names import budget_workflow_id
-    from workers.client import connect
 
-    async def send() -> None:
-        client = await connect(address)
-        await client.get_workflow_handle(budget_workflow_id(pool)).signal(
-            "resume", ResumeRequest(by=by))
-
-    try:
-        asyncio.run(send())
-    except RPCError as exc:
-        typer.echo(f"error: pool {pool}: {exc}", err=True)
-        raise typer.Exit(2) from None
+    _signal(address, budget_workflow_id(pool), "resume", ResumeRequest(by=by),
+            f"pool {pool}: no disruption budget")
     typer.echo(f"pool {pool}: resume sent by {by}")
 
 
@@ -567,18 +565,9 @@ def resume_job(
     """Let a job guard that holds a job for a human restart it (or stop, with --stop)."""
     from remedy.attribution.guard import ResumeRequest
     from remedy.names import job_guard_workflow_id
-    from workers.client import connect
 
-    async def send() -> None:
-        client = await connect(address)
-        await client.get_workflow_handle(job_guard_workflow_id(namespace, job)).signal(
-            "resume", ResumeRequest(by=by, stop=stop))
-
-    try:
-        asyncio.run(send())
-    except RPCError as exc:
-        typer.echo(f"error: job {namespace}/{job}: no running guard ({exc})", err=True)
-        raise typer.Exit(2) from None
+    _signal(address, job_guard_workflow_id(namespace, job), "resume",
+            ResumeRequest(by=by, stop=stop), f"job {namespace}/{job}: no running guard")
     typer.echo(f"job {namespace}/{job}: {'stop' if stop else 'resume'} sent by {by}")
 
 
