@@ -18,7 +18,7 @@ from collections import Counter
 from datetime import timedelta
 from pathlib import Path
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
 from remedy.runbook import RunbookSet, load_runbooks
 from remedy.twin.causes import LLAMA3_CAUSES, TRANSIENTS, expected_count
@@ -129,7 +129,11 @@ def main() -> None:
     args = parser.parse_args()
     print(f"fleet twin: {args.nodes} + {args.spares} nodes, {args.days:g} days, seed "
           f"{args.seed}", flush=True)
-    report = asyncio.run(run(args))
+    try:
+        report = asyncio.run(run(args))
+    except ValidationError as exc:  # e.g. --days 0: one line naming the flag, no traceback
+        error = exc.errors()[0]
+        parser.error(f"--{str(error['loc'][0]).replace('_', '-')}: {error['msg']}")
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / "twin.json").write_text(report.model_dump_json(indent=2))
     print("\n".join(plain(POLICY_HEADERS, policy_rows(report))))

@@ -72,6 +72,12 @@ def shipped_runbooks() -> RunbookSet:
     return _shipped()
 
 
+def own_fleet(prefix: str, nodes: int) -> SimFleet:
+    """A fleet in its own pool with its own node names: the dev server outlives the test."""
+    return SimFleet(nodes=nodes, pool=f"pool-{uuid.uuid4().hex[:8]}",
+                    name_prefix=f"{prefix}-{uuid.uuid4().hex[:6]}")
+
+
 @pytest.fixture
 def fleet() -> SimFleet:
     # Its own pool: a pool's DisruptionBudget workflow outlives the test on the shared server.

@@ -6,7 +6,6 @@ import asyncio
 import json
 import subprocess
 import sys
-import uuid
 from pathlib import Path
 
 from temporalio.testing import WorkflowEnvironment
@@ -17,8 +16,7 @@ from remedy.models import Action
 from remedy.names import remediation_workflow_id
 from remedy.remediation import Outcome, Phase
 from remedy.runbook import Match, Runbook, Rung
-from remedy.sim import SimFleet
-from tests.conftest import ROOT, running_workers
+from tests.conftest import ROOT, own_fleet, running_workers
 from tests.ladder import report, state_of
 from workers.cli import app
 from workflows.node_remediation import NodeRemediation
@@ -37,8 +35,7 @@ async def cli(*args: str) -> tuple[int, str]:
 async def test_approve_and_abort_from_the_command_line(dev_env: WorkflowEnvironment) -> None:
     client = dev_env.client
     address = client.service_client.config.target_host
-    fleet = SimFleet(nodes=2, pool=f"pool-{uuid.uuid4().hex[:8]}",
-                     name_prefix=f"cli-{uuid.uuid4().hex[:6]}")
+    fleet = own_fleet("cli", 2)
     first, second = sorted(fleet.nodes)
     policy = BudgetPolicy(max_disruption="2", storm_share=1.0)
     async with running_workers(client, fleet, policy=policy) as queues:
@@ -87,8 +84,7 @@ async def test_trigger_then_show_the_timeline_then_approve(
     client = dev_env.client
     address = client.service_client.config.target_host
     (tmp_path / "hand-reset.yaml").write_text(RUNBOOK)
-    fleet = SimFleet(nodes=1, pool=f"pool-{uuid.uuid4().hex[:8]}",
-                     name_prefix=f"cli-{uuid.uuid4().hex[:6]}")
+    fleet = own_fleet("cli", 1)
     [node] = sorted(fleet.nodes)
     fleet.inject(node, "ecc_dbe", gpu=2)
     async with running_workers(client, fleet) as queues:

@@ -31,8 +31,7 @@ from remedy.names import admission_workflow_id, budget_workflow_id, remediation_
 from remedy.probe import probe_node
 from remedy.remediation import Outcome, RemediationResult
 from remedy.runbook import RunbookSet
-from remedy.sim import SimFleet
-from tests.conftest import running_workers
+from tests.conftest import own_fleet, running_workers
 from tests.ladder import report
 from workers.cli import app
 from workers.schedules import ensure_fleet_scan
@@ -92,8 +91,7 @@ def test_a_condition_reason_naming_an_xid_becomes_a_finding_with_that_xid() -> N
 async def test_scan_remediates_a_silent_bad_condition_and_admits_a_new_node(
         dev_env: WorkflowEnvironment, shipped_runbooks: RunbookSet) -> None:
     client = dev_env.client
-    fleet = SimFleet(nodes=4, pool=f"pool-{uuid.uuid4().hex[:8]}",
-                     name_prefix=f"scan-{uuid.uuid4().hex[:6]}")
+    fleet = own_fleet("scan", 4)
     sick, healthy = sorted(fleet.nodes)[:2]
     newcomer = f"{fleet.node(sick).name}-new"
     # The GPU fails and the condition says so, but no agent ever signals remedy.
@@ -140,8 +138,7 @@ async def test_remedy_status_shows_the_tripped_breaker_and_resume_pool_closes_it
         dev_env: WorkflowEnvironment, shipped_runbooks: RunbookSet) -> None:
     client = dev_env.client
     address = client.service_client.config.target_host
-    fleet = SimFleet(nodes=10, pool=f"pool-{uuid.uuid4().hex[:8]}",
-                     name_prefix=f"storm-{uuid.uuid4().hex[:6]}")
+    fleet = own_fleet("storm", 10)
     sick = sorted(fleet.nodes)[:3]  # 30 % of the pool at once: a storm
     policy = BudgetPolicy(max_disruption="50%", storm_share=0.2, storm_window=timedelta(hours=1))
     schedule_id = f"scan-{uuid.uuid4().hex[:8]}"

@@ -7,6 +7,8 @@ from __future__ import annotations
 import asyncio
 import json
 import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from datetime import UTC, datetime, timedelta
 
 from temporalio.client import WorkflowHandle
@@ -25,7 +27,7 @@ from remedy.attribution.model import PodFailure, Termination, Verdict, XidSeen
 from remedy.names import job_guard_workflow_id, remediation_workflow_id
 from remedy.sim import SimFleet
 from remedy.sim.jobs import SimJobs
-from tests.conftest import Queues, running_workers
+from tests.conftest import Queues, own_fleet, running_workers
 from tests.test_cli import cli
 from workflows.job_guard import JobGuard
 from workflows.node_remediation import NodeRemediation
@@ -33,12 +35,28 @@ from workflows.node_remediation import NodeRemediation
 Guard = WorkflowHandle[JobGuard, GuardResult]
 
 
-async def guard(env: WorkflowEnvironment, queues: Queues, policy: GuardPolicy) -> Guard:
+async def guard(env: WorkflowEnvironment, queues: Queues, policy: GuardPolicy
+                ) -> tuple[Guard, str]:
+    """A guard for a new job; returns its handle and the job as the guard names it."""
     job = JobRef(name=f"llm-{uuid.uuid4().hex[:6]}")
-    return await env.client.start_workflow(
+    handle = await env.client.start_workflow(
         JobGuard.run, GuardInput(job=job, policy=policy, controller_task_queue=queues.controller,
                                  node_task_queue=queues.agents),
         id=job_guard_workflow_id(job.namespace, job.name), task_queue=queues.controller)
+    # Answered once a worker ran the guard's first task: the time-skipping server's sleeps
+    # below could otherwise race that first task and stall.
+    await handle.query(JobGuard.phase)
+    return handle, str(job)
+
+
+@asynccontextmanager
+async def guarded(env: WorkflowEnvironment, fleet: SimFleet, policy: GuardPolicy
+                  ) -> AsyncIterator[tuple[Guard, str, SimJobs]]:
+    """The controller and agents, a simulated job side, and one guarded job."""
+    jobs = SimJobs()
+    async with running_workers(env.client, fleet, jobs=jobs) as queues:
+        handle, job = await guard(env, queues, policy)
+        yield handle, job, jobs
 
 
 def hardware_failure(node: str, job: str) -> PodFailure:
@@ -55,11 +73,8 @@ def oom(node: str, job: str) -> PodFailure:
 
 async def test_a_platform_failure_restarts_the_job_and_remediates_the_node(
         time_env: WorkflowEnvironment, fleet: SimFleet) -> None:
-    jobs = SimJobs()
     node = sorted(fleet.nodes)[0]
-    async with running_workers(time_env.client, fleet, jobs=jobs) as queues:
-        handle = await guard(time_env, queues, GuardPolicy())
-        job = str((await handle.query(JobGuard.ledger)).job)
+    async with guarded(time_env, fleet, GuardPolicy()) as (handle, job, jobs):
         failed = hardware_failure(node, job)
         await handle.signal(JobGuard.pod_failed, failed)
         await handle.signal(JobGuard.pod_failed, failed)  # a watcher reporting it again
@@ -83,11 +98,8 @@ async def test_a_platform_failure_restarts_the_job_and_remediates_the_node(
 
 async def test_an_application_failure_stops_with_no_restart(
         time_env: WorkflowEnvironment, fleet: SimFleet) -> None:
-    jobs = SimJobs()
     node = sorted(fleet.nodes)[1]
-    async with running_workers(time_env.client, fleet, jobs=jobs) as queues:
-        handle = await guard(time_env, queues, GuardPolicy())
-        job = str((await handle.query(JobGuard.ledger)).job)
+    async with guarded(time_env, fleet, GuardPolicy()) as (handle, job, jobs):
         await handle.signal(JobGuard.pod_failed, oom(node, job))
         result = await handle.result()
     assert result.phase is GuardPhase.STOPPED and "application's fault" in result.reason
@@ -98,12 +110,9 @@ async def test_an_application_failure_stops_with_no_restart(
 
 async def test_the_platform_cap_holds_until_a_human_resumes(
         time_env: WorkflowEnvironment, fleet: SimFleet) -> None:
-    jobs = SimJobs()
     node = sorted(fleet.nodes)[2]
-    policy = GuardPolicy(max_platform_restarts=2)
-    async with running_workers(time_env.client, fleet, jobs=jobs) as queues:
-        handle = await guard(time_env, queues, policy)
-        job = str((await handle.query(JobGuard.ledger)).job)
+    async with guarded(time_env, fleet, GuardPolicy(max_platform_restarts=2)) as (
+            handle, job, jobs):
         for _ in range(3):
             await handle.signal(JobGuard.pod_failed, hardware_failure(node, job))
             await time_env.sleep(timedelta(minutes=10))
@@ -127,16 +136,13 @@ async def test_status_jobs_and_resume_job_from_the_command_line(
         dev_env: WorkflowEnvironment) -> None:
     client = dev_env.client
     address = client.service_client.config.target_host
-    fleet = SimFleet(nodes=2, pool=f"pool-{uuid.uuid4().hex[:8]}",
-                     name_prefix=f"jobs-{uuid.uuid4().hex[:6]}")
+    fleet = own_fleet("jobs", 2)
     first, second = sorted(fleet.nodes)
     jobs = SimJobs()
     async with running_workers(client, fleet, jobs=jobs) as queues:
         # No platform restart allowed: the first platform failure holds the job at once.
-        held = await guard(dev_env, queues, GuardPolicy(max_platform_restarts=0))
-        stopped = await guard(dev_env, queues, GuardPolicy())
-        held_job = str((await held.query(JobGuard.ledger)).job)
-        stopped_job = str((await stopped.query(JobGuard.ledger)).job)
+        held, held_job = await guard(dev_env, queues, GuardPolicy(max_platform_restarts=0))
+        stopped, stopped_job = await guard(dev_env, queues, GuardPolicy())
         await held.signal(JobGuard.pod_failed, hardware_failure(first, held_job))
         await stopped.signal(JobGuard.pod_failed, oom(second, stopped_job))
         await stopped.result()

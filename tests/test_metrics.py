@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import socket
 import urllib.request
-import uuid
 
 from temporalio.testing import WorkflowEnvironment
 
@@ -16,8 +15,7 @@ from remedy.models import Action, NodeRef
 from remedy.names import remediation_workflow_id
 from remedy.remediation import Outcome
 from remedy.runbook import Match, Runbook, RunbookSet, Rung
-from remedy.sim import SimFleet
-from tests.conftest import running_workers
+from tests.conftest import own_fleet, running_workers
 from workers.agent import AgentConfig, NodeAgent
 from workers.client import connect, metrics_runtime
 from workflows.node_remediation import NodeRemediation
@@ -50,8 +48,7 @@ async def test_a_ladder_shows_up_in_the_prometheus_endpoint(dev_env: WorkflowEnv
     port = free_port()
     client = await connect(dev_env.client.service_client.config.target_host,
                            runtime=metrics_runtime(f"127.0.0.1:{port}", "controller"))
-    fleet = SimFleet(nodes=2, pool=f"pool-{uuid.uuid4().hex[:8]}",
-                     name_prefix=f"metrics-{uuid.uuid4().hex[:6]}")
+    fleet = own_fleet("metrics", 2)
     node = sorted(fleet.nodes)[0]
     policy = BudgetPolicy(max_disruption="2", storm_share=1.0)
     async with running_workers(client, fleet, policy=policy) as queues:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import uuid
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
@@ -18,8 +17,7 @@ from remedy.budget import BudgetPolicy
 from remedy.models import Action
 from remedy.remediation import Outcome, Phase
 from remedy.runbook import Match, Runbook, Rung
-from remedy.sim import SimFleet
-from tests.conftest import running_workers
+from tests.conftest import own_fleet, running_workers
 from tests.ladder import report, state_of
 from tests.test_cli import cli
 from workflows import search_attributes as sa
@@ -48,8 +46,7 @@ async def test_a_waiting_ladder_is_found_by_its_search_attributes_and_tells_its_
         dev_env: WorkflowEnvironment) -> None:
     client = dev_env.client
     address = client.service_client.config.target_host
-    fleet = SimFleet(nodes=2, pool=f"pool-{uuid.uuid4().hex[:8]}",
-                     name_prefix=f"ui-{uuid.uuid4().hex[:6]}")
+    fleet = own_fleet("ui", 2)
     node = sorted(fleet.nodes)[0]
     policy = BudgetPolicy(max_disruption="2", storm_share=1.0)
     async with running_workers(client, fleet, policy=policy) as queues:

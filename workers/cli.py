@@ -418,6 +418,7 @@ def _job_status(address: str, as_json: bool) -> None:
 
 
 USER = os.environ.get("USER", "operator")
+ByOption = Annotated[str, typer.Option(help="Who does it (recorded in the workflow).")]
 
 
 def _signal(address: str, workflow_id: str, signal: str, arg: BaseModel, missing: str) -> None:
@@ -449,7 +450,7 @@ def approve(
     address: AddressOption = "localhost:7233",
     rung: Annotated[int | None, typer.Option(
         help="Approve this rung ahead of time (default: the rung waiting now).")] = None,
-    by: Annotated[str, typer.Option(help="Who approves (recorded).")] = USER,
+    by: ByOption = USER,
     note: Annotated[str, typer.Option(help="Why (recorded).")] = "",
 ) -> None:
     """Approve the rung a node's remediation waits for (e.g. a replacement)."""
@@ -466,7 +467,7 @@ def abort(
     address: AddressOption = "localhost:7233",
     restore: Annotated[bool, typer.Option(
         help="Also undo remedy's cordon (default: leave the node as it is).")] = False,
-    by: Annotated[str, typer.Option(help="Who aborts (recorded).")] = USER,
+    by: ByOption = USER,
 ) -> None:
     """Stop a node's remediation where it stands."""
     from remedy.remediation import AbortRequest
@@ -542,7 +543,7 @@ def trigger(
 def resume_pool(
     pool: Annotated[str, typer.Argument(help="The node pool whose breaker to reset.")],
     address: AddressOption = "localhost:7233",
-    by: Annotated[str, typer.Option(help="Who resumes (recorded).")] = USER,
+    by: ByOption = USER,
 ) -> None:
     """Close a pool's storm breaker: disruptive work resumes within the budget."""
     from remedy.budget import ResumeRequest
@@ -560,7 +561,7 @@ def resume_job(
     address: AddressOption = "localhost:7233",
     stop: Annotated[bool, typer.Option(
         "--stop", help="Give up on the job instead of restarting it.")] = False,
-    by: Annotated[str, typer.Option(help="Who decides (recorded).")] = USER,
+    by: ByOption = USER,
 ) -> None:
     """Let a job guard that holds a job for a human restart it (or stop, with --stop)."""
     from remedy.attribution.guard import ResumeRequest

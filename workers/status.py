@@ -84,16 +84,17 @@ async def fleet_status(client: Client, schedule_id: str = FLEET_SCAN_SCHEDULE,
     """Pools from the latest scan (if any) and the nodes that need looking at. Raises NoScanYet
     only when there is neither a scan nor a node to show."""
     only = only or NodeFilter()
+    summary: FleetSummary | None = None
     try:
-        summary: FleetSummary | None = await latest_scan(client, schedule_id)
-    except NoScanYet:
-        summary = None
+        summary = await latest_scan(client, schedule_id)
+    except NoScanYet as no_scan:
+        missing = no_scan
     rows = await open_work_rows(client)
     if summary is not None:
         rows += await _attention_rows(client, summary, {r.node for r in rows})
     rows = sorted((r for r in rows if only.keeps(r)), key=lambda r: (r.pool, r.node))
     if summary is None and not rows:
-        await latest_scan(client, schedule_id)  # raises NoScanYet with the reason
+        raise missing
     pools = [PoolStatus(summary=pool, budget=await _budget(client, pool.pool))
              for pool in (summary.pools if summary else [])
              if only.pool is None or pool.pool == only.pool]

@@ -14,7 +14,7 @@ from __future__ import annotations
 import heapq
 from datetime import timedelta
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from remedy.models import DISRUPTIVE_ACTIONS, Action
 from remedy.sim.faults import FAULTS, Fix
@@ -96,12 +96,13 @@ class Policy(BaseModel):
 
 
 class JobConfig(BaseModel):
-    nodes: int = 2048
-    spares: int = 32
-    days: float = 54
-    checkpoint_interval: timedelta = timedelta(minutes=15)  # of training between checkpoints
-    checkpoint_cost: timedelta = timedelta(seconds=30)  # training paused to write one
-    restart: timedelta = timedelta(minutes=5)  # reschedule, load the checkpoint, warm up
+    nodes: int = Field(default=2048, ge=1)
+    spares: int = Field(default=32, ge=0)
+    days: float = Field(default=54, gt=0)
+    # of training between checkpoints
+    checkpoint_interval: timedelta = Field(default=timedelta(minutes=15), gt=timedelta(0))
+    checkpoint_cost: timedelta = Field(default=timedelta(seconds=30), ge=timedelta(0))
+    restart: timedelta = Field(default=timedelta(minutes=5), ge=timedelta(0))
 
     @property
     def duration(self) -> timedelta:
