@@ -1,5 +1,5 @@
 """The job guard's side effects: attribute a failure (the rules file is read here, not in the
-workflow), restart a job, and make sure a node blamed for a failure is in remediation."""
+workflow), restart or stop a job, and make sure a node blamed for a failure is in remediation."""
 
 from __future__ import annotations
 
@@ -12,7 +12,8 @@ from temporalio.client import Client
 
 from activities.errors import temporal_errors
 from activities.starts import start_remediation
-from remedy.attribution.guard import JobControl, NodeBlame, RestartRequest
+from remedy.attribution.guard import NodeBlame, RestartRequest, StopRequest
+from remedy.attribution.jobs import JobControl
 from remedy.attribution.model import Attribution, PodFailure
 from remedy.attribution.rules import Attributor
 from remedy.models import Finding, Severity
@@ -35,7 +36,12 @@ class JobActivities:
     @activity.defn(name="restart_job")
     def restart_job(self, req: RestartRequest) -> str:
         with temporal_errors():
-            return self._jobs.restart_job(req.job.namespace, req.job.name, req.reason)
+            return self._jobs.restart_job(req.job, req.attempt, req.reason)
+
+    @activity.defn(name="stop_job")
+    def stop_job(self, req: StopRequest) -> str:
+        with temporal_errors():
+            return self._jobs.stop_job(req.job, req.reason)
 
     @activity.defn(name="remediate_blamed_node")
     async def remediate_blamed_node(self, blame: NodeBlame) -> str:
@@ -51,4 +57,5 @@ class JobActivities:
         return handle.id
 
     def all(self) -> list[Callable[..., Any]]:
-        return [self.attribute_failure, self.restart_job, self.remediate_blamed_node]
+        return [self.attribute_failure, self.restart_job, self.stop_job,
+                self.remediate_blamed_node]

@@ -11,15 +11,17 @@ from __future__ import annotations
 import json
 import logging
 import time
-import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime
 from enum import StrEnum
-from typing import Any, cast
+from typing import cast
 
 from kubernetes import client as k8s
+from pydantic import TypeAdapter, ValidationError
 
 from adapters.kube_errors import api_errors
+from adapters.kube_objects import RECENT_XIDS, Json, gpu_count, meta, record_event
+from remedy.attribution.evidence import RecentXid, remember
 from remedy.cluster import CordonOwner, DrainResult
 from remedy.conditions import NodeCondition
 from remedy.errors import ActionRefused, DrainBlocked, NodeGone, TransientError
@@ -43,7 +45,6 @@ VALIDATED_AT = f"{PREFIX}/validated-at"
 GPU_SERIALS = f"{PREFIX}/gpu-serials"  # an annotation: 8 serials do not fit a label value
 ADMISSION_REJECTED = f"{PREFIX}/admission-rejected"
 REMEDY_CONDITIONS = ("GpuProblem", "GpuNetworkProblem")
-GPU_RESOURCE = "nvidia.com/gpu"
 MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
 # A drain asks GPU pods to checkpoint first; the job answers by setting CHECKPOINTED.
 CHECKPOINT_REQUESTED = f"{PREFIX}/checkpoint-requested"
@@ -56,7 +57,6 @@ GPU_OPERAND_LABELS = tuple(f"nvidia.com/gpu.deploy.{c}" for c in (
 GPU_OPERAND_PODS = ("device-plugin", "dcgm", "gpu-feature-discovery")
 GPU_OPERANDS_SAVED = f"{PREFIX}/gpu-operand-labels"
 CONFLICT_RETRIES = 5
-Json = dict[str, Any]
 
 
 class ReplaceProvider(StrEnum):
@@ -96,8 +96,8 @@ class KubernetesCluster:
             return self._json(self.core.read_node(name))
 
     def _managed(self, node: Json) -> None:
-        if _meta(node).get("labels", {}).get(OPT_OUT_LABEL) == "false":
-            raise ActionRefused(f"node {_meta(node).get('name')} opted out of remedy "
+        if meta(node).get("labels", {}).get(OPT_OUT_LABEL) == "false":
+            raise ActionRefused(f"node {meta(node).get('name')} opted out of remedy "
                                 f"({OPT_OUT_LABEL}=false)")
 
     # -- cordon and restore ----------------------------------------------------------------
@@ -105,7 +105,7 @@ class KubernetesCluster:
         for _ in range(CONFLICT_RETRIES):  # 409: someone changed the node; read it again
             current = self._node(node)
             self._managed(current)
-            annotations = _meta(current).get("annotations", {})
+            annotations = meta(current).get("annotations", {})
             spec = current.get("spec", {})
             if spec.get("unschedulable"):
                 ours = CORDONED_BY in annotations
@@ -113,7 +113,7 @@ class KubernetesCluster:
             if self.dry_run:
                 self._event(node, "RemedyDryRun", f"would cordon: {owner.reason}")
                 return CordonState.CORDONED
-            body = {"metadata": {"resourceVersion": _meta(current).get("resourceVersion"),
+            body = {"metadata": {"resourceVersion": meta(current).get("resourceVersion"),
                                  "annotations": {CORDONED_BY: owner.workflow_id,
                                                  CORDON_REASON: owner.reason[:256],
                                                  CORDONED_AT: self._clock().isoformat()}},
@@ -133,13 +133,13 @@ class KubernetesCluster:
 
     def restore(self, node: str) -> bool:
         current = self._node(node)
-        if CORDONED_BY not in _meta(current).get("annotations", {}):
+        if CORDONED_BY not in meta(current).get("annotations", {}):
             return False  # not remedy's cordon: leave it
         if self.dry_run:
             self._event(node, "RemedyDryRun", "would uncordon")
             return True
         taints = current.get("spec", {}).get("taints", [])
-        body = {"metadata": {"resourceVersion": _meta(current).get("resourceVersion"),
+        body = {"metadata": {"resourceVersion": meta(current).get("resourceVersion"),
                              "annotations": {CORDONED_BY: None, CORDON_REASON: None,
                                              CORDONED_AT: None}},
                 "spec": {"unschedulable": False,
@@ -162,11 +162,11 @@ class KubernetesCluster:
         return [self._facts(node) for node in listed.get("items", [])]
 
     def _facts(self, node: Json) -> NodeFacts:
-        meta = _meta(node)
-        labels, annotations = meta.get("labels", {}), meta.get("annotations", {})
+        about = meta(node)
+        labels, annotations = about.get("labels", {}), about.get("annotations", {})
         spec = node.get("spec", {})
         return NodeFacts(
-            name=meta["name"], pool=labels.get(POOL_LABEL, "default"),
+            name=about["name"], pool=labels.get(POOL_LABEL, "default"),
             managed=labels.get(OPT_OUT_LABEL) != "false",
             unschedulable=bool(spec.get("unschedulable")),
             cordoned_by_remedy=CORDONED_BY in annotations,
@@ -188,7 +188,7 @@ class KubernetesCluster:
         their pods are gone, since nvidia-smi cannot reset a GPU that any process holds."""
         current = self._node(node)
         self._managed(current)
-        labels = _meta(current).get("labels", {})
+        labels = meta(current).get("labels", {})
         previous = {label: labels.get(label) for label in GPU_OPERAND_LABELS}
         if self.dry_run:
             self._event(node, "RemedyDryRun", "would stop the GPU operator's pods")
@@ -197,9 +197,9 @@ class KubernetesCluster:
             self.core.patch_node(node, {"metadata": {
                 "labels": dict.fromkeys(GPU_OPERAND_LABELS, "false"),
                 "annotations": {GPU_OPERANDS_SAVED: json.dumps(previous, sort_keys=True)}}})
-        operands = {_meta(p)["uid"] for p in self._pods(node) if _gpu_operand(p)}
+        operands = {meta(p)["uid"] for p in self._pods(node) if _gpu_operand(p)}
         deadline = time.monotonic() + self._drain_timeout_s
-        while {_meta(p)["uid"] for p in self._pods(node) if _gpu_operand(p)} & operands:
+        while {meta(p)["uid"] for p in self._pods(node) if _gpu_operand(p)} & operands:
             if time.monotonic() > deadline:
                 raise TransientError(f"the GPU operator's pods did not leave {node}")
             time.sleep(min(self._eviction_retry_s, 1.0))
@@ -208,7 +208,7 @@ class KubernetesCluster:
         return len(operands)
 
     def return_gpus(self, node: str) -> None:
-        saved = _meta(self._node(node)).get("annotations", {}).get(GPU_OPERANDS_SAVED)
+        saved = meta(self._node(node)).get("annotations", {}).get(GPU_OPERANDS_SAVED)
         if saved is None or self.dry_run:
             return
         with api_errors("patch", f"nodes/{node}"):
@@ -238,6 +238,22 @@ class KubernetesCluster:
         with api_errors("patch", f"nodes/{node}/status"):
             self.core.patch_node_status(node, body)
 
+    def record_xids(self, node: str, xids: list[RecentXid]) -> None:
+        """Add the agent's new Xids to those its node keeps (an annotation, bounded): job
+        attribution reads them to tie an Xid to the job whose pod held the GPUs."""
+        if not xids:
+            return
+        kept_json = meta(self._node(node)).get("annotations", {}).get(RECENT_XIDS)
+        try:
+            kept = TypeAdapter(list[RecentXid]).validate_json(kept_json or "[]")
+        except ValidationError:
+            kept = []  # a hand-edited annotation must not stop the agent's record
+        merged = remember(kept, xids, self._clock())
+        body = json.dumps([x.model_dump(mode="json", exclude_none=True) for x in merged],
+                          separators=(",", ":"))
+        with api_errors("patch", f"nodes/{node}"):
+            self.core.patch_node(node, {"metadata": {"annotations": {RECENT_XIDS: body}}})
+
     # -- admission -------------------------------------------------------------------------
     def hold_for_admission(self, node: str) -> None:
         current = self._node(node)
@@ -247,7 +263,7 @@ class KubernetesCluster:
         taints = current.get("spec", {}).get("taints", [])
         with api_errors("patch", f"nodes/{node}"):
             self.core.patch_node(node, {
-                "metadata": {"resourceVersion": _meta(current).get("resourceVersion")},
+                "metadata": {"resourceVersion": meta(current).get("resourceVersion")},
                 "spec": {"taints": [*taints, ADMISSION_TAINT]}})
 
     def admit(self, node: str, serials: list[str]) -> None:
@@ -259,7 +275,7 @@ class KubernetesCluster:
         taints = current.get("spec", {}).get("taints", [])
         with api_errors("patch", f"nodes/{node}"):
             self.core.patch_node(node, {
-                "metadata": {"resourceVersion": _meta(current).get("resourceVersion"),
+                "metadata": {"resourceVersion": meta(current).get("resourceVersion"),
                              "labels": {VALIDATED_LABEL: "true"},
                              "annotations": {GPU_SERIALS: ",".join(serials),
                                              VALIDATED_AT: self._clock().isoformat(),
@@ -290,7 +306,7 @@ class KubernetesCluster:
                 continue
             try:
                 with api_errors("delete", "pods"):
-                    self.core.delete_namespaced_pod(_meta(pod)["name"], _meta(pod)["namespace"],
+                    self.core.delete_namespaced_pod(meta(pod)["name"], meta(pod)["namespace"],
                                                     grace_period_seconds=self._kill_grace_s)
             except NodeGone:
                 pass  # already gone: that is what we wanted
@@ -305,7 +321,7 @@ class KubernetesCluster:
         self._managed(self._node(node))
         pods = self._pods(node)
         skipped = [p for p in pods if _daemonset(p) or _mirror(p)]
-        pending = {_meta(p)["uid"]: p for p in pods if p not in skipped and not _finished(p)}
+        pending = {meta(p)["uid"]: p for p in pods if p not in skipped and not _finished(p)}
         evicted = dict(pending)
         if self.dry_run:
             self._event(node, "RemedyDryRun", f"would evict {len(pending)} pods")
@@ -340,23 +356,23 @@ class KubernetesCluster:
         for job in jobs:
             with api_errors("patch", "pods"):
                 self.core.patch_namespaced_pod(
-                    _meta(job)["name"], _meta(job)["namespace"],
+                    meta(job)["name"], meta(job)["namespace"],
                     {"metadata": {"annotations": {CHECKPOINT_REQUESTED: asked}}})
         self._event(node, "RemedyCheckpointRequested",
                     f"asked {len(jobs)} GPU pods to checkpoint; evicting in at most "
                     f"{self._checkpoint_grace_s:g}s")
-        waiting = {_meta(j)["uid"] for j in jobs}
+        waiting = {meta(j)["uid"] for j in jobs}
         deadline = time.monotonic() + self._checkpoint_grace_s
         while time.monotonic() < deadline:
-            done = {_meta(p)["uid"] for p in self._pods(node)
-                    if CHECKPOINTED in _meta(p).get("annotations", {})}
+            done = {meta(p)["uid"] for p in self._pods(node)
+                    if CHECKPOINTED in meta(p).get("annotations", {})}
             on_progress(len(waiting - done))
             if waiting <= done:
                 return
             time.sleep(min(self._eviction_retry_s, 1.0))
 
     def _evict(self, pod: Json) -> None:
-        name, namespace = _meta(pod)["name"], _meta(pod)["namespace"]
+        name, namespace = meta(pod)["name"], meta(pod)["namespace"]
         body = k8s.V1Eviction(api_version="policy/v1", kind="Eviction",
                               metadata=k8s.V1ObjectMeta(name=name, namespace=namespace))
         try:
@@ -368,7 +384,7 @@ class KubernetesCluster:
     def _wait_gone(self, node: str, uids: set[str], deadline: float,
                    on_progress: Callable[[int], None]) -> None:
         while True:
-            left = {_meta(p).get("uid") for p in self._pods(node)} & uids
+            left = {meta(p).get("uid") for p in self._pods(node)} & uids
             on_progress(len(left))
             if not left:
                 return
@@ -384,7 +400,7 @@ class KubernetesCluster:
         self._managed(current)
         provider = self.replace_provider
         if provider is ReplaceProvider.AUTO:
-            karpenter = KARPENTER_POOL_LABEL in _meta(current).get("labels", {})
+            karpenter = KARPENTER_POOL_LABEL in meta(current).get("labels", {})
             provider = ReplaceProvider.KARPENTER if karpenter else ReplaceProvider.NONE
         if provider is ReplaceProvider.NONE:
             raise ActionRefused(f"cannot tell how this cluster provisions {node}: it is not a "
@@ -408,7 +424,7 @@ class KubernetesCluster:
                       if c.get("status", {}).get("nodeName") == node), None)
         if owner is None:
             raise ActionRefused(f"no Karpenter NodeClaim owns {node}: refusing to guess")
-        name = _meta(owner)["name"]
+        name = meta(owner)["name"]
         if self.dry_run:
             self._event(node, "RemedyDryRun", f"would delete NodeClaim {name}")
             return f"dry run: would delete NodeClaim {name}"
@@ -419,25 +435,8 @@ class KubernetesCluster:
 
     # -- events ----------------------------------------------------------------------------
     def _event(self, node: str, reason: str, message: str) -> None:
-        now = self._clock()
-        event = k8s.CoreV1Event(
-            # Named like kubectl's events (object.hex): unique without relying on generateName.
-            metadata=k8s.V1ObjectMeta(name=f"{node}.remedy.{uuid.uuid4().hex[:12]}",
-                                      namespace="default"),
-            involved_object=k8s.V1ObjectReference(kind="Node", name=node, api_version="v1"),
-            reason=reason, message=message[:1024], type="Normal",
-            source=k8s.V1EventSource(component="remedy"), first_timestamp=now,
-            last_timestamp=now, count=1)
-        try:
-            with api_errors("create", "events"):
-                self.core.create_namespaced_event("default", event)
-        except Exception:  # noqa: BLE001 - an event is a courtesy; the action already happened
-            log.warning("could not record event %s on %s", reason, node, exc_info=True)
-
-
-def _meta(obj: Json) -> Json:
-    meta: Json = obj.get("metadata", {})
-    return meta
+        record_event(self.core, k8s.V1ObjectReference(kind="Node", name=node, api_version="v1"),
+                     reason, message, self._clock())
 
 
 def _has_taint(node: Json, taint: Json) -> bool:
@@ -445,11 +444,11 @@ def _has_taint(node: Json, taint: Json) -> bool:
 
 
 def _daemonset(pod: Json) -> bool:
-    return any(ref.get("kind") == "DaemonSet" for ref in _meta(pod).get("ownerReferences", []))
+    return any(ref.get("kind") == "DaemonSet" for ref in meta(pod).get("ownerReferences", []))
 
 
 def _mirror(pod: Json) -> bool:
-    return MIRROR_ANNOTATION in _meta(pod).get("annotations", {})
+    return MIRROR_ANNOTATION in meta(pod).get("annotations", {})
 
 
 def _finished(pod: Json) -> bool:
@@ -457,14 +456,9 @@ def _finished(pod: Json) -> bool:
 
 
 def _gpu_operand(pod: Json) -> bool:
-    name = _meta(pod).get("name", "")
+    name = meta(pod).get("name", "")
     return _daemonset(pod) and any(part in name for part in GPU_OPERAND_PODS)
 
 
 def _uses_gpus(pod: Json) -> bool:
-    for container in pod.get("spec", {}).get("containers", []):
-        resources = container.get("resources", {})
-        if GPU_RESOURCE in resources.get("limits", {}) or GPU_RESOURCE in resources.get(
-                "requests", {}):
-            return True
-    return False
+    return gpu_count(pod) > 0

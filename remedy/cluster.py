@@ -6,6 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
+from remedy.attribution.evidence import RecentXid
 from remedy.conditions import NodeCondition
 from remedy.fleet import NodeFacts
 from remedy.models import CordonState, NodeBoot
@@ -50,6 +51,9 @@ class Cluster(Protocol):
     def conditions(self, node: str) -> list[NodeCondition]: ...
 
     def set_conditions(self, node: str, conditions: list[NodeCondition]) -> None: ...
+
+    def record_xids(self, node: str, xids: list[RecentXid]) -> None:
+        """Add the agent's new Xids to those kept on the node (job attribution reads them)."""
 
     def nodes(self) -> list[NodeFacts]:
         """Every node with what the fleet scan needs to know about it."""

@@ -10,6 +10,7 @@ from enum import StrEnum
 from pydantic import BaseModel, ConfigDict
 
 from remedy.admission import AdmissionPolicy
+from remedy.attribution.guard import GuardPolicy
 from remedy.conditions import NodeCondition
 from remedy.models import Finding, Severity
 from remedy.runbook.schema import FROM_CONDITION
@@ -117,6 +118,8 @@ class FleetSummary(BaseModel):
     pools: list[PoolSummary] = []
     started_remediations: list[str] = []
     started_admissions: list[str] = []
+    job_failures_reported: list[str] = []  # "namespace/job: pod"
+    guards_finished: list[str] = []
 
     def markdown(self) -> str:
         head = "| pool | nodes | " + " | ".join(s.value for s in NodeStatus) + " |"
@@ -125,6 +128,10 @@ class FleetSummary(BaseModel):
                 + " |" for p in self.pools]
         started = (f"\n\nstarted remediation: {', '.join(self.started_remediations) or '—'}; "
                    f"admission: {', '.join(self.started_admissions) or '—'}")
+        if self.job_failures_reported or self.guards_finished:
+            started += (f"\n\njob failures to guards: "
+                        f"{', '.join(self.job_failures_reported) or '—'}; guards ended: "
+                        f"{', '.join(self.guards_finished) or '—'}")
         return f"**fleet at {self.at:%Y-%m-%d %H:%M:%S}Z**\n\n" + "\n".join(
             [head, rule, *rows]) + started
 
@@ -147,6 +154,10 @@ class ScanInput(BaseModel):
     node_task_queue: str | None = None
     admit_new_nodes: bool = True
     admission: AdmissionPolicy = AdmissionPolicy()
+    # Hand guarded jobs' failed pods to their guards, and end the guards of finished jobs
+    # (needs a worker with the job side: ``remedy controller`` on Kubernetes).
+    watch_jobs: bool = False
+    guard_policy: GuardPolicy = GuardPolicy()
 
 
 class ConditionStart(BaseModel):

@@ -84,6 +84,9 @@ class Finding(Frozen):
     xid: int | None = None
     evidence: str = ""
     observed_at: datetime
+    # The process an Xid's kernel-log line names: ties the Xid to a job (job attribution).
+    pid: int | None = None
+    process: str | None = None
 
     @property
     def unhealthy(self) -> bool:

@@ -10,6 +10,10 @@ NODE_ADMISSION_WORKFLOW = "NodeAdmission"
 FLEET_SCAN_WORKFLOW = "FleetScan"
 JOB_GUARD_WORKFLOW = "JobGuard"
 FLEET_SCAN_SCHEDULE = "remedy-fleet-scan"
+# Search attributes read outside the workflows that set them (all: workflows/search_attributes).
+NODE_ATTRIBUTE = "RemedyNode"
+RUNBOOK_ATTRIBUTE = "RemedyRunbook"
+OUTCOME_ATTRIBUTE = "RemedyOutcome"
 
 
 def node_task_queue(node: str) -> str:

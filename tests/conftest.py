@@ -17,7 +17,7 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.service import RPCError
 from temporalio.testing import WorkflowEnvironment
 
-from remedy.attribution.guard import JobControl
+from remedy.attribution.jobs import JobSide
 from remedy.budget import BudgetPolicy
 from remedy.cluster import Cluster
 from remedy.hardware import BlocklistPolicy
@@ -102,7 +102,7 @@ async def running_workers(client: Client, fleet: SimFleet, agents: bool = True,
                           policy: BudgetPolicy | None = None,
                           blocklist: BlocklistPolicy | None = None,
                           runbooks: RunbookSet | None = None,
-                          jobs: JobControl | None = None) -> AsyncIterator[Queues]:
+                          jobs: JobSide | None = None) -> AsyncIterator[Queues]:
     """The controller worker (with the shipped runbooks) and the simulated node agents, on
     queues unique to this test. ``cluster`` replaces the twin's cluster (e.g. the Kubernetes
     adapter on an emulator)."""

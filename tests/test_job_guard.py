@@ -59,15 +59,22 @@ async def guarded(env: WorkflowEnvironment, fleet: SimFleet, policy: GuardPolicy
         yield handle, job, jobs
 
 
-def hardware_failure(node: str, job: str) -> PodFailure:
-    now = datetime.now(UTC)
-    return PodFailure(job=job, pod=f"{job}-worker-0", node=node, failed_at=now,
+def hardware_failure(node: str, job: str, at: datetime, pod: str = "worker-0") -> PodFailure:
+    return PodFailure(job=job, pod=f"{job}-{pod}", node=node, failed_at=at,
                       termination=Termination(exit_code=1, reason="Error"),
-                      xids=[XidSeen(code=79, gpu="SN-X", node=node, at=now)])
+                      xids=[XidSeen(code=79, gpu="SN-X", node=node, at=at)])
 
 
-def oom(node: str, job: str) -> PodFailure:
-    return PodFailure(job=job, pod=f"{job}-worker-1", node=node, failed_at=datetime.now(UTC),
+def nccl_timeout(node: str, job: str, at: datetime, seen: list[XidSeen], pod: str
+                 ) -> PodFailure:
+    """A rank on a healthy node that timed out because another node of the job failed."""
+    return PodFailure(job=job, pod=f"{job}-{pod}", node=node, failed_at=at,
+                      termination=Termination(exit_code=1, reason="Error"), xids=seen,
+                      log_tail="Watchdog caught collective operation timeout: WorkNCCL(...)")
+
+
+def oom(node: str, job: str, at: datetime) -> PodFailure:
+    return PodFailure(job=job, pod=f"{job}-worker-1", node=node, failed_at=at,
                       termination=Termination(exit_code=137, reason="OOMKilled"))
 
 
@@ -75,7 +82,7 @@ async def test_a_platform_failure_restarts_the_job_and_remediates_the_node(
         time_env: WorkflowEnvironment, fleet: SimFleet) -> None:
     node = sorted(fleet.nodes)[0]
     async with guarded(time_env, fleet, GuardPolicy()) as (handle, job, jobs):
-        failed = hardware_failure(node, job)
+        failed = hardware_failure(node, job, await time_env.get_current_time())
         await handle.signal(JobGuard.pod_failed, failed)
         await handle.signal(JobGuard.pod_failed, failed)  # a watcher reporting it again
         await time_env.sleep(timedelta(minutes=5))  # past the first backoff (1 min)
@@ -100,10 +107,10 @@ async def test_an_application_failure_stops_with_no_restart(
         time_env: WorkflowEnvironment, fleet: SimFleet) -> None:
     node = sorted(fleet.nodes)[1]
     async with guarded(time_env, fleet, GuardPolicy()) as (handle, job, jobs):
-        await handle.signal(JobGuard.pod_failed, oom(node, job))
+        await handle.signal(JobGuard.pod_failed, oom(node, job, await time_env.get_current_time()))
         result = await handle.result()
     assert result.phase is GuardPhase.STOPPED and "application's fault" in result.reason
-    assert jobs.restarts == []
+    assert jobs.restarts == [] and jobs.stops == [(job, result.reason)]
     assert [f.attribution.rule for f in result.ledger.failures] == ["out-of-memory"]
     assert not fleet.node(node).unschedulable  # the node was never blamed
 
@@ -114,22 +121,88 @@ async def test_the_platform_cap_holds_until_a_human_resumes(
     async with guarded(time_env, fleet, GuardPolicy(max_platform_restarts=2)) as (
             handle, job, jobs):
         for _ in range(3):
-            await handle.signal(JobGuard.pod_failed, hardware_failure(node, job))
+            at = await time_env.get_current_time()
+            await handle.signal(JobGuard.pod_failed, hardware_failure(node, job, at))
             await time_env.sleep(timedelta(minutes=10))
         held = await handle.query(JobGuard.phase)
         restarts_when_held = len(jobs.restarts)
         await handle.signal(JobGuard.resume, ResumeRequest(by="alice"))
         await time_env.sleep(timedelta(minutes=1))
         ledger = await handle.query(JobGuard.ledger)
-        await handle.signal(JobGuard.pod_failed, oom(node, job))
+        await handle.signal(JobGuard.pod_failed, oom(node, job, await time_env.get_current_time()))
         result = await handle.result()
     assert held is GuardPhase.HELD and restarts_when_held == 2
+    assert len(jobs.stops) == 2  # suspended while held, and at the application failure
     assert [f.decision.action for f in ledger.failures] == [GuardAction.RESTART] * 3
     assert "resumed by alice" in ledger.failures[-1].decision.reason
     assert len(jobs.restarts) == 3
     assert result.phase is GuardPhase.STOPPED
     assert result.ledger.count(Verdict.PLATFORM) == 3
     assert result.ledger.count(Verdict.APPLICATION) == 1
+
+
+async def test_lockstep_ranks_failing_together_restart_the_job_once(
+        time_env: WorkflowEnvironment, fleet: SimFleet) -> None:
+    bad, *healthy = sorted(fleet.nodes)
+    async with guarded(time_env, fleet, GuardPolicy()) as (handle, job, jobs):
+        at = await time_env.get_current_time()
+        broken = hardware_failure(bad, job, at)
+        # Each rank's report carries the Xid seen on the job's nodes (the job watch does so).
+        ranks = [nccl_timeout(node, job, at + timedelta(seconds=30), broken.xids, f"worker-{i}")
+                 for i, node in enumerate(healthy, start=1)]
+        for failure in [*ranks, broken]:
+            await handle.signal(JobGuard.pod_failed, failure)
+        await time_env.sleep(timedelta(minutes=5))
+        # A rank of the old run reported late, after the restart: it joins, no second restart.
+        await handle.signal(JobGuard.pod_failed, nccl_timeout(
+            healthy[0], job, at + timedelta(seconds=40), broken.xids, "worker-9"))
+        await time_env.sleep(timedelta(minutes=5))
+        ledger = await handle.query(JobGuard.ledger)
+    lead, *joined = ledger.failures
+    assert lead.pod == broken.pod and lead.decision.action is GuardAction.RESTART
+    assert lead.attribution.rule == "hardware-xid-during-run" and lead.attribution.blame == bad
+    assert [f.decision.action for f in joined] == [GuardAction.JOINED] * 4
+    assert {f.attribution.rule for f in joined} == {"nccl-timeout-with-a-fault-on-the-job"}
+    assert "restarted at" in joined[-1].decision.reason
+    assert len(jobs.restarts) == 1
+    assert ledger.count(Verdict.PLATFORM) == 1  # one failure of the job, not five
+    # From the first failure to the restart: the peers' 30 s to report, then the 1 min backoff.
+    assert timedelta(seconds=90) <= lead.lost < timedelta(seconds=91)
+    assert fleet.node(bad).unschedulable  # the node with the Xid is in remediation …
+    assert not any(fleet.node(n).unschedulable for n in healthy)  # … the ranks' nodes are not
+
+
+async def test_a_restart_that_fails_holds_the_job_until_a_human_resumes(
+        time_env: WorkflowEnvironment, fleet: SimFleet) -> None:
+    node = sorted(fleet.nodes)[0]
+    async with guarded(time_env, fleet, GuardPolicy()) as (handle, job, jobs):
+        jobs.broken.add(job)
+        at = await time_env.get_current_time()
+        await handle.signal(JobGuard.pod_failed, hardware_failure(node, job, at))
+        await time_env.sleep(timedelta(minutes=5))
+        held = await handle.query(JobGuard.phase)
+        jobs.broken.clear()
+        await handle.signal(JobGuard.resume, ResumeRequest(by="carol"))
+        await time_env.sleep(timedelta(minutes=1))
+        ledger = await handle.query(JobGuard.ledger)
+        phase = await handle.query(JobGuard.phase)
+    assert held is GuardPhase.HELD and jobs.stops[0][1].startswith("the restart failed")
+    assert phase is GuardPhase.WATCHING and len(jobs.restarts) == 1
+    assert ledger.failures[0].decision.reason.startswith("resumed by carol after: the restart "
+                                                         "failed")
+
+
+async def test_a_finished_job_ends_its_guard_with_the_ledger(
+        time_env: WorkflowEnvironment, fleet: SimFleet) -> None:
+    node = sorted(fleet.nodes)[0]
+    async with guarded(time_env, fleet, GuardPolicy()) as (handle, job, _):
+        at = await time_env.get_current_time()
+        await handle.signal(JobGuard.pod_failed, hardware_failure(node, job, at))
+        await time_env.sleep(timedelta(minutes=5))
+        await handle.signal(JobGuard.job_finished, "the job succeeded")
+        result = await handle.result()
+    assert result.phase is GuardPhase.FINISHED and result.reason == "the job succeeded"
+    assert timedelta(seconds=90) <= result.ledger.lost(Verdict.PLATFORM) < timedelta(seconds=91)
 
 
 async def test_status_jobs_and_resume_job_from_the_command_line(
@@ -141,10 +214,13 @@ async def test_status_jobs_and_resume_job_from_the_command_line(
     jobs = SimJobs()
     async with running_workers(client, fleet, jobs=jobs) as queues:
         # No platform restart allowed: the first platform failure holds the job at once.
-        held, held_job = await guard(dev_env, queues, GuardPolicy(max_platform_restarts=0))
-        stopped, stopped_job = await guard(dev_env, queues, GuardPolicy())
-        await held.signal(JobGuard.pod_failed, hardware_failure(first, held_job))
-        await stopped.signal(JobGuard.pod_failed, oom(second, stopped_job))
+        # Real time here: no waiting for peers of a failure.
+        held, held_job = await guard(dev_env, queues, GuardPolicy(max_platform_restarts=0,
+                                                                  gather=timedelta(0)))
+        stopped, stopped_job = await guard(dev_env, queues, GuardPolicy(gather=timedelta(0)))
+        now = datetime.now(UTC)
+        await held.signal(JobGuard.pod_failed, hardware_failure(first, held_job, now))
+        await stopped.signal(JobGuard.pod_failed, oom(second, stopped_job, now))
         await stopped.result()
         for _ in range(100):
             if await held.query(JobGuard.phase) is GuardPhase.HELD:

@@ -18,6 +18,7 @@ from datetime import UTC, datetime, timedelta
 from temporalio.client import Client
 from temporalio.runtime import Runtime
 
+from remedy.attribution.evidence import recent_xid
 from remedy.cluster import Cluster
 from remedy.conditions import conditions_from
 from remedy.errors import NodeGone
@@ -99,7 +100,7 @@ class NodeAgent:
         verdict = "healthy" if report.healthy else "unhealthy" if report.checks_run else "failed"
         self._probes.add(1, {"verdict": verdict})
         self._probe_seconds.record(report.duration_s)
-        await self._publish(report)
+        await self._publish(report, xids)
         for finding in xids + self._newly_unhealthy(report):
             self._findings.add(1, {"check": finding.check, "reason": finding.reason})
             await self._report(finding)
@@ -111,7 +112,9 @@ class NodeAgent:
         self._active = set(current)  # a fault that went away and comes back is new again
         return new
 
-    async def _publish(self, report: ProbeReport) -> None:
+    async def _publish(self, report: ProbeReport, pushed: list[Finding]) -> None:
+        """Conditions for the cluster, and every Xid (application ones too: a job guard ties
+        them to the job that ran) kept on the node."""
         if self._cluster is None:
             return
         cluster, node = self._cluster, self._host.name
@@ -119,6 +122,8 @@ class NodeAgent:
             previous = await asyncio.to_thread(cluster.conditions, node)
             await asyncio.to_thread(cluster.set_conditions, node,
                                     conditions_from(report, previous, _utcnow()))
+            xids = [x for f in [*pushed, *report.findings] if (x := recent_xid(f)) is not None]
+            await asyncio.to_thread(cluster.record_xids, node, xids)
         except Exception:  # noqa: BLE001 - conditions are best effort; the report still goes
             log.exception("could not publish node conditions for %s", node)
 

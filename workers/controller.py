@@ -13,10 +13,11 @@ from activities.budget import BudgetActivities
 from activities.cluster import ClusterActivities
 from activities.fleet import FleetActivities
 from activities.hardware import HardwareActivities
+from activities.job_watch import JobWatchActivities
 from activities.jobs import JobActivities
 from activities.node import NodeActivities
 from activities.starts import StartActivities
-from remedy.attribution.guard import JobControl
+from remedy.attribution.jobs import JobSide
 from remedy.budget import BudgetPolicy
 from remedy.cluster import Cluster
 from remedy.hardware import BlocklistPolicy
@@ -44,10 +45,10 @@ def controller_worker(client: Client, cluster: Cluster, executor: ThreadPoolExec
                       task_queue: str = CONTROLLER_TASK_QUEUE,
                       policy: BudgetPolicy | None = None, runbooks: RunbookSet | None = None,
                       blocklist: BlocklistPolicy | None = None,
-                      jobs: JobControl | None = None) -> Worker:
+                      jobs: JobSide | None = None) -> Worker:
     """``runbooks`` choose the ladder for what the controller starts itself (a problem
     condition no agent reported, a node that failed admission, a node a job guard blamed);
-    agents bring their own. ``jobs``: how guarded jobs are restarted (no job guards without)."""
+    agents bring their own. ``jobs``: the cluster's guarded jobs (no job guards without)."""
     activities = [
         *ClusterActivities(cluster).all(),
         *BudgetActivities(client, cluster.pool_size, policy or BudgetPolicy()).all(),
@@ -55,6 +56,7 @@ def controller_worker(client: Client, cluster: Cluster, executor: ThreadPoolExec
         *StartActivities(client, runbooks or RunbookSet([])).all(),
         *FleetActivities(client, cluster).all(),
         *(JobActivities(client, jobs, runbooks or RunbookSet([])).all() if jobs else []),
+        *(JobWatchActivities(client, jobs, runbooks or RunbookSet([])).all() if jobs else []),
     ]
     return Worker(client, task_queue=task_queue, workflows=WORKFLOWS, activities=activities,
                   workflow_runner=WORKFLOW_RUNNER,

@@ -3,7 +3,8 @@
 Reconciles what the cluster says with what remedy is doing: a node with a problem condition and
 no remediation gets one (its agent died, or another detector set the condition); a new node
 behind the admission taint gets its admission; and the fleet summary per pool is the result
-(and the workflow's details in the UI), which `remedy status` reads.
+(and the workflow's details in the UI), which `remedy status` reads. With ``watch_jobs``, the
+failed pods of guarded jobs go to their guards and the guards of finished jobs end.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from temporalio.common import RetryPolicy
 
 with workflow.unsafe.imports_passed_through():
     from remedy.admission import AdmissionInput
+    from remedy.attribution.evidence import GuardedFailure, JobFailureReport
     from remedy.fleet import (
         ConditionStart,
         FleetSummary,
@@ -66,5 +68,25 @@ class FleetScan:
         summary = summarise(nodes, work, workflow.now())
         summary.started_remediations, summary.started_admissions = (started_remediations,
                                                                     started_admissions)
+        if inp.watch_jobs:
+            summary.job_failures_reported, summary.guards_finished = await self._watch_jobs(inp)
         workflow.set_current_details(summary.markdown())
         return summary
+
+    async def _watch_jobs(self, inp: ScanInput) -> tuple[list[str], list[str]]:
+        failures: list[GuardedFailure] = await workflow.execute_activity(
+            "guarded_job_failures", result_type=list[GuardedFailure],
+            start_to_close_timeout=timedelta(minutes=2), retry_policy=RETRY,
+            summary="failed pods of guarded jobs")
+        here = workflow.info().task_queue
+        await asyncio.gather(*(workflow.execute_activity(
+            "report_job_failure", JobFailureReport(
+                failure=failure, policy=inp.guard_policy, controller_task_queue=here,
+                node_task_queue=inp.node_task_queue or ""),
+            result_type=str, start_to_close_timeout=timedelta(seconds=30), retry_policy=RETRY,
+            summary=f"{failure.job}: {failure.failure.pod} failed") for failure in failures))
+        finished: list[str] = await workflow.execute_activity(
+            "end_finished_guards", result_type=list[str],
+            start_to_close_timeout=timedelta(minutes=2), retry_policy=RETRY,
+            summary="end the guards of finished jobs")
+        return [f"{f.job}: {f.failure.pod}" for f in failures], finished

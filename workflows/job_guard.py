@@ -1,17 +1,22 @@
-"""JobGuard: one workflow per guarded job. Each pod failure (the `pod_failed` signal) is
-attributed — platform, application or unknown, with its evidence — and acted on: a platform
-failure puts the blamed node in remediation and restarts the job from its last checkpoint after
-a backoff, up to a cap; an application failure stops the guard (no restart); an unknown one is
-retried once, then held for a human (`resume`). The ledger of failures and time lost per verdict
-is the query `ledger` and the workflow's current details."""
+"""JobGuard: one workflow per guarded job. Pod failures (the `pod_failed` signal, sent by the
+fleet scan's job watch) are attributed — platform, application or unknown, with the evidence —
+and acted on as one failure: the ranks of a lockstep job fail together, and a pod that failed
+before the last restart belongs to a run already restarted. A platform failure puts the node
+its rule blames in remediation and restarts the job from its last checkpoint after a backoff,
+up to a cap; an application failure stops the job (no restart); an unknown one is retried once.
+Past a cap, or when a restart fails, the job is stopped and held for a human (`resume`). The
+ledger of failures and time lost per verdict is the query `ledger` and the current details."""
 
 from __future__ import annotations
 
+import asyncio
 from datetime import timedelta
 
 from temporalio import workflow
+from temporalio.exceptions import ActivityError
 
 from workflows.common import QUICK_RETRY
+from workflows.metrics import job_failure
 
 with workflow.unsafe.imports_passed_through():
     from remedy.attribution.guard import (
@@ -25,11 +30,17 @@ with workflow.unsafe.imports_passed_through():
         NodeBlame,
         RestartRequest,
         ResumeRequest,
+        StopRequest,
     )
     from remedy.attribution.model import Attribution, PodFailure, Verdict
     from remedy.durations import format_duration
     from remedy.models import NodeRef
     from remedy.names import JOB_GUARD_WORKFLOW, node_task_queue
+
+Attributed = tuple[PodFailure, Attribution]
+# Which pod of one failure speaks for it: a platform fault explains the ranks that timed out
+# around it, and an application error explains its peers' unknown ends.
+PRECEDENCE = (Verdict.PLATFORM, Verdict.APPLICATION, Verdict.UNKNOWN)
 
 
 @workflow.defn(name=JOB_GUARD_WORKFLOW)
@@ -41,6 +52,7 @@ class JobGuard:
         self._pending: list[PodFailure] = []
         self._seen = [(f.pod, f.at) for f in self._ledger.failures]
         self._resume: ResumeRequest | None = None
+        self._finished: str | None = None
         self._phase = GuardPhase.WATCHING
 
     @workflow.signal(name="pod_failed")
@@ -55,6 +67,11 @@ class JobGuard:
     def resume(self, req: ResumeRequest) -> None:
         self._resume = req
 
+    @workflow.signal(name="job_finished")
+    def job_finished(self, reason: str) -> None:
+        """The job completed or was deleted (the job watch saw it): nothing left to guard."""
+        self._finished = reason
+
     @workflow.query(name="ledger")
     def ledger(self) -> JobLedger:
         return self._ledger
@@ -67,44 +84,82 @@ class JobGuard:
     async def run(self, inp: GuardInput) -> GuardResult:
         self._show()
         while True:
-            await workflow.wait_condition(lambda: bool(self._pending))
-            failure = self._pending.pop(0)
-            attribution: Attribution = await workflow.execute_activity(
-                "attribute_failure", failure, result_type=Attribution,
-                start_to_close_timeout=timedelta(seconds=30), retry_policy=QUICK_RETRY,
-                summary=f"attribute the failure of {failure.pod}")
-            decision = self._ledger.decide(attribution, inp.policy)
-            if attribution.verdict is Verdict.PLATFORM:
-                await self._remediate(failure, attribution)
+            await workflow.wait_condition(
+                lambda: bool(self._pending) or self._finished is not None
+                or workflow.info().is_continue_as_new_suggested())
+            if not self._pending:
+                if self._finished is not None:
+                    return self._end(GuardPhase.FINISHED, self._finished)
+                workflow.continue_as_new(inp.model_copy(update={"ledger": self._ledger}))
+            if inp.policy.gather > timedelta(0):
+                await workflow.sleep(inp.policy.gather, summary="let the other pods report")
+            taken, self._pending = sorted(self._pending, key=lambda f: f.failed_at), []
+            attributed = list(zip(taken, await asyncio.gather(
+                *(self._attribute(f) for f in taken)), strict=True))
+            ended = await self._handle(attributed)
+            if ended is not None:
+                return ended
+
+    async def _attribute(self, failure: PodFailure) -> Attribution:
+        attribution: Attribution = await workflow.execute_activity(
+            "attribute_failure", failure, result_type=Attribution,
+            start_to_close_timeout=timedelta(seconds=30), retry_policy=QUICK_RETRY,
+            summary=f"attribute the failure of {failure.pod}")
+        return attribution
+
+    async def _handle(self, attributed: list[Attributed]) -> GuardResult | None:
+        restarted = self._ledger.restarted_at
+        older: list[Attributed] = []
+        fresh: list[Attributed] = []
+        for fa in attributed:
+            (older if restarted and fa[0].failed_at <= restarted else fresh).append(fa)
+        # Whichever pod speaks for the failure, every node a rule blamed gets its ladder.
+        for node, attribution in {a.blame: a for _, a in attributed if a.blame}.items():
+            await self._remediate(node, attribution)
+        self._join(older, f"of the run restarted at {restarted:%m-%d %H:%M:%S}"
+                   if restarted else "")
+        if not fresh:
+            self._show()
+            return None
+        lead = min(fresh, key=lambda fa: PRECEDENCE.index(fa[1].verdict))
+        decision = self._ledger.decide(lead[1], self._input.policy)
+        job_failure(lead[1].verdict.value, decision.action.value)
+        while True:
             if decision.action is GuardAction.STOP:
-                self._settle(failure, attribution, decision)
+                await self._stop(decision.reason)
+                self._settle(fresh, lead, decision)
                 return self._end(GuardPhase.STOPPED, decision.reason)
             if decision.action is GuardAction.HOLD:
-                self._phase = GuardPhase.HELD
-                self._show(decision.reason)
-                await workflow.wait_condition(lambda: self._resume is not None)
-                resumed, self._resume = self._resume, None
-                assert resumed is not None
-                if resumed.stop:
-                    self._settle(failure, attribution, decision)
-                    return self._end(GuardPhase.STOPPED, f"stopped by {resumed.by}")
+                resumed = await self._hold(decision.reason)
+                if resumed is None or resumed.stop:
+                    self._settle(fresh, lead, decision)
+                    return (self._end(GuardPhase.FINISHED, self._finished or "")
+                            if resumed is None else
+                            self._end(GuardPhase.STOPPED, f"stopped by {resumed.by}"))
                 decision = Decision(action=GuardAction.RESTART,
                                     reason=f"resumed by {resumed.by} after: {decision.reason}")
-            await self._restart(failure, attribution, decision)
+            try:
+                await self._restart(decision)
+            except ActivityError as err:  # a job nobody can restart is held, never left
+                decision = Decision(action=GuardAction.HOLD,
+                                    reason=f"the restart failed: {err.cause or err}")
+                continue
+            self._settle(fresh, lead, decision)
+            self._phase = GuardPhase.WATCHING
+            self._show()
+            return None
 
-    async def _remediate(self, failure: PodFailure, attribution: Attribution) -> None:
+    async def _remediate(self, node: str, attribution: Attribution) -> None:
         """The job is not the only one to suffer from a bad node: make sure a ladder owns it."""
         inp = self._input
-        blame = NodeBlame(node=NodeRef(name=failure.node), job=str(inp.job),
-                          attribution=attribution,
-                          node_task_queue=inp.node_task_queue or node_task_queue(failure.node),
+        blame = NodeBlame(node=NodeRef(name=node), job=str(inp.job), attribution=attribution,
+                          node_task_queue=inp.node_task_queue or node_task_queue(node),
                           task_queue=inp.controller_task_queue or workflow.info().task_queue)
         await workflow.execute_activity(
             "remediate_blamed_node", blame, start_to_close_timeout=timedelta(seconds=30),
-            retry_policy=QUICK_RETRY, summary=f"remediate {failure.node}")
+            retry_policy=QUICK_RETRY, summary=f"remediate {node}")
 
-    async def _restart(self, failure: PodFailure, attribution: Attribution,
-                       decision: Decision) -> None:
+    async def _restart(self, decision: Decision) -> None:
         self._phase = GuardPhase.RESTARTING
         self._show(decision.reason)
         if decision.delay > timedelta(0):
@@ -117,17 +172,43 @@ class JobGuard:
                                           reason=decision.reason),
             start_to_close_timeout=timedelta(minutes=2), retry_policy=QUICK_RETRY,
             summary=f"restart {self._input.job} from its last checkpoint")
-        self._settle(failure, attribution, decision)
-        self._phase = GuardPhase.WATCHING
-        self._show()
+        self._ledger.restarted_at = workflow.now()
 
-    def _settle(self, failure: PodFailure, attribution: Attribution,
-                decision: Decision) -> None:
-        """Into the ledger: the time lost runs from the failure to the restart (or the stop)."""
-        self._ledger.record(Failure(at=failure.failed_at, pod=failure.pod,
-                                    attribution=attribution, decision=decision,
-                                    lost=max(workflow.now() - failure.failed_at,
-                                             timedelta(0))))
+    async def _stop(self, reason: str) -> None:
+        """Keep the job from running again (its own retries too) until a human decides."""
+        await workflow.execute_activity(
+            "stop_job", StopRequest(job=self._input.job, reason=reason),
+            start_to_close_timeout=timedelta(minutes=2), retry_policy=QUICK_RETRY,
+            summary=f"stop {self._input.job}")
+
+    async def _hold(self, reason: str) -> ResumeRequest | None:
+        """Stopped and held until a human resumes (None: the job finished meanwhile)."""
+        self._phase = GuardPhase.HELD
+        self._show(reason)
+        try:
+            await self._stop(reason)
+        except ActivityError:
+            workflow.logger.warning("could not stop %s while it is held", self._input.job)
+        await workflow.wait_condition(
+            lambda: self._resume is not None or self._finished is not None)
+        resumed, self._resume = self._resume, None
+        return resumed
+
+    def _settle(self, fresh: list[Attributed], lead: Attributed, decision: Decision) -> None:
+        """Into the ledger: the time lost runs from the first pod's failure to the restart (or
+        the stop); the other pods join the lead's failure."""
+        first = min(f.failed_at for f, _ in fresh)
+        self._ledger.record(Failure(at=lead[0].failed_at, pod=lead[0].pod,
+                                    attribution=lead[1], decision=decision,
+                                    lost=max(workflow.now() - first, timedelta(0))))
+        self._join([fa for fa in fresh if fa is not lead], f"with {lead[0].pod}")
+
+    def _join(self, attributed: list[Attributed], why: str) -> None:
+        for failure, attribution in attributed:
+            self._ledger.record(Failure(
+                at=failure.failed_at, pod=failure.pod, attribution=attribution,
+                lost=timedelta(0), decision=Decision(action=GuardAction.JOINED,
+                                                     reason=f"failed together {why}")))
 
     def _end(self, phase: GuardPhase, reason: str) -> GuardResult:
         self._phase = phase
@@ -143,8 +224,9 @@ class JobGuard:
         lines.append(" · ".join(f"**{v.value}** {ledger.count(v)} failures, "
                                 f"{format_duration(ledger.lost(v))} lost" for v in Verdict))
         if self._phase is GuardPhase.HELD:
-            lines.append("resume: signal `resume` with `{\"by\": \"you\"}` "
-                         "(`\"stop\": true` to give up)")
+            ref = self._input.job
+            lines.append(f"resume: `remedy resume-job {ref.name} --namespace {ref.namespace}` "
+                         "(`--stop` to give up)")
         lines += [f"- {f.at:%m-%d %H:%M} {f.pod}: {f.attribution.verdict.value} "
                   f"({f.attribution.rule}) → {f.decision.action.value}"
                   for f in ledger.failures[-10:]]

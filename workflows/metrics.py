@@ -35,3 +35,10 @@ def pool_budget(pool: str, tripped: bool, leases: int, waiting: int) -> None:
         leases, labels)
     meter.create_gauge("remedy_disruption_leases_waiting", "Nodes waiting for a lease.").set(
         waiting, labels)
+
+
+def job_failure(verdict: str, action: str) -> None:
+    """A guarded job's failure (its lead pod), by verdict and what the guard did."""
+    workflow.metric_meter().create_counter(
+        "remedy_job_failures", "Failures of guarded jobs, by verdict and action.").add(
+        1, {"verdict": verdict, "action": action})

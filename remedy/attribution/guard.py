@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 from enum import StrEnum
-from typing import Protocol
 
 from pydantic import BaseModel, Field
 
@@ -20,9 +19,13 @@ class GuardAction(StrEnum):
     RESTART = "restart"
     STOP = "stop"  # the application's fault: no restart
     HOLD = "hold"  # a cap is reached, or unknown twice: a human decides
+    JOINED = "joined"  # another pod of a failure already acted on (lockstep ranks fail together)
 
 
 class GuardPolicy(BaseModel):
+    # A failure is judged once its peers had this long to arrive: the ranks of a lockstep job
+    # end together, and the pod that explains the failure may be reported last.
+    gather: timedelta = timedelta(seconds=30)
     max_platform_restarts: int = Field(default=5, ge=0)
     max_unknown_retries: int = Field(default=1, ge=0)
     backoff_initial: timedelta = timedelta(minutes=1)
@@ -53,10 +56,13 @@ class JobLedger(BaseModel):
 
     job: str
     failures: list[Failure] = []
+    restarted_at: datetime | None = None  # a pod that failed before this was of an older run
 
     def count(self, verdict: Verdict, action: GuardAction | None = None) -> int:
+        """Failures acted on (the pods that joined one are not counted again)."""
         return sum(1 for f in self.failures if f.attribution.verdict is verdict
-                   and (action is None or f.decision.action is action))
+                   and (f.decision.action is action if action else
+                        f.decision.action is not GuardAction.JOINED))
 
     def lost(self, verdict: Verdict) -> timedelta:
         return sum((f.lost for f in self.failures if f.attribution.verdict is verdict),
@@ -103,6 +109,7 @@ class GuardPhase(StrEnum):
     RESTARTING = "restarting"  # waiting out the backoff, then restarting the job
     HELD = "held"  # a cap was reached or the cause is unknown twice: a human resumes or stops
     STOPPED = "stopped"  # the application's fault: no restart
+    FINISHED = "finished"  # the job completed or was deleted: nothing left to guard
 
 
 class GuardInput(BaseModel):
@@ -129,6 +136,11 @@ class NodeBlame(BaseModel):
     task_queue: str
 
 
+class StopRequest(BaseModel):
+    job: JobRef
+    reason: str
+
+
 class ResumeRequest(BaseModel):
     by: str
     stop: bool = False  # True: the human decides the job should not run again
@@ -139,10 +151,3 @@ class GuardResult(BaseModel):
     phase: GuardPhase
     reason: str
     ledger: JobLedger
-
-
-class JobControl(Protocol):
-    """How a guarded job is restarted from its last checkpoint (by the job's own mechanism:
-    recreate the Job, or bump a restart annotation its operator watches)."""
-
-    def restart_job(self, namespace: str, name: str, reason: str) -> str: ...

@@ -70,3 +70,4 @@ class Attribution(BaseModel):
     verdict: Verdict
     rule: str  # the rule that decided
     evidence: list[str]
+    blame: str | None = None  # the node at fault, for the guard to put in remediation

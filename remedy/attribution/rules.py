@@ -12,7 +12,14 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from remedy.attribution.model import Attribution, PodFailure, Verdict, XidSeen
 from remedy.durations import Duration
@@ -57,6 +64,15 @@ class Rule(BaseModel):
     verdict: Verdict
     when: When
     why: str = ""  # one sentence for people: shown with the evidence
+    # The pod's node is at fault: the guard puts it in remediation. Only where the evidence is
+    # the node's own (an NCCL timeout on a healthy node, a drain or a preemption blame none).
+    blame_node: bool = False
+
+    @model_validator(mode="after")
+    def _blame_needs_platform(self) -> Rule:
+        if self.blame_node and self.verdict is not Verdict.PLATFORM:
+            raise ValueError("blame_node: only a platform verdict blames the node")
+        return self
 
 
 class RuleSet(BaseModel):
@@ -93,7 +109,8 @@ class Attributor:
             evidence = self._holds(rule.when, failure)
             if evidence is not None:
                 return Attribution(verdict=rule.verdict, rule=rule.name,
-                                   evidence=[rule.why, *evidence] if rule.why else evidence)
+                                   evidence=[rule.why, *evidence] if rule.why else evidence,
+                                   blame=failure.node if rule.blame_node else None)
         return Attribution(verdict=Verdict.UNKNOWN, rule="no-rule-matched",
                            evidence=["no rule matched what is known of this failure"])
 
@@ -176,7 +193,8 @@ class Attributor:
         return None
 
     def _app_xids_of_job(self, f: PodFailure) -> list[XidSeen]:
-        return [x for x in f.xids if self._application(x) and x.job == f.job]
+        return [x for x in f.xids
+                if self._application(x) and x.job == f.job and self._near(x.at, f)]
 
     def _app_xid_of_job(self, when: When, f: PodFailure) -> str | None:
         mine = self._app_xids_of_job(f)

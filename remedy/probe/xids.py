@@ -25,5 +25,6 @@ def xid_findings(node: str, events: Iterable[XidEvent], not_before: datetime | N
         out.append(Finding(node=node, check="xid", reason=f"Xid{event.code}",
                            severity=event.severity, component=gpu, xid=event.code,
                            evidence=f"{event.fault_class}: {event.message}{who}".strip(),
-                           observed_at=event.timestamp or now))
+                           observed_at=event.timestamp or now, pid=event.pid,
+                           process=event.process))
     return out

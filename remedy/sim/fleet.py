@@ -11,6 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
+from remedy.attribution.evidence import RecentXid, remember
 from remedy.cluster import CordonOwner, DrainResult
 from remedy.conditions import NodeCondition
 from remedy.errors import ActionFailed, ActionRefused, NodeGone, RemedyError
@@ -68,6 +69,7 @@ class SimNode:
     nics: int = 8
     comes_back: bool = True  # False: a reboot that never returns (dead PSU, hung firmware)
     conditions: dict[str, NodeCondition] = field(default_factory=dict)
+    recent_xids: list[RecentXid] = field(default_factory=list)  # what the agent kept
     nvml_broken: str | None = None  # "missing" library, "driver" not loaded, or "hang"
     awaiting_admission: bool = False  # the admission taint: new hardware, not validated yet
     validated_serials: list[str] | None = None
@@ -315,6 +317,11 @@ class SimCluster:
     def set_conditions(self, node: str, conditions: list[NodeCondition]) -> None:
         with self._fleet._lock:
             self._fleet.node(node).conditions.update({c.type: c for c in conditions})
+
+    def record_xids(self, node: str, xids: list[RecentXid]) -> None:
+        with self._fleet._lock:
+            sim = self._fleet.node(node)
+            sim.recent_xids = remember(sim.recent_xids, xids, self._fleet.clock())
 
     def replace(self, node: str) -> str:
         with self._fleet._lock:

@@ -1,0 +1,107 @@
+"""The fleet scan's job watch: failed pods of guarded jobs, with remedy's ladders on the job's
+nodes around each failure (from Temporal's visibility store), handed to the job's guard; and
+the guards of jobs that completed or were deleted, ended."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from datetime import timedelta
+from typing import Any
+
+from temporalio import activity
+from temporalio.client import Client, WorkflowExecution
+from temporalio.common import SearchAttributeKey
+
+from activities.errors import temporal_errors
+from remedy.attribution.evidence import GuardedFailure, JobFailureReport
+from remedy.attribution.guard import GuardInput, JobRef
+from remedy.attribution.jobs import GuardedJobs
+from remedy.attribution.model import RemediationSeen
+from remedy.names import (
+    JOB_GUARD_WORKFLOW,
+    NODE_ATTRIBUTE,
+    NODE_REMEDIATION_WORKFLOW,
+    OUTCOME_ATTRIBUTE,
+    RUNBOOK_ATTRIBUTE,
+    job_guard_workflow_id,
+)
+from remedy.runbook import RunbookSet
+
+NODE = SearchAttributeKey.for_keyword(NODE_ATTRIBUTE)
+RUNBOOK = SearchAttributeKey.for_keyword(RUNBOOK_ATTRIBUTE)
+OUTCOME = SearchAttributeKey.for_keyword(OUTCOME_ATTRIBUTE)
+WINDOW = timedelta(minutes=10)  # ladders this close to a failure are evidence (the rules' own)
+
+
+class JobWatchActivities:
+    def __init__(self, client: Client, jobs: GuardedJobs, runbooks: RunbookSet) -> None:
+        self._client, self._jobs, self._runbooks = client, jobs, runbooks
+
+    @activity.defn(name="guarded_job_failures")
+    async def guarded_job_failures(self) -> list[GuardedFailure]:
+        with temporal_errors():
+            failures = await asyncio.to_thread(self._jobs.failed_pods)
+        if not failures:
+            return []
+        nodes = sorted({n for f in failures for n in [f.failure.node, *f.job_nodes] if n})
+        since = min(f.failure.failed_at for f in failures) - WINDOW
+        ladders = await self._ladders(nodes, since.isoformat())
+        for f in failures:
+            on_job = {f.failure.node, *f.job_nodes}
+            f.failure.remediations = [ladder for ladder in ladders if ladder.node in on_job]
+        return failures
+
+    async def _ladders(self, nodes: list[str], since: str) -> list[RemediationSeen]:
+        listed = ", ".join(f"'{n}'" for n in nodes)
+        query = (f"WorkflowType = '{NODE_REMEDIATION_WORKFLOW}' AND "
+                 f"{NODE_ATTRIBUTE} IN ({listed}) AND "
+                 f"(ExecutionStatus = 'Running' OR CloseTime >= '{since}')")
+        return [self._seen(w) async for w in self._client.list_workflows(query)]
+
+    def _seen(self, w: WorkflowExecution) -> RemediationSeen:
+        attrs = w.typed_search_attributes
+        runbook = attrs.get(RUNBOOK) or ""
+        try:
+            cause = self._runbooks.get(runbook).cause.value
+        except KeyError:
+            cause = "platform"  # a ladder remedy runs is for a machine fault unless it says so
+        return RemediationSeen(node=attrs.get(NODE) or w.id.split("/", 1)[-1],
+                               runbook=runbook, cause=cause, started_at=w.start_time,
+                               ended_at=w.close_time,
+                               outcome=attrs.get(OUTCOME) or "")
+
+    @activity.defn(name="report_job_failure")
+    async def report_job_failure(self, report: JobFailureReport) -> str:
+        """Signal-with-start the job's guard, then mark the pod so no scan lists it again."""
+        job = report.failure.job
+        handle = await self._client.start_workflow(
+            JOB_GUARD_WORKFLOW, GuardInput(job=job, policy=report.policy,
+                                           controller_task_queue=report.controller_task_queue,
+                                           node_task_queue=report.node_task_queue),
+            id=job_guard_workflow_id(job.namespace, job.name),
+            task_queue=report.controller_task_queue,
+            start_signal="pod_failed", start_signal_args=[report.failure.failure],
+            static_summary=f"guard of job {job}")
+        with temporal_errors():
+            await asyncio.to_thread(self._jobs.mark_reported, report.failure, handle.id)
+        return handle.id
+
+    @activity.defn(name="end_finished_guards")
+    async def end_finished_guards(self) -> list[str]:
+        """Guards whose job completed or is gone: told so, they end with their ledger."""
+        query = f"WorkflowType = '{JOB_GUARD_WORKFLOW}' AND ExecutionStatus = 'Running'"
+        ended = []
+        async for w in self._client.list_workflows(query):
+            _, namespace, name = w.id.split("/", 2)
+            job = JobRef(namespace=namespace, name=name)
+            with temporal_errors():
+                state = await asyncio.to_thread(self._jobs.job_state, job)
+            if state.finished:
+                await self._client.get_workflow_handle(w.id).signal(
+                    "job_finished", f"the job {state.value}")
+                ended.append(str(job))
+        return ended
+
+    def all(self) -> list[Callable[..., Any]]:
+        return [self.guarded_job_failures, self.report_job_failure, self.end_finished_guards]

@@ -1,0 +1,59 @@
+"""Reading Kubernetes objects as the API server sends them (camelCase JSON dicts), and the
+names on them that remedy's adapters share."""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from datetime import datetime
+from typing import Any
+
+from kubernetes import client as k8s
+
+from adapters.kube_errors import api_errors
+
+log = logging.getLogger(__name__)
+
+Json = dict[str, Any]
+GPU_RESOURCE = "nvidia.com/gpu"
+# The Xids a node's agent keeps on its node (JSON, oldest first): job attribution reads them.
+RECENT_XIDS = "remedy.io/recent-xids"
+
+
+def meta(obj: Json) -> Json:
+    found: Json = obj.get("metadata", {})
+    return found
+
+
+def gpu_count(pod: Json) -> int:
+    """GPUs the pod's containers asked for (limits, else requests)."""
+    total = 0
+    for container in pod.get("spec", {}).get("containers", []):
+        resources = container.get("resources", {})
+        asked = resources.get("limits", {}).get(GPU_RESOURCE) or \
+            resources.get("requests", {}).get(GPU_RESOURCE) or 0
+        total += int(asked)
+    return total
+
+
+def timestamp(value: str | None) -> datetime | None:
+    return datetime.fromisoformat(value.replace("Z", "+00:00")) if value else None
+
+
+def record_event(core: k8s.CoreV1Api, about: k8s.V1ObjectReference, reason: str, message: str,
+                 now: datetime, *, warning: bool = False) -> None:
+    """A Kubernetes Event on the object (`kubectl describe` shows it): a courtesy, so a failure
+    to record it is logged and swallowed — the action it tells of already happened."""
+    namespace = about.namespace or "default"  # a node's events go to "default", like kubectl's
+    event = k8s.CoreV1Event(
+        # Named like kubectl's events (object.hex): unique without relying on generateName.
+        metadata=k8s.V1ObjectMeta(name=f"{about.name}.remedy.{uuid.uuid4().hex[:12]}",
+                                  namespace=namespace),
+        involved_object=about, reason=reason, message=message[:1024],
+        type="Warning" if warning else "Normal", source=k8s.V1EventSource(component="remedy"),
+        first_timestamp=now, last_timestamp=now, count=1)
+    try:
+        with api_errors("create", "events"):
+            core.create_namespaced_event(namespace, event)
+    except Exception:  # noqa: BLE001
+        log.warning("could not record event %s on %s", reason, about.name, exc_info=True)

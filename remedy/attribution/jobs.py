@@ -1,0 +1,50 @@
+"""The job side's seams: how guarded jobs are found failing, restarted and stopped.
+Adapters: Kubernetes Jobs (``adapters/kubernetes_jobs.py``) and the simulation's."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Protocol
+
+from remedy.attribution.evidence import GuardedFailure
+from remedy.attribution.guard import JobRef
+
+
+class JobState(StrEnum):
+    RUNNING = "running"
+    SUSPENDED = "suspended"
+    FAILED = "failed"
+    SUCCEEDED = "succeeded"
+    GONE = "gone"  # deleted
+
+    @property
+    def finished(self) -> bool:
+        """Nothing left to guard: the job completed, or someone deleted it."""
+        return self in (JobState.SUCCEEDED, JobState.GONE)
+
+
+class JobControl(Protocol):
+    """What a guard does to its job, by the job's own mechanism."""
+
+    def restart_job(self, job: JobRef, attempt: int, reason: str) -> str:
+        """Make the job run again from its last checkpoint. Idempotent per ``attempt``: a
+        retried activity must not restart twice."""
+
+    def stop_job(self, job: JobRef, reason: str) -> str:
+        """Keep the job from running again until a human decides (a restart undoes it)."""
+
+
+class GuardedJobs(Protocol):
+    """Where guarded jobs' failures come from."""
+
+    def failed_pods(self) -> list[GuardedFailure]:
+        """Failed pods of guarded jobs not yet handed to their guard."""
+
+    def mark_reported(self, failure: GuardedFailure, guard: str) -> None:
+        """The guard has the failure: never list it again."""
+
+    def job_state(self, job: JobRef) -> JobState: ...
+
+
+class JobSide(JobControl, GuardedJobs, Protocol):
+    """Both: what the controller needs of a cluster's jobs."""
