@@ -14,10 +14,13 @@ import yaml
 from kubernetes import client as k8s
 
 from adapters.kubernetes_cluster import ADMISSION_TAINT, TAINT, KubernetesCluster, ReplaceProvider
+from adapters.kubernetes_jobs import KubernetesJobs
+from remedy.attribution.evidence import RecentXid
 from remedy.cluster import CordonOwner
 from remedy.conditions import NodeCondition
 from tests.conftest import ROOT
 from tests.test_kubernetes_cluster import NODECLAIMS, NODES, PODS, call, node, pod
+from tests.test_kubernetes_jobs import JOBS, failed_job, job_pod
 
 Rule = tuple[str, str, str]  # (apiGroup, resource[/subresource], verb)
 NOW = datetime(2026, 11, 29, tzinfo=UTC)
@@ -53,16 +56,16 @@ def rule_of(method: str, path: str) -> Rule:
 
 
 async def calls_made(mock: kmock.KubernetesEmulator,
-                     scenario: Callable[[KubernetesCluster], None]) -> set[Rule]:
+                     scenario: Callable[[KubernetesCluster, KubernetesJobs], None]) -> set[Rule]:
     config = k8s.Configuration()
     config.host = str(mock.url).rstrip("/")
     cluster = KubernetesCluster(k8s.ApiClient(config), eviction_retry_s=0.01,
                                 checkpoint_grace_s=0.05)
-    await call(scenario, cluster)
+    await call(scenario, cluster, KubernetesJobs(k8s.ApiClient(config)))
     return {rule_of(r.method.value, r.url.path) for r in mock}
 
 
-def controller_scenario(cluster: KubernetesCluster) -> None:
+def controller_scenario(cluster: KubernetesCluster, jobs: KubernetesJobs) -> None:
     owner = CordonOwner("wf", "test")
     cluster.cordon("n1", owner)
     cluster.restore("n1")
@@ -80,13 +83,20 @@ def controller_scenario(cluster: KubernetesCluster) -> None:
     cluster.replace("n1")  # Karpenter: list and delete the NodeClaim
     cluster.replace_provider = ReplaceProvider.PLAIN
     cluster.replace("n1")  # plain: delete the Node
+    # The job watch and the guards: failed pods with their log, then restart and stop.
+    [failure] = jobs.failed_pods()
+    jobs.mark_reported(failure, "job-guard/ml/llm")
+    jobs.restart_job(failure.job, 1, "platform fault")  # the Job failed: recreate it
+    jobs.stop_job(failure.job, "application fault")  # the copy runs: suspend it
+    jobs.job_state(failure.job)
 
 
-def agent_scenario(cluster: KubernetesCluster) -> None:
+def agent_scenario(cluster: KubernetesCluster, _: KubernetesJobs) -> None:
     previous = cluster.conditions("n1")
     cluster.set_conditions("n1", previous or [NodeCondition(
         type="GpuProblem", status="False", reason="NoGpuProblem", message="ok",
         last_heartbeat_time=NOW, last_transition_time=NOW)])
+    cluster.record_xids("n1", [RecentXid(code=13, gpu="SN1", at=NOW, pid=1, process="python")])
 
 
 def seed(mock: kmock.KubernetesEmulator) -> None:
@@ -108,6 +118,10 @@ def seed(mock: kmock.KubernetesEmulator) -> None:
 
     for name in ("web", "ckpt"):
         mock[f"post /api/v1/namespaces/jobs/pods/{name}/eviction"] << evict(name)
+    mock.objects[NODES, None, "n3"] = node("n3")
+    mock.objects[PODS, "ml", "llm-0"] = job_pod("llm-0", "n3")
+    mock.objects[JOBS, "ml", "llm"] = failed_job()
+    mock["get /api/v1/namespaces/ml/pods/llm-0/log"] << "Traceback"
 
 
 async def test_controller_role_grants_exactly_what_the_adapter_calls(
@@ -154,6 +168,8 @@ def test_agent_runs_on_gpu_nodes_only_and_tolerates_remedys_own_taints() -> None
     ("PATCH", "/api/v1/nodes/n1/status", ("", "nodes/status", "patch")),
     ("POST", "/api/v1/namespaces/jobs/pods/p/eviction", ("", "pods/eviction", "create")),
     ("POST", "/api/v1/namespaces/default/events", ("", "events", "create")),
+    ("GET", "/api/v1/namespaces/ml/pods/p/log", ("", "pods/log", "get")),
+    ("POST", "/apis/batch/v1/namespaces/ml/jobs", ("batch", "jobs", "create")),
     ("DELETE", "/apis/karpenter.sh/v1/nodeclaims/c", ("karpenter.sh", "nodeclaims", "delete")),
 ])
 def test_request_paths_map_to_rbac_rules(method: str, path: str, rule: Rule) -> None:

@@ -241,3 +241,28 @@ async def test_status_jobs_and_resume_job_from_the_command_line(
     assert resumed[0] == 0 and ended.phase is GuardPhase.STOPPED
     assert ended.reason == "stopped by bob" and jobs.restarts == []
     assert missing[0] == 2 and "no running guard" in missing[1]
+
+
+async def test_a_long_lived_guard_continues_as_new_with_its_ledger(
+        dev_env: WorkflowEnvironment) -> None:
+    """The dev server suggests continue-as-new at 40 events: a few failures are enough."""
+    fleet = own_fleet("guard-can", 1)
+    node = sorted(fleet.nodes)[0]
+    policy = GuardPolicy(gather=timedelta(0), backoff_initial=timedelta(0),
+                         max_platform_restarts=20)
+    async with running_workers(dev_env.client, fleet, jobs=SimJobs()) as queues:
+        handle, job = await guard(dev_env, queues, policy)
+        first_run = (await handle.describe()).run_id
+        for n in range(1, 7):
+            await handle.signal(JobGuard.pod_failed, hardware_failure(
+                node, job, datetime.now(UTC), pod=f"worker-{n}"))
+            for _ in range(200):
+                if len((await handle.query(JobGuard.ledger)).failures) == n:
+                    break
+                await asyncio.sleep(0.05)
+        latest = dev_env.client.get_workflow_handle(handle.id)
+        run = (await latest.describe()).run_id
+        ledger = await latest.query(JobGuard.ledger)
+    assert run != first_run
+    assert [f.pod for f in ledger.failures] == [f"{job}-worker-{n}" for n in range(1, 7)]
+    assert ledger.count(Verdict.PLATFORM, GuardAction.RESTART) == 6

@@ -259,6 +259,11 @@ def controller(
         help="Incidents on one GPU serial within the window that blocklist it.")] = 3,
     blocklist_days: Annotated[float, typer.Option(
         min=0.01, help="The blocklist's window, in days.")] = 30.0,
+    watch_jobs: Annotated[bool, typer.Option(
+        help="Guard jobs labelled remedy.io/guard=true: each scan hands their failed pods to "
+             "a JobGuard.")] = True,
+    max_job_restarts: Annotated[int, typer.Option(
+        min=0, help="Platform restarts of a guarded job before it is held for a human.")] = 5,
     metrics_bind: MetricsOption = None,
 ) -> None:
     """Run the controller worker against a Kubernetes cluster."""
@@ -266,7 +271,10 @@ def controller(
 
     from adapters.kube_config import api_client
     from adapters.kubernetes_cluster import KubernetesCluster, ReplaceProvider
+    from adapters.kubernetes_jobs import KubernetesJobs
+    from remedy.attribution.guard import GuardPolicy
     from remedy.budget import BudgetPolicy
+    from remedy.fleet import ScanInput
     from remedy.hardware import BlocklistPolicy
     from workers.client import connect, ensure_search_attributes, metrics_runtime
     from workers.controller import controller_worker
@@ -285,19 +293,24 @@ def controller(
             typer.echo(f"error: --{field.replace('_', '-')}: "
                        f"{error['msg'].removeprefix('Value error, ')}", err=True)
         raise typer.Exit(2) from None
-    cluster = KubernetesCluster(api_client(kubeconfig), dry_run=dry_run,
+    api = api_client(kubeconfig)
+    cluster = KubernetesCluster(api, dry_run=dry_run,
                                 replace_provider=ReplaceProvider(replace_provider),
                                 checkpoint_grace_s=checkpoint_grace)
+    jobs = KubernetesJobs(api, dry_run=dry_run) if watch_jobs else None
+    scan = ScanInput(watch_jobs=watch_jobs,
+                     guard_policy=GuardPolicy(max_platform_restarts=max_job_restarts))
 
     async def main() -> None:
         client = await connect(address, runtime=metrics_runtime(metrics_bind, "controller")
                                if metrics_bind else None)
         await ensure_search_attributes(client)
         if scan_every > 0:
-            await ensure_fleet_scan(client, timedelta(seconds=scan_every), CONTROLLER_TASK_QUEUE)
+            await ensure_fleet_scan(client, timedelta(seconds=scan_every), CONTROLLER_TASK_QUEUE,
+                                    scan)
         with ThreadPoolExecutor(max_workers=32) as executor:
             await controller_worker(client, cluster, executor, policy=policy, runbooks=loaded,
-                                    blocklist=blocklist).run()
+                                    blocklist=blocklist, jobs=jobs).run()
 
     _serve(main)
 

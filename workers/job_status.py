@@ -8,7 +8,7 @@ from datetime import timedelta
 from pydantic import BaseModel
 from temporalio.client import Client, WorkflowExecutionStatus
 
-from remedy.attribution.guard import GuardPhase, JobLedger
+from remedy.attribution.guard import GuardAction, GuardPhase, JobLedger
 from remedy.attribution.model import Verdict
 from remedy.durations import format_duration
 from remedy.names import JOB_GUARD_WORKFLOW
@@ -55,7 +55,8 @@ def table_rows(rows: list[JobRow]) -> list[list[str]]:
         cells = [row.job, row.phase.replace("_", " ")]
         for verdict in (Verdict.PLATFORM, Verdict.APPLICATION, Verdict.UNKNOWN):
             cells += [str(row.ledger.count(verdict)), format_duration(row.lost(verdict))]
-        last = row.ledger.failures[-1] if row.ledger.failures else None
+        acted = [f for f in row.ledger.failures if f.decision.action is not GuardAction.JOINED]
+        last = acted[-1] if acted else None
         cells.append(f"{last.attribution.rule} → {last.decision.action.value}" if last else "-")
         out.append(cells)
     return out
