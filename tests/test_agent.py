@@ -79,6 +79,9 @@ async def test_agent_finds_a_fault_starts_the_ladder_and_a_dead_agent_fails_clos
         await eventually(lambda: gpu_condition().status == "False")  # type: ignore[union-attr]
         assert [c.status for c in conditions] == ["False", "True", "False"]
         assert conditions[1].reason in ("Xid48", "EccUncorrectable")
+        # Kept on the node for job attribution, with the GPU's serial.
+        assert [(x.code, x.gpu) for x in fleet.node(node).recent_xids] == [
+            (48, fleet.node(node).gpus[3].serial)]
 
         running.cancel()  # the agent dies
         with pytest.raises(asyncio.CancelledError):
