@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from temporalio import activity
-from temporalio.client import Client, WorkflowExecution
+from temporalio.client import Client, WorkflowExecution, WorkflowExecutionStatus
 from temporalio.common import SearchAttributeKey
+from temporalio.service import RPCError, RPCStatusCode
 
 from activities.errors import temporal_errors
 from remedy.attribution.evidence import GuardedFailure, JobFailureReport
@@ -73,19 +74,38 @@ class JobWatchActivities:
 
     @activity.defn(name="report_job_failure")
     async def report_job_failure(self, report: JobFailureReport) -> str:
-        """Signal-with-start the job's guard, then mark the pod so no scan lists it again."""
+        """Signal-with-start the job's guard, then mark the pod so no scan lists it again.
+
+        A pod that failed before the job's last guard ended belongs to that guard's decision
+        (a rank that ended with the job the guard stopped): it must not start a new guard that
+        would restart what the last one stopped."""
         job = report.failure.job
+        workflow_id = job_guard_workflow_id(job.namespace, job.name)
+        if await self._ended_after(workflow_id, report.failure.failure.failed_at):
+            with temporal_errors():
+                await asyncio.to_thread(self._jobs.mark_reported, report.failure, workflow_id)
+            return workflow_id
         handle = await self._client.start_workflow(
             JOB_GUARD_WORKFLOW, GuardInput(job=job, policy=report.policy,
                                            controller_task_queue=report.controller_task_queue,
                                            node_task_queue=report.node_task_queue),
-            id=job_guard_workflow_id(job.namespace, job.name),
-            task_queue=report.controller_task_queue,
+            id=workflow_id, task_queue=report.controller_task_queue,
             start_signal="pod_failed", start_signal_args=[report.failure.failure],
             static_summary=f"guard of job {job}")
         with temporal_errors():
             await asyncio.to_thread(self._jobs.mark_reported, report.failure, handle.id)
         return handle.id
+
+    async def _ended_after(self, workflow_id: str, failed_at: datetime) -> bool:
+        try:
+            described = await self._client.get_workflow_handle(workflow_id).describe()
+        except RPCError as err:
+            if err.status is RPCStatusCode.NOT_FOUND:
+                return False  # the job's first failure
+            raise
+        closed = described.close_time
+        return described.status is not WorkflowExecutionStatus.RUNNING and \
+            closed is not None and failed_at <= closed
 
     @activity.defn(name="end_finished_guards")
     async def end_finished_guards(self) -> list[str]:

@@ -36,7 +36,7 @@ class JobActivities:
     @activity.defn(name="restart_job")
     def restart_job(self, req: RestartRequest) -> str:
         with temporal_errors():
-            return self._jobs.restart_job(req.job, req.attempt, req.reason)
+            return self._jobs.restart_job(req.job, req.attempt, req.reason, req.resumed_by)
 
     @activity.defn(name="stop_job")
     def stop_job(self, req: StopRequest) -> str:

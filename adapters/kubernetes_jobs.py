@@ -154,7 +154,8 @@ class KubernetesJobs:
             pass
         return max(found, key=_attempt, default=None)
 
-    def restart_job(self, job: JobRef, attempt: int, reason: str) -> str:
+    def restart_job(self, job: JobRef, attempt: int, reason: str,
+                    resumed_by: str | None = None) -> str:
         latest = self._latest(job)
         if latest is None:
             raise ActionFailed(f"job {job} no longer exists: nothing to restart")
@@ -176,14 +177,18 @@ class KubernetesJobs:
             self._patch_job(name, job.namespace, {"metadata": {"annotations": marks}})
             return f"{name} still runs: the Job controller recreates the failed pod itself"
         if state is JobState.SUSPENDED:
-            if STOPPED not in meta(latest).get("annotations", {}):
+            stopped = meta(latest).get("annotations", {}).get(STOPPED)
+            if stopped is None:
                 raise ActionRefused(f"job {name} was suspended by someone else: remedy leaves "
                                     "it suspended")
+            if resumed_by is None:
+                raise ActionRefused(f"job {name} was stopped by remedy ({stopped}): only a "
+                                    "person resumes it (remedy resume-job)")
             self._patch_job(name, job.namespace, {
                 "metadata": {"annotations": {**marks, STOPPED: None}},
                 "spec": {"suspend": False}})
-            return self._told(job, name, "RemedyRestarted", f"resumed (restart {attempt}): "
-                                                            f"{reason}")
+            return self._told(job, name, "RemedyRestarted", f"resumed by {resumed_by} "
+                                                            f"(restart {attempt}): {reason}")
         return self._recreate(job, latest, attempt, marks)
 
     def _recreate(self, job: JobRef, failed: Json, attempt: int, marks: dict[str, str]) -> str:

@@ -3,6 +3,7 @@ queues per test, and the simulated fleet behind the real activities."""
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import uuid
 from collections.abc import AsyncIterator
@@ -121,12 +122,17 @@ async def running_workers(client: Client, fleet: SimFleet, agents: bool = True,
             try:
                 yield queues
             finally:
-                await _end_leftovers(client, pool, fleet)
+                await _end_leftovers(client, pool, fleet, queues.controller)
 
 
-async def _end_leftovers(client: Client, pool: str, fleet: SimFleet) -> None:
-    """The pool's budget, the GPUs' hardware records, and any ladder or admission a test left
-    waiting would outlive the test on the shared dev server."""
+async def _end_leftovers(client: Client, pool: str, fleet: SimFleet, queue: str) -> None:
+    """The pool's budget, the GPUs' hardware records, any ladder or admission a test left
+    waiting, and its job guards would outlive the test on the shared dev server."""
+    with contextlib.suppress(RPCError):  # the time-skipping server has no visibility queries
+        guards = f"TaskQueue = '{queue}' AND ExecutionStatus = 'Running'"
+        async for w in client.list_workflows(guards):
+            with contextlib.suppress(RPCError):
+                await client.get_workflow_handle(w.id).terminate("test over")
     # Ladders first: one still running could signal-with-start a budget or record again.
     ids = [*(f(n) for n in sorted(fleet.nodes)
              for f in (admission_workflow_id, remediation_workflow_id)),

@@ -266,3 +266,23 @@ async def test_a_long_lived_guard_continues_as_new_with_its_ledger(
     assert run != first_run
     assert [f.pod for f in ledger.failures] == [f"{job}-worker-{n}" for n in range(1, 7)]
     assert ledger.count(Verdict.PLATFORM, GuardAction.RESTART) == 6
+
+
+async def test_status_jobs_lists_a_guard_no_controller_answers_for(
+        dev_env: WorkflowEnvironment) -> None:
+    client = dev_env.client
+    job = JobRef(namespace="orphans", name=f"llm-{uuid.uuid4().hex[:6]}")
+    handle = await client.start_workflow(
+        JobGuard.run, GuardInput(job=job), id=job_guard_workflow_id(job.namespace, job.name),
+        task_queue=f"nobody-{uuid.uuid4().hex[:6]}")  # no worker polls it
+    try:
+        for _ in range(100):  # visibility is eventually consistent
+            code, out = await cli("status", "--jobs", "--json", "--address",
+                                  client.service_client.config.target_host)
+            shown = {row["job"]: row for row in json.loads(out)} if code != 2 else {}
+            if str(job) in shown:
+                break
+            await asyncio.sleep(0.1)
+    finally:
+        await handle.terminate("test over")
+    assert shown[str(job)]["phase"] == "no answer (is a controller running?)"

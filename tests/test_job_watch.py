@@ -12,12 +12,20 @@ from datetime import UTC, datetime, timedelta
 from typing import TypeVar
 
 import kmock
-from temporalio.client import Client
+from temporalio.client import Client, WorkflowHandle
+from temporalio.service import RPCError
 from temporalio.testing import WorkflowEnvironment
 
 from adapters.kubernetes_jobs import JOB_LABEL, REPORTED, KubernetesJobs
 from remedy.attribution.evidence import GuardedFailure, RecentXid
-from remedy.attribution.guard import GuardAction, GuardPhase, GuardPolicy, JobLedger, JobRef
+from remedy.attribution.guard import (
+    GuardAction,
+    GuardPhase,
+    GuardPolicy,
+    GuardResult,
+    JobLedger,
+    JobRef,
+)
 from remedy.attribution.jobs import JobState
 from remedy.attribution.model import PodFailure, Termination, Verdict
 from remedy.fleet import FleetSummary, ScanInput
@@ -150,3 +158,52 @@ async def test_a_kubernetes_job_killed_by_an_xid_is_restarted_and_its_node_remed
         job_guard_workflow_id("ml", name)
     assert trigger is not None and trigger.reason == "JobPlatformFailure"
     assert fleet.node(bad).unschedulable  # its ladder cordoned it
+
+
+def failed(job: JobRef, pod: str, node: str, at: datetime, **termination: object
+           ) -> GuardedFailure:
+    return GuardedFailure(job=job, pod_uid=f"uid-{pod}", job_nodes=[node], failure=PodFailure(
+        job=str(job), pod=pod, node=node, failed_at=at,
+        termination=Termination.model_validate(termination)))
+
+
+async def test_ranks_reported_after_their_guard_stopped_the_job_do_not_restart_it(
+        dev_env: WorkflowEnvironment) -> None:
+    client = dev_env.client
+    fleet = own_fleet("late-rank", 1)
+    where = sorted(fleet.nodes)[0]
+    jobs = SimJobs()
+    job = JobRef(namespace="ml", name=f"llm-{uuid.uuid4().hex[:6]}")
+    guard = client.get_workflow_handle_for(JobGuard.run,
+                                           job_guard_workflow_id(job.namespace, job.name))
+    async with running_workers(client, fleet, jobs=jobs) as queues:
+        at = datetime.now(UTC)
+        jobs.failures.append(failed(job, "rank-0", where, at, exit_code=137, reason="OOMKilled"))
+        await scan(client, queues)
+        stopped = await guard.result()
+        stopped_run = (await guard.describe()).run_id
+        # A peer that failed with it, seen only by the next scan: the stopped guard's.
+        jobs.failures.append(failed(job, "rank-1", where, at, exit_code=143, reason="Error"))
+        late = await scan(client, queues)
+        run_after_late = (await guard.describe()).run_id
+        # A rank killed by the stop itself ends after the guard did: a new guard judges it
+        # (unknown: one retry), but no automatic restart undoes a stop — it waits for a person.
+        jobs.failures.append(failed(job, "rank-2", where, datetime.now(UTC), exit_code=143,
+                                    reason="Error"))
+        await scan(client, queues)
+        latest = client.get_workflow_handle_for(JobGuard.run, guard.id)
+        phase = await eventually(lambda: held(latest))
+    assert stopped.phase is GuardPhase.STOPPED and len(jobs.stops) >= 1
+    assert late.job_failures_reported == [f"{job}: rank-1"]
+    assert run_after_late == stopped_run and jobs.reported["uid-rank-1"] == guard.id
+    assert phase is GuardPhase.HELD and jobs.restarts == []
+    assert "the restart failed" in jobs.stops[-1][1]
+    assert "stopped by remedy" in jobs.stops[-1][1]
+
+
+async def held(handle: WorkflowHandle[JobGuard, GuardResult]) -> GuardPhase | None:
+    try:
+        phase = await handle.query(JobGuard.phase)
+    except RPCError:
+        return None  # not started yet
+    return phase if phase is GuardPhase.HELD else None

@@ -204,7 +204,9 @@ async def test_stop_suspends_the_job_and_a_restart_resumes_it(
     assert stopped["metadata"]["annotations"][STOPPED] == "unknown cause again: held for a human"
     assert await call(jobs.job_state, LLM) is JobState.SUSPENDED
 
-    await call(jobs.restart_job, LLM, 1, "resumed by alice")
+    with pytest.raises(ActionRefused, match="only a person resumes it"):
+        await call(jobs.restart_job, LLM, 1, "unknown cause: one retry")  # no automatic undo
+    await call(jobs.restart_job, LLM, 1, "resumed by alice", "alice")
     resumed = kmock.objects[JOBS, "ml", "llm"]
     assert resumed["spec"]["suspend"] is False and STOPPED not in resumed["metadata"][
         "annotations"]

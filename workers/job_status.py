@@ -6,15 +6,23 @@ from __future__ import annotations
 from datetime import timedelta
 
 from pydantic import BaseModel
-from temporalio.client import Client, WorkflowExecutionStatus
+from temporalio.client import (
+    Client,
+    WorkflowExecutionStatus,
+    WorkflowHandle,
+    WorkflowQueryFailedError,
+)
+from temporalio.service import RPCError
 
-from remedy.attribution.guard import GuardAction, GuardPhase, JobLedger
+from remedy.attribution.guard import GuardAction, GuardPhase, GuardResult, JobLedger
 from remedy.attribution.model import Verdict
 from remedy.durations import format_duration
 from remedy.names import JOB_GUARD_WORKFLOW
 from workflows.job_guard import JobGuard
 
 RECENT = 200  # guards listed at most, newest first
+QUERY_TIMEOUT = timedelta(seconds=5)
+UNANSWERED = "no answer (is a controller running?)"
 
 
 class JobRow(BaseModel):
@@ -32,9 +40,7 @@ async def job_rows(client: Client) -> list[JobRow]:
                                          limit=RECENT):
         handle = client.get_workflow_handle_for(JobGuard.run, w.id, run_id=w.run_id)
         if w.status is WorkflowExecutionStatus.RUNNING:
-            ledger, phase = await handle.query(JobGuard.ledger), await handle.query(
-                JobGuard.phase)
-            rows.append(JobRow(job=ledger.job, phase=phase.value, ledger=ledger))
+            rows.append(await _running_row(handle, w.id))
         elif w.status is WorkflowExecutionStatus.COMPLETED:
             result = await handle.result()
             rows.append(JobRow(job=str(result.job), phase=result.phase.value,
@@ -43,6 +49,19 @@ async def job_rows(client: Client) -> list[JobRow]:
     for row in rows:  # newest first: keep each job's latest guard
         latest.setdefault(row.job, row)
     return sorted(latest.values(), key=lambda r: r.job)
+
+
+async def _running_row(handle: WorkflowHandle[JobGuard, GuardResult], workflow_id: str
+                       ) -> JobRow:
+    """A running guard answers queries through a controller worker; with none polling (the
+    controller is down) it cannot, and the row says so instead of failing the whole list."""
+    try:
+        ledger = await handle.query(JobGuard.ledger, rpc_timeout=QUERY_TIMEOUT)
+        phase = await handle.query(JobGuard.phase, rpc_timeout=QUERY_TIMEOUT)
+    except (RPCError, WorkflowQueryFailedError):
+        job = workflow_id.split("/", 1)[-1]
+        return JobRow(job=job, phase=UNANSWERED, ledger=JobLedger(job=job))
+    return JobRow(job=ledger.job, phase=phase.value, ledger=ledger)
 
 
 HEADERS = ["job", "guard", "platform", "lost", "application", "lost", "unknown", "lost",

@@ -124,6 +124,12 @@ class JobGuard:
         lead = min(fresh, key=lambda fa: PRECEDENCE.index(fa[1].verdict))
         decision = self._ledger.decide(lead[1], self._input.policy)
         job_failure(lead[1].verdict.value, decision.action.value)
+        return await self._act(fresh, lead, decision)
+
+    async def _act(self, fresh: list[Attributed], lead: Attributed, decision: Decision
+                   ) -> GuardResult | None:
+        """Carry the decision out; a hold, or a restart that fails, waits for a person."""
+        resumed_by: str | None = None
         while True:
             if decision.action is GuardAction.STOP:
                 await self._stop(decision.reason)
@@ -138,8 +144,9 @@ class JobGuard:
                             self._end(GuardPhase.STOPPED, f"stopped by {resumed.by}"))
                 decision = Decision(action=GuardAction.RESTART,
                                     reason=f"resumed by {resumed.by} after: {decision.reason}")
+                resumed_by = resumed.by
             try:
-                await self._restart(decision)
+                await self._restart(decision, resumed_by)
             except ActivityError as err:  # a job nobody can restart is held, never left
                 decision = Decision(action=GuardAction.HOLD,
                                     reason=f"the restart failed: {err.cause or err}")
@@ -159,7 +166,7 @@ class JobGuard:
             "remediate_blamed_node", blame, start_to_close_timeout=timedelta(seconds=30),
             retry_policy=QUICK_RETRY, summary=f"remediate {node}")
 
-    async def _restart(self, decision: Decision) -> None:
+    async def _restart(self, decision: Decision, resumed_by: str | None) -> None:
         self._phase = GuardPhase.RESTARTING
         self._show(decision.reason)
         if decision.delay > timedelta(0):
@@ -169,7 +176,7 @@ class JobGuard:
                        if f.decision.action is GuardAction.RESTART)
         await workflow.execute_activity(
             "restart_job", RestartRequest(job=self._input.job, attempt=restarts + 1,
-                                          reason=decision.reason),
+                                          reason=decision.reason, resumed_by=resumed_by),
             start_to_close_timeout=timedelta(minutes=2), retry_policy=QUICK_RETRY,
             summary=f"restart {self._input.job} from its last checkpoint")
         self._ledger.restarted_at = workflow.now()

@@ -124,6 +124,8 @@ class RestartRequest(BaseModel):
     job: JobRef
     attempt: int
     reason: str
+    # Only a person may undo a stop: an automatic restart of a job remedy stopped is refused.
+    resumed_by: str | None = None
 
 
 class NodeBlame(BaseModel):

@@ -8,7 +8,7 @@ import threading
 from remedy.attribution.evidence import GuardedFailure
 from remedy.attribution.guard import JobRef
 from remedy.attribution.jobs import JobState
-from remedy.errors import ActionFailed
+from remedy.errors import ActionFailed, ActionRefused
 
 
 class SimJobs:
@@ -22,11 +22,14 @@ class SimJobs:
         self.reported: dict[str, str] = {}  # pod uid → the guard that has it
         self._attempts: set[tuple[str, int]] = set()
 
-    def restart_job(self, job: JobRef, attempt: int, reason: str) -> str:
+    def restart_job(self, job: JobRef, attempt: int, reason: str,
+                    resumed_by: str | None = None) -> str:
         key = str(job)
         with self._lock:
             if key in self.broken:
                 raise ActionFailed(f"job {key} could not be restarted")
+            if self.states.get(key) is JobState.SUSPENDED and resumed_by is None:
+                raise ActionRefused(f"job {key} was stopped by remedy: a person resumes it")
             if (key, attempt) not in self._attempts:  # a retried activity restarts once
                 self._attempts.add((key, attempt))
                 self.restarts.append((key, reason))
