@@ -132,7 +132,11 @@ def test_rules_are_data_an_operator_can_replace(tmp_path: Path) -> None:
     got = Attributor(load_rules(own)).attribute(failure(xids=[xid(79)]))
     assert (got.verdict, got.rule) == (Verdict.APPLICATION, "everything-is-the-code")
     own.write_text("rules:\n  - name: typo\n    verdict: platform\n    when: {exitcodes: [1]}\n")
-    with pytest.raises(RulesError, match=r"rules\.0\.when\.exitcodes: Extra inputs"):
+    with pytest.raises(RulesError, match=r"rules\.yaml:4: rules\.0\.when\.exitcodes: Extra "):
+        load_rules(own)
+    own.write_text("rules:\n  - name: x\n    verdict: application\n    blame_node: true\n"
+                   "    when: {exit_codes: [1]}\n")  # only a platform fault blames the node
+    with pytest.raises(RulesError, match=r"rules\.yaml:2: rules\.0: blame_node: only a platform"):
         load_rules(own)
 
 

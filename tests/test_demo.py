@@ -127,6 +127,8 @@ def test_cli_bad_input_is_one_clear_line_not_a_traceback(tmp_path: Path) -> None
     broken = tmp_path / "runbooks"
     broken.mkdir()
     (broken / "a.yaml").write_text("name: lonely\n")
+    rules = tmp_path / "rules.yaml"
+    rules.write_text("rules:\n  - name: x\n    verdict: maybe\n    when: {}\n")
     cases = [
         (["probe", "--simulate", "bogus"], 2, "--simulate: unknown fault 'bogus'"),
         (["xid", "parse", str(tmp_path / "missing.log")], 2, "cannot read"),
@@ -137,6 +139,7 @@ def test_cli_bad_input_is_one_clear_line_not_a_traceback(tmp_path: Path) -> None
         (["controller", "--blocklist-incidents", "0"], 2, "--blocklist-incidents: "),
         (["controller", "--blocklist-days", "-1"], 2, "--blocklist-days"),
         (["controller", "--scan-every", "-5"], 2, "--scan-every"),
+        (["controller", "--job-rules", str(rules)], 1, f"{rules}:3: rules.0.verdict: Input "),
     ]
     for args, code, message in cases:
         result = CliRunner().invoke(app, args)

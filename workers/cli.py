@@ -28,6 +28,7 @@ from remedy.xid import parse_kernel_log
 from remedy.xid.tail import KernelLogTail
 
 if TYPE_CHECKING:
+    from remedy.attribution.rules import Attributor
     from workers.status import FleetStatus
 
 app = typer.Typer(help="remedy keeps GPU fleets healthy.", no_args_is_help=True,
@@ -264,6 +265,8 @@ def controller(
              "a JobGuard.")] = True,
     max_job_restarts: Annotated[int, typer.Option(
         min=0, help="Platform restarts of a guarded job before it is held for a human.")] = 5,
+    job_rules: Annotated[Path | None, typer.Option(
+        help="Attribution rules replacing the shipped ones (see docs/jobs.md).")] = None,
     metrics_bind: MetricsOption = None,
 ) -> None:
     """Run the controller worker against a Kubernetes cluster."""
@@ -281,6 +284,7 @@ def controller(
     from workers.schedules import ensure_fleet_scan
 
     loaded = _runbooks_or_exit(runbooks)
+    attributor = _attributor_or_exit(job_rules)
     try:
         policy = BudgetPolicy(max_disruption=max_disruption, storm_share=storm_share)
         blocklist = BlocklistPolicy(max_incidents=blocklist_incidents,
@@ -310,7 +314,8 @@ def controller(
                                     scan)
         with ThreadPoolExecutor(max_workers=32) as executor:
             await controller_worker(client, cluster, executor, policy=policy, runbooks=loaded,
-                                    blocklist=blocklist, jobs=jobs).run()
+                                    blocklist=blocklist, jobs=jobs,
+                                    attributor=attributor).run()
 
     _serve(main)
 
@@ -592,6 +597,17 @@ def _runbooks_or_exit(folder: Path) -> RunbookSet:
     except RunbookError as exc:
         for problem in exc.problems:
             typer.echo(str(problem), err=True)
+        raise typer.Exit(1) from None
+
+
+def _attributor_or_exit(rules: Path | None) -> Attributor:
+    """The attribution rules, all or nothing: a broken file is FILE:LINE: FIELD lines, exit 1."""
+    from remedy.attribution.rules import Attributor, RulesError, load_rules
+
+    try:
+        return Attributor(load_rules(rules) if rules else None)
+    except RulesError as exc:
+        typer.echo(str(exc), err=True)
         raise typer.Exit(1) from None
 
 

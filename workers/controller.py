@@ -18,6 +18,7 @@ from activities.jobs import JobActivities
 from activities.node import NodeActivities
 from activities.starts import StartActivities
 from remedy.attribution.jobs import JobSide
+from remedy.attribution.rules import Attributor
 from remedy.budget import BudgetPolicy
 from remedy.cluster import Cluster
 from remedy.hardware import BlocklistPolicy
@@ -45,17 +46,20 @@ def controller_worker(client: Client, cluster: Cluster, executor: ThreadPoolExec
                       task_queue: str = CONTROLLER_TASK_QUEUE,
                       policy: BudgetPolicy | None = None, runbooks: RunbookSet | None = None,
                       blocklist: BlocklistPolicy | None = None,
-                      jobs: JobSide | None = None) -> Worker:
+                      jobs: JobSide | None = None,
+                      attributor: Attributor | None = None) -> Worker:
     """``runbooks`` choose the ladder for what the controller starts itself (a problem
     condition no agent reported, a node that failed admission, a node a job guard blamed);
-    agents bring their own. ``jobs``: the cluster's guarded jobs (no job guards without)."""
+    agents bring their own. ``jobs``: the cluster's guarded jobs (no job guards without), judged
+    by ``attributor`` (default: the shipped attribution rules)."""
     activities = [
         *ClusterActivities(cluster).all(),
         *BudgetActivities(client, cluster.pool_size, policy or BudgetPolicy()).all(),
         *HardwareActivities(client, blocklist or BlocklistPolicy()).all(),
         *StartActivities(client, runbooks or RunbookSet([])).all(),
         *FleetActivities(client, cluster).all(),
-        *(JobActivities(client, jobs, runbooks or RunbookSet([])).all() if jobs else []),
+        *(JobActivities(client, jobs, runbooks or RunbookSet([]), attributor).all()
+          if jobs else []),
         *(JobWatchActivities(client, jobs, runbooks or RunbookSet([])).all() if jobs else []),
     ]
     return Worker(client, task_queue=task_queue, workflows=WORKFLOWS, activities=activities,

@@ -11,7 +11,6 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 from pathlib import Path
 
-import yaml
 from pydantic import (
     BaseModel,
     ConfigDict,
@@ -24,6 +23,7 @@ from pydantic import (
 from remedy.attribution.model import Attribution, PodFailure, Verdict, XidSeen
 from remedy.durations import Duration
 from remedy.models import Severity
+from remedy.runbook.yaml_source import YamlSyntaxError, parse_yaml
 from remedy.xid import XidCatalog, load_catalog
 
 RULES_FILE = Path(__file__).with_name("rules.yaml")
@@ -87,14 +87,26 @@ class RulesError(ValueError):
 
 
 def load_rules(path: Path = RULES_FILE) -> RuleSet:
+    """All or nothing: a broken file is one ``FILE:LINE: FIELD: problem`` line per problem."""
     try:
-        return RuleSet.model_validate(yaml.safe_load(path.read_text(encoding="utf-8")))
-    except (OSError, yaml.YAMLError) as exc:
-        raise RulesError(f"{path}: {exc}") from None
+        doc = parse_yaml(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as exc:
+        raise RulesError(f"{path}: cannot read: {exc}") from None
+    except YamlSyntaxError as exc:
+        raise RulesError(f"{path}:{exc.line}: {exc}") from None
+    problems = [f"{path}:{line}: {_dotted(at)}: duplicate key" for at, line in doc.duplicates]
+    try:
+        rules = RuleSet.model_validate(doc.data)
     except ValidationError as exc:
-        problems = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}"
-                             for e in exc.errors())
-        raise RulesError(f"{path}: {problems}") from None
+        problems += [f"{path}:{doc.line_of(e['loc'])}: {_dotted(e['loc'])}: "
+                     f"{e['msg'].removeprefix('Value error, ')}" for e in exc.errors()]
+    if problems:
+        raise RulesError("\n".join(problems))
+    return rules
+
+
+def _dotted(loc: tuple[str | int, ...]) -> str:
+    return ".".join(str(part) for part in loc) or "-"
 
 
 class Attributor:
