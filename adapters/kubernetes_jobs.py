@@ -77,25 +77,32 @@ class KubernetesJobs:
 
     # -- failures ------------------------------------------------------------------------
     def failed_pods(self) -> list[GuardedFailure]:
-        with api_errors("list", "pods"):
-            listed = self._json(self.core.list_pod_for_all_namespaces(
-                label_selector=f"{GUARD_LABEL}=true"))
-        by_job: dict[str, list[Json]] = {}
-        for pod in listed.get("items", []):
+        """One list of failed guarded pods per scan; only a job with a new failure has its
+        other pods listed too (for the nodes it ran on)."""
+        by_job: dict[JobRef, list[Json]] = {}
+        for pod in self._guarded_pods(None, field_selector="status.phase=Failed"):
             job = _job_of(pod)
-            if meta(pod).get("labels", {}).get(GUARD_LABEL) == "true" and job is not None:
-                by_job.setdefault(str(job), []).append(pod)
+            if job and _failed(pod) and REPORTED not in meta(pod).get("annotations", {}):
+                by_job.setdefault(job, []).append(pod)
         evidence = _NodeEvidence(self)
         out = []
-        for pods in by_job.values():
-            failed = [p for p in pods if _failed(p) and REPORTED not in
-                      meta(p).get("annotations", {})]
-            if not failed:
-                continue
-            job_nodes = sorted({n for p in pods if (n := p.get("spec", {}).get("nodeName"))})
-            for pod in failed:
-                out.append(self._failure(pod, job_nodes, evidence))
+        for job, failed in by_job.items():
+            pods = [p for p in self._guarded_pods(job.namespace) if _job_of(p) == job]
+            job_nodes = sorted({n for p in [*failed, *pods]
+                                if (n := p.get("spec", {}).get("nodeName"))})
+            out += [self._failure(pod, job_nodes, evidence) for pod in failed]
         return out
+
+    def _guarded_pods(self, namespace: str | None, field_selector: str | None = None
+                      ) -> list[Json]:
+        selector = f"{GUARD_LABEL}=true"
+        with api_errors("list", "pods"):
+            listed = self.core.list_namespaced_pod(
+                namespace, label_selector=selector, field_selector=field_selector) \
+                if namespace else self.core.list_pod_for_all_namespaces(
+                label_selector=selector, field_selector=field_selector)
+        return [p for p in self._json(listed).get("items", [])  # the selector, belt and braces
+                if meta(p).get("labels", {}).get(GUARD_LABEL) == "true"]
 
     def _failure(self, pod: Json, job_nodes: list[str], evidence: _NodeEvidence
                  ) -> GuardedFailure:

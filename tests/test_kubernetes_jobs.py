@@ -120,6 +120,13 @@ async def test_a_failed_pod_of_a_guarded_job_comes_with_its_evidence(
     assert (failure.termination.exit_code, failure.termination.reason) == (1, "Error")
     assert failure.termination.disruption is None and not failure.node_gone
     assert failure.log_tail == TRACEBACK
+    # Failed guarded pods in one list; the job's other pods only because it has a failure.
+    [failed_list] = [r.params for r in sent(kmock, "GET", "/api/v1/pods")
+                     if "labelSelector" in r.params]
+    assert failed_list == {"labelSelector": f"{GUARD_LABEL}=true",
+                           "fieldSelector": "status.phase=Failed"}
+    [job_list] = sent(kmock, "GET", "/api/v1/namespaces/ml/pods")
+    assert job_list.params == {"labelSelector": f"{GUARD_LABEL}=true"}
     [log_request] = sent(kmock, "GET", "/api/v1/namespaces/ml/pods/llm-0/log")
     assert log_request.params == {"container": "trainer", "tailLines": "100"}
     assert [(f.node, f.reason, f.xid) for f in failure.findings] == [("n1", "Xid79", 79)]

@@ -9,7 +9,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from enum import StrEnum
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from remedy.attribution.model import Attribution, Verdict
 from remedy.models import NodeRef
@@ -97,6 +97,8 @@ class JobLedger(BaseModel):
 
 
 class JobRef(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
     namespace: str = "default"
     name: str
 
