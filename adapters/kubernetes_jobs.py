@@ -90,7 +90,7 @@ class KubernetesJobs:
             pods = [p for p in self._guarded_pods(job.namespace) if _job_of(p) == job]
             job_nodes = sorted({n for p in [*failed, *pods]
                                 if (n := p.get("spec", {}).get("nodeName"))})
-            out += [self._failure(pod, job_nodes, evidence) for pod in failed]
+            out += [self._failure(pod, job, job_nodes, evidence) for pod in failed]
         return out
 
     def _guarded_pods(self, namespace: str | None, field_selector: str | None = None
@@ -104,11 +104,9 @@ class KubernetesJobs:
         return [p for p in self._json(listed).get("items", [])  # the selector, belt and braces
                 if meta(p).get("labels", {}).get(GUARD_LABEL) == "true"]
 
-    def _failure(self, pod: Json, job_nodes: list[str], evidence: _NodeEvidence
+    def _failure(self, pod: Json, job: JobRef, job_nodes: list[str], evidence: _NodeEvidence
                  ) -> GuardedFailure:
-        job = _job_of(pod)
-        assert job is not None
-        node = pod.get("spec", {}).get("nodeName") or ""
+        node = pod.get("spec", {}).get("nodeName") or ""  # "": it never got a node
         termination, container, ended = _termination(pod)
         findings = [f for n in job_nodes for f in evidence.findings(n)]
         xids = [x for n in job_nodes for x in evidence.xids(n)]
@@ -116,7 +114,7 @@ class KubernetesJobs:
             job=str(job), pod=meta(pod)["name"], node=node,
             failed_at=ended or self._clock(), termination=termination,
             log_tail=self._log_tail(pod, container) if not evidence.gone(node) else "",
-            node_gone=bool(node) and evidence.gone(node), findings=findings, xids=xids)
+            node_gone=evidence.gone(node), findings=findings, xids=xids)
         return GuardedFailure(job=job, pod_uid=meta(pod).get("uid", ""), failure=failure,
                               job_nodes=job_nodes)
 
@@ -261,7 +259,7 @@ class _NodeEvidence:
         return self._nodes[name]
 
     def gone(self, name: str) -> bool:
-        return self._node(name) is None
+        return bool(name) and self._node(name) is None
 
     def findings(self, name: str) -> list[Finding]:
         node = self._node(name)

@@ -120,6 +120,7 @@ class FleetSummary(BaseModel):
     started_admissions: list[str] = []
     job_failures_reported: list[str] = []  # "namespace/job: pod"
     guards_finished: list[str] = []
+    job_watch_error: str = ""  # the job watch failed this time (e.g. RBAC): why
 
     def markdown(self) -> str:
         head = "| pool | nodes | " + " | ".join(s.value for s in NodeStatus) + " |"
@@ -128,6 +129,8 @@ class FleetSummary(BaseModel):
                 + " |" for p in self.pools]
         started = (f"\n\nstarted remediation: {', '.join(self.started_remediations) or '—'}; "
                    f"admission: {', '.join(self.started_admissions) or '—'}")
+        if self.job_watch_error:
+            started += f"\n\njob watch failed: {self.job_watch_error}"
         if self.job_failures_reported or self.guards_finished:
             started += (f"\n\njob failures to guards: "
                         f"{', '.join(self.job_failures_reported) or '—'}; guards ended: "

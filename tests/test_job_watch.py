@@ -207,3 +207,15 @@ async def held(handle: WorkflowHandle[JobGuard, GuardResult]) -> GuardPhase | No
     except RPCError:
         return None  # not started yet
     return phase if phase is GuardPhase.HELD else None
+
+
+async def test_a_failing_job_watch_leaves_the_rest_of_the_scan_standing(
+        dev_env: WorkflowEnvironment) -> None:
+    fleet = own_fleet("watch-denied", 2)
+    jobs = SimJobs()
+    jobs.forbidden = True
+    async with running_workers(dev_env.client, fleet, jobs=jobs) as queues:
+        summary = await scan(dev_env.client, queues)
+    assert "RBAC 'list' on pods" in summary.job_watch_error
+    assert [p.nodes for p in summary.pools] == [2]  # the fleet is still counted
+    assert "job watch failed" in summary.markdown()

@@ -7,17 +7,22 @@ from __future__ import annotations
 import asyncio
 import socket
 import urllib.request
+from datetime import UTC, datetime, timedelta
 
 from temporalio.testing import WorkflowEnvironment
 
+from remedy.attribution.guard import GuardPolicy
 from remedy.budget import BudgetPolicy
 from remedy.models import Action, NodeRef
 from remedy.names import remediation_workflow_id
 from remedy.remediation import Outcome
 from remedy.runbook import Match, Runbook, RunbookSet, Rung
+from remedy.sim.jobs import SimJobs
 from tests.conftest import own_fleet, running_workers
+from tests.test_job_guard import guard, oom
 from workers.agent import AgentConfig, NodeAgent
 from workers.client import connect, metrics_runtime
+from workflows.job_guard import JobGuard
 from workflows.node_remediation import NodeRemediation
 
 QUICK_RESET = Runbook(name="quick-reset", match=[Match(checks=["memory"])], cordon=True,
@@ -81,3 +86,22 @@ async def test_a_ladder_shows_up_in_the_prometheus_endpoint(dev_env: WorkflowEnv
     # The SDK's own runtime metrics come out of the same endpoint.
     assert value(lines, "temporal_workflow_completed_total", workflow_type="NodeRemediation")
     assert value(lines, "temporal_activity_execution_latency_count", activity_type="cordon")
+
+
+async def test_a_guarded_job_failure_is_counted_by_verdict_and_action(
+        dev_env: WorkflowEnvironment) -> None:
+    port = free_port()
+    client = await connect(dev_env.client.service_client.config.target_host,
+                           runtime=metrics_runtime(f"127.0.0.1:{port}", "controller"))
+    fleet = own_fleet("job-metrics", 1)
+    async with running_workers(client, fleet, jobs=SimJobs()) as queues:
+        handle, job = await guard(dev_env, queues, GuardPolicy(gather=timedelta(0)))
+        await handle.signal(JobGuard.pod_failed, oom(sorted(fleet.nodes)[0], job,
+                                                     datetime.now(UTC)))
+        await handle.result()
+        for _ in range(50):
+            lines = await asyncio.to_thread(scrape, port)
+            if value(lines, "remedy_job_failures_total"):
+                break
+            await asyncio.sleep(0.1)
+    assert value(lines, "remedy_job_failures_total", verdict="application", action="stop") == 1

@@ -14,6 +14,7 @@ from datetime import timedelta
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
+from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
     from remedy.admission import AdmissionInput
@@ -69,7 +70,11 @@ class FleetScan:
         summary.started_remediations, summary.started_admissions = (started_remediations,
                                                                     started_admissions)
         if inp.watch_jobs:
-            summary.job_failures_reported, summary.guards_finished = await self._watch_jobs(inp)
+            try:
+                summary.job_failures_reported, summary.guards_finished = \
+                    await self._watch_jobs(inp)
+            except ActivityError as err:  # the nodes' side of the scan still counts
+                summary.job_watch_error = str(err.cause or err)
         workflow.set_current_details(summary.markdown())
         return summary
 

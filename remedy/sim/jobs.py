@@ -8,7 +8,7 @@ import threading
 from remedy.attribution.evidence import GuardedFailure
 from remedy.attribution.guard import JobRef
 from remedy.attribution.jobs import JobState
-from remedy.errors import ActionFailed, ActionRefused
+from remedy.errors import ActionFailed, ActionRefused, PermissionDenied
 
 
 class SimJobs:
@@ -17,6 +17,7 @@ class SimJobs:
         self.restarts: list[tuple[str, str]] = []  # (namespace/name, reason)
         self.stops: list[tuple[str, str]] = []
         self.broken: set[str] = set()  # jobs whose restart fails
+        self.forbidden = False  # listing failures is refused (a missing RBAC rule)
         self.states: dict[str, JobState] = {}  # by namespace/name; absent: running
         self.failures: list[GuardedFailure] = []  # failed pods not yet reported
         self.reported: dict[str, str] = {}  # pod uid → the guard that has it
@@ -43,6 +44,8 @@ class SimJobs:
             return f"{job} suspended"
 
     def failed_pods(self) -> list[GuardedFailure]:
+        if self.forbidden:
+            raise PermissionDenied("forbidden: remedy needs RBAC 'list' on pods")
         with self._lock:
             return [f for f in self.failures if f.pod_uid not in self.reported]
 
