@@ -1,9 +1,10 @@
 """Record the workflow histories that tests/test_replay.py replays.
 
-Run it after a deliberate, versioned change to NodeRemediation (workflow.patched) to add a
-history for the new shape; never re-record to make a failing replay pass.
+Run it after a deliberate, versioned change to a workflow (workflow.patched) to add a history
+for the new shape; never re-record to make a failing replay pass.
 
     .venv/bin/python -m tests.histories.record --tag v2   # writes reset_fixes_ecc_v2.json, ...
+    .venv/bin/python -m tests.histories.record --job-guard  # writes job_guard_*.json
 
 Keep the histories of older shapes: they are what running workflows of older versions replay.
 """
@@ -12,11 +13,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+from datetime import timedelta
 from pathlib import Path
 
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
+from remedy.attribution.guard import GuardPolicy
 from remedy.remediation import ApproveRequest, Phase
 from remedy.runbook import RunbookSet, load_runbooks
 from remedy.sim import SimFleet
@@ -30,11 +33,17 @@ SCENARIOS = {"reset_fixes_ecc": ("ecc_dbe", False), "replace_after_approval": ("
                                                                                 True)}
 
 
-async def main(tag: str) -> None:
+async def main(tag: str, job_guard: bool) -> None:
     env = await WorkflowEnvironment.start_time_skipping(
         data_converter=pydantic_data_converter,
         test_server_existing_path=installed_binary("temporal-test-server"))
     await ensure_search_attributes(env.client)
+    if job_guard:
+        try:
+            await record_job_guard(env, tag)
+        finally:
+            await env.shutdown()
+        return
     runbooks = RunbookSet(load_runbooks([ROOT / "runbooks"]))
     try:
         for name, (fault, approve) in SCENARIOS.items():
@@ -53,7 +62,29 @@ async def main(tag: str) -> None:
         await env.shutdown()
 
 
+async def record_job_guard(env: WorkflowEnvironment, tag: str) -> None:
+    """A guarded job: a platform failure (restart after the backoff), then an application one
+    (stop)."""
+    from tests.test_job_guard import guarded, hardware_failure, oom
+    from workflows.job_guard import JobGuard
+
+    fleet = SimFleet(nodes=2)
+    async with guarded(env, fleet, GuardPolicy()) as (handle, job, _):
+        node = sorted(fleet.nodes)[0]
+        await handle.signal(JobGuard.pod_failed,
+                            hardware_failure(node, job, await env.get_current_time()))
+        await env.sleep(timedelta(minutes=5))
+        await handle.signal(JobGuard.pod_failed, oom(node, job, await env.get_current_time()))
+        await handle.result()
+        history = await handle.fetch_history()
+    name = f"job_guard_restart_then_stop{'_' + tag if tag else ''}"
+    (HERE / f"{name}.json").write_text(history.to_json())
+    print(f"recorded {name}")
+
+
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tag", default="", help="suffix of the files, e.g. v2")
-    asyncio.run(main(parser.parse_args().tag))
+    parser.add_argument("--job-guard", action="store_true", help="record JobGuard's instead")
+    args = parser.parse_args()
+    asyncio.run(main(args.tag, args.job_guard))
