@@ -38,6 +38,7 @@ from tests.ladder import report
 from tests.test_cli import WAITS
 from tests.test_kubernetes_cluster import NODES, PODS, node, sent
 from tests.test_kubernetes_jobs import JOBS, api, failed_job, job_pod, xids_annotation
+from workers.status import FleetStatus, alerts
 from workflows.fleet_scan import FleetScan
 from workflows.job_guard import JobGuard
 from workflows.node_remediation import NodeRemediation
@@ -219,3 +220,7 @@ async def test_a_failing_job_watch_leaves_the_rest_of_the_scan_standing(
     assert "RBAC 'list' on pods" in summary.job_watch_error
     assert [p.nodes for p in summary.pools] == [2]  # the fleet is still counted
     assert "job watch failed" in summary.markdown()
+    # `remedy status` raises it with the other alerts.
+    shown = alerts(FleetStatus(job_watch_error=summary.job_watch_error))
+    assert shown == [f"ALERT the job watch failed (guarded jobs' failures wait): "
+                     f"{summary.job_watch_error}"]

@@ -62,6 +62,7 @@ class FleetStatus(BaseModel):
     scanned_at: datetime | None = None  # None: no fleet scan yet (pool counts unknown)
     pools: list[PoolStatus] = []
     nodes: list[NodeRow] = []
+    job_watch_error: str = ""  # the latest scan could not hand job failures to their guards
 
     @property
     def breaker_tripped(self) -> bool:
@@ -98,7 +99,8 @@ async def fleet_status(client: Client, schedule_id: str = FLEET_SCAN_SCHEDULE,
     pools = [PoolStatus(summary=pool, budget=await _budget(client, pool.pool))
              for pool in (summary.pools if summary else [])
              if only.pool is None or pool.pool == only.pool]
-    return FleetStatus(scanned_at=summary.at if summary else None, pools=pools, nodes=rows)
+    return FleetStatus(scanned_at=summary.at if summary else None, pools=pools, nodes=rows,
+                       job_watch_error=summary.job_watch_error if summary else "")
 
 
 OPEN_WORK = (f"WorkflowType IN ('{NODE_REMEDIATION_WORKFLOW}', '{NODE_ADMISSION_WORKFLOW}') "
@@ -210,6 +212,9 @@ def alerts(status: FleetStatus) -> list[str]:
     if waiting:
         lines.append(f"{len(waiting)} waiting for approval: remedy approve NODE "
                      f"({', '.join(waiting[:5])}{', ...' if len(waiting) > 5 else ''})")
+    if status.job_watch_error:
+        lines.append(f"ALERT the job watch failed (guarded jobs' failures wait): "
+                     f"{status.job_watch_error}")
     return lines
 
 
