@@ -194,7 +194,10 @@ class Attributor:
 
     def _fault_seen(self, f: PodFailure) -> str | None:
         for finding in f.findings:
-            if finding.unhealthy and self._near(finding.observed_at, f):
+            # A rank's own Xid 13 is the code's fault: the ranks it stalled are not the node's.
+            application = finding.xid is not None and self._catalog.lookup(
+                finding.xid).fault_class == "application"
+            if finding.unhealthy and not application and self._near(finding.observed_at, f):
                 return f"{finding.check} finding on {finding.node}: {finding.headline()}"
         for xid in f.xids:
             if self._hardware(xid) and self._near(xid.at, f):
