@@ -12,9 +12,9 @@ from typing import Any
 from temporalio import activity
 from temporalio.client import Client, WorkflowExecution, WorkflowExecutionStatus
 from temporalio.common import SearchAttributeKey
-from temporalio.service import RPCError, RPCStatusCode
 
 from activities.errors import temporal_errors
+from activities.starts import described
 from remedy.attribution.evidence import GuardedFailure, JobFailureReport
 from remedy.attribution.guard import GuardInput, JobRef
 from remedy.attribution.jobs import GuardedJobs
@@ -97,15 +97,9 @@ class JobWatchActivities:
         return handle.id
 
     async def _ended_after(self, workflow_id: str, failed_at: datetime) -> bool:
-        try:
-            described = await self._client.get_workflow_handle(workflow_id).describe()
-        except RPCError as err:
-            if err.status is RPCStatusCode.NOT_FOUND:
-                return False  # the job's first failure
-            raise
-        closed = described.close_time
-        return described.status is not WorkflowExecutionStatus.RUNNING and \
-            closed is not None and failed_at <= closed
+        guard = await described(self._client, workflow_id)  # None: the job's first failure
+        return guard is not None and guard.status is not WorkflowExecutionStatus.RUNNING \
+            and guard.close_time is not None and failed_at <= guard.close_time
 
     @activity.defn(name="end_finished_guards")
     async def end_finished_guards(self) -> list[str]:

@@ -8,15 +8,16 @@ from datetime import UTC, datetime
 from typing import Any
 
 from temporalio import activity
-from temporalio.client import Client
+from temporalio.client import Client, WorkflowExecutionStatus
 
 from activities.errors import temporal_errors
-from activities.starts import start_remediation
+from activities.starts import described, start_remediation
 from remedy.attribution.guard import NodeBlame, RestartRequest, StopRequest
 from remedy.attribution.jobs import JobControl
 from remedy.attribution.model import Attribution, PodFailure
 from remedy.attribution.rules import Attributor
 from remedy.models import Finding, Severity
+from remedy.names import remediation_workflow_id
 from remedy.remediation import FindingReport
 from remedy.runbook import DEFAULT_RUNBOOK, RunbookSet
 
@@ -45,7 +46,13 @@ class JobActivities:
 
     @activity.defn(name="remediate_blamed_node")
     async def remediate_blamed_node(self, blame: NodeBlame) -> str:
-        """Start a ladder for the node, or join the one running (signal-with-start)."""
+        """Start a ladder for the node, or join the one running (signal-with-start). A ladder
+        that already ran for the fault (its agent reported the Xid before the job died) owns
+        it: the job's failure does not start the node's remediation over."""
+        workflow_id = remediation_workflow_id(blame.node.name)
+        since = blame.failed_at - self._attributor.rules.window
+        if await self._ladder_closed_since(workflow_id, since):
+            return f"{workflow_id} already remediated the fault"
         finding = Finding(node=blame.node.name, check="job", reason=JOB_PLATFORM_FAILURE,
                           severity=Severity.CRITICAL, observed_at=datetime.now(UTC),
                           evidence=f"job {blame.job}: " + "; ".join(blame.attribution.evidence))
@@ -55,6 +62,11 @@ class JobActivities:
                                          node_task_queue=blame.node_task_queue,
                                          task_queue=blame.task_queue)
         return handle.id
+
+    async def _ladder_closed_since(self, workflow_id: str, since: datetime) -> bool:
+        ladder = await described(self._client, workflow_id)
+        return ladder is not None and ladder.status is not WorkflowExecutionStatus.RUNNING \
+            and ladder.start_time >= since
 
     def all(self) -> list[Callable[..., Any]]:
         return [self.attribute_failure, self.restart_job, self.stop_job,

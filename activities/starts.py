@@ -9,8 +9,9 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from temporalio import activity
-from temporalio.client import Client, WorkflowHandle
+from temporalio.client import Client, WorkflowExecutionDescription, WorkflowHandle
 from temporalio.common import WorkflowIDConflictPolicy
+from temporalio.service import RPCError, RPCStatusCode
 
 from remedy.admission import ADMISSION_FAILED, AdmissionInput
 from remedy.describe import static_summary
@@ -24,6 +25,16 @@ from remedy.names import (
 )
 from remedy.remediation import FindingReport, RemediationInput, RemediationStart
 from remedy.runbook import DEFAULT_RUNBOOK, RunbookSet
+
+
+async def described(client: Client, workflow_id: str) -> WorkflowExecutionDescription | None:
+    """The latest run of the workflow id; None when it never ran."""
+    try:
+        return await client.get_workflow_handle(workflow_id).describe()
+    except RPCError as err:
+        if err.status is RPCStatusCode.NOT_FOUND:
+            return None
+        raise
 
 
 async def start_remediation(client: Client, node: NodeRef, report: FindingReport, *,

@@ -26,8 +26,9 @@ async def test_short_demo_starts_workflows_visible_through_the_client(
     # The server fires timers to about a second, whatever the speedup: give ladders time.
     config = DemoConfig(nodes=4, fault_every_s=0.25, speedup=3600, duration_s=8,
                         runbooks=ROOT / "runbooks", node_prefix=name, pool=name, task_queue=name,
-                        agents_task_queue=f"{name}-agents")
-    summary = await run_demo(dev_env.client, config, echo=lambda _: None)
+                        agents_task_queue=f"{name}-agents", job_namespace=name)
+    said: list[str] = []
+    summary = await run_demo(dev_env.client, config, echo=said.append)
 
     assert summary.faults_injected >= 8
     assert summary.workflow_ids and all(w.startswith(f"node-remediation/{name}-")
@@ -51,6 +52,14 @@ async def test_short_demo_starts_workflows_visible_through_the_client(
             assert line.startswith(f"{node}: ") and " → " in line, line
             lines.append(line)
     assert lines
+    # The guarded job on the 4 nodes: a fault killed it, the scan handed it to its guard.
+    assert f"Guarded job      {name}/llm-pretrain-0 on {name}-000, {name}-001, {name}-002, " \
+        f"{name}-003" in said
+    assert any(line.startswith(f"  job    {name}/llm-pretrain-0: every rank failed")
+               for line in said)
+    [job] = summary.jobs
+    assert job.job == f"{name}/llm-pretrain-0" and job.ledger.failures
+    assert "Guarded jobs (remedy status --jobs):" in said
 
 
 REMEDY = str(Path(sys.executable).parent / "remedy")

@@ -25,9 +25,12 @@ from remedy.attribution.guard import (
 )
 from remedy.attribution.model import PodFailure, Termination, Verdict, XidSeen
 from remedy.names import job_guard_workflow_id, remediation_workflow_id
+from remedy.remediation import Outcome
+from remedy.runbook import RunbookSet
 from remedy.sim import SimFleet
 from remedy.sim.jobs import SimJobs
 from tests.conftest import Queues, own_fleet, running_workers
+from tests.ladder import report
 from tests.test_cli import cli
 from workflows.job_guard import JobGuard
 from workflows.node_remediation import NodeRemediation
@@ -286,3 +289,25 @@ async def test_status_jobs_lists_a_guard_no_controller_answers_for(
     finally:
         await handle.terminate("test over")
     assert shown[str(job)]["phase"] == "no answer (is a controller running?)"
+
+
+async def test_a_node_whose_ladder_already_handled_the_xid_is_not_remediated_again(
+        time_env: WorkflowEnvironment, fleet: SimFleet, shipped_runbooks: RunbookSet) -> None:
+    node = sorted(fleet.nodes)[0]
+    jobs = SimJobs()
+    async with running_workers(time_env.client, fleet, jobs=jobs) as queues:
+        # The agent reported the Xid first: its ladder reset the GPU before the guard heard.
+        finding = fleet.inject(node, "ecc_dbe", gpu=2)
+        ladder = await report(time_env.client, queues, finding, shipped_runbooks.match(finding))
+        ended = await ladder.result()
+        handle, job = await guard(time_env, queues, GuardPolicy())
+        at = await time_env.get_current_time()
+        await handle.signal(JobGuard.pod_failed, hardware_failure(node, job, at))
+        await time_env.sleep(timedelta(minutes=5))
+        ledger = await handle.query(JobGuard.ledger)
+        latest = await time_env.client.get_workflow_handle(remediation_workflow_id(node)
+                                                           ).describe()
+    assert ended.outcome is Outcome.RECOVERED
+    assert ledger.failures[0].decision.action is GuardAction.RESTART and len(jobs.restarts) == 1
+    assert latest.run_id == ladder.result_run_id  # no second ladder for the same fault
+    assert not fleet.node(node).unschedulable

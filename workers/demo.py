@@ -19,6 +19,7 @@ from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.service import RPCError
 
 from remedy.admission import AdmissionPolicy
+from remedy.attribution.guard import GuardPolicy, JobRef
 from remedy.budget import BudgetPolicy
 from remedy.fleet import ScanInput
 from remedy.models import NodeRef
@@ -26,11 +27,16 @@ from remedy.names import CONTROLLER_TASK_QUEUE, FLEET_SCAN_SCHEDULE, SIM_AGENTS_
 from remedy.remediation import FindingReport, RemediationState
 from remedy.runbook import RunbookSet, load_runbooks
 from remedy.sim import SimFleet
+from remedy.sim.jobs import SimJobs
 from workers.client import connect, ensure_search_attributes, metrics_runtime, report_finding
 from workers.controller import controller_worker, node_agent_worker
 from workers.dev_server import dev_server
+from workers.job_status import HEADERS as JOB_HEADERS
+from workers.job_status import JobRow, job_rows
+from workers.job_status import table_rows as job_table
 from workers.schedules import ensure_fleet_scan
 from workers.status import NoScanYet, fleet_status, render
+from workers.tables import plain
 from workflows.node_remediation import NodeRemediation
 
 # Odds of each simulated fault, loosely after the Llama 3 interruption table: faulty GPUs and
@@ -38,6 +44,7 @@ from workflows.node_remediation import NodeRemediation
 FAULT_WEIGHTS = {"ecc_dbe": 0.25, "gpu_lost": 0.2, "mcu_halt": 0.15, "thermal_transient": 0.15,
                  "app_xid": 0.15, "remap_failure": 0.1}
 STATUS_EVERY_S = 5.0
+JOB_NODES = 4
 SCAN_EVERY = timedelta(seconds=5)
 
 
@@ -59,6 +66,8 @@ class DemoConfig:
     task_queue: str = CONTROLLER_TASK_QUEUE
     agents_task_queue: str = SIM_AGENTS_TASK_QUEUE
     joining_nodes: int = 1  # new nodes that join mid-demo and go through admission
+    jobs: int = 2  # guarded lockstep training jobs, 4 nodes each (as many as the fleet holds)
+    job_namespace: str = "ml"
 
     @property
     def scan_schedule(self) -> str:
@@ -73,6 +82,7 @@ class DemoSummary:
     faults_injected: int = 0
     runs: list[tuple[str, str]] = field(default_factory=list)  # (workflow id, run id)
     outcomes: Counter[str] = field(default_factory=Counter)  # closed: by outcome; open: phase
+    jobs: list[JobRow] = field(default_factory=list)  # the guarded jobs, as the guards tell
 
     @property
     def workflow_ids(self) -> list[str]:
@@ -82,6 +92,9 @@ class DemoSummary:
         out = [f"Remediations by outcome ({len(self.runs)} remediations on "
                f"{len(self.workflow_ids)} nodes, {self.faults_injected} faults injected):"]
         out += [f"  {name:<28} {count:>4}" for name, count in sorted(self.outcomes.items())]
+        if self.jobs:
+            out += ["", "Guarded jobs (remedy status --jobs):",
+                    *(f"  {line}" for line in plain(JOB_HEADERS, job_table(self.jobs)))]
         return out
 
 
@@ -138,21 +151,25 @@ async def run_demo(client: Client, config: DemoConfig, runbooks: RunbookSet | No
     summary = DemoSummary()
     echo(f"Simulated fleet  {config.nodes} nodes × {config.gpus_per_node} GPUs, a fault every "
          f"{config.fault_every_s:g}s, runbook time {config.speedup:g}× faster")
+    jobs = _launch_jobs(config, fleet, echo)
     with ThreadPoolExecutor(max_workers=16) as executor:
         async with (controller_worker(client, fleet.cluster, executor, config.task_queue,
-                                      _demo_policy(config), runbooks),
+                                      _demo_policy(config), runbooks, jobs=jobs),
                     node_agent_worker(client, fleet.host, executor, config.agents_task_queue)):
             await ensure_fleet_scan(client, SCAN_EVERY, config.task_queue, ScanInput(
                 node_task_queue=config.agents_task_queue,
-                admission=AdmissionPolicy(gap=AdmissionPolicy().gap / config.speedup)),
+                admission=AdmissionPolicy(gap=AdmissionPolicy().gap / config.speedup),
+                watch_jobs=True, guard_policy=_guard_policy(config)),
                 schedule_id=config.scan_schedule)
             echo(f"Fleet scan       every {SCAN_EVERY.seconds}s (schedule {config.scan_schedule})")
             try:
-                await _inject_until_done(client, config, fleet, runbooks, summary, echo)
+                await _inject_until_done(client, config, fleet, jobs, runbooks, summary, echo)
             except asyncio.CancelledError:
                 echo("stopping…")
             try:
                 await _summarise(client, summary)
+                summary.jobs = [r for r in await job_rows(client)
+                                if r.job.split("/", 1)[0] == config.job_namespace]
                 fleet_lines = render(await fleet_status(client, config.scan_schedule))
             except NoScanYet:
                 fleet_lines = ["no fleet scan completed yet"]
@@ -168,7 +185,7 @@ async def run_demo(client: Client, config: DemoConfig, runbooks: RunbookSet | No
 
 
 async def _inject_until_done(client: Client, config: DemoConfig, fleet: SimFleet,
-                             runbooks: RunbookSet, summary: DemoSummary,
+                             jobs: SimJobs, runbooks: RunbookSet, summary: DemoSummary,
                              echo: Callable[[str], None]) -> None:
     loop = asyncio.get_running_loop()
     start = loop.time()
@@ -187,6 +204,8 @@ async def _inject_until_done(client: Client, config: DemoConfig, fleet: SimFleet
             if run not in summary.runs:  # a report that joined a running ladder is not new
                 summary.runs.append(run)
             echo(f"  fault  {finding.node}: {finding.headline()} → {runbook.name}")
+        for job in jobs.fault(finding):
+            echo(f"  job    {job}: every rank failed with {finding.node} (its guard decides)")
         if loop.time() >= next_status:
             next_status += STATUS_EVERY_S
             if joined < config.joining_nodes:  # new hardware arrives: admission validates it
@@ -216,6 +235,23 @@ async def _summarise(client: Client, summary: DemoSummary) -> None:
         else:
             counts[f"workflow {status.name.lower() if status else 'unknown'}"] += 1
     summary.outcomes = counts
+
+
+def _launch_jobs(config: DemoConfig, fleet: SimFleet, echo: Callable[[str], None]) -> SimJobs:
+    """Guarded lockstep jobs on the first nodes, one rank per node, 4 nodes each."""
+    jobs, nodes = SimJobs(), sorted(fleet.nodes)
+    for i in range(min(config.jobs, len(nodes) // JOB_NODES)):
+        job = JobRef(namespace=config.job_namespace, name=f"llm-pretrain-{i}")
+        jobs.launch(job, nodes[i * JOB_NODES:(i + 1) * JOB_NODES])
+        echo(f"Guarded job      {job} on {', '.join(jobs.running[job])}")
+    return jobs
+
+
+def _guard_policy(config: DemoConfig) -> GuardPolicy:
+    default = GuardPolicy()
+    return GuardPolicy(gather=default.gather / config.speedup,
+                       backoff_initial=default.backoff_initial / config.speedup,
+                       backoff_max=default.backoff_max / config.speedup)
 
 
 def _demo_policy(config: DemoConfig) -> BudgetPolicy:

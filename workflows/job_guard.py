@@ -114,8 +114,9 @@ class JobGuard:
         for fa in attributed:
             (older if restarted and fa[0].failed_at <= restarted else fresh).append(fa)
         # Whichever pod speaks for the failure, every node a rule blamed gets its ladder.
-        for node, attribution in {a.blame: a for _, a in attributed if a.blame}.items():
-            await self._remediate(node, attribution)
+        blamed = {a.blame: (f, a) for f, a in attributed if a.blame}
+        for node, (failure, attribution) in blamed.items():
+            await self._remediate(node, failure, attribution)
         self._join(older, f"of the run restarted at {restarted:%m-%d %H:%M:%S}"
                    if restarted else "")
         if not fresh:
@@ -156,10 +157,12 @@ class JobGuard:
             self._show()
             return None
 
-    async def _remediate(self, node: str, attribution: Attribution) -> None:
+    async def _remediate(self, node: str, failure: PodFailure, attribution: Attribution
+                         ) -> None:
         """The job is not the only one to suffer from a bad node: make sure a ladder owns it."""
         inp = self._input
         blame = NodeBlame(node=NodeRef(name=node), job=str(inp.job), attribution=attribution,
+                          failed_at=failure.failed_at,
                           node_task_queue=inp.node_task_queue or node_task_queue(node),
                           task_queue=inp.controller_task_queue or workflow.info().task_queue)
         await workflow.execute_activity(

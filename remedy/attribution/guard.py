@@ -136,6 +136,7 @@ class NodeBlame(BaseModel):
     node: NodeRef
     job: str
     attribution: Attribution
+    failed_at: datetime  # a ladder for the node started since (window before) owns the fault
     node_task_queue: str
     task_queue: str
 

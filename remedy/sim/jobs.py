@@ -1,14 +1,22 @@
-"""Guarded jobs in the simulation: restarts and stops are recorded, failures are whatever a test
-or the twin puts there, and no restart fails unless told to."""
+"""Guarded jobs in the simulation: restarts and stops are recorded, failures are what a test puts
+there or what a fault on a running job's node causes, and no restart fails unless told to."""
 
 from __future__ import annotations
 
 import threading
+from datetime import timedelta
 
 from remedy.attribution.evidence import GuardedFailure
 from remedy.attribution.guard import JobRef
 from remedy.attribution.jobs import JobState
+from remedy.attribution.model import PodFailure, Termination, XidSeen
 from remedy.errors import ActionFailed, ActionRefused, PermissionDenied
+from remedy.models import Finding
+
+# What each rank's log ends with: the rank on the faulty GPU, and the ranks left waiting on it.
+CUDA_ERROR = "RuntimeError: CUDA error: an illegal memory access was encountered"
+NCCL_TIMEOUT = ("[Rank {rank}] Watchdog caught collective operation timeout: "
+                "WorkNCCL(SeqNum=4242, OpType=ALLREDUCE) ran for 600000 milliseconds")
 
 
 class SimJobs:
@@ -22,6 +30,43 @@ class SimJobs:
         self.failures: list[GuardedFailure] = []  # failed pods not yet reported
         self.reported: dict[str, str] = {}  # pod uid → the guard that has it
         self._attempts: set[tuple[str, int]] = set()
+        self.running: dict[JobRef, list[str]] = {}  # lockstep jobs → the nodes of their ranks
+
+    def launch(self, job: JobRef, nodes: list[str]) -> None:
+        """A lockstep training job with one rank per node."""
+        with self._lock:
+            self.running[job] = nodes
+            self.states[str(job)] = JobState.RUNNING
+
+    def fault(self, finding: Finding) -> list[JobRef]:
+        """A fault on a node a running job uses ends every rank of it: the rank on that node
+        with the fault's own evidence, the others stalled in a collective. The failures wait
+        for the job watch, with what it would gather (the fault seen on the job's nodes)."""
+        if finding.xid is None or not finding.unhealthy:  # an Xid ends the CUDA context
+            return []
+        hit = []
+        with self._lock:
+            for job, nodes in self.running.items():
+                if finding.node not in nodes or self.states.get(str(job)) is not \
+                        JobState.RUNNING:
+                    continue
+                self.states[str(job)] = JobState.FAILED
+                hit.append(job)
+                run = sum(1 for key, _ in self.restarts if key == str(job))
+                xids = [XidSeen(code=finding.xid, gpu=finding.component.serial or "?",
+                                node=finding.node, at=finding.observed_at, process="python",
+                                job=str(job))]
+                for rank, node in enumerate(nodes):
+                    own = node == finding.node
+                    pod = f"{job.name}-{run}-{rank}"
+                    self.failures.append(GuardedFailure(
+                        job=job, pod_uid=pod, job_nodes=nodes, failure=PodFailure(
+                            job=str(job), pod=pod, node=node, failed_at=finding.observed_at
+                            + (timedelta(0) if own else timedelta(seconds=1)),
+                            termination=Termination(exit_code=1, reason="Error"),
+                            log_tail=CUDA_ERROR if own else NCCL_TIMEOUT.format(rank=rank),
+                            findings=[finding], xids=xids)))
+        return hit
 
     def restart_job(self, job: JobRef, attempt: int, reason: str,
                     resumed_by: str | None = None) -> str:
