@@ -221,13 +221,7 @@ class KubernetesCluster:
         return self._conditions(self._node(node))
 
     def _conditions(self, node: Json) -> list[NodeCondition]:
-        return [NodeCondition.model_validate({
-                    "type": c["type"], "status": c.get("status", "Unknown"),
-                    "reason": c.get("reason", ""), "message": c.get("message", ""),
-                    "last_heartbeat_time": c.get("lastHeartbeatTime") or self._clock(),
-                    "last_transition_time": c.get("lastTransitionTime") or self._clock()})
-                for c in node.get("status", {}).get("conditions", [])
-                if c.get("type") in REMEDY_CONDITIONS]
+        return remedy_conditions(node, self._clock())
 
     def set_conditions(self, node: str, conditions: list[NodeCondition]) -> None:
         # Strategic merge keys conditions by type: only remedy's own conditions are written.
@@ -437,6 +431,17 @@ class KubernetesCluster:
     def _event(self, node: str, reason: str, message: str) -> None:
         record_event(self.core, k8s.V1ObjectReference(kind="Node", name=node, api_version="v1"),
                      reason, message, self._clock())
+
+
+def remedy_conditions(node: Json, now: datetime) -> list[NodeCondition]:
+    """remedy's own conditions on a node object (``now`` stands in for a missing time)."""
+    return [NodeCondition.model_validate({
+                "type": c["type"], "status": c.get("status", "Unknown"),
+                "reason": c.get("reason", ""), "message": c.get("message", ""),
+                "last_heartbeat_time": c.get("lastHeartbeatTime") or now,
+                "last_transition_time": c.get("lastTransitionTime") or now})
+            for c in node.get("status", {}).get("conditions", [])
+            if c.get("type") in REMEDY_CONDITIONS]
 
 
 def _has_taint(node: Json, taint: Json) -> bool:

@@ -27,12 +27,11 @@ from pydantic import TypeAdapter, ValidationError
 
 from adapters.kube_errors import api_errors
 from adapters.kube_objects import RECENT_XIDS, Json, gpu_count, meta, record_event, timestamp
-from adapters.kubernetes_cluster import REMEDY_CONDITIONS
+from adapters.kubernetes_cluster import remedy_conditions
 from remedy.attribution.evidence import GuardedFailure, PodRun, RecentXid, tie_xids
 from remedy.attribution.guard import JobRef
 from remedy.attribution.jobs import JobState
 from remedy.attribution.model import PodFailure, Termination, XidSeen
-from remedy.conditions import NodeCondition
 from remedy.errors import ActionFailed, ActionRefused, NodeGone, RemedyError
 from remedy.fleet import finding_from_condition
 from remedy.models import Finding
@@ -265,13 +264,8 @@ class _NodeEvidence:
         node = self._node(name)
         if node is None:
             return []
-        return [finding_from_condition(name, NodeCondition.model_validate({
-                    "type": c["type"], "status": c["status"], "reason": c.get("reason", ""),
-                    "message": c.get("message", ""),
-                    "last_heartbeat_time": c.get("lastHeartbeatTime") or self._jobs._clock(),
-                    "last_transition_time": c.get("lastTransitionTime") or self._jobs._clock()}))
-                for c in node.get("status", {}).get("conditions", [])
-                if c.get("type") in REMEDY_CONDITIONS and c.get("status") == "True"]
+        return [finding_from_condition(name, c)
+                for c in remedy_conditions(node, self._jobs._clock()) if c.status == "True"]
 
     def xids(self, name: str) -> list[XidSeen]:
         if name not in self._xids:
