@@ -311,3 +311,16 @@ async def test_a_node_whose_ladder_already_handled_the_xid_is_not_remediated_aga
     assert ledger.failures[0].decision.action is GuardAction.RESTART and len(jobs.restarts) == 1
     assert latest.run_id == ladder.result_run_id  # no second ladder for the same fault
     assert not fleet.node(node).unschedulable
+
+
+async def test_a_resume_sent_while_nothing_is_held_does_not_release_a_later_hold(
+        time_env: WorkflowEnvironment, fleet: SimFleet) -> None:
+    node = sorted(fleet.nodes)[0]
+    async with guarded(time_env, fleet, GuardPolicy(max_platform_restarts=0)) as (
+            handle, job, jobs):
+        await handle.signal(JobGuard.resume, ResumeRequest(by="too-early"))  # nothing held
+        at = await time_env.get_current_time()
+        await handle.signal(JobGuard.pod_failed, hardware_failure(node, job, at))
+        await time_env.sleep(timedelta(minutes=5))
+        phase = await handle.query(JobGuard.phase)
+    assert phase is GuardPhase.HELD and jobs.restarts == []  # a person must resume this hold

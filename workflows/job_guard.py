@@ -65,7 +65,12 @@ class JobGuard:
 
     @workflow.signal(name="resume")
     def resume(self, req: ResumeRequest) -> None:
-        self._resume = req
+        # Only a hold is resumed: an early one must not wave through a hold that comes later.
+        if self._phase is GuardPhase.HELD:
+            self._resume = req
+        else:
+            workflow.logger.warning("resume by %s ignored: %s is %s, not held", req.by,
+                                    self._input.job, self._phase.value)
 
     @workflow.signal(name="job_finished")
     def job_finished(self, reason: str) -> None:
@@ -117,7 +122,7 @@ class JobGuard:
         blamed = {a.blame: (f, a) for f, a in attributed if a.blame}
         for node, (failure, attribution) in blamed.items():
             await self._remediate(node, failure, attribution)
-        self._join(older, f"of the run restarted at {restarted:%m-%d %H:%M:%S}"
+        self._join(older, f"a pod of the run restarted at {restarted:%m-%d %H:%M:%S}"
                    if restarted else "")
         if not fresh:
             self._show()
@@ -211,14 +216,13 @@ class JobGuard:
         self._ledger.record(Failure(at=lead[0].failed_at, pod=lead[0].pod,
                                     attribution=lead[1], decision=decision,
                                     lost=max(workflow.now() - first, timedelta(0))))
-        self._join([fa for fa in fresh if fa is not lead], f"with {lead[0].pod}")
+        self._join([fa for fa in fresh if fa is not lead], f"failed together with {lead[0].pod}")
 
     def _join(self, attributed: list[Attributed], why: str) -> None:
         for failure, attribution in attributed:
             self._ledger.record(Failure(
                 at=failure.failed_at, pod=failure.pod, attribution=attribution,
-                lost=timedelta(0), decision=Decision(action=GuardAction.JOINED,
-                                                     reason=f"failed together {why}")))
+                lost=timedelta(0), decision=Decision(action=GuardAction.JOINED, reason=why)))
 
     def _end(self, phase: GuardPhase, reason: str) -> GuardResult:
         self._phase = phase
