@@ -235,6 +235,7 @@ async def test_status_jobs_and_resume_job_from_the_command_line(
         resumed = await cli("resume-job", name, "--stop", "--by", "bob", "--address", address)
         ended = await held.result()
         missing = await cli("resume-job", "no-such-job", "--address", address)
+        not_held = await cli("resume-job", stopped_job.split("/", 1)[1], "--address", address)
     shown = {row["job"]: row for row in json.loads(out)}
     assert code == 3  # a job is held for a human
     assert shown[held_job]["phase"] == "held" and shown[stopped_job]["phase"] == "stopped"
@@ -244,6 +245,7 @@ async def test_status_jobs_and_resume_job_from_the_command_line(
     assert resumed[0] == 0 and ended.phase is GuardPhase.STOPPED
     assert ended.reason == "stopped by bob" and jobs.restarts == []
     assert missing[0] == 2 and "no running guard" in missing[1]
+    assert not_held[0] == 2 and "is stopped, not held: nothing to resume" in not_held[1]
 
 
 async def test_a_long_lived_guard_continues_as_new_with_its_ledger(

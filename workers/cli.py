@@ -581,12 +581,32 @@ def resume_job(
         "--stop", help="Give up on the job instead of restarting it.")] = False,
     by: ByOption = USER,
 ) -> None:
-    """Let a job guard that holds a job for a human restart it (or stop, with --stop)."""
-    from remedy.attribution.guard import ResumeRequest
+    """Let a job guard that holds a job for a human restart it (or stop, with --stop).
+    Exit 2 when no guard runs for the job, or its guard holds nothing (a resume then would be
+    ignored)."""
+    from remedy.attribution.guard import GuardPhase, ResumeRequest
     from remedy.names import job_guard_workflow_id
+    from workers.client import connect
+    from workflows.job_guard import JobGuard
 
-    _signal(address, job_guard_workflow_id(namespace, job), "resume",
-            ResumeRequest(by=by, stop=stop), f"job {namespace}/{job}: no running guard")
+    workflow_id = job_guard_workflow_id(namespace, job)
+
+    async def phase() -> GuardPhase:
+        client = await connect(address)
+        return await client.get_workflow_handle_for(JobGuard.run, workflow_id).query(
+            JobGuard.phase)
+
+    try:
+        now = asyncio.run(phase())
+    except RPCError as exc:
+        typer.echo(f"error: job {namespace}/{job}: no running guard ({exc})", err=True)
+        raise typer.Exit(2) from None
+    if now is not GuardPhase.HELD:
+        typer.echo(f"error: job {namespace}/{job} is {now.value}, not held: nothing to resume",
+                   err=True)
+        raise typer.Exit(2)
+    _signal(address, workflow_id, "resume", ResumeRequest(by=by, stop=stop),
+            f"job {namespace}/{job}: no running guard")
     typer.echo(f"job {namespace}/{job}: {'stop' if stop else 'resume'} sent by {by}")
 
 
