@@ -18,8 +18,8 @@ venv: $(STAMP)
 demo: $(STAMP)
 	$(BIN)/remedy demo $(DEMO_ARGS)
 
-test: $(STAMP)
-	$(BIN)/ruff check .
+# Lint (ruff check and format) first: a test run that passes on unformatted code is not green.
+test: lint
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 	$(BIN)/pytest

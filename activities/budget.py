@@ -17,8 +17,9 @@ from remedy.names import DISRUPTION_BUDGET_WORKFLOW, budget_workflow_id
 
 
 class BudgetActivities:
-    def __init__(self, client: Client, pool_size: Callable[[str], int],
-                 policy: BudgetPolicy) -> None:
+    def __init__(
+        self, client: Client, pool_size: Callable[[str], int], policy: BudgetPolicy
+    ) -> None:
         self._client, self._pool_size, self._policy = client, pool_size, policy
 
     async def _size(self, pool: str) -> int:
@@ -27,21 +28,27 @@ class BudgetActivities:
 
     async def _signal(self, pool: str, task_queue: str, signal: str, arg: Any) -> None:
         await self._client.start_workflow(
-            DISRUPTION_BUDGET_WORKFLOW, BudgetState(pool=pool, policy=self._policy),
-            id=budget_workflow_id(pool), task_queue=task_queue,
-            start_signal=signal, start_signal_args=[arg],
-            static_summary=f"disruption budget of pool {pool}")
+            DISRUPTION_BUDGET_WORKFLOW,
+            BudgetState(pool=pool, policy=self._policy),
+            id=budget_workflow_id(pool),
+            task_queue=task_queue,
+            start_signal=signal,
+            start_signal_args=[arg],
+            static_summary=f"disruption budget of pool {pool}",
+        )
 
     @activity.defn(name="request_lease")
     async def request_lease(self, req: LeaseRequest) -> None:
-        full = req.model_copy(update={"pool_size": await self._size(req.pool),
-                                      "policy": self._policy})
+        full = req.model_copy(
+            update={"pool_size": await self._size(req.pool), "policy": self._policy}
+        )
         await self._signal(req.pool, req.task_queue, "request", full)
 
     @activity.defn(name="report_unhealthy")
     async def report_unhealthy(self, report: UnhealthyReport) -> None:
-        full = report.model_copy(update={"pool_size": await self._size(report.pool),
-                                         "policy": self._policy})
+        full = report.model_copy(
+            update={"pool_size": await self._size(report.pool), "policy": self._policy}
+        )
         await self._signal(report.pool, report.task_queue, "node_unhealthy", full)
 
     @activity.defn(name="closed_workflows")

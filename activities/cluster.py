@@ -50,8 +50,10 @@ class ClusterActivities:
         with temporal_errors():
             # Heartbeats carry the pods left, so a long drain is visible and can be cancelled.
             result = self._cluster.drain(req.node.name, activity.heartbeat)
-        return ActionResult(ok=True, detail=f"evicted {result.evicted} pods, "
-                                            f"left {result.skipped} DaemonSet/mirror pods")
+        return ActionResult(
+            ok=True,
+            detail=f"evicted {result.evicted} pods, left {result.skipped} DaemonSet/mirror pods",
+        )
 
     @activity.defn(name="kill_job")
     def kill_job(self, req: ActionRequest) -> ActionResult:
@@ -103,8 +105,9 @@ class ClusterActivities:
         node = update.node.name
         with temporal_errors():
             previous = self._cluster.conditions(node)
-            self._cluster.set_conditions(node, conditions_from(
-                update.report, previous, datetime.now(UTC)))
+            self._cluster.set_conditions(
+                node, conditions_from(update.report, previous, datetime.now(UTC))
+            )
 
     @activity.defn(name="hold_for_admission")
     def hold_for_admission(self, step: AdmissionStep) -> None:
@@ -122,6 +125,18 @@ class ClusterActivities:
             self._cluster.reject(step.node.name, step.reason)
 
     def all(self) -> list[Callable[..., Any]]:
-        return [self.cordon, self.restore, self.drain, self.kill_job, self.replace, self.boot_id,
-                self.confirm_reboot, self.release_gpus, self.return_gpus, self.publish_conditions,
-                self.hold_for_admission, self.admit, self.reject]
+        return [
+            self.cordon,
+            self.restore,
+            self.drain,
+            self.kill_job,
+            self.replace,
+            self.boot_id,
+            self.confirm_reboot,
+            self.release_gpus,
+            self.return_gpus,
+            self.publish_conditions,
+            self.hold_for_admission,
+            self.admit,
+            self.reject,
+        ]

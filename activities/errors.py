@@ -15,5 +15,6 @@ def temporal_errors() -> Iterator[None]:
     try:
         yield
     except RemedyError as exc:
-        raise ApplicationError(str(exc), type=type(exc).__name__,
-                               non_retryable=exc.permanent) from exc
+        raise ApplicationError(
+            str(exc), type=type(exc).__name__, non_retryable=exc.permanent
+        ) from exc

@@ -26,14 +26,15 @@ class FleetActivities:
 
     @activity.defn(name="open_work")
     async def open_work(self) -> OpenWork:
-        return OpenWork(remediating=await self._running(NODE_REMEDIATION_WORKFLOW),
-                        admitting=await self._running(NODE_ADMISSION_WORKFLOW))
+        return OpenWork(
+            remediating=await self._running(NODE_REMEDIATION_WORKFLOW),
+            admitting=await self._running(NODE_ADMISSION_WORKFLOW),
+        )
 
     async def _running(self, workflow_type: str) -> list[str]:
         """Node names of running workflows of this type (ids are "<kind>/<node>")."""
         query = f"WorkflowType = '{workflow_type}' AND ExecutionStatus = 'Running'"
-        return sorted({w.id.split("/", 1)[-1]
-                       async for w in self._client.list_workflows(query)})
+        return sorted({w.id.split("/", 1)[-1] async for w in self._client.list_workflows(query)})
 
     def all(self) -> list[Callable[..., Any]]:
         return [self.fleet_nodes, self.open_work]

@@ -24,10 +24,14 @@ class HardwareActivities:
         report = report.model_copy(update={"policy": self._policy})  # the controller's policy
         for serial in report.serials:
             await self._client.start_workflow(
-                HARDWARE_RECORD_WORKFLOW, HardwareRecordState(serial=serial, policy=report.policy),
-                id=hardware_record_workflow_id(serial), task_queue=task_queue,
-                start_signal="incident", start_signal_args=[report],
-                static_summary=f"hardware record of GPU {serial}")
+                HARDWARE_RECORD_WORKFLOW,
+                HardwareRecordState(serial=serial, policy=report.policy),
+                id=hardware_record_workflow_id(serial),
+                task_queue=task_queue,
+                start_signal="incident",
+                start_signal_args=[report],
+                static_summary=f"hardware record of GPU {serial}",
+            )
 
     @activity.defn(name="blocked_serials")
     async def blocked_serials(self, serials: list[str]) -> list[BlockedSerial]:

@@ -55,9 +55,11 @@ class JobWatchActivities:
 
     async def _ladders(self, nodes: list[str], since: str) -> list[RemediationSeen]:
         listed = ", ".join(f"'{n}'" for n in nodes)
-        query = (f"WorkflowType = '{NODE_REMEDIATION_WORKFLOW}' AND "
-                 f"{NODE_ATTRIBUTE} IN ({listed}) AND "
-                 f"(ExecutionStatus = 'Running' OR CloseTime >= '{since}')")
+        query = (
+            f"WorkflowType = '{NODE_REMEDIATION_WORKFLOW}' AND "
+            f"{NODE_ATTRIBUTE} IN ({listed}) AND "
+            f"(ExecutionStatus = 'Running' OR CloseTime >= '{since}')"
+        )
         return [self._seen(w) async for w in self._client.list_workflows(query)]
 
     def _seen(self, w: WorkflowExecution) -> RemediationSeen:
@@ -67,10 +69,14 @@ class JobWatchActivities:
             cause = self._runbooks.get(runbook).cause.value
         except KeyError:
             cause = "platform"  # a ladder remedy runs is for a machine fault unless it says so
-        return RemediationSeen(node=attrs.get(NODE) or w.id.split("/", 1)[-1],
-                               runbook=runbook, cause=cause, started_at=w.start_time,
-                               ended_at=w.close_time,
-                               outcome=attrs.get(OUTCOME) or "")
+        return RemediationSeen(
+            node=attrs.get(NODE) or w.id.split("/", 1)[-1],
+            runbook=runbook,
+            cause=cause,
+            started_at=w.start_time,
+            ended_at=w.close_time,
+            outcome=attrs.get(OUTCOME) or "",
+        )
 
     @activity.defn(name="report_job_failure")
     async def report_job_failure(self, report: JobFailureReport) -> str:
@@ -86,20 +92,31 @@ class JobWatchActivities:
                 await asyncio.to_thread(self._jobs.mark_reported, report.failure, workflow_id)
             return workflow_id
         handle = await self._client.start_workflow(
-            JOB_GUARD_WORKFLOW, GuardInput(job=job, policy=report.policy,
-                                           controller_task_queue=report.controller_task_queue,
-                                           node_task_queue=report.node_task_queue),
-            id=workflow_id, task_queue=report.controller_task_queue,
-            start_signal="pod_failed", start_signal_args=[report.failure.failure],
-            static_summary=f"guard of job {job}")
+            JOB_GUARD_WORKFLOW,
+            GuardInput(
+                job=job,
+                policy=report.policy,
+                controller_task_queue=report.controller_task_queue,
+                node_task_queue=report.node_task_queue,
+            ),
+            id=workflow_id,
+            task_queue=report.controller_task_queue,
+            start_signal="pod_failed",
+            start_signal_args=[report.failure.failure],
+            static_summary=f"guard of job {job}",
+        )
         with temporal_errors():
             await asyncio.to_thread(self._jobs.mark_reported, report.failure, handle.id)
         return handle.id
 
     async def _ended_after(self, workflow_id: str, failed_at: datetime) -> bool:
         guard = await described(self._client, workflow_id)  # None: the job's first failure
-        return guard is not None and guard.status is not WorkflowExecutionStatus.RUNNING \
-            and guard.close_time is not None and failed_at <= guard.close_time
+        return (
+            guard is not None
+            and guard.status is not WorkflowExecutionStatus.RUNNING
+            and guard.close_time is not None
+            and failed_at <= guard.close_time
+        )
 
     @activity.defn(name="end_finished_guards")
     async def end_finished_guards(self) -> list[str]:
@@ -113,7 +130,8 @@ class JobWatchActivities:
                 state = await asyncio.to_thread(self._jobs.job_state, job)
             if state.finished:
                 await self._client.get_workflow_handle(w.id).signal(
-                    "job_finished", f"the job {state.value}")
+                    "job_finished", f"the job {state.value}"
+                )
                 ended.append(str(job))
         return ended
 

@@ -25,8 +25,13 @@ JOB_PLATFORM_FAILURE = "JobPlatformFailure"  # the finding a guard reports again
 
 
 class JobActivities:
-    def __init__(self, client: Client, jobs: JobControl, runbooks: RunbookSet,
-                 attributor: Attributor | None = None) -> None:
+    def __init__(
+        self,
+        client: Client,
+        jobs: JobControl,
+        runbooks: RunbookSet,
+        attributor: Attributor | None = None,
+    ) -> None:
         self._client, self._jobs, self._runbooks = client, jobs, runbooks
         self._attributor = attributor or Attributor()
 
@@ -53,21 +58,31 @@ class JobActivities:
         since = blame.failed_at - self._attributor.rules.window
         if await self._ladder_closed_since(workflow_id, since):
             return f"{workflow_id} already remediated the fault"
-        finding = Finding(node=blame.node.name, check="job", reason=JOB_PLATFORM_FAILURE,
-                          severity=Severity.CRITICAL, observed_at=datetime.now(UTC),
-                          evidence=f"job {blame.job}: " + "; ".join(blame.attribution.evidence))
+        finding = Finding(
+            node=blame.node.name,
+            check="job",
+            reason=JOB_PLATFORM_FAILURE,
+            severity=Severity.CRITICAL,
+            observed_at=datetime.now(UTC),
+            evidence=f"job {blame.job}: " + "; ".join(blame.attribution.evidence),
+        )
         runbook = self._runbooks.match(finding) or DEFAULT_RUNBOOK
-        handle = await start_remediation(self._client, blame.node,
-                                         FindingReport(finding=finding, runbook=runbook),
-                                         node_task_queue=blame.node_task_queue,
-                                         task_queue=blame.task_queue)
+        handle = await start_remediation(
+            self._client,
+            blame.node,
+            FindingReport(finding=finding, runbook=runbook),
+            node_task_queue=blame.node_task_queue,
+            task_queue=blame.task_queue,
+        )
         return handle.id
 
     async def _ladder_closed_since(self, workflow_id: str, since: datetime) -> bool:
         ladder = await described(self._client, workflow_id)
-        return ladder is not None and ladder.status is not WorkflowExecutionStatus.RUNNING \
+        return (
+            ladder is not None
+            and ladder.status is not WorkflowExecutionStatus.RUNNING
             and ladder.start_time >= since
+        )
 
     def all(self) -> list[Callable[..., Any]]:
-        return [self.attribute_failure, self.restart_job, self.stop_job,
-                self.remediate_blamed_node]
+        return [self.attribute_failure, self.restart_job, self.stop_job, self.remediate_blamed_node]

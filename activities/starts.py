@@ -37,29 +37,44 @@ async def described(client: Client, workflow_id: str) -> WorkflowExecutionDescri
         raise
 
 
-async def start_remediation(client: Client, node: NodeRef, report: FindingReport, *,
-                            node_task_queue: str, task_queue: str,
-                            node_pickup_timeout: timedelta | None = None,
-                            workflow: Any = NODE_REMEDIATION_WORKFLOW
-                            ) -> WorkflowHandle[Any, Any]:
+async def start_remediation(
+    client: Client,
+    node: NodeRef,
+    report: FindingReport,
+    *,
+    node_task_queue: str,
+    task_queue: str,
+    node_pickup_timeout: timedelta | None = None,
+    workflow: Any = NODE_REMEDIATION_WORKFLOW,
+) -> WorkflowHandle[Any, Any]:
     """``workflow``: the type's name, or its run method for a typed handle."""
     inp = RemediationInput(node=node, node_task_queue=node_task_queue)
     if node_pickup_timeout is not None:
         inp.node_pickup_timeout = node_pickup_timeout
     return await client.start_workflow(
-        workflow, inp, id=remediation_workflow_id(node.name),
-        task_queue=task_queue, start_signal="report_finding", start_signal_args=[report],
+        workflow,
+        inp,
+        id=remediation_workflow_id(node.name),
+        task_queue=task_queue,
+        start_signal="report_finding",
+        start_signal_args=[report],
         # What the UI's workflow list shows; ignored when the report joins a running ladder.
-        static_summary=static_summary(node.name, report.finding, report.runbook))
+        static_summary=static_summary(node.name, report.finding, report.runbook),
+    )
 
 
-async def start_admission(client: Client, inp: AdmissionInput, *, task_queue: str,
-                          workflow: Any = NODE_ADMISSION_WORKFLOW) -> WorkflowHandle[Any, Any]:
+async def start_admission(
+    client: Client, inp: AdmissionInput, *, task_queue: str, workflow: Any = NODE_ADMISSION_WORKFLOW
+) -> WorkflowHandle[Any, Any]:
     """One admission per node at a time; starting it again while it runs is a no-op."""
     return await client.start_workflow(
-        workflow, inp, id=admission_workflow_id(inp.node.name),
-        task_queue=task_queue, id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
-        static_summary=f"{inp.node.name}: admission ({inp.policy.passes} deep diagnoses)")
+        workflow,
+        inp,
+        id=admission_workflow_id(inp.node.name),
+        task_queue=task_queue,
+        id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+        static_summary=f"{inp.node.name}: admission ({inp.policy.passes} deep diagnoses)",
+    )
 
 
 class StartActivities:
@@ -70,9 +85,13 @@ class StartActivities:
 
     @activity.defn(name="start_remediation")
     async def start_remediation(self, start: RemediationStart) -> str:
-        handle = await start_remediation(self._client, start.node, start.report,
-                                         node_task_queue=start.node_task_queue,
-                                         task_queue=start.task_queue)
+        handle = await start_remediation(
+            self._client,
+            start.node,
+            start.report,
+            node_task_queue=start.node_task_queue,
+            task_queue=start.task_queue,
+        )
         return handle.id
 
     @activity.defn(name="remediate_condition")
@@ -82,16 +101,24 @@ class StartActivities:
         finding = finding_from_condition(start.node.name, start.condition)
         runbook = self._runbooks.match(finding) or DEFAULT_RUNBOOK
         handle = await start_remediation(
-            self._client, NodeRef(name=start.node.name, pool=start.node.pool),
+            self._client,
+            NodeRef(name=start.node.name, pool=start.node.pool),
             FindingReport(finding=finding, runbook=runbook),
-            node_task_queue=start.node_task_queue, task_queue=start.task_queue)
+            node_task_queue=start.node_task_queue,
+            task_queue=start.task_queue,
+        )
         return handle.id
 
     @activity.defn(name="start_admission")
     async def start_admission(self, inp: AdmissionInput) -> str:
         if inp.failure_runbook is None:
-            failed = Finding(node=inp.node.name, check="admission", reason=ADMISSION_FAILED,
-                             severity=Severity.CRITICAL, observed_at=datetime.now(UTC))
+            failed = Finding(
+                node=inp.node.name,
+                check="admission",
+                reason=ADMISSION_FAILED,
+                severity=Severity.CRITICAL,
+                observed_at=datetime.now(UTC),
+            )
             inp = inp.model_copy(update={"failure_runbook": self._runbooks.match(failed)})
         handle = await start_admission(self._client, inp, task_queue=activity.info().task_queue)
         return handle.id

@@ -14,6 +14,8 @@ def api_client(kubeconfig: str | None = None) -> k8s.ApiClient:
         except config.ConfigException:
             pass  # not in a pod: fall back to ~/.kube/config
     configuration = k8s.Configuration()
-    config.load_kube_config(config_file=kubeconfig,  # type: ignore[no-untyped-call]
-                            client_configuration=configuration)
+    config.load_kube_config(
+        config_file=kubeconfig,  # type: ignore[no-untyped-call]
+        client_configuration=configuration,
+    )
     return k8s.ApiClient(configuration)

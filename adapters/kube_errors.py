@@ -37,8 +37,9 @@ def api_errors(verb: str, resource: str) -> Iterator[None]:
         if exc.status == 404:
             error = NodeGone(detail)
         elif exc.status == 403:
-            error = PermissionDenied(f"forbidden: remedy needs RBAC '{verb}' on {resource} "
-                                     f"({_message(exc)})")
+            error = PermissionDenied(
+                f"forbidden: remedy needs RBAC '{verb}' on {resource} ({_message(exc)})"
+            )
         elif exc.status == 429:
             error = DrainBlocked(detail)
         else:

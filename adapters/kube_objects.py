@@ -30,8 +30,11 @@ def gpu_count(pod: Json) -> int:
     total = 0
     for container in pod.get("spec", {}).get("containers", []):
         resources = container.get("resources", {})
-        asked = resources.get("limits", {}).get(GPU_RESOURCE) or \
-            resources.get("requests", {}).get(GPU_RESOURCE) or 0
+        asked = (
+            resources.get("limits", {}).get(GPU_RESOURCE)
+            or resources.get("requests", {}).get(GPU_RESOURCE)
+            or 0
+        )
         total += int(asked)
     return total
 
@@ -40,18 +43,32 @@ def timestamp(value: str | None) -> datetime | None:
     return datetime.fromisoformat(value.replace("Z", "+00:00")) if value else None
 
 
-def record_event(core: k8s.CoreV1Api, about: k8s.V1ObjectReference, reason: str, message: str,
-                 now: datetime, *, warning: bool = False) -> None:
+def record_event(
+    core: k8s.CoreV1Api,
+    about: k8s.V1ObjectReference,
+    reason: str,
+    message: str,
+    now: datetime,
+    *,
+    warning: bool = False,
+) -> None:
     """A Kubernetes Event on the object (`kubectl describe` shows it): a courtesy, so a failure
     to record it is logged and swallowed — the action it tells of already happened."""
     namespace = about.namespace or "default"  # a node's events go to "default", like kubectl's
     event = k8s.CoreV1Event(
         # Named like kubectl's events (object.hex): unique without relying on generateName.
-        metadata=k8s.V1ObjectMeta(name=f"{about.name}.remedy.{uuid.uuid4().hex[:12]}",
-                                  namespace=namespace),
-        involved_object=about, reason=reason, message=message[:1024],
-        type="Warning" if warning else "Normal", source=k8s.V1EventSource(component="remedy"),
-        first_timestamp=now, last_timestamp=now, count=1)
+        metadata=k8s.V1ObjectMeta(
+            name=f"{about.name}.remedy.{uuid.uuid4().hex[:12]}", namespace=namespace
+        ),
+        involved_object=about,
+        reason=reason,
+        message=message[:1024],
+        type="Warning" if warning else "Normal",
+        source=k8s.V1EventSource(component="remedy"),
+        first_timestamp=now,
+        last_timestamp=now,
+        count=1,
+    )
     try:
         with api_errors("create", "events"):
             core.create_namespaced_event(namespace, event)

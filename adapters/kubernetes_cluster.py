@@ -52,8 +52,10 @@ CHECKPOINTED = f"{PREFIX}/checkpointed"
 KARPENTER_POOL_LABEL = "karpenter.sh/nodepool"
 NODECLAIMS = ("karpenter.sh", "v1", "nodeclaims")
 # The NVIDIA GPU operator deploys its operands where these labels are not "false".
-GPU_OPERAND_LABELS = tuple(f"nvidia.com/gpu.deploy.{c}" for c in (
-    "device-plugin", "dcgm", "dcgm-exporter", "gpu-feature-discovery"))
+GPU_OPERAND_LABELS = tuple(
+    f"nvidia.com/gpu.deploy.{c}"
+    for c in ("device-plugin", "dcgm", "dcgm-exporter", "gpu-feature-discovery")
+)
 GPU_OPERAND_PODS = ("device-plugin", "dcgm", "gpu-feature-discovery")
 GPU_OPERANDS_SAVED = f"{PREFIX}/gpu-operand-labels"
 CONFLICT_RETRIES = 5
@@ -71,11 +73,18 @@ def _now() -> datetime:
 
 
 class KubernetesCluster:
-    def __init__(self, api: k8s.ApiClient, *, dry_run: bool = False,
-                 replace_provider: ReplaceProvider = ReplaceProvider.AUTO,
-                 clock: Callable[[], datetime] = _now, eviction_retry_s: float = 5.0,
-                 drain_timeout_s: float = 1800.0, kill_grace_s: int = 10,
-                 checkpoint_grace_s: float = 0.0) -> None:
+    def __init__(
+        self,
+        api: k8s.ApiClient,
+        *,
+        dry_run: bool = False,
+        replace_provider: ReplaceProvider = ReplaceProvider.AUTO,
+        clock: Callable[[], datetime] = _now,
+        eviction_retry_s: float = 5.0,
+        drain_timeout_s: float = 1800.0,
+        kill_grace_s: int = 10,
+        checkpoint_grace_s: float = 0.0,
+    ) -> None:
         self._checkpoint_grace_s = checkpoint_grace_s
         self.core = k8s.CoreV1Api(api)
         self.custom = k8s.CustomObjectsApi(api)
@@ -97,8 +106,9 @@ class KubernetesCluster:
 
     def _managed(self, node: Json) -> None:
         if meta(node).get("labels", {}).get(OPT_OUT_LABEL) == "false":
-            raise ActionRefused(f"node {meta(node).get('name')} opted out of remedy "
-                                f"({OPT_OUT_LABEL}=false)")
+            raise ActionRefused(
+                f"node {meta(node).get('name')} opted out of remedy ({OPT_OUT_LABEL}=false)"
+            )
 
     # -- cordon and restore ----------------------------------------------------------------
     def cordon(self, node: str, owner: CordonOwner) -> CordonState:
@@ -113,12 +123,17 @@ class KubernetesCluster:
             if self.dry_run:
                 self._event(node, "RemedyDryRun", f"would cordon: {owner.reason}")
                 return CordonState.CORDONED
-            body = {"metadata": {"resourceVersion": meta(current).get("resourceVersion"),
-                                 "annotations": {CORDONED_BY: owner.workflow_id,
-                                                 CORDON_REASON: owner.reason[:256],
-                                                 CORDONED_AT: self._clock().isoformat()}},
-                    "spec": {"unschedulable": True,
-                             "taints": [*spec.get("taints", []), TAINT]}}
+            body = {
+                "metadata": {
+                    "resourceVersion": meta(current).get("resourceVersion"),
+                    "annotations": {
+                        CORDONED_BY: owner.workflow_id,
+                        CORDON_REASON: owner.reason[:256],
+                        CORDONED_AT: self._clock().isoformat(),
+                    },
+                },
+                "spec": {"unschedulable": True, "taints": [*spec.get("taints", []), TAINT]},
+            }
             try:
                 with api_errors("patch", f"nodes/{node}"):
                     self.core.patch_node(node, body)
@@ -126,8 +141,7 @@ class KubernetesCluster:
                 if "409" in str(exc):
                     continue
                 raise
-            self._event(node, "RemedyCordoned", f"cordoned by {owner.workflow_id}: "
-                                                f"{owner.reason}")
+            self._event(node, "RemedyCordoned", f"cordoned by {owner.workflow_id}: {owner.reason}")
             return CordonState.CORDONED
         raise TransientError(f"node {node} kept changing: {CONFLICT_RETRIES} conflicts")
 
@@ -139,11 +153,16 @@ class KubernetesCluster:
             self._event(node, "RemedyDryRun", "would uncordon")
             return True
         taints = current.get("spec", {}).get("taints", [])
-        body = {"metadata": {"resourceVersion": meta(current).get("resourceVersion"),
-                             "annotations": {CORDONED_BY: None, CORDON_REASON: None,
-                                             CORDONED_AT: None}},
-                "spec": {"unschedulable": False,
-                         "taints": [t for t in taints if t.get("key") != TAINT["key"]]}}
+        body = {
+            "metadata": {
+                "resourceVersion": meta(current).get("resourceVersion"),
+                "annotations": {CORDONED_BY: None, CORDON_REASON: None, CORDONED_AT: None},
+            },
+            "spec": {
+                "unschedulable": False,
+                "taints": [t for t in taints if t.get("key") != TAINT["key"]],
+            },
+        }
         with api_errors("patch", f"nodes/{node}"):
             self.core.patch_node(node, body)
         self._event(node, "RemedyRestored", "uncordoned: the node recovered")
@@ -166,19 +185,23 @@ class KubernetesCluster:
         labels, annotations = about.get("labels", {}), about.get("annotations", {})
         spec = node.get("spec", {})
         return NodeFacts(
-            name=about["name"], pool=labels.get(POOL_LABEL, "default"),
+            name=about["name"],
+            pool=labels.get(POOL_LABEL, "default"),
             managed=labels.get(OPT_OUT_LABEL) != "false",
             unschedulable=bool(spec.get("unschedulable")),
             cordoned_by_remedy=CORDONED_BY in annotations,
             problems=[c for c in self._conditions(node) if c.status == "True"],
             awaiting_admission=_has_taint(node, ADMISSION_TAINT),
             validated=labels.get(VALIDATED_LABEL) == "true",
-            rejected=annotations.get(ADMISSION_REJECTED))
+            rejected=annotations.get(ADMISSION_REJECTED),
+        )
 
     def node_boot(self, node: str) -> NodeBoot:
         status = self._node(node).get("status", {})
-        ready = any(c.get("type") == "Ready" and c.get("status") == "True"
-                    for c in status.get("conditions", []))
+        ready = any(
+            c.get("type") == "Ready" and c.get("status") == "True"
+            for c in status.get("conditions", [])
+        )
         return NodeBoot(boot_id=status.get("nodeInfo", {}).get("bootID", ""), ready=ready)
 
     # -- GPU operands around a reset --------------------------------------------------------
@@ -194,17 +217,24 @@ class KubernetesCluster:
             self._event(node, "RemedyDryRun", "would stop the GPU operator's pods")
             return 0
         with api_errors("patch", f"nodes/{node}"):
-            self.core.patch_node(node, {"metadata": {
-                "labels": dict.fromkeys(GPU_OPERAND_LABELS, "false"),
-                "annotations": {GPU_OPERANDS_SAVED: json.dumps(previous, sort_keys=True)}}})
+            self.core.patch_node(
+                node,
+                {
+                    "metadata": {
+                        "labels": dict.fromkeys(GPU_OPERAND_LABELS, "false"),
+                        "annotations": {GPU_OPERANDS_SAVED: json.dumps(previous, sort_keys=True)},
+                    }
+                },
+            )
         operands = {meta(p)["uid"] for p in self._pods(node) if _gpu_operand(p)}
         deadline = time.monotonic() + self._drain_timeout_s
         while {meta(p)["uid"] for p in self._pods(node) if _gpu_operand(p)} & operands:
             if time.monotonic() > deadline:
                 raise TransientError(f"the GPU operator's pods did not leave {node}")
             time.sleep(min(self._eviction_retry_s, 1.0))
-        self._event(node, "RemedyGpusReleased", f"stopped {len(operands)} GPU operator pods "
-                                                "for a GPU reset")
+        self._event(
+            node, "RemedyGpusReleased", f"stopped {len(operands)} GPU operator pods for a GPU reset"
+        )
         return len(operands)
 
     def return_gpus(self, node: str) -> None:
@@ -212,8 +242,15 @@ class KubernetesCluster:
         if saved is None or self.dry_run:
             return
         with api_errors("patch", f"nodes/{node}"):
-            self.core.patch_node(node, {"metadata": {"labels": json.loads(saved),
-                                                     "annotations": {GPU_OPERANDS_SAVED: None}}})
+            self.core.patch_node(
+                node,
+                {
+                    "metadata": {
+                        "labels": json.loads(saved),
+                        "annotations": {GPU_OPERANDS_SAVED: None},
+                    }
+                },
+            )
         self._event(node, "RemedyGpusReturned", "the GPU operator's pods may run again")
 
     # -- conditions ------------------------------------------------------------------------
@@ -225,10 +262,21 @@ class KubernetesCluster:
 
     def set_conditions(self, node: str, conditions: list[NodeCondition]) -> None:
         # Strategic merge keys conditions by type: only remedy's own conditions are written.
-        body = {"status": {"conditions": [
-            {"type": c.type, "status": c.status, "reason": c.reason, "message": c.message,
-             "lastHeartbeatTime": c.last_heartbeat_time.isoformat(),
-             "lastTransitionTime": c.last_transition_time.isoformat()} for c in conditions]}}
+        body = {
+            "status": {
+                "conditions": [
+                    {
+                        "type": c.type,
+                        "status": c.status,
+                        "reason": c.reason,
+                        "message": c.message,
+                        "lastHeartbeatTime": c.last_heartbeat_time.isoformat(),
+                        "lastTransitionTime": c.last_transition_time.isoformat(),
+                    }
+                    for c in conditions
+                ]
+            }
+        }
         with api_errors("patch", f"nodes/{node}/status"):
             self.core.patch_node_status(node, body)
 
@@ -243,8 +291,9 @@ class KubernetesCluster:
         except ValidationError:
             kept = []  # a hand-edited annotation must not stop the agent's record
         merged = remember(kept, xids, self._clock())
-        body = json.dumps([x.model_dump(mode="json", exclude_none=True) for x in merged],
-                          separators=(",", ":"))
+        body = json.dumps(
+            [x.model_dump(mode="json", exclude_none=True) for x in merged], separators=(",", ":")
+        )
         with api_errors("patch", f"nodes/{node}"):
             self.core.patch_node(node, {"metadata": {"annotations": {RECENT_XIDS: body}}})
 
@@ -256,9 +305,13 @@ class KubernetesCluster:
             return
         taints = current.get("spec", {}).get("taints", [])
         with api_errors("patch", f"nodes/{node}"):
-            self.core.patch_node(node, {
-                "metadata": {"resourceVersion": meta(current).get("resourceVersion")},
-                "spec": {"taints": [*taints, ADMISSION_TAINT]}})
+            self.core.patch_node(
+                node,
+                {
+                    "metadata": {"resourceVersion": meta(current).get("resourceVersion")},
+                    "spec": {"taints": [*taints, ADMISSION_TAINT]},
+                },
+            )
 
     def admit(self, node: str, serials: list[str]) -> None:
         current = self._node(node)
@@ -268,21 +321,31 @@ class KubernetesCluster:
             return
         taints = current.get("spec", {}).get("taints", [])
         with api_errors("patch", f"nodes/{node}"):
-            self.core.patch_node(node, {
-                "metadata": {"resourceVersion": meta(current).get("resourceVersion"),
-                             "labels": {VALIDATED_LABEL: "true"},
-                             "annotations": {GPU_SERIALS: ",".join(serials),
-                                             VALIDATED_AT: self._clock().isoformat(),
-                                             ADMISSION_REJECTED: None}},
-                "spec": {"taints": [t for t in taints
-                                    if t.get("key") != ADMISSION_TAINT["key"]]}})
+            self.core.patch_node(
+                node,
+                {
+                    "metadata": {
+                        "resourceVersion": meta(current).get("resourceVersion"),
+                        "labels": {VALIDATED_LABEL: "true"},
+                        "annotations": {
+                            GPU_SERIALS: ",".join(serials),
+                            VALIDATED_AT: self._clock().isoformat(),
+                            ADMISSION_REJECTED: None,
+                        },
+                    },
+                    "spec": {
+                        "taints": [t for t in taints if t.get("key") != ADMISSION_TAINT["key"]]
+                    },
+                },
+            )
         self._event(node, "RemedyAdmitted", f"validated: {len(serials)} GPUs passed admission")
 
     def reject(self, node: str, reason: str) -> None:
         if not self.dry_run:
             with api_errors("patch", f"nodes/{node}"):
-                self.core.patch_node(node, {"metadata": {
-                    "annotations": {ADMISSION_REJECTED: reason[:1024]}}})
+                self.core.patch_node(
+                    node, {"metadata": {"annotations": {ADMISSION_REJECTED: reason[:1024]}}}
+                )
         self._event(node, "RemedyAdmissionRejected", reason)
 
     # -- pods ------------------------------------------------------------------------------
@@ -300,8 +363,11 @@ class KubernetesCluster:
                 continue
             try:
                 with api_errors("delete", "pods"):
-                    self.core.delete_namespaced_pod(meta(pod)["name"], meta(pod)["namespace"],
-                                                    grace_period_seconds=self._kill_grace_s)
+                    self.core.delete_namespaced_pod(
+                        meta(pod)["name"],
+                        meta(pod)["namespace"],
+                        grace_period_seconds=self._kill_grace_s,
+                    )
             except NodeGone:
                 pass  # already gone: that is what we wanted
         verb = "would delete" if self.dry_run else "deleted"
@@ -321,8 +387,7 @@ class KubernetesCluster:
             self._event(node, "RemedyDryRun", f"would evict {len(pending)} pods")
             return DrainResult(evicted=len(pending), skipped=len(skipped))
         deadline = time.monotonic() + self._drain_timeout_s
-        self._checkpoint_grace(node, [p for p in pending.values() if _uses_gpus(p)],
-                               on_progress)
+        self._checkpoint_grace(node, [p for p in pending.values() if _uses_gpus(p)], on_progress)
         while pending:
             on_progress(len(pending))
             for uid, pod in list(pending.items()):
@@ -333,15 +398,18 @@ class KubernetesCluster:
                     continue
             if pending:
                 if time.monotonic() > deadline:
-                    raise DrainBlocked(f"{len(pending)} pods still protected by a "
-                                       "PodDisruptionBudget when the drain timed out")
+                    raise DrainBlocked(
+                        f"{len(pending)} pods still protected by a "
+                        "PodDisruptionBudget when the drain timed out"
+                    )
                 time.sleep(self._eviction_retry_s)
         self._wait_gone(node, set(evicted), deadline, on_progress)
         self._event(node, "RemedyDrained", f"evicted {len(evicted)} pods, left {len(skipped)}")
         return DrainResult(evicted=len(evicted), skipped=len(skipped))
 
-    def _checkpoint_grace(self, node: str, jobs: list[Json],
-                          on_progress: Callable[[int], None]) -> None:
+    def _checkpoint_grace(
+        self, node: str, jobs: list[Json], on_progress: Callable[[int], None]
+    ) -> None:
         """Tell training pods a drain is coming (an annotation the job can watch) and wait up to
         the grace period, or until each has answered that it checkpointed."""
         if not jobs or self._checkpoint_grace_s <= 0:
@@ -350,16 +418,24 @@ class KubernetesCluster:
         for job in jobs:
             with api_errors("patch", "pods"):
                 self.core.patch_namespaced_pod(
-                    meta(job)["name"], meta(job)["namespace"],
-                    {"metadata": {"annotations": {CHECKPOINT_REQUESTED: asked}}})
-        self._event(node, "RemedyCheckpointRequested",
-                    f"asked {len(jobs)} GPU pods to checkpoint; evicting in at most "
-                    f"{self._checkpoint_grace_s:g}s")
+                    meta(job)["name"],
+                    meta(job)["namespace"],
+                    {"metadata": {"annotations": {CHECKPOINT_REQUESTED: asked}}},
+                )
+        self._event(
+            node,
+            "RemedyCheckpointRequested",
+            f"asked {len(jobs)} GPU pods to checkpoint; evicting in at most "
+            f"{self._checkpoint_grace_s:g}s",
+        )
         waiting = {meta(j)["uid"] for j in jobs}
         deadline = time.monotonic() + self._checkpoint_grace_s
         while time.monotonic() < deadline:
-            done = {meta(p)["uid"] for p in self._pods(node)
-                    if CHECKPOINTED in meta(p).get("annotations", {})}
+            done = {
+                meta(p)["uid"]
+                for p in self._pods(node)
+                if CHECKPOINTED in meta(p).get("annotations", {})
+            }
             on_progress(len(waiting - done))
             if waiting <= done:
                 return
@@ -367,16 +443,20 @@ class KubernetesCluster:
 
     def _evict(self, pod: Json) -> None:
         name, namespace = meta(pod)["name"], meta(pod)["namespace"]
-        body = k8s.V1Eviction(api_version="policy/v1", kind="Eviction",
-                              metadata=k8s.V1ObjectMeta(name=name, namespace=namespace))
+        body = k8s.V1Eviction(
+            api_version="policy/v1",
+            kind="Eviction",
+            metadata=k8s.V1ObjectMeta(name=name, namespace=namespace),
+        )
         try:
             with api_errors("create", "pods/eviction"):
                 self.core.create_namespaced_pod_eviction(name, namespace, body)
         except NodeGone:
             pass  # the pod is already gone
 
-    def _wait_gone(self, node: str, uids: set[str], deadline: float,
-                   on_progress: Callable[[int], None]) -> None:
+    def _wait_gone(
+        self, node: str, uids: set[str], deadline: float, on_progress: Callable[[int], None]
+    ) -> None:
         while True:
             left = {meta(p).get("uid") for p in self._pods(node)} & uids
             on_progress(len(left))
@@ -397,9 +477,11 @@ class KubernetesCluster:
             karpenter = KARPENTER_POOL_LABEL in meta(current).get("labels", {})
             provider = ReplaceProvider.KARPENTER if karpenter else ReplaceProvider.NONE
         if provider is ReplaceProvider.NONE:
-            raise ActionRefused(f"cannot tell how this cluster provisions {node}: it is not a "
-                                "Karpenter node; set the replace provider to 'plain' to delete "
-                                "the Node object and let your provisioner bring a new one")
+            raise ActionRefused(
+                f"cannot tell how this cluster provisions {node}: it is not a "
+                "Karpenter node; set the replace provider to 'plain' to delete "
+                "the Node object and let your provisioner bring a new one"
+            )
         if provider is ReplaceProvider.KARPENTER:
             return self._replace_nodeclaim(node)
         if self.dry_run:
@@ -414,8 +496,10 @@ class KubernetesCluster:
     def _replace_nodeclaim(self, node: str) -> str:
         with api_errors("list", "nodeclaims.karpenter.sh"):
             claims = cast(Json, self.custom.list_cluster_custom_object(*NODECLAIMS))
-        owner = next((c for c in claims.get("items", [])
-                      if c.get("status", {}).get("nodeName") == node), None)
+        owner = next(
+            (c for c in claims.get("items", []) if c.get("status", {}).get("nodeName") == node),
+            None,
+        )
         if owner is None:
             raise ActionRefused(f"no Karpenter NodeClaim owns {node}: refusing to guess")
         name = meta(owner)["name"]
@@ -429,19 +513,31 @@ class KubernetesCluster:
 
     # -- events ----------------------------------------------------------------------------
     def _event(self, node: str, reason: str, message: str) -> None:
-        record_event(self.core, k8s.V1ObjectReference(kind="Node", name=node, api_version="v1"),
-                     reason, message, self._clock())
+        record_event(
+            self.core,
+            k8s.V1ObjectReference(kind="Node", name=node, api_version="v1"),
+            reason,
+            message,
+            self._clock(),
+        )
 
 
 def remedy_conditions(node: Json, now: datetime) -> list[NodeCondition]:
     """remedy's own conditions on a node object (``now`` stands in for a missing time)."""
-    return [NodeCondition.model_validate({
-                "type": c["type"], "status": c.get("status", "Unknown"),
-                "reason": c.get("reason", ""), "message": c.get("message", ""),
+    return [
+        NodeCondition.model_validate(
+            {
+                "type": c["type"],
+                "status": c.get("status", "Unknown"),
+                "reason": c.get("reason", ""),
+                "message": c.get("message", ""),
                 "last_heartbeat_time": c.get("lastHeartbeatTime") or now,
-                "last_transition_time": c.get("lastTransitionTime") or now})
-            for c in node.get("status", {}).get("conditions", [])
-            if c.get("type") in REMEDY_CONDITIONS]
+                "last_transition_time": c.get("lastTransitionTime") or now,
+            }
+        )
+        for c in node.get("status", {}).get("conditions", [])
+        if c.get("type") in REMEDY_CONDITIONS
+    ]
 
 
 def _has_taint(node: Json, taint: Json) -> bool:

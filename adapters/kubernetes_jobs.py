@@ -48,8 +48,12 @@ RESTART_ATTEMPT = "remedy.io/restart-attempt"
 RESTART_REASON = "remedy.io/restart-reason"
 STOPPED = "remedy.io/stopped"
 # Set by the API server on every Job it admits; a copy must not carry the old Job's.
-GENERATED_LABELS = ("controller-uid", "batch.kubernetes.io/controller-uid", "job-name",
-                    "batch.kubernetes.io/job-name")
+GENERATED_LABELS = (
+    "controller-uid",
+    "batch.kubernetes.io/controller-uid",
+    "job-name",
+    "batch.kubernetes.io/job-name",
+)
 LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
 LOG_LINES = 100
 MAX_NAME = 63  # a Job's name becomes a label value on its pods
@@ -65,8 +69,14 @@ def _now() -> datetime:
 
 
 class KubernetesJobs:
-    def __init__(self, api: k8s.ApiClient, *, dry_run: bool = False,
-                 clock: Callable[[], datetime] = _now, log_lines: int = LOG_LINES) -> None:
+    def __init__(
+        self,
+        api: k8s.ApiClient,
+        *,
+        dry_run: bool = False,
+        clock: Callable[[], datetime] = _now,
+        log_lines: int = LOG_LINES,
+    ) -> None:
         self.core, self.batch = k8s.CoreV1Api(api), k8s.BatchV1Api(api)
         self._api, self.dry_run, self._clock, self._log_lines = api, dry_run, clock, log_lines
 
@@ -87,43 +97,62 @@ class KubernetesJobs:
         out = []
         for job, failed in by_job.items():
             pods = [p for p in self._guarded_pods(job.namespace) if _job_of(p) == job]
-            job_nodes = sorted({n for p in [*failed, *pods]
-                                if (n := p.get("spec", {}).get("nodeName"))})
+            job_nodes = sorted(
+                {n for p in [*failed, *pods] if (n := p.get("spec", {}).get("nodeName"))}
+            )
             out += [self._failure(pod, job, job_nodes, evidence) for pod in failed]
         return out
 
-    def _guarded_pods(self, namespace: str | None, field_selector: str | None = None
-                      ) -> list[Json]:
+    def _guarded_pods(self, namespace: str | None, field_selector: str | None = None) -> list[Json]:
         selector = f"{GUARD_LABEL}=true"
         with api_errors("list", "pods"):
-            listed = self.core.list_namespaced_pod(
-                namespace, label_selector=selector, field_selector=field_selector) \
-                if namespace else self.core.list_pod_for_all_namespaces(
-                label_selector=selector, field_selector=field_selector)
-        return [p for p in self._json(listed).get("items", [])  # the selector, belt and braces
-                if meta(p).get("labels", {}).get(GUARD_LABEL) == "true"]
+            listed = (
+                self.core.list_namespaced_pod(
+                    namespace, label_selector=selector, field_selector=field_selector
+                )
+                if namespace
+                else self.core.list_pod_for_all_namespaces(
+                    label_selector=selector, field_selector=field_selector
+                )
+            )
+        return [
+            p
+            for p in self._json(listed).get("items", [])  # the selector, belt and braces
+            if meta(p).get("labels", {}).get(GUARD_LABEL) == "true"
+        ]
 
-    def _failure(self, pod: Json, job: JobRef, job_nodes: list[str], evidence: _NodeEvidence
-                 ) -> GuardedFailure:
+    def _failure(
+        self, pod: Json, job: JobRef, job_nodes: list[str], evidence: _NodeEvidence
+    ) -> GuardedFailure:
         node = pod.get("spec", {}).get("nodeName") or ""  # "": it never got a node
         termination, container, ended = _termination(pod)
         findings = [f for n in job_nodes for f in evidence.findings(n)]
         xids = [x for n in job_nodes for x in evidence.xids(n)]
         failure = PodFailure(
-            job=str(job), pod=meta(pod)["name"], node=node,
-            failed_at=ended or self._clock(), termination=termination,
+            job=str(job),
+            pod=meta(pod)["name"],
+            node=node,
+            failed_at=ended or self._clock(),
+            termination=termination,
             log_tail=self._log_tail(pod, container) if not evidence.gone(node) else "",
-            node_gone=evidence.gone(node), findings=findings, xids=xids)
-        return GuardedFailure(job=job, pod_uid=meta(pod).get("uid", ""), failure=failure,
-                              job_nodes=job_nodes)
+            node_gone=evidence.gone(node),
+            findings=findings,
+            xids=xids,
+        )
+        return GuardedFailure(
+            job=job, pod_uid=meta(pod).get("uid", ""), failure=failure, job_nodes=job_nodes
+        )
 
     def _log_tail(self, pod: Json, container: str | None) -> str:
         """The last lines of the failed container's log; "" when the kubelet cannot say."""
         try:
             with api_errors("get", "pods/log"):
                 text = self.core.read_namespaced_pod_log(
-                    meta(pod)["name"], meta(pod)["namespace"], container=container,
-                    tail_lines=self._log_lines)
+                    meta(pod)["name"],
+                    meta(pod)["namespace"],
+                    container=container,
+                    tail_lines=self._log_lines,
+                )
         except RemedyError as exc:
             log.info("no log for %s: %s", meta(pod)["name"], exc)
             return ""
@@ -134,8 +163,11 @@ class KubernetesJobs:
             return
         try:
             with api_errors("patch", "pods"):
-                self.core.patch_namespaced_pod(failure.failure.pod, failure.job.namespace,
-                                               {"metadata": {"annotations": {REPORTED: guard}}})
+                self.core.patch_namespaced_pod(
+                    failure.failure.pod,
+                    failure.job.namespace,
+                    {"metadata": {"annotations": {REPORTED: guard}}},
+                )
         except NodeGone:
             pass  # the pod is gone: it is not listed again either
 
@@ -147,10 +179,16 @@ class KubernetesJobs:
     def _latest(self, job: JobRef) -> Json | None:
         """The guarded job's newest incarnation: the Job itself or remedy's latest copy."""
         with api_errors("list", "jobs"):
-            listed = self._json(self.batch.list_namespaced_job(
-                job.namespace, label_selector=f"{JOB_LABEL}={job.name}"))
-        found = [j for j in listed.get("items", [])
-                 if meta(j).get("labels", {}).get(JOB_LABEL) == job.name]
+            listed = self._json(
+                self.batch.list_namespaced_job(
+                    job.namespace, label_selector=f"{JOB_LABEL}={job.name}"
+                )
+            )
+        found = [
+            j
+            for j in listed.get("items", [])
+            if meta(j).get("labels", {}).get(JOB_LABEL) == job.name
+        ]
         try:
             with api_errors("get", "jobs"):
                 found.append(self._json(self.batch.read_namespaced_job(job.name, job.namespace)))
@@ -158,8 +196,9 @@ class KubernetesJobs:
             pass
         return max(found, key=_attempt, default=None)
 
-    def restart_job(self, job: JobRef, attempt: int, reason: str,
-                    resumed_by: str | None = None) -> str:
+    def restart_job(
+        self, job: JobRef, attempt: int, reason: str, resumed_by: str | None = None
+    ) -> str:
         latest = self._latest(job)
         if latest is None:
             raise ActionFailed(f"job {job} no longer exists: nothing to restart")
@@ -167,14 +206,19 @@ class KubernetesJobs:
             return f"{meta(latest)['name']} already restarted (attempt {attempt})"
         mode = meta(latest).get("annotations", {}).get(RESTART_MODE, RestartMode.RECREATE)
         if mode not in tuple(RestartMode):
-            raise ActionRefused(f"job {job}: unknown {RESTART_MODE} {mode!r} (recreate or "
-                                "annotate)")
+            raise ActionRefused(
+                f"job {job}: unknown {RESTART_MODE} {mode!r} (recreate or annotate)"
+            )
         state, name = _state(latest), meta(latest)["name"]
         marks = {RESTART_ATTEMPT: str(attempt), RESTART_REASON: reason[:1024]}
         if mode == RestartMode.ANNOTATE:
             self._patch_job(name, job.namespace, {"metadata": {"annotations": marks}})
-            return self._told(job, name, "RemedyRestartRequested",
-                              f"restart {attempt} requested from the job's operator: {reason}")
+            return self._told(
+                job,
+                name,
+                "RemedyRestartRequested",
+                f"restart {attempt} requested from the job's operator: {reason}",
+            )
         if state is JobState.SUCCEEDED:
             return f"{name} completed: nothing to restart"
         if state is JobState.RUNNING:  # its controller is recreating the pod (backoffLimit)
@@ -183,22 +227,31 @@ class KubernetesJobs:
         if state is JobState.SUSPENDED:
             stopped = meta(latest).get("annotations", {}).get(STOPPED)
             if stopped is None:
-                raise ActionRefused(f"job {name} was suspended by someone else: remedy leaves "
-                                    "it suspended")
+                raise ActionRefused(
+                    f"job {name} was suspended by someone else: remedy leaves it suspended"
+                )
             if resumed_by is None:
-                raise ActionRefused(f"job {name} was stopped by remedy ({stopped}): only a "
-                                    "person resumes it (remedy resume-job)")
-            self._patch_job(name, job.namespace, {
-                "metadata": {"annotations": {**marks, STOPPED: None}},
-                "spec": {"suspend": False}})
-            return self._told(job, name, "RemedyRestarted", f"resumed by {resumed_by} "
-                                                            f"(restart {attempt}): {reason}")
+                raise ActionRefused(
+                    f"job {name} was stopped by remedy ({stopped}): only a "
+                    "person resumes it (remedy resume-job)"
+                )
+            self._patch_job(
+                name,
+                job.namespace,
+                {"metadata": {"annotations": {**marks, STOPPED: None}}, "spec": {"suspend": False}},
+            )
+            return self._told(
+                job,
+                name,
+                "RemedyRestarted",
+                f"resumed by {resumed_by} (restart {attempt}): {reason}",
+            )
         return self._recreate(job, latest, attempt, marks)
 
     def _recreate(self, job: JobRef, failed: Json, attempt: int, marks: dict[str, str]) -> str:
         """A fresh copy of the failed Job under a new name; the failed one stays to look at."""
         suffix = f"-r{attempt}"
-        name = job.name[:MAX_NAME - len(suffix)] + suffix
+        name = job.name[: MAX_NAME - len(suffix)] + suffix
         body = _copy_of(failed, name, job, marks)
         if self.dry_run:
             return self._told(job, meta(failed)["name"], "RemedyDryRun", f"would create {name}")
@@ -209,9 +262,13 @@ class KubernetesJobs:
         except RemedyError as exc:
             if "409" not in str(exc):  # 409: a retried activity already created it
                 raise
-        return self._told(job, name, "RemedyRestarted",
-                          f"created {name} from the failed {meta(failed)['name']} (restart "
-                          f"{attempt}): {marks[RESTART_REASON]}")
+        return self._told(
+            job,
+            name,
+            "RemedyRestarted",
+            f"created {name} from the failed {meta(failed)['name']} (restart "
+            f"{attempt}): {marks[RESTART_REASON]}",
+        )
 
     def stop_job(self, job: JobRef, reason: str) -> str:
         latest = self._latest(job)
@@ -219,10 +276,14 @@ class KubernetesJobs:
             return f"job {job} no longer exists"
         state, name = _state(latest), meta(latest)["name"]
         if state in (JobState.FAILED, JobState.SUCCEEDED, JobState.SUSPENDED):
-            return self._told(job, name, "RemedyJobStopped", f"{state.value}; stays so: "
-                              f"{reason}", warning=True)
-        self._patch_job(name, job.namespace, {"metadata": {"annotations": {
-            STOPPED: reason[:1024]}}, "spec": {"suspend": True}})
+            return self._told(
+                job, name, "RemedyJobStopped", f"{state.value}; stays so: {reason}", warning=True
+            )
+        self._patch_job(
+            name,
+            job.namespace,
+            {"metadata": {"annotations": {STOPPED: reason[:1024]}}, "spec": {"suspend": True}},
+        )
         return self._told(job, name, "RemedyJobStopped", f"suspended: {reason}", warning=True)
 
     def _patch_job(self, name: str, namespace: str, body: Json) -> None:
@@ -231,11 +292,13 @@ class KubernetesJobs:
         with api_errors("patch", "jobs"):
             self.batch.patch_namespaced_job(name, namespace, body)
 
-    def _told(self, job: JobRef, name: str, reason: str, message: str, *,
-              warning: bool = False) -> str:
+    def _told(
+        self, job: JobRef, name: str, reason: str, message: str, *, warning: bool = False
+    ) -> str:
         """An Event on the Job (the notice people and alerting see); the same line back."""
-        about = k8s.V1ObjectReference(kind="Job", name=name, namespace=job.namespace,
-                                      api_version="batch/v1")
+        about = k8s.V1ObjectReference(
+            kind="Job", name=name, namespace=job.namespace, api_version="batch/v1"
+        )
         record_event(self.core, about, reason, message, self._clock(), warning=warning)
         return f"{name}: {message}"
 
@@ -264,8 +327,11 @@ class _NodeEvidence:
         node = self._node(name)
         if node is None:
             return []
-        return [finding_from_condition(name, c)
-                for c in remedy_conditions(node, self._jobs._clock()) if c.status == "True"]
+        return [
+            finding_from_condition(name, c)
+            for c in remedy_conditions(node, self._jobs._clock())
+            if c.status == "True"
+        ]
 
     def xids(self, name: str) -> list[XidSeen]:
         if name not in self._xids:
@@ -281,12 +347,19 @@ class _NodeEvidence:
 
     def _pods_on(self, name: str) -> list[PodRun]:
         with api_errors("list", "pods"):
-            listed = self._jobs._json(self._jobs.core.list_pod_for_all_namespaces(
-                field_selector=f"spec.nodeName={name}"))
-        return [PodRun(job=str(job) if (job := _job_of(p)) else None, gpus=gpu_count(p),
-                       started_at=timestamp(p.get("status", {}).get("startTime")),
-                       ended_at=_termination(p)[2] if _failed(p) or _succeeded(p) else None)
-                for p in listed.get("items", []) if p.get("spec", {}).get("nodeName") == name]
+            listed = self._jobs._json(
+                self._jobs.core.list_pod_for_all_namespaces(field_selector=f"spec.nodeName={name}")
+            )
+        return [
+            PodRun(
+                job=str(job) if (job := _job_of(p)) else None,
+                gpus=gpu_count(p),
+                started_at=timestamp(p.get("status", {}).get("startTime")),
+                ended_at=_termination(p)[2] if _failed(p) or _succeeded(p) else None,
+            )
+            for p in listed.get("items", [])
+            if p.get("spec", {}).get("nodeName") == name
+        ]
 
 
 def _job_of(pod: Json) -> JobRef | None:
@@ -307,25 +380,40 @@ def _termination(pod: Json) -> tuple[Termination, str | None, datetime | None]:
     """How the pod ended: the first container that failed (else the first that ended), the
     cluster's DisruptionTarget reason, and when."""
     status = pod.get("status", {})
-    ended = [(c["name"], c["state"]["terminated"]) for c in status.get("containerStatuses", [])
-             if c.get("state", {}).get("terminated")]
+    ended = [
+        (c["name"], c["state"]["terminated"])
+        for c in status.get("containerStatuses", [])
+        if c.get("state", {}).get("terminated")
+    ]
     ended.sort(key=lambda pair: pair[1].get("exitCode", 0) == 0)  # failures first
-    disruption = next((c for c in status.get("conditions", [])
-                       if c.get("type") == "DisruptionTarget" and c.get("status") == "True"),
-                      None)
+    disruption = next(
+        (
+            c
+            for c in status.get("conditions", [])
+            if c.get("type") == "DisruptionTarget" and c.get("status") == "True"
+        ),
+        None,
+    )
     container, state = ended[0] if ended else (None, {})
     at = timestamp(state.get("finishedAt")) or timestamp(
-        (disruption or {}).get("lastTransitionTime"))
-    return Termination(exit_code=state.get("exitCode"),
-                       reason=state.get("reason") or status.get("reason", ""),
-                       disruption=disruption.get("reason") if disruption else None,
-                       message=(state.get("message") or status.get("message", ""))[:1024]
-                       ), container, at
+        (disruption or {}).get("lastTransitionTime")
+    )
+    return (
+        Termination(
+            exit_code=state.get("exitCode"),
+            reason=state.get("reason") or status.get("reason", ""),
+            disruption=disruption.get("reason") if disruption else None,
+            message=(state.get("message") or status.get("message", ""))[:1024],
+        ),
+        container,
+        at,
+    )
 
 
 def _state(job: Json) -> JobState:
-    conditions = {c.get("type"): c.get("status") for c in job.get("status", {}).get(
-        "conditions", [])}
+    conditions = {
+        c.get("type"): c.get("status") for c in job.get("status", {}).get("conditions", [])
+    }
     if conditions.get("Complete") == "True":
         return JobState.SUCCEEDED
     if conditions.get("Failed") == "True":
@@ -346,17 +434,29 @@ def _copy_of(job: Json, name: str, ref: JobRef, marks: dict[str, str]) -> Json:
     spec = copy.deepcopy(job.get("spec", {}))
     spec.pop("suspend", None)
     template_meta = spec.setdefault("template", {}).setdefault("metadata", {})
-    labels = {k: v for k, v in template_meta.get("labels", {}).items()
-              if spec.get("manualSelector") or k not in GENERATED_LABELS}
+    labels = {
+        k: v
+        for k, v in template_meta.get("labels", {}).items()
+        if spec.get("manualSelector") or k not in GENERATED_LABELS
+    }
     template_meta["labels"] = {**labels, JOB_LABEL: ref.name}
     if not spec.get("manualSelector"):
         spec.pop("selector", None)
     old = meta(job)
-    annotations = {k: v for k, v in old.get("annotations", {}).items()
-                   if k not in (LAST_APPLIED, STOPPED)}
-    return {"apiVersion": "batch/v1", "kind": "Job",
-            "metadata": {"name": name, "namespace": ref.namespace,
-                         "labels": {**{k: v for k, v in old.get("labels", {}).items()
-                                       if k not in GENERATED_LABELS}, JOB_LABEL: ref.name},
-                         "annotations": {**annotations, **marks}},
-            "spec": spec}
+    annotations = {
+        k: v for k, v in old.get("annotations", {}).items() if k not in (LAST_APPLIED, STOPPED)
+    }
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {
+            "name": name,
+            "namespace": ref.namespace,
+            "labels": {
+                **{k: v for k, v in old.get("labels", {}).items() if k not in GENERATED_LABELS},
+                JOB_LABEL: ref.name,
+            },
+            "annotations": {**annotations, **marks},
+        },
+        "spec": spec,
+    }

@@ -62,48 +62,90 @@ def minutes(text: str) -> timedelta:
 
 async def run(args: argparse.Namespace) -> TwinReport:
     began = time.monotonic()
-    job = JobConfig(nodes=args.nodes, spares=args.spares, days=args.days,
-                    checkpoint_interval=args.checkpoint_interval,
-                    checkpoint_cost=timedelta(seconds=args.checkpoint_cost_s),
-                    restart=args.restart)
+    job = JobConfig(
+        nodes=args.nodes,
+        spares=args.spares,
+        days=args.days,
+        checkpoint_interval=args.checkpoint_interval,
+        checkpoint_cost=timedelta(seconds=args.checkpoint_cost_s),
+        restart=args.restart,
+    )
     causes = [*LLAMA3_CAUSES, TRANSIENTS]
     fleet = job.nodes + job.spares
     events = generate(causes, fleet, job.duration, args.seed)
     generated = Counter(e.cause for e in events)
-    counts = [CauseCount(cause=c.name, expected=expected_count(c, fleet, job.duration),
-                         generated=generated[c.name]) for c in causes]
+    counts = [
+        CauseCount(
+            cause=c.name,
+            expected=expected_count(c, fleet, job.duration),
+            generated=generated[c.name],
+        )
+        for c in causes
+    ]
     kinds = {e.kind for e in events}
     costs = ActionCosts()
     shipped = RunbookSet(load_runbooks([ROOT / "runbooks"]))
     runs = []
-    for policy, choose in policies(shipped, detect=timedelta(seconds=args.detect_s),
-                                   approval=args.approval, manual_detect=args.manual_detect,
-                                   manual_step=args.manual_step):
+    for policy, choose in policies(
+        shipped,
+        detect=timedelta(seconds=args.detect_s),
+        approval=args.approval,
+        manual_detect=args.manual_detect,
+        manual_step=args.manual_step,
+    ):
         ladders = await ladders_for(kinds, choose)
         result = simulate(events, ladders, policy, job, costs)
-        named = {f"{f or 'no node signal'}{' (transient)' if t else ''}": run
-                 for (f, t), run in sorted(ladders.items(), key=lambda kv: (kv[0][0] or "",
-                                                                            kv[0][1]))}
+        named = {
+            f"{f or 'no node signal'}{' (transient)' if t else ''}": run
+            for (f, t), run in sorted(ladders.items(), key=lambda kv: (kv[0][0] or "", kv[0][1]))
+        }
         runs.append(PolicyRun(result=result, description=policy.description, ladders=named))
         print(f"  {policy.name}: {len(ladders)} ladders climbed", flush=True)
-    return TwinReport(seed=args.seed, job=job, costs=costs, causes=counts, policies=runs,
-                      wall_s=time.monotonic() - began)
+    return TwinReport(
+        seed=args.seed,
+        job=job,
+        costs=costs,
+        causes=counts,
+        policies=runs,
+        wall_s=time.monotonic() - began,
+    )
 
 
-POLICY_HEADERS = ["policy", "goodput", "node availability", "job interruptions",
-                  "replacements", "needless replacements", "MTTR (h)", "job down (h)",
-                  "work lost (h)", "checkpoints (h)"]
+POLICY_HEADERS = [
+    "policy",
+    "goodput",
+    "node availability",
+    "job interruptions",
+    "replacements",
+    "needless replacements",
+    "MTTR (h)",
+    "job down (h)",
+    "work lost (h)",
+    "checkpoints (h)",
+]
 
 
 def policy_rows(report: TwinReport) -> list[list[str]]:
     """One row per policy (POLICY_HEADERS): printed here, a Markdown table in the report."""
+
     def h(delta: timedelta) -> str:
         return f"{delta / timedelta(hours=1):.1f}"
 
-    return [[r.policy, f"{r.goodput:.2%}", f"{r.availability:.3%}", str(r.interruptions),
-             str(r.replacements), str(r.needless_replacements), h(r.mttr), h(r.job_down),
-             h(r.lost_work), h(r.checkpoint_overhead)]
-            for r in (run.result for run in report.policies)]
+    return [
+        [
+            r.policy,
+            f"{r.goodput:.2%}",
+            f"{r.availability:.3%}",
+            str(r.interruptions),
+            str(r.replacements),
+            str(r.needless_replacements),
+            h(r.mttr),
+            h(r.job_down),
+            h(r.lost_work),
+            h(r.checkpoint_overhead),
+        ]
+        for r in (run.result for run in report.policies)
+    ]
 
 
 def main() -> None:
@@ -112,23 +154,53 @@ def main() -> None:
     parser.add_argument("--days", type=float, default=54)
     parser.add_argument("--nodes", type=int, default=2048, help="nodes the job spans")
     parser.add_argument("--spares", type=int, default=32, help="spare nodes, paid for")
-    parser.add_argument("--checkpoint-interval", type=minutes, default=minutes("15"),
-                        help="minutes of training between checkpoints")
-    parser.add_argument("--checkpoint-cost-s", type=float, default=30,
-                        help="seconds the job pauses to write a checkpoint")
-    parser.add_argument("--restart", type=minutes, default=minutes("5"),
-                        help="minutes to reschedule and reload after an interruption")
-    parser.add_argument("--detect-s", type=float, default=30,
-                        help="automated policies: seconds from a fault to the node cordoned")
-    parser.add_argument("--approval", type=hours, default=hours("1"),
-                        help="remedy: hours until a person approves a replacement")
-    parser.add_argument("--manual-detect", type=hours, default=hours("1"),
-                        help="manual: hours until a person finds and cordons the bad node")
-    parser.add_argument("--manual-step", type=hours, default=hours("2"),
-                        help="manual: hours until a person takes each further step")
+    parser.add_argument(
+        "--checkpoint-interval",
+        type=minutes,
+        default=minutes("15"),
+        help="minutes of training between checkpoints",
+    )
+    parser.add_argument(
+        "--checkpoint-cost-s",
+        type=float,
+        default=30,
+        help="seconds the job pauses to write a checkpoint",
+    )
+    parser.add_argument(
+        "--restart",
+        type=minutes,
+        default=minutes("5"),
+        help="minutes to reschedule and reload after an interruption",
+    )
+    parser.add_argument(
+        "--detect-s",
+        type=float,
+        default=30,
+        help="automated policies: seconds from a fault to the node cordoned",
+    )
+    parser.add_argument(
+        "--approval",
+        type=hours,
+        default=hours("1"),
+        help="remedy: hours until a person approves a replacement",
+    )
+    parser.add_argument(
+        "--manual-detect",
+        type=hours,
+        default=hours("1"),
+        help="manual: hours until a person finds and cordons the bad node",
+    )
+    parser.add_argument(
+        "--manual-step",
+        type=hours,
+        default=hours("2"),
+        help="manual: hours until a person takes each further step",
+    )
     args = parser.parse_args()
-    print(f"fleet twin: {args.nodes} + {args.spares} nodes, {args.days:g} days, seed "
-          f"{args.seed}", flush=True)
+    print(
+        f"fleet twin: {args.nodes} + {args.spares} nodes, {args.days:g} days, seed {args.seed}",
+        flush=True,
+    )
     try:
         report = asyncio.run(run(args))
     except ValidationError as exc:  # e.g. --days 0: one line naming the flag, no traceback

@@ -55,8 +55,14 @@ def main() -> None:
     print(f"probe cost per node (ms), target ≤ {TARGET_MS:g} ms for 8 real GPUs")
     print("| backend                            |  runs |    median |       p99 | note")
     print("|------------------------------------|-------|-----------|-----------|-----")
-    print(row("simulated NVML, 8 GPUs + 8 NICs", args.runs, sim,
-              "the probe's own overhead (threads, timeouts, models)"))
+    print(
+        row(
+            "simulated NVML, 8 GPUs + 8 NICs",
+            args.runs,
+            sim,
+            "the probe's own overhead (threads, timeouts, models)",
+        )
+    )
 
     nvml = real_nvml()
     try:
@@ -68,14 +74,22 @@ def main() -> None:
         return
     real = timed(lambda: probe_node("local", nvml, ProbeConfig(expected_gpus=count)), args.runs)
     verdict = "meets" if real[0] <= TARGET_MS else "MISSES"
-    print(row(f"real NVML, {count} GPUs", args.runs, real,
-              f"{verdict} the {TARGET_MS:g} ms target"))
+    print(
+        row(f"real NVML, {count} GPUs", args.runs, real, f"{verdict} the {TARGET_MS:g} ms target")
+    )
     smi = shutil.which("nvidia-smi")
     if smi:
-        baseline = timed(lambda: subprocess.run([smi, "-q"], capture_output=True, check=True),
-                         args.smi_runs)
-        print(row("nvidia-smi -q (baseline)", args.smi_runs, baseline,
-                  f"remedy's probe is {baseline[0] / real[0]:.0f}× faster at the median"))
+        baseline = timed(
+            lambda: subprocess.run([smi, "-q"], capture_output=True, check=True), args.smi_runs
+        )
+        print(
+            row(
+                "nvidia-smi -q (baseline)",
+                args.smi_runs,
+                baseline,
+                f"remedy's probe is {baseline[0] / real[0]:.0f}× faster at the median",
+            )
+        )
 
 
 if __name__ == "__main__":

@@ -25,8 +25,11 @@ GOODPUT_TARGET, AVAILABILITY_TARGET = 0.95, 0.9995
 
 
 def markdown(headers: list[str], rows: list[list[str]]) -> list[str]:
-    return ["| " + " | ".join(headers) + " |", "|---" * len(headers) + "|",
-            *("| " + " | ".join(row) + " |" for row in rows)]
+    return [
+        "| " + " | ".join(headers) + " |",
+        "|---" * len(headers) + "|",
+        *("| " + " | ".join(row) + " |" for row in rows),
+    ]
 
 
 def hours(delta: timedelta) -> str:
@@ -36,7 +39,8 @@ def hours(delta: timedelta) -> str:
 def twin_section(twin: TwinReport) -> list[str]:
     job = twin.job
     lines = [
-        "## Fleet twin: goodput and availability per policy", "",
+        "## Fleet twin: goodput and availability per policy",
+        "",
         f"{job.nodes} nodes in one lockstep job + {job.spares} spares (all paid for), "
         f"{job.days:g} days, seed {twin.seed}; checkpoint every "
         f"{job.checkpoint_interval / timedelta(minutes=1):g} min costing "
@@ -44,46 +48,67 @@ def twin_section(twin: TwinReport) -> list[str]:
         f"{job.restart / timedelta(minutes=1):g} min. Faults: the Llama 3 causes at their "
         "reported rates plus transient slowdowns (counts below). Each kind of fault was climbed "
         "for real by NodeRemediation on the time-skipping server under each policy's runbooks; "
-        "the weeks pass on the twin's virtual clock (bench/fleet_twin.py, workers/twin.py).", "",
+        "the weeks pass on the twin's virtual clock (bench/fleet_twin.py, workers/twin.py).",
+        "",
         *markdown(POLICY_HEADERS, policy_rows(twin)),
     ]
     remedy = twin.policies[0].result
-    lines += ["", "Targets (remedy's shipped runbooks, next to the two baselines above):", "",
-              f"- goodput ≥ {GOODPUT_TARGET:.0%}: **{remedy.goodput:.2%}** "
-              f"({'met' if remedy.goodput >= GOODPUT_TARGET else 'not met'})",
-              f"- node availability ≥ {AVAILABILITY_TARGET:.2%}: **{remedy.availability:.3%}** "
-              f"({'met' if remedy.availability >= AVAILABILITY_TARGET else 'not met'})",
-              f"- zero needless replacements: **{remedy.needless_replacements}** "
-              f"({'met' if remedy.needless_replacements == 0 else 'not met'})", "",
-              "Where the goodput goes (remedy): the job itself pays "
-              f"{hours(remedy.checkpoint_overhead)} h writing checkpoints and "
-              f"{hours(remedy.lost_work)} h of work lost since the last checkpoint at each "
-              f"interruption; it is down {hours(remedy.job_down)} h for restarts, taking bad "
-              f"nodes out and waiting for spares ({hours(remedy.waiting_for_spares)} h); the "
-              f"{job.spares} spares are paid while idle. Remediation decides the detection "
-              "delay, the repair time and the needless replacements; the checkpoint interval, "
-              "its cost and the restart time belong to the job.", "",
-              "What each policy's ladder did with each kind of fault:", ""]
-    rows = [[kind, *(_ladder_cell(run.ladders[kind]) for run in twin.policies)]
-            for kind in twin.policies[0].ladders]
+    lines += [
+        "",
+        "Targets (remedy's shipped runbooks, next to the two baselines above):",
+        "",
+        f"- goodput ≥ {GOODPUT_TARGET:.0%}: **{remedy.goodput:.2%}** "
+        f"({'met' if remedy.goodput >= GOODPUT_TARGET else 'not met'})",
+        f"- node availability ≥ {AVAILABILITY_TARGET:.2%}: **{remedy.availability:.3%}** "
+        f"({'met' if remedy.availability >= AVAILABILITY_TARGET else 'not met'})",
+        f"- zero needless replacements: **{remedy.needless_replacements}** "
+        f"({'met' if remedy.needless_replacements == 0 else 'not met'})",
+        "",
+        "Where the goodput goes (remedy): the job itself pays "
+        f"{hours(remedy.checkpoint_overhead)} h writing checkpoints and "
+        f"{hours(remedy.lost_work)} h of work lost since the last checkpoint at each "
+        f"interruption; it is down {hours(remedy.job_down)} h for restarts, taking bad "
+        f"nodes out and waiting for spares ({hours(remedy.waiting_for_spares)} h); the "
+        f"{job.spares} spares are paid while idle. Remediation decides the detection "
+        "delay, the repair time and the needless replacements; the checkpoint interval, "
+        "its cost and the restart time belong to the job.",
+        "",
+        "What each policy's ladder did with each kind of fault:",
+        "",
+    ]
+    rows = [
+        [kind, *(_ladder_cell(run.ladders[kind]) for run in twin.policies)]
+        for kind in twin.policies[0].ladders
+    ]
     lines += markdown(["fault", *(run.result.policy for run in twin.policies)], rows)
-    lines += ["", "Fault events generated (expected from the reference rates for this fleet and "
-                  "period):", "",
-              *markdown(["cause", "expected", "generated"],
-                        [[c.cause, f"{c.expected:.1f}", str(c.generated)] for c in twin.causes])]
+    lines += [
+        "",
+        "Fault events generated (expected from the reference rates for this fleet and period):",
+        "",
+        *markdown(
+            ["cause", "expected", "generated"],
+            [[c.cause, f"{c.expected:.1f}", str(c.generated)] for c in twin.causes],
+        ),
+    ]
     costs = twin.costs
-    lines += ["", "Assumed action durations (the simulated fleet does them in no time): "
-                  f"drain {costs.drain}, reset {costs.reset_gpu}, reboot {costs.reboot}, "
-                  f"diagnose {costs.diagnose}, replace {costs.replace} (a machine racked or "
-                  "provisioned, and admitted)."]
+    lines += [
+        "",
+        "Assumed action durations (the simulated fleet does them in no time): "
+        f"drain {costs.drain}, reset {costs.reset_gpu}, reboot {costs.reboot}, "
+        f"diagnose {costs.diagnose}, replace {costs.replace} (a machine racked or "
+        "provisioned, and admitted).",
+    ]
     for run in twin.policies:
         lines.append(f"- *{run.result.policy}*: {run.description}")
-    lines += ["", "Limits of the model: each cause is played by the closest simulated fault "
-                  "(remedy/twin/causes.py says which and why); a fault the ladder did not "
-                  "really fix does not come back later (a GPU that fails only under load and "
-                  "passes a quick probe is \"cleared\" under manual operations, and the job "
-                  "would meet it again); action durations are the assumptions above, not "
-                  "measurements; a node only cordoned keeps running the job until it ends."]
+    lines += [
+        "",
+        "Limits of the model: each cause is played by the closest simulated fault "
+        "(remedy/twin/causes.py says which and why); a fault the ladder did not "
+        "really fix does not come back later (a GPU that fails only under load and "
+        'passes a quick probe is "cleared" under manual operations, and the job '
+        "would meet it again); action durations are the assumptions above, not "
+        "measurements; a node only cordoned keeps running the job until it ends.",
+    ]
     return lines
 
 
@@ -93,26 +118,36 @@ def _ladder_cell(ladder: LadderRun) -> str:
 
 
 def scale_section(scale: ScaleReport) -> list[str]:
-    lines = ["## Detection → cordon at scale", "",
-             "Every failing node's agent reports at once (signal-with-start of its "
-             "NodeRemediation); latency is from a node's report to its cordon taking effect. "
-             "The baseline is the same burst of a workflow that does nothing but run one "
-             "activity, on the same server in the same run: the floor this server and machine "
-             "allow.", "",
-             *markdown(SHARE_HEADERS, share_rows(scale))]
+    lines = [
+        "## Detection → cordon at scale",
+        "",
+        "Every failing node's agent reports at once (signal-with-start of its "
+        "NodeRemediation); latency is from a node's report to its cordon taking effect. "
+        "The baseline is the same burst of a workflow that does nothing but run one "
+        "activity, on the same server in the same run: the floor this server and machine "
+        "allow.",
+        "",
+        *markdown(SHARE_HEADERS, share_rows(scale)),
+    ]
     at_10 = at_ten_percent(scale)
     if at_10:
         met = "met" if at_10.p90_s <= scale.target_p90_s else "not met"
-        lines += ["", f"Target P90 ≤ {scale.target_p90_s:g} s at {at_10.failing} of "
-                      f"{at_10.nodes}: **{at_10.p90_s:.2f} s** ({met}); the baseline's P90 in "
-                      f"the same run: {at_10.floor_p90_s:.2f} s. NVSentinel reports P50 16.8 s "
-                      "/ P90 28.2 s for 150 of 1,500."]
+        lines += [
+            "",
+            f"Target P90 ≤ {scale.target_p90_s:g} s at {at_10.failing} of "
+            f"{at_10.nodes}: **{at_10.p90_s:.2f} s** ({met}); the baseline's P90 in "
+            f"the same run: {at_10.floor_p90_s:.2f} s. NVSentinel reports P50 16.8 s "
+            "/ P90 28.2 s for 150 of 1,500.",
+        ]
     if scale.memory:
         m = scale.memory
-        lines += ["", f"Controller worker memory with {m.nodes} nodes in remediation (ladders "
-                      f"parked in their tolerance windows): RSS **{m.rss_loaded_mb:.0f} MB** "
-                      f"(idle {m.rss_idle_mb:.0f} MB, peak {m.rss_peak_mb:.0f} MB); "
-                      f"{m.starts_per_s:.0f} remediations started per second."]
+        lines += [
+            "",
+            f"Controller worker memory with {m.nodes} nodes in remediation (ladders "
+            f"parked in their tolerance windows): RSS **{m.rss_loaded_mb:.0f} MB** "
+            f"(idle {m.rss_idle_mb:.0f} MB, peak {m.rss_peak_mb:.0f} MB); "
+            f"{m.starts_per_s:.0f} remediations started per second.",
+        ]
     return lines
 
 
@@ -124,28 +159,54 @@ def plot(twin: TwinReport | None, scale: ScaleReport | None, path: Path) -> None
         goodput = [run.result.goodput * 100 for run in twin.policies]
         unavailable = [(1 - run.result.availability) * 100 for run in twin.policies]
         left.bar([i - 0.2 for i in x], goodput, width=0.4, label="goodput %")
-        left.axhline(GOODPUT_TARGET * 100, color="grey", linestyle="--", linewidth=1,
-                     label="goodput target")
+        left.axhline(
+            GOODPUT_TARGET * 100, color="grey", linestyle="--", linewidth=1, label="goodput target"
+        )
         left.set_ylim(min(goodput) - 10, 100)
         left.set_xticks(list(x), names)
         left.set_ylabel("goodput, % of paid GPU time")
         twin_axis = left.twinx()
-        twin_axis.bar([i + 0.2 for i in x], unavailable, width=0.4, color="tab:orange",
-                      label="node unavailability %")
-        twin_axis.axhline((1 - AVAILABILITY_TARGET) * 100, color="tab:orange", linestyle=":",
-                          linewidth=1, label="unavailability target")
+        twin_axis.bar(
+            [i + 0.2 for i in x],
+            unavailable,
+            width=0.4,
+            color="tab:orange",
+            label="node unavailability %",
+        )
+        twin_axis.axhline(
+            (1 - AVAILABILITY_TARGET) * 100,
+            color="tab:orange",
+            linestyle=":",
+            linewidth=1,
+            label="unavailability target",
+        )
         twin_axis.set_ylabel("node unavailability, %")
         handles = left.get_legend_handles_labels()
         more = twin_axis.get_legend_handles_labels()
-        left.legend(handles[0] + more[0], handles[1] + more[1], fontsize=8, ncol=2,
-                    loc="upper center", bbox_to_anchor=(0.5, -0.1))
+        left.legend(
+            handles[0] + more[0],
+            handles[1] + more[1],
+            fontsize=8,
+            ncol=2,
+            loc="upper center",
+            bbox_to_anchor=(0.5, -0.1),
+        )
         left.set_title(f"Fleet twin: {twin.job.nodes} nodes, {twin.job.days:g} days")
     if scale:
         labels = [f"{r.failing}/{r.nodes}" for r in scale.shares]
-        for key, name in (("p50_s", "p50"), ("p90_s", "p90"), ("p99_s", "p99"),
-                          ("floor_p90_s", "baseline p90")):
-            right.plot(labels, [getattr(r, key) for r in scale.shares], marker="o",
-                       label=name, linestyle="--" if "floor" in key else "-")
+        for key, name in (
+            ("p50_s", "p50"),
+            ("p90_s", "p90"),
+            ("p99_s", "p99"),
+            ("floor_p90_s", "baseline p90"),
+        ):
+            right.plot(
+                labels,
+                [getattr(r, key) for r in scale.shares],
+                marker="o",
+                label=name,
+                linestyle="--" if "floor" in key else "-",
+            )
         right.axhline(scale.target_p90_s, color="grey", linestyle=":", label="target p90")
         right.set_xlabel("nodes failing at once")
         right.set_ylabel("detection → cordon, s")
@@ -158,14 +219,19 @@ def plot(twin: TwinReport | None, scale: ScaleReport | None, path: Path) -> None
 def main() -> None:
     twin_file, scale_file = RESULTS / "twin.json", RESULTS / "scale.json"
     twin = TwinReport.model_validate_json(twin_file.read_text()) if twin_file.exists() else None
-    scale = ScaleReport.model_validate_json(scale_file.read_text()) \
-        if scale_file.exists() else None
+    scale = ScaleReport.model_validate_json(scale_file.read_text()) if scale_file.exists() else None
     if not (twin or scale):
         raise SystemExit("no results: run bench/fleet_twin.py and bench/scale_bench.py first")
-    lines = ["# remedy benchmark report", "",
-             f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC on {platform.node()} "
-             f"({platform.machine()}, Python {platform.python_version()}); figures from one "
-             "run of `make bench`.", "", "![goodput, availability and latency](fleet.png)", ""]
+    lines = [
+        "# remedy benchmark report",
+        "",
+        f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC on {platform.node()} "
+        f"({platform.machine()}, Python {platform.python_version()}); figures from one "
+        "run of `make bench`.",
+        "",
+        "![goodput, availability and latency](fleet.png)",
+        "",
+    ]
     if twin:
         lines += twin_section(twin) + [""]
     if scale:

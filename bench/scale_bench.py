@@ -48,8 +48,9 @@ from workers.tables import plain
 RESULTS = Path(__file__).resolve().parent / "results"
 TARGET_P90_S = 2.0
 # Cordon at once, then park in a long tolerance window: what is measured ends at the cordon.
-PARK = Runbook(name="bench-cordon", match=[Match(reasons=["Bench"])], cordon=True,
-               tolerance=timedelta(hours=6))
+PARK = Runbook(
+    name="bench-cordon", match=[Match(reasons=["Bench"])], cordon=True, tolerance=timedelta(hours=6)
+)
 IN_FLIGHT = 256  # reports on the wire at once (the agents of the failing nodes)
 
 
@@ -87,8 +88,9 @@ class CordonFloor:
 
     @workflow.run
     async def run(self, node: str) -> None:
-        await workflow.execute_activity("floor_cordon", node,
-                                        start_to_close_timeout=timedelta(seconds=60))
+        await workflow.execute_activity(
+            "floor_cordon", node, start_to_close_timeout=timedelta(seconds=60)
+        )
 
 
 async def floor_run(client: Client, nodes: list[str]) -> list[float]:
@@ -105,12 +107,18 @@ async def floor_run(client: Client, nodes: list[str]) -> list[float]:
     async def one(node: str) -> None:
         async with gate:
             sent[node] = time.perf_counter()
-            await client.start_workflow(CordonFloor.run, node, id=f"{queue}/{node}",
-                                        task_queue=queue)
+            await client.start_workflow(
+                CordonFloor.run, node, id=f"{queue}/{node}", task_queue=queue
+            )
 
     with ThreadPoolExecutor(max_workers=32) as executor:
-        async with Worker(client, task_queue=queue, workflows=[CordonFloor],
-                          activities=[floor_cordon], activity_executor=executor):
+        async with Worker(
+            client,
+            task_queue=queue,
+            workflows=[CordonFloor],
+            activities=[floor_cordon],
+            activity_executor=executor,
+        ):
             await asyncio.gather(*(one(n) for n in nodes))
             deadline = time.perf_counter() + 600
             while len(done) < len(nodes) and time.perf_counter() < deadline:
@@ -139,12 +147,16 @@ def pct(values: list[float], q: float) -> float:
 
 
 def finding(node: str) -> Finding:
-    return Finding(node=node, check="bench", reason="Bench", severity=Severity.CRITICAL,
-                   observed_at=datetime.now(UTC))
+    return Finding(
+        node=node,
+        check="bench",
+        reason="Bench",
+        severity=Severity.CRITICAL,
+        observed_at=datetime.now(UTC),
+    )
 
 
-async def report_all(client: Client, nodes: list[str], pool: str, queue: str
-                     ) -> dict[str, float]:
+async def report_all(client: Client, nodes: list[str], pool: str, queue: str) -> dict[str, float]:
     """Every node reports at once (at most IN_FLIGHT on the wire); returns when each was sent."""
     gate = asyncio.Semaphore(IN_FLIGHT)
     sent: dict[str, float] = {}
@@ -152,9 +164,13 @@ async def report_all(client: Client, nodes: list[str], pool: str, queue: str
     async def one(node: str) -> None:
         async with gate:
             sent[node] = time.perf_counter()
-            await report_finding(client, NodeRef(name=node, pool=pool),
-                                 FindingReport(finding=finding(node), runbook=PARK),
-                                 node_task_queue=f"{queue}-agents", task_queue=queue)
+            await report_finding(
+                client,
+                NodeRef(name=node, pool=pool),
+                FindingReport(finding=finding(node), runbook=PARK),
+                node_task_queue=f"{queue}-agents",
+                task_queue=queue,
+            )
 
     await asyncio.gather(*(one(n) for n in nodes))
     return sent
@@ -165,7 +181,7 @@ async def share_run(client: Client, nodes: int, share: float) -> ShareRun:
     queue, pool = f"scale-{tag}", f"scale-{tag}"
     fleet = SimFleet(nodes=nodes, gpus_per_node=1, pool=pool, name_prefix=f"n{tag}")
     cluster = TimedCluster(fleet)
-    failing = sorted(fleet.nodes)[:round(nodes * share)]
+    failing = sorted(fleet.nodes)[: round(nodes * share)]
     policy = BudgetPolicy(storm_share=1.0)
     with ThreadPoolExecutor(max_workers=32) as executor:
         async with controller_worker(client, cluster, executor, queue, policy):
@@ -180,24 +196,39 @@ async def share_run(client: Client, nodes: int, share: float) -> ShareRun:
     if len(latencies) < len(failing):
         raise RuntimeError(f"only {len(latencies)} of {len(failing)} nodes were cordoned")
     floor = await floor_run(client, failing)
-    return ShareRun(nodes=nodes, failing=len(failing), share=share, p50_s=pct(latencies, .5),
-                    p90_s=pct(latencies, .9), p99_s=pct(latencies, .99),
-                    max_s=max(latencies), starts_per_s=len(failing) / started, wall_s=wall,
-                    floor_p50_s=pct(floor, .5), floor_p90_s=pct(floor, .9))
+    return ShareRun(
+        nodes=nodes,
+        failing=len(failing),
+        share=share,
+        p50_s=pct(latencies, 0.5),
+        p90_s=pct(latencies, 0.9),
+        p99_s=pct(latencies, 0.99),
+        max_s=max(latencies),
+        starts_per_s=len(failing) / started,
+        wall_s=wall,
+        floor_p50_s=pct(floor, 0.5),
+        floor_p90_s=pct(floor, 0.9),
+    )
 
 
 def rss_mb(pid: int) -> tuple[float, float]:
     """(resident, peak resident) of a process, MB."""
-    fields = dict(line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text()
-                  .splitlines() if ":" in line)
+    fields = dict(
+        line.split(":", 1)
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines()
+        if ":" in line
+    )
     return (int(fields["VmRSS"].split()[0]) / 1024, int(fields["VmHWM"].split()[0]) / 1024)
 
 
 async def memory_run(client: Client, address: str, nodes: int) -> MemoryRun:
     tag = uuid.uuid4().hex[:6]
     queue, pool = f"memory-{tag}", f"memory-{tag}"
-    child = subprocess.Popen([sys.executable, __file__, "--serve", address, queue, pool,
-                              str(nodes)], stdout=subprocess.PIPE, text=True)
+    child = subprocess.Popen(
+        [sys.executable, __file__, "--serve", address, queue, pool, str(nodes)],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert child.stdout is not None
         if child.stdout.readline().strip() != "ready":
@@ -218,31 +249,59 @@ async def memory_run(client: Client, address: str, nodes: int) -> MemoryRun:
     finally:
         child.terminate()
         child.wait(30)
-    return MemoryRun(nodes=nodes, rss_idle_mb=idle, rss_loaded_mb=loaded, rss_peak_mb=peak,
-                     starts_per_s=nodes / started, wall_s=wall)
+    return MemoryRun(
+        nodes=nodes,
+        rss_idle_mb=idle,
+        rss_loaded_mb=loaded,
+        rss_peak_mb=peak,
+        starts_per_s=nodes / started,
+        wall_s=wall,
+    )
 
 
 async def serve(address: str, queue: str, pool: str, nodes: int) -> None:
     """The child: a controller worker over a simulated cluster of ``nodes`` nodes."""
     client = await connect(address)
-    fleet = SimFleet(nodes=nodes, gpus_per_node=1, pool=pool,
-                     name_prefix=f"m{queue.removeprefix('memory-')}")
+    fleet = SimFleet(
+        nodes=nodes, gpus_per_node=1, pool=pool, name_prefix=f"m{queue.removeprefix('memory-')}"
+    )
     with ThreadPoolExecutor(max_workers=32) as executor:
-        async with controller_worker(client, fleet.cluster, executor, queue,
-                                     BudgetPolicy(storm_share=1.0)):
+        async with controller_worker(
+            client, fleet.cluster, executor, queue, BudgetPolicy(storm_share=1.0)
+        ):
             print("ready", flush=True)
             await asyncio.Event().wait()
 
 
-SHARE_HEADERS = ["failing", "of", "p50 s", "p90 s", "p99 s", "max s", "started/s",
-                 "baseline p50 s", "baseline p90 s"]
+SHARE_HEADERS = [
+    "failing",
+    "of",
+    "p50 s",
+    "p90 s",
+    "p99 s",
+    "max s",
+    "started/s",
+    "baseline p50 s",
+    "baseline p90 s",
+]
 
 
 def share_rows(report: ScaleReport) -> list[list[str]]:
     """One row per failure share (SHARE_HEADERS): printed here, Markdown in the report."""
-    return [[f"{r.failing} ({r.share:.0%})", str(r.nodes), f"{r.p50_s:.2f}", f"{r.p90_s:.2f}",
-             f"{r.p99_s:.2f}", f"{r.max_s:.2f}", f"{r.starts_per_s:.0f}",
-             f"{r.floor_p50_s:.2f}", f"{r.floor_p90_s:.2f}"] for r in report.shares]
+    return [
+        [
+            f"{r.failing} ({r.share:.0%})",
+            str(r.nodes),
+            f"{r.p50_s:.2f}",
+            f"{r.p90_s:.2f}",
+            f"{r.p99_s:.2f}",
+            f"{r.max_s:.2f}",
+            f"{r.starts_per_s:.0f}",
+            f"{r.floor_p50_s:.2f}",
+            f"{r.floor_p90_s:.2f}",
+        ]
+        for r in report.shares
+    ]
 
 
 def at_ten_percent(report: ScaleReport) -> ShareRun | None:
@@ -251,19 +310,28 @@ def at_ten_percent(report: ScaleReport) -> ShareRun | None:
 
 
 def table(report: ScaleReport) -> list[str]:
-    lines = ["Detection → cordon, every failing node reporting at once (dev server, real "
-             "workflows):", "", *plain(SHARE_HEADERS, share_rows(report))]
+    lines = [
+        "Detection → cordon, every failing node reporting at once (dev server, real workflows):",
+        "",
+        *plain(SHARE_HEADERS, share_rows(report)),
+    ]
     at_10 = at_ten_percent(report)
     if at_10:
         verdict = "meets" if at_10.p90_s <= TARGET_P90_S else "misses"
-        lines += ["", f"target: P90 ≤ {TARGET_P90_S:g} s at {at_10.failing} of {at_10.nodes}: "
-                      f"{at_10.p90_s:.2f} s ({verdict} it); baseline (a one-activity "
-                      f"workflow, same burst, same server) {at_10.floor_p90_s:.2f} s"]
+        lines += [
+            "",
+            f"target: P90 ≤ {TARGET_P90_S:g} s at {at_10.failing} of {at_10.nodes}: "
+            f"{at_10.p90_s:.2f} s ({verdict} it); baseline (a one-activity "
+            f"workflow, same burst, same server) {at_10.floor_p90_s:.2f} s",
+        ]
     if report.memory:
         m = report.memory
-        lines += ["", f"controller worker at {m.nodes} nodes in remediation: RSS "
-                      f"{m.rss_loaded_mb:.0f} MB (idle {m.rss_idle_mb:.0f} MB, peak "
-                      f"{m.rss_peak_mb:.0f} MB); {m.starts_per_s:.0f} remediations started/s"]
+        lines += [
+            "",
+            f"controller worker at {m.nodes} nodes in remediation: RSS "
+            f"{m.rss_loaded_mb:.0f} MB (idle {m.rss_idle_mb:.0f} MB, peak "
+            f"{m.rss_peak_mb:.0f} MB); {m.starts_per_s:.0f} remediations started/s",
+        ]
     return lines
 
 
@@ -274,10 +342,12 @@ async def main(nodes: int, shares: list[float], memory_nodes: int) -> None:
             runs = []
             for share in shares:
                 runs.append(await share_run(client, nodes, share))
-                print(f"  {runs[-1].failing} of {nodes}: p90 {runs[-1].p90_s:.2f} s",
-                      flush=True)
-            memory = await memory_run(client, f"127.0.0.1:{port}", memory_nodes) \
-                if memory_nodes else None
+                print(f"  {runs[-1].failing} of {nodes}: p90 {runs[-1].p90_s:.2f} s", flush=True)
+            memory = (
+                await memory_run(client, f"127.0.0.1:{port}", memory_nodes)
+                if memory_nodes
+                else None
+            )
     report = ScaleReport(shares=runs, memory=memory)
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / "scale.json").write_text(report.model_dump_json(indent=2))
@@ -292,7 +362,11 @@ if __name__ == "__main__":
         parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
         parser.add_argument("--nodes", type=int, default=1500)
         parser.add_argument("--shares", type=float, nargs="+", default=[0.10, 0.25, 0.50])
-        parser.add_argument("--memory-nodes", type=int, default=10000,
-                            help="nodes in remediation for the memory figure (0: skip)")
+        parser.add_argument(
+            "--memory-nodes",
+            type=int,
+            default=10000,
+            help="nodes in remediation for the memory figure (0: skip)",
+        )
         args = parser.parse_args()
         asyncio.run(main(args.nodes, args.shares, args.memory_nodes))

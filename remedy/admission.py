@@ -83,5 +83,6 @@ def diagnose_detail(report: ProbeReport) -> str:
 
 def failing_serials(report: ProbeReport) -> list[str]:
     """The GPUs an unhealthy report blames (node-wide failures blame none)."""
-    return sorted({f.component.serial for f in report.findings
-                   if f.unhealthy and f.component.serial})
+    return sorted(
+        {f.component.serial for f in report.findings if f.unhealthy and f.component.serial}
+    )

@@ -31,8 +31,9 @@ def allowed_disruptions(spec: str, pool_size: int) -> int:
     elif spec.isdigit():
         allowed = int(spec)
     else:
-        raise ValueError(f"{spec!r} is not a disruption budget: use a count (2), a share (20%) "
-                         "or all-but-N")
+        raise ValueError(
+            f"{spec!r} is not a disruption budget: use a count (2), a share (20%) or all-but-N"
+        )
     return max(0, min(allowed, pool_size))
 
 
@@ -40,8 +41,7 @@ def storm(unhealthy_nodes: int, pool_size: int, share: float, min_nodes: int = 3
     """More than ``share`` of the pool unhealthy at once: in a pool of 10 with a 20 % share,
     3 unhealthy nodes trip the breaker and 2 do not. It takes at least ``min_nodes`` unhealthy
     nodes, so one bad node in a pool of 4 is a fault, not a storm."""
-    return (pool_size > 0 and unhealthy_nodes >= min_nodes
-            and unhealthy_nodes > share * pool_size)
+    return pool_size > 0 and unhealthy_nodes >= min_nodes and unhealthy_nodes > share * pool_size
 
 
 class BudgetPolicy(BaseModel):

@@ -31,18 +31,21 @@ class NodeCondition(BaseModel):
     last_transition_time: datetime
 
 
-def conditions_from(report: ProbeReport, previous: list[NodeCondition],
-                    now: datetime) -> list[NodeCondition]:
+def conditions_from(
+    report: ProbeReport, previous: list[NodeCondition], now: datetime
+) -> list[NodeCondition]:
     before = {c.type: c for c in previous}
-    network_ran = "nic" in report.checks_run or any(f.check in NETWORK_CHECKS
-                                                    for f in report.findings)
+    network_ran = "nic" in report.checks_run or any(
+        f.check in NETWORK_CHECKS for f in report.findings
+    )
     out = []
-    for kind, network, healthy_reason in ((GPU_PROBLEM, False, "NoGpuProblem"),
-                                          (GPU_NETWORK_PROBLEM, True, "NoGpuNetworkProblem")):
+    for kind, network, healthy_reason in (
+        (GPU_PROBLEM, False, "NoGpuProblem"),
+        (GPU_NETWORK_PROBLEM, True, "NoGpuNetworkProblem"),
+    ):
         if network and not network_ran:
             continue  # this node does not check NICs: publish nothing rather than a guess
-        bad = [f for f in report.findings
-               if f.unhealthy and (f.check in NETWORK_CHECKS) == network]
+        bad = [f for f in report.findings if f.unhealthy and (f.check in NETWORK_CHECKS) == network]
         if bad:
             status: Literal["True", "False"] = "True"
             reason = bad[0].reason
@@ -51,7 +54,14 @@ def conditions_from(report: ProbeReport, previous: list[NodeCondition],
             status, reason, message = "False", healthy_reason, "all checks passed"
         old = before.get(kind)
         unchanged = old is not None and (old.status, old.reason) == (status, reason)
-        out.append(NodeCondition(
-            type=kind, status=status, reason=reason, message=message, last_heartbeat_time=now,
-            last_transition_time=old.last_transition_time if old and unchanged else now))
+        out.append(
+            NodeCondition(
+                type=kind,
+                status=status,
+                reason=reason,
+                message=message,
+                last_heartbeat_time=now,
+                last_transition_time=old.last_transition_time if old and unchanged else now,
+            )
+        )
     return out

@@ -40,8 +40,11 @@ def current_rung(state: RemediationState) -> str:
 
 
 def gpu_serials(state: RemediationState) -> list[str]:
-    return sorted(dict.fromkeys(f.component.serial for f in state.findings
-                                if f.unhealthy and f.component.serial))
+    return sorted(
+        dict.fromkeys(
+            f.component.serial for f in state.findings if f.unhealthy and f.component.serial
+        )
+    )
 
 
 # A rung's own steps are one phase in the index: each change of the index is an event in the
@@ -52,11 +55,16 @@ _INDEXED_PHASE = {Phase.SETTLING: Phase.ACTING, Phase.VERIFYING: Phase.ACTING}
 def remediation_index(state: RemediationState, since: datetime | None = None) -> NodeIndex:
     """``since``: when the indexed phase began (kept by the caller across the rung's steps)."""
     return NodeIndex(
-        node=state.node.name, pool=state.node.pool,
+        node=state.node.name,
+        pool=state.node.pool,
         fault=fault_code(state.trigger) if state.trigger else "",
         runbook=state.runbook.name if state.runbook else "",
-        rung=current_rung(state), phase=indexed_phase(state).value, phase_since=since,
-        outcome=state.outcome.value if state.outcome else "", gpu_serials=gpu_serials(state))
+        rung=current_rung(state),
+        phase=indexed_phase(state).value,
+        phase_since=since,
+        outcome=state.outcome.value if state.outcome else "",
+        gpu_serials=gpu_serials(state),
+    )
 
 
 def indexed_phase(state: RemediationState) -> Phase:
@@ -76,20 +84,26 @@ def remediation_details(state: RemediationState) -> str:
     if state.runbook is None or state.trigger is None:
         return f"### {node}\nWaiting for the first finding."
     runbook, trigger = state.runbook, state.trigger
-    lines = [f"### {node}: {trigger.headline()}",
-             f"**Runbook** `{runbook.name}` ({runbook.cause.value}) · **pool** `{state.node.pool}`"
-             f" · **phase** {state.phase.value.replace('_', ' ')}"]
+    lines = [
+        f"### {node}: {trigger.headline()}",
+        f"**Runbook** `{runbook.name}` ({runbook.cause.value}) · **pool** `{state.node.pool}`"
+        f" · **phase** {state.phase.value.replace('_', ' ')}",
+    ]
     if trigger.evidence:
         lines.append(f"**Evidence** {trigger.evidence}")
     lines.append(f"**Rung** {_rung_line(state)}")
     lines.append(f"**Next** {_next_step(state)}")
     if state.outcome is None:
-        lines.append(f"**Approve** `remedy approve {node}` · **abort** "
-                     f"`remedy abort {node} --reason \"...\"`")
+        lines.append(
+            f'**Approve** `remedy approve {node}` · **abort** `remedy abort {node} --reason "..."`'
+        )
     if state.attempts:
         lines += ["", "| rung | action | result | detail |", "|---|---|---|---|"]
-        lines += [f"| {'-' if a.rung < 0 else a.rung} | {a.action.value} | {a.result.value} | "
-                  f"{a.detail.replace('|', '/')[:120]} |" for a in state.attempts]
+        lines += [
+            f"| {'-' if a.rung < 0 else a.rung} | {a.action.value} | {a.result.value} | "
+            f"{a.detail.replace('|', '/')[:120]} |"
+            for a in state.attempts
+        ]
     return "\n".join(lines)
 
 
@@ -112,13 +126,18 @@ def _next_step(state: RemediationState) -> str:
     action = rung.action.value if rung else "the end of the ladder"
     match state.phase:
         case Phase.TOLERATING:
-            ends = f"{state.tolerance_ends_at:%Y-%m-%d %H:%M:%S} UTC" \
-                if state.tolerance_ends_at else "soon"
+            ends = (
+                f"{state.tolerance_ends_at:%Y-%m-%d %H:%M:%S} UTC"
+                if state.tolerance_ends_at
+                else "soon"
+            )
             return f"tolerance window until {ends}; a clean re-probe ends it, else {action}"
         case Phase.AWAITING_APPROVAL if rung is not None:
-            return (f"**waiting for approval** of {action} (times out after "
-                    f"{format_duration(rung.approval_timeout)}): "
-                    f"`remedy approve {state.node.name}`")
+            return (
+                f"**waiting for approval** of {action} (times out after "
+                f"{format_duration(rung.approval_timeout)}): "
+                f"`remedy approve {state.node.name}`"
+            )
         case Phase.AWAITING_LEASE:
             return f"waiting for a disruption lease in pool `{state.node.pool}`, then {action}"
         case Phase.SETTLING:

@@ -53,9 +53,14 @@ Duration = Annotated[
     BeforeValidator(parse_duration),
     PlainSerializer(lambda d: d.total_seconds(), return_type=float, when_used="json"),
     # What an author writes, for editors that complete and check runbooks from the schema.
-    WithJsonSchema({
-        "anyOf": [{"type": "string", "pattern": r"^\s*((\d+(\.\d+)?)(ms|d|h|m|s)\s*)+$"},
-                  {"type": "number", "minimum": 0}],
-        "description": "A duration: 90s, 10m, 1h30m, 2d, 500ms, or a number of seconds.",
-    }, mode="validation"),
+    WithJsonSchema(
+        {
+            "anyOf": [
+                {"type": "string", "pattern": r"^\s*((\d+(\.\d+)?)(ms|d|h|m|s)\s*)+$"},
+                {"type": "number", "minimum": 0},
+            ],
+            "description": "A duration: 90s, 10m, 1h30m, 2d, 500ms, or a number of seconds.",
+        },
+        mode="validation",
+    ),
 ]

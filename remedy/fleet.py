@@ -92,10 +92,15 @@ def finding_from_condition(node: str, condition: NodeCondition) -> Finding:
     """What the scan reports for a problem condition nobody acted on: its reason is the
     finding's reason (the agent wrote the first bad finding's reason there)."""
     xid = _XID_REASON.match(condition.reason)
-    return Finding(node=node, check=FROM_CONDITION, reason=condition.reason,
-                   severity=Severity.CRITICAL, xid=int(xid[1]) if xid else None,
-                   evidence=f"{condition.type}: {condition.message}"[:1024],
-                   observed_at=condition.last_transition_time)
+    return Finding(
+        node=node,
+        check=FROM_CONDITION,
+        reason=condition.reason,
+        severity=Severity.CRITICAL,
+        xid=int(xid[1]) if xid else None,
+        evidence=f"{condition.type}: {condition.message}"[:1024],
+        observed_at=condition.last_transition_time,
+    )
 
 
 # Nodes no running workflow owns that still need someone: `remedy status` lists them by name.
@@ -125,18 +130,27 @@ class FleetSummary(BaseModel):
     def markdown(self) -> str:
         head = "| pool | nodes | " + " | ".join(s.value for s in NodeStatus) + " |"
         rule = "|---" * (len(NodeStatus) + 2) + "|"
-        rows = [f"| {p.pool} | {p.nodes} | " + " | ".join(str(p.count(s)) for s in NodeStatus)
-                + " |" for p in self.pools]
-        started = (f"\n\nstarted remediation: {', '.join(self.started_remediations) or '—'}; "
-                   f"admission: {', '.join(self.started_admissions) or '—'}")
+        rows = [
+            f"| {p.pool} | {p.nodes} | " + " | ".join(str(p.count(s)) for s in NodeStatus) + " |"
+            for p in self.pools
+        ]
+        started = (
+            f"\n\nstarted remediation: {', '.join(self.started_remediations) or '—'}; "
+            f"admission: {', '.join(self.started_admissions) or '—'}"
+        )
         if self.job_watch_error:
             started += f"\n\njob watch failed: {self.job_watch_error}"
         if self.job_failures_reported or self.guards_finished:
-            started += (f"\n\njob failures to guards: "
-                        f"{', '.join(self.job_failures_reported) or '—'}; guards ended: "
-                        f"{', '.join(self.guards_finished) or '—'}")
-        return f"**fleet at {self.at:%Y-%m-%d %H:%M:%S}Z**\n\n" + "\n".join(
-            [head, rule, *rows]) + started
+            started += (
+                f"\n\njob failures to guards: "
+                f"{', '.join(self.job_failures_reported) or '—'}; guards ended: "
+                f"{', '.join(self.guards_finished) or '—'}"
+            )
+        return (
+            f"**fleet at {self.at:%Y-%m-%d %H:%M:%S}Z**\n\n"
+            + "\n".join([head, rule, *rows])
+            + started
+        )
 
 
 def summarise(nodes: list[NodeFacts], work: OpenWork, at: datetime) -> FleetSummary:

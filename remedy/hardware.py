@@ -64,8 +64,7 @@ class HardwareRecordState(BaseModel):
         """Record an incident once (a retried signal repeats it) and block the serial when
         too many fall inside the window."""
         self.policy = policy
-        if any(i.source == incident.source and i.fault == incident.fault
-               for i in self.incidents):
+        if any(i.source == incident.source and i.fault == incident.fault for i in self.incidents):
             return
         self.incidents = [*self.incidents, incident][-MAX_KEPT_INCIDENTS:]
         if self.blocked:
@@ -74,8 +73,9 @@ class HardwareRecordState(BaseModel):
         if len(recent) >= policy.max_incidents:
             self.blocked_reason = (
                 f"GPU {self.serial}: {len(recent)} incidents within {policy.window.days} days "
-                f"(limit {policy.max_incidents}): " + "; ".join(
-                    f"{i.at:%Y-%m-%d} {i.fault} → {i.outcome}" for i in recent[-3:]))
+                f"(limit {policy.max_incidents}): "
+                + "; ".join(f"{i.at:%Y-%m-%d} {i.fault} → {i.outcome}" for i in recent[-3:])
+            )
 
     def recent(self, now: datetime) -> list[Incident]:
         since = now - self.policy.window

@@ -27,9 +27,15 @@ def boot_time(proc_stat: Path = Path("/proc/stat")) -> datetime | None:
 
 
 class LocalHost:
-    def __init__(self, name: str, probe_config: ProbeConfig, *, allow_reset: bool = False,
-                 allow_reboot: bool = False,
-                 reboot_command: tuple[str, ...] = ("systemctl", "reboot")) -> None:
+    def __init__(
+        self,
+        name: str,
+        probe_config: ProbeConfig,
+        *,
+        allow_reset: bool = False,
+        allow_reboot: bool = False,
+        reboot_command: tuple[str, ...] = ("systemctl", "reboot"),
+    ) -> None:
         self.name = name
         self.probe_config = probe_config
         self._allow_reset, self._allow_reboot = allow_reset, allow_reboot
@@ -40,21 +46,29 @@ class LocalHost:
 
     def reset_gpus(self, indices: list[int]) -> None:
         if not self._allow_reset:
-            raise ActionRefused(f"GPU reset is disabled on {self.name}: start the agent with "
-                                "--allow-reset")
+            raise ActionRefused(
+                f"GPU reset is disabled on {self.name}: start the agent with --allow-reset"
+            )
         targets = indices or list(range(self.probe_config.expected_gpus or 0))
         for gpu in targets:
             # nvidia-smi refuses while processes hold the GPU; the ladder drains first.
-            done = subprocess.run(["nvidia-smi", "--gpu-reset", "-i", str(gpu)],
-                                  capture_output=True, text=True, timeout=RESET_TIMEOUT_S)
+            done = subprocess.run(
+                ["nvidia-smi", "--gpu-reset", "-i", str(gpu)],
+                capture_output=True,
+                text=True,
+                timeout=RESET_TIMEOUT_S,
+            )
             if done.returncode != 0:
-                raise ActionFailed(f"nvidia-smi --gpu-reset -i {gpu} failed: "
-                                   f"{(done.stdout + done.stderr).strip()[-500:]}")
+                raise ActionFailed(
+                    f"nvidia-smi --gpu-reset -i {gpu} failed: "
+                    f"{(done.stdout + done.stderr).strip()[-500:]}"
+                )
 
     def reboot(self) -> None:
         if not self._allow_reboot:
-            raise ActionRefused(f"reboot is disabled on {self.name}: start the agent with "
-                                "--allow-reboot")
+            raise ActionRefused(
+                f"reboot is disabled on {self.name}: start the agent with --allow-reboot"
+            )
         subprocess.run(list(self._reboot_command), check=False, timeout=60)
 
     def load_test(self, indices: list[int]) -> list[str]:

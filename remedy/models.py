@@ -32,8 +32,9 @@ class Action(StrEnum):
 
 
 # Actions that take work away from a node; they will hold a disruption-budget lease.
-DISRUPTIVE_ACTIONS = frozenset({Action.DRAIN, Action.KILL_JOB, Action.RESET_GPU, Action.REBOOT,
-                                Action.REPLACE})
+DISRUPTIVE_ACTIONS = frozenset(
+    {Action.DRAIN, Action.KILL_JOB, Action.RESET_GPU, Action.REBOOT, Action.REPLACE}
+)
 # Actions on the hardware itself; an application fault must never reach them.
 HARDWARE_ACTIONS = frozenset({Action.RESET_GPU, Action.REBOOT, Action.REPLACE})
 # Actions that run on the node, in the node agent's worker, not in the controller.
@@ -111,9 +112,15 @@ class ProbeReport(Frozen):
         return bool(self.checks_run) and not any(f.unhealthy for f in self.findings)
 
     def gpu_indices(self) -> list[int]:
-        return sorted({f.component.index for f in self.findings
-                       if f.unhealthy and f.component.index is not None
-                       and f.component.kind is ComponentKind.GPU})
+        return sorted(
+            {
+                f.component.index
+                for f in self.findings
+                if f.unhealthy
+                and f.component.index is not None
+                and f.component.kind is ComponentKind.GPU
+            }
+        )
 
 
 class ActionRequest(Frozen):

@@ -25,6 +25,7 @@ def remediation_workflow_id(node: str) -> str:
     """One remediation per node: the id is the node, so a second report joins the first."""
     return f"node-remediation/{node}"
 
+
 # The simulated fleet's agents share one queue: one worker plays every simulated node.
 SIM_AGENTS_TASK_QUEUE = "remedy-sim-agents"
 

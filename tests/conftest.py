@@ -61,8 +61,10 @@ async def dev_env() -> AsyncIterator[WorkflowEnvironment]:
         dev_server_existing_path=installed_binary("temporal"),
         search_attributes=search_attributes.ALL,
         # Suggest continue-as-new early so that path runs in seconds, not after 4k events.
-        dev_server_extra_args=["--dynamic-config-value",
-                               "limit.historyCount.suggestContinueAsNew=40"],
+        dev_server_extra_args=[
+            "--dynamic-config-value",
+            "limit.historyCount.suggestContinueAsNew=40",
+        ],
     )
     yield env
     await env.shutdown()
@@ -75,8 +77,11 @@ def shipped_runbooks() -> RunbookSet:
 
 def own_fleet(prefix: str, nodes: int) -> SimFleet:
     """A fleet in its own pool with its own node names: the dev server outlives the test."""
-    return SimFleet(nodes=nodes, pool=f"pool-{uuid.uuid4().hex[:8]}",
-                    name_prefix=f"{prefix}-{uuid.uuid4().hex[:6]}")
+    return SimFleet(
+        nodes=nodes,
+        pool=f"pool-{uuid.uuid4().hex[:8]}",
+        name_prefix=f"{prefix}-{uuid.uuid4().hex[:6]}",
+    )
 
 
 @pytest.fixture
@@ -98,12 +103,16 @@ def _shipped() -> RunbookSet:
 
 
 @asynccontextmanager
-async def running_workers(client: Client, fleet: SimFleet, agents: bool = True,
-                          cluster: Cluster | None = None,
-                          policy: BudgetPolicy | None = None,
-                          blocklist: BlocklistPolicy | None = None,
-                          runbooks: RunbookSet | None = None,
-                          jobs: JobSide | None = None) -> AsyncIterator[Queues]:
+async def running_workers(
+    client: Client,
+    fleet: SimFleet,
+    agents: bool = True,
+    cluster: Cluster | None = None,
+    policy: BudgetPolicy | None = None,
+    blocklist: BlocklistPolicy | None = None,
+    runbooks: RunbookSet | None = None,
+    jobs: JobSide | None = None,
+) -> AsyncIterator[Queues]:
     """The controller worker (with the shipped runbooks) and the simulated node agents, on
     queues unique to this test. ``cluster`` replaces the twin's cluster (e.g. the Kubernetes
     adapter on an emulator)."""
@@ -111,9 +120,18 @@ async def running_workers(client: Client, fleet: SimFleet, agents: bool = True,
     pool = next(iter(fleet.nodes.values())).pool
     queues = Queues(controller=name, agents=f"{name}-agents", pool=pool)
     with ThreadPoolExecutor(max_workers=8) as executor:
-        workers = [controller_worker(client, cluster or fleet.cluster, executor,
-                                     queues.controller, policy, runbooks or _shipped(),
-                                     blocklist, jobs)]
+        workers = [
+            controller_worker(
+                client,
+                cluster or fleet.cluster,
+                executor,
+                queues.controller,
+                policy,
+                runbooks or _shipped(),
+                blocklist,
+                jobs,
+            )
+        ]
         if agents:  # else: a fleet whose agents are dead
             workers.append(node_agent_worker(client, fleet.host, executor, queues.agents))
         async with AsyncExitStack() as running:
@@ -134,9 +152,15 @@ async def _end_leftovers(client: Client, pool: str, fleet: SimFleet, queue: str)
             with contextlib.suppress(RPCError):
                 await client.get_workflow_handle(w.id).terminate("test over")
     # Ladders first: one still running could signal-with-start a budget or record again.
-    ids = [*(f(n) for n in sorted(fleet.nodes)
-             for f in (admission_workflow_id, remediation_workflow_id)),
-           budget_workflow_id(pool), *(hardware_record_workflow_id(s) for s in fleet.serials)]
+    ids = [
+        *(
+            f(n)
+            for n in sorted(fleet.nodes)
+            for f in (admission_workflow_id, remediation_workflow_id)
+        ),
+        budget_workflow_id(pool),
+        *(hardware_record_workflow_id(s) for s in fleet.serials),
+    ]
     for workflow_id in ids:
         try:
             await client.get_workflow_handle(workflow_id).terminate("test over")

@@ -39,17 +39,27 @@ class Ran:
         return [(a.action, a.result) for a in self.result.attempts if a.rung >= 0]
 
 
-async def report(client: Client, queues: Queues, finding: Finding, runbook: Runbook | None,
-                 **options: object) -> Handle:
+async def report(
+    client: Client, queues: Queues, finding: Finding, runbook: Runbook | None, **options: object
+) -> Handle:
     assert runbook is not None, "no runbook for the finding"
-    return await report_finding(client, NodeRef(name=finding.node, pool=queues.pool),
-                                FindingReport(finding=finding, runbook=runbook),
-                                node_task_queue=queues.agents, task_queue=queues.controller,
-                                **options)  # type: ignore[arg-type]
+    return await report_finding(
+        client,
+        NodeRef(name=finding.node, pool=queues.pool),
+        FindingReport(finding=finding, runbook=runbook),
+        node_task_queue=queues.agents,
+        task_queue=queues.controller,
+        **options,
+    )  # type: ignore[arg-type]
 
 
-async def remediate(env: WorkflowEnvironment, fleet: SimFleet, finding: Finding,
-                    runbook: Runbook | None, meanwhile: Step | None = None) -> Ran:
+async def remediate(
+    env: WorkflowEnvironment,
+    fleet: SimFleet,
+    finding: Finding,
+    runbook: Runbook | None,
+    meanwhile: Step | None = None,
+) -> Ran:
     """Report the finding, run ``meanwhile`` against the workflow, and wait for the outcome."""
     async with running_workers(env.client, fleet) as queues:
         handle = await report(env.client, queues, finding, runbook)
@@ -63,6 +73,7 @@ def signal_at(env: WorkflowEnvironment, phase: Phase, name: str, arg: BaseModel)
     async def step(handle: Handle) -> None:
         await wait_for_phase(env, handle, phase)
         await handle.signal(name, arg)
+
     return step
 
 
@@ -70,9 +81,13 @@ async def state_of(handle: Handle) -> RemediationState:
     return await handle.query(NodeRemediation.state)
 
 
-async def wait_for_phase(env: WorkflowEnvironment, handle: Handle, phase: Phase,
-                         step: timedelta = timedelta(seconds=5), steps: int = 200
-                         ) -> RemediationState:
+async def wait_for_phase(
+    env: WorkflowEnvironment,
+    handle: Handle,
+    phase: Phase,
+    step: timedelta = timedelta(seconds=5),
+    steps: int = 200,
+) -> RemediationState:
     """Poll until the workflow reaches ``phase``, moving the server's clock ``step`` per poll
     (settle timers pass; an hours-long approval window does not)."""
     for _ in range(steps):

@@ -37,7 +37,8 @@ def fast_runbooks() -> RunbookSet:
 
 
 async def test_agent_finds_a_fault_starts_the_ladder_and_a_dead_agent_fails_closed(
-        dev_env: WorkflowEnvironment, fast_runbooks: RunbookSet) -> None:
+    dev_env: WorkflowEnvironment, fast_runbooks: RunbookSet
+) -> None:
     name = f"agent-{uuid.uuid4().hex[:8]}"
     fleet = SimFleet(nodes=1, name_prefix=name, check_timeout_s=0.5, pool=name)
     node = f"{name}-000"
@@ -47,16 +48,20 @@ async def test_agent_finds_a_fault_starts_the_ladder_and_a_dead_agent_fails_clos
     def gpu_condition() -> NodeCondition | None:
         current = fleet.node(node).conditions.get(GPU_PROBLEM)
         last = conditions[-1] if conditions else None
-        if current and (last is None or (last.status, last.reason) !=
-                        (current.status, current.reason)):
+        if current and (
+            last is None or (last.status, last.reason) != (current.status, current.reason)
+        ):
             conditions.append(current)
         return current
 
     async with running_workers(client, fleet, agents=False) as queues:  # controller only
-        config = AgentConfig(node=NodeRef(name=node, pool=name), interval_s=0.2,
-                             task_queue=queues.agents,
-                             controller_task_queue=queues.controller,
-                             node_pickup_timeout=timedelta(seconds=1))
+        config = AgentConfig(
+            node=NodeRef(name=node, pool=name),
+            interval_s=0.2,
+            task_queue=queues.agents,
+            controller_task_queue=queues.controller,
+            node_pickup_timeout=timedelta(seconds=1),
+        )
         agent = NodeAgent(client, fleet.host(node), fast_runbooks, fleet.cluster, config)
         running = asyncio.create_task(agent.run())
 
@@ -68,20 +73,24 @@ async def test_agent_finds_a_fault_starts_the_ladder_and_a_dead_agent_fails_clos
         assert gpu_condition().last_transition_time == healthy_since  # type: ignore[union-attr]
 
         fleet.inject(node, "ecc_dbe", gpu=3)  # the agent is told nothing: it must find it
-        handle = client.get_workflow_handle_for(NodeRemediation.run,
-                                                remediation_workflow_id(node))
+        handle = client.get_workflow_handle_for(NodeRemediation.run, remediation_workflow_id(node))
         await eventually(lambda: (gpu_condition() or conditions[0]).status == "True")
         result = await asyncio.wait_for(handle.result(), timeout=30)
         assert result.runbook == "gpu-memory-ecc"
         assert result.outcome is Outcome.RECOVERED  # the agent served the reset itself
-        assert [a for n, a in fleet.actions if n == node] == ["cordon", "drain", "reset_gpu",
-                                                              "restore"]
+        assert [a for n, a in fleet.actions if n == node] == [
+            "cordon",
+            "drain",
+            "reset_gpu",
+            "restore",
+        ]
         await eventually(lambda: gpu_condition().status == "False")  # type: ignore[union-attr]
         assert [c.status for c in conditions] == ["False", "True", "False"]
         assert conditions[1].reason in ("Xid48", "EccUncorrectable")
         # Kept on the node for job attribution, with the GPU's serial.
         assert [(x.code, x.gpu) for x in fleet.node(node).recent_xids] == [
-            (48, fleet.node(node).gpus[3].serial)]
+            (48, fleet.node(node).gpus[3].serial)
+        ]
 
         running.cancel()  # the agent dies
         with pytest.raises(asyncio.CancelledError):
@@ -90,10 +99,15 @@ async def test_agent_finds_a_fault_starts_the_ladder_and_a_dead_agent_fails_clos
         # The next probe of a remediation on this node finds nobody to run it: unhealthy
         # within the pickup timeout, never a pass.
         finding = fleet.inject(node, "thermal_transient", gpu=0)
-        window = Runbook(name="watch", match=Match(checks=["thermal"]),
-                         tolerance=timedelta(seconds=3), recheck_every=timedelta(seconds=1))
-        watched = await report(client, queues, finding, window,
-                               node_pickup_timeout=timedelta(seconds=1))
+        window = Runbook(
+            name="watch",
+            match=Match(checks=["thermal"]),
+            tolerance=timedelta(seconds=3),
+            recheck_every=timedelta(seconds=1),
+        )
+        watched = await report(
+            client, queues, finding, window, node_pickup_timeout=timedelta(seconds=1)
+        )
         result = await asyncio.wait_for(watched.result(), timeout=30)
         state = await state_of(watched)
     assert result.outcome is Outcome.NEEDS_HUMAN  # not "cleared": the probe never ran

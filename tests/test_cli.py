@@ -21,9 +21,12 @@ from tests.ladder import report, state_of
 from workers.cli import app
 from workflows.node_remediation import NodeRemediation
 
-WAITS = Runbook(name="reset-after-approval", match=Match(xids=[48]), cordon=True,
-                ladder=[Rung(action=Action.DRAIN),
-                        Rung(action=Action.RESET_GPU, approval="required")])
+WAITS = Runbook(
+    name="reset-after-approval",
+    match=Match(xids=[48]),
+    cordon=True,
+    ladder=[Rung(action=Action.DRAIN), Rung(action=Action.RESET_GPU, approval="required")],
+)
 
 
 async def cli(*args: str) -> tuple[int, str]:
@@ -39,8 +42,10 @@ async def test_approve_and_abort_from_the_command_line(dev_env: WorkflowEnvironm
     first, second = sorted(fleet.nodes)
     policy = BudgetPolicy(max_disruption="2", storm_share=1.0)
     async with running_workers(client, fleet, policy=policy) as queues:
-        handles = [await report(client, queues, fleet.inject(node, "ecc_dbe"), WAITS)
-                   for node in (first, second)]
+        handles = [
+            await report(client, queues, fleet.inject(node, "ecc_dbe"), WAITS)
+            for node in (first, second)
+        ]
         for handle in handles:
             for _ in range(100):
                 if (await state_of(handle)).phase is Phase.AWAITING_APPROVAL:
@@ -48,10 +53,12 @@ async def test_approve_and_abort_from_the_command_line(dev_env: WorkflowEnvironm
                 await asyncio.sleep(0.05)
             else:
                 raise AssertionError("never reached the approval")
-        approved = await cli("approve", first, "--address", address, "--by", "alice",
-                             "--note", "ticket 42")
-        aborted = await cli("abort", second, "--address", address, "--by", "bob",
-                            "--reason", "vendor on site")
+        approved = await cli(
+            "approve", first, "--address", address, "--by", "alice", "--note", "ticket 42"
+        )
+        aborted = await cli(
+            "abort", second, "--address", address, "--by", "bob", "--reason", "vendor on site"
+        )
         first_result, second_result = [await h.result() for h in handles]
         first_state = await state_of(handles[0])
     missing = await cli("approve", "no-such-node", "--address", address)
@@ -80,7 +87,8 @@ ladder:
 
 
 async def test_trigger_then_show_the_timeline_then_approve(
-        dev_env: WorkflowEnvironment, tmp_path: Path) -> None:
+    dev_env: WorkflowEnvironment, tmp_path: Path
+) -> None:
     client = dev_env.client
     address = client.service_client.config.target_host
     (tmp_path / "hand-reset.yaml").write_text(RUNBOOK)
@@ -88,12 +96,25 @@ async def test_trigger_then_show_the_timeline_then_approve(
     [node] = sorted(fleet.nodes)
     fleet.inject(node, "ecc_dbe", gpu=2)
     async with running_workers(client, fleet) as queues:
-        started = await cli("trigger", node, "--runbook", "hand-reset", "--reason", "flaky rank",
-                            "--runbooks", str(tmp_path), "--address", address,
-                            "--pool", queues.pool, "--task-queue", queues.controller,
-                            "--node-task-queue", queues.agents)
-        handle = client.get_workflow_handle_for(NodeRemediation.run,
-                                                remediation_workflow_id(node))
+        started = await cli(
+            "trigger",
+            node,
+            "--runbook",
+            "hand-reset",
+            "--reason",
+            "flaky rank",
+            "--runbooks",
+            str(tmp_path),
+            "--address",
+            address,
+            "--pool",
+            queues.pool,
+            "--task-queue",
+            queues.controller,
+            "--node-task-queue",
+            queues.agents,
+        )
+        handle = client.get_workflow_handle_for(NodeRemediation.run, remediation_workflow_id(node))
         for _ in range(100):
             if (await state_of(handle)).phase is Phase.AWAITING_APPROVAL:
                 break
@@ -105,20 +126,25 @@ async def test_trigger_then_show_the_timeline_then_approve(
     unknown = await cli("trigger", node, "--runbook", "nope", "--runbooks", str(tmp_path))
     assert started == (0, f"{node}: hand-reset → node-remediation/{node}\n")
     assert waiting[0] == 0
-    assert waiting[1].startswith(f"{node}: awaiting_approval — runbook hand-reset, "
-                                 "trigger ManualTrigger on node")
+    assert waiting[1].startswith(
+        f"{node}: awaiting_approval — runbook hand-reset, trigger ManualTrigger on node"
+    )
     assert [line.split()[2] for line in waiting[1].splitlines()[1:]] == ["cordon", "drain"]
     assert result.outcome is Outcome.RECOVERED
     shown = json.loads(done[1])
     assert shown["status"] == "recovered"
-    assert [a["action"] for a in shown["attempts"]] == ["cordon", "drain", "reset_gpu",
-                                                        "restore"]
+    assert [a["action"] for a in shown["attempts"]] == ["cordon", "drain", "reset_gpu", "restore"]
     assert unknown[0] == 2 and "no runbook named 'nope'" in unknown[1]
 
 
 def test_python_dash_m_runs_the_same_cli() -> None:
-    done = subprocess.run([sys.executable, "-m", "workers", "--help"], capture_output=True,
-                          text=True, timeout=60, cwd=ROOT)
+    done = subprocess.run(
+        [sys.executable, "-m", "workers", "--help"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=ROOT,
+    )
     assert done.returncode == 0, done.stderr
     for command in ("status", "show", "trigger", "approve", "abort", "resume-pool", "demo"):
         assert command in done.stdout

@@ -31,8 +31,15 @@ def depends(service: str) -> dict[str, str]:
 
 
 def test_services_start_in_order_behind_health_checks_and_one_shot_setup() -> None:
-    assert set(SERVICES) == {"postgresql", "temporal-schema", "temporal", "temporal-setup",
-                             "temporal-ui", "remedy", "remedy-controller"}
+    assert set(SERVICES) == {
+        "postgresql",
+        "temporal-schema",
+        "temporal",
+        "temporal-setup",
+        "temporal-ui",
+        "remedy",
+        "remedy-controller",
+    }
     assert depends("temporal-schema") == {"postgresql": "service_healthy"}
     assert depends("temporal") == {"temporal-schema": "service_completed_successfully"}
     assert depends("temporal-setup") == {"temporal": "service_healthy"}
@@ -55,8 +62,9 @@ def test_current_temporal_images_not_the_deprecated_auto_setup() -> None:
 
 
 def test_ports_are_published() -> None:
-    published = {name: [p.split(":")[0] for p in s.get("ports", [])]
-                 for name, s in SERVICES.items()}
+    published = {
+        name: [p.split(":")[0] for p in s.get("ports", [])] for name, s in SERVICES.items()
+    }
     assert published["temporal"] == ["7233"]
     assert published["temporal-ui"] == ["8080"]
     assert published["remedy"] == ["9464"]
@@ -82,11 +90,17 @@ def _cli_options(words: list[str]) -> tuple[Any, list[str]]:
 
 
 def test_the_remedy_commands_exist_with_those_options() -> None:
-    deploy = [d for f in sorted((ROOT / "deploy").glob("*.yaml"))
-              for d in yaml.safe_load_all(f.read_text()) if d and d.get("kind") in
-              ("Deployment", "DaemonSet")]
-    commands = [SERVICES["remedy"]["command"], SERVICES["remedy-controller"]["command"],
-                *(d["spec"]["template"]["spec"]["containers"][0]["args"] for d in deploy)]
+    deploy = [
+        d
+        for f in sorted((ROOT / "deploy").glob("*.yaml"))
+        for d in yaml.safe_load_all(f.read_text())
+        if d and d.get("kind") in ("Deployment", "DaemonSet")
+    ]
+    commands = [
+        SERVICES["remedy"]["command"],
+        SERVICES["remedy-controller"]["command"],
+        *(d["spec"]["template"]["spec"]["containers"][0]["args"] for d in deploy),
+    ]
     for words in commands:
         command, options = _cli_options(words)
         known = {opt for param in command.params for opt in param.opts}
@@ -110,29 +124,38 @@ def test_dockerfile_copies_what_exists_and_runs_the_cli() -> None:
 
 def test_setup_script_registers_every_search_attribute_remedy_sets() -> None:
     pairs = re.findall(r"^add (\w+) (\w+)$", SETUP_SCRIPT.read_text(), re.M)
-    assert sorted(pairs) == sorted((k.name, search_attributes.cli_type(k))
-                                   for k in search_attributes.ALL)
+    assert sorted(pairs) == sorted(
+        (k.name, search_attributes.cli_type(k)) for k in search_attributes.ALL
+    )
 
 
 async def test_setup_script_runs_against_a_real_server() -> None:
     env = await WorkflowEnvironment.start_local(  # a server that knows none of them yet
         data_converter=pydantic_data_converter,
-        dev_server_existing_path=installed_binary("temporal"))
+        dev_server_existing_path=installed_binary("temporal"),
+    )
     try:
         address = env.client.service_client.config.target_host
         path = f"{Path(installed_binary('temporal')).parent}{os.pathsep}{os.environ['PATH']}"
         process = await asyncio.create_subprocess_exec(
-            "sh", str(SETUP_SCRIPT), env={**os.environ, "PATH": path,
-                                          "TEMPORAL_ADDRESS": address},
-            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
+            "sh",
+            str(SETUP_SCRIPT),
+            env={**os.environ, "PATH": path, "TEMPORAL_ADDRESS": address},
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.STDOUT,
+        )
         output, _ = await asyncio.wait_for(process.communicate(), 60)
         again = await asyncio.create_subprocess_exec(  # a second run changes nothing, fails not
-            "sh", str(SETUP_SCRIPT), env={**os.environ, "PATH": path,
-                                          "TEMPORAL_ADDRESS": address},
-            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
+            "sh",
+            str(SETUP_SCRIPT),
+            env={**os.environ, "PATH": path, "TEMPORAL_ADDRESS": address},
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.STDOUT,
+        )
         await asyncio.wait_for(again.communicate(), 60)
         known = await env.client.operator_service.list_search_attributes(
-            ListSearchAttributesRequest(namespace="default"))
+            ListSearchAttributesRequest(namespace="default")
+        )
     finally:
         await env.shutdown()
     assert process.returncode == 0, output.decode()

@@ -21,18 +21,29 @@ from workers.demo import DemoConfig, run_demo
 
 
 async def test_short_demo_starts_workflows_visible_through_the_client(
-        dev_env: WorkflowEnvironment) -> None:
+    dev_env: WorkflowEnvironment,
+) -> None:
     name = f"demo-{uuid.uuid4().hex[:8]}"
     # The server fires timers to about a second, whatever the speedup: give ladders time.
-    config = DemoConfig(nodes=4, fault_every_s=0.25, speedup=3600, duration_s=8,
-                        runbooks=ROOT / "runbooks", node_prefix=name, pool=name, task_queue=name,
-                        agents_task_queue=f"{name}-agents", job_namespace=name)
+    config = DemoConfig(
+        nodes=4,
+        fault_every_s=0.25,
+        speedup=3600,
+        duration_s=8,
+        runbooks=ROOT / "runbooks",
+        node_prefix=name,
+        pool=name,
+        task_queue=name,
+        agents_task_queue=f"{name}-agents",
+        job_namespace=name,
+    )
     said: list[str] = []
     summary = await run_demo(dev_env.client, config, echo=said.append)
 
     assert summary.faults_injected >= 8
-    assert summary.workflow_ids and all(w.startswith(f"node-remediation/{name}-")
-                                        for w in summary.workflow_ids)
+    assert summary.workflow_ids and all(
+        w.startswith(f"node-remediation/{name}-") for w in summary.workflow_ids
+    )
     assert sum(summary.outcomes.values()) == len(summary.runs) >= len(summary.workflow_ids)
     finished = {Outcome(o) for o in summary.outcomes if not o.startswith("running")}
     assert finished, f"no ladder finished within the demo: {summary.outcomes}"
@@ -40,8 +51,10 @@ async def test_short_demo_starts_workflows_visible_through_the_client(
         description = await dev_env.client.get_workflow_handle(workflow_id).describe()
         assert description.workflow_type == "NodeRemediation"
         assert description.task_queue == name
-        assert description.status in (WorkflowExecutionStatus.RUNNING,
-                                       WorkflowExecutionStatus.COMPLETED)
+        assert description.status in (
+            WorkflowExecutionStatus.RUNNING,
+            WorkflowExecutionStatus.COMPLETED,
+        )
     # What the UI's list shows. Runs that continued-as-new carry none (the SDK cannot pass a
     # summary on), so check the runs the demo started itself.
     lines = []
@@ -53,10 +66,13 @@ async def test_short_demo_starts_workflows_visible_through_the_client(
             lines.append(line)
     assert lines
     # The guarded job on the 4 nodes: a fault killed it, the scan handed it to its guard.
-    assert f"Guarded job      {name}/llm-pretrain-0 on {name}-000, {name}-001, {name}-002, " \
+    assert (
+        f"Guarded job      {name}/llm-pretrain-0 on {name}-000, {name}-001, {name}-002, "
         f"{name}-003" in said
-    assert any(line.startswith(f"  job    {name}/llm-pretrain-0: every rank failed")
-               for line in said)
+    )
+    assert any(
+        line.startswith(f"  job    {name}/llm-pretrain-0: every rank failed") for line in said
+    )
     [job] = summary.jobs
     assert job.job == f"{name}/llm-pretrain-0" and job.ledger.failures
     assert "Guarded jobs (remedy status --jobs):" in said
@@ -72,9 +88,24 @@ def _clean_env() -> dict[str, str]:
 def test_remedy_demo_command_runs_and_ends_with_a_summary(tmp_path: Path) -> None:
     """What `make demo` runs, with a limit: its own dev server, UI, worker and fleet."""
     done = subprocess.run(
-        [REMEDY, "demo", "--duration", "6", "--nodes", "4", "--fault-every", "0.5",
-         "--db", str(tmp_path / "t.sqlite")],
-        capture_output=True, text=True, timeout=120, env=_clean_env(), cwd=tmp_path)
+        [
+            REMEDY,
+            "demo",
+            "--duration",
+            "6",
+            "--nodes",
+            "4",
+            "--fault-every",
+            "0.5",
+            "--db",
+            str(tmp_path / "t.sqlite"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=_clean_env(),
+        cwd=tmp_path,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     assert "Temporal Web UI  http://127.0.0.1:" in done.stdout
     assert "Remediations by outcome (" in done.stdout
@@ -83,10 +114,22 @@ def test_remedy_demo_command_runs_and_ends_with_a_summary(tmp_path: Path) -> Non
 
 def test_ctrl_c_stops_the_demo_cleanly_with_a_summary(tmp_path: Path) -> None:
     demo = subprocess.Popen(
-        [REMEDY, "demo", "--nodes", "4", "--fault-every", "0.5", "--db",
-         str(tmp_path / "c.sqlite")],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_clean_env(),
-        cwd=tmp_path)
+        [
+            REMEDY,
+            "demo",
+            "--nodes",
+            "4",
+            "--fault-every",
+            "0.5",
+            "--db",
+            str(tmp_path / "c.sqlite"),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=_clean_env(),
+        cwd=tmp_path,
+    )
     assert demo.stdout is not None
     lines = []
     for line in demo.stdout:  # wait until faults flow, then press Ctrl-C
@@ -123,8 +166,7 @@ def test_runbooks_validate_accepts_the_shipped_runbooks() -> None:
 
 def test_runbooks_validate_lists_each_error_as_file_line_field(tmp_path: Path) -> None:
     bad = tmp_path / "bad.yaml"
-    bad.write_text("name: bad\nmatch: {xids: [48]}\ntolerance: -1m\nladder:\n"
-                   "  - action: melt\n")
+    bad.write_text("name: bad\nmatch: {xids: [48]}\ntolerance: -1m\nladder:\n  - action: melt\n")
     result = CliRunner().invoke(app, ["runbooks", "validate", str(bad)])
     assert result.exit_code == 1
     assert f"{bad}:3: tolerance: duration must not be negative" in result.output
@@ -141,8 +183,11 @@ def test_cli_bad_input_is_one_clear_line_not_a_traceback(tmp_path: Path) -> None
     cases = [
         (["probe", "--simulate", "bogus"], 2, "--simulate: unknown fault 'bogus'"),
         (["xid", "parse", str(tmp_path / "missing.log")], 2, "cannot read"),
-        (["agent", "--node", "n1", "--runbooks", str(broken)], 1,
-         f"{broken / 'a.yaml'}:1: match: required field is missing"),
+        (
+            ["agent", "--node", "n1", "--runbooks", str(broken)],
+            1,
+            f"{broken / 'a.yaml'}:1: match: required field is missing",
+        ),
         (["controller", "--runbooks", str(broken)], 1, "match: required field is missing"),
         (["controller", "--max-disruption", "two"], 2, "--max-disruption: 'two' is not"),
         (["controller", "--blocklist-incidents", "0"], 2, "--blocklist-incidents: "),

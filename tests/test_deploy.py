@@ -39,8 +39,13 @@ def by_kind(kind: str) -> dict[str, dict[str, Any]]:
 
 def granted(role: str) -> set[Rule]:
     rules = by_kind("ClusterRole")[role]["rules"]
-    return {(group, resource, verb) for rule in rules for group in rule["apiGroups"]
-            for resource in rule["resources"] for verb in rule["verbs"]}
+    return {
+        (group, resource, verb)
+        for rule in rules
+        for group in rule["apiGroups"]
+        for resource in rule["resources"]
+        for verb in rule["verbs"]
+    }
 
 
 def rule_of(method: str, path: str) -> Rule:
@@ -50,17 +55,24 @@ def rule_of(method: str, path: str) -> Rule:
         rest = rest[2:]
     resource = rest[0] + (f"/{rest[2]}" if len(rest) > 2 else "")
     named = len(rest) > 1
-    verb = {"GET": "get" if named else "list", "PATCH": "patch", "PUT": "update",
-            "POST": "create", "DELETE": "delete"}[method]
+    verb = {
+        "GET": "get" if named else "list",
+        "PATCH": "patch",
+        "PUT": "update",
+        "POST": "create",
+        "DELETE": "delete",
+    }[method]
     return group, resource, verb
 
 
-async def calls_made(mock: kmock.KubernetesEmulator,
-                     scenario: Callable[[KubernetesCluster, KubernetesJobs], None]) -> set[Rule]:
+async def calls_made(
+    mock: kmock.KubernetesEmulator, scenario: Callable[[KubernetesCluster, KubernetesJobs], None]
+) -> set[Rule]:
     config = k8s.Configuration()
     config.host = str(mock.url).rstrip("/")
-    cluster = KubernetesCluster(k8s.ApiClient(config), eviction_retry_s=0.01,
-                                checkpoint_grace_s=0.05)
+    cluster = KubernetesCluster(
+        k8s.ApiClient(config), eviction_retry_s=0.01, checkpoint_grace_s=0.05
+    )
     await call(scenario, cluster, KubernetesJobs(k8s.ApiClient(config)))
     return {rule_of(r.method.value, r.url.path) for r in mock}
 
@@ -93,9 +105,20 @@ def controller_scenario(cluster: KubernetesCluster, jobs: KubernetesJobs) -> Non
 
 def agent_scenario(cluster: KubernetesCluster, _: KubernetesJobs) -> None:
     previous = cluster.conditions("n1")
-    cluster.set_conditions("n1", previous or [NodeCondition(
-        type="GpuProblem", status="False", reason="NoGpuProblem", message="ok",
-        last_heartbeat_time=NOW, last_transition_time=NOW)])
+    cluster.set_conditions(
+        "n1",
+        previous
+        or [
+            NodeCondition(
+                type="GpuProblem",
+                status="False",
+                reason="NoGpuProblem",
+                message="ok",
+                last_heartbeat_time=NOW,
+                last_transition_time=NOW,
+            )
+        ],
+    )
     cluster.record_xids("n1", [RecentXid(code=13, gpu="SN1", at=NOW, pid=1, process="python")])
 
 
@@ -107,13 +130,17 @@ def seed(mock: kmock.KubernetesEmulator) -> None:
     mock.objects[PODS, "jobs", "web"] = pod("web", node_name="n2")  # evicted by the drain
     mock.objects[PODS, "jobs", "ckpt"] = pod("ckpt", node_name="n2", gpus=1)  # + checkpoint
     mock.objects[NODECLAIMS, None, "claim"] = {
-        "apiVersion": "karpenter.sh/v1", "kind": "NodeClaim", "metadata": {"name": "claim"},
-        "status": {"nodeName": "n1"}}
+        "apiVersion": "karpenter.sh/v1",
+        "kind": "NodeClaim",
+        "metadata": {"name": "claim"},
+        "status": {"nodeName": "n1"},
+    }
 
     def evict(name: str) -> Callable[[Any], dict[str, str]]:
         def evicted(request: Any) -> dict[str, str]:
             del mock.objects[PODS, "jobs", name]  # the API server deletes the evicted pod
             return {"kind": "Status", "status": "Success"}
+
         return evicted
 
     for name in ("web", "ckpt"):
@@ -125,13 +152,15 @@ def seed(mock: kmock.KubernetesEmulator) -> None:
 
 
 async def test_controller_role_grants_exactly_what_the_adapter_calls(
-        kmock: kmock.KubernetesEmulator) -> None:
+    kmock: kmock.KubernetesEmulator,
+) -> None:
     seed(kmock)
     assert await calls_made(kmock, controller_scenario) == granted("remedy-controller")
 
 
 async def test_agent_role_grants_exactly_what_the_agent_calls(
-        kmock: kmock.KubernetesEmulator) -> None:
+    kmock: kmock.KubernetesEmulator,
+) -> None:
     seed(kmock)
     assert await calls_made(kmock, agent_scenario) == granted("remedy-agent")
 
@@ -156,22 +185,28 @@ def test_agent_runs_on_gpu_nodes_only_and_tolerates_remedys_own_taints() -> None
     agent = by_kind("DaemonSet")["remedy-agent"]["spec"]["template"]["spec"]
     assert agent["nodeSelector"] == {"nvidia.com/gpu.present": "true"}
     # A cordoned node still needs its agent, and a new node needs it for admission.
-    assert {t["key"] for t in agent["tolerations"]} >= {"nvidia.com/gpu", TAINT["key"],
-                                                         ADMISSION_TAINT["key"]}
+    assert {t["key"] for t in agent["tolerations"]} >= {
+        "nvidia.com/gpu",
+        TAINT["key"],
+        ADMISSION_TAINT["key"],
+    }
     args = agent["containers"][0]["args"]
     assert "--allow-reset" not in args and "--allow-reboot" not in args  # off by default
 
 
-@pytest.mark.parametrize(("method", "path", "rule"), [
-    ("GET", "/api/v1/nodes/n1", ("", "nodes", "get")),
-    ("GET", "/api/v1/pods", ("", "pods", "list")),
-    ("PATCH", "/api/v1/nodes/n1/status", ("", "nodes/status", "patch")),
-    ("POST", "/api/v1/namespaces/jobs/pods/p/eviction", ("", "pods/eviction", "create")),
-    ("POST", "/api/v1/namespaces/default/events", ("", "events", "create")),
-    ("GET", "/api/v1/namespaces/ml/pods/p/log", ("", "pods/log", "get")),
-    ("POST", "/apis/batch/v1/namespaces/ml/jobs", ("batch", "jobs", "create")),
-    ("DELETE", "/apis/karpenter.sh/v1/nodeclaims/c", ("karpenter.sh", "nodeclaims", "delete")),
-])
+@pytest.mark.parametrize(
+    ("method", "path", "rule"),
+    [
+        ("GET", "/api/v1/nodes/n1", ("", "nodes", "get")),
+        ("GET", "/api/v1/pods", ("", "pods", "list")),
+        ("PATCH", "/api/v1/nodes/n1/status", ("", "nodes/status", "patch")),
+        ("POST", "/api/v1/namespaces/jobs/pods/p/eviction", ("", "pods/eviction", "create")),
+        ("POST", "/api/v1/namespaces/default/events", ("", "events", "create")),
+        ("GET", "/api/v1/namespaces/ml/pods/p/log", ("", "pods/log", "get")),
+        ("POST", "/apis/batch/v1/namespaces/ml/jobs", ("batch", "jobs", "create")),
+        ("DELETE", "/apis/karpenter.sh/v1/nodeclaims/c", ("karpenter.sh", "nodeclaims", "delete")),
+    ],
+)
 def test_request_paths_map_to_rbac_rules(method: str, path: str, rule: Rule) -> None:
     assert rule_of(method, path) == rule
 

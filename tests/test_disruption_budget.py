@@ -28,10 +28,20 @@ from tests.ladder import Handle, report, state_of, wait_for_phase
 from workflows.disruption_budget import DisruptionBudget
 
 
-@pytest.mark.parametrize(("spec", "size", "allowed"), [
-    ("2", 10, 2), ("20%", 3, 1), ("20%", 10, 2), ("25%", 10, 3), ("all-but-1", 8, 7),
-    ("all-but-1", 1, 0), ("0", 5, 0), ("12", 5, 5), ("50%", 0, 0),
-])
+@pytest.mark.parametrize(
+    ("spec", "size", "allowed"),
+    [
+        ("2", 10, 2),
+        ("20%", 3, 1),
+        ("20%", 10, 2),
+        ("25%", 10, 3),
+        ("all-but-1", 8, 7),
+        ("all-but-1", 1, 0),
+        ("0", 5, 0),
+        ("12", 5, 5),
+        ("50%", 0, 0),
+    ],
+)
 def test_allowed_disruptions(spec: str, size: int, allowed: int) -> None:
     assert allowed_disruptions(spec, size) == allowed
 
@@ -60,13 +70,15 @@ async def budget_state(client: Client, pool: str) -> BudgetState:
 
 
 async def test_budget_of_two_never_lets_more_than_two_nodes_be_disrupted(
-        time_env: WorkflowEnvironment, shipped_runbooks: RunbookSet) -> None:
+    time_env: WorkflowEnvironment, shipped_runbooks: RunbookSet
+) -> None:
     fleet = SimFleet(nodes=10, pool=f"pool-{uuid.uuid4().hex[:8]}")
     findings = [fleet.inject(name, "ecc_dbe", gpu=1) for name in sorted(fleet.nodes)]
     policy = BudgetPolicy(max_disruption="2", storm_share=1.0)
     async with running_workers(time_env.client, fleet, policy=policy) as queues:
-        handles = [await report(time_env.client, queues, f, shipped_runbooks.match(f))
-                   for f in findings]
+        handles = [
+            await report(time_env.client, queues, f, shipped_runbooks.match(f)) for f in findings
+        ]
         results = [await h.result() for h in handles]  # one at a time: time skips while waiting
         states = [await state_of(h) for h in handles]
         budget = await budget_state(time_env.client, queues.pool)
@@ -80,18 +92,23 @@ async def test_budget_of_two_never_lets_more_than_two_nodes_be_disrupted(
 
 
 async def test_a_terminated_holder_loses_its_lease_to_the_next_in_line(
-        time_env: WorkflowEnvironment) -> None:
+    time_env: WorkflowEnvironment,
+) -> None:
     fleet = SimFleet(nodes=2, pool=f"pool-{uuid.uuid4().hex[:8]}")
     first, second = sorted(fleet.nodes)
     # Drained, then waiting for an approval that never comes while holding the only lease.
-    runbook = Runbook(name="hold", match=Match(xids=[48]), ladder=[
-        Rung(action=Action.DRAIN), Rung(action=Action.RESET_GPU, approval="required")])
+    runbook = Runbook(
+        name="hold",
+        match=Match(xids=[48]),
+        ladder=[Rung(action=Action.DRAIN), Rung(action=Action.RESET_GPU, approval="required")],
+    )
     policy = BudgetPolicy(max_disruption="1", storm_share=1.0)
     async with running_workers(time_env.client, fleet, policy=policy) as queues:
         holder = await report(time_env.client, queues, fleet.inject(first, "ecc_dbe"), runbook)
         await wait_for_phase(time_env, holder, Phase.AWAITING_APPROVAL)
-        waiter: Handle = await report(time_env.client, queues, fleet.inject(second, "ecc_dbe"),
-                                      runbook)
+        waiter: Handle = await report(
+            time_env.client, queues, fleet.inject(second, "ecc_dbe"), runbook
+        )
         await wait_for_phase(time_env, waiter, Phase.AWAITING_LEASE)
         await holder.terminate("operator killed it")  # no release signal ever comes
         state = await wait_for_phase(time_env, waiter, Phase.AWAITING_APPROVAL)
@@ -104,15 +121,16 @@ async def test_a_terminated_holder_loses_its_lease_to_the_next_in_line(
 
 
 async def test_storm_breaker_trips_holds_disruption_keeps_cordoning_and_resumes(
-        time_env: WorkflowEnvironment, shipped_runbooks: RunbookSet) -> None:
+    time_env: WorkflowEnvironment, shipped_runbooks: RunbookSet
+) -> None:
     fleet = SimFleet(nodes=10, pool=f"pool-{uuid.uuid4().hex[:8]}")
     sick = sorted(fleet.nodes)[:3]  # 30 % of the pool at once
     findings = [fleet.inject(name, "ecc_dbe", gpu=0) for name in sick]
-    policy = BudgetPolicy(max_disruption="50%", storm_share=0.2,
-                          storm_window=timedelta(hours=1))
+    policy = BudgetPolicy(max_disruption="50%", storm_share=0.2, storm_window=timedelta(hours=1))
     async with running_workers(time_env.client, fleet, policy=policy) as queues:
-        handles = [await report(time_env.client, queues, f, shipped_runbooks.match(f))
-                   for f in findings]
+        handles = [
+            await report(time_env.client, queues, f, shipped_runbooks.match(f)) for f in findings
+        ]
         for handle in handles:
             await wait_for_phase(time_env, handle, Phase.AWAITING_LEASE)
         budget = await budget_state(time_env.client, queues.pool)
@@ -121,7 +139,8 @@ async def test_storm_breaker_trips_holds_disruption_keeps_cordoning_and_resumes(
         assert all(fleet.node(name).unschedulable for name in sick)
 
         await time_env.client.get_workflow_handle(budget_workflow_id(queues.pool)).signal(
-            "resume", ResumeRequest(by="sre-on-call"))
+            "resume", ResumeRequest(by="sre-on-call")
+        )
         results = [await h.result() for h in handles]
         after = await budget_state(time_env.client, queues.pool)
     assert [r.outcome for r in results] == [Outcome.RECOVERED] * 3
@@ -129,22 +148,26 @@ async def test_storm_breaker_trips_holds_disruption_keeps_cordoning_and_resumes(
 
 
 async def test_a_new_run_for_a_node_whose_old_run_was_terminated_gets_its_lease(
-        time_env: WorkflowEnvironment) -> None:
+    time_env: WorkflowEnvironment,
+) -> None:
     fleet = SimFleet(nodes=2, pool=f"pool-{uuid.uuid4().hex[:8]}")
     node = sorted(fleet.nodes)[0]
-    runbook = Runbook(name="hold", match=Match(xids=[48]), ladder=[
-        Rung(action=Action.DRAIN), Rung(action=Action.RESET_GPU, approval="required")])
+    runbook = Runbook(
+        name="hold",
+        match=Match(xids=[48]),
+        ladder=[Rung(action=Action.DRAIN), Rung(action=Action.RESET_GPU, approval="required")],
+    )
     policy = BudgetPolicy(max_disruption="1", storm_share=1.0)
     async with running_workers(time_env.client, fleet, policy=policy) as queues:
         old = await report(time_env.client, queues, fleet.inject(node, "ecc_dbe"), runbook)
         await wait_for_phase(time_env, old, Phase.AWAITING_APPROVAL)  # holds the only lease
         await old.terminate("operator killed it")  # its lease is not released
-        new: Handle = await report(time_env.client, queues, fleet.inject(node, "ecc_dbe"),
-                                   runbook)
+        new: Handle = await report(time_env.client, queues, fleet.inject(node, "ecc_dbe"), runbook)
         # Same node, same holder id: the budget hands the node's lease to the run that asks,
         # at once, instead of waiting on a grant that went to the dead run.
-        state = await wait_for_phase(time_env, new, Phase.AWAITING_APPROVAL,
-                                     step=timedelta(seconds=1), steps=20)
+        state = await wait_for_phase(
+            time_env, new, Phase.AWAITING_APPROVAL, step=timedelta(seconds=1), steps=20
+        )
         budget = await budget_state(time_env.client, queues.pool)
         await new.signal("approve", ApproveRequest(by="test"))
         assert (await new.result()).outcome is Outcome.RECOVERED

@@ -53,8 +53,14 @@ async def closed(client: Client, workflow_id: str, within_s: float = 30) -> None
 
 def _problem(reason: str = "Xid48") -> NodeCondition:
     now = datetime(2026, 11, 1, tzinfo=UTC)
-    return NodeCondition(type="GpuProblem", status="True", reason=reason, message="x",
-                         last_heartbeat_time=now, last_transition_time=now)
+    return NodeCondition(
+        type="GpuProblem",
+        status="True",
+        reason=reason,
+        message="x",
+        last_heartbeat_time=now,
+        last_transition_time=now,
+    )
 
 
 def test_plan_remediates_unowned_problems_and_admits_new_nodes_once() -> None:
@@ -62,8 +68,13 @@ def test_plan_remediates_unowned_problems_and_admits_new_nodes_once() -> None:
         NodeFacts(name="ok", pool="a"),
         NodeFacts(name="sick", pool="a", problems=[_problem()]),
         NodeFacts(name="sick-busy", pool="a", problems=[_problem()]),
-        NodeFacts(name="held", pool="a", problems=[_problem()], unschedulable=True,
-                  cordoned_by_remedy=True),  # a ladder ran out: a human's, not a new ladder
+        NodeFacts(
+            name="held",
+            pool="a",
+            problems=[_problem()],
+            unschedulable=True,
+            cordoned_by_remedy=True,
+        ),  # a ladder ran out: a human's, not a new ladder
         NodeFacts(name="new", pool="b", awaiting_admission=True),
         NodeFacts(name="new-busy", pool="b", awaiting_admission=True),
         NodeFacts(name="turned-away", pool="b", awaiting_admission=True, rejected="bad GPU"),
@@ -76,11 +87,20 @@ def test_plan_remediates_unowned_problems_and_admits_new_nodes_once() -> None:
     assert [n.name for n in plan.admit] == ["new"]
     summary = summarise(nodes, work, datetime(2026, 11, 1, tzinfo=UTC))
     a, b = summary.pools
-    assert (a.pool, a.nodes, a.count(NodeStatus.HEALTHY), a.count(NodeStatus.UNHEALTHY),
-            a.count(NodeStatus.IN_REMEDIATION), a.count(NodeStatus.NEEDS_HUMAN)) == (
-        "a", 4, 1, 1, 1, 1)
-    assert (b.count(NodeStatus.ADMITTING), b.count(NodeStatus.REJECTED),
-            b.count(NodeStatus.CORDONED), b.count(NodeStatus.UNMANAGED)) == (2, 1, 1, 1)
+    assert (
+        a.pool,
+        a.nodes,
+        a.count(NodeStatus.HEALTHY),
+        a.count(NodeStatus.UNHEALTHY),
+        a.count(NodeStatus.IN_REMEDIATION),
+        a.count(NodeStatus.NEEDS_HUMAN),
+    ) == ("a", 4, 1, 1, 1, 1)
+    assert (
+        b.count(NodeStatus.ADMITTING),
+        b.count(NodeStatus.REJECTED),
+        b.count(NodeStatus.CORDONED),
+        b.count(NodeStatus.UNMANAGED),
+    ) == (2, 1, 1, 1)
 
 
 def test_a_condition_reason_naming_an_xid_becomes_a_finding_with_that_xid() -> None:
@@ -89,7 +109,8 @@ def test_a_condition_reason_naming_an_xid_becomes_a_finding_with_that_xid() -> N
 
 
 async def test_scan_remediates_a_silent_bad_condition_and_admits_a_new_node(
-        dev_env: WorkflowEnvironment, shipped_runbooks: RunbookSet) -> None:
+    dev_env: WorkflowEnvironment, shipped_runbooks: RunbookSet
+) -> None:
     client = dev_env.client
     fleet = own_fleet("scan", 4)
     sick, healthy = sorted(fleet.nodes)[:2]
@@ -104,26 +125,35 @@ async def test_scan_remediates_a_silent_bad_condition_and_admits_a_new_node(
     # Real time on the dev server: the runbooks' minutes become milliseconds.
     fast = RunbookSet(r.scaled(3600) for r in shipped_runbooks)
     async with running_workers(client, fleet, runbooks=fast) as queues:
-        await ensure_fleet_scan(client, timedelta(seconds=2), queues.controller, ScanInput(
-            node_task_queue=queues.agents, admission=AdmissionPolicy(gap=timedelta(seconds=1))),
-            schedule_id=schedule_id)
+        await ensure_fleet_scan(
+            client,
+            timedelta(seconds=2),
+            queues.controller,
+            ScanInput(
+                node_task_queue=queues.agents, admission=AdmissionPolicy(gap=timedelta(seconds=1))
+            ),
+            schedule_id=schedule_id,
+        )
         schedule = client.get_schedule_handle(schedule_id)
         try:
             await closed(client, remediation_workflow_id(sick))
             await closed(client, admission_workflow_id(newcomer))
             ladder = await client.get_workflow_handle(
-                remediation_workflow_id(sick), result_type=RemediationResult).result()
+                remediation_workflow_id(sick), result_type=RemediationResult
+            ).result()
             await asyncio.sleep(4.5)  # two more scans: the recovered node is left alone
             description = await schedule.describe()
             last = description.info.recent_actions[-1].action
             summary = await client.get_workflow_handle(
-                last.workflow_id, run_id=last.first_execution_run_id,
-                result_type=FleetSummary).result()
+                last.workflow_id, run_id=last.first_execution_run_id, result_type=FleetSummary
+            ).result()
         finally:
             await schedule.delete()
     assert ladder.outcome is Outcome.RECOVERED and ladder.runbook == "gpu-memory-ecc", ladder
-    assert ("cordon" in [a for n, a in fleet.actions if n == sick]
-            and (sick, "reset_gpu") in fleet.actions)
+    assert (
+        "cordon" in [a for n, a in fleet.actions if n == sick]
+        and (sick, "reset_gpu") in fleet.actions
+    )
     assert [c.status for c in fleet.cluster.conditions(sick)] == ["False", "False"]
     assert fleet.node(newcomer).validated_serials and not fleet.node(newcomer).awaiting_admission
     assert description.schedule.policy.overlap is ScheduleOverlapPolicy.SKIP
@@ -135,7 +165,8 @@ async def test_scan_remediates_a_silent_bad_condition_and_admits_a_new_node(
 
 
 async def test_remedy_status_shows_the_tripped_breaker_and_resume_pool_closes_it(
-        dev_env: WorkflowEnvironment, shipped_runbooks: RunbookSet) -> None:
+    dev_env: WorkflowEnvironment, shipped_runbooks: RunbookSet
+) -> None:
     client = dev_env.client
     address = client.service_client.config.target_host
     fleet = own_fleet("storm", 10)
@@ -147,35 +178,48 @@ async def test_remedy_status_shows_the_tripped_breaker_and_resume_pool_closes_it
         for name in sick:
             finding = fleet.inject(name, "ecc_dbe", gpu=0)
             await report(client, queues, finding, shipped_runbooks.match(finding))
-        budget = client.get_workflow_handle_for(DisruptionBudget.run,
-                                                budget_workflow_id(queues.pool))
+        budget = client.get_workflow_handle_for(
+            DisruptionBudget.run, budget_workflow_id(queues.pool)
+        )
         for _ in range(100):  # the budget starts with the first cordoned node's report
             with contextlib.suppress(RPCError):
                 if (await budget.query(DisruptionBudget.state)).tripped:
                     break
             await asyncio.sleep(0.1)
-        await ensure_fleet_scan(client, timedelta(seconds=1), queues.controller,
-                                ScanInput(node_task_queue=queues.agents), schedule_id=schedule_id)
+        await ensure_fleet_scan(
+            client,
+            timedelta(seconds=1),
+            queues.controller,
+            ScanInput(node_task_queue=queues.agents),
+            schedule_id=schedule_id,
+        )
         try:
             shown = None
             for _ in range(100):  # until a scan has completed
-                shown = await asyncio.to_thread(runner.invoke, app, [
-                    "status", "--address", address, "--schedule", schedule_id, "--json"])
+                shown = await asyncio.to_thread(
+                    runner.invoke,
+                    app,
+                    ["status", "--address", address, "--schedule", schedule_id, "--json"],
+                )
                 if shown.exit_code != 2 and json.loads(shown.output)["scanned_at"]:
                     break
                 await asyncio.sleep(0.1)
-            text = await asyncio.to_thread(runner.invoke, app, [
-                "status", "--address", address, "--schedule", schedule_id, "--pool",
-                queues.pool])
-            resumed = await asyncio.to_thread(runner.invoke, app, [
-                "resume-pool", queues.pool, "--address", address, "--by", "alice"])
+            text = await asyncio.to_thread(
+                runner.invoke,
+                app,
+                ["status", "--address", address, "--schedule", schedule_id, "--pool", queues.pool],
+            )
+            resumed = await asyncio.to_thread(
+                runner.invoke,
+                app,
+                ["resume-pool", queues.pool, "--address", address, "--by", "alice"],
+            )
             state = await budget.query(DisruptionBudget.state)
         finally:
             await client.get_schedule_handle(schedule_id).delete()
     assert shown is not None and shown.exit_code == 3, shown.output  # 3: a breaker is tripped
     [pool] = json.loads(shown.output)["pools"]
-    assert pool["budget"]["tripped"] and "3 of 10 nodes unhealthy" in pool["budget"][
-        "breaker_note"]
+    assert pool["budget"]["tripped"] and "3 of 10 nodes unhealthy" in pool["budget"]["breaker_note"]
     assert pool["summary"]["nodes"] == 10
     assert pool["summary"]["counts"]["in_remediation"] == 3
     assert text.exit_code == 3 and f"ALERT pool {queues.pool}" in text.output
@@ -186,6 +230,7 @@ async def test_remedy_status_shows_the_tripped_breaker_and_resume_pool_closes_it
 
 def test_remedy_status_without_a_scan_says_so_with_exit_2(dev_env: WorkflowEnvironment) -> None:
     address = dev_env.client.service_client.config.target_host
-    result = CliRunner().invoke(app, ["status", "--address", address, "--schedule", "nope",
-                                      "--pool", "no-such-pool"])
+    result = CliRunner().invoke(
+        app, ["status", "--address", address, "--schedule", "nope", "--pool", "no-such-pool"]
+    )
     assert result.exit_code == 2 and "no fleet-scan schedule 'nope'" in result.output

@@ -38,14 +38,20 @@ from workflows.node_remediation import NodeRemediation
 Guard = WorkflowHandle[JobGuard, GuardResult]
 
 
-async def guard(env: WorkflowEnvironment, queues: Queues, policy: GuardPolicy
-                ) -> tuple[Guard, str]:
+async def guard(env: WorkflowEnvironment, queues: Queues, policy: GuardPolicy) -> tuple[Guard, str]:
     """A guard for a new job; returns its handle and the job as the guard names it."""
     job = JobRef(name=f"llm-{uuid.uuid4().hex[:6]}")
     handle = await env.client.start_workflow(
-        JobGuard.run, GuardInput(job=job, policy=policy, controller_task_queue=queues.controller,
-                                 node_task_queue=queues.agents),
-        id=job_guard_workflow_id(job.namespace, job.name), task_queue=queues.controller)
+        JobGuard.run,
+        GuardInput(
+            job=job,
+            policy=policy,
+            controller_task_queue=queues.controller,
+            node_task_queue=queues.agents,
+        ),
+        id=job_guard_workflow_id(job.namespace, job.name),
+        task_queue=queues.controller,
+    )
     # Answered once a worker ran the guard's first task: the time-skipping server's sleeps
     # below could otherwise race that first task and stall.
     await handle.query(JobGuard.phase)
@@ -53,8 +59,9 @@ async def guard(env: WorkflowEnvironment, queues: Queues, policy: GuardPolicy
 
 
 @asynccontextmanager
-async def guarded(env: WorkflowEnvironment, fleet: SimFleet, policy: GuardPolicy
-                  ) -> AsyncIterator[tuple[Guard, str, SimJobs]]:
+async def guarded(
+    env: WorkflowEnvironment, fleet: SimFleet, policy: GuardPolicy
+) -> AsyncIterator[tuple[Guard, str, SimJobs]]:
     """The controller and agents, a simulated job side, and one guarded job."""
     jobs = SimJobs()
     async with running_workers(env.client, fleet, jobs=jobs) as queues:
@@ -63,26 +70,42 @@ async def guarded(env: WorkflowEnvironment, fleet: SimFleet, policy: GuardPolicy
 
 
 def hardware_failure(node: str, job: str, at: datetime, pod: str = "worker-0") -> PodFailure:
-    return PodFailure(job=job, pod=f"{job}-{pod}", node=node, failed_at=at,
-                      termination=Termination(exit_code=1, reason="Error"),
-                      xids=[XidSeen(code=79, gpu="SN-X", node=node, at=at)])
+    return PodFailure(
+        job=job,
+        pod=f"{job}-{pod}",
+        node=node,
+        failed_at=at,
+        termination=Termination(exit_code=1, reason="Error"),
+        xids=[XidSeen(code=79, gpu="SN-X", node=node, at=at)],
+    )
 
 
-def nccl_timeout(node: str, job: str, at: datetime, seen: list[XidSeen], pod: str
-                 ) -> PodFailure:
+def nccl_timeout(node: str, job: str, at: datetime, seen: list[XidSeen], pod: str) -> PodFailure:
     """A rank on a healthy node that timed out because another node of the job failed."""
-    return PodFailure(job=job, pod=f"{job}-{pod}", node=node, failed_at=at,
-                      termination=Termination(exit_code=1, reason="Error"), xids=seen,
-                      log_tail="Watchdog caught collective operation timeout: WorkNCCL(...)")
+    return PodFailure(
+        job=job,
+        pod=f"{job}-{pod}",
+        node=node,
+        failed_at=at,
+        termination=Termination(exit_code=1, reason="Error"),
+        xids=seen,
+        log_tail="Watchdog caught collective operation timeout: WorkNCCL(...)",
+    )
 
 
 def oom(node: str, job: str, at: datetime) -> PodFailure:
-    return PodFailure(job=job, pod=f"{job}-worker-1", node=node, failed_at=at,
-                      termination=Termination(exit_code=137, reason="OOMKilled"))
+    return PodFailure(
+        job=job,
+        pod=f"{job}-worker-1",
+        node=node,
+        failed_at=at,
+        termination=Termination(exit_code=137, reason="OOMKilled"),
+    )
 
 
 async def test_a_platform_failure_restarts_the_job_and_remediates_the_node(
-        time_env: WorkflowEnvironment, fleet: SimFleet) -> None:
+    time_env: WorkflowEnvironment, fleet: SimFleet
+) -> None:
     node = sorted(fleet.nodes)[0]
     async with guarded(time_env, fleet, GuardPolicy()) as (handle, job, jobs):
         failed = hardware_failure(node, job, await time_env.get_current_time())
@@ -91,8 +114,9 @@ async def test_a_platform_failure_restarts_the_job_and_remediates_the_node(
         await time_env.sleep(timedelta(minutes=5))  # past the first backoff (1 min)
         ledger = await handle.query(JobGuard.ledger)
         phase = await handle.query(JobGuard.phase)
-        ladder = time_env.client.get_workflow_handle_for(NodeRemediation.run,
-                                                         remediation_workflow_id(node))
+        ladder = time_env.client.get_workflow_handle_for(
+            NodeRemediation.run, remediation_workflow_id(node)
+        )
         state = await ladder.query(NodeRemediation.state)
     [failure] = ledger.failures
     assert failure.attribution.verdict is Verdict.PLATFORM
@@ -107,7 +131,8 @@ async def test_a_platform_failure_restarts_the_job_and_remediates_the_node(
 
 
 async def test_an_application_failure_stops_with_no_restart(
-        time_env: WorkflowEnvironment, fleet: SimFleet) -> None:
+    time_env: WorkflowEnvironment, fleet: SimFleet
+) -> None:
     node = sorted(fleet.nodes)[1]
     async with guarded(time_env, fleet, GuardPolicy()) as (handle, job, jobs):
         await handle.signal(JobGuard.pod_failed, oom(node, job, await time_env.get_current_time()))
@@ -119,10 +144,14 @@ async def test_an_application_failure_stops_with_no_restart(
 
 
 async def test_the_platform_cap_holds_until_a_human_resumes(
-        time_env: WorkflowEnvironment, fleet: SimFleet) -> None:
+    time_env: WorkflowEnvironment, fleet: SimFleet
+) -> None:
     node = sorted(fleet.nodes)[2]
     async with guarded(time_env, fleet, GuardPolicy(max_platform_restarts=2)) as (
-            handle, job, jobs):
+        handle,
+        job,
+        jobs,
+    ):
         for _ in range(3):
             at = await time_env.get_current_time()
             await handle.signal(JobGuard.pod_failed, hardware_failure(node, job, at))
@@ -145,20 +174,25 @@ async def test_the_platform_cap_holds_until_a_human_resumes(
 
 
 async def test_lockstep_ranks_failing_together_restart_the_job_once(
-        time_env: WorkflowEnvironment, fleet: SimFleet) -> None:
+    time_env: WorkflowEnvironment, fleet: SimFleet
+) -> None:
     bad, *healthy = sorted(fleet.nodes)
     async with guarded(time_env, fleet, GuardPolicy()) as (handle, job, jobs):
         at = await time_env.get_current_time()
         broken = hardware_failure(bad, job, at)
         # Each rank's report carries the Xid seen on the job's nodes (the job watch does so).
-        ranks = [nccl_timeout(node, job, at + timedelta(seconds=30), broken.xids, f"worker-{i}")
-                 for i, node in enumerate(healthy, start=1)]
+        ranks = [
+            nccl_timeout(node, job, at + timedelta(seconds=30), broken.xids, f"worker-{i}")
+            for i, node in enumerate(healthy, start=1)
+        ]
         for failure in [*ranks, broken]:
             await handle.signal(JobGuard.pod_failed, failure)
         await time_env.sleep(timedelta(minutes=5))
         # A rank of the old run reported late, after the restart: it joins, no second restart.
-        await handle.signal(JobGuard.pod_failed, nccl_timeout(
-            healthy[0], job, at + timedelta(seconds=40), broken.xids, "worker-9"))
+        await handle.signal(
+            JobGuard.pod_failed,
+            nccl_timeout(healthy[0], job, at + timedelta(seconds=40), broken.xids, "worker-9"),
+        )
         await time_env.sleep(timedelta(minutes=5))
         ledger = await handle.query(JobGuard.ledger)
     lead, *joined = ledger.failures
@@ -176,7 +210,8 @@ async def test_lockstep_ranks_failing_together_restart_the_job_once(
 
 
 async def test_a_restart_that_fails_holds_the_job_until_a_human_resumes(
-        time_env: WorkflowEnvironment, fleet: SimFleet) -> None:
+    time_env: WorkflowEnvironment, fleet: SimFleet
+) -> None:
     node = sorted(fleet.nodes)[0]
     async with guarded(time_env, fleet, GuardPolicy()) as (handle, job, jobs):
         jobs.broken.add(job)
@@ -191,12 +226,14 @@ async def test_a_restart_that_fails_holds_the_job_until_a_human_resumes(
         phase = await handle.query(JobGuard.phase)
     assert held is GuardPhase.HELD and jobs.stops[0][1].startswith("the restart failed")
     assert phase is GuardPhase.WATCHING and len(jobs.restarts) == 1
-    assert ledger.failures[0].decision.reason.startswith("resumed by carol after: the restart "
-                                                         "failed")
+    assert ledger.failures[0].decision.reason.startswith(
+        "resumed by carol after: the restart failed"
+    )
 
 
 async def test_a_finished_job_ends_its_guard_with_the_ledger(
-        time_env: WorkflowEnvironment, fleet: SimFleet) -> None:
+    time_env: WorkflowEnvironment, fleet: SimFleet
+) -> None:
     node = sorted(fleet.nodes)[0]
     async with guarded(time_env, fleet, GuardPolicy()) as (handle, job, _):
         at = await time_env.get_current_time()
@@ -209,7 +246,8 @@ async def test_a_finished_job_ends_its_guard_with_the_ledger(
 
 
 async def test_status_jobs_and_resume_job_from_the_command_line(
-        dev_env: WorkflowEnvironment) -> None:
+    dev_env: WorkflowEnvironment,
+) -> None:
     client = dev_env.client
     address = client.service_client.config.target_host
     fleet = own_fleet("jobs", 2)
@@ -218,8 +256,9 @@ async def test_status_jobs_and_resume_job_from_the_command_line(
     async with running_workers(client, fleet, jobs=jobs) as queues:
         # No platform restart allowed: the first platform failure holds the job at once.
         # Real time here: no waiting for peers of a failure.
-        held, held_job = await guard(dev_env, queues, GuardPolicy(max_platform_restarts=0,
-                                                                  gather=timedelta(0)))
+        held, held_job = await guard(
+            dev_env, queues, GuardPolicy(max_platform_restarts=0, gather=timedelta(0))
+        )
         stopped, stopped_job = await guard(dev_env, queues, GuardPolicy(gather=timedelta(0)))
         now = datetime.now(UTC)
         await held.signal(JobGuard.pod_failed, hardware_failure(first, held_job, now))
@@ -239,8 +278,9 @@ async def test_status_jobs_and_resume_job_from_the_command_line(
     shown = {row["job"]: row for row in json.loads(out)}
     assert code == 3  # a job is held for a human
     assert shown[held_job]["phase"] == "held" and shown[stopped_job]["phase"] == "stopped"
-    assert [f["attribution"]["verdict"] for f in shown[stopped_job]["ledger"]["failures"]] \
-        == ["application"]
+    assert [f["attribution"]["verdict"] for f in shown[stopped_job]["ledger"]["failures"]] == [
+        "application"
+    ]
     assert f"HELD {held_job}: remedy resume-job {name} --namespace default" in table
     assert resumed[0] == 0 and ended.phase is GuardPhase.STOPPED
     assert ended.reason == "stopped by bob" and jobs.restarts == []
@@ -249,18 +289,22 @@ async def test_status_jobs_and_resume_job_from_the_command_line(
 
 
 async def test_a_long_lived_guard_continues_as_new_with_its_ledger(
-        dev_env: WorkflowEnvironment) -> None:
+    dev_env: WorkflowEnvironment,
+) -> None:
     """The dev server suggests continue-as-new at 40 events: a few failures are enough."""
     fleet = own_fleet("guard-can", 1)
     node = sorted(fleet.nodes)[0]
-    policy = GuardPolicy(gather=timedelta(0), backoff_initial=timedelta(0),
-                         max_platform_restarts=20)
+    policy = GuardPolicy(
+        gather=timedelta(0), backoff_initial=timedelta(0), max_platform_restarts=20
+    )
     async with running_workers(dev_env.client, fleet, jobs=SimJobs()) as queues:
         handle, job = await guard(dev_env, queues, policy)
         first_run = (await handle.describe()).run_id
         for n in range(1, 7):
-            await handle.signal(JobGuard.pod_failed, hardware_failure(
-                node, job, datetime.now(UTC), pod=f"worker-{n}"))
+            await handle.signal(
+                JobGuard.pod_failed,
+                hardware_failure(node, job, datetime.now(UTC), pod=f"worker-{n}"),
+            )
             for _ in range(200):
                 if len((await handle.query(JobGuard.ledger)).failures) == n:
                     break
@@ -274,16 +318,21 @@ async def test_a_long_lived_guard_continues_as_new_with_its_ledger(
 
 
 async def test_status_jobs_lists_a_guard_no_controller_answers_for(
-        dev_env: WorkflowEnvironment) -> None:
+    dev_env: WorkflowEnvironment,
+) -> None:
     client = dev_env.client
     job = JobRef(namespace="orphans", name=f"llm-{uuid.uuid4().hex[:6]}")
     handle = await client.start_workflow(
-        JobGuard.run, GuardInput(job=job), id=job_guard_workflow_id(job.namespace, job.name),
-        task_queue=f"nobody-{uuid.uuid4().hex[:6]}")  # no worker polls it
+        JobGuard.run,
+        GuardInput(job=job),
+        id=job_guard_workflow_id(job.namespace, job.name),
+        task_queue=f"nobody-{uuid.uuid4().hex[:6]}",
+    )  # no worker polls it
     try:
         for _ in range(100):  # visibility is eventually consistent
-            code, out = await cli("status", "--jobs", "--json", "--address",
-                                  client.service_client.config.target_host)
+            code, out = await cli(
+                "status", "--jobs", "--json", "--address", client.service_client.config.target_host
+            )
             shown = {row["job"]: row for row in json.loads(out)} if code != 2 else {}
             if str(job) in shown:
                 break
@@ -294,7 +343,8 @@ async def test_status_jobs_lists_a_guard_no_controller_answers_for(
 
 
 async def test_a_node_whose_ladder_already_handled_the_xid_is_not_remediated_again(
-        time_env: WorkflowEnvironment, fleet: SimFleet, shipped_runbooks: RunbookSet) -> None:
+    time_env: WorkflowEnvironment, fleet: SimFleet, shipped_runbooks: RunbookSet
+) -> None:
     node = sorted(fleet.nodes)[0]
     jobs = SimJobs()
     async with running_workers(time_env.client, fleet, jobs=jobs) as queues:
@@ -307,8 +357,7 @@ async def test_a_node_whose_ladder_already_handled_the_xid_is_not_remediated_aga
         await handle.signal(JobGuard.pod_failed, hardware_failure(node, job, at))
         await time_env.sleep(timedelta(minutes=5))
         ledger = await handle.query(JobGuard.ledger)
-        latest = await time_env.client.get_workflow_handle(remediation_workflow_id(node)
-                                                           ).describe()
+        latest = await time_env.client.get_workflow_handle(remediation_workflow_id(node)).describe()
     assert ended.outcome is Outcome.RECOVERED
     assert ledger.failures[0].decision.action is GuardAction.RESTART and len(jobs.restarts) == 1
     assert latest.run_id == ladder.result_run_id  # no second ladder for the same fault
@@ -316,10 +365,14 @@ async def test_a_node_whose_ladder_already_handled_the_xid_is_not_remediated_aga
 
 
 async def test_a_resume_sent_while_nothing_is_held_does_not_release_a_later_hold(
-        time_env: WorkflowEnvironment, fleet: SimFleet) -> None:
+    time_env: WorkflowEnvironment, fleet: SimFleet
+) -> None:
     node = sorted(fleet.nodes)[0]
     async with guarded(time_env, fleet, GuardPolicy(max_platform_restarts=0)) as (
-            handle, job, jobs):
+        handle,
+        job,
+        jobs,
+    ):
         await handle.signal(JobGuard.resume, ResumeRequest(by="too-early"))  # nothing held
         at = await time_env.get_current_time()
         await handle.signal(JobGuard.pod_failed, hardware_failure(node, job, at))

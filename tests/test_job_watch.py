@@ -49,9 +49,16 @@ QUICK = GuardPolicy(gather=timedelta(0), backoff_initial=timedelta(seconds=1))
 
 async def scan(client: Client, queues: Queues) -> FleetSummary:
     return await client.execute_workflow(
-        FleetScan.run, ScanInput(node_task_queue=queues.agents, admit_new_nodes=False,
-                                 watch_jobs=True, guard_policy=QUICK),
-        id=f"scan-{uuid.uuid4().hex[:8]}", task_queue=queues.controller)
+        FleetScan.run,
+        ScanInput(
+            node_task_queue=queues.agents,
+            admit_new_nodes=False,
+            watch_jobs=True,
+            guard_policy=QUICK,
+        ),
+        id=f"scan-{uuid.uuid4().hex[:8]}",
+        task_queue=queues.controller,
+    )
 
 
 async def eventually(probe: Callable[[], Awaitable[T | None]], within_s: float = 20) -> T:
@@ -65,17 +72,20 @@ async def eventually(probe: Callable[[], Awaitable[T | None]], within_s: float =
 
 
 async def ledger_with(client: Client, job: JobRef, failures: int) -> JobLedger:
-    guard = client.get_workflow_handle_for(JobGuard.run,
-                                           job_guard_workflow_id(job.namespace, job.name))
+    guard = client.get_workflow_handle_for(
+        JobGuard.run, job_guard_workflow_id(job.namespace, job.name)
+    )
 
     async def probe() -> JobLedger | None:
         ledger = await guard.query(JobGuard.ledger)
         return ledger if len(ledger.failures) >= failures else None
+
     return await eventually(probe)
 
 
 async def test_a_failed_pod_reaches_its_guard_once_with_the_ladder_on_its_node(
-        dev_env: WorkflowEnvironment, shipped_runbooks: RunbookSet) -> None:
+    dev_env: WorkflowEnvironment, shipped_runbooks: RunbookSet
+) -> None:
     client = dev_env.client
     fleet = own_fleet("watch", 2)
     sick = sorted(fleet.nodes)[0]
@@ -84,19 +94,40 @@ async def test_a_failed_pod_reaches_its_guard_once_with_the_ladder_on_its_node(
     runbooks = RunbookSet([WAITS, *shipped_runbooks])
     async with running_workers(client, fleet, jobs=jobs, runbooks=runbooks) as queues:
         # A ladder on the node, waiting for approval: the job's pod dies meanwhile.
-        await report(client, queues, Finding(
-            node=sick, check="xid", reason="Xid48", xid=48, severity=Severity.CRITICAL,
-            component=Component(kind=ComponentKind.GPU, index=0),
-            observed_at=datetime.now(UTC)), WAITS)
+        await report(
+            client,
+            queues,
+            Finding(
+                node=sick,
+                check="xid",
+                reason="Xid48",
+                xid=48,
+                severity=Severity.CRITICAL,
+                component=Component(kind=ComponentKind.GPU, index=0),
+                observed_at=datetime.now(UTC),
+            ),
+            WAITS,
+        )
 
         async def ladder_visible() -> bool:
             query = f"RemedyNode = '{sick}' AND ExecutionStatus = 'Running'"
             return bool([w async for w in client.list_workflows(query)])
+
         await eventually(ladder_visible)
-        jobs.failures.append(GuardedFailure(job=job, pod_uid="uid-0", job_nodes=[sick],
-                                            failure=PodFailure(
-            job=str(job), pod=f"{job.name}-0", node=sick, failed_at=datetime.now(UTC),
-            termination=Termination(exit_code=1, reason="Error"))))
+        jobs.failures.append(
+            GuardedFailure(
+                job=job,
+                pod_uid="uid-0",
+                job_nodes=[sick],
+                failure=PodFailure(
+                    job=str(job),
+                    pod=f"{job.name}-0",
+                    node=sick,
+                    failed_at=datetime.now(UTC),
+                    termination=Termination(exit_code=1, reason="Error"),
+                ),
+            )
+        )
         first = await scan(client, queues)
         ledger = await ledger_with(client, job, 1)
         await eventually(lambda: asyncio.sleep(0, bool(jobs.restarts)))
@@ -104,7 +135,8 @@ async def test_a_failed_pod_reaches_its_guard_once_with_the_ladder_on_its_node(
         jobs.states[str(job)] = JobState.SUCCEEDED
         third = await scan(client, queues)
         ended = await client.get_workflow_handle_for(
-            JobGuard.run, job_guard_workflow_id(job.namespace, job.name)).result()
+            JobGuard.run, job_guard_workflow_id(job.namespace, job.name)
+        ).result()
     [failure] = ledger.failures
     assert first.job_failures_reported == [f"{job}: {job.name}-0"]
     assert failure.attribution.rule == "platform-ladder-on-node"
@@ -118,7 +150,8 @@ async def test_a_failed_pod_reaches_its_guard_once_with_the_ladder_on_its_node(
 
 
 async def test_a_kubernetes_job_killed_by_an_xid_is_restarted_and_its_node_remediated(
-        dev_env: WorkflowEnvironment, kmock: kmock.KubernetesEmulator) -> None:
+    dev_env: WorkflowEnvironment, kmock: kmock.KubernetesEmulator
+) -> None:
     client = dev_env.client
     fleet = own_fleet("k8s-job", 2)
     bad = sorted(fleet.nodes)[0]
@@ -128,15 +161,19 @@ async def test_a_kubernetes_job_killed_by_an_xid_is_restarted_and_its_node_remed
     kmock.resources["v1/pods"] = {}
     kmock.resources["batch/v1/jobs"] = {}
     # What the agent kept on the node: Xid 79 a minute before the pod died.
-    kmock.objects[NODES, None, bad] = node(bad, annotations=xids_annotation(
-        RecentXid(code=79, gpu="SN-7", at=now - timedelta(minutes=1))))
+    kmock.objects[NODES, None, bad] = node(
+        bad,
+        annotations=xids_annotation(RecentXid(code=79, gpu="SN-7", at=now - timedelta(minutes=1))),
+    )
     pod = job_pod(f"{name}-0", bad, job=name, started=-60, ended=0)
     pod["status"]["startTime"] = (now - timedelta(hours=1)).isoformat()
     pod["status"]["containerStatuses"][0]["state"]["terminated"]["finishedAt"] = now.isoformat()
     kmock.objects[PODS, "ml", f"{name}-0"] = pod
     kmock.objects[JOBS, "ml", name] = failed_job(name)
-    kmock[f"get /api/v1/namespaces/ml/pods/{name}-0/log"] << \
-        "RuntimeError: CUDA error: unspecified launch failure"
+    (
+        kmock[f"get /api/v1/namespaces/ml/pods/{name}-0/log"]
+        << "RuntimeError: CUDA error: unspecified launch failure"
+    )
     jobs = KubernetesJobs(api(kmock))
     async with running_workers(client, fleet, jobs=jobs) as queues:
         summary = await scan(client, queues)
@@ -144,9 +181,9 @@ async def test_a_kubernetes_job_killed_by_an_xid_is_restarted_and_its_node_remed
 
         async def recreated() -> list[object]:
             return sent(kmock, "POST", "/apis/batch/v1/namespaces/ml/jobs")
+
         [created] = await eventually(recreated)
-        ladder = client.get_workflow_handle_for(NodeRemediation.run,
-                                                remediation_workflow_id(bad))
+        ladder = client.get_workflow_handle_for(NodeRemediation.run, remediation_workflow_id(bad))
         trigger = (await ladder.query(NodeRemediation.state)).trigger
     [failure] = ledger.failures
     assert summary.job_failures_reported == [f"{job}: {name}-0"]
@@ -155,28 +192,39 @@ async def test_a_kubernetes_job_killed_by_an_xid_is_restarted_and_its_node_remed
     assert any("Xid 79" in line and "SN-7" in line for line in failure.attribution.evidence)
     assert created.data["metadata"]["name"] == f"{name}-r1"
     assert created.data["metadata"]["labels"][JOB_LABEL] == name
-    assert kmock.objects[PODS, "ml", f"{name}-0"]["metadata"]["annotations"][REPORTED] == \
-        job_guard_workflow_id("ml", name)
+    assert kmock.objects[PODS, "ml", f"{name}-0"]["metadata"]["annotations"][
+        REPORTED
+    ] == job_guard_workflow_id("ml", name)
     assert trigger is not None and trigger.reason == "JobPlatformFailure"
     assert fleet.node(bad).unschedulable  # its ladder cordoned it
 
 
-def failed(job: JobRef, pod: str, node: str, at: datetime, **termination: object
-           ) -> GuardedFailure:
-    return GuardedFailure(job=job, pod_uid=f"uid-{pod}", job_nodes=[node], failure=PodFailure(
-        job=str(job), pod=pod, node=node, failed_at=at,
-        termination=Termination.model_validate(termination)))
+def failed(job: JobRef, pod: str, node: str, at: datetime, **termination: object) -> GuardedFailure:
+    return GuardedFailure(
+        job=job,
+        pod_uid=f"uid-{pod}",
+        job_nodes=[node],
+        failure=PodFailure(
+            job=str(job),
+            pod=pod,
+            node=node,
+            failed_at=at,
+            termination=Termination.model_validate(termination),
+        ),
+    )
 
 
 async def test_ranks_reported_after_their_guard_stopped_the_job_do_not_restart_it(
-        dev_env: WorkflowEnvironment) -> None:
+    dev_env: WorkflowEnvironment,
+) -> None:
     client = dev_env.client
     fleet = own_fleet("late-rank", 1)
     where = sorted(fleet.nodes)[0]
     jobs = SimJobs()
     job = JobRef(namespace="ml", name=f"llm-{uuid.uuid4().hex[:6]}")
-    guard = client.get_workflow_handle_for(JobGuard.run,
-                                           job_guard_workflow_id(job.namespace, job.name))
+    guard = client.get_workflow_handle_for(
+        JobGuard.run, job_guard_workflow_id(job.namespace, job.name)
+    )
     async with running_workers(client, fleet, jobs=jobs) as queues:
         at = datetime.now(UTC)
         jobs.failures.append(failed(job, "rank-0", where, at, exit_code=137, reason="OOMKilled"))
@@ -189,8 +237,9 @@ async def test_ranks_reported_after_their_guard_stopped_the_job_do_not_restart_i
         run_after_late = (await guard.describe()).run_id
         # A rank killed by the stop itself ends after the guard did: a new guard judges it
         # (unknown: one retry), but no automatic restart undoes a stop — it waits for a person.
-        jobs.failures.append(failed(job, "rank-2", where, datetime.now(UTC), exit_code=143,
-                                    reason="Error"))
+        jobs.failures.append(
+            failed(job, "rank-2", where, datetime.now(UTC), exit_code=143, reason="Error")
+        )
         await scan(client, queues)
         latest = client.get_workflow_handle_for(JobGuard.run, guard.id)
         phase = await eventually(lambda: held(latest))
@@ -211,7 +260,8 @@ async def held(handle: WorkflowHandle[JobGuard, GuardResult]) -> GuardPhase | No
 
 
 async def test_a_failing_job_watch_leaves_the_rest_of_the_scan_standing(
-        dev_env: WorkflowEnvironment) -> None:
+    dev_env: WorkflowEnvironment,
+) -> None:
     fleet = own_fleet("watch-denied", 2)
     jobs = SimJobs()
     jobs.forbidden = True
@@ -222,5 +272,6 @@ async def test_a_failing_job_watch_leaves_the_rest_of_the_scan_standing(
     assert "job watch failed" in summary.markdown()
     # `remedy status` raises it with the other alerts.
     shown = alerts(FleetStatus(job_watch_error=summary.job_watch_error))
-    assert shown == [f"ALERT the job watch failed (guarded jobs' failures wait): "
-                     f"{summary.job_watch_error}"]
+    assert shown == [
+        f"ALERT the job watch failed (guarded jobs' failures wait): {summary.job_watch_error}"
+    ]

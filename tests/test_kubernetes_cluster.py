@@ -42,31 +42,61 @@ def cluster(kmock: kmock.KubernetesEmulator) -> KubernetesCluster:
     kmock.resources["v1/pods"] = {}  # listable even once the last pod is gone
     config = k8s.Configuration()
     config.host = str(kmock.url).rstrip("/")
-    return KubernetesCluster(k8s.ApiClient(config), clock=lambda: NOW, eviction_retry_s=0.01,
-                             drain_timeout_s=2.0)
+    return KubernetesCluster(
+        k8s.ApiClient(config), clock=lambda: NOW, eviction_retry_s=0.01, drain_timeout_s=2.0
+    )
 
 
-def node(name: str = "n1", *, unschedulable: bool = False, annotations: dict[str, str] | None
-         = None, labels: dict[str, str] | None = None, taints: list[dict[str, str]] | None = None
-         ) -> dict[str, Any]:
-    return {"apiVersion": "v1", "kind": "Node",
-            "metadata": {"name": name, "resourceVersion": "41", "labels": labels or {},
-                         "annotations": annotations or {}},
-            "spec": {"unschedulable": unschedulable, "taints": taints or []},
-            "status": {"conditions": [{"type": "Ready", "status": "True"}]}}
+def node(
+    name: str = "n1",
+    *,
+    unschedulable: bool = False,
+    annotations: dict[str, str] | None = None,
+    labels: dict[str, str] | None = None,
+    taints: list[dict[str, str]] | None = None,
+) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": name,
+            "resourceVersion": "41",
+            "labels": labels or {},
+            "annotations": annotations or {},
+        },
+        "spec": {"unschedulable": unschedulable, "taints": taints or []},
+        "status": {"conditions": [{"type": "Ready", "status": "True"}]},
+    }
 
 
-def pod(name: str, *, node_name: str = "n1", owner: str | None = "ReplicaSet",
-        gpus: int = 0, phase: str = "Running", mirror: bool = False) -> dict[str, Any]:
+def pod(
+    name: str,
+    *,
+    node_name: str = "n1",
+    owner: str | None = "ReplicaSet",
+    gpus: int = 0,
+    phase: str = "Running",
+    mirror: bool = False,
+) -> dict[str, Any]:
     resources = {"limits": {"nvidia.com/gpu": str(gpus)}} if gpus else {}
-    return {"apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": name, "namespace": "jobs", "uid": f"uid-{name}",
-                         "ownerReferences": [{"kind": owner, "name": "o", "apiVersion": "v1",
-                                              "uid": "x"}] if owner else [],
-                         "annotations": {"kubernetes.io/config.mirror": "x"} if mirror else {}},
-            "spec": {"nodeName": node_name,
-                     "containers": [{"name": "c", "image": "i", "resources": resources}]},
-            "status": {"phase": phase}}
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": name,
+            "namespace": "jobs",
+            "uid": f"uid-{name}",
+            "ownerReferences": [{"kind": owner, "name": "o", "apiVersion": "v1", "uid": "x"}]
+            if owner
+            else [],
+            "annotations": {"kubernetes.io/config.mirror": "x"} if mirror else {},
+        },
+        "spec": {
+            "nodeName": node_name,
+            "containers": [{"name": "c", "image": "i", "resources": resources}],
+        },
+        "status": {"phase": phase},
+    }
 
 
 async def call(fn: Callable[..., T], *args: Any) -> T:
@@ -79,13 +109,16 @@ def sent(mock: kmock.KubernetesEmulator, method: str, path: str) -> list[Any]:
 
 
 async def test_cordon_patches_unschedulable_taint_and_ownership(
-        kmock: kmock.KubernetesEmulator, cluster: KubernetesCluster) -> None:
+    kmock: kmock.KubernetesEmulator, cluster: KubernetesCluster
+) -> None:
     kmock.objects[NODES, None, "n1"] = node(taints=[{"key": "other", "effect": "NoExecute"}])
     assert await call(cluster.cordon, "n1", OWNER) is CordonState.CORDONED
     [patch] = sent(kmock, "PATCH", "/api/v1/nodes/n1")
     assert patch.headers["Content-Type"] == "application/strategic-merge-patch+json"
-    assert patch.data["spec"] == {"unschedulable": True,
-                                  "taints": [{"key": "other", "effect": "NoExecute"}, TAINT]}
+    assert patch.data["spec"] == {
+        "unschedulable": True,
+        "taints": [{"key": "other", "effect": "NoExecute"}, TAINT],
+    }
     assert patch.data["metadata"]["resourceVersion"] == "41"  # optimistic concurrency
     assert patch.data["metadata"]["annotations"][CORDONED_BY] == "node-remediation/n1"
     [event] = sent(kmock, "POST", "/api/v1/namespaces/default/events")
@@ -94,7 +127,8 @@ async def test_cordon_patches_unschedulable_taint_and_ownership(
 
 
 async def test_cordon_by_someone_else_is_reported_and_never_undone(
-        kmock: kmock.KubernetesEmulator, cluster: KubernetesCluster) -> None:
+    kmock: kmock.KubernetesEmulator, cluster: KubernetesCluster
+) -> None:
     kmock.objects[NODES, None, "n1"] = node(unschedulable=True)
     assert await call(cluster.cordon, "n1", OWNER) is CordonState.BY_OTHER
     assert await call(cluster.restore, "n1") is False
@@ -102,21 +136,27 @@ async def test_cordon_by_someone_else_is_reported_and_never_undone(
 
 
 async def test_restore_removes_only_what_remedy_added(
-        kmock: kmock.KubernetesEmulator, cluster: KubernetesCluster) -> None:
+    kmock: kmock.KubernetesEmulator, cluster: KubernetesCluster
+) -> None:
     kmock.objects[NODES, None, "n1"] = node(
-        unschedulable=True, annotations={CORDONED_BY: "wf", "team": "keep"},
-        taints=[{"key": "other", "effect": "NoExecute"}, TAINT])
+        unschedulable=True,
+        annotations={CORDONED_BY: "wf", "team": "keep"},
+        taints=[{"key": "other", "effect": "NoExecute"}, TAINT],
+    )
     assert await call(cluster.cordon, "n1", OWNER) is CordonState.ALREADY_OURS
     assert await call(cluster.restore, "n1") is True
     [patch] = sent(kmock, "PATCH", "/api/v1/nodes/n1")
-    assert patch.data["spec"] == {"unschedulable": False,
-                                  "taints": [{"key": "other", "effect": "NoExecute"}]}
+    assert patch.data["spec"] == {
+        "unschedulable": False,
+        "taints": [{"key": "other", "effect": "NoExecute"}],
+    }
     assert patch.data["metadata"]["annotations"][CORDONED_BY] is None  # deleted by the patch
     assert "team" not in patch.data["metadata"]["annotations"]
 
 
-async def test_opted_out_node_is_refused(kmock: kmock.KubernetesEmulator,
-                                         cluster: KubernetesCluster) -> None:
+async def test_opted_out_node_is_refused(
+    kmock: kmock.KubernetesEmulator, cluster: KubernetesCluster
+) -> None:
     kmock.objects[NODES, None, "n1"] = node(labels={"remedy.io/managed": "false"})
     with pytest.raises(ActionRefused, match="opted out"):
         await call(cluster.cordon, "n1", OWNER)
@@ -124,7 +164,8 @@ async def test_opted_out_node_is_refused(kmock: kmock.KubernetesEmulator,
 
 
 async def test_dry_run_changes_nothing_and_says_what_it_would_do(
-        kmock: kmock.KubernetesEmulator, cluster: KubernetesCluster) -> None:
+    kmock: kmock.KubernetesEmulator, cluster: KubernetesCluster
+) -> None:
     kmock.objects[NODES, None, "n1"] = node()
     cluster.dry_run = True
     assert await call(cluster.cordon, "n1", OWNER) is CordonState.CORDONED
@@ -133,8 +174,9 @@ async def test_dry_run_changes_nothing_and_says_what_it_would_do(
     assert event.data["reason"] == "RemedyDryRun"
 
 
-async def test_conflict_rereads_and_retries(kmock: kmock.KubernetesEmulator,
-                                            cluster: KubernetesCluster) -> None:
+async def test_conflict_rereads_and_retries(
+    kmock: kmock.KubernetesEmulator, cluster: KubernetesCluster
+) -> None:
     kmock.objects[NODES, None, "n1"] = node()
     kmock["patch /api/v1/nodes/n1"][:1] << 409
     # After a 409 remedy reads the node again. (The emulator stores the refused patch anyway,
@@ -144,13 +186,22 @@ async def test_conflict_rereads_and_retries(kmock: kmock.KubernetesEmulator,
     assert len(sent(kmock, "PATCH", "/api/v1/nodes/n1")) == 1
 
 
-@pytest.mark.parametrize(("status", "error", "retryable"), [
-    (404, NodeGone, False), (403, PermissionDenied, False), (500, TransientError, True),
-    (503, TransientError, True),
-])
+@pytest.mark.parametrize(
+    ("status", "error", "retryable"),
+    [
+        (404, NodeGone, False),
+        (403, PermissionDenied, False),
+        (500, TransientError, True),
+        (503, TransientError, True),
+    ],
+)
 async def test_api_failures_map_to_remedy_errors(
-        kmock: kmock.KubernetesEmulator, cluster: KubernetesCluster, status: int,
-        error: type[Exception], retryable: bool) -> None:
+    kmock: kmock.KubernetesEmulator,
+    cluster: KubernetesCluster,
+    status: int,
+    error: type[Exception],
+    retryable: bool,
+) -> None:
     kmock["get /api/v1/nodes/n1"] << status
     with pytest.raises(error) as caught:
         await call(cluster.cordon, "n1", OWNER)
@@ -160,26 +211,47 @@ async def test_api_failures_map_to_remedy_errors(
 
 
 async def test_conditions_patch_node_status_with_only_remedys_types(
-        kmock: kmock.KubernetesEmulator, cluster: KubernetesCluster) -> None:
+    kmock: kmock.KubernetesEmulator, cluster: KubernetesCluster
+) -> None:
     kmock.objects[NODES, None, "n1"] = node()
-    condition = NodeCondition(type="GpuProblem", status="True", reason="Xid79",
-                              message="GPU 3 fell off the bus", last_heartbeat_time=NOW,
-                              last_transition_time=NOW)
+    condition = NodeCondition(
+        type="GpuProblem",
+        status="True",
+        reason="Xid79",
+        message="GPU 3 fell off the bus",
+        last_heartbeat_time=NOW,
+        last_transition_time=NOW,
+    )
     await call(cluster.set_conditions, "n1", [condition])
     [patch] = sent(kmock, "PATCH", "/api/v1/nodes/n1/status")
     assert patch.headers["Content-Type"] == "application/strategic-merge-patch+json"
-    assert patch.data == {"status": {"conditions": [{
-        "type": "GpuProblem", "status": "True", "reason": "Xid79",
-        "message": "GPU 3 fell off the bus", "lastHeartbeatTime": NOW.isoformat(),
-        "lastTransitionTime": NOW.isoformat()}]}}
+    assert patch.data == {
+        "status": {
+            "conditions": [
+                {
+                    "type": "GpuProblem",
+                    "status": "True",
+                    "reason": "Xid79",
+                    "message": "GPU 3 fell off the bus",
+                    "lastHeartbeatTime": NOW.isoformat(),
+                    "lastTransitionTime": NOW.isoformat(),
+                }
+            ]
+        }
+    }
 
 
 async def test_drain_skips_daemonset_and_mirror_pods_and_retries_a_pdb_refusal(
-        kmock: kmock.KubernetesEmulator, cluster: KubernetesCluster) -> None:
+    kmock: kmock.KubernetesEmulator, cluster: KubernetesCluster
+) -> None:
     kmock.objects[NODES, None, "n1"] = node()
-    for item in (pod("train", gpus=8), pod("dcgm", owner="DaemonSet"),
-                 pod("static", owner=None, mirror=True), pod("done", phase="Succeeded"),
-                 pod("elsewhere", node_name="n2")):
+    for item in (
+        pod("train", gpus=8),
+        pod("dcgm", owner="DaemonSet"),
+        pod("static", owner=None, mirror=True),
+        pod("done", phase="Succeeded"),
+        pod("elsewhere", node_name="n2"),
+    ):
         kmock.objects[PODS, "jobs", item["metadata"]["name"]] = item
     eviction = "/api/v1/namespaces/jobs/pods/train/eviction"
     kmock[f"post {eviction}"][:2] << 429  # a PodDisruptionBudget says no, twice
@@ -201,7 +273,8 @@ async def test_drain_skips_daemonset_and_mirror_pods_and_retries_a_pdb_refusal(
 
 
 async def test_drain_gives_up_when_the_budget_never_allows(
-        kmock: kmock.KubernetesEmulator, cluster: KubernetesCluster) -> None:
+    kmock: kmock.KubernetesEmulator, cluster: KubernetesCluster
+) -> None:
     kmock.objects[NODES, None, "n1"] = node()
     kmock.objects[PODS, "jobs", "train"] = pod("train", gpus=8)
     kmock["post /api/v1/namespaces/jobs/pods/train/eviction"] << 429
@@ -211,7 +284,8 @@ async def test_drain_gives_up_when_the_budget_never_allows(
 
 
 async def test_kill_job_deletes_only_pods_using_gpus(
-        kmock: kmock.KubernetesEmulator, cluster: KubernetesCluster) -> None:
+    kmock: kmock.KubernetesEmulator, cluster: KubernetesCluster
+) -> None:
     kmock.objects[NODES, None, "n1"] = node()
     for item in (pod("train", gpus=8), pod("sidecar"), pod("old", gpus=1, phase="Failed")):
         kmock.objects[PODS, "jobs", item["metadata"]["name"]] = item
@@ -224,20 +298,26 @@ NODECLAIMS = kmock.resource("karpenter.sh/v1/nodeclaims")
 
 
 async def test_replace_deletes_the_karpenter_nodeclaim_that_owns_the_node(
-        kmock: kmock.KubernetesEmulator, cluster: KubernetesCluster) -> None:
+    kmock: kmock.KubernetesEmulator, cluster: KubernetesCluster
+) -> None:
     kmock.objects[NODES, None, "n1"] = node(labels={"karpenter.sh/nodepool": "gpu"})
     for name, owned in (("claim-a", "n0"), ("claim-b", "n1")):
         kmock.objects[NODECLAIMS, None, name] = {
-            "apiVersion": "karpenter.sh/v1", "kind": "NodeClaim", "metadata": {"name": name},
-            "status": {"nodeName": owned}}
+            "apiVersion": "karpenter.sh/v1",
+            "kind": "NodeClaim",
+            "metadata": {"name": name},
+            "status": {"nodeName": owned},
+        }
     detail = await call(cluster.replace, "n1")
     assert "claim-b" in detail
     assert [r.url.path for r in kmock if r.method.value == "DELETE"] == [
-        "/apis/karpenter.sh/v1/nodeclaims/claim-b"]
+        "/apis/karpenter.sh/v1/nodeclaims/claim-b"
+    ]
 
 
 async def test_replace_refuses_when_the_provider_is_unknown(
-        kmock: kmock.KubernetesEmulator, cluster: KubernetesCluster) -> None:
+    kmock: kmock.KubernetesEmulator, cluster: KubernetesCluster
+) -> None:
     kmock.objects[NODES, None, "n1"] = node()
     with pytest.raises(ActionRefused, match="cannot tell how this cluster provisions n1"):
         await call(cluster.replace, "n1")
@@ -245,17 +325,18 @@ async def test_replace_refuses_when_the_provider_is_unknown(
 
 
 async def test_plain_replace_deletes_the_node_after_recording_an_event(
-        kmock: kmock.KubernetesEmulator, cluster: KubernetesCluster) -> None:
+    kmock: kmock.KubernetesEmulator, cluster: KubernetesCluster
+) -> None:
     kmock.objects[NODES, None, "n1"] = node()
     cluster.replace_provider = ReplaceProvider.PLAIN
     await call(cluster.replace, "n1")
     writes = [(r.method.value, r.url.path) for r in kmock if r.method.value != "GET"]
-    assert writes == [("POST", "/api/v1/namespaces/default/events"),
-                      ("DELETE", "/api/v1/nodes/n1")]
+    assert writes == [("POST", "/api/v1/namespaces/default/events"), ("DELETE", "/api/v1/nodes/n1")]
 
 
 async def test_drain_asks_gpu_pods_to_checkpoint_and_waits_for_their_answer(
-        kmock: kmock.KubernetesEmulator, cluster: KubernetesCluster) -> None:
+    kmock: kmock.KubernetesEmulator, cluster: KubernetesCluster
+) -> None:
     kmock.objects[NODES, None, "n1"] = node()
     kmock.objects[PODS, "jobs", "train"] = pod("train", gpus=8)
     kmock.objects[PODS, "jobs", "dcgm"] = pod("dcgm", owner="DaemonSet", gpus=1)
@@ -274,15 +355,21 @@ async def test_drain_asks_gpu_pods_to_checkpoint_and_waits_for_their_answer(
     [ask] = sent(kmock, "PATCH", "/api/v1/namespaces/jobs/pods/train")
     assert ask.data == {"metadata": {"annotations": {CHECKPOINT_REQUESTED: NOW.isoformat()}}}
     assert not sent(kmock, "POST", "/api/v1/namespaces/jobs/pods/train/eviction")  # not yet
-    kmock.objects[PODS, "jobs", "train"] = {**pod("train", gpus=8), "metadata": {
-        **pod("train", gpus=8)["metadata"], "annotations": {CHECKPOINTED: "step-4200"}}}
+    kmock.objects[PODS, "jobs", "train"] = {
+        **pod("train", gpus=8),
+        "metadata": {
+            **pod("train", gpus=8)["metadata"],
+            "annotations": {CHECKPOINTED: "step-4200"},
+        },
+    }
     result = await asyncio.wait_for(drained, timeout=10)
     assert result.evicted == 1
     assert not sent(kmock, "PATCH", "/api/v1/namespaces/jobs/pods/dcgm")  # DaemonSet: skipped
 
 
 async def test_checkpoint_grace_runs_out_and_the_drain_goes_on(
-        kmock: kmock.KubernetesEmulator, cluster: KubernetesCluster) -> None:
+    kmock: kmock.KubernetesEmulator, cluster: KubernetesCluster
+) -> None:
     kmock.objects[NODES, None, "n1"] = node()
     kmock.objects[PODS, "jobs", "train"] = pod("train", gpus=8)
     cluster._checkpoint_grace_s = 0.2  # the job never answers
@@ -296,23 +383,31 @@ async def test_checkpoint_grace_runs_out_and_the_drain_goes_on(
     assert result.evicted == 1
 
 
-async def test_node_boot_reads_boot_id_and_readiness(kmock: kmock.KubernetesEmulator,
-                                                     cluster: KubernetesCluster) -> None:
+async def test_node_boot_reads_boot_id_and_readiness(
+    kmock: kmock.KubernetesEmulator, cluster: KubernetesCluster
+) -> None:
     booted = node()
     booted["status"]["nodeInfo"] = {
-        "bootID": "b-2", "architecture": "amd64", "containerRuntimeVersion": "containerd://2.0",
-        "kernelVersion": "6.8.0", "kubeProxyVersion": "v1.33.0", "kubeletVersion": "v1.33.0",
-        "machineID": "m", "operatingSystem": "linux", "osImage": "Ubuntu 24.04",
-        "systemUUID": "u"}
+        "bootID": "b-2",
+        "architecture": "amd64",
+        "containerRuntimeVersion": "containerd://2.0",
+        "kernelVersion": "6.8.0",
+        "kubeProxyVersion": "v1.33.0",
+        "kubeletVersion": "v1.33.0",
+        "machineID": "m",
+        "operatingSystem": "linux",
+        "osImage": "Ubuntu 24.04",
+        "systemUUID": "u",
+    }
     kmock.objects[NODES, None, "n1"] = booted
     boot = await call(cluster.node_boot, "n1")
     assert (boot.boot_id, boot.ready) == ("b-2", True)
 
 
 async def test_gpu_reset_stops_the_operators_pods_and_brings_them_back(
-        kmock: kmock.KubernetesEmulator, cluster: KubernetesCluster) -> None:
-    kmock.objects[NODES, None, "n1"] = node(labels={
-        "nvidia.com/gpu.deploy.dcgm-exporter": "true"})
+    kmock: kmock.KubernetesEmulator, cluster: KubernetesCluster
+) -> None:
+    kmock.objects[NODES, None, "n1"] = node(labels={"nvidia.com/gpu.deploy.dcgm-exporter": "true"})
     exporter = pod("nvidia-dcgm-exporter-x7", owner="DaemonSet")
     kmock.objects[PODS, "gpu-operator", "nvidia-dcgm-exporter-x7"] = exporter
     kmock.objects[PODS, "jobs", "web"] = pod("web")  # not the GPU operator's: ignored
@@ -325,15 +420,19 @@ async def test_gpu_reset_stops_the_operators_pods_and_brings_them_back(
     assert await asyncio.wait_for(released, timeout=10) == 1
     [release] = sent(kmock, "PATCH", "/api/v1/nodes/n1")
     assert release.data["metadata"]["labels"] == {
-        "nvidia.com/gpu.deploy.device-plugin": "false", "nvidia.com/gpu.deploy.dcgm": "false",
+        "nvidia.com/gpu.deploy.device-plugin": "false",
+        "nvidia.com/gpu.deploy.dcgm": "false",
         "nvidia.com/gpu.deploy.dcgm-exporter": "false",
-        "nvidia.com/gpu.deploy.gpu-feature-discovery": "false"}
+        "nvidia.com/gpu.deploy.gpu-feature-discovery": "false",
+    }
     await call(cluster.return_gpus, "n1")
     _, back = sent(kmock, "PATCH", "/api/v1/nodes/n1")
     assert back.data["metadata"]["labels"] == {  # as they were: one "true", the rest unset
-        "nvidia.com/gpu.deploy.device-plugin": None, "nvidia.com/gpu.deploy.dcgm": None,
+        "nvidia.com/gpu.deploy.device-plugin": None,
+        "nvidia.com/gpu.deploy.dcgm": None,
         "nvidia.com/gpu.deploy.dcgm-exporter": "true",
-        "nvidia.com/gpu.deploy.gpu-feature-discovery": None}
+        "nvidia.com/gpu.deploy.gpu-feature-discovery": None,
+    }
 
 
 ACTIONS: dict[str, Callable[[KubernetesCluster], object]] = {
@@ -349,11 +448,17 @@ ACTIONS: dict[str, Callable[[KubernetesCluster], object]] = {
 
 
 @pytest.mark.parametrize("action", sorted(ACTIONS))
-@pytest.mark.parametrize(("status", "error"), [(404, NodeGone), (403, PermissionDenied),
-                                               (409, TransientError), (500, TransientError)])
+@pytest.mark.parametrize(
+    ("status", "error"),
+    [(404, NodeGone), (403, PermissionDenied), (409, TransientError), (500, TransientError)],
+)
 async def test_every_action_maps_api_failures(
-        kmock: kmock.KubernetesEmulator, cluster: KubernetesCluster, action: str, status: int,
-        error: type[Exception]) -> None:
+    kmock: kmock.KubernetesEmulator,
+    cluster: KubernetesCluster,
+    action: str,
+    status: int,
+    error: type[Exception],
+) -> None:
     kmock["get /api/v1/nodes/n1"] << status
     with pytest.raises(error):
         await call(ACTIONS[action], cluster)
@@ -362,7 +467,8 @@ async def test_every_action_maps_api_failures(
 
 
 async def test_pod_already_gone_counts_as_evicted_and_deleted(
-        kmock: kmock.KubernetesEmulator, cluster: KubernetesCluster) -> None:
+    kmock: kmock.KubernetesEmulator, cluster: KubernetesCluster
+) -> None:
     kmock.objects[NODES, None, "n1"] = node()
     kmock.objects[PODS, "jobs", "train"] = pod("train", gpus=8)
     kmock["delete /api/v1/namespaces/jobs/pods/train"] << 404
@@ -379,15 +485,32 @@ async def test_pod_already_gone_counts_as_evicted_and_deleted(
 
 
 async def test_nodes_reports_pool_admission_cordon_and_problem_conditions(
-        kmock: kmock.KubernetesEmulator, cluster: KubernetesCluster) -> None:
-    sick = node("sick", unschedulable=True, annotations={CORDONED_BY: "node-remediation/sick"},
-                labels={"remedy.io/pool": "a100"})
+    kmock: kmock.KubernetesEmulator, cluster: KubernetesCluster
+) -> None:
+    sick = node(
+        "sick",
+        unschedulable=True,
+        annotations={CORDONED_BY: "node-remediation/sick"},
+        labels={"remedy.io/pool": "a100"},
+    )
     sick["status"]["conditions"] += [
-        {"type": "GpuProblem", "status": "True", "reason": "Xid79", "message": "GPU 3 lost",
-         "lastHeartbeatTime": NOW.isoformat(), "lastTransitionTime": NOW.isoformat()},
-        {"type": "GpuNetworkProblem", "status": "False", "reason": "NoGpuNetworkProblem",
-         "message": "ok", "lastHeartbeatTime": NOW.isoformat(),
-         "lastTransitionTime": NOW.isoformat()}]
+        {
+            "type": "GpuProblem",
+            "status": "True",
+            "reason": "Xid79",
+            "message": "GPU 3 lost",
+            "lastHeartbeatTime": NOW.isoformat(),
+            "lastTransitionTime": NOW.isoformat(),
+        },
+        {
+            "type": "GpuNetworkProblem",
+            "status": "False",
+            "reason": "NoGpuNetworkProblem",
+            "message": "ok",
+            "lastHeartbeatTime": NOW.isoformat(),
+            "lastTransitionTime": NOW.isoformat(),
+        },
+    ]
     kmock.objects[NODES, None, "sick"] = sick
     kmock.objects[NODES, None, "new"] = node("new", taints=[ADMISSION_TAINT])
     kmock.objects[NODES, None, "mine"] = node("mine", labels={"remedy.io/managed": "false"})
@@ -399,7 +522,8 @@ async def test_nodes_reports_pool_admission_cordon_and_problem_conditions(
 
 
 async def test_admission_taints_then_admits_with_label_serials_and_no_taint(
-        kmock: kmock.KubernetesEmulator, cluster: KubernetesCluster) -> None:
+    kmock: kmock.KubernetesEmulator, cluster: KubernetesCluster
+) -> None:
     kmock.objects[NODES, None, "n1"] = node(taints=[{"key": "other", "effect": "NoExecute"}])
     await call(cluster.hold_for_admission, "n1")
     held = kmock.objects[NODES, None, "n1"]
@@ -414,7 +538,8 @@ async def test_admission_taints_then_admits_with_label_serials_and_no_taint(
 
 
 async def test_reject_keeps_the_taint_and_records_why(
-        kmock: kmock.KubernetesEmulator, cluster: KubernetesCluster) -> None:
+    kmock: kmock.KubernetesEmulator, cluster: KubernetesCluster
+) -> None:
     kmock.objects[NODES, None, "n1"] = node(taints=[ADMISSION_TAINT])
     await call(cluster.reject, "n1", "blocklisted: GPU SN1")
     rejected = kmock.objects[NODES, None, "n1"]
@@ -425,7 +550,8 @@ async def test_reject_keeps_the_taint_and_records_why(
 
 
 async def test_an_opted_out_node_is_never_held_for_admission(
-        kmock: kmock.KubernetesEmulator, cluster: KubernetesCluster) -> None:
+    kmock: kmock.KubernetesEmulator, cluster: KubernetesCluster
+) -> None:
     kmock.objects[NODES, None, "n1"] = node(labels={"remedy.io/managed": "false"})
     with pytest.raises(ActionRefused, match="opted out"):
         await call(cluster.hold_for_admission, "n1")

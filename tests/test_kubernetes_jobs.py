@@ -38,41 +38,105 @@ def iso(minutes: float) -> str:
     return (NOW + timedelta(minutes=minutes)).isoformat().replace("+00:00", "Z")
 
 
-def job_pod(name: str, node_name: str, *, job: str = "llm", phase: str = "Failed",
-            exit_code: int | None = 1, guarded: bool = True, gpus: int = 8,
-            started: float = -60, ended: float = 0, **status: Any) -> dict[str, Any]:
+def job_pod(
+    name: str,
+    node_name: str,
+    *,
+    job: str = "llm",
+    phase: str = "Failed",
+    exit_code: int | None = 1,
+    guarded: bool = True,
+    gpus: int = 8,
+    started: float = -60,
+    ended: float = 0,
+    **status: Any,
+) -> dict[str, Any]:
     labels = {"batch.kubernetes.io/job-name": job, **({GUARD_LABEL: "true"} if guarded else {})}
     terminated = {"exitCode": exit_code, "reason": "Error", "finishedAt": iso(ended)}
-    return {"apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": name, "namespace": "ml", "uid": f"uid-{name}",
-                         "labels": labels, "annotations": status.pop("annotations", {})},
-            "spec": {"nodeName": node_name, "containers": [
-                {"name": "trainer", "image": "i",
-                 "resources": {"limits": {"nvidia.com/gpu": str(gpus)}}}]},
-            "status": {"phase": phase, "startTime": iso(started),
-                       "containerStatuses": [{"name": "trainer", "image": "i", "imageID": "i",
-                                              "ready": False, "restartCount": 0, "state": {
-                           "terminated": terminated} if exit_code is not None else {
-                           "running": {}}}], **status}}
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": name,
+            "namespace": "ml",
+            "uid": f"uid-{name}",
+            "labels": labels,
+            "annotations": status.pop("annotations", {}),
+        },
+        "spec": {
+            "nodeName": node_name,
+            "containers": [
+                {
+                    "name": "trainer",
+                    "image": "i",
+                    "resources": {"limits": {"nvidia.com/gpu": str(gpus)}},
+                }
+            ],
+        },
+        "status": {
+            "phase": phase,
+            "startTime": iso(started),
+            "containerStatuses": [
+                {
+                    "name": "trainer",
+                    "image": "i",
+                    "imageID": "i",
+                    "ready": False,
+                    "restartCount": 0,
+                    "state": {"terminated": terminated}
+                    if exit_code is not None
+                    else {"running": {}},
+                }
+            ],
+            **status,
+        },
+    }
 
 
-def failed_job(name: str = "llm", *, conditions: list[dict[str, str]] | None = None,
-               annotations: dict[str, str] | None = None, suspend: bool = False
-               ) -> dict[str, Any]:
-    generated = {"batch.kubernetes.io/controller-uid": "u1", "controller-uid": "u1",
-                 "batch.kubernetes.io/job-name": name, "job-name": name}
-    return {"apiVersion": "batch/v1", "kind": "Job",
-            "metadata": {"name": name, "namespace": "ml", "uid": "u1",
-                         "labels": {GUARD_LABEL: "true", "team": "lm", **generated},
-                         "annotations": {"kubectl.kubernetes.io/last-applied-configuration":
-                                         "{}", **(annotations or {})}},
-            "spec": {"backoffLimit": 0, "suspend": suspend,
-                     "selector": {"matchLabels": {"batch.kubernetes.io/controller-uid": "u1"}},
-                     "template": {"metadata": {"labels": {GUARD_LABEL: "true", **generated}},
-                                  "spec": {"restartPolicy": "Never", "containers": [
-                                      {"name": "trainer", "image": "trainer:v3"}]}}},
-            "status": {"conditions": [{"type": "Failed", "status": "True"}]
-                       if conditions is None else conditions}}
+def failed_job(
+    name: str = "llm",
+    *,
+    conditions: list[dict[str, str]] | None = None,
+    annotations: dict[str, str] | None = None,
+    suspend: bool = False,
+) -> dict[str, Any]:
+    generated = {
+        "batch.kubernetes.io/controller-uid": "u1",
+        "controller-uid": "u1",
+        "batch.kubernetes.io/job-name": name,
+        "job-name": name,
+    }
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {
+            "name": name,
+            "namespace": "ml",
+            "uid": "u1",
+            "labels": {GUARD_LABEL: "true", "team": "lm", **generated},
+            "annotations": {
+                "kubectl.kubernetes.io/last-applied-configuration": "{}",
+                **(annotations or {}),
+            },
+        },
+        "spec": {
+            "backoffLimit": 0,
+            "suspend": suspend,
+            "selector": {"matchLabels": {"batch.kubernetes.io/controller-uid": "u1"}},
+            "template": {
+                "metadata": {"labels": {GUARD_LABEL: "true", **generated}},
+                "spec": {
+                    "restartPolicy": "Never",
+                    "containers": [{"name": "trainer", "image": "trainer:v3"}],
+                },
+            },
+        },
+        "status": {
+            "conditions": [{"type": "Failed", "status": "True"}]
+            if conditions is None
+            else conditions
+        },
+    }
 
 
 def xids_annotation(*xids: RecentXid) -> dict[str, str]:
@@ -93,22 +157,29 @@ def jobs(kmock: kmock.KubernetesEmulator) -> KubernetesJobs:
 
 
 async def test_a_failed_pod_of_a_guarded_job_comes_with_its_evidence(
-        kmock: kmock.KubernetesEmulator, jobs: KubernetesJobs) -> None:
-    mine = RecentXid(code=13, gpu="SN-1", at=NOW - timedelta(minutes=5), pid=4242,
-                     process="python")
+    kmock: kmock.KubernetesEmulator, jobs: KubernetesJobs
+) -> None:
+    mine = RecentXid(code=13, gpu="SN-1", at=NOW - timedelta(minutes=5), pid=4242, process="python")
     before = RecentXid(code=31, gpu="SN-1", at=NOW - timedelta(hours=3))  # another job's run
     sick = node("n1", annotations=xids_annotation(mine, before))
-    sick["status"]["conditions"].append({"type": "GpuProblem", "status": "True",
-                                         "reason": "Xid79", "message": "GPU fell off the bus",
-                                         "lastTransitionTime": iso(-1)})
+    sick["status"]["conditions"].append(
+        {
+            "type": "GpuProblem",
+            "status": "True",
+            "reason": "Xid79",
+            "message": "GPU fell off the bus",
+            "lastTransitionTime": iso(-1),
+        }
+    )
     kmock.objects[NODES, None, "n1"] = sick
     kmock.objects[NODES, None, "n2"] = node("n2")
     kmock.objects[PODS, "ml", "llm-0"] = job_pod("llm-0", "n1")
     kmock.objects[PODS, "ml", "llm-1"] = job_pod("llm-1", "n2", phase="Running", exit_code=None)
     kmock.objects[PODS, "ml", "old-0"] = job_pod("old-0", "n1", annotations={REPORTED: "g"})
     kmock.objects[PODS, "ml", "web-0"] = job_pod("web-0", "n2", job="web", guarded=False)
-    kmock.objects[PODS, "ml", "prev-0"] = job_pod("prev-0", "n1", job="prev", phase="Succeeded",
-                                                  exit_code=0, started=-240, ended=-120)
+    kmock.objects[PODS, "ml", "prev-0"] = job_pod(
+        "prev-0", "n1", job="prev", phase="Succeeded", exit_code=0, started=-240, ended=-120
+    )
     kmock["get /api/v1/namespaces/ml/pods/llm-0/log"] << TRACEBACK
 
     [got] = await call(jobs.failed_pods)
@@ -116,15 +187,22 @@ async def test_a_failed_pod_of_a_guarded_job_comes_with_its_evidence(
     failure = got.failure
     assert (got.job, got.pod_uid, got.job_nodes) == (LLM, "uid-llm-0", ["n1", "n2"])
     assert (failure.job, failure.pod, failure.node, failure.failed_at) == (
-        "ml/llm", "llm-0", "n1", NOW)
+        "ml/llm",
+        "llm-0",
+        "n1",
+        NOW,
+    )
     assert (failure.termination.exit_code, failure.termination.reason) == (1, "Error")
     assert failure.termination.disruption is None and not failure.node_gone
     assert failure.log_tail == TRACEBACK
     # Failed guarded pods in one list; the job's other pods only because it has a failure.
-    [failed_list] = [r.params for r in sent(kmock, "GET", "/api/v1/pods")
-                     if "labelSelector" in r.params]
-    assert failed_list == {"labelSelector": f"{GUARD_LABEL}=true",
-                           "fieldSelector": "status.phase=Failed"}
+    [failed_list] = [
+        r.params for r in sent(kmock, "GET", "/api/v1/pods") if "labelSelector" in r.params
+    ]
+    assert failed_list == {
+        "labelSelector": f"{GUARD_LABEL}=true",
+        "fieldSelector": "status.phase=Failed",
+    }
     [job_list] = sent(kmock, "GET", "/api/v1/namespaces/ml/pods")
     assert job_list.params == {"labelSelector": f"{GUARD_LABEL}=true"}
     [log_request] = sent(kmock, "GET", "/api/v1/namespaces/ml/pods/llm-0/log")
@@ -132,15 +210,28 @@ async def test_a_failed_pod_of_a_guarded_job_comes_with_its_evidence(
     assert [(f.node, f.reason, f.xid) for f in failure.findings] == [("n1", "Xid79", 79)]
     # Each Xid tied to the job whose pod held the node's GPUs at that moment.
     assert sorted((x.code, x.job, x.pid) for x in failure.xids) == [
-        (13, "ml/llm", 4242), (31, "ml/prev", None)]
+        (13, "ml/llm", 4242),
+        (31, "ml/prev", None),
+    ]
 
 
 async def test_a_pod_evicted_from_a_node_that_is_gone(
-        kmock: kmock.KubernetesEmulator, jobs: KubernetesJobs) -> None:
+    kmock: kmock.KubernetesEmulator, jobs: KubernetesJobs
+) -> None:
     kmock.objects[PODS, "ml", "llm-0"] = job_pod(
-        "llm-0", "lost", exit_code=None, reason="Evicted",
-        conditions=[{"type": "DisruptionTarget", "status": "True",
-                     "reason": "DeletionByTaintManager", "lastTransitionTime": iso(-2)}])
+        "llm-0",
+        "lost",
+        exit_code=None,
+        reason="Evicted",
+        conditions=[
+            {
+                "type": "DisruptionTarget",
+                "status": "True",
+                "reason": "DeletionByTaintManager",
+                "lastTransitionTime": iso(-2),
+            }
+        ],
+    )
 
     [got] = await call(jobs.failed_pods)
 
@@ -151,18 +242,22 @@ async def test_a_pod_evicted_from_a_node_that_is_gone(
 
 
 async def test_a_reported_failure_is_not_listed_again(
-        kmock: kmock.KubernetesEmulator, jobs: KubernetesJobs) -> None:
+    kmock: kmock.KubernetesEmulator, jobs: KubernetesJobs
+) -> None:
     kmock.objects[NODES, None, "n1"] = node("n1")
     kmock.objects[PODS, "ml", "llm-0"] = job_pod("llm-0", "n1")
     [got] = await call(jobs.failed_pods)
     await call(jobs.mark_reported, got, "job-guard/ml/llm")
-    assert kmock.objects[PODS, "ml", "llm-0"]["metadata"]["annotations"][REPORTED] == \
-        "job-guard/ml/llm"
+    assert (
+        kmock.objects[PODS, "ml", "llm-0"]["metadata"]["annotations"][REPORTED]
+        == "job-guard/ml/llm"
+    )
     assert await call(jobs.failed_pods) == []
 
 
 async def test_a_failed_job_is_recreated_once_per_attempt_and_the_failed_one_kept(
-        kmock: kmock.KubernetesEmulator, jobs: KubernetesJobs) -> None:
+    kmock: kmock.KubernetesEmulator, jobs: KubernetesJobs
+) -> None:
     kmock.objects[JOBS, "ml", "llm"] = failed_job()
 
     said = await call(jobs.restart_job, LLM, 1, "platform fault: Xid 79")
@@ -174,10 +269,11 @@ async def test_a_failed_job_is_recreated_once_per_attempt_and_the_failed_one_kep
     assert "already restarted" in again
     assert copy["metadata"]["labels"] == {GUARD_LABEL: "true", "team": "lm", JOB_LABEL: "llm"}
     assert copy["metadata"]["annotations"] == {
-        RESTART_ATTEMPT: "1", "remedy.io/restart-reason": "platform fault: Xid 79"}
+        RESTART_ATTEMPT: "1",
+        "remedy.io/restart-reason": "platform fault: Xid 79",
+    }
     assert "selector" not in copy["spec"] and "suspend" not in copy["spec"]
-    assert copy["spec"]["template"]["metadata"]["labels"] == {GUARD_LABEL: "true",
-                                                              JOB_LABEL: "llm"}
+    assert copy["spec"]["template"]["metadata"]["labels"] == {GUARD_LABEL: "true", JOB_LABEL: "llm"}
     assert copy["spec"]["template"]["spec"]["containers"][0]["image"] == "trainer:v3"
     assert (JOBS, "ml", "llm") in kmock.objects  # the failed Job stays for the post-mortem
     [event] = [r.data for r in sent(kmock, "POST", "/api/v1/namespaces/ml/events")][:1]
@@ -186,7 +282,8 @@ async def test_a_failed_job_is_recreated_once_per_attempt_and_the_failed_one_kep
 
 
 async def test_a_job_still_running_is_left_to_its_own_controller(
-        kmock: kmock.KubernetesEmulator, jobs: KubernetesJobs) -> None:
+    kmock: kmock.KubernetesEmulator, jobs: KubernetesJobs
+) -> None:
     kmock.objects[JOBS, "ml", "llm"] = failed_job(conditions=[])
     said = await call(jobs.restart_job, LLM, 1, "why")
     assert "still runs" in said
@@ -195,7 +292,8 @@ async def test_a_job_still_running_is_left_to_its_own_controller(
 
 
 async def test_an_operator_job_is_asked_to_restart_by_annotation(
-        kmock: kmock.KubernetesEmulator, jobs: KubernetesJobs) -> None:
+    kmock: kmock.KubernetesEmulator, jobs: KubernetesJobs
+) -> None:
     kmock.objects[JOBS, "ml", "llm"] = failed_job(annotations={RESTART_MODE: "annotate"})
     await call(jobs.restart_job, LLM, 3, "why")
     assert kmock.objects[JOBS, "ml", "llm"]["metadata"]["annotations"][RESTART_ATTEMPT] == "3"
@@ -203,7 +301,8 @@ async def test_an_operator_job_is_asked_to_restart_by_annotation(
 
 
 async def test_stop_suspends_the_job_and_a_restart_resumes_it(
-        kmock: kmock.KubernetesEmulator, jobs: KubernetesJobs) -> None:
+    kmock: kmock.KubernetesEmulator, jobs: KubernetesJobs
+) -> None:
     kmock.objects[JOBS, "ml", "llm"] = failed_job(conditions=[])
     await call(jobs.stop_job, LLM, "unknown cause again: held for a human")
     stopped = kmock.objects[JOBS, "ml", "llm"]
@@ -215,30 +314,33 @@ async def test_stop_suspends_the_job_and_a_restart_resumes_it(
         await call(jobs.restart_job, LLM, 1, "unknown cause: one retry")  # no automatic undo
     await call(jobs.restart_job, LLM, 1, "resumed by alice", "alice")
     resumed = kmock.objects[JOBS, "ml", "llm"]
-    assert resumed["spec"]["suspend"] is False and STOPPED not in resumed["metadata"][
-        "annotations"]
+    assert resumed["spec"]["suspend"] is False and STOPPED not in resumed["metadata"]["annotations"]
 
 
 async def test_remedy_does_not_resume_what_someone_else_suspended(
-        kmock: kmock.KubernetesEmulator, jobs: KubernetesJobs) -> None:
+    kmock: kmock.KubernetesEmulator, jobs: KubernetesJobs
+) -> None:
     kmock.objects[JOBS, "ml", "llm"] = failed_job(conditions=[], suspend=True)
     with pytest.raises(ActionRefused, match="suspended by someone else"):
         await call(jobs.restart_job, LLM, 1, "why")
 
 
 async def test_job_states_and_a_deleted_job(
-        kmock: kmock.KubernetesEmulator, jobs: KubernetesJobs) -> None:
+    kmock: kmock.KubernetesEmulator, jobs: KubernetesJobs
+) -> None:
     assert await call(jobs.job_state, LLM) is JobState.GONE
     with pytest.raises(ActionFailed, match="no longer exists"):
         await call(jobs.restart_job, LLM, 1, "why")
     kmock.objects[JOBS, "ml", "llm"] = failed_job(
-        conditions=[{"type": "Complete", "status": "True"}])
+        conditions=[{"type": "Complete", "status": "True"}]
+    )
     assert await call(jobs.job_state, LLM) is JobState.SUCCEEDED
     assert JobState.SUCCEEDED.finished and not JobState.FAILED.finished
 
 
 async def test_the_agent_keeps_its_xids_on_the_node_bounded(
-        kmock: kmock.KubernetesEmulator) -> None:
+    kmock: kmock.KubernetesEmulator,
+) -> None:
     old = RecentXid(code=13, gpu="SN-1", at=NOW - timedelta(days=8))  # past the week kept
     kept = RecentXid(code=31, gpu="SN-2", at=NOW - timedelta(hours=1))
     kmock.objects[NODES, None, "n1"] = node("n1", annotations=xids_annotation(old, kept))

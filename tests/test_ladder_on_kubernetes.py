@@ -32,8 +32,9 @@ def patches(mock: kmock.KubernetesEmulator) -> list[dict[str, Any]]:
     return [r.data for r in mock if r.method.value == "PATCH" and r.url.path.endswith(NODE)]
 
 
-async def ecc_ladder(env: WorkflowEnvironment, mock: kmock.KubernetesEmulator,
-                     runbooks: RunbookSet) -> RemediationResult:
+async def ecc_ladder(
+    env: WorkflowEnvironment, mock: kmock.KubernetesEmulator, runbooks: RunbookSet
+) -> RemediationResult:
     """An uncorrectable ECC error on the node, remediated through the Kubernetes adapter."""
     pool = f"pool-{uuid.uuid4().hex[:8]}"  # the pool's budget is counted from the node labels
     mock.objects[NODES, None, NODE]["metadata"]["labels"]["remedy.io/pool"] = pool
@@ -45,10 +46,11 @@ async def ecc_ladder(env: WorkflowEnvironment, mock: kmock.KubernetesEmulator,
 
 
 async def test_node_cordoned_by_someone_else_stays_cordoned_after_the_ladder(
-        time_env: WorkflowEnvironment, kmock: kmock.KubernetesEmulator,
-        shipped_runbooks: RunbookSet) -> None:
-    kmock.objects[NODES, None, NODE] = node(NODE, unschedulable=True,
-                                            annotations={"ops/why": "rack maintenance"})
+    time_env: WorkflowEnvironment, kmock: kmock.KubernetesEmulator, shipped_runbooks: RunbookSet
+) -> None:
+    kmock.objects[NODES, None, NODE] = node(
+        NODE, unschedulable=True, annotations={"ops/why": "rack maintenance"}
+    )
     result = await ecc_ladder(time_env, kmock, shipped_runbooks)
     assert result.outcome is Outcome.RECOVERED
     assert result.attempts[0].detail == "cordoned_by_other"
@@ -60,8 +62,8 @@ async def test_node_cordoned_by_someone_else_stays_cordoned_after_the_ladder(
 
 
 async def test_remedys_own_cordon_is_undone_on_recovery(
-        time_env: WorkflowEnvironment, kmock: kmock.KubernetesEmulator,
-        shipped_runbooks: RunbookSet) -> None:
+    time_env: WorkflowEnvironment, kmock: kmock.KubernetesEmulator, shipped_runbooks: RunbookSet
+) -> None:
     kmock.objects[NODES, None, NODE] = node(NODE)
     result = await ecc_ladder(time_env, kmock, shipped_runbooks)
     assert result.outcome is Outcome.RECOVERED

@@ -25,8 +25,12 @@ from workers.client import connect, metrics_runtime
 from workflows.job_guard import JobGuard
 from workflows.node_remediation import NodeRemediation
 
-QUICK_RESET = Runbook(name="quick-reset", match=[Match(checks=["memory"])], cordon=True,
-                      ladder=[Rung(action=Action.DRAIN), Rung(action=Action.RESET_GPU)])
+QUICK_RESET = Runbook(
+    name="quick-reset",
+    match=[Match(checks=["memory"])],
+    cordon=True,
+    ladder=[Rung(action=Action.DRAIN), Rung(action=Action.RESET_GPU)],
+)
 
 
 def free_port() -> int:
@@ -48,23 +52,30 @@ def value(lines: list[str], name: str, **labels: str) -> float | None:
     return None
 
 
-async def test_a_ladder_shows_up_in_the_prometheus_endpoint(dev_env: WorkflowEnvironment
-                                                            ) -> None:
+async def test_a_ladder_shows_up_in_the_prometheus_endpoint(dev_env: WorkflowEnvironment) -> None:
     port = free_port()
-    client = await connect(dev_env.client.service_client.config.target_host,
-                           runtime=metrics_runtime(f"127.0.0.1:{port}", "controller"))
+    client = await connect(
+        dev_env.client.service_client.config.target_host,
+        runtime=metrics_runtime(f"127.0.0.1:{port}", "controller"),
+    )
     fleet = own_fleet("metrics", 2)
     node = sorted(fleet.nodes)[0]
     policy = BudgetPolicy(max_disruption="2", storm_share=1.0)
     async with running_workers(client, fleet, policy=policy) as queues:
-        agent = NodeAgent(client, fleet.host(node), RunbookSet([QUICK_RESET]), None,
-                          AgentConfig(node=NodeRef(name=node, pool=queues.pool),
-                                      task_queue=queues.agents,
-                                      controller_task_queue=queues.controller))
+        agent = NodeAgent(
+            client,
+            fleet.host(node),
+            RunbookSet([QUICK_RESET]),
+            None,
+            AgentConfig(
+                node=NodeRef(name=node, pool=queues.pool),
+                task_queue=queues.agents,
+                controller_task_queue=queues.controller,
+            ),
+        )
         fleet.inject(node, "ecc_dbe", gpu=1)
         await agent.tick([])  # probes, finds the ECC error, reports it: a ladder starts
-        handle = client.get_workflow_handle_for(NodeRemediation.run,
-                                                remediation_workflow_id(node))
+        handle = client.get_workflow_handle_for(NodeRemediation.run, remediation_workflow_id(node))
         result = await handle.result()
         for _ in range(50):  # recorded by the worker as the workflow task completes
             lines = await asyncio.to_thread(scrape, port)
@@ -74,10 +85,21 @@ async def test_a_ladder_shows_up_in_the_prometheus_endpoint(dev_env: WorkflowEnv
 
     assert result.outcome is Outcome.RECOVERED, result.model_dump_json(indent=1)
     pool = queues.pool
-    assert value(lines, "remedy_remediations_total", pool=pool, runbook="quick-reset",
-                 outcome="recovered", remedy_role="controller") == 1
-    assert value(lines, "remedy_rung_duration_count", pool=pool, action="reset_gpu",
-                 result="verified") == 1
+    assert (
+        value(
+            lines,
+            "remedy_remediations_total",
+            pool=pool,
+            runbook="quick-reset",
+            outcome="recovered",
+            remedy_role="controller",
+        )
+        == 1
+    )
+    assert (
+        value(lines, "remedy_rung_duration_count", pool=pool, action="reset_gpu", result="verified")
+        == 1
+    )
     assert value(lines, "remedy_nodes_cordoned_total", pool=pool) == 1
     assert value(lines, "remedy_storm_breaker_tripped", pool=pool) == 0
     assert value(lines, "remedy_disruption_leases_held", pool=pool) is not None
@@ -89,15 +111,19 @@ async def test_a_ladder_shows_up_in_the_prometheus_endpoint(dev_env: WorkflowEnv
 
 
 async def test_a_guarded_job_failure_is_counted_by_verdict_and_action(
-        dev_env: WorkflowEnvironment) -> None:
+    dev_env: WorkflowEnvironment,
+) -> None:
     port = free_port()
-    client = await connect(dev_env.client.service_client.config.target_host,
-                           runtime=metrics_runtime(f"127.0.0.1:{port}", "controller"))
+    client = await connect(
+        dev_env.client.service_client.config.target_host,
+        runtime=metrics_runtime(f"127.0.0.1:{port}", "controller"),
+    )
     fleet = own_fleet("job-metrics", 1)
     async with running_workers(client, fleet, jobs=SimJobs()) as queues:
         handle, job = await guard(dev_env, queues, GuardPolicy(gather=timedelta(0)))
-        await handle.signal(JobGuard.pod_failed, oom(sorted(fleet.nodes)[0], job,
-                                                     datetime.now(UTC)))
+        await handle.signal(
+            JobGuard.pod_failed, oom(sorted(fleet.nodes)[0], job, datetime.now(UTC))
+        )
         await handle.result()
         for _ in range(50):
             lines = await asyncio.to_thread(scrape, port)

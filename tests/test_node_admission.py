@@ -28,14 +28,21 @@ GAP = timedelta(minutes=10)
 T0 = datetime(2026, 11, 1, tzinfo=UTC)
 
 
-async def admit(client: Client, queues: Queues, shipped: RunbookSet
-                ) -> WorkflowHandle[NodeAdmission, AdmissionResult]:
+async def admit(
+    client: Client, queues: Queues, shipped: RunbookSet
+) -> WorkflowHandle[NodeAdmission, AdmissionResult]:
     # The handle start gives back: on the time-skipping server, only its result() skips time.
     handle: WorkflowHandle[NodeAdmission, AdmissionResult] = await start_admission(
-        client, AdmissionInput(
-            node=NodeRef(name=NEW, pool=queues.pool), node_task_queue=queues.agents,
-            policy=AdmissionPolicy(gap=GAP), failure_runbook=shipped.get("admission-failed")),
-        task_queue=queues.controller, workflow=NodeAdmission.run)
+        client,
+        AdmissionInput(
+            node=NodeRef(name=NEW, pool=queues.pool),
+            node_task_queue=queues.agents,
+            policy=AdmissionPolicy(gap=GAP),
+            failure_runbook=shipped.get("admission-failed"),
+        ),
+        task_queue=queues.controller,
+        workflow=NodeAdmission.run,
+    )
     return handle
 
 
@@ -45,7 +52,8 @@ async def record_of(client: Client, serial: str) -> HardwareRecordState:
 
 
 async def test_a_node_that_passes_twice_is_admitted_with_its_serials(
-        time_env: WorkflowEnvironment, fleet: SimFleet, shipped_runbooks: RunbookSet) -> None:
+    time_env: WorkflowEnvironment, fleet: SimFleet, shipped_runbooks: RunbookSet
+) -> None:
     node = fleet.join(NEW)
     assert node.awaiting_admission
     async with running_workers(time_env.client, fleet) as queues:
@@ -60,7 +68,8 @@ async def test_a_node_that_passes_twice_is_admitted_with_its_serials(
 
 
 async def test_a_node_that_fails_the_second_diagnose_is_rejected_and_sent_to_replace(
-        time_env: WorkflowEnvironment, fleet: SimFleet, shipped_runbooks: RunbookSet) -> None:
+    time_env: WorkflowEnvironment, fleet: SimFleet, shipped_runbooks: RunbookSet
+) -> None:
     node = fleet.join(NEW)
     async with running_workers(time_env.client, fleet) as queues:
         handle = await admit(time_env.client, queues, shipped_runbooks)
@@ -72,8 +81,9 @@ async def test_a_node_that_fails_the_second_diagnose_is_rejected_and_sent_to_rep
         result = await handle.result()
         state = await handle.query(NodeAdmission.state)
         record = await record_of(time_env.client, node.gpus[5].serial)
-        ladder: Handle = time_env.client.get_workflow_handle_for(NodeRemediation.run,
-                                                                 state.remediation or "")
+        ladder: Handle = time_env.client.get_workflow_handle_for(
+            NodeRemediation.run, state.remediation or ""
+        )
         remediation = await wait_for_phase(time_env, ladder, Phase.AWAITING_APPROVAL)
     assert not result.admitted
     assert [d.healthy for d in result.diagnoses] == [True, False]
@@ -85,15 +95,15 @@ async def test_a_node_that_fails_the_second_diagnose_is_rejected_and_sent_to_rep
 
 
 async def test_three_incidents_on_one_gpu_blocklist_it_and_its_node_fails_admission(
-        time_env: WorkflowEnvironment, fleet: SimFleet, shipped_runbooks: RunbookSet) -> None:
+    time_env: WorkflowEnvironment, fleet: SimFleet, shipped_runbooks: RunbookSet
+) -> None:
     name = sorted(fleet.nodes)[0]
     serial = fleet.node(name).gpus[1].serial
     blocklist = BlocklistPolicy(max_incidents=3, window=timedelta(days=30))
     async with running_workers(time_env.client, fleet, blocklist=blocklist) as queues:
         for _ in range(3):  # the same GPU fails, is reset, recovers; three times
             finding = fleet.inject(name, "ecc_dbe", gpu=1)
-            handle = await report(time_env.client, queues, finding,
-                                  shipped_runbooks.match(finding))
+            handle = await report(time_env.client, queues, finding, shipped_runbooks.match(finding))
             assert (await handle.result()).outcome is Outcome.RECOVERED
         record = await record_of(time_env.client, serial)
         assert record.blocked and "3 incidents within 30 days" in (record.blocked_reason or "")
@@ -111,23 +121,52 @@ def test_an_unblocked_gpu_starts_counting_again() -> None:
     record = HardwareRecordState(serial="SN1")
     policy = BlocklistPolicy(max_incidents=2)
     for day in (1, 2, 2):  # the last is a retried signal: counted once
-        record.add(Incident(at=T0 + timedelta(days=day), node="n", fault="Xid 48",
-                            outcome="recovered", source=f"run-{day}"), policy)
+        record.add(
+            Incident(
+                at=T0 + timedelta(days=day),
+                node="n",
+                fault="Xid 48",
+                outcome="recovered",
+                source=f"run-{day}",
+            ),
+            policy,
+        )
     assert record.blocked and len(record.incidents) == 2
     record.unblock(UnblockRequest(by="sre", reason="RMA tested"), T0 + timedelta(days=3))
-    record.add(Incident(at=T0 + timedelta(days=4), node="n", fault="Xid 48",
-                        outcome="recovered", source="run-4"), policy)
+    record.add(
+        Incident(
+            at=T0 + timedelta(days=4), node="n", fault="Xid 48", outcome="recovered", source="run-4"
+        ),
+        policy,
+    )
     assert not record.blocked  # one incident since the unblock
-    record.add(Incident(at=T0 + timedelta(days=40), node="n", fault="Xid 48",
-                        outcome="recovered", source="run-40"), policy)
+    record.add(
+        Incident(
+            at=T0 + timedelta(days=40),
+            node="n",
+            fault="Xid 48",
+            outcome="recovered",
+            source="run-40",
+        ),
+        policy,
+    )
     assert not record.blocked  # day 4 left the 30-day window
-    assert record.unblocked == [f"{T0 + timedelta(days=3)} by sre: RMA tested".replace(
-        " 00:00:00+00:00", "T00:00:00+00:00")]
+    assert record.unblocked == [
+        f"{T0 + timedelta(days=3)} by sre: RMA tested".replace(" 00:00:00+00:00", "T00:00:00+00:00")
+    ]
 
 
 def test_incidents_spread_over_time_do_not_block() -> None:
     record = HardwareRecordState(serial="SN2")
     for day in (0, 40, 80):
-        record.add(Incident(at=T0 + timedelta(days=day), node="n", fault="Xid 79",
-                            outcome="recovered", source=f"run-{day}"), BlocklistPolicy())
+        record.add(
+            Incident(
+                at=T0 + timedelta(days=day),
+                node="n",
+                fault="Xid 79",
+                outcome="recovered",
+                source=f"run-{day}",
+            ),
+            BlocklistPolicy(),
+        )
     assert not record.blocked and len(record.incidents) == 3

@@ -22,10 +22,10 @@ T0 = datetime(2026, 11, 29, 8, 0, tzinfo=UTC)
 NODE = "gpu-node-000"
 
 
-def report(*findings: Finding, checks: tuple[str, ...] = ("inventory", "memory", "nic")
-           ) -> ProbeReport:
-    return ProbeReport(node=NODE, checks_run=list(checks), findings=list(findings),
-                       started_at=T0)
+def report(
+    *findings: Finding, checks: tuple[str, ...] = ("inventory", "memory", "nic")
+) -> ProbeReport:
+    return ProbeReport(node=NODE, checks_run=list(checks), findings=list(findings), started_at=T0)
 
 
 def finding(check: str, reason: str, severity: Severity = Severity.CRITICAL) -> Finding:
@@ -35,8 +35,9 @@ def finding(check: str, reason: str, severity: Severity = Severity.CRITICAL) -> 
 def test_conditions_keep_their_transition_time_while_nothing_changes() -> None:
     first = conditions_from(report(), [], T0)
     assert [(c.type, c.status, c.reason) for c in first] == [
-        (GPU_PROBLEM, "False", "NoGpuProblem"), (GPU_NETWORK_PROBLEM, "False",
-                                                 "NoGpuNetworkProblem")]
+        (GPU_PROBLEM, "False", "NoGpuProblem"),
+        (GPU_NETWORK_PROBLEM, "False", "NoGpuNetworkProblem"),
+    ]
     later = conditions_from(report(), first, T0 + timedelta(minutes=5))
     assert all(c.last_transition_time == T0 for c in later)
     assert all(c.last_heartbeat_time == T0 + timedelta(minutes=5) for c in later)
@@ -47,15 +48,20 @@ def test_conditions_move_only_the_one_that_changed() -> None:
     sick = conditions_from(report(finding("nic", "NicPortDown")), first, T0 + timedelta(1))
     gpu, net = sick
     assert (gpu.status, gpu.last_transition_time) == ("False", T0)
-    assert (net.status, net.reason, net.last_transition_time) == ("True", "NicPortDown",
-                                                                  T0 + timedelta(1))
+    assert (net.status, net.reason, net.last_transition_time) == (
+        "True",
+        "NicPortDown",
+        T0 + timedelta(1),
+    )
 
 
 def test_a_new_reason_is_a_transition_and_info_findings_are_not_problems() -> None:
     first = conditions_from(report(finding("memory", "EccUncorrectable")), [], T0)
-    second = conditions_from(report(finding("inventory", "GpuFallenOffBus"),
-                                    finding("memory", "Xid63", Severity.INFO)),
-                             first, T0 + timedelta(1))
+    second = conditions_from(
+        report(finding("inventory", "GpuFallenOffBus"), finding("memory", "Xid63", Severity.INFO)),
+        first,
+        T0 + timedelta(1),
+    )
     assert second[0].reason == "GpuFallenOffBus"
     assert second[0].last_transition_time == T0 + timedelta(1)
     assert "Xid63" not in second[0].message
@@ -76,7 +82,9 @@ def test_nvml_xid_events_are_pushed_with_the_gpu_and_catalog_severity() -> None:
     fleet.inject(NODE, "app_xid", gpu=2)
     events = watcher.wait(1.0)
     assert [(f.xid, f.component.index, f.severity) for f in events] == [
-        (79, 6, Severity.CRITICAL), (13, 2, Severity.WARNING)]
+        (79, 6, Severity.CRITICAL),
+        (13, 2, Severity.WARNING),
+    ]
     assert events[0].component.serial == fleet.node(NODE).gpus[6].serial
     watcher.stop()
 
@@ -96,9 +104,10 @@ def test_slow_rank_is_named() -> None:
     assert slow_ranks({0: 700.0, 1: 650.0}) == []
 
 
-@pytest.mark.skipif(importlib.util.find_spec("torch") is not None
-                    or importlib.util.find_spec("cupy") is not None,
-                    reason="this checks the path for nodes without a compute library")
+@pytest.mark.skipif(
+    importlib.util.find_spec("torch") is not None or importlib.util.find_spec("cupy") is not None,
+    reason="this checks the path for nodes without a compute library",
+)
 def test_load_test_without_a_compute_library_never_passes() -> None:
     assert run_load_test([0, 1]) == [NO_LIBRARY]
     assert LocalHost(NODE, ProbeConfig(expected_gpus=8)).load_test([]) == [NO_LIBRARY]
@@ -112,7 +121,8 @@ def test_deep_diagnose_finds_what_only_load_shows() -> None:
     assert not result.healthy
     assert result.checks_run[-1] == "load"
     assert [(f.reason, f.evidence) for f in result.findings] == [
-        ("FailsUnderLoad", "GPU 5: compute error under sustained load")]
+        ("FailsUnderLoad", "GPU 5: compute error under sustained load")
+    ]
 
 
 def test_local_host_refuses_destructive_actions_unless_allowed() -> None:
@@ -125,8 +135,7 @@ def test_local_host_refuses_destructive_actions_unless_allowed() -> None:
 
 def test_local_host_reboot_runs_the_configured_command(tmp_path: Path) -> None:
     marker = tmp_path / "rebooted"
-    host = LocalHost(NODE, ProbeConfig(), allow_reboot=True,
-                     reboot_command=("touch", str(marker)))
+    host = LocalHost(NODE, ProbeConfig(), allow_reboot=True, reboot_command=("touch", str(marker)))
     host.reboot()
     assert marker.exists()
 

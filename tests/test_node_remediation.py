@@ -38,22 +38,25 @@ def actions_on(fleet: SimFleet, node: str = NODE) -> list[str]:
 
 
 async def test_transient_fault_cleared_in_tolerance_window_disrupts_nothing(
-        time_env: WorkflowEnvironment, fleet: SimFleet, shipped_runbooks: RunbookSet) -> None:
+    time_env: WorkflowEnvironment, fleet: SimFleet, shipped_runbooks: RunbookSet
+) -> None:
     finding = fleet.inject(NODE, "thermal_transient", gpu=3)
 
     async def slowdown_passes(handle: Handle) -> None:
         await wait_for_phase(time_env, handle, Phase.TOLERATING)
         fleet.clear_faults(NODE)  # before the 10-minute window ends
 
-    ran = await remediate(time_env, fleet, finding, shipped_runbooks.match(finding),
-                          slowdown_passes)
+    ran = await remediate(
+        time_env, fleet, finding, shipped_runbooks.match(finding), slowdown_passes
+    )
     assert ran.result.outcome is Outcome.CLEARED
     assert actions_on(fleet) == ["cordon", "restore"]  # stopped new work, then gave it back
     assert not fleet.node(NODE).unschedulable
 
 
 async def test_fault_that_persists_through_the_window_climbs_the_ladder(
-        time_env: WorkflowEnvironment, fleet: SimFleet, shipped_runbooks: RunbookSet) -> None:
+    time_env: WorkflowEnvironment, fleet: SimFleet, shipped_runbooks: RunbookSet
+) -> None:
     # Outlives the window: the twin's clock never reaches the end of the 2-minute slowdown.
     finding = fleet.inject(NODE, "thermal_transient", gpu=3)
     ran = await remediate(time_env, fleet, finding, shipped_runbooks.match(finding))
@@ -66,17 +69,26 @@ async def test_fault_that_persists_through_the_window_climbs_the_ladder(
 
 
 async def test_cleared_signal_ends_the_window_early(
-        time_env: WorkflowEnvironment, fleet: SimFleet, shipped_runbooks: RunbookSet) -> None:
+    time_env: WorkflowEnvironment, fleet: SimFleet, shipped_runbooks: RunbookSet
+) -> None:
     finding = fleet.inject(NODE, "thermal_transient", gpu=0)
-    ran = await remediate(time_env, fleet, finding, shipped_runbooks.match(finding), signal_at(
-        time_env, Phase.TOLERATING, "clear", ClearRequest(by="alice", reason="fan replaced")))
+    ran = await remediate(
+        time_env,
+        fleet,
+        finding,
+        shipped_runbooks.match(finding),
+        signal_at(
+            time_env, Phase.TOLERATING, "clear", ClearRequest(by="alice", reason="fan replaced")
+        ),
+    )
     assert ran.result.outcome is Outcome.CLEARED
     assert "alice" in ran.result.detail
     assert actions_on(fleet) == ["cordon", "restore"]
 
 
 async def test_gpu_reset_fixes_uncorrectable_ecc(
-        time_env: WorkflowEnvironment, fleet: SimFleet, shipped_runbooks: RunbookSet) -> None:
+    time_env: WorkflowEnvironment, fleet: SimFleet, shipped_runbooks: RunbookSet
+) -> None:
     finding = fleet.inject(NODE, "ecc_dbe", gpu=2)
     ran = await remediate(time_env, fleet, finding, shipped_runbooks.match(finding))
     assert ran.result.runbook == "gpu-memory-ecc"
@@ -87,13 +99,17 @@ async def test_gpu_reset_fixes_uncorrectable_ecc(
 
 
 async def test_reset_fails_then_reboot_fixes_a_gpu_off_the_bus(
-        time_env: WorkflowEnvironment, fleet: SimFleet, shipped_runbooks: RunbookSet) -> None:
+    time_env: WorkflowEnvironment, fleet: SimFleet, shipped_runbooks: RunbookSet
+) -> None:
     finding = fleet.inject(NODE, "gpu_lost", gpu=5)
     # The reset-class ladder tries a reset first; a GPU off the bus cannot be reset.
     ran = await remediate(time_env, fleet, finding, shipped_runbooks.get("gpu-reset-class"))
     assert ran.result.outcome is Outcome.RECOVERED
-    assert ran.ladder == [(Action.DRAIN, DONE), (Action.RESET_GPU, FAILED),
-                          (Action.REBOOT, VERIFIED)]
+    assert ran.ladder == [
+        (Action.DRAIN, DONE),
+        (Action.RESET_GPU, FAILED),
+        (Action.REBOOT, VERIFIED),
+    ]
     assert "lost from the bus" in ran.result.attempts[2].detail
     assert "rebooted: boot id boot-1, Ready" in ran.result.attempts[3].detail
     assert actions_on(fleet) == ["cordon", "drain", "reboot", "restore"]
@@ -101,7 +117,8 @@ async def test_reset_fails_then_reboot_fixes_a_gpu_off_the_bus(
 
 
 async def test_nothing_fixes_it_so_replace_after_approval(
-        time_env: WorkflowEnvironment, fleet: SimFleet, shipped_runbooks: RunbookSet) -> None:
+    time_env: WorkflowEnvironment, fleet: SimFleet, shipped_runbooks: RunbookSet
+) -> None:
     finding = fleet.inject(NODE, "remap_failure", gpu=1)
 
     async def approve_replacement(handle: Handle) -> None:
@@ -110,17 +127,23 @@ async def test_nothing_fixes_it_so_replace_after_approval(
         assert waiting.runbook and waiting.runbook.ladder[waiting.rung].action is Action.REPLACE
         await handle.signal("approve", ApproveRequest(by="bob", note="RMA opened"))
 
-    ran = await remediate(time_env, fleet, finding, shipped_runbooks.match(finding),
-                          approve_replacement)
+    ran = await remediate(
+        time_env, fleet, finding, shipped_runbooks.match(finding), approve_replacement
+    )
     assert ran.result.outcome is Outcome.REPLACED
-    assert ran.ladder == [(Action.DRAIN, DONE), (Action.RESET_GPU, UNVERIFIED),
-                          (Action.DIAGNOSE, FAILED), (Action.REPLACE, DONE)]
+    assert ran.ladder == [
+        (Action.DRAIN, DONE),
+        (Action.RESET_GPU, UNVERIFIED),
+        (Action.DIAGNOSE, FAILED),
+        (Action.REPLACE, DONE),
+    ]
     assert fleet.node(NODE).generation == 1  # new hardware
     assert [(a.by, a.rung) for a in ran.state.approvals] == [("bob", 3)]
 
 
 async def test_approval_that_never_comes_times_out_to_needs_a_human(
-        time_env: WorkflowEnvironment, fleet: SimFleet, shipped_runbooks: RunbookSet) -> None:
+    time_env: WorkflowEnvironment, fleet: SimFleet, shipped_runbooks: RunbookSet
+) -> None:
     finding = fleet.inject(NODE, "remap_failure", gpu=1)
     # The 8-hour approval window passes in skipped time.
     ran = await remediate(time_env, fleet, finding, shipped_runbooks.match(finding))
@@ -131,11 +154,21 @@ async def test_approval_that_never_comes_times_out_to_needs_a_human(
 
 
 async def test_abort_stops_the_ladder_and_leaves_the_node_cordoned(
-        time_env: WorkflowEnvironment, fleet: SimFleet, shipped_runbooks: RunbookSet) -> None:
+    time_env: WorkflowEnvironment, fleet: SimFleet, shipped_runbooks: RunbookSet
+) -> None:
     finding = fleet.inject(NODE, "thermal_transient", gpu=0)
-    ran = await remediate(time_env, fleet, finding, shipped_runbooks.match(finding), signal_at(
-        time_env, Phase.TOLERATING, "abort",
-        AbortRequest(by="carol", reason="investigating by hand")))
+    ran = await remediate(
+        time_env,
+        fleet,
+        finding,
+        shipped_runbooks.match(finding),
+        signal_at(
+            time_env,
+            Phase.TOLERATING,
+            "abort",
+            AbortRequest(by="carol", reason="investigating by hand"),
+        ),
+    )
     assert ran.result.outcome is Outcome.ABORTED
     assert "carol" in ran.result.detail
     assert actions_on(fleet) == ["cordon"]
@@ -143,18 +176,29 @@ async def test_abort_stops_the_ladder_and_leaves_the_node_cordoned(
 
 
 async def test_abort_with_restore_gives_the_node_back(
-        time_env: WorkflowEnvironment, fleet: SimFleet, shipped_runbooks: RunbookSet) -> None:
+    time_env: WorkflowEnvironment, fleet: SimFleet, shipped_runbooks: RunbookSet
+) -> None:
     finding = fleet.inject(NODE, "remap_failure", gpu=0)
-    ran = await remediate(time_env, fleet, finding, shipped_runbooks.match(finding), signal_at(
-        time_env, Phase.AWAITING_APPROVAL, "abort",
-        AbortRequest(by="carol", reason="false alarm", restore=True)))
+    ran = await remediate(
+        time_env,
+        fleet,
+        finding,
+        shipped_runbooks.match(finding),
+        signal_at(
+            time_env,
+            Phase.AWAITING_APPROVAL,
+            "abort",
+            AbortRequest(by="carol", reason="false alarm", restore=True),
+        ),
+    )
     assert ran.result.outcome is Outcome.ABORTED
     assert actions_on(fleet)[-1] == "restore"
     assert not fleet.node(NODE).unschedulable
 
 
 async def test_second_report_for_the_same_node_joins_the_running_workflow(
-        time_env: WorkflowEnvironment, fleet: SimFleet, shipped_runbooks: RunbookSet) -> None:
+    time_env: WorkflowEnvironment, fleet: SimFleet, shipped_runbooks: RunbookSet
+) -> None:
     first = fleet.inject(NODE, "thermal_transient", gpu=0)
     second = fleet.inject(NODE, "thermal_transient", gpu=1)
     async with running_workers(time_env.client, fleet) as queues:
@@ -172,7 +216,8 @@ async def test_second_report_for_the_same_node_joins_the_running_workflow(
 
 
 async def test_more_severe_report_during_the_window_takes_over(
-        time_env: WorkflowEnvironment, fleet: SimFleet, shipped_runbooks: RunbookSet) -> None:
+    time_env: WorkflowEnvironment, fleet: SimFleet, shipped_runbooks: RunbookSet
+) -> None:
     slow = fleet.inject(NODE, "thermal_transient", gpu=0)
 
     async def gpu_falls_off_the_bus(handle: Handle) -> None:
@@ -183,15 +228,17 @@ async def test_more_severe_report_during_the_window_takes_over(
         assert runbook is not None
         await handle.signal("report_finding", FindingReport(finding=lost, runbook=runbook))
 
-    ran = await remediate(time_env, fleet, slow, shipped_runbooks.match(slow),
-                          gpu_falls_off_the_bus)
+    ran = await remediate(
+        time_env, fleet, slow, shipped_runbooks.match(slow), gpu_falls_off_the_bus
+    )
     assert ran.result.runbook == "gpu-fallen-off-bus"
     assert ran.result.outcome is Outcome.RECOVERED
     assert actions_on(fleet) == ["cordon", "drain", "reboot", "restore"]
 
 
 async def test_application_xid_never_reaches_hardware_actions(
-        time_env: WorkflowEnvironment, fleet: SimFleet, shipped_runbooks: RunbookSet) -> None:
+    time_env: WorkflowEnvironment, fleet: SimFleet, shipped_runbooks: RunbookSet
+) -> None:
     finding = fleet.inject(NODE, "app_xid", gpu=6)
     ran = await remediate(time_env, fleet, finding, shipped_runbooks.match(finding))
     assert ran.result.runbook == "application-xid"
@@ -202,7 +249,8 @@ async def test_application_xid_never_reaches_hardware_actions(
 
 
 async def test_application_xid_on_a_bad_gpu_holds_for_a_human_without_hardware_actions(
-        time_env: WorkflowEnvironment, fleet: SimFleet, shipped_runbooks: RunbookSet) -> None:
+    time_env: WorkflowEnvironment, fleet: SimFleet, shipped_runbooks: RunbookSet
+) -> None:
     fleet.inject(NODE, "mcu_halt", gpu=6)  # the GPU really is broken under load
     finding = fleet.inject(NODE, "app_xid", gpu=6)
     ran = await remediate(time_env, fleet, finding, shipped_runbooks.match(finding))
@@ -212,7 +260,8 @@ async def test_application_xid_on_a_bad_gpu_holds_for_a_human_without_hardware_a
 
 
 async def test_node_cordoned_by_someone_else_stays_cordoned_after_recovery(
-        time_env: WorkflowEnvironment, fleet: SimFleet, shipped_runbooks: RunbookSet) -> None:
+    time_env: WorkflowEnvironment, fleet: SimFleet, shipped_runbooks: RunbookSet
+) -> None:
     fleet.cordon_by_hand(NODE)
     finding = fleet.inject(NODE, "ecc_dbe", gpu=2)
     ran = await remediate(time_env, fleet, finding, shipped_runbooks.match(finding))
@@ -223,9 +272,11 @@ async def test_node_cordoned_by_someone_else_stays_cordoned_after_recovery(
 
 
 async def test_unknown_fault_is_cordoned_and_held_never_replaced(
-        time_env: WorkflowEnvironment, fleet: SimFleet, shipped_runbooks: RunbookSet) -> None:
+    time_env: WorkflowEnvironment, fleet: SimFleet, shipped_runbooks: RunbookSet
+) -> None:
     finding = fleet.inject(NODE, "ecc_dbe", gpu=0).model_copy(
-        update={"check": "xid", "xid": 999, "reason": "Xid999"})
+        update={"check": "xid", "xid": 999, "reason": "Xid999"}
+    )
     runbook = shipped_runbooks.match(finding)
     assert runbook is not None and runbook.name == "default-unknown-fault"
     ran = await remediate(time_env, fleet, finding, runbook)
@@ -234,7 +285,8 @@ async def test_unknown_fault_is_cordoned_and_held_never_replaced(
 
 
 async def test_failed_restore_leaves_the_node_owned_and_says_so(
-        time_env: WorkflowEnvironment, fleet: SimFleet, shipped_runbooks: RunbookSet) -> None:
+    time_env: WorkflowEnvironment, fleet: SimFleet, shipped_runbooks: RunbookSet
+) -> None:
     fleet.break_action("restore", PermissionDenied("nodes patch is forbidden"))
     finding = fleet.inject(NODE, "ecc_dbe", gpu=2)
     ran = await remediate(time_env, fleet, finding, shipped_runbooks.match(finding))
@@ -248,25 +300,33 @@ async def test_failed_restore_leaves_the_node_owned_and_says_so(
 
 
 async def test_drain_that_keeps_failing_escalates_after_its_retries(
-        time_env: WorkflowEnvironment, fleet: SimFleet, shipped_runbooks: RunbookSet) -> None:
+    time_env: WorkflowEnvironment, fleet: SimFleet, shipped_runbooks: RunbookSet
+) -> None:
     fleet.break_action("drain", DrainBlocked("a PodDisruptionBudget forbids the eviction"))
     finding = fleet.inject(NODE, "ecc_dbe", gpu=2)
     ran = await remediate(time_env, fleet, finding, shipped_runbooks.match(finding))
     # Retried (transient), then a failed rung. The reset cannot run while the job holds the
     # GPU; the reboot clears both and the node recovers.
-    assert ran.ladder == [(Action.DRAIN, FAILED), (Action.RESET_GPU, FAILED),
-                          (Action.REBOOT, VERIFIED)]
+    assert ran.ladder == [
+        (Action.DRAIN, FAILED),
+        (Action.RESET_GPU, FAILED),
+        (Action.REBOOT, VERIFIED),
+    ]
     assert "DrainBlocked" in ran.result.attempts[1].detail
     assert "processes still hold the GPU" in ran.result.attempts[2].detail
     assert ran.result.outcome is Outcome.RECOVERED
 
 
 async def test_reboot_that_never_comes_back_fails_the_rung(
-        time_env: WorkflowEnvironment, fleet: SimFleet) -> None:
+    time_env: WorkflowEnvironment, fleet: SimFleet
+) -> None:
     fleet.node(NODE).comes_back = False
     finding = fleet.inject(NODE, "gpu_lost", gpu=0)
-    runbook = Runbook(name="reboot-only", match=Match(xids=[79]),
-                      ladder=[Rung(action=Action.REBOOT, timeout=timedelta(seconds=2))])
+    runbook = Runbook(
+        name="reboot-only",
+        match=Match(xids=[79]),
+        ladder=[Rung(action=Action.REBOOT, timeout=timedelta(seconds=2))],
+    )
     ran = await remediate(time_env, fleet, finding, runbook)
     # The agent answered, but the node never reported a new boot id: not a recovery.
     assert ran.ladder == [(Action.REBOOT, FAILED)]

@@ -27,27 +27,38 @@ NODE = "gpu-node-002"
 
 async def test_dead_node_agent_fails_closed(dev_env: WorkflowEnvironment, fleet: SimFleet) -> None:
     finding = fleet.inject(NODE, "gpu_lost", gpu=0)
-    runbook = Runbook(name="reboot-then-diagnose", match=Match(xids=[79]),
-                      ladder=[Rung(action=Action.REBOOT), Rung(action=Action.DIAGNOSE)])
+    runbook = Runbook(
+        name="reboot-then-diagnose",
+        match=Match(xids=[79]),
+        ladder=[Rung(action=Action.REBOOT), Rung(action=Action.DIAGNOSE)],
+    )
     async with running_workers(dev_env.client, fleet, agents=False) as queues:
-        handle = await report(dev_env.client, queues, finding, runbook,
-                              node_pickup_timeout=timedelta(seconds=1))
+        handle = await report(
+            dev_env.client, queues, finding, runbook, node_pickup_timeout=timedelta(seconds=1)
+        )
         result = await asyncio.wait_for(handle.result(), timeout=30)
     # No agent picked the reboot or the diagnose up: each counts as failed, never as healthy,
     # and the node is held cordoned for a human.
     assert result.outcome is Outcome.NEEDS_HUMAN
     ladder = [(a.action, a.result) for a in result.attempts if a.rung >= 0]
-    assert ladder == [(Action.REBOOT, AttemptResult.FAILED),
-                      (Action.DIAGNOSE, AttemptResult.FAILED)]
+    assert ladder == [
+        (Action.REBOOT, AttemptResult.FAILED),
+        (Action.DIAGNOSE, AttemptResult.FAILED),
+    ]
     assert "schedule" in result.attempts[1].detail.lower()
     assert fleet.node(NODE).unschedulable and fleet.node(NODE).boot_id == 0
 
 
 async def test_long_tolerance_window_continues_as_new_and_keeps_its_state(
-        dev_env: WorkflowEnvironment, fleet: SimFleet) -> None:
+    dev_env: WorkflowEnvironment, fleet: SimFleet
+) -> None:
     finding = fleet.inject(NODE, "thermal_transient", gpu=1)
-    runbook = Runbook(name="recheck-often", match=Match(checks=["thermal"]),
-                      tolerance=timedelta(minutes=5), recheck_every=timedelta(milliseconds=100))
+    runbook = Runbook(
+        name="recheck-often",
+        match=Match(checks=["thermal"]),
+        tolerance=timedelta(minutes=5),
+        recheck_every=timedelta(milliseconds=100),
+    )
     async with running_workers(dev_env.client, fleet) as queues:
         handle = await report(dev_env.client, queues, finding, runbook)
         # A handle without a run id follows the chain of continue-as-new runs.
@@ -69,8 +80,9 @@ async def test_long_tolerance_window_continues_as_new_and_keeps_its_state(
 class _SlowReset(SimHost):
     """A reset that takes until the test lets it finish."""
 
-    def __init__(self, fleet: SimFleet, name: str, started: threading.Event,
-                 finish: threading.Event) -> None:
+    def __init__(
+        self, fleet: SimFleet, name: str, started: threading.Event, finish: threading.Event
+    ) -> None:
         super().__init__(fleet, name)
         self._started, self._finish = started, finish
 
@@ -81,7 +93,8 @@ class _SlowReset(SimHost):
 
 
 async def test_a_ladder_evicted_mid_reset_closes_cleanly_and_resumes_elsewhere(
-        dev_env: WorkflowEnvironment, fleet: SimFleet) -> None:
+    dev_env: WorkflowEnvironment, fleet: SimFleet
+) -> None:
     """A controller that stops while a reset runs evicts the ladder from its cache: closing it
     must not try to schedule work (it once awaited `return_gpus` in a `finally`, which failed
     outside the workflow's event loop); the next controller replays it and gives the GPUs
@@ -89,14 +102,18 @@ async def test_a_ladder_evicted_mid_reset_closes_cleanly_and_resumes_elsewhere(
     client = dev_env.client
     started, finish = threading.Event(), threading.Event()
     finding = fleet.inject(NODE, "ecc_dbe", gpu=1)
-    runbook = Runbook(name="drain-then-reset", match=Match(xids=[48]),
-                      ladder=[Rung(action=Action.DRAIN), Rung(action=Action.RESET_GPU)])
+    runbook = Runbook(
+        name="drain-then-reset",
+        match=Match(xids=[48]),
+        ladder=[Rung(action=Action.DRAIN), Rung(action=Action.RESET_GPU)],
+    )
     queue = f"evict-{uuid.uuid4().hex[:6]}"
     queues = Queues(controller=queue, agents=f"{queue}-agents", pool=fleet.nodes[NODE].pool)
     policy = BudgetPolicy(max_disruption="4", storm_share=1.0)
     with ThreadPoolExecutor(max_workers=8) as executor:
-        async with node_agent_worker(client, lambda n: _SlowReset(fleet, n, started, finish),
-                                     executor, queues.agents):
+        async with node_agent_worker(
+            client, lambda n: _SlowReset(fleet, n, started, finish), executor, queues.agents
+        ):
             async with controller_worker(client, fleet.cluster, executor, queue, policy):
                 handle = await report(client, queues, finding, runbook)
                 assert await asyncio.to_thread(started.wait, 30)

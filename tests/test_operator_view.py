@@ -22,9 +22,12 @@ from tests.ladder import report, state_of
 from tests.test_cli import cli
 from workflows import search_attributes as sa
 
-WAITS = Runbook(name="reset-after-approval", match=Match(xids=[48]), cordon=True,
-                ladder=[Rung(action=Action.DRAIN),
-                        Rung(action=Action.RESET_GPU, approval="required")])
+WAITS = Runbook(
+    name="reset-after-approval",
+    match=Match(xids=[48]),
+    cordon=True,
+    ladder=[Rung(action=Action.DRAIN), Rung(action=Action.RESET_GPU, approval="required")],
+)
 T = TypeVar("T")
 
 
@@ -43,7 +46,8 @@ async def listed(client: Client, query: str) -> list[WorkflowExecution]:
 
 
 async def test_a_waiting_ladder_is_found_by_its_search_attributes_and_tells_its_story(
-        dev_env: WorkflowEnvironment) -> None:
+    dev_env: WorkflowEnvironment,
+) -> None:
     client = dev_env.client
     address = client.service_client.config.target_host
     fleet = own_fleet("ui", 2)
@@ -52,33 +56,57 @@ async def test_a_waiting_ladder_is_found_by_its_search_attributes_and_tells_its_
     async with running_workers(client, fleet, policy=policy) as queues:
         finding = fleet.inject(node, "ecc_dbe", gpu=3)
         handle = await report(client, queues, finding, WAITS)
-        await eventually(lambda: state_of(handle),
-                         lambda s: s.phase is Phase.AWAITING_APPROVAL)
+        await eventually(lambda: state_of(handle), lambda s: s.phase is Phase.AWAITING_APPROVAL)
         by_node = await eventually(
             lambda: listed(client, f"RemedyNode = '{node}' AND ExecutionStatus = 'Running'"),
-            lambda ws: len(ws) == 1 and ws[0].typed_search_attributes.get(sa.PHASE)
-            == "awaiting_approval")
-        waiting = await listed(client, f"RemedyPool = '{queues.pool}' AND RemedyPhase = "
-                                       "'awaiting_approval' AND ExecutionStatus = 'Running'")
+            lambda ws: (
+                len(ws) == 1 and ws[0].typed_search_attributes.get(sa.PHASE) == "awaiting_approval"
+            ),
+        )
+        waiting = await listed(
+            client,
+            f"RemedyPool = '{queues.pool}' AND RemedyPhase = "
+            "'awaiting_approval' AND ExecutionStatus = 'Running'",
+        )
         by_serial = await listed(client, f"RemedyGpuSerials = '{finding.component.serial}'")
         # The summary belongs to the run that was started (continue-as-new cannot carry it).
-        first_run = client.get_workflow_handle(handle.id,
-                                               run_id=handle.first_execution_run_id)
+        first_run = client.get_workflow_handle(handle.id, run_id=handle.first_execution_run_id)
         summary = await (await first_run.describe()).static_summary()
-        metadata = await handle.query("__temporal_workflow_metadata",
-                                      result_type=WorkflowMetadata)
-        status_code, status_out = await cli("status", "--address", address, "--pool",
-                                            queues.pool, "--schedule", "none", "--json")
-        _, table = await cli("status", "--address", address, "--pool", queues.pool,
-                             "--schedule", "none", "--awaiting-approval")
-        _, none_waiting = await cli("status", "--address", address, "--pool", queues.pool,
-                                    "--schedule", "none", "--state", "tolerating")
+        metadata = await handle.query("__temporal_workflow_metadata", result_type=WorkflowMetadata)
+        status_code, status_out = await cli(
+            "status", "--address", address, "--pool", queues.pool, "--schedule", "none", "--json"
+        )
+        _, table = await cli(
+            "status",
+            "--address",
+            address,
+            "--pool",
+            queues.pool,
+            "--schedule",
+            "none",
+            "--awaiting-approval",
+        )
+        _, none_waiting = await cli(
+            "status",
+            "--address",
+            address,
+            "--pool",
+            queues.pool,
+            "--schedule",
+            "none",
+            "--state",
+            "tolerating",
+        )
         await cli("approve", node, "--address", address, "--by", "alice")
         result = await handle.result()
         closed = await eventually(
-            lambda: listed(client, f"RemedyNode = '{node}' AND RemedyOutcome = 'recovered' AND "
-                                 "ExecutionStatus = 'Completed'"),
-            lambda ws: len(ws) == 1)
+            lambda: listed(
+                client,
+                f"RemedyNode = '{node}' AND RemedyOutcome = 'recovered' AND "
+                "ExecutionStatus = 'Completed'",
+            ),
+            lambda ws: len(ws) == 1,
+        )
 
     attrs = by_node[0].typed_search_attributes
     assert by_node[0].id == handle.id
@@ -88,8 +116,10 @@ async def test_a_waiting_ladder_is_found_by_its_search_attributes_and_tells_its_
     assert attrs.get(sa.PHASE_SINCE) is not None
     assert [w.id for w in waiting] == [handle.id]
     assert handle.id in [w.id for w in by_serial]
-    assert summary == (f"{node}: Xid 48 on GPU 3 ({finding.component.serial}) → "
-                       "reset-after-approval (drain, reset_gpu)")
+    assert summary == (
+        f"{node}: Xid 48 on GPU 3 ({finding.component.serial}) → "
+        "reset-after-approval (drain, reset_gpu)"
+    )
     details = metadata.current_details
     assert f"### {node}: Xid 48 on GPU 3" in details
     assert "**waiting for approval** of reset_gpu" in details
@@ -98,8 +128,13 @@ async def test_a_waiting_ladder_is_found_by_its_search_attributes_and_tells_its_
 
     assert status_code == 0
     [row] = json.loads(status_out)["nodes"]
-    assert (row["node"], row["state"], row["fault"], row["rung"], row["awaiting_approval"]) \
-        == (node, "awaiting_approval", "Xid48", "reset_gpu", True)
+    assert (row["node"], row["state"], row["fault"], row["rung"], row["awaiting_approval"]) == (
+        node,
+        "awaiting_approval",
+        "Xid48",
+        "reset_gpu",
+        True,
+    )
     assert node in table and "WAITING" in table and "1 waiting for approval" in table
     assert node not in none_waiting
 

@@ -42,19 +42,31 @@ def test_healthy_8_gpu_node_is_healthy_and_names_every_gpu(fleet: SimFleet) -> N
     assert len({g.serial for g in report.gpus}) == 8
 
 
-@pytest.mark.parametrize(("fault", "expected"), [
-    ("ecc_dbe", [("memory", "EccUncorrectable", 2), ("memory", "RowRemapPending", 2),
-                 ("memory", "RecoveryActionGpuReset", 2)]),
-    ("remap_failure", [("memory", "RowRemapFailure", 2)]),
-    ("gpu_lost", [("inventory", "GpuFallenOffBus", 2)]),
-    ("thermal_transient", [("thermal", "HwThermalSlowdown", 2),
-                           ("thermal", "GpuOverTemperature", 2)]),
-    ("pcie_degraded", [("pcie", "PcieWidthDegraded", 2)]),
-    ("nvlink_down", [("nvlink", "NvLinkDown", 2)]),
-    ("nic_down", [("nic", "NicPortDown", None)]),
-])
-def test_each_fault_gives_its_finding(fleet: SimFleet, fault: str,
-                                      expected: list[tuple[str, str, int | None]]) -> None:
+@pytest.mark.parametrize(
+    ("fault", "expected"),
+    [
+        (
+            "ecc_dbe",
+            [
+                ("memory", "EccUncorrectable", 2),
+                ("memory", "RowRemapPending", 2),
+                ("memory", "RecoveryActionGpuReset", 2),
+            ],
+        ),
+        ("remap_failure", [("memory", "RowRemapFailure", 2)]),
+        ("gpu_lost", [("inventory", "GpuFallenOffBus", 2)]),
+        (
+            "thermal_transient",
+            [("thermal", "HwThermalSlowdown", 2), ("thermal", "GpuOverTemperature", 2)],
+        ),
+        ("pcie_degraded", [("pcie", "PcieWidthDegraded", 2)]),
+        ("nvlink_down", [("nvlink", "NvLinkDown", 2)]),
+        ("nic_down", [("nic", "NicPortDown", None)]),
+    ],
+)
+def test_each_fault_gives_its_finding(
+    fleet: SimFleet, fault: str, expected: list[tuple[str, str, int | None]]
+) -> None:
     fleet.inject(NODE, fault, 2)
     report = probe(fleet)
     assert not report.healthy
@@ -93,10 +105,13 @@ def test_hanging_nvml_init_is_unhealthy(fleet: SimFleet) -> None:
     assert "TimeoutError" in report.findings[0].evidence
 
 
-@pytest.mark.parametrize(("how", "error"), [("missing", "NVMLError_LibraryNotFound"),
-                                            ("driver", "NVMLError_DriverNotLoaded")])
-def test_nvml_that_cannot_load_is_unhealthy_never_empty(fleet: SimFleet, how: str,
-                                                         error: str) -> None:
+@pytest.mark.parametrize(
+    ("how", "error"),
+    [("missing", "NVMLError_LibraryNotFound"), ("driver", "NVMLError_DriverNotLoaded")],
+)
+def test_nvml_that_cannot_load_is_unhealthy_never_empty(
+    fleet: SimFleet, how: str, error: str
+) -> None:
     fleet.break_nvml(NODE, how)
     report = probe(fleet, nics=None)
     assert not report.healthy
@@ -132,23 +147,26 @@ def test_broken_check_is_a_finding_not_a_crash(fleet: SimFleet) -> None:
     assert "check thermal failed: RuntimeError: driver returned garbage" == failed.evidence
 
 
-def test_kernel_log_is_the_xid_source_when_nvml_is_broken(fleet: SimFleet,
-                                                          tmp_path: Path) -> None:
+def test_kernel_log_is_the_xid_source_when_nvml_is_broken(fleet: SimFleet, tmp_path: Path) -> None:
     log = tmp_path / "kern.log"
     boot = datetime(2026, 11, 29, 6, 0, tzinfo=UTC)
     log.write_text(
         "2026-11-29T05:59:00+00:00 n kernel: NVRM: Xid (PCI:0000:5a:00): 79, before the reboot\n"
-        "2026-11-29T06:05:00+00:00 n kernel: NVRM: Xid (PCI:0000:5a:00): 48, pid=9, name=x, DBE\n")
+        "2026-11-29T06:05:00+00:00 n kernel: NVRM: Xid (PCI:0000:5a:00): 48, pid=9, name=x, DBE\n"
+    )
     tail = KernelLogTail(log, tmp_path / "cursor.json")
     fleet.break_nvml(NODE, "driver")
     report = probe(fleet, kernel_log=tail, not_before=boot, nics=None)
     assert not report.healthy
     assert report.checks_run == ["kernel_log"]
-    assert [(f.reason, f.xid) for f in report.findings] == [("NvmlUnavailable", None),
-                                                            ("Xid48", 48)]
+    assert [(f.reason, f.xid) for f in report.findings] == [
+        ("NvmlUnavailable", None),
+        ("Xid48", 48),
+    ]
     # Each line is handled once, also by a new reader that picks the cursor up.
-    again = probe(fleet, kernel_log=KernelLogTail(log, tmp_path / "cursor.json"),
-                  not_before=boot, nics=None)
+    again = probe(
+        fleet, kernel_log=KernelLogTail(log, tmp_path / "cursor.json"), not_before=boot, nics=None
+    )
     assert [f.reason for f in again.findings] == ["NvmlUnavailable"]
 
 
@@ -177,15 +195,16 @@ def test_rdma_nics_from_sysfs(tmp_path: Path, fleet: SimFleet) -> None:
     _port(tmp_path, "mlx5_0", "4: ACTIVE", "5: LinkUp", "400 Gb/sec (4X NDR)")
     _port(tmp_path, "mlx5_1", "1: DOWN", "2: Polling", "10 Gb/sec (4X SDR)")
     _port(tmp_path, "rdmap16s27", "4: ACTIVE", "5: LinkUp", "100 Gb/sec (4X EDR)")  # EFA
-    report = probe(fleet, nics=SysfsNics(tmp_path), expected_nics=4,
-                   expected_nic_rate_gbps=400.0)
+    report = probe(fleet, nics=SysfsNics(tmp_path), expected_nics=4, expected_nic_rate_gbps=400.0)
     found = sorted((f.reason, f.component.device) for f in report.findings)
-    assert found == [("NicMissing", None), ("NicPortDown", "mlx5_1/1"),
-                     ("NicRateDegraded", "rdmap16s27/1")]
+    assert found == [
+        ("NicMissing", None),
+        ("NicPortDown", "mlx5_1/1"),
+        ("NicRateDegraded", "rdmap16s27/1"),
+    ]
 
 
-def test_no_infiniband_folder_on_a_node_that_expects_nics(tmp_path: Path,
-                                                          fleet: SimFleet) -> None:
+def test_no_infiniband_folder_on_a_node_that_expects_nics(tmp_path: Path, fleet: SimFleet) -> None:
     report = probe(fleet, nics=SysfsNics(tmp_path / "absent"), expected_nics=8)
     assert [f.reason for f in report.findings] == ["NicMissing"]
 

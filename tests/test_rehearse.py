@@ -36,14 +36,24 @@ def test_the_fault_decides_which_rung_fixes_the_node() -> None:
     code, ecc = rehearse("gpu-memory-ecc")  # default fault: an ECC error, which a reset fixes
     _, lost = rehearse("gpu-memory-ecc", "--fault", "gpu_lost")  # only a reboot reaches it
     assert code == 0
-    assert ecc.splitlines()[0].startswith("rehearsal of gpu-memory-ecc: simulated fault "
-                                          "ecc_dbe (fixed by reset or reboot or replace)")
+    assert ecc.splitlines()[0].startswith(
+        "rehearsal of gpu-memory-ecc: simulated fault ecc_dbe (fixed by reset or reboot or replace)"
+    )
     assert [line.split()[3] for line in ecc.splitlines() if line.startswith("  T+")] == [
-        "cordon", "drain", "reset_gpu", "restore"]
+        "cordon",
+        "drain",
+        "reset_gpu",
+        "restore",
+    ]
     assert "outcome recovered after 30s of workflow time: healthy after reset_gpu" in ecc
     steps = [line.split()[3:5] for line in lost.splitlines() if line.startswith("  T+")]
-    assert steps == [["cordon", "done"], ["drain", "done"], ["reset_gpu", "failed"],
-                     ["reboot", "verified"], ["restore", "done"]]
+    assert steps == [
+        ["cordon", "done"],
+        ["drain", "done"],
+        ["reset_gpu", "failed"],
+        ["reboot", "verified"],
+        ["restore", "done"],
+    ]
 
 
 def test_withheld_approval_times_out_and_leaves_the_node_for_a_human() -> None:

@@ -19,9 +19,13 @@ HISTORIES = sorted((Path(__file__).parent / "histories").glob("*.json"))
 
 
 def test_histories_are_recorded() -> None:
-    assert {h.stem for h in HISTORIES} == {"reset_fixes_ecc", "replace_after_approval",
-                                           "reset_fixes_ecc_v2", "replace_after_approval_v2",
-                                           "job_guard_restart_then_stop"}
+    assert {h.stem for h in HISTORIES} == {
+        "reset_fixes_ecc",
+        "replace_after_approval",
+        "reset_fixes_ecc_v2",
+        "replace_after_approval_v2",
+        "job_guard_restart_then_stop",
+    }
     # v2: recorded after remedy began indexing ladders, so their replay covers the upserts.
     for path in (h for h in HISTORIES if not h.stem.startswith("job_guard")):
         upserts = path.read_text().count("UPSERT_WORKFLOW_SEARCH_ATTRIBUTES")
@@ -31,7 +35,8 @@ def test_histories_are_recorded() -> None:
 @pytest.mark.parametrize("path", HISTORIES, ids=lambda p: p.stem)
 async def test_recorded_history_replays(path: Path) -> None:
     history = WorkflowHistory.from_json(path.stem, path.read_text())
-    replayer = Replayer(workflows=[NodeRemediation, JobGuard],
-                        data_converter=pydantic_data_converter)
+    replayer = Replayer(
+        workflows=[NodeRemediation, JobGuard], data_converter=pydantic_data_converter
+    )
     result = await replayer.replay_workflow(history, raise_on_replay_failure=False)
     assert result.replay_failure is None, result.replay_failure

@@ -53,8 +53,9 @@ def test_worst_case_adds_every_bound_of_the_ladder(tmp_path: Path) -> None:
 
 def test_explain_prints_the_ladder_in_words(tmp_path: Path) -> None:
     (tmp_path / "slow-gpu.yaml").write_text(RUNBOOK)
-    result = CliRunner().invoke(app, ["runbooks", "explain", "slow-gpu", "--runbooks",
-                                      str(tmp_path)])
+    result = CliRunner().invoke(
+        app, ["runbooks", "explain", "slow-gpu", "--runbooks", str(tmp_path)]
+    )
     lines = result.output.splitlines()
     assert result.exit_code == 0, result.output
     assert lines[0] == "slow-gpu: A GPU that keeps throttling."
@@ -85,14 +86,18 @@ def test_schema_accepts_every_shipped_runbook() -> None:
         jsonschema.validate(yaml.safe_load(path.read_text()), schema)
 
 
-@pytest.mark.parametrize(("change", "why"), [
-    ({"tolerance": "10 minutes"}, "does not match"),
-    ({"tolerence": "10m"}, "Additional properties"),
-    ({"ladder": [{"action": "explode"}]}, "is not one of"),
-    ({"match": {"xids": 79}}, "is not of type 'array'"),
-])
-def test_schema_rejects_what_the_loader_rejects(change: dict[str, object], why: str,
-                                                tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("change", "why"),
+    [
+        ({"tolerance": "10 minutes"}, "does not match"),
+        ({"tolerence": "10m"}, "Additional properties"),
+        ({"ladder": [{"action": "explode"}]}, "is not one of"),
+        ({"match": {"xids": 79}}, "is not of type 'array'"),
+    ],
+)
+def test_schema_rejects_what_the_loader_rejects(
+    change: dict[str, object], why: str, tmp_path: Path
+) -> None:
     doc = {**yaml.safe_load(RUNBOOK), **change}
     with pytest.raises(jsonschema.ValidationError, match=why):
         jsonschema.validate(doc, json_schema())

@@ -34,10 +34,20 @@ def problems(*paths: Path) -> list[str]:
     return [str(p) for p in caught.value.problems]
 
 
-def finding(check: str = "xid", reason: str = "Xid48", xid: int | None = 48,
-            severity: Severity = Severity.CRITICAL) -> Finding:
-    return Finding(node="n1", check=check, reason=reason, xid=xid, severity=severity,
-                   observed_at=datetime(2026, 1, 1, tzinfo=UTC))
+def finding(
+    check: str = "xid",
+    reason: str = "Xid48",
+    xid: int | None = 48,
+    severity: Severity = Severity.CRITICAL,
+) -> Finding:
+    return Finding(
+        node="n1",
+        check=check,
+        reason=reason,
+        xid=xid,
+        severity=severity,
+        observed_at=datetime(2026, 1, 1, tzinfo=UTC),
+    )
 
 
 def test_shipped_runbooks_load(shipped_runbooks: RunbookSet) -> None:
@@ -46,13 +56,24 @@ def test_shipped_runbooks_load(shipped_runbooks: RunbookSet) -> None:
         assert runbook.description, f"{runbook.name} needs a description"
 
 
-@pytest.mark.parametrize(("xid", "expected"), [
-    (48, "gpu-memory-ecc"), (95, "gpu-memory-ecc"), (64, "gpu-row-remap-failure"),
-    (79, "gpu-fallen-off-bus"), (62, "gpu-reset-class"), (119, "gpu-gsp"), (74, "nvlink"),
-    (13, "application-xid"), (31, "application-xid"), (999, "default-unknown-fault"),
-])
-def test_each_fault_family_has_its_runbook(shipped_runbooks: RunbookSet, xid: int,
-                                           expected: str) -> None:
+@pytest.mark.parametrize(
+    ("xid", "expected"),
+    [
+        (48, "gpu-memory-ecc"),
+        (95, "gpu-memory-ecc"),
+        (64, "gpu-row-remap-failure"),
+        (79, "gpu-fallen-off-bus"),
+        (62, "gpu-reset-class"),
+        (119, "gpu-gsp"),
+        (74, "nvlink"),
+        (13, "application-xid"),
+        (31, "application-xid"),
+        (999, "default-unknown-fault"),
+    ],
+)
+def test_each_fault_family_has_its_runbook(
+    shipped_runbooks: RunbookSet, xid: int, expected: str
+) -> None:
     runbook = shipped_runbooks.match(finding(reason=f"Xid{xid}", xid=xid))
     assert runbook is not None and runbook.name == expected
 
@@ -64,7 +85,8 @@ def test_application_faults_never_reach_hardware_actions(shipped_runbooks: Runbo
 
 
 def test_every_shipped_replace_needs_approval_after_a_diagnose(
-        shipped_runbooks: RunbookSet) -> None:
+    shipped_runbooks: RunbookSet,
+) -> None:
     for runbook in shipped_runbooks:
         actions = [r.action for r in runbook.ladder]
         if Action.REPLACE in actions:
@@ -116,7 +138,8 @@ def test_duplicate_runbook_name_across_files(tmp_path: Path) -> None:
     first = write(tmp_path, "a.yaml", GOOD)
     second = write(tmp_path, "b.yaml", GOOD)
     assert problems(first, second) == [
-        f"{second}:1: name: duplicate runbook name 'good', first defined in {first}"]
+        f"{second}:1: name: duplicate runbook name 'good', first defined in {first}"
+    ]
 
 
 def test_application_cause_with_hardware_action_is_rejected(tmp_path: Path) -> None:
@@ -134,8 +157,9 @@ def test_replace_must_be_last(tmp_path: Path) -> None:
 
 def test_unsafe_yaml_tag_is_refused_not_run(tmp_path: Path) -> None:
     marker = tmp_path / "pwned"
-    path = write(tmp_path, "evil.yaml",
-                 f"name: !!python/object/apply:os.system ['touch {marker}']\n")
+    path = write(
+        tmp_path, "evil.yaml", f"name: !!python/object/apply:os.system ['touch {marker}']\n"
+    )
     [problem] = problems(path)
     assert problem.startswith(f"{path}:1: -: ")
     assert not marker.exists()
@@ -143,8 +167,13 @@ def test_unsafe_yaml_tag_is_refused_not_run(tmp_path: Path) -> None:
 
 def test_one_bad_file_loads_nothing_and_reports_every_problem(tmp_path: Path) -> None:
     write(tmp_path, "a-good.yaml", GOOD)
-    write(tmp_path, "b-bad.yaml", GOOD.replace("name: good", "name: other")
-          .replace("reset_gpu", "nuke").replace("1m", "soon"))
+    write(
+        tmp_path,
+        "b-bad.yaml",
+        GOOD.replace("name: good", "name: other")
+        .replace("reset_gpu", "nuke")
+        .replace("1m", "soon"),
+    )
     found = problems(tmp_path)
     assert len(found) == 2  # both errors of the bad file, and the good file is not returned
     assert {p.split(": ")[1] for p in found} == {"tolerance", "ladder[0].action"}
@@ -180,10 +209,18 @@ def test_informational_finding_needs_no_runbook() -> None:
     assert RunbookSet([]).match(finding(severity=Severity.INFO)) is None
 
 
-@pytest.mark.parametrize(("text", "seconds"), [
-    ("30s", 30), ("10m", 600), ("1h30m", 5400), ("2d", 172800), ("250ms", 0.25), (45, 45),
-    ("0s", 0),
-])
+@pytest.mark.parametrize(
+    ("text", "seconds"),
+    [
+        ("30s", 30),
+        ("10m", 600),
+        ("1h30m", 5400),
+        ("2d", 172800),
+        ("250ms", 0.25),
+        (45, 45),
+        ("0s", 0),
+    ],
+)
 def test_durations_parse(text: str | int, seconds: float) -> None:
     assert parse_duration(text).total_seconds() == seconds
 

@@ -49,17 +49,24 @@ def test_a_seed_is_one_history_and_the_twin_is_deterministic() -> None:
     assert one == again and one != other
     ladders = {kind: _ladder(kind) for kind in {e.kind for e in one}}
     job = JobConfig()
-    assert simulate(one, ladders, AUTOMATED, job, ActionCosts()) == \
-        simulate(again, ladders, AUTOMATED, job, ActionCosts())
+    assert simulate(one, ladders, AUTOMATED, job, ActionCosts()) == simulate(
+        again, ladders, AUTOMATED, job, ActionCosts()
+    )
 
 
 def _ladder(kind: FaultKind) -> LadderRun:
     fault, _ = kind
     if fault is None:
-        return LadderRun(fault=None, runbook="-", outcome="not seen", steps=[],
-                         workflow_time=timedelta(0))
-    return LadderRun(fault=fault, runbook="r", outcome="recovered", workflow_time=MIN,
-                     steps=[_step(Action.CORDON, -1), _step(Action.REBOOT, 0)])
+        return LadderRun(
+            fault=None, runbook="-", outcome="not seen", steps=[], workflow_time=timedelta(0)
+        )
+    return LadderRun(
+        fault=fault,
+        runbook="r",
+        outcome="recovered",
+        workflow_time=MIN,
+        steps=[_step(Action.CORDON, -1), _step(Action.REBOOT, 0)],
+    )
 
 
 def _step(action: Action, rung: int, approval: bool = False) -> Step:
@@ -67,12 +74,19 @@ def _step(action: Action, rung: int, approval: bool = False) -> Step:
 
 
 def _event(minutes: float, node: int, fault: str | None, interrupts: bool = True) -> FaultEvent:
-    return FaultEvent(at=timedelta(minutes=minutes), node=node, cause="c", fault=fault,
-                      interrupts_job=interrupts)
+    return FaultEvent(
+        at=timedelta(minutes=minutes), node=node, cause="c", fault=fault, interrupts_job=interrupts
+    )
 
 
-JOB = JobConfig(nodes=4, spares=1, days=1, checkpoint_interval=timedelta(minutes=15),
-                checkpoint_cost=timedelta(seconds=30), restart=timedelta(minutes=5))
+JOB = JobConfig(
+    nodes=4,
+    spares=1,
+    days=1,
+    checkpoint_interval=timedelta(minutes=15),
+    checkpoint_cost=timedelta(seconds=30),
+    restart=timedelta(minutes=5),
+)
 
 
 def test_an_interruption_costs_the_work_since_the_checkpoint_and_a_restart() -> None:
@@ -110,15 +124,32 @@ def test_with_no_spare_left_the_job_waits_for_a_repair() -> None:
 
 
 def test_a_cordon_alone_leaves_the_job_running_and_a_needless_replace_is_counted() -> None:
-    cleared = LadderRun(fault="thermal_transient", runbook="thermal", outcome="cleared",
-                        workflow_time=10 * MIN,
-                        steps=[_step(Action.CORDON, -1), _step(Action.RESTORE, -1)])
-    replaced = LadderRun(fault="ecc_dbe", runbook="any", outcome="replaced",
-                         workflow_time=timedelta(0),
-                         steps=[_step(Action.DRAIN, 0), _step(Action.REPLACE, 1)])
+    cleared = LadderRun(
+        fault="thermal_transient",
+        runbook="thermal",
+        outcome="cleared",
+        workflow_time=10 * MIN,
+        steps=[_step(Action.CORDON, -1), _step(Action.RESTORE, -1)],
+    )
+    replaced = LadderRun(
+        fault="ecc_dbe",
+        runbook="any",
+        outcome="replaced",
+        workflow_time=timedelta(0),
+        steps=[_step(Action.DRAIN, 0), _step(Action.REPLACE, 1)],
+    )
     ladders = {("thermal_transient", True): cleared, ("ecc_dbe", False): replaced}
-    events = [FaultEvent(at=30 * MIN, node=0, cause="t", fault="thermal_transient",
-                         transient=True, interrupts_job=False), _event(300, 1, "ecc_dbe")]
+    events = [
+        FaultEvent(
+            at=30 * MIN,
+            node=0,
+            cause="t",
+            fault="thermal_transient",
+            transient=True,
+            interrupts_job=False,
+        ),
+        _event(300, 1, "ecc_dbe"),
+    ]
     result = simulate(events, ladders, AUTOMATED, JOB, ActionCosts())
     assert result.interruptions == 1  # the transient's cordon did not stop the job
     assert result.replacements == 1 and result.needless_replacements == 1  # a reset would do
@@ -126,10 +157,13 @@ def test_a_cordon_alone_leaves_the_job_running_and_a_needless_replace_is_counted
 
 
 async def test_the_ladders_come_from_the_real_workflow(shipped_runbooks: RunbookSet) -> None:
-    [(remedy, choose), *_] = policies(shipped_runbooks, detect=timedelta(seconds=30),
-                                      approval=timedelta(hours=1),
-                                      manual_detect=timedelta(hours=1),
-                                      manual_step=timedelta(hours=2))
+    [(remedy, choose), *_] = policies(
+        shipped_runbooks,
+        detect=timedelta(seconds=30),
+        approval=timedelta(hours=1),
+        manual_detect=timedelta(hours=1),
+        manual_step=timedelta(hours=2),
+    )
     kinds: set[FaultKind] = {("ecc_dbe", False), ("thermal_transient", True), (None, False)}
     ladders = await ladders_for(kinds, choose)
     ecc = ladders[("ecc_dbe", False)]

@@ -30,10 +30,16 @@ just a kernel line about usb
 def test_real_line_formats() -> None:
     events = parse_kernel_log(REAL_LINES.splitlines())
     got = [(e.code, e.pci_bus_id, e.pid, e.process, e.line) for e in events]
-    assert got == [(79, "0000:5a:00", None, None, 2), (46, "0000:03:00", None, None, 3),
-                   (13, "0002:00:00", 2519562, "python3", 4), (63, "0000:10:1c", 1896, None, 5),
-                   (31, "0000:10:1c", None, None, 6), (48, "0000:5a:00", 77, "train.py", 7),
-                   (64, "0000:5a:00", None, None, 8), (999, "0000:9b:00", None, None, 9)]
+    assert got == [
+        (79, "0000:5a:00", None, None, 2),
+        (46, "0000:03:00", None, None, 3),
+        (13, "0002:00:00", 2519562, "python3", 4),
+        (63, "0000:10:1c", 1896, None, 5),
+        (31, "0000:10:1c", None, None, 6),
+        (48, "0000:5a:00", 77, "train.py", 7),
+        (64, "0000:5a:00", None, None, 8),
+        (999, "0000:9b:00", None, None, 9),
+    ]
 
 
 def test_gpu_uuid_comes_from_the_gpu_at_pci_line() -> None:
@@ -74,9 +80,14 @@ def test_catalog_differs_per_generation() -> None:
     assert catalog.lookup(48, None).action.value == "reset_gpu"
 
 
-@pytest.mark.parametrize(("raw", "normal"), [("00000000:5A:00.0", "0000:5a:00"),
-                                              ("PCI:0000:5a:00", "0000:5a:00"),
-                                              ("0002:00:00", "0002:00:00")])
+@pytest.mark.parametrize(
+    ("raw", "normal"),
+    [
+        ("00000000:5A:00.0", "0000:5a:00"),
+        ("PCI:0000:5a:00", "0000:5a:00"),
+        ("0002:00:00", "0002:00:00"),
+    ],
+)
 def test_pci_addresses_normalise(raw: str, normal: str) -> None:
     assert normalize_pci(raw) == normal
 
@@ -85,10 +96,16 @@ def test_remedy_xid_parse_prints_one_json_object_per_event(tmp_path: Path) -> No
     log = tmp_path / "dmesg.txt"
     log.write_text(REAL_LINES + MALFORMED)
     remedy = str(Path(sys.executable).parent / "remedy")
-    from_file = subprocess.run([remedy, "xid", "parse", str(log), "--json"],
-                               capture_output=True, text=True, timeout=60)
-    from_stdin = subprocess.run([remedy, "xid", "parse", "-", "--json"], input=log.read_text(),
-                                capture_output=True, text=True, timeout=60)
+    from_file = subprocess.run(
+        [remedy, "xid", "parse", str(log), "--json"], capture_output=True, text=True, timeout=60
+    )
+    from_stdin = subprocess.run(
+        [remedy, "xid", "parse", "-", "--json"],
+        input=log.read_text(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert from_file.returncode == 0, from_file.stderr
     assert from_file.stdout == from_stdin.stdout
     objects = [json.loads(line) for line in from_file.stdout.splitlines()]

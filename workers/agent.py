@@ -55,8 +55,14 @@ class AgentConfig:
 
 
 class NodeAgent:
-    def __init__(self, client: Client, host: NodeHost, runbooks: RunbookSet,
-                 cluster: Cluster | None, config: AgentConfig) -> None:
+    def __init__(
+        self,
+        client: Client,
+        host: NodeHost,
+        runbooks: RunbookSet,
+        cluster: Cluster | None,
+        config: AgentConfig,
+    ) -> None:
         self._client, self._host, self._runbooks = client, host, runbooks
         self._cluster, self.config = cluster, config
         self._active: set[FindingKey] = set()
@@ -65,9 +71,11 @@ class NodeAgent:
         meter = (client.service_client.config.runtime or Runtime.default()).metric_meter
         self._probes = meter.create_counter("remedy_probes", "Probe rounds, by verdict.")
         self._probe_seconds = meter.create_histogram_float(
-            "remedy_probe_duration", "How long a probe round took, seconds.", "s")
+            "remedy_probe_duration", "How long a probe round took, seconds.", "s"
+        )
         self._findings = meter.create_counter(
-            "remedy_findings_reported", "Unhealthy findings reported, by check and reason.")
+            "remedy_findings_reported", "Unhealthy findings reported, by check and reason."
+        )
 
     def _serve(self, name: str) -> NodeHost:
         if name != self._host.name:
@@ -79,8 +87,12 @@ class NodeAgent:
         with ThreadPoolExecutor(max_workers=4, thread_name_prefix="agent") as executor:
             async with node_agent_worker(self._client, self._serve, executor, self.config.queue):
                 pushing = await asyncio.to_thread(watcher.start)
-                log.info("agent on %s: queue %s, Xid events %s", self._host.name,
-                         self.config.queue, "pushed by NVML" if pushing else "from the probe")
+                log.info(
+                    "agent on %s: queue %s, Xid events %s",
+                    self._host.name,
+                    self.config.queue,
+                    "pushed by NVML" if pushing else "from the probe",
+                )
                 try:
                     while True:
                         if pushing:  # wake on the first Xid, or after one interval
@@ -120,8 +132,9 @@ class NodeAgent:
         cluster, node = self._cluster, self._host.name
         try:
             previous = await asyncio.to_thread(cluster.conditions, node)
-            await asyncio.to_thread(cluster.set_conditions, node,
-                                    conditions_from(report, previous, _utcnow()))
+            await asyncio.to_thread(
+                cluster.set_conditions, node, conditions_from(report, previous, _utcnow())
+            )
             xids = [x for f in [*pushed, *report.findings] if (x := recent_xid(f)) is not None]
             await asyncio.to_thread(cluster.record_xids, node, xids)
         except Exception:  # noqa: BLE001 - conditions are best effort; the report still goes
@@ -132,11 +145,14 @@ class NodeAgent:
         if runbook is None:
             return  # informational: nothing to remediate
         try:
-            await report_finding(self._client, self.config.node,
-                                 FindingReport(finding=finding, runbook=runbook),
-                                 node_task_queue=self.config.queue,
-                                 task_queue=self.config.controller_task_queue,
-                                 node_pickup_timeout=self.config.node_pickup_timeout)
+            await report_finding(
+                self._client,
+                self.config.node,
+                FindingReport(finding=finding, runbook=runbook),
+                node_task_queue=self.config.queue,
+                task_queue=self.config.controller_task_queue,
+                node_pickup_timeout=self.config.node_pickup_timeout,
+            )
             self.reports_sent += 1
         except Exception:  # noqa: BLE001 - forget it so the next round reports it again
             log.exception("could not report %s on %s", finding.headline(), self._host.name)

@@ -14,6 +14,7 @@ def installed_binary(name: str) -> str:
     beside_python = Path(sys.executable).parent / name
     found = str(beside_python) if beside_python.exists() else shutil.which(name)
     if not found:
-        raise RuntimeError(f"{name} is not installed: run `make demo` or `make test`, which "
-                           "install it from PyPI")
+        raise RuntimeError(
+            f"{name} is not installed: run `make demo` or `make test`, which install it from PyPI"
+        )
     return found

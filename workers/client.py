@@ -22,20 +22,26 @@ from workflows import search_attributes
 from workflows.node_remediation import NodeRemediation
 
 
-async def connect(address: str, namespace: str = "default", runtime: Runtime | None = None
-                  ) -> Client:
-    return await Client.connect(address, namespace=namespace, runtime=runtime,
-                                data_converter=pydantic_data_converter)
+async def connect(
+    address: str, namespace: str = "default", runtime: Runtime | None = None
+) -> Client:
+    return await Client.connect(
+        address, namespace=namespace, runtime=runtime, data_converter=pydantic_data_converter
+    )
 
 
 def metrics_runtime(bind: str, role: str) -> Runtime:
     """A runtime that serves Prometheus metrics on ``bind`` (host:port, path /metrics): the
     SDK's own (workflow and activity latencies, task slots, polls) and remedy's, which
     workflows record through the workflow metric meter and the agent through the runtime's."""
-    return Runtime(telemetry=TelemetryConfig(
-        metrics=PrometheusConfig(bind_address=bind, counters_total_suffix=True,
-                                 durations_as_seconds=True),
-        global_tags={"remedy_role": role}))
+    return Runtime(
+        telemetry=TelemetryConfig(
+            metrics=PrometheusConfig(
+                bind_address=bind, counters_total_suffix=True, durations_as_seconds=True
+            ),
+            global_tags={"remedy_role": role},
+        )
+    )
 
 
 async def report_finding(
@@ -49,8 +55,14 @@ async def report_finding(
 ) -> WorkflowHandle[NodeRemediation, RemediationResult]:
     """Signal-with-start: a second report for the same node joins the running ladder."""
     handle: WorkflowHandle[NodeRemediation, RemediationResult] = await start_remediation(
-        client, node, report, node_task_queue=node_task_queue, task_queue=task_queue,
-        node_pickup_timeout=node_pickup_timeout, workflow=NodeRemediation.run)
+        client,
+        node,
+        report,
+        node_task_queue=node_task_queue,
+        task_queue=task_queue,
+        node_pickup_timeout=node_pickup_timeout,
+        workflow=NodeRemediation.run,
+    )
     return handle
 
 
@@ -61,15 +73,20 @@ async def ensure_search_attributes(client: Client) -> list[str]:
     namespace = client.namespace
     try:
         known = await client.operator_service.list_search_attributes(
-            ListSearchAttributesRequest(namespace=namespace))
+            ListSearchAttributesRequest(namespace=namespace)
+        )
         have = {**known.system_attributes, **known.custom_attributes}
     except RPCError as err:  # the time-skipping test server can add but not list them
         if err.status is not RPCStatusCode.UNIMPLEMENTED:
             raise
         have = {}
-    missing = {key.name: IndexedValueType.ValueType(key.indexed_value_type.value)
-               for key in search_attributes.ALL if key.name not in have}
+    missing = {
+        key.name: IndexedValueType.ValueType(key.indexed_value_type.value)
+        for key in search_attributes.ALL
+        if key.name not in have
+    }
     if missing:
         await client.operator_service.add_search_attributes(
-            AddSearchAttributesRequest(namespace=namespace, search_attributes=missing))
+            AddSearchAttributesRequest(namespace=namespace, search_attributes=missing)
+        )
     return sorted(missing)

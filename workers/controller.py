@@ -32,22 +32,28 @@ from workflows.job_guard import JobGuard
 from workflows.node_admission import NodeAdmission
 from workflows.node_remediation import NodeRemediation
 
-WORKFLOWS = [NodeRemediation, DisruptionBudget, HardwareRecord, NodeAdmission, FleetScan,
-             JobGuard]
+WORKFLOWS = [NodeRemediation, DisruptionBudget, HardwareRecord, NodeAdmission, FleetScan, JobGuard]
 # The sandbox re-imports a workflow's modules for every run it starts; remedy's domain package
 # (pydantic models, pure functions) and the workflows' helper modules are deterministic and free
 # of side effects at import, so every run shares them instead of rebuilding them.
 WORKFLOW_RUNNER = SandboxedWorkflowRunner(
     restrictions=SandboxRestrictions.default.with_passthrough_modules(
-        "remedy", "workflows.common", "workflows.metrics", "workflows.search_attributes"))
+        "remedy", "workflows.common", "workflows.metrics", "workflows.search_attributes"
+    )
+)
 
 
-def controller_worker(client: Client, cluster: Cluster, executor: ThreadPoolExecutor,
-                      task_queue: str = CONTROLLER_TASK_QUEUE,
-                      policy: BudgetPolicy | None = None, runbooks: RunbookSet | None = None,
-                      blocklist: BlocklistPolicy | None = None,
-                      jobs: JobSide | None = None,
-                      attributor: Attributor | None = None) -> Worker:
+def controller_worker(
+    client: Client,
+    cluster: Cluster,
+    executor: ThreadPoolExecutor,
+    task_queue: str = CONTROLLER_TASK_QUEUE,
+    policy: BudgetPolicy | None = None,
+    runbooks: RunbookSet | None = None,
+    blocklist: BlocklistPolicy | None = None,
+    jobs: JobSide | None = None,
+    attributor: Attributor | None = None,
+) -> Worker:
     """``runbooks`` choose the ladder for what the controller starts itself (a problem
     condition no agent reported, a node that failed admission, a node a job guard blamed);
     agents bring their own. ``jobs``: the cluster's guarded jobs (no job guards without), judged
@@ -58,18 +64,31 @@ def controller_worker(client: Client, cluster: Cluster, executor: ThreadPoolExec
         *HardwareActivities(client, blocklist or BlocklistPolicy()).all(),
         *StartActivities(client, runbooks or RunbookSet([])).all(),
         *FleetActivities(client, cluster).all(),
-        *(JobActivities(client, jobs, runbooks or RunbookSet([]), attributor).all()
-          if jobs else []),
+        *(
+            JobActivities(client, jobs, runbooks or RunbookSet([]), attributor).all()
+            if jobs
+            else []
+        ),
         *(JobWatchActivities(client, jobs, runbooks or RunbookSet([])).all() if jobs else []),
     ]
-    return Worker(client, task_queue=task_queue, workflows=WORKFLOWS, activities=activities,
-                  workflow_runner=WORKFLOW_RUNNER,
-                  activity_executor=executor)
+    return Worker(
+        client,
+        task_queue=task_queue,
+        workflows=WORKFLOWS,
+        activities=activities,
+        workflow_runner=WORKFLOW_RUNNER,
+        activity_executor=executor,
+    )
 
 
-def node_agent_worker(client: Client, host_for: Callable[[str], NodeHost],
-                      executor: ThreadPoolExecutor, task_queue: str) -> Worker:
+def node_agent_worker(
+    client: Client,
+    host_for: Callable[[str], NodeHost],
+    executor: ThreadPoolExecutor,
+    task_queue: str,
+) -> Worker:
     """The host-local activities on a node queue (the real agent, or every simulated node)."""
     activities = NodeActivities(host_for)
-    return Worker(client, task_queue=task_queue, activities=activities.all(),
-                  activity_executor=executor)
+    return Worker(
+        client, task_queue=task_queue, activities=activities.all(), activity_executor=executor
+    )

@@ -41,8 +41,14 @@ from workflows.node_remediation import NodeRemediation
 
 # Odds of each simulated fault, loosely after the Llama 3 interruption table: faulty GPUs and
 # HBM dominate, software and transient causes follow.
-FAULT_WEIGHTS = {"ecc_dbe": 0.25, "gpu_lost": 0.2, "mcu_halt": 0.15, "thermal_transient": 0.15,
-                 "app_xid": 0.15, "remap_failure": 0.1}
+FAULT_WEIGHTS = {
+    "ecc_dbe": 0.25,
+    "gpu_lost": 0.2,
+    "mcu_halt": 0.15,
+    "thermal_transient": 0.15,
+    "app_xid": 0.15,
+    "remap_failure": 0.1,
+}
 STATUS_EVERY_S = 5.0
 JOB_NODES = 4
 SCAN_EVERY = timedelta(seconds=5)
@@ -89,24 +95,38 @@ class DemoSummary:
         return list(dict.fromkeys(workflow_id for workflow_id, _ in self.runs))
 
     def lines(self) -> list[str]:
-        out = [f"Remediations by outcome ({len(self.runs)} remediations on "
-               f"{len(self.workflow_ids)} nodes, {self.faults_injected} faults injected):"]
+        out = [
+            f"Remediations by outcome ({len(self.runs)} remediations on "
+            f"{len(self.workflow_ids)} nodes, {self.faults_injected} faults injected):"
+        ]
         out += [f"  {name:<28} {count:>4}" for name, count in sorted(self.outcomes.items())]
         if self.jobs:
-            out += ["", "Guarded jobs (remedy status --jobs):",
-                    *(f"  {line}" for line in plain(JOB_HEADERS, job_table(self.jobs)))]
+            out += [
+                "",
+                "Guarded jobs (remedy status --jobs):",
+                *(f"  {line}" for line in plain(JOB_HEADERS, job_table(self.jobs))),
+            ]
         return out
 
 
-async def run_embedded_demo(config: DemoConfig, *, port: int | None, ui_port: int | None,
-                            db: Path, echo: Callable[[str], None] = print) -> DemoSummary:
+async def run_embedded_demo(
+    config: DemoConfig,
+    *,
+    port: int | None,
+    ui_port: int | None,
+    db: Path,
+    echo: Callable[[str], None] = print,
+) -> DemoSummary:
     runbooks = _load(config)  # fail on a broken runbook before starting anything
     if port is not None and not _port_free(port):
-        raise PortInUse(f"port {port} is already in use: pass another --port, or omit it "
-                        "to pick a free one")
+        raise PortInUse(
+            f"port {port} is already in use: pass another --port, or omit it to pick a free one"
+        )
     if ui_port is not None and not _port_free(ui_port):
-        raise PortInUse(f"UI port {ui_port} is already in use: pass another --ui-port, or omit "
-                        "it to use 8233 or a free port")
+        raise PortInUse(
+            f"UI port {ui_port} is already in use: pass another --ui-port, or omit "
+            "it to use 8233 or a free port"
+        )
     port = port or _free_port()
     ui_port = ui_port or (8233 if _port_free(8233) else _free_port())
     db.parent.mkdir(parents=True, exist_ok=True)
@@ -126,41 +146,73 @@ def _stop_on_sigterm() -> None:
     asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, task.cancel)
 
 
-async def run_demo_on(address: str, config: DemoConfig, echo: Callable[[str], None] = print,
-                      metrics_bind: str | None = None) -> DemoSummary:
+async def run_demo_on(
+    address: str,
+    config: DemoConfig,
+    echo: Callable[[str], None] = print,
+    metrics_bind: str | None = None,
+) -> DemoSummary:
     """The demo against a Temporal server that is already running (e.g. docker compose)."""
     runbooks = _load(config)
     _stop_on_sigterm()
-    client = await connect(address, runtime=metrics_runtime(metrics_bind, "demo")
-                           if metrics_bind else None)
+    client = await connect(
+        address, runtime=metrics_runtime(metrics_bind, "demo") if metrics_bind else None
+    )
     await ensure_search_attributes(client)
     echo(f"Temporal server  {address}")
     return await run_demo(client, config, runbooks, echo)
 
 
-async def run_demo(client: Client, config: DemoConfig, runbooks: RunbookSet | None = None,
-                   echo: Callable[[str], None] = print) -> DemoSummary:
+async def run_demo(
+    client: Client,
+    config: DemoConfig,
+    runbooks: RunbookSet | None = None,
+    echo: Callable[[str], None] = print,
+) -> DemoSummary:
     """Inject faults into a simulated fleet and let real workflows remediate them, until
     ``duration_s`` passes or the task is cancelled (Ctrl-C); then summarise."""
     runbooks = runbooks or _load(config)
     # Workflow warnings (a storm breaker tripping) read better here without the context dict.
     temporal_workflow.logger.workflow_info_on_message = False
-    fleet = SimFleet(nodes=config.nodes, gpus_per_node=config.gpus_per_node, seed=config.seed,
-                     speedup=config.speedup, name_prefix=config.node_prefix,
-                     pool=config.pool)
+    fleet = SimFleet(
+        nodes=config.nodes,
+        gpus_per_node=config.gpus_per_node,
+        seed=config.seed,
+        speedup=config.speedup,
+        name_prefix=config.node_prefix,
+        pool=config.pool,
+    )
     summary = DemoSummary()
-    echo(f"Simulated fleet  {config.nodes} nodes × {config.gpus_per_node} GPUs, a fault every "
-         f"{config.fault_every_s:g}s, runbook time {config.speedup:g}× faster")
+    echo(
+        f"Simulated fleet  {config.nodes} nodes × {config.gpus_per_node} GPUs, a fault every "
+        f"{config.fault_every_s:g}s, runbook time {config.speedup:g}× faster"
+    )
     jobs = _launch_jobs(config, fleet, echo)
     with ThreadPoolExecutor(max_workers=16) as executor:
-        async with (controller_worker(client, fleet.cluster, executor, config.task_queue,
-                                      _demo_policy(config), runbooks, jobs=jobs),
-                    node_agent_worker(client, fleet.host, executor, config.agents_task_queue)):
-            await ensure_fleet_scan(client, SCAN_EVERY, config.task_queue, ScanInput(
-                node_task_queue=config.agents_task_queue,
-                admission=AdmissionPolicy(gap=AdmissionPolicy().gap / config.speedup),
-                watch_jobs=True, guard_policy=_guard_policy(config)),
-                schedule_id=config.scan_schedule)
+        async with (
+            controller_worker(
+                client,
+                fleet.cluster,
+                executor,
+                config.task_queue,
+                _demo_policy(config),
+                runbooks,
+                jobs=jobs,
+            ),
+            node_agent_worker(client, fleet.host, executor, config.agents_task_queue),
+        ):
+            await ensure_fleet_scan(
+                client,
+                SCAN_EVERY,
+                config.task_queue,
+                ScanInput(
+                    node_task_queue=config.agents_task_queue,
+                    admission=AdmissionPolicy(gap=AdmissionPolicy().gap / config.speedup),
+                    watch_jobs=True,
+                    guard_policy=_guard_policy(config),
+                ),
+                schedule_id=config.scan_schedule,
+            )
             echo(f"Fleet scan       every {SCAN_EVERY.seconds}s (schedule {config.scan_schedule})")
             try:
                 await _inject_until_done(client, config, fleet, jobs, runbooks, summary, echo)
@@ -168,8 +220,11 @@ async def run_demo(client: Client, config: DemoConfig, runbooks: RunbookSet | No
                 echo("stopping…")
             try:
                 await _summarise(client, summary)
-                summary.jobs = [r for r in await job_rows(client)
-                                if r.job.split("/", 1)[0] == config.job_namespace]
+                summary.jobs = [
+                    r
+                    for r in await job_rows(client)
+                    if r.job.split("/", 1)[0] == config.job_namespace
+                ]
                 fleet_lines = render(await fleet_status(client, config.scan_schedule))
             except NoScanYet:
                 fleet_lines = ["no fleet scan completed yet"]
@@ -184,9 +239,15 @@ async def run_demo(client: Client, config: DemoConfig, runbooks: RunbookSet | No
     return summary
 
 
-async def _inject_until_done(client: Client, config: DemoConfig, fleet: SimFleet,
-                             jobs: SimJobs, runbooks: RunbookSet, summary: DemoSummary,
-                             echo: Callable[[str], None]) -> None:
+async def _inject_until_done(
+    client: Client,
+    config: DemoConfig,
+    fleet: SimFleet,
+    jobs: SimJobs,
+    runbooks: RunbookSet,
+    summary: DemoSummary,
+    echo: Callable[[str], None],
+) -> None:
     loop = asyncio.get_running_loop()
     start = loop.time()
     next_status = start + STATUS_EVERY_S
@@ -197,9 +258,12 @@ async def _inject_until_done(client: Client, config: DemoConfig, fleet: SimFleet
         if runbook is not None:
             summary.faults_injected += 1
             handle = await report_finding(
-                client, NodeRef(name=finding.node, pool=config.pool), FindingReport(finding=finding,
-                                                                  runbook=runbook),
-                node_task_queue=config.agents_task_queue, task_queue=config.task_queue)
+                client,
+                NodeRef(name=finding.node, pool=config.pool),
+                FindingReport(finding=finding, runbook=runbook),
+                node_task_queue=config.agents_task_queue,
+                task_queue=config.task_queue,
+            )
             run = (handle.id, handle.result_run_id or "")
             if run not in summary.runs:  # a report that joined a running ladder is not new
                 summary.runs.append(run)
@@ -242,24 +306,29 @@ def _launch_jobs(config: DemoConfig, fleet: SimFleet, echo: Callable[[str], None
     jobs, nodes = SimJobs(), sorted(fleet.nodes)
     for i in range(min(config.jobs, len(nodes) // JOB_NODES)):
         job = JobRef(namespace=config.job_namespace, name=f"llm-pretrain-{i}")
-        jobs.launch(job, nodes[i * JOB_NODES:(i + 1) * JOB_NODES])
+        jobs.launch(job, nodes[i * JOB_NODES : (i + 1) * JOB_NODES])
         echo(f"Guarded job      {job} on {', '.join(jobs.running[job])}")
     return jobs
 
 
 def _guard_policy(config: DemoConfig) -> GuardPolicy:
     default = GuardPolicy()
-    return GuardPolicy(gather=default.gather / config.speedup,
-                       backoff_initial=default.backoff_initial / config.speedup,
-                       backoff_max=default.backoff_max / config.speedup)
+    return GuardPolicy(
+        gather=default.gather / config.speedup,
+        backoff_initial=default.backoff_initial / config.speedup,
+        backoff_max=default.backoff_max / config.speedup,
+    )
 
 
 def _demo_policy(config: DemoConfig) -> BudgetPolicy:
     """The default budget with its clocks sped up like the runbooks'."""
     default = BudgetPolicy()
-    return default.model_copy(update={
-        "storm_window": default.storm_window / config.speedup,
-        "reclaim_every": default.reclaim_every / config.speedup})
+    return default.model_copy(
+        update={
+            "storm_window": default.storm_window / config.speedup,
+            "reclaim_every": default.reclaim_every / config.speedup,
+        }
+    )
 
 
 def _load(config: DemoConfig) -> RunbookSet:

@@ -22,15 +22,31 @@ STARTUP_TIMEOUT_S = 60.0
 
 
 @asynccontextmanager
-async def dev_server(port: int, ui_port: int, db: Path | None, log: Path
-                     ) -> AsyncIterator[Client]:
+async def dev_server(port: int, ui_port: int, db: Path | None, log: Path) -> AsyncIterator[Client]:
     """``db``: the SQLite file that keeps the history; None keeps it in memory (benchmarks)."""
-    args = [installed_binary("temporal"), "server", "start-dev", "--ip", "127.0.0.1",
-            "--port", str(port), "--ui-port", str(ui_port), "--log-level", "warn",
-            *(["--db-filename", str(db)] if db else []), *dev_server_flags()]
+    args = [
+        installed_binary("temporal"),
+        "server",
+        "start-dev",
+        "--ip",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--ui-port",
+        str(ui_port),
+        "--log-level",
+        "warn",
+        *(["--db-filename", str(db)] if db else []),
+        *dev_server_flags(),
+    ]
     with log.open("ab") as log_file:
-        process = subprocess.Popen(args, stdout=log_file, stderr=subprocess.STDOUT,
-                                   stdin=subprocess.DEVNULL, start_new_session=True)
+        process = subprocess.Popen(
+            args,
+            stdout=log_file,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
     try:
         yield await _connect_when_up(f"127.0.0.1:{port}", process, log)
     finally:
@@ -47,12 +63,15 @@ async def _connect_when_up(address: str, process: subprocess.Popen[bytes], log: 
     deadline = loop.time() + STARTUP_TIMEOUT_S
     while True:
         if process.poll() is not None:
-            raise RuntimeError(f"the Temporal dev server exited with {process.returncode}; "
-                               f"see {log}")
+            raise RuntimeError(
+                f"the Temporal dev server exited with {process.returncode}; see {log}"
+            )
         try:
             return await connect(address)
         except RuntimeError:
             if loop.time() > deadline:
-                raise RuntimeError(f"the Temporal dev server did not answer on {address} "
-                                   f"within {STARTUP_TIMEOUT_S:g}s; see {log}") from None
+                raise RuntimeError(
+                    f"the Temporal dev server did not answer on {address} "
+                    f"within {STARTUP_TIMEOUT_S:g}s; see {log}"
+                ) from None
             await asyncio.sleep(0.2)

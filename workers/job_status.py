@@ -36,23 +36,20 @@ class JobRow(BaseModel):
 
 async def job_rows(client: Client) -> list[JobRow]:
     rows = []
-    async for w in client.list_workflows(f"WorkflowType = '{JOB_GUARD_WORKFLOW}'",
-                                         limit=RECENT):
+    async for w in client.list_workflows(f"WorkflowType = '{JOB_GUARD_WORKFLOW}'", limit=RECENT):
         handle = client.get_workflow_handle_for(JobGuard.run, w.id, run_id=w.run_id)
         if w.status is WorkflowExecutionStatus.RUNNING:
             rows.append(await _running_row(handle, w.id))
         elif w.status is WorkflowExecutionStatus.COMPLETED:
             result = await handle.result()
-            rows.append(JobRow(job=str(result.job), phase=result.phase.value,
-                               ledger=result.ledger))
+            rows.append(JobRow(job=str(result.job), phase=result.phase.value, ledger=result.ledger))
     latest: dict[str, JobRow] = {}
     for row in rows:  # newest first: keep each job's latest guard
         latest.setdefault(row.job, row)
     return sorted(latest.values(), key=lambda r: r.job)
 
 
-async def _running_row(handle: WorkflowHandle[JobGuard, GuardResult], workflow_id: str
-                       ) -> JobRow:
+async def _running_row(handle: WorkflowHandle[JobGuard, GuardResult], workflow_id: str) -> JobRow:
     """A running guard answers queries through a controller worker; with none polling (the
     controller is down) it cannot, and the row says so instead of failing the whole list."""
     try:
@@ -64,8 +61,7 @@ async def _running_row(handle: WorkflowHandle[JobGuard, GuardResult], workflow_i
     return JobRow(job=ledger.job, phase=phase.value, ledger=ledger)
 
 
-HEADERS = ["job", "guard", "platform", "lost", "application", "lost", "unknown", "lost",
-           "last"]
+HEADERS = ["job", "guard", "platform", "lost", "application", "lost", "unknown", "lost", "last"]
 
 
 def table_rows(rows: list[JobRow]) -> list[list[str]]:

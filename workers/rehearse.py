@@ -32,8 +32,11 @@ from workers.controller import controller_worker, node_agent_worker
 from workflows.node_remediation import NodeRemediation
 
 NO_FAULT = "none"
-QUIET = Runtime(telemetry=TelemetryConfig(logging=LoggingConfig(
-    filter=TelemetryFilter(core_level="ERROR", other_level="ERROR"))))
+QUIET = Runtime(
+    telemetry=TelemetryConfig(
+        logging=LoggingConfig(filter=TelemetryFilter(core_level="ERROR", other_level="ERROR"))
+    )
+)
 WALKS_THE_WHOLE_LADDER = "remap_failure"  # only a replacement fixes it
 QUEUE, AGENTS = "rehearsal", "rehearsal-agents"
 WALL_LIMIT_S = 120.0
@@ -71,15 +74,25 @@ def finding_for(runbook: Runbook, physical: Finding | None, node: str) -> Findin
     clause = runbook.match[0]
     xid = clause.xids[0] if clause.xids else None
     reason = clause.reasons[0] if clause.reasons else f"Xid{xid}" if xid else "Rehearsal"
-    return Finding(node=node, check=clause.checks[0] if clause.checks else "rehearsal",
-                   reason=reason, xid=xid,
-                   severity=clause.severities[0] if clause.severities else Severity.CRITICAL,
-                   component=physical.component if physical else Component(),
-                   evidence="rehearsal", observed_at=datetime.now(UTC))
+    return Finding(
+        node=node,
+        check=clause.checks[0] if clause.checks else "rehearsal",
+        reason=reason,
+        xid=xid,
+        severity=clause.severities[0] if clause.severities else Severity.CRITICAL,
+        component=physical.component if physical else Component(),
+        evidence="rehearsal",
+        observed_at=datetime.now(UTC),
+    )
 
 
-async def rehearse(runbook: Runbook, fault: str | None = None, approve: bool = True,
-                   gpu: int = 0, present: bool = True) -> Rehearsal:
+async def rehearse(
+    runbook: Runbook,
+    fault: str | None = None,
+    approve: bool = True,
+    gpu: int = 0,
+    present: bool = True,
+) -> Rehearsal:
     """``present=False``: the fault is reported but gone before the first re-probe."""
     fault = fault or fault_for(runbook)
     if fault != NO_FAULT and fault not in FAULTS:
@@ -91,76 +104,100 @@ async def rehearse(runbook: Runbook, fault: str | None = None, approve: bool = T
     level = temporal_log.level
     temporal_log.setLevel(logging.CRITICAL)
     env = await WorkflowEnvironment.start_time_skipping(
-        data_converter=pydantic_data_converter, runtime=QUIET,
-        test_server_existing_path=installed_binary("temporal-test-server"))
+        data_converter=pydantic_data_converter,
+        runtime=QUIET,
+        test_server_existing_path=installed_binary("temporal-test-server"),
+    )
     try:
         await ensure_search_attributes(env.client)
         # A hung GPU holds each check to its timeout in wall time: keep that short here.
-        fleet = SimFleet(nodes=1, pool="rehearsal", name_prefix="rehearsal",
-                         check_timeout_s=0.2)
+        fleet = SimFleet(nodes=1, pool="rehearsal", name_prefix="rehearsal", check_timeout_s=0.2)
         [node] = sorted(fleet.nodes)
         if fault == NO_FAULT:
             physical = None
         elif present:
             physical = fleet.inject(node, fault, gpu)
         else:  # reported, and gone by the first re-probe (a transient)
-            physical = FAULTS[fault].report(node, gpu, fleet.node(node).gpus[gpu].serial,
-                                            datetime.now(UTC))
+            physical = FAULTS[fault].report(
+                node, gpu, fleet.node(node).gpus[gpu].serial, datetime.now(UTC)
+            )
         finding = finding_for(runbook, physical, node)
         # One node alone in its pool is 100 % of it: let the budget grant it a lease.
         policy = BudgetPolicy(max_disruption="1", storm_share=1.0)
         with ThreadPoolExecutor(max_workers=4) as executor:
-            async with controller_worker(env.client, fleet.cluster, executor, QUEUE, policy,
-                                         RunbookSet([runbook])), \
-                    node_agent_worker(env.client, fleet.host, executor, AGENTS):
+            async with (
+                controller_worker(
+                    env.client, fleet.cluster, executor, QUEUE, policy, RunbookSet([runbook])
+                ),
+                node_agent_worker(env.client, fleet.host, executor, AGENTS),
+            ):
                 handle = await report_finding(
-                    env.client, NodeRef(name=node, pool="rehearsal"),
+                    env.client,
+                    NodeRef(name=node, pool="rehearsal"),
                     FindingReport(finding=finding, runbook=runbook),
-                    node_task_queue=AGENTS, task_queue=QUEUE)
+                    node_task_queue=AGENTS,
+                    task_queue=QUEUE,
+                )
                 if approve:  # ahead of time: each approval is given the moment it is asked
                     for index, rung in enumerate(runbook.ladder):
                         if rung.approval is Approval.REQUIRED:
-                            await handle.signal("approve", ApproveRequest(
-                                by="rehearsal", rung=index))
+                            await handle.signal(
+                                "approve", ApproveRequest(by="rehearsal", rung=index)
+                            )
                 try:  # hours of workflow time take about a second: minutes mean it is stuck
                     result = await asyncio.wait_for(handle.result(), WALL_LIMIT_S)
                 except TimeoutError:
                     phase = (await handle.query(NodeRemediation.state)).phase
                     raise RehearsalStuck(
                         f"{runbook.name}: no outcome within {WALL_LIMIT_S:g} s of wall time; "
-                        f"last phase: {phase}") from None
+                        f"last phase: {phase}"
+                    ) from None
                 started = (await handle.describe()).start_time
     finally:
         await env.shutdown()
         temporal_log.setLevel(level)
     spec = FAULTS.get(fault)
-    return Rehearsal(runbook=runbook.name, fault=fault,
-                     fixed_by=[f.value for f in Fix if spec and f in spec.fixed_by],
-                     finding=finding.headline(), approved=approve, result=result,
-                     started_at=started, wall_s=(datetime.now(UTC) - began).total_seconds())
+    return Rehearsal(
+        runbook=runbook.name,
+        fault=fault,
+        fixed_by=[f.value for f in Fix if spec and f in spec.fixed_by],
+        finding=finding.headline(),
+        approved=approve,
+        result=result,
+        started_at=started,
+        wall_s=(datetime.now(UTC) - began).total_seconds(),
+    )
 
 
 def timeline(rehearsal: Rehearsal) -> list[str]:
     result = rehearsal.result
     fixed = " or ".join(rehearsal.fixed_by) or "nothing (no fault)"
-    lines = [f"rehearsal of {rehearsal.runbook}: simulated fault {rehearsal.fault} "
-             f"(fixed by {fixed}); reported as {rehearsal.finding}"
-             + ("" if rehearsal.approved else "; approvals withheld"), ""]
+    lines = [
+        f"rehearsal of {rehearsal.runbook}: simulated fault {rehearsal.fault} "
+        f"(fixed by {fixed}); reported as {rehearsal.finding}"
+        + ("" if rehearsal.approved else "; approvals withheld"),
+        "",
+    ]
     end = rehearsal.started_at
     for attempt in result.attempts:
         lines.append(_line(rehearsal.started_at, attempt))
         end = max(end, attempt.finished_at)
-    lines += ["", f"outcome {result.outcome.value} after {_at(rehearsal.started_at, end)} "
-                  f"of workflow time: {result.detail}",
-              f"(time-skipping server: {rehearsal.wall_s:.1f} s of wall time)"]
+    lines += [
+        "",
+        f"outcome {result.outcome.value} after {_at(rehearsal.started_at, end)} "
+        f"of workflow time: {result.detail}",
+        f"(time-skipping server: {rehearsal.wall_s:.1f} s of wall time)",
+    ]
     return lines
 
 
 def _line(start: datetime, attempt: Attempt) -> str:
     rung = "-" if attempt.rung < 0 else str(attempt.rung + 1)
     took = format_duration(attempt.finished_at - attempt.started_at)
-    return (f"  T+{_at(start, attempt.started_at):<9} rung {rung:<2} "
-            f"{attempt.action.value:<10} {attempt.result.value:<18} {took:>8}  {attempt.detail}")
+    return (
+        f"  T+{_at(start, attempt.started_at):<9} rung {rung:<2} "
+        f"{attempt.action.value:<10} {attempt.result.value:<18} {took:>8}  {attempt.detail}"
+    )
 
 
 def _at(start: datetime, when: datetime) -> str:

@@ -23,26 +23,38 @@ from remedy.names import FLEET_SCAN_SCHEDULE, fleet_scan_workflow_id
 from workflows.fleet_scan import FleetScan
 
 
-def fleet_scan_schedule(every: timedelta, task_queue: str, scan: ScanInput,
-                        schedule_id: str = FLEET_SCAN_SCHEDULE) -> Schedule:
+def fleet_scan_schedule(
+    every: timedelta, task_queue: str, scan: ScanInput, schedule_id: str = FLEET_SCAN_SCHEDULE
+) -> Schedule:
     return Schedule(
         action=ScheduleActionStartWorkflow(
-            FleetScan.run, scan, id=fleet_scan_workflow_id(schedule_id), task_queue=task_queue,
+            FleetScan.run,
+            scan,
+            id=fleet_scan_workflow_id(schedule_id),
+            task_queue=task_queue,
             execution_timeout=max(every * 5, timedelta(minutes=5)),
-            static_summary="fleet scan: reconcile conditions, admit new nodes, summarise"),
+            static_summary="fleet scan: reconcile conditions, admit new nodes, summarise",
+        ),
         spec=ScheduleSpec(intervals=[ScheduleIntervalSpec(every=every)]),
         # A scan still running when the next is due: skip the next, never pile scans up.
         policy=SchedulePolicy(overlap=Overlap.SKIP),
-        state=ScheduleState(note=f"remedy fleet scan every {every}"))
+        state=ScheduleState(note=f"remedy fleet scan every {every}"),
+    )
 
 
-async def ensure_fleet_scan(client: Client, every: timedelta, task_queue: str,
-                            scan: ScanInput | None = None,
-                            schedule_id: str = FLEET_SCAN_SCHEDULE) -> None:
+async def ensure_fleet_scan(
+    client: Client,
+    every: timedelta,
+    task_queue: str,
+    scan: ScanInput | None = None,
+    schedule_id: str = FLEET_SCAN_SCHEDULE,
+) -> None:
     schedule = fleet_scan_schedule(every, task_queue, scan or ScanInput(), schedule_id)
     try:
         await client.create_schedule(schedule_id, schedule)
     except ScheduleAlreadyRunningError:
+
         def replace(_: ScheduleUpdateInput) -> ScheduleUpdate:
             return ScheduleUpdate(schedule=schedule)
+
         await client.get_schedule_handle(schedule_id).update(replace)

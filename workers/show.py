@@ -26,26 +26,38 @@ async def node_ladder(client: Client, node: str) -> NodeLadder:
     status = (await handle.describe()).status
     if status is WorkflowExecutionStatus.RUNNING:
         state = await handle.query(NodeRemediation.state)
-        return NodeLadder(node=node, runbook=state.runbook.name if state.runbook else None,
-                          status=state.phase.value,
-                          trigger=state.trigger.headline() if state.trigger else "",
-                          attempts=state.attempts)
+        return NodeLadder(
+            node=node,
+            runbook=state.runbook.name if state.runbook else None,
+            status=state.phase.value,
+            trigger=state.trigger.headline() if state.trigger else "",
+            attempts=state.attempts,
+        )
     if status is WorkflowExecutionStatus.COMPLETED:
         result = await handle.result()
-        return NodeLadder(node=node, runbook=result.runbook, status=result.outcome.value,
-                          detail=result.detail, attempts=result.attempts)
+        return NodeLadder(
+            node=node,
+            runbook=result.runbook,
+            status=result.outcome.value,
+            detail=result.detail,
+            attempts=result.attempts,
+        )
     return NodeLadder(node=node, runbook=None, status=status.name.lower() if status else "?")
 
 
 def timeline(ladder: NodeLadder) -> list[str]:
-    lines = [f"{ladder.node}: {ladder.status}"
-             + (f" — runbook {ladder.runbook}" if ladder.runbook else "")
-             + (f", trigger {ladder.trigger}" if ladder.trigger else "")]
+    lines = [
+        f"{ladder.node}: {ladder.status}"
+        + (f" — runbook {ladder.runbook}" if ladder.runbook else "")
+        + (f", trigger {ladder.trigger}" if ladder.trigger else "")
+    ]
     for a in ladder.attempts:
         rung = "  -" if a.rung < 0 else f"{a.rung:>3}"
         took = format_duration(a.finished_at - a.started_at)
-        lines.append(f"{rung} {a.started_at:%H:%M:%S} {a.action.value:<10} {a.result.value:<18} "
-                     f"{took:>6}  {a.detail}")
+        lines.append(
+            f"{rung} {a.started_at:%H:%M:%S} {a.action.value:<10} {a.result.value:<18} "
+            f"{took:>6}  {a.detail}"
+        )
     if ladder.detail:
         lines.append(f"    {ladder.detail}")
     return lines

@@ -75,13 +75,16 @@ class NodeFilter(BaseModel):
     awaiting_approval: bool = False
 
     def keeps(self, row: NodeRow) -> bool:
-        return ((self.pool is None or row.pool == self.pool)
-                and (self.state is None or self.state in row.state)
-                and (not self.awaiting_approval or row.awaiting_approval))
+        return (
+            (self.pool is None or row.pool == self.pool)
+            and (self.state is None or self.state in row.state)
+            and (not self.awaiting_approval or row.awaiting_approval)
+        )
 
 
-async def fleet_status(client: Client, schedule_id: str = FLEET_SCAN_SCHEDULE,
-                       only: NodeFilter | None = None) -> FleetStatus:
+async def fleet_status(
+    client: Client, schedule_id: str = FLEET_SCAN_SCHEDULE, only: NodeFilter | None = None
+) -> FleetStatus:
     """Pools from the latest scan (if any) and the nodes that need looking at. Raises NoScanYet
     only when there is neither a scan nor a node to show."""
     only = only or NodeFilter()
@@ -96,15 +99,23 @@ async def fleet_status(client: Client, schedule_id: str = FLEET_SCAN_SCHEDULE,
     rows = sorted((r for r in rows if only.keeps(r)), key=lambda r: (r.pool, r.node))
     if summary is None and not rows:
         raise missing
-    pools = [PoolStatus(summary=pool, budget=await _budget(client, pool.pool))
-             for pool in (summary.pools if summary else [])
-             if only.pool is None or pool.pool == only.pool]
-    return FleetStatus(scanned_at=summary.at if summary else None, pools=pools, nodes=rows,
-                       job_watch_error=summary.job_watch_error if summary else "")
+    pools = [
+        PoolStatus(summary=pool, budget=await _budget(client, pool.pool))
+        for pool in (summary.pools if summary else [])
+        if only.pool is None or pool.pool == only.pool
+    ]
+    return FleetStatus(
+        scanned_at=summary.at if summary else None,
+        pools=pools,
+        nodes=rows,
+        job_watch_error=summary.job_watch_error if summary else "",
+    )
 
 
-OPEN_WORK = (f"WorkflowType IN ('{NODE_REMEDIATION_WORKFLOW}', '{NODE_ADMISSION_WORKFLOW}') "
-             "AND ExecutionStatus = 'Running'")
+OPEN_WORK = (
+    f"WorkflowType IN ('{NODE_REMEDIATION_WORKFLOW}', '{NODE_ADMISSION_WORKFLOW}') "
+    "AND ExecutionStatus = 'Running'"
+)
 
 
 async def open_work_rows(client: Client) -> list[NodeRow]:
@@ -113,19 +124,25 @@ async def open_work_rows(client: Client) -> list[NodeRow]:
     return [_row(w) async for w in client.list_workflows(OPEN_WORK)]
 
 
-async def _attention_rows(client: Client, summary: FleetSummary, seen: set[str]
-                          ) -> list[NodeRow]:
+async def _attention_rows(client: Client, summary: FleetSummary, seen: set[str]) -> list[NodeRow]:
     """Nodes the scan says need someone and no workflow owns: what their last ladder said."""
     rows = []
     for pool in summary.pools:
         for node, status in pool.attention.items():
             if node in seen:
                 continue
-            last = [_row(w) async for w in client.list_workflows(
-                f"WorkflowId = '{remediation_workflow_id(node)}'", limit=1)]
+            last = [
+                _row(w)
+                async for w in client.list_workflows(
+                    f"WorkflowId = '{remediation_workflow_id(node)}'", limit=1
+                )
+            ]
             row = last[0] if last else NodeRow(node=node, pool=pool.pool, state="")
-            rows.append(row.model_copy(update={"state": status.value, "pool": pool.pool,
-                                               "awaiting_approval": False}))
+            rows.append(
+                row.model_copy(
+                    update={"state": status.value, "pool": pool.pool, "awaiting_approval": False}
+                )
+            )
     return rows
 
 
@@ -134,14 +151,17 @@ def _row(w: WorkflowExecution) -> NodeRow:
     phase = attrs.get(search_attributes.PHASE) or ""
     admission = w.workflow_type == NODE_ADMISSION_WORKFLOW
     node = attrs.get(search_attributes.NODE) or w.id.split("/", 1)[-1]
-    return NodeRow(node=node, pool=attrs.get(search_attributes.POOL) or "",
-                   state=f"admission: {phase}" if admission else phase or "starting",
-                   fault=attrs.get(search_attributes.FAULT) or "",
-                   runbook=attrs.get(search_attributes.RUNBOOK) or "",
-                   rung=attrs.get(search_attributes.RUNG) or "",
-                   since=attrs.get(search_attributes.PHASE_SINCE) or w.start_time,
-                   awaiting_approval=not admission and phase == Phase.AWAITING_APPROVAL.value,
-                   workflow_id=w.id)
+    return NodeRow(
+        node=node,
+        pool=attrs.get(search_attributes.POOL) or "",
+        state=f"admission: {phase}" if admission else phase or "starting",
+        fault=attrs.get(search_attributes.FAULT) or "",
+        runbook=attrs.get(search_attributes.RUNBOOK) or "",
+        rung=attrs.get(search_attributes.RUNG) or "",
+        since=attrs.get(search_attributes.PHASE_SINCE) or w.start_time,
+        awaiting_approval=not admission and phase == Phase.AWAITING_APPROVAL.value,
+        workflow_id=w.id,
+    )
 
 
 async def latest_scan(client: Client, schedule_id: str) -> FleetSummary:
@@ -150,15 +170,17 @@ async def latest_scan(client: Client, schedule_id: str) -> FleetSummary:
         description = await client.get_schedule_handle(schedule_id).describe()
     except RPCError as err:
         if err.status is RPCStatusCode.NOT_FOUND:
-            raise NoScanYet(f"no fleet-scan schedule {schedule_id!r}: is the controller "
-                            "running?") from None
+            raise NoScanYet(
+                f"no fleet-scan schedule {schedule_id!r}: is the controller running?"
+            ) from None
         raise
     for action in reversed(description.info.recent_actions):
         started = action.action
         if not isinstance(started, ScheduleActionExecutionStartWorkflow):
             continue
-        handle = client.get_workflow_handle_for(FleetScan.run, started.workflow_id,
-                                                run_id=started.first_execution_run_id)
+        handle = client.get_workflow_handle_for(
+            FleetScan.run, started.workflow_id, run_id=started.first_execution_run_id
+        )
         if (await handle.describe()).status is WorkflowExecutionStatus.COMPLETED:
             return await handle.result()
     raise NoScanYet(f"schedule {schedule_id!r} has not completed a fleet scan yet")
@@ -174,13 +196,26 @@ async def _budget(client: Client, pool: str) -> BudgetState | None:
         raise
 
 
-COLUMNS = [NodeStatus.HEALTHY, NodeStatus.IN_REMEDIATION, NodeStatus.NEEDS_HUMAN,
-           NodeStatus.CORDONED, NodeStatus.ADMITTING, NodeStatus.REJECTED, NodeStatus.UNHEALTHY,
-           NodeStatus.UNMANAGED]
+COLUMNS = [
+    NodeStatus.HEALTHY,
+    NodeStatus.IN_REMEDIATION,
+    NodeStatus.NEEDS_HUMAN,
+    NodeStatus.CORDONED,
+    NodeStatus.ADMITTING,
+    NodeStatus.REJECTED,
+    NodeStatus.UNHEALTHY,
+    NodeStatus.UNMANAGED,
+]
 
 
-POOL_HEADERS = ["pool", "nodes", *(c.value.replace("_", " ") for c in COLUMNS), "leases",
-                "waiting", "breaker"]
+POOL_HEADERS = [
+    "pool",
+    "nodes",
+    *(c.value.replace("_", " ") for c in COLUMNS),
+    "leases",
+    "waiting",
+    "breaker",
+]
 NODE_HEADERS = ["node", "pool", "state", "fault", "runbook", "rung", "since", "approval"]
 
 
@@ -189,32 +224,53 @@ def pool_rows(status: FleetStatus) -> list[list[str]]:
     for pool in status.pools:
         budget = pool.budget
         leases = f"{len(budget.holders)}/{budget.allowed}" if budget else "-"
-        rows.append([pool.summary.pool, str(pool.summary.nodes),
-                     *(str(pool.summary.count(c)) for c in COLUMNS), leases,
-                     str(len(budget.waiting)) if budget else "-",
-                     "TRIPPED" if pool.tripped else "ok"])
+        rows.append(
+            [
+                pool.summary.pool,
+                str(pool.summary.nodes),
+                *(str(pool.summary.count(c)) for c in COLUMNS),
+                leases,
+                str(len(budget.waiting)) if budget else "-",
+                "TRIPPED" if pool.tripped else "ok",
+            ]
+        )
     return rows
 
 
 def node_rows(status: FleetStatus) -> list[list[str]]:
-    return [[r.node, r.pool, r.state.replace("_", " "), r.fault or "-", r.runbook or "-",
-             r.rung or "-", f"{r.since:%m-%d %H:%M:%S}" if r.since else "-",
-             "WAITING" if r.awaiting_approval else "-"] for r in status.nodes]
+    return [
+        [
+            r.node,
+            r.pool,
+            r.state.replace("_", " "),
+            r.fault or "-",
+            r.runbook or "-",
+            r.rung or "-",
+            f"{r.since:%m-%d %H:%M:%S}" if r.since else "-",
+            "WAITING" if r.awaiting_approval else "-",
+        ]
+        for r in status.nodes
+    ]
 
 
 def alerts(status: FleetStatus) -> list[str]:
     lines = []
     for pool in status.pools:
         if pool.tripped and pool.budget:
-            lines += [f"ALERT pool {pool.summary.pool}: {pool.budget.breaker_note}",
-                      f"      resume with: remedy resume-pool {pool.summary.pool}"]
+            lines += [
+                f"ALERT pool {pool.summary.pool}: {pool.budget.breaker_note}",
+                f"      resume with: remedy resume-pool {pool.summary.pool}",
+            ]
     waiting = [r.node for r in status.nodes if r.awaiting_approval]
     if waiting:
-        lines.append(f"{len(waiting)} waiting for approval: remedy approve NODE "
-                     f"({', '.join(waiting[:5])}{', ...' if len(waiting) > 5 else ''})")
+        lines.append(
+            f"{len(waiting)} waiting for approval: remedy approve NODE "
+            f"({', '.join(waiting[:5])}{', ...' if len(waiting) > 5 else ''})"
+        )
     if status.job_watch_error:
-        lines.append(f"ALERT the job watch failed (guarded jobs' failures wait): "
-                     f"{status.job_watch_error}")
+        lines.append(
+            f"ALERT the job watch failed (guarded jobs' failures wait): {status.job_watch_error}"
+        )
     return lines
 
 

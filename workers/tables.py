@@ -13,8 +13,10 @@ from rich.table import Table
 def plain(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
     table = [list(headers), *(list(row) for row in rows)]
     widths = [max(len(row[i]) for row in table) for i in range(len(headers))]
-    return ["  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
-            for row in table]
+    return [
+        "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
+        for row in table
+    ]
 
 
 def show(headers: Sequence[str], rows: Sequence[Sequence[str]], title: str = "") -> None:

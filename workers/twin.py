@@ -24,43 +24,79 @@ Chooser = Callable[[str], Runbook]  # simulated fault → the runbook the policy
 
 ANY_FINDING = [Match(severities=[Severity.WARNING, Severity.CRITICAL])]
 REPLACE_ON_ANY_FAULT = Runbook(
-    name="replace-on-any-fault", match=ANY_FINDING, cordon=True,
+    name="replace-on-any-fault",
+    match=ANY_FINDING,
+    cordon=True,
     description="Any unhealthy finding: drain and replace the node at once.",
-    ladder=[Rung(action=Action.DRAIN), Rung(action=Action.REPLACE)])
+    ladder=[Rung(action=Action.DRAIN), Rung(action=Action.REPLACE)],
+)
 
 
 def manual_operations(arrives: timedelta) -> Runbook:
     """A person arrives ``arrives`` after the fault (the tolerance window: a fault gone by then
     is left alone), drains and reboots the node, and later replaces it if that did not help."""
     return Runbook(
-        name="manual-operations", match=ANY_FINDING, cordon=False, tolerance=arrives,
+        name="manual-operations",
+        match=ANY_FINDING,
+        cordon=False,
+        tolerance=arrives,
         description="A person arrives, drains and reboots; replaces later if still broken.",
-        ladder=[Rung(action=Action.DRAIN), Rung(action=Action.REBOOT),
-                Rung(action=Action.REPLACE, approval=Approval.REQUIRED)])
+        ladder=[
+            Rung(action=Action.DRAIN),
+            Rung(action=Action.REBOOT),
+            Rung(action=Action.REPLACE, approval=Approval.REQUIRED),
+        ],
+    )
 
-NOT_SEEN = LadderRun(fault=None, runbook="-", outcome="not seen", steps=[],
-                     workflow_time=timedelta(0))
+
+NOT_SEEN = LadderRun(
+    fault=None, runbook="-", outcome="not seen", steps=[], workflow_time=timedelta(0)
+)
 
 
-def policies(shipped: RunbookSet, *, detect: timedelta, approval: timedelta,
-             manual_detect: timedelta, manual_step: timedelta) -> list[tuple[Policy, Chooser]]:
+def policies(
+    shipped: RunbookSet,
+    *,
+    detect: timedelta,
+    approval: timedelta,
+    manual_detect: timedelta,
+    manual_step: timedelta,
+) -> list[tuple[Policy, Chooser]]:
     """The three policies compared: remedy's runbooks, and the two baselines."""
     manual = manual_operations(manual_detect)
+
     def remedy_runbook(fault: str) -> Runbook:
         spec = FAULTS[fault]
-        return shipped.match(spec.report("twin", 0, "SN0", datetime.now(UTC))) \
-            or DEFAULT_RUNBOOK
+        return shipped.match(spec.report("twin", 0, "SN0", datetime.now(UTC))) or DEFAULT_RUNBOOK
 
     return [
-        (Policy(name="remedy", detect=detect, approval_delay=approval,
-                description="the shipped runbooks; a person approves replacements"),
-         remedy_runbook),
-        (Policy(name="replace on any fault", detect=detect, approval_delay=timedelta(0),
-                description="automated: drain and replace every node with a finding"),
-         lambda _: REPLACE_ON_ANY_FAULT),
-        (Policy(name="manual operations", detect=manual_detect, approval_delay=manual_step,
-                description="a person notices, drains and reboots, then replaces"),
-         lambda _: manual),
+        (
+            Policy(
+                name="remedy",
+                detect=detect,
+                approval_delay=approval,
+                description="the shipped runbooks; a person approves replacements",
+            ),
+            remedy_runbook,
+        ),
+        (
+            Policy(
+                name="replace on any fault",
+                detect=detect,
+                approval_delay=timedelta(0),
+                description="automated: drain and replace every node with a finding",
+            ),
+            lambda _: REPLACE_ON_ANY_FAULT,
+        ),
+        (
+            Policy(
+                name="manual operations",
+                detect=manual_detect,
+                approval_delay=manual_step,
+                description="a person notices, drains and reboots, then replaces",
+            ),
+            lambda _: manual,
+        ),
     ]
 
 
@@ -75,11 +111,22 @@ async def ladders_for(kinds: set[FaultKind], choose: Chooser) -> dict[FaultKind,
         done = await rehearse(runbook, fault, approve=True, present=not transient)
         result = done.result
         needs = {i for i, r in enumerate(runbook.ladder) if r.approval is Approval.REQUIRED}
-        steps = [Step(action=a.action, result=a.result.value, rung=a.rung,
-                      took=a.finished_at - a.started_at, approval=a.rung in needs)
-                 for a in result.attempts]
+        steps = [
+            Step(
+                action=a.action,
+                result=a.result.value,
+                rung=a.rung,
+                took=a.finished_at - a.started_at,
+                approval=a.rung in needs,
+            )
+            for a in result.attempts
+        ]
         end = max((a.finished_at for a in result.attempts), default=done.started_at)
-        out[(fault, transient)] = LadderRun(fault=fault, runbook=runbook.name,
-                                            outcome=result.outcome.value, steps=steps,
-                                            workflow_time=end - done.started_at)
+        out[(fault, transient)] = LadderRun(
+            fault=fault,
+            runbook=runbook.name,
+            outcome=result.outcome.value,
+            steps=steps,
+            workflow_time=end - done.started_at,
+        )
     return out

@@ -87,9 +87,11 @@ class DisruptionBudget:
             workflow.upsert_search_attributes([search_attributes.POOL.value_set(state.pool)])
         while True:
             try:
-                await workflow.wait_condition(lambda: self._changed, timeout=self._next_wake(),
-                                              timeout_summary="reclaim dead holders, age out "
-                                                              "unhealthy reports")
+                await workflow.wait_condition(
+                    lambda: self._changed,
+                    timeout=self._next_wake(),
+                    timeout_summary="reclaim dead holders, age out unhealthy reports",
+                )
             except TimeoutError:
                 if self._state.holders:
                     await self._reclaim()
@@ -112,8 +114,9 @@ class DisruptionBudget:
         waits = [state.policy.reclaim_every] if state.holders else []
         if state.unhealthy:
             oldest = min(state.unhealthy.values())
-            waits.append(max(timedelta(seconds=1),
-                             oldest + state.policy.storm_window - workflow.now()))
+            waits.append(
+                max(timedelta(seconds=1), oldest + state.policy.storm_window - workflow.now())
+            )
         return min(waits) if waits else None
 
     def _check_breaker(self) -> None:
@@ -121,28 +124,31 @@ class DisruptionBudget:
         now = workflow.now()
         state.forget_old_reports(now)
         sick = len(state.unhealthy)
-        tripped = storm(sick, state.pool_size, state.policy.storm_share,
-                        state.policy.storm_min_nodes)
+        tripped = storm(
+            sick, state.pool_size, state.policy.storm_share, state.policy.storm_min_nodes
+        )
         if tripped and not state.tripped:
             state.tripped, state.tripped_at = True, now
-            state.breaker_note = (f"storm: {sick} of {state.pool_size} nodes unhealthy within "
-                                  f"{state.policy.storm_window}; disruptive work paused")
+            state.breaker_note = (
+                f"storm: {sick} of {state.pool_size} nodes unhealthy within "
+                f"{state.policy.storm_window}; disruptive work paused"
+            )
             workflow.logger.warning("pool %s: %s", state.pool, state.breaker_note)
         elif state.tripped and not tripped:
             state.tripped = False
             state.breaker_note = f"storm over at {now.isoformat()}: {sick} unhealthy"
-        workflow.set_current_details(f"**pool {state.pool}**: {len(state.holders)}/"
-                                     f"{state.allowed} leases, {len(state.waiting)} waiting"
-                                     + (f"\n\n**BREAKER TRIPPED**: {state.breaker_note}"
-                                        if state.tripped else ""))
+        workflow.set_current_details(
+            f"**pool {state.pool}**: {len(state.holders)}/"
+            f"{state.allowed} leases, {len(state.waiting)} waiting"
+            + (f"\n\n**BREAKER TRIPPED**: {state.breaker_note}" if state.tripped else "")
+        )
 
     async def _grant(self) -> None:
         state = self._state
         granted: list[LeaseRequest] = []
         while not state.tripped and state.waiting and len(state.holders) < state.allowed:
             req = state.waiting.pop(0)  # first come, first served
-            state.holders.append(Lease(holder=req.holder, node=req.node,
-                                       granted_at=workflow.now()))
+            state.holders.append(Lease(holder=req.holder, node=req.node, granted_at=workflow.now()))
             state.grants += 1
             granted.append(req)
         if not workflow.patched(GRANTS_TOGETHER):
@@ -156,7 +162,8 @@ class DisruptionBudget:
     async def _tell(self, req: LeaseRequest) -> None:
         try:
             await workflow.get_external_workflow_handle(req.holder).signal(
-                "lease_granted", self._state.pool)
+                "lease_granted", self._state.pool
+            )
         except Exception:  # noqa: BLE001 - the holder is gone: its lease is free again
             self._state.holders = [h for h in self._state.holders if h.holder != req.holder]
             self._changed = True
@@ -165,10 +172,13 @@ class DisruptionBudget:
         """Free the leases of holders whose workflows closed without releasing them."""
         state = self._state
         closed: list[str] = await workflow.execute_activity(
-            "closed_workflows", [h.holder for h in state.holders], result_type=list[str],
+            "closed_workflows",
+            [h.holder for h in state.holders],
+            result_type=list[str],
             start_to_close_timeout=timedelta(seconds=30),
             retry_policy=RetryPolicy(maximum_attempts=3),
-            summary=f"which of {len(state.holders)} lease holders have closed")
+            summary=f"which of {len(state.holders)} lease holders have closed",
+        )
         if closed:
             state.reclaimed += len(closed)
             state.holders = [h for h in state.holders if h.holder not in closed]

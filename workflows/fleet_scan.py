@@ -39,40 +39,72 @@ class FleetScan:
     @workflow.run
     async def run(self, inp: ScanInput) -> FleetSummary:
         nodes: list[NodeFacts] = await workflow.execute_activity(
-            "fleet_nodes", result_type=list[NodeFacts],
-            start_to_close_timeout=timedelta(minutes=2), retry_policy=RETRY,
-            summary="list the fleet's nodes")
+            "fleet_nodes",
+            result_type=list[NodeFacts],
+            start_to_close_timeout=timedelta(minutes=2),
+            retry_policy=RETRY,
+            summary="list the fleet's nodes",
+        )
         work: OpenWork = await workflow.execute_activity(
-            "open_work", result_type=OpenWork, start_to_close_timeout=timedelta(minutes=2),
-            retry_policy=RETRY, summary="running remediations and admissions")
+            "open_work",
+            result_type=OpenWork,
+            start_to_close_timeout=timedelta(minutes=2),
+            retry_policy=RETRY,
+            summary="running remediations and admissions",
+        )
         plan = plan_scan(nodes, work)
         here = workflow.info().task_queue
         # All starts at once: 150 nodes whose agents died should not wait on each other.
-        await asyncio.gather(*(workflow.execute_activity(
-            "remediate_condition", ConditionStart(
-                node=node, condition=node.problems[0], task_queue=here,
-                node_task_queue=inp.node_task_queue or node_task_queue(node.name)),
-            result_type=str, start_to_close_timeout=timedelta(seconds=30),
-            retry_policy=RETRY, summary=f"remediate {node.name}: {node.problems[0].reason}")
-            for node in plan.remediate))
+        await asyncio.gather(
+            *(
+                workflow.execute_activity(
+                    "remediate_condition",
+                    ConditionStart(
+                        node=node,
+                        condition=node.problems[0],
+                        task_queue=here,
+                        node_task_queue=inp.node_task_queue or node_task_queue(node.name),
+                    ),
+                    result_type=str,
+                    start_to_close_timeout=timedelta(seconds=30),
+                    retry_policy=RETRY,
+                    summary=f"remediate {node.name}: {node.problems[0].reason}",
+                )
+                for node in plan.remediate
+            )
+        )
         admit = plan.admit if inp.admit_new_nodes else []
-        await asyncio.gather(*(workflow.execute_activity(
-            "start_admission", AdmissionInput(
-                node=NodeRef(name=node.name, pool=node.pool), policy=inp.admission,
-                node_task_queue=inp.node_task_queue or node_task_queue(node.name)),
-            result_type=str, start_to_close_timeout=timedelta(seconds=30),
-            retry_policy=RETRY, summary=f"admit {node.name}") for node in admit))
+        await asyncio.gather(
+            *(
+                workflow.execute_activity(
+                    "start_admission",
+                    AdmissionInput(
+                        node=NodeRef(name=node.name, pool=node.pool),
+                        policy=inp.admission,
+                        node_task_queue=inp.node_task_queue or node_task_queue(node.name),
+                    ),
+                    result_type=str,
+                    start_to_close_timeout=timedelta(seconds=30),
+                    retry_policy=RETRY,
+                    summary=f"admit {node.name}",
+                )
+                for node in admit
+            )
+        )
         started_remediations = [n.name for n in plan.remediate]
         started_admissions = [n.name for n in admit]
-        work = OpenWork(remediating=sorted([*work.remediating, *started_remediations]),
-                        admitting=sorted([*work.admitting, *started_admissions]))
+        work = OpenWork(
+            remediating=sorted([*work.remediating, *started_remediations]),
+            admitting=sorted([*work.admitting, *started_admissions]),
+        )
         summary = summarise(nodes, work, workflow.now())
-        summary.started_remediations, summary.started_admissions = (started_remediations,
-                                                                    started_admissions)
+        summary.started_remediations, summary.started_admissions = (
+            started_remediations,
+            started_admissions,
+        )
         if inp.watch_jobs:
             try:
-                summary.job_failures_reported, summary.guards_finished = \
-                    await self._watch_jobs(inp)
+                summary.job_failures_reported, summary.guards_finished = await self._watch_jobs(inp)
             except ActivityError as err:  # the nodes' side of the scan still counts
                 summary.job_watch_error = str(err.cause or err)
         workflow.set_current_details(summary.markdown())
@@ -80,18 +112,36 @@ class FleetScan:
 
     async def _watch_jobs(self, inp: ScanInput) -> tuple[list[str], list[str]]:
         failures: list[GuardedFailure] = await workflow.execute_activity(
-            "guarded_job_failures", result_type=list[GuardedFailure],
-            start_to_close_timeout=timedelta(minutes=2), retry_policy=RETRY,
-            summary="failed pods of guarded jobs")
+            "guarded_job_failures",
+            result_type=list[GuardedFailure],
+            start_to_close_timeout=timedelta(minutes=2),
+            retry_policy=RETRY,
+            summary="failed pods of guarded jobs",
+        )
         here = workflow.info().task_queue
-        await asyncio.gather(*(workflow.execute_activity(
-            "report_job_failure", JobFailureReport(
-                failure=failure, policy=inp.guard_policy, controller_task_queue=here,
-                node_task_queue=inp.node_task_queue or ""),
-            result_type=str, start_to_close_timeout=timedelta(seconds=30), retry_policy=RETRY,
-            summary=f"{failure.job}: {failure.failure.pod} failed") for failure in failures))
+        await asyncio.gather(
+            *(
+                workflow.execute_activity(
+                    "report_job_failure",
+                    JobFailureReport(
+                        failure=failure,
+                        policy=inp.guard_policy,
+                        controller_task_queue=here,
+                        node_task_queue=inp.node_task_queue or "",
+                    ),
+                    result_type=str,
+                    start_to_close_timeout=timedelta(seconds=30),
+                    retry_policy=RETRY,
+                    summary=f"{failure.job}: {failure.failure.pod} failed",
+                )
+                for failure in failures
+            )
+        )
         finished: list[str] = await workflow.execute_activity(
-            "end_finished_guards", result_type=list[str],
-            start_to_close_timeout=timedelta(minutes=2), retry_policy=RETRY,
-            summary="end the guards of finished jobs")
+            "end_finished_guards",
+            result_type=list[str],
+            start_to_close_timeout=timedelta(minutes=2),
+            retry_policy=RETRY,
+            summary="end the guards of finished jobs",
+        )
         return [f"{f.job}: {f.failure.pod}" for f in failures], finished

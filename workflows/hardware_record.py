@@ -43,14 +43,18 @@ class HardwareRecord:
         lines = [f"**GPU {state.serial}**: {len(state.incidents)} incidents"]
         if state.blocked_reason:
             lines.append(f"**BLOCKLISTED**: {state.blocked_reason}")
-        lines += [f"- {i.at:%Y-%m-%d %H:%M} {i.node}: {i.fault} → {i.outcome}"
-                  for i in state.incidents[-10:]]
+        lines += [
+            f"- {i.at:%Y-%m-%d %H:%M} {i.node}: {i.fault} → {i.outcome}"
+            for i in state.incidents[-10:]
+        ]
         workflow.set_current_details("\n".join(lines))
 
     @workflow.run
     async def run(self, state: HardwareRecordState) -> None:
         if workflow.patched(search_attributes.PATCH):  # find the GPU's record and ladders by serial
-            workflow.upsert_search_attributes([search_attributes.GPU_SERIALS.value_set([state.serial])])
+            workflow.upsert_search_attributes(
+                [search_attributes.GPU_SERIALS.value_set([state.serial])]
+            )
         await workflow.wait_condition(workflow.info().is_continue_as_new_suggested)
         await workflow.wait_condition(workflow.all_handlers_finished)
         workflow.continue_as_new(self._state)

@@ -69,8 +69,12 @@ class JobGuard:
         if self._phase is GuardPhase.HELD:
             self._resume = req
         else:
-            workflow.logger.warning("resume by %s ignored: %s is %s, not held", req.by,
-                                    self._input.job, self._phase.value)
+            workflow.logger.warning(
+                "resume by %s ignored: %s is %s, not held",
+                req.by,
+                self._input.job,
+                self._phase.value,
+            )
 
     @workflow.signal(name="job_finished")
     def job_finished(self, reason: str) -> None:
@@ -90,8 +94,12 @@ class JobGuard:
         self._show()
         while True:
             await workflow.wait_condition(
-                lambda: bool(self._pending) or self._finished is not None
-                or workflow.info().is_continue_as_new_suggested())
+                lambda: (
+                    bool(self._pending)
+                    or self._finished is not None
+                    or workflow.info().is_continue_as_new_suggested()
+                )
+            )
             if not self._pending:
                 if self._finished is not None:
                     return self._end(GuardPhase.FINISHED, self._finished)
@@ -99,17 +107,22 @@ class JobGuard:
             if inp.policy.gather > timedelta(0):
                 await workflow.sleep(inp.policy.gather, summary="let the other pods report")
             taken, self._pending = sorted(self._pending, key=lambda f: f.failed_at), []
-            attributed = list(zip(taken, await asyncio.gather(
-                *(self._attribute(f) for f in taken)), strict=True))
+            attributed = list(
+                zip(taken, await asyncio.gather(*(self._attribute(f) for f in taken)), strict=True)
+            )
             ended = await self._handle(attributed)
             if ended is not None:
                 return ended
 
     async def _attribute(self, failure: PodFailure) -> Attribution:
         attribution: Attribution = await workflow.execute_activity(
-            "attribute_failure", failure, result_type=Attribution,
-            start_to_close_timeout=timedelta(seconds=30), retry_policy=QUICK_RETRY,
-            summary=f"attribute the failure of {failure.pod}")
+            "attribute_failure",
+            failure,
+            result_type=Attribution,
+            start_to_close_timeout=timedelta(seconds=30),
+            retry_policy=QUICK_RETRY,
+            summary=f"attribute the failure of {failure.pod}",
+        )
         return attribution
 
     async def _handle(self, attributed: list[Attributed]) -> GuardResult | None:
@@ -122,8 +135,9 @@ class JobGuard:
         blamed = {a.blame: (f, a) for f, a in attributed if a.blame}
         for node, (failure, attribution) in blamed.items():
             await self._remediate(node, failure, attribution)
-        self._join(older, f"a pod of the run restarted at {restarted:%m-%d %H:%M:%S}"
-                   if restarted else "")
+        self._join(
+            older, f"a pod of the run restarted at {restarted:%m-%d %H:%M:%S}" if restarted else ""
+        )
         if not fresh:
             self._show()
             return None
@@ -132,8 +146,9 @@ class JobGuard:
         job_failure(lead[1].verdict.value, decision.action.value)
         return await self._act(fresh, lead, decision)
 
-    async def _act(self, fresh: list[Attributed], lead: Attributed, decision: Decision
-                   ) -> GuardResult | None:
+    async def _act(
+        self, fresh: list[Attributed], lead: Attributed, decision: Decision
+    ) -> GuardResult | None:
         """Carry the decision out; a hold, or a restart that fails, waits for a person."""
         resumed_by: str | None = None
         while True:
@@ -145,56 +160,78 @@ class JobGuard:
                 resumed = await self._hold(decision.reason)
                 if resumed is None or resumed.stop:
                     self._settle(fresh, lead, decision)
-                    return (self._end(GuardPhase.FINISHED, self._finished or "")
-                            if resumed is None else
-                            self._end(GuardPhase.STOPPED, f"stopped by {resumed.by}"))
-                decision = Decision(action=GuardAction.RESTART,
-                                    reason=f"resumed by {resumed.by} after: {decision.reason}")
+                    return (
+                        self._end(GuardPhase.FINISHED, self._finished or "")
+                        if resumed is None
+                        else self._end(GuardPhase.STOPPED, f"stopped by {resumed.by}")
+                    )
+                decision = Decision(
+                    action=GuardAction.RESTART,
+                    reason=f"resumed by {resumed.by} after: {decision.reason}",
+                )
                 resumed_by = resumed.by
             try:
                 await self._restart(decision, resumed_by)
             except ActivityError as err:  # a job nobody can restart is held, never left
-                decision = Decision(action=GuardAction.HOLD,
-                                    reason=f"the restart failed: {err.cause or err}")
+                decision = Decision(
+                    action=GuardAction.HOLD, reason=f"the restart failed: {err.cause or err}"
+                )
                 continue
             self._settle(fresh, lead, decision)
             self._phase = GuardPhase.WATCHING
             self._show()
             return None
 
-    async def _remediate(self, node: str, failure: PodFailure, attribution: Attribution
-                         ) -> None:
+    async def _remediate(self, node: str, failure: PodFailure, attribution: Attribution) -> None:
         """The job is not the only one to suffer from a bad node: make sure a ladder owns it."""
         inp = self._input
-        blame = NodeBlame(node=NodeRef(name=node), job=str(inp.job), attribution=attribution,
-                          failed_at=failure.failed_at,
-                          node_task_queue=inp.node_task_queue or node_task_queue(node),
-                          task_queue=inp.controller_task_queue or workflow.info().task_queue)
+        blame = NodeBlame(
+            node=NodeRef(name=node),
+            job=str(inp.job),
+            attribution=attribution,
+            failed_at=failure.failed_at,
+            node_task_queue=inp.node_task_queue or node_task_queue(node),
+            task_queue=inp.controller_task_queue or workflow.info().task_queue,
+        )
         await workflow.execute_activity(
-            "remediate_blamed_node", blame, start_to_close_timeout=timedelta(seconds=30),
-            retry_policy=QUICK_RETRY, summary=f"remediate {node}")
+            "remediate_blamed_node",
+            blame,
+            start_to_close_timeout=timedelta(seconds=30),
+            retry_policy=QUICK_RETRY,
+            summary=f"remediate {node}",
+        )
 
     async def _restart(self, decision: Decision, resumed_by: str | None) -> None:
         self._phase = GuardPhase.RESTARTING
         self._show(decision.reason)
         if decision.delay > timedelta(0):
-            await workflow.sleep(decision.delay,
-                                 summary=f"backoff {format_duration(decision.delay)}")
-        restarts = sum(1 for f in self._ledger.failures
-                       if f.decision.action is GuardAction.RESTART)
+            await workflow.sleep(
+                decision.delay, summary=f"backoff {format_duration(decision.delay)}"
+            )
+        restarts = sum(1 for f in self._ledger.failures if f.decision.action is GuardAction.RESTART)
         await workflow.execute_activity(
-            "restart_job", RestartRequest(job=self._input.job, attempt=restarts + 1,
-                                          reason=decision.reason, resumed_by=resumed_by),
-            start_to_close_timeout=timedelta(minutes=2), retry_policy=QUICK_RETRY,
-            summary=f"restart {self._input.job} from its last checkpoint")
+            "restart_job",
+            RestartRequest(
+                job=self._input.job,
+                attempt=restarts + 1,
+                reason=decision.reason,
+                resumed_by=resumed_by,
+            ),
+            start_to_close_timeout=timedelta(minutes=2),
+            retry_policy=QUICK_RETRY,
+            summary=f"restart {self._input.job} from its last checkpoint",
+        )
         self._ledger.restarted_at = workflow.now()
 
     async def _stop(self, reason: str) -> None:
         """Keep the job from running again (its own retries too) until a human decides."""
         await workflow.execute_activity(
-            "stop_job", StopRequest(job=self._input.job, reason=reason),
-            start_to_close_timeout=timedelta(minutes=2), retry_policy=QUICK_RETRY,
-            summary=f"stop {self._input.job}")
+            "stop_job",
+            StopRequest(job=self._input.job, reason=reason),
+            start_to_close_timeout=timedelta(minutes=2),
+            retry_policy=QUICK_RETRY,
+            summary=f"stop {self._input.job}",
+        )
 
     async def _hold(self, reason: str) -> ResumeRequest | None:
         """Stopped and held until a human resumes (None: the job finished meanwhile)."""
@@ -205,7 +242,8 @@ class JobGuard:
         except ActivityError:
             workflow.logger.warning("could not stop %s while it is held", self._input.job)
         await workflow.wait_condition(
-            lambda: self._resume is not None or self._finished is not None)
+            lambda: self._resume is not None or self._finished is not None
+        )
         resumed, self._resume = self._resume, None
         return resumed
 
@@ -213,35 +251,54 @@ class JobGuard:
         """Into the ledger: the time lost runs from the first pod's failure to the restart (or
         the stop); the other pods join the lead's failure."""
         first = min(f.failed_at for f, _ in fresh)
-        self._ledger.record(Failure(at=lead[0].failed_at, pod=lead[0].pod,
-                                    attribution=lead[1], decision=decision,
-                                    lost=max(workflow.now() - first, timedelta(0))))
+        self._ledger.record(
+            Failure(
+                at=lead[0].failed_at,
+                pod=lead[0].pod,
+                attribution=lead[1],
+                decision=decision,
+                lost=max(workflow.now() - first, timedelta(0)),
+            )
+        )
         self._join([fa for fa in fresh if fa is not lead], f"failed together with {lead[0].pod}")
 
     def _join(self, attributed: list[Attributed], why: str) -> None:
         for failure, attribution in attributed:
-            self._ledger.record(Failure(
-                at=failure.failed_at, pod=failure.pod, attribution=attribution,
-                lost=timedelta(0), decision=Decision(action=GuardAction.JOINED, reason=why)))
+            self._ledger.record(
+                Failure(
+                    at=failure.failed_at,
+                    pod=failure.pod,
+                    attribution=attribution,
+                    lost=timedelta(0),
+                    decision=Decision(action=GuardAction.JOINED, reason=why),
+                )
+            )
 
     def _end(self, phase: GuardPhase, reason: str) -> GuardResult:
         self._phase = phase
         self._show(reason)
-        return GuardResult(job=self._input.job, phase=phase, reason=reason,
-                           ledger=self._ledger)
+        return GuardResult(job=self._input.job, phase=phase, reason=reason, ledger=self._ledger)
 
     def _show(self, note: str = "") -> None:
         ledger = self._ledger
         lines = [f"### job {self._input.job}: {self._phase.value}"]
         if note:
             lines.append(note)
-        lines.append(" · ".join(f"**{v.value}** {ledger.count(v)} failures, "
-                                f"{format_duration(ledger.lost(v))} lost" for v in Verdict))
+        lines.append(
+            " · ".join(
+                f"**{v.value}** {ledger.count(v)} failures, {format_duration(ledger.lost(v))} lost"
+                for v in Verdict
+            )
+        )
         if self._phase is GuardPhase.HELD:
             ref = self._input.job
-            lines.append(f"resume: `remedy resume-job {ref.name} --namespace {ref.namespace}` "
-                         "(`--stop` to give up)")
-        lines += [f"- {f.at:%m-%d %H:%M} {f.pod}: {f.attribution.verdict.value} "
-                  f"({f.attribution.rule}) → {f.decision.action.value}"
-                  for f in ledger.failures[-10:]]
+            lines.append(
+                f"resume: `remedy resume-job {ref.name} --namespace {ref.namespace}` "
+                "(`--stop` to give up)"
+            )
+        lines += [
+            f"- {f.at:%m-%d %H:%M} {f.pod}: {f.attribution.verdict.value} "
+            f"({f.attribution.rule}) → {f.decision.action.value}"
+            for f in ledger.failures[-10:]
+        ]
         workflow.set_current_details("\n".join(lines))

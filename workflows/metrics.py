@@ -9,36 +9,39 @@ from temporalio import workflow
 
 def remediation_finished(pool: str, runbook: str, outcome: str) -> None:
     workflow.metric_meter().create_counter(
-        "remedy_remediations", "Remediations finished, by outcome.").add(
-        1, {"pool": pool, "runbook": runbook, "outcome": outcome})
+        "remedy_remediations", "Remediations finished, by outcome."
+    ).add(1, {"pool": pool, "runbook": runbook, "outcome": outcome})
 
 
 def rung_finished(pool: str, action: str, result: str, seconds: float) -> None:
     """Time in each rung (the action, its settle and verification), by how it ended."""
     workflow.metric_meter().create_histogram_float(
-        "remedy_rung_duration", "Time spent in a rung of a ladder, seconds.", "s").record(
-        seconds, {"pool": pool, "action": action, "result": result})
+        "remedy_rung_duration", "Time spent in a rung of a ladder, seconds.", "s"
+    ).record(seconds, {"pool": pool, "action": action, "result": result})
 
 
 def node_cordoned(pool: str) -> None:
-    workflow.metric_meter().create_counter(
-        "remedy_nodes_cordoned", "Nodes remedy cordoned.").add(1, {"pool": pool})
+    workflow.metric_meter().create_counter("remedy_nodes_cordoned", "Nodes remedy cordoned.").add(
+        1, {"pool": pool}
+    )
 
 
 def pool_budget(pool: str, tripped: bool, leases: int, waiting: int) -> None:
     meter = workflow.metric_meter()
     labels = {"pool": pool}
-    meter.create_gauge("remedy_storm_breaker_tripped",
-                       "1 while the pool's storm breaker pauses disruptive work.").set(
-        int(tripped), labels)
+    meter.create_gauge(
+        "remedy_storm_breaker_tripped", "1 while the pool's storm breaker pauses disruptive work."
+    ).set(int(tripped), labels)
     meter.create_gauge("remedy_disruption_leases_held", "Disruption leases held.").set(
-        leases, labels)
+        leases, labels
+    )
     meter.create_gauge("remedy_disruption_leases_waiting", "Nodes waiting for a lease.").set(
-        waiting, labels)
+        waiting, labels
+    )
 
 
 def job_failure(verdict: str, action: str) -> None:
     """A guarded job's failure (its lead pod), by verdict and what the guard did."""
     workflow.metric_meter().create_counter(
-        "remedy_job_failures", "Failures of guarded jobs, by verdict and action.").add(
-        1, {"verdict": verdict, "action": action})
+        "remedy_job_failures", "Failures of guarded jobs, by verdict and action."
+    ).add(1, {"verdict": verdict, "action": action})

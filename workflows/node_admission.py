@@ -36,8 +36,6 @@ with workflow.unsafe.imports_passed_through():
     from remedy.remediation import FindingReport, RemediationStart
 
 
-
-
 class _Rejected(Exception):
     def __init__(self, reason: str, serials: list[str]) -> None:
         super().__init__(reason)
@@ -67,8 +65,9 @@ class NodeAdmission:
                 if n:
                     state.phase = AdmissionPhase.WAITING_GAP
                     gap = format_duration(inp.policy.gap)
-                    await workflow.sleep(inp.policy.gap,
-                                         summary=f"gap of {gap} before diagnose {n + 1}")
+                    await workflow.sleep(
+                        inp.policy.gap, summary=f"gap of {gap} before diagnose {n + 1}"
+                    )
                 await self._diagnose(n + 1)
         except _Rejected as rejected:
             await self._reject(rejected)
@@ -77,9 +76,13 @@ class NodeAdmission:
             state.phase = AdmissionPhase.ADMITTED
             state.reason = f"passed {inp.policy.passes} deep diagnoses"
         self._show()
-        return AdmissionResult(node=inp.node.name, admitted=state.phase is AdmissionPhase.ADMITTED,
-                               reason=state.reason, serials=state.serials,
-                               diagnoses=state.diagnoses)
+        return AdmissionResult(
+            node=inp.node.name,
+            admitted=state.phase is AdmissionPhase.ADMITTED,
+            reason=state.reason,
+            serials=state.serials,
+            diagnoses=state.diagnoses,
+        )
 
     async def _check_record(self) -> None:
         """Inventory first: a blocklisted GPU is turned away before any diagnose runs."""
@@ -90,9 +93,13 @@ class NodeAdmission:
         if not inventory.checks_run:
             raise _Rejected("the probe could not run: " + diagnose_detail(inventory), [])
         blocked: list[BlockedSerial] = await workflow.execute_activity(
-            "blocked_serials", state.serials, result_type=list[BlockedSerial],
-            start_to_close_timeout=timedelta(seconds=60), retry_policy=QUICK_RETRY,
-            summary=f"hardware record of {len(state.serials)} GPUs")
+            "blocked_serials",
+            state.serials,
+            result_type=list[BlockedSerial],
+            start_to_close_timeout=timedelta(seconds=60),
+            retry_policy=QUICK_RETRY,
+            summary=f"hardware record of {len(state.serials)} GPUs",
+        )
         if blocked:
             raise _Rejected("blocklisted: " + "; ".join(b.reason for b in blocked), [])
 
@@ -102,11 +109,14 @@ class NodeAdmission:
         self._show()
         report = await self._host("deep_diagnose", self._input.policy.diagnose_timeout)
         detail = diagnose_detail(report)
-        state.diagnoses.append(DiagnoseRun(at=workflow.now(), healthy=report.healthy,
-                                           detail=detail))
+        state.diagnoses.append(
+            DiagnoseRun(at=workflow.now(), healthy=report.healthy, detail=detail)
+        )
         if not report.healthy:
-            raise _Rejected(f"deep diagnose {n} of {self._input.policy.passes} failed: {detail}",
-                            failing_serials(report))
+            raise _Rejected(
+                f"deep diagnose {n} of {self._input.policy.passes} failed: {detail}",
+                failing_serials(report),
+            )
 
     async def _reject(self, rejected: _Rejected) -> None:
         state, inp = self._state, self._input
@@ -114,47 +124,74 @@ class NodeAdmission:
         workflow.logger.warning("%s rejected: %s", inp.node.name, rejected.reason)
         if rejected.serials:
             await workflow.execute_activity(
-                "record_incidents", IncidentReport(
+                "record_incidents",
+                IncidentReport(
                     serials=rejected.serials,
-                    incident=Incident(at=workflow.now(), node=inp.node.name, fault=ADMISSION_FAILED,
-                                      outcome="admission_failed",
-                                      source=this_run())),
-                start_to_close_timeout=timedelta(seconds=60), retry_policy=QUICK_RETRY,
-                summary=f"record incidents of {len(rejected.serials)} GPUs")
+                    incident=Incident(
+                        at=workflow.now(),
+                        node=inp.node.name,
+                        fault=ADMISSION_FAILED,
+                        outcome="admission_failed",
+                        source=this_run(),
+                    ),
+                ),
+                start_to_close_timeout=timedelta(seconds=60),
+                retry_policy=QUICK_RETRY,
+                summary=f"record incidents of {len(rejected.serials)} GPUs",
+            )
         await self._cluster("reject", AdmissionStep(node=inp.node, reason=rejected.reason))
         if inp.failure_runbook is None:
             return  # no replace runbook: the taint keeps it out of work until a human acts
-        finding = Finding(node=inp.node.name, check="admission", reason=ADMISSION_FAILED,
-                          severity=Severity.CRITICAL, evidence=rejected.reason[:1024],
-                          observed_at=workflow.now())
+        finding = Finding(
+            node=inp.node.name,
+            check="admission",
+            reason=ADMISSION_FAILED,
+            severity=Severity.CRITICAL,
+            evidence=rejected.reason[:1024],
+            observed_at=workflow.now(),
+        )
         state.remediation = await workflow.execute_activity(
-            "start_remediation", RemediationStart(
-                node=inp.node, report=FindingReport(finding=finding, runbook=inp.failure_runbook),
-                node_task_queue=inp.node_task_queue, task_queue=workflow.info().task_queue),
-            result_type=str, start_to_close_timeout=timedelta(seconds=60),
-            retry_policy=QUICK_RETRY, summary=f"hand {inp.node.name} to "
-                                              f"{inp.failure_runbook.name}")
+            "start_remediation",
+            RemediationStart(
+                node=inp.node,
+                report=FindingReport(finding=finding, runbook=inp.failure_runbook),
+                node_task_queue=inp.node_task_queue,
+                task_queue=workflow.info().task_queue,
+            ),
+            result_type=str,
+            start_to_close_timeout=timedelta(seconds=60),
+            retry_policy=QUICK_RETRY,
+            summary=f"hand {inp.node.name} to {inp.failure_runbook.name}",
+        )
 
     async def _host(self, activity: str, timeout: timedelta) -> ProbeReport:
         """A probe on the node; one that cannot run (dead agent) is a failed check."""
         inp = self._input
         try:
             report: ProbeReport = await workflow.execute_activity(
-                activity, ProbeRequest(node=inp.node), result_type=ProbeReport,
-                task_queue=inp.node_task_queue, schedule_to_start_timeout=inp.node_pickup_timeout,
+                activity,
+                ProbeRequest(node=inp.node),
+                result_type=ProbeReport,
+                task_queue=inp.node_task_queue,
+                schedule_to_start_timeout=inp.node_pickup_timeout,
                 start_to_close_timeout=timeout,
-                retry_policy=RetryPolicy(maximum_attempts=2,
-                                         initial_interval=timedelta(seconds=5)),
-                summary=f"{activity.replace('_', ' ')} {inp.node.name}")
+                retry_policy=RetryPolicy(maximum_attempts=2, initial_interval=timedelta(seconds=5)),
+                summary=f"{activity.replace('_', ' ')} {inp.node.name}",
+            )
             return report
         except ActivityError as err:
-            raise _Rejected(f"{activity} could not run on the node: {err.cause or err}",
-                            []) from None
+            raise _Rejected(
+                f"{activity} could not run on the node: {err.cause or err}", []
+            ) from None
 
     async def _cluster(self, activity: str, step: AdmissionStep) -> None:
         await workflow.execute_activity(
-            activity, step, start_to_close_timeout=timedelta(seconds=60),
-            retry_policy=QUICK_RETRY, summary=f"{activity.replace('_', ' ')} {step.node.name}")
+            activity,
+            step,
+            start_to_close_timeout=timedelta(seconds=60),
+            retry_policy=QUICK_RETRY,
+            summary=f"{activity.replace('_', ' ')} {step.node.name}",
+        )
 
     def _show(self) -> None:
         state = self._state
@@ -163,4 +200,5 @@ class NodeAdmission:
             f"**{state.node.name}** admission: {state.phase.value}\n\n"
             f"diagnoses: {done} (of {self._input.policy.passes})\n\n"
             f"GPUs: {', '.join(state.serials) or 'not inventoried yet'}"
-            + (f"\n\n**{state.reason}**" if state.reason else ""))
+            + (f"\n\n**{state.reason}**" if state.reason else "")
+        )

@@ -106,8 +106,9 @@ class NodeRemediation:
     def approve(self, req: ApproveRequest) -> None:
         rung = req.rung if req.rung is not None else self._state.rung
         if not self._state.approved(rung):
-            self._state.approvals.append(Approval(rung=rung, by=req.by, at=workflow.now(),
-                                                  note=req.note))
+            self._state.approvals.append(
+                Approval(rung=rung, by=req.by, at=workflow.now(), note=req.note)
+            )
             self._publish()
 
     @workflow.signal(name="clear")
@@ -153,9 +154,11 @@ class NodeRemediation:
 
     async def _wait_for_first_report(self) -> None:
         try:
-            await workflow.wait_condition(lambda: self._state.runbook is not None,
-                                          timeout=FIRST_REPORT_TIMEOUT,
-                                          timeout_summary="wait for the first finding")
+            await workflow.wait_condition(
+                lambda: self._state.runbook is not None,
+                timeout=FIRST_REPORT_TIMEOUT,
+                timeout_summary="wait for the first finding",
+            )
         except TimeoutError:
             raise _Stop(Outcome.CLEARED, "started without a finding; nothing to do") from None
 
@@ -165,14 +168,22 @@ class NodeRemediation:
         now = workflow.now()
         state.started_at = now
         state.tolerance_ends_at = now + state.runbook.tolerance
-        workflow.logger.info("%s: %s → runbook %s", state.node.name, state.trigger.headline(),
-                             state.runbook.name)
+        workflow.logger.info(
+            "%s: %s → runbook %s", state.node.name, state.trigger.headline(), state.runbook.name
+        )
         if state.runbook.cordon:
             await self._cordon("finding: " + state.trigger.headline())
         if workflow.patched(DISRUPTION_BUDGET):
-            await self._budget_call("report_unhealthy", UnhealthyReport(
-                node=state.node.name, pool=state.node.pool, pool_size=0,
-                task_queue=workflow.info().task_queue, at=now))
+            await self._budget_call(
+                "report_unhealthy",
+                UnhealthyReport(
+                    node=state.node.name,
+                    pool=state.node.pool,
+                    pool_size=0,
+                    task_queue=workflow.info().task_queue,
+                    at=now,
+                ),
+            )
         self._enter(Phase.TOLERATING)
 
     async def _tolerate(self) -> None:
@@ -190,12 +201,15 @@ class NodeRemediation:
                 wake = min(wake, now + runbook.recheck_every)
             try:
                 await workflow.wait_condition(
-                    lambda: self._runbook_changed, timeout=wake - now,
-                    timeout_summary=f"tolerance window {format_duration(runbook.tolerance)}")
+                    lambda: self._runbook_changed,
+                    timeout=wake - now,
+                    timeout_summary=f"tolerance window {format_duration(runbook.tolerance)}",
+                )
             except TimeoutError:
                 if wake < state.tolerance_ends_at and (await self._probe()).healthy:
-                    raise _Stop(Outcome.CLEARED, "clean re-probe inside the tolerance window") \
-                        from None
+                    raise _Stop(
+                        Outcome.CLEARED, "clean re-probe inside the tolerance window"
+                    ) from None
                 continue
             await self._adopt_new_runbook()
         waited = state.runbook is not None and state.runbook.tolerance > timedelta(0)
@@ -209,8 +223,9 @@ class NodeRemediation:
         self._runbook_changed = False
         assert state.runbook is not None and state.started_at and state.tolerance_ends_at
         workflow.logger.info("%s: runbook now %s", state.node.name, state.runbook.name)
-        state.tolerance_ends_at = min(state.tolerance_ends_at,
-                                      state.started_at + state.runbook.tolerance)
+        state.tolerance_ends_at = min(
+            state.tolerance_ends_at, state.started_at + state.runbook.tolerance
+        )
         if state.runbook.cordon and state.cordon is None:
             await self._cordon("finding: " + (state.trigger.headline() if state.trigger else ""))
 
@@ -258,8 +273,10 @@ class NodeRemediation:
             return rung.action is Action.REPLACE
         if rung.settle > timedelta(0):
             self._enter(Phase.SETTLING)
-            await workflow.sleep(rung.settle, summary=f"settle {format_duration(rung.settle)} "
-                                                      f"after {rung.action.value}")
+            await workflow.sleep(
+                rung.settle,
+                summary=f"settle {format_duration(rung.settle)} after {rung.action.value}",
+            )
         self._enter(Phase.VERIFYING)
         report = await self._probe()
         verdict = AttemptResult.VERIFIED if report.healthy else AttemptResult.UNVERIFIED
@@ -272,12 +289,16 @@ class NodeRemediation:
         asked = workflow.now()
         try:
             await workflow.wait_condition(
-                lambda: state.approved(index), timeout=rung.approval_timeout,
+                lambda: state.approved(index),
+                timeout=rung.approval_timeout,
                 timeout_summary=f"approval for {rung.action.value} "
-                                f"(times out in {format_duration(rung.approval_timeout)})")
+                f"(times out in {format_duration(rung.approval_timeout)})",
+            )
         except TimeoutError:
-            detail = f"no approval for {rung.action.value} within " \
-                     f"{format_duration(rung.approval_timeout)}"
+            detail = (
+                f"no approval for {rung.action.value} within "
+                f"{format_duration(rung.approval_timeout)}"
+            )
             self._record(index, rung.action, asked, AttemptResult.APPROVAL_TIMED_OUT, detail)
             await self._hold_cordoned()
             raise _Stop(Outcome.NEEDS_HUMAN, detail) from None
@@ -285,12 +306,20 @@ class NodeRemediation:
     # -- activities ------------------------------------------------------------------------
     def _request(self, action: Action, reason: str = "") -> ActionRequest:
         state = self._state
-        gpus = sorted(dict.fromkeys(f.component.index for f in state.findings
-                                    if f.unhealthy and f.component.index is not None))
-        return ActionRequest(node=state.node, action=action,
-                             workflow_id=workflow.info().workflow_id,
-                             reason=reason or (state.runbook.name if state.runbook else ""),
-                             gpu_indices=gpus)
+        gpus = sorted(
+            dict.fromkeys(
+                f.component.index
+                for f in state.findings
+                if f.unhealthy and f.component.index is not None
+            )
+        )
+        return ActionRequest(
+            node=state.node,
+            action=action,
+            workflow_id=workflow.info().workflow_id,
+            reason=reason or (state.runbook.name if state.runbook else ""),
+            gpu_indices=gpus,
+        )
 
     async def _act(self, rung: Rung) -> ActionResult:
         retry = RetryPolicy(
@@ -309,7 +338,8 @@ class NodeRemediation:
             schedule_to_start_timeout=self._input.node_pickup_timeout if host_local else None,
             start_to_close_timeout=rung.timeout,
             heartbeat_timeout=min(rung.timeout, timedelta(minutes=1))
-            if rung.action is Action.DRAIN else None,
+            if rung.action is Action.DRAIN
+            else None,
             retry_policy=retry,
             summary=f"{rung.action.value} {self._state.node.name}",
         )
@@ -323,29 +353,41 @@ class NodeRemediation:
             return
         if state.lease_requested_at is None:
             state.lease_requested_at = workflow.now()
-            await self._budget_call("request_lease", LeaseRequest(
-                holder=workflow.info().workflow_id, node=state.node.name, pool=state.node.pool,
-                pool_size=0, task_queue=workflow.info().task_queue))
+            await self._budget_call(
+                "request_lease",
+                LeaseRequest(
+                    holder=workflow.info().workflow_id,
+                    node=state.node.name,
+                    pool=state.node.pool,
+                    pool_size=0,
+                    task_queue=workflow.info().task_queue,
+                ),
+            )
         self._enter(Phase.AWAITING_LEASE)
-        await workflow.wait_condition(lambda: state.lease_granted_at is not None,
-                                      timeout_summary="disruption lease")
+        await workflow.wait_condition(
+            lambda: state.lease_granted_at is not None, timeout_summary="disruption lease"
+        )
 
     async def _release_lease(self) -> None:
         state = self._state
         if state.lease_requested_at is None or state.lease_released_at is not None:
             return
         try:
-            await workflow.get_external_workflow_handle(
-                budget_workflow_id(state.node.pool)).signal(
-                    "release", LeaseRelease(holder=workflow.info().workflow_id))
+            await workflow.get_external_workflow_handle(budget_workflow_id(state.node.pool)).signal(
+                "release", LeaseRelease(holder=workflow.info().workflow_id)
+            )
         except Exception:  # noqa: BLE001 - a budget that is gone holds no lease to give back
             workflow.logger.warning("could not release the lease of %s", state.node.name)
         state.lease_released_at = workflow.now()
 
     async def _budget_call(self, name: str, arg: LeaseRequest | UnhealthyReport) -> None:
         await workflow.execute_activity(
-            name, arg, start_to_close_timeout=timedelta(seconds=30), retry_policy=QUICK_RETRY,
-            summary=f"{name.replace('_', ' ')} (pool {self._state.node.pool})")
+            name,
+            arg,
+            start_to_close_timeout=timedelta(seconds=30),
+            retry_policy=QUICK_RETRY,
+            summary=f"{name.replace('_', ' ')} (pool {self._state.node.pool})",
+        )
 
     async def _reset(self, rung: Rung) -> ActionResult:
         """The cluster's own GPU pods (device plugin, DCGM) hold the GPU too: stop them for
@@ -367,9 +409,13 @@ class NodeRemediation:
 
     async def _cluster_step(self, name: str, timeout: timedelta) -> ActionResult:
         result: ActionResult = await workflow.execute_activity(
-            name, self._request(Action.RESET_GPU, name), result_type=ActionResult,
-            start_to_close_timeout=timeout, retry_policy=QUICK_RETRY,
-            summary=f"{name.replace('_', ' ')} on {self._state.node.name}")
+            name,
+            self._request(Action.RESET_GPU, name),
+            result_type=ActionResult,
+            start_to_close_timeout=timeout,
+            retry_policy=QUICK_RETRY,
+            summary=f"{name.replace('_', ' ')} on {self._state.node.name}",
+        )
         return result
 
     async def _reboot(self, rung: Rung) -> ActionResult:
@@ -378,22 +424,31 @@ class NodeRemediation:
         timed out is not a failure on its own; one that nobody picked up is."""
         node = self._state.node
         before: NodeBoot = await workflow.execute_activity(
-            "boot_id", BootRequest(node=node), result_type=NodeBoot,
-            start_to_close_timeout=timedelta(seconds=60), retry_policy=QUICK_RETRY,
-            summary=f"boot id of {node.name}")
+            "boot_id",
+            BootRequest(node=node),
+            result_type=NodeBoot,
+            start_to_close_timeout=timedelta(seconds=60),
+            retry_policy=QUICK_RETRY,
+            summary=f"boot id of {node.name}",
+        )
         try:
             await self._act(rung)
         except ActivityError as err:
             cause = err.cause
-            if not (isinstance(cause, ActivityTimeout)
-                    and cause.type is not TimeoutType.SCHEDULE_TO_START):
+            if not (
+                isinstance(cause, ActivityTimeout)
+                and cause.type is not TimeoutType.SCHEDULE_TO_START
+            ):
                 raise
         confirmed: ActionResult = await workflow.execute_activity(
-            "confirm_reboot", BootRequest(node=node, previous_boot_id=before.boot_id),
-            result_type=ActionResult, start_to_close_timeout=rung.timeout,
+            "confirm_reboot",
+            BootRequest(node=node, previous_boot_id=before.boot_id),
+            result_type=ActionResult,
+            start_to_close_timeout=rung.timeout,
             heartbeat_timeout=timedelta(minutes=1),
             retry_policy=RetryPolicy(maximum_attempts=1),
-            summary=f"wait for {node.name} to come back")
+            summary=f"wait for {node.name} to come back",
+        )
         return confirmed
 
     async def _probe(self) -> ProbeReport:
@@ -405,29 +460,44 @@ class NodeRemediation:
         state = self._state
         try:
             report: ProbeReport = await workflow.execute_activity(
-                "probe", ProbeRequest(node=state.node), result_type=ProbeReport,
+                "probe",
+                ProbeRequest(node=state.node),
+                result_type=ProbeReport,
                 task_queue=self._input.node_task_queue,
                 schedule_to_start_timeout=self._input.node_pickup_timeout,
                 start_to_close_timeout=timedelta(seconds=60),
-                retry_policy=RetryPolicy(maximum_attempts=2,
-                                         initial_interval=timedelta(seconds=5)),
-                summary=f"probe {state.node.name}")
+                retry_policy=RetryPolicy(maximum_attempts=2, initial_interval=timedelta(seconds=5)),
+                summary=f"probe {state.node.name}",
+            )
             return report
         except ActivityError as err:
-            unavailable = Finding(node=state.node.name, check="probe", reason="ProbeUnavailable",
-                                  severity=Severity.CRITICAL, evidence=_cause(err),
-                                  observed_at=workflow.now())
-            return ProbeReport(node=state.node.name, checks_run=[], findings=[unavailable],
-                               started_at=workflow.now())
+            unavailable = Finding(
+                node=state.node.name,
+                check="probe",
+                reason="ProbeUnavailable",
+                severity=Severity.CRITICAL,
+                evidence=_cause(err),
+                observed_at=workflow.now(),
+            )
+            return ProbeReport(
+                node=state.node.name,
+                checks_run=[],
+                findings=[unavailable],
+                started_at=workflow.now(),
+            )
 
     async def _cordon(self, reason: str) -> None:
         state = self._state
         started = workflow.now()
         try:
             result = await workflow.execute_activity(
-                "cordon", self._request(Action.CORDON, reason), result_type=CordonResult,
-                start_to_close_timeout=timedelta(seconds=60), retry_policy=QUICK_RETRY,
-                summary=f"cordon {state.node.name}")
+                "cordon",
+                self._request(Action.CORDON, reason),
+                result_type=CordonResult,
+                start_to_close_timeout=timedelta(seconds=60),
+                retry_policy=QUICK_RETRY,
+                summary=f"cordon {state.node.name}",
+            )
         except ActivityError as err:
             self._record(-1, Action.CORDON, started, AttemptResult.FAILED, _cause(err))
             return
@@ -449,9 +519,13 @@ class NodeRemediation:
         started = workflow.now()
         try:
             result = await workflow.execute_activity(
-                "restore", self._request(Action.RESTORE, "recovered"), result_type=ActionResult,
-                start_to_close_timeout=timedelta(seconds=60), retry_policy=QUICK_RETRY,
-                summary=f"restore {state.node.name}")
+                "restore",
+                self._request(Action.RESTORE, "recovered"),
+                result_type=ActionResult,
+                start_to_close_timeout=timedelta(seconds=60),
+                retry_policy=QUICK_RETRY,
+                summary=f"restore {state.node.name}",
+            )
         except ActivityError as err:
             # Still cordoned, still annotated as remedy's: owned, and visible in the outcome.
             self._record(-1, Action.RESTORE, started, AttemptResult.FAILED, _cause(err))
@@ -463,8 +537,9 @@ class NodeRemediation:
         req = self._stop_request
         if isinstance(req, ClearRequest):
             await self._restore()
-            return Outcome.CLEARED, f"cleared by {req.by}" + (f": {req.reason}" if req.reason
-                                                               else "")
+            return Outcome.CLEARED, f"cleared by {req.by}" + (
+                f": {req.reason}" if req.reason else ""
+            )
         assert isinstance(req, AbortRequest)
         if req.restore:
             await self._restore()
@@ -483,13 +558,18 @@ class NodeRemediation:
             detail += "; could not uncordon: the node stays cordoned and marked as remedy's"
         state.outcome, state.outcome_detail = outcome, detail
         self._enter(Phase.DONE)
-        metrics.remediation_finished(state.node.pool, state.runbook.name if state.runbook
-                                     else "", outcome.value)
+        metrics.remediation_finished(
+            state.node.pool, state.runbook.name if state.runbook else "", outcome.value
+        )
         await workflow.wait_condition(workflow.all_handlers_finished)
         workflow.logger.info("%s: %s — %s", state.node.name, outcome.value, detail)
-        return RemediationResult(node=state.node.name, outcome=outcome, detail=detail,
-                                 runbook=state.runbook.name if state.runbook else None,
-                                 attempts=state.attempts)
+        return RemediationResult(
+            node=state.node.name,
+            outcome=outcome,
+            detail=detail,
+            runbook=state.runbook.name if state.runbook else None,
+            attempts=state.attempts,
+        )
 
     async def _publish_healthy(self) -> None:
         """A verified-clean probe ended the ladder: say so in the node's conditions now, not at
@@ -500,30 +580,47 @@ class NodeRemediation:
             return
         try:
             await workflow.execute_activity(
-                "publish_conditions", ConditionsUpdate(node=state.node, report=probe),
-                start_to_close_timeout=timedelta(seconds=30), retry_policy=QUICK_RETRY,
-                summary=f"conditions of {state.node.name}: healthy")
+                "publish_conditions",
+                ConditionsUpdate(node=state.node, report=probe),
+                start_to_close_timeout=timedelta(seconds=30),
+                retry_policy=QUICK_RETRY,
+                summary=f"conditions of {state.node.name}: healthy",
+            )
         except ActivityError as err:  # the agent's next round publishes them anyway
             workflow.logger.warning("could not publish conditions: %s", err)
 
     async def _record_incidents(self, outcome: Outcome) -> None:
         """Count a platform fault against every GPU serial it named (repeat offenders)."""
         state = self._state
-        if (outcome not in INCIDENT_OUTCOMES or state.runbook is None or state.trigger is None
-                or state.runbook.cause is not Cause.PLATFORM):
+        if (
+            outcome not in INCIDENT_OUTCOMES
+            or state.runbook is None
+            or state.trigger is None
+            or state.runbook.cause is not Cause.PLATFORM
+        ):
             return
-        serials = sorted(dict.fromkeys(f.component.serial for f in state.findings
-                                       if f.unhealthy and f.component.serial))
+        serials = sorted(
+            dict.fromkeys(
+                f.component.serial for f in state.findings if f.unhealthy and f.component.serial
+            )
+        )
         if not serials:
             return
-        incident = Incident(at=workflow.now(), node=state.node.name,
-                            fault=state.trigger.headline(), outcome=outcome.value,
-                            source=this_run())
+        incident = Incident(
+            at=workflow.now(),
+            node=state.node.name,
+            fault=state.trigger.headline(),
+            outcome=outcome.value,
+            source=this_run(),
+        )
         try:
             await workflow.execute_activity(
-                "record_incidents", IncidentReport(serials=serials, incident=incident),
-                start_to_close_timeout=timedelta(seconds=30), retry_policy=QUICK_RETRY,
-                summary=f"hardware record of {', '.join(serials)}")
+                "record_incidents",
+                IncidentReport(serials=serials, incident=incident),
+                start_to_close_timeout=timedelta(seconds=30),
+                retry_policy=QUICK_RETRY,
+                summary=f"hardware record of {', '.join(serials)}",
+            )
         except ActivityError as err:  # the node's outcome stands; the record is best effort
             workflow.logger.warning("could not record incidents for %s: %s", serials, err)
 
@@ -550,13 +647,25 @@ class NodeRemediation:
             state = self._state.model_copy(update={"runs": self._state.runs + 1})
             workflow.continue_as_new(self._input.model_copy(update={"state": state}))
 
-    def _record(self, rung: int, action: Action, started: datetime, result: AttemptResult,
-                detail: str) -> None:
-        self._state.attempts.append(Attempt(rung=rung, action=action, started_at=started,
-                                            finished_at=workflow.now(), result=result,
-                                            detail=detail))
-        metrics.rung_finished(self._state.node.pool, action.value, result.value,
-                              (workflow.now() - started).total_seconds())
+    def _record(
+        self, rung: int, action: Action, started: datetime, result: AttemptResult, detail: str
+    ) -> None:
+        self._state.attempts.append(
+            Attempt(
+                rung=rung,
+                action=action,
+                started_at=started,
+                finished_at=workflow.now(),
+                result=result,
+                detail=detail,
+            )
+        )
+        metrics.rung_finished(
+            self._state.node.pool,
+            action.value,
+            result.value,
+            (workflow.now() - started).total_seconds(),
+        )
         self._publish()
 
 

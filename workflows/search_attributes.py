@@ -34,8 +34,17 @@ PHASE_SINCE = SearchAttributeKey.for_datetime("RemedyPhaseSince")
 OUTCOME = SearchAttributeKey.for_keyword(OUTCOME_ATTRIBUTE)
 GPU_SERIALS = SearchAttributeKey.for_keyword_list("RemedyGpuSerials")
 
-ALL: list[SearchAttributeKey[Any]] = [NODE, POOL, FAULT, RUNBOOK, RUNG, PHASE, PHASE_SINCE, OUTCOME,
-                                 GPU_SERIALS]
+ALL: list[SearchAttributeKey[Any]] = [
+    NODE,
+    POOL,
+    FAULT,
+    RUNBOOK,
+    RUNG,
+    PHASE,
+    PHASE_SINCE,
+    OUTCOME,
+    GPU_SERIALS,
+]
 
 # The type names the `temporal` CLI takes (--search-attribute Name=Type).
 _CLI_TYPE = {
@@ -55,13 +64,21 @@ def dev_server_flags() -> list[str]:
 
 def updates(index: NodeIndex) -> list[SearchAttributeUpdate[Any]]:
     """Every attribute of a remediation; empty values unset the attribute."""
-    keyword = [(NODE, index.node), (POOL, index.pool), (FAULT, index.fault),
-               (RUNBOOK, index.runbook), (RUNG, index.rung), (PHASE, index.phase),
-               (OUTCOME, index.outcome)]
-    out: list[SearchAttributeUpdate[Any]] = [k.value_set(v) if v else k.value_unset()
-                                        for k, v in keyword]
+    keyword = [
+        (NODE, index.node),
+        (POOL, index.pool),
+        (FAULT, index.fault),
+        (RUNBOOK, index.runbook),
+        (RUNG, index.rung),
+        (PHASE, index.phase),
+        (OUTCOME, index.outcome),
+    ]
+    out: list[SearchAttributeUpdate[Any]] = [
+        k.value_set(v) if v else k.value_unset() for k, v in keyword
+    ]
     since: datetime | None = index.phase_since
     out.append(PHASE_SINCE.value_set(since) if since else PHASE_SINCE.value_unset())
-    out.append(GPU_SERIALS.value_set(index.gpu_serials) if index.gpu_serials
-               else GPU_SERIALS.value_unset())
+    out.append(
+        GPU_SERIALS.value_set(index.gpu_serials) if index.gpu_serials else GPU_SERIALS.value_unset()
+    )
     return out

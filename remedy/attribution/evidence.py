@@ -32,9 +32,13 @@ def recent_xid(finding: Finding) -> RecentXid | None:
     if finding.xid is None:
         return None
     gpu = finding.component
-    return RecentXid(code=finding.xid, at=finding.observed_at, pid=finding.pid,
-                     process=finding.process,
-                     gpu=gpu.serial or gpu.uuid or gpu.pci_bus_id or f"index {gpu.index}")
+    return RecentXid(
+        code=finding.xid,
+        at=finding.observed_at,
+        pid=finding.pid,
+        process=finding.process,
+        gpu=gpu.serial or gpu.uuid or gpu.pci_bus_id or f"index {gpu.index}",
+    )
 
 
 def remember(kept: list[RecentXid], new: list[RecentXid], now: datetime) -> list[RecentXid]:
@@ -61,11 +65,26 @@ def tie_xids(node: str, xids: list[RecentXid], pods: list[PodRun]) -> list[XidSe
     Xid stays untied, since which GPU a pod got is the device plugin's secret."""
     out = []
     for xid in xids:
-        running = {p.job for p in pods if p.gpus > 0 and p.started_at is not None
-                   and p.started_at <= xid.at and (p.ended_at is None or xid.at <= p.ended_at)}
+        running = {
+            p.job
+            for p in pods
+            if p.gpus > 0
+            and p.started_at is not None
+            and p.started_at <= xid.at
+            and (p.ended_at is None or xid.at <= p.ended_at)
+        }
         job = running.pop() if len(running) == 1 else None
-        out.append(XidSeen(code=xid.code, gpu=xid.gpu, node=node, at=xid.at, pid=xid.pid,
-                           process=xid.process, job=job))
+        out.append(
+            XidSeen(
+                code=xid.code,
+                gpu=xid.gpu,
+                node=node,
+                at=xid.at,
+                pid=xid.pid,
+                process=xid.process,
+                job=job,
+            )
+        )
     return out
 
 

@@ -33,7 +33,7 @@ class GuardPolicy(BaseModel):
     backoff_max: timedelta = timedelta(minutes=30)
 
     def backoff(self, restarts_so_far: int) -> timedelta:
-        delay = self.backoff_initial * self.backoff_coefficient ** restarts_so_far
+        delay = self.backoff_initial * self.backoff_coefficient**restarts_so_far
         return min(delay, self.backoff_max)
 
 
@@ -60,37 +60,55 @@ class JobLedger(BaseModel):
 
     def count(self, verdict: Verdict, action: GuardAction | None = None) -> int:
         """Failures acted on (the pods that joined one are not counted again)."""
-        return sum(1 for f in self.failures if f.attribution.verdict is verdict
-                   and (f.decision.action is action if action else
-                        f.decision.action is not GuardAction.JOINED))
+        return sum(
+            1
+            for f in self.failures
+            if f.attribution.verdict is verdict
+            and (
+                f.decision.action is action
+                if action
+                else f.decision.action is not GuardAction.JOINED
+            )
+        )
 
     def lost(self, verdict: Verdict) -> timedelta:
-        return sum((f.lost for f in self.failures if f.attribution.verdict is verdict),
-                   timedelta(0))
+        return sum(
+            (f.lost for f in self.failures if f.attribution.verdict is verdict), timedelta(0)
+        )
 
     def decide(self, attribution: Attribution, policy: GuardPolicy) -> Decision:
         restarts = sum(1 for f in self.failures if f.decision.action is GuardAction.RESTART)
         match attribution.verdict:
             case Verdict.APPLICATION:
-                return Decision(action=GuardAction.STOP,
-                                reason=f"the application's fault ({attribution.rule}): a "
-                                       "restart would fail the same way")
+                return Decision(
+                    action=GuardAction.STOP,
+                    reason=f"the application's fault ({attribution.rule}): a "
+                    "restart would fail the same way",
+                )
             case Verdict.PLATFORM:
                 done = self.count(Verdict.PLATFORM, GuardAction.RESTART)
                 if done >= policy.max_platform_restarts:
-                    return Decision(action=GuardAction.HOLD,
-                                    reason=f"{done} platform restarts already, the cap: a "
-                                           "human decides")
-                return Decision(action=GuardAction.RESTART, delay=policy.backoff(restarts),
-                                reason=f"platform fault ({attribution.rule}): restart "
-                                       f"{done + 1} of {policy.max_platform_restarts}")
+                    return Decision(
+                        action=GuardAction.HOLD,
+                        reason=f"{done} platform restarts already, the cap: a human decides",
+                    )
+                return Decision(
+                    action=GuardAction.RESTART,
+                    delay=policy.backoff(restarts),
+                    reason=f"platform fault ({attribution.rule}): restart "
+                    f"{done + 1} of {policy.max_platform_restarts}",
+                )
             case _:
                 done = self.count(Verdict.UNKNOWN, GuardAction.RESTART)
                 if done >= policy.max_unknown_retries:
-                    return Decision(action=GuardAction.HOLD,
-                                    reason="unknown cause again: held for a human")
-                return Decision(action=GuardAction.RESTART, delay=policy.backoff(restarts),
-                                reason=f"unknown cause ({attribution.rule}): one retry")
+                    return Decision(
+                        action=GuardAction.HOLD, reason="unknown cause again: held for a human"
+                    )
+                return Decision(
+                    action=GuardAction.RESTART,
+                    delay=policy.backoff(restarts),
+                    reason=f"unknown cause ({attribution.rule}): one retry",
+                )
 
     def record(self, failure: Failure) -> None:
         self.failures = [*self.failures, failure]

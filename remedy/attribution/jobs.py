@@ -26,8 +26,9 @@ class JobState(StrEnum):
 class JobControl(Protocol):
     """What a guard does to its job, by the job's own mechanism."""
 
-    def restart_job(self, job: JobRef, attempt: int, reason: str,
-                    resumed_by: str | None = None) -> str:
+    def restart_job(
+        self, job: JobRef, attempt: int, reason: str, resumed_by: str | None = None
+    ) -> str:
         """Make the job run again from its last checkpoint. Idempotent per ``attempt``: a
         retried activity must not restart twice. A job remedy stopped runs again only when a
         person resumed it (``resumed_by``); otherwise ActionRefused."""

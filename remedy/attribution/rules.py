@@ -98,8 +98,11 @@ def load_rules(path: Path = RULES_FILE) -> RuleSet:
     try:
         rules = RuleSet.model_validate(doc.data)
     except ValidationError as exc:
-        problems += [f"{path}:{doc.line_of(e['loc'])}: {_dotted(e['loc'])}: "
-                     f"{e['msg'].removeprefix('Value error, ')}" for e in exc.errors()]
+        problems += [
+            f"{path}:{doc.line_of(e['loc'])}: {_dotted(e['loc'])}: "
+            f"{e['msg'].removeprefix('Value error, ')}"
+            for e in exc.errors()
+        ]
     if problems:
         raise RulesError("\n".join(problems))
     return rules
@@ -120,11 +123,17 @@ class Attributor:
         for rule in self.rules.rules:
             evidence = self._holds(rule.when, failure)
             if evidence is not None:
-                return Attribution(verdict=rule.verdict, rule=rule.name,
-                                   evidence=[rule.why, *evidence] if rule.why else evidence,
-                                   blame=failure.node if rule.blame_node else None)
-        return Attribution(verdict=Verdict.UNKNOWN, rule="no-rule-matched",
-                           evidence=["no rule matched what is known of this failure"])
+                return Attribution(
+                    verdict=rule.verdict,
+                    rule=rule.name,
+                    evidence=[rule.why, *evidence] if rule.why else evidence,
+                    blame=failure.node if rule.blame_node else None,
+                )
+        return Attribution(
+            verdict=Verdict.UNKNOWN,
+            rule="no-rule-matched",
+            evidence=["no rule matched what is known of this failure"],
+        )
 
     # -- conditions: each returns the evidence when it holds, None when it does not --------
     def _holds(self, when: When, f: PodFailure) -> list[str] | None:
@@ -132,8 +141,10 @@ class Attributor:
             (when.disruption, lambda: self._disruption(when, f)),
             (when.termination_reason, lambda: _reason(when, f)),
             (when.exit_codes, lambda: _exit_code(when, f)),
-            (when.node_gone, lambda: _flag(when.node_gone, f.node_gone,
-                                           f"node {f.node} no longer exists")),
+            (
+                when.node_gone,
+                lambda: _flag(when.node_gone, f.node_gone, f"node {f.node} no longer exists"),
+            ),
             (when.hardware_xid_on_node, lambda: self._hardware_xid(when, f)),
             (when.remediation_on_node, lambda: self._remediation(when, f)),
             (when.fault_on_job_nodes, lambda: self._fault_on_job_nodes(when, f)),
@@ -169,34 +180,43 @@ class Attributor:
         return info.fault_class != "application" and info.severity is not Severity.INFO
 
     def _hardware_xid(self, when: When, f: PodFailure) -> str | None:
-        seen = [x for x in f.xids if x.node == f.node and self._near(x.at, f) and
-                self._hardware(x)]
-        return _flag(when.hardware_xid_on_node, bool(seen),
-                     f"Xid {seen[0].code} ({self._catalog.lookup(seen[0].code).meaning}) on "
-                     f"GPU {seen[0].gpu} of {f.node} at {seen[0].at:%H:%M:%S}"
-                     if seen else "no hardware Xid on the node")
+        seen = [x for x in f.xids if x.node == f.node and self._near(x.at, f) and self._hardware(x)]
+        return _flag(
+            when.hardware_xid_on_node,
+            bool(seen),
+            f"Xid {seen[0].code} ({self._catalog.lookup(seen[0].code).meaning}) on "
+            f"GPU {seen[0].gpu} of {f.node} at {seen[0].at:%H:%M:%S}"
+            if seen
+            else "no hardware Xid on the node",
+        )
 
     def _remediation(self, when: When, f: PodFailure) -> str | None:
         window = self.rules.window
         for r in f.remediations:
-            overlaps = r.started_at <= f.failed_at + window and \
-                (r.ended_at is None or r.ended_at >= f.failed_at - window)
+            overlaps = r.started_at <= f.failed_at + window and (
+                r.ended_at is None or r.ended_at >= f.failed_at - window
+            )
             if r.node == f.node and overlaps and when.remediation_on_node in (ANY, r.cause):
-                return f"remedy was remediating {r.node} ({r.runbook}, {r.cause} cause" + \
-                    (f", {r.outcome})" if r.outcome else ")")
+                return f"remedy was remediating {r.node} ({r.runbook}, {r.cause} cause" + (
+                    f", {r.outcome})" if r.outcome else ")"
+                )
         return None
 
     def _fault_on_job_nodes(self, when: When, f: PodFailure) -> str | None:
         seen = self._fault_seen(f)
-        return _flag(when.fault_on_job_nodes, seen is not None,
-                     seen or "no finding, hardware Xid or platform ladder on any node of the "
-                             "job")
+        return _flag(
+            when.fault_on_job_nodes,
+            seen is not None,
+            seen or "no finding, hardware Xid or platform ladder on any node of the job",
+        )
 
     def _fault_seen(self, f: PodFailure) -> str | None:
         for finding in f.findings:
             # A rank's own Xid 13 is the code's fault: the ranks it stalled are not the node's.
-            application = finding.xid is not None and self._catalog.lookup(
-                finding.xid).fault_class == "application"
+            application = (
+                finding.xid is not None
+                and self._catalog.lookup(finding.xid).fault_class == "application"
+            )
             if finding.unhealthy and not application and self._near(finding.observed_at, f):
                 return f"{finding.check} finding on {finding.node}: {finding.headline()}"
         for xid in f.xids:
@@ -208,32 +228,44 @@ class Attributor:
         return None
 
     def _app_xids_of_job(self, f: PodFailure) -> list[XidSeen]:
-        return [x for x in f.xids
-                if self._application(x) and x.job == f.job and self._near(x.at, f)]
+        return [
+            x for x in f.xids if self._application(x) and x.job == f.job and self._near(x.at, f)
+        ]
 
     def _app_xid_of_job(self, when: When, f: PodFailure) -> str | None:
         mine = self._app_xids_of_job(f)
-        return _flag(when.app_xid_of_job, bool(mine),
-                     f"Xid {mine[0].code} raised by the job's own process "
-                     f"{mine[0].process or mine[0].pid} on GPU {mine[0].gpu}"
-                     if mine else "no application Xid from this job")
+        return _flag(
+            when.app_xid_of_job,
+            bool(mine),
+            f"Xid {mine[0].code} raised by the job's own process "
+            f"{mine[0].process or mine[0].pid} on GPU {mine[0].gpu}"
+            if mine
+            else "no application Xid from this job",
+        )
 
     def _app_xid_gpus(self, when: When, f: PodFailure) -> str | None:
         gpus = sorted({x.gpu for x in self._app_xids_of_job(f)})
         assert when.app_xid_gpus is not None
         if len(gpus) >= when.app_xid_gpus:
-            return f"application Xids from this job on {len(gpus)} different GPUs " \
-                   f"({', '.join(gpus)}): the code, not one bad GPU"
+            return (
+                f"application Xids from this job on {len(gpus)} different GPUs "
+                f"({', '.join(gpus)}): the code, not one bad GPU"
+            )
         return None
 
     def _same_gpu_jobs(self, when: When, f: PodFailure) -> str | None:
         assert when.app_xid_same_gpu_jobs is not None
         for gpu in sorted({x.gpu for x in self._app_xids_of_job(f)}):
-            jobs = {x.job for x in [*f.xid_history, *f.xids]
-                    if x.gpu == gpu and self._application(x) and x.job}
+            jobs = {
+                x.job
+                for x in [*f.xid_history, *f.xids]
+                if x.gpu == gpu and self._application(x) and x.job
+            }
             if len(jobs) >= when.app_xid_same_gpu_jobs:
-                return f"GPU {gpu} raised application Xids under {len(jobs)} different jobs " \
-                       f"({', '.join(sorted(jobs))}): the GPU, not the code"
+                return (
+                    f"GPU {gpu} raised application Xids under {len(jobs)} different jobs "
+                    f"({', '.join(sorted(jobs))}): the GPU, not the code"
+                )
         return None
 
 
@@ -252,8 +284,9 @@ def _log(when: When, f: PodFailure) -> str | None:
     for pattern in when.log:
         found = re.search(pattern, f.log_tail, re.IGNORECASE | re.MULTILINE)
         if found:
-            line = next((ln for ln in f.log_tail.splitlines() if found.group(0) in ln),
-                        found.group(0))
+            line = next(
+                (ln for ln in f.log_tail.splitlines() if found.group(0) in ln), found.group(0)
+            )
             return f"log: {line.strip()[:160]}"
     return None
 

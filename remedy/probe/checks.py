@@ -30,10 +30,14 @@ _RECOVERY_ACTIONS = {
     pynvml.NVML_GPU_RECOVERY_ACTION_GPU_RESET: ("RecoveryActionGpuReset", "a GPU reset"),
     pynvml.NVML_GPU_RECOVERY_ACTION_NODE_REBOOT: ("RecoveryActionNodeReboot", "a node reboot"),
     pynvml.NVML_GPU_RECOVERY_ACTION_DRAIN_P2P: ("RecoveryActionDrainP2P", "draining P2P traffic"),
-    pynvml.NVML_GPU_RECOVERY_ACTION_DRAIN_AND_RESET: ("RecoveryActionDrainAndReset",
-                                                      "a drain and a GPU reset"),
-    pynvml.NVML_GPU_RECOVERY_ACTION_SYSTEM_REBOOT: ("RecoveryActionSystemReboot",
-                                                    "a system reboot"),
+    pynvml.NVML_GPU_RECOVERY_ACTION_DRAIN_AND_RESET: (
+        "RecoveryActionDrainAndReset",
+        "a drain and a GPU reset",
+    ),
+    pynvml.NVML_GPU_RECOVERY_ACTION_SYSTEM_REBOOT: (
+        "RecoveryActionSystemReboot",
+        "a system reboot",
+    ),
 }
 
 
@@ -49,10 +53,25 @@ class CheckContext:
     expected_nic_rate_gbps: float | None = None
     gpus: list[Component] = field(default_factory=list)  # filled by the inventory check
 
-    def finding(self, check: str, reason: str, severity: Severity, evidence: str,
-                component: Component = NODE, xid: int | None = None) -> Finding:
-        return Finding(node=self.node, check=check, reason=reason, severity=severity,
-                       component=component, xid=xid, evidence=evidence, observed_at=self.now())
+    def finding(
+        self,
+        check: str,
+        reason: str,
+        severity: Severity,
+        evidence: str,
+        component: Component = NODE,
+        xid: int | None = None,
+    ) -> Finding:
+        return Finding(
+            node=self.node,
+            check=check,
+            reason=reason,
+            severity=severity,
+            component=component,
+            xid=xid,
+            evidence=evidence,
+            observed_at=self.now(),
+        )
 
 
 def _text(value: str | bytes) -> str:
@@ -89,64 +108,113 @@ def check_inventory(ctx: CheckContext) -> list[Finding]:
         try:
             handle = ctx.nvml.nvmlDeviceGetHandleByIndex(index)
             pci = ctx.nvml.nvmlDeviceGetPciInfo(handle)
-            ctx.gpus.append(Component(
-                kind=ComponentKind.GPU, index=index,
-                uuid=_text(ctx.nvml.nvmlDeviceGetUUID(handle)),
-                serial=_text(ctx.nvml.nvmlDeviceGetSerial(handle)),
-                pci_bus_id=_text(pci.busId).lower()))
+            ctx.gpus.append(
+                Component(
+                    kind=ComponentKind.GPU,
+                    index=index,
+                    uuid=_text(ctx.nvml.nvmlDeviceGetUUID(handle)),
+                    serial=_text(ctx.nvml.nvmlDeviceGetSerial(handle)),
+                    pci_bus_id=_text(pci.busId).lower(),
+                )
+            )
         except pynvml.NVMLError_GpuIsLost:
-            findings.append(ctx.finding("inventory", "GpuFallenOffBus", Severity.CRITICAL,
-                                        f"GPU {index}: NVML reports the GPU is lost",
-                                        Component(kind=ComponentKind.GPU, index=index)))
+            findings.append(
+                ctx.finding(
+                    "inventory",
+                    "GpuFallenOffBus",
+                    Severity.CRITICAL,
+                    f"GPU {index}: NVML reports the GPU is lost",
+                    Component(kind=ComponentKind.GPU, index=index),
+                )
+            )
     if ctx.expected_gpus is not None and count < ctx.expected_gpus:
-        findings.append(ctx.finding("inventory", "GpuMissing", Severity.CRITICAL,
-                                    f"NVML sees {count} GPUs, the node should have "
-                                    f"{ctx.expected_gpus}"))
+        findings.append(
+            ctx.finding(
+                "inventory",
+                "GpuMissing",
+                Severity.CRITICAL,
+                f"NVML sees {count} GPUs, the node should have {ctx.expected_gpus}",
+            )
+        )
     return findings
 
 
 def check_memory(ctx: CheckContext) -> list[Finding]:
     out = []
     for handle, gpu in _gpus(ctx):
-        uncorrected = _supported(ctx.nvml.nvmlDeviceGetTotalEccErrors, handle,
-                                 pynvml.NVML_MEMORY_ERROR_TYPE_UNCORRECTED,
-                                 pynvml.NVML_VOLATILE_ECC)
+        uncorrected = _supported(
+            ctx.nvml.nvmlDeviceGetTotalEccErrors,
+            handle,
+            pynvml.NVML_MEMORY_ERROR_TYPE_UNCORRECTED,
+            pynvml.NVML_VOLATILE_ECC,
+        )
         if uncorrected:
-            out.append(ctx.finding("memory", "EccUncorrectable", Severity.CRITICAL,
-                                   f"{uncorrected} uncorrectable ECC errors since the last reset",
-                                   gpu))
+            out.append(
+                ctx.finding(
+                    "memory",
+                    "EccUncorrectable",
+                    Severity.CRITICAL,
+                    f"{uncorrected} uncorrectable ECC errors since the last reset",
+                    gpu,
+                )
+            )
         remap = _supported(ctx.nvml.nvmlDeviceGetRemappedRows, handle)
         if remap is not None:
             _corr, _unc, pending, failure = remap
             if failure:
-                out.append(ctx.finding("memory", "RowRemapFailure", Severity.CRITICAL,
-                                       "row remapping failed: no spare rows left", gpu))
+                out.append(
+                    ctx.finding(
+                        "memory",
+                        "RowRemapFailure",
+                        Severity.CRITICAL,
+                        "row remapping failed: no spare rows left",
+                        gpu,
+                    )
+                )
             elif pending:
-                out.append(ctx.finding("memory", "RowRemapPending", Severity.WARNING,
-                                       "a row remap is pending; it takes effect after a reset",
-                                       gpu))
+                out.append(
+                    ctx.finding(
+                        "memory",
+                        "RowRemapPending",
+                        Severity.WARNING,
+                        "a row remap is pending; it takes effect after a reset",
+                        gpu,
+                    )
+                )
         else:  # before Ampere: page retirement instead of row remapping
             retired = _supported(ctx.nvml.nvmlDeviceGetRetiredPagesPendingStatus, handle)
             if retired:
-                out.append(ctx.finding("memory", "RetiredPagesPending", Severity.WARNING,
-                                       "retired pages are pending; they take effect after a "
-                                       "reset", gpu))
+                out.append(
+                    ctx.finding(
+                        "memory",
+                        "RetiredPagesPending",
+                        Severity.WARNING,
+                        "retired pages are pending; they take effect after a reset",
+                        gpu,
+                    )
+                )
         out.extend(_recovery_action(ctx, handle, gpu))
     return out
 
 
 def _recovery_action(ctx: CheckContext, handle: Any, gpu: Component) -> list[Finding]:
     """The driver's own verdict (NVML_FI_DEV_GET_GPU_RECOVERY_ACTION), where it exposes one."""
-    values = _supported(lambda: ctx.nvml.nvmlDeviceGetFieldValues(
-        handle, [pynvml.NVML_FI_DEV_GET_GPU_RECOVERY_ACTION]))
+    values = _supported(
+        lambda: ctx.nvml.nvmlDeviceGetFieldValues(
+            handle, [pynvml.NVML_FI_DEV_GET_GPU_RECOVERY_ACTION]
+        )
+    )
     if not values or values[0].nvmlReturn != pynvml.NVML_SUCCESS:
         return []
     action = int(values[0].value.uiVal)
     if action not in _RECOVERY_ACTIONS:
         return []
     reason, needs = _RECOVERY_ACTIONS[action]
-    return [ctx.finding("memory", reason, Severity.CRITICAL,
-                        f"the driver says this GPU needs {needs}", gpu)]
+    return [
+        ctx.finding(
+            "memory", reason, Severity.CRITICAL, f"the driver says this GPU needs {needs}", gpu
+        )
+    ]
 
 
 def check_throttle(ctx: CheckContext) -> list[Finding]:
@@ -155,14 +223,25 @@ def check_throttle(ctx: CheckContext) -> list[Finding]:
         reasons = _supported(ctx.nvml.nvmlDeviceGetCurrentClocksEventReasons, handle)
         for bit, name in _THROTTLE_REASONS:
             if reasons and reasons & bit:
-                out.append(ctx.finding("thermal", name, Severity.WARNING,
-                                       f"clock event reasons 0x{reasons:x}", gpu))
+                out.append(
+                    ctx.finding(
+                        "thermal", name, Severity.WARNING, f"clock event reasons 0x{reasons:x}", gpu
+                    )
+                )
                 break  # one slowdown finding per GPU; the bits tell the same story
-        temperature = _supported(ctx.nvml.nvmlDeviceGetTemperature, handle,
-                                 pynvml.NVML_TEMPERATURE_GPU)
+        temperature = _supported(
+            ctx.nvml.nvmlDeviceGetTemperature, handle, pynvml.NVML_TEMPERATURE_GPU
+        )
         if temperature is not None and temperature >= ctx.max_temperature_c:
-            out.append(ctx.finding("thermal", "GpuOverTemperature", Severity.WARNING,
-                                   f"{temperature} °C ≥ {ctx.max_temperature_c} °C", gpu))
+            out.append(
+                ctx.finding(
+                    "thermal",
+                    "GpuOverTemperature",
+                    Severity.WARNING,
+                    f"{temperature} °C ≥ {ctx.max_temperature_c} °C",
+                    gpu,
+                )
+            )
     return out
 
 
@@ -174,8 +253,15 @@ def check_pcie(ctx: CheckContext) -> list[Finding]:
         width = _supported(ctx.nvml.nvmlDeviceGetCurrPcieLinkWidth, handle)
         max_width = _supported(ctx.nvml.nvmlDeviceGetMaxPcieLinkWidth, handle)
         if width is not None and max_width and width < max_width:
-            out.append(ctx.finding("pcie", "PcieWidthDegraded", Severity.WARNING,
-                                   f"PCIe link x{width}, capable of x{max_width}", gpu))
+            out.append(
+                ctx.finding(
+                    "pcie",
+                    "PcieWidthDegraded",
+                    Severity.WARNING,
+                    f"PCIe link x{width}, capable of x{max_width}",
+                    gpu,
+                )
+            )
     return out
 
 
@@ -191,8 +277,15 @@ def check_nvlink(ctx: CheckContext) -> list[Finding]:
             if state != pynvml.NVML_FEATURE_ENABLED:
                 down.append(link)
         if down:
-            out.append(ctx.finding("nvlink", "NvLinkDown", Severity.CRITICAL,
-                                   f"NVLink links down: {', '.join(map(str, down))}", gpu))
+            out.append(
+                ctx.finding(
+                    "nvlink",
+                    "NvLinkDown",
+                    Severity.CRITICAL,
+                    f"NVLink links down: {', '.join(map(str, down))}",
+                    gpu,
+                )
+            )
         out.extend(_fabric(ctx, handle, gpu))
     return out
 
@@ -200,12 +293,21 @@ def check_nvlink(ctx: CheckContext) -> list[Finding]:
 def _fabric(ctx: CheckContext, handle: Any, gpu: Component) -> list[Finding]:
     """On NVSwitch systems the GPU must have joined the fabric (Fabric Manager up)."""
     info = pynvml.c_nvmlGpuFabricInfo_t()
-    if _supported(lambda: ctx.nvml.nvmlDeviceGetGpuFabricInfo(handle, ctypes.byref(info))) \
-            is None or info.state == pynvml.NVML_GPU_FABRIC_STATE_NOT_SUPPORTED:
+    if (
+        _supported(lambda: ctx.nvml.nvmlDeviceGetGpuFabricInfo(handle, ctypes.byref(info))) is None
+        or info.state == pynvml.NVML_GPU_FABRIC_STATE_NOT_SUPPORTED
+    ):
         return []
     if info.state != pynvml.NVML_GPU_FABRIC_STATE_COMPLETED:
-        return [ctx.finding("nvlink", "FabricNotReady", Severity.CRITICAL,
-                            f"GPU fabric registration state {info.state}, not completed", gpu)]
+        return [
+            ctx.finding(
+                "nvlink",
+                "FabricNotReady",
+                Severity.CRITICAL,
+                f"GPU fabric registration state {info.state}, not completed",
+                gpu,
+            )
+        ]
     return []
 
 
@@ -216,18 +318,36 @@ def check_nics(ctx: CheckContext) -> list[Finding]:
     out = []
     devices = sorted({p.device for p in ports})
     if ctx.expected_nics is not None and len(devices) < ctx.expected_nics:
-        out.append(ctx.finding("nic", "NicMissing", Severity.CRITICAL,
-                               f"{len(devices)} RDMA devices, the node should have "
-                               f"{ctx.expected_nics}"))
+        out.append(
+            ctx.finding(
+                "nic",
+                "NicMissing",
+                Severity.CRITICAL,
+                f"{len(devices)} RDMA devices, the node should have {ctx.expected_nics}",
+            )
+        )
     for port in ports:
         nic = Component(kind=ComponentKind.NIC, device=f"{port.device}/{port.port}")
         if port.state != "ACTIVE":
-            out.append(ctx.finding("nic", "NicPortDown", Severity.CRITICAL,
-                                   f"port state {port.state}, phys {port.phys_state}", nic))
+            out.append(
+                ctx.finding(
+                    "nic",
+                    "NicPortDown",
+                    Severity.CRITICAL,
+                    f"port state {port.state}, phys {port.phys_state}",
+                    nic,
+                )
+            )
         elif ctx.expected_nic_rate_gbps and port.rate_gbps < ctx.expected_nic_rate_gbps:
-            out.append(ctx.finding("nic", "NicRateDegraded", Severity.WARNING,
-                                   f"{port.rate_gbps:g} Gb/s, expected "
-                                   f"{ctx.expected_nic_rate_gbps:g} Gb/s", nic))
+            out.append(
+                ctx.finding(
+                    "nic",
+                    "NicRateDegraded",
+                    Severity.WARNING,
+                    f"{port.rate_gbps:g} Gb/s, expected {ctx.expected_nic_rate_gbps:g} Gb/s",
+                    nic,
+                )
+            )
     return out
 
 

@@ -30,9 +30,20 @@ def deep_diagnose(host: NodeHost, gpus: list[int], config: ProbeConfig) -> Probe
     problems = host.load_test(gpus)
     now = report.started_at
     load_findings = [
-        Finding(node=host.name, check="load", reason="FailsUnderLoad", severity=Severity.CRITICAL,
-                component=_blamed(problem, report.gpus), evidence=problem, observed_at=now)
+        Finding(
+            node=host.name,
+            check="load",
+            reason="FailsUnderLoad",
+            severity=Severity.CRITICAL,
+            component=_blamed(problem, report.gpus),
+            evidence=problem,
+            observed_at=now,
+        )
         for problem in problems
     ]
-    return report.model_copy(update={"checks_run": [*report.checks_run, "load"],
-                                     "findings": [*report.findings, *load_findings]})
+    return report.model_copy(
+        update={
+            "checks_run": [*report.checks_run, "load"],
+            "findings": [*report.findings, *load_findings],
+        }
+    )

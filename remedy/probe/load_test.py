@@ -19,13 +19,17 @@ def slow_ranks(throughput: dict[int, float], share: float = SLOW_RANK_SHARE) -> 
     if len(throughput) < 2:
         return []
     median = statistics.median(throughput.values())
-    return [f"GPU {gpu}: {rate:.0f} TFLOP/s is {rate / median:.0%} of the median "
-            f"{median:.0f} TFLOP/s (slow rank)"
-            for gpu, rate in sorted(throughput.items()) if rate < share * median]
+    return [
+        f"GPU {gpu}: {rate:.0f} TFLOP/s is {rate / median:.0%} of the median "
+        f"{median:.0f} TFLOP/s (slow rank)"
+        for gpu, rate in sorted(throughput.items())
+        if rate < share * median
+    ]
 
 
-def run_load_test(gpus: list[int], seconds_per_gpu: float = 5.0,
-                  memory_fraction: float = 0.8) -> list[str]:
+def run_load_test(
+    gpus: list[int], seconds_per_gpu: float = 5.0, memory_fraction: float = 0.8
+) -> list[str]:
     """One line per problem; empty when every GPU held up. Never silently passes: without a
     compute library it reports that it could not run."""
     runner = _torch_runner() or _cupy_runner()

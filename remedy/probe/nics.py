@@ -34,11 +34,15 @@ class SysfsNics:
         found = []
         for device in sorted(self.root.iterdir()):
             for port_dir in sorted((device / "ports").glob("*")):
-                found.append(NicPort(
-                    device=device.name, port=int(port_dir.name),
-                    state=_after_colon(port_dir / "state"),
-                    phys_state=_after_colon(port_dir / "phys_state"),
-                    rate_gbps=_rate(port_dir / "rate")))
+                found.append(
+                    NicPort(
+                        device=device.name,
+                        port=int(port_dir.name),
+                        state=_after_colon(port_dir / "state"),
+                        phys_state=_after_colon(port_dir / "phys_state"),
+                        rate_gbps=_rate(port_dir / "rate"),
+                    )
+                )
         return found
 
 

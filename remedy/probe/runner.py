@@ -83,8 +83,10 @@ class _Run:
         return True
 
     def parallel(self, checks: dict[str, Callable[[CheckContext], list[Finding]]]) -> None:
-        threads = [threading.Thread(target=self.check, args=(name, fn), daemon=True)
-                   for name, fn in checks.items()]
+        threads = [
+            threading.Thread(target=self.check, args=(name, fn), daemon=True)
+            for name, fn in checks.items()
+        ]
         for thread in threads:
             thread.start()
         for thread in threads:  # each check enforces its own timeout
@@ -94,23 +96,37 @@ class _Run:
         self.findings.append(self.ctx.finding("probe", reason, Severity.CRITICAL, evidence))
 
 
-def probe_node(node: str, nvml: NvmlApi, config: ProbeConfig = ProbeConfig(),
-               now: Callable[[], datetime] = _utcnow) -> ProbeReport:
+def probe_node(
+    node: str,
+    nvml: NvmlApi,
+    config: ProbeConfig = ProbeConfig(),
+    now: Callable[[], datetime] = _utcnow,
+) -> ProbeReport:
     started, t0 = now(), time.perf_counter()
-    ctx = CheckContext(node=node, nvml=nvml, now=now, expected_gpus=config.expected_gpus,
-                       max_temperature_c=config.max_temperature_c, nics=config.nics,
-                       expected_nics=config.expected_nics,
-                       expected_nic_rate_gbps=config.expected_nic_rate_gbps)
+    ctx = CheckContext(
+        node=node,
+        nvml=nvml,
+        now=now,
+        expected_gpus=config.expected_gpus,
+        max_temperature_c=config.max_temperature_c,
+        nics=config.nics,
+        expected_nics=config.expected_nics,
+        expected_nic_rate_gbps=config.expected_nic_rate_gbps,
+    )
     run = _Run(ctx, config.check_timeout_s)
     if config.expected_gpus != 0:
         _probe_gpus(run, nvml, config)
     if config.nics is not None:
         run.check("nic", check_nics)
     order = ["inventory", *GPU_CHECKS, "kernel_log", "nic"]
-    return ProbeReport(node=node, checks_run=sorted(run.checks_run, key=order.index),
-                       findings=run.findings,
-                       gpus=sorted(ctx.gpus, key=lambda g: g.index or 0), started_at=started,
-                       duration_s=time.perf_counter() - t0)
+    return ProbeReport(
+        node=node,
+        checks_run=sorted(run.checks_run, key=order.index),
+        findings=run.findings,
+        gpus=sorted(ctx.gpus, key=lambda g: g.index or 0),
+        started_at=started,
+        duration_s=time.perf_counter() - t0,
+    )
 
 
 def _probe_gpus(run: _Run, nvml: NvmlApi, config: ProbeConfig) -> None:

@@ -18,8 +18,13 @@ log = logging.getLogger(__name__)
 
 
 class XidWatcher:
-    def __init__(self, node: str, nvml: NvmlApi, now: Callable[[], datetime],
-                 catalog: XidCatalog | None = None) -> None:
+    def __init__(
+        self,
+        node: str,
+        nvml: NvmlApi,
+        now: Callable[[], datetime],
+        catalog: XidCatalog | None = None,
+    ) -> None:
         self._node, self._nvml, self._now = node, nvml, now
         self._catalog = catalog or load_catalog()
         self._set: Any = None
@@ -35,7 +40,8 @@ class XidWatcher:
             for index in range(self._nvml.nvmlDeviceGetCount()):
                 handle = self._nvml.nvmlDeviceGetHandleByIndex(index)
                 self._nvml.nvmlDeviceRegisterEvents(
-                    handle, pynvml.nvmlEventTypeXidCriticalError, self._set)
+                    handle, pynvml.nvmlEventTypeXidCriticalError, self._set
+                )
                 self._serials[index] = self._nvml.nvmlDeviceGetSerial(handle)
                 self._architecture = self._nvml.nvmlDeviceGetArchitecture(handle)
         except pynvml.NVMLError as exc:
@@ -62,11 +68,18 @@ class XidWatcher:
         code = int(event.eventData)
         index = self._nvml.nvmlDeviceGetIndex(event.device)
         info = self._catalog.lookup(code, self._architecture)
-        return Finding(node=self._node, check="xid", reason=f"Xid{code}", severity=info.severity,
-                       component=Component(kind=ComponentKind.GPU, index=index,
-                                           serial=self._serials.get(index)),
-                       xid=code, evidence=f"{info.fault_class}: {info.meaning} (NVML event)",
-                       observed_at=self._now())
+        return Finding(
+            node=self._node,
+            check="xid",
+            reason=f"Xid{code}",
+            severity=info.severity,
+            component=Component(
+                kind=ComponentKind.GPU, index=index, serial=self._serials.get(index)
+            ),
+            xid=code,
+            evidence=f"{info.fault_class}: {info.meaning} (NVML event)",
+            observed_at=self._now(),
+        )
 
     def stop(self) -> None:
         if self._set is not None:

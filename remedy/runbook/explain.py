@@ -60,8 +60,11 @@ def timings(runbook: Runbook) -> list[RungTiming]:
             at += rung.approval_timeout  # it may come at the last moment
         worst = action_worst_case(rung)
         ends = at + worst + (rung.settle + PROBE_WORST_CASE if rung.verifies else timedelta(0))
-        out.append(RungTiming(index=index, action=rung.action, starts_by=at,
-                              action_worst_case=worst, ends_by=ends))
+        out.append(
+            RungTiming(
+                index=index, action=rung.action, starts_by=at, action_worst_case=worst, ends_by=ends
+            )
+        )
         at = ends
     return out
 
@@ -81,50 +84,92 @@ def describe_match(match: Match) -> str:
 
 def explain(runbook: Runbook) -> list[str]:
     """The ladder as sentences, one step a line, each with the latest time it can happen."""
-    lines = [f"{runbook.name}: {runbook.description or '(no description)'}",
-             f"cause: {runbook.cause.value}"
-             + (" (hardware actions allowed)" if runbook.cause.value == "platform"
-                else " (the job is at fault: never reset, reboot or replace)"),
-             "matches a finding with " + "; or ".join(describe_match(m) for m in runbook.match),
-             "", "when it matches:"]
+    lines = [
+        f"{runbook.name}: {runbook.description or '(no description)'}",
+        f"cause: {runbook.cause.value}"
+        + (
+            " (hardware actions allowed)"
+            if runbook.cause.value == "platform"
+            else " (the job is at fault: never reset, reboot or replace)"
+        ),
+        "matches a finding with " + "; or ".join(describe_match(m) for m in runbook.match),
+        "",
+        "when it matches:",
+    ]
     step = "  {:>12}  {}"
-    lines.append(step.format("at once", WHAT_IT_DOES[Action.CORDON] if runbook.cordon
-                             else "no cordon: the node keeps taking work while tolerated"))
+    lines.append(
+        step.format(
+            "at once",
+            WHAT_IT_DOES[Action.CORDON]
+            if runbook.cordon
+            else "no cordon: the node keeps taking work while tolerated",
+        )
+    )
     if runbook.tolerance > timedelta(0):
-        recheck = (f", re-probing every {format_duration(runbook.recheck_every)}"
-                   if runbook.recheck_every else "")
-        lines.append(step.format("0s", f"tolerate for {format_duration(runbook.tolerance)}"
-                                       f"{recheck}; a clean probe ends it (cleared, restored)"))
+        recheck = (
+            f", re-probing every {format_duration(runbook.recheck_every)}"
+            if runbook.recheck_every
+            else ""
+        )
+        lines.append(
+            step.format(
+                "0s",
+                f"tolerate for {format_duration(runbook.tolerance)}"
+                f"{recheck}; a clean probe ends it (cleared, restored)",
+            )
+        )
     else:
         lines.append(step.format("0s", "no tolerance window: the ladder starts at once"))
     for timing, rung in zip(timings(runbook), runbook.ladder, strict=True):
         by = f"by {format_duration(timing.starts_by)}"
         lines.append(step.format(by, f"rung {timing.index + 1}: {WHAT_IT_DOES[rung.action]}"))
         if rung.approval is Approval.REQUIRED:
-            lines.append(step.format("", f"  needs approval (remedy approve NODE); none within "
-                                         f"{format_duration(rung.approval_timeout)} → stop, "
-                                         "node stays cordoned for a human"))
+            lines.append(
+                step.format(
+                    "",
+                    f"  needs approval (remedy approve NODE); none within "
+                    f"{format_duration(rung.approval_timeout)} → stop, "
+                    "node stays cordoned for a human",
+                )
+            )
         if rung.action in DISRUPTIVE_ACTIONS:
-            lines.append(step.format("", "  holds a disruption lease of the pool first "
-                                         "(its wait is not counted here)"))
+            lines.append(
+                step.format(
+                    "",
+                    "  holds a disruption lease of the pool first (its wait is not counted here)",
+                )
+            )
         tries = rung.retry.max_attempts
         comeback = " + the wait to come back" if rung.action is Action.REBOOT else ""
-        lines.append(step.format("", f"  takes at most {format_duration(timing.action_worst_case)}"
-                                     f" ({tries} × {format_duration(rung.timeout)}"
-                                     f"{' + retry backoff' if tries > 1 else ''}{comeback})"))
+        lines.append(
+            step.format(
+                "",
+                f"  takes at most {format_duration(timing.action_worst_case)}"
+                f" ({tries} × {format_duration(rung.timeout)}"
+                f"{' + retry backoff' if tries > 1 else ''}{comeback})",
+            )
+        )
         if rung.verifies:
             settle = f"settle {format_duration(rung.settle)}, then " if rung.settle else ""
-            lines.append(step.format("", f"  {settle}re-probe: healthy → restore and stop "
-                                         f"(recovered); else the next rung"))
+            lines.append(
+                step.format(
+                    "",
+                    f"  {settle}re-probe: healthy → restore and stop "
+                    f"(recovered); else the next rung",
+                )
+            )
         elif rung.action is Action.REPLACE:
             lines.append(step.format("", "  done: the node is gone (replaced)"))
         else:
             lines.append(step.format("", "  not verified (it prepares the next rung)"))
     end = timings(runbook)[-1].ends_by if runbook.ladder else runbook.tolerance
     if not runbook.ladder or runbook.ladder[-1].action is not Action.REPLACE:
-        lines.append(step.format(f"by {format_duration(end)}",
-                                 "still unhealthy: the node stays cordoned, outcome "
-                                 "needs_human"))
+        lines.append(
+            step.format(
+                f"by {format_duration(end)}",
+                "still unhealthy: the node stays cordoned, outcome needs_human",
+            )
+        )
     return lines
 
 

@@ -52,17 +52,25 @@ def load_runbooks(paths: Iterable[str | Path]) -> list[Runbook]:
     first_seen: dict[str, str] = {}
     files = runbook_files(paths)
     if not files:
-        raise RunbookError([RunbookProblem(str(p), 1, "-", "no runbook files found")
-                            for p in paths] or [RunbookProblem("-", 1, "-", "no paths given")])
+        raise RunbookError(
+            [RunbookProblem(str(p), 1, "-", "no runbook files found") for p in paths]
+            or [RunbookProblem("-", 1, "-", "no paths given")]
+        )
     for file in files:
         runbook, file_problems, name_line = _load_file(file)
         problems.extend(file_problems)
         if runbook is None:
             continue
         if runbook.name in first_seen:
-            problems.append(RunbookProblem(str(file), name_line, "name",
-                                           f"duplicate runbook name {runbook.name!r}, "
-                                           f"first defined in {first_seen[runbook.name]}"))
+            problems.append(
+                RunbookProblem(
+                    str(file),
+                    name_line,
+                    "name",
+                    f"duplicate runbook name {runbook.name!r}, "
+                    f"first defined in {first_seen[runbook.name]}",
+                )
+            )
             continue
         first_seen[runbook.name] = str(file)
         loaded.append(runbook)
@@ -81,11 +89,18 @@ def _load_file(file: Path) -> tuple[Runbook | None, list[RunbookProblem], int]:
         doc = parse_yaml(text)
     except YamlSyntaxError as exc:
         return None, [RunbookProblem(name, exc.line, "-", str(exc))], 1
-    problems = [RunbookProblem(name, line, _dotted(path), "duplicate key")
-                for path, line in doc.duplicates]
+    problems = [
+        RunbookProblem(name, line, _dotted(path), "duplicate key") for path, line in doc.duplicates
+    ]
     if not isinstance(doc.data, dict):
-        problems.append(RunbookProblem(name, doc.line_of(()), "-",
-                                       "a runbook must be a mapping with name, match and ladder"))
+        problems.append(
+            RunbookProblem(
+                name,
+                doc.line_of(()),
+                "-",
+                "a runbook must be a mapping with name, match and ladder",
+            )
+        )
         return None, problems, 1
     try:
         runbook = Runbook.model_validate(doc.data)
@@ -119,8 +134,9 @@ def _data_path(doc: YamlDocument, loc: tuple[str | int, ...]) -> tuple[str | int
     return path
 
 
-_SCHEMA_FIELDS = {name for model in (Runbook, Rung, Match, RetryPolicy)
-                  for name in model.model_fields}
+_SCHEMA_FIELDS = {
+    name for model in (Runbook, Rung, Match, RetryPolicy) for name in model.model_fields
+}
 
 
 def _dotted(path: tuple[str | int, ...]) -> str:

@@ -45,8 +45,9 @@ class RunbookSet:
         An unhealthy finding that no runbook matches gets DEFAULT_RUNBOOK, never nothing; an
         informational finding that no runbook asks for needs no remediation (None).
         """
-        scored = [(score, r) for r in self._runbooks
-                  if (score := r.specificity(finding)) is not None]
+        scored = [
+            (score, r) for r in self._runbooks if (score := r.specificity(finding)) is not None
+        ]
         if not scored:
             return DEFAULT_RUNBOOK if finding.unhealthy else None
         return max(scored, key=lambda s: (s[0], s[1].priority, _reverse_name(s[1].name)))[1]

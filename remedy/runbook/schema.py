@@ -77,8 +77,9 @@ class Match(Strict):
             # Rebuilt from a node condition, which keeps the reason (and Xid) but not the
             # check: match on those alone, and never on a check name alone.
             return bool(self.reasons or self.xids) and self._matches_beyond_check(finding)
-        return (not self.checks or finding.check in self.checks) and \
-            self._matches_beyond_check(finding)
+        return (not self.checks or finding.check in self.checks) and self._matches_beyond_check(
+            finding
+        )
 
     def _matches_beyond_check(self, finding: Finding) -> bool:
         return (
@@ -90,8 +91,12 @@ class Match(Strict):
     @property
     def specificity(self) -> int:
         # Narrower criteria win: an Xid code says more than a check name.
-        return (8 * bool(self.xids) + 4 * bool(self.reasons) + 2 * bool(self.checks)
-                + bool(self.severities))
+        return (
+            8 * bool(self.xids)
+            + 4 * bool(self.reasons)
+            + 2 * bool(self.checks)
+            + bool(self.severities)
+        )
 
     @model_validator(mode="after")
     def _not_empty(self) -> Match:
@@ -108,9 +113,11 @@ class Runbook(Strict):
     name: str = Field(min_length=1, pattern=r"^[a-z0-9][a-z0-9-]*$")
     description: str = ""
     # One clause or a list of clauses; the runbook matches when any clause does.
-    match: Annotated[list[Match],
-                     BeforeValidator(_as_list, json_schema_input_type=Match | list[Match]),
-                     Field(min_length=1)]
+    match: Annotated[
+        list[Match],
+        BeforeValidator(_as_list, json_schema_input_type=Match | list[Match]),
+        Field(min_length=1),
+    ]
     cause: Cause = Cause.PLATFORM
     priority: int = 0  # breaks ties between equally specific runbooks; higher wins
     cordon: bool = True  # cordon as soon as the finding arrives (stops new work only)
@@ -130,7 +137,8 @@ class Runbook(Strict):
             banned = sorted({a.value for a in actions} & {a.value for a in HARDWARE_ACTIONS})
             if banned:
                 raise ValueError(
-                    f"an application-caused fault must not reach hardware actions: {banned}")
+                    f"an application-caused fault must not reach hardware actions: {banned}"
+                )
         if Action.REPLACE in actions[:-1]:
             raise ValueError("replace must be the last rung: nothing runs after a replacement")
         if self.recheck_every is not None and self.recheck_every <= timedelta(0):
@@ -144,20 +152,25 @@ class Runbook(Strict):
             return timedelta(seconds=d.total_seconds() / speedup)
 
         rungs = [
-            rung.model_copy(update={
-                "timeout": shrink(rung.timeout),
-                "settle": shrink(rung.settle),
-                "approval_timeout": shrink(rung.approval_timeout),
-                "retry": rung.retry.model_copy(update={
-                    "initial_interval": shrink(rung.retry.initial_interval),
-                    "max_interval": shrink(rung.retry.max_interval),
-                }),
-            })
+            rung.model_copy(
+                update={
+                    "timeout": shrink(rung.timeout),
+                    "settle": shrink(rung.settle),
+                    "approval_timeout": shrink(rung.approval_timeout),
+                    "retry": rung.retry.model_copy(
+                        update={
+                            "initial_interval": shrink(rung.retry.initial_interval),
+                            "max_interval": shrink(rung.retry.max_interval),
+                        }
+                    ),
+                }
+            )
             for rung in self.ladder
         ]
         recheck = shrink(self.recheck_every) if self.recheck_every else None
-        return self.model_copy(update={"tolerance": shrink(self.tolerance),
-                                       "recheck_every": recheck, "ladder": rungs})
+        return self.model_copy(
+            update={"tolerance": shrink(self.tolerance), "recheck_every": recheck, "ladder": rungs}
+        )
 
 
 class _AuthorsSchema(GenerateJsonSchema):
@@ -170,5 +183,8 @@ def json_schema() -> dict[str, Any]:
     """The runbook file format as JSON Schema (``remedy runbooks schema``), for editors: the
     YAML language server completes and checks a runbook that names it."""
     schema = Runbook.model_json_schema(mode="validation", schema_generator=_AuthorsSchema)
-    return {"$schema": "https://json-schema.org/draft/2020-12/schema",
-            "title": "remedy runbook", **{k: v for k, v in schema.items() if k != "title"}}
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "title": "remedy runbook",
+        **{k: v for k, v in schema.items() if k != "title"},
+    }

@@ -50,8 +50,10 @@ def parse_yaml(text: str) -> YamlDocument:
     return doc
 
 
-_PLAIN_TAGS: dict[type[Node], str] = {MappingNode: "tag:yaml.org,2002:map",
-                                      SequenceNode: "tag:yaml.org,2002:seq"}
+_PLAIN_TAGS: dict[type[Node], str] = {
+    MappingNode: "tag:yaml.org,2002:map",
+    SequenceNode: "tag:yaml.org,2002:seq",
+}
 
 
 def _build(node: Node, path: Path, doc: YamlDocument, scalars: SafeConstructor) -> Any:
@@ -80,6 +82,7 @@ def _build(node: Node, path: Path, doc: YamlDocument, scalars: SafeConstructor) 
             return scalars.construct_object(node, deep=True)
         except ConstructorError as exc:
             # Unknown tags (!!python/object, ...) end here: safe loading only.
-            raise YamlSyntaxError(node.start_mark.line + 1, f"unsupported YAML: {exc.problem}") \
-                from None
+            raise YamlSyntaxError(
+                node.start_mark.line + 1, f"unsupported YAML: {exc.problem}"
+            ) from None
     raise YamlSyntaxError(node.start_mark.line + 1, f"unsupported YAML node {node.tag}")

@@ -46,36 +46,71 @@ class FaultSpec:
             component = Component(kind=ComponentKind.NIC, device=f"mlx5_{index}/1")
         else:
             component = Component(kind=ComponentKind.GPU, index=index, serial=serial)
-        return Finding(node=node, check=self.check, reason=self.reason, severity=self.severity,
-                       component=component, xid=self.xid, evidence=f"simulated {self.name}",
-                       observed_at=at)
+        return Finding(
+            node=node,
+            check=self.check,
+            reason=self.reason,
+            severity=self.severity,
+            component=component,
+            xid=self.xid,
+            evidence=f"simulated {self.name}",
+            observed_at=at,
+        )
 
 
 _ALL_HW = frozenset({Fix.RESET, Fix.REBOOT, Fix.REPLACE})
-FAULTS: dict[str, FaultSpec] = {f.name: f for f in (
-    # A reset clears volatile ECC counters and applies the pending remap.
-    FaultSpec("ecc_dbe", Effect.ECC, _ALL_HW, "Xid48", "xid", xid=48),
-    # Micro-controller halt: queries fine, dies under load; a reset brings it back.
-    FaultSpec("mcu_halt", Effect.UNDER_LOAD, _ALL_HW, "Xid62", "xid", xid=62),
-    # Only a reboot brings back a GPU that fell off the bus.
-    FaultSpec("gpu_lost", Effect.LOST, frozenset({Fix.REBOOT, Fix.REPLACE}), "Xid79", "xid",
-              xid=79),
-    # No spare rows left: only new hardware helps.
-    FaultSpec("remap_failure", Effect.REMAP_FAILURE, frozenset({Fix.REPLACE}), "Xid64", "xid",
-              xid=64),
-    # A short thermal slowdown that passes by itself.
-    FaultSpec("thermal_transient", Effect.THROTTLE, frozenset({Fix.TIME, *_ALL_HW}),
-              "HwThermalSlowdown", "thermal", Severity.WARNING, lasts=timedelta(minutes=2)),
-    # A graphics exception from the job's own code: nothing wrong with the GPU.
-    FaultSpec("app_xid", Effect.NONE, frozenset({Fix.TIME, *_ALL_HW}), "Xid13", "xid",
-              Severity.WARNING, xid=13, lasts=timedelta(0)),
-    # A link that retrained narrow; a reboot retrains it.
-    FaultSpec("pcie_degraded", Effect.PCIE_DEGRADED, frozenset({Fix.REBOOT, Fix.REPLACE}),
-              "PcieWidthDegraded", "pcie", Severity.WARNING),
-    FaultSpec("nvlink_down", Effect.NVLINK_DOWN, _ALL_HW, "Xid74", "xid", xid=74),
-    # A wedged GPU whose NVML calls hang: the probe must time out and say unhealthy.
-    FaultSpec("gpu_hang", Effect.HANG, frozenset({Fix.REBOOT, Fix.REPLACE}), "CheckTimedOut",
-              "probe"),
-    FaultSpec("nic_down", Effect.NIC_DOWN, frozenset({Fix.REBOOT, Fix.REPLACE}), "NicPortDown",
-              "nic"),
-)}
+FAULTS: dict[str, FaultSpec] = {
+    f.name: f
+    for f in (
+        # A reset clears volatile ECC counters and applies the pending remap.
+        FaultSpec("ecc_dbe", Effect.ECC, _ALL_HW, "Xid48", "xid", xid=48),
+        # Micro-controller halt: queries fine, dies under load; a reset brings it back.
+        FaultSpec("mcu_halt", Effect.UNDER_LOAD, _ALL_HW, "Xid62", "xid", xid=62),
+        # Only a reboot brings back a GPU that fell off the bus.
+        FaultSpec(
+            "gpu_lost", Effect.LOST, frozenset({Fix.REBOOT, Fix.REPLACE}), "Xid79", "xid", xid=79
+        ),
+        # No spare rows left: only new hardware helps.
+        FaultSpec(
+            "remap_failure", Effect.REMAP_FAILURE, frozenset({Fix.REPLACE}), "Xid64", "xid", xid=64
+        ),
+        # A short thermal slowdown that passes by itself.
+        FaultSpec(
+            "thermal_transient",
+            Effect.THROTTLE,
+            frozenset({Fix.TIME, *_ALL_HW}),
+            "HwThermalSlowdown",
+            "thermal",
+            Severity.WARNING,
+            lasts=timedelta(minutes=2),
+        ),
+        # A graphics exception from the job's own code: nothing wrong with the GPU.
+        FaultSpec(
+            "app_xid",
+            Effect.NONE,
+            frozenset({Fix.TIME, *_ALL_HW}),
+            "Xid13",
+            "xid",
+            Severity.WARNING,
+            xid=13,
+            lasts=timedelta(0),
+        ),
+        # A link that retrained narrow; a reboot retrains it.
+        FaultSpec(
+            "pcie_degraded",
+            Effect.PCIE_DEGRADED,
+            frozenset({Fix.REBOOT, Fix.REPLACE}),
+            "PcieWidthDegraded",
+            "pcie",
+            Severity.WARNING,
+        ),
+        FaultSpec("nvlink_down", Effect.NVLINK_DOWN, _ALL_HW, "Xid74", "xid", xid=74),
+        # A wedged GPU whose NVML calls hang: the probe must time out and say unhealthy.
+        FaultSpec(
+            "gpu_hang", Effect.HANG, frozenset({Fix.REBOOT, Fix.REPLACE}), "CheckTimedOut", "probe"
+        ),
+        FaultSpec(
+            "nic_down", Effect.NIC_DOWN, frozenset({Fix.REBOOT, Fix.REPLACE}), "NicPortDown", "nic"
+        ),
+    )
+}

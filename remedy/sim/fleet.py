@@ -92,10 +92,16 @@ class SimNode:
 
     def nic_ports(self) -> list[NicPort]:
         down = {f.gpu for f in self.faults if FAULTS[f.kind].effect is Effect.NIC_DOWN}
-        return [NicPort(device=f"mlx5_{i}", port=1,
-                        state="DOWN" if i in down else "ACTIVE",
-                        phys_state="Polling" if i in down else "LinkUp", rate_gbps=400.0)
-                for i in range(self.nics)]
+        return [
+            NicPort(
+                device=f"mlx5_{i}",
+                port=1,
+                state="DOWN" if i in down else "ACTIVE",
+                phys_state="Polling" if i in down else "LinkUp",
+                rate_gbps=400.0,
+            )
+            for i in range(self.nics)
+        ]
 
     def effects(self, gpu: int) -> set[Effect]:
         now = self.clock()
@@ -103,8 +109,9 @@ class SimNode:
 
     def clear(self, fix: Fix, gpus: list[int] | None = None) -> int:
         before = len(self.faults)
-        self.faults = [f for f in self.faults
-                       if not (f.cleared_by(fix) and (gpus is None or f.gpu in gpus))]
+        self.faults = [
+            f for f in self.faults if not (f.cleared_by(fix) and (gpus is None or f.gpu in gpus))
+        ]
         return before - len(self.faults)
 
 
@@ -121,10 +128,17 @@ def _utcnow() -> datetime:
 class SimFleet:
     """Thread-safe: activities run in a thread pool."""
 
-    def __init__(self, nodes: int = 16, gpus_per_node: int = 8, pool: str = "default",
-                 clock: Callable[[], datetime] = _utcnow, seed: int = 0,
-                 speedup: float = 1.0, name_prefix: str = "gpu-node",
-                 check_timeout_s: float = 2.0) -> None:
+    def __init__(
+        self,
+        nodes: int = 16,
+        gpus_per_node: int = 8,
+        pool: str = "default",
+        clock: Callable[[], datetime] = _utcnow,
+        seed: int = 0,
+        speedup: float = 1.0,
+        name_prefix: str = "gpu-node",
+        check_timeout_s: float = 2.0,
+    ) -> None:
         self.check_timeout_s = check_timeout_s
         self.clock = clock
         self.speedup = speedup  # transient faults pass this much faster (demo time)
@@ -141,14 +155,23 @@ class SimFleet:
 
     # -- building and injecting ------------------------------------------------------------
     def _provision(self, name: str, pool: str, generation: int) -> SimNode:
-        gpus = [SimGpu(index=g, serial=_serial(pool, name, generation, g),
-                       uuid=f"GPU-{name}-{generation}-{g}") for g in range(self.gpus_per_node)]
+        gpus = [
+            SimGpu(
+                index=g,
+                serial=_serial(pool, name, generation, g),
+                uuid=f"GPU-{name}-{generation}-{g}",
+            )
+            for g in range(self.gpus_per_node)
+        ]
         self.serials += [g.serial for g in gpus]
-        pods = [SimPod("nvidia-device-plugin", uses_gpus=False, daemonset=True),
-                SimPod("dcgm-exporter", uses_gpus=False, daemonset=True),
-                SimPod(f"train-{name}", uses_gpus=True)]
-        return SimNode(name=name, pool=pool, gpus=gpus, clock=self.clock, pods=pods,
-                       generation=generation)
+        pods = [
+            SimPod("nvidia-device-plugin", uses_gpus=False, daemonset=True),
+            SimPod("dcgm-exporter", uses_gpus=False, daemonset=True),
+            SimPod(f"train-{name}", uses_gpus=True),
+        ]
+        return SimNode(
+            name=name, pool=pool, gpus=gpus, clock=self.clock, pods=pods, generation=generation
+        )
 
     def join(self, name: str, pool: str | None = None) -> SimNode:
         """A new node registers, carrying the admission taint."""
@@ -284,13 +307,20 @@ class SimCluster:
 
     def nodes(self) -> list[NodeFacts]:
         with self._fleet._lock:
-            return [NodeFacts(
-                name=n.name, pool=n.pool, managed=n.managed, unschedulable=n.unschedulable,
-                cordoned_by_remedy=REMEDY_CORDON in n.annotations,
-                problems=[c for c in n.conditions.values() if c.status == "True"],
-                awaiting_admission=n.awaiting_admission,
-                validated=n.validated_serials is not None, rejected=n.rejected)
-                for n in self._fleet.nodes.values()]
+            return [
+                NodeFacts(
+                    name=n.name,
+                    pool=n.pool,
+                    managed=n.managed,
+                    unschedulable=n.unschedulable,
+                    cordoned_by_remedy=REMEDY_CORDON in n.annotations,
+                    problems=[c for c in n.conditions.values() if c.status == "True"],
+                    awaiting_admission=n.awaiting_admission,
+                    validated=n.validated_serials is not None,
+                    rejected=n.rejected,
+                )
+                for n in self._fleet.nodes.values()
+            ]
 
     def hold_for_admission(self, node: str) -> None:
         with self._fleet._lock:
@@ -342,10 +372,13 @@ class SimHost:
 
     @property
     def probe_config(self) -> ProbeConfig:
-        return ProbeConfig(expected_gpus=self._fleet.gpus_per_node,
-                           check_timeout_s=self._fleet.check_timeout_s, nics=_SimNics(self),
-                           expected_nics=self._fleet.node(self.name).nics,
-                           expected_nic_rate_gbps=400.0)
+        return ProbeConfig(
+            expected_gpus=self._fleet.gpus_per_node,
+            check_timeout_s=self._fleet.check_timeout_s,
+            nics=_SimNics(self),
+            expected_nics=self._fleet.node(self.name).nics,
+            expected_nic_rate_gbps=400.0,
+        )
 
     def nic_ports(self) -> list[NicPort]:
         return self._fleet.node(self.name).nic_ports()
@@ -380,9 +413,12 @@ class SimHost:
         with self._fleet._lock:
             sim = self._fleet.node(self.name)
             targets = indices or [g.index for g in sim.gpus]
-            return [f"GPU {g}: compute error under sustained load" for g in targets
-                    if sim.effects(g) & {Effect.UNDER_LOAD, Effect.LOST, Effect.ECC,
-                                         Effect.REMAP_FAILURE}]
+            return [
+                f"GPU {g}: compute error under sustained load"
+                for g in targets
+                if sim.effects(g)
+                & {Effect.UNDER_LOAD, Effect.LOST, Effect.ECC, Effect.REMAP_FAILURE}
+            ]
 
 
 class _SimNics:

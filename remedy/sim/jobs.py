@@ -15,8 +15,10 @@ from remedy.models import Finding
 
 # What each rank's log ends with: the rank on the faulty GPU, and the ranks left waiting on it.
 CUDA_ERROR = "RuntimeError: CUDA error: an illegal memory access was encountered"
-NCCL_TIMEOUT = ("[Rank {rank}] Watchdog caught collective operation timeout: "
-                "WorkNCCL(SeqNum=4242, OpType=ALLREDUCE) ran for 600000 milliseconds")
+NCCL_TIMEOUT = (
+    "[Rank {rank}] Watchdog caught collective operation timeout: "
+    "WorkNCCL(SeqNum=4242, OpType=ALLREDUCE) ran for 600000 milliseconds"
+)
 
 
 class SimJobs:
@@ -47,29 +49,47 @@ class SimJobs:
         hit = []
         with self._lock:
             for job, nodes in self.running.items():
-                if finding.node not in nodes or self.states.get(str(job)) is not \
-                        JobState.RUNNING:
+                if finding.node not in nodes or self.states.get(str(job)) is not JobState.RUNNING:
                     continue
                 self.states[str(job)] = JobState.FAILED
                 hit.append(job)
                 run = sum(1 for key, _ in self.restarts if key == str(job))
-                xids = [XidSeen(code=finding.xid, gpu=finding.component.serial or "?",
-                                node=finding.node, at=finding.observed_at, process="python",
-                                job=str(job))]
+                xids = [
+                    XidSeen(
+                        code=finding.xid,
+                        gpu=finding.component.serial or "?",
+                        node=finding.node,
+                        at=finding.observed_at,
+                        process="python",
+                        job=str(job),
+                    )
+                ]
                 for rank, node in enumerate(nodes):
                     own = node == finding.node
                     pod = f"{job.name}-{run}-{rank}"
-                    self.failures.append(GuardedFailure(
-                        job=job, pod_uid=pod, job_nodes=nodes, failure=PodFailure(
-                            job=str(job), pod=pod, node=node, failed_at=finding.observed_at
-                            + (timedelta(0) if own else timedelta(seconds=1)),
-                            termination=Termination(exit_code=1, reason="Error"),
-                            log_tail=CUDA_ERROR if own else NCCL_TIMEOUT.format(rank=rank),
-                            findings=[finding], xids=xids)))
+                    self.failures.append(
+                        GuardedFailure(
+                            job=job,
+                            pod_uid=pod,
+                            job_nodes=nodes,
+                            failure=PodFailure(
+                                job=str(job),
+                                pod=pod,
+                                node=node,
+                                failed_at=finding.observed_at
+                                + (timedelta(0) if own else timedelta(seconds=1)),
+                                termination=Termination(exit_code=1, reason="Error"),
+                                log_tail=CUDA_ERROR if own else NCCL_TIMEOUT.format(rank=rank),
+                                findings=[finding],
+                                xids=xids,
+                            ),
+                        )
+                    )
         return hit
 
-    def restart_job(self, job: JobRef, attempt: int, reason: str,
-                    resumed_by: str | None = None) -> str:
+    def restart_job(
+        self, job: JobRef, attempt: int, reason: str, resumed_by: str | None = None
+    ) -> str:
         key = str(job)
         with self._lock:
             if key in self.broken:

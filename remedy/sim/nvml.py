@@ -106,8 +106,10 @@ class SimNvml:
 
     def nvmlDeviceGetTotalEccErrors(self, handle: int, error_type: int, counter_type: int) -> int:
         effects = self._effects(handle)
-        if (error_type == pynvml.NVML_MEMORY_ERROR_TYPE_UNCORRECTED
-                and counter_type == pynvml.NVML_VOLATILE_ECC):
+        if (
+            error_type == pynvml.NVML_MEMORY_ERROR_TYPE_UNCORRECTED
+            and counter_type == pynvml.NVML_VOLATILE_ECC
+        ):
             return int(Effect.ECC in effects)
         return 0
 
@@ -119,9 +121,11 @@ class SimNvml:
             if field_id == pynvml.NVML_FI_DEV_GET_GPU_RECOVERY_ACTION:
                 value.nvmlReturn = pynvml.NVML_SUCCESS
                 value.valueType = pynvml.NVML_VALUE_TYPE_UNSIGNED_INT
-                value.value.uiVal = (pynvml.NVML_GPU_RECOVERY_ACTION_GPU_RESET
-                                     if Effect.ECC in effects
-                                     else pynvml.NVML_GPU_RECOVERY_ACTION_NONE)
+                value.value.uiVal = (
+                    pynvml.NVML_GPU_RECOVERY_ACTION_GPU_RESET
+                    if Effect.ECC in effects
+                    else pynvml.NVML_GPU_RECOVERY_ACTION_NONE
+                )
             else:
                 value.nvmlReturn = pynvml.NVML_ERROR_NOT_SUPPORTED
         return values
@@ -129,8 +133,10 @@ class SimNvml:
     # -- clocks, thermals, links ----------------------------------------------------------
     def nvmlDeviceGetCurrentClocksEventReasons(self, handle: int) -> int:
         if Effect.THROTTLE in self._effects(handle):
-            return int(pynvml.nvmlClocksEventReasonHwThermalSlowdown
-                       | pynvml.nvmlClocksEventReasonHwSlowdown)
+            return int(
+                pynvml.nvmlClocksEventReasonHwThermalSlowdown
+                | pynvml.nvmlClocksEventReasonHwSlowdown
+            )
         return int(pynvml.nvmlClocksEventReasonGpuIdle)
 
     def nvmlDeviceGetTemperature(self, handle: int, sensor: int) -> int:
@@ -169,8 +175,7 @@ class SimNvml:
         if xid is None:
             raise pynvml.NVMLError(pynvml.NVML_ERROR_TIMEOUT)
         gpu, code = xid
-        return SimEvent(device=gpu, eventType=pynvml.nvmlEventTypeXidCriticalError,
-                        eventData=code)
+        return SimEvent(device=gpu, eventType=pynvml.nvmlEventTypeXidCriticalError, eventData=code)
 
     def nvmlEventSetFree(self, event_set: Any) -> None:
         pass

@@ -45,32 +45,77 @@ def _one(fault: str | None) -> list[Variant]:
 
 
 LLAMA3_CAUSES: list[Cause] = [
-    Cause(name="faulty GPU", count=148, variants=[
-        Variant(fault="gpu_lost", share=0.45), Variant(fault="mcu_halt", share=0.40),
-        Variant(fault="gpu_hang", share=0.15)],
-        note="fell off the bus (reboot), micro-controller halt (reset), wedged (reboot)"),
-    Cause(name="GPU HBM3 memory", count=72, variants=[
-        Variant(fault="ecc_dbe", share=0.85), Variant(fault="remap_failure", share=0.15)],
-        note="uncorrectable ECC (reset applies the remap); no spare rows left (replace)"),
-    Cause(name="software bug", count=54, variants=_one("app_xid"),
-          note="the job's own code (Xid 13): nothing wrong with the node"),
-    Cause(name="network switch/cable", count=35, variants=_one("nic_down"),
-          note="an RDMA port down; played as a NIC a reboot retrains"),
-    Cause(name="host maintenance", count=32, variants=_one("gpu_hang"),
-          note="an unplanned host event; played as a wedged node a reboot clears"),
-    Cause(name="GPU SRAM memory", count=19, variants=_one("ecc_dbe"),
-          note="contained SRAM errors: a reset"),
-    Cause(name="GPU system processor (GSP)", count=17, variants=_one("gpu_hang"),
-          note="GSP timeouts: a reboot"),
+    Cause(
+        name="faulty GPU",
+        count=148,
+        variants=[
+            Variant(fault="gpu_lost", share=0.45),
+            Variant(fault="mcu_halt", share=0.40),
+            Variant(fault="gpu_hang", share=0.15),
+        ],
+        note="fell off the bus (reboot), micro-controller halt (reset), wedged (reboot)",
+    ),
+    Cause(
+        name="GPU HBM3 memory",
+        count=72,
+        variants=[Variant(fault="ecc_dbe", share=0.85), Variant(fault="remap_failure", share=0.15)],
+        note="uncorrectable ECC (reset applies the remap); no spare rows left (replace)",
+    ),
+    Cause(
+        name="software bug",
+        count=54,
+        variants=_one("app_xid"),
+        note="the job's own code (Xid 13): nothing wrong with the node",
+    ),
+    Cause(
+        name="network switch/cable",
+        count=35,
+        variants=_one("nic_down"),
+        note="an RDMA port down; played as a NIC a reboot retrains",
+    ),
+    Cause(
+        name="host maintenance",
+        count=32,
+        variants=_one("gpu_hang"),
+        note="an unplanned host event; played as a wedged node a reboot clears",
+    ),
+    Cause(
+        name="GPU SRAM memory",
+        count=19,
+        variants=_one("ecc_dbe"),
+        note="contained SRAM errors: a reset",
+    ),
+    Cause(
+        name="GPU system processor (GSP)",
+        count=17,
+        variants=_one("gpu_hang"),
+        note="GSP timeouts: a reboot",
+    ),
     Cause(name="NIC", count=7, variants=_one("nic_down")),
-    Cause(name="NCCL watchdog timeouts", count=7, variants=_one(None),
-          note="no node signal: the job restarts, remedy has nothing to act on"),
-    Cause(name="silent data corruption", count=6, variants=_one(None),
-          note="not seen by any probe: the job restarts from a checkpoint"),
-    Cause(name="GPU thermal interface + sensor", count=6, variants=_one("thermal_transient"),
-          note="a throttling GPU; played by the thermal fault (a reset clears it)"),
-    Cause(name="SSD", count=3, variants=_one("remap_failure"),
-          note="host hardware only new hardware fixes; played by a replace-only fault"),
+    Cause(
+        name="NCCL watchdog timeouts",
+        count=7,
+        variants=_one(None),
+        note="no node signal: the job restarts, remedy has nothing to act on",
+    ),
+    Cause(
+        name="silent data corruption",
+        count=6,
+        variants=_one(None),
+        note="not seen by any probe: the job restarts from a checkpoint",
+    ),
+    Cause(
+        name="GPU thermal interface + sensor",
+        count=6,
+        variants=_one("thermal_transient"),
+        note="a throttling GPU; played by the thermal fault (a reset clears it)",
+    ),
+    Cause(
+        name="SSD",
+        count=3,
+        variants=_one("remap_failure"),
+        note="host hardware only new hardware fixes; played by a replace-only fault",
+    ),
     Cause(name="power supply", count=3, variants=_one("remap_failure")),
     Cause(name="server chassis", count=2, variants=_one("remap_failure")),
     Cause(name="IO expansion board", count=2, variants=_one("remap_failure")),
@@ -80,10 +125,13 @@ LLAMA3_CAUSES: list[Cause] = [
 ]
 
 # Not among the 419 interruptions: faults that pass by themselves and never stop the job.
-TRANSIENTS = Cause(name="transient thermal slowdown", count=120,
-                   variants=[Variant(fault="thermal_transient", share=1.0, transient=True)],
-                   interrupts_job=False,
-                   note="clears within its tolerance window; the job only slows")
+TRANSIENTS = Cause(
+    name="transient thermal slowdown",
+    count=120,
+    variants=[Variant(fault="thermal_transient", share=1.0, transient=True)],
+    interrupts_job=False,
+    note="clears within its tolerance window; the job only slows",
+)
 
 
 def rate_per_node_day(cause: Cause) -> float:

@@ -26,8 +26,7 @@ class FaultEvent(BaseModel):
         return self.fault, self.transient
 
 
-def generate(causes: list[Cause], nodes: int, duration: timedelta, seed: int
-             ) -> list[FaultEvent]:
+def generate(causes: list[Cause], nodes: int, duration: timedelta, seed: int) -> list[FaultEvent]:
     """Events in time order. Inter-arrival times are exponential at each cause's rate for this
     fleet, so the count per cause is Poisson with mean ``expected_count``."""
     rng = random.Random(seed)
@@ -41,9 +40,15 @@ def generate(causes: list[Cause], nodes: int, duration: timedelta, seed: int
         t = rng.expovariate(rate)
         while t < horizon:
             variant = rng.choices(cause.variants, weights=[v.share for v in cause.variants])[0]
-            events.append(FaultEvent(at=timedelta(seconds=t), node=rng.randrange(nodes),
-                                     cause=cause.name, fault=variant.fault,
-                                     transient=variant.transient,
-                                     interrupts_job=cause.interrupts_job))
+            events.append(
+                FaultEvent(
+                    at=timedelta(seconds=t),
+                    node=rng.randrange(nodes),
+                    cause=cause.name,
+                    fault=variant.fault,
+                    transient=variant.transient,
+                    interrupts_job=cause.interrupts_job,
+                )
+            )
             t += rng.expovariate(rate)
     return sorted(events, key=lambda e: (e.at, e.node, e.cause))

@@ -83,8 +83,12 @@ class ActionCosts(BaseModel):
         spec = FAULTS.get(fault or "")
         if spec is None:
             return ZERO
-        costs = {Fix.TIME: ZERO, Fix.RESET: self.reset_gpu, Fix.REBOOT: self.reboot,
-                 Fix.REPLACE: self.replace}
+        costs = {
+            Fix.TIME: ZERO,
+            Fix.RESET: self.reset_gpu,
+            Fix.REBOOT: self.reboot,
+            Fix.REPLACE: self.replace,
+        }
         return min(costs[f] for f in spec.fixed_by)
 
 
@@ -128,16 +132,20 @@ def downtime(run: LadderRun, policy: Policy, costs: ActionCosts) -> timedelta:
     """How long the node is out of service for this fault."""
     if not run.takes_node_out:
         return ZERO
-    took = run.workflow_time + sum((costs.of(s.action) for s in run.steps if s.rung >= 0),
-                                   ZERO)
+    took = run.workflow_time + sum((costs.of(s.action) for s in run.steps if s.rung >= 0), ZERO)
     took += policy.approval_delay * sum(1 for s in run.steps if s.approval and s.rung >= 0)
     if run.outcome == "needs_human":  # someone has to come and do the real fix
         took += policy.approval_delay + costs.cheapest_fix(run.fault)
     return took
 
 
-def simulate(events: list[FaultEvent], ladders: dict[FaultKind, LadderRun], policy: Policy,
-             job: JobConfig, costs: ActionCosts) -> PolicyResult:
+def simulate(
+    events: list[FaultEvent],
+    ladders: dict[FaultKind, LadderRun],
+    policy: Policy,
+    job: JobConfig,
+    costs: ActionCosts,
+) -> PolicyResult:
     """Play the events against the job. ``ladders`` maps each kind of fault (a simulated fault,
     None for one with no node signal; transient or not) to what the policy's ladder did."""
     horizon = job.duration
@@ -188,21 +196,28 @@ def simulate(events: list[FaultEvent], ladders: dict[FaultKind, LadderRun], poli
                 continue
             in_job.add(spares.pop())
         restart_at = min(ready + job.restart, horizon)
-        tally.job_down += max(restart_at - max(now, stopped_until), ZERO) if restarting \
-            else restart_at - now
+        tally.job_down += (
+            max(restart_at - max(now, stopped_until), ZERO) if restarting else restart_at - now
+        )
         stopped_until = resumed = max(stopped_until, restart_at)
     running = horizon - tally.job_down
     overhead = job.checkpoint_cost * (running / cycle)
     useful = running - overhead - tally.lost
     total = job.nodes + job.spares
     return PolicyResult(
-        policy=policy.name, goodput=useful * job.nodes / (horizon * total),
+        policy=policy.name,
+        goodput=useful * job.nodes / (horizon * total),
         availability=1 - tally.node_down / (horizon * total),
-        interruptions=tally.interruptions, replacements=tally.replacements,
+        interruptions=tally.interruptions,
+        replacements=tally.replacements,
         needless_replacements=tally.needless,
-        mttr=tally.outage / tally.repairs if tally.repairs else ZERO, repairs=tally.repairs,
-        job_down=tally.job_down, lost_work=tally.lost, waiting_for_spares=tally.waiting,
-        checkpoint_overhead=overhead)
+        mttr=tally.outage / tally.repairs if tally.repairs else ZERO,
+        repairs=tally.repairs,
+        job_down=tally.job_down,
+        lost_work=tally.lost,
+        waiting_for_spares=tally.waiting,
+        checkpoint_overhead=overhead,
+    )
 
 
 class _Tally:
@@ -210,8 +225,7 @@ class _Tally:
         self.node_down = self.outage = self.job_down = self.lost = self.waiting = ZERO
         self.repairs = self.replacements = self.needless = self.interruptions = 0
 
-    def repair(self, run: LadderRun, now: timedelta, out: timedelta, horizon: timedelta
-               ) -> None:
+    def repair(self, run: LadderRun, now: timedelta, out: timedelta, horizon: timedelta) -> None:
         self.node_down += min(now + out, horizon) - now
         self.outage += out
         self.repairs += 1

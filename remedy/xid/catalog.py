@@ -37,9 +37,14 @@ class XidInfo(BaseModel):
     meaning: str
 
 
-_UNKNOWN = XidInfo.model_validate({"class": UNKNOWN_CLASS, "action": FirstAction.INSPECT,
-                                   "severity": Severity.CRITICAL,
-                                   "meaning": "unknown Xid: treat as a hardware fault"})
+_UNKNOWN = XidInfo.model_validate(
+    {
+        "class": UNKNOWN_CLASS,
+        "action": FirstAction.INSPECT,
+        "severity": Severity.CRITICAL,
+        "meaning": "unknown Xid: treat as a hardware fault",
+    }
+)
 
 # NVML_DEVICE_ARCH_* values: Kepler 2 … Volta 5, Turing 6, Ampere 7, Ada 8, Hopper 9, Blackwell 10.
 _FIRST_AMPERE_ARCH = 7
@@ -68,7 +73,11 @@ class XidCatalog:
 @cache
 def load_catalog(path: Path = CATALOG_FILE) -> XidCatalog:
     raw = yaml.safe_load(path.read_text(encoding="utf-8"))
-    tables = {Generation(gen): {int(code): XidInfo.model_validate(info)
-                                for code, info in (raw.get(gen.value) or {}).items()}
-              for gen in Generation}
+    tables = {
+        Generation(gen): {
+            int(code): XidInfo.model_validate(info)
+            for code, info in (raw.get(gen.value) or {}).items()
+        }
+        for gen in Generation
+    }
     return XidCatalog(tables)

@@ -17,10 +17,14 @@ from pydantic import BaseModel, ConfigDict
 from remedy.models import Severity
 from remedy.xid.catalog import XidCatalog, load_catalog
 
-_XID = re.compile(r"NVRM: Xid \((?:PCI:)?(?P<pci>[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2})"
-                  r"(?:\.[0-9a-fA-F])?\): (?P<code>\d{1,4})(?:,\s*(?P<rest>.*))?$")
-_GPU_AT = re.compile(r"NVRM: GPU at PCI:(?P<pci>[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2})"
-                     r"(?:\.[0-9a-fA-F])?: (?P<uuid>GPU-[0-9a-fA-F-]+)")
+_XID = re.compile(
+    r"NVRM: Xid \((?:PCI:)?(?P<pci>[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2})"
+    r"(?:\.[0-9a-fA-F])?\): (?P<code>\d{1,4})(?:,\s*(?P<rest>.*))?$"
+)
+_GPU_AT = re.compile(
+    r"NVRM: GPU at PCI:(?P<pci>[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2})"
+    r"(?:\.[0-9a-fA-F])?: (?P<uuid>GPU-[0-9a-fA-F-]+)"
+)
 _PID = re.compile(r"pid=(?:'?<unknown>'?|(?P<pid>\d+))(?:,\s*|$)")
 _NAME = re.compile(r"name=(?P<name>'?<unknown>'?|[^,]*)(?:,\s*|$)")
 _ISO = re.compile(r"^(?P<ts>\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:Z|[+-]\d{2}:?\d{2}))\s")
@@ -53,8 +57,9 @@ def normalize_pci(bus_id: str) -> str:
     return f"{parts[-3][-4:]:0>4}:{parts[-2]}:{parts[-1].split('.')[0]}"
 
 
-def parse_kernel_log(lines: Iterable[str], catalog: XidCatalog | None = None,
-                     architecture: int | None = None) -> list[XidEvent]:
+def parse_kernel_log(
+    lines: Iterable[str], catalog: XidCatalog | None = None, architecture: int | None = None
+) -> list[XidEvent]:
     """Every Xid event in ``lines``, with GPU UUIDs filled in from ``GPU at PCI`` lines
     wherever they appear in the log."""
     catalog = catalog or load_catalog()
@@ -68,8 +73,9 @@ def parse_kernel_log(lines: Iterable[str], catalog: XidCatalog | None = None,
     return events
 
 
-def parse_xid_line(line: str, number: int, catalog: XidCatalog, architecture: int | None,
-                   uuids: dict[str, str]) -> XidEvent | None:
+def parse_xid_line(
+    line: str, number: int, catalog: XidCatalog, architecture: int | None, uuids: dict[str, str]
+) -> XidEvent | None:
     match = _XID.search(line.rstrip("\r\n"))
     if match is None:
         return None
@@ -81,10 +87,20 @@ def parse_xid_line(line: str, number: int, catalog: XidCatalog, architecture: in
     process = None if name is None or "<unknown>" in name else name
     message = _NAME.sub("", _PID.sub("", rest)).strip()
     info = catalog.lookup(code, architecture)
-    return XidEvent(code=code, pci_bus_id=pci, pid=pid, process=process, gpu_uuid=uuids.get(pci),
-                    message=message, fault_class=info.fault_class,
-                    recommended_action=info.action.value, severity=info.severity, line=number,
-                    timestamp=_timestamp(line), uptime_s=_uptime(line))
+    return XidEvent(
+        code=code,
+        pci_bus_id=pci,
+        pid=pid,
+        process=process,
+        gpu_uuid=uuids.get(pci),
+        message=message,
+        fault_class=info.fault_class,
+        recommended_action=info.action.value,
+        severity=info.severity,
+        line=number,
+        timestamp=_timestamp(line),
+        uptime_s=_uptime(line),
+    )
 
 
 def _timestamp(line: str) -> datetime | None:

@@ -29,14 +29,17 @@ from workers.binaries import installed_binary
 from workers.client import ensure_search_attributes
 
 HERE = Path(__file__).parent
-SCENARIOS = {"reset_fixes_ecc": ("ecc_dbe", False), "replace_after_approval": ("remap_failure",
-                                                                                True)}
+SCENARIOS = {
+    "reset_fixes_ecc": ("ecc_dbe", False),
+    "replace_after_approval": ("remap_failure", True),
+}
 
 
 async def main(tag: str, job_guard: bool) -> None:
     env = await WorkflowEnvironment.start_time_skipping(
         data_converter=pydantic_data_converter,
-        test_server_existing_path=installed_binary("temporal-test-server"))
+        test_server_existing_path=installed_binary("temporal-test-server"),
+    )
     await ensure_search_attributes(env.client)
     if job_guard:
         try:
@@ -71,8 +74,9 @@ async def record_job_guard(env: WorkflowEnvironment, tag: str) -> None:
     fleet = SimFleet(nodes=2)
     async with guarded(env, fleet, GuardPolicy()) as (handle, job, _):
         node = sorted(fleet.nodes)[0]
-        await handle.signal(JobGuard.pod_failed,
-                            hardware_failure(node, job, await env.get_current_time()))
+        await handle.signal(
+            JobGuard.pod_failed, hardware_failure(node, job, await env.get_current_time())
+        )
         await env.sleep(timedelta(minutes=5))
         await handle.signal(JobGuard.pod_failed, oom(node, job, await env.get_current_time()))
         await handle.result()
