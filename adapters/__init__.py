@@ -1,1 +1,4 @@
-"""Adapters from remedy's seams to real systems (Kubernetes). The domain never imports these."""
+"""Implementations of remedy's seams (``remedy/cluster.py``, ``remedy/host.py``, ``remedy/gpu.py``):
+Kubernetes (``kubernetes/``), the node's own machine (``host/``) and the simulated fleet
+(``sim/``), which tests, the demo and rehearsals use in place of both. The domain never imports
+these; workers wire them in."""

@@ -24,11 +24,11 @@ from pathlib import Path
 
 from temporalio.client import Client
 
+from adapters.sim import SimFleet
 from remedy.budget import BudgetPolicy, peak_concurrency
 from remedy.models import Action, Finding, NodeRef, Severity
 from remedy.remediation import FindingReport, Outcome, RemediationState
 from remedy.runbook import Match, Runbook, Rung
-from remedy.sim import SimFleet
 from workers.client import report_finding
 from workers.controller import controller_worker, node_agent_worker
 from workers.demo import _free_port

@@ -3,7 +3,7 @@ unexpected interruptions by cause, plus transients) played against one lockstep 
 policies — remedy's shipped runbooks, "replace on any fault", and manual operations.
 
 Each kind of fault is climbed for real once per policy (NodeRemediation on Temporal's
-time-skipping server, see workers/twin.py); the 54 days pass on a virtual clock. Prints the
+time-skipping server, see twin/ladders.py); the 54 days pass on a virtual clock. Prints the
 comparison and writes bench/results/twin.json for bench/report.py.
 
     .venv/bin/python bench/fleet_twin.py [--seed 7] [--days 54] [--spares 32] ...
@@ -21,11 +21,11 @@ from pathlib import Path
 from pydantic import BaseModel, ValidationError
 
 from remedy.runbook import RunbookSet, load_runbooks
-from remedy.twin.causes import LLAMA3_CAUSES, TRANSIENTS, expected_count
-from remedy.twin.generator import generate
-from remedy.twin.job import ActionCosts, JobConfig, LadderRun, PolicyResult, simulate
+from twin.causes import LLAMA3_CAUSES, TRANSIENTS, expected_count
+from twin.generator import generate
+from twin.job import ActionCosts, JobConfig, LadderRun, PolicyResult, simulate
+from twin.ladders import ladders_for, policies
 from workers.tables import plain
-from workers.twin import ladders_for, policies
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results"

@@ -15,9 +15,9 @@ from collections.abc import Callable
 
 import pynvml
 
-from remedy.gpu import real_nvml
+from adapters.host.nvml import real_nvml
+from adapters.sim import SimFleet
 from remedy.probe import ProbeConfig, probe_node
-from remedy.sim import SimFleet
 
 TARGET_MS = 50.0
 

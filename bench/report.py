@@ -18,7 +18,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 from fleet_twin import POLICY_HEADERS, TwinReport, policy_rows  # noqa: E402 - bench/ is on sys.path
 from scale_bench import SHARE_HEADERS, ScaleReport, at_ten_percent, share_rows  # noqa: E402
 
-from remedy.twin.job import LadderRun  # noqa: E402
+from twin.job import LadderRun  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
 GOODPUT_TARGET, AVAILABILITY_TARGET = 0.95, 0.9995
@@ -48,7 +48,7 @@ def twin_section(twin: TwinReport) -> list[str]:
         f"{job.restart / timedelta(minutes=1):g} min. Faults: the Llama 3 causes at their "
         "reported rates plus transient slowdowns (counts below). Each kind of fault was climbed "
         "for real by NodeRemediation on the time-skipping server under each policy's runbooks; "
-        "the weeks pass on the twin's virtual clock (bench/fleet_twin.py, workers/twin.py).",
+        "the weeks pass on the twin's virtual clock (bench/fleet_twin.py, twin/ladders.py).",
         "",
         *markdown(POLICY_HEADERS, policy_rows(twin)),
     ]
@@ -103,7 +103,7 @@ def twin_section(twin: TwinReport) -> list[str]:
     lines += [
         "",
         "Limits of the model: each cause is played by the closest simulated fault "
-        "(remedy/twin/causes.py says which and why); a fault the ladder did not "
+        "(twin/causes.py says which and why); a fault the ladder did not "
         "really fix does not come back later (a GPU that fails only under load and "
         'passes a quick probe is "cleared" under manual operations, and the job '
         "would meet it again); action durations are the assumptions above, not "

@@ -32,13 +32,13 @@ from temporalio import activity, workflow
 from temporalio.client import Client
 from temporalio.worker import Worker
 
+from adapters.sim import SimFleet
+from adapters.sim.fleet import SimCluster
 from remedy.budget import BudgetPolicy
 from remedy.cluster import CordonOwner
 from remedy.models import CordonState, Finding, NodeRef, Severity
 from remedy.remediation import FindingReport
 from remedy.runbook import Match, Runbook
-from remedy.sim import SimFleet
-from remedy.sim.fleet import SimCluster
 from workers.client import connect, report_finding
 from workers.controller import controller_worker
 from workers.demo import _free_port

@@ -1,13 +1,13 @@
 """The GPU backend seam: the slice of the NVML API the probe uses.
 
 The real backend is the ``pynvml`` module from nvidia-ml-py itself; the simulated one
-(``remedy.sim.nvml``) has the same function names and raises the same ``pynvml.NVMLError``
+(``adapters.sim.nvml``) has the same function names and raises the same ``pynvml.NVMLError``
 subclasses, so the probe code under test is the code that runs on a node.
 """
 
 from __future__ import annotations
 
-from typing import Any, Protocol, cast
+from typing import Any, Protocol
 
 
 class NvmlApi(Protocol):
@@ -36,10 +36,3 @@ class NvmlApi(Protocol):
     def nvmlDeviceRegisterEvents(self, handle: Any, event_types: int, event_set: Any) -> None: ...
     def nvmlEventSetWait_v2(self, event_set: Any, timeout_ms: int) -> Any: ...
     def nvmlEventSetFree(self, event_set: Any) -> None: ...
-
-
-def real_nvml() -> NvmlApi:
-    """The real NVML bindings; importing them needs no driver, calling nvmlInit does."""
-    import pynvml
-
-    return cast(NvmlApi, pynvml)

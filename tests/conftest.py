@@ -18,6 +18,7 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.service import RPCError
 from temporalio.testing import WorkflowEnvironment
 
+from adapters.sim import SimFleet
 from remedy.attribution.jobs import JobSide
 from remedy.budget import BudgetPolicy
 from remedy.cluster import Cluster
@@ -29,7 +30,6 @@ from remedy.names import (
     remediation_workflow_id,
 )
 from remedy.runbook import RunbookSet, load_runbooks
-from remedy.sim import SimFleet
 from workers.binaries import installed_binary
 from workers.client import ensure_search_attributes
 from workers.controller import controller_worker, node_agent_worker

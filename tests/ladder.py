@@ -10,6 +10,7 @@ from pydantic import BaseModel
 from temporalio.client import Client, WorkflowHandle
 from temporalio.testing import WorkflowEnvironment
 
+from adapters.sim import SimFleet
 from remedy.models import Action, Finding, NodeRef
 from remedy.remediation import (
     AttemptResult,
@@ -19,7 +20,6 @@ from remedy.remediation import (
     RemediationState,
 )
 from remedy.runbook import Runbook
-from remedy.sim import SimFleet
 from tests.conftest import Queues, running_workers
 from workers.client import report_finding
 from workflows.node_remediation import NodeRemediation

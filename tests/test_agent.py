@@ -11,12 +11,12 @@ from datetime import timedelta
 import pytest
 from temporalio.testing import WorkflowEnvironment
 
+from adapters.sim import SimFleet
 from remedy.conditions import GPU_NETWORK_PROBLEM, GPU_PROBLEM, NodeCondition
 from remedy.models import NodeRef
 from remedy.names import remediation_workflow_id
 from remedy.remediation import Outcome
 from remedy.runbook import Match, Runbook, RunbookSet, load_runbooks
-from remedy.sim import SimFleet
 from tests.conftest import ROOT, running_workers
 from tests.ladder import report, state_of
 from workers.agent import AgentConfig, NodeAgent

@@ -13,8 +13,8 @@ import pytest
 import yaml
 from kubernetes import client as k8s
 
-from adapters.kubernetes_cluster import ADMISSION_TAINT, TAINT, KubernetesCluster, ReplaceProvider
-from adapters.kubernetes_jobs import KubernetesJobs
+from adapters.kubernetes.cluster import ADMISSION_TAINT, TAINT, KubernetesCluster, ReplaceProvider
+from adapters.kubernetes.jobs import KubernetesJobs
 from remedy.attribution.evidence import RecentXid
 from remedy.cluster import CordonOwner
 from remedy.conditions import NodeCondition

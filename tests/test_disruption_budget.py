@@ -10,6 +10,7 @@ import pytest
 from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
+from adapters.sim import SimFleet
 from remedy.budget import (
     BudgetPolicy,
     BudgetState,
@@ -22,7 +23,6 @@ from remedy.models import Action
 from remedy.names import budget_workflow_id
 from remedy.remediation import ApproveRequest, Outcome, Phase
 from remedy.runbook import Match, Runbook, RunbookSet, Rung
-from remedy.sim import SimFleet
 from tests.conftest import running_workers
 from tests.ladder import Handle, report, state_of, wait_for_phase
 from workflows.disruption_budget import DisruptionBudget

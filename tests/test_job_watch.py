@@ -16,7 +16,8 @@ from temporalio.client import Client, WorkflowHandle
 from temporalio.service import RPCError
 from temporalio.testing import WorkflowEnvironment
 
-from adapters.kubernetes_jobs import JOB_LABEL, REPORTED, KubernetesJobs
+from adapters.kubernetes.jobs import JOB_LABEL, REPORTED, KubernetesJobs
+from adapters.sim.jobs import SimJobs
 from remedy.attribution.evidence import GuardedFailure, RecentXid
 from remedy.attribution.guard import (
     GuardAction,
@@ -32,7 +33,6 @@ from remedy.fleet import FleetSummary, ScanInput
 from remedy.models import Component, ComponentKind, Finding, Severity
 from remedy.names import job_guard_workflow_id, remediation_workflow_id
 from remedy.runbook import RunbookSet
-from remedy.sim.jobs import SimJobs
 from tests.conftest import Queues, own_fleet, running_workers
 from tests.ladder import report
 from tests.test_cli import WAITS

@@ -13,7 +13,7 @@ import pytest
 from kmock import Response
 from kubernetes import client as k8s
 
-from adapters.kubernetes_cluster import (
+from adapters.kubernetes.cluster import (
     ADMISSION_REJECTED,
     ADMISSION_TAINT,
     CHECKPOINT_REQUESTED,

@@ -11,9 +11,8 @@ import kmock
 import pytest
 from kubernetes import client as k8s
 
-from adapters.kube_objects import RECENT_XIDS
-from adapters.kubernetes_cluster import KubernetesCluster
-from adapters.kubernetes_jobs import (
+from adapters.kubernetes.cluster import KubernetesCluster
+from adapters.kubernetes.jobs import (
     GUARD_LABEL,
     JOB_LABEL,
     REPORTED,
@@ -22,6 +21,7 @@ from adapters.kubernetes_jobs import (
     STOPPED,
     KubernetesJobs,
 )
+from adapters.kubernetes.objects import RECENT_XIDS
 from remedy.attribution.evidence import RecentXid
 from remedy.attribution.guard import JobRef
 from remedy.attribution.jobs import JobState

@@ -10,10 +10,10 @@ import kmock
 from kubernetes import client as k8s
 from temporalio.testing import WorkflowEnvironment
 
-from adapters.kubernetes_cluster import CORDONED_BY, KubernetesCluster
+from adapters.kubernetes.cluster import CORDONED_BY, KubernetesCluster
+from adapters.sim import SimFleet
 from remedy.remediation import Outcome, RemediationResult
 from remedy.runbook import RunbookSet
-from remedy.sim import SimFleet
 from tests.conftest import running_workers
 from tests.ladder import report
 from tests.test_kubernetes_cluster import NODES, node

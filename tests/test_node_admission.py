@@ -10,13 +10,13 @@ from temporalio.client import Client, WorkflowHandle
 from temporalio.testing import WorkflowEnvironment
 
 from activities.starts import start_admission
+from adapters.sim import SimFleet
 from remedy.admission import AdmissionInput, AdmissionPhase, AdmissionPolicy, AdmissionResult
 from remedy.hardware import BlocklistPolicy, HardwareRecordState, Incident, UnblockRequest
 from remedy.models import NodeRef
 from remedy.names import hardware_record_workflow_id
 from remedy.remediation import Outcome, Phase
 from remedy.runbook import RunbookSet
-from remedy.sim import SimFleet
 from tests.conftest import Queues, running_workers
 from tests.ladder import Handle, report, wait_for_phase
 from workflows.hardware_record import HardwareRecord

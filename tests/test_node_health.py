@@ -8,15 +8,16 @@ from pathlib import Path
 
 import pytest
 
+from adapters.host.load_test import NO_LIBRARY, run_load_test
+from adapters.host.local import LocalHost, boot_time
+from adapters.sim import SimFleet
 from remedy.conditions import GPU_NETWORK_PROBLEM, GPU_PROBLEM, conditions_from
 from remedy.errors import ActionRefused
-from remedy.local_host import LocalHost, boot_time
 from remedy.models import Finding, ProbeReport, Severity
 from remedy.probe import ProbeConfig
 from remedy.probe.diagnose import deep_diagnose
-from remedy.probe.load_test import NO_LIBRARY, run_load_test, slow_ranks
+from remedy.probe.slow_ranks import slow_ranks
 from remedy.probe.xid_events import XidWatcher
-from remedy.sim import SimFleet
 
 T0 = datetime(2026, 11, 29, 8, 0, tzinfo=UTC)
 NODE = "gpu-node-000"

@@ -10,6 +10,8 @@ from datetime import timedelta
 
 from temporalio.testing import WorkflowEnvironment
 
+from adapters.sim import SimFleet
+from adapters.sim.fleet import REMEDY_CORDON
 from remedy.errors import DrainBlocked, PermissionDenied
 from remedy.models import Action
 from remedy.remediation import (
@@ -22,8 +24,6 @@ from remedy.remediation import (
     Phase,
 )
 from remedy.runbook import Match, Runbook, RunbookSet, Rung
-from remedy.sim import SimFleet
-from remedy.sim.fleet import REMEDY_CORDON
 from tests.conftest import running_workers
 from tests.ladder import Handle, remediate, report, signal_at, state_of, wait_for_phase
 

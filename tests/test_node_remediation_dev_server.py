@@ -11,12 +11,12 @@ from datetime import timedelta
 
 from temporalio.testing import WorkflowEnvironment
 
+from adapters.sim import SimFleet
+from adapters.sim.fleet import SimHost
 from remedy.budget import BudgetPolicy
 from remedy.models import Action
 from remedy.remediation import AttemptResult, Outcome
 from remedy.runbook import Match, Runbook, Rung
-from remedy.sim import SimFleet
-from remedy.sim.fleet import SimHost
 from tests.conftest import Queues, running_workers
 from tests.ladder import report, state_of
 from workers.controller import controller_worker, node_agent_worker

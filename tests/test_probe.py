@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
+from adapters.host.kernel_log import KernelLogTail
+from adapters.host.nics import SysfsNics
+from adapters.sim import SimFleet
 from remedy.models import ComponentKind, ProbeReport, Severity
 from remedy.probe import probe_node
-from remedy.probe.nics import SysfsNics
-from remedy.sim import SimFleet
-from remedy.xid.tail import KernelLogTail
 
 NODE = "gpu-node-000"
 

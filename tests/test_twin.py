@@ -11,10 +11,10 @@ import pytest
 
 from remedy.models import Action
 from remedy.runbook import RunbookSet
-from remedy.twin.causes import LLAMA3_CAUSES, TRANSIENTS, expected_count
-from remedy.twin.generator import FaultEvent, FaultKind, generate
-from remedy.twin.job import ActionCosts, JobConfig, LadderRun, Policy, Step, simulate
-from workers.twin import ladders_for, policies
+from twin.causes import LLAMA3_CAUSES, TRANSIENTS, expected_count
+from twin.generator import FaultEvent, FaultKind, generate
+from twin.job import ActionCosts, JobConfig, LadderRun, Policy, Step, simulate
+from twin.ladders import ladders_for, policies
 
 CAUSES = [*LLAMA3_CAUSES, TRANSIENTS]
 MIN = timedelta(minutes=1)

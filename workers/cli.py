@@ -16,16 +16,16 @@ import typer
 from pydantic import BaseModel, ValidationError
 from temporalio.service import RPCError
 
-from remedy.gpu import real_nvml
-from remedy.local_host import LocalHost, boot_time
+from adapters.host.kernel_log import KernelLogTail
+from adapters.host.local import LocalHost, boot_time
+from adapters.host.nics import SysfsNics
+from adapters.host.nvml import real_nvml
+from adapters.sim import FAULTS, SimFleet
 from remedy.models import NodeRef
 from remedy.names import CONTROLLER_TASK_QUEUE, FLEET_SCAN_SCHEDULE
 from remedy.probe import ProbeConfig, probe_node
-from remedy.probe.nics import SysfsNics
 from remedy.runbook import Runbook, RunbookError, RunbookSet, load_runbooks
-from remedy.sim import FAULTS, SimFleet
 from remedy.xid import parse_kernel_log
-from remedy.xid.tail import KernelLogTail
 
 if TYPE_CHECKING:
     from remedy.attribution.rules import Attributor
@@ -240,8 +240,8 @@ def agent(
     metrics_bind: MetricsOption = None,
 ) -> None:
     """Run the node agent: host-local activities on this node's queue, and the probe loop."""
-    from adapters.kube_config import api_client
-    from adapters.kubernetes_cluster import KubernetesCluster
+    from adapters.kubernetes.cluster import KubernetesCluster
+    from adapters.kubernetes.config import api_client
     from workers.agent import AgentConfig, NodeAgent
     from workers.client import connect, metrics_runtime
 
@@ -342,9 +342,9 @@ def controller(
     """Run the controller worker against a Kubernetes cluster."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from adapters.kube_config import api_client
-    from adapters.kubernetes_cluster import KubernetesCluster, ReplaceProvider
-    from adapters.kubernetes_jobs import KubernetesJobs
+    from adapters.kubernetes.cluster import KubernetesCluster, ReplaceProvider
+    from adapters.kubernetes.config import api_client
+    from adapters.kubernetes.jobs import KubernetesJobs
     from remedy.attribution.guard import GuardPolicy
     from remedy.budget import BudgetPolicy
     from remedy.fleet import ScanInput

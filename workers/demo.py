@@ -18,6 +18,8 @@ from temporalio import workflow as temporal_workflow
 from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.service import RPCError
 
+from adapters.sim import SimFleet
+from adapters.sim.jobs import SimJobs
 from remedy.admission import AdmissionPolicy
 from remedy.attribution.guard import GuardPolicy, JobRef
 from remedy.budget import BudgetPolicy
@@ -26,8 +28,6 @@ from remedy.models import NodeRef
 from remedy.names import CONTROLLER_TASK_QUEUE, FLEET_SCAN_SCHEDULE, SIM_AGENTS_TASK_QUEUE
 from remedy.remediation import FindingReport, RemediationState
 from remedy.runbook import RunbookSet, load_runbooks
-from remedy.sim import SimFleet
-from remedy.sim.jobs import SimJobs
 from workers.client import connect, ensure_search_attributes, metrics_runtime, report_finding
 from workers.controller import controller_worker, node_agent_worker
 from workers.dev_server import dev_server

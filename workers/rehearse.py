@@ -18,14 +18,14 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.runtime import LoggingConfig, Runtime, TelemetryConfig, TelemetryFilter
 from temporalio.testing import WorkflowEnvironment
 
+from adapters.sim import FAULTS, SimFleet
+from adapters.sim.faults import Fix
 from remedy.budget import BudgetPolicy
 from remedy.durations import format_duration
 from remedy.models import Component, Finding, NodeRef, Severity
 from remedy.remediation import ApproveRequest, Attempt, FindingReport, RemediationResult
 from remedy.runbook import Runbook, RunbookSet
 from remedy.runbook.schema import Approval
-from remedy.sim import FAULTS, SimFleet
-from remedy.sim.faults import Fix
 from workers.binaries import installed_binary
 from workers.client import ensure_search_attributes, report_finding
 from workers.controller import controller_worker, node_agent_worker

@@ -18,8 +18,7 @@ from remedy.models import Finding, ProbeReport, Severity
 from remedy.probe.checks import GPU_CHECKS, CheckContext, check_inventory, check_nics
 from remedy.probe.nics import NicSource
 from remedy.probe.xids import xid_findings
-from remedy.xid.kernel_log import parse_kernel_log
-from remedy.xid.tail import KernelLogTail
+from remedy.xid.kernel_log import KernelLogSource, parse_kernel_log
 
 T = TypeVar("T")
 
@@ -32,7 +31,7 @@ class ProbeConfig:
     nics: NicSource | None = None
     expected_nics: int | None = None
     expected_nic_rate_gbps: float | None = None
-    kernel_log: KernelLogTail | None = None  # the fallback Xid source when NVML is broken
+    kernel_log: KernelLogSource | None = None  # the fallback Xid source when NVML is broken
     not_before: datetime | None = None  # boot time: older Xids belong to an earlier boot
 
 

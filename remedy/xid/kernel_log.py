@@ -11,11 +11,21 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from datetime import datetime
+from typing import Protocol
 
 from pydantic import BaseModel, ConfigDict
 
 from remedy.models import Severity
 from remedy.xid.catalog import XidCatalog, load_catalog
+
+
+class KernelLogSource(Protocol):
+    """Where the probe reads kernel-log lines when NVML is broken (``adapters.host``)."""
+
+    def read_new(self) -> list[str]:
+        """Complete lines that appeared since the last call."""
+        ...
+
 
 _XID = re.compile(
     r"NVRM: Xid \((?:PCI:)?(?P<pci>[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2})"

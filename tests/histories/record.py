@@ -19,10 +19,10 @@ from pathlib import Path
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
+from adapters.sim import SimFleet
 from remedy.attribution.guard import GuardPolicy
 from remedy.remediation import ApproveRequest, Phase
 from remedy.runbook import RunbookSet, load_runbooks
-from remedy.sim import SimFleet
 from tests.conftest import ROOT, running_workers
 from tests.ladder import report, wait_for_phase
 from workers.binaries import installed_binary

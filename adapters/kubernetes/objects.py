@@ -10,7 +10,7 @@ from typing import Any
 
 from kubernetes import client as k8s
 
-from adapters.kube_errors import api_errors
+from adapters.kubernetes.errors import api_errors
 
 log = logging.getLogger(__name__)
 

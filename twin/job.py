@@ -16,9 +16,9 @@ from datetime import timedelta
 
 from pydantic import BaseModel, Field
 
+from adapters.sim.faults import FAULTS, Fix
 from remedy.models import DISRUPTIVE_ACTIONS, Action
-from remedy.sim.faults import FAULTS, Fix
-from remedy.twin.generator import FaultEvent, FaultKind
+from twin.generator import FaultEvent, FaultKind
 
 ZERO = timedelta(0)
 

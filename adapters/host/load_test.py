@@ -5,26 +5,12 @@ load, and the slow rank: one GPU much slower than its peers stalls a lockstep jo
 from __future__ import annotations
 
 import importlib.util
-import statistics
 import time
 from collections.abc import Callable
 
+from remedy.probe.slow_ranks import slow_ranks
+
 NO_LIBRARY = "no compute library (torch or cupy) on the node: the load test could not run"
-SLOW_RANK_SHARE = 0.8  # below 80 % of the median throughput is a slow rank
-
-
-def slow_ranks(throughput: dict[int, float], share: float = SLOW_RANK_SHARE) -> list[str]:
-    """GPUs much slower than their peers: with seven GPUs at 700 TFLOP/s and one at 400, the
-    median is 700 and the one at 400 runs at 57 % of it — a slow rank."""
-    if len(throughput) < 2:
-        return []
-    median = statistics.median(throughput.values())
-    return [
-        f"GPU {gpu}: {rate:.0f} TFLOP/s is {rate / median:.0%} of the median "
-        f"{median:.0f} TFLOP/s (slow rank)"
-        for gpu, rate in sorted(throughput.items())
-        if rate < share * median
-    ]
 
 
 def run_load_test(

@@ -19,8 +19,8 @@ from typing import cast
 from kubernetes import client as k8s
 from pydantic import TypeAdapter, ValidationError
 
-from adapters.kube_errors import api_errors
-from adapters.kube_objects import RECENT_XIDS, Json, gpu_count, meta, record_event
+from adapters.kubernetes.errors import api_errors
+from adapters.kubernetes.objects import RECENT_XIDS, Json, gpu_count, meta, record_event
 from remedy.attribution.evidence import RecentXid, remember
 from remedy.cluster import CordonOwner, DrainResult
 from remedy.conditions import NodeCondition

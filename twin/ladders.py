@@ -5,19 +5,19 @@ time-skipping server against a simulated node (``workers.rehearse``) — and kee
 Why not one workflow per fault event: a ladder's course depends only on the runbook and the
 fault (the simulated fleet is deterministic), so the 500-odd events of a 54-day history need a
 dozen distinct ladders per policy; each is run once for real and its timeline reused, and the
-weeks themselves pass on the twin's virtual clock (``remedy.twin.job``)."""
+weeks themselves pass on the twin's virtual clock (``twin.job``)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
+from adapters.sim import FAULTS
 from remedy.models import Action, Severity
 from remedy.runbook import DEFAULT_RUNBOOK, Match, Runbook, RunbookSet, Rung
 from remedy.runbook.schema import Approval
-from remedy.sim import FAULTS
-from remedy.twin.generator import FaultKind
-from remedy.twin.job import LadderRun, Policy, Step
+from twin.generator import FaultKind
+from twin.job import LadderRun, Policy, Step
 from workers.rehearse import rehearse
 
 Chooser = Callable[[str], Runbook]  # simulated fault → the runbook the policy climbs for it

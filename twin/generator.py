@@ -8,7 +8,7 @@ from datetime import timedelta
 
 from pydantic import BaseModel
 
-from remedy.twin.causes import Cause, expected_count
+from twin.causes import Cause, expected_count
 
 FaultKind = tuple[str | None, bool]  # (simulated fault, transient): what a ladder is run for
 

@@ -9,10 +9,10 @@ from typing import TYPE_CHECKING, Any
 
 import pynvml
 
-from remedy.sim.faults import Effect
+from adapters.sim.faults import Effect
 
 if TYPE_CHECKING:
-    from remedy.sim.fleet import SimNode
+    from adapters.sim.fleet import SimNode
 
 NVLINKS = 18  # links per H100/H200 GPU
 PCIE_WIDTH = 16

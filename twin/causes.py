@@ -2,7 +2,7 @@
 
 Counts: Llama 3 pre-training, 54 days on 2,048 nodes × 8 H100, 419 unexpected interruptions
 (The Llama 3 Herd of Models, Table 5; ../shared/reference/gpu-faults.md). Each cause is played
-by the simulated faults of ``remedy.sim`` whose signals and fixes are closest: the fault decides
+by the simulated faults of ``adapters.sim`` whose signals and fixes are closest: the fault decides
 the finding an agent reports (so the runbook that matches) and which action really clears it.
 A cause with no node signal (silent data corruption, NCCL timeouts without a finding) interrupts
 the job and leaves remedy nothing to act on."""

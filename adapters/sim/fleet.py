@@ -11,6 +11,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
+from adapters.sim.faults import FAULTS, Effect, Fix
+from adapters.sim.nvml import SimNvml
 from remedy.attribution.evidence import RecentXid, remember
 from remedy.cluster import CordonOwner, DrainResult
 from remedy.conditions import NodeCondition
@@ -20,8 +22,6 @@ from remedy.gpu import NvmlApi
 from remedy.models import CordonState, Finding, NodeBoot
 from remedy.probe.nics import NicPort
 from remedy.probe.runner import ProbeConfig
-from remedy.sim.faults import FAULTS, Effect, Fix
-from remedy.sim.nvml import SimNvml
 
 REMEDY_CORDON = "remedy.io/cordoned-by"
 

@@ -7,9 +7,10 @@ import subprocess
 from datetime import UTC, datetime
 from pathlib import Path
 
+from adapters.host.load_test import run_load_test
+from adapters.host.nvml import real_nvml
 from remedy.errors import ActionFailed, ActionRefused
-from remedy.gpu import NvmlApi, real_nvml
-from remedy.probe.load_test import run_load_test
+from remedy.gpu import NvmlApi
 from remedy.probe.runner import ProbeConfig
 
 RESET_TIMEOUT_S = 120

@@ -25,9 +25,9 @@ from enum import StrEnum
 from kubernetes import client as k8s
 from pydantic import TypeAdapter, ValidationError
 
-from adapters.kube_errors import api_errors
-from adapters.kube_objects import RECENT_XIDS, Json, gpu_count, meta, record_event, timestamp
-from adapters.kubernetes_cluster import remedy_conditions
+from adapters.kubernetes.cluster import remedy_conditions
+from adapters.kubernetes.errors import api_errors
+from adapters.kubernetes.objects import RECENT_XIDS, Json, gpu_count, meta, record_event, timestamp
 from remedy.attribution.evidence import GuardedFailure, PodRun, RecentXid, tie_xids
 from remedy.attribution.guard import JobRef
 from remedy.attribution.jobs import JobState

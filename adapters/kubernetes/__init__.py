@@ -1,0 +1,1 @@
+"""The cluster seams on the official ``kubernetes`` client."""
