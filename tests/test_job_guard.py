@@ -14,6 +14,8 @@ from datetime import UTC, datetime, timedelta
 from temporalio.client import WorkflowHandle
 from temporalio.testing import WorkflowEnvironment
 
+from adapters.sim import SimFleet
+from adapters.sim.jobs import SimJobs
 from remedy.attribution.guard import (
     GuardAction,
     GuardInput,
@@ -27,8 +29,6 @@ from remedy.attribution.model import PodFailure, Termination, Verdict, XidSeen
 from remedy.names import job_guard_workflow_id, remediation_workflow_id
 from remedy.remediation import Outcome
 from remedy.runbook import RunbookSet
-from remedy.sim import SimFleet
-from remedy.sim.jobs import SimJobs
 from tests.conftest import Queues, own_fleet, running_workers
 from tests.ladder import report
 from tests.test_cli import cli
@@ -350,10 +350,12 @@ async def test_a_node_whose_ladder_already_handled_the_xid_is_not_remediated_aga
     async with running_workers(time_env.client, fleet, jobs=jobs) as queues:
         # The agent reported the Xid first: its ladder reset the GPU before the guard heard.
         finding = fleet.inject(node, "ecc_dbe", gpu=2)
+        # The job's pods died with the Xid. Read the time now: the server may skip ahead to
+        # the budget's next timer while the test waits below, past the rules' window.
+        at = await time_env.get_current_time()
         ladder = await report(time_env.client, queues, finding, shipped_runbooks.match(finding))
         ended = await ladder.result()
         handle, job = await guard(time_env, queues, GuardPolicy())
-        at = await time_env.get_current_time()
         await handle.signal(JobGuard.pod_failed, hardware_failure(node, job, at))
         await time_env.sleep(timedelta(minutes=5))
         ledger = await handle.query(JobGuard.ledger)
