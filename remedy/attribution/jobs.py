@@ -1,5 +1,5 @@
 """The job side's seams: how guarded jobs are found failing, restarted and stopped.
-Adapters: Kubernetes Jobs (``adapters/kubernetes_jobs.py``) and the simulation's."""
+Adapters: Kubernetes Jobs (``adapters/kubernetes/jobs.py``) and the simulation's."""
 
 from __future__ import annotations
 
