@@ -15,7 +15,7 @@ ADMISSION_FAILED = "AdmissionFailed"  # the finding reason the replace runbook m
 
 
 class AdmissionPolicy(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(frozen=True)
 
     passes: int = Field(default=2, ge=1)
     gap: timedelta = timedelta(minutes=10)  # between diagnoses

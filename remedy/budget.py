@@ -12,6 +12,8 @@ from datetime import datetime, timedelta
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from remedy.models import Wraps
+
 _ALL_BUT = re.compile(r"^all-but-(\d+)$")
 _PERCENT = re.compile(r"^(\d+(?:\.\d+)?)%$")
 
@@ -45,7 +47,7 @@ def storm(unhealthy_nodes: int, pool_size: int, share: float, min_nodes: int = 3
 
 
 class BudgetPolicy(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(frozen=True)
 
     max_disruption: str = "20%"
     storm_share: float = Field(default=0.2, gt=0, le=1)
@@ -60,13 +62,26 @@ class BudgetPolicy(BaseModel):
         return value
 
 
-class LeaseRequest(BaseModel):
+class LeaseWanted(BaseModel):
+    """A ladder asks for a lease (the activity adds what only the controller knows)."""
+
     holder: str  # the NodeRemediation workflow id
     node: str
     pool: str
-    pool_size: int
     task_queue: str  # where the budget workflow runs
+
+
+class LeaseRequest(LeaseWanted):
+    """The budget's signal: the request with the pool's size and the controller's policy."""
+
+    pool_size: int
     policy: BudgetPolicy = BudgetPolicy()
+
+
+class LeaseGrant(Wraps):
+    """The budget tells a ladder its lease is granted."""
+
+    pool: str
 
 
 class Lease(BaseModel):
@@ -79,13 +94,30 @@ class LeaseRelease(BaseModel):
     holder: str
 
 
-class UnhealthyReport(BaseModel):
+class NodeUnhealthy(BaseModel):
+    """A ladder began on a node (the storm breaker counts them)."""
+
     node: str
     pool: str
-    pool_size: int
     task_queue: str
     at: datetime
+
+
+class UnhealthyReport(NodeUnhealthy):
+    """The budget's signal: the report with the pool's size and the controller's policy."""
+
+    pool_size: int
     policy: BudgetPolicy = BudgetPolicy()
+
+
+class HolderCheck(Wraps):
+    """Which of these lease holders' workflows have closed?"""
+
+    workflow_ids: list[str]
+
+
+class ClosedHolders(Wraps):
+    workflow_ids: list[str]
 
 
 class ResumeRequest(BaseModel):

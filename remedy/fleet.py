@@ -12,7 +12,7 @@ from pydantic import BaseModel, ConfigDict
 from remedy.admission import AdmissionPolicy
 from remedy.attribution.guard import GuardPolicy
 from remedy.conditions import NodeCondition
-from remedy.models import Finding, Severity
+from remedy.models import Finding, Severity, Wraps
 from remedy.runbook.schema import FROM_CONDITION
 
 _XID_REASON = re.compile(r"^Xid(\d+)$")  # the agent's reason for an Xid finding: "Xid48"
@@ -43,6 +43,10 @@ class NodeStatus(StrEnum):
     REJECTED = "rejected"  # failed admission; waits for its replacement
     UNHEALTHY = "unhealthy"  # a problem condition and nothing running (the scan starts one)
     UNMANAGED = "unmanaged"
+
+
+class FleetNodes(Wraps):
+    nodes: list[NodeFacts]
 
 
 class OpenWork(BaseModel):

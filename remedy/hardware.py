@@ -10,18 +10,20 @@ from datetime import datetime, timedelta
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from remedy.models import Wraps
+
 MAX_KEPT_INCIDENTS = 200  # the record is an audit trail, but its state must stay bounded
 
 
 class BlocklistPolicy(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(frozen=True)
 
     max_incidents: int = Field(default=3, ge=1)  # this many inside the window blocks the serial
     window: timedelta = timedelta(days=30)
 
 
 class Incident(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(frozen=True)
 
     at: datetime
     node: str
@@ -46,6 +48,16 @@ class UnblockRequest(BaseModel):
 class BlockedSerial(BaseModel):
     serial: str
     reason: str
+
+
+class SerialsCheck(Wraps):
+    """Which of these GPU serials are blocklisted?"""
+
+    serials: list[str]
+
+
+class Blocklisted(Wraps):
+    blocked: list[BlockedSerial]
 
 
 class HardwareRecordState(BaseModel):

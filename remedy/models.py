@@ -1,15 +1,18 @@
 """The domain's vocabulary: nodes, findings, probe reports, actions and remediation state.
 
 Every model here crosses a boundary (a signal, an activity, a query, a CLI's JSON), so each is
-one pydantic model that can gain fields without breaking running workflows.
+one pydantic ``Wire`` model that can gain fields without breaking running workflows, and that
+older workers read even when a newer one added fields. ``Action`` is described in the table of
+``remedy.actions``.
 """
 
 from __future__ import annotations
 
 from datetime import datetime
 from enum import StrEnum
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 
 class Severity(StrEnum):
@@ -31,18 +34,38 @@ class Action(StrEnum):
     RESTORE = "restore"  # undo what remedy did to a node that recovered
 
 
-# Actions that take work away from a node; they will hold a disruption-budget lease.
-DISRUPTIVE_ACTIONS = frozenset(
-    {Action.DRAIN, Action.KILL_JOB, Action.RESET_GPU, Action.REBOOT, Action.REPLACE}
-)
-# Actions on the hardware itself; an application fault must never reach them.
-HARDWARE_ACTIONS = frozenset({Action.RESET_GPU, Action.REBOOT, Action.REPLACE})
-# Actions that run on the node, in the node agent's worker, not in the controller.
-HOST_LOCAL_ACTIONS = frozenset({Action.DIAGNOSE, Action.RESET_GPU, Action.REBOOT})
+class Wire(BaseModel):
+    """A message between workflows, activities and processes. A field that a newer remedy added
+    is ignored, not an error: an older worker must still read a newer payload or history
+    (rollbacks). Files people write (runbooks) are checked strictly where they are loaded."""
+
+    model_config = ConfigDict(extra="ignore")
 
 
-class Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+class Frozen(Wire):
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+
+class Wraps(Frozen):
+    """A message of one field that older remedy sent bare (a string or a list): such a payload,
+    from a recorded history or an older process, is read into that field."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_bare(cls, data: Any) -> Any:
+        return data if isinstance(data, dict) else {next(iter(cls.model_fields)): data}
+
+
+class Started(Wraps):
+    """A workflow that was started or joined."""
+
+    workflow_id: str
+
+
+class Done(Wraps):
+    """What an action on something outside remedy did, in words."""
+
+    detail: str
 
 
 class NodeRef(Frozen):

@@ -8,9 +8,9 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from enum import StrEnum
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, Field
 
-from remedy.models import Action, CordonState, Finding, NodeRef, ProbeReport, Severity
+from remedy.models import Action, CordonState, Finding, Frozen, NodeRef, ProbeReport, Severity
 from remedy.runbook.schema import Runbook
 
 MAX_KEPT_FINDINGS = 50  # an agent re-reporting every probe must not grow the state forever
@@ -44,35 +44,31 @@ class AttemptResult(StrEnum):
     APPROVAL_TIMED_OUT = "approval_timed_out"
 
 
-class Message(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class FindingReport(Message):
+class FindingReport(Frozen):
     """The signal that starts or joins a remediation: a finding and the runbook it matched."""
 
     finding: Finding
     runbook: Runbook
 
 
-class ApproveRequest(Message):
+class ApproveRequest(Frozen):
     by: str
     rung: int | None = None  # None: the rung waiting for approval now
     note: str = ""
 
 
-class ClearRequest(Message):
+class ClearRequest(Frozen):
     by: str
     reason: str = ""
 
 
-class AbortRequest(Message):
+class AbortRequest(Frozen):
     by: str
     reason: str
     restore: bool = False  # also undo remedy's cordon; by default the node stays as it is
 
 
-class Attempt(Message):
+class Attempt(Frozen):
     rung: int  # -1 for the actions outside the ladder (cordon, restore)
     action: Action
     started_at: datetime
@@ -81,7 +77,7 @@ class Attempt(Message):
     detail: str = ""
 
 
-class Approval(Message):
+class Approval(Frozen):
     rung: int
     by: str
     at: datetime

@@ -17,7 +17,8 @@ from datetime import timedelta
 from pydantic import BaseModel, Field
 
 from adapters.sim.faults import FAULTS, Fix
-from remedy.models import DISRUPTIVE_ACTIONS, Action
+from remedy.actions import ACTIONS
+from remedy.models import Action
 from twin.generator import FaultEvent, FaultKind
 
 ZERO = timedelta(0)
@@ -46,7 +47,7 @@ class LadderRun(BaseModel):
 
     @property
     def disruptive(self) -> bool:
-        return any(s.action in DISRUPTIVE_ACTIONS and s.rung >= 0 for s in self.steps)
+        return any(ACTIONS[s.action].disruptive and s.rung >= 0 for s in self.steps)
 
     @property
     def takes_node_out(self) -> bool:

@@ -21,13 +21,12 @@ from workflows import metrics, search_attributes
 from workflows.common import PERMANENT_ERRORS, QUICK_RETRY, this_run
 
 with workflow.unsafe.imports_passed_through():
+    from remedy.actions import ACTIONS, Where
     from remedy.budget import LeaseRelease, LeaseRequest, UnhealthyReport
     from remedy.describe import NodeIndex, remediation_details, remediation_index
     from remedy.durations import format_duration
     from remedy.hardware import Incident, IncidentReport
     from remedy.models import (
-        DISRUPTIVE_ACTIONS,
-        HOST_LOCAL_ACTIONS,
         Action,
         ActionRequest,
         ActionResult,
@@ -251,7 +250,7 @@ class NodeRemediation:
         state = self._state
         if rung.approval is ApprovalMode.REQUIRED and not state.approved(index):
             await self._await_approval(index, rung)
-        if rung.action in DISRUPTIVE_ACTIONS and workflow.patched(DISRUPTION_BUDGET):
+        if ACTIONS[rung.action].disruptive and workflow.patched(DISRUPTION_BUDGET):
             await self._hold_lease()
         started = workflow.now()
         self._enter(Phase.ACTING)
@@ -329,7 +328,7 @@ class NodeRemediation:
             maximum_attempts=rung.retry.max_attempts,
             non_retryable_error_types=PERMANENT_ERRORS,
         )
-        host_local = rung.action in HOST_LOCAL_ACTIONS
+        host_local = ACTIONS[rung.action].where is Where.NODE
         result: ActionResult = await workflow.execute_activity(
             rung.action.value,
             self._request(rung.action),

@@ -9,7 +9,7 @@ from pydantic import BaseModel, ConfigDict
 
 from remedy.attribution.guard import GuardPolicy, JobRef
 from remedy.attribution.model import PodFailure, XidSeen
-from remedy.models import Finding
+from remedy.models import Finding, Wraps
 
 KEEP_XIDS = 32  # per node: enough for a week of a flaky GPU, small enough for an annotation
 KEEP_FOR = timedelta(days=7)
@@ -95,6 +95,16 @@ class GuardedFailure(BaseModel):
     pod_uid: str
     failure: PodFailure
     job_nodes: list[str] = []  # the nodes the job's pods ran on (where ladders count too)
+
+
+class GuardedFailures(Wraps):
+    failures: list[GuardedFailure]
+
+
+class FinishedGuards(Wraps):
+    """The jobs whose guards were told their job finished."""
+
+    jobs: list[str]
 
 
 class JobFailureReport(BaseModel):

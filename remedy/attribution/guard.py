@@ -12,7 +12,7 @@ from enum import StrEnum
 from pydantic import BaseModel, ConfigDict, Field
 
 from remedy.attribution.model import Attribution, Verdict
-from remedy.models import NodeRef
+from remedy.models import NodeRef, Wraps
 
 
 class GuardAction(StrEnum):
@@ -167,6 +167,16 @@ class StopRequest(BaseModel):
 class ResumeRequest(BaseModel):
     by: str
     stop: bool = False  # True: the human decides the job should not run again
+
+
+class JobFinished(Wraps):
+    """The job completed or was deleted (the job watch saw it): nothing left to guard."""
+
+    reason: str
+
+
+class GuardStatus(Wraps):
+    phase: GuardPhase
 
 
 class GuardResult(BaseModel):

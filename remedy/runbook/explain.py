@@ -11,23 +11,14 @@ from datetime import timedelta
 
 from pydantic import BaseModel
 
+from remedy.actions import ACTIONS
 from remedy.durations import format_duration
-from remedy.models import DISRUPTIVE_ACTIONS, Action
+from remedy.models import Action
 from remedy.runbook.schema import Approval, Match, Runbook, Rung
 
 # The verification probe: two attempts of 60 s with 5 s between (workflows/node_remediation.py).
 PROBE_WORST_CASE = timedelta(seconds=125)
 BOOT_ID_TIMEOUT = timedelta(seconds=60)
-
-WHAT_IT_DOES = {
-    Action.DIAGNOSE: "run the deep diagnose on the node (a load test on every GPU)",
-    Action.CORDON: "cordon the node: no new pods land on it; running pods keep running",
-    Action.DRAIN: "drain the node: evict its pods (training pods get their checkpoint grace)",
-    Action.KILL_JOB: "stop the job's pods on the node (its controller reschedules them)",
-    Action.RESET_GPU: "reset the faulty GPUs (the cluster's GPU pods step aside meanwhile)",
-    Action.REBOOT: "reboot the node and wait for a new boot id and Ready",
-    Action.REPLACE: "replace the node (a new machine; this one is deleted)",
-}
 
 
 class RungTiming(BaseModel):
@@ -100,7 +91,7 @@ def explain(runbook: Runbook) -> list[str]:
     lines.append(
         step.format(
             "at once",
-            WHAT_IT_DOES[Action.CORDON]
+            ACTIONS[Action.CORDON].does
             if runbook.cordon
             else "no cordon: the node keeps taking work while tolerated",
         )
@@ -122,7 +113,7 @@ def explain(runbook: Runbook) -> list[str]:
         lines.append(step.format("0s", "no tolerance window: the ladder starts at once"))
     for timing, rung in zip(timings(runbook), runbook.ladder, strict=True):
         by = f"by {format_duration(timing.starts_by)}"
-        lines.append(step.format(by, f"rung {timing.index + 1}: {WHAT_IT_DOES[rung.action]}"))
+        lines.append(step.format(by, f"rung {timing.index + 1}: {ACTIONS[rung.action].does}"))
         if rung.approval is Approval.REQUIRED:
             lines.append(
                 step.format(
@@ -132,7 +123,7 @@ def explain(runbook: Runbook) -> list[str]:
                     "node stays cordoned for a human",
                 )
             )
-        if rung.action in DISRUPTIVE_ACTIONS:
+        if ACTIONS[rung.action].disruptive:
             lines.append(
                 step.format(
                     "",

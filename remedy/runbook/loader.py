@@ -8,7 +8,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from remedy.runbook.schema import Match, RetryPolicy, Runbook, Rung
+from remedy.runbook.schema import AUTHORING, Match, RetryPolicy, Runbook, Rung
 from remedy.runbook.yaml_source import YamlDocument, YamlSyntaxError, parse_yaml
 
 RUNBOOK_SUFFIXES = (".yaml", ".yml")
@@ -103,7 +103,7 @@ def _load_file(file: Path) -> tuple[Runbook | None, list[RunbookProblem], int]:
         )
         return None, problems, 1
     try:
-        runbook = Runbook.model_validate(doc.data)
+        runbook = Runbook.model_validate(doc.data, extra="forbid", context=AUTHORING)
     except ValidationError as exc:
         problems.extend(_problems_from(name, doc, exc))
         return None, problems, 1
@@ -129,6 +129,8 @@ def _data_path(doc: YamlDocument, loc: tuple[str | int, ...]) -> tuple[str | int
     """Drop the parts pydantic adds to a location (union members, validator names)."""
     path: tuple[str | int, ...] = ()
     for part in loc:
+        if isinstance(part, int) and path + (part,) not in doc.lines:
+            continue  # a list index the file does not have: `match` written as one clause
         if isinstance(part, int) or part in _SCHEMA_FIELDS or path + (part,) in doc.lines:
             path += (part,)
     return path

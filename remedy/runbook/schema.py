@@ -6,16 +6,72 @@ from datetime import timedelta
 from enum import StrEnum
 from typing import Annotated, Any
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
-from pydantic.json_schema import GenerateJsonSchema
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    GetJsonSchemaHandler,
+    ValidationInfo,
+    model_validator,
+)
+from pydantic.json_schema import GenerateJsonSchema, JsonSchemaValue
+from pydantic_core import CoreSchema
 
+from remedy import vocabulary
+from remedy.actions import ACTIONS
 from remedy.durations import Duration, format_duration
-from remedy.models import HARDWARE_ACTIONS, Action, Finding, Severity
+from remedy.models import Action, Finding, Severity
+
+# The loader validates with this context (and extra="forbid"): what a person wrote is checked
+# strictly — unknown fields, checks and reasons are errors. A runbook that travels inside a
+# message is not: a newer remedy may know a field or a check that an older worker does not.
+AUTHORING = {"authoring": True}
 
 
-class Strict(BaseModel):
-    # Unknown fields are errors: a typo must not silently become a default.
-    model_config = ConfigDict(extra="forbid", frozen=True)
+def _authoring(info: ValidationInfo) -> bool:
+    return isinstance(info.context, dict) and bool(info.context.get("authoring"))
+
+
+class Authored(BaseModel):
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+
+def _check_name(name: str, info: ValidationInfo) -> str:
+    return vocabulary.known_check(name) if _authoring(info) else name
+
+
+def _reason_name(name: str, info: ValidationInfo) -> str:
+    return vocabulary.known_reason(name) if _authoring(info) else name
+
+
+class _Terms:
+    """The JSON Schema of a check or a reason: the registry's names with what they mean, so an
+    editor completes and checks them."""
+
+    def __init__(self, kind: str) -> None:
+        self.kind = kind
+
+    def __get_pydantic_json_schema__(
+        self, core_schema: CoreSchema, handler: GetJsonSchemaHandler
+    ) -> JsonSchemaValue:
+        if self.kind == "check":
+            return _one_of({t.check: t.says for t in vocabulary.TERMS})
+        return {
+            "anyOf": [
+                _one_of(vocabulary.reasons()),
+                {"type": "string", "pattern": vocabulary.XID_REASON.pattern},
+            ]
+        }
+
+
+def _one_of(names: dict[str, str]) -> JsonSchemaValue:
+    return {"oneOf": [{"const": n, "description": says} for n, says in sorted(names.items())]}
+
+
+CheckName = Annotated[str, AfterValidator(_check_name), _Terms("check")]
+ReasonName = Annotated[str, AfterValidator(_reason_name), _Terms("reason")]
 
 
 class Cause(StrEnum):
@@ -28,28 +84,28 @@ class Approval(StrEnum):
     REQUIRED = "required"
 
 
-class RetryPolicy(Strict):
+class RetryPolicy(Authored):
     max_attempts: int = Field(default=3, ge=1, le=100)
     initial_interval: Duration = timedelta(seconds=10)
     backoff: float = Field(default=2.0, ge=1.0, le=10.0)
     max_interval: Duration = timedelta(minutes=5)
 
 
-class Rung(Strict):
+class Rung(Authored):
     action: Action
     timeout: Duration = timedelta(minutes=10)
     retry: RetryPolicy = RetryPolicy()
     settle: Duration = timedelta(0)  # wait after the action before verifying
-    # Re-probe after the rung and stop climbing if healthy. Default: yes for actions that can fix
-    # a fault; no for cordon, drain (preparation) and replace (the node is gone).
+    # Re-probe after the rung and stop climbing if healthy. Default: the action's (its table in
+    # remedy.actions): yes for those that can fix a fault, no for cordon, drain and replace.
     verify: bool | None = None
     approval: Approval = Approval.NONE
     approval_timeout: Duration = timedelta(hours=4)
 
     @model_validator(mode="after")
     def _check(self) -> Rung:
-        if self.action is Action.RESTORE:
-            raise ValueError("restore is not a rung: remedy restores a node once a rung verifies")
+        if not ACTIONS[self.action].rung:
+            raise ValueError(f"{self.action.value} is not a rung: {ACTIONS[self.action].does}")
         if self.timeout <= timedelta(0):
             raise ValueError("timeout must be longer than 0s")
         return self
@@ -58,18 +114,18 @@ class Rung(Strict):
     def verifies(self) -> bool:
         if self.verify is not None:
             return self.verify
-        return self.action not in (Action.CORDON, Action.DRAIN, Action.REPLACE)
+        return ACTIONS[self.action].verifies
 
 
 FROM_CONDITION = "condition"  # the check of a finding the fleet scan rebuilt from a condition
 
 
-class Match(Strict):
+class Match(Authored):
     """A finding matches when every non-empty list contains its value."""
 
-    checks: list[str] = []
+    checks: list[CheckName] = []
     xids: list[int] = []
-    reasons: list[str] = []
+    reasons: list[ReasonName] = []
     severities: list[Severity] = []
 
     def matches(self, finding: Finding) -> bool:
@@ -99,9 +155,18 @@ class Match(Strict):
         )
 
     @model_validator(mode="after")
-    def _not_empty(self) -> Match:
+    def _not_empty(self, info: ValidationInfo) -> Match:
         if not (self.checks or self.xids or self.reasons or self.severities):
             raise ValueError("match needs at least one of checks, xids, reasons, severities")
+        if _authoring(info) and self.checks:
+            # Both must hold: a reason no listed check reports makes the clause a silent no-op.
+            stray = [r for r in self.reasons if vocabulary.check_of(r) not in self.checks]
+            if stray:
+                raise ValueError(
+                    f"reasons {stray} are not reported by checks {self.checks} "
+                    f"(but by {sorted({str(vocabulary.check_of(r)) for r in stray})}): "
+                    "this clause can never match"
+                )
         return self
 
 
@@ -109,7 +174,7 @@ def _as_list(value: object) -> object:
     return [value] if isinstance(value, dict | Match) else value
 
 
-class Runbook(Strict):
+class Runbook(Authored):
     name: str = Field(min_length=1, pattern=r"^[a-z0-9][a-z0-9-]*$")
     description: str = ""
     # One clause or a list of clauses; the runbook matches when any clause does.
@@ -134,7 +199,7 @@ class Runbook(Strict):
     def _check(self) -> Runbook:
         actions = [rung.action for rung in self.ladder]
         if self.cause is Cause.APPLICATION:
-            banned = sorted({a.value for a in actions} & {a.value for a in HARDWARE_ACTIONS})
+            banned = sorted({a.value for a in actions if ACTIONS[a].hardware})
             if banned:
                 raise ValueError(
                     f"an application-caused fault must not reach hardware actions: {banned}"
@@ -183,6 +248,9 @@ def json_schema() -> dict[str, Any]:
     """The runbook file format as JSON Schema (``remedy runbooks schema``), for editors: the
     YAML language server completes and checks a runbook that names it."""
     schema = Runbook.model_json_schema(mode="validation", schema_generator=_AuthorsSchema)
+    for model in [schema, *schema.get("$defs", {}).values()]:
+        if "properties" in model:  # as the loader reads a file: unknown fields are errors
+            model["additionalProperties"] = False
     return {
         "$schema": "https://json-schema.org/draft/2020-12/schema",
         "title": "remedy runbook",

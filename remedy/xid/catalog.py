@@ -61,6 +61,10 @@ class XidCatalog:
     def __init__(self, tables: dict[Generation, dict[int, XidInfo]]) -> None:
         self._tables = tables
 
+    def codes(self) -> list[int]:
+        """Every catalogued code, on any generation."""
+        return sorted({code for table in self._tables.values() for code in table})
+
     def lookup(self, code: int, architecture: int | None = None) -> XidInfo:
         generation = generation_of(architecture)
         if generation is Generation.BEFORE_AMPERE:

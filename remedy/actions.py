@@ -1,0 +1,108 @@
+"""The table of actions: everything remedy knows about each thing it can do to a node.
+
+The workflow, the runbook schema, ``remedy runbooks explain``, the contract between workflows
+and activities, and docs/runbooks.md all read this table; adding an action is one entry here
+and one activity (docs/architecture.md, "Add an action").
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+from remedy.models import Action
+
+
+class Where(StrEnum):
+    NODE = "node"  # on the node itself, by its agent (a dead node never picks it up)
+    CLUSTER = "cluster"  # through the cluster's API, by the controller
+
+
+@dataclass(frozen=True)
+class ActionSpec:
+    where: Where
+    disruptive: bool  # takes work away from the node: holds a disruption lease of its pool
+    hardware: bool  # acts on the machine: never for a fault the application caused
+    verifies: bool  # re-probed after the rung by default (a runbook's `verify` overrides)
+    does: str  # one line for `remedy runbooks explain` and docs/runbooks.md
+    rung: bool = True  # may be a rung of a ladder (restore is remedy's own last step)
+
+
+ACTIONS: dict[Action, ActionSpec] = {
+    Action.DIAGNOSE: ActionSpec(
+        Where.NODE,
+        disruptive=False,
+        hardware=False,
+        verifies=True,
+        does="run the deep diagnose on the node (a load test on every GPU)",
+    ),
+    Action.CORDON: ActionSpec(
+        Where.CLUSTER,
+        disruptive=False,
+        hardware=False,
+        verifies=False,
+        does="cordon the node: no new pods land on it; running pods keep running",
+    ),
+    Action.DRAIN: ActionSpec(
+        Where.CLUSTER,
+        disruptive=True,
+        hardware=False,
+        verifies=False,
+        does="drain the node: evict its pods (training pods get their checkpoint grace)",
+    ),
+    Action.KILL_JOB: ActionSpec(
+        Where.CLUSTER,
+        disruptive=True,
+        hardware=False,
+        verifies=True,
+        does="stop the job's pods on the node (its controller reschedules them)",
+    ),
+    Action.RESET_GPU: ActionSpec(
+        Where.NODE,
+        disruptive=True,
+        hardware=True,
+        verifies=True,
+        does="reset the faulty GPUs (the cluster's GPU pods step aside meanwhile)",
+    ),
+    Action.REBOOT: ActionSpec(
+        Where.NODE,
+        disruptive=True,
+        hardware=True,
+        verifies=True,
+        does="reboot the node and wait for a new boot id and Ready",
+    ),
+    Action.REPLACE: ActionSpec(
+        Where.CLUSTER,
+        disruptive=True,
+        hardware=True,
+        verifies=False,
+        does="replace the node (a new machine; this one is deleted)",
+    ),
+    Action.RESTORE: ActionSpec(
+        Where.CLUSTER,
+        disruptive=False,
+        hardware=False,
+        verifies=False,
+        does="undo remedy's cordon once a rung verified the node healthy",
+        rung=False,
+    ),
+}
+
+
+def actions_markdown() -> str:
+    """The table as docs/runbooks.md shows it (a test keeps the two the same)."""
+    rows = [
+        "| action | runs | disruptive | hardware | verified by default | what it does |",
+        "|---|---|---|---|---|---|",
+    ]
+    for action, s in ACTIONS.items():
+        if s.rung:
+            rows.append(
+                f"| `{action.value}` | {'on the node' if s.where is Where.NODE else 'cluster'} "
+                f"| {_yes(s.disruptive)} | {_yes(s.hardware)} | {_yes(s.verifies)} | {s.does} |"
+            )
+    return "\n".join(rows)
+
+
+def _yes(flag: bool) -> str:
+    return "yes" if flag else "no"

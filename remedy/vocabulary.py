@@ -1,0 +1,164 @@
+"""Every check name and finding reason remedy produces: what a runbook's ``match`` may name.
+
+A runbook with ``checks: [memroy]`` would load and never match, and the fault it was written
+for would go unhandled; so `remedy runbooks validate` checks names against this registry and
+`remedy runbooks schema` lists them for editors. The entries come from where findings are
+made: the probe's checks (``remedy/probe``), the deep diagnose, admission, the job guard, a
+manual trigger, and the Xid catalog (``Xid<code>``, any code: an uncatalogued Xid is still
+reported under its number). A test keeps the code that makes findings and this table in step.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from functools import cache
+
+from remedy.xid.catalog import load_catalog
+
+XID_REASON = re.compile(r"^Xid[0-9]{1,4}$")
+XID_CHECK = "xid"
+
+
+@dataclass(frozen=True)
+class CheckTerms:
+    check: str
+    says: str
+    reasons: Mapping[str, str]  # reason → what it means
+
+
+TERMS: tuple[CheckTerms, ...] = (
+    CheckTerms(
+        "inventory",
+        "the GPUs NVML sees against those the node should have",
+        {
+            "GpuFallenOffBus": "NVML reports a GPU as lost",
+            "GpuMissing": "fewer GPUs than the node should have",
+        },
+    ),
+    CheckTerms(
+        "memory",
+        "ECC errors, row remapping and the driver's recovery action",
+        {
+            "EccUncorrectable": "uncorrectable ECC errors since the last reset",
+            "RowRemapFailure": "row remapping failed: no spare rows left",
+            "RowRemapPending": "a row remap waits for a reset",
+            "RetiredPagesPending": "retired pages wait for a reset (before Ampere)",
+            "RecoveryActionGpuReset": "the driver asks for a GPU reset",
+            "RecoveryActionNodeReboot": "the driver asks for a node reboot",
+            "RecoveryActionDrainP2P": "the driver asks to drain peer-to-peer traffic",
+            "RecoveryActionDrainAndReset": "the driver asks for a drain and a GPU reset",
+            "RecoveryActionSystemReboot": "the driver asks for a system reboot",
+        },
+    ),
+    CheckTerms(
+        "thermal",
+        "clock slowdowns and temperature",
+        {
+            "HwThermalSlowdown": "hardware thermal slowdown",
+            "HwPowerBrakeSlowdown": "hardware power-brake slowdown",
+            "HwSlowdown": "hardware slowdown",
+            "GpuOverTemperature": "the GPU is over its temperature limit",
+        },
+    ),
+    CheckTerms(
+        "pcie",
+        "the GPU's PCIe link",
+        {"PcieWidthDegraded": "the link runs narrower than it can"},
+    ),
+    CheckTerms(
+        "nvlink",
+        "NVLink links and the NVSwitch fabric",
+        {
+            "NvLinkDown": "NVLink links are down",
+            "FabricNotReady": "the GPU has not joined the NVSwitch fabric",
+        },
+    ),
+    CheckTerms(
+        "nic",
+        "RDMA NICs: count, port state and rate",
+        {
+            "NicMissing": "fewer RDMA devices than the node should have",
+            "NicPortDown": "an RDMA port is not ACTIVE",
+            "NicRateDegraded": "an RDMA port runs below its expected rate",
+        },
+    ),
+    CheckTerms(
+        "probe",
+        "the probe itself (fail closed: a check that could not run is a finding)",
+        {
+            "NvmlUnavailable": "NVML cannot be loaded or initialised",
+            "CheckTimedOut": "a check did not answer in time",
+            "CheckFailed": "a check raised an error",
+            "ProbeUnavailable": "the probe could not run on the node (its agent is down)",
+        },
+    ),
+    CheckTerms(
+        "load",
+        "the deep diagnose's load test",
+        {"FailsUnderLoad": "a GPU failed or ran slow under load, or the test could not run"},
+    ),
+    CheckTerms(
+        "admission",
+        "a new node's validation",
+        {"AdmissionFailed": "the node failed admission"},
+    ),
+    CheckTerms(
+        "job",
+        "a guarded job's failure blamed on the node",
+        {"JobPlatformFailure": "a job failed on this node for a platform reason"},
+    ),
+    CheckTerms(
+        "manual",
+        "`remedy trigger`",
+        {"ManualTrigger": "an operator started the remediation by hand"},
+    ),
+    CheckTerms(XID_CHECK, "Xid errors from NVML events or the kernel log", {}),
+)
+
+
+class UnknownTerm(ValueError):
+    pass
+
+
+@cache
+def checks() -> dict[str, CheckTerms]:
+    return {t.check: t for t in TERMS}
+
+
+@cache
+def reasons() -> dict[str, str]:
+    """Every known reason with what it means; Xid reasons from the catalog."""
+    known = {r: says for t in TERMS for r, says in t.reasons.items()}
+    catalog = load_catalog()
+    for code in catalog.codes():
+        known[f"Xid{code}"] = f"Xid {code}: {catalog.lookup(code).meaning}"
+    return known
+
+
+def check_of(reason: str) -> str | None:
+    """The check that reports ``reason`` (None: unknown)."""
+    if XID_REASON.match(reason):
+        return XID_CHECK
+    return next((t.check for t in TERMS if reason in t.reasons), None)
+
+
+def known_check(name: str) -> str:
+    if name not in checks():
+        known = "; known: " + ", ".join(sorted(checks()))
+        raise UnknownTerm(f"unknown check {name!r}{_did_you_mean(name, checks(), known)}")
+    return name
+
+
+def known_reason(name: str) -> str:
+    if check_of(name) is None:
+        listed = " (`remedy runbooks schema` lists them; an Xid is Xid<code>)"
+        raise UnknownTerm(f"unknown reason {name!r}{_did_you_mean(name, reasons(), listed)}")
+    return name
+
+
+def _did_you_mean(name: str, known: Mapping[str, object], otherwise: str) -> str:
+    close = difflib.get_close_matches(name, list(known), n=1, cutoff=0.6)
+    return f" (did you mean {close[0]!r}?)" if close else otherwise
