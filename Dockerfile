@@ -11,14 +11,15 @@ WORKDIR /app
 
 # Dependencies first, so a code change does not reinstall them.
 COPY pyproject.toml README.md ./
-RUN mkdir -p remedy workflows activities workers adapters \
-    && touch remedy/__init__.py workflows/__init__.py activities/__init__.py \
-             workers/__init__.py adapters/__init__.py \
+RUN mkdir -p remedy contract workflows activities workers adapters twin \
+    && touch remedy/__init__.py contract/__init__.py workflows/__init__.py \
+             activities/__init__.py workers/__init__.py adapters/__init__.py twin/__init__.py \
     && pip install . && pip uninstall -y remedy
 
 # The code and the shipped runbooks. Installed in place (editable): the commands find the
 # runbooks next to the code, at /app/runbooks.
 COPY remedy remedy
+COPY contract contract
 COPY workflows workflows
 COPY activities activities
 COPY workers workers

@@ -32,7 +32,7 @@ $(BENCH_STAMP): $(STAMP)
 # sandbox imports the workflow module for every new run, and with PYTHONDONTWRITEBYTECODE set
 # (as on these machines) it would compile it from source each time.
 bench: $(BENCH_STAMP)
-	$(BIN)/python -m compileall -q remedy workflows activities workers adapters
+	$(BIN)/python -m compileall -q remedy contract workflows activities workers adapters twin
 	$(BIN)/python bench/probe_bench.py
 	$(BIN)/python bench/budget_bench.py
 	$(BIN)/python bench/fleet_twin.py

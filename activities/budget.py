@@ -12,8 +12,8 @@ from temporalio import activity
 from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.service import RPCError, RPCStatusCode
 
+from contract.names import DISRUPTION_BUDGET_WORKFLOW, budget_workflow_id
 from remedy.budget import BudgetPolicy, BudgetState, LeaseRequest, UnhealthyReport
-from remedy.names import DISRUPTION_BUDGET_WORKFLOW, budget_workflow_id
 
 
 class BudgetActivities:

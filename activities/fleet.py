@@ -10,9 +10,9 @@ from temporalio import activity
 from temporalio.client import Client
 
 from activities.errors import temporal_errors
+from contract.names import NODE_ADMISSION_WORKFLOW, NODE_REMEDIATION_WORKFLOW
 from remedy.cluster import Cluster
 from remedy.fleet import NodeFacts, OpenWork
-from remedy.names import NODE_ADMISSION_WORKFLOW, NODE_REMEDIATION_WORKFLOW
 
 
 class FleetActivities:

@@ -10,8 +10,8 @@ from temporalio import activity
 from temporalio.client import Client
 from temporalio.service import RPCError, RPCStatusCode
 
+from contract.names import HARDWARE_RECORD_WORKFLOW, hardware_record_workflow_id
 from remedy.hardware import BlockedSerial, BlocklistPolicy, HardwareRecordState, IncidentReport
-from remedy.names import HARDWARE_RECORD_WORKFLOW, hardware_record_workflow_id
 
 
 class HardwareActivities:

@@ -11,27 +11,21 @@ from typing import Any
 
 from temporalio import activity
 from temporalio.client import Client, WorkflowExecution, WorkflowExecutionStatus
-from temporalio.common import SearchAttributeKey
 
 from activities.errors import temporal_errors
 from activities.starts import described
+from contract.names import (
+    JOB_GUARD_WORKFLOW,
+    NODE_REMEDIATION_WORKFLOW,
+    job_guard_workflow_id,
+)
+from contract.search_attributes import NODE, OUTCOME, RUNBOOK
 from remedy.attribution.evidence import GuardedFailure, JobFailureReport
 from remedy.attribution.guard import GuardInput, JobRef
 from remedy.attribution.jobs import GuardedJobs
 from remedy.attribution.model import RemediationSeen
-from remedy.names import (
-    JOB_GUARD_WORKFLOW,
-    NODE_ATTRIBUTE,
-    NODE_REMEDIATION_WORKFLOW,
-    OUTCOME_ATTRIBUTE,
-    RUNBOOK_ATTRIBUTE,
-    job_guard_workflow_id,
-)
 from remedy.runbook import RunbookSet
 
-NODE = SearchAttributeKey.for_keyword(NODE_ATTRIBUTE)
-RUNBOOK = SearchAttributeKey.for_keyword(RUNBOOK_ATTRIBUTE)
-OUTCOME = SearchAttributeKey.for_keyword(OUTCOME_ATTRIBUTE)
 WINDOW = timedelta(minutes=10)  # ladders this close to a failure are evidence (the rules' own)
 
 
@@ -57,7 +51,7 @@ class JobWatchActivities:
         listed = ", ".join(f"'{n}'" for n in nodes)
         query = (
             f"WorkflowType = '{NODE_REMEDIATION_WORKFLOW}' AND "
-            f"{NODE_ATTRIBUTE} IN ({listed}) AND "
+            f"{NODE.name} IN ({listed}) AND "
             f"(ExecutionStatus = 'Running' OR CloseTime >= '{since}')"
         )
         return [self._seen(w) async for w in self._client.list_workflows(query)]

@@ -12,12 +12,12 @@ from temporalio.client import Client, WorkflowExecutionStatus
 
 from activities.errors import temporal_errors
 from activities.starts import described, start_remediation
+from contract.names import remediation_workflow_id
 from remedy.attribution.guard import NodeBlame, RestartRequest, StopRequest
 from remedy.attribution.jobs import JobControl
 from remedy.attribution.model import Attribution, PodFailure
 from remedy.attribution.rules import Attributor
 from remedy.models import Finding, Severity
-from remedy.names import remediation_workflow_id
 from remedy.remediation import FindingReport
 from remedy.runbook import DEFAULT_RUNBOOK, RunbookSet
 

@@ -13,16 +13,16 @@ from temporalio.client import Client, WorkflowExecutionDescription, WorkflowHand
 from temporalio.common import WorkflowIDConflictPolicy
 from temporalio.service import RPCError, RPCStatusCode
 
-from remedy.admission import ADMISSION_FAILED, AdmissionInput
-from remedy.describe import static_summary
-from remedy.fleet import ConditionStart, finding_from_condition
-from remedy.models import Finding, NodeRef, Severity
-from remedy.names import (
+from contract.names import (
     NODE_ADMISSION_WORKFLOW,
     NODE_REMEDIATION_WORKFLOW,
     admission_workflow_id,
     remediation_workflow_id,
 )
+from remedy.admission import ADMISSION_FAILED, AdmissionInput
+from remedy.describe import static_summary
+from remedy.fleet import ConditionStart, finding_from_condition
+from remedy.models import Finding, NodeRef, Severity
 from remedy.remediation import FindingReport, RemediationInput, RemediationStart
 from remedy.runbook import DEFAULT_RUNBOOK, RunbookSet
 

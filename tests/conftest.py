@@ -19,21 +19,21 @@ from temporalio.service import RPCError
 from temporalio.testing import WorkflowEnvironment
 
 from adapters.sim import SimFleet
-from remedy.attribution.jobs import JobSide
-from remedy.budget import BudgetPolicy
-from remedy.cluster import Cluster
-from remedy.hardware import BlocklistPolicy
-from remedy.names import (
+from contract import search_attributes
+from contract.names import (
     admission_workflow_id,
     budget_workflow_id,
     hardware_record_workflow_id,
     remediation_workflow_id,
 )
+from remedy.attribution.jobs import JobSide
+from remedy.budget import BudgetPolicy
+from remedy.cluster import Cluster
+from remedy.hardware import BlocklistPolicy
 from remedy.runbook import RunbookSet, load_runbooks
 from workers.binaries import installed_binary
 from workers.client import ensure_search_attributes
 from workers.controller import controller_worker, node_agent_worker
-from workflows import search_attributes
 
 ROOT = Path(__file__).resolve().parent.parent
 

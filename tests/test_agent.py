@@ -12,9 +12,9 @@ import pytest
 from temporalio.testing import WorkflowEnvironment
 
 from adapters.sim import SimFleet
+from contract.names import remediation_workflow_id
 from remedy.conditions import GPU_NETWORK_PROBLEM, GPU_PROBLEM, NodeCondition
 from remedy.models import NodeRef
-from remedy.names import remediation_workflow_id
 from remedy.remediation import Outcome
 from remedy.runbook import Match, Runbook, RunbookSet, load_runbooks
 from tests.conftest import ROOT, running_workers

@@ -11,9 +11,9 @@ from pathlib import Path
 from temporalio.testing import WorkflowEnvironment
 from typer.testing import CliRunner
 
+from contract.names import remediation_workflow_id
 from remedy.budget import BudgetPolicy
 from remedy.models import Action
-from remedy.names import remediation_workflow_id
 from remedy.remediation import Outcome, Phase
 from remedy.runbook import Match, Runbook, Rung
 from tests.conftest import ROOT, own_fleet, running_workers

@@ -16,10 +16,10 @@ from temporalio.api.operatorservice.v1 import ListSearchAttributesRequest
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
+from contract import search_attributes
 from tests.conftest import ROOT
 from workers.binaries import installed_binary
 from workers.cli import app
-from workflows import search_attributes
 
 COMPOSE = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
 SERVICES: dict[str, Any] = COMPOSE["services"]

@@ -11,6 +11,7 @@ from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
 from adapters.sim import SimFleet
+from contract.names import budget_workflow_id
 from remedy.budget import (
     BudgetPolicy,
     BudgetState,
@@ -20,7 +21,6 @@ from remedy.budget import (
     storm,
 )
 from remedy.models import Action
-from remedy.names import budget_workflow_id
 from remedy.remediation import ApproveRequest, Outcome, Phase
 from remedy.runbook import Match, Runbook, RunbookSet, Rung
 from tests.conftest import running_workers

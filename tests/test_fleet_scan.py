@@ -14,6 +14,7 @@ from temporalio.service import RPCError
 from temporalio.testing import WorkflowEnvironment
 from typer.testing import CliRunner
 
+from contract.names import admission_workflow_id, budget_workflow_id, remediation_workflow_id
 from remedy.admission import AdmissionPolicy
 from remedy.budget import BudgetPolicy
 from remedy.conditions import NodeCondition, conditions_from
@@ -27,7 +28,6 @@ from remedy.fleet import (
     plan_scan,
     summarise,
 )
-from remedy.names import admission_workflow_id, budget_workflow_id, remediation_workflow_id
 from remedy.probe import probe_node
 from remedy.remediation import Outcome, RemediationResult
 from remedy.runbook import RunbookSet

@@ -16,6 +16,7 @@ from temporalio.testing import WorkflowEnvironment
 
 from adapters.sim import SimFleet
 from adapters.sim.jobs import SimJobs
+from contract.names import job_guard_workflow_id, remediation_workflow_id
 from remedy.attribution.guard import (
     GuardAction,
     GuardInput,
@@ -26,7 +27,6 @@ from remedy.attribution.guard import (
     ResumeRequest,
 )
 from remedy.attribution.model import PodFailure, Termination, Verdict, XidSeen
-from remedy.names import job_guard_workflow_id, remediation_workflow_id
 from remedy.remediation import Outcome
 from remedy.runbook import RunbookSet
 from tests.conftest import Queues, own_fleet, running_workers

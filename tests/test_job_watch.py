@@ -18,6 +18,7 @@ from temporalio.testing import WorkflowEnvironment
 
 from adapters.kubernetes.jobs import JOB_LABEL, REPORTED, KubernetesJobs
 from adapters.sim.jobs import SimJobs
+from contract.names import job_guard_workflow_id, remediation_workflow_id
 from remedy.attribution.evidence import GuardedFailure, RecentXid
 from remedy.attribution.guard import (
     GuardAction,
@@ -31,7 +32,6 @@ from remedy.attribution.jobs import JobState
 from remedy.attribution.model import PodFailure, Termination, Verdict
 from remedy.fleet import FleetSummary, ScanInput
 from remedy.models import Component, ComponentKind, Finding, Severity
-from remedy.names import job_guard_workflow_id, remediation_workflow_id
 from remedy.runbook import RunbookSet
 from tests.conftest import Queues, own_fleet, running_workers
 from tests.ladder import report

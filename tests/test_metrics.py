@@ -12,10 +12,10 @@ from datetime import UTC, datetime, timedelta
 from temporalio.testing import WorkflowEnvironment
 
 from adapters.sim.jobs import SimJobs
+from contract.names import remediation_workflow_id
 from remedy.attribution.guard import GuardPolicy
 from remedy.budget import BudgetPolicy
 from remedy.models import Action, NodeRef
-from remedy.names import remediation_workflow_id
 from remedy.remediation import Outcome
 from remedy.runbook import Match, Runbook, RunbookSet, Rung
 from tests.conftest import own_fleet, running_workers

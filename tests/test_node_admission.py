@@ -11,10 +11,10 @@ from temporalio.testing import WorkflowEnvironment
 
 from activities.starts import start_admission
 from adapters.sim import SimFleet
+from contract.names import hardware_record_workflow_id
 from remedy.admission import AdmissionInput, AdmissionPhase, AdmissionPolicy, AdmissionResult
 from remedy.hardware import BlocklistPolicy, HardwareRecordState, Incident, UnblockRequest
 from remedy.models import NodeRef
-from remedy.names import hardware_record_workflow_id
 from remedy.remediation import Outcome, Phase
 from remedy.runbook import RunbookSet
 from tests.conftest import Queues, running_workers

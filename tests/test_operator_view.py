@@ -13,6 +13,7 @@ from temporalio.api.sdk.v1 import WorkflowMetadata
 from temporalio.client import Client, WorkflowExecution
 from temporalio.testing import WorkflowEnvironment
 
+from contract import search_attributes as sa
 from remedy.budget import BudgetPolicy
 from remedy.models import Action
 from remedy.remediation import Outcome, Phase
@@ -20,7 +21,6 @@ from remedy.runbook import Match, Runbook, Rung
 from tests.conftest import own_fleet, running_workers
 from tests.ladder import report, state_of
 from tests.test_cli import cli
-from workflows import search_attributes as sa
 
 WAITS = Runbook(
     name="reset-after-approval",

@@ -18,13 +18,13 @@ from datetime import UTC, datetime, timedelta
 from temporalio.client import Client
 from temporalio.runtime import Runtime
 
+from contract.names import CONTROLLER_TASK_QUEUE, node_task_queue
 from remedy.attribution.evidence import recent_xid
 from remedy.cluster import Cluster
 from remedy.conditions import conditions_from
 from remedy.errors import NodeGone
 from remedy.host import NodeHost
 from remedy.models import Finding, NodeRef, ProbeReport
-from remedy.names import CONTROLLER_TASK_QUEUE, node_task_queue
 from remedy.probe import probe_node
 from remedy.probe.xid_events import XidWatcher
 from remedy.remediation import FindingReport

@@ -21,8 +21,8 @@ from adapters.host.local import LocalHost, boot_time
 from adapters.host.nics import SysfsNics
 from adapters.host.nvml import real_nvml
 from adapters.sim import FAULTS, SimFleet
+from contract.names import CONTROLLER_TASK_QUEUE, FLEET_SCAN_SCHEDULE
 from remedy.models import NodeRef
-from remedy.names import CONTROLLER_TASK_QUEUE, FLEET_SCAN_SCHEDULE
 from remedy.probe import ProbeConfig, probe_node
 from remedy.runbook import Runbook, RunbookError, RunbookSet, load_runbooks
 from remedy.xid import parse_kernel_log
@@ -563,7 +563,7 @@ def _signal(address: str, workflow_id: str, signal: str, arg: BaseModel, missing
 
 def _signal_node(address: str, node: str, signal: str, arg: BaseModel) -> None:
     """Signal the node's running remediation; exit 2 when it has none."""
-    from remedy.names import remediation_workflow_id
+    from contract.names import remediation_workflow_id
 
     _signal(address, remediation_workflow_id(node), signal, arg, f"{node}: no running remediation")
 
@@ -643,8 +643,8 @@ def trigger(
     """Start a remediation by hand, or join the one running on the node."""
     from datetime import UTC, datetime
 
+    from contract.names import node_task_queue as agent_queue
     from remedy.models import Finding, Severity
-    from remedy.names import node_task_queue as agent_queue
     from remedy.remediation import FindingReport
     from workers.client import connect, report_finding
 
@@ -683,8 +683,8 @@ def resume_pool(
     by: ByOption = USER,
 ) -> None:
     """Close a pool's storm breaker: disruptive work resumes within the budget."""
+    from contract.names import budget_workflow_id
     from remedy.budget import ResumeRequest
-    from remedy.names import budget_workflow_id
 
     _signal(
         address,
@@ -709,8 +709,8 @@ def resume_job(
     """Let a job guard that holds a job for a human restart it (or stop, with --stop).
     Exit 2 when no guard runs for the job, or its guard holds nothing (a resume then would be
     ignored)."""
+    from contract.names import job_guard_workflow_id
     from remedy.attribution.guard import GuardPhase, ResumeRequest
-    from remedy.names import job_guard_workflow_id
     from workers.client import connect
     from workflows.job_guard import JobGuard
 

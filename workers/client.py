@@ -15,10 +15,10 @@ from temporalio.runtime import PrometheusConfig, Runtime, TelemetryConfig
 from temporalio.service import RPCError, RPCStatusCode
 
 from activities.starts import start_remediation
+from contract import search_attributes
+from contract.names import CONTROLLER_TASK_QUEUE
 from remedy.models import NodeRef
-from remedy.names import CONTROLLER_TASK_QUEUE
 from remedy.remediation import FindingReport, RemediationResult
-from workflows import search_attributes
 from workflows.node_remediation import NodeRemediation
 
 

@@ -17,13 +17,13 @@ from activities.job_watch import JobWatchActivities
 from activities.jobs import JobActivities
 from activities.node import NodeActivities
 from activities.starts import StartActivities
+from contract.names import CONTROLLER_TASK_QUEUE
 from remedy.attribution.jobs import JobSide
 from remedy.attribution.rules import Attributor
 from remedy.budget import BudgetPolicy
 from remedy.cluster import Cluster
 from remedy.hardware import BlocklistPolicy
 from remedy.host import NodeHost
-from remedy.names import CONTROLLER_TASK_QUEUE
 from remedy.runbook import RunbookSet
 from workflows.disruption_budget import DisruptionBudget
 from workflows.fleet_scan import FleetScan
@@ -38,7 +38,7 @@ WORKFLOWS = [NodeRemediation, DisruptionBudget, HardwareRecord, NodeAdmission, F
 # of side effects at import, so every run shares them instead of rebuilding them.
 WORKFLOW_RUNNER = SandboxedWorkflowRunner(
     restrictions=SandboxRestrictions.default.with_passthrough_modules(
-        "remedy", "workflows.common", "workflows.metrics", "workflows.search_attributes"
+        "remedy", "contract", "workflows.common", "workflows.metrics"
     )
 )
 

@@ -20,12 +20,12 @@ from temporalio.service import RPCError
 
 from adapters.sim import SimFleet
 from adapters.sim.jobs import SimJobs
+from contract.names import CONTROLLER_TASK_QUEUE, FLEET_SCAN_SCHEDULE, SIM_AGENTS_TASK_QUEUE
 from remedy.admission import AdmissionPolicy
 from remedy.attribution.guard import GuardPolicy, JobRef
 from remedy.budget import BudgetPolicy
 from remedy.fleet import ScanInput
 from remedy.models import NodeRef
-from remedy.names import CONTROLLER_TASK_QUEUE, FLEET_SCAN_SCHEDULE, SIM_AGENTS_TASK_QUEUE
 from remedy.remediation import FindingReport, RemediationState
 from remedy.runbook import RunbookSet, load_runbooks
 from workers.client import connect, ensure_search_attributes, metrics_runtime, report_finding

@@ -14,9 +14,9 @@ from pathlib import Path
 
 from temporalio.client import Client
 
+from contract.search_attributes import dev_server_flags
 from workers.binaries import installed_binary
 from workers.client import connect
-from workflows.search_attributes import dev_server_flags
 
 STARTUP_TIMEOUT_S = 60.0
 

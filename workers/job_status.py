@@ -14,10 +14,10 @@ from temporalio.client import (
 )
 from temporalio.service import RPCError
 
+from contract.names import JOB_GUARD_WORKFLOW
 from remedy.attribution.guard import GuardAction, GuardPhase, GuardResult, JobLedger
 from remedy.attribution.model import Verdict
 from remedy.durations import format_duration
-from remedy.names import JOB_GUARD_WORKFLOW
 from workflows.job_guard import JobGuard
 
 RECENT = 200  # guards listed at most, newest first

@@ -18,8 +18,8 @@ from temporalio.client import (
 )
 from temporalio.client import ScheduleOverlapPolicy as Overlap
 
+from contract.names import FLEET_SCAN_SCHEDULE, fleet_scan_workflow_id
 from remedy.fleet import ScanInput
-from remedy.names import FLEET_SCAN_SCHEDULE, fleet_scan_workflow_id
 from workflows.fleet_scan import FleetScan
 
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 from pydantic import BaseModel
 from temporalio.client import Client, WorkflowExecutionStatus
 
+from contract.names import remediation_workflow_id
 from remedy.durations import format_duration
-from remedy.names import remediation_workflow_id
 from remedy.remediation import Attempt
 from workflows.node_remediation import NodeRemediation
 

@@ -14,18 +14,18 @@ from temporalio.client import (
 )
 from temporalio.service import RPCError, RPCStatusCode
 
-from remedy.budget import BudgetState
-from remedy.fleet import FleetSummary, NodeStatus, PoolSummary
-from remedy.names import (
+from contract import search_attributes
+from contract.names import (
     FLEET_SCAN_SCHEDULE,
     NODE_ADMISSION_WORKFLOW,
     NODE_REMEDIATION_WORKFLOW,
     budget_workflow_id,
     remediation_workflow_id,
 )
+from remedy.budget import BudgetState
+from remedy.fleet import FleetSummary, NodeStatus, PoolSummary
 from remedy.remediation import Phase
 from workers.tables import plain, show
-from workflows import search_attributes
 from workflows.disruption_budget import DisruptionBudget
 from workflows.fleet_scan import FleetScan
 

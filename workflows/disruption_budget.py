@@ -15,9 +15,11 @@ from datetime import timedelta
 from temporalio import workflow
 from temporalio.common import RetryPolicy
 
-from workflows import metrics, search_attributes
+from contract import search_attributes
+from workflows import metrics
 
 with workflow.unsafe.imports_passed_through():
+    from contract.names import DISRUPTION_BUDGET_WORKFLOW
     from remedy.budget import (
         BudgetState,
         Lease,
@@ -27,7 +29,6 @@ with workflow.unsafe.imports_passed_through():
         UnhealthyReport,
         storm,
     )
-    from remedy.names import DISRUPTION_BUDGET_WORKFLOW
 
 GRANTS_TOGETHER = "grant-signals-together"  # workflow.patched: runs before it sent one by one
 REGRANT = "regrant-to-a-new-run-of-the-holder"

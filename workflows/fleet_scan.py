@@ -17,6 +17,7 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
+    from contract.names import FLEET_SCAN_WORKFLOW, node_task_queue
     from remedy.admission import AdmissionInput
     from remedy.attribution.evidence import GuardedFailure, JobFailureReport
     from remedy.fleet import (
@@ -29,7 +30,6 @@ with workflow.unsafe.imports_passed_through():
         summarise,
     )
     from remedy.models import NodeRef
-    from remedy.names import FLEET_SCAN_WORKFLOW, node_task_queue
 
 RETRY = RetryPolicy(initial_interval=timedelta(seconds=2), maximum_attempts=3)
 

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 from temporalio import workflow
 
-from workflows import search_attributes
+from contract import search_attributes
 
 with workflow.unsafe.imports_passed_through():
+    from contract.names import HARDWARE_RECORD_WORKFLOW
     from remedy.hardware import HardwareRecordState, IncidentReport, UnblockRequest
-    from remedy.names import HARDWARE_RECORD_WORKFLOW
 
 
 @workflow.defn(name=HARDWARE_RECORD_WORKFLOW)

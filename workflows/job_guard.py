@@ -19,6 +19,7 @@ from workflows.common import QUICK_RETRY
 from workflows.metrics import job_failure
 
 with workflow.unsafe.imports_passed_through():
+    from contract.names import JOB_GUARD_WORKFLOW, node_task_queue
     from remedy.attribution.guard import (
         Decision,
         Failure,
@@ -35,7 +36,6 @@ with workflow.unsafe.imports_passed_through():
     from remedy.attribution.model import Attribution, PodFailure, Verdict
     from remedy.durations import format_duration
     from remedy.models import NodeRef
-    from remedy.names import JOB_GUARD_WORKFLOW, node_task_queue
 
 Attributed = tuple[PodFailure, Attribution]
 # Which pod of one failure speaks for it: a platform fault explains the ranks that timed out

@@ -17,6 +17,7 @@ from temporalio.exceptions import ActivityError
 from workflows.common import QUICK_RETRY, this_run
 
 with workflow.unsafe.imports_passed_through():
+    from contract.names import NODE_ADMISSION_WORKFLOW
     from remedy.admission import (
         ADMISSION_FAILED,
         AdmissionInput,
@@ -32,7 +33,6 @@ with workflow.unsafe.imports_passed_through():
     from remedy.durations import format_duration
     from remedy.hardware import BlockedSerial, Incident, IncidentReport
     from remedy.models import ComponentKind, Finding, ProbeReport, ProbeRequest, Severity
-    from remedy.names import NODE_ADMISSION_WORKFLOW
     from remedy.remediation import FindingReport, RemediationStart
 
 

@@ -17,10 +17,12 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, TimeoutType
 from temporalio.exceptions import TimeoutError as ActivityTimeout
 
-from workflows import metrics, search_attributes
+from contract import search_attributes
+from workflows import metrics
 from workflows.common import PERMANENT_ERRORS, QUICK_RETRY, this_run
 
 with workflow.unsafe.imports_passed_through():
+    from contract.names import NODE_REMEDIATION_WORKFLOW, budget_workflow_id
     from remedy.actions import ACTIONS, Where
     from remedy.budget import LeaseRelease, LeaseRequest, UnhealthyReport
     from remedy.describe import NodeIndex, remediation_details, remediation_index
@@ -40,7 +42,6 @@ with workflow.unsafe.imports_passed_through():
         ProbeRequest,
         Severity,
     )
-    from remedy.names import NODE_REMEDIATION_WORKFLOW, budget_workflow_id
     from remedy.remediation import (
         AbortRequest,
         Approval,

@@ -1,6 +1,4 @@
-"""Every name two processes must agree on: task queues and workflow ids.
-
-Nothing else spells them."""
+"""Every name two processes must agree on: task queues, workflow types and workflow ids."""
 
 CONTROLLER_TASK_QUEUE = "remedy-controller"
 NODE_REMEDIATION_WORKFLOW = "NodeRemediation"
@@ -10,10 +8,6 @@ NODE_ADMISSION_WORKFLOW = "NodeAdmission"
 FLEET_SCAN_WORKFLOW = "FleetScan"
 JOB_GUARD_WORKFLOW = "JobGuard"
 FLEET_SCAN_SCHEDULE = "remedy-fleet-scan"
-# Search attributes read outside the workflows that set them (all: workflows/search_attributes).
-NODE_ATTRIBUTE = "RemedyNode"
-RUNBOOK_ATTRIBUTE = "RemedyRunbook"
-OUTCOME_ATTRIBUTE = "RemedyOutcome"
 
 
 def node_task_queue(node: str) -> str:

@@ -19,19 +19,18 @@ from temporalio.common import (
 
 with workflow.unsafe.imports_passed_through():  # not re-imported into each workflow's sandbox
     from remedy.describe import NodeIndex
-    from remedy.names import NODE_ATTRIBUTE, OUTCOME_ATTRIBUTE, RUNBOOK_ATTRIBUTE
 
 # workflow.patched id: runs that began before remedy set search attributes never do.
 PATCH = "remedy-search-attributes"
 
-NODE = SearchAttributeKey.for_keyword(NODE_ATTRIBUTE)
+NODE = SearchAttributeKey.for_keyword("RemedyNode")
 POOL = SearchAttributeKey.for_keyword("RemedyPool")
 FAULT = SearchAttributeKey.for_keyword("RemedyFault")
-RUNBOOK = SearchAttributeKey.for_keyword(RUNBOOK_ATTRIBUTE)
+RUNBOOK = SearchAttributeKey.for_keyword("RemedyRunbook")
 RUNG = SearchAttributeKey.for_keyword("RemedyRung")
 PHASE = SearchAttributeKey.for_keyword("RemedyPhase")
 PHASE_SINCE = SearchAttributeKey.for_datetime("RemedyPhaseSince")
-OUTCOME = SearchAttributeKey.for_keyword(OUTCOME_ATTRIBUTE)
+OUTCOME = SearchAttributeKey.for_keyword("RemedyOutcome")
 GPU_SERIALS = SearchAttributeKey.for_keyword_list("RemedyGpuSerials")
 
 ALL: list[SearchAttributeKey[Any]] = [

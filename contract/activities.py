@@ -1,0 +1,113 @@
+"""Every activity: its name, what it takes and returns, and which worker serves it.
+
+The ladder's actions come from the action table (``remedy.actions``): each ``Action`` is an
+activity of the same name taking an ``ActionRequest``, served on the node or by the controller
+as the table says. Names are the wire: renaming one breaks running workflows and the recorded
+histories (tests/histories), so they never change.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from contract.defs import ActivityDef, Queue
+from remedy.actions import ACTIONS, Where
+from remedy.admission import AdmissionInput, AdmissionStep
+from remedy.attribution.evidence import FinishedGuards, GuardedFailures, JobFailureReport
+from remedy.attribution.guard import NodeBlame, RestartRequest, StopRequest
+from remedy.attribution.model import Attribution, PodFailure
+from remedy.budget import ClosedHolders, HolderCheck, LeaseWanted, NodeUnhealthy
+from remedy.fleet import ConditionStart, FleetNodes, OpenWork
+from remedy.hardware import Blocklisted, IncidentReport, SerialsCheck
+from remedy.models import (
+    Action,
+    ActionRequest,
+    ActionResult,
+    BootRequest,
+    ConditionsUpdate,
+    CordonResult,
+    Done,
+    NodeBoot,
+    ProbeReport,
+    ProbeRequest,
+    Started,
+)
+from remedy.remediation import RemediationStart
+
+CONTROLLER, NODE = Queue.CONTROLLER, Queue.NODE
+
+
+def _action(action: Action) -> ActivityDef[ActionRequest, ActionResult]:
+    queue = NODE if ACTIONS[action].where is Where.NODE else CONTROLLER
+    return ActivityDef(action.value, ActionRequest, ActionResult, queue)
+
+
+# -- the ladder's actions (cordon answers who holds the cordon, so it has its own result) ---
+ACTION: dict[Action, ActivityDef[ActionRequest, ActionResult]] = {
+    action: _action(action) for action in Action if action is not Action.CORDON
+}
+CORDON = ActivityDef("cordon", ActionRequest, CordonResult, CONTROLLER)
+DIAGNOSE = ACTION[Action.DIAGNOSE]
+DRAIN = ACTION[Action.DRAIN]
+KILL_JOB = ACTION[Action.KILL_JOB]
+RESET_GPU = ACTION[Action.RESET_GPU]
+REBOOT = ACTION[Action.REBOOT]
+REPLACE = ACTION[Action.REPLACE]
+RESTORE = ACTION[Action.RESTORE]
+
+# -- around the actions -----------------------------------------------------------------------
+PROBE = ActivityDef("probe", ProbeRequest, ProbeReport, NODE)
+DEEP_DIAGNOSE = ActivityDef("deep_diagnose", ProbeRequest, ProbeReport, NODE)
+RELEASE_GPUS = ActivityDef("release_gpus", ActionRequest, ActionResult, CONTROLLER)
+RETURN_GPUS = ActivityDef("return_gpus", ActionRequest, ActionResult, CONTROLLER)
+BOOT_ID = ActivityDef("boot_id", BootRequest, NodeBoot, CONTROLLER)
+CONFIRM_REBOOT = ActivityDef("confirm_reboot", BootRequest, ActionResult, CONTROLLER)
+PUBLISH_CONDITIONS = ActivityDef[ConditionsUpdate, None](
+    "publish_conditions", ConditionsUpdate, None, CONTROLLER
+)
+
+# -- the disruption budget and the hardware record ----------------------------------------------
+REQUEST_LEASE = ActivityDef[LeaseWanted, None]("request_lease", LeaseWanted, None, CONTROLLER)
+REPORT_UNHEALTHY = ActivityDef[NodeUnhealthy, None](
+    "report_unhealthy", NodeUnhealthy, None, CONTROLLER
+)
+CLOSED_WORKFLOWS = ActivityDef("closed_workflows", HolderCheck, ClosedHolders, CONTROLLER)
+RECORD_INCIDENTS = ActivityDef[IncidentReport, None](
+    "record_incidents", IncidentReport, None, CONTROLLER
+)
+BLOCKED_SERIALS = ActivityDef("blocked_serials", SerialsCheck, Blocklisted, CONTROLLER)
+
+# -- admission ------------------------------------------------------------------------------
+HOLD_FOR_ADMISSION = ActivityDef[AdmissionStep, None](
+    "hold_for_admission", AdmissionStep, None, CONTROLLER
+)
+ADMIT = ActivityDef[AdmissionStep, None]("admit", AdmissionStep, None, CONTROLLER)
+REJECT = ActivityDef[AdmissionStep, None]("reject", AdmissionStep, None, CONTROLLER)
+
+# -- starting other workflows (a workflow can signal another but not start it) ----------------
+START_REMEDIATION = ActivityDef("start_remediation", RemediationStart, Started, CONTROLLER)
+REMEDIATE_CONDITION = ActivityDef("remediate_condition", ConditionStart, Started, CONTROLLER)
+START_ADMISSION = ActivityDef("start_admission", AdmissionInput, Started, CONTROLLER)
+
+# -- the fleet scan ---------------------------------------------------------------------------
+FLEET_NODES = ActivityDef[None, FleetNodes]("fleet_nodes", None, FleetNodes, CONTROLLER)
+OPEN_WORK = ActivityDef[None, OpenWork]("open_work", None, OpenWork, CONTROLLER)
+GUARDED_JOB_FAILURES = ActivityDef[None, GuardedFailures](
+    "guarded_job_failures", None, GuardedFailures, CONTROLLER
+)
+REPORT_JOB_FAILURE = ActivityDef("report_job_failure", JobFailureReport, Started, CONTROLLER)
+END_FINISHED_GUARDS = ActivityDef[None, FinishedGuards](
+    "end_finished_guards", None, FinishedGuards, CONTROLLER
+)
+
+# -- the job guard ----------------------------------------------------------------------------
+ATTRIBUTE_FAILURE = ActivityDef("attribute_failure", PodFailure, Attribution, CONTROLLER)
+RESTART_JOB = ActivityDef("restart_job", RestartRequest, Done, CONTROLLER)
+STOP_JOB = ActivityDef("stop_job", StopRequest, Done, CONTROLLER)
+REMEDIATE_BLAMED_NODE = ActivityDef("remediate_blamed_node", NodeBlame, Started, CONTROLLER)
+
+
+def all_activities() -> list[ActivityDef[Any, Any]]:
+    """Every activity declared here, each once (what the registration test walks)."""
+    declared = [*ACTION.values(), *(d for d in globals().values() if isinstance(d, ActivityDef))]
+    return list({d.name: d for d in declared}.values())

@@ -1,0 +1,61 @@
+"""Every signal and query, by the workflow that handles it, with its payload type.
+
+Two workflows may use the same name for different messages (``state``, ``resume``): each is
+declared here under its workflow, and tests/test_contract.py checks that each has a handler.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from contract.defs import QueryDef, SignalDef
+from contract.names import (
+    DISRUPTION_BUDGET_WORKFLOW,
+    HARDWARE_RECORD_WORKFLOW,
+    JOB_GUARD_WORKFLOW,
+    NODE_ADMISSION_WORKFLOW,
+    NODE_REMEDIATION_WORKFLOW,
+)
+from remedy import budget, remediation
+from remedy.admission import AdmissionState
+from remedy.attribution import guard
+from remedy.attribution.model import PodFailure
+from remedy.hardware import HardwareRecordState, IncidentReport, UnblockRequest
+
+# -- NodeRemediation: one per node ------------------------------------------------------------
+REPORT_FINDING = SignalDef("report_finding", remediation.FindingReport, NODE_REMEDIATION_WORKFLOW)
+LEASE_GRANTED = SignalDef("lease_granted", budget.LeaseGrant, NODE_REMEDIATION_WORKFLOW)
+APPROVE = SignalDef("approve", remediation.ApproveRequest, NODE_REMEDIATION_WORKFLOW)
+CLEAR = SignalDef("clear", remediation.ClearRequest, NODE_REMEDIATION_WORKFLOW)
+ABORT = SignalDef("abort", remediation.AbortRequest, NODE_REMEDIATION_WORKFLOW)
+REMEDIATION_STATE = QueryDef("state", remediation.RemediationState, NODE_REMEDIATION_WORKFLOW)
+
+# -- DisruptionBudget: one per pool -------------------------------------------------------------
+LEASE_REQUEST = SignalDef("request", budget.LeaseRequest, DISRUPTION_BUDGET_WORKFLOW)
+LEASE_RELEASE = SignalDef("release", budget.LeaseRelease, DISRUPTION_BUDGET_WORKFLOW)
+NODE_UNHEALTHY = SignalDef("node_unhealthy", budget.UnhealthyReport, DISRUPTION_BUDGET_WORKFLOW)
+RESUME_POOL = SignalDef("resume", budget.ResumeRequest, DISRUPTION_BUDGET_WORKFLOW)
+BUDGET_STATE = QueryDef("state", budget.BudgetState, DISRUPTION_BUDGET_WORKFLOW)
+
+# -- HardwareRecord: one per GPU serial ---------------------------------------------------------
+INCIDENT = SignalDef("incident", IncidentReport, HARDWARE_RECORD_WORKFLOW)
+UNBLOCK = SignalDef("unblock", UnblockRequest, HARDWARE_RECORD_WORKFLOW)
+HARDWARE_RECORD = QueryDef("record", HardwareRecordState, HARDWARE_RECORD_WORKFLOW)
+
+# -- NodeAdmission: one per new node ------------------------------------------------------------
+ADMISSION_STATE = QueryDef("state", AdmissionState, NODE_ADMISSION_WORKFLOW)
+
+# -- JobGuard: one per guarded job --------------------------------------------------------------
+POD_FAILED = SignalDef("pod_failed", PodFailure, JOB_GUARD_WORKFLOW)
+RESUME_JOB = SignalDef("resume", guard.ResumeRequest, JOB_GUARD_WORKFLOW)
+JOB_FINISHED = SignalDef("job_finished", guard.JobFinished, JOB_GUARD_WORKFLOW)
+JOB_LEDGER = QueryDef("ledger", guard.JobLedger, JOB_GUARD_WORKFLOW)
+GUARD_STATUS = QueryDef("phase", guard.GuardStatus, JOB_GUARD_WORKFLOW)
+
+
+def all_signals() -> list[SignalDef[Any]]:
+    return [d for d in globals().values() if isinstance(d, SignalDef)]
+
+
+def all_queries() -> list[QueryDef[Any]]:
+    return [d for d in globals().values() if isinstance(d, QueryDef)]
