@@ -39,7 +39,7 @@ app.add_typer(runbooks_app, name="runbooks")
 xid_app = typer.Typer(help="NVIDIA Xid errors.", no_args_is_help=True)
 app.add_typer(xid_app, name="xid")
 
-DEFAULT_RUNBOOKS = Path(__file__).resolve().parent.parent / "runbooks"
+DEFAULT_RUNBOOKS = Path(__file__).resolve().parents[2] / "runbooks"
 ADDRESS_HELP = "Temporal server host:port."
 MetricsOption = Annotated[
     str | None,
