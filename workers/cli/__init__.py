@@ -1,0 +1,51 @@
+"""The `remedy` command: the typer app assembled from the command groups, and its entry point.
+
+The commands live by group: runbooks.py (`remedy runbooks ...`), xid.py (`remedy xid ...`),
+node.py (probe, agent), controller.py (controller, demo), fleet.py (status, show) and
+operate.py (approve, abort, trigger, resume-pool, resume-job); options.py declares the options
+they share and common.py the helpers."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import typer
+
+from workers.cli import controller, fleet, node, operate, runbooks, xid
+
+app = typer.Typer(
+    help="remedy keeps GPU fleets healthy.", no_args_is_help=True, pretty_exceptions_enable=False
+)
+# Registered here, in the order `remedy --help` lists them.
+app.command()(node.probe)
+app.command()(node.agent)
+app.command()(controller.controller)
+app.command()(controller.demo)
+app.command()(fleet.status)
+app.command()(operate.approve)
+app.command()(operate.abort)
+app.command()(fleet.show)
+app.command()(operate.trigger)
+app.command("resume-pool")(operate.resume_pool)
+app.command("resume-job")(operate.resume_job)
+app.add_typer(runbooks.app, name="runbooks")
+app.add_typer(xid.app, name="xid")
+
+
+def main() -> None:
+    """Run the app, then exit with its code without interpreter finalization (see below)."""
+    try:
+        app()
+        code: int | str | None = 0
+    except SystemExit as exc:
+        code = exc.code
+    # The Temporal core's native threads can outlive asyncio.run and crash interpreter
+    # finalization ("PyGILState_Release ... finalizing"); everything is shut down and flushed
+    # by now, so skip finalization instead of turning a clean exit into a core dump.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    if isinstance(code, str):
+        print(code, file=sys.stderr)
+        code = 1
+    os._exit(code or 0)

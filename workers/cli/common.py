@@ -1,0 +1,55 @@
+"""What several commands share: loading runbooks and rules or exiting, and serving until Ctrl-C."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Coroutine
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import typer
+
+from remedy.runbook import Runbook, RunbookError, RunbookSet, load_runbooks
+
+if TYPE_CHECKING:
+    from remedy.attribution.rules import Attributor
+
+
+def runbooks_or_exit(folder: Path) -> RunbookSet:
+    """The runbooks, all or nothing: a broken one is FILE:LINE: FIELD lines and exit 1."""
+    try:
+        return RunbookSet(load_runbooks([folder]))
+    except RunbookError as exc:
+        for problem in exc.problems:
+            typer.echo(str(problem), err=True)
+        raise typer.Exit(1) from None
+
+
+def runbook_or_exit(folder: Path, name: str) -> Runbook:
+    """One runbook by name: exit 1 when a runbook is broken, 2 when none has that name."""
+    try:
+        return runbooks_or_exit(folder).get(name)
+    except KeyError as exc:
+        typer.echo(f"error: {exc.args[0]}", err=True)
+        raise typer.Exit(2) from None
+
+
+def attributor_or_exit(rules: Path | None) -> Attributor:
+    """The attribution rules, all or nothing: a broken file is FILE:LINE: FIELD lines, exit 1."""
+    from remedy.attribution.rules import Attributor, RulesError, load_rules
+
+    try:
+        return Attributor(load_rules(rules) if rules else None)
+    except RulesError as exc:
+        typer.echo(str(exc), err=True)
+        raise typer.Exit(1) from None
+
+
+def serve(main: Callable[[], Coroutine[Any, Any, None]]) -> None:
+    """Run a long-lived process (agent, controller) until Ctrl-C, logging to stderr."""
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    try:
+        asyncio.run(main())
+    except KeyboardInterrupt:
+        pass

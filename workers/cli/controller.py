@@ -1,0 +1,209 @@
+"""`remedy controller` and `remedy demo`: the controller worker, wired to a Kubernetes cluster
+or to a simulated fleet (registered in __init__.py)."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import timedelta
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from pydantic import ValidationError
+
+from contract.names import CONTROLLER_TASK_QUEUE
+from remedy.runbook import RunbookError
+from workers.cli.common import attributor_or_exit, runbooks_or_exit, serve
+from workers.cli.options import (
+    DEFAULT_ADDRESS,
+    DEFAULT_RUNBOOKS,
+    AddressOption,
+    MetricsOption,
+    RunbooksOption,
+)
+
+
+def controller(
+    address: AddressOption = DEFAULT_ADDRESS,
+    kubeconfig: Annotated[
+        str | None, typer.Option(help="Kubeconfig file (default: in-cluster, then ~/.kube/config).")
+    ] = None,
+    dry_run: Annotated[
+        bool, typer.Option(help="Record what each destructive action would do; change nothing.")
+    ] = False,
+    replace_provider: Annotated[
+        str,
+        typer.Option(
+            help="How nodes are replaced: auto (Karpenter if present), karpenter, plain, none."
+        ),
+    ] = "auto",
+    checkpoint_grace: Annotated[
+        float,
+        typer.Option(help="Seconds a drain waits for GPU pods to checkpoint before evicting them."),
+    ] = 0.0,
+    max_disruption: Annotated[
+        str,
+        typer.Option(
+            help="Nodes of a pool disrupted at once: a count (2), a share (20%) or all-but-N."
+        ),
+    ] = "20%",
+    storm_share: Annotated[
+        float,
+        typer.Option(
+            help="Share of a pool unhealthy within 10 minutes that pauses disruptive work."
+        ),
+    ] = 0.2,
+    runbooks: Annotated[
+        Path,
+        typer.Option(
+            help="Runbook folder, for ladders the controller starts itself (fleet scan, "
+            "admission failures)."
+        ),
+    ] = DEFAULT_RUNBOOKS,
+    scan_every: Annotated[
+        float,
+        typer.Option(min=0, help="Seconds between fleet scans (a Temporal Schedule); 0: no scan."),
+    ] = 60.0,
+    blocklist_incidents: Annotated[
+        int, typer.Option(help="Incidents on one GPU serial within the window that blocklist it.")
+    ] = 3,
+    blocklist_days: Annotated[
+        float, typer.Option(min=0.01, help="The blocklist's window, in days.")
+    ] = 30.0,
+    watch_jobs: Annotated[
+        bool,
+        typer.Option(
+            help="Guard jobs labelled remedy.io/guard=true: each scan hands their failed pods to "
+            "a JobGuard."
+        ),
+    ] = True,
+    max_job_restarts: Annotated[
+        int,
+        typer.Option(
+            min=0, help="Platform restarts of a guarded job before it is held for a human."
+        ),
+    ] = 5,
+    job_rules: Annotated[
+        Path | None,
+        typer.Option(help="Attribution rules replacing the shipped ones (see docs/jobs.md)."),
+    ] = None,
+    metrics_bind: MetricsOption = None,
+) -> None:
+    """Run the controller worker against a Kubernetes cluster."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from adapters.kubernetes.cluster import KubernetesCluster, ReplaceProvider
+    from adapters.kubernetes.config import api_client
+    from adapters.kubernetes.jobs import KubernetesJobs
+    from remedy.attribution.guard import GuardPolicy
+    from remedy.budget import BudgetPolicy
+    from remedy.fleet import ScanInput
+    from remedy.hardware import BlocklistPolicy
+    from workers.client import connect, ensure_search_attributes, metrics_runtime
+    from workers.controller import controller_worker
+    from workers.schedules import ensure_fleet_scan
+
+    loaded = runbooks_or_exit(runbooks)
+    attributor = attributor_or_exit(job_rules)
+    try:
+        policy = BudgetPolicy(max_disruption=max_disruption, storm_share=storm_share)
+        blocklist = BlocklistPolicy(
+            max_incidents=blocklist_incidents, window=timedelta(days=blocklist_days)
+        )
+    except ValidationError as exc:
+        for error in exc.errors():
+            field = ".".join(str(part) for part in error["loc"])
+            field = {"max_incidents": "blocklist_incidents", "window": "blocklist_days"}.get(
+                field, field
+            )  # the policy's field → the flag that set it
+            typer.echo(
+                f"error: --{field.replace('_', '-')}: {error['msg'].removeprefix('Value error, ')}",
+                err=True,
+            )
+        raise typer.Exit(2) from None
+    api = api_client(kubeconfig)
+    cluster = KubernetesCluster(
+        api,
+        dry_run=dry_run,
+        replace_provider=ReplaceProvider(replace_provider),
+        checkpoint_grace_s=checkpoint_grace,
+    )
+    jobs = KubernetesJobs(api, dry_run=dry_run) if watch_jobs else None
+    scan = ScanInput(
+        watch_jobs=watch_jobs, guard_policy=GuardPolicy(max_platform_restarts=max_job_restarts)
+    )
+
+    async def main() -> None:
+        client = await connect(
+            address, runtime=metrics_runtime(metrics_bind, "controller") if metrics_bind else None
+        )
+        await ensure_search_attributes(client)
+        if scan_every > 0:
+            await ensure_fleet_scan(
+                client, timedelta(seconds=scan_every), CONTROLLER_TASK_QUEUE, scan
+            )
+        with ThreadPoolExecutor(max_workers=32) as executor:
+            await controller_worker(
+                client,
+                cluster,
+                executor,
+                policy=policy,
+                runbooks=loaded,
+                blocklist=blocklist,
+                jobs=jobs,
+                attributor=attributor,
+            ).run()
+
+    serve(main)
+
+
+def demo(
+    duration: Annotated[float | None, typer.Option(help="Stop after this many seconds.")] = None,
+    nodes: Annotated[int, typer.Option(min=1, help="Simulated GPU nodes.")] = 16,
+    gpus: Annotated[int, typer.Option(min=1, help="GPUs per node.")] = 8,
+    fault_every: Annotated[float, typer.Option(min=0.1, help="Seconds between faults.")] = 3.0,
+    speedup: Annotated[
+        float, typer.Option(min=1.0, help="Runbook time runs this much faster.")
+    ] = 60.0,
+    port: Annotated[int | None, typer.Option(help="Temporal port (default: a free one).")] = None,
+    ui_port: Annotated[int | None, typer.Option(help="Web UI port (default 8233 if free).")] = None,
+    db: Annotated[Path, typer.Option(help="SQLite file of the dev server.")] = Path(
+        ".demo/temporal.sqlite"
+    ),
+    runbooks: RunbooksOption = DEFAULT_RUNBOOKS,
+    seed: Annotated[int, typer.Option(help="Seed of the fault injector.")] = 1,
+    address: Annotated[
+        str | None,
+        typer.Option(
+            help="Use this Temporal server (host:port) instead of starting the dev server."
+        ),
+    ] = None,
+    metrics_bind: Annotated[
+        str | None, typer.Option(help="With --address: serve Prometheus metrics on this host:port.")
+    ] = None,
+) -> None:
+    """Run the embedded default: dev Temporal server + Web UI + worker + a simulated GPU fleet."""
+    from workers.demo import DemoConfig, PortInUse, run_demo_on, run_embedded_demo
+
+    config = DemoConfig(
+        nodes=nodes,
+        gpus_per_node=gpus,
+        fault_every_s=fault_every,
+        speedup=speedup,
+        duration_s=duration,
+        seed=seed,
+        runbooks=runbooks,
+    )
+    try:
+        if address:
+            asyncio.run(run_demo_on(address, config, metrics_bind=metrics_bind))
+        else:
+            asyncio.run(run_embedded_demo(config, port=port, ui_port=ui_port, db=db))
+    except PortInUse as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+    except RunbookError as exc:
+        typer.echo(str(exc), err=True)
+        raise typer.Exit(1) from None
+    except KeyboardInterrupt:
+        pass

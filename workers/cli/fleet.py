@@ -1,0 +1,118 @@
+"""`remedy status` and `remedy show`: what the fleet and a node's ladder look like now
+(registered in __init__.py)."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+from temporalio.service import RPCError
+
+from contract.names import FLEET_SCAN_SCHEDULE
+from workers.cli.options import DEFAULT_ADDRESS, AddressOption, JsonOption
+
+if TYPE_CHECKING:
+    from workers.status import FleetStatus
+
+
+def status(
+    address: AddressOption = DEFAULT_ADDRESS,
+    as_json: JsonOption = False,
+    pool: Annotated[str | None, typer.Option(help="Only this pool.")] = None,
+    state: Annotated[
+        str | None,
+        typer.Option(
+            help="Only nodes whose state contains this (e.g. tolerating, needs_human, admission)."
+        ),
+    ] = None,
+    waiting: Annotated[
+        bool,
+        typer.Option("--awaiting-approval", help="Only nodes whose ladder waits for an approval."),
+    ] = False,
+    schedule: Annotated[
+        str, typer.Option(help="The fleet-scan schedule id.")
+    ] = FLEET_SCAN_SCHEDULE,
+    jobs: Annotated[
+        bool,
+        typer.Option(
+            "--jobs",
+            help="Guarded jobs instead: each guard's phase and the time lost to "
+            "platform, application and unknown failures.",
+        ),
+    ] = False,
+) -> None:
+    """The fleet: each pool's counts, leases and storm breaker (from the latest fleet scan), then
+    every node in remediation, in admission or left for a human — state, fault, runbook, rung,
+    since when, waiting for approval or not. Exit 0: shown; 3: a pool's storm breaker is
+    tripped; 2: nothing to show (no scan and no such node)."""
+    from workers.client import connect
+    from workers.status import NodeFilter, NoScanYet, fleet_status, show_status
+
+    if jobs:
+        _job_status(address, as_json)
+    only = NodeFilter(pool=pool, state=state, awaiting_approval=waiting)
+
+    async def read() -> FleetStatus:
+        return await fleet_status(await connect(address), schedule, only)
+
+    try:
+        shown = asyncio.run(read())
+    except (NoScanYet, RuntimeError, OSError, RPCError) as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+    if as_json:
+        typer.echo(shown.model_dump_json(indent=2))
+    else:
+        show_status(shown)
+    raise typer.Exit(3 if shown.breaker_tripped else 0)
+
+
+def _job_status(address: str, as_json: bool) -> None:
+    """Exit 0: shown; 3: a guard holds a job for a human; 2: no guarded job."""
+    import json
+
+    from workers.client import connect
+    from workers.job_status import HEADERS, JobRow, held, job_rows, table_rows
+    from workers.tables import show as show_table
+
+    async def read() -> list[JobRow]:
+        return await job_rows(await connect(address))
+
+    try:
+        rows = asyncio.run(read())
+    except (RuntimeError, OSError, RPCError) as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+    if not rows:
+        typer.echo("no guarded job", err=True)
+        raise typer.Exit(2)
+    if as_json:
+        typer.echo(json.dumps([r.model_dump(mode="json") for r in rows], indent=2))
+    else:
+        show_table(HEADERS, table_rows(rows), title="guarded jobs")
+        for job in held(rows):
+            namespace, name = job.split("/", 1)
+            typer.echo(f"HELD {job}: remedy resume-job {name} --namespace {namespace} [--stop]")
+    raise typer.Exit(3 if held(rows) else 0)
+
+
+def show(
+    node: Annotated[str, typer.Argument(help="The node.")],
+    address: AddressOption = DEFAULT_ADDRESS,
+    as_json: JsonOption = False,
+) -> None:
+    """The node's ladder so far as a timeline: rung, time, action, result, duration, evidence.
+    Exit 2 when the node never had a remediation."""
+    from workers.client import connect
+    from workers.show import NodeLadder, node_ladder, timeline
+
+    async def read() -> NodeLadder:
+        return await node_ladder(await connect(address), node)
+
+    try:
+        ladder = asyncio.run(read())
+    except RPCError as exc:
+        typer.echo(f"error: {node}: no remediation found ({exc})", err=True)
+        raise typer.Exit(2) from None
+    typer.echo(ladder.model_dump_json(indent=2) if as_json else "\n".join(timeline(ladder)))

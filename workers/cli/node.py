@@ -1,0 +1,145 @@
+"""`remedy probe` and `remedy agent`: what runs on a GPU node (registered in __init__.py)."""
+
+from __future__ import annotations
+
+import socket
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from adapters.host.kernel_log import KernelLogTail
+from adapters.host.local import LocalHost, boot_time
+from adapters.host.nics import SysfsNics
+from adapters.host.nvml import real_nvml
+from adapters.sim import FAULTS, SimFleet
+from remedy.models import NodeRef
+from remedy.probe import ProbeConfig, probe_node
+from workers.cli.common import runbooks_or_exit, serve
+from workers.cli.options import (
+    DEFAULT_ADDRESS,
+    DEFAULT_RUNBOOKS,
+    AddressOption,
+    MetricsOption,
+    RunbooksOption,
+)
+
+ExpectedGpusOption = Annotated[int | None, typer.Option(help="GPUs this node should have.")]
+ExpectedNicsOption = Annotated[int | None, typer.Option(help="RDMA devices it should have.")]
+NicRateOption = Annotated[float | None, typer.Option(help="Expected port rate, Gb/s.")]
+
+
+def probe(
+    as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
+    node: Annotated[str, typer.Option(help="Node name in the report.")] = socket.gethostname(),
+    expected_gpus: ExpectedGpusOption = None,
+    expected_nics: ExpectedNicsOption = None,
+    nic_rate: NicRateOption = None,
+    timeout: Annotated[float, typer.Option(help="Seconds each check may take.")] = 5.0,
+    kernel_log: Annotated[
+        Path | None, typer.Option(help="Kernel log read for Xids when NVML is broken.")
+    ] = None,
+    simulate: Annotated[
+        str | None,
+        typer.Option(help="Probe a simulated 8-GPU node with this fault instead (e.g. ecc_dbe)."),
+    ] = None,
+) -> None:
+    """Probe this node. Exit 0 healthy, 1 unhealthy, 2 could not probe."""
+    config = ProbeConfig(
+        expected_gpus=expected_gpus,
+        check_timeout_s=timeout,
+        nics=SysfsNics() if expected_nics else None,
+        expected_nics=expected_nics,
+        expected_nic_rate_gbps=nic_rate,
+        kernel_log=KernelLogTail(kernel_log) if kernel_log else None,
+        not_before=boot_time(),
+    )
+    if simulate and simulate != "none" and simulate not in FAULTS:
+        typer.echo(
+            f"error: --simulate: unknown fault {simulate!r}; known: none, "
+            f"{', '.join(sorted(FAULTS))}",
+            err=True,
+        )
+        raise typer.Exit(2)
+    if simulate:
+        fleet = SimFleet(nodes=1, name_prefix=node)
+        node = next(iter(fleet.nodes))
+        if simulate != "none":
+            fleet.inject(node, simulate, 0)
+        host = fleet.host(node)
+        report = probe_node(node, host.nvml(), host.probe_config)
+    else:
+        report = probe_node(node, real_nvml(), config)
+    if as_json:
+        typer.echo(report.model_dump_json(indent=2))
+    else:
+        verdict = "healthy" if report.healthy else "UNHEALTHY"
+        typer.echo(
+            f"{report.node}: {verdict} ({', '.join(report.checks_run) or 'no checks ran'}"
+            f"; {report.duration_s * 1000:.1f} ms)"
+        )
+        for finding in report.findings:
+            typer.echo(
+                f"  {finding.severity.value:<8} {finding.check}/{finding.reason} "
+                f"{finding.component.describe()}: {finding.evidence}"
+            )
+    raise typer.Exit(0 if report.healthy else 1 if report.checks_run else 2)
+
+
+def agent(
+    node: Annotated[str, typer.Option(help="This node's name (the Kubernetes node).")],
+    address: AddressOption = DEFAULT_ADDRESS,
+    pool: Annotated[str, typer.Option(help="Node pool.")] = "default",
+    runbooks: RunbooksOption = DEFAULT_RUNBOOKS,
+    interval: Annotated[float, typer.Option(help="Seconds between probes.")] = 30.0,
+    expected_gpus: ExpectedGpusOption = None,
+    expected_nics: ExpectedNicsOption = None,
+    nic_rate: NicRateOption = None,
+    kernel_log: Annotated[
+        Path | None, typer.Option(help="Kernel log to read for Xids when NVML is broken.")
+    ] = None,
+    cursor: Annotated[
+        Path | None, typer.Option(help="Where to keep the kernel-log cursor.")
+    ] = None,
+    allow_reset: Annotated[bool, typer.Option(help="Allow nvidia-smi --gpu-reset.")] = False,
+    allow_reboot: Annotated[bool, typer.Option(help="Allow rebooting this node.")] = False,
+    kubernetes: Annotated[
+        bool,
+        typer.Option(
+            help="Publish node conditions to Kubernetes (in-cluster config or --kubeconfig)."
+        ),
+    ] = False,
+    kubeconfig: Annotated[str | None, typer.Option(help="Kubeconfig file.")] = None,
+    metrics_bind: MetricsOption = None,
+) -> None:
+    """Run the node agent: host-local activities on this node's queue, and the probe loop."""
+    from adapters.kubernetes.cluster import KubernetesCluster
+    from adapters.kubernetes.config import api_client
+    from workers.agent import AgentConfig, NodeAgent
+    from workers.client import connect, metrics_runtime
+
+    loaded = runbooks_or_exit(runbooks)
+    config = ProbeConfig(
+        expected_gpus=expected_gpus,
+        nics=SysfsNics() if expected_nics else None,
+        expected_nics=expected_nics,
+        expected_nic_rate_gbps=nic_rate,
+        kernel_log=KernelLogTail(kernel_log, cursor) if kernel_log else None,
+        not_before=boot_time(),
+    )
+    host = LocalHost(node, config, allow_reset=allow_reset, allow_reboot=allow_reboot)
+
+    async def main() -> None:
+        client = await connect(
+            address, runtime=metrics_runtime(metrics_bind, "agent") if metrics_bind else None
+        )
+        cluster = KubernetesCluster(api_client(kubeconfig)) if kubernetes else None
+        await NodeAgent(
+            client,
+            host,
+            loaded,
+            cluster,
+            AgentConfig(node=NodeRef(name=node, pool=pool), interval_s=interval),
+        ).run()
+
+    serve(main)

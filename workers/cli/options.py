@@ -1,0 +1,26 @@
+"""The options several `remedy` commands take, each declared once, with their defaults. An option
+whose help says something different per command (--kubeconfig, the demo's --address) stays
+with its command."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+DEFAULT_RUNBOOKS = Path(__file__).resolve().parents[2] / "runbooks"
+DEFAULT_ADDRESS = "localhost:7233"
+USER = os.environ.get("USER", "operator")
+
+AddressOption = Annotated[str, typer.Option(help="Temporal server host:port.")]
+RunbooksOption = Annotated[Path, typer.Option(help="Runbook folder.")]
+JsonOption = Annotated[bool, typer.Option("--json", help="Machine-readable output.")]
+ByOption = Annotated[str, typer.Option(help="Who does it (recorded in the workflow).")]
+MetricsOption = Annotated[
+    str | None,
+    typer.Option(
+        help="Serve Prometheus metrics on this host:port at /metrics (e.g. 0.0.0.0:9464)."
+    ),
+]

@@ -1,0 +1,94 @@
+"""`remedy runbooks`: validate, explain and rehearse runbooks, and print their JSON Schema."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from adapters.sim import FAULTS
+from remedy.runbook import RunbookError, load_runbooks
+from workers.cli.common import runbook_or_exit
+from workers.cli.options import DEFAULT_RUNBOOKS, JsonOption, RunbooksOption
+
+app = typer.Typer(help="Author and check runbooks.", no_args_is_help=True)
+
+NameArgument = Annotated[str, typer.Argument(help="The runbook's name.")]
+
+
+@app.command("validate")
+def validate(
+    paths: Annotated[list[Path], typer.Argument(help="Runbook files or folders.")],
+) -> None:
+    """Check runbooks: exit 0 when all are valid, else one FILE:LINE: FIELD: message per error."""
+    try:
+        runbooks = load_runbooks(paths)
+    except RunbookError as exc:
+        for problem in exc.problems:
+            typer.echo(str(problem), err=True)
+        typer.echo(f"{len(exc.problems)} problem(s); nothing loaded", err=True)
+        raise typer.Exit(1) from None
+    for runbook in runbooks:
+        ladder = " → ".join(r.action.value for r in runbook.ladder) or "hold for a human"
+        typer.echo(f"ok  {runbook.name}: {ladder}")
+
+
+@app.command("explain")
+def explain(
+    name: NameArgument,
+    runbooks: RunbooksOption = DEFAULT_RUNBOOKS,
+) -> None:
+    """The ladder in plain words: what happens when, and the latest each rung can start."""
+    from remedy.runbook.explain import explain as explain_runbook
+
+    typer.echo("\n".join(explain_runbook(runbook_or_exit(runbooks, name))))
+
+
+@app.command("rehearse")
+def rehearse(
+    name: NameArgument,
+    fault: Annotated[
+        str | None,
+        typer.Option(
+            help="The simulated fault that is really there (it decides which rung fixes the node):"
+            f" one of {', '.join(FAULTS)}, or none. Default: one the runbook matches."
+        ),
+    ] = None,
+    approve: Annotated[
+        bool,
+        typer.Option(
+            help="Give every approval the moment it is asked; --no-approve lets them time out."
+        ),
+    ] = True,
+    gpu: Annotated[int, typer.Option(min=0, max=7, help="The faulty GPU.")] = 0,
+    runbooks: RunbooksOption = DEFAULT_RUNBOOKS,
+    as_json: JsonOption = False,
+) -> None:
+    """Climb the runbook for real on Temporal's time-skipping server against one simulated
+    node, and print the timeline it produces (hours of workflow time in about a second)."""
+    from workers.rehearse import RehearsalStuck, timeline
+    from workers.rehearse import rehearse as run_rehearsal
+
+    chosen = runbook_or_exit(runbooks, name)
+    try:
+        done = asyncio.run(run_rehearsal(chosen, fault, approve=approve, gpu=gpu))
+    except KeyError as exc:
+        typer.echo(f"error: --fault: {exc.args[0]}", err=True)
+        raise typer.Exit(2) from None
+    except RehearsalStuck as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(1) from None
+    typer.echo(done.model_dump_json(indent=2) if as_json else "\n".join(timeline(done)))
+
+
+@app.command("schema")
+def schema() -> None:
+    """The runbook format as JSON Schema, for editor completion and checks. Save it and point
+    the YAML language server at it: `# yaml-language-server: $schema=runbook.schema.json`."""
+    import json
+
+    from remedy.runbook.schema import json_schema
+
+    typer.echo(json.dumps(json_schema(), indent=2))
