@@ -8,12 +8,22 @@ import asyncio
 from collections.abc import Callable
 from typing import Any
 
-from temporalio import activity
 from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.service import RPCError, RPCStatusCode
 
+from contract import activities as act
+from contract.messages import LEASE_REQUEST, NODE_UNHEALTHY
 from contract.names import DISRUPTION_BUDGET_WORKFLOW, budget_workflow_id
-from remedy.budget import BudgetPolicy, BudgetState, LeaseRequest, UnhealthyReport
+from remedy.budget import (
+    BudgetPolicy,
+    BudgetState,
+    ClosedHolders,
+    HolderCheck,
+    LeaseRequest,
+    LeaseWanted,
+    NodeUnhealthy,
+    UnhealthyReport,
+)
 
 
 class BudgetActivities:
@@ -26,35 +36,33 @@ class BudgetActivities:
         # The cluster client is synchronous: keep it off the worker's event loop.
         return await asyncio.to_thread(self._pool_size, pool)
 
-    async def _signal(self, pool: str, task_queue: str, signal: str, arg: Any) -> None:
+    async def _signal(self, pool: str, task_queue: str, start: dict[str, Any]) -> None:
+        """Signal-with-start of the pool's budget (``start``: the signal and its payload)."""
         await self._client.start_workflow(
             DISRUPTION_BUDGET_WORKFLOW,
             BudgetState(pool=pool, policy=self._policy),
             id=budget_workflow_id(pool),
             task_queue=task_queue,
-            start_signal=signal,
-            start_signal_args=[arg],
             static_summary=f"disruption budget of pool {pool}",
+            **start,
         )
 
-    @activity.defn(name="request_lease")
-    async def request_lease(self, req: LeaseRequest) -> None:
-        full = req.model_copy(
-            update={"pool_size": await self._size(req.pool), "policy": self._policy}
-        )
-        await self._signal(req.pool, req.task_queue, "request", full)
+    @act.REQUEST_LEASE.defn
+    async def request_lease(self, wanted: LeaseWanted) -> None:
+        size = await self._size(wanted.pool)
+        full = LeaseRequest(**wanted.model_dump(), pool_size=size, policy=self._policy)
+        await self._signal(wanted.pool, wanted.task_queue, LEASE_REQUEST.start_with(full))
 
-    @activity.defn(name="report_unhealthy")
-    async def report_unhealthy(self, report: UnhealthyReport) -> None:
-        full = report.model_copy(
-            update={"pool_size": await self._size(report.pool), "policy": self._policy}
-        )
-        await self._signal(report.pool, report.task_queue, "node_unhealthy", full)
+    @act.REPORT_UNHEALTHY.defn
+    async def report_unhealthy(self, report: NodeUnhealthy) -> None:
+        size = await self._size(report.pool)
+        full = UnhealthyReport(**report.model_dump(), pool_size=size, policy=self._policy)
+        await self._signal(report.pool, report.task_queue, NODE_UNHEALTHY.start_with(full))
 
-    @activity.defn(name="closed_workflows")
-    async def closed_workflows(self, workflow_ids: list[str]) -> list[str]:
+    @act.CLOSED_WORKFLOWS.defn
+    async def closed_workflows(self, check: HolderCheck) -> ClosedHolders:
         closed = []
-        for workflow_id in workflow_ids:
+        for workflow_id in check.workflow_ids:
             try:
                 status = (await self._client.get_workflow_handle(workflow_id).describe()).status
             except RPCError as err:
@@ -63,7 +71,7 @@ class BudgetActivities:
                 status = None
             if status is not WorkflowExecutionStatus.RUNNING:
                 closed.append(workflow_id)
-        return closed
+        return ClosedHolders(workflow_ids=closed)
 
     def all(self) -> list[Callable[..., Any]]:
         return [self.request_lease, self.report_unhealthy, self.closed_workflows]

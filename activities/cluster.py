@@ -11,6 +11,7 @@ from typing import Any
 from temporalio import activity
 
 from activities.errors import temporal_errors
+from contract import activities as act
 from remedy.admission import AdmissionStep
 from remedy.cluster import Cluster, CordonOwner
 from remedy.conditions import conditions_from
@@ -31,21 +32,21 @@ class ClusterActivities:
         self._cluster = cluster
         self._poll_s = poll_s
 
-    @activity.defn(name="cordon")
+    @act.CORDON.defn
     def cordon(self, req: ActionRequest) -> CordonResult:
         with temporal_errors():
             state = self._cluster.cordon(req.node.name, CordonOwner(req.workflow_id, req.reason))
         log.info("cordon %s: %s", req.node.name, state.value)
         return CordonResult(state=state)
 
-    @activity.defn(name="restore")
+    @act.RESTORE.defn
     def restore(self, req: ActionRequest) -> ActionResult:
         with temporal_errors():
             undone = self._cluster.restore(req.node.name)
         detail = "uncordoned" if undone else "no remedy cordon to undo; node left as it is"
         return ActionResult(ok=True, detail=detail)
 
-    @activity.defn(name="drain")
+    @act.DRAIN.defn
     def drain(self, req: ActionRequest) -> ActionResult:
         with temporal_errors():
             # Heartbeats carry the pods left, so a long drain is visible and can be cancelled.
@@ -55,36 +56,36 @@ class ClusterActivities:
             detail=f"evicted {result.evicted} pods, left {result.skipped} DaemonSet/mirror pods",
         )
 
-    @activity.defn(name="kill_job")
+    @act.KILL_JOB.defn
     def kill_job(self, req: ActionRequest) -> ActionResult:
         with temporal_errors():
             killed = self._cluster.kill_gpu_pods(req.node.name)
         return ActionResult(ok=True, detail=f"deleted {killed} pods using the node's GPUs")
 
-    @activity.defn(name="replace")
+    @act.REPLACE.defn
     def replace(self, req: ActionRequest) -> ActionResult:
         with temporal_errors():
             detail = self._cluster.replace(req.node.name)
         return ActionResult(ok=True, detail=detail)
 
-    @activity.defn(name="release_gpus")
+    @act.RELEASE_GPUS.defn
     def release_gpus(self, req: ActionRequest) -> ActionResult:
         with temporal_errors():
             stopped = self._cluster.release_gpus(req.node.name)
         return ActionResult(ok=True, detail=f"stopped {stopped} GPU operator pods")
 
-    @activity.defn(name="return_gpus")
+    @act.RETURN_GPUS.defn
     def return_gpus(self, req: ActionRequest) -> ActionResult:
         with temporal_errors():
             self._cluster.return_gpus(req.node.name)
         return ActionResult(ok=True, detail="GPU operator pods may return")
 
-    @activity.defn(name="boot_id")
+    @act.BOOT_ID.defn
     def boot_id(self, req: BootRequest) -> NodeBoot:
         with temporal_errors():
             return self._cluster.node_boot(req.node.name)
 
-    @activity.defn(name="confirm_reboot")
+    @act.CONFIRM_REBOOT.defn
     def confirm_reboot(self, req: BootRequest) -> ActionResult:
         """Wait until the node reports a new boot id and is Ready again; the rung's timeout
         bounds the wait. Heartbeats keep it cancellable."""
@@ -98,7 +99,7 @@ class ClusterActivities:
                 return ActionResult(ok=False, detail="cancelled while waiting for the reboot")
             time.sleep(self._poll_s)
 
-    @activity.defn(name="publish_conditions")
+    @act.PUBLISH_CONDITIONS.defn
     def publish_conditions(self, update: ConditionsUpdate) -> None:
         """After a verified recovery the node's problem condition must not stay True until
         the agent's next round: the fleet scan would start a second ladder on it."""
@@ -109,17 +110,17 @@ class ClusterActivities:
                 node, conditions_from(update.report, previous, datetime.now(UTC))
             )
 
-    @activity.defn(name="hold_for_admission")
+    @act.HOLD_FOR_ADMISSION.defn
     def hold_for_admission(self, step: AdmissionStep) -> None:
         with temporal_errors():
             self._cluster.hold_for_admission(step.node.name)
 
-    @activity.defn(name="admit")
+    @act.ADMIT.defn
     def admit(self, step: AdmissionStep) -> None:
         with temporal_errors():
             self._cluster.admit(step.node.name, step.serials)
 
-    @activity.defn(name="reject")
+    @act.REJECT.defn
     def reject(self, step: AdmissionStep) -> None:
         with temporal_errors():
             self._cluster.reject(step.node.name, step.reason)

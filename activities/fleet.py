@@ -6,25 +6,25 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from temporalio import activity
 from temporalio.client import Client
 
 from activities.errors import temporal_errors
+from contract import activities as act
 from contract.names import NODE_ADMISSION_WORKFLOW, NODE_REMEDIATION_WORKFLOW
 from remedy.cluster import Cluster
-from remedy.fleet import NodeFacts, OpenWork
+from remedy.fleet import FleetNodes, OpenWork
 
 
 class FleetActivities:
     def __init__(self, client: Client, cluster: Cluster) -> None:
         self._client, self._cluster = client, cluster
 
-    @activity.defn(name="fleet_nodes")
-    def fleet_nodes(self) -> list[NodeFacts]:
+    @act.FLEET_NODES.defn
+    def fleet_nodes(self) -> FleetNodes:
         with temporal_errors():
-            return self._cluster.nodes()
+            return FleetNodes(nodes=self._cluster.nodes())
 
-    @activity.defn(name="open_work")
+    @act.OPEN_WORK.defn
     async def open_work(self) -> OpenWork:
         return OpenWork(
             remediating=await self._running(NODE_REMEDIATION_WORKFLOW),

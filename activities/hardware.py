@@ -10,15 +10,24 @@ from temporalio import activity
 from temporalio.client import Client
 from temporalio.service import RPCError, RPCStatusCode
 
+from contract import activities as act
+from contract.messages import HARDWARE_RECORD, INCIDENT
 from contract.names import HARDWARE_RECORD_WORKFLOW, hardware_record_workflow_id
-from remedy.hardware import BlockedSerial, BlocklistPolicy, HardwareRecordState, IncidentReport
+from remedy.hardware import (
+    BlockedSerial,
+    Blocklisted,
+    BlocklistPolicy,
+    HardwareRecordState,
+    IncidentReport,
+    SerialsCheck,
+)
 
 
 class HardwareActivities:
     def __init__(self, client: Client, policy: BlocklistPolicy) -> None:
         self._client, self._policy = client, policy
 
-    @activity.defn(name="record_incidents")
+    @act.RECORD_INCIDENTS.defn
     async def record_incidents(self, report: IncidentReport) -> None:
         task_queue = activity.info().task_queue  # records run where the controller runs
         report = report.model_copy(update={"policy": self._policy})  # the controller's policy
@@ -28,25 +37,24 @@ class HardwareActivities:
                 HardwareRecordState(serial=serial, policy=report.policy),
                 id=hardware_record_workflow_id(serial),
                 task_queue=task_queue,
-                start_signal="incident",
-                start_signal_args=[report],
+                **INCIDENT.start_with(report),
                 static_summary=f"hardware record of GPU {serial}",
             )
 
-    @activity.defn(name="blocked_serials")
-    async def blocked_serials(self, serials: list[str]) -> list[BlockedSerial]:
+    @act.BLOCKED_SERIALS.defn
+    async def blocked_serials(self, check: SerialsCheck) -> Blocklisted:
         blocked = []
-        for serial in serials:
+        for serial in check.serials:
             handle = self._client.get_workflow_handle(hardware_record_workflow_id(serial))
             try:
-                record = await handle.query("record", result_type=HardwareRecordState)
+                record = await HARDWARE_RECORD.ask(handle)
             except RPCError as err:
                 if err.status is RPCStatusCode.NOT_FOUND:
                     continue  # no incident ever: no record
                 raise
             if record.blocked_reason:
                 blocked.append(BlockedSerial(serial=serial, reason=record.blocked_reason))
-        return blocked
+        return Blocklisted(blocked=blocked)
 
     def all(self) -> list[Callable[..., Any]]:
         return [self.record_incidents, self.blocked_serials]

@@ -9,21 +9,23 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
-from temporalio import activity
 from temporalio.client import Client, WorkflowExecution, WorkflowExecutionStatus
 
 from activities.errors import temporal_errors
 from activities.starts import described
+from contract import activities as act
+from contract.messages import JOB_FINISHED, POD_FAILED
 from contract.names import (
     JOB_GUARD_WORKFLOW,
     NODE_REMEDIATION_WORKFLOW,
     job_guard_workflow_id,
 )
 from contract.search_attributes import NODE, OUTCOME, RUNBOOK
-from remedy.attribution.evidence import GuardedFailure, JobFailureReport
-from remedy.attribution.guard import GuardInput, JobRef
+from remedy.attribution.evidence import FinishedGuards, GuardedFailures, JobFailureReport
+from remedy.attribution.guard import GuardInput, JobFinished, JobRef
 from remedy.attribution.jobs import GuardedJobs
 from remedy.attribution.model import RemediationSeen
+from remedy.models import Started
 from remedy.runbook import RunbookSet
 
 WINDOW = timedelta(minutes=10)  # ladders this close to a failure are evidence (the rules' own)
@@ -33,19 +35,19 @@ class JobWatchActivities:
     def __init__(self, client: Client, jobs: GuardedJobs, runbooks: RunbookSet) -> None:
         self._client, self._jobs, self._runbooks = client, jobs, runbooks
 
-    @activity.defn(name="guarded_job_failures")
-    async def guarded_job_failures(self) -> list[GuardedFailure]:
+    @act.GUARDED_JOB_FAILURES.defn
+    async def guarded_job_failures(self) -> GuardedFailures:
         with temporal_errors():
             failures = await asyncio.to_thread(self._jobs.failed_pods)
         if not failures:
-            return []
+            return GuardedFailures(failures=[])
         nodes = sorted({n for f in failures for n in [f.failure.node, *f.job_nodes] if n})
         since = min(f.failure.failed_at for f in failures) - WINDOW
         ladders = await self._ladders(nodes, since.isoformat())
         for f in failures:
             on_job = {f.failure.node, *f.job_nodes}
             f.failure.remediations = [ladder for ladder in ladders if ladder.node in on_job]
-        return failures
+        return GuardedFailures(failures=failures)
 
     async def _ladders(self, nodes: list[str], since: str) -> list[RemediationSeen]:
         listed = ", ".join(f"'{n}'" for n in nodes)
@@ -72,8 +74,8 @@ class JobWatchActivities:
             outcome=attrs.get(OUTCOME) or "",
         )
 
-    @activity.defn(name="report_job_failure")
-    async def report_job_failure(self, report: JobFailureReport) -> str:
+    @act.REPORT_JOB_FAILURE.defn
+    async def report_job_failure(self, report: JobFailureReport) -> Started:
         """Signal-with-start the job's guard, then mark the pod so no scan lists it again.
 
         A pod that failed before the job's last guard ended belongs to that guard's decision
@@ -84,7 +86,7 @@ class JobWatchActivities:
         if await self._ended_after(workflow_id, report.failure.failure.failed_at):
             with temporal_errors():
                 await asyncio.to_thread(self._jobs.mark_reported, report.failure, workflow_id)
-            return workflow_id
+            return Started(workflow_id=workflow_id)
         handle = await self._client.start_workflow(
             JOB_GUARD_WORKFLOW,
             GuardInput(
@@ -95,13 +97,12 @@ class JobWatchActivities:
             ),
             id=workflow_id,
             task_queue=report.controller_task_queue,
-            start_signal="pod_failed",
-            start_signal_args=[report.failure.failure],
+            **POD_FAILED.start_with(report.failure.failure),
             static_summary=f"guard of job {job}",
         )
         with temporal_errors():
             await asyncio.to_thread(self._jobs.mark_reported, report.failure, handle.id)
-        return handle.id
+        return Started(workflow_id=handle.id)
 
     async def _ended_after(self, workflow_id: str, failed_at: datetime) -> bool:
         guard = await described(self._client, workflow_id)  # None: the job's first failure
@@ -112,8 +113,8 @@ class JobWatchActivities:
             and failed_at <= guard.close_time
         )
 
-    @activity.defn(name="end_finished_guards")
-    async def end_finished_guards(self) -> list[str]:
+    @act.END_FINISHED_GUARDS.defn
+    async def end_finished_guards(self) -> FinishedGuards:
         """Guards whose job completed or is gone: told so, they end with their ledger."""
         query = f"WorkflowType = '{JOB_GUARD_WORKFLOW}' AND ExecutionStatus = 'Running'"
         ended = []
@@ -123,11 +124,10 @@ class JobWatchActivities:
             with temporal_errors():
                 state = await asyncio.to_thread(self._jobs.job_state, job)
             if state.finished:
-                await self._client.get_workflow_handle(w.id).signal(
-                    "job_finished", f"the job {state.value}"
-                )
+                handle = self._client.get_workflow_handle(w.id)
+                await JOB_FINISHED.send(handle, JobFinished(reason=f"the job {state.value}"))
                 ended.append(str(job))
-        return ended
+        return FinishedGuards(jobs=ended)
 
     def all(self) -> list[Callable[..., Any]]:
         return [self.guarded_job_failures, self.report_job_failure, self.end_finished_guards]

@@ -7,17 +7,17 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
-from temporalio import activity
 from temporalio.client import Client, WorkflowExecutionStatus
 
 from activities.errors import temporal_errors
 from activities.starts import described, start_remediation
+from contract import activities as act
 from contract.names import remediation_workflow_id
 from remedy.attribution.guard import NodeBlame, RestartRequest, StopRequest
 from remedy.attribution.jobs import JobControl
 from remedy.attribution.model import Attribution, PodFailure
 from remedy.attribution.rules import Attributor
-from remedy.models import Finding, Severity
+from remedy.models import Done, Finding, Severity, Started
 from remedy.remediation import FindingReport
 from remedy.runbook import DEFAULT_RUNBOOK, RunbookSet
 
@@ -35,29 +35,30 @@ class JobActivities:
         self._client, self._jobs, self._runbooks = client, jobs, runbooks
         self._attributor = attributor or Attributor()
 
-    @activity.defn(name="attribute_failure")
+    @act.ATTRIBUTE_FAILURE.defn
     def attribute_failure(self, failure: PodFailure) -> Attribution:
         return self._attributor.attribute(failure)
 
-    @activity.defn(name="restart_job")
-    def restart_job(self, req: RestartRequest) -> str:
+    @act.RESTART_JOB.defn
+    def restart_job(self, req: RestartRequest) -> Done:
         with temporal_errors():
-            return self._jobs.restart_job(req.job, req.attempt, req.reason, req.resumed_by)
+            detail = self._jobs.restart_job(req.job, req.attempt, req.reason, req.resumed_by)
+        return Done(detail=detail)
 
-    @activity.defn(name="stop_job")
-    def stop_job(self, req: StopRequest) -> str:
+    @act.STOP_JOB.defn
+    def stop_job(self, req: StopRequest) -> Done:
         with temporal_errors():
-            return self._jobs.stop_job(req.job, req.reason)
+            return Done(detail=self._jobs.stop_job(req.job, req.reason))
 
-    @activity.defn(name="remediate_blamed_node")
-    async def remediate_blamed_node(self, blame: NodeBlame) -> str:
+    @act.REMEDIATE_BLAMED_NODE.defn
+    async def remediate_blamed_node(self, blame: NodeBlame) -> Started:
         """Start a ladder for the node, or join the one running (signal-with-start). A ladder
         that already ran for the fault (its agent reported the Xid before the job died) owns
         it: the job's failure does not start the node's remediation over."""
         workflow_id = remediation_workflow_id(blame.node.name)
         since = blame.failed_at - self._attributor.rules.window
         if await self._ladder_closed_since(workflow_id, since):
-            return f"{workflow_id} already remediated the fault"
+            return Started(workflow_id=workflow_id)  # that ladder already remediated the fault
         finding = Finding(
             node=blame.node.name,
             check="job",
@@ -74,7 +75,7 @@ class JobActivities:
             node_task_queue=blame.node_task_queue,
             task_queue=blame.task_queue,
         )
-        return handle.id
+        return Started(workflow_id=handle.id)
 
     async def _ladder_closed_since(self, workflow_id: str, since: datetime) -> bool:
         ladder = await described(self._client, workflow_id)

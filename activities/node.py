@@ -6,9 +6,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from temporalio import activity
-
 from activities.errors import temporal_errors
+from contract import activities as act
 from remedy.host import NodeHost
 from remedy.models import ActionRequest, ActionResult, ProbeReport, ProbeRequest
 from remedy.probe import probe_node
@@ -23,12 +22,12 @@ class NodeActivities:
         with temporal_errors():
             return self._host_for(name)
 
-    @activity.defn(name="probe")
+    @act.PROBE.defn
     def probe(self, req: ProbeRequest) -> ProbeReport:
         host = self._host(req.node.name)
         return probe_node(host.name, host.nvml(), host.probe_config)
 
-    @activity.defn(name="diagnose")
+    @act.DIAGNOSE.defn
     def diagnose(self, req: ActionRequest) -> ActionResult:
         host = self._host(req.node.name)
         report = deep_diagnose(host, req.gpu_indices, host.probe_config)
@@ -37,13 +36,13 @@ class NodeActivities:
             return ActionResult(ok=True, detail=f"passed {', '.join(report.checks_run)}")
         return ActionResult(ok=False, detail="; ".join(problems) or "no check could run")
 
-    @activity.defn(name="deep_diagnose")
+    @act.DEEP_DIAGNOSE.defn
     def deep_diagnose(self, req: ProbeRequest) -> ProbeReport:
         """The full report of the deep diagnose (admission needs which GPU failed)."""
         host = self._host(req.node.name)
         return deep_diagnose(host, [], host.probe_config)
 
-    @activity.defn(name="reset_gpu")
+    @act.RESET_GPU.defn
     def reset_gpu(self, req: ActionRequest) -> ActionResult:
         host = self._host(req.node.name)
         with temporal_errors():
@@ -51,7 +50,7 @@ class NodeActivities:
         which = ", ".join(map(str, req.gpu_indices)) or "all"
         return ActionResult(ok=True, detail=f"reset GPU {which}")
 
-    @activity.defn(name="reboot")
+    @act.REBOOT.defn
     def reboot(self, req: ActionRequest) -> ActionResult:
         host = self._host(req.node.name)
         with temporal_errors():

@@ -13,6 +13,8 @@ from temporalio.client import Client, WorkflowExecutionDescription, WorkflowHand
 from temporalio.common import WorkflowIDConflictPolicy
 from temporalio.service import RPCError, RPCStatusCode
 
+from contract import activities as act
+from contract.messages import REPORT_FINDING
 from contract.names import (
     NODE_ADMISSION_WORKFLOW,
     NODE_REMEDIATION_WORKFLOW,
@@ -22,7 +24,7 @@ from contract.names import (
 from remedy.admission import ADMISSION_FAILED, AdmissionInput
 from remedy.describe import static_summary
 from remedy.fleet import ConditionStart, finding_from_condition
-from remedy.models import Finding, NodeRef, Severity
+from remedy.models import Finding, NodeRef, Severity, Started
 from remedy.remediation import FindingReport, RemediationInput, RemediationStart
 from remedy.runbook import DEFAULT_RUNBOOK, RunbookSet
 
@@ -56,8 +58,7 @@ async def start_remediation(
         inp,
         id=remediation_workflow_id(node.name),
         task_queue=task_queue,
-        start_signal="report_finding",
-        start_signal_args=[report],
+        **REPORT_FINDING.start_with(report),
         # What the UI's workflow list shows; ignored when the report joins a running ladder.
         static_summary=static_summary(node.name, report.finding, report.runbook),
     )
@@ -83,8 +84,8 @@ class StartActivities:
     def __init__(self, client: Client, runbooks: RunbookSet) -> None:
         self._client, self._runbooks = client, runbooks
 
-    @activity.defn(name="start_remediation")
-    async def start_remediation(self, start: RemediationStart) -> str:
+    @act.START_REMEDIATION.defn
+    async def start_remediation(self, start: RemediationStart) -> Started:
         handle = await start_remediation(
             self._client,
             start.node,
@@ -92,10 +93,10 @@ class StartActivities:
             node_task_queue=start.node_task_queue,
             task_queue=start.task_queue,
         )
-        return handle.id
+        return Started(workflow_id=handle.id)
 
-    @activity.defn(name="remediate_condition")
-    async def remediate_condition(self, start: ConditionStart) -> str:
+    @act.REMEDIATE_CONDITION.defn
+    async def remediate_condition(self, start: ConditionStart) -> Started:
         """A problem condition no agent reported (agent dead, or another detector wrote it):
         the runbook is chosen here, from the controller's runbooks."""
         finding = finding_from_condition(start.node.name, start.condition)
@@ -107,10 +108,10 @@ class StartActivities:
             node_task_queue=start.node_task_queue,
             task_queue=start.task_queue,
         )
-        return handle.id
+        return Started(workflow_id=handle.id)
 
-    @activity.defn(name="start_admission")
-    async def start_admission(self, inp: AdmissionInput) -> str:
+    @act.START_ADMISSION.defn
+    async def start_admission(self, inp: AdmissionInput) -> Started:
         if inp.failure_runbook is None:
             failed = Finding(
                 node=inp.node.name,
@@ -121,7 +122,7 @@ class StartActivities:
             )
             inp = inp.model_copy(update={"failure_runbook": self._runbooks.match(failed)})
         handle = await start_admission(self._client, inp, task_queue=activity.info().task_queue)
-        return handle.id
+        return Started(workflow_id=handle.id)
 
     def all(self) -> list[Callable[..., Any]]:
         return [self.start_remediation, self.remediate_condition, self.start_admission]

@@ -26,6 +26,7 @@ class ActionSpec:
     verifies: bool  # re-probed after the rung by default (a runbook's `verify` overrides)
     does: str  # one line for `remedy runbooks explain` and docs/runbooks.md
     rung: bool = True  # may be a rung of a ladder (restore is remedy's own last step)
+    reports_progress: bool = False  # a long action that says how far it got (it heartbeats)
 
 
 ACTIONS: dict[Action, ActionSpec] = {
@@ -49,6 +50,7 @@ ACTIONS: dict[Action, ActionSpec] = {
         hardware=False,
         verifies=False,
         does="drain the node: evict its pods (training pods get their checkpoint grace)",
+        reports_progress=True,
     ),
     Action.KILL_JOB: ActionSpec(
         Where.CLUSTER,

@@ -41,3 +41,15 @@ class TransientError(RemedyError):
 
 class DrainBlocked(TransientError):
     """A PodDisruptionBudget forbids an eviction now (429)."""
+
+
+def permanent_error_types() -> list[str]:
+    """The names Temporal's retry policies must not retry (an activity raises them as the
+    failure's type): every permanent error of the hierarchy."""
+    found, todo = [], list(RemedyError.__subclasses__())
+    while todo:
+        cls = todo.pop(0)
+        todo.extend(cls.__subclasses__())
+        if cls.permanent:
+            found.append(cls.__name__)
+    return found

@@ -12,7 +12,14 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    model_serializer,
+    model_validator,
+)
 
 
 class Severity(StrEnum):
@@ -47,13 +54,22 @@ class Frozen(Wire):
 
 
 class Wraps(Frozen):
-    """A message of one field that older remedy sent bare (a string or a list): such a payload,
-    from a recorded history or an older process, is read into that field."""
+    """A message of one field that remedy before 0.2 sent bare (a string or a list).
+
+    Read from both forms: a bare payload comes from a recorded history or an older process.
+    Written bare for this one release (read both, write old; then write new): a rollback to
+    the release before, which reads only the bare form, must still understand what this one
+    wrote into its histories. The next release writes the model, which this one already reads
+    — with any fields that one added ignored."""
 
     @model_validator(mode="before")
     @classmethod
     def _from_bare(cls, data: Any) -> Any:
         return data if isinstance(data, dict) else {next(iter(cls.model_fields)): data}
+
+    @model_serializer(mode="wrap")
+    def _to_bare(self, handler: SerializerFunctionWrapHandler) -> Any:
+        return handler(self)[next(iter(type(self).model_fields))]
 
 
 class Started(Wraps):

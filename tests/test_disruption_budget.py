@@ -11,6 +11,7 @@ from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
 from adapters.sim import SimFleet
+from contract.messages import APPROVE
 from contract.names import budget_workflow_id
 from remedy.budget import (
     BudgetPolicy,
@@ -114,7 +115,7 @@ async def test_a_terminated_holder_loses_its_lease_to_the_next_in_line(
         state = await wait_for_phase(time_env, waiter, Phase.AWAITING_APPROVAL)
         assert state.lease_granted_at is not None
         budget = await budget_state(time_env.client, queues.pool)
-        await waiter.signal("approve", ApproveRequest(by="test"))
+        await APPROVE.send(waiter, ApproveRequest(by="test"))
         assert (await waiter.result()).outcome is Outcome.RECOVERED
     assert budget.reclaimed == 1
     assert [h.node for h in budget.holders] == [second]
@@ -169,7 +170,7 @@ async def test_a_new_run_for_a_node_whose_old_run_was_terminated_gets_its_lease(
             time_env, new, Phase.AWAITING_APPROVAL, step=timedelta(seconds=1), steps=20
         )
         budget = await budget_state(time_env.client, queues.pool)
-        await new.signal("approve", ApproveRequest(by="test"))
+        await APPROVE.send(new, ApproveRequest(by="test"))
         assert (await new.result()).outcome is Outcome.RECOVERED
     assert state.lease_granted_at is not None
     assert [h.node for h in budget.holders] == [node] and budget.reclaimed == 0

@@ -16,6 +16,7 @@ from temporalio.testing import WorkflowEnvironment
 
 from adapters.sim import SimFleet
 from adapters.sim.jobs import SimJobs
+from contract.messages import JOB_FINISHED
 from contract.names import job_guard_workflow_id, remediation_workflow_id
 from remedy.attribution.guard import (
     GuardAction,
@@ -23,6 +24,7 @@ from remedy.attribution.guard import (
     GuardPhase,
     GuardPolicy,
     GuardResult,
+    JobFinished,
     JobRef,
     ResumeRequest,
 )
@@ -113,7 +115,7 @@ async def test_a_platform_failure_restarts_the_job_and_remediates_the_node(
         await handle.signal(JobGuard.pod_failed, failed)  # a watcher reporting it again
         await time_env.sleep(timedelta(minutes=5))  # past the first backoff (1 min)
         ledger = await handle.query(JobGuard.ledger)
-        phase = await handle.query(JobGuard.phase)
+        phase = (await handle.query(JobGuard.phase)).phase
         ladder = time_env.client.get_workflow_handle_for(
             NodeRemediation.run, remediation_workflow_id(node)
         )
@@ -156,7 +158,7 @@ async def test_the_platform_cap_holds_until_a_human_resumes(
             at = await time_env.get_current_time()
             await handle.signal(JobGuard.pod_failed, hardware_failure(node, job, at))
             await time_env.sleep(timedelta(minutes=10))
-        held = await handle.query(JobGuard.phase)
+        held = (await handle.query(JobGuard.phase)).phase
         restarts_when_held = len(jobs.restarts)
         await handle.signal(JobGuard.resume, ResumeRequest(by="alice"))
         await time_env.sleep(timedelta(minutes=1))
@@ -218,12 +220,12 @@ async def test_a_restart_that_fails_holds_the_job_until_a_human_resumes(
         at = await time_env.get_current_time()
         await handle.signal(JobGuard.pod_failed, hardware_failure(node, job, at))
         await time_env.sleep(timedelta(minutes=5))
-        held = await handle.query(JobGuard.phase)
+        held = (await handle.query(JobGuard.phase)).phase
         jobs.broken.clear()
         await handle.signal(JobGuard.resume, ResumeRequest(by="carol"))
         await time_env.sleep(timedelta(minutes=1))
         ledger = await handle.query(JobGuard.ledger)
-        phase = await handle.query(JobGuard.phase)
+        phase = (await handle.query(JobGuard.phase)).phase
     assert held is GuardPhase.HELD and jobs.stops[0][1].startswith("the restart failed")
     assert phase is GuardPhase.WATCHING and len(jobs.restarts) == 1
     assert ledger.failures[0].decision.reason.startswith(
@@ -239,7 +241,7 @@ async def test_a_finished_job_ends_its_guard_with_the_ledger(
         at = await time_env.get_current_time()
         await handle.signal(JobGuard.pod_failed, hardware_failure(node, job, at))
         await time_env.sleep(timedelta(minutes=5))
-        await handle.signal(JobGuard.job_finished, "the job succeeded")
+        await JOB_FINISHED.send(handle, JobFinished(reason="the job succeeded"))
         result = await handle.result()
     assert result.phase is GuardPhase.FINISHED and result.reason == "the job succeeded"
     assert timedelta(seconds=90) <= result.ledger.lost(Verdict.PLATFORM) < timedelta(seconds=91)
@@ -265,7 +267,7 @@ async def test_status_jobs_and_resume_job_from_the_command_line(
         await stopped.signal(JobGuard.pod_failed, oom(second, stopped_job, now))
         await stopped.result()
         for _ in range(100):
-            if await held.query(JobGuard.phase) is GuardPhase.HELD:
+            if (await held.query(JobGuard.phase)).phase is GuardPhase.HELD:
                 break
             await asyncio.sleep(0.05)
         code, out = await cli("status", "--jobs", "--json", "--address", address)
@@ -379,5 +381,5 @@ async def test_a_resume_sent_while_nothing_is_held_does_not_release_a_later_hold
         at = await time_env.get_current_time()
         await handle.signal(JobGuard.pod_failed, hardware_failure(node, job, at))
         await time_env.sleep(timedelta(minutes=5))
-        phase = await handle.query(JobGuard.phase)
+        phase = (await handle.query(JobGuard.phase)).phase
     assert phase is GuardPhase.HELD and jobs.restarts == []  # a person must resume this hold

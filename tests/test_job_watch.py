@@ -253,7 +253,7 @@ async def test_ranks_reported_after_their_guard_stopped_the_job_do_not_restart_i
 
 async def held(handle: WorkflowHandle[JobGuard, GuardResult]) -> GuardPhase | None:
     try:
-        phase = await handle.query(JobGuard.phase)
+        phase = (await handle.query(JobGuard.phase)).phase
     except RPCError:
         return None  # not started yet
     return phase if phase is GuardPhase.HELD else None

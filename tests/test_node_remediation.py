@@ -12,6 +12,7 @@ from temporalio.testing import WorkflowEnvironment
 
 from adapters.sim import SimFleet
 from adapters.sim.fleet import REMEDY_CORDON
+from contract.messages import APPROVE, REPORT_FINDING
 from remedy.errors import DrainBlocked, PermissionDenied
 from remedy.models import Action
 from remedy.remediation import (
@@ -125,7 +126,7 @@ async def test_nothing_fixes_it_so_replace_after_approval(
         waiting = await wait_for_phase(time_env, handle, Phase.AWAITING_APPROVAL)
         assert "replace" not in actions_on(fleet)  # nothing is replaced before a human says so
         assert waiting.runbook and waiting.runbook.ladder[waiting.rung].action is Action.REPLACE
-        await handle.signal("approve", ApproveRequest(by="bob", note="RMA opened"))
+        await APPROVE.send(handle, ApproveRequest(by="bob", note="RMA opened"))
 
     ran = await remediate(
         time_env, fleet, finding, shipped_runbooks.match(finding), approve_replacement
@@ -226,7 +227,7 @@ async def test_more_severe_report_during_the_window_takes_over(
         lost = fleet.inject(NODE, "gpu_lost", gpu=4)
         runbook = shipped_runbooks.match(lost)
         assert runbook is not None
-        await handle.signal("report_finding", FindingReport(finding=lost, runbook=runbook))
+        await REPORT_FINDING.send(handle, FindingReport(finding=lost, runbook=runbook))
 
     ran = await remediate(
         time_env, fleet, slow, shipped_runbooks.match(slow), gpu_falls_off_the_bus

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 from temporalio.client import Client
 from temporalio.worker import Worker
@@ -54,11 +55,41 @@ def controller_worker(
     jobs: JobSide | None = None,
     attributor: Attributor | None = None,
 ) -> Worker:
+    """The fleet-level workflows and the controller's activities on ``task_queue``."""
+    activities = controller_activities(
+        client,
+        cluster,
+        policy=policy,
+        runbooks=runbooks,
+        blocklist=blocklist,
+        jobs=jobs,
+        attributor=attributor,
+    )
+    return Worker(
+        client,
+        task_queue=task_queue,
+        workflows=WORKFLOWS,
+        activities=activities,
+        workflow_runner=WORKFLOW_RUNNER,
+        activity_executor=executor,
+    )
+
+
+def controller_activities(
+    client: Client,
+    cluster: Cluster,
+    *,
+    policy: BudgetPolicy | None = None,
+    runbooks: RunbookSet | None = None,
+    blocklist: BlocklistPolicy | None = None,
+    jobs: JobSide | None = None,
+    attributor: Attributor | None = None,
+) -> list[Callable[..., Any]]:
     """``runbooks`` choose the ladder for what the controller starts itself (a problem
     condition no agent reported, a node that failed admission, a node a job guard blamed);
     agents bring their own. ``jobs``: the cluster's guarded jobs (no job guards without), judged
     by ``attributor`` (default: the shipped attribution rules)."""
-    activities = [
+    return [
         *ClusterActivities(cluster).all(),
         *BudgetActivities(client, cluster.pool_size, policy or BudgetPolicy()).all(),
         *HardwareActivities(client, blocklist or BlocklistPolicy()).all(),
@@ -71,14 +102,6 @@ def controller_worker(
         ),
         *(JobWatchActivities(client, jobs, runbooks or RunbookSet([])).all() if jobs else []),
     ]
-    return Worker(
-        client,
-        task_queue=task_queue,
-        workflows=WORKFLOWS,
-        activities=activities,
-        workflow_runner=WORKFLOW_RUNNER,
-        activity_executor=executor,
-    )
 
 
 def node_agent_worker(
@@ -88,7 +111,13 @@ def node_agent_worker(
     task_queue: str,
 ) -> Worker:
     """The host-local activities on a node queue (the real agent, or every simulated node)."""
-    activities = NodeActivities(host_for)
     return Worker(
-        client, task_queue=task_queue, activities=activities.all(), activity_executor=executor
+        client,
+        task_queue=task_queue,
+        activities=node_activities(host_for),
+        activity_executor=executor,
     )
+
+
+def node_activities(host_for: Callable[[str], NodeHost]) -> list[Callable[..., Any]]:
+    return NodeActivities(host_for).all()

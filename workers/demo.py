@@ -20,13 +20,14 @@ from temporalio.service import RPCError
 
 from adapters.sim import SimFleet
 from adapters.sim.jobs import SimJobs
+from contract.messages import REMEDIATION_STATE
 from contract.names import CONTROLLER_TASK_QUEUE, FLEET_SCAN_SCHEDULE, SIM_AGENTS_TASK_QUEUE
 from remedy.admission import AdmissionPolicy
 from remedy.attribution.guard import GuardPolicy, JobRef
 from remedy.budget import BudgetPolicy
 from remedy.fleet import ScanInput
 from remedy.models import NodeRef
-from remedy.remediation import FindingReport, RemediationState
+from remedy.remediation import FindingReport
 from remedy.runbook import RunbookSet, load_runbooks
 from workers.client import connect, ensure_search_attributes, metrics_runtime, report_finding
 from workers.controller import controller_worker, node_agent_worker
@@ -294,7 +295,7 @@ async def _summarise(client: Client, summary: DemoSummary) -> None:
         if status is WorkflowExecutionStatus.COMPLETED:
             counts[(await handle.result()).outcome.value] += 1
         elif status is WorkflowExecutionStatus.RUNNING:
-            state: RemediationState = await handle.query(NodeRemediation.state)
+            state = await REMEDIATION_STATE.ask(handle)
             counts[f"running: {state.phase.value}"] += 1
         else:
             counts[f"workflow {status.name.lower() if status else 'unknown'}"] += 1

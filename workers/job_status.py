@@ -14,6 +14,7 @@ from temporalio.client import (
 )
 from temporalio.service import RPCError
 
+from contract.messages import GUARD_STATUS, JOB_LEDGER
 from contract.names import JOB_GUARD_WORKFLOW
 from remedy.attribution.guard import GuardAction, GuardPhase, GuardResult, JobLedger
 from remedy.attribution.model import Verdict
@@ -53,12 +54,12 @@ async def _running_row(handle: WorkflowHandle[JobGuard, GuardResult], workflow_i
     """A running guard answers queries through a controller worker; with none polling (the
     controller is down) it cannot, and the row says so instead of failing the whole list."""
     try:
-        ledger = await handle.query(JobGuard.ledger, rpc_timeout=QUERY_TIMEOUT)
-        phase = await handle.query(JobGuard.phase, rpc_timeout=QUERY_TIMEOUT)
+        ledger = await JOB_LEDGER.ask(handle, rpc_timeout=QUERY_TIMEOUT)
+        status = await GUARD_STATUS.ask(handle, rpc_timeout=QUERY_TIMEOUT)
     except (RPCError, WorkflowQueryFailedError):
         job = workflow_id.split("/", 1)[-1]
         return JobRow(job=job, phase=UNANSWERED, ledger=JobLedger(job=job))
-    return JobRow(job=ledger.job, phase=phase.value, ledger=ledger)
+    return JobRow(job=ledger.job, phase=status.phase.value, ledger=ledger)
 
 
 HEADERS = ["job", "guard", "platform", "lost", "application", "lost", "unknown", "lost", "last"]

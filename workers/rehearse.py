@@ -20,6 +20,7 @@ from temporalio.testing import WorkflowEnvironment
 
 from adapters.sim import FAULTS, SimFleet
 from adapters.sim.faults import Fix
+from contract.messages import APPROVE, REMEDIATION_STATE
 from remedy.budget import BudgetPolicy
 from remedy.durations import format_duration
 from remedy.models import Component, Finding, NodeRef, Severity
@@ -29,7 +30,6 @@ from remedy.runbook.schema import Approval
 from workers.binaries import installed_binary
 from workers.client import ensure_search_attributes, report_finding
 from workers.controller import controller_worker, node_agent_worker
-from workflows.node_remediation import NodeRemediation
 
 NO_FAULT = "none"
 QUIET = Runtime(
@@ -141,13 +141,11 @@ async def rehearse(
                 if approve:  # ahead of time: each approval is given the moment it is asked
                     for index, rung in enumerate(runbook.ladder):
                         if rung.approval is Approval.REQUIRED:
-                            await handle.signal(
-                                "approve", ApproveRequest(by="rehearsal", rung=index)
-                            )
+                            await APPROVE.send(handle, ApproveRequest(by="rehearsal", rung=index))
                 try:  # hours of workflow time take about a second: minutes mean it is stuck
                     result = await asyncio.wait_for(handle.result(), WALL_LIMIT_S)
                 except TimeoutError:
-                    phase = (await handle.query(NodeRemediation.state)).phase
+                    phase = (await REMEDIATION_STATE.ask(handle)).phase
                     raise RehearsalStuck(
                         f"{runbook.name}: no outcome within {WALL_LIMIT_S:g} s of wall time; "
                         f"last phase: {phase}"

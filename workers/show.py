@@ -6,6 +6,7 @@ from __future__ import annotations
 from pydantic import BaseModel
 from temporalio.client import Client, WorkflowExecutionStatus
 
+from contract.messages import REMEDIATION_STATE
 from contract.names import remediation_workflow_id
 from remedy.durations import format_duration
 from remedy.remediation import Attempt
@@ -25,7 +26,7 @@ async def node_ladder(client: Client, node: str) -> NodeLadder:
     handle = client.get_workflow_handle_for(NodeRemediation.run, remediation_workflow_id(node))
     status = (await handle.describe()).status
     if status is WorkflowExecutionStatus.RUNNING:
-        state = await handle.query(NodeRemediation.state)
+        state = await REMEDIATION_STATE.ask(handle)
         return NodeLadder(
             node=node,
             runbook=state.runbook.name if state.runbook else None,

@@ -15,6 +15,7 @@ from temporalio.client import (
 from temporalio.service import RPCError, RPCStatusCode
 
 from contract import search_attributes
+from contract.messages import BUDGET_STATE
 from contract.names import (
     FLEET_SCAN_SCHEDULE,
     NODE_ADMISSION_WORKFLOW,
@@ -189,7 +190,7 @@ async def latest_scan(client: Client, schedule_id: str) -> FleetSummary:
 async def _budget(client: Client, pool: str) -> BudgetState | None:
     handle = client.get_workflow_handle_for(DisruptionBudget.run, budget_workflow_id(pool))
     try:
-        return await handle.query(DisruptionBudget.state)
+        return await BUDGET_STATE.ask(handle)
     except RPCError as err:
         if err.status is RPCStatusCode.NOT_FOUND:
             return None

@@ -1,4 +1,5 @@
-"""What every remedy workflow shares: retry policies and naming the current run."""
+"""What every remedy workflow shares: retry policies, naming the current run, and saying why an
+activity failed."""
 
 from __future__ import annotations
 
@@ -6,9 +7,13 @@ from datetime import timedelta
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
+from temporalio.exceptions import ActivityError
+
+with workflow.unsafe.imports_passed_through():
+    from remedy.errors import permanent_error_types
 
 # Retrying these cannot help: the node is gone, remedy may not act, or the action said no.
-PERMANENT_ERRORS = ["NodeGone", "PermissionDenied", "ActionRefused", "ActionFailed"]
+PERMANENT_ERRORS = permanent_error_types()
 QUICK_RETRY = RetryPolicy(
     initial_interval=timedelta(seconds=2),
     maximum_attempts=5,
@@ -21,3 +26,9 @@ def this_run() -> str:
     node's earlier ones (the workflow id is the node's)."""
     info = workflow.info()
     return f"{info.workflow_id}/{info.run_id}"
+
+
+def cause_of(err: ActivityError) -> str:
+    """Why an activity failed, in one line (its error's type and message)."""
+    cause = err.cause
+    return f"{type(cause).__name__}: {cause}" if cause else str(err)

@@ -16,13 +16,24 @@ from temporalio import workflow
 from temporalio.common import RetryPolicy
 
 from contract import search_attributes
+from contract.activities import CLOSED_WORKFLOWS
+from contract.messages import (
+    BUDGET_STATE,
+    LEASE_GRANTED,
+    LEASE_RELEASE,
+    LEASE_REQUEST,
+    NODE_UNHEALTHY,
+    RESUME_POOL,
+)
 from workflows import metrics
 
 with workflow.unsafe.imports_passed_through():
     from contract.names import DISRUPTION_BUDGET_WORKFLOW
     from remedy.budget import (
         BudgetState,
+        HolderCheck,
         Lease,
+        LeaseGrant,
         LeaseRelease,
         LeaseRequest,
         ResumeRequest,
@@ -43,7 +54,7 @@ class DisruptionBudget:
         self._regrant: list[LeaseRequest] = []
 
     # -- messages --------------------------------------------------------------------------
-    @workflow.signal(name="request")
+    @LEASE_REQUEST.handler
     def request(self, req: LeaseRequest) -> None:
         state = self._state
         state.pool_size, state.policy = req.pool_size, req.policy
@@ -56,28 +67,28 @@ class DisruptionBudget:
             state.waiting.append(req)
         self._changed = True
 
-    @workflow.signal(name="release")
+    @LEASE_RELEASE.handler
     def release(self, req: LeaseRelease) -> None:
         state = self._state
         state.holders = [h for h in state.holders if h.holder != req.holder]
         state.waiting = [w for w in state.waiting if w.holder != req.holder]
         self._changed = True
 
-    @workflow.signal(name="node_unhealthy")
+    @NODE_UNHEALTHY.handler
     def node_unhealthy(self, report: UnhealthyReport) -> None:
         state = self._state
         state.pool_size, state.policy = report.pool_size, report.policy
         state.unhealthy[report.node] = report.at
         self._changed = True
 
-    @workflow.signal(name="resume")
+    @RESUME_POOL.handler
     def resume(self, req: ResumeRequest) -> None:
         state = self._state
         state.tripped, state.unhealthy = False, {}
         state.breaker_note = f"resumed by {req.by} at {workflow.now().isoformat()}"
         self._changed = True
 
-    @workflow.query(name="state")
+    @BUDGET_STATE.handler
     def state(self) -> BudgetState:
         return self._state
 
@@ -162,9 +173,7 @@ class DisruptionBudget:
 
     async def _tell(self, req: LeaseRequest) -> None:
         try:
-            await workflow.get_external_workflow_handle(req.holder).signal(
-                "lease_granted", self._state.pool
-            )
+            await LEASE_GRANTED.send_to(req.holder, LeaseGrant(pool=self._state.pool))
         except Exception:  # noqa: BLE001 - the holder is gone: its lease is free again
             self._state.holders = [h for h in self._state.holders if h.holder != req.holder]
             self._changed = True
@@ -172,14 +181,13 @@ class DisruptionBudget:
     async def _reclaim(self) -> None:
         """Free the leases of holders whose workflows closed without releasing them."""
         state = self._state
-        closed: list[str] = await workflow.execute_activity(
-            "closed_workflows",
-            [h.holder for h in state.holders],
-            result_type=list[str],
+        answer = await CLOSED_WORKFLOWS.execute(
+            HolderCheck(workflow_ids=[h.holder for h in state.holders]),
             start_to_close_timeout=timedelta(seconds=30),
             retry_policy=RetryPolicy(maximum_attempts=3),
             summary=f"which of {len(state.holders)} lease holders have closed",
         )
+        closed = answer.workflow_ids
         if closed:
             state.reclaimed += len(closed)
             state.holders = [h for h in state.holders if h.holder not in closed]

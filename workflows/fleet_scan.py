@@ -16,14 +16,15 @@ from temporalio import workflow
 from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError
 
+from contract import activities as act
+
 with workflow.unsafe.imports_passed_through():
     from contract.names import FLEET_SCAN_WORKFLOW, node_task_queue
     from remedy.admission import AdmissionInput
-    from remedy.attribution.evidence import GuardedFailure, JobFailureReport
+    from remedy.attribution.evidence import JobFailureReport
     from remedy.fleet import (
         ConditionStart,
         FleetSummary,
-        NodeFacts,
         OpenWork,
         ScanInput,
         plan_scan,
@@ -38,16 +39,15 @@ RETRY = RetryPolicy(initial_interval=timedelta(seconds=2), maximum_attempts=3)
 class FleetScan:
     @workflow.run
     async def run(self, inp: ScanInput) -> FleetSummary:
-        nodes: list[NodeFacts] = await workflow.execute_activity(
-            "fleet_nodes",
-            result_type=list[NodeFacts],
+        fleet = await act.FLEET_NODES.execute(
+            None,
             start_to_close_timeout=timedelta(minutes=2),
             retry_policy=RETRY,
             summary="list the fleet's nodes",
         )
-        work: OpenWork = await workflow.execute_activity(
-            "open_work",
-            result_type=OpenWork,
+        nodes = fleet.nodes
+        work = await act.OPEN_WORK.execute(
+            None,
             start_to_close_timeout=timedelta(minutes=2),
             retry_policy=RETRY,
             summary="running remediations and admissions",
@@ -57,15 +57,13 @@ class FleetScan:
         # All starts at once: 150 nodes whose agents died should not wait on each other.
         await asyncio.gather(
             *(
-                workflow.execute_activity(
-                    "remediate_condition",
+                act.REMEDIATE_CONDITION.execute(
                     ConditionStart(
                         node=node,
                         condition=node.problems[0],
                         task_queue=here,
                         node_task_queue=inp.node_task_queue or node_task_queue(node.name),
                     ),
-                    result_type=str,
                     start_to_close_timeout=timedelta(seconds=30),
                     retry_policy=RETRY,
                     summary=f"remediate {node.name}: {node.problems[0].reason}",
@@ -76,14 +74,12 @@ class FleetScan:
         admit = plan.admit if inp.admit_new_nodes else []
         await asyncio.gather(
             *(
-                workflow.execute_activity(
-                    "start_admission",
+                act.START_ADMISSION.execute(
                     AdmissionInput(
                         node=NodeRef(name=node.name, pool=node.pool),
                         policy=inp.admission,
                         node_task_queue=inp.node_task_queue or node_task_queue(node.name),
                     ),
-                    result_type=str,
                     start_to_close_timeout=timedelta(seconds=30),
                     retry_policy=RETRY,
                     summary=f"admit {node.name}",
@@ -111,25 +107,23 @@ class FleetScan:
         return summary
 
     async def _watch_jobs(self, inp: ScanInput) -> tuple[list[str], list[str]]:
-        failures: list[GuardedFailure] = await workflow.execute_activity(
-            "guarded_job_failures",
-            result_type=list[GuardedFailure],
+        guarded = await act.GUARDED_JOB_FAILURES.execute(
+            None,
             start_to_close_timeout=timedelta(minutes=2),
             retry_policy=RETRY,
             summary="failed pods of guarded jobs",
         )
+        failures = guarded.failures
         here = workflow.info().task_queue
         await asyncio.gather(
             *(
-                workflow.execute_activity(
-                    "report_job_failure",
+                act.REPORT_JOB_FAILURE.execute(
                     JobFailureReport(
                         failure=failure,
                         policy=inp.guard_policy,
                         controller_task_queue=here,
                         node_task_queue=inp.node_task_queue or "",
                     ),
-                    result_type=str,
                     start_to_close_timeout=timedelta(seconds=30),
                     retry_policy=RETRY,
                     summary=f"{failure.job}: {failure.failure.pod} failed",
@@ -137,11 +131,10 @@ class FleetScan:
                 for failure in failures
             )
         )
-        finished: list[str] = await workflow.execute_activity(
-            "end_finished_guards",
-            result_type=list[str],
+        finished = await act.END_FINISHED_GUARDS.execute(
+            None,
             start_to_close_timeout=timedelta(minutes=2),
             retry_policy=RETRY,
             summary="end the guards of finished jobs",
         )
-        return [f"{f.job}: {f.failure.pod}" for f in failures], finished
+        return [f"{f.job}: {f.failure.pod}" for f in failures], finished.jobs

@@ -12,6 +12,7 @@ from __future__ import annotations
 from temporalio import workflow
 
 from contract import search_attributes
+from contract.messages import HARDWARE_RECORD, INCIDENT, UNBLOCK
 
 with workflow.unsafe.imports_passed_through():
     from contract.names import HARDWARE_RECORD_WORKFLOW
@@ -24,17 +25,17 @@ class HardwareRecord:
     def __init__(self, state: HardwareRecordState) -> None:
         self._state = state
 
-    @workflow.signal(name="incident")
+    @INCIDENT.handler
     def incident(self, report: IncidentReport) -> None:
         self._state.add(report.incident, report.policy)
         self._show()
 
-    @workflow.signal(name="unblock")
+    @UNBLOCK.handler
     def unblock(self, req: UnblockRequest) -> None:
         self._state.unblock(req, workflow.now())
         self._show()
 
-    @workflow.query(name="record")
+    @HARDWARE_RECORD.handler
     def record(self) -> HardwareRecordState:
         return self._state
 

@@ -15,6 +15,14 @@ from datetime import timedelta
 from temporalio import workflow
 from temporalio.exceptions import ActivityError
 
+from contract import activities as act
+from contract.messages import (
+    GUARD_STATUS,
+    JOB_FINISHED,
+    JOB_LEDGER,
+    POD_FAILED,
+    RESUME_JOB,
+)
 from workflows.common import QUICK_RETRY
 from workflows.metrics import job_failure
 
@@ -27,6 +35,8 @@ with workflow.unsafe.imports_passed_through():
         GuardInput,
         GuardPhase,
         GuardResult,
+        GuardStatus,
+        JobFinished,
         JobLedger,
         NodeBlame,
         RestartRequest,
@@ -55,7 +65,7 @@ class JobGuard:
         self._finished: str | None = None
         self._phase = GuardPhase.WATCHING
 
-    @workflow.signal(name="pod_failed")
+    @POD_FAILED.handler
     def pod_failed(self, failure: PodFailure) -> None:
         # A watcher may report the same failed pod again: it counts once.
         key = (failure.pod, failure.failed_at)
@@ -63,7 +73,7 @@ class JobGuard:
             self._seen.append(key)
             self._pending.append(failure)
 
-    @workflow.signal(name="resume")
+    @RESUME_JOB.handler
     def resume(self, req: ResumeRequest) -> None:
         # Only a hold is resumed: an early one must not wave through a hold that comes later.
         if self._phase is GuardPhase.HELD:
@@ -76,18 +86,18 @@ class JobGuard:
                 self._phase.value,
             )
 
-    @workflow.signal(name="job_finished")
-    def job_finished(self, reason: str) -> None:
+    @JOB_FINISHED.handler
+    def job_finished(self, finished: JobFinished) -> None:
         """The job completed or was deleted (the job watch saw it): nothing left to guard."""
-        self._finished = reason
+        self._finished = finished.reason
 
-    @workflow.query(name="ledger")
+    @JOB_LEDGER.handler
     def ledger(self) -> JobLedger:
         return self._ledger
 
-    @workflow.query(name="phase")
-    def phase(self) -> GuardPhase:
-        return self._phase
+    @GUARD_STATUS.handler
+    def phase(self) -> GuardStatus:
+        return GuardStatus(phase=self._phase)
 
     @workflow.run
     async def run(self, inp: GuardInput) -> GuardResult:
@@ -115,15 +125,12 @@ class JobGuard:
                 return ended
 
     async def _attribute(self, failure: PodFailure) -> Attribution:
-        attribution: Attribution = await workflow.execute_activity(
-            "attribute_failure",
+        return await act.ATTRIBUTE_FAILURE.execute(
             failure,
-            result_type=Attribution,
             start_to_close_timeout=timedelta(seconds=30),
             retry_policy=QUICK_RETRY,
             summary=f"attribute the failure of {failure.pod}",
         )
-        return attribution
 
     async def _handle(self, attributed: list[Attributed]) -> GuardResult | None:
         restarted = self._ledger.restarted_at
@@ -193,8 +200,7 @@ class JobGuard:
             node_task_queue=inp.node_task_queue or node_task_queue(node),
             task_queue=inp.controller_task_queue or workflow.info().task_queue,
         )
-        await workflow.execute_activity(
-            "remediate_blamed_node",
+        await act.REMEDIATE_BLAMED_NODE.execute(
             blame,
             start_to_close_timeout=timedelta(seconds=30),
             retry_policy=QUICK_RETRY,
@@ -209,8 +215,7 @@ class JobGuard:
                 decision.delay, summary=f"backoff {format_duration(decision.delay)}"
             )
         restarts = sum(1 for f in self._ledger.failures if f.decision.action is GuardAction.RESTART)
-        await workflow.execute_activity(
-            "restart_job",
+        await act.RESTART_JOB.execute(
             RestartRequest(
                 job=self._input.job,
                 attempt=restarts + 1,
@@ -225,8 +230,7 @@ class JobGuard:
 
     async def _stop(self, reason: str) -> None:
         """Keep the job from running again (its own retries too) until a human decides."""
-        await workflow.execute_activity(
-            "stop_job",
+        await act.STOP_JOB.execute(
             StopRequest(job=self._input.job, reason=reason),
             start_to_close_timeout=timedelta(minutes=2),
             retry_policy=QUICK_RETRY,

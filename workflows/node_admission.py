@@ -14,6 +14,9 @@ from temporalio import workflow
 from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError
 
+from contract import activities as act
+from contract.defs import ActivityDef
+from contract.messages import ADMISSION_STATE
 from workflows.common import QUICK_RETRY, this_run
 
 with workflow.unsafe.imports_passed_through():
@@ -31,7 +34,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from remedy.describe import NodeIndex
     from remedy.durations import format_duration
-    from remedy.hardware import BlockedSerial, Incident, IncidentReport
+    from remedy.hardware import Incident, IncidentReport, SerialsCheck
     from remedy.models import ComponentKind, Finding, ProbeReport, ProbeRequest, Severity
     from remedy.remediation import FindingReport, RemediationStart
 
@@ -50,7 +53,7 @@ class NodeAdmission:
         self._state = AdmissionState(node=inp.node)
         self._indexed: NodeIndex | None = None
 
-    @workflow.query(name="state")
+    @ADMISSION_STATE.handler
     def state(self) -> AdmissionState:
         return self._state
 
@@ -58,7 +61,7 @@ class NodeAdmission:
     async def run(self, inp: AdmissionInput) -> AdmissionResult:
         state = self._state
         self._show()
-        await self._cluster("hold_for_admission", AdmissionStep(node=inp.node))
+        await self._cluster(act.HOLD_FOR_ADMISSION, AdmissionStep(node=inp.node))
         try:
             await self._check_record()
             for n in range(inp.policy.passes):
@@ -72,7 +75,7 @@ class NodeAdmission:
         except _Rejected as rejected:
             await self._reject(rejected)
         else:
-            await self._cluster("admit", AdmissionStep(node=inp.node, serials=state.serials))
+            await self._cluster(act.ADMIT, AdmissionStep(node=inp.node, serials=state.serials))
             state.phase = AdmissionPhase.ADMITTED
             state.reason = f"passed {inp.policy.passes} deep diagnoses"
         self._show()
@@ -88,18 +91,17 @@ class NodeAdmission:
         """Inventory first: a blocklisted GPU is turned away before any diagnose runs."""
         state = self._state
         self._show()
-        inventory = await self._host("probe", timedelta(minutes=2))
+        inventory = await self._host(act.PROBE, timedelta(minutes=2))
         state.gpus = [g for g in inventory.gpus if g.kind is ComponentKind.GPU]
         if not inventory.checks_run:
             raise _Rejected("the probe could not run: " + diagnose_detail(inventory), [])
-        blocked: list[BlockedSerial] = await workflow.execute_activity(
-            "blocked_serials",
-            state.serials,
-            result_type=list[BlockedSerial],
+        answer = await act.BLOCKED_SERIALS.execute(
+            SerialsCheck(serials=state.serials),
             start_to_close_timeout=timedelta(seconds=60),
             retry_policy=QUICK_RETRY,
             summary=f"hardware record of {len(state.serials)} GPUs",
         )
+        blocked = answer.blocked
         if blocked:
             raise _Rejected("blocklisted: " + "; ".join(b.reason for b in blocked), [])
 
@@ -107,7 +109,7 @@ class NodeAdmission:
         state = self._state
         state.phase = AdmissionPhase.DIAGNOSING
         self._show()
-        report = await self._host("deep_diagnose", self._input.policy.diagnose_timeout)
+        report = await self._host(act.DEEP_DIAGNOSE, self._input.policy.diagnose_timeout)
         detail = diagnose_detail(report)
         state.diagnoses.append(
             DiagnoseRun(at=workflow.now(), healthy=report.healthy, detail=detail)
@@ -123,8 +125,7 @@ class NodeAdmission:
         state.phase, state.reason = AdmissionPhase.REJECTED, rejected.reason
         workflow.logger.warning("%s rejected: %s", inp.node.name, rejected.reason)
         if rejected.serials:
-            await workflow.execute_activity(
-                "record_incidents",
+            await act.RECORD_INCIDENTS.execute(
                 IncidentReport(
                     serials=rejected.serials,
                     incident=Incident(
@@ -139,7 +140,7 @@ class NodeAdmission:
                 retry_policy=QUICK_RETRY,
                 summary=f"record incidents of {len(rejected.serials)} GPUs",
             )
-        await self._cluster("reject", AdmissionStep(node=inp.node, reason=rejected.reason))
+        await self._cluster(act.REJECT, AdmissionStep(node=inp.node, reason=rejected.reason))
         if inp.failure_runbook is None:
             return  # no replace runbook: the taint keeps it out of work until a human acts
         finding = Finding(
@@ -150,47 +151,44 @@ class NodeAdmission:
             evidence=rejected.reason[:1024],
             observed_at=workflow.now(),
         )
-        state.remediation = await workflow.execute_activity(
-            "start_remediation",
+        started = await act.START_REMEDIATION.execute(
             RemediationStart(
                 node=inp.node,
                 report=FindingReport(finding=finding, runbook=inp.failure_runbook),
                 node_task_queue=inp.node_task_queue,
                 task_queue=workflow.info().task_queue,
             ),
-            result_type=str,
             start_to_close_timeout=timedelta(seconds=60),
             retry_policy=QUICK_RETRY,
             summary=f"hand {inp.node.name} to {inp.failure_runbook.name}",
         )
+        state.remediation = started.workflow_id
 
-    async def _host(self, activity: str, timeout: timedelta) -> ProbeReport:
+    async def _host(
+        self, step: ActivityDef[ProbeRequest, ProbeReport], timeout: timedelta
+    ) -> ProbeReport:
         """A probe on the node; one that cannot run (dead agent) is a failed check."""
         inp = self._input
         try:
-            report: ProbeReport = await workflow.execute_activity(
-                activity,
+            return await step.execute(
                 ProbeRequest(node=inp.node),
-                result_type=ProbeReport,
                 task_queue=inp.node_task_queue,
                 schedule_to_start_timeout=inp.node_pickup_timeout,
                 start_to_close_timeout=timeout,
                 retry_policy=RetryPolicy(maximum_attempts=2, initial_interval=timedelta(seconds=5)),
-                summary=f"{activity.replace('_', ' ')} {inp.node.name}",
+                summary=f"{step.name.replace('_', ' ')} {inp.node.name}",
             )
-            return report
         except ActivityError as err:
             raise _Rejected(
-                f"{activity} could not run on the node: {err.cause or err}", []
+                f"{step.name} could not run on the node: {err.cause or err}", []
             ) from None
 
-    async def _cluster(self, activity: str, step: AdmissionStep) -> None:
-        await workflow.execute_activity(
-            activity,
-            step,
+    async def _cluster(self, step: ActivityDef[AdmissionStep, None], arg: AdmissionStep) -> None:
+        await step.execute(
+            arg,
             start_to_close_timeout=timedelta(seconds=60),
             retry_policy=QUICK_RETRY,
-            summary=f"{activity.replace('_', ' ')} {step.node.name}",
+            summary=f"{step.name.replace('_', ' ')} {arg.node.name}",
         )
 
     def _show(self) -> None:

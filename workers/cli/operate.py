@@ -4,12 +4,13 @@ running workflows (registered in __init__.py)."""
 from __future__ import annotations
 
 import asyncio
-from typing import Annotated
+from typing import Annotated, TypeVar
 
 import typer
-from pydantic import BaseModel
 from temporalio.service import RPCError
 
+from contract.defs import SignalDef
+from contract.messages import ABORT, APPROVE, GUARD_STATUS, RESUME_JOB, RESUME_POOL
 from contract.names import CONTROLLER_TASK_QUEUE
 from remedy.models import NodeRef
 from workers.cli.common import runbook_or_exit
@@ -22,14 +23,16 @@ from workers.cli.options import (
     RunbooksOption,
 )
 
+P = TypeVar("P")
 
-def _signal(address: str, workflow_id: str, signal: str, arg: BaseModel, missing: str) -> None:
+
+def _signal(address: str, workflow_id: str, signal: SignalDef[P], arg: P, missing: str) -> None:
     """Signal a running workflow; exit 2 with ``missing`` when there is none."""
     from workers.client import connect
 
     async def send() -> None:
         client = await connect(address)
-        await client.get_workflow_handle(workflow_id).signal(signal, arg)
+        await signal.send(client.get_workflow_handle(workflow_id), arg)
 
     try:
         asyncio.run(send())
@@ -38,7 +41,7 @@ def _signal(address: str, workflow_id: str, signal: str, arg: BaseModel, missing
         raise typer.Exit(2) from None
 
 
-def _signal_node(address: str, node: str, signal: str, arg: BaseModel) -> None:
+def _signal_node(address: str, node: str, signal: SignalDef[P], arg: P) -> None:
     """Signal the node's running remediation; exit 2 when it has none."""
     from contract.names import remediation_workflow_id
 
@@ -58,7 +61,7 @@ def approve(
     """Approve the rung a node's remediation waits for (e.g. a replacement)."""
     from remedy.remediation import ApproveRequest
 
-    _signal_node(address, node, "approve", ApproveRequest(by=by, rung=rung, note=note))
+    _signal_node(address, node, APPROVE, ApproveRequest(by=by, rung=rung, note=note))
     typer.echo(f"{node}: approved by {by}")
 
 
@@ -74,7 +77,7 @@ def abort(
     """Stop a node's remediation where it stands."""
     from remedy.remediation import AbortRequest
 
-    _signal_node(address, node, "abort", AbortRequest(by=by, reason=reason, restore=restore))
+    _signal_node(address, node, ABORT, AbortRequest(by=by, reason=reason, restore=restore))
     typer.echo(f"{node}: abort sent by {by}")
 
 
@@ -140,7 +143,7 @@ def resume_pool(
     _signal(
         address,
         budget_workflow_id(pool),
-        "resume",
+        RESUME_POOL,
         ResumeRequest(by=by),
         f"pool {pool}: no disruption budget",
     )
@@ -162,13 +165,12 @@ def resume_job(
     from contract.names import job_guard_workflow_id
     from remedy.attribution.guard import GuardPhase, ResumeRequest
     from workers.client import connect
-    from workflows.job_guard import JobGuard
 
     workflow_id = job_guard_workflow_id(namespace, job)
 
     async def phase() -> GuardPhase:
         client = await connect(address)
-        return await client.get_workflow_handle_for(JobGuard.run, workflow_id).query(JobGuard.phase)
+        return (await GUARD_STATUS.ask(client.get_workflow_handle(workflow_id))).phase
 
     try:
         now = asyncio.run(phase())
@@ -183,7 +185,7 @@ def resume_job(
     _signal(
         address,
         workflow_id,
-        "resume",
+        RESUME_JOB,
         ResumeRequest(by=by, stop=stop),
         f"job {namespace}/{job}: no running guard",
     )

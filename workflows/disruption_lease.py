@@ -1,0 +1,83 @@
+"""A ladder's side of its pool's DisruptionBudget: report the node unhealthy (the storm breaker
+counts it), hold a lease before the first disruptive rung, give it back at the end.
+
+A workflow can signal another but not start it, so the first two go through activities
+(signal-with-start of the budget); the release is a plain signal."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from temporalio import workflow
+
+from contract.activities import REPORT_UNHEALTHY, REQUEST_LEASE
+from contract.messages import LEASE_RELEASE
+from workflows.common import QUICK_RETRY
+from workflows.remediation_view import RemediationView
+
+with workflow.unsafe.imports_passed_through():
+    from contract.names import budget_workflow_id
+    from remedy.budget import LeaseRelease, LeaseWanted, NodeUnhealthy
+    from remedy.remediation import Phase, RemediationState
+
+BUDGET_CALL = timedelta(seconds=30)
+
+
+class DisruptionLease:
+    def __init__(self, state: RemediationState, view: RemediationView) -> None:
+        self._state, self._view = state, view
+
+    async def report_unhealthy(self, at: datetime) -> None:
+        """The ladder began at ``at``."""
+        state = self._state
+        report = NodeUnhealthy(
+            node=state.node.name,
+            pool=state.node.pool,
+            task_queue=workflow.info().task_queue,
+            at=at,
+        )
+        await REPORT_UNHEALTHY.execute(
+            report,
+            start_to_close_timeout=BUDGET_CALL,
+            retry_policy=QUICK_RETRY,
+            summary=f"report unhealthy (pool {state.node.pool})",
+        )
+
+    async def hold(self) -> None:
+        """Wait for the pool's budget to grant this node a lease (kept until the remediation
+        ends; the `lease_granted` signal sets ``lease_granted_at``). While the storm breaker
+        is tripped, the wait goes on."""
+        state = self._state
+        if state.lease_granted_at:
+            return
+        if state.lease_requested_at is None:
+            state.lease_requested_at = workflow.now()
+            wanted = LeaseWanted(
+                holder=workflow.info().workflow_id,
+                node=state.node.name,
+                pool=state.node.pool,
+                task_queue=workflow.info().task_queue,
+            )
+            await REQUEST_LEASE.execute(
+                wanted,
+                start_to_close_timeout=BUDGET_CALL,
+                retry_policy=QUICK_RETRY,
+                summary=f"request lease (pool {state.node.pool})",
+            )
+        self._view.enter(Phase.AWAITING_LEASE)
+        await workflow.wait_condition(
+            lambda: state.lease_granted_at is not None, timeout_summary="disruption lease"
+        )
+
+    async def release(self) -> None:
+        state = self._state
+        if state.lease_requested_at is None or state.lease_released_at is not None:
+            return
+        try:
+            await LEASE_RELEASE.send_to(
+                budget_workflow_id(state.node.pool),
+                LeaseRelease(holder=workflow.info().workflow_id),
+            )
+        except Exception:  # noqa: BLE001 - a budget that is gone holds no lease to give back
+            workflow.logger.warning("could not release the lease of %s", state.node.name)
+        state.lease_released_at = workflow.now()

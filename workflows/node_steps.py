@@ -1,0 +1,303 @@
+"""The steps a ladder takes on its node, each an activity with its timeouts and retries: a
+rung's action, the re-probe, cordon and restore, and what it leaves behind (conditions, the
+hardware record).
+
+Most actions are one activity, the one the action table names. A few need more around them —
+the ``STEPS`` map: a reset lets the cluster's GPU pods step aside, a reboot is confirmed from
+the cluster by a new boot id, a cordon rung records who holds the cordon.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from datetime import timedelta
+
+from temporalio import workflow
+from temporalio.common import RetryPolicy
+from temporalio.exceptions import ActivityError, TimeoutType
+from temporalio.exceptions import TimeoutError as ActivityTimeout
+
+from contract import activities as act
+from contract.defs import ActivityDef
+from workflows import metrics
+from workflows.common import PERMANENT_ERRORS, QUICK_RETRY, cause_of, this_run
+from workflows.remediation_view import RemediationView
+
+with workflow.unsafe.imports_passed_through():
+    from remedy.actions import ACTIONS, Where
+    from remedy.hardware import Incident, IncidentReport
+    from remedy.models import (
+        Action,
+        ActionRequest,
+        ActionResult,
+        BootRequest,
+        ConditionsUpdate,
+        CordonState,
+        Finding,
+        ProbeReport,
+        ProbeRequest,
+        Severity,
+    )
+    from remedy.remediation import (
+        AttemptResult,
+        Outcome,
+        Phase,
+        RemediationInput,
+        RemediationState,
+    )
+    from remedy.runbook.schema import Cause, Rung
+
+# workflow.patched ids: runs started before each step existed took the plain action instead.
+CONFIRM_REBOOT = "confirm-reboot-from-boot-id"
+RELEASE_GPUS = "release-gpu-operands-for-reset"
+# Outcomes that count against the GPU: a fault that cleared by itself, or an abort, does not.
+INCIDENT_OUTCOMES = (Outcome.RECOVERED, Outcome.REPLACED, Outcome.NEEDS_HUMAN)
+CLUSTER_CALL = timedelta(seconds=60)
+PROBE_RETRY = RetryPolicy(maximum_attempts=2, initial_interval=timedelta(seconds=5))
+
+Step = Callable[["NodeSteps", Rung], Awaitable[ActionResult]]
+
+
+class NodeSteps:
+    def __init__(
+        self, inp: RemediationInput, state: RemediationState, view: RemediationView
+    ) -> None:
+        self._input, self._state, self._view = inp, state, view
+
+    def request(self, action: Action, reason: str = "") -> ActionRequest:
+        state = self._state
+        gpus = sorted(
+            dict.fromkeys(
+                f.component.index
+                for f in state.findings
+                if f.unhealthy and f.component.index is not None
+            )
+        )
+        return ActionRequest(
+            node=state.node,
+            action=action,
+            workflow_id=workflow.info().workflow_id,
+            reason=reason or (state.runbook.name if state.runbook else ""),
+            gpu_indices=gpus,
+        )
+
+    # -- a rung's action --------------------------------------------------------------------
+    async def act(self, rung: Rung) -> ActionResult:
+        special = STEPS.get(rung.action)
+        if special is not None and (special[0] is None or workflow.patched(special[0])):
+            return await special[1](self, rung)
+        return await self._action(rung)
+
+    async def _action(self, rung: Rung) -> ActionResult:
+        """The action's own activity, with the rung's timeout and retries."""
+        spec = ACTIONS[rung.action]
+        on_node = spec.where is Where.NODE
+        return await act.ACTION[rung.action].execute(
+            self.request(rung.action),
+            task_queue=self._input.node_task_queue if on_node else None,
+            schedule_to_start_timeout=self._input.node_pickup_timeout if on_node else None,
+            start_to_close_timeout=rung.timeout,
+            heartbeat_timeout=min(rung.timeout, timedelta(minutes=1))
+            if spec.reports_progress
+            else None,
+            retry_policy=RetryPolicy(
+                initial_interval=rung.retry.initial_interval,
+                backoff_coefficient=rung.retry.backoff,
+                maximum_interval=max(rung.retry.max_interval, rung.retry.initial_interval),
+                maximum_attempts=rung.retry.max_attempts,
+                non_retryable_error_types=PERMANENT_ERRORS,
+            ),
+            summary=f"{rung.action.value} {self._state.node.name}",
+        )
+
+    async def _reset(self, rung: Rung) -> ActionResult:
+        """The cluster's own GPU pods (device plugin, DCGM) hold the GPU too: stop them for
+        the reset and always let them back, whatever the reset did."""
+        await self._gpu_operands(act.RELEASE_GPUS, rung.timeout)
+        try:
+            result = await self._action(rung)
+        except (ActivityError, asyncio.CancelledError):
+            await self._gpu_operands(act.RETURN_GPUS, timedelta(minutes=2))
+            raise
+        # Not a `finally`: when a worker evicts the workflow from its cache, the coroutine is
+        # closed with GeneratorExit, and an activity scheduled then (outside the workflow's
+        # event loop) fails the close. The replay on the next worker gives the GPUs back.
+        await self._gpu_operands(act.RETURN_GPUS, timedelta(minutes=2))
+        return result
+
+    async def _gpu_operands(
+        self, step: ActivityDef[ActionRequest, ActionResult], timeout: timedelta
+    ) -> ActionResult:
+        return await step.execute(
+            self.request(Action.RESET_GPU, step.name),
+            start_to_close_timeout=timeout,
+            retry_policy=QUICK_RETRY,
+            summary=f"{step.name.replace('_', ' ')} on {self._state.node.name}",
+        )
+
+    async def _reboot(self, rung: Rung) -> ActionResult:
+        """Reboot on the node, confirmed from the cluster: a new boot id and Ready again.
+        The agent may go down before it answers, so a reboot activity that started and then
+        timed out is not a failure on its own; one that nobody picked up is."""
+        node = self._state.node
+        before = await act.BOOT_ID.execute(
+            BootRequest(node=node),
+            start_to_close_timeout=CLUSTER_CALL,
+            retry_policy=QUICK_RETRY,
+            summary=f"boot id of {node.name}",
+        )
+        try:
+            await self._action(rung)
+        except ActivityError as err:
+            cause = err.cause
+            if not (
+                isinstance(cause, ActivityTimeout)
+                and cause.type is not TimeoutType.SCHEDULE_TO_START
+            ):
+                raise
+        return await act.CONFIRM_REBOOT.execute(
+            BootRequest(node=node, previous_boot_id=before.boot_id),
+            start_to_close_timeout=rung.timeout,
+            heartbeat_timeout=timedelta(minutes=1),
+            retry_policy=RetryPolicy(maximum_attempts=1),
+            summary=f"wait for {node.name} to come back",
+        )
+
+    async def _cordon_rung(self, rung: Rung) -> ActionResult:
+        await self.cordon(self._state.runbook.name if self._state.runbook else "a rung")
+        held = self._state.cordon
+        return ActionResult(ok=held is not None, detail=held.value if held else "cordon failed")
+
+    # -- around the rungs -------------------------------------------------------------------
+    async def probe(self) -> ProbeReport:
+        """Re-probe on the node. A probe that cannot run is an unhealthy report (fail closed)."""
+        state = self._state
+        try:
+            report = await act.PROBE.execute(
+                ProbeRequest(node=state.node),
+                task_queue=self._input.node_task_queue,
+                schedule_to_start_timeout=self._input.node_pickup_timeout,
+                start_to_close_timeout=CLUSTER_CALL,
+                retry_policy=PROBE_RETRY,
+                summary=f"probe {state.node.name}",
+            )
+        except ActivityError as err:
+            unavailable = Finding(
+                node=state.node.name,
+                check="probe",
+                reason="ProbeUnavailable",
+                severity=Severity.CRITICAL,
+                evidence=cause_of(err),
+                observed_at=workflow.now(),
+            )
+            report = ProbeReport(
+                node=state.node.name,
+                checks_run=[],
+                findings=[unavailable],
+                started_at=workflow.now(),
+            )
+        state.last_probe = report
+        return report
+
+    async def cordon(self, reason: str) -> None:
+        state = self._state
+        started = workflow.now()
+        try:
+            result = await act.CORDON.execute(
+                self.request(Action.CORDON, reason),
+                start_to_close_timeout=CLUSTER_CALL,
+                retry_policy=QUICK_RETRY,
+                summary=f"cordon {state.node.name}",
+            )
+        except ActivityError as err:
+            self._view.record(-1, Action.CORDON, started, AttemptResult.FAILED, cause_of(err))
+            return
+        state.cordon = result.state
+        if result.state is CordonState.CORDONED:
+            metrics.node_cordoned(state.node.pool)
+        self._view.record(-1, Action.CORDON, started, AttemptResult.DONE, result.state.value)
+
+    async def hold_cordoned(self) -> None:
+        """A node nobody could fix must not take work, whether or not the runbook cordoned."""
+        if self._state.cordon is None:
+            await self.cordon("needs a human")
+
+    async def restore(self) -> None:
+        state = self._state
+        if not state.cordoned_by_remedy:
+            return  # never undo a cordon someone else set
+        self._view.enter(Phase.RESTORING)
+        started = workflow.now()
+        try:
+            result = await act.RESTORE.execute(
+                self.request(Action.RESTORE, "recovered"),
+                start_to_close_timeout=CLUSTER_CALL,
+                retry_policy=QUICK_RETRY,
+                summary=f"restore {state.node.name}",
+            )
+        except ActivityError as err:
+            # Still cordoned, still annotated as remedy's: owned, and visible in the outcome.
+            self._view.record(-1, Action.RESTORE, started, AttemptResult.FAILED, cause_of(err))
+            return
+        self._view.record(-1, Action.RESTORE, started, AttemptResult.DONE, result.detail)
+
+    # -- what a finished ladder leaves behind --------------------------------------------------
+    async def publish_healthy(self) -> None:
+        """A verified-clean probe ended the ladder: say so in the node's conditions now, not at
+        the agent's next round, or the fleet scan would start a second ladder on the old ones."""
+        state = self._state
+        probe = state.last_probe
+        if probe is None or not probe.healthy:
+            return
+        try:
+            await act.PUBLISH_CONDITIONS.execute(
+                ConditionsUpdate(node=state.node, report=probe),
+                start_to_close_timeout=timedelta(seconds=30),
+                retry_policy=QUICK_RETRY,
+                summary=f"conditions of {state.node.name}: healthy",
+            )
+        except ActivityError as err:  # the agent's next round publishes them anyway
+            workflow.logger.warning("could not publish conditions: %s", err)
+
+    async def record_incidents(self, outcome: Outcome) -> None:
+        """Count a platform fault against every GPU serial it named (repeat offenders)."""
+        state = self._state
+        if (
+            outcome not in INCIDENT_OUTCOMES
+            or state.runbook is None
+            or state.trigger is None
+            or state.runbook.cause is not Cause.PLATFORM
+        ):
+            return
+        serials = sorted(
+            dict.fromkeys(
+                f.component.serial for f in state.findings if f.unhealthy and f.component.serial
+            )
+        )
+        if not serials:
+            return
+        incident = Incident(
+            at=workflow.now(),
+            node=state.node.name,
+            fault=state.trigger.headline(),
+            outcome=outcome.value,
+            source=this_run(),
+        )
+        try:
+            await act.RECORD_INCIDENTS.execute(
+                IncidentReport(serials=serials, incident=incident),
+                start_to_close_timeout=timedelta(seconds=30),
+                retry_policy=QUICK_RETRY,
+                summary=f"hardware record of {', '.join(serials)}",
+            )
+        except ActivityError as err:  # the node's outcome stands; the record is best effort
+            workflow.logger.warning("could not record incidents for %s: %s", serials, err)
+
+
+# The actions that need more than their own activity (with the patch that introduced each).
+STEPS: dict[Action, tuple[str | None, Step]] = {
+    Action.REBOOT: (CONFIRM_REBOOT, NodeSteps._reboot),
+    Action.RESET_GPU: (RELEASE_GPUS, NodeSteps._reset),
+    Action.CORDON: (None, NodeSteps._cordon_rung),
+}

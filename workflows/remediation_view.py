@@ -1,0 +1,59 @@
+"""What the Web UI and `remedy status` see of a ladder: its current details, its search
+attributes, and the record of each attempt — kept in step with the ladder's state."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from temporalio import workflow
+
+from contract import search_attributes
+from workflows import metrics
+
+with workflow.unsafe.imports_passed_through():
+    from remedy.describe import NodeIndex, remediation_details, remediation_index
+    from remedy.models import Action
+    from remedy.remediation import Attempt, AttemptResult, Phase, RemediationState
+
+
+class RemediationView:
+    def __init__(self, state: RemediationState) -> None:
+        self._state = state
+        self._indexed: NodeIndex | None = None  # what the search attributes say now
+
+    def enter(self, phase: Phase) -> None:
+        self._state.phase, self._state.phase_since = phase, workflow.now()
+        self.publish()
+
+    def publish(self) -> None:
+        """Keep the UI's current details and the search attributes in step with the state.
+        Upserts are commands, so only on a change, and only in runs that know the patch."""
+        state = self._state
+        workflow.set_current_details(remediation_details(state))
+        last = self._indexed
+        index = remediation_index(state, since=state.phase_since)
+        if last is not None and (index.phase, index.rung) == (last.phase, last.rung):
+            index.phase_since = last.phase_since  # a rung's settle or verify: same phase
+        if index != self._indexed and workflow.patched(search_attributes.PATCH):
+            workflow.upsert_search_attributes(search_attributes.updates(index))
+            self._indexed = index
+
+    def record(
+        self, rung: int, action: Action, started: datetime, result: AttemptResult, detail: str
+    ) -> None:
+        """An attempt into the ladder's record (rung -1: cordon and restore, outside the
+        ladder), its duration into the metrics."""
+        now = workflow.now()
+        self._state.attempts.append(
+            Attempt(
+                rung=rung,
+                action=action,
+                started_at=started,
+                finished_at=now,
+                result=result,
+                detail=detail,
+            )
+        )
+        seconds = (now - started).total_seconds()
+        metrics.rung_finished(self._state.node.pool, action.value, result.value, seconds)
+        self.publish()
