@@ -333,3 +333,23 @@ async def test_reboot_that_never_comes_back_fails_the_rung(
     assert ran.ladder == [(Action.REBOOT, FAILED)]
     assert "timeout" in ran.result.attempts[1].detail.lower()
     assert ran.result.outcome is Outcome.NEEDS_HUMAN
+
+
+async def test_a_cordon_rung_cordons_and_is_restored_after_recovery(
+    time_env: WorkflowEnvironment, fleet: SimFleet
+) -> None:
+    """A runbook that watches first (no cordon on arrival) and cordons as its first rung. The
+    cordon activity answers who holds the cordon, which a plain action result is not: before
+    the handler map, the rung could not decode that answer and the ladder never moved on."""
+    finding = fleet.inject(NODE, "ecc_dbe", gpu=1)
+    runbook = Runbook(
+        name="cordon-then-reset",
+        match=[Match(xids=[48])],
+        cordon=False,
+        ladder=[Rung(action=a) for a in (Action.CORDON, Action.DRAIN, Action.RESET_GPU)],
+    )
+    ran = await remediate(time_env, fleet, finding, runbook)
+    assert ran.result.outcome is Outcome.RECOVERED
+    assert ran.ladder == [(Action.CORDON, DONE), (Action.DRAIN, DONE), (Action.RESET_GPU, VERIFIED)]
+    assert actions_on(fleet) == ["cordon", "drain", "reset_gpu", "restore"]
+    assert not fleet.node(NODE).unschedulable  # remedy's own cordon, given back
