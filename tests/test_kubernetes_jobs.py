@@ -12,10 +12,8 @@ import pytest
 from kubernetes import client as k8s
 
 from adapters.kubernetes.cluster import KubernetesCluster
+from adapters.kubernetes.job_failures import GUARD_LABEL, JOB_LABEL, REPORTED
 from adapters.kubernetes.jobs import (
-    GUARD_LABEL,
-    JOB_LABEL,
-    REPORTED,
     RESTART_ATTEMPT,
     RESTART_MODE,
     STOPPED,
