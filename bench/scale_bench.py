@@ -33,7 +33,7 @@ from temporalio.client import Client
 from temporalio.worker import Worker
 
 from adapters.sim import SimFleet
-from adapters.sim.fleet import SimCluster
+from adapters.sim.cluster import SimCluster
 from remedy.budget import BudgetPolicy
 from remedy.cluster import CordonOwner
 from remedy.models import CordonState, Finding, NodeRef, Severity
