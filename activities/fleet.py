@@ -10,19 +10,19 @@ from temporalio import activity
 from temporalio.client import Client
 
 from activities.errors import temporal_errors
-from remedy.cluster import Cluster
+from remedy.cluster import FleetView
 from remedy.fleet import NodeFacts, OpenWork
 from remedy.names import NODE_ADMISSION_WORKFLOW, NODE_REMEDIATION_WORKFLOW
 
 
 class FleetActivities:
-    def __init__(self, client: Client, cluster: Cluster) -> None:
-        self._client, self._cluster = client, cluster
+    def __init__(self, client: Client, fleet: FleetView) -> None:
+        self._client, self._fleet = client, fleet
 
     @activity.defn(name="fleet_nodes")
     def fleet_nodes(self) -> list[NodeFacts]:
         with temporal_errors():
-            return self._cluster.nodes()
+            return self._fleet.nodes()
 
     @activity.defn(name="open_work")
     async def open_work(self) -> OpenWork:

@@ -240,7 +240,7 @@ def agent(
     metrics_bind: MetricsOption = None,
 ) -> None:
     """Run the node agent: host-local activities on this node's queue, and the probe loop."""
-    from adapters.kubernetes.cluster import KubernetesCluster
+    from adapters.kubernetes.cluster import kubernetes_cluster
     from adapters.kubernetes.config import api_client
     from workers.agent import AgentConfig, NodeAgent
     from workers.client import connect, metrics_runtime
@@ -260,7 +260,7 @@ def agent(
         client = await connect(
             address, runtime=metrics_runtime(metrics_bind, "agent") if metrics_bind else None
         )
-        cluster = KubernetesCluster(api_client(kubeconfig)) if kubernetes else None
+        cluster = kubernetes_cluster(api_client(kubeconfig)).marks if kubernetes else None
         await NodeAgent(
             client,
             host,
@@ -342,7 +342,7 @@ def controller(
     """Run the controller worker against a Kubernetes cluster."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from adapters.kubernetes.cluster import KubernetesCluster, ReplaceProvider
+    from adapters.kubernetes.cluster import kubernetes_cluster
     from adapters.kubernetes.config import api_client
     from adapters.kubernetes.jobs import KubernetesJobs
     from remedy.attribution.guard import GuardPolicy
@@ -372,10 +372,10 @@ def controller(
             )
         raise typer.Exit(2) from None
     api = api_client(kubeconfig)
-    cluster = KubernetesCluster(
+    cluster = kubernetes_cluster(
         api,
         dry_run=dry_run,
-        replace_provider=ReplaceProvider(replace_provider),
+        replacer=replace_provider,
         checkpoint_grace_s=checkpoint_grace,
     )
     jobs = KubernetesJobs(api, dry_run=dry_run) if watch_jobs else None

@@ -11,8 +11,8 @@ from datetime import datetime
 from kubernetes import client as k8s
 from pydantic import TypeAdapter, ValidationError
 
-from adapters.kubernetes.cluster import remedy_conditions
 from adapters.kubernetes.errors import api_errors
+from adapters.kubernetes.marks import remedy_conditions
 from adapters.kubernetes.objects import RECENT_XIDS, Json, as_json, gpu_count, meta, timestamp
 from remedy.attribution.evidence import GuardedFailure, PodRun, RecentXid, tie_xids
 from remedy.attribution.guard import JobRef

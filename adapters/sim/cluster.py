@@ -1,4 +1,5 @@
-"""The Cluster seam over the twin, with Kubernetes' semantics for cordon ownership."""
+"""The cluster seams over the twin, with Kubernetes' semantics for cordon ownership: one small
+class per seam, as on Kubernetes, so a test can swap any one of them (a replacer, say)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from remedy.attribution.evidence import RecentXid, remember
-from remedy.cluster import CordonOwner, DrainResult
+from remedy.cluster import Cluster, CordonOwner, DrainResult
 from remedy.conditions import NodeCondition
 from remedy.errors import ActionRefused
 from remedy.fleet import NodeFacts
@@ -18,9 +19,7 @@ if TYPE_CHECKING:
 REMEDY_CORDON = "remedy.io/cordoned-by"
 
 
-class SimCluster:
-    """The Cluster seam over the twin, with Kubernetes' semantics for cordon ownership."""
-
+class SimNodeControl:
     def __init__(self, fleet: SimFleet) -> None:
         self._fleet = fleet
 
@@ -62,19 +61,32 @@ class SimCluster:
             self._fleet._record(node, "kill_job")
             return len(killed)
 
-    def pool_size(self, pool: str) -> int:
-        with self._fleet._lock:
-            return sum(1 for n in self._fleet.nodes.values() if n.pool == pool)
-
-    def release_gpus(self, node: str) -> int:
-        return 0  # the twin's GPU operands never hold the GPU
-
-    def return_gpus(self, node: str) -> None:
-        pass
-
     def node_boot(self, node: str) -> NodeBoot:
         with self._fleet._lock:
             return NodeBoot(boot_id=f"boot-{self._fleet.node(node).boot_id}", ready=True)
+
+
+class SimNodeMarks:
+    def __init__(self, fleet: SimFleet) -> None:
+        self._fleet = fleet
+
+    def conditions(self, node: str) -> list[NodeCondition]:
+        with self._fleet._lock:
+            return list(self._fleet.node(node).conditions.values())
+
+    def set_conditions(self, node: str, conditions: list[NodeCondition]) -> None:
+        with self._fleet._lock:
+            self._fleet.node(node).conditions.update({c.type: c for c in conditions})
+
+    def record_xids(self, node: str, xids: list[RecentXid]) -> None:
+        with self._fleet._lock:
+            sim = self._fleet.node(node)
+            sim.recent_xids = remember(sim.recent_xids, xids, self._fleet.clock())
+
+
+class SimFleetView:
+    def __init__(self, fleet: SimFleet) -> None:
+        self._fleet = fleet
 
     def nodes(self) -> list[NodeFacts]:
         with self._fleet._lock:
@@ -92,6 +104,15 @@ class SimCluster:
                 )
                 for n in self._fleet.nodes.values()
             ]
+
+    def pool_size(self, pool: str) -> int:
+        with self._fleet._lock:
+            return sum(1 for n in self._fleet.nodes.values() if n.pool == pool)
+
+
+class SimAdmission:
+    def __init__(self, fleet: SimFleet) -> None:
+        self._fleet = fleet
 
     def hold_for_admission(self, node: str) -> None:
         with self._fleet._lock:
@@ -111,18 +132,22 @@ class SimCluster:
             self._fleet._act(node, "reject").rejected = reason
             self._fleet._record(node, "reject")
 
-    def conditions(self, node: str) -> list[NodeCondition]:
-        with self._fleet._lock:
-            return list(self._fleet.node(node).conditions.values())
 
-    def set_conditions(self, node: str, conditions: list[NodeCondition]) -> None:
-        with self._fleet._lock:
-            self._fleet.node(node).conditions.update({c.type: c for c in conditions})
+class SimGpuHandoff:
+    """The twin's GPU operands never hold the GPU: nothing to stop or bring back."""
 
-    def record_xids(self, node: str, xids: list[RecentXid]) -> None:
-        with self._fleet._lock:
-            sim = self._fleet.node(node)
-            sim.recent_xids = remember(sim.recent_xids, xids, self._fleet.clock())
+    def release_gpus(self, node: str) -> int:
+        return 0
+
+    def return_gpus(self, node: str) -> None:
+        pass
+
+
+class SimReplacer:
+    """New hardware at once, under the same name: it must pass admission before work."""
+
+    def __init__(self, fleet: SimFleet) -> None:
+        self._fleet = fleet
 
     def replace(self, node: str) -> str:
         with self._fleet._lock:
@@ -132,3 +157,14 @@ class SimCluster:
             self._fleet.nodes[node] = new
             self._fleet._record(node, "replace")
             return f"{node} replaced: new hardware generation {new.generation}"
+
+
+def sim_cluster(fleet: SimFleet) -> Cluster:
+    return Cluster(
+        control=SimNodeControl(fleet),
+        marks=SimNodeMarks(fleet),
+        fleet=SimFleetView(fleet),
+        admission=SimAdmission(fleet),
+        gpus=SimGpuHandoff(),
+        replacer=SimReplacer(fleet),
+    )

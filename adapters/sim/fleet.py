@@ -10,10 +10,11 @@ import zlib
 from collections.abc import Callable
 from datetime import UTC, datetime
 
-from adapters.sim.cluster import SimCluster
+from adapters.sim.cluster import sim_cluster
 from adapters.sim.faults import FAULTS
 from adapters.sim.host import SimHost
 from adapters.sim.node import ActiveFault, SimGpu, SimNode, SimPod
+from remedy.cluster import Cluster
 from remedy.errors import NodeGone, RemedyError
 from remedy.models import Finding
 
@@ -142,8 +143,8 @@ class SimFleet:
 
     # -- the seams ---------------------------------------------------------------------------
     @property
-    def cluster(self) -> SimCluster:
-        return SimCluster(self)
+    def cluster(self) -> Cluster:
+        return sim_cluster(self)
 
     def host(self, name: str) -> SimHost:
         self.node(name)
