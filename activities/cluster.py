@@ -1,4 +1,6 @@
-"""Cluster-side actions (controller worker): cordon, drain, kill job, replace, restore."""
+"""Cluster-side actions (controller worker), one class per seam it acts through: node control
+(cordon, drain, kill job, reboot confirmation, restore), replacement, the GPU hand-off around a
+reset, node marks and admission. ``cluster_activities`` registers them all."""
 
 from __future__ import annotations
 
@@ -13,7 +15,15 @@ from temporalio import activity
 from activities.errors import temporal_errors
 from contract import activities as act
 from remedy.admission import AdmissionStep
-from remedy.cluster import Cluster, CordonOwner
+from remedy.cluster import (
+    AdmissionGate,
+    Cluster,
+    CordonOwner,
+    GpuHandoff,
+    NodeControl,
+    NodeMarks,
+    Replacer,
+)
 from remedy.conditions import conditions_from
 from remedy.models import (
     ActionRequest,
@@ -27,22 +37,22 @@ from remedy.models import (
 log = logging.getLogger(__name__)
 
 
-class ClusterActivities:
-    def __init__(self, cluster: Cluster, poll_s: float = 5.0) -> None:
-        self._cluster = cluster
+class NodeControlActivities:
+    def __init__(self, control: NodeControl, poll_s: float = 5.0) -> None:
+        self._control = control
         self._poll_s = poll_s
 
     @act.CORDON.defn
     def cordon(self, req: ActionRequest) -> CordonResult:
         with temporal_errors():
-            state = self._cluster.cordon(req.node.name, CordonOwner(req.workflow_id, req.reason))
+            state = self._control.cordon(req.node.name, CordonOwner(req.workflow_id, req.reason))
         log.info("cordon %s: %s", req.node.name, state.value)
         return CordonResult(state=state)
 
     @act.RESTORE.defn
     def restore(self, req: ActionRequest) -> ActionResult:
         with temporal_errors():
-            undone = self._cluster.restore(req.node.name)
+            undone = self._control.restore(req.node.name)
         detail = "uncordoned" if undone else "no remedy cordon to undo; node left as it is"
         return ActionResult(ok=True, detail=detail)
 
@@ -50,7 +60,7 @@ class ClusterActivities:
     def drain(self, req: ActionRequest) -> ActionResult:
         with temporal_errors():
             # Heartbeats carry the pods left, so a long drain is visible and can be cancelled.
-            result = self._cluster.drain(req.node.name, activity.heartbeat)
+            result = self._control.drain(req.node.name, activity.heartbeat)
         return ActionResult(
             ok=True,
             detail=f"evicted {result.evicted} pods, left {result.skipped} DaemonSet/mirror pods",
@@ -59,31 +69,13 @@ class ClusterActivities:
     @act.KILL_JOB.defn
     def kill_job(self, req: ActionRequest) -> ActionResult:
         with temporal_errors():
-            killed = self._cluster.kill_gpu_pods(req.node.name)
+            killed = self._control.kill_gpu_pods(req.node.name)
         return ActionResult(ok=True, detail=f"deleted {killed} pods using the node's GPUs")
-
-    @act.REPLACE.defn
-    def replace(self, req: ActionRequest) -> ActionResult:
-        with temporal_errors():
-            detail = self._cluster.replace(req.node.name)
-        return ActionResult(ok=True, detail=detail)
-
-    @act.RELEASE_GPUS.defn
-    def release_gpus(self, req: ActionRequest) -> ActionResult:
-        with temporal_errors():
-            stopped = self._cluster.release_gpus(req.node.name)
-        return ActionResult(ok=True, detail=f"stopped {stopped} GPU operator pods")
-
-    @act.RETURN_GPUS.defn
-    def return_gpus(self, req: ActionRequest) -> ActionResult:
-        with temporal_errors():
-            self._cluster.return_gpus(req.node.name)
-        return ActionResult(ok=True, detail="GPU operator pods may return")
 
     @act.BOOT_ID.defn
     def boot_id(self, req: BootRequest) -> NodeBoot:
         with temporal_errors():
-            return self._cluster.node_boot(req.node.name)
+            return self._control.node_boot(req.node.name)
 
     @act.CONFIRM_REBOOT.defn
     def confirm_reboot(self, req: BootRequest) -> ActionResult:
@@ -91,7 +83,7 @@ class ClusterActivities:
         bounds the wait. Heartbeats keep it cancellable."""
         while True:
             with temporal_errors():
-                boot = self._cluster.node_boot(req.node.name)
+                boot = self._control.node_boot(req.node.name)
             if boot.boot_id != req.previous_boot_id and boot.ready:
                 return ActionResult(ok=True, detail=f"rebooted: boot id {boot.boot_id}, Ready")
             activity.heartbeat(boot.boot_id)
@@ -99,45 +91,99 @@ class ClusterActivities:
                 return ActionResult(ok=False, detail="cancelled while waiting for the reboot")
             time.sleep(self._poll_s)
 
-    @act.PUBLISH_CONDITIONS.defn
-    def publish_conditions(self, update: ConditionsUpdate) -> None:
-        """After a verified recovery the node's problem condition must not stay True until
-        the agent's next round: the fleet scan would start a second ladder on it."""
-        node = update.node.name
-        with temporal_errors():
-            previous = self._cluster.conditions(node)
-            self._cluster.set_conditions(
-                node, conditions_from(update.report, previous, datetime.now(UTC))
-            )
-
-    @act.HOLD_FOR_ADMISSION.defn
-    def hold_for_admission(self, step: AdmissionStep) -> None:
-        with temporal_errors():
-            self._cluster.hold_for_admission(step.node.name)
-
-    @act.ADMIT.defn
-    def admit(self, step: AdmissionStep) -> None:
-        with temporal_errors():
-            self._cluster.admit(step.node.name, step.serials)
-
-    @act.REJECT.defn
-    def reject(self, step: AdmissionStep) -> None:
-        with temporal_errors():
-            self._cluster.reject(step.node.name, step.reason)
-
     def all(self) -> list[Callable[..., Any]]:
         return [
             self.cordon,
             self.restore,
             self.drain,
             self.kill_job,
-            self.replace,
             self.boot_id,
             self.confirm_reboot,
-            self.release_gpus,
-            self.return_gpus,
-            self.publish_conditions,
-            self.hold_for_admission,
-            self.admit,
-            self.reject,
         ]
+
+
+class ReplaceActivities:
+    def __init__(self, replacer: Replacer) -> None:
+        self._replacer = replacer
+
+    @act.REPLACE.defn
+    def replace(self, req: ActionRequest) -> ActionResult:
+        with temporal_errors():
+            detail = self._replacer.replace(req.node.name)
+        return ActionResult(ok=True, detail=detail)
+
+    def all(self) -> list[Callable[..., Any]]:
+        return [self.replace]
+
+
+class GpuHandoffActivities:
+    def __init__(self, gpus: GpuHandoff) -> None:
+        self._gpus = gpus
+
+    @act.RELEASE_GPUS.defn
+    def release_gpus(self, req: ActionRequest) -> ActionResult:
+        with temporal_errors():
+            stopped = self._gpus.release_gpus(req.node.name)
+        return ActionResult(ok=True, detail=f"stopped {stopped} GPU operator pods")
+
+    @act.RETURN_GPUS.defn
+    def return_gpus(self, req: ActionRequest) -> ActionResult:
+        with temporal_errors():
+            self._gpus.return_gpus(req.node.name)
+        return ActionResult(ok=True, detail="GPU operator pods may return")
+
+    def all(self) -> list[Callable[..., Any]]:
+        return [self.release_gpus, self.return_gpus]
+
+
+class MarkActivities:
+    def __init__(self, marks: NodeMarks) -> None:
+        self._marks = marks
+
+    @act.PUBLISH_CONDITIONS.defn
+    def publish_conditions(self, update: ConditionsUpdate) -> None:
+        """After a verified recovery the node's problem condition must not stay True until
+        the agent's next round: the fleet scan would start a second ladder on it."""
+        node = update.node.name
+        with temporal_errors():
+            previous = self._marks.conditions(node)
+            self._marks.set_conditions(
+                node, conditions_from(update.report, previous, datetime.now(UTC))
+            )
+
+    def all(self) -> list[Callable[..., Any]]:
+        return [self.publish_conditions]
+
+
+class AdmissionActivities:
+    def __init__(self, admission: AdmissionGate) -> None:
+        self._admission = admission
+
+    @act.HOLD_FOR_ADMISSION.defn
+    def hold_for_admission(self, step: AdmissionStep) -> None:
+        with temporal_errors():
+            self._admission.hold_for_admission(step.node.name)
+
+    @act.ADMIT.defn
+    def admit(self, step: AdmissionStep) -> None:
+        with temporal_errors():
+            self._admission.admit(step.node.name, step.serials)
+
+    @act.REJECT.defn
+    def reject(self, step: AdmissionStep) -> None:
+        with temporal_errors():
+            self._admission.reject(step.node.name, step.reason)
+
+    def all(self) -> list[Callable[..., Any]]:
+        return [self.hold_for_admission, self.admit, self.reject]
+
+
+def cluster_activities(cluster: Cluster, poll_s: float = 5.0) -> list[Callable[..., Any]]:
+    """Every cluster-side activity, each class given only the seam it acts through."""
+    return [
+        *NodeControlActivities(cluster.control, poll_s).all(),
+        *ReplaceActivities(cluster.replacer).all(),
+        *GpuHandoffActivities(cluster.gpus).all(),
+        *MarkActivities(cluster.marks).all(),
+        *AdmissionActivities(cluster.admission).all(),
+    ]

@@ -11,18 +11,18 @@ from temporalio.client import Client
 from activities.errors import temporal_errors
 from contract import activities as act
 from contract.names import NODE_ADMISSION_WORKFLOW, NODE_REMEDIATION_WORKFLOW
-from remedy.cluster import Cluster
+from remedy.cluster import FleetView
 from remedy.fleet import FleetNodes, OpenWork
 
 
 class FleetActivities:
-    def __init__(self, client: Client, cluster: Cluster) -> None:
-        self._client, self._cluster = client, cluster
+    def __init__(self, client: Client, fleet: FleetView) -> None:
+        self._client, self._fleet = client, fleet
 
     @act.FLEET_NODES.defn
     def fleet_nodes(self) -> FleetNodes:
         with temporal_errors():
-            return FleetNodes(nodes=self._cluster.nodes())
+            return FleetNodes(nodes=self._fleet.nodes())
 
     @act.OPEN_WORK.defn
     async def open_work(self) -> OpenWork:

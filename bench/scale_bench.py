@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import subprocess
 import sys
 import tempfile
@@ -33,7 +34,7 @@ from temporalio.client import Client
 from temporalio.worker import Worker
 
 from adapters.sim import SimFleet
-from adapters.sim.fleet import SimCluster
+from adapters.sim.cluster import SimNodeControl
 from remedy.budget import BudgetPolicy
 from remedy.cluster import CordonOwner
 from remedy.models import CordonState, Finding, NodeRef, Severity
@@ -54,8 +55,8 @@ PARK = Runbook(
 IN_FLIGHT = 256  # reports on the wire at once (the agents of the failing nodes)
 
 
-class TimedCluster(SimCluster):
-    """The simulated cluster, noting when each cordon took effect."""
+class TimedControl(SimNodeControl):
+    """The simulated node control, noting when each cordon took effect."""
 
     def __init__(self, fleet: SimFleet) -> None:
         super().__init__(fleet)
@@ -180,7 +181,8 @@ async def share_run(client: Client, nodes: int, share: float) -> ShareRun:
     tag = uuid.uuid4().hex[:6]
     queue, pool = f"scale-{tag}", f"scale-{tag}"
     fleet = SimFleet(nodes=nodes, gpus_per_node=1, pool=pool, name_prefix=f"n{tag}")
-    cluster = TimedCluster(fleet)
+    control = TimedControl(fleet)
+    cluster = dataclasses.replace(fleet.cluster, control=control)
     failing = sorted(fleet.nodes)[: round(nodes * share)]
     policy = BudgetPolicy(storm_share=1.0)
     with ThreadPoolExecutor(max_workers=32) as executor:
@@ -189,10 +191,10 @@ async def share_run(client: Client, nodes: int, share: float) -> ShareRun:
             sent = await report_all(client, failing, pool, queue)
             started = time.perf_counter() - start
             deadline = time.perf_counter() + 600
-            while len(cluster.cordoned_at) < len(failing) and time.perf_counter() < deadline:
+            while len(control.cordoned_at) < len(failing) and time.perf_counter() < deadline:
                 await asyncio.sleep(0.05)
             wall = time.perf_counter() - start
-    latencies = [cluster.cordoned_at[n] - sent[n] for n in failing if n in cluster.cordoned_at]
+    latencies = [control.cordoned_at[n] - sent[n] for n in failing if n in control.cordoned_at]
     if len(latencies) < len(failing):
         raise RuntimeError(f"only {len(latencies)} of {len(failing)} nodes were cordoned")
     floor = await floor_run(client, failing)

@@ -1,4 +1,7 @@
-"""The Cluster seam: what remedy does through the cluster API. Adapters: simulated, Kubernetes."""
+"""The cluster seams: what remedy does through the cluster API, one small protocol per concern,
+bundled in ``Cluster``. Adapters: simulated (``adapters/sim``), Kubernetes
+(``adapters/kubernetes``). A new scheduler or a cloud's replacement API implements only the
+protocols it changes; the rest of the bundle stays as it is."""
 
 from __future__ import annotations
 
@@ -24,7 +27,9 @@ class DrainResult:
     skipped: int  # DaemonSet and mirror pods stay
 
 
-class Cluster(Protocol):
+class NodeControl(Protocol):
+    """Taking a node out of service and back (the ladder's cluster-side rungs)."""
+
     def cordon(self, node: str, owner: CordonOwner) -> CordonState: ...
 
     def restore(self, node: str) -> bool:
@@ -34,19 +39,11 @@ class Cluster(Protocol):
 
     def kill_gpu_pods(self, node: str) -> int: ...
 
-    def replace(self, node: str) -> str: ...
-
     def node_boot(self, node: str) -> NodeBoot: ...
 
-    def pool_size(self, pool: str) -> int:
-        """How many nodes the pool has (the base of its disruption budget)."""
 
-    def release_gpus(self, node: str) -> int:
-        """Stop the cluster's own GPU pods on the node (device plugin, DCGM, exporters) so a
-        GPU reset can run; return how many left."""
-
-    def return_gpus(self, node: str) -> None:
-        """Undo release_gpus: let those pods come back."""
+class NodeMarks(Protocol):
+    """What agents and the controller publish on a node for others to read."""
 
     def conditions(self, node: str) -> list[NodeCondition]: ...
 
@@ -55,8 +52,19 @@ class Cluster(Protocol):
     def record_xids(self, node: str, xids: list[RecentXid]) -> None:
         """Add the agent's new Xids to those kept on the node (job attribution reads them)."""
 
+
+class FleetView(Protocol):
+    """The fleet as a whole: what the scan and the disruption budget count."""
+
     def nodes(self) -> list[NodeFacts]:
         """Every node with what the fleet scan needs to know about it."""
+
+    def pool_size(self, pool: str) -> int:
+        """How many nodes the pool has (the base of its disruption budget)."""
+
+
+class AdmissionGate(Protocol):
+    """Keeping new hardware from work until it is validated."""
 
     def hold_for_admission(self, node: str) -> None:
         """Make sure the node carries the admission taint (no work until it is validated)."""
@@ -66,3 +74,34 @@ class Cluster(Protocol):
 
     def reject(self, node: str, reason: str) -> None:
         """Keep the admission taint and record why the node was turned away."""
+
+
+class GpuHandoff(Protocol):
+    """The cluster's own GPU software stepping aside for a GPU reset, and coming back."""
+
+    def release_gpus(self, node: str) -> int:
+        """Stop the cluster's own GPU pods on the node (device plugin, DCGM, exporters) so a
+        GPU reset can run; return how many left."""
+
+    def return_gpus(self, node: str) -> None:
+        """Undo release_gpus: let those pods come back."""
+
+
+class Replacer(Protocol):
+    """Whatever provisions nodes: Karpenter, a cloud's API, a person with a ticket."""
+
+    def replace(self, node: str) -> str:
+        """Hand the node back for new hardware; say what was done. ActionRefused when this
+        replacer cannot tell how to replace that node: guessing could lose capacity."""
+
+
+@dataclass(frozen=True)
+class Cluster:
+    """One implementation of each seam: what the controller is wired with."""
+
+    control: NodeControl
+    marks: NodeMarks
+    fleet: FleetView
+    admission: AdmissionGate
+    gpus: GpuHandoff
+    replacer: Replacer

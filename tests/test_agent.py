@@ -62,7 +62,7 @@ async def test_agent_finds_a_fault_starts_the_ladder_and_a_dead_agent_fails_clos
             controller_task_queue=queues.controller,
             node_pickup_timeout=timedelta(seconds=1),
         )
-        agent = NodeAgent(client, fleet.host(node), fast_runbooks, fleet.cluster, config)
+        agent = NodeAgent(client, fleet.host(node), fast_runbooks, fleet.cluster.marks, config)
         running = asyncio.create_task(agent.run())
 
         await eventually(lambda: gpu_condition() is not None)

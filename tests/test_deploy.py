@@ -13,7 +13,9 @@ import pytest
 import yaml
 from kubernetes import client as k8s
 
-from adapters.kubernetes.cluster import ADMISSION_TAINT, TAINT, KubernetesCluster, ReplaceProvider
+from adapters.kubernetes.admission import ADMISSION_TAINT
+from adapters.kubernetes.cluster import kubernetes_cluster
+from adapters.kubernetes.control import TAINT
 from adapters.kubernetes.jobs import KubernetesJobs
 from remedy.attribution.evidence import RecentXid
 from remedy.cluster import CordonOwner
@@ -66,35 +68,35 @@ def rule_of(method: str, path: str) -> Rule:
 
 
 async def calls_made(
-    mock: kmock.KubernetesEmulator, scenario: Callable[[KubernetesCluster, KubernetesJobs], None]
+    mock: kmock.KubernetesEmulator, scenario: Callable[[k8s.ApiClient], None]
 ) -> set[Rule]:
     config = k8s.Configuration()
     config.host = str(mock.url).rstrip("/")
-    cluster = KubernetesCluster(
-        k8s.ApiClient(config), eviction_retry_s=0.01, checkpoint_grace_s=0.05
-    )
-    await call(scenario, cluster, KubernetesJobs(k8s.ApiClient(config)))
+    await call(scenario, k8s.ApiClient(config))
     return {rule_of(r.method.value, r.url.path) for r in mock}
 
 
-def controller_scenario(cluster: KubernetesCluster, jobs: KubernetesJobs) -> None:
+def controller_scenario(api: k8s.ApiClient) -> None:
+    """Wired as `remedy controller` wires it."""
+    cluster = kubernetes_cluster(api, eviction_retry_s=0.01, checkpoint_grace_s=0.05)
+    jobs = KubernetesJobs(api)
     owner = CordonOwner("wf", "test")
-    cluster.cordon("n1", owner)
-    cluster.restore("n1")
-    cluster.kill_gpu_pods("n1")
-    cluster.drain("n2", lambda left: None)  # asks "ckpt" to checkpoint, then evicts
-    cluster.release_gpus("n1")
-    cluster.return_gpus("n1")
-    cluster.node_boot("n1")
-    cluster.pool_size("gpu")
-    cluster.nodes()  # the fleet scan
-    cluster.hold_for_admission("n2")
-    cluster.admit("n2", ["SN1"])
-    cluster.reject("n2", "failed")
-    cluster.set_conditions("n1", cluster.conditions("n1"))  # healthy after a verified ladder
-    cluster.replace("n1")  # Karpenter: list and delete the NodeClaim
-    cluster.replace_provider = ReplaceProvider.PLAIN
-    cluster.replace("n1")  # plain: delete the Node
+    cluster.control.cordon("n1", owner)
+    cluster.control.restore("n1")
+    cluster.control.kill_gpu_pods("n1")
+    cluster.control.drain("n2", lambda left: None)  # asks "ckpt" to checkpoint, then evicts
+    cluster.gpus.release_gpus("n1")
+    cluster.gpus.return_gpus("n1")
+    cluster.control.node_boot("n1")
+    cluster.fleet.pool_size("gpu")
+    cluster.fleet.nodes()  # the fleet scan
+    cluster.admission.hold_for_admission("n2")
+    cluster.admission.admit("n2", ["SN1"])
+    cluster.admission.reject("n2", "failed")
+    # healthy after a verified ladder
+    cluster.marks.set_conditions("n1", cluster.marks.conditions("n1"))
+    cluster.replacer.replace("n1")  # auto, a Karpenter node: list and delete the NodeClaim
+    kubernetes_cluster(api, replacer="plain").replacer.replace("n1")  # plain: delete the Node
     # The job watch and the guards: failed pods with their log, then restart and stop.
     [failure] = jobs.failed_pods()
     jobs.mark_reported(failure, "job-guard/ml/llm")
@@ -103,9 +105,11 @@ def controller_scenario(cluster: KubernetesCluster, jobs: KubernetesJobs) -> Non
     jobs.job_state(failure.job)
 
 
-def agent_scenario(cluster: KubernetesCluster, _: KubernetesJobs) -> None:
-    previous = cluster.conditions("n1")
-    cluster.set_conditions(
+def agent_scenario(api: k8s.ApiClient) -> None:
+    """Wired as `remedy agent --kubernetes` wires it: the node marks only."""
+    marks = kubernetes_cluster(api).marks
+    previous = marks.conditions("n1")
+    marks.set_conditions(
         "n1",
         previous
         or [
@@ -119,7 +123,7 @@ def agent_scenario(cluster: KubernetesCluster, _: KubernetesJobs) -> None:
             )
         ],
     )
-    cluster.record_xids("n1", [RecentXid(code=13, gpu="SN1", at=NOW, pid=1, process="python")])
+    marks.record_xids("n1", [RecentXid(code=13, gpu="SN1", at=NOW, pid=1, process="python")])
 
 
 def seed(mock: kmock.KubernetesEmulator) -> None:

@@ -119,7 +119,7 @@ async def test_scan_remediates_a_silent_bad_condition_and_admits_a_new_node(
     fleet.inject(sick, "ecc_dbe", gpu=3)
     host = fleet.host(sick)
     report = probe_node(sick, host.nvml(), host.probe_config)
-    fleet.cluster.set_conditions(sick, conditions_from(report, [], datetime.now(UTC)))
+    fleet.cluster.marks.set_conditions(sick, conditions_from(report, [], datetime.now(UTC)))
     fleet.join(newcomer)
     schedule_id = f"scan-{uuid.uuid4().hex[:8]}"
     # Real time on the dev server: the runbooks' minutes become milliseconds.
@@ -154,7 +154,7 @@ async def test_scan_remediates_a_silent_bad_condition_and_admits_a_new_node(
         "cordon" in [a for n, a in fleet.actions if n == sick]
         and (sick, "reset_gpu") in fleet.actions
     )
-    assert [c.status for c in fleet.cluster.conditions(sick)] == ["False", "False"]
+    assert [c.status for c in fleet.cluster.marks.conditions(sick)] == ["False", "False"]
     assert fleet.node(newcomer).validated_serials and not fleet.node(newcomer).awaiting_admission
     assert description.schedule.policy.overlap is ScheduleOverlapPolicy.SKIP
     assert summary.started_remediations == [] and summary.started_admissions == []

@@ -16,7 +16,8 @@ from temporalio.client import Client, WorkflowHandle
 from temporalio.service import RPCError
 from temporalio.testing import WorkflowEnvironment
 
-from adapters.kubernetes.jobs import JOB_LABEL, REPORTED, KubernetesJobs
+from adapters.kubernetes.job_failures import JOB_LABEL, REPORTED
+from adapters.kubernetes.jobs import KubernetesJobs
 from adapters.sim.jobs import SimJobs
 from contract.names import job_guard_workflow_id, remediation_workflow_id
 from remedy.attribution.evidence import GuardedFailure, RecentXid

@@ -13,19 +13,16 @@ import pytest
 from kmock import Response
 from kubernetes import client as k8s
 
-from adapters.kubernetes.cluster import (
+from adapters.kubernetes.admission import (
     ADMISSION_REJECTED,
     ADMISSION_TAINT,
-    CHECKPOINT_REQUESTED,
-    CHECKPOINTED,
-    CORDONED_BY,
     GPU_SERIALS,
-    TAINT,
     VALIDATED_LABEL,
-    KubernetesCluster,
-    ReplaceProvider,
 )
-from remedy.cluster import CordonOwner
+from adapters.kubernetes.cluster import kubernetes_cluster
+from adapters.kubernetes.control import CORDONED_BY, TAINT
+from adapters.kubernetes.drain import CHECKPOINT_REQUESTED, CHECKPOINTED
+from remedy.cluster import Cluster, CordonOwner
 from remedy.conditions import NodeCondition
 from remedy.errors import ActionRefused, DrainBlocked, NodeGone, PermissionDenied, TransientError
 from remedy.models import CordonState
@@ -37,14 +34,18 @@ NODES = kmock.resource("v1/nodes")
 PODS = kmock.resource("v1/pods")
 
 
-@pytest.fixture
-def cluster(kmock: kmock.KubernetesEmulator) -> KubernetesCluster:
-    kmock.resources["v1/pods"] = {}  # listable even once the last pod is gone
+def kube(mock: kmock.KubernetesEmulator, **options: Any) -> Cluster:
+    """The Kubernetes seams on the emulator, quick to retry and give up; ``options`` override."""
+    mock.resources["v1/pods"] = {}  # listable even once the last pod is gone
     config = k8s.Configuration()
-    config.host = str(kmock.url).rstrip("/")
-    return KubernetesCluster(
-        k8s.ApiClient(config), clock=lambda: NOW, eviction_retry_s=0.01, drain_timeout_s=2.0
-    )
+    config.host = str(mock.url).rstrip("/")
+    quick: dict[str, Any] = {"clock": lambda: NOW, "eviction_retry_s": 0.01, "drain_timeout_s": 2.0}
+    return kubernetes_cluster(k8s.ApiClient(config), **(quick | options))
+
+
+@pytest.fixture
+def cluster(kmock: kmock.KubernetesEmulator) -> Cluster:
+    return kube(kmock)
 
 
 def node(
@@ -109,10 +110,10 @@ def sent(mock: kmock.KubernetesEmulator, method: str, path: str) -> list[Any]:
 
 
 async def test_cordon_patches_unschedulable_taint_and_ownership(
-    kmock: kmock.KubernetesEmulator, cluster: KubernetesCluster
+    kmock: kmock.KubernetesEmulator, cluster: Cluster
 ) -> None:
     kmock.objects[NODES, None, "n1"] = node(taints=[{"key": "other", "effect": "NoExecute"}])
-    assert await call(cluster.cordon, "n1", OWNER) is CordonState.CORDONED
+    assert await call(cluster.control.cordon, "n1", OWNER) is CordonState.CORDONED
     [patch] = sent(kmock, "PATCH", "/api/v1/nodes/n1")
     assert patch.headers["Content-Type"] == "application/strategic-merge-patch+json"
     assert patch.data["spec"] == {
@@ -127,24 +128,24 @@ async def test_cordon_patches_unschedulable_taint_and_ownership(
 
 
 async def test_cordon_by_someone_else_is_reported_and_never_undone(
-    kmock: kmock.KubernetesEmulator, cluster: KubernetesCluster
+    kmock: kmock.KubernetesEmulator, cluster: Cluster
 ) -> None:
     kmock.objects[NODES, None, "n1"] = node(unschedulable=True)
-    assert await call(cluster.cordon, "n1", OWNER) is CordonState.BY_OTHER
-    assert await call(cluster.restore, "n1") is False
+    assert await call(cluster.control.cordon, "n1", OWNER) is CordonState.BY_OTHER
+    assert await call(cluster.control.restore, "n1") is False
     assert sent(kmock, "PATCH", "/api/v1/nodes/n1") == []
 
 
 async def test_restore_removes_only_what_remedy_added(
-    kmock: kmock.KubernetesEmulator, cluster: KubernetesCluster
+    kmock: kmock.KubernetesEmulator, cluster: Cluster
 ) -> None:
     kmock.objects[NODES, None, "n1"] = node(
         unschedulable=True,
         annotations={CORDONED_BY: "wf", "team": "keep"},
         taints=[{"key": "other", "effect": "NoExecute"}, TAINT],
     )
-    assert await call(cluster.cordon, "n1", OWNER) is CordonState.ALREADY_OURS
-    assert await call(cluster.restore, "n1") is True
+    assert await call(cluster.control.cordon, "n1", OWNER) is CordonState.ALREADY_OURS
+    assert await call(cluster.control.restore, "n1") is True
     [patch] = sent(kmock, "PATCH", "/api/v1/nodes/n1")
     assert patch.data["spec"] == {
         "unschedulable": False,
@@ -154,34 +155,32 @@ async def test_restore_removes_only_what_remedy_added(
     assert "team" not in patch.data["metadata"]["annotations"]
 
 
-async def test_opted_out_node_is_refused(
-    kmock: kmock.KubernetesEmulator, cluster: KubernetesCluster
-) -> None:
+async def test_opted_out_node_is_refused(kmock: kmock.KubernetesEmulator, cluster: Cluster) -> None:
     kmock.objects[NODES, None, "n1"] = node(labels={"remedy.io/managed": "false"})
     with pytest.raises(ActionRefused, match="opted out"):
-        await call(cluster.cordon, "n1", OWNER)
+        await call(cluster.control.cordon, "n1", OWNER)
     assert sent(kmock, "PATCH", "/api/v1/nodes/n1") == []
 
 
 async def test_dry_run_changes_nothing_and_says_what_it_would_do(
-    kmock: kmock.KubernetesEmulator, cluster: KubernetesCluster
+    kmock: kmock.KubernetesEmulator,
 ) -> None:
+    cluster = kube(kmock, dry_run=True)
     kmock.objects[NODES, None, "n1"] = node()
-    cluster.dry_run = True
-    assert await call(cluster.cordon, "n1", OWNER) is CordonState.CORDONED
+    assert await call(cluster.control.cordon, "n1", OWNER) is CordonState.CORDONED
     assert sent(kmock, "PATCH", "/api/v1/nodes/n1") == []
     [event] = sent(kmock, "POST", "/api/v1/namespaces/default/events")
     assert event.data["reason"] == "RemedyDryRun"
 
 
 async def test_conflict_rereads_and_retries(
-    kmock: kmock.KubernetesEmulator, cluster: KubernetesCluster
+    kmock: kmock.KubernetesEmulator, cluster: Cluster
 ) -> None:
     kmock.objects[NODES, None, "n1"] = node()
     kmock["patch /api/v1/nodes/n1"][:1] << 409
     # After a 409 remedy reads the node again. (The emulator stores the refused patch anyway,
     # so the second read finds remedy's own cordon and takes it as ours, without a 2nd patch.)
-    assert await call(cluster.cordon, "n1", OWNER) is CordonState.ALREADY_OURS
+    assert await call(cluster.control.cordon, "n1", OWNER) is CordonState.ALREADY_OURS
     assert len(sent(kmock, "GET", "/api/v1/nodes/n1")) == 2
     assert len(sent(kmock, "PATCH", "/api/v1/nodes/n1")) == 1
 
@@ -197,21 +196,21 @@ async def test_conflict_rereads_and_retries(
 )
 async def test_api_failures_map_to_remedy_errors(
     kmock: kmock.KubernetesEmulator,
-    cluster: KubernetesCluster,
+    cluster: Cluster,
     status: int,
     error: type[Exception],
     retryable: bool,
 ) -> None:
     kmock["get /api/v1/nodes/n1"] << status
     with pytest.raises(error) as caught:
-        await call(cluster.cordon, "n1", OWNER)
+        await call(cluster.control.cordon, "n1", OWNER)
     assert caught.value.permanent is not retryable  # type: ignore[attr-defined]
     if status == 403:
         assert "RBAC 'get' on nodes/n1" in str(caught.value)
 
 
 async def test_conditions_patch_node_status_with_only_remedys_types(
-    kmock: kmock.KubernetesEmulator, cluster: KubernetesCluster
+    kmock: kmock.KubernetesEmulator, cluster: Cluster
 ) -> None:
     kmock.objects[NODES, None, "n1"] = node()
     condition = NodeCondition(
@@ -222,7 +221,7 @@ async def test_conditions_patch_node_status_with_only_remedys_types(
         last_heartbeat_time=NOW,
         last_transition_time=NOW,
     )
-    await call(cluster.set_conditions, "n1", [condition])
+    await call(cluster.marks.set_conditions, "n1", [condition])
     [patch] = sent(kmock, "PATCH", "/api/v1/nodes/n1/status")
     assert patch.headers["Content-Type"] == "application/strategic-merge-patch+json"
     assert patch.data == {
@@ -242,7 +241,7 @@ async def test_conditions_patch_node_status_with_only_remedys_types(
 
 
 async def test_drain_skips_daemonset_and_mirror_pods_and_retries_a_pdb_refusal(
-    kmock: kmock.KubernetesEmulator, cluster: KubernetesCluster
+    kmock: kmock.KubernetesEmulator, cluster: Cluster
 ) -> None:
     kmock.objects[NODES, None, "n1"] = node()
     for item in (
@@ -262,7 +261,7 @@ async def test_drain_skips_daemonset_and_mirror_pods_and_retries_a_pdb_refusal(
 
     kmock[f"post {eviction}"] << evicted
     progress: list[int] = []
-    result = await call(cluster.drain, "n1", progress.append)
+    result = await call(cluster.control.drain, "n1", progress.append)
     assert (result.evicted, result.skipped) == (1, 2)
     posts = sent(kmock, "POST", eviction)
     assert len(posts) == 3
@@ -273,23 +272,23 @@ async def test_drain_skips_daemonset_and_mirror_pods_and_retries_a_pdb_refusal(
 
 
 async def test_drain_gives_up_when_the_budget_never_allows(
-    kmock: kmock.KubernetesEmulator, cluster: KubernetesCluster
+    kmock: kmock.KubernetesEmulator,
 ) -> None:
+    cluster = kube(kmock, drain_timeout_s=0.2)
     kmock.objects[NODES, None, "n1"] = node()
     kmock.objects[PODS, "jobs", "train"] = pod("train", gpus=8)
     kmock["post /api/v1/namespaces/jobs/pods/train/eviction"] << 429
-    cluster._drain_timeout_s = 0.2
     with pytest.raises(DrainBlocked, match="PodDisruptionBudget"):
-        await call(cluster.drain, "n1", lambda left: None)
+        await call(cluster.control.drain, "n1", lambda left: None)
 
 
 async def test_kill_job_deletes_only_pods_using_gpus(
-    kmock: kmock.KubernetesEmulator, cluster: KubernetesCluster
+    kmock: kmock.KubernetesEmulator, cluster: Cluster
 ) -> None:
     kmock.objects[NODES, None, "n1"] = node()
     for item in (pod("train", gpus=8), pod("sidecar"), pod("old", gpus=1, phase="Failed")):
         kmock.objects[PODS, "jobs", item["metadata"]["name"]] = item
-    assert await call(cluster.kill_gpu_pods, "n1") == 1
+    assert await call(cluster.control.kill_gpu_pods, "n1") == 1
     [delete] = sent(kmock, "DELETE", "/api/v1/namespaces/jobs/pods/train")
     assert delete.params["gracePeriodSeconds"] == "10"
 
@@ -298,7 +297,7 @@ NODECLAIMS = kmock.resource("karpenter.sh/v1/nodeclaims")
 
 
 async def test_replace_deletes_the_karpenter_nodeclaim_that_owns_the_node(
-    kmock: kmock.KubernetesEmulator, cluster: KubernetesCluster
+    kmock: kmock.KubernetesEmulator, cluster: Cluster
 ) -> None:
     kmock.objects[NODES, None, "n1"] = node(labels={"karpenter.sh/nodepool": "gpu"})
     for name, owned in (("claim-a", "n0"), ("claim-b", "n1")):
@@ -308,7 +307,7 @@ async def test_replace_deletes_the_karpenter_nodeclaim_that_owns_the_node(
             "metadata": {"name": name},
             "status": {"nodeName": owned},
         }
-    detail = await call(cluster.replace, "n1")
+    detail = await call(cluster.replacer.replace, "n1")
     assert "claim-b" in detail
     assert [r.url.path for r in kmock if r.method.value == "DELETE"] == [
         "/apis/karpenter.sh/v1/nodeclaims/claim-b"
@@ -316,38 +315,39 @@ async def test_replace_deletes_the_karpenter_nodeclaim_that_owns_the_node(
 
 
 async def test_replace_refuses_when_the_provider_is_unknown(
-    kmock: kmock.KubernetesEmulator, cluster: KubernetesCluster
+    kmock: kmock.KubernetesEmulator, cluster: Cluster
 ) -> None:
     kmock.objects[NODES, None, "n1"] = node()
     with pytest.raises(ActionRefused, match="cannot tell how this cluster provisions n1"):
-        await call(cluster.replace, "n1")
+        await call(cluster.replacer.replace, "n1")
     assert [r for r in kmock if r.method.value == "DELETE"] == []
 
 
 async def test_plain_replace_deletes_the_node_after_recording_an_event(
-    kmock: kmock.KubernetesEmulator, cluster: KubernetesCluster
+    kmock: kmock.KubernetesEmulator,
 ) -> None:
+    cluster = kube(kmock, replacer="plain")
     kmock.objects[NODES, None, "n1"] = node()
-    cluster.replace_provider = ReplaceProvider.PLAIN
-    await call(cluster.replace, "n1")
+    await call(cluster.replacer.replace, "n1")
     writes = [(r.method.value, r.url.path) for r in kmock if r.method.value != "GET"]
     assert writes == [("POST", "/api/v1/namespaces/default/events"), ("DELETE", "/api/v1/nodes/n1")]
 
 
 async def test_drain_asks_gpu_pods_to_checkpoint_and_waits_for_their_answer(
-    kmock: kmock.KubernetesEmulator, cluster: KubernetesCluster
+    kmock: kmock.KubernetesEmulator,
 ) -> None:
+    # A long grace: the job's answer must end the wait, not this.
+    cluster = kube(kmock, checkpoint_grace_s=30.0)
     kmock.objects[NODES, None, "n1"] = node()
     kmock.objects[PODS, "jobs", "train"] = pod("train", gpus=8)
     kmock.objects[PODS, "jobs", "dcgm"] = pod("dcgm", owner="DaemonSet", gpus=1)
-    cluster._checkpoint_grace_s = 30.0  # long: the job's answer must end the wait, not this
 
     def evicted(request: Any) -> dict[str, str]:
         del kmock.objects[PODS, "jobs", "train"]
         return {"kind": "Status", "status": "Success"}
 
     kmock["post /api/v1/namespaces/jobs/pods/train/eviction"] << evicted
-    drained = asyncio.create_task(call(cluster.drain, "n1", lambda left: None))
+    drained = asyncio.create_task(call(cluster.control.drain, "n1", lambda left: None))
     for _ in range(200):  # wait for the request, then answer as the training job would
         if sent(kmock, "PATCH", "/api/v1/namespaces/jobs/pods/train"):
             break
@@ -368,23 +368,23 @@ async def test_drain_asks_gpu_pods_to_checkpoint_and_waits_for_their_answer(
 
 
 async def test_checkpoint_grace_runs_out_and_the_drain_goes_on(
-    kmock: kmock.KubernetesEmulator, cluster: KubernetesCluster
+    kmock: kmock.KubernetesEmulator,
 ) -> None:
+    cluster = kube(kmock, checkpoint_grace_s=0.2)  # the job never answers
     kmock.objects[NODES, None, "n1"] = node()
     kmock.objects[PODS, "jobs", "train"] = pod("train", gpus=8)
-    cluster._checkpoint_grace_s = 0.2  # the job never answers
 
     def evicted(request: Any) -> dict[str, str]:
         del kmock.objects[PODS, "jobs", "train"]
         return {"kind": "Status", "status": "Success"}
 
     kmock["post /api/v1/namespaces/jobs/pods/train/eviction"] << evicted
-    result = await call(cluster.drain, "n1", lambda left: None)
+    result = await call(cluster.control.drain, "n1", lambda left: None)
     assert result.evicted == 1
 
 
 async def test_node_boot_reads_boot_id_and_readiness(
-    kmock: kmock.KubernetesEmulator, cluster: KubernetesCluster
+    kmock: kmock.KubernetesEmulator, cluster: Cluster
 ) -> None:
     booted = node()
     booted["status"]["nodeInfo"] = {
@@ -400,18 +400,18 @@ async def test_node_boot_reads_boot_id_and_readiness(
         "systemUUID": "u",
     }
     kmock.objects[NODES, None, "n1"] = booted
-    boot = await call(cluster.node_boot, "n1")
+    boot = await call(cluster.control.node_boot, "n1")
     assert (boot.boot_id, boot.ready) == ("b-2", True)
 
 
 async def test_gpu_reset_stops_the_operators_pods_and_brings_them_back(
-    kmock: kmock.KubernetesEmulator, cluster: KubernetesCluster
+    kmock: kmock.KubernetesEmulator, cluster: Cluster
 ) -> None:
     kmock.objects[NODES, None, "n1"] = node(labels={"nvidia.com/gpu.deploy.dcgm-exporter": "true"})
     exporter = pod("nvidia-dcgm-exporter-x7", owner="DaemonSet")
     kmock.objects[PODS, "gpu-operator", "nvidia-dcgm-exporter-x7"] = exporter
     kmock.objects[PODS, "jobs", "web"] = pod("web")  # not the GPU operator's: ignored
-    released = asyncio.create_task(call(cluster.release_gpus, "n1"))
+    released = asyncio.create_task(call(cluster.gpus.release_gpus, "n1"))
     for _ in range(200):  # the operator reacts to the labels by removing its pods
         if sent(kmock, "PATCH", "/api/v1/nodes/n1"):
             break
@@ -425,7 +425,7 @@ async def test_gpu_reset_stops_the_operators_pods_and_brings_them_back(
         "nvidia.com/gpu.deploy.dcgm-exporter": "false",
         "nvidia.com/gpu.deploy.gpu-feature-discovery": "false",
     }
-    await call(cluster.return_gpus, "n1")
+    await call(cluster.gpus.return_gpus, "n1")
     _, back = sent(kmock, "PATCH", "/api/v1/nodes/n1")
     assert back.data["metadata"]["labels"] == {  # as they were: one "true", the rest unset
         "nvidia.com/gpu.deploy.device-plugin": None,
@@ -435,15 +435,15 @@ async def test_gpu_reset_stops_the_operators_pods_and_brings_them_back(
     }
 
 
-ACTIONS: dict[str, Callable[[KubernetesCluster], object]] = {
-    "cordon": lambda c: c.cordon("n1", OWNER),
-    "restore": lambda c: c.restore("n1"),
-    "drain": lambda c: c.drain("n1", lambda left: None),
-    "kill_job": lambda c: c.kill_gpu_pods("n1"),
-    "replace": lambda c: c.replace("n1"),
-    "release_gpus": lambda c: c.release_gpus("n1"),
-    "node_boot": lambda c: c.node_boot("n1"),
-    "conditions": lambda c: c.conditions("n1"),
+ACTIONS: dict[str, Callable[[Cluster], object]] = {
+    "cordon": lambda c: c.control.cordon("n1", OWNER),
+    "restore": lambda c: c.control.restore("n1"),
+    "drain": lambda c: c.control.drain("n1", lambda left: None),
+    "kill_job": lambda c: c.control.kill_gpu_pods("n1"),
+    "replace": lambda c: c.replacer.replace("n1"),
+    "release_gpus": lambda c: c.gpus.release_gpus("n1"),
+    "node_boot": lambda c: c.control.node_boot("n1"),
+    "conditions": lambda c: c.marks.conditions("n1"),
 }
 
 
@@ -454,7 +454,7 @@ ACTIONS: dict[str, Callable[[KubernetesCluster], object]] = {
 )
 async def test_every_action_maps_api_failures(
     kmock: kmock.KubernetesEmulator,
-    cluster: KubernetesCluster,
+    cluster: Cluster,
     action: str,
     status: int,
     error: type[Exception],
@@ -467,12 +467,12 @@ async def test_every_action_maps_api_failures(
 
 
 async def test_pod_already_gone_counts_as_evicted_and_deleted(
-    kmock: kmock.KubernetesEmulator, cluster: KubernetesCluster
+    kmock: kmock.KubernetesEmulator, cluster: Cluster
 ) -> None:
     kmock.objects[NODES, None, "n1"] = node()
     kmock.objects[PODS, "jobs", "train"] = pod("train", gpus=8)
     kmock["delete /api/v1/namespaces/jobs/pods/train"] << 404
-    assert await call(cluster.kill_gpu_pods, "n1") == 1  # 404 on delete: already gone
+    assert await call(cluster.control.kill_gpu_pods, "n1") == 1  # 404 on delete: already gone
     kmock.objects[PODS, "jobs", "train"] = pod("train", gpus=8)  # (the emulator deleted it)
 
     def gone(request: Any) -> Response:
@@ -480,12 +480,12 @@ async def test_pod_already_gone_counts_as_evicted_and_deleted(
         return Response(status=404, payload={"kind": "Status", "code": 404})
 
     kmock["post /api/v1/namespaces/jobs/pods/train/eviction"] << gone
-    result = await call(cluster.drain, "n1", lambda left: None)
+    result = await call(cluster.control.drain, "n1", lambda left: None)
     assert result.evicted == 1
 
 
 async def test_nodes_reports_pool_admission_cordon_and_problem_conditions(
-    kmock: kmock.KubernetesEmulator, cluster: KubernetesCluster
+    kmock: kmock.KubernetesEmulator, cluster: Cluster
 ) -> None:
     sick = node(
         "sick",
@@ -514,7 +514,7 @@ async def test_nodes_reports_pool_admission_cordon_and_problem_conditions(
     kmock.objects[NODES, None, "sick"] = sick
     kmock.objects[NODES, None, "new"] = node("new", taints=[ADMISSION_TAINT])
     kmock.objects[NODES, None, "mine"] = node("mine", labels={"remedy.io/managed": "false"})
-    facts = {f.name: f for f in await call(cluster.nodes)}
+    facts = {f.name: f for f in await call(cluster.fleet.nodes)}
     assert facts["sick"].pool == "a100" and facts["sick"].cordoned_by_remedy
     assert [c.reason for c in facts["sick"].problems] == ["Xid79"]
     assert facts["new"].awaiting_admission and facts["new"].pool == "default"
@@ -522,15 +522,15 @@ async def test_nodes_reports_pool_admission_cordon_and_problem_conditions(
 
 
 async def test_admission_taints_then_admits_with_label_serials_and_no_taint(
-    kmock: kmock.KubernetesEmulator, cluster: KubernetesCluster
+    kmock: kmock.KubernetesEmulator, cluster: Cluster
 ) -> None:
     kmock.objects[NODES, None, "n1"] = node(taints=[{"key": "other", "effect": "NoExecute"}])
-    await call(cluster.hold_for_admission, "n1")
+    await call(cluster.admission.hold_for_admission, "n1")
     held = kmock.objects[NODES, None, "n1"]
     assert [t["key"] for t in held["spec"]["taints"]] == ["other", ADMISSION_TAINT["key"]]
-    await call(cluster.hold_for_admission, "n1")  # idempotent: no second patch
+    await call(cluster.admission.hold_for_admission, "n1")  # idempotent: no second patch
     assert len(sent(kmock, "PATCH", "/api/v1/nodes/n1")) == 1
-    await call(cluster.admit, "n1", ["SN1", "SN2"])
+    await call(cluster.admission.admit, "n1", ["SN1", "SN2"])
     admitted = kmock.objects[NODES, None, "n1"]
     assert [t["key"] for t in admitted["spec"]["taints"]] == ["other"]
     assert admitted["metadata"]["labels"][VALIDATED_LABEL] == "true"
@@ -538,21 +538,21 @@ async def test_admission_taints_then_admits_with_label_serials_and_no_taint(
 
 
 async def test_reject_keeps_the_taint_and_records_why(
-    kmock: kmock.KubernetesEmulator, cluster: KubernetesCluster
+    kmock: kmock.KubernetesEmulator, cluster: Cluster
 ) -> None:
     kmock.objects[NODES, None, "n1"] = node(taints=[ADMISSION_TAINT])
-    await call(cluster.reject, "n1", "blocklisted: GPU SN1")
+    await call(cluster.admission.reject, "n1", "blocklisted: GPU SN1")
     rejected = kmock.objects[NODES, None, "n1"]
     assert rejected["metadata"]["annotations"][ADMISSION_REJECTED] == "blocklisted: GPU SN1"
     assert [t["key"] for t in rejected["spec"]["taints"]] == [ADMISSION_TAINT["key"]]
-    facts = {f.name: f for f in await call(cluster.nodes)}
+    facts = {f.name: f for f in await call(cluster.fleet.nodes)}
     assert facts["n1"].rejected == "blocklisted: GPU SN1"
 
 
 async def test_an_opted_out_node_is_never_held_for_admission(
-    kmock: kmock.KubernetesEmulator, cluster: KubernetesCluster
+    kmock: kmock.KubernetesEmulator, cluster: Cluster
 ) -> None:
     kmock.objects[NODES, None, "n1"] = node(labels={"remedy.io/managed": "false"})
     with pytest.raises(ActionRefused, match="opted out"):
-        await call(cluster.hold_for_admission, "n1")
+        await call(cluster.admission.hold_for_admission, "n1")
     assert sent(kmock, "PATCH", "/api/v1/nodes/n1") == []

@@ -11,11 +11,9 @@ import kmock
 import pytest
 from kubernetes import client as k8s
 
-from adapters.kubernetes.cluster import KubernetesCluster
+from adapters.kubernetes.cluster import kubernetes_cluster
+from adapters.kubernetes.job_failures import GUARD_LABEL, JOB_LABEL, REPORTED
 from adapters.kubernetes.jobs import (
-    GUARD_LABEL,
-    JOB_LABEL,
-    REPORTED,
     RESTART_ATTEMPT,
     RESTART_MODE,
     STOPPED,
@@ -344,11 +342,11 @@ async def test_the_agent_keeps_its_xids_on_the_node_bounded(
     old = RecentXid(code=13, gpu="SN-1", at=NOW - timedelta(days=8))  # past the week kept
     kept = RecentXid(code=31, gpu="SN-2", at=NOW - timedelta(hours=1))
     kmock.objects[NODES, None, "n1"] = node("n1", annotations=xids_annotation(old, kept))
-    cluster = KubernetesCluster(api(kmock), clock=lambda: NOW)
+    marks = kubernetes_cluster(api(kmock), clock=lambda: NOW).marks
     new = [RecentXid(code=79, gpu="SN-3", at=NOW, pid=7, process="python")]
 
-    await call(cluster.record_xids, "n1", new)
-    await call(cluster.record_xids, "n1", new)  # NVML and the kernel log both saw it
+    await call(marks.record_xids, "n1", new)
+    await call(marks.record_xids, "n1", new)  # NVML and the kernel log both saw it
 
     stored = json.loads(kmock.objects[NODES, None, "n1"]["metadata"]["annotations"][RECENT_XIDS])
     assert [(x["code"], x["gpu"]) for x in stored] == [(31, "SN-2"), (79, "SN-3")]

@@ -10,8 +10,10 @@ import kmock
 from kubernetes import client as k8s
 from temporalio.testing import WorkflowEnvironment
 
-from adapters.kubernetes.cluster import CORDONED_BY, KubernetesCluster
+from adapters.kubernetes.cluster import kubernetes_cluster
+from adapters.kubernetes.control import CORDONED_BY
 from adapters.sim import SimFleet
+from remedy.cluster import Cluster
 from remedy.remediation import Outcome, RemediationResult
 from remedy.runbook import RunbookSet
 from tests.conftest import running_workers
@@ -21,11 +23,11 @@ from tests.test_kubernetes_cluster import NODES, node
 NODE = "k8s-000"
 
 
-def adapter(mock: kmock.KubernetesEmulator) -> KubernetesCluster:
+def adapter(mock: kmock.KubernetesEmulator) -> Cluster:
     mock.resources["v1/pods"] = {}
     config = k8s.Configuration()
     config.host = str(mock.url).rstrip("/")
-    return KubernetesCluster(k8s.ApiClient(config), eviction_retry_s=0.01)
+    return kubernetes_cluster(k8s.ApiClient(config), eviction_retry_s=0.01)
 
 
 def patches(mock: kmock.KubernetesEmulator) -> list[dict[str, Any]]:

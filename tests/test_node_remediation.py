@@ -11,7 +11,7 @@ from datetime import timedelta
 from temporalio.testing import WorkflowEnvironment
 
 from adapters.sim import SimFleet
-from adapters.sim.fleet import REMEDY_CORDON
+from adapters.sim.cluster import REMEDY_CORDON
 from contract.messages import APPROVE, REPORT_FINDING
 from remedy.errors import DrainBlocked, PermissionDenied
 from remedy.models import Action

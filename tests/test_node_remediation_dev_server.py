@@ -12,7 +12,7 @@ from datetime import timedelta
 from temporalio.testing import WorkflowEnvironment
 
 from adapters.sim import SimFleet
-from adapters.sim.fleet import SimHost
+from adapters.sim.host import SimHost
 from remedy.budget import BudgetPolicy
 from remedy.models import Action
 from remedy.remediation import AttemptResult, Outcome

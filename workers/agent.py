@@ -20,7 +20,7 @@ from temporalio.runtime import Runtime
 
 from contract.names import CONTROLLER_TASK_QUEUE, node_task_queue
 from remedy.attribution.evidence import recent_xid
-from remedy.cluster import Cluster
+from remedy.cluster import NodeMarks
 from remedy.conditions import conditions_from
 from remedy.errors import NodeGone
 from remedy.host import NodeHost
@@ -60,11 +60,12 @@ class NodeAgent:
         client: Client,
         host: NodeHost,
         runbooks: RunbookSet,
-        cluster: Cluster | None,
+        marks: NodeMarks | None,
         config: AgentConfig,
     ) -> None:
+        """``marks``: where the node's conditions and Xids are published (None: nowhere)."""
         self._client, self._host, self._runbooks = client, host, runbooks
-        self._cluster, self.config = cluster, config
+        self._marks, self.config = marks, config
         self._active: set[FindingKey] = set()
         self.reports_sent = 0
         self.last_report: ProbeReport | None = None
@@ -127,16 +128,16 @@ class NodeAgent:
     async def _publish(self, report: ProbeReport, pushed: list[Finding]) -> None:
         """Conditions for the cluster, and every Xid (application ones too: a job guard ties
         them to the job that ran) kept on the node."""
-        if self._cluster is None:
+        if self._marks is None:
             return
-        cluster, node = self._cluster, self._host.name
+        marks, node = self._marks, self._host.name
         try:
-            previous = await asyncio.to_thread(cluster.conditions, node)
+            previous = await asyncio.to_thread(marks.conditions, node)
             await asyncio.to_thread(
-                cluster.set_conditions, node, conditions_from(report, previous, _utcnow())
+                marks.set_conditions, node, conditions_from(report, previous, _utcnow())
             )
             xids = [x for f in [*pushed, *report.findings] if (x := recent_xid(f)) is not None]
-            await asyncio.to_thread(cluster.record_xids, node, xids)
+            await asyncio.to_thread(marks.record_xids, node, xids)
         except Exception:  # noqa: BLE001 - conditions are best effort; the report still goes
             log.exception("could not publish node conditions for %s", node)
 

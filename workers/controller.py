@@ -11,7 +11,7 @@ from temporalio.worker import Worker
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
 from activities.budget import BudgetActivities
-from activities.cluster import ClusterActivities
+from activities.cluster import cluster_activities
 from activities.fleet import FleetActivities
 from activities.hardware import HardwareActivities
 from activities.job_watch import JobWatchActivities
@@ -90,11 +90,11 @@ def controller_activities(
     agents bring their own. ``jobs``: the cluster's guarded jobs (no job guards without), judged
     by ``attributor`` (default: the shipped attribution rules)."""
     return [
-        *ClusterActivities(cluster).all(),
-        *BudgetActivities(client, cluster.pool_size, policy or BudgetPolicy()).all(),
+        *cluster_activities(cluster),
+        *BudgetActivities(client, cluster.fleet.pool_size, policy or BudgetPolicy()).all(),
         *HardwareActivities(client, blocklist or BlocklistPolicy()).all(),
         *StartActivities(client, runbooks or RunbookSet([])).all(),
-        *FleetActivities(client, cluster).all(),
+        *FleetActivities(client, cluster.fleet).all(),
         *(
             JobActivities(client, jobs, runbooks or RunbookSet([]), attributor).all()
             if jobs

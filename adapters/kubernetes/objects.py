@@ -20,6 +20,12 @@ GPU_RESOURCE = "nvidia.com/gpu"
 RECENT_XIDS = "remedy.io/recent-xids"
 
 
+def as_json(api: k8s.ApiClient, obj: object) -> Json:
+    """The object as the API server sent it (camelCase JSON), not the client's models."""
+    out: Json = api.sanitize_for_serialization(obj)  # type: ignore[no-untyped-call]
+    return out
+
+
 def meta(obj: Json) -> Json:
     found: Json = obj.get("metadata", {})
     return found

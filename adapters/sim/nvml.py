@@ -12,7 +12,7 @@ import pynvml
 from adapters.sim.faults import Effect
 
 if TYPE_CHECKING:
-    from adapters.sim.fleet import SimNode
+    from adapters.sim.node import SimNode
 
 NVLINKS = 18  # links per H100/H200 GPU
 PCIE_WIDTH = 16

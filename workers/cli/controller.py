@@ -92,7 +92,7 @@ def controller(
     """Run the controller worker against a Kubernetes cluster."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from adapters.kubernetes.cluster import KubernetesCluster, ReplaceProvider
+    from adapters.kubernetes.cluster import kubernetes_cluster
     from adapters.kubernetes.config import api_client
     from adapters.kubernetes.jobs import KubernetesJobs
     from remedy.attribution.guard import GuardPolicy
@@ -122,10 +122,10 @@ def controller(
             )
         raise typer.Exit(2) from None
     api = api_client(kubeconfig)
-    cluster = KubernetesCluster(
+    cluster = kubernetes_cluster(
         api,
         dry_run=dry_run,
-        replace_provider=ReplaceProvider(replace_provider),
+        replacer=replace_provider,
         checkpoint_grace_s=checkpoint_grace,
     )
     jobs = KubernetesJobs(api, dry_run=dry_run) if watch_jobs else None

@@ -113,7 +113,7 @@ def agent(
     metrics_bind: MetricsOption = None,
 ) -> None:
     """Run the node agent: host-local activities on this node's queue, and the probe loop."""
-    from adapters.kubernetes.cluster import KubernetesCluster
+    from adapters.kubernetes.cluster import kubernetes_cluster
     from adapters.kubernetes.config import api_client
     from workers.agent import AgentConfig, NodeAgent
     from workers.client import connect, metrics_runtime
@@ -133,7 +133,7 @@ def agent(
         client = await connect(
             address, runtime=metrics_runtime(metrics_bind, "agent") if metrics_bind else None
         )
-        cluster = KubernetesCluster(api_client(kubeconfig)) if kubernetes else None
+        cluster = kubernetes_cluster(api_client(kubeconfig)).marks if kubernetes else None
         await NodeAgent(
             client,
             host,

@@ -1,0 +1,74 @@
+"""Admission on Kubernetes: new nodes register with the admission taint (kubelet
+``--register-with-taints``) and keep it until remedy validates them; admitting removes it and
+labels the node validated, rejecting keeps it and records why."""
+
+from __future__ import annotations
+
+from adapters.kubernetes.errors import api_errors
+from adapters.kubernetes.nodes import PREFIX, NodeApi, has_taint
+from adapters.kubernetes.objects import meta
+
+# remedy never puts this taint on a node that is already taking work.
+ADMISSION_TAINT = {"key": f"{PREFIX}/unvalidated", "value": "true", "effect": "NoSchedule"}
+VALIDATED_LABEL = f"{PREFIX}/validated"
+VALIDATED_AT = f"{PREFIX}/validated-at"
+GPU_SERIALS = f"{PREFIX}/gpu-serials"  # an annotation: 8 serials do not fit a label value
+ADMISSION_REJECTED = f"{PREFIX}/admission-rejected"
+
+
+class KubernetesAdmission:
+    def __init__(self, nodes: NodeApi) -> None:
+        self._nodes = nodes
+
+    def hold_for_admission(self, node: str) -> None:
+        nodes = self._nodes
+        current = nodes.node(node)
+        nodes.managed(current)
+        if has_taint(current, ADMISSION_TAINT) or nodes.dry_run:
+            return
+        taints = current.get("spec", {}).get("taints", [])
+        with api_errors("patch", f"nodes/{node}"):
+            nodes.core.patch_node(
+                node,
+                {
+                    "metadata": {"resourceVersion": meta(current).get("resourceVersion")},
+                    "spec": {"taints": [*taints, ADMISSION_TAINT]},
+                },
+            )
+
+    def admit(self, node: str, serials: list[str]) -> None:
+        nodes = self._nodes
+        current = nodes.node(node)
+        nodes.managed(current)
+        if nodes.dry_run:
+            nodes.event(node, "RemedyDryRun", "would admit the node")
+            return
+        taints = current.get("spec", {}).get("taints", [])
+        with api_errors("patch", f"nodes/{node}"):
+            nodes.core.patch_node(
+                node,
+                {
+                    "metadata": {
+                        "resourceVersion": meta(current).get("resourceVersion"),
+                        "labels": {VALIDATED_LABEL: "true"},
+                        "annotations": {
+                            GPU_SERIALS: ",".join(serials),
+                            VALIDATED_AT: nodes.clock().isoformat(),
+                            ADMISSION_REJECTED: None,
+                        },
+                    },
+                    "spec": {
+                        "taints": [t for t in taints if t.get("key") != ADMISSION_TAINT["key"]]
+                    },
+                },
+            )
+        nodes.event(node, "RemedyAdmitted", f"validated: {len(serials)} GPUs passed admission")
+
+    def reject(self, node: str, reason: str) -> None:
+        nodes = self._nodes
+        if not nodes.dry_run:
+            with api_errors("patch", f"nodes/{node}"):
+                nodes.core.patch_node(
+                    node, {"metadata": {"annotations": {ADMISSION_REJECTED: reason[:1024]}}}
+                )
+        nodes.event(node, "RemedyAdmissionRejected", reason)

@@ -1,0 +1,101 @@
+"""Taking a node out of service and back: cordon is ``spec.unschedulable`` plus a NoSchedule
+taint, with remedy's ownership recorded in annotations; restore removes only what remedy added
+and never touches a cordon someone else set. Drain and kill are in ``drain.py``."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from adapters.kubernetes.drain import Drain
+from adapters.kubernetes.errors import api_errors
+from adapters.kubernetes.nodes import PREFIX, NodeApi
+from adapters.kubernetes.objects import meta
+from remedy.cluster import CordonOwner, DrainResult
+from remedy.errors import TransientError
+from remedy.models import CordonState, NodeBoot
+
+CORDONED_BY = f"{PREFIX}/cordoned-by"
+CORDON_REASON = f"{PREFIX}/cordon-reason"
+CORDONED_AT = f"{PREFIX}/cordoned-at"
+TAINT = {"key": f"{PREFIX}/remediating", "value": "true", "effect": "NoSchedule"}
+CONFLICT_RETRIES = 5
+
+
+class KubernetesNodeControl:
+    """The NodeControl seam: cordon, restore and boot here, drain and kill by ``Drain``."""
+
+    def __init__(self, nodes: NodeApi, drain: Drain) -> None:
+        self._nodes, self._drain = nodes, drain
+
+    def cordon(self, node: str, owner: CordonOwner) -> CordonState:
+        nodes = self._nodes
+        for _ in range(CONFLICT_RETRIES):  # 409: someone changed the node; read it again
+            current = nodes.node(node)
+            nodes.managed(current)
+            annotations = meta(current).get("annotations", {})
+            spec = current.get("spec", {})
+            if spec.get("unschedulable"):
+                ours = CORDONED_BY in annotations
+                return CordonState.ALREADY_OURS if ours else CordonState.BY_OTHER
+            if nodes.dry_run:
+                nodes.event(node, "RemedyDryRun", f"would cordon: {owner.reason}")
+                return CordonState.CORDONED
+            body = {
+                "metadata": {
+                    "resourceVersion": meta(current).get("resourceVersion"),
+                    "annotations": {
+                        CORDONED_BY: owner.workflow_id,
+                        CORDON_REASON: owner.reason[:256],
+                        CORDONED_AT: nodes.clock().isoformat(),
+                    },
+                },
+                "spec": {"unschedulable": True, "taints": [*spec.get("taints", []), TAINT]},
+            }
+            try:
+                with api_errors("patch", f"nodes/{node}"):
+                    nodes.core.patch_node(node, body)
+            except TransientError as exc:
+                if "409" in str(exc):
+                    continue
+                raise
+            nodes.event(node, "RemedyCordoned", f"cordoned by {owner.workflow_id}: {owner.reason}")
+            return CordonState.CORDONED
+        raise TransientError(f"node {node} kept changing: {CONFLICT_RETRIES} conflicts")
+
+    def restore(self, node: str) -> bool:
+        nodes = self._nodes
+        current = nodes.node(node)
+        if CORDONED_BY not in meta(current).get("annotations", {}):
+            return False  # not remedy's cordon: leave it
+        if nodes.dry_run:
+            nodes.event(node, "RemedyDryRun", "would uncordon")
+            return True
+        taints = current.get("spec", {}).get("taints", [])
+        body = {
+            "metadata": {
+                "resourceVersion": meta(current).get("resourceVersion"),
+                "annotations": {CORDONED_BY: None, CORDON_REASON: None, CORDONED_AT: None},
+            },
+            "spec": {
+                "unschedulable": False,
+                "taints": [t for t in taints if t.get("key") != TAINT["key"]],
+            },
+        }
+        with api_errors("patch", f"nodes/{node}"):
+            nodes.core.patch_node(node, body)
+        nodes.event(node, "RemedyRestored", "uncordoned: the node recovered")
+        return True
+
+    def drain(self, node: str, on_progress: Callable[[int], None]) -> DrainResult:
+        return self._drain.drain(node, on_progress)
+
+    def kill_gpu_pods(self, node: str) -> int:
+        return self._drain.kill_gpu_pods(node)
+
+    def node_boot(self, node: str) -> NodeBoot:
+        status = self._nodes.node(node).get("status", {})
+        ready = any(
+            c.get("type") == "Ready" and c.get("status") == "True"
+            for c in status.get("conditions", [])
+        )
+        return NodeBoot(boot_id=status.get("nodeInfo", {}).get("bootID", ""), ready=ready)

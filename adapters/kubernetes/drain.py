@@ -1,0 +1,163 @@
+"""Emptying a node of work: drain through the Eviction API with kubectl's rules (after a
+checkpoint grace for training pods), and killing the pods that hold its GPUs."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from kubernetes import client as k8s
+
+from adapters.kubernetes.errors import api_errors
+from adapters.kubernetes.nodes import PREFIX, NodeApi, daemonset
+from adapters.kubernetes.objects import Json, gpu_count, meta
+from remedy.cluster import DrainResult
+from remedy.errors import DrainBlocked, NodeGone, TransientError
+
+MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
+# A drain asks GPU pods to checkpoint first; the job answers by setting CHECKPOINTED.
+CHECKPOINT_REQUESTED = f"{PREFIX}/checkpoint-requested"
+CHECKPOINTED = f"{PREFIX}/checkpointed"
+
+
+class Drain:
+    """The pod side of node control, with the timeouts and grace periods it runs under."""
+
+    def __init__(
+        self,
+        nodes: NodeApi,
+        *,
+        eviction_retry_s: float = 5.0,
+        drain_timeout_s: float = 1800.0,
+        kill_grace_s: int = 10,
+        checkpoint_grace_s: float = 0.0,
+    ) -> None:
+        self._nodes = nodes
+        self._eviction_retry_s, self._drain_timeout_s = eviction_retry_s, drain_timeout_s
+        self._kill_grace_s, self._checkpoint_grace_s = kill_grace_s, checkpoint_grace_s
+
+    def kill_gpu_pods(self, node: str) -> int:
+        nodes = self._nodes
+        nodes.managed(nodes.node(node))
+        victims = [p for p in nodes.pods(node) if _uses_gpus(p) and not _finished(p)]
+        for pod in victims:
+            if nodes.dry_run:
+                continue
+            try:
+                with api_errors("delete", "pods"):
+                    nodes.core.delete_namespaced_pod(
+                        meta(pod)["name"],
+                        meta(pod)["namespace"],
+                        grace_period_seconds=self._kill_grace_s,
+                    )
+            except NodeGone:
+                pass  # already gone: that is what we wanted
+        verb = "would delete" if nodes.dry_run else "deleted"
+        nodes.event(node, "RemedyKilledJob", f"{verb} {len(victims)} pods using GPUs")
+        return len(victims)
+
+    def drain(self, node: str, on_progress: Callable[[int], None]) -> DrainResult:
+        """Evict through the Eviction API with kubectl's rules: DaemonSet and mirror pods stay,
+        finished pods count as done, a PodDisruptionBudget refusal (429) is retried until the
+        drain times out, and a pod is gone only when its UID is."""
+        nodes = self._nodes
+        nodes.managed(nodes.node(node))
+        pods = nodes.pods(node)
+        skipped = [p for p in pods if daemonset(p) or _mirror(p)]
+        pending = {meta(p)["uid"]: p for p in pods if p not in skipped and not _finished(p)}
+        evicted = dict(pending)
+        if nodes.dry_run:
+            nodes.event(node, "RemedyDryRun", f"would evict {len(pending)} pods")
+            return DrainResult(evicted=len(pending), skipped=len(skipped))
+        deadline = time.monotonic() + self._drain_timeout_s
+        self._checkpoint_grace(node, [p for p in pending.values() if _uses_gpus(p)], on_progress)
+        while pending:
+            on_progress(len(pending))
+            for uid, pod in list(pending.items()):
+                try:
+                    self._evict(pod)
+                    del pending[uid]
+                except DrainBlocked:
+                    continue
+            if pending:
+                if time.monotonic() > deadline:
+                    raise DrainBlocked(
+                        f"{len(pending)} pods still protected by a "
+                        "PodDisruptionBudget when the drain timed out"
+                    )
+                time.sleep(self._eviction_retry_s)
+        self._wait_gone(node, set(evicted), deadline, on_progress)
+        nodes.event(node, "RemedyDrained", f"evicted {len(evicted)} pods, left {len(skipped)}")
+        return DrainResult(evicted=len(evicted), skipped=len(skipped))
+
+    def _checkpoint_grace(
+        self, node: str, jobs: list[Json], on_progress: Callable[[int], None]
+    ) -> None:
+        """Tell training pods a drain is coming (an annotation the job can watch) and wait up to
+        the grace period, or until each has answered that it checkpointed."""
+        if not jobs or self._checkpoint_grace_s <= 0:
+            return
+        nodes = self._nodes
+        asked = nodes.clock().isoformat()
+        for job in jobs:
+            with api_errors("patch", "pods"):
+                nodes.core.patch_namespaced_pod(
+                    meta(job)["name"],
+                    meta(job)["namespace"],
+                    {"metadata": {"annotations": {CHECKPOINT_REQUESTED: asked}}},
+                )
+        nodes.event(
+            node,
+            "RemedyCheckpointRequested",
+            f"asked {len(jobs)} GPU pods to checkpoint; evicting in at most "
+            f"{self._checkpoint_grace_s:g}s",
+        )
+        waiting = {meta(j)["uid"] for j in jobs}
+        deadline = time.monotonic() + self._checkpoint_grace_s
+        while time.monotonic() < deadline:
+            done = {
+                meta(p)["uid"]
+                for p in nodes.pods(node)
+                if CHECKPOINTED in meta(p).get("annotations", {})
+            }
+            on_progress(len(waiting - done))
+            if waiting <= done:
+                return
+            time.sleep(min(self._eviction_retry_s, 1.0))
+
+    def _evict(self, pod: Json) -> None:
+        name, namespace = meta(pod)["name"], meta(pod)["namespace"]
+        body = k8s.V1Eviction(
+            api_version="policy/v1",
+            kind="Eviction",
+            metadata=k8s.V1ObjectMeta(name=name, namespace=namespace),
+        )
+        try:
+            with api_errors("create", "pods/eviction"):
+                self._nodes.core.create_namespaced_pod_eviction(name, namespace, body)
+        except NodeGone:
+            pass  # the pod is already gone
+
+    def _wait_gone(
+        self, node: str, uids: set[str], deadline: float, on_progress: Callable[[int], None]
+    ) -> None:
+        while True:
+            left = {meta(p).get("uid") for p in self._nodes.pods(node)} & uids
+            on_progress(len(left))
+            if not left:
+                return
+            if time.monotonic() > deadline:
+                raise TransientError(f"{len(left)} evicted pods still on {node}")
+            time.sleep(min(self._eviction_retry_s, 1.0))
+
+
+def _mirror(pod: Json) -> bool:
+    return MIRROR_ANNOTATION in meta(pod).get("annotations", {})
+
+
+def _finished(pod: Json) -> bool:
+    return pod.get("status", {}).get("phase") in ("Succeeded", "Failed")
+
+
+def _uses_gpus(pod: Json) -> bool:
+    return gpu_count(pod) > 0

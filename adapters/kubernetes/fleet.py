@@ -1,0 +1,49 @@
+"""The fleet as the scan and the disruption budget see it: every node's facts from one list
+call, and a pool's size from its ``remedy.io/pool`` label."""
+
+from __future__ import annotations
+
+from adapters.kubernetes.admission import ADMISSION_REJECTED, ADMISSION_TAINT, VALIDATED_LABEL
+from adapters.kubernetes.control import CORDONED_BY
+from adapters.kubernetes.errors import api_errors
+from adapters.kubernetes.marks import remedy_conditions
+from adapters.kubernetes.nodes import OPT_OUT_LABEL, PREFIX, NodeApi, has_taint
+from adapters.kubernetes.objects import Json, meta
+from remedy.fleet import NodeFacts
+
+POOL_LABEL = f"{PREFIX}/pool"
+
+
+class KubernetesFleetView:
+    def __init__(self, nodes: NodeApi) -> None:
+        self._nodes = nodes
+
+    def pool_size(self, pool: str) -> int:
+        """Nodes labelled ``remedy.io/pool=<pool>``; the pool "default" is the whole cluster."""
+        selector = None if pool == "default" else f"{POOL_LABEL}={pool}"
+        with api_errors("list", "nodes"):
+            nodes = self._nodes.core.list_node(label_selector=selector)
+        return len(nodes.items)
+
+    def nodes(self) -> list[NodeFacts]:
+        with api_errors("list", "nodes"):
+            listed = self._nodes.json(self._nodes.core.list_node())
+        return [self._facts(node) for node in listed.get("items", [])]
+
+    def _facts(self, node: Json) -> NodeFacts:
+        about = meta(node)
+        labels, annotations = about.get("labels", {}), about.get("annotations", {})
+        spec = node.get("spec", {})
+        return NodeFacts(
+            name=about["name"],
+            pool=labels.get(POOL_LABEL, "default"),
+            managed=labels.get(OPT_OUT_LABEL) != "false",
+            unschedulable=bool(spec.get("unschedulable")),
+            cordoned_by_remedy=CORDONED_BY in annotations,
+            problems=[
+                c for c in remedy_conditions(node, self._nodes.clock()) if c.status == "True"
+            ],
+            awaiting_admission=has_taint(node, ADMISSION_TAINT),
+            validated=labels.get(VALIDATED_LABEL) == "true",
+            rejected=annotations.get(ADMISSION_REJECTED),
+        )

@@ -1,0 +1,81 @@
+"""What agents and the controller publish on a node: remedy's own node conditions (strategic
+merge keys them by type, so nothing else's are touched) and the agent's recent Xids (an
+annotation job attribution reads)."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+
+from pydantic import TypeAdapter, ValidationError
+
+from adapters.kubernetes.errors import api_errors
+from adapters.kubernetes.nodes import NodeApi
+from adapters.kubernetes.objects import RECENT_XIDS, Json, meta
+from remedy.attribution.evidence import RecentXid, remember
+from remedy.conditions import NodeCondition
+
+REMEDY_CONDITIONS = ("GpuProblem", "GpuNetworkProblem")
+
+
+class KubernetesNodeMarks:
+    def __init__(self, nodes: NodeApi) -> None:
+        self._nodes = nodes
+
+    def conditions(self, node: str) -> list[NodeCondition]:
+        return remedy_conditions(self._nodes.node(node), self._nodes.clock())
+
+    def set_conditions(self, node: str, conditions: list[NodeCondition]) -> None:
+        # Strategic merge keys conditions by type: only remedy's own conditions are written.
+        body = {
+            "status": {
+                "conditions": [
+                    {
+                        "type": c.type,
+                        "status": c.status,
+                        "reason": c.reason,
+                        "message": c.message,
+                        "lastHeartbeatTime": c.last_heartbeat_time.isoformat(),
+                        "lastTransitionTime": c.last_transition_time.isoformat(),
+                    }
+                    for c in conditions
+                ]
+            }
+        }
+        with api_errors("patch", f"nodes/{node}/status"):
+            self._nodes.core.patch_node_status(node, body)
+
+    def record_xids(self, node: str, xids: list[RecentXid]) -> None:
+        """Add the agent's new Xids to those its node keeps (an annotation, bounded): job
+        attribution reads them to tie an Xid to the job whose pod held the GPUs."""
+        if not xids:
+            return
+        kept_json = meta(self._nodes.node(node)).get("annotations", {}).get(RECENT_XIDS)
+        try:
+            kept = TypeAdapter(list[RecentXid]).validate_json(kept_json or "[]")
+        except ValidationError:
+            kept = []  # a hand-edited annotation must not stop the agent's record
+        merged = remember(kept, xids, self._nodes.clock())
+        body = json.dumps(
+            [x.model_dump(mode="json", exclude_none=True) for x in merged], separators=(",", ":")
+        )
+        with api_errors("patch", f"nodes/{node}"):
+            self._nodes.core.patch_node(node, {"metadata": {"annotations": {RECENT_XIDS: body}}})
+
+
+def remedy_conditions(node: Json, now: datetime) -> list[NodeCondition]:
+    """remedy's own conditions on a node object (``now`` stands in for a missing time)."""
+    return [
+        NodeCondition.model_validate(
+            {
+                "type": c["type"],
+                "status": c.get("status", "Unknown"),
+                "reason": c.get("reason", ""),
+                "message": c.get("message", ""),
+                "last_heartbeat_time": c.get("lastHeartbeatTime") or now,
+                "last_transition_time": c.get("lastTransitionTime") or now,
+            }
+        )
+        for c in node.get("status", {}).get("conditions", [])
+        if c.get("type") in REMEDY_CONDITIONS
+    ]

@@ -1,0 +1,71 @@
+"""What every Kubernetes seam shares about a node: reading it as JSON, the opt-out label, the
+pods on it, an Event on it, the dry-run switch and the clock. One per cluster: the concerns
+built on it agree on all of these."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import UTC, datetime
+
+from kubernetes import client as k8s
+
+from adapters.kubernetes.errors import api_errors
+from adapters.kubernetes.objects import Json, as_json, meta, record_event
+from remedy.errors import ActionRefused
+
+PREFIX = "remedy.io"
+OPT_OUT_LABEL = f"{PREFIX}/managed"
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+class NodeApi:
+    def __init__(
+        self,
+        api: k8s.ApiClient,
+        *,
+        dry_run: bool = False,
+        clock: Callable[[], datetime] = utcnow,
+    ) -> None:
+        self.api, self.core = api, k8s.CoreV1Api(api)
+        self.dry_run, self.clock = dry_run, clock
+
+    def json(self, obj: object) -> Json:
+        return as_json(self.api, obj)
+
+    def node(self, name: str) -> Json:
+        with api_errors("get", f"nodes/{name}"):
+            return self.json(self.core.read_node(name))
+
+    def managed(self, node: Json) -> None:
+        """Refuse a node labelled ``remedy.io/managed=false``: its owners act on it themselves."""
+        if meta(node).get("labels", {}).get(OPT_OUT_LABEL) == "false":
+            raise ActionRefused(
+                f"node {meta(node).get('name')} opted out of remedy ({OPT_OUT_LABEL}=false)"
+            )
+
+    def pods(self, node: str) -> list[Json]:
+        with api_errors("list", "pods"):
+            listed = self.core.list_pod_for_all_namespaces(field_selector=f"spec.nodeName={node}")
+        items: list[Json] = self.json(listed).get("items", [])
+        return [p for p in items if p.get("spec", {}).get("nodeName") == node]  # belt and braces
+
+    def event(self, node: str, reason: str, message: str) -> None:
+        """An Event on the node: `kubectl describe node` tells what remedy did and why."""
+        record_event(
+            self.core,
+            k8s.V1ObjectReference(kind="Node", name=node, api_version="v1"),
+            reason,
+            message,
+            self.clock(),
+        )
+
+
+def has_taint(node: Json, taint: Json) -> bool:
+    return any(t.get("key") == taint["key"] for t in node.get("spec", {}).get("taints", []))
+
+
+def daemonset(pod: Json) -> bool:
+    return any(ref.get("kind") == "DaemonSet" for ref in meta(pod).get("ownerReferences", []))

@@ -1,0 +1,170 @@
+"""The cluster seams over the twin, with Kubernetes' semantics for cordon ownership: one small
+class per seam, as on Kubernetes, so a test can swap any one of them (a replacer, say)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from remedy.attribution.evidence import RecentXid, remember
+from remedy.cluster import Cluster, CordonOwner, DrainResult
+from remedy.conditions import NodeCondition
+from remedy.errors import ActionRefused
+from remedy.fleet import NodeFacts
+from remedy.models import CordonState, NodeBoot
+
+if TYPE_CHECKING:
+    from adapters.sim.fleet import SimFleet
+
+REMEDY_CORDON = "remedy.io/cordoned-by"
+
+
+class SimNodeControl:
+    def __init__(self, fleet: SimFleet) -> None:
+        self._fleet = fleet
+
+    def cordon(self, node: str, owner: CordonOwner) -> CordonState:
+        with self._fleet._lock:
+            sim = self._fleet._act(node, "cordon")
+            if sim.unschedulable:
+                ours = REMEDY_CORDON in sim.annotations
+                return CordonState.ALREADY_OURS if ours else CordonState.BY_OTHER
+            sim.unschedulable = True
+            sim.annotations[REMEDY_CORDON] = f"{owner.workflow_id}: {owner.reason}"
+            self._fleet._record(node, "cordon")
+            return CordonState.CORDONED
+
+    def restore(self, node: str) -> bool:
+        with self._fleet._lock:
+            sim = self._fleet._act(node, "restore")
+            if REMEDY_CORDON not in sim.annotations:
+                return False
+            del sim.annotations[REMEDY_CORDON]
+            sim.unschedulable = False
+            self._fleet._record(node, "restore")
+            return True
+
+    def drain(self, node: str, on_progress: Callable[[int], None]) -> DrainResult:
+        with self._fleet._lock:
+            sim = self._fleet._act(node, "drain")
+            evict = [p for p in sim.pods if not p.daemonset]
+            sim.pods = [p for p in sim.pods if p.daemonset]
+            self._fleet._record(node, "drain")
+        on_progress(0)
+        return DrainResult(evicted=len(evict), skipped=len(sim.pods))
+
+    def kill_gpu_pods(self, node: str) -> int:
+        with self._fleet._lock:
+            sim = self._fleet._act(node, "kill_job")
+            killed = [p for p in sim.pods if p.uses_gpus]
+            sim.pods = [p for p in sim.pods if not p.uses_gpus]
+            self._fleet._record(node, "kill_job")
+            return len(killed)
+
+    def node_boot(self, node: str) -> NodeBoot:
+        with self._fleet._lock:
+            return NodeBoot(boot_id=f"boot-{self._fleet.node(node).boot_id}", ready=True)
+
+
+class SimNodeMarks:
+    def __init__(self, fleet: SimFleet) -> None:
+        self._fleet = fleet
+
+    def conditions(self, node: str) -> list[NodeCondition]:
+        with self._fleet._lock:
+            return list(self._fleet.node(node).conditions.values())
+
+    def set_conditions(self, node: str, conditions: list[NodeCondition]) -> None:
+        with self._fleet._lock:
+            self._fleet.node(node).conditions.update({c.type: c for c in conditions})
+
+    def record_xids(self, node: str, xids: list[RecentXid]) -> None:
+        with self._fleet._lock:
+            sim = self._fleet.node(node)
+            sim.recent_xids = remember(sim.recent_xids, xids, self._fleet.clock())
+
+
+class SimFleetView:
+    def __init__(self, fleet: SimFleet) -> None:
+        self._fleet = fleet
+
+    def nodes(self) -> list[NodeFacts]:
+        with self._fleet._lock:
+            return [
+                NodeFacts(
+                    name=n.name,
+                    pool=n.pool,
+                    managed=n.managed,
+                    unschedulable=n.unschedulable,
+                    cordoned_by_remedy=REMEDY_CORDON in n.annotations,
+                    problems=[c for c in n.conditions.values() if c.status == "True"],
+                    awaiting_admission=n.awaiting_admission,
+                    validated=n.validated_serials is not None,
+                    rejected=n.rejected,
+                )
+                for n in self._fleet.nodes.values()
+            ]
+
+    def pool_size(self, pool: str) -> int:
+        with self._fleet._lock:
+            return sum(1 for n in self._fleet.nodes.values() if n.pool == pool)
+
+
+class SimAdmission:
+    def __init__(self, fleet: SimFleet) -> None:
+        self._fleet = fleet
+
+    def hold_for_admission(self, node: str) -> None:
+        with self._fleet._lock:
+            sim = self._fleet._act(node, "hold_for_admission")
+            if not sim.managed:
+                raise ActionRefused(f"node {node} opted out of remedy")
+            sim.awaiting_admission = True
+
+    def admit(self, node: str, serials: list[str]) -> None:
+        with self._fleet._lock:
+            sim = self._fleet._act(node, "admit")
+            sim.awaiting_admission, sim.validated_serials, sim.rejected = False, serials, None
+            self._fleet._record(node, "admit")
+
+    def reject(self, node: str, reason: str) -> None:
+        with self._fleet._lock:
+            self._fleet._act(node, "reject").rejected = reason
+            self._fleet._record(node, "reject")
+
+
+class SimGpuHandoff:
+    """The twin's GPU operands never hold the GPU: nothing to stop or bring back."""
+
+    def release_gpus(self, node: str) -> int:
+        return 0
+
+    def return_gpus(self, node: str) -> None:
+        pass
+
+
+class SimReplacer:
+    """New hardware at once, under the same name: it must pass admission before work."""
+
+    def __init__(self, fleet: SimFleet) -> None:
+        self._fleet = fleet
+
+    def replace(self, node: str) -> str:
+        with self._fleet._lock:
+            old = self._fleet._act(node, "replace")
+            new = self._fleet._provision(node, old.pool, old.generation + 1)
+            new.awaiting_admission = True  # new hardware: validated before it takes work
+            self._fleet.nodes[node] = new
+            self._fleet._record(node, "replace")
+            return f"{node} replaced: new hardware generation {new.generation}"
+
+
+def sim_cluster(fleet: SimFleet) -> Cluster:
+    return Cluster(
+        control=SimNodeControl(fleet),
+        marks=SimNodeMarks(fleet),
+        fleet=SimFleetView(fleet),
+        admission=SimAdmission(fleet),
+        gpus=SimGpuHandoff(),
+        replacer=SimReplacer(fleet),
+    )

@@ -1,0 +1,81 @@
+"""The NodeHost seam for one simulated node: its probe, GPU reset, reboot and load test."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from adapters.sim.faults import Effect, Fix
+from adapters.sim.nvml import SimNvml
+from remedy.errors import ActionFailed
+from remedy.gpu import NvmlApi
+from remedy.probe.nics import NicPort
+from remedy.probe.runner import ProbeConfig
+
+if TYPE_CHECKING:
+    from adapters.sim.fleet import SimFleet
+
+
+class SimHost:
+    """The NodeHost seam for one simulated node."""
+
+    def __init__(self, fleet: SimFleet, name: str) -> None:
+        self._fleet = fleet
+        self.name = name
+
+    @property
+    def probe_config(self) -> ProbeConfig:
+        return ProbeConfig(
+            expected_gpus=self._fleet.gpus_per_node,
+            check_timeout_s=self._fleet.check_timeout_s,
+            nics=_SimNics(self),
+            expected_nics=self._fleet.node(self.name).nics,
+            expected_nic_rate_gbps=400.0,
+        )
+
+    def nic_ports(self) -> list[NicPort]:
+        return self._fleet.node(self.name).nic_ports()
+
+    def nvml(self) -> NvmlApi:
+        return SimNvml(self._fleet.node(self.name))
+
+    def reset_gpus(self, indices: list[int]) -> None:
+        with self._fleet._lock:
+            sim = self._fleet._act(self.name, "reset_gpu")
+            targets = indices or [g.index for g in sim.gpus]
+            lost = [g for g in targets if Effect.LOST in sim.effects(g)]
+            if lost:
+                raise ActionFailed(f"GPU {lost[0]} is lost from the bus: a reset cannot reach it")
+            if any(p.uses_gpus for p in sim.pods):
+                raise ActionFailed("processes still hold the GPU: drain or kill the job first")
+            sim.clear(Fix.RESET, targets)
+            self._fleet._record(self.name, "reset_gpu")
+
+    def reboot(self) -> None:
+        with self._fleet._lock:
+            sim = self._fleet._act(self.name, "reboot")
+            if not sim.comes_back:
+                self._fleet._record(self.name, "reboot")
+                return
+            sim.clear(Fix.REBOOT)
+            sim.boot_id += 1
+            sim.pods = [p for p in sim.pods if p.daemonset]
+            self._fleet._record(self.name, "reboot")
+
+    def load_test(self, indices: list[int]) -> list[str]:
+        with self._fleet._lock:
+            sim = self._fleet.node(self.name)
+            targets = indices or [g.index for g in sim.gpus]
+            return [
+                f"GPU {g}: compute error under sustained load"
+                for g in targets
+                if sim.effects(g)
+                & {Effect.UNDER_LOAD, Effect.LOST, Effect.ECC, Effect.REMAP_FAILURE}
+            ]
+
+
+class _SimNics:
+    def __init__(self, host: SimHost) -> None:
+        self._host = host
+
+    def ports(self) -> list[NicPort]:
+        return self._host.nic_ports()

@@ -1,0 +1,103 @@
+"""A simulated node: its GPUs, pods, faults and what the cluster keeps about it."""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from adapters.sim.faults import FAULTS, Effect, Fix
+from remedy.attribution.evidence import RecentXid
+from remedy.conditions import NodeCondition
+from remedy.probe.nics import NicPort
+
+
+@dataclass
+class SimGpu:
+    index: int
+    serial: str
+    uuid: str
+
+
+@dataclass
+class ActiveFault:
+    kind: str
+    gpu: int
+    since: datetime
+    lasts: timedelta | None  # None: until something fixes it
+
+    def cleared_by(self, fix: Fix) -> bool:
+        return fix in FAULTS[self.kind].fixed_by
+
+    def expired(self, now: datetime) -> bool:
+        return self.lasts is not None and now >= self.since + self.lasts
+
+
+@dataclass
+class SimPod:
+    name: str
+    uses_gpus: bool
+    daemonset: bool = False
+
+
+@dataclass
+class SimNode:
+    name: str
+    pool: str
+    gpus: list[SimGpu]
+    clock: Callable[[], datetime]
+    faults: list[ActiveFault] = field(default_factory=list)
+    unschedulable: bool = False
+    annotations: dict[str, str] = field(default_factory=dict)
+    pods: list[SimPod] = field(default_factory=list)
+    boot_id: int = 0
+    generation: int = 0  # bumps on replacement: new hardware, new serials
+    nics: int = 8
+    comes_back: bool = True  # False: a reboot that never returns (dead PSU, hung firmware)
+    conditions: dict[str, NodeCondition] = field(default_factory=dict)
+    recent_xids: list[RecentXid] = field(default_factory=list)  # what the agent kept
+    nvml_broken: str | None = None  # "missing" library, "driver" not loaded, or "hang"
+    awaiting_admission: bool = False  # the admission taint: new hardware, not validated yet
+    validated_serials: list[str] | None = None
+    rejected: str | None = None
+    managed: bool = True
+    _xids: deque[tuple[int, int]] = field(default_factory=deque)
+    _xid_ready: threading.Condition = field(default_factory=threading.Condition)
+
+    def push_xid(self, gpu: int, code: int) -> None:
+        with self._xid_ready:
+            self._xids.append((gpu, code))
+            self._xid_ready.notify_all()
+
+    def pop_xid(self, timeout_s: float) -> tuple[int, int] | None:
+        """The next Xid event the driver raised, waiting up to ``timeout_s`` (NVML events)."""
+        with self._xid_ready:
+            if not self._xid_ready.wait_for(lambda: self._xids, timeout_s):
+                return None
+            return self._xids.popleft()
+
+    def nic_ports(self) -> list[NicPort]:
+        down = {f.gpu for f in self.faults if FAULTS[f.kind].effect is Effect.NIC_DOWN}
+        return [
+            NicPort(
+                device=f"mlx5_{i}",
+                port=1,
+                state="DOWN" if i in down else "ACTIVE",
+                phys_state="Polling" if i in down else "LinkUp",
+                rate_gbps=400.0,
+            )
+            for i in range(self.nics)
+        ]
+
+    def effects(self, gpu: int) -> set[Effect]:
+        now = self.clock()
+        return {FAULTS[f.kind].effect for f in self.faults if f.gpu == gpu and not f.expired(now)}
+
+    def clear(self, fix: Fix, gpus: list[int] | None = None) -> int:
+        before = len(self.faults)
+        self.faults = [
+            f for f in self.faults if not (f.cleared_by(fix) and (gpus is None or f.gpu in gpus))
+        ]
+        return before - len(self.faults)
