@@ -122,12 +122,16 @@ def controller(
             )
         raise typer.Exit(2) from None
     api = api_client(kubeconfig)
-    cluster = kubernetes_cluster(
-        api,
-        dry_run=dry_run,
-        replacer=replace_provider,
-        checkpoint_grace_s=checkpoint_grace,
-    )
+    try:
+        cluster = kubernetes_cluster(
+            api,
+            dry_run=dry_run,
+            replacer=replace_provider,
+            checkpoint_grace_s=checkpoint_grace,
+        )
+    except ValueError as exc:  # an unknown replace provider
+        typer.echo(f"error: --replace-provider: {exc}", err=True)
+        raise typer.Exit(2) from None
     jobs = KubernetesJobs(api, dry_run=dry_run) if watch_jobs else None
     scan = ScanInput(
         watch_jobs=watch_jobs, guard_policy=GuardPolicy(max_platform_restarts=max_job_restarts)
