@@ -37,7 +37,8 @@ def test_the_fault_decides_which_rung_fixes_the_node() -> None:
     _, lost = rehearse("gpu-memory-ecc", "--fault", "gpu_lost")  # only a reboot reaches it
     assert code == 0
     assert ecc.splitlines()[0].startswith(
-        "rehearsal of gpu-memory-ecc: simulated fault ecc_dbe (fixed by reset or reboot or replace)"
+        "rehearsal of gpu-memory-ecc: simulated fault ecc_dbe "
+        "(fixed by reset_gpu or reboot or replace)"
     )
     assert [line.split()[3] for line in ecc.splitlines() if line.startswith("  T+")] == [
         "cordon",

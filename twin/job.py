@@ -16,7 +16,7 @@ from datetime import timedelta
 
 from pydantic import BaseModel, Field
 
-from adapters.sim.faults import FAULTS, Fix
+from adapters.sim.faults import FAULTS
 from remedy.actions import ACTIONS
 from remedy.models import Action
 from twin.generator import FaultEvent, FaultKind
@@ -63,7 +63,9 @@ class LadderRun(BaseModel):
         if not self.replaced:
             return False
         spec = FAULTS.get(self.fault or "")
-        return spec is None or bool(spec.fixed_by & {Fix.RESET, Fix.REBOOT, Fix.TIME})
+        return (
+            spec is None or spec.passes or bool(spec.fixed_by & {Action.RESET_GPU, Action.REBOOT})
+        )
 
 
 class ActionCosts(BaseModel):
@@ -84,13 +86,9 @@ class ActionCosts(BaseModel):
         spec = FAULTS.get(fault or "")
         if spec is None:
             return ZERO
-        costs = {
-            Fix.TIME: ZERO,
-            Fix.RESET: self.reset_gpu,
-            Fix.REBOOT: self.reboot,
-            Fix.REPLACE: self.replace,
-        }
-        return min(costs[f] for f in spec.fixed_by)
+        if spec.passes:
+            return ZERO
+        return min(self.of(action) for action in spec.fixed_by)
 
 
 class Policy(BaseModel):

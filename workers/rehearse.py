@@ -19,11 +19,10 @@ from temporalio.runtime import LoggingConfig, Runtime, TelemetryConfig, Telemetr
 from temporalio.testing import WorkflowEnvironment
 
 from adapters.sim import FAULTS, SimFleet
-from adapters.sim.faults import Fix
 from contract.messages import APPROVE, REMEDIATION_STATE
 from remedy.budget import BudgetPolicy
 from remedy.durations import format_duration
-from remedy.models import Component, Finding, NodeRef, Severity
+from remedy.models import Action, Component, Finding, NodeRef, Severity
 from remedy.remediation import ApproveRequest, Attempt, FindingReport, RemediationResult
 from remedy.runbook import Runbook, RunbookSet
 from remedy.runbook.schema import Approval
@@ -158,7 +157,8 @@ async def rehearse(
     return Rehearsal(
         runbook=runbook.name,
         fault=fault,
-        fixed_by=[f.value for f in Fix if spec and f in spec.fixed_by],
+        fixed_by=[a.value for a in Action if spec and a in spec.fixed_by]
+        + (["time"] if spec and spec.passes else []),
         finding=finding.headline(),
         approved=approve,
         result=result,

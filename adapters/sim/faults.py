@@ -6,14 +6,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import StrEnum
 
-from remedy.models import Component, ComponentKind, Finding, Severity
-
-
-class Fix(StrEnum):
-    RESET = "reset"
-    REBOOT = "reboot"
-    REPLACE = "replace"
-    TIME = "time"  # clears on its own
+from remedy.models import Action, Component, ComponentKind, Finding, Severity
 
 
 class Effect(StrEnum):
@@ -33,12 +26,17 @@ class Effect(StrEnum):
 class FaultSpec:
     name: str
     effect: Effect
-    fixed_by: frozenset[Fix]
+    fixed_by: frozenset[Action]  # the actions that clear it (from the action table)
     reason: str
     check: str
     severity: Severity = Severity.CRITICAL
     xid: int | None = None
-    lasts: timedelta | None = None  # for Fix.TIME
+    lasts: timedelta | None = None  # None: until an action clears it
+
+    @property
+    def passes(self) -> bool:
+        """It clears on its own, given time."""
+        return self.lasts is not None
 
     def report(self, node: str, index: int, serial: str, at: datetime) -> Finding:
         """The finding a node agent would send when this fault appears."""
@@ -58,7 +56,9 @@ class FaultSpec:
         )
 
 
-_ALL_HW = frozenset({Fix.RESET, Fix.REBOOT, Fix.REPLACE})
+_REPLACE = frozenset({Action.REPLACE})
+_REBOOT = frozenset({Action.REBOOT, *_REPLACE})  # a reboot or more
+_ALL_HW = frozenset({Action.RESET_GPU, *_REBOOT})  # a reset or more
 FAULTS: dict[str, FaultSpec] = {
     f.name: f
     for f in (
@@ -68,17 +68,27 @@ FAULTS: dict[str, FaultSpec] = {
         FaultSpec("mcu_halt", Effect.UNDER_LOAD, _ALL_HW, "Xid62", "xid", xid=62),
         # Only a reboot brings back a GPU that fell off the bus.
         FaultSpec(
-            "gpu_lost", Effect.LOST, frozenset({Fix.REBOOT, Fix.REPLACE}), "Xid79", "xid", xid=79
+            "gpu_lost",
+            Effect.LOST,
+            _REBOOT,
+            "Xid79",
+            "xid",
+            xid=79,
         ),
         # No spare rows left: only new hardware helps.
         FaultSpec(
-            "remap_failure", Effect.REMAP_FAILURE, frozenset({Fix.REPLACE}), "Xid64", "xid", xid=64
+            "remap_failure",
+            Effect.REMAP_FAILURE,
+            _REPLACE,
+            "Xid64",
+            "xid",
+            xid=64,
         ),
         # A short thermal slowdown that passes by itself.
         FaultSpec(
             "thermal_transient",
             Effect.THROTTLE,
-            frozenset({Fix.TIME, *_ALL_HW}),
+            _ALL_HW,
             "HwThermalSlowdown",
             "thermal",
             Severity.WARNING,
@@ -88,7 +98,7 @@ FAULTS: dict[str, FaultSpec] = {
         FaultSpec(
             "app_xid",
             Effect.NONE,
-            frozenset({Fix.TIME, *_ALL_HW}),
+            _ALL_HW,
             "Xid13",
             "xid",
             Severity.WARNING,
@@ -99,7 +109,7 @@ FAULTS: dict[str, FaultSpec] = {
         FaultSpec(
             "pcie_degraded",
             Effect.PCIE_DEGRADED,
-            frozenset({Fix.REBOOT, Fix.REPLACE}),
+            _REBOOT,
             "PcieWidthDegraded",
             "pcie",
             Severity.WARNING,
@@ -107,10 +117,18 @@ FAULTS: dict[str, FaultSpec] = {
         FaultSpec("nvlink_down", Effect.NVLINK_DOWN, _ALL_HW, "Xid74", "xid", xid=74),
         # A wedged GPU whose NVML calls hang: the probe must time out and say unhealthy.
         FaultSpec(
-            "gpu_hang", Effect.HANG, frozenset({Fix.REBOOT, Fix.REPLACE}), "CheckTimedOut", "probe"
+            "gpu_hang",
+            Effect.HANG,
+            _REBOOT,
+            "CheckTimedOut",
+            "probe",
         ),
         FaultSpec(
-            "nic_down", Effect.NIC_DOWN, frozenset({Fix.REBOOT, Fix.REPLACE}), "NicPortDown", "nic"
+            "nic_down",
+            Effect.NIC_DOWN,
+            _REBOOT,
+            "NicPortDown",
+            "nic",
         ),
     )
 }

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from adapters.sim.faults import Effect, Fix
+from adapters.sim.faults import Effect
 from adapters.sim.nvml import SimNvml
 from remedy.errors import ActionFailed
 from remedy.gpu import NvmlApi
+from remedy.models import Action
 from remedy.probe.nics import NicPort
 from remedy.probe.runner import ProbeConfig
 
@@ -47,7 +48,7 @@ class SimHost:
                 raise ActionFailed(f"GPU {lost[0]} is lost from the bus: a reset cannot reach it")
             if any(p.uses_gpus for p in sim.pods):
                 raise ActionFailed("processes still hold the GPU: drain or kill the job first")
-            sim.clear(Fix.RESET, targets)
+            sim.clear(Action.RESET_GPU, targets)
             self._fleet._record(self.name, "reset_gpu")
 
     def reboot(self) -> None:
@@ -56,7 +57,7 @@ class SimHost:
             if not sim.comes_back:
                 self._fleet._record(self.name, "reboot")
                 return
-            sim.clear(Fix.REBOOT)
+            sim.clear(Action.REBOOT)
             sim.boot_id += 1
             sim.pods = [p for p in sim.pods if p.daemonset]
             self._fleet._record(self.name, "reboot")

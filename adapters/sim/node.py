@@ -8,9 +8,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from adapters.sim.faults import FAULTS, Effect, Fix
+from adapters.sim.faults import FAULTS, Effect
 from remedy.attribution.evidence import RecentXid
 from remedy.conditions import NodeCondition
+from remedy.models import Action
 from remedy.probe.nics import NicPort
 
 
@@ -28,8 +29,8 @@ class ActiveFault:
     since: datetime
     lasts: timedelta | None  # None: until something fixes it
 
-    def cleared_by(self, fix: Fix) -> bool:
-        return fix in FAULTS[self.kind].fixed_by
+    def cleared_by(self, action: Action) -> bool:
+        return action in FAULTS[self.kind].fixed_by
 
     def expired(self, now: datetime) -> bool:
         return self.lasts is not None and now >= self.since + self.lasts
@@ -95,9 +96,9 @@ class SimNode:
         now = self.clock()
         return {FAULTS[f.kind].effect for f in self.faults if f.gpu == gpu and not f.expired(now)}
 
-    def clear(self, fix: Fix, gpus: list[int] | None = None) -> int:
+    def clear(self, action: Action, gpus: list[int] | None = None) -> int:
         before = len(self.faults)
         self.faults = [
-            f for f in self.faults if not (f.cleared_by(fix) and (gpus is None or f.gpu in gpus))
+            f for f in self.faults if not (f.cleared_by(action) and (gpus is None or f.gpu in gpus))
         ]
         return before - len(self.faults)
