@@ -14,6 +14,7 @@ from adapters.host.nics import SysfsNics
 from adapters.sim import SimFleet
 from remedy.models import ComponentKind, ProbeReport, Severity
 from remedy.probe import probe_node
+from remedy.probe.checks import GPU_CHECKS
 
 NODE = "gpu-node-000"
 
@@ -36,7 +37,7 @@ def test_healthy_8_gpu_node_is_healthy_and_names_every_gpu(fleet: SimFleet) -> N
     report = probe(fleet)
     assert report.healthy
     assert report.findings == []
-    assert report.checks_run == ["inventory", "memory", "thermal", "pcie", "nvlink", "nic"]
+    assert report.checks_run == ["inventory", *GPU_CHECKS, "nic"]  # every check ran
     assert [g.index for g in report.gpus] == list(range(8))
     assert all(g.uuid and g.serial and g.pci_bus_id for g in report.gpus)
     assert len({g.serial for g in report.gpus}) == 8
