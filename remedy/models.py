@@ -54,7 +54,7 @@ class Frozen(Wire):
 
 
 class Wraps(Frozen):
-    """A message of one field that remedy before 0.2 sent bare (a string or a list).
+    """A message of one field that earlier releases sent bare (a string or a list).
 
     Read from both forms: a bare payload comes from a recorded history or an older process.
     Written bare for this one release (read both, write old; then write new): a rollback to

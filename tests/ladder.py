@@ -11,6 +11,7 @@ from temporalio.client import Client, WorkflowHandle
 from temporalio.testing import WorkflowEnvironment
 
 from adapters.sim import SimFleet
+from remedy.cluster import Cluster
 from remedy.models import Action, Finding, NodeRef
 from remedy.remediation import (
     AttemptResult,
@@ -59,9 +60,11 @@ async def remediate(
     finding: Finding,
     runbook: Runbook | None,
     meanwhile: Step | None = None,
+    cluster: Cluster | None = None,
 ) -> Ran:
-    """Report the finding, run ``meanwhile`` against the workflow, and wait for the outcome."""
-    async with running_workers(env.client, fleet) as queues:
+    """Report the finding, run ``meanwhile`` against the workflow, and wait for the outcome
+    (``cluster``: in place of the simulated fleet's)."""
+    async with running_workers(env.client, fleet, cluster=cluster) as queues:
         handle = await report(env.client, queues, finding, runbook)
         if meanwhile:
             await meanwhile(handle)

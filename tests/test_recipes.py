@@ -1,0 +1,179 @@
+"""docs/architecture.md's "how to add" recipes, done: each worked example under
+examples/recipes/ applies to a scratch copy of the tree, touches exactly the files its recipe
+names, and passes the contract, the vocabulary and its own test there; and a cluster provider
+(a Slurm-style node control) runs a real ladder."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from temporalio.testing import WorkflowEnvironment
+
+from adapters.sim import SimFleet
+from remedy.cluster import CordonOwner, DrainResult
+from remedy.errors import NodeGone
+from remedy.models import CordonState, NodeBoot
+from remedy.remediation import Outcome
+from remedy.runbook import RunbookSet
+from tests.conftest import ROOT
+from tests.ladder import remediate
+
+RECIPES = sorted((ROOT / "examples" / "recipes").glob("*.patch"))
+DOCS = ROOT / "docs" / "architecture.md"
+
+
+def _tree(to: Path) -> Path:
+    """The working tree as git sees it (tracked and new files, nothing ignored)."""
+    listed = subprocess.run(
+        ["git", "ls-files", "--cached", "--others", "--exclude-standard"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    for name in listed:
+        if (ROOT / name).is_file():
+            (to / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(ROOT / name, to / name)
+    return to
+
+
+def _named_in_docs(recipe: str) -> set[str]:
+    """The files the recipe's section lists (the bullets after its marker)."""
+    text = DOCS.read_text()
+    section = text.split(f"<!-- recipe: {recipe} -->", 1)[1].split("\n\n", 1)[0]
+    return set(re.findall(r"^- `([^`]+)`", section, flags=re.M))
+
+
+def _touched(patch: Path) -> set[str]:
+    return set(re.findall(r"^diff --git a/(\S+) ", patch.read_text(), flags=re.M))
+
+
+@pytest.mark.parametrize("patch", RECIPES, ids=lambda p: p.stem)
+def test_a_recipe_done_touches_what_it_says_and_passes(patch: Path, tmp_path: Path) -> None:
+    touched = _touched(patch)
+    own_tests = sorted(f for f in touched if f.startswith("tests/"))
+    assert own_tests, f"{patch.name} brings no test of its own"
+    assert touched - set(own_tests) == _named_in_docs(patch.stem)
+    tree = _tree(tmp_path / "tree")
+    subprocess.run(["git", "apply", str(patch)], cwd=tree, check=True)
+    ran = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "-x",
+            "tests/test_contract.py",
+            "tests/test_vocabulary.py",
+            *own_tests,
+        ],
+        cwd=tree,
+        env={**os.environ, "PYTHONPATH": str(tree)},
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert ran.returncode == 0, ran.stdout[-3000:] + ran.stderr[-2000:]
+    assert " passed" in ran.stdout.splitlines()[-1]
+
+
+def test_every_recipe_in_the_docs_has_its_worked_example() -> None:
+    marked = re.findall(r"<!-- recipe: ([a-z-]+) -->", DOCS.read_text())
+    assert sorted(marked) == [p.stem for p in RECIPES]
+
+
+# -- a cluster provider: Slurm's node states for taking a node out and back ------------------
+class FakeSlurmctld:
+    """slurmctld over the simulated machines: node states by name, the jobs on each node (the
+    simulated pods using GPUs) and each node's boot, as slurmd reports it."""
+
+    def __init__(self, fleet: SimFleet) -> None:
+        self._fleet = fleet
+        self.commands: list[str] = []
+        self._states: dict[str, str] = {}
+
+    def run(self, *argv: str) -> str:
+        self.commands.append(" ".join(argv))
+        args = dict(a.split("=", 1) for a in argv if "=" in a)
+        node = args.get("NodeName") or args.get("nodelist") or argv[-1]
+        if node not in self._fleet.nodes:
+            raise NodeGone(f"slurm knows no node {node}")
+        sim = self._fleet.node(node)
+        if argv[:2] == ("scontrol", "update"):
+            self._states[node] = args["State"].replace("RESUME", "IDLE")
+            return ""
+        if argv[0] == "scancel":  # requeue: the jobs leave the node
+            sim.pods = [p for p in sim.pods if not p.uses_gpus]
+            return ""
+        state = self._states.get(node, "IDLE")
+        return f"NodeName={node} State={state} BootTime={sim.boot_id}"
+
+
+class SlurmNodeControl:
+    """``NodeControl`` on Slurm, through its commands (a provider's whole node-control seam)."""
+
+    def __init__(self, run: FakeSlurmctld) -> None:
+        self._slurm = run
+
+    def _show(self, node: str) -> dict[str, str]:
+        out = self._slurm.run("scontrol", "show", "node", node)
+        return dict(part.split("=", 1) for part in out.split())
+
+    def cordon(self, node: str, owner: CordonOwner) -> CordonState:
+        if self._show(node)["State"].startswith("DRAIN"):
+            return CordonState.BY_OTHER
+        self._slurm.run(
+            "scontrol",
+            "update",
+            f"NodeName={node}",
+            "State=DRAIN",
+            f"Reason=remedy:{owner.workflow_id}",
+        )
+        return CordonState.CORDONED
+
+    def restore(self, node: str) -> bool:
+        self._slurm.run("scontrol", "update", f"NodeName={node}", "State=RESUME")
+        return True
+
+    def drain(self, node: str, on_progress: Callable[[int], None]) -> DrainResult:
+        self._slurm.run("scancel", "--state=RUNNING", f"--nodelist={node}")
+        return DrainResult(evicted=1, skipped=0)
+
+    def kill_gpu_pods(self, node: str) -> int:
+        self._slurm.run("scancel", f"--nodelist={node}")
+        return 1
+
+    def node_boot(self, node: str) -> NodeBoot:
+        shown = self._show(node)
+        return NodeBoot(boot_id=shown["BootTime"], ready=not shown["State"].startswith("DOWN"))
+
+
+async def test_a_cluster_provider_implements_only_the_seams_it_changes(
+    time_env: WorkflowEnvironment, fleet: SimFleet, shipped_runbooks: RunbookSet
+) -> None:
+    node = sorted(fleet.nodes)[0]
+    slurm = FakeSlurmctld(fleet)
+    on_slurm = dataclasses.replace(fleet.cluster, control=SlurmNodeControl(slurm))
+    finding = fleet.inject(node, "gpu_lost", gpu=5)  # only a reboot brings it back
+    ran = await remediate(
+        time_env, fleet, finding, shipped_runbooks.match(finding), cluster=on_slurm
+    )
+    assert ran.result.outcome is Outcome.RECOVERED
+    changes = [c for c in slurm.commands if not c.startswith("scontrol show")]
+    assert changes == [
+        f"scontrol update NodeName={node} State=DRAIN Reason=remedy:node-remediation/{node}",
+        f"scancel --state=RUNNING --nodelist={node}",
+        f"scontrol update NodeName={node} State=RESUME",
+    ]
+    assert [a for n, a in fleet.actions if n == node] == ["reboot"]  # on the machine itself
