@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable
 from datetime import timedelta
+from typing import TypeVar
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
@@ -33,6 +34,7 @@ with workflow.unsafe.imports_passed_through():
         ActionResult,
         BootRequest,
         ConditionsUpdate,
+        CordonResult,
         CordonState,
         Finding,
         ProbeReport,
@@ -57,6 +59,7 @@ CLUSTER_CALL = timedelta(seconds=60)
 PROBE_RETRY = RetryPolicy(maximum_attempts=2, initial_interval=timedelta(seconds=5))
 
 Step = Callable[["NodeSteps", Rung], Awaitable[ActionResult]]
+R = TypeVar("R")
 
 
 class NodeSteps:
@@ -201,22 +204,13 @@ class NodeSteps:
         return report
 
     async def cordon(self, reason: str) -> None:
-        state = self._state
-        started = workflow.now()
-        try:
-            result = await act.CORDON.execute(
-                self.request(Action.CORDON, reason),
-                start_to_close_timeout=CLUSTER_CALL,
-                retry_policy=QUICK_RETRY,
-                summary=f"cordon {state.node.name}",
-            )
-        except ActivityError as err:
-            self._view.record(-1, Action.CORDON, started, AttemptResult.FAILED, cause_of(err))
-            return
-        state.cordon = result.state
-        if result.state is CordonState.CORDONED:
-            metrics.node_cordoned(state.node.pool)
-        self._view.record(-1, Action.CORDON, started, AttemptResult.DONE, result.state.value)
+        def held(result: CordonResult) -> str:
+            self._state.cordon = result.state
+            if result.state is CordonState.CORDONED:
+                metrics.node_cordoned(self._state.node.pool)
+            return result.state.value
+
+        await self._outside_ladder(act.CORDON, Action.CORDON, reason, held)
 
     async def hold_cordoned(self) -> None:
         """A node nobody could fix must not take work, whether or not the runbook cordoned."""
@@ -224,23 +218,33 @@ class NodeSteps:
             await self.cordon("needs a human")
 
     async def restore(self) -> None:
-        state = self._state
-        if not state.cordoned_by_remedy:
+        if not self._state.cordoned_by_remedy:
             return  # never undo a cordon someone else set
         self._view.enter(Phase.RESTORING)
+        # A failure leaves the node cordoned and annotated as remedy's: owned, and visible.
+        await self._outside_ladder(act.RESTORE, Action.RESTORE, "recovered", lambda r: r.detail)
+
+    async def _outside_ladder(
+        self,
+        step: ActivityDef[ActionRequest, R],
+        action: Action,
+        reason: str,
+        done: Callable[[R], str],
+    ) -> None:
+        """Cordon and restore: recorded as attempts outside the ladder (rung -1); a failure is
+        recorded, not raised (``done`` takes the answer and says what happened)."""
         started = workflow.now()
         try:
-            result = await act.RESTORE.execute(
-                self.request(Action.RESTORE, "recovered"),
+            result = await step.execute(
+                self.request(action, reason),
                 start_to_close_timeout=CLUSTER_CALL,
                 retry_policy=QUICK_RETRY,
-                summary=f"restore {state.node.name}",
+                summary=f"{action.value} {self._state.node.name}",
             )
         except ActivityError as err:
-            # Still cordoned, still annotated as remedy's: owned, and visible in the outcome.
-            self._view.record(-1, Action.RESTORE, started, AttemptResult.FAILED, cause_of(err))
+            self._view.record(-1, action, started, AttemptResult.FAILED, cause_of(err))
             return
-        self._view.record(-1, Action.RESTORE, started, AttemptResult.DONE, result.detail)
+        self._view.record(-1, action, started, AttemptResult.DONE, done(result))
 
     # -- what a finished ladder leaves behind --------------------------------------------------
     async def publish_healthy(self) -> None:
