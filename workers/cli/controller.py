@@ -18,6 +18,7 @@ from workers.cli.options import (
     DEFAULT_ADDRESS,
     DEFAULT_RUNBOOKS,
     AddressOption,
+    KubeconfigOption,
     MetricsOption,
     RunbooksOption,
 )
@@ -25,9 +26,7 @@ from workers.cli.options import (
 
 def controller(
     address: AddressOption = DEFAULT_ADDRESS,
-    kubeconfig: Annotated[
-        str | None, typer.Option(help="Kubeconfig file (default: in-cluster, then ~/.kube/config).")
-    ] = None,
+    kubeconfig: KubeconfigOption = None,
     dry_run: Annotated[
         bool, typer.Option(help="Record what each destructive action would do; change nothing.")
     ] = False,

@@ -20,6 +20,8 @@ from workers.cli.options import (
     DEFAULT_ADDRESS,
     DEFAULT_RUNBOOKS,
     AddressOption,
+    KernelLogOption,
+    KubeconfigOption,
     MetricsOption,
     RunbooksOption,
 )
@@ -36,9 +38,7 @@ def probe(
     expected_nics: ExpectedNicsOption = None,
     nic_rate: NicRateOption = None,
     timeout: Annotated[float, typer.Option(help="Seconds each check may take.")] = 5.0,
-    kernel_log: Annotated[
-        Path | None, typer.Option(help="Kernel log read for Xids when NVML is broken.")
-    ] = None,
+    kernel_log: KernelLogOption = None,
     simulate: Annotated[
         str | None,
         typer.Option(help="Probe a simulated 8-GPU node with this fault instead (e.g. ecc_dbe)."),
@@ -95,9 +95,7 @@ def agent(
     expected_gpus: ExpectedGpusOption = None,
     expected_nics: ExpectedNicsOption = None,
     nic_rate: NicRateOption = None,
-    kernel_log: Annotated[
-        Path | None, typer.Option(help="Kernel log to read for Xids when NVML is broken.")
-    ] = None,
+    kernel_log: KernelLogOption = None,
     cursor: Annotated[
         Path | None, typer.Option(help="Where to keep the kernel-log cursor.")
     ] = None,
@@ -109,7 +107,7 @@ def agent(
             help="Publish node conditions to Kubernetes (in-cluster config or --kubeconfig)."
         ),
     ] = False,
-    kubeconfig: Annotated[str | None, typer.Option(help="Kubeconfig file.")] = None,
+    kubeconfig: KubeconfigOption = None,
     metrics_bind: MetricsOption = None,
 ) -> None:
     """Run the node agent: host-local activities on this node's queue, and the probe loop."""

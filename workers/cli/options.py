@@ -1,6 +1,5 @@
 """The options several `remedy` commands take, each declared once, with their defaults. An option
-whose help says something different per command (--kubeconfig, the demo's --address) stays
-with its command."""
+whose help says something different per command (the demo's --address) stays with it."""
 
 from __future__ import annotations
 
@@ -18,6 +17,13 @@ AddressOption = Annotated[str, typer.Option(help="Temporal server host:port.")]
 RunbooksOption = Annotated[Path, typer.Option(help="Runbook folder.")]
 JsonOption = Annotated[bool, typer.Option("--json", help="Machine-readable output.")]
 ByOption = Annotated[str, typer.Option(help="Who does it (recorded in the workflow).")]
+KubeconfigOption = Annotated[
+    str | None,
+    typer.Option(help="Kubeconfig file (default: in-cluster config, then ~/.kube/config)."),
+]
+KernelLogOption = Annotated[
+    Path | None, typer.Option(help="Kernel log read for Xids when NVML is broken.")
+]
 MetricsOption = Annotated[
     str | None,
     typer.Option(
