@@ -1,10 +1,12 @@
 """Talking to a pool's DisruptionBudget from a NodeRemediation: a workflow can signal another
 workflow but not start one, so lease requests and unhealthy reports go through signal-with-start
-here. Also: which lease holders have closed (for reclaiming their leases)."""
+here. Also: which lease holders have closed (for reclaiming their leases), and which running
+ladders hold one (for a budget run that starts afresh)."""
 
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Callable
 from typing import Any
 
@@ -13,17 +15,27 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from contract import activities as act
 from contract.messages import LEASE_REQUEST, NODE_UNHEALTHY
-from contract.names import DISRUPTION_BUDGET_WORKFLOW, budget_workflow_id
+from contract.names import (
+    DISRUPTION_BUDGET_WORKFLOW,
+    NODE_REMEDIATION_WORKFLOW,
+    budget_workflow_id,
+)
+from contract.search_attributes import LEASE, NODE, POOL
 from remedy.budget import (
     BudgetPolicy,
     BudgetState,
     ClosedHolders,
     HolderCheck,
+    Holders,
+    Lease,
     LeaseRequest,
     LeaseWanted,
     NodeUnhealthy,
+    PoolHolders,
     UnhealthyReport,
 )
+
+log = logging.getLogger(__name__)
 
 
 class BudgetActivities:
@@ -73,5 +85,29 @@ class BudgetActivities:
                 closed.append(workflow_id)
         return ClosedHolders(workflow_ids=closed)
 
+    @act.LEASE_HOLDERS.defn
+    async def lease_holders(self, pool: PoolHolders) -> Holders:
+        """The pool's running ladders that hold a lease, from their search attributes. A
+        server that cannot list workflows (the time-skipping test server) answers none."""
+        query = (
+            f"WorkflowType = '{NODE_REMEDIATION_WORKFLOW}' AND ExecutionStatus = 'Running' "
+            f"AND {POOL.name} = '{pool.pool}' AND {LEASE.name} = 'held'"
+        )
+        leases = []
+        try:
+            async for w in self._client.list_workflows(query):
+                node = w.typed_search_attributes.get(NODE) or w.id.split("/", 1)[-1]
+                leases.append(Lease(holder=w.id, node=node, granted_at=w.start_time))
+        except RPCError as err:
+            if err.status is not RPCStatusCode.UNIMPLEMENTED:
+                raise
+            log.warning("this server cannot list workflows: pool %s starts with no holders", pool)
+        return Holders(leases=leases)
+
     def all(self) -> list[Callable[..., Any]]:
-        return [self.request_lease, self.report_unhealthy, self.closed_workflows]
+        return [
+            self.request_lease,
+            self.report_unhealthy,
+            self.closed_workflows,
+            self.lease_holders,
+        ]

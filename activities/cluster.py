@@ -11,6 +11,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from temporalio import activity
+from temporalio.exceptions import ApplicationError
 
 from activities.errors import temporal_errors
 from contract import activities as act
@@ -60,17 +61,14 @@ class NodeControlActivities:
     def drain(self, req: ActionRequest) -> ActionResult:
         with temporal_errors():
             # Heartbeats carry the pods left, so a long drain is visible and can be cancelled.
-            result = self._control.drain(req.node.name, activity.heartbeat)
-        return ActionResult(
-            ok=True,
-            detail=f"evicted {result.evicted} pods, left {result.skipped} DaemonSet/mirror pods",
-        )
+            detail = self._control.drain(req.node.name, activity.heartbeat, req.key)
+        return ActionResult(ok=True, detail=detail)
 
     @act.KILL_JOB.defn
     def kill_job(self, req: ActionRequest) -> ActionResult:
         with temporal_errors():
-            killed = self._control.kill_gpu_pods(req.node.name)
-        return ActionResult(ok=True, detail=f"deleted {killed} pods using the node's GPUs")
+            detail = self._control.kill_gpu_pods(req.node.name, req.key)
+        return ActionResult(ok=True, detail=detail)
 
     @act.BOOT_ID.defn
     def boot_id(self, req: BootRequest) -> NodeBoot:
@@ -80,10 +78,17 @@ class NodeControlActivities:
     @act.CONFIRM_REBOOT.defn
     def confirm_reboot(self, req: BootRequest) -> ActionResult:
         """Wait until the node reports a new boot id and is Ready again; the rung's timeout
-        bounds the wait. Heartbeats keep it cancellable."""
+        bounds the wait. A cluster API that errs meanwhile is asked again (a node coming back
+        from a reboot is exactly when it may be slow). Heartbeats keep it cancellable."""
         while True:
-            with temporal_errors():
-                boot = self._control.node_boot(req.node.name)
+            try:
+                with temporal_errors():
+                    boot = self._control.node_boot(req.node.name)
+            except ApplicationError as err:
+                if err.non_retryable:
+                    raise
+                log.warning("confirm reboot of %s: %s; asking again", req.node.name, err)
+                boot = NodeBoot(boot_id=req.previous_boot_id, ready=False)
             if boot.boot_id != req.previous_boot_id and boot.ready:
                 return ActionResult(ok=True, detail=f"rebooted: boot id {boot.boot_id}, Ready")
             activity.heartbeat(boot.boot_id)
@@ -109,7 +114,7 @@ class ReplaceActivities:
     @act.REPLACE.defn
     def replace(self, req: ActionRequest) -> ActionResult:
         with temporal_errors():
-            detail = self._replacer.replace(req.node.name)
+            detail = self._replacer.replace(req.node.name, req.node_uid)
         return ActionResult(ok=True, detail=detail)
 
     def all(self) -> list[Callable[..., Any]]:

@@ -46,16 +46,15 @@ class NodeActivities:
     def reset_gpu(self, req: ActionRequest) -> ActionResult:
         host = self._host(req.node.name)
         with temporal_errors():
-            host.reset_gpus(req.gpu_indices)
-        which = ", ".join(map(str, req.gpu_indices)) or "all"
-        return ActionResult(ok=True, detail=f"reset GPU {which}")
+            detail = host.reset_gpus(req.gpu_indices, req.key)
+        return ActionResult(ok=True, detail=detail)
 
     @act.REBOOT.defn
     def reboot(self, req: ActionRequest) -> ActionResult:
         host = self._host(req.node.name)
         with temporal_errors():
-            host.reboot()
-        return ActionResult(ok=True, detail="rebooted")
+            detail = host.reboot(req.key)
+        return ActionResult(ok=True, detail=detail)
 
     def all(self) -> list[Callable[..., Any]]:
         return [self.probe, self.diagnose, self.deep_diagnose, self.reset_gpu, self.reboot]

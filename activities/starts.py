@@ -4,12 +4,18 @@ CLI, demo) and by activities on behalf of workflows, which can signal but not st
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from temporalio import activity
-from temporalio.client import Client, WorkflowExecutionDescription, WorkflowHandle
+from temporalio.client import (
+    Client,
+    WorkflowExecutionDescription,
+    WorkflowExecutionStatus,
+    WorkflowHandle,
+)
 from temporalio.common import WorkflowIDConflictPolicy
 from temporalio.service import RPCError, RPCStatusCode
 
@@ -25,8 +31,15 @@ from remedy.admission import ADMISSION_FAILED, AdmissionInput
 from remedy.describe import static_summary
 from remedy.fleet import ConditionStart, finding_from_condition
 from remedy.models import Finding, NodeRef, Severity, Started
-from remedy.remediation import FindingReport, RemediationInput, RemediationStart
+from remedy.remediation import (
+    FindingReport,
+    RemediationInput,
+    RemediationResult,
+    RemediationStart,
+)
 from remedy.runbook import DEFAULT_RUNBOOK, RunbookSet
+
+log = logging.getLogger(__name__)
 
 
 async def described(client: Client, workflow_id: str) -> WorkflowExecutionDescription | None:
@@ -49,14 +62,26 @@ async def start_remediation(
     node_pickup_timeout: timedelta | None = None,
     workflow: Any = NODE_REMEDIATION_WORKFLOW,
 ) -> WorkflowHandle[Any, Any]:
-    """``workflow``: the type's name, or its run method for a typed handle."""
+    """``workflow``: the type's name, or its run method for a typed handle.
+
+    A stale report starts nothing: when the node's last ladder finished having received this
+    very finding (a duplicate delivered late, a report retried after the ladder was over), its
+    own verification already superseded it — the finished ladder's handle comes back. Told
+    apart by the finding itself, not by comparing the reporter's clock with the server's: a
+    new fault seen a second after a recovery must start a ladder. A ladder that did not finish
+    (terminated, failed) handled nothing: any report starts a new one."""
+    workflow_id = remediation_workflow_id(node.name)
+    finished = await _finished_with(client, workflow_id, report.finding)
+    if finished is not None:
+        log.info("%s: stale report of %s: nothing started", node.name, report.finding.headline())
+        return finished
     inp = RemediationInput(node=node, node_task_queue=node_task_queue)
     if node_pickup_timeout is not None:
         inp.node_pickup_timeout = node_pickup_timeout
     return await client.start_workflow(
         workflow,
         inp,
-        id=remediation_workflow_id(node.name),
+        id=workflow_id,
         task_queue=task_queue,
         **REPORT_FINDING.start_with(report),
         # What the UI's workflow list shows; ignored when the report joins a running ladder.
@@ -76,6 +101,20 @@ async def start_admission(
         id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
         static_summary=f"{inp.node.name}: admission ({inp.policy.passes} deep diagnoses)",
     )
+
+
+async def _finished_with(
+    client: Client, workflow_id: str, finding: Finding
+) -> WorkflowHandle[Any, Any] | None:
+    """The node's last ladder, if it finished having received ``finding``."""
+    last = await described(client, workflow_id)
+    if last is None or last.status is not WorkflowExecutionStatus.COMPLETED:
+        return None
+    handle = client.get_workflow_handle(
+        workflow_id, run_id=last.run_id, result_type=RemediationResult
+    )
+    result: RemediationResult = await handle.result()
+    return handle if finding.fingerprint() in result.handled else None
 
 
 class StartActivities:

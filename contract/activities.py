@@ -16,7 +16,14 @@ from remedy.admission import AdmissionInput, AdmissionStep
 from remedy.attribution.evidence import FinishedGuards, GuardedFailures, JobFailureReport
 from remedy.attribution.guard import NodeBlame, RestartRequest, StopRequest
 from remedy.attribution.model import Attribution, PodFailure
-from remedy.budget import ClosedHolders, HolderCheck, LeaseWanted, NodeUnhealthy
+from remedy.budget import (
+    ClosedHolders,
+    HolderCheck,
+    Holders,
+    LeaseWanted,
+    NodeUnhealthy,
+    PoolHolders,
+)
 from remedy.fleet import ConditionStart, FleetNodes, OpenWork
 from remedy.hardware import Blocklisted, IncidentReport, SerialsCheck
 from remedy.models import (
@@ -72,6 +79,7 @@ REPORT_UNHEALTHY = ActivityDef[NodeUnhealthy, None](
     "report_unhealthy", NodeUnhealthy, None, CONTROLLER
 )
 CLOSED_WORKFLOWS = ActivityDef("closed_workflows", HolderCheck, ClosedHolders, CONTROLLER)
+LEASE_HOLDERS = ActivityDef("lease_holders", PoolHolders, Holders, CONTROLLER)
 RECORD_INCIDENTS = ActivityDef[IncidentReport, None](
     "record_incidents", IncidentReport, None, CONTROLLER
 )

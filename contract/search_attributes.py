@@ -32,6 +32,7 @@ PHASE = SearchAttributeKey.for_keyword("RemedyPhase")
 PHASE_SINCE = SearchAttributeKey.for_datetime("RemedyPhaseSince")
 OUTCOME = SearchAttributeKey.for_keyword("RemedyOutcome")
 GPU_SERIALS = SearchAttributeKey.for_keyword_list("RemedyGpuSerials")
+LEASE = SearchAttributeKey.for_keyword("RemedyLease")
 
 ALL: list[SearchAttributeKey[Any]] = [
     NODE,
@@ -43,7 +44,10 @@ ALL: list[SearchAttributeKey[Any]] = [
     PHASE_SINCE,
     OUTCOME,
     GPU_SERIALS,
+    LEASE,
 ]
+# workflow.patched id: ladders index whether they hold a lease (runs from before do not).
+INDEX_LEASE = "remedy-index-lease"
 
 # The type names the `temporal` CLI takes (--search-attribute Name=Type).
 _CLI_TYPE = {
@@ -61,8 +65,9 @@ def dev_server_flags() -> list[str]:
     return [arg for key in ALL for arg in ("--search-attribute", f"{key.name}={cli_type(key)}")]
 
 
-def updates(index: NodeIndex) -> list[SearchAttributeUpdate[Any]]:
-    """Every attribute of a remediation; empty values unset the attribute."""
+def updates(index: NodeIndex, lease: bool = True) -> list[SearchAttributeUpdate[Any]]:
+    """Every attribute of a remediation; empty values unset the attribute. ``lease``: the
+    lease attribute too (not in runs from before it existed: their upserts stay the same)."""
     keyword = [
         (NODE, index.node),
         (POOL, index.pool),
@@ -80,4 +85,6 @@ def updates(index: NodeIndex) -> list[SearchAttributeUpdate[Any]]:
     out.append(
         GPU_SERIALS.value_set(index.gpu_serials) if index.gpu_serials else GPU_SERIALS.value_unset()
     )
+    if lease:
+        out.append(LEASE.value_set(index.lease) if index.lease else LEASE.value_unset())
     return out

@@ -120,6 +120,16 @@ class ClosedHolders(Wraps):
     workflow_ids: list[str]
 
 
+class PoolHolders(BaseModel):
+    """Which running ladders of the pool hold a lease (a budget run starting afresh asks)."""
+
+    pool: str
+
+
+class Holders(BaseModel):
+    leases: list[Lease]
+
+
 class ResumeRequest(BaseModel):
     by: str
 
@@ -136,6 +146,9 @@ class BudgetState(BaseModel):
     breaker_note: str = ""
     grants: int = 0
     reclaimed: int = 0
+    # The holders were rebuilt from the running ladders: a run started afresh (the last one
+    # was terminated) must not forget who holds a lease, or the cap could be exceeded.
+    rebuilt: bool = False
 
     @property
     def allowed(self) -> int:

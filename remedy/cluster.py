@@ -21,12 +21,6 @@ class CordonOwner:
     reason: str
 
 
-@dataclass(frozen=True)
-class DrainResult:
-    evicted: int
-    skipped: int  # DaemonSet and mirror pods stay
-
-
 class NodeControl(Protocol):
     """Taking a node out of service and back (the ladder's cluster-side rungs)."""
 
@@ -35,9 +29,12 @@ class NodeControl(Protocol):
     def restore(self, node: str) -> bool:
         """Undo remedy's own cordon; True if the node was uncordoned. Others' cordons stay."""
 
-    def drain(self, node: str, on_progress: Callable[[int], None]) -> DrainResult: ...
+    def drain(self, node: str, on_progress: Callable[[int], None], key: str = "") -> str:
+        """Evict the node's pods and say what was done (DaemonSet and mirror pods stay);
+        ``key`` (remedy/once.py): a repeat answers what the first drain did."""
 
-    def kill_gpu_pods(self, node: str) -> int: ...
+    def kill_gpu_pods(self, node: str, key: str = "") -> str:
+        """Delete the pods using the node's GPUs and say what was done; ``key`` as for drain."""
 
     def node_boot(self, node: str) -> NodeBoot: ...
 
@@ -90,9 +87,11 @@ class GpuHandoff(Protocol):
 class Replacer(Protocol):
     """Whatever provisions nodes: Karpenter, a cloud's API, a person with a ticket."""
 
-    def replace(self, node: str) -> str:
+    def replace(self, node: str, node_uid: str = "") -> str:
         """Hand the node back for new hardware; say what was done. ActionRefused when this
-        replacer cannot tell how to replace that node: guessing could lose capacity."""
+        replacer cannot tell how to replace that node: guessing could lose capacity.
+        ``node_uid``: the node object the ladder saw; when it is gone or another one stands
+        under the name, the replacement already happened — answer that, do nothing again."""
 
 
 @dataclass(frozen=True)

@@ -26,6 +26,7 @@ class NodeIndex(BaseModel):
     phase_since: datetime | None = None
     outcome: str = ""
     gpu_serials: list[str] = []
+    lease: str = ""  # "held" or "waiting": a restarted budget finds its holders by this
 
 
 def fault_code(finding: Finding) -> str:
@@ -64,7 +65,14 @@ def remediation_index(state: RemediationState, since: datetime | None = None) ->
         phase_since=since,
         outcome=state.outcome.value if state.outcome else "",
         gpu_serials=gpu_serials(state),
+        lease=lease_held(state),
     )
+
+
+def lease_held(state: RemediationState) -> str:
+    if state.lease_released_at is not None or state.lease_requested_at is None:
+        return ""
+    return "held" if state.lease_granted_at is not None else "waiting"
 
 
 def indexed_phase(state: RemediationState) -> Phase:

@@ -94,7 +94,8 @@ def plan_scan(nodes: list[NodeFacts], work: OpenWork) -> ScanPlan:
 
 def finding_from_condition(node: str, condition: NodeCondition) -> Finding:
     """What the scan reports for a problem condition nobody acted on: its reason is the
-    finding's reason (the agent wrote the first bad finding's reason there)."""
+    finding's reason (the agent wrote the first bad finding's reason there), seen when the
+    condition was last confirmed (its heartbeat), not when it first turned True."""
     xid = _XID_REASON.match(condition.reason)
     return Finding(
         node=node,
@@ -103,7 +104,7 @@ def finding_from_condition(node: str, condition: NodeCondition) -> Finding:
         severity=Severity.CRITICAL,
         xid=int(xid[1]) if xid else None,
         evidence=f"{condition.type}: {condition.message}"[:1024],
-        observed_at=condition.last_transition_time,
+        observed_at=condition.last_heartbeat_time,
     )
 
 

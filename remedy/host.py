@@ -17,10 +17,13 @@ class NodeHost(Protocol):
 
     def nvml(self) -> NvmlApi: ...
 
-    def reset_gpus(self, indices: list[int]) -> None:
-        """Reset these GPUs (all when empty); raise ActionFailed when the reset is impossible."""
+    def reset_gpus(self, indices: list[int], key: str = "") -> str:
+        """Reset these GPUs (all when empty) and say what was done; raise ActionFailed when the
+        reset is impossible. ``key`` (remedy/once.py): a repeat answers the first reset."""
 
-    def reboot(self) -> None: ...
+    def reboot(self, key: str = "") -> str:
+        """Reboot the node, at most once for ``key``: a repeat from a new boot answers that the
+        node rebooted, one from the same boot that it was issued."""
 
     def load_test(self, indices: list[int]) -> list[str]:
         """Run sustained load on the GPUs; return one line per problem (empty: passed)."""

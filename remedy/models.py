@@ -136,6 +136,11 @@ class Finding(Frozen):
         code = f"Xid {self.xid}" if self.xid is not None else self.reason
         return f"{code} on {self.component.describe()}"
 
+    def fingerprint(self) -> str:
+        """The same observation, whoever sends it again: what it saw, where, and when."""
+        where = self.component.uuid or self.component.device or self.component.index
+        return f"{self.check}/{self.reason}/{self.xid}/{where}@{self.observed_at.isoformat()}"
+
 
 class ProbeReport(Frozen):
     node: str
@@ -170,7 +175,11 @@ class ActionRequest(Frozen):
     reason: str
     workflow_id: str
     gpu_indices: list[int] = []  # empty: all GPUs of the node
-    dry_run: bool = False
+    # A disruptive action's idempotency key (the ladder's run and the rung): a repeat with the
+    # same key does nothing again and answers what the first did (remedy/once.py). Empty: a
+    # request from a ladder that predates keys.
+    key: str = ""
+    node_uid: str = ""  # a replacement: the node object it is for (another one: done already)
 
 
 class ActionResult(Frozen):
@@ -188,10 +197,12 @@ class BootRequest(Frozen):
 
 
 class NodeBoot(Frozen):
-    """The node's boot id (Kubernetes ``status.nodeInfo.bootID``) and whether it is Ready."""
+    """The node's boot id (Kubernetes ``status.nodeInfo.bootID``), whether it is Ready, and the
+    node object's uid (a replacement under the same name has another)."""
 
     boot_id: str
     ready: bool
+    uid: str = ""
 
 
 class CordonState(StrEnum):

@@ -98,6 +98,7 @@ class RemediationState(BaseModel):
     attempts: list[Attempt] = []
     approvals: list[Approval] = []
     cordon: CordonState | None = None
+    fault_confirmed: bool = False  # a re-probe saw the fault before the first disruptive rung
     last_probe: ProbeReport | None = None  # the latest re-probe, failed ones included
     lease_requested_at: datetime | None = None  # disruption budget of the node's pool
     lease_granted_at: datetime | None = None
@@ -142,6 +143,9 @@ class RemediationResult(BaseModel):
     detail: str
     runbook: str | None
     attempts: list[Attempt]
+    # Every finding the ladder received (fingerprints): the same one reported again after it
+    # finished is a stale duplicate and starts nothing.
+    handled: list[str] = []
 
 
 class RemediationStart(BaseModel):

@@ -27,6 +27,7 @@ class CheckTerms:
     check: str
     says: str
     reasons: Mapping[str, str]  # reason → what it means
+    probe: bool = False  # a re-probe sees the fault while it lasts (an Xid is an event: no)
 
 
 TERMS: tuple[CheckTerms, ...] = (
@@ -37,6 +38,7 @@ TERMS: tuple[CheckTerms, ...] = (
             "GpuFallenOffBus": "NVML reports a GPU as lost",
             "GpuMissing": "fewer GPUs than the node should have",
         },
+        probe=True,
     ),
     CheckTerms(
         "memory",
@@ -52,6 +54,7 @@ TERMS: tuple[CheckTerms, ...] = (
             "RecoveryActionDrainAndReset": "the driver asks for a drain and a GPU reset",
             "RecoveryActionSystemReboot": "the driver asks for a system reboot",
         },
+        probe=True,
     ),
     CheckTerms(
         "thermal",
@@ -62,11 +65,13 @@ TERMS: tuple[CheckTerms, ...] = (
             "HwSlowdown": "hardware slowdown",
             "GpuOverTemperature": "the GPU is over its temperature limit",
         },
+        probe=True,
     ),
     CheckTerms(
         "pcie",
         "the GPU's PCIe link",
         {"PcieWidthDegraded": "the link runs narrower than it can"},
+        probe=True,
     ),
     CheckTerms(
         "nvlink",
@@ -75,6 +80,7 @@ TERMS: tuple[CheckTerms, ...] = (
             "NvLinkDown": "NVLink links are down",
             "FabricNotReady": "the GPU has not joined the NVSwitch fabric",
         },
+        probe=True,
     ),
     CheckTerms(
         "nic",
@@ -84,6 +90,7 @@ TERMS: tuple[CheckTerms, ...] = (
             "NicPortDown": "an RDMA port is not ACTIVE",
             "NicRateDegraded": "an RDMA port runs below its expected rate",
         },
+        probe=True,
     ),
     CheckTerms(
         "probe",
@@ -94,6 +101,7 @@ TERMS: tuple[CheckTerms, ...] = (
             "CheckFailed": "a check raised an error",
             "ProbeUnavailable": "the probe could not run on the node (its agent is down)",
         },
+        probe=True,
     ),
     CheckTerms(
         "load",
@@ -109,6 +117,11 @@ TERMS: tuple[CheckTerms, ...] = (
         "job",
         "a guarded job's failure blamed on the node",
         {"JobPlatformFailure": "a job failed on this node for a platform reason"},
+    ),
+    CheckTerms(
+        "scan",
+        "the fleet scan",
+        {"OrphanedCordon": "remedy's cordon on a node no ladder owns (its ladder failed)"},
     ),
     CheckTerms(
         "manual",
@@ -143,6 +156,13 @@ def check_of(reason: str) -> str | None:
     if XID_REASON.match(reason):
         return XID_CHECK
     return next((t.check for t in TERMS if reason in t.reasons), None)
+
+
+def seen_by_probe(check: str, reason: str) -> bool:
+    """Whether a re-probe sees this fault while it lasts. A finding rebuilt from a node
+    condition keeps only its reason: the check is the one that reports the reason."""
+    terms = checks().get(check) or checks().get(check_of(reason) or "")
+    return terms is not None and terms.probe
 
 
 def known_check(name: str) -> str:

@@ -262,7 +262,7 @@ async def test_drain_skips_daemonset_and_mirror_pods_and_retries_a_pdb_refusal(
     kmock[f"post {eviction}"] << evicted
     progress: list[int] = []
     result = await call(cluster.control.drain, "n1", progress.append)
-    assert (result.evicted, result.skipped) == (1, 2)
+    assert result == "evicted 1 pods, left 2 DaemonSet/mirror pods"
     posts = sent(kmock, "POST", eviction)
     assert len(posts) == 3
     assert posts[-1].data["metadata"] == {"name": "train", "namespace": "jobs"}
@@ -288,7 +288,7 @@ async def test_kill_job_deletes_only_pods_using_gpus(
     kmock.objects[NODES, None, "n1"] = node()
     for item in (pod("train", gpus=8), pod("sidecar"), pod("old", gpus=1, phase="Failed")):
         kmock.objects[PODS, "jobs", item["metadata"]["name"]] = item
-    assert await call(cluster.control.kill_gpu_pods, "n1") == 1
+    assert await call(cluster.control.kill_gpu_pods, "n1") == "deleted 1 pods using the node's GPUs"
     [delete] = sent(kmock, "DELETE", "/api/v1/namespaces/jobs/pods/train")
     assert delete.params["gracePeriodSeconds"] == "10"
 
@@ -363,7 +363,7 @@ async def test_drain_asks_gpu_pods_to_checkpoint_and_waits_for_their_answer(
         },
     }
     result = await asyncio.wait_for(drained, timeout=10)
-    assert result.evicted == 1
+    assert result.startswith("evicted 1 pods")
     assert not sent(kmock, "PATCH", "/api/v1/namespaces/jobs/pods/dcgm")  # DaemonSet: skipped
 
 
@@ -380,7 +380,7 @@ async def test_checkpoint_grace_runs_out_and_the_drain_goes_on(
 
     kmock["post /api/v1/namespaces/jobs/pods/train/eviction"] << evicted
     result = await call(cluster.control.drain, "n1", lambda left: None)
-    assert result.evicted == 1
+    assert result.startswith("evicted 1 pods")
 
 
 async def test_node_boot_reads_boot_id_and_readiness(
@@ -472,7 +472,8 @@ async def test_pod_already_gone_counts_as_evicted_and_deleted(
     kmock.objects[NODES, None, "n1"] = node()
     kmock.objects[PODS, "jobs", "train"] = pod("train", gpus=8)
     kmock["delete /api/v1/namespaces/jobs/pods/train"] << 404
-    assert await call(cluster.control.kill_gpu_pods, "n1") == 1  # 404 on delete: already gone
+    # 404 on delete: already gone, counted as done
+    assert await call(cluster.control.kill_gpu_pods, "n1") == "deleted 1 pods using the node's GPUs"
     kmock.objects[PODS, "jobs", "train"] = pod("train", gpus=8)  # (the emulator deleted it)
 
     def gone(request: Any) -> Response:
@@ -481,7 +482,7 @@ async def test_pod_already_gone_counts_as_evicted_and_deleted(
 
     kmock["post /api/v1/namespaces/jobs/pods/train/eviction"] << gone
     result = await call(cluster.control.drain, "n1", lambda left: None)
-    assert result.evicted == 1
+    assert result.startswith("evicted 1 pods")
 
 
 async def test_nodes_reports_pool_admission_cordon_and_problem_conditions(

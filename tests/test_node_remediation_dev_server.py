@@ -86,10 +86,10 @@ class _SlowReset(SimHost):
         super().__init__(fleet, name)
         self._started, self._finish = started, finish
 
-    def reset_gpus(self, indices: list[int]) -> None:
+    def reset_gpus(self, indices: list[int], key: str = "") -> str:
         self._started.set()
         self._finish.wait(30)
-        super().reset_gpus(indices)
+        return super().reset_gpus(indices, key)
 
 
 async def test_a_ladder_evicted_mid_reset_closes_cleanly_and_resumes_elsewhere(

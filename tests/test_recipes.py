@@ -18,7 +18,7 @@ import pytest
 from temporalio.testing import WorkflowEnvironment
 
 from adapters.sim import SimFleet
-from remedy.cluster import CordonOwner, DrainResult
+from remedy.cluster import CordonOwner
 from remedy.errors import NodeGone
 from remedy.models import CordonState, NodeBoot
 from remedy.remediation import Outcome
@@ -117,7 +117,7 @@ class FakeSlurmctld:
             sim.pods = [p for p in sim.pods if not p.uses_gpus]
             return ""
         state = self._states.get(node, "IDLE")
-        return f"NodeName={node} State={state} BootTime={sim.boot_id}"
+        return f"NodeName={node} State={state} BootTime={sim.boot}"
 
 
 class SlurmNodeControl:
@@ -146,13 +146,13 @@ class SlurmNodeControl:
         self._slurm.run("scontrol", "update", f"NodeName={node}", "State=RESUME")
         return True
 
-    def drain(self, node: str, on_progress: Callable[[int], None]) -> DrainResult:
+    def drain(self, node: str, on_progress: Callable[[int], None], key: str = "") -> str:
         self._slurm.run("scancel", "--state=RUNNING", f"--nodelist={node}")
-        return DrainResult(evicted=1, skipped=0)
+        return "requeued the node's running jobs"
 
-    def kill_gpu_pods(self, node: str) -> int:
+    def kill_gpu_pods(self, node: str, key: str = "") -> str:
         self._slurm.run("scancel", f"--nodelist={node}")
-        return 1
+        return "cancelled the node's jobs"
 
     def node_boot(self, node: str) -> NodeBoot:
         shown = self._show(node)

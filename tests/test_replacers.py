@@ -14,6 +14,7 @@ from temporalio.testing import WorkflowEnvironment
 
 from adapters.kubernetes.cluster import kubernetes_cluster
 from adapters.kubernetes.nodes import NodeApi
+from adapters.kubernetes.objects import Json
 from adapters.kubernetes.replace import REPLACERS
 from adapters.sim import SimFleet
 from remedy.cluster import Cluster
@@ -49,20 +50,19 @@ class CloudReplacer:
     def __init__(self, cloud: FakeCloud) -> None:
         self._cloud = cloud
 
-    def replace(self, node: str) -> str:
+    def replace(self, node: str, node_uid: str = "") -> str:
         self._cloud.terminate(f"i-{node}")
         return f"terminated instance i-{node}; the cloud brings a new one"
 
 
 class ProviderIdReplacer:
-    """On Kubernetes: the instance is the node's ``spec.providerID``."""
+    """On Kubernetes: the instance is the node's ``spec.providerID`` (``OncePerNode`` around
+    it has read the node, checked it is the one the ladder saw, and that remedy manages it)."""
 
     def __init__(self, nodes: NodeApi, cloud: FakeCloud) -> None:
         self._nodes, self._cloud = nodes, cloud
 
-    def replace(self, node: str) -> str:
-        current = self._nodes.node(node)
-        self._nodes.managed(current)
+    def replace_node(self, node: str, current: Json) -> str:
         instance = current.get("spec", {}).get("providerID")
         if not instance:
             raise ActionRefused(f"{node} has no providerID: no instance to terminate")

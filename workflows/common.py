@@ -4,6 +4,7 @@ activity failed."""
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import Any
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
@@ -14,11 +15,21 @@ with workflow.unsafe.imports_passed_through():
 
 # Retrying these cannot help: the node is gone, remedy may not act, or the action said no.
 PERMANENT_ERRORS = permanent_error_types()
-QUICK_RETRY = RetryPolicy(
+# Every step that changes nothing on the node by itself (reports to the budget, lease requests,
+# probes, reading the node, cordon and restore, records) rides out an outage of the cluster API
+# or a restart of a process: retried with backoff up to a deadline of minutes, not a handful of
+# quick attempts that a 45-second outage uses up.
+PATIENT_RETRY = RetryPolicy(
     initial_interval=timedelta(seconds=2),
-    maximum_attempts=5,
+    backoff_coefficient=2.0,
+    maximum_interval=timedelta(seconds=30),
     non_retryable_error_types=PERMANENT_ERRORS,
 )
+RIDE_OUT_DEADLINE = timedelta(minutes=10)
+RIDE_OUT: dict[str, Any] = {
+    "retry_policy": PATIENT_RETRY,
+    "schedule_to_close_timeout": RIDE_OUT_DEADLINE,
+}
 
 
 def this_run() -> str:

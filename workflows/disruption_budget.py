@@ -16,7 +16,7 @@ from temporalio import workflow
 from temporalio.common import RetryPolicy
 
 from contract import search_attributes
-from contract.activities import CLOSED_WORKFLOWS
+from contract.activities import CLOSED_WORKFLOWS, LEASE_HOLDERS
 from contract.messages import (
     BUDGET_STATE,
     LEASE_GRANTED,
@@ -26,6 +26,7 @@ from contract.messages import (
     RESUME_POOL,
 )
 from workflows import metrics
+from workflows.common import RIDE_OUT
 
 with workflow.unsafe.imports_passed_through():
     from contract.names import DISRUPTION_BUDGET_WORKFLOW
@@ -36,6 +37,7 @@ with workflow.unsafe.imports_passed_through():
         LeaseGrant,
         LeaseRelease,
         LeaseRequest,
+        PoolHolders,
         ResumeRequest,
         UnhealthyReport,
         storm,
@@ -43,6 +45,7 @@ with workflow.unsafe.imports_passed_through():
 
 GRANTS_TOGETHER = "grant-signals-together"  # workflow.patched: runs before it sent one by one
 REGRANT = "regrant-to-a-new-run-of-the-holder"
+REBUILD = "rebuild-holders-from-running-ladders"
 
 
 @workflow.defn(name=DISRUPTION_BUDGET_WORKFLOW)
@@ -97,6 +100,8 @@ class DisruptionBudget:
     async def run(self, state: BudgetState) -> None:
         if workflow.patched(search_attributes.PATCH):  # `RemedyPool = '...'` finds it too
             workflow.upsert_search_attributes([search_attributes.POOL.value_set(state.pool)])
+        if not state.rebuilt and workflow.patched(REBUILD):
+            await self._rebuild()
         while True:
             try:
                 await workflow.wait_condition(
@@ -177,6 +182,27 @@ class DisruptionBudget:
         except Exception:  # noqa: BLE001 - the holder is gone: its lease is free again
             self._state.holders = [h for h in self._state.holders if h.holder != req.holder]
             self._changed = True
+
+    async def _rebuild(self) -> None:
+        """Before granting anything, a run started afresh learns who holds a lease: the
+        running ladders of the pool that say so (their search attributes). Waiting ladders
+        ask again by themselves."""
+        state = self._state
+        found = await LEASE_HOLDERS.execute(
+            PoolHolders(pool=state.pool),
+            start_to_close_timeout=timedelta(seconds=60),
+            **RIDE_OUT,
+            summary=f"who holds a lease in pool {state.pool}",
+        )
+        known = {h.holder for h in state.holders}
+        state.holders += [lease for lease in found.leases if lease.holder not in known]
+        state.waiting = [
+            w
+            for w in state.waiting
+            if w.holder not in known | {lease.holder for lease in found.leases}
+        ]
+        state.rebuilt = True
+        self._changed = True
 
     async def _reclaim(self) -> None:
         """Free the leases of holders whose workflows closed without releasing them."""

@@ -12,7 +12,7 @@ from temporalio import workflow
 
 from contract.activities import REPORT_UNHEALTHY, REQUEST_LEASE
 from contract.messages import LEASE_RELEASE
-from workflows.common import QUICK_RETRY
+from workflows.common import RIDE_OUT
 from workflows.remediation_view import RemediationView
 
 with workflow.unsafe.imports_passed_through():
@@ -21,6 +21,8 @@ with workflow.unsafe.imports_passed_through():
     from remedy.remediation import Phase, RemediationState
 
 BUDGET_CALL = timedelta(seconds=30)
+REASK = "re-ask-for-lease"  # workflow.patched: runs from before waited without a timer
+REASK_EVERY = timedelta(minutes=5)
 
 
 class DisruptionLease:
@@ -39,7 +41,7 @@ class DisruptionLease:
         await REPORT_UNHEALTHY.execute(
             report,
             start_to_close_timeout=BUDGET_CALL,
-            retry_policy=QUICK_RETRY,
+            **RIDE_OUT,
             summary=f"report unhealthy (pool {state.node.pool})",
         )
 
@@ -52,21 +54,39 @@ class DisruptionLease:
             return
         if state.lease_requested_at is None:
             state.lease_requested_at = workflow.now()
-            wanted = LeaseWanted(
-                holder=workflow.info().workflow_id,
-                node=state.node.name,
-                pool=state.node.pool,
-                task_queue=workflow.info().task_queue,
-            )
-            await REQUEST_LEASE.execute(
-                wanted,
-                start_to_close_timeout=BUDGET_CALL,
-                retry_policy=QUICK_RETRY,
-                summary=f"request lease (pool {state.node.pool})",
-            )
+            await self._ask()
         self._view.enter(Phase.AWAITING_LEASE)
-        await workflow.wait_condition(
-            lambda: state.lease_granted_at is not None, timeout_summary="disruption lease"
+        if not workflow.patched(REASK):
+            await workflow.wait_condition(
+                lambda: state.lease_granted_at is not None, timeout_summary="disruption lease"
+            )
+            return
+        while True:
+            try:
+                await workflow.wait_condition(
+                    lambda: state.lease_granted_at is not None,
+                    timeout=REASK_EVERY,
+                    timeout_summary=f"disruption lease (asked again every {REASK_EVERY})",
+                )
+                return
+            except TimeoutError:
+                # The budget may have been restarted and forgotten this ladder: ask again
+                # (a budget that has it waiting, or holding, does not count it twice).
+                await self._ask()
+
+    async def _ask(self) -> None:
+        state = self._state
+        wanted = LeaseWanted(
+            holder=workflow.info().workflow_id,
+            node=state.node.name,
+            pool=state.node.pool,
+            task_queue=workflow.info().task_queue,
+        )
+        await REQUEST_LEASE.execute(
+            wanted,
+            start_to_close_timeout=BUDGET_CALL,
+            **RIDE_OUT,
+            summary=f"request lease (pool {state.node.pool})",
         )
 
     async def release(self) -> None:

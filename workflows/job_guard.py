@@ -23,7 +23,7 @@ from contract.messages import (
     POD_FAILED,
     RESUME_JOB,
 )
-from workflows.common import QUICK_RETRY
+from workflows.common import RIDE_OUT
 from workflows.metrics import job_failure
 
 with workflow.unsafe.imports_passed_through():
@@ -128,7 +128,7 @@ class JobGuard:
         return await act.ATTRIBUTE_FAILURE.execute(
             failure,
             start_to_close_timeout=timedelta(seconds=30),
-            retry_policy=QUICK_RETRY,
+            **RIDE_OUT,
             summary=f"attribute the failure of {failure.pod}",
         )
 
@@ -203,7 +203,7 @@ class JobGuard:
         await act.REMEDIATE_BLAMED_NODE.execute(
             blame,
             start_to_close_timeout=timedelta(seconds=30),
-            retry_policy=QUICK_RETRY,
+            **RIDE_OUT,
             summary=f"remediate {node}",
         )
 
@@ -223,7 +223,7 @@ class JobGuard:
                 resumed_by=resumed_by,
             ),
             start_to_close_timeout=timedelta(minutes=2),
-            retry_policy=QUICK_RETRY,
+            **RIDE_OUT,
             summary=f"restart {self._input.job} from its last checkpoint",
         )
         self._ledger.restarted_at = workflow.now()
@@ -233,7 +233,7 @@ class JobGuard:
         await act.STOP_JOB.execute(
             StopRequest(job=self._input.job, reason=reason),
             start_to_close_timeout=timedelta(minutes=2),
-            retry_policy=QUICK_RETRY,
+            **RIDE_OUT,
             summary=f"stop {self._input.job}",
         )
 

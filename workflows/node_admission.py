@@ -17,7 +17,7 @@ from temporalio.exceptions import ActivityError
 from contract import activities as act
 from contract.defs import ActivityDef
 from contract.messages import ADMISSION_STATE
-from workflows.common import QUICK_RETRY, this_run
+from workflows.common import RIDE_OUT, this_run
 
 with workflow.unsafe.imports_passed_through():
     from contract.names import NODE_ADMISSION_WORKFLOW
@@ -98,7 +98,7 @@ class NodeAdmission:
         answer = await act.BLOCKED_SERIALS.execute(
             SerialsCheck(serials=state.serials),
             start_to_close_timeout=timedelta(seconds=60),
-            retry_policy=QUICK_RETRY,
+            **RIDE_OUT,
             summary=f"hardware record of {len(state.serials)} GPUs",
         )
         blocked = answer.blocked
@@ -137,7 +137,7 @@ class NodeAdmission:
                     ),
                 ),
                 start_to_close_timeout=timedelta(seconds=60),
-                retry_policy=QUICK_RETRY,
+                **RIDE_OUT,
                 summary=f"record incidents of {len(rejected.serials)} GPUs",
             )
         await self._cluster(act.REJECT, AdmissionStep(node=inp.node, reason=rejected.reason))
@@ -159,7 +159,7 @@ class NodeAdmission:
                 task_queue=workflow.info().task_queue,
             ),
             start_to_close_timeout=timedelta(seconds=60),
-            retry_policy=QUICK_RETRY,
+            **RIDE_OUT,
             summary=f"hand {inp.node.name} to {inp.failure_runbook.name}",
         )
         state.remediation = started.workflow_id
@@ -187,7 +187,7 @@ class NodeAdmission:
         await step.execute(
             arg,
             start_to_close_timeout=timedelta(seconds=60),
-            retry_policy=QUICK_RETRY,
+            **RIDE_OUT,
             summary=f"{step.name.replace('_', ' ')} {arg.node.name}",
         )
 

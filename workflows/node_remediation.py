@@ -32,6 +32,7 @@ from workflows.remediation_view import RemediationView
 
 with workflow.unsafe.imports_passed_through():
     from contract.names import NODE_REMEDIATION_WORKFLOW
+    from remedy import vocabulary
     from remedy.actions import ACTIONS
     from remedy.budget import LeaseGrant
     from remedy.durations import format_duration
@@ -57,6 +58,7 @@ FIRST_REPORT_TIMEOUT = timedelta(minutes=5)
 DISRUPTION_BUDGET = "disruption-budget-leases"
 HARDWARE_RECORD = "hardware-record-incidents"
 PUBLISH_CONDITIONS = "publish-conditions-on-recovery"
+CONFIRM_FAULT = "confirm-fault-before-disrupting"
 
 
 class _Stop(Exception):
@@ -143,6 +145,14 @@ class NodeRemediation:
             if stop.outcome is Outcome.CLEARED:
                 await self._steps.restore()  # the fault went away: give back what remedy took
             return stop.outcome, stop.detail
+        except ActivityError as err:
+            # A step past its deadline (an outage longer than the ladder rides out): never a
+            # failed workflow with its node cordoned and nobody owning it.
+            await self._steps.hold_cordoned()
+            held = "cordoned" if state.cordon else "as it was (the cordon failed too)"
+            return Outcome.NEEDS_HUMAN, (
+                f"stopped by a failure in {state.phase.value}: {cause_of(err)}; node {held}"
+            )
 
     async def _wait_for_first_report(self) -> None:
         try:
@@ -235,8 +245,10 @@ class NodeRemediation:
         state, view = self._state, self._view
         if rung.approval is ApprovalMode.REQUIRED and not state.approved(index):
             await self._await_approval(index, rung)
-        if ACTIONS[rung.action].disruptive and workflow.patched(DISRUPTION_BUDGET):
-            await self._lease.hold()
+        if ACTIONS[rung.action].disruptive:
+            await self._confirm_fault()
+            if workflow.patched(DISRUPTION_BUDGET):
+                await self._lease.hold()
         started = workflow.now()
         view.enter(Phase.ACTING)
         try:
@@ -261,6 +273,24 @@ class NodeRemediation:
         verdict = AttemptResult.VERIFIED if report.healthy else AttemptResult.UNVERIFIED
         view.record(index, rung.action, started, verdict, _summary(result, report))
         return report.healthy
+
+    async def _confirm_fault(self) -> None:
+        """With no tolerance window the ladder acts on the report alone, and a report can be
+        stale (sent again, delayed): before the first disruptive rung, a fault a re-probe can
+        see must still be there."""
+        state = self._state
+        assert state.runbook is not None and state.trigger is not None
+        trigger = state.trigger
+        if (
+            state.fault_confirmed
+            or state.runbook.tolerance > timedelta(0)
+            or not vocabulary.seen_by_probe(trigger.check, trigger.reason)
+            or not workflow.patched(CONFIRM_FAULT)
+        ):
+            return
+        state.fault_confirmed = True
+        if (await self._steps.probe()).healthy:
+            raise _Stop(Outcome.CLEARED, "the fault was gone before the first disruptive rung")
 
     async def _await_approval(self, index: int, rung: Rung) -> None:
         state = self._state
@@ -317,6 +347,7 @@ class NodeRemediation:
             detail=detail,
             runbook=runbook,
             attempts=state.attempts,
+            handled=[f.fingerprint() for f in state.findings],
         )
 
     def _continue_as_new_if_suggested(self) -> None:

@@ -22,7 +22,7 @@ from temporalio.exceptions import TimeoutError as ActivityTimeout
 from contract import activities as act
 from contract.defs import ActivityDef
 from workflows import metrics
-from workflows.common import PERMANENT_ERRORS, QUICK_RETRY, cause_of, this_run
+from workflows.common import PATIENT_RETRY, PERMANENT_ERRORS, RIDE_OUT, cause_of, this_run
 from workflows.remediation_view import RemediationView
 
 with workflow.unsafe.imports_passed_through():
@@ -53,10 +53,11 @@ with workflow.unsafe.imports_passed_through():
 # workflow.patched ids: runs started before each step existed took the plain action instead.
 CONFIRM_REBOOT = "confirm-reboot-from-boot-id"
 RELEASE_GPUS = "release-gpu-operands-for-reset"
+REPLACE_ONCE = "replace-once-per-node-object"
 # Outcomes that count against the GPU: a fault that cleared by itself, or an abort, does not.
 INCIDENT_OUTCOMES = (Outcome.RECOVERED, Outcome.REPLACED, Outcome.NEEDS_HUMAN)
 CLUSTER_CALL = timedelta(seconds=60)
-PROBE_RETRY = RetryPolicy(maximum_attempts=2, initial_interval=timedelta(seconds=5))
+PROBE_DEADLINE = timedelta(minutes=5)
 
 Step = Callable[["NodeSteps", Rung], Awaitable[ActionResult]]
 R = TypeVar("R")
@@ -92,12 +93,16 @@ class NodeSteps:
             return await special[1](self, rung)
         return await self._action(rung)
 
-    async def _action(self, rung: Rung) -> ActionResult:
-        """The action's own activity, with the rung's timeout and retries."""
+    async def _action(self, rung: Rung, node_uid: str = "") -> ActionResult:
+        """The action's own activity, with the rung's timeout and retries. A disruptive one
+        carries its key (this run, this rung): a retry of the activity after a lost answer
+        finds it recorded where the effect landed and does not act again (remedy/once.py)."""
         spec = ACTIONS[rung.action]
         on_node = spec.where is Where.NODE
+        key = f"{this_run()}/rung-{self._state.rung}" if spec.disruptive else ""
+        request = self.request(rung.action).model_copy(update={"key": key, "node_uid": node_uid})
         return await act.ACTION[rung.action].execute(
-            self.request(rung.action),
+            request,
             task_queue=self._input.node_task_queue if on_node else None,
             schedule_to_start_timeout=self._input.node_pickup_timeout if on_node else None,
             start_to_close_timeout=rung.timeout,
@@ -135,7 +140,7 @@ class NodeSteps:
         return await step.execute(
             self.request(Action.RESET_GPU, step.name),
             start_to_close_timeout=timeout,
-            retry_policy=QUICK_RETRY,
+            **RIDE_OUT,
             summary=f"{step.name.replace('_', ' ')} on {self._state.node.name}",
         )
 
@@ -147,7 +152,7 @@ class NodeSteps:
         before = await act.BOOT_ID.execute(
             BootRequest(node=node),
             start_to_close_timeout=CLUSTER_CALL,
-            retry_policy=QUICK_RETRY,
+            **RIDE_OUT,
             summary=f"boot id of {node.name}",
         )
         try:
@@ -163,9 +168,22 @@ class NodeSteps:
             BootRequest(node=node, previous_boot_id=before.boot_id),
             start_to_close_timeout=rung.timeout,
             heartbeat_timeout=timedelta(minutes=1),
-            retry_policy=RetryPolicy(maximum_attempts=1),
+            retry_policy=PATIENT_RETRY,  # the rung's timeout is the deadline, not one attempt
+            schedule_to_close_timeout=rung.timeout,
             summary=f"wait for {node.name} to come back",
         )
+
+    async def _replace(self, rung: Rung) -> ActionResult:
+        """A replacement is for the node object the ladder sees now (its uid): a retry after
+        the answer was lost finds that object gone, or another under the name, and stops."""
+        node = self._state.node
+        seen = await act.BOOT_ID.execute(
+            BootRequest(node=node),
+            start_to_close_timeout=CLUSTER_CALL,
+            **RIDE_OUT,
+            summary=f"which node object {node.name} is",
+        )
+        return await self._action(rung, node_uid=seen.uid)
 
     async def _cordon_rung(self, rung: Rung) -> ActionResult:
         await self.cordon(self._state.runbook.name if self._state.runbook else "a rung")
@@ -182,7 +200,8 @@ class NodeSteps:
                 task_queue=self._input.node_task_queue,
                 schedule_to_start_timeout=self._input.node_pickup_timeout,
                 start_to_close_timeout=CLUSTER_CALL,
-                retry_policy=PROBE_RETRY,
+                retry_policy=PATIENT_RETRY,  # a dead agent: schedule-to-start, never retried
+                schedule_to_close_timeout=PROBE_DEADLINE,
                 summary=f"probe {state.node.name}",
             )
         except ActivityError as err:
@@ -238,7 +257,7 @@ class NodeSteps:
             result = await step.execute(
                 self.request(action, reason),
                 start_to_close_timeout=CLUSTER_CALL,
-                retry_policy=QUICK_RETRY,
+                **RIDE_OUT,
                 summary=f"{action.value} {self._state.node.name}",
             )
         except ActivityError as err:
@@ -258,7 +277,7 @@ class NodeSteps:
             await act.PUBLISH_CONDITIONS.execute(
                 ConditionsUpdate(node=state.node, report=probe),
                 start_to_close_timeout=timedelta(seconds=30),
-                retry_policy=QUICK_RETRY,
+                **RIDE_OUT,
                 summary=f"conditions of {state.node.name}: healthy",
             )
         except ActivityError as err:  # the agent's next round publishes them anyway
@@ -292,7 +311,7 @@ class NodeSteps:
             await act.RECORD_INCIDENTS.execute(
                 IncidentReport(serials=serials, incident=incident),
                 start_to_close_timeout=timedelta(seconds=30),
-                retry_policy=QUICK_RETRY,
+                **RIDE_OUT,
                 summary=f"hardware record of {', '.join(serials)}",
             )
         except ActivityError as err:  # the node's outcome stands; the record is best effort
@@ -304,4 +323,5 @@ STEPS: dict[Action, tuple[str | None, Step]] = {
     Action.REBOOT: (CONFIRM_REBOOT, NodeSteps._reboot),
     Action.RESET_GPU: (RELEASE_GPUS, NodeSteps._reset),
     Action.CORDON: (None, NodeSteps._cordon_rung),
+    Action.REPLACE: (REPLACE_ONCE, NodeSteps._replace),
 }

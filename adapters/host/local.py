@@ -7,13 +7,19 @@ import subprocess
 from datetime import UTC, datetime
 from pathlib import Path
 
+from adapters.host.ledger import FileLedger
 from adapters.host.load_test import run_load_test
 from adapters.host.nvml import real_nvml
 from remedy.errors import ActionFailed, ActionRefused
 from remedy.gpu import NvmlApi
+from remedy.models import Action
+from remedy.once import once, reboot_once, unsure_not_repeated
 from remedy.probe.runner import ProbeConfig
 
 RESET_TIMEOUT_S = 120
+# On the node's own disk (a hostPath in deploy/agent.yaml): it must outlive the agent and a reboot.
+DEFAULT_STATE_DIR = Path("/var/lib/remedy")
+BOOT_ID_FILE = Path("/proc/sys/kernel/random/boot_id")
 
 
 def boot_time(proc_stat: Path = Path("/proc/stat")) -> datetime | None:
@@ -36,21 +42,42 @@ class LocalHost:
         allow_reset: bool = False,
         allow_reboot: bool = False,
         reboot_command: tuple[str, ...] = ("systemctl", "reboot"),
+        state_dir: Path = DEFAULT_STATE_DIR,
+        boot_id_file: Path = BOOT_ID_FILE,
     ) -> None:
         self.name = name
         self.probe_config = probe_config
         self._allow_reset, self._allow_reboot = allow_reset, allow_reboot
         self._reboot_command = reboot_command
+        self.ledger = FileLedger(state_dir / "actions.json")
+        self._boot_id_file = boot_id_file
+
+    def boot_id(self) -> str:
+        """The kernel's id of this boot, the same one the kubelet reports as bootID."""
+        try:
+            return self._boot_id_file.read_text().strip()
+        except OSError as exc:
+            raise ActionFailed(f"cannot read the boot id {self._boot_id_file}: {exc}") from exc
 
     def nvml(self) -> NvmlApi:
         return real_nvml()
 
-    def reset_gpus(self, indices: list[int]) -> None:
+    def reset_gpus(self, indices: list[int], key: str = "") -> str:
         if not self._allow_reset:
             raise ActionRefused(
                 f"GPU reset is disabled on {self.name}: start the agent with --allow-reset"
             )
         targets = indices or list(range(self.probe_config.expected_gpus or 0))
+
+        def reset() -> str:
+            self._reset(targets)
+            return f"reset GPU {', '.join(map(str, indices)) or 'all'}"
+
+        return once(
+            self.ledger, key, Action.RESET_GPU, datetime.now(UTC), reset, unsure_not_repeated
+        )
+
+    def _reset(self, targets: list[int]) -> None:
         for gpu in targets:
             # nvidia-smi refuses while processes hold the GPU; the ladder drains first.
             done = subprocess.run(
@@ -65,12 +92,18 @@ class LocalHost:
                     f"{(done.stdout + done.stderr).strip()[-500:]}"
                 )
 
-    def reboot(self) -> None:
+    def reboot(self, key: str = "") -> str:
         if not self._allow_reboot:
             raise ActionRefused(
                 f"reboot is disabled on {self.name}: start the agent with --allow-reboot"
             )
-        subprocess.run(list(self._reboot_command), check=False, timeout=60)
+
+        def issue() -> str:
+            subprocess.run(list(self._reboot_command), check=False, timeout=60)
+            return f"reboot issued: {' '.join(self._reboot_command)}"
+
+        now = datetime.now(UTC)
+        return reboot_once(self.ledger, key, self.boot_id(), now, issue)
 
     def load_test(self, indices: list[int]) -> list[str]:
         gpus = indices or list(range(self.probe_config.expected_gpus or 0))

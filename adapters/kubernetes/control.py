@@ -8,11 +8,13 @@ from collections.abc import Callable
 
 from adapters.kubernetes.drain import Drain
 from adapters.kubernetes.errors import api_errors
+from adapters.kubernetes.ledger import NodeLedger
 from adapters.kubernetes.nodes import PREFIX, NodeApi
 from adapters.kubernetes.objects import meta
-from remedy.cluster import CordonOwner, DrainResult
+from remedy.cluster import CordonOwner
 from remedy.errors import TransientError
-from remedy.models import CordonState, NodeBoot
+from remedy.models import Action, CordonState, NodeBoot
+from remedy.once import once
 
 CORDONED_BY = f"{PREFIX}/cordoned-by"
 CORDON_REASON = f"{PREFIX}/cordon-reason"
@@ -86,16 +88,32 @@ class KubernetesNodeControl:
         nodes.event(node, "RemedyRestored", "uncordoned: the node recovered")
         return True
 
-    def drain(self, node: str, on_progress: Callable[[int], None]) -> DrainResult:
-        return self._drain.drain(node, on_progress)
+    def drain(self, node: str, on_progress: Callable[[int], None], key: str = "") -> str:
+        def evict() -> str:
+            return self._drain.drain(node, on_progress)
 
-    def kill_gpu_pods(self, node: str) -> int:
-        return self._drain.kill_gpu_pods(node)
+        # A drain converges: one started and never answered goes on where it stopped.
+        return self._once(node, key, Action.DRAIN, evict)
+
+    def kill_gpu_pods(self, node: str, key: str = "") -> str:
+        def kill() -> str:
+            return self._drain.kill_gpu_pods(node)
+
+        return self._once(node, key, Action.KILL_JOB, kill)
+
+    def _once(self, node: str, key: str, action: Action, effect: Callable[[], str]) -> str:
+        """Recorded on the node (in dry run nothing is written, so nothing is recorded)."""
+        nodes = self._nodes
+        ledger = NodeLedger(nodes, node)
+        key = "" if nodes.dry_run else key
+        return once(ledger, key, action, nodes.clock(), effect, lambda _started: effect())
 
     def node_boot(self, node: str) -> NodeBoot:
-        status = self._nodes.node(node).get("status", {})
+        current = self._nodes.node(node)
+        status = current.get("status", {})
         ready = any(
             c.get("type") == "Ready" and c.get("status") == "True"
             for c in status.get("conditions", [])
         )
-        return NodeBoot(boot_id=status.get("nodeInfo", {}).get("bootID", ""), ready=ready)
+        boot_id = status.get("nodeInfo", {}).get("bootID", "")
+        return NodeBoot(boot_id=boot_id, ready=ready, uid=meta(current).get("uid", ""))

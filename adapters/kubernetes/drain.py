@@ -11,7 +11,6 @@ from kubernetes import client as k8s
 from adapters.kubernetes.errors import api_errors
 from adapters.kubernetes.nodes import PREFIX, NodeApi, daemonset
 from adapters.kubernetes.objects import Json, gpu_count, meta
-from remedy.cluster import DrainResult
 from remedy.errors import DrainBlocked, NodeGone, TransientError
 
 MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
@@ -36,7 +35,7 @@ class Drain:
         self._eviction_retry_s, self._drain_timeout_s = eviction_retry_s, drain_timeout_s
         self._kill_grace_s, self._checkpoint_grace_s = kill_grace_s, checkpoint_grace_s
 
-    def kill_gpu_pods(self, node: str) -> int:
+    def kill_gpu_pods(self, node: str) -> str:
         nodes = self._nodes
         nodes.managed(nodes.node(node))
         victims = [p for p in nodes.pods(node) if _uses_gpus(p) and not _finished(p)]
@@ -54,9 +53,9 @@ class Drain:
                 pass  # already gone: that is what we wanted
         verb = "would delete" if nodes.dry_run else "deleted"
         nodes.event(node, "RemedyKilledJob", f"{verb} {len(victims)} pods using GPUs")
-        return len(victims)
+        return f"{verb} {len(victims)} pods using the node's GPUs"
 
-    def drain(self, node: str, on_progress: Callable[[int], None]) -> DrainResult:
+    def drain(self, node: str, on_progress: Callable[[int], None]) -> str:
         """Evict through the Eviction API with kubectl's rules: DaemonSet and mirror pods stay,
         finished pods count as done, a PodDisruptionBudget refusal (429) is retried until the
         drain times out, and a pod is gone only when its UID is."""
@@ -68,7 +67,7 @@ class Drain:
         evicted = dict(pending)
         if nodes.dry_run:
             nodes.event(node, "RemedyDryRun", f"would evict {len(pending)} pods")
-            return DrainResult(evicted=len(pending), skipped=len(skipped))
+            return f"dry run: would evict {len(pending)} pods, leave {len(skipped)}"
         deadline = time.monotonic() + self._drain_timeout_s
         self._checkpoint_grace(node, [p for p in pending.values() if _uses_gpus(p)], on_progress)
         while pending:
@@ -88,7 +87,7 @@ class Drain:
                 time.sleep(self._eviction_retry_s)
         self._wait_gone(node, set(evicted), deadline, on_progress)
         nodes.event(node, "RemedyDrained", f"evicted {len(evicted)} pods, left {len(skipped)}")
-        return DrainResult(evicted=len(evicted), skipped=len(skipped))
+        return f"evicted {len(evicted)} pods, left {len(skipped)} DaemonSet/mirror pods"
 
     def _checkpoint_grace(
         self, node: str, jobs: list[Json], on_progress: Callable[[int], None]

@@ -1,15 +1,16 @@
 """Replacing a node on Kubernetes: one ``Replacer`` per way a cluster gets new hardware, chosen
 by name (``remedy controller --replace-provider``) from ``REPLACERS``.
 
-To add one (a cloud's API, say): a class built from the ``NodeApi`` (the node as JSON with its
-``spec.providerID``, the opt-out check, Events, dry run) whose ``replace(node)`` does the work
-and says what it did, or raises ActionRefused; then one entry in ``REPLACERS``. Nothing else
-changes: the replace activity and the workflows see only the ``Replacer`` seam."""
+To add one (a cloud's API, say): a class built from the ``NodeApi`` (Events, dry run) whose
+``replace_node(node, current)`` does the work on the node as read (its ``spec.providerID``) and
+says what it did, or raises ActionRefused; then one entry in ``REPLACERS``. ``OncePerNode``
+around every one makes a repeat of the same replacement a no-op. Nothing else changes: the
+replace activity and the workflows see only the ``Replacer`` seam."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import cast
+from typing import Protocol, cast
 
 from kubernetes import client as k8s
 
@@ -17,7 +18,7 @@ from adapters.kubernetes.errors import api_errors
 from adapters.kubernetes.nodes import NodeApi
 from adapters.kubernetes.objects import Json, meta
 from remedy.cluster import Replacer
-from remedy.errors import ActionRefused
+from remedy.errors import ActionRefused, NodeGone
 
 KARPENTER_POOL_LABEL = "karpenter.sh/nodepool"
 NODECLAIMS = ("karpenter.sh", "v1", "nodeclaims")
@@ -29,12 +30,7 @@ class KarpenterReplacer:
     def __init__(self, nodes: NodeApi) -> None:
         self._nodes, self._custom = nodes, k8s.CustomObjectsApi(nodes.api)
 
-    def replace(self, node: str) -> str:
-        self._nodes.managed(self._nodes.node(node))
-        return self.delete_nodeclaim(node)
-
-    def delete_nodeclaim(self, node: str) -> str:
-        """For a node already read and found managed."""
+    def replace_node(self, node: str, current: Json) -> str:
         nodes = self._nodes
         with api_errors("list", "nodeclaims.karpenter.sh"):
             claims = cast(Json, self._custom.list_cluster_custom_object(*NODECLAIMS))
@@ -45,6 +41,8 @@ class KarpenterReplacer:
         if owner is None:
             raise ActionRefused(f"no Karpenter NodeClaim owns {node}: refusing to guess")
         name = meta(owner)["name"]
+        if meta(owner).get("deletionTimestamp"):
+            return f"NodeClaim {name} is already being deleted: Karpenter is replacing {node}"
         if nodes.dry_run:
             nodes.event(node, "RemedyDryRun", f"would delete NodeClaim {name}")
             return f"dry run: would delete NodeClaim {name}"
@@ -60,16 +58,18 @@ class DeleteNodeReplacer:
     def __init__(self, nodes: NodeApi) -> None:
         self._nodes = nodes
 
-    def replace(self, node: str) -> str:
+    def replace_node(self, node: str, current: Json) -> str:
         nodes = self._nodes
-        nodes.managed(nodes.node(node))
         if nodes.dry_run:
             nodes.event(node, "RemedyDryRun", "would delete the Node object")
             return f"dry run: would delete node {node}"
         # The event goes first: it is the record left for external provisioning.
         nodes.event(node, "RemedyReplaced", "deleted the Node object for replacement")
-        with api_errors("delete", f"nodes/{node}"):
-            nodes.core.delete_node(node)
+        uid = meta(current).get("uid")
+        with api_errors("delete", f"nodes/{node}"):  # this object only, not one that replaced it
+            nodes.core.delete_node(
+                node, body=k8s.V1DeleteOptions(preconditions=k8s.V1Preconditions(uid=uid))
+            )
         return f"deleted node {node}; the provisioner replaces it"
 
 
@@ -77,10 +77,9 @@ class RefusingReplacer:
     """Never replace: a replace rung fails visibly instead of guessing."""
 
     def __init__(self, nodes: NodeApi) -> None:
-        self._nodes = nodes
+        pass
 
-    def replace(self, node: str) -> str:
-        self._nodes.managed(self._nodes.node(node))
+    def replace_node(self, node: str, current: Json) -> str:
         raise _cannot_tell(node)
 
 
@@ -88,14 +87,34 @@ class AutoReplacer:
     """Karpenter's way for a node carrying its nodepool label; any other node is refused."""
 
     def __init__(self, nodes: NodeApi) -> None:
-        self._nodes, self._karpenter = nodes, KarpenterReplacer(nodes)
+        self._karpenter = KarpenterReplacer(nodes)
 
-    def replace(self, node: str) -> str:
-        current = self._nodes.node(node)
-        self._nodes.managed(current)
+    def replace_node(self, node: str, current: Json) -> str:
         if KARPENTER_POOL_LABEL in meta(current).get("labels", {}):
-            return self._karpenter.delete_nodeclaim(node)
+            return self._karpenter.replace_node(node, current)
         raise _cannot_tell(node)
+
+
+class OncePerNode:
+    """A replacement happens once per node object. The ladder names the object it saw (its
+    uid); when that one is gone, or another object stands under the name, the replacement
+    already happened — a retry after a lost answer says so and changes nothing."""
+
+    def __init__(self, nodes: NodeApi, way: ReplaceWay) -> None:
+        self._nodes, self._way = nodes, way
+
+    def replace(self, node: str, node_uid: str = "") -> str:
+        try:
+            current = self._nodes.node(node)
+        except NodeGone:
+            if node_uid:
+                return f"{node} is gone: already replaced"
+            raise
+        now = meta(current).get("uid")
+        if node_uid and now != node_uid:
+            return f"{node} is another node object now (uid {now}): already replaced"
+        self._nodes.managed(current)
+        return self._way.replace_node(node, current)
 
 
 def _cannot_tell(node: str) -> ActionRefused:
@@ -106,7 +125,14 @@ def _cannot_tell(node: str) -> ActionRefused:
     )
 
 
-ReplacerFactory = Callable[[NodeApi], Replacer]
+class ReplaceWay(Protocol):
+    """One way of getting new hardware, given the node as read (checked to be the object the
+    ladder saw, and managed by remedy)."""
+
+    def replace_node(self, node: str, current: Json) -> str: ...
+
+
+ReplacerFactory = Callable[[NodeApi], ReplaceWay]
 # The --replace-provider values: the one place a new way of replacing nodes is registered.
 REPLACERS: dict[str, ReplacerFactory] = {
     "auto": AutoReplacer,
@@ -122,4 +148,4 @@ def replacer_named(name: str, nodes: NodeApi) -> Replacer:
     except KeyError:
         known = ", ".join(REPLACERS)
         raise ValueError(f"unknown replace provider {name!r} (known: {known})") from None
-    return factory(nodes)
+    return OncePerNode(nodes, factory(nodes))

@@ -7,11 +7,12 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from remedy.attribution.evidence import RecentXid, remember
-from remedy.cluster import Cluster, CordonOwner, DrainResult
+from remedy.cluster import Cluster, CordonOwner
 from remedy.conditions import NodeCondition
 from remedy.errors import ActionRefused
 from remedy.fleet import NodeFacts
-from remedy.models import CordonState, NodeBoot
+from remedy.models import Action, CordonState, NodeBoot
+from remedy.once import once
 
 if TYPE_CHECKING:
     from adapters.sim.fleet import SimFleet
@@ -44,26 +45,35 @@ class SimNodeControl:
             self._fleet._record(node, "restore")
             return True
 
-    def drain(self, node: str, on_progress: Callable[[int], None]) -> DrainResult:
-        with self._fleet._lock:
-            sim = self._fleet._act(node, "drain")
-            evict = [p for p in sim.pods if not p.daemonset]
+    def drain(self, node: str, on_progress: Callable[[int], None], key: str = "") -> str:
+        def evict() -> str:
+            evicted = [p for p in sim.pods if not p.daemonset]
             sim.pods = [p for p in sim.pods if p.daemonset]
-            self._fleet._record(node, "drain")
-        on_progress(0)
-        return DrainResult(evicted=len(evict), skipped=len(sim.pods))
+            self._fleet._record(node, "drain", key)
+            return f"evicted {len(evicted)} pods, left {len(sim.pods)} DaemonSet/mirror pods"
 
-    def kill_gpu_pods(self, node: str) -> int:
         with self._fleet._lock:
-            sim = self._fleet._act(node, "kill_job")
+            sim = self._fleet._act(node, "drain")  # a failure before the effect records nothing
+            # The effect and its record land together: under one lock, on one node.
+            done = once(sim, key, Action.DRAIN, self._fleet.clock(), evict, lambda _: evict())
+        on_progress(0)
+        return done
+
+    def kill_gpu_pods(self, node: str, key: str = "") -> str:
+        def kill() -> str:
             killed = [p for p in sim.pods if p.uses_gpus]
             sim.pods = [p for p in sim.pods if not p.uses_gpus]
-            self._fleet._record(node, "kill_job")
-            return len(killed)
+            self._fleet._record(node, "kill_job", key)
+            return f"deleted {len(killed)} pods using the node's GPUs"
+
+        with self._fleet._lock:
+            sim = self._fleet._act(node, "kill_job")
+            return once(sim, key, Action.KILL_JOB, self._fleet.clock(), kill, lambda _: kill())
 
     def node_boot(self, node: str) -> NodeBoot:
         with self._fleet._lock:
-            return NodeBoot(boot_id=f"boot-{self._fleet.node(node).boot_id}", ready=True)
+            sim = self._fleet.node(node)
+            return NodeBoot(boot_id=sim.boot, ready=True, uid=sim.uid)
 
 
 class SimNodeMarks:
@@ -149,13 +159,15 @@ class SimReplacer:
     def __init__(self, fleet: SimFleet) -> None:
         self._fleet = fleet
 
-    def replace(self, node: str) -> str:
+    def replace(self, node: str, node_uid: str = "") -> str:
         with self._fleet._lock:
             old = self._fleet._act(node, "replace")
+            if node_uid and old.uid != node_uid:  # the one the ladder saw was replaced already
+                return f"{node} is another node object now (uid {old.uid}): already replaced"
             new = self._fleet._provision(node, old.pool, old.generation + 1)
             new.awaiting_admission = True  # new hardware: validated before it takes work
             self._fleet.nodes[node] = new
-            self._fleet._record(node, "replace")
+            self._fleet._record(node, "replace", node_uid)
             return f"{node} replaced: new hardware generation {new.generation}"
 
 

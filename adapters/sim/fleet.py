@@ -51,6 +51,7 @@ class SimFleet:
         self._rng = random.Random(seed)
         self.nodes: dict[str, SimNode] = {}
         self.actions: list[tuple[str, str]] = []  # (node, action): what was done, in order
+        self.effects: list[tuple[str, str, str]] = []  # (node, action, key) of each effect
         self.broken: dict[str, RemedyError] = {}  # action → the error it raises (tests)
         self.serials: list[str] = []  # every GPU serial ever installed, replacements included
         for i in range(nodes):
@@ -138,8 +139,14 @@ class SimFleet:
             raise self.broken[action]
         return self.node(node)
 
-    def _record(self, node: str, action: str) -> None:
+    def _record(self, node: str, action: str, key: str = "") -> None:
         self.actions.append((node, action))
+        self.effects.append((node, action, key))
+
+    def doubled(self) -> list[tuple[str, str, str]]:
+        """Keyed effects applied more than once: what exactly-once forbids."""
+        keyed = [e for e in self.effects if e[2]]
+        return sorted({e for e in keyed if keyed.count(e) > 1})
 
     # -- the seams ---------------------------------------------------------------------------
     @property

@@ -9,6 +9,7 @@ from adapters.sim.nvml import SimNvml
 from remedy.errors import ActionFailed
 from remedy.gpu import NvmlApi
 from remedy.models import Action
+from remedy.once import once, reboot_once, unsure_not_repeated
 from remedy.probe.nics import NicPort
 from remedy.probe.runner import ProbeConfig
 
@@ -39,7 +40,12 @@ class SimHost:
     def nvml(self) -> NvmlApi:
         return SimNvml(self._fleet.node(self.name))
 
-    def reset_gpus(self, indices: list[int]) -> None:
+    def reset_gpus(self, indices: list[int], key: str = "") -> str:
+        def reset() -> str:
+            sim.clear(Action.RESET_GPU, targets)
+            self._fleet._record(self.name, "reset_gpu", key)
+            return f"reset GPU {', '.join(map(str, indices)) or 'all'}"
+
         with self._fleet._lock:
             sim = self._fleet._act(self.name, "reset_gpu")
             targets = indices or [g.index for g in sim.gpus]
@@ -48,19 +54,23 @@ class SimHost:
                 raise ActionFailed(f"GPU {lost[0]} is lost from the bus: a reset cannot reach it")
             if any(p.uses_gpus for p in sim.pods):
                 raise ActionFailed("processes still hold the GPU: drain or kill the job first")
-            sim.clear(Action.RESET_GPU, targets)
-            self._fleet._record(self.name, "reset_gpu")
+            # The machine's own book: the reset and its record land together.
+            return once(sim, key, Action.RESET_GPU, self._fleet.clock(), reset, unsure_not_repeated)
 
-    def reboot(self) -> None:
-        with self._fleet._lock:
-            sim = self._fleet._act(self.name, "reboot")
+    def reboot(self, key: str = "") -> str:
+        def restart() -> str:
+            self._fleet._record(self.name, "reboot", key)
             if not sim.comes_back:
-                self._fleet._record(self.name, "reboot")
-                return
+                return "reboot issued; the node is not coming back"
             sim.clear(Action.REBOOT)
             sim.boot_id += 1
             sim.pods = [p for p in sim.pods if p.daemonset]
-            self._fleet._record(self.name, "reboot")
+            return "rebooted"
+
+        with self._fleet._lock:
+            sim = self._fleet._act(self.name, "reboot")
+            now = self._fleet.clock()
+            return reboot_once(sim, key, sim.boot, now, restart)
 
     def load_test(self, indices: list[int]) -> list[str]:
         with self._fleet._lock:

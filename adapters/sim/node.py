@@ -12,6 +12,7 @@ from adapters.sim.faults import FAULTS, Effect
 from remedy.attribution.evidence import RecentXid
 from remedy.conditions import NodeCondition
 from remedy.models import Action
+from remedy.once import LedgerEntry
 from remedy.probe.nics import NicPort
 
 
@@ -64,8 +65,26 @@ class SimNode:
     validated_serials: list[str] | None = None
     rejected: str | None = None
     managed: bool = True
+    # Keyed actions as recorded where they land: the machine's own disk for a reset or a
+    # reboot, the node object for cluster actions (one book here: the twin is both).
+    ledger: dict[str, LedgerEntry] = field(default_factory=dict)
     _xids: deque[tuple[int, int]] = field(default_factory=deque)
     _xid_ready: threading.Condition = field(default_factory=threading.Condition)
+
+    @property
+    def uid(self) -> str:
+        """The node object's uid: a replacement under the same name is another object."""
+        return f"uid-{self.name}-{self.generation}"
+
+    @property
+    def boot(self) -> str:
+        return f"boot-{self.boot_id}"
+
+    def entry(self, key: str) -> LedgerEntry | None:
+        return self.ledger.get(key)
+
+    def record(self, entry: LedgerEntry) -> None:
+        self.ledger[entry.key] = entry
 
     def push_xid(self, gpu: int, code: int) -> None:
         with self._xid_ready:

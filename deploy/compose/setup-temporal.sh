@@ -21,4 +21,5 @@ add RemedyPhase Keyword
 add RemedyPhaseSince Datetime
 add RemedyOutcome Keyword
 add RemedyGpuSerials KeywordList
+add RemedyLease Keyword
 echo "namespace $ns and remedy's search attributes are ready"

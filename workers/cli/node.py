@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 
 from adapters.host.kernel_log import KernelLogTail
-from adapters.host.local import LocalHost, boot_time
+from adapters.host.local import DEFAULT_STATE_DIR, LocalHost, boot_time
 from adapters.host.nics import SysfsNics
 from adapters.host.nvml import real_nvml
 from adapters.sim import FAULTS, SimFleet
@@ -101,6 +101,13 @@ def agent(
     ] = None,
     allow_reset: Annotated[bool, typer.Option(help="Allow nvidia-smi --gpu-reset.")] = False,
     allow_reboot: Annotated[bool, typer.Option(help="Allow rebooting this node.")] = False,
+    state_dir: Annotated[
+        Path,
+        typer.Option(
+            help="Where the agent keeps what it did (each reset and reboot, by key), on the "
+            "node's own disk: it must outlive the agent and a reboot."
+        ),
+    ] = DEFAULT_STATE_DIR,
     kubernetes: Annotated[
         bool,
         typer.Option(
@@ -125,7 +132,9 @@ def agent(
         kernel_log=KernelLogTail(kernel_log, cursor) if kernel_log else None,
         not_before=boot_time(),
     )
-    host = LocalHost(node, config, allow_reset=allow_reset, allow_reboot=allow_reboot)
+    host = LocalHost(
+        node, config, allow_reset=allow_reset, allow_reboot=allow_reboot, state_dir=state_dir
+    )
 
     async def main() -> None:
         client = await connect(
