@@ -23,8 +23,8 @@ from pydantic import (
 from remedy.attribution.model import Attribution, PodFailure, Verdict, XidSeen
 from remedy.durations import Duration
 from remedy.models import Severity
-from remedy.runbook.yaml_source import YamlSyntaxError, parse_yaml
 from remedy.xid import XidCatalog, load_catalog
+from remedy.yaml_source import YamlSyntaxError, read_yaml
 
 RULES_FILE = Path(__file__).with_name("rules.yaml")
 ANY = "*"
@@ -89,7 +89,7 @@ class RulesError(ValueError):
 def load_rules(path: Path = RULES_FILE) -> RuleSet:
     """All or nothing: a broken file is one ``FILE:LINE: FIELD: problem`` line per problem."""
     try:
-        doc = parse_yaml(path.read_text(encoding="utf-8"))
+        doc = read_yaml(path)
     except (OSError, UnicodeDecodeError) as exc:
         raise RulesError(f"{path}: cannot read: {exc}") from None
     except YamlSyntaxError as exc:
