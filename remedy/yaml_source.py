@@ -18,6 +18,7 @@ import yaml
 from yaml.constructor import ConstructorError, SafeConstructor
 from yaml.events import AliasEvent
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
+from yaml.reader import ReaderError
 
 # Shipped runbooks are ~1 KB and the largest data file (the Xid catalog) ~5 KB. PyYAML's pure
 # Python parser reads ~150 KB/s, so 256 KiB keeps even a file at the cap under two seconds.
@@ -66,20 +67,30 @@ def parse_yaml(text: str) -> YamlDocument:
     size = len(text.encode("utf-8", errors="replace"))
     if size > MAX_BYTES:
         raise YamlSyntaxError(1, _too_large(size))
-    loader = _BoundedLoader(text)
+    root, aliases = _compose(text)
+    doc = YamlDocument(data=None)
+    if root is None:
+        return doc
+    doc.data = _Builder(doc, aliases).build(root, ())
+    return doc
+
+
+def _compose(text: str) -> tuple[Node | None, int]:
+    """The node graph (aliases not yet expanded) and how many aliases it uses."""
     try:
-        root = loader.get_single_node()
+        loader = _BoundedLoader(text)  # the reader checks every character here
+        try:
+            return loader.get_single_node(), loader.aliases
+        finally:
+            loader.dispose()
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line = mark.line + 1 if mark else 1
         raise YamlSyntaxError(line, f"invalid YAML: {exc.problem or exc}") from None
-    finally:
-        loader.dispose()
-    doc = YamlDocument(data=None)
-    if root is None:
-        return doc
-    doc.data = _Builder(doc, loader.aliases).build(root, ())
-    return doc
+    except ReaderError as exc:  # a control character YAML forbids; it has no mark, a position
+        line = text.count("\n", 0, exc.position) + 1
+        said = f"#x{exc.character:04x}" if isinstance(exc.character, int) else "a character"
+        raise YamlSyntaxError(line, f"invalid YAML: {said}: {exc.reason}") from None
 
 
 def _too_large(size: int | None) -> str:
@@ -151,6 +162,11 @@ class _Builder:
             except ConstructorError as exc:
                 # Unknown tags (!!python/object, ...) end here: safe loading only.
                 raise YamlSyntaxError(line, f"unsupported YAML: {exc.problem}") from None
+            except (ValueError, TypeError, AttributeError, ArithmeticError, LookupError) as exc:
+                # A value its (implicit or explicit) type cannot hold: 2024-02-30, !!int "".
+                kind = node.tag.rsplit(":", 1)[-1]
+                detail = f": {exc}" if isinstance(exc, ValueError) else ""
+                raise YamlSyntaxError(line, f"invalid {kind} {node.value!r}{detail}") from None
         raise YamlSyntaxError(line, f"unsupported YAML node {node.tag}")
 
     def _mapping(self, node: MappingNode, path: KeyPath) -> dict[Any, Any]:
