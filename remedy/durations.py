@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 from datetime import timedelta
 from typing import Annotated, Any
@@ -32,7 +33,12 @@ def parse_duration(value: Any) -> timedelta:
         raise ValueError(f"expected a duration such as 30s, 10m or 1h, got {type(value).__name__}")
     if seconds < 0:
         raise ValueError(f"duration must not be negative, got {value!r}")
-    return timedelta(seconds=seconds)
+    if math.isnan(seconds):
+        raise ValueError(f"{value!r} is not a duration: use forms like 30s, 10m, 1h30m or 2d")
+    try:
+        return timedelta(seconds=seconds)
+    except OverflowError:  # .inf, 1e20: pydantic reports only ValueError as a field's error
+        raise ValueError(f"{value!r} is too long for a duration") from None
 
 
 def format_duration(delta: timedelta) -> str:

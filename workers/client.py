@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from datetime import timedelta
 
 from temporalio.api.enums.v1 import IndexedValueType
@@ -22,12 +23,35 @@ from remedy.remediation import FindingReport, RemediationResult
 from workflows.node_remediation import NodeRemediation
 
 
+class TemporalUnreachable(RuntimeError):
+    """No Temporal server answered at the address (refused, unknown host, a malformed address,
+    something else listening). A RuntimeError, as the SDK's own connect failure is."""
+
+    def __init__(self, address: str, reason: str) -> None:
+        super().__init__(f"cannot reach Temporal at {address}: {reason}")
+        self.address = address
+
+
 async def connect(
     address: str, namespace: str = "default", runtime: Runtime | None = None
 ) -> Client:
-    return await Client.connect(
-        address, namespace=namespace, runtime=runtime, data_converter=pydantic_data_converter
-    )
+    try:
+        return await Client.connect(
+            address, namespace=namespace, runtime=runtime, data_converter=pydantic_data_converter
+        )
+    except (RuntimeError, ValueError, RPCError) as exc:  # the SDK's core: RuntimeError
+        raise TemporalUnreachable(address, _reason(exc)) from exc
+
+
+_DETAIL = re.compile(r'(?:message|error): "([^"]+)"')
+
+
+def _reason(exc: Exception) -> str:
+    """The words that matter in the core's error ("Connection refused", "failed to lookup
+    address information: ..."), on one line."""
+    text = " ".join(str(exc).split()).removeprefix("Failed client connect: ")
+    details = _DETAIL.findall(text)
+    return details[-1] if details else text or type(exc).__name__
 
 
 def metrics_runtime(bind: str, role: str) -> Runtime:

@@ -10,12 +10,15 @@ Restart, by the Job's ``remedy.io/restart`` annotation:
 - ``annotate``: ``remedy.io/restart-attempt`` is set on the Job for the operator that owns it.
 
 Stop suspends the Job (``spec.suspend``: its pods end, the Job stays) with the reason in
-``remedy.io/stopped``. Every action leaves an Event on the Job.
+``remedy.io/stopped``. Every action leaves an Event on the Job. In dry run nothing is written
+to a Job or a pod: the Event (reason ``RemedyDryRun``) and the returned line say what remedy
+would do, and nothing says it was done.
 """
 
 from __future__ import annotations
 
 import copy
+import logging
 from collections.abc import Callable
 from datetime import UTC, datetime
 from enum import StrEnum
@@ -43,6 +46,9 @@ GENERATED_LABELS = (
 )
 LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
 MAX_NAME = 63  # a Job's name becomes a label value on its pods
+DRY_RUN = "RemedyDryRun"
+
+log = logging.getLogger(__name__)
 
 
 class RestartMode(StrEnum):
@@ -77,7 +83,13 @@ class KubernetesJobs:
         return self._failures.failed_pods()
 
     def mark_reported(self, failure: GuardedFailure, guard: str) -> None:
-        if self.dry_run:
+        if self.dry_run:  # bookkeeping, not an action on the job: a log line, not an Event
+            log.info(
+                "dry run: would mark pod %s/%s reported to %s",
+                failure.job.namespace,
+                failure.failure.pod,
+                guard,
+            )
             return
         try:
             with api_errors("patch", "pods"):
@@ -130,6 +142,13 @@ class KubernetesJobs:
         state, name = _state(latest), meta(latest)["name"]
         marks = {RESTART_ATTEMPT: str(attempt), RESTART_REASON: reason[:1024]}
         if mode == RestartMode.ANNOTATE:
+            if self.dry_run:
+                return self._would(
+                    job,
+                    name,
+                    f"request restart {attempt} from the job's operator ({RESTART_ATTEMPT}): "
+                    f"{reason}",
+                )
             self._patch_job(name, job.namespace, {"metadata": {"annotations": marks}})
             return self._told(
                 job,
@@ -140,6 +159,13 @@ class KubernetesJobs:
         if state is JobState.SUCCEEDED:
             return f"{name} completed: nothing to restart"
         if state is JobState.RUNNING:  # its controller is recreating the pod (backoffLimit)
+            if self.dry_run:
+                return self._would(
+                    job,
+                    name,
+                    f"note restart {attempt} on the Job; it still runs, and the Job "
+                    "controller recreates the failed pod itself",
+                )
             self._patch_job(name, job.namespace, {"metadata": {"annotations": marks}})
             return f"{name} still runs: the Job controller recreates the failed pod itself"
         if state is JobState.SUSPENDED:
@@ -152,6 +178,10 @@ class KubernetesJobs:
                 raise ActionRefused(
                     f"job {name} was stopped by remedy ({stopped}): only a "
                     "person resumes it (remedy resume-job)"
+                )
+            if self.dry_run:
+                return self._would(
+                    job, name, f"resume the Job for {resumed_by} (restart {attempt}): {reason}"
                 )
             self._patch_job(
                 name,
@@ -172,7 +202,12 @@ class KubernetesJobs:
         name = job.name[: MAX_NAME - len(suffix)] + suffix
         body = _copy_of(failed, name, job, marks)
         if self.dry_run:
-            return self._told(job, meta(failed)["name"], "RemedyDryRun", f"would create {name}")
+            return self._would(
+                job,
+                meta(failed)["name"],
+                f"create {name} from the failed {meta(failed)['name']} (restart {attempt}): "
+                f"{marks[RESTART_REASON]}",
+            )
         try:
             with api_errors("create", "jobs"):
                 # A dict body goes out as it is: the copy keeps fields the models may not know.
@@ -194,9 +229,18 @@ class KubernetesJobs:
             return f"job {job} no longer exists"
         state, name = _state(latest), meta(latest)["name"]
         if state in (JobState.FAILED, JobState.SUCCEEDED, JobState.SUSPENDED):
+            if self.dry_run:
+                return self._would(
+                    job,
+                    name,
+                    f"stop the job (it is {state.value} and stays so): {reason}",
+                    warning=True,
+                )
             return self._told(
                 job, name, "RemedyJobStopped", f"{state.value}; stays so: {reason}", warning=True
             )
+        if self.dry_run:
+            return self._would(job, name, f"suspend the Job: {reason}", warning=True)
         self._patch_job(
             name,
             job.namespace,
@@ -205,8 +249,8 @@ class KubernetesJobs:
         return self._told(job, name, "RemedyJobStopped", f"suspended: {reason}", warning=True)
 
     def _patch_job(self, name: str, namespace: str, body: Json) -> None:
-        if self.dry_run:
-            return
+        # Every caller says what it would do instead: a write here in dry run is a bug.
+        assert not self.dry_run, f"dry run: a patch of job {namespace}/{name}"
         with api_errors("patch", "jobs"):
             self.batch.patch_namespaced_job(name, namespace, body)
 
@@ -219,6 +263,10 @@ class KubernetesJobs:
         )
         record_event(self.core, about, reason, message, self._clock(), warning=warning)
         return f"{name}: {message}"
+
+    def _would(self, job: JobRef, name: str, what: str, *, warning: bool = False) -> str:
+        """Dry run: the Event and the line say what would be done; nothing was."""
+        return self._told(job, name, DRY_RUN, f"would {what}", warning=warning)
 
 
 def _state(job: Json) -> JobState:

@@ -23,8 +23,8 @@ from pydantic import (
 from remedy.attribution.model import Attribution, PodFailure, Verdict, XidSeen
 from remedy.durations import Duration
 from remedy.models import Severity
-from remedy.runbook.yaml_source import YamlSyntaxError, parse_yaml
 from remedy.xid import XidCatalog, load_catalog
+from remedy.yaml_source import YamlSyntaxError, read_yaml
 
 RULES_FILE = Path(__file__).with_name("rules.yaml")
 ANY = "*"
@@ -89,7 +89,7 @@ class RulesError(ValueError):
 def load_rules(path: Path = RULES_FILE) -> RuleSet:
     """All or nothing: a broken file is one ``FILE:LINE: FIELD: problem`` line per problem."""
     try:
-        doc = parse_yaml(path.read_text(encoding="utf-8"))
+        doc = read_yaml(path)
     except (OSError, UnicodeDecodeError) as exc:
         raise RulesError(f"{path}: cannot read: {exc}") from None
     except YamlSyntaxError as exc:
@@ -164,7 +164,8 @@ class Attributor:
         return evidence
 
     def _near(self, at: datetime, f: PodFailure) -> bool:
-        return f.failed_at - self.rules.window <= at <= f.failed_at + self.rules.window
+        # A difference, not failed_at ± window: a sum near the end of the calendar overflows.
+        return abs(at - f.failed_at) <= self.rules.window
 
     def _disruption(self, when: When, f: PodFailure) -> str | None:
         got = f.termination.disruption
@@ -193,8 +194,8 @@ class Attributor:
     def _remediation(self, when: When, f: PodFailure) -> str | None:
         window = self.rules.window
         for r in f.remediations:
-            overlaps = r.started_at <= f.failed_at + window and (
-                r.ended_at is None or r.ended_at >= f.failed_at - window
+            overlaps = r.started_at - f.failed_at <= window and (
+                r.ended_at is None or f.failed_at - r.ended_at <= window
             )
             if r.node == f.node and overlaps and when.remediation_on_node in (ANY, r.cause):
                 return f"remedy was remediating {r.node} ({r.runbook}, {r.cause} cause" + (

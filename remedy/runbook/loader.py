@@ -9,7 +9,7 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from remedy.runbook.schema import AUTHORING, Match, RetryPolicy, Runbook, Rung
-from remedy.runbook.yaml_source import YamlDocument, YamlSyntaxError, parse_yaml
+from remedy.yaml_source import YamlDocument, YamlSyntaxError, read_yaml
 
 RUNBOOK_SUFFIXES = (".yaml", ".yml")
 
@@ -82,11 +82,9 @@ def load_runbooks(paths: Iterable[str | Path]) -> list[Runbook]:
 def _load_file(file: Path) -> tuple[Runbook | None, list[RunbookProblem], int]:
     name = str(file)
     try:
-        text = file.read_text(encoding="utf-8")
+        doc = read_yaml(file)
     except (OSError, UnicodeDecodeError) as exc:
         return None, [RunbookProblem(name, 1, "-", f"cannot read: {exc}")], 1
-    try:
-        doc = parse_yaml(text)
     except YamlSyntaxError as exc:
         return None, [RunbookProblem(name, exc.line, "-", str(exc))], 1
     problems = [

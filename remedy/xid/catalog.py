@@ -6,10 +6,10 @@ from enum import StrEnum
 from functools import cache
 from pathlib import Path
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
 from remedy.models import Severity
+from remedy.yaml_source import YamlSyntaxError, read_yaml
 
 CATALOG_FILE = Path(__file__).with_name("catalog.yaml")
 UNKNOWN_CLASS = "unknown_hardware_fault"
@@ -74,9 +74,22 @@ class XidCatalog:
         return self._tables[Generation.AMPERE_AND_NEWER].get(code, _UNKNOWN)
 
 
+class CatalogError(ValueError):
+    pass
+
+
 @cache
 def load_catalog(path: Path = CATALOG_FILE) -> XidCatalog:
-    raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+    """The catalog, read with the runbooks' bounded reader (the same size, alias and depth
+    limits); a duplicate code is an error rather than silently one of the two."""
+    try:
+        doc = read_yaml(path)
+    except YamlSyntaxError as exc:
+        raise CatalogError(f"{path}:{exc.line}: {exc}") from None
+    if doc.duplicates:
+        at, line = doc.duplicates[0]
+        raise CatalogError(f"{path}:{line}: {'.'.join(map(str, at))}: duplicate key")
+    raw = doc.data
     tables = {
         Generation(gen): {
             int(code): XidInfo.model_validate(info)

@@ -1,4 +1,5 @@
-"""What several commands share: loading runbooks and rules or exiting, and serving until Ctrl-C."""
+"""What several commands share: loading runbooks and rules or exiting, running against Temporal
+with one error for a server it cannot reach, and serving until Ctrl-C."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import asyncio
 import logging
 from collections.abc import Callable, Coroutine
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import typer
 
@@ -14,6 +15,8 @@ from remedy.runbook import Runbook, RunbookError, RunbookSet, load_runbooks
 
 if TYPE_CHECKING:
     from remedy.attribution.rules import Attributor
+
+T = TypeVar("T")
 
 
 def runbooks_or_exit(folder: Path) -> RunbookSet:
@@ -46,10 +49,25 @@ def attributor_or_exit(rules: Path | None) -> Attributor:
         raise typer.Exit(1) from None
 
 
+def on_temporal(main: Coroutine[Any, Any, T]) -> T:
+    """Run what a command does against Temporal. Every command that connects goes through here
+    (or serve): a server it cannot reach is one line, ``error: cannot reach Temporal at
+    ADDRESS: reason``, and exit 2; what the command itself catches (RPCError: "not found") it
+    still says in its own words."""
+    from workers.client import TemporalUnreachable
+
+    try:
+        return asyncio.run(main)
+    except TemporalUnreachable as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+
+
 def serve(main: Callable[[], Coroutine[Any, Any, None]]) -> None:
-    """Run a long-lived process (agent, controller) until Ctrl-C, logging to stderr."""
+    """Run a long-lived process (agent, controller) until Ctrl-C, logging to stderr; a
+    Temporal server it cannot reach at start-up is one line and exit 2 (see on_temporal)."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     try:
-        asyncio.run(main())
+        on_temporal(main())
     except KeyboardInterrupt:
         pass

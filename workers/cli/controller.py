@@ -13,7 +13,7 @@ from pydantic import ValidationError
 
 from contract.names import CONTROLLER_TASK_QUEUE
 from remedy.runbook import RunbookError
-from workers.cli.common import attributor_or_exit, runbooks_or_exit, serve
+from workers.cli.common import attributor_or_exit, on_temporal, runbooks_or_exit, serve
 from workers.cli.options import (
     DEFAULT_ADDRESS,
     DEFAULT_RUNBOOKS,
@@ -199,7 +199,7 @@ def demo(
     )
     try:
         if address:
-            asyncio.run(run_demo_on(address, config, metrics_bind=metrics_bind))
+            on_temporal(run_demo_on(address, config, metrics_bind=metrics_bind))
         else:
             asyncio.run(run_embedded_demo(config, port=port, ui_port=ui_port, db=db))
     except PortInUse as exc:

@@ -3,13 +3,13 @@
 
 from __future__ import annotations
 
-import asyncio
 from typing import TYPE_CHECKING, Annotated
 
 import typer
 from temporalio.service import RPCError
 
 from contract.names import FLEET_SCAN_SCHEDULE
+from workers.cli.common import on_temporal
 from workers.cli.options import DEFAULT_ADDRESS, AddressOption, JsonOption
 
 if TYPE_CHECKING:
@@ -57,8 +57,8 @@ def status(
         return await fleet_status(await connect(address), schedule, only)
 
     try:
-        shown = asyncio.run(read())
-    except (NoScanYet, RuntimeError, OSError, RPCError) as exc:
+        shown = on_temporal(read())
+    except (NoScanYet, RPCError) as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
     if as_json:
@@ -80,8 +80,8 @@ def _job_status(address: str, as_json: bool) -> None:
         return await job_rows(await connect(address))
 
     try:
-        rows = asyncio.run(read())
-    except (RuntimeError, OSError, RPCError) as exc:
+        rows = on_temporal(read())
+    except RPCError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
     if not rows:
@@ -111,7 +111,7 @@ def show(
         return await node_ladder(await connect(address), node)
 
     try:
-        ladder = asyncio.run(read())
+        ladder = on_temporal(read())
     except RPCError as exc:
         typer.echo(f"error: {node}: no remediation found ({exc})", err=True)
         raise typer.Exit(2) from None

@@ -3,7 +3,6 @@ running workflows (registered in __init__.py)."""
 
 from __future__ import annotations
 
-import asyncio
 from typing import Annotated, TypeVar
 
 import typer
@@ -13,7 +12,7 @@ from contract.defs import SignalDef
 from contract.messages import ABORT, APPROVE, GUARD_STATUS, RESUME_JOB, RESUME_POOL
 from contract.names import CONTROLLER_TASK_QUEUE
 from remedy.models import NodeRef
-from workers.cli.common import runbook_or_exit
+from workers.cli.common import on_temporal, runbook_or_exit
 from workers.cli.options import (
     DEFAULT_ADDRESS,
     DEFAULT_RUNBOOKS,
@@ -35,7 +34,7 @@ def _signal(address: str, workflow_id: str, signal: SignalDef[P], arg: P, missin
         await signal.send(client.get_workflow_handle(workflow_id), arg)
 
     try:
-        asyncio.run(send())
+        on_temporal(send())
     except RPCError as exc:
         typer.echo(f"error: {missing} ({exc})", err=True)
         raise typer.Exit(2) from None
@@ -124,7 +123,7 @@ def trigger(
         return handle.id
 
     try:
-        workflow_id = asyncio.run(start())
+        workflow_id = on_temporal(start())
     except RPCError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
@@ -173,7 +172,7 @@ def resume_job(
         return (await GUARD_STATUS.ask(client.get_workflow_handle(workflow_id))).phase
 
     try:
-        now = asyncio.run(phase())
+        now = on_temporal(phase())
     except RPCError as exc:
         typer.echo(f"error: job {namespace}/{job}: no running guard ({exc})", err=True)
         raise typer.Exit(2) from None

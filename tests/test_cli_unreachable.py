@@ -1,0 +1,83 @@
+"""Every command that connects to Temporal, pointed where nothing listens: one line on stderr,
+``error: cannot reach Temporal at ADDRESS: reason``, exit 2, no traceback."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REMEDY = str(Path(sys.executable).parent / "remedy")
+
+COMMANDS = {
+    "status": ["status"],
+    "status --jobs": ["status", "--jobs"],
+    "show": ["show", "gpu-node-1"],
+    "approve": ["approve", "gpu-node-1"],
+    "abort": ["abort", "gpu-node-1", "--reason", "test"],
+    "trigger": ["trigger", "gpu-node-1", "--runbook", "gpu-memory-ecc"],
+    "resume-pool": ["resume-pool", "default"],
+    "resume-job": ["resume-job", "train"],
+    "demo --address": ["demo", "--duration", "5"],
+    "agent": ["agent", "--node", "gpu-node-1"],
+    "controller": ["controller", "--kubeconfig", "{kubeconfig}"],
+}
+
+
+def free_port() -> int:
+    """A port nothing listens on (connections to it are refused)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+    return port
+
+
+@pytest.fixture(scope="module")
+def results(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[str, int, str]]:
+    """Each command run once, all at the same time (a second each, in parallel)."""
+    address = f"127.0.0.1:{free_port()}"
+    kubeconfig = tmp_path_factory.mktemp("kube") / "config"
+    kubeconfig.write_text(  # a cluster that is not there either: the controller only loads it
+        "apiVersion: v1\nkind: Config\ncurrent-context: c\n"
+        f"clusters: [{{name: c, cluster: {{server: 'http://127.0.0.1:{free_port()}'}}}}]\n"
+        "users: [{name: u, user: {token: t}}]\n"
+        "contexts: [{name: c, context: {cluster: c, user: u}}]\n"
+    )
+    runs = {
+        name: subprocess.Popen(
+            [REMEDY, *(a.format(kubeconfig=kubeconfig) for a in args), "--address", address],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for name, args in COMMANDS.items()
+    }
+    runs["python -m workers status"] = subprocess.Popen(
+        [sys.executable, "-m", "workers", "status", "--address", address],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    out = {}
+    for name, run in runs.items():
+        try:
+            _, stderr = run.communicate(timeout=60)
+        finally:
+            run.kill()
+        out[name] = (address, run.returncode, stderr)
+    return out
+
+
+@pytest.mark.parametrize("command", [*COMMANDS, "python -m workers status"])
+def test_an_unreachable_server_is_one_line_and_exit_2(
+    results: dict[str, tuple[str, int, str]], command: str
+) -> None:
+    address, code, stderr = results[command]
+    assert "Traceback" not in stderr, stderr
+    [line] = stderr.splitlines()
+    assert line.startswith(f"error: cannot reach Temporal at {address}: "), stderr
+    assert line.endswith("Connection refused"), "the core's words, without its Rust debug dump"
+    assert code == 2, stderr
