@@ -25,14 +25,23 @@ from contract.names import (
     NODE_ADMISSION_WORKFLOW,
     NODE_REMEDIATION_WORKFLOW,
     admission_workflow_id,
+    node_task_queue,
     remediation_workflow_id,
 )
+from contract.search_attributes import OUTCOME
 from remedy.admission import ADMISSION_FAILED, AdmissionInput
 from remedy.describe import static_summary
-from remedy.fleet import ConditionStart, finding_from_condition
+from remedy.fleet import (
+    ConditionStart,
+    NodeNames,
+    OrphanCheck,
+    finding_from_condition,
+    orphaned_cordon,
+)
 from remedy.models import Finding, NodeRef, Severity, Started
 from remedy.remediation import (
     FindingReport,
+    Outcome,
     RemediationInput,
     RemediationResult,
     RemediationStart,
@@ -40,6 +49,8 @@ from remedy.remediation import (
 from remedy.runbook import DEFAULT_RUNBOOK, RunbookSet
 
 log = logging.getLogger(__name__)
+# A ladder that ended so left its cordon to a person on purpose: that cordon is not orphaned.
+LEFT_TO_A_PERSON = (Outcome.NEEDS_HUMAN.value, Outcome.ABORTED.value)
 
 
 async def described(client: Client, workflow_id: str) -> WorkflowExecutionDescription | None:
@@ -149,6 +160,33 @@ class StartActivities:
         )
         return Started(workflow_id=handle.id)
 
+    @act.ADOPT_ORPHANS.defn
+    async def adopt_orphaned_cordons(self, check: OrphanCheck) -> NodeNames:
+        """remedy's cordon on a node with no ladder running is either a person's now (its
+        ladder ended needing a human, or was aborted with the node left as it was) or nobody's
+        (the ladder failed or was terminated): each orphan gets a ladder, which probes the node
+        and gives it back if it is healthy, or holds it for a person (runbook orphaned-cordon)."""
+        adopted = []
+        for node in check.nodes:
+            last = await described(self._client, remediation_workflow_id(node.name))
+            if last is not None and last.status is WorkflowExecutionStatus.RUNNING:
+                continue  # a ladder started since the scan looked
+            outcome = last.typed_search_attributes.get(OUTCOME) if last else None
+            completed = last is not None and last.status is WorkflowExecutionStatus.COMPLETED
+            if completed and outcome in LEFT_TO_A_PERSON:
+                continue
+            finding = orphaned_cordon(node.name, datetime.now(UTC))
+            runbook = self._runbooks.match(finding) or DEFAULT_RUNBOOK
+            await start_remediation(
+                self._client,
+                node,
+                FindingReport(finding=finding, runbook=runbook),
+                node_task_queue=check.node_task_queue or node_task_queue(node.name),
+                task_queue=check.task_queue,
+            )
+            adopted.append(node.name)
+        return NodeNames(nodes=adopted)
+
     @act.START_ADMISSION.defn
     async def start_admission(self, inp: AdmissionInput) -> Started:
         if inp.failure_runbook is None:
@@ -164,4 +202,9 @@ class StartActivities:
         return Started(workflow_id=handle.id)
 
     def all(self) -> list[Callable[..., Any]]:
-        return [self.start_remediation, self.remediate_condition, self.start_admission]
+        return [
+            self.start_remediation,
+            self.remediate_condition,
+            self.adopt_orphaned_cordons,
+            self.start_admission,
+        ]

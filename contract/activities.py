@@ -24,7 +24,7 @@ from remedy.budget import (
     NodeUnhealthy,
     PoolHolders,
 )
-from remedy.fleet import ConditionStart, FleetNodes, OpenWork
+from remedy.fleet import ConditionStart, FleetNodes, NodeNames, OpenWork, OrphanCheck
 from remedy.hardware import Blocklisted, IncidentReport, SerialsCheck
 from remedy.models import (
     Action,
@@ -95,6 +95,7 @@ REJECT = ActivityDef[AdmissionStep, None]("reject", AdmissionStep, None, CONTROL
 # -- starting other workflows (a workflow can signal another but not start it) ----------------
 START_REMEDIATION = ActivityDef("start_remediation", RemediationStart, Started, CONTROLLER)
 REMEDIATE_CONDITION = ActivityDef("remediate_condition", ConditionStart, Started, CONTROLLER)
+ADOPT_ORPHANS = ActivityDef("adopt_orphaned_cordons", OrphanCheck, NodeNames, CONTROLLER)
 START_ADMISSION = ActivityDef("start_admission", AdmissionInput, Started, CONTROLLER)
 
 # -- the fleet scan ---------------------------------------------------------------------------

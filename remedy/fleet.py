@@ -12,9 +12,10 @@ from pydantic import BaseModel, ConfigDict
 from remedy.admission import AdmissionPolicy
 from remedy.attribution.guard import GuardPolicy
 from remedy.conditions import NodeCondition
-from remedy.models import Finding, Severity, Wraps
+from remedy.models import Finding, NodeRef, Severity, Wraps
 from remedy.runbook.schema import FROM_CONDITION
 
+ORPHANED_CORDON = "OrphanedCordon"
 _XID_REASON = re.compile(r"^Xid(\d+)$")  # the agent's reason for an Xid finding: "Xid48"
 
 
@@ -79,6 +80,9 @@ def status_of(node: NodeFacts, work: OpenWork) -> NodeStatus:
 class ScanPlan(BaseModel):
     remediate: list[NodeFacts] = []  # a problem condition that no agent turned into a ladder
     admit: list[NodeFacts] = []  # new nodes waiting behind the admission taint
+    # remedy's cordon and no ladder running: left for a human, or orphaned (its ladder failed
+    # or was terminated): the scan asks which.
+    cordoned: list[NodeFacts] = []
 
 
 def plan_scan(nodes: list[NodeFacts], work: OpenWork) -> ScanPlan:
@@ -87,6 +91,8 @@ def plan_scan(nodes: list[NodeFacts], work: OpenWork) -> ScanPlan:
         status = status_of(node, work)
         if status is NodeStatus.UNHEALTHY:
             plan.remediate.append(node)
+        elif status is NodeStatus.NEEDS_HUMAN:
+            plan.cordoned.append(node)
         elif status is NodeStatus.ADMITTING and node.name not in work.admitting:
             plan.admit.append(node)
     return plan
@@ -131,6 +137,7 @@ class FleetSummary(BaseModel):
     job_failures_reported: list[str] = []  # "namespace/job: pod"
     guards_finished: list[str] = []
     job_watch_error: str = ""  # the job watch failed this time (e.g. RBAC): why
+    orphaned_cordons: list[str] = []  # remedy's cordon, no ladder owns it: a ladder started
 
     def markdown(self) -> str:
         head = "| pool | nodes | " + " | ".join(s.value for s in NodeStatus) + " |"
@@ -143,6 +150,11 @@ class FleetSummary(BaseModel):
             f"\n\nstarted remediation: {', '.join(self.started_remediations) or '—'}; "
             f"admission: {', '.join(self.started_admissions) or '—'}"
         )
+        if self.orphaned_cordons:
+            started += (
+                f"\n\norphaned cordons (a ladder started for each): "
+                f"{', '.join(self.orphaned_cordons)}"
+            )
         if self.job_watch_error:
             started += f"\n\njob watch failed: {self.job_watch_error}"
         if self.job_failures_reported or self.guards_finished:
@@ -180,6 +192,32 @@ class ScanInput(BaseModel):
     # (needs a worker with the job side: ``remedy controller`` on Kubernetes).
     watch_jobs: bool = False
     guard_policy: GuardPolicy = GuardPolicy()
+
+
+class NodeNames(BaseModel):
+    nodes: list[str]
+
+
+class OrphanCheck(BaseModel):
+    """Nodes with remedy's cordon and no ladder running: start a ladder for each that no
+    ladder left to a person (the answer names them)."""
+
+    nodes: list[NodeRef]
+    task_queue: str
+    node_task_queue: str | None = None  # None: each node's own agent queue
+
+
+def orphaned_cordon(node: str, now: datetime) -> Finding:
+    """What the scan reports for remedy's cordon on a node no ladder owns."""
+    return Finding(
+        node=node,
+        check="scan",
+        reason=ORPHANED_CORDON,
+        severity=Severity.CRITICAL,
+        evidence="remedy's cordon is on the node and no ladder owns it (its ladder failed, "
+        "or was terminated, before it gave the node back or handed it to a person)",
+        observed_at=now,
+    )
 
 
 class ConditionStart(BaseModel):

@@ -3,6 +3,7 @@ time-skipping server."""
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from datetime import UTC, datetime, timedelta
 
@@ -24,8 +25,9 @@ from remedy.budget import (
 from remedy.models import Action
 from remedy.remediation import ApproveRequest, Outcome, Phase
 from remedy.runbook import Match, Runbook, RunbookSet, Rung
-from tests.conftest import running_workers
+from tests.conftest import own_fleet, running_workers
 from tests.ladder import Handle, report, state_of, wait_for_phase
+from tests.test_job_watch import eventually
 from workflows.disruption_budget import DisruptionBudget
 
 
@@ -174,3 +176,49 @@ async def test_a_new_run_for_a_node_whose_old_run_was_terminated_gets_its_lease(
         assert (await new.result()).outcome is Outcome.RECOVERED
     assert state.lease_granted_at is not None
     assert [h.node for h in budget.holders] == [node] and budget.reclaimed == 0
+
+
+async def test_a_budget_started_afresh_knows_who_holds_a_lease(
+    dev_env: WorkflowEnvironment,
+) -> None:
+    """The pool's budget is terminated while a ladder holds its only lease. The next request
+    starts a new budget run, which learns the holder from the running ladders before it grants
+    anything: the cap of one holds across the restart."""
+    client = dev_env.client
+    fleet = own_fleet("rebuild", 2)
+    first, second = sorted(fleet.nodes)
+    runbook = Runbook(
+        name="hold",
+        match=Match(xids=[48]),
+        ladder=[
+            Rung(action=Action.DRAIN, verify=False),
+            Rung(action=Action.RESET_GPU, approval="required"),
+        ],
+    )
+    policy = BudgetPolicy(max_disruption="1", storm_share=1.0)
+    async with running_workers(client, fleet, policy=policy) as queues:
+        holder = await report(client, queues, fleet.inject(first, "ecc_dbe"), runbook)
+        await wait_for_phase(dev_env, holder, Phase.AWAITING_APPROVAL, step=timedelta(seconds=0.2))
+        held = f"RemedyPool = '{queues.pool}' AND RemedyLease = 'held'"
+        await eventually(lambda: _listed(client, held))  # visibility has caught up
+        await client.get_workflow_handle(budget_workflow_id(queues.pool)).terminate("lost")
+        waiter = await report(client, queues, fleet.inject(second, "ecc_dbe"), runbook)
+        waiting = await wait_for_phase(
+            dev_env, waiter, Phase.AWAITING_LEASE, step=timedelta(seconds=0.2)
+        )
+        await asyncio.sleep(1)  # the new budget run would have granted by now if it forgot
+        rebuilt = await budget_state(client, queues.pool)
+        still = await state_of(waiter)
+        for handle in (holder, waiter):
+            await APPROVE.send(handle, ApproveRequest(by="test", rung=1))
+        results = [await holder.result(), await waiter.result()]
+        held_by, waited = await state_of(holder), await state_of(waiter)
+    assert [h.holder for h in rebuilt.holders] == [holder.id] and rebuilt.rebuilt
+    assert waiting.lease_granted_at is None and still.lease_granted_at is None
+    assert [r.outcome for r in results] == [Outcome.RECOVERED] * 2
+    assert held_by.lease_released_at and waited.lease_granted_at
+    assert waited.lease_granted_at >= held_by.lease_released_at  # never two at once
+
+
+async def _listed(client: Client, query: str) -> bool:
+    return bool([w async for w in client.list_workflows(query)])

@@ -28,14 +28,16 @@ from remedy.fleet import (
     plan_scan,
     summarise,
 )
+from remedy.models import Action
 from remedy.probe import probe_node
-from remedy.remediation import Outcome, RemediationResult
-from remedy.runbook import RunbookSet
+from remedy.remediation import Outcome, Phase, RemediationResult
+from remedy.runbook import Match, Runbook, RunbookSet, Rung
 from tests.conftest import own_fleet, running_workers
-from tests.ladder import report
+from tests.ladder import report, wait_for_phase
 from workers.cli import app
 from workers.schedules import ensure_fleet_scan
 from workflows.disruption_budget import DisruptionBudget
+from workflows.fleet_scan import FleetScan
 
 
 async def closed(client: Client, workflow_id: str, within_s: float = 30) -> None:
@@ -234,3 +236,41 @@ def test_remedy_status_without_a_scan_says_so_with_exit_2(dev_env: WorkflowEnvir
         app, ["status", "--address", address, "--schedule", "nope", "--pool", "no-such-pool"]
     )
     assert result.exit_code == 2 and "no fleet-scan schedule 'nope'" in result.output
+
+
+async def test_the_scan_gives_an_orphaned_cordon_a_ladder_and_leaves_a_persons_alone(
+    dev_env: WorkflowEnvironment, shipped_runbooks: RunbookSet
+) -> None:
+    """Two nodes carry remedy's cordon with no ladder running: one's ladder was terminated
+    (nobody owns the cordon), the other's ended needing a human (a person owns it)."""
+    client = dev_env.client
+    fleet = own_fleet("orphan", 3)
+    orphan, persons = sorted(fleet.nodes)[:2]
+    hold = Runbook(name="hold-now", match=Match(xids=[48]), ladder=[])
+    wait = Runbook(
+        name="wait",
+        match=Match(xids=[48]),
+        ladder=[Rung(action=Action.DRAIN, approval="required")],
+    )
+    fast = RunbookSet(r.scaled(3600) for r in shipped_runbooks)
+    async with running_workers(client, fleet, runbooks=fast) as queues:
+        cut = await report(client, queues, fleet.inject(orphan, "ecc_dbe"), wait)
+        await wait_for_phase(dev_env, cut, Phase.AWAITING_APPROVAL, step=timedelta(seconds=0.2))
+        await cut.terminate("an operator's mistake")
+        fleet.clear_faults(orphan)  # the fault passed meanwhile; the cordon stayed
+        held = await report(client, queues, fleet.inject(persons, "ecc_dbe"), hold)
+        assert (await held.result()).outcome is Outcome.NEEDS_HUMAN
+        summary = await client.execute_workflow(
+            FleetScan.run,
+            ScanInput(node_task_queue=queues.agents),
+            id=f"scan-{uuid.uuid4().hex[:8]}",
+            task_queue=queues.controller,
+        )
+        await closed(client, remediation_workflow_id(orphan))
+        result = await client.get_workflow_handle(
+            remediation_workflow_id(orphan), result_type=RemediationResult
+        ).result()
+    assert summary.orphaned_cordons == [orphan]
+    assert result.runbook == "orphaned-cordon" and result.outcome is Outcome.CLEARED
+    assert not fleet.node(orphan).unschedulable  # looked at again and given back
+    assert fleet.node(persons).unschedulable  # still a person's

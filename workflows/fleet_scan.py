@@ -25,7 +25,9 @@ with workflow.unsafe.imports_passed_through():
     from remedy.fleet import (
         ConditionStart,
         FleetSummary,
+        NodeFacts,
         OpenWork,
+        OrphanCheck,
         ScanInput,
         plan_scan,
         summarise,
@@ -33,6 +35,7 @@ with workflow.unsafe.imports_passed_through():
     from remedy.models import NodeRef
 
 RETRY = RetryPolicy(initial_interval=timedelta(seconds=2), maximum_attempts=3)
+ADOPT_ORPHANS = "adopt-orphaned-cordons"  # workflow.patched: scans from before did not
 
 
 @workflow.defn(name=FLEET_SCAN_WORKFLOW)
@@ -87,7 +90,8 @@ class FleetScan:
                 for node in admit
             )
         )
-        started_remediations = [n.name for n in plan.remediate]
+        orphans = await self._adopt_orphans(plan.cordoned, inp) if plan.cordoned else []
+        started_remediations = [n.name for n in plan.remediate] + orphans
         started_admissions = [n.name for n in admit]
         work = OpenWork(
             remediating=sorted([*work.remediating, *started_remediations]),
@@ -98,6 +102,7 @@ class FleetScan:
             started_remediations,
             started_admissions,
         )
+        summary.orphaned_cordons = orphans
         if inp.watch_jobs:
             try:
                 summary.job_failures_reported, summary.guards_finished = await self._watch_jobs(inp)
@@ -105,6 +110,22 @@ class FleetScan:
                 summary.job_watch_error = str(err.cause or err)
         workflow.set_current_details(summary.markdown())
         return summary
+
+    async def _adopt_orphans(self, cordoned: list[NodeFacts], inp: ScanInput) -> list[str]:
+        """remedy's cordon with no ladder running: each one nobody owns gets a ladder."""
+        if not workflow.patched(ADOPT_ORPHANS):
+            return []
+        adopted = await act.ADOPT_ORPHANS.execute(
+            OrphanCheck(
+                nodes=[NodeRef(name=n.name, pool=n.pool) for n in cordoned],
+                task_queue=workflow.info().task_queue,
+                node_task_queue=inp.node_task_queue,
+            ),
+            start_to_close_timeout=timedelta(minutes=2),
+            retry_policy=RETRY,
+            summary=f"which of {len(cordoned)} cordoned nodes no ladder owns",
+        )
+        return adopted.nodes
 
     async def _watch_jobs(self, inp: ScanInput) -> tuple[list[str], list[str]]:
         guarded = await act.GUARDED_JOB_FAILURES.execute(

@@ -57,7 +57,7 @@ class SimNodeControl:
             # The effect and its record land together: under one lock, on one node.
             done = once(sim, key, Action.DRAIN, self._fleet.clock(), evict, lambda _: evict())
         on_progress(0)
-        return done
+        return self._fleet._answer("drain", done)
 
     def kill_gpu_pods(self, node: str, key: str = "") -> str:
         def kill() -> str:
@@ -68,7 +68,8 @@ class SimNodeControl:
 
         with self._fleet._lock:
             sim = self._fleet._act(node, "kill_job")
-            return once(sim, key, Action.KILL_JOB, self._fleet.clock(), kill, lambda _: kill())
+            done = once(sim, key, Action.KILL_JOB, self._fleet.clock(), kill, lambda _: kill())
+            return self._fleet._answer("kill_job", done)
 
     def node_boot(self, node: str) -> NodeBoot:
         with self._fleet._lock:
@@ -117,6 +118,7 @@ class SimFleetView:
 
     def pool_size(self, pool: str) -> int:
         with self._fleet._lock:
+            self._fleet._call("pool_size")
             return sum(1 for n in self._fleet.nodes.values() if n.pool == pool)
 
 
@@ -168,7 +170,8 @@ class SimReplacer:
             new.awaiting_admission = True  # new hardware: validated before it takes work
             self._fleet.nodes[node] = new
             self._fleet._record(node, "replace", node_uid)
-            return f"{node} replaced: new hardware generation {new.generation}"
+            done = f"{node} replaced: new hardware generation {new.generation}"
+            return self._fleet._answer("replace", done)
 
 
 def sim_cluster(fleet: SimFleet) -> Cluster:

@@ -15,7 +15,7 @@ from adapters.sim.faults import FAULTS
 from adapters.sim.host import SimHost
 from adapters.sim.node import ActiveFault, SimGpu, SimNode, SimPod
 from remedy.cluster import Cluster
-from remedy.errors import NodeGone, RemedyError
+from remedy.errors import NodeGone, RemedyError, TransientError
 from remedy.models import Finding
 
 
@@ -53,6 +53,8 @@ class SimFleet:
         self.actions: list[tuple[str, str]] = []  # (node, action): what was done, in order
         self.effects: list[tuple[str, str, str]] = []  # (node, action, key) of each effect
         self.broken: dict[str, RemedyError] = {}  # action → the error it raises (tests)
+        self.lost_answers: dict[str, int] = {}  # action → how many answers to lose after it
+        self.failing: dict[str, tuple[RemedyError, int]] = {}  # action → error, times left
         self.serials: list[str] = []  # every GPU serial ever installed, replacements included
         for i in range(nodes):
             name = f"{name_prefix}-{i:03d}"
@@ -133,11 +135,36 @@ class SimFleet:
         """Make every later ``action`` raise ``error``, as a flaky API or host would."""
         self.broken[action] = error
 
+    def fail_next(self, action: str, error: RemedyError, times: int) -> None:
+        """The next ``times`` calls of ``action`` fail before any effect (a flaky API)."""
+        self.failing[action] = (error, times)
+
+    def lose_answers(self, action: str, times: int = 1) -> None:
+        """The next ``times`` answers of ``action`` are lost after its effect landed: the
+        caller sees a transient error (a dropped reply, a process that died) and retries."""
+        self.lost_answers[action] = times
+
+    def _answer(self, action: str, detail: str) -> str:
+        """What an action says it did, unless its answer is to be lost (the effect stays)."""
+        if self.lost_answers.get(action, 0) > 0:
+            self.lost_answers[action] -= 1
+            raise TransientError(f"{action}: the answer was lost after the effect")
+        return detail
+
     def _act(self, node: str, action: str) -> SimNode:
-        """The node an action is about to change; raises what break_action() asked for."""
+        """The node an action is about to change; raises what break_action() or fail_next()
+        asked for."""
+        self._call(action)
+        return self.node(node)
+
+    def _call(self, action: str) -> None:
+        """A call of the simulated API is about to be served: fail it if asked to."""
         if action in self.broken:
             raise self.broken[action]
-        return self.node(node)
+        error, times = self.failing.get(action, (None, 0))
+        if error is not None and times > 0:
+            self.failing[action] = (error, times - 1)
+            raise error
 
     def _record(self, node: str, action: str, key: str = "") -> None:
         self.actions.append((node, action))

@@ -55,7 +55,9 @@ class SimHost:
             if any(p.uses_gpus for p in sim.pods):
                 raise ActionFailed("processes still hold the GPU: drain or kill the job first")
             # The machine's own book: the reset and its record land together.
-            return once(sim, key, Action.RESET_GPU, self._fleet.clock(), reset, unsure_not_repeated)
+            now = self._fleet.clock()
+            done = once(sim, key, Action.RESET_GPU, now, reset, unsure_not_repeated)
+            return self._fleet._answer("reset_gpu", done)
 
     def reboot(self, key: str = "") -> str:
         def restart() -> str:
@@ -70,7 +72,7 @@ class SimHost:
         with self._fleet._lock:
             sim = self._fleet._act(self.name, "reboot")
             now = self._fleet.clock()
-            return reboot_once(sim, key, sim.boot, now, restart)
+            return self._fleet._answer("reboot", reboot_once(sim, key, sim.boot, now, restart))
 
     def load_test(self, indices: list[int]) -> list[str]:
         with self._fleet._lock:
