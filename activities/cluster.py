@@ -128,8 +128,8 @@ class GpuHandoffActivities:
     @act.RELEASE_GPUS.defn
     def release_gpus(self, req: ActionRequest) -> ActionResult:
         with temporal_errors():
-            stopped = self._gpus.release_gpus(req.node.name)
-        return ActionResult(ok=True, detail=f"stopped {stopped} GPU operator pods")
+            detail = self._gpus.release_gpus(req.node.name)
+        return ActionResult(ok=True, detail=detail)
 
     @act.RETURN_GPUS.defn
     def return_gpus(self, req: ActionRequest) -> ActionResult:

@@ -76,9 +76,9 @@ class AdmissionGate(Protocol):
 class GpuHandoff(Protocol):
     """The cluster's own GPU software stepping aside for a GPU reset, and coming back."""
 
-    def release_gpus(self, node: str) -> int:
+    def release_gpus(self, node: str) -> str:
         """Stop the cluster's own GPU pods on the node (device plugin, DCGM, exporters) so a
-        GPU reset can run; return how many left."""
+        GPU reset can run; say what was done."""
 
     def return_gpus(self, node: str) -> None:
         """Undo release_gpus: let those pods come back."""

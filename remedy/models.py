@@ -209,6 +209,7 @@ class CordonState(StrEnum):
     CORDONED = "cordoned"  # remedy cordoned it just now
     ALREADY_OURS = "already_ours"  # an earlier remedy action holds the cordon
     BY_OTHER = "cordoned_by_other"  # someone else cordoned it: never undo that
+    WOULD_CORDON = "would_cordon"  # dry run: nothing was cordoned, so nothing is restored
 
 
 class CordonResult(Frozen):

@@ -165,12 +165,30 @@ async def test_opted_out_node_is_refused(kmock: kmock.KubernetesEmulator, cluste
 async def test_dry_run_changes_nothing_and_says_what_it_would_do(
     kmock: kmock.KubernetesEmulator,
 ) -> None:
-    cluster = kube(kmock, dry_run=True)
-    kmock.objects[NODES, None, "n1"] = node()
-    assert await call(cluster.control.cordon, "n1", OWNER) is CordonState.CORDONED
-    assert sent(kmock, "PATCH", "/api/v1/nodes/n1") == []
-    [event] = sent(kmock, "POST", "/api/v1/namespaces/default/events")
-    assert event.data["reason"] == "RemedyDryRun"
+    """Every change to the cluster passes one gate: in dry run nothing is sent, the only
+    Events say "would …", and no answer claims an effect (a cordon that did not happen is not
+    "cordoned", so the ladder will not "restore" it either)."""
+    cluster = kube(kmock, dry_run=True, replacer="plain")
+    kmock.objects[NODES, None, "n1"] = node(labels={"nvidia.com/gpu.deploy.dcgm": "true"})
+    kmock.objects[PODS, "jobs", "train"] = pod("train", gpus=8)
+    answers = [
+        await call(cluster.control.cordon, "n1", OWNER),
+        await call(cluster.control.drain, "n1", lambda left: None, "key-1"),
+        await call(cluster.control.kill_gpu_pods, "n1", "key-2"),
+        await call(cluster.gpus.release_gpus, "n1"),
+        await call(cluster.admission.hold_for_admission, "n1"),
+        await call(cluster.admission.admit, "n1", ["SN1"]),
+        await call(cluster.admission.reject, "n1", "failed twice"),
+        await call(cluster.replacer.replace, "n1", ""),
+    ]
+    assert answers[0] is CordonState.WOULD_CORDON
+    assert all(a.startswith("dry run: would") for a in answers[1:4] + answers[-1:])
+    writes = [r for r in kmock if r.method.value in ("PATCH", "DELETE")]
+    evictions = [r for r in kmock if r.url.path.endswith("/eviction")]
+    assert writes == [] and evictions == []
+    events = [r.data for r in sent(kmock, "POST", "/api/v1/namespaces/default/events")]
+    assert {e["reason"] for e in events} == {"RemedyDryRun"}
+    assert all(e["message"].startswith("would ") for e in events) and len(events) == 8
 
 
 async def test_conflict_rereads_and_retries(
@@ -417,7 +435,9 @@ async def test_gpu_reset_stops_the_operators_pods_and_brings_them_back(
             break
         await asyncio.sleep(0.01)
     del kmock.objects[PODS, "gpu-operator", "nvidia-dcgm-exporter-x7"]
-    assert await asyncio.wait_for(released, timeout=10) == 1
+    assert await asyncio.wait_for(released, timeout=10) == (
+        "stopped 1 GPU operator pods for a GPU reset"
+    )
     [release] = sent(kmock, "PATCH", "/api/v1/nodes/n1")
     assert release.data["metadata"]["labels"] == {
         "nvidia.com/gpu.deploy.device-plugin": "false",
@@ -433,6 +453,19 @@ async def test_gpu_reset_stops_the_operators_pods_and_brings_them_back(
         "nvidia.com/gpu.deploy.dcgm-exporter": "true",
         "nvidia.com/gpu.deploy.gpu-feature-discovery": None,
     }
+
+
+async def test_a_retried_gpu_release_keeps_the_labels_it_saved_first(
+    kmock: kmock.KubernetesEmulator, cluster: Cluster
+) -> None:
+    """The release's answer was lost and it runs again: it must not save its own "false"
+    over the original labels, or the operator's pods would never come back."""
+    kmock.objects[NODES, None, "n1"] = node(labels={"nvidia.com/gpu.deploy.dcgm-exporter": "true"})
+    await call(cluster.gpus.release_gpus, "n1")
+    await call(cluster.gpus.release_gpus, "n1")  # the retry, on a node already labelled off
+    await call(cluster.gpus.return_gpus, "n1")
+    labels = kmock.objects[NODES, None, "n1"]["metadata"]["labels"]
+    assert labels.get("nvidia.com/gpu.deploy.dcgm-exporter") == "true"
 
 
 ACTIONS: dict[str, Callable[[Cluster], object]] = {

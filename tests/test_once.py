@@ -179,3 +179,20 @@ def test_an_unwritable_ledger_refuses_to_act(tmp_path: Path) -> None:
     with pytest.raises(Exception, match="cannot (read|write) the action ledger"):
         agent(tmp_path, "boot-a").reboot(KEY)
     assert not (tmp_path / "issued").exists()
+
+
+def test_an_agent_in_dry_run_says_what_it_would_do_and_does_nothing(tmp_path: Path) -> None:
+    (tmp_path / "boot_id").write_text("boot-a\n")
+    host = LocalHost(
+        "n1",
+        ProbeConfig(expected_gpus=2),
+        allow_reset=True,
+        allow_reboot=True,
+        reboot_command=("sh", "-c", f"echo reboot >> {tmp_path / 'issued'}"),
+        state_dir=tmp_path / "state",
+        boot_id_file=tmp_path / "boot_id",
+        dry_run=True,
+    )
+    assert host.reset_gpus([], KEY) == "dry run: would reset GPU 0, 1"
+    assert host.reboot(KEY).startswith("dry run: would reboot")
+    assert not (tmp_path / "issued").exists() and not (tmp_path / "state").exists()

@@ -44,12 +44,14 @@ class LocalHost:
         reboot_command: tuple[str, ...] = ("systemctl", "reboot"),
         state_dir: Path = DEFAULT_STATE_DIR,
         boot_id_file: Path = BOOT_ID_FILE,
+        dry_run: bool = False,
     ) -> None:
         self.name = name
         self.probe_config = probe_config
         self._allow_reset, self._allow_reboot = allow_reset, allow_reboot
         self._reboot_command = reboot_command
         self.ledger = FileLedger(state_dir / "actions.json")
+        self.dry_run = dry_run  # say what a reset or a reboot would do; do nothing
         self._boot_id_file = boot_id_file
 
     def boot_id(self) -> str:
@@ -68,6 +70,8 @@ class LocalHost:
                 f"GPU reset is disabled on {self.name}: start the agent with --allow-reset"
             )
         targets = indices or list(range(self.probe_config.expected_gpus or 0))
+        if self.dry_run:
+            return f"dry run: would reset GPU {', '.join(map(str, targets)) or 'none'}"
 
         def reset() -> str:
             self._reset(targets)
@@ -97,6 +101,9 @@ class LocalHost:
             raise ActionRefused(
                 f"reboot is disabled on {self.name}: start the agent with --allow-reboot"
             )
+
+        if self.dry_run:
+            return f"dry run: would reboot ({' '.join(self._reboot_command)})"
 
         def issue() -> str:
             subprocess.run(list(self._reboot_command), check=False, timeout=60)

@@ -24,7 +24,9 @@ class KubernetesAdmission:
         nodes = self._nodes
         current = nodes.node(node)
         nodes.managed(current)
-        if has_taint(current, ADMISSION_TAINT) or nodes.dry_run:
+        if has_taint(current, ADMISSION_TAINT):
+            return
+        if not nodes.sends(node, "hold the node for admission (taint it)"):
             return
         taints = current.get("spec", {}).get("taints", [])
         with api_errors("patch", f"nodes/{node}"):
@@ -40,8 +42,7 @@ class KubernetesAdmission:
         nodes = self._nodes
         current = nodes.node(node)
         nodes.managed(current)
-        if nodes.dry_run:
-            nodes.event(node, "RemedyDryRun", "would admit the node")
+        if not nodes.sends(node, "admit the node"):
             return
         taints = current.get("spec", {}).get("taints", [])
         with api_errors("patch", f"nodes/{node}"):
@@ -66,9 +67,10 @@ class KubernetesAdmission:
 
     def reject(self, node: str, reason: str) -> None:
         nodes = self._nodes
-        if not nodes.dry_run:
-            with api_errors("patch", f"nodes/{node}"):
-                nodes.core.patch_node(
-                    node, {"metadata": {"annotations": {ADMISSION_REJECTED: reason[:1024]}}}
-                )
+        if not nodes.sends(node, f"mark the node rejected: {reason}"):
+            return
+        with api_errors("patch", f"nodes/{node}"):
+            nodes.core.patch_node(
+                node, {"metadata": {"annotations": {ADMISSION_REJECTED: reason[:1024]}}}
+            )
         nodes.event(node, "RemedyAdmissionRejected", reason)

@@ -39,9 +39,8 @@ class KubernetesNodeControl:
             if spec.get("unschedulable"):
                 ours = CORDONED_BY in annotations
                 return CordonState.ALREADY_OURS if ours else CordonState.BY_OTHER
-            if nodes.dry_run:
-                nodes.event(node, "RemedyDryRun", f"would cordon: {owner.reason}")
-                return CordonState.CORDONED
+            if not nodes.sends(node, f"cordon: {owner.reason}"):
+                return CordonState.WOULD_CORDON
             body = {
                 "metadata": {
                     "resourceVersion": meta(current).get("resourceVersion"),
@@ -69,9 +68,8 @@ class KubernetesNodeControl:
         current = nodes.node(node)
         if CORDONED_BY not in meta(current).get("annotations", {}):
             return False  # not remedy's cordon: leave it
-        if nodes.dry_run:
-            nodes.event(node, "RemedyDryRun", "would uncordon")
-            return True
+        if not nodes.sends(node, "uncordon"):
+            return False
         taints = current.get("spec", {}).get("taints", [])
         body = {
             "metadata": {

@@ -39,9 +39,9 @@ class Drain:
         nodes = self._nodes
         nodes.managed(nodes.node(node))
         victims = [p for p in nodes.pods(node) if _uses_gpus(p) and not _finished(p)]
+        if not nodes.sends(node, f"delete {len(victims)} pods using GPUs"):
+            return f"dry run: would delete {len(victims)} pods using the node's GPUs"
         for pod in victims:
-            if nodes.dry_run:
-                continue
             try:
                 with api_errors("delete", "pods"):
                     nodes.core.delete_namespaced_pod(
@@ -51,9 +51,8 @@ class Drain:
                     )
             except NodeGone:
                 pass  # already gone: that is what we wanted
-        verb = "would delete" if nodes.dry_run else "deleted"
-        nodes.event(node, "RemedyKilledJob", f"{verb} {len(victims)} pods using GPUs")
-        return f"{verb} {len(victims)} pods using the node's GPUs"
+        nodes.event(node, "RemedyKilledJob", f"deleted {len(victims)} pods using GPUs")
+        return f"deleted {len(victims)} pods using the node's GPUs"
 
     def drain(self, node: str, on_progress: Callable[[int], None]) -> str:
         """Evict through the Eviction API with kubectl's rules: DaemonSet and mirror pods stay,
@@ -65,8 +64,7 @@ class Drain:
         skipped = [p for p in pods if daemonset(p) or _mirror(p)]
         pending = {meta(p)["uid"]: p for p in pods if p not in skipped and not _finished(p)}
         evicted = dict(pending)
-        if nodes.dry_run:
-            nodes.event(node, "RemedyDryRun", f"would evict {len(pending)} pods")
+        if not nodes.sends(node, f"evict {len(pending)} pods"):
             return f"dry run: would evict {len(pending)} pods, leave {len(skipped)}"
         deadline = time.monotonic() + self._drain_timeout_s
         self._checkpoint_grace(node, [p for p in pending.values() if _uses_gpus(p)], on_progress)

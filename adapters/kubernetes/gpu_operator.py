@@ -25,24 +25,26 @@ class GpuOperatorHandoff:
     def __init__(self, nodes: NodeApi, *, wait_timeout_s: float, poll_s: float) -> None:
         self._nodes, self._wait_timeout_s, self._poll_s = nodes, wait_timeout_s, poll_s
 
-    def release_gpus(self, node: str) -> int:
+    def release_gpus(self, node: str) -> str:
         """Label the operands off the node, remember the old labels in an annotation, and
-        wait until their pods are gone."""
+        wait until their pods are gone. A retry finds the labels it already saved and keeps
+        them: saving again would save its own "false" and the operands would never return."""
         nodes = self._nodes
         current = nodes.node(node)
         nodes.managed(current)
         labels = meta(current).get("labels", {})
+        annotations = meta(current).get("annotations", {})
         previous = {label: labels.get(label) for label in GPU_OPERAND_LABELS}
-        if nodes.dry_run:
-            nodes.event(node, "RemedyDryRun", "would stop the GPU operator's pods")
-            return 0
+        saved = annotations.get(GPU_OPERANDS_SAVED) or json.dumps(previous, sort_keys=True)
+        if not nodes.sends(node, "stop the GPU operator's pods"):
+            return "dry run: would stop the GPU operator's pods"
         with api_errors("patch", f"nodes/{node}"):
             nodes.core.patch_node(
                 node,
                 {
                     "metadata": {
                         "labels": dict.fromkeys(GPU_OPERAND_LABELS, "false"),
-                        "annotations": {GPU_OPERANDS_SAVED: json.dumps(previous, sort_keys=True)},
+                        "annotations": {GPU_OPERANDS_SAVED: saved},
                     }
                 },
             )
@@ -52,15 +54,14 @@ class GpuOperatorHandoff:
             if time.monotonic() > deadline:
                 raise TransientError(f"the GPU operator's pods did not leave {node}")
             time.sleep(self._poll_s)
-        nodes.event(
-            node, "RemedyGpusReleased", f"stopped {len(operands)} GPU operator pods for a GPU reset"
-        )
-        return len(operands)
+        done = f"stopped {len(operands)} GPU operator pods for a GPU reset"
+        nodes.event(node, "RemedyGpusReleased", done)
+        return done
 
     def return_gpus(self, node: str) -> None:
         nodes = self._nodes
         saved = meta(nodes.node(node)).get("annotations", {}).get(GPU_OPERANDS_SAVED)
-        if saved is None or nodes.dry_run:
+        if saved is None or not nodes.sends(node, "let the GPU operator's pods back"):
             return
         with api_errors("patch", f"nodes/{node}"):
             nodes.core.patch_node(

@@ -15,6 +15,7 @@ from remedy.errors import ActionRefused
 
 PREFIX = "remedy.io"
 OPT_OUT_LABEL = f"{PREFIX}/managed"
+DRY_RUN = "RemedyDryRun"
 
 
 def utcnow() -> datetime:
@@ -51,6 +52,15 @@ class NodeApi:
             listed = self.core.list_pod_for_all_namespaces(field_selector=f"spec.nodeName={node}")
         items: list[Json] = self.json(listed).get("items", [])
         return [p for p in items if p.get("spec", {}).get("nodeName") == node]  # belt and braces
+
+    def sends(self, node: str, would: str) -> bool:
+        """The gate every change remedy makes to the cluster passes. In dry run it records
+        "would …" as an Event on the node, and the caller sends nothing and claims nothing
+        (no Event that says it happened, an answer that says "dry run: would …")."""
+        if self.dry_run:
+            self.event(node, DRY_RUN, f"would {would}")
+            return False
+        return True
 
     def event(self, node: str, reason: str, message: str) -> None:
         """An Event on the node: `kubectl describe node` tells what remedy did and why."""

@@ -43,8 +43,7 @@ class KarpenterReplacer:
         name = meta(owner)["name"]
         if meta(owner).get("deletionTimestamp"):
             return f"NodeClaim {name} is already being deleted: Karpenter is replacing {node}"
-        if nodes.dry_run:
-            nodes.event(node, "RemedyDryRun", f"would delete NodeClaim {name}")
+        if not nodes.sends(node, f"delete NodeClaim {name}"):
             return f"dry run: would delete NodeClaim {name}"
         nodes.event(node, "RemedyReplaced", f"deleted NodeClaim {name}: Karpenter replaces it")
         with api_errors("delete", "nodeclaims.karpenter.sh"):
@@ -60,8 +59,7 @@ class DeleteNodeReplacer:
 
     def replace_node(self, node: str, current: Json) -> str:
         nodes = self._nodes
-        if nodes.dry_run:
-            nodes.event(node, "RemedyDryRun", "would delete the Node object")
+        if not nodes.sends(node, "delete the Node object"):
             return f"dry run: would delete node {node}"
         # The event goes first: it is the record left for external provisioning.
         nodes.event(node, "RemedyReplaced", "deleted the Node object for replacement")

@@ -148,8 +148,8 @@ class SimAdmission:
 class SimGpuHandoff:
     """The twin's GPU operands never hold the GPU: nothing to stop or bring back."""
 
-    def release_gpus(self, node: str) -> int:
-        return 0
+    def release_gpus(self, node: str) -> str:
+        return "no GPU operator pods on a simulated node"
 
     def return_gpus(self, node: str) -> None:
         pass

@@ -101,6 +101,13 @@ def agent(
     ] = None,
     allow_reset: Annotated[bool, typer.Option(help="Allow nvidia-smi --gpu-reset.")] = False,
     allow_reboot: Annotated[bool, typer.Option(help="Allow rebooting this node.")] = False,
+    dry_run: Annotated[
+        bool,
+        typer.Option(
+            help="Say what each reset and reboot would do; do nothing (the controller's "
+            "--dry-run covers the cluster side only)."
+        ),
+    ] = False,
     state_dir: Annotated[
         Path,
         typer.Option(
@@ -133,7 +140,12 @@ def agent(
         not_before=boot_time(),
     )
     host = LocalHost(
-        node, config, allow_reset=allow_reset, allow_reboot=allow_reboot, state_dir=state_dir
+        node,
+        config,
+        allow_reset=allow_reset,
+        allow_reboot=allow_reboot,
+        state_dir=state_dir,
+        dry_run=dry_run,
     )
 
     async def main() -> None:
