@@ -63,7 +63,7 @@ def test_validate_rejects_an_unknown_reason_with_file_line_and_field(tmp_path: P
         f"{tmp_path}/ecc.yaml:2: match.reasons[1]: unknown reason 'EccUncorectable' "
         "(did you mean 'EccUncorrectable'?)"
     )
-    assert lines[-1] == "1 problem(s); nothing loaded"
+    assert len(lines) == 1  # one problem, one line
 
 
 def test_a_name_far_from_any_gets_the_list_instead(tmp_path: Path) -> None:

