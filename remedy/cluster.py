@@ -29,11 +29,12 @@ class NodeControl(Protocol):
     def restore(self, node: str) -> bool:
         """Undo remedy's own cordon; True if the node was uncordoned. Others' cordons stay."""
 
-    def drain(self, node: str, on_progress: Callable[[int], None], key: str = "") -> str:
-        """Evict the node's pods and say what was done (DaemonSet and mirror pods stay);
-        ``key`` (remedy/once.py): a repeat answers what the first drain did."""
+    def drain(self, node: str, on_progress: Callable[[int], None], key: str) -> str:
+        """Evict the node's pods and say what was done (DaemonSet and mirror pods stay).
+        At most once per ``key`` (remedy/once.py): a repeat answers what the first drain did;
+        an empty key (an older ladder's request) is not recorded."""
 
-    def kill_gpu_pods(self, node: str, key: str = "") -> str:
+    def kill_gpu_pods(self, node: str, key: str) -> str:
         """Delete the pods using the node's GPUs and say what was done; ``key`` as for drain."""
 
     def node_boot(self, node: str) -> NodeBoot: ...
@@ -87,7 +88,7 @@ class GpuHandoff(Protocol):
 class Replacer(Protocol):
     """Whatever provisions nodes: Karpenter, a cloud's API, a person with a ticket."""
 
-    def replace(self, node: str, node_uid: str = "") -> str:
+    def replace(self, node: str, node_uid: str) -> str:
         """Hand the node back for new hardware; say what was done. ActionRefused when this
         replacer cannot tell how to replace that node: guessing could lose capacity.
         ``node_uid``: the node object the ladder saw; when it is gone or another one stands

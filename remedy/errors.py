@@ -39,6 +39,10 @@ class TransientError(RemedyError):
     """A conflict, a timeout or a 5xx: try again."""
 
 
+class Conflict(TransientError):
+    """The object changed since it was read (409): read it again and retry."""
+
+
 class DrainBlocked(TransientError):
     """A PodDisruptionBudget forbids an eviction now (429)."""
 

@@ -17,11 +17,11 @@ class NodeHost(Protocol):
 
     def nvml(self) -> NvmlApi: ...
 
-    def reset_gpus(self, indices: list[int], key: str = "") -> str:
+    def reset_gpus(self, indices: list[int], key: str) -> str:
         """Reset these GPUs (all when empty) and say what was done; raise ActionFailed when the
         reset is impossible. ``key`` (remedy/once.py): a repeat answers the first reset."""
 
-    def reboot(self, key: str = "") -> str:
+    def reboot(self, key: str) -> str:
         """Reboot the node, at most once for ``key``: a repeat from a new boot answers that the
         node rebooted, one from the same boot that it was issued."""
 

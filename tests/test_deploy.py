@@ -83,8 +83,10 @@ def controller_scenario(api: k8s.ApiClient) -> None:
     owner = CordonOwner("wf", "test")
     cluster.control.cordon("n1", owner)
     cluster.control.restore("n1")
-    cluster.control.kill_gpu_pods("n1")
-    cluster.control.drain("n2", lambda left: None)  # asks "ckpt" to checkpoint, then evicts
+    cluster.control.kill_gpu_pods("n1", "key-1")
+    cluster.control.drain(
+        "n2", lambda left: None, "key-2"
+    )  # asks "ckpt" to checkpoint, then evicts
     cluster.gpus.release_gpus("n1")
     cluster.gpus.return_gpus("n1")
     cluster.control.node_boot("n1")
@@ -95,8 +97,8 @@ def controller_scenario(api: k8s.ApiClient) -> None:
     cluster.admission.reject("n2", "failed")
     # healthy after a verified ladder
     cluster.marks.set_conditions("n1", cluster.marks.conditions("n1"))
-    cluster.replacer.replace("n1")  # auto, a Karpenter node: list and delete the NodeClaim
-    kubernetes_cluster(api, replacer="plain").replacer.replace("n1")  # plain: delete the Node
+    cluster.replacer.replace("n1", "")  # auto, a Karpenter node: list and delete the NodeClaim
+    kubernetes_cluster(api, replacer="plain").replacer.replace("n1", "")  # plain: delete the Node
     # The job watch and the guards: failed pods with their log, then restart and stop.
     [failure] = jobs.failed_pods()
     jobs.mark_reported(failure, "job-guard/ml/llm")

@@ -279,7 +279,7 @@ async def test_drain_skips_daemonset_and_mirror_pods_and_retries_a_pdb_refusal(
 
     kmock[f"post {eviction}"] << evicted
     progress: list[int] = []
-    result = await call(cluster.control.drain, "n1", progress.append)
+    result = await call(cluster.control.drain, "n1", progress.append, "")
     assert result == "evicted 1 pods, left 2 DaemonSet/mirror pods"
     posts = sent(kmock, "POST", eviction)
     assert len(posts) == 3
@@ -297,7 +297,7 @@ async def test_drain_gives_up_when_the_budget_never_allows(
     kmock.objects[PODS, "jobs", "train"] = pod("train", gpus=8)
     kmock["post /api/v1/namespaces/jobs/pods/train/eviction"] << 429
     with pytest.raises(DrainBlocked, match="PodDisruptionBudget"):
-        await call(cluster.control.drain, "n1", lambda left: None)
+        await call(cluster.control.drain, "n1", lambda left: None, "")
 
 
 async def test_kill_job_deletes_only_pods_using_gpus(
@@ -306,7 +306,10 @@ async def test_kill_job_deletes_only_pods_using_gpus(
     kmock.objects[NODES, None, "n1"] = node()
     for item in (pod("train", gpus=8), pod("sidecar"), pod("old", gpus=1, phase="Failed")):
         kmock.objects[PODS, "jobs", item["metadata"]["name"]] = item
-    assert await call(cluster.control.kill_gpu_pods, "n1") == "deleted 1 pods using the node's GPUs"
+    assert (
+        await call(cluster.control.kill_gpu_pods, "n1", "")
+        == "deleted 1 pods using the node's GPUs"
+    )
     [delete] = sent(kmock, "DELETE", "/api/v1/namespaces/jobs/pods/train")
     assert delete.params["gracePeriodSeconds"] == "10"
 
@@ -325,7 +328,7 @@ async def test_replace_deletes_the_karpenter_nodeclaim_that_owns_the_node(
             "metadata": {"name": name},
             "status": {"nodeName": owned},
         }
-    detail = await call(cluster.replacer.replace, "n1")
+    detail = await call(cluster.replacer.replace, "n1", "")
     assert "claim-b" in detail
     assert [r.url.path for r in kmock if r.method.value == "DELETE"] == [
         "/apis/karpenter.sh/v1/nodeclaims/claim-b"
@@ -337,7 +340,7 @@ async def test_replace_refuses_when_the_provider_is_unknown(
 ) -> None:
     kmock.objects[NODES, None, "n1"] = node()
     with pytest.raises(ActionRefused, match="cannot tell how this cluster provisions n1"):
-        await call(cluster.replacer.replace, "n1")
+        await call(cluster.replacer.replace, "n1", "")
     assert [r for r in kmock if r.method.value == "DELETE"] == []
 
 
@@ -346,7 +349,7 @@ async def test_plain_replace_deletes_the_node_after_recording_an_event(
 ) -> None:
     cluster = kube(kmock, replacer="plain")
     kmock.objects[NODES, None, "n1"] = node()
-    await call(cluster.replacer.replace, "n1")
+    await call(cluster.replacer.replace, "n1", "")
     writes = [(r.method.value, r.url.path) for r in kmock if r.method.value != "GET"]
     assert writes == [("POST", "/api/v1/namespaces/default/events"), ("DELETE", "/api/v1/nodes/n1")]
 
@@ -365,7 +368,7 @@ async def test_drain_asks_gpu_pods_to_checkpoint_and_waits_for_their_answer(
         return {"kind": "Status", "status": "Success"}
 
     kmock["post /api/v1/namespaces/jobs/pods/train/eviction"] << evicted
-    drained = asyncio.create_task(call(cluster.control.drain, "n1", lambda left: None))
+    drained = asyncio.create_task(call(cluster.control.drain, "n1", lambda left: None, ""))
     for _ in range(200):  # wait for the request, then answer as the training job would
         if sent(kmock, "PATCH", "/api/v1/namespaces/jobs/pods/train"):
             break
@@ -397,7 +400,7 @@ async def test_checkpoint_grace_runs_out_and_the_drain_goes_on(
         return {"kind": "Status", "status": "Success"}
 
     kmock["post /api/v1/namespaces/jobs/pods/train/eviction"] << evicted
-    result = await call(cluster.control.drain, "n1", lambda left: None)
+    result = await call(cluster.control.drain, "n1", lambda left: None, "")
     assert result.startswith("evicted 1 pods")
 
 
@@ -471,9 +474,9 @@ async def test_a_retried_gpu_release_keeps_the_labels_it_saved_first(
 ACTIONS: dict[str, Callable[[Cluster], object]] = {
     "cordon": lambda c: c.control.cordon("n1", OWNER),
     "restore": lambda c: c.control.restore("n1"),
-    "drain": lambda c: c.control.drain("n1", lambda left: None),
-    "kill_job": lambda c: c.control.kill_gpu_pods("n1"),
-    "replace": lambda c: c.replacer.replace("n1"),
+    "drain": lambda c: c.control.drain("n1", lambda left: None, "key"),
+    "kill_job": lambda c: c.control.kill_gpu_pods("n1", "key"),
+    "replace": lambda c: c.replacer.replace("n1", ""),
     "release_gpus": lambda c: c.gpus.release_gpus("n1"),
     "node_boot": lambda c: c.control.node_boot("n1"),
     "conditions": lambda c: c.marks.conditions("n1"),
@@ -506,7 +509,10 @@ async def test_pod_already_gone_counts_as_evicted_and_deleted(
     kmock.objects[PODS, "jobs", "train"] = pod("train", gpus=8)
     kmock["delete /api/v1/namespaces/jobs/pods/train"] << 404
     # 404 on delete: already gone, counted as done
-    assert await call(cluster.control.kill_gpu_pods, "n1") == "deleted 1 pods using the node's GPUs"
+    assert (
+        await call(cluster.control.kill_gpu_pods, "n1", "")
+        == "deleted 1 pods using the node's GPUs"
+    )
     kmock.objects[PODS, "jobs", "train"] = pod("train", gpus=8)  # (the emulator deleted it)
 
     def gone(request: Any) -> Response:
@@ -514,7 +520,7 @@ async def test_pod_already_gone_counts_as_evicted_and_deleted(
         return Response(status=404, payload={"kind": "Status", "code": 404})
 
     kmock["post /api/v1/namespaces/jobs/pods/train/eviction"] << gone
-    result = await call(cluster.control.drain, "n1", lambda left: None)
+    result = await call(cluster.control.drain, "n1", lambda left: None, "")
     assert result.startswith("evicted 1 pods")
 
 

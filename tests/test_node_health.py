@@ -129,15 +129,15 @@ def test_deep_diagnose_finds_what_only_load_shows() -> None:
 def test_local_host_refuses_destructive_actions_unless_allowed() -> None:
     host = LocalHost(NODE, ProbeConfig(expected_gpus=8))
     with pytest.raises(ActionRefused, match="--allow-reset"):
-        host.reset_gpus([0])
+        host.reset_gpus([0], "")
     with pytest.raises(ActionRefused, match="--allow-reboot"):
-        host.reboot()
+        host.reboot("")
 
 
 def test_local_host_reboot_runs_the_configured_command(tmp_path: Path) -> None:
     marker = tmp_path / "rebooted"
     host = LocalHost(NODE, ProbeConfig(), allow_reboot=True, reboot_command=("touch", str(marker)))
-    host.reboot()
+    host.reboot("")
     assert marker.exists()
 
 

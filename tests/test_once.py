@@ -15,8 +15,8 @@ import pytest
 from adapters.host.local import LocalHost
 from adapters.kubernetes.ledger import ACTIONS_ANNOTATION
 from adapters.sim import SimFleet
-from remedy.errors import TransientError
-from remedy.once import LedgerEntry, Step, once
+from remedy.errors import ActionFailed, ActionRefused, TransientError
+from remedy.once import LedgerEntry, Stage, once
 from remedy.probe import ProbeConfig
 from tests.test_kubernetes_cluster import NODES, PODS, call, kube, node, pod, sent
 
@@ -39,7 +39,7 @@ def test_the_simulator_applies_each_keyed_action_once(action: str) -> None:
     fleet = SimFleet(nodes=1)
     control, host = fleet.cluster.control, fleet.host(NODE)
     if action == "reset_gpu":
-        control.drain(NODE, lambda left: None)  # the GPUs must be free first (unkeyed)
+        control.drain(NODE, lambda left: None, "")  # the GPUs must be free first (unkeyed)
     calls = {
         "drain": lambda: control.drain(NODE, lambda left: None, KEY),
         "kill_job": lambda: control.kill_gpu_pods(NODE, KEY),
@@ -60,7 +60,7 @@ def test_a_reboot_repeated_from_the_same_boot_is_not_issued_again() -> None:
     sim = fleet.node(NODE)
     sim.comes_back = False  # the reboot is issued; the node never returns to a new boot
     first = fleet.host(NODE).reboot(KEY)
-    sim.ledger[KEY] = sim.ledger[KEY].model_copy(update={"step": Step.STARTED})  # no answer
+    sim.ledger[KEY] = sim.ledger[KEY].model_copy(update={"stage": Stage.STARTED})  # no answer
     assert fleet.host(NODE).reboot(KEY).startswith("reboot issued from boot-0; not repeated")
     assert fleet.effects.count((NODE, "reboot", KEY)) == 1 and first.startswith("reboot issued")
 
@@ -98,7 +98,7 @@ async def test_a_keyed_drain_on_kubernetes_evicts_once_and_keeps_its_key_on_the_
     kept = json.loads(
         kmock.objects[NODES, None, "n1"]["metadata"]["annotations"][ACTIONS_ANNOTATION]
     )
-    assert [(e["key"], e["action"], e["step"]) for e in kept] == [(KEY, "drain", "done")]
+    assert [(e["key"], e["action"], e["stage"]) for e in kept] == [(KEY, "drain", "done")]
 
 
 async def test_a_keyed_job_kill_on_kubernetes_deletes_once(
@@ -160,7 +160,7 @@ def test_the_agent_reboots_once_per_key_across_its_own_restart_and_the_reboot(
 def test_an_answer_lost_mid_reboot_is_resolved_by_the_boot_id(tmp_path: Path) -> None:
     host = agent(tmp_path, "boot-a")
     host.ledger.record(  # recorded, issued, and the process died before it answered
-        LedgerEntry(key=KEY, action="reboot", step=Step.STARTED, at=NOW, boot_id="boot-a")
+        LedgerEntry(key=KEY, action="reboot", stage=Stage.STARTED, at=NOW, boot_id="boot-a")
     )
     assert agent(tmp_path, "boot-b").reboot(KEY) == "rebooted (boot-a → boot-b)"
     assert not (tmp_path / "issued").exists()
@@ -170,13 +170,13 @@ def test_without_a_key_nothing_is_recorded_and_the_effect_runs(tmp_path: Path) -
     ran: list[int] = []
     ledger = agent(tmp_path, "boot-a").ledger
     for _ in range(2):
-        once(ledger, "", "drain", NOW, lambda: str(ran.append(1)), lambda _: "unsure")
+        once(ledger, "", "drain", lambda: NOW, lambda: str(ran.append(1)), lambda _: "unsure")
     assert ran == [1, 1] and not (tmp_path / "state" / "actions.json").exists()
 
 
 def test_an_unwritable_ledger_refuses_to_act(tmp_path: Path) -> None:
     (tmp_path / "state").write_text("a file where the folder should be")
-    with pytest.raises(Exception, match="cannot (read|write) the action ledger"):
+    with pytest.raises(Exception, match="cannot (open|read|write) the action ledger"):
         agent(tmp_path, "boot-a").reboot(KEY)
     assert not (tmp_path / "issued").exists()
 
@@ -196,3 +196,88 @@ def test_an_agent_in_dry_run_says_what_it_would_do_and_does_nothing(tmp_path: Pa
     assert host.reset_gpus([], KEY) == "dry run: would reset GPU 0, 1"
     assert host.reboot(KEY).startswith("dry run: would reboot")
     assert not (tmp_path / "issued").exists() and not (tmp_path / "state").exists()
+
+
+# -- an answer lost between the effect and its record --------------------------------------
+async def test_a_job_kill_resumed_after_a_lost_answer_kills_only_the_pods_it_meant(
+    kmock: kmock.KubernetesEmulator,
+) -> None:
+    """The kill was recorded (with the pods it was for) and its answer lost; meanwhile the job
+    put a new pod on the node. The retry deletes what is left of the first list, not the new
+    pod."""
+    cluster = kube(kmock)
+    started = LedgerEntry(
+        key=KEY, action="kill_job", stage=Stage.STARTED, at=NOW, targets=["uid-train"]
+    )
+    kmock.objects[NODES, None, "n1"] = node(
+        annotations={ACTIONS_ANNOTATION: json.dumps([started.model_dump(mode="json")])}
+    )
+    kmock.objects[PODS, "jobs", "train"] = pod("train", gpus=8)
+    kmock.objects[PODS, "jobs", "train-2"] = pod("train-2", gpus=8)  # rescheduled since
+    answer = await call(cluster.control.kill_gpu_pods, "n1", KEY)
+    assert answer == "deleted 1 pods using the node's GPUs"
+    assert len(sent(kmock, "DELETE", "/api/v1/namespaces/jobs/pods/train")) == 1
+    assert sent(kmock, "DELETE", "/api/v1/namespaces/jobs/pods/train-2") == []
+
+
+async def test_an_entry_this_remedy_cannot_read_is_kept_and_hides_nothing(
+    kmock: kmock.KubernetesEmulator,
+) -> None:
+    cluster = kube(kmock)
+    newer = {"key": "k-newer", "action": "drain_p2p", "stage": "paused", "at": "2026-12-01T00:00Z"}
+    old = LedgerEntry(key="k-old", action="drain", stage=Stage.DONE, at=NOW, detail="evicted 3")
+    book = json.dumps([newer, old.model_dump(mode="json"), "scribble"])
+    kmock.objects[NODES, None, "n1"] = node(annotations={ACTIONS_ANNOTATION: book})
+    assert await call(cluster.control.drain, "n1", lambda left: None, "k-old") == "evicted 3"
+    await call(cluster.control.kill_gpu_pods, "n1", KEY)
+    kept = json.loads(
+        kmock.objects[NODES, None, "n1"]["metadata"]["annotations"][ACTIONS_ANNOTATION]
+    )
+    assert kept[:3] == [newer, old.model_dump(mode="json"), "scribble"]
+    assert kept[3]["key"] == KEY and kept[3]["stage"] == "done"
+
+
+async def test_a_node_that_opted_out_gets_no_write_not_even_a_record(
+    kmock: kmock.KubernetesEmulator,
+) -> None:
+    cluster = kube(kmock)
+    kmock.objects[NODES, None, "n1"] = node(labels={"remedy.io/managed": "false"})
+    with pytest.raises(ActionRefused):
+        await call(cluster.control.kill_gpu_pods, "n1", KEY)
+    assert [r for r in kmock if r.method.value in ("PATCH", "DELETE")] == []
+
+
+async def test_a_server_error_on_a_node_named_409_is_not_taken_for_a_conflict(
+    kmock: kmock.KubernetesEmulator,
+) -> None:
+    cluster = kube(kmock)
+    kmock.objects[NODES, None, "gpu-node-409"] = node("gpu-node-409")
+    kmock["patch /api/v1/nodes/gpu-node-409"] << 500
+    with pytest.raises(TransientError, match="500"):
+        await call(cluster.control.kill_gpu_pods, "gpu-node-409", KEY)
+    assert len(sent(kmock, "PATCH", "/api/v1/nodes/gpu-node-409")) == 1
+
+
+def test_a_reboot_command_that_fails_is_a_failure_and_a_retry_runs_it(tmp_path: Path) -> None:
+    host = agent(tmp_path, "boot-a")
+    host._reboot_command = ("no-such-reboot-tool",)
+    with pytest.raises(ActionFailed, match="no-such-reboot-tool is not installed"):
+        host.reboot(KEY)
+    host._reboot_command = ("sh", "-c", "echo refused >&2; exit 1")
+    with pytest.raises(ActionFailed, match="exited 1: refused"):
+        host.reboot(KEY)  # the failed attempt did nothing: this one runs the command again
+    host._reboot_command = ("sh", "-c", f"echo reboot >> {tmp_path / 'issued'}")
+    assert host.reboot(KEY).startswith("reboot issued")
+    assert (tmp_path / "issued").read_text() == "reboot\n"
+
+
+def test_a_reset_with_nothing_to_reset_fails_with_its_reason(tmp_path: Path) -> None:
+    host = LocalHost(
+        "n1",
+        ProbeConfig(),
+        allow_reset=True,
+        state_dir=tmp_path / "state",
+        boot_id_file=tmp_path / "boot_id",
+    )
+    with pytest.raises(ActionFailed, match="no GPU to reset on n1"):
+        host.reset_gpus([], KEY)

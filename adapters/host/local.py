@@ -17,6 +17,7 @@ from remedy.once import once, reboot_once, unsure_not_repeated
 from remedy.probe.runner import ProbeConfig
 
 RESET_TIMEOUT_S = 120
+REBOOT_COMMAND_TIMEOUT_S = 60
 # On the node's own disk (a hostPath in deploy/agent.yaml): it must outlive the agent and a reboot.
 DEFAULT_STATE_DIR = Path("/var/lib/remedy")
 BOOT_ID_FILE = Path("/proc/sys/kernel/random/boot_id")
@@ -64,39 +65,49 @@ class LocalHost:
     def nvml(self) -> NvmlApi:
         return real_nvml()
 
-    def reset_gpus(self, indices: list[int], key: str = "") -> str:
+    def reset_gpus(self, indices: list[int], key: str) -> str:
         if not self._allow_reset:
             raise ActionRefused(
                 f"GPU reset is disabled on {self.name}: start the agent with --allow-reset"
             )
-        targets = indices or list(range(self.probe_config.expected_gpus or 0))
+        targets = indices or self._every_gpu()
+        if not targets:
+            raise ActionFailed(
+                f"no GPU to reset on {self.name}: the ladder named none and NVML sees none"
+            )
+        which = ", ".join(map(str, targets))
         if self.dry_run:
-            return f"dry run: would reset GPU {', '.join(map(str, targets)) or 'none'}"
+            return f"dry run: would reset GPU {which}"
 
         def reset() -> str:
-            self._reset(targets)
-            return f"reset GPU {', '.join(map(str, indices)) or 'all'}"
+            for gpu in targets:
+                # nvidia-smi refuses while processes hold the GPU; the ladder drains first.
+                _run(["nvidia-smi", "--gpu-reset", "-i", str(gpu)], RESET_TIMEOUT_S)
+            return f"reset GPU {which}"
 
         return once(
-            self.ledger, key, Action.RESET_GPU, datetime.now(UTC), reset, unsure_not_repeated
+            self.ledger,
+            key,
+            Action.RESET_GPU,
+            _utcnow,
+            reset,
+            unsure_not_repeated,
+            raised_means_failed=True,  # a reset that failed did not happen: retry may run it
         )
 
-    def _reset(self, targets: list[int]) -> None:
-        for gpu in targets:
-            # nvidia-smi refuses while processes hold the GPU; the ladder drains first.
-            done = subprocess.run(
-                ["nvidia-smi", "--gpu-reset", "-i", str(gpu)],
-                capture_output=True,
-                text=True,
-                timeout=RESET_TIMEOUT_S,
-            )
-            if done.returncode != 0:
-                raise ActionFailed(
-                    f"nvidia-smi --gpu-reset -i {gpu} failed: "
-                    f"{(done.stdout + done.stderr).strip()[-500:]}"
-                )
+    def _every_gpu(self) -> list[int]:
+        """Every GPU NVML sees (the probe's expected count when NVML cannot answer)."""
+        nvml = self.nvml()
+        try:
+            nvml.nvmlInit()
+            try:
+                return list(range(nvml.nvmlDeviceGetCount()))
+            finally:
+                nvml.nvmlShutdown()
+        except Exception:  # noqa: BLE001 - a broken NVML: fall back on what the node should have
+            return list(range(self.probe_config.expected_gpus or 0))
 
-    def reboot(self, key: str = "") -> str:
+    def reboot(self, key: str) -> str:
         if not self._allow_reboot:
             raise ActionRefused(
                 f"reboot is disabled on {self.name}: start the agent with --allow-reboot"
@@ -106,12 +117,29 @@ class LocalHost:
             return f"dry run: would reboot ({' '.join(self._reboot_command)})"
 
         def issue() -> str:
-            subprocess.run(list(self._reboot_command), check=False, timeout=60)
+            _run(list(self._reboot_command), REBOOT_COMMAND_TIMEOUT_S)
             return f"reboot issued: {' '.join(self._reboot_command)}"
 
-        now = datetime.now(UTC)
-        return reboot_once(self.ledger, key, self.boot_id(), now, issue)
+        return reboot_once(self.ledger, key, self.boot_id(), _utcnow, issue)
 
     def load_test(self, indices: list[int]) -> list[str]:
         gpus = indices or list(range(self.probe_config.expected_gpus or 0))
         return run_load_test(gpus)
+
+
+def _utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+def _run(command: list[str], timeout_s: float) -> None:
+    """Run a command that must work: a missing tool, a non-zero exit or a hang is a failure
+    with its reason (permanent: running it again will not help)."""
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout_s)
+    except FileNotFoundError:
+        raise ActionFailed(f"{command[0]} is not installed on this node") from None
+    except subprocess.TimeoutExpired:
+        raise ActionFailed(f"{' '.join(command)} did not finish within {timeout_s:g}s") from None
+    if done.returncode != 0:
+        output = (done.stdout + done.stderr).strip()[-500:]
+        raise ActionFailed(f"{' '.join(command)} exited {done.returncode}: {output}")

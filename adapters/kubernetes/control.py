@@ -4,7 +4,8 @@ and never touches a cordon someone else set. Drain and kill are in ``drain.py``.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from functools import partial
 
 from adapters.kubernetes.drain import Drain
 from adapters.kubernetes.errors import api_errors
@@ -12,9 +13,9 @@ from adapters.kubernetes.ledger import NodeLedger
 from adapters.kubernetes.nodes import PREFIX, NodeApi
 from adapters.kubernetes.objects import meta
 from remedy.cluster import CordonOwner
-from remedy.errors import TransientError
+from remedy.errors import Conflict, TransientError
 from remedy.models import Action, CordonState, NodeBoot
-from remedy.once import once
+from remedy.once import LedgerEntry, once
 
 CORDONED_BY = f"{PREFIX}/cordoned-by"
 CORDON_REASON = f"{PREFIX}/cordon-reason"
@@ -55,10 +56,8 @@ class KubernetesNodeControl:
             try:
                 with api_errors("patch", f"nodes/{node}"):
                     nodes.core.patch_node(node, body)
-            except TransientError as exc:
-                if "409" in str(exc):
-                    continue
-                raise
+            except Conflict:
+                continue
             nodes.event(node, "RemedyCordoned", f"cordoned by {owner.workflow_id}: {owner.reason}")
             return CordonState.CORDONED
         raise TransientError(f"node {node} kept changing: {CONFLICT_RETRIES} conflicts")
@@ -86,25 +85,46 @@ class KubernetesNodeControl:
         nodes.event(node, "RemedyRestored", "uncordoned: the node recovered")
         return True
 
-    def drain(self, node: str, on_progress: Callable[[int], None], key: str = "") -> str:
-        def evict() -> str:
-            return self._drain.drain(node, on_progress)
+    def drain(self, node: str, on_progress: Callable[[int], None], key: str) -> str:
+        def evict(uids: Sequence[str]) -> str:
+            return self._drain.drain(node, on_progress, only=set(uids))
 
-        # A drain converges: one started and never answered goes on where it stopped.
-        return self._once(node, key, Action.DRAIN, evict)
+        self._nodes.managed(self._nodes.node(node))
+        return self._once(node, key, Action.DRAIN, self._drain.evictable(node), evict)
 
-    def kill_gpu_pods(self, node: str, key: str = "") -> str:
-        def kill() -> str:
-            return self._drain.kill_gpu_pods(node)
+    def kill_gpu_pods(self, node: str, key: str) -> str:
+        def kill(uids: Sequence[str]) -> str:
+            return self._drain.kill_gpu_pods(node, only=set(uids))
 
-        return self._once(node, key, Action.KILL_JOB, kill)
+        self._nodes.managed(self._nodes.node(node))
+        return self._once(node, key, Action.KILL_JOB, self._drain.gpu_pods(node), kill)
 
-    def _once(self, node: str, key: str, action: Action, effect: Callable[[], str]) -> str:
-        """Recorded on the node (in dry run nothing is written, so nothing is recorded)."""
+    def _once(
+        self,
+        node: str,
+        key: str,
+        action: Action,
+        planned: list[str],
+        act_on: Callable[[Sequence[str]], str],
+    ) -> str:
+        """Recorded on the node with the pods it is for (in dry run nothing is written, so
+        nothing is recorded). One started and never answered goes on with those pods only:
+        a pod scheduled on the node since is not what this action was for."""
         nodes = self._nodes
-        ledger = NodeLedger(nodes, node)
+
+        def resume(started: LedgerEntry) -> str:
+            return act_on(started.targets)
+
         key = "" if nodes.dry_run else key
-        return once(ledger, key, action, nodes.clock(), effect, lambda _started: effect())
+        return once(
+            NodeLedger(nodes, node),
+            key,
+            action.value,
+            nodes.clock,
+            partial(act_on, planned),
+            resume,
+            targets=planned,
+        )
 
     def node_boot(self, node: str) -> NodeBoot:
         current = self._nodes.node(node)

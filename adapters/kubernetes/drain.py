@@ -35,10 +35,20 @@ class Drain:
         self._eviction_retry_s, self._drain_timeout_s = eviction_retry_s, drain_timeout_s
         self._kill_grace_s, self._checkpoint_grace_s = kill_grace_s, checkpoint_grace_s
 
-    def kill_gpu_pods(self, node: str) -> str:
+    def gpu_pods(self, node: str) -> list[str]:
+        """The uids of the running pods that use the node's GPUs: what a job kill is for."""
+        return [meta(p)["uid"] for p in self._nodes.pods(node) if _kill(p)]
+
+    def evictable(self, node: str) -> list[str]:
+        """The uids of the pods a drain evicts (kubectl's rules: not DaemonSet or mirror pods,
+        not finished ones)."""
+        return [meta(p)["uid"] for p in self._nodes.pods(node) if _evict(p)]
+
+    def kill_gpu_pods(self, node: str, only: set[str]) -> str:
+        """Delete the pods of ``only`` still on the node (a pod scheduled since is not the
+        job this kill was for)."""
         nodes = self._nodes
-        nodes.managed(nodes.node(node))
-        victims = [p for p in nodes.pods(node) if _uses_gpus(p) and not _finished(p)]
+        victims = [p for p in nodes.pods(node) if _kill(p) and meta(p)["uid"] in only]
         if not nodes.sends(node, f"delete {len(victims)} pods using GPUs"):
             return f"dry run: would delete {len(victims)} pods using the node's GPUs"
         for pod in victims:
@@ -54,15 +64,14 @@ class Drain:
         nodes.event(node, "RemedyKilledJob", f"deleted {len(victims)} pods using GPUs")
         return f"deleted {len(victims)} pods using the node's GPUs"
 
-    def drain(self, node: str, on_progress: Callable[[int], None]) -> str:
-        """Evict through the Eviction API with kubectl's rules: DaemonSet and mirror pods stay,
-        finished pods count as done, a PodDisruptionBudget refusal (429) is retried until the
-        drain times out, and a pod is gone only when its UID is."""
+    def drain(self, node: str, on_progress: Callable[[int], None], only: set[str]) -> str:
+        """Evict the pods of ``only`` still on the node through the Eviction API: finished pods
+        count as done, a PodDisruptionBudget refusal (429) is retried until the drain times
+        out, and a pod is gone only when its UID is."""
         nodes = self._nodes
-        nodes.managed(nodes.node(node))
         pods = nodes.pods(node)
         skipped = [p for p in pods if daemonset(p) or _mirror(p)]
-        pending = {meta(p)["uid"]: p for p in pods if p not in skipped and not _finished(p)}
+        pending = {meta(p)["uid"]: p for p in pods if _evict(p) and meta(p)["uid"] in only}
         evicted = dict(pending)
         if not nodes.sends(node, f"evict {len(pending)} pods"):
             return f"dry run: would evict {len(pending)} pods, leave {len(skipped)}"
@@ -158,3 +167,11 @@ def _finished(pod: Json) -> bool:
 
 def _uses_gpus(pod: Json) -> bool:
     return gpu_count(pod) > 0
+
+
+def _kill(pod: Json) -> bool:
+    return _uses_gpus(pod) and not _finished(pod)
+
+
+def _evict(pod: Json) -> bool:
+    return not (daemonset(pod) or _mirror(pod) or _finished(pod))

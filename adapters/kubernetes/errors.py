@@ -10,6 +10,7 @@ import urllib3
 from kubernetes.client.exceptions import ApiException
 
 from remedy.errors import (
+    Conflict,
     DrainBlocked,
     NodeGone,
     PermissionDenied,
@@ -28,7 +29,7 @@ def _message(exc: ApiException) -> str:
 @contextmanager
 def api_errors(verb: str, resource: str) -> Iterator[None]:
     """404 → NodeGone, 403 → PermissionDenied naming the verb and resource (both permanent);
-    429 → DrainBlocked, 409, 5xx and network errors → TransientError (retried)."""
+    429 → DrainBlocked, 409 → Conflict, 5xx and network errors → TransientError (retried)."""
     try:
         yield
     except ApiException as exc:
@@ -42,6 +43,8 @@ def api_errors(verb: str, resource: str) -> Iterator[None]:
             )
         elif exc.status == 429:
             error = DrainBlocked(detail)
+        elif exc.status == 409:
+            error = Conflict(detail)
         else:
             error = TransientError(detail)
         raise error from exc

@@ -31,7 +31,7 @@ from adapters.kubernetes.objects import Json, as_json, meta, record_event
 from remedy.attribution.evidence import GuardedFailure
 from remedy.attribution.guard import JobRef
 from remedy.attribution.jobs import JobState
-from remedy.errors import ActionFailed, ActionRefused, NodeGone, RemedyError
+from remedy.errors import ActionFailed, ActionRefused, Conflict, NodeGone
 
 RESTART_MODE = "remedy.io/restart"
 RESTART_ATTEMPT = "remedy.io/restart-attempt"
@@ -212,9 +212,8 @@ class KubernetesJobs:
             with api_errors("create", "jobs"):
                 # A dict body goes out as it is: the copy keeps fields the models may not know.
                 self.batch.create_namespaced_job(job.namespace, body)  # type: ignore[arg-type]
-        except RemedyError as exc:
-            if "409" not in str(exc):  # 409: a retried activity already created it
-                raise
+        except Conflict:  # a retried activity already created it
+            pass
         return self._told(
             job,
             name,

@@ -12,7 +12,7 @@ from remedy.conditions import NodeCondition
 from remedy.errors import ActionRefused
 from remedy.fleet import NodeFacts
 from remedy.models import Action, CordonState, NodeBoot
-from remedy.once import once
+from remedy.once import LedgerEntry, once
 
 if TYPE_CHECKING:
     from adapters.sim.fleet import SimFleet
@@ -45,7 +45,7 @@ class SimNodeControl:
             self._fleet._record(node, "restore")
             return True
 
-    def drain(self, node: str, on_progress: Callable[[int], None], key: str = "") -> str:
+    def drain(self, node: str, on_progress: Callable[[int], None], key: str) -> str:
         def evict() -> str:
             evicted = [p for p in sim.pods if not p.daemonset]
             sim.pods = [p for p in sim.pods if p.daemonset]
@@ -55,11 +55,11 @@ class SimNodeControl:
         with self._fleet._lock:
             sim = self._fleet._act(node, "drain")  # a failure before the effect records nothing
             # The effect and its record land together: under one lock, on one node.
-            done = once(sim, key, Action.DRAIN, self._fleet.clock(), evict, lambda _: evict())
+            done = once(sim, key, Action.DRAIN, self._fleet.clock, evict, _atomic)
         on_progress(0)
         return self._fleet._answer("drain", done)
 
-    def kill_gpu_pods(self, node: str, key: str = "") -> str:
+    def kill_gpu_pods(self, node: str, key: str) -> str:
         def kill() -> str:
             killed = [p for p in sim.pods if p.uses_gpus]
             sim.pods = [p for p in sim.pods if not p.uses_gpus]
@@ -68,7 +68,7 @@ class SimNodeControl:
 
         with self._fleet._lock:
             sim = self._fleet._act(node, "kill_job")
-            done = once(sim, key, Action.KILL_JOB, self._fleet.clock(), kill, lambda _: kill())
+            done = once(sim, key, Action.KILL_JOB, self._fleet.clock, kill, _atomic)
             return self._fleet._answer("kill_job", done)
 
     def node_boot(self, node: str) -> NodeBoot:
@@ -161,7 +161,7 @@ class SimReplacer:
     def __init__(self, fleet: SimFleet) -> None:
         self._fleet = fleet
 
-    def replace(self, node: str, node_uid: str = "") -> str:
+    def replace(self, node: str, node_uid: str) -> str:
         with self._fleet._lock:
             old = self._fleet._act(node, "replace")
             if node_uid and old.uid != node_uid:  # the one the ladder saw was replaced already
@@ -172,6 +172,13 @@ class SimReplacer:
             self._fleet._record(node, "replace", node_uid)
             done = f"{node} replaced: new hardware generation {new.generation}"
             return self._fleet._answer("replace", done)
+
+
+def _atomic(started: LedgerEntry) -> str:
+    raise AssertionError(
+        f"{started.key}: started and never answered, which the twin cannot do (its effect and "
+        "its record land together, under one lock)"
+    )
 
 
 def sim_cluster(fleet: SimFleet) -> Cluster:

@@ -40,7 +40,7 @@ class SimHost:
     def nvml(self) -> NvmlApi:
         return SimNvml(self._fleet.node(self.name))
 
-    def reset_gpus(self, indices: list[int], key: str = "") -> str:
+    def reset_gpus(self, indices: list[int], key: str) -> str:
         def reset() -> str:
             sim.clear(Action.RESET_GPU, targets)
             self._fleet._record(self.name, "reset_gpu", key)
@@ -55,11 +55,11 @@ class SimHost:
             if any(p.uses_gpus for p in sim.pods):
                 raise ActionFailed("processes still hold the GPU: drain or kill the job first")
             # The machine's own book: the reset and its record land together.
-            now = self._fleet.clock()
-            done = once(sim, key, Action.RESET_GPU, now, reset, unsure_not_repeated)
+            clock = self._fleet.clock
+            done = once(sim, key, Action.RESET_GPU, clock, reset, unsure_not_repeated)
             return self._fleet._answer("reset_gpu", done)
 
-    def reboot(self, key: str = "") -> str:
+    def reboot(self, key: str) -> str:
         def restart() -> str:
             self._fleet._record(self.name, "reboot", key)
             if not sim.comes_back:
@@ -71,8 +71,8 @@ class SimHost:
 
         with self._fleet._lock:
             sim = self._fleet._act(self.name, "reboot")
-            now = self._fleet.clock()
-            return self._fleet._answer("reboot", reboot_once(sim, key, sim.boot, now, restart))
+            done = reboot_once(sim, key, sim.boot, self._fleet.clock, restart)
+            return self._fleet._answer("reboot", done)
 
     def load_test(self, indices: list[int]) -> list[str]:
         with self._fleet._lock:

@@ -80,8 +80,11 @@ class SimNode:
     def boot(self) -> str:
         return f"boot-{self.boot_id}"
 
-    def entry(self, key: str) -> LedgerEntry | None:
-        return self.ledger.get(key)
+    def claim(self, entry: LedgerEntry) -> LedgerEntry | None:
+        recorded = self.ledger.get(entry.key)
+        if recorded is None:
+            self.ledger[entry.key] = entry
+        return recorded
 
     def record(self, entry: LedgerEntry) -> None:
         self.ledger[entry.key] = entry
