@@ -13,6 +13,7 @@ from typing import Any
 from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.service import RPCError, RPCStatusCode
 
+from activities.errors import temporal_errors
 from contract import activities as act
 from contract.messages import LEASE_REQUEST, NODE_UNHEALTHY
 from contract.names import (
@@ -46,7 +47,8 @@ class BudgetActivities:
 
     async def _size(self, pool: str) -> int:
         # The cluster client is synchronous: keep it off the worker's event loop.
-        return await asyncio.to_thread(self._pool_size, pool)
+        with temporal_errors():
+            return await asyncio.to_thread(self._pool_size, pool)
 
     async def _signal(self, pool: str, task_queue: str, start: dict[str, Any]) -> None:
         """Signal-with-start of the pool's budget (``start``: the signal and its payload)."""
@@ -101,7 +103,9 @@ class BudgetActivities:
         except RPCError as err:
             if err.status is not RPCStatusCode.UNIMPLEMENTED:
                 raise
-            log.warning("this server cannot list workflows: pool %s starts with no holders", pool)
+            log.warning(
+                "this server cannot list workflows: pool %s starts with no holders", pool.pool
+            )
         return Holders(leases=leases)
 
     def all(self) -> list[Callable[..., Any]]:

@@ -49,8 +49,15 @@ from remedy.remediation import (
 from remedy.runbook import DEFAULT_RUNBOOK, RunbookSet
 
 log = logging.getLogger(__name__)
-# A ladder that ended so left its cordon to a person on purpose: that cordon is not orphaned.
-LEFT_TO_A_PERSON = (Outcome.NEEDS_HUMAN.value, Outcome.ABORTED.value)
+# A ladder that ended so owned nothing when it stopped: a cordon of its left on the node is
+# nobody's. (needs_human, aborted and replaced leave it to a person or to the replacement.)
+NOBODY_FINISHED = (
+    WorkflowExecutionStatus.FAILED,
+    WorkflowExecutionStatus.TERMINATED,
+    WorkflowExecutionStatus.TIMED_OUT,
+    WorkflowExecutionStatus.CANCELED,
+)
+GAVE_IT_BACK = (Outcome.RECOVERED.value, Outcome.CLEARED.value)  # yet the cordon stayed
 
 
 async def described(client: Client, workflow_id: str) -> WorkflowExecutionDescription | None:
@@ -114,6 +121,13 @@ async def start_admission(
     )
 
 
+def _orphaned_by(last: WorkflowExecutionDescription) -> bool:
+    if last.status in NOBODY_FINISHED:
+        return True
+    outcome = last.typed_search_attributes.get(OUTCOME)
+    return last.status is WorkflowExecutionStatus.COMPLETED and outcome in GAVE_IT_BACK
+
+
 async def _finished_with(
     client: Client, workflow_id: str, finding: Finding
 ) -> WorkflowHandle[Any, Any] | None:
@@ -162,18 +176,16 @@ class StartActivities:
 
     @act.ADOPT_ORPHANS.defn
     async def adopt_orphaned_cordons(self, check: OrphanCheck) -> NodeNames:
-        """remedy's cordon on a node with no ladder running is either a person's now (its
-        ladder ended needing a human, or was aborted with the node left as it was) or nobody's
-        (the ladder failed or was terminated): each orphan gets a ladder, which probes the node
-        and gives it back if it is healthy, or holds it for a person (runbook orphaned-cordon)."""
+        """remedy's cordon on a node with no ladder running is adopted only on evidence that
+        nobody owns it: its last ladder failed, was terminated, timed out or was cancelled, or
+        finished as recovered or cleared yet left the cordon (its restore failed). A ladder
+        that ended needing a human, aborted or replaced left the node to a person or to its
+        replacement; a node whose history is gone is left alone too. Each orphan gets a ladder
+        that probes it and gives it back if healthy, or holds it for a person."""
         adopted = []
         for node in check.nodes:
             last = await described(self._client, remediation_workflow_id(node.name))
-            if last is not None and last.status is WorkflowExecutionStatus.RUNNING:
-                continue  # a ladder started since the scan looked
-            outcome = last.typed_search_attributes.get(OUTCOME) if last else None
-            completed = last is not None and last.status is WorkflowExecutionStatus.COMPLETED
-            if completed and outcome in LEFT_TO_A_PERSON:
+            if last is None or not _orphaned_by(last):
                 continue
             finding = orphaned_cordon(node.name, datetime.now(UTC))
             runbook = self._runbooks.match(finding) or DEFAULT_RUNBOOK

@@ -14,7 +14,7 @@ from adapters.sim.cluster import REMEDY_CORDON
 from contract.messages import APPROVE
 from contract.names import budget_workflow_id
 from remedy.budget import BudgetPolicy
-from remedy.errors import TransientError
+from remedy.errors import PermissionDenied, TransientError
 from remedy.fleet import orphaned_cordon
 from remedy.models import Action
 from remedy.remediation import ApproveRequest, AttemptResult, Outcome, Phase
@@ -87,14 +87,38 @@ async def test_a_cluster_api_that_fails_for_a_while_is_ridden_out(
     assert fleet.failing["pool_size"][1] == 0
 
 
-async def test_an_outage_past_the_deadline_ends_needs_human_with_the_node_held(
+async def test_an_outage_longer_than_any_deadline_is_waited_out(
     time_env: WorkflowEnvironment, fleet: SimFleet, shipped_runbooks: RunbookSet
 ) -> None:
+    """The cluster API the budget counts the pool with is down for half an hour: the ladder
+    neither fails nor gives up — it waits for its lease, asks again, and goes on when the API
+    is back."""
     finding = fleet.inject(NODE, "ecc_dbe", gpu=2)
     fleet.break_action("pool_size", TransientError("the API server is down"))
+    async with running_workers(time_env.client, fleet) as queues:
+        handle = await report(time_env.client, queues, finding, shipped_runbooks.match(finding))
+        await wait_for_phase(time_env, handle, Phase.AWAITING_LEASE)
+        await time_env.sleep(timedelta(minutes=30))  # past every step's deadline
+        waiting = await state_of(handle)
+        del fleet.broken["pool_size"]
+        result = await handle.result()
+    assert waiting.phase is Phase.AWAITING_LEASE and waiting.outcome is None
+    assert result.outcome is Outcome.RECOVERED
+
+
+async def test_a_refusal_for_good_ends_needs_human_with_the_node_held(
+    time_env: WorkflowEnvironment, fleet: SimFleet, shipped_runbooks: RunbookSet
+) -> None:
+    """The controller may not list the pool's nodes (RBAC): asking again cannot help. The
+    ladder ends needs_human, the node held — never a failed workflow, never a cordon nobody
+    owns, and nothing disruptive done."""
+    finding = fleet.inject(NODE, "ecc_dbe", gpu=2)
+    fleet.break_action(
+        "pool_size", PermissionDenied("forbidden: remedy needs RBAC 'list' on nodes")
+    )
     ran = await remediate(time_env, fleet, finding, shipped_runbooks.match(finding))
     assert ran.result.outcome is Outcome.NEEDS_HUMAN  # not FAILED: the workflow owns the end
-    assert "the API server is down" in ran.result.detail
+    assert "RBAC 'list' on nodes" in ran.result.detail
     assert fleet.node(NODE).unschedulable and REMEDY_CORDON in fleet.node(NODE).annotations
     assert [a for n, a in fleet.actions if n == NODE] == ["cordon"]  # nothing disruptive
 

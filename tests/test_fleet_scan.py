@@ -14,6 +14,7 @@ from temporalio.service import RPCError
 from temporalio.testing import WorkflowEnvironment
 from typer.testing import CliRunner
 
+from adapters.sim.cluster import REMEDY_CORDON
 from contract.names import admission_workflow_id, budget_workflow_id, remediation_workflow_id
 from remedy.admission import AdmissionPolicy
 from remedy.budget import BudgetPolicy
@@ -241,11 +242,14 @@ def test_remedy_status_without_a_scan_says_so_with_exit_2(dev_env: WorkflowEnvir
 async def test_the_scan_gives_an_orphaned_cordon_a_ladder_and_leaves_a_persons_alone(
     dev_env: WorkflowEnvironment, shipped_runbooks: RunbookSet
 ) -> None:
-    """Two nodes carry remedy's cordon with no ladder running: one's ladder was terminated
-    (nobody owns the cordon), the other's ended needing a human (a person owns it)."""
+    """Three nodes carry remedy's cordon with no ladder running: one's ladder was terminated
+    (nobody owns the cordon), one's ended needing a human (a person owns it), and one has no
+    ladder on record at all (its history expired: no evidence, so it is left alone)."""
     client = dev_env.client
     fleet = own_fleet("orphan", 3)
-    orphan, persons = sorted(fleet.nodes)[:2]
+    orphan, persons, forgotten = sorted(fleet.nodes)
+    fleet.node(forgotten).unschedulable = True
+    fleet.node(forgotten).annotations[REMEDY_CORDON] = "a ladder long gone"
     hold = Runbook(name="hold-now", match=Match(xids=[48]), ladder=[])
     wait = Runbook(
         name="wait",
@@ -274,3 +278,4 @@ async def test_the_scan_gives_an_orphaned_cordon_a_ladder_and_leaves_a_persons_a
     assert result.runbook == "orphaned-cordon" and result.outcome is Outcome.CLEARED
     assert not fleet.node(orphan).unschedulable  # looked at again and given back
     assert fleet.node(persons).unschedulable  # still a person's
+    assert fleet.node(forgotten).unschedulable

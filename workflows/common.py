@@ -8,7 +8,7 @@ from typing import Any
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
-from temporalio.exceptions import ActivityError
+from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from remedy.errors import permanent_error_types
@@ -37,6 +37,21 @@ def this_run() -> str:
     node's earlier ones (the workflow id is the node's)."""
     info = workflow.info()
     return f"{info.workflow_id}/{info.run_id}"
+
+
+def rung_key(rung: int) -> str:
+    """The key of a ladder's rung (remedy/once.py): the workflow and its first run, which a
+    continue-as-new keeps, so the key does not change with the run."""
+    info = workflow.info()
+    return f"{info.workflow_id}/{info.first_execution_run_id}/rung-{rung}"
+
+
+def permanent(err: ActivityError) -> bool:
+    """Whether asking again cannot help: the activity's error is one of the permanent ones."""
+    cause = err.cause
+    return isinstance(cause, ApplicationError) and (
+        cause.non_retryable or cause.type in PERMANENT_ERRORS
+    )
 
 
 def cause_of(err: ActivityError) -> str:

@@ -26,7 +26,7 @@ from contract.messages import (
     RESUME_POOL,
 )
 from workflows import metrics
-from workflows.common import RIDE_OUT
+from workflows.common import PATIENT_RETRY
 
 with workflow.unsafe.imports_passed_through():
     from contract.names import DISRUPTION_BUDGET_WORKFLOW
@@ -191,7 +191,7 @@ class DisruptionBudget:
         found = await LEASE_HOLDERS.execute(
             PoolHolders(pool=state.pool),
             start_to_close_timeout=timedelta(seconds=60),
-            **RIDE_OUT,
+            retry_policy=PATIENT_RETRY,  # no deadline: granting blind could exceed the cap
             summary=f"who holds a lease in pool {state.pool}",
         )
         known = {h.holder for h in state.holders}

@@ -9,10 +9,11 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 from temporalio import workflow
+from temporalio.exceptions import ActivityError
 
 from contract.activities import REPORT_UNHEALTHY, REQUEST_LEASE
 from contract.messages import LEASE_RELEASE
-from workflows.common import RIDE_OUT
+from workflows.common import RIDE_OUT, permanent
 from workflows.remediation_view import RemediationView
 
 with workflow.unsafe.imports_passed_through():
@@ -30,7 +31,8 @@ class DisruptionLease:
         self._state, self._view = state, view
 
     async def report_unhealthy(self, at: datetime) -> None:
-        """The ladder began at ``at``."""
+        """The ladder began at ``at``. Bookkeeping for the storm breaker: a report that cannot
+        get through before its deadline is given up, and the ladder goes on."""
         state = self._state
         report = NodeUnhealthy(
             node=state.node.name,
@@ -38,12 +40,15 @@ class DisruptionLease:
             task_queue=workflow.info().task_queue,
             at=at,
         )
-        await REPORT_UNHEALTHY.execute(
-            report,
-            start_to_close_timeout=BUDGET_CALL,
-            **RIDE_OUT,
-            summary=f"report unhealthy (pool {state.node.pool})",
-        )
+        try:
+            await REPORT_UNHEALTHY.execute(
+                report,
+                start_to_close_timeout=BUDGET_CALL,
+                **RIDE_OUT,
+                summary=f"report unhealthy (pool {state.node.pool})",
+            )
+        except ActivityError as err:
+            workflow.logger.warning("%s: unhealthy report not delivered: %s", state.node.name, err)
 
     async def hold(self) -> None:
         """Wait for the pool's budget to grant this node a lease (kept until the remediation
@@ -52,29 +57,36 @@ class DisruptionLease:
         state = self._state
         if state.lease_granted_at:
             return
-        if state.lease_requested_at is None:
-            state.lease_requested_at = workflow.now()
-            await self._ask()
-        self._view.enter(Phase.AWAITING_LEASE)
-        if not workflow.patched(REASK):
+        if not workflow.patched(REASK):  # a ladder from before: as it was
+            if state.lease_requested_at is None:
+                state.lease_requested_at = workflow.now()
+                await self._ask()
+            self._view.enter(Phase.AWAITING_LEASE)
             await workflow.wait_condition(
                 lambda: state.lease_granted_at is not None, timeout_summary="disruption lease"
             )
             return
-        while True:
+        self._view.enter(Phase.AWAITING_LEASE)  # while it asks, too: an outage may be long
+        if state.lease_requested_at is None:
+            state.lease_requested_at = workflow.now()
+            await self._ask()
+        while state.lease_granted_at is None:
             try:
                 await workflow.wait_condition(
                     lambda: state.lease_granted_at is not None,
                     timeout=REASK_EVERY,
                     timeout_summary=f"disruption lease (asked again every {REASK_EVERY})",
                 )
-                return
             except TimeoutError:
                 # The budget may have been restarted and forgotten this ladder: ask again
                 # (a budget that has it waiting, or holding, does not count it twice).
                 await self._ask()
 
     async def _ask(self) -> None:
+        """A request that cannot get through before its deadline (an outage) is given up: the
+        wait goes on and the ladder asks again. One refused for good (a permission the
+        controller lacks) ends the ladder: asking again cannot help. A ladder from before the
+        re-ask fails as it did."""
         state = self._state
         wanted = LeaseWanted(
             holder=workflow.info().workflow_id,
@@ -82,12 +94,17 @@ class DisruptionLease:
             pool=state.node.pool,
             task_queue=workflow.info().task_queue,
         )
-        await REQUEST_LEASE.execute(
-            wanted,
-            start_to_close_timeout=BUDGET_CALL,
-            **RIDE_OUT,
-            summary=f"request lease (pool {state.node.pool})",
-        )
+        try:
+            await REQUEST_LEASE.execute(
+                wanted,
+                start_to_close_timeout=BUDGET_CALL,
+                **RIDE_OUT,
+                summary=f"request lease (pool {state.node.pool})",
+            )
+        except ActivityError as err:
+            if permanent(err) or not workflow.patched(REASK):
+                raise
+            workflow.logger.warning("%s: lease request not delivered: %s", state.node.name, err)
 
     async def release(self) -> None:
         state = self._state
@@ -101,3 +118,4 @@ class DisruptionLease:
         except Exception:  # noqa: BLE001 - a budget that is gone holds no lease to give back
             workflow.logger.warning("could not release the lease of %s", state.node.name)
         state.lease_released_at = workflow.now()
+        self._view.publish()  # RemedyLease no longer 'held': a rebuilt budget must not count it

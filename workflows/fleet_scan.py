@@ -90,7 +90,12 @@ class FleetScan:
                 for node in admit
             )
         )
-        orphans = await self._adopt_orphans(plan.cordoned, inp) if plan.cordoned else []
+        orphans: list[str] = []
+        if plan.cordoned:
+            try:
+                orphans = await self._adopt_orphans(plan.cordoned, inp)
+            except ActivityError as err:  # the rest of the scan still counts
+                workflow.logger.warning("orphaned cordons not adopted: %s", err)
         started_remediations = [n.name for n in plan.remediate] + orphans
         started_admissions = [n.name for n in admit]
         work = OpenWork(

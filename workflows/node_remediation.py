@@ -77,6 +77,7 @@ class NodeRemediation:
         self._state = inp.state or RemediationState(node=inp.node)
         self._runbook_changed = False
         self._stop_request: AbortRequest | ClearRequest | None = None
+        self._stopped_by_failure = False
         self._view = RemediationView(self._state)
         self._steps = NodeSteps(inp, self._state, self._view)
         self._lease = DisruptionLease(self._state, self._view)
@@ -147,11 +148,16 @@ class NodeRemediation:
             return stop.outcome, stop.detail
         except ActivityError as err:
             # A step past its deadline (an outage longer than the ladder rides out): never a
-            # failed workflow with its node cordoned and nobody owning it.
-            await self._steps.hold_cordoned()
-            held = "cordoned" if state.cordon else "as it was (the cordon failed too)"
-            return Outcome.NEEDS_HUMAN, (
-                f"stopped by a failure in {state.phase.value}: {cause_of(err)}; node {held}"
+            # failed workflow with its node cordoned and nobody owning it. It holds the node
+            # only if the runbook cordons or something disruptive ran; it counts against no GPU.
+            self._stopped_by_failure = True
+            disrupted = any(a.rung >= 0 and ACTIONS[a.action].disruptive for a in state.attempts)
+            if state.runbook is not None and (state.runbook.cordon or disrupted):
+                await self._steps.hold_cordoned()
+            held = "cordoned" if state.cordoned_by_remedy else "not cordoned by remedy"
+            return (
+                Outcome.NEEDS_HUMAN,
+                f"a step failed past its deadline: {cause_of(err)}; node {held}",
             )
 
     async def _wait_for_first_report(self) -> None:
@@ -328,7 +334,7 @@ class NodeRemediation:
     async def _finish(self, outcome: Outcome, detail: str) -> RemediationResult:
         state = self._state
         await self._lease.release()
-        if workflow.patched(HARDWARE_RECORD):
+        if workflow.patched(HARDWARE_RECORD) and not self._stopped_by_failure:
             await self._steps.record_incidents(outcome)
         if workflow.patched(PUBLISH_CONDITIONS):
             await self._steps.publish_healthy()

@@ -22,7 +22,15 @@ from temporalio.exceptions import TimeoutError as ActivityTimeout
 from contract import activities as act
 from contract.defs import ActivityDef
 from workflows import metrics
-from workflows.common import PATIENT_RETRY, PERMANENT_ERRORS, RIDE_OUT, cause_of, this_run
+from workflows.common import (
+    PATIENT_RETRY,
+    PERMANENT_ERRORS,
+    RIDE_OUT,
+    RIDE_OUT_DEADLINE,
+    cause_of,
+    rung_key,
+    this_run,
+)
 from workflows.remediation_view import RemediationView
 
 with workflow.unsafe.imports_passed_through():
@@ -54,6 +62,7 @@ with workflow.unsafe.imports_passed_through():
 CONFIRM_REBOOT = "confirm-reboot-from-boot-id"
 RELEASE_GPUS = "release-gpu-operands-for-reset"
 REPLACE_ONCE = "replace-once-per-node-object"
+RETURN_AFTER_FAILED_RELEASE = "return-gpus-after-a-failed-release"
 # Outcomes that count against the GPU: a fault that cleared by itself, or an abort, does not.
 INCIDENT_OUTCOMES = (Outcome.RECOVERED, Outcome.REPLACED, Outcome.NEEDS_HUMAN)
 CLUSTER_CALL = timedelta(seconds=60)
@@ -99,7 +108,7 @@ class NodeSteps:
         finds it recorded where the effect landed and does not act again (remedy/once.py)."""
         spec = ACTIONS[rung.action]
         on_node = spec.where is Where.NODE
-        key = f"{this_run()}/rung-{self._state.rung}" if spec.disruptive else ""
+        key = rung_key(self._state.rung) if spec.disruptive else ""
         request = self.request(rung.action).model_copy(update={"key": key, "node_uid": node_uid})
         return await act.ACTION[rung.action].execute(
             request,
@@ -121,9 +130,12 @@ class NodeSteps:
 
     async def _reset(self, rung: Rung) -> ActionResult:
         """The cluster's own GPU pods (device plugin, DCGM) hold the GPU too: stop them for
-        the reset and always let them back, whatever the reset did."""
-        await self._gpu_operands(act.RELEASE_GPUS, rung.timeout)
+        the reset and always let them back, whatever the reset (or the release) did."""
+        if not workflow.patched(RETURN_AFTER_FAILED_RELEASE):
+            await self._gpu_operands(act.RELEASE_GPUS, rung.timeout)
         try:
+            if workflow.patched(RETURN_AFTER_FAILED_RELEASE):
+                await self._gpu_operands(act.RELEASE_GPUS, rung.timeout)
             result = await self._action(rung)
         except (ActivityError, asyncio.CancelledError):
             await self._gpu_operands(act.RETURN_GPUS, timedelta(minutes=2))
@@ -140,7 +152,8 @@ class NodeSteps:
         return await step.execute(
             self.request(Action.RESET_GPU, step.name),
             start_to_close_timeout=timeout,
-            **RIDE_OUT,
+            retry_policy=PATIENT_RETRY,
+            schedule_to_close_timeout=max(RIDE_OUT_DEADLINE, 2 * timeout),
             summary=f"{step.name.replace('_', ' ')} on {self._state.node.name}",
         )
 
