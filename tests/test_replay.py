@@ -1,10 +1,13 @@
-"""Replay recorded NodeRemediation and JobGuard histories against today's workflow code.
+"""Replay recorded NodeRemediation, DisruptionBudget and JobGuard histories against today's
+workflow code.
 
 A change that makes a running workflow non-deterministic (reordered activities, a timer added
 without workflow.patched) fails here instead of in production."""
 
 from __future__ import annotations
 
+import base64
+import json
 from pathlib import Path
 
 import pytest
@@ -12,31 +15,54 @@ from temporalio.client import WorkflowHistory
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer
 
+from workflows.disruption_budget import DisruptionBudget
 from workflows.job_guard import JobGuard
 from workflows.node_remediation import NodeRemediation
 
-HISTORIES = sorted((Path(__file__).parent / "histories").glob("*.json"))
+HISTORY_DIR = Path(__file__).parent / "histories"
+HISTORIES = sorted(HISTORY_DIR.glob("*.json"))
+LADDERS = {"reset_fixes_ecc", "replace_after_approval"}
+
+
+def _patches(path: Path) -> set[str]:
+    """The workflow.patched ids a history's markers record."""
+    events = json.loads(path.read_text())["events"]
+    return {
+        json.loads(base64.b64decode(payload["data"]))["id"]
+        for e in events
+        if "markerRecordedEventAttributes" in e
+        for payload in e["markerRecordedEventAttributes"]["details"]["patch-data"]["payloads"]
+    }
 
 
 def test_histories_are_recorded() -> None:
     assert {h.stem for h in HISTORIES} == {
-        "reset_fixes_ecc",
-        "replace_after_approval",
-        "reset_fixes_ecc_v2",
-        "replace_after_approval_v2",
+        *LADDERS,
+        *(f"{n}_v2" for n in LADDERS),
+        *(f"{n}_v3" for n in LADDERS),
         "job_guard_restart_then_stop",
+        "budget_v3",
     }
     # v2: recorded after remedy began indexing ladders, so their replay covers the upserts.
-    for path in (h for h in HISTORIES if not h.stem.startswith("job_guard")):
-        upserts = path.read_text().count("UPSERT_WORKFLOW_SEARCH_ATTRIBUTES")
-        assert (upserts > 0) == path.stem.endswith("_v2"), path.stem
+    for name in LADDERS:
+        for tag, indexed in (("", False), ("_v2", True)):
+            text = (HISTORY_DIR / f"{name}{tag}.json").read_text()
+            assert ("UPSERT_WORKFLOW_SEARCH_ATTRIBUTES" in text) == indexed, name + tag
+    # v3: exactly once — leases asked again and indexed, the GPUs given back after a failed
+    # release, a replacement once per node object, a budget that rebuilds its holders.
+    ecc = {"remedy-index-lease", "re-ask-for-lease", "return-gpus-after-a-failed-release"}
+    assert ecc <= _patches(HISTORY_DIR / "reset_fixes_ecc_v3.json")
+    replace = _patches(HISTORY_DIR / "replace_after_approval_v3.json")
+    assert "replace-once-per-node-object" in replace
+    assert "rebuild-holders-from-running-ladders" in _patches(HISTORY_DIR / "budget_v3.json")
 
 
 @pytest.mark.parametrize("path", HISTORIES, ids=lambda p: p.stem)
 async def test_recorded_history_replays(path: Path) -> None:
     history = WorkflowHistory.from_json(path.stem, path.read_text())
     replayer = Replayer(
-        workflows=[NodeRemediation, JobGuard], data_converter=pydantic_data_converter
+        workflows=[NodeRemediation, DisruptionBudget, JobGuard],
+        data_converter=pydantic_data_converter,
     )
     result = await replayer.replay_workflow(history, raise_on_replay_failure=False)
     assert result.replay_failure is None, result.replay_failure

@@ -20,6 +20,8 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
 from adapters.sim import SimFleet
+from contract.messages import APPROVE
+from contract.names import budget_workflow_id
 from remedy.attribution.guard import GuardPolicy
 from remedy.remediation import ApproveRequest, Phase
 from remedy.runbook import RunbookSet, load_runbooks
@@ -56,11 +58,16 @@ async def main(tag: str, job_guard: bool) -> None:
                 handle = await report(env.client, queues, finding, runbooks.match(finding))
                 if approve:
                     await wait_for_phase(env, handle, Phase.AWAITING_APPROVAL)
-                    await handle.signal("approve", ApproveRequest(by="recorder"))
+                    await APPROVE.send(handle, ApproveRequest(by="recorder"))
                 await handle.result()
                 history = await handle.fetch_history()
+                budget = env.client.get_workflow_handle(budget_workflow_id(queues.pool))
+                budget_history = await budget.fetch_history()  # still running: a prefix
             (HERE / f"{name}{'_' + tag if tag else ''}.json").write_text(history.to_json())
             print(f"recorded {name}")
+            if tag and name == "reset_fixes_ecc":  # the budget's shape, recorded once per tag
+                (HERE / f"budget_{tag}.json").write_text(budget_history.to_json())
+                print(f"recorded budget_{tag}")
     finally:
         await env.shutdown()
 
