@@ -1,0 +1,127 @@
+"""What an experiment did, from the fleet file and from Temporal's visibility: ladders run,
+doubled effects, lost and stuck ladders, orphaned cordons, and the peak of nodes holding a
+disruption lease at once (from each ladder's own state) against the cap."""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+from temporalio.client import Client, WorkflowExecution, WorkflowExecutionStatus
+from temporalio.service import RPCError
+
+from adapters.sim.cluster import REMEDY_CORDON
+from chaos.stage import Stage
+from contract.messages import REMEDIATION_STATE
+from contract.names import NODE_REMEDIATION_WORKFLOW, remediation_workflow_id
+from contract.search_attributes import OUTCOME
+from remedy.budget import peak_concurrency
+from remedy.remediation import Outcome
+
+LEFT_TO_A_PERSON = {Outcome.NEEDS_HUMAN.value, Outcome.ABORTED.value}
+LOST = {
+    WorkflowExecutionStatus.FAILED,
+    WorkflowExecutionStatus.TERMINATED,
+    WorkflowExecutionStatus.TIMED_OUT,
+    WorkflowExecutionStatus.CANCELED,
+}
+QUERY_TRIES = 5
+
+
+@dataclass
+class Row:
+    key: str
+    title: str
+    faults: int  # injected (each reported)
+    ladders: int
+    doubled: list[tuple[str, str, str]]
+    lost: list[str]  # workflow id/run id
+    stuck: list[str]
+    orphaned: list[str]  # nodes
+    peak: int
+    cap: int
+    outcomes: Counter[str] = field(default_factory=Counter)
+    # What the experiment did: kills, outages, knobs that fired (chaos.knobs.Tally's names).
+    events: Counter[str] = field(default_factory=Counter)
+    notes: list[str] = field(default_factory=list)
+    wall_s: float = 0.0
+
+    @property
+    def extra_ladders(self) -> int:
+        """Ladders no injected fault accounts for (started by a stale report)."""
+        return max(0, self.ladders - self.faults)
+
+    @property
+    def clean(self) -> bool:
+        return (
+            not (self.doubled or self.lost or self.stuck or self.orphaned or self.extra_ladders)
+            and self.peak <= self.cap
+        )
+
+
+async def ladders(client: Client, prefix: str) -> list[WorkflowExecution]:
+    """Every run of the experiment's ladders (continued-as-new runs left out: a chain is one
+    ladder)."""
+    found = []
+    query = f"WorkflowType = '{NODE_REMEDIATION_WORKFLOW}'"
+    async for w in client.list_workflows(query):
+        if w.id.startswith(prefix) and w.status is not WorkflowExecutionStatus.CONTINUED_AS_NEW:
+            found.append(w)
+    return found
+
+
+async def measure(st: Stage, title: str, faults: int) -> Row:
+    runs = await ladders(st.client, st.ladder_prefix)
+    fleet = st.store.read().fleet
+    row = Row(
+        key=st.key,
+        title=title,
+        faults=faults,
+        ladders=len(runs),
+        doubled=fleet.doubled(),
+        lost=[f"{w.id}/{w.run_id} {w.status.name}" for w in runs if w.status in LOST],
+        stuck=[f"{w.id}/{w.run_id}" for w in runs if w.status is WorkflowExecutionStatus.RUNNING],
+        orphaned=[],
+        peak=await _peak(st.client, runs),
+        cap=st.cap,
+    )
+    for w in runs:
+        outcome = w.typed_search_attributes.get(OUTCOME)
+        row.outcomes[outcome or (w.status.name.lower() if w.status else "unknown")] += 1
+    for node in fleet.nodes.values():
+        if REMEDY_CORDON in node.annotations and not await _owned(st.client, node.name):
+            row.orphaned.append(node.name)
+    return row
+
+
+async def _owned(client: Client, node: str) -> bool:
+    """remedy's cordon on the node is owned: a ladder runs, or the last one left it to a
+    person."""
+    try:
+        desc = await client.get_workflow_handle(remediation_workflow_id(node)).describe()
+    except RPCError:
+        return False
+    if desc.status is WorkflowExecutionStatus.RUNNING:
+        return True
+    outcome = desc.typed_search_attributes.get(OUTCOME)
+    return desc.status is WorkflowExecutionStatus.COMPLETED and outcome in LEFT_TO_A_PERSON
+
+
+async def _peak(client: Client, runs: list[WorkflowExecution]) -> int:
+    now = datetime.now(UTC)
+    leases = []
+    for w in runs:
+        handle = client.get_workflow_handle(w.id, run_id=w.run_id)
+        for attempt in range(QUERY_TRIES):
+            try:
+                state = await REMEDIATION_STATE.ask(handle)
+                break
+            except RPCError:
+                if attempt == QUERY_TRIES - 1:
+                    raise
+                await asyncio.sleep(1.0)
+        if state.lease_granted_at is not None:
+            leases.append((state.lease_granted_at, state.lease_released_at or now))
+    return peak_concurrency(leases)
