@@ -28,7 +28,10 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--short", action="store_true", help="a few ladders per experiment")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--only", default="", help="experiments to run, e.g. abc")
-    parser.add_argument("--workdir", type=Path, help="fleet files, logs, the SQLite file")
+    parser.add_argument("--workdir", type=Path, help="fleet files, logs, the SQLite files")
+    parser.add_argument(
+        "--at-once", type=int, help="experiments side by side (default: the size's)"
+    )
     parser.add_argument("--results", type=Path, help="write chaos.md and report.md's section here")
     args = parser.parse_args(argv)
     size = SHORT if args.short else FULL
@@ -38,7 +41,8 @@ def main(argv: list[str]) -> int:
     print(f"chaos: {size.name} run, seed {args.seed}, work in {workdir}", flush=True)
     started = time.monotonic()
     with sigterm_as_interrupt():
-        rows = asyncio.run(run(experiments, size, args.seed, workdir, size.at_once))
+        at_once = args.at_once or size.at_once
+        rows = asyncio.run(run(experiments, size, args.seed, workdir, at_once))
     wall_s = time.monotonic() - started
     print("\n".join(markdown(rows)))
     print(f"\nwall time {wall_s:.0f} s")

@@ -14,19 +14,23 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from temporalio.api.workflowservice.v1 import GetSystemInfoRequest
-from temporalio.client import Client
+from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.service import RPCError
 
-from chaos.driver import Driver
+from chaos.driver import Driver, Injected
+from chaos.measure import ladders
+from chaos.processes import Proc
 from chaos.stage import Stage
 from contract.messages import BUDGET_STATE
-from contract.names import budget_workflow_id
-from contract.search_attributes import LEASE
+from contract.names import budget_workflow_id, remediation_workflow_id
+from contract.search_attributes import LEASE, RUNG
 from remedy.budget import BudgetState
 
 log = logging.getLogger(__name__)
 Disturb = Callable[[Stage, Driver, Counter[str]], Coroutine[Any, Any, None]]
 POLL_S = 0.1
+RESTART_TRIES = 5
+VISIBILITY_S = 3.0  # what visibility may lag behind the last close
 
 
 def _keyed(st: Stage) -> int:
@@ -76,20 +80,26 @@ async def stop_server(st: Stage, driver: Driver, seen: Counter[str]) -> None:
             seen["server outages"] += 1
             seen["server down s"] += round(down)
             await asyncio.sleep(down)
-            st.server.start()
-            await server_up(st.client)
+            await server_up(st.server, st.client)
     finally:
         if not st.server.alive():
             st.server.start()
 
 
-async def server_up(client: Client) -> None:
-    while True:
-        try:
-            await client.workflow_service.get_system_info(GetSystemInfoRequest())
-            return
-        except RPCError:
-            await asyncio.sleep(0.5)
+async def server_up(server: Proc, client: Client) -> None:
+    """Start the dev server if it is down and wait until it answers. It comes back on the
+    same port, which something else may hold for a moment: a start that exits is tried
+    again."""
+    for _ in range(RESTART_TRIES):
+        server.start()
+        while server.alive():
+            try:
+                await client.workflow_service.get_system_info(GetSystemInfoRequest())
+                return
+            except RPCError:
+                await asyncio.sleep(0.5)
+        await asyncio.sleep(1.0)
+    raise RuntimeError(f"the dev server does not come back; see {server.log}")
 
 
 async def api_down(st: Stage, driver: Driver, seen: Counter[str]) -> None:
@@ -139,18 +149,53 @@ async def _at_rest(st: Stage, state: BudgetState) -> bool:
 
 
 async def duplicate_reports(st: Stage, driver: Driver, seen: Counter[str]) -> None:
-    """(h) During the ladders: the report of a busy node again, many copies at once."""
+    """(h) During the ladders: the report of a busy node again, many copies at once. Without
+    ``Size.racy_duplicates`` only while the ladder is on its first rung, so that none can
+    arrive as the ladder completes (a report then starts a new ladder: see chaos.md)."""
     while True:
         await asyncio.sleep(st.rng.uniform(0.2, 0.8))
         running = [i for i in driver.busy.values() if i.reported]
         if not running:
             continue
+        injected = st.rng.choice(running)
         with suppress(RPCError):
-            await driver.send(st.rng.choice(running), st.size.reports)
+            if not st.size.racy_duplicates and not await _on_first_rung(st, injected):
+                continue
+            await driver.send(injected, st.size.reports)
             seen["duplicate reports"] += st.size.reports
 
 
+async def _on_first_rung(st: Stage, injected: Injected) -> bool:
+    desc = await st.client.get_workflow_handle(remediation_workflow_id(injected.node)).describe()
+    first = injected.report.runbook.ladder[0].action.value
+    running = desc.status is WorkflowExecutionStatus.RUNNING
+    return running and desc.typed_search_attributes.get(RUNG) == first
+
+
 async def stale_reports(st: Stage, driver: Driver, seen: Counter[str]) -> None:
-    """(h) After every ladder ended: every fault's report again, many copies at once."""
-    await asyncio.gather(*(driver.send(i, st.size.reports) for i in driver.injected))
-    seen["duplicate reports"] += st.size.reports * len(driver.injected)
+    """(h) After every ladder ended, each fault's report again, many copies at once: first
+    those of each node's last ladder, then those of the ladders before it (a report retried
+    or delivered late enough that the node had another ladder since). The ladders each
+    starts are counted apart."""
+    last = {i.node: i for i in driver.injected}
+    older = [i for i in driver.injected if last[i.node] is not i]
+    for what, sent in (("the last ladder", list(last.values())), ("older ladders", older)):
+        before = len(await ladders(st.client, st.ladder_prefix))
+        await asyncio.gather(*(driver.send(i, st.size.reports) for i in sent))
+        seen["duplicate reports"] += st.size.reports * len(sent)
+        await quiet(st, st.size.settle_s)
+        started = len(await ladders(st.client, st.ladder_prefix)) - before
+        seen[f"ladders from stale reports of {what}"] += started
+
+
+async def quiet(st: Stage, deadline_s: float) -> None:
+    """Until visibility shows no ladder of the experiment running (a stale report may have
+    started one), at most ``deadline_s``; at least long enough for visibility to catch up."""
+    loop = asyncio.get_running_loop()
+    end = loop.time() + deadline_s
+    await asyncio.sleep(VISIBILITY_S)
+    while loop.time() < end:
+        runs = await ladders(st.client, st.ladder_prefix)
+        if all(w.status is not WorkflowExecutionStatus.RUNNING for w in runs):
+            return
+        await asyncio.sleep(1.0)

@@ -17,7 +17,7 @@ from adapters.sim.node import SimPod
 from chaos.stage import Stage
 from contract.messages import APPROVE
 from contract.names import remediation_workflow_id
-from contract.search_attributes import OUTCOME, PHASE
+from contract.search_attributes import OUTCOME, PHASE, RUNG
 from remedy.models import NodeRef
 from remedy.remediation import ApproveRequest, FindingReport, Outcome, Phase
 from workers.client import report_finding
@@ -40,7 +40,7 @@ class Driver:
         self.st, self.faults, self.copies = st, faults, copies
         self.injected: list[Injected] = []
         self.busy: dict[str, Injected] = {}
-        self.approvals = 0
+        self.approved: set[tuple[str, str]] = set()  # (run id, rung)
         self.handed_back = 0  # nodes a person took back after needs_human
 
     async def run(self, total: int, in_flight: int, stall_s: float) -> bool:
@@ -118,7 +118,7 @@ class Driver:
             if desc.status is WorkflowExecutionStatus.RUNNING:
                 if desc.typed_search_attributes.get(PHASE) == Phase.AWAITING_APPROVAL.value:
                     await APPROVE.send(handle, ApproveRequest(by=BY))
-                    self.approvals += 1
+                    self.approved.add((desc.run_id, desc.typed_search_attributes.get(RUNG, "")))
                 continue
             del self.busy[node]
             if desc.typed_search_attributes.get(OUTCOME) == Outcome.NEEDS_HUMAN.value:

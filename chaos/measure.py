@@ -8,17 +8,24 @@ import asyncio
 from collections import Counter
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import Any
 
-from temporalio.client import Client, WorkflowExecution, WorkflowExecutionStatus
+from temporalio.api.enums.v1 import EventType
+from temporalio.client import (
+    Client,
+    WorkflowExecution,
+    WorkflowExecutionStatus,
+    WorkflowHandle,
+)
 from temporalio.service import RPCError
 
 from adapters.sim.cluster import REMEDY_CORDON
 from chaos.stage import Stage
-from contract.messages import REMEDIATION_STATE
+from contract.messages import LEASE_RELEASE, REMEDIATION_STATE
 from contract.names import NODE_REMEDIATION_WORKFLOW, remediation_workflow_id
 from contract.search_attributes import OUTCOME
 from remedy.budget import peak_concurrency
-from remedy.remediation import Outcome
+from remedy.remediation import Outcome, RemediationState
 
 LEFT_TO_A_PERSON = {Outcome.NEEDS_HUMAN.value, Outcome.ABORTED.value}
 LOST = {
@@ -110,18 +117,37 @@ async def _owned(client: Client, node: str) -> bool:
 
 
 async def _peak(client: Client, runs: list[WorkflowExecution]) -> int:
+    """The most ladders holding a lease at once. A lease begins at the ladder's
+    ``lease_granted_at`` (its state) and ends when the ladder let go of it: when it sent the
+    release (the signal's initiation in its history). Its ``lease_released_at`` is stamped a
+    workflow task later, after the signal was delivered; a controller killed in between
+    delays that task by the workflow task timeout while the budget has already given the
+    lease to another node, and would count an overlap that never was."""
     now = datetime.now(UTC)
     leases = []
     for w in runs:
         handle = client.get_workflow_handle(w.id, run_id=w.run_id)
-        for attempt in range(QUERY_TRIES):
-            try:
-                state = await REMEDIATION_STATE.ask(handle)
-                break
-            except RPCError:
-                if attempt == QUERY_TRIES - 1:
-                    raise
-                await asyncio.sleep(1.0)
+        state = await _state(handle)
         if state.lease_granted_at is not None:
-            leases.append((state.lease_granted_at, state.lease_released_at or now))
+            let_go = await _release_sent(handle)
+            end = let_go or state.lease_released_at or w.close_time or now
+            leases.append((state.lease_granted_at, end))
     return peak_concurrency(leases)
+
+
+async def _state(handle: WorkflowHandle[Any, Any]) -> RemediationState:
+    for _ in range(QUERY_TRIES - 1):
+        try:
+            return await REMEDIATION_STATE.ask(handle)
+        except RPCError:
+            await asyncio.sleep(1.0)
+    return await REMEDIATION_STATE.ask(handle)
+
+
+async def _release_sent(handle: WorkflowHandle[Any, Any]) -> datetime | None:
+    async for event in handle.fetch_history_events():
+        if event.event_type == EventType.EVENT_TYPE_SIGNAL_EXTERNAL_WORKFLOW_EXECUTION_INITIATED:
+            sent = event.signal_external_workflow_execution_initiated_event_attributes
+            if sent.signal_name == LEASE_RELEASE.name:
+                return event.event_time.ToDatetime(UTC)
+    return None

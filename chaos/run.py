@@ -11,19 +11,17 @@ from collections import Counter
 from contextlib import suppress
 from pathlib import Path
 
-from temporalio.client import WorkflowExecutionStatus
 from temporalio.service import RPCError
 
 from chaos.config import Size
-from chaos.disturb import server_up
+from chaos.disturb import VISIBILITY_S, quiet, server_up
 from chaos.driver import Driver
 from chaos.experiments import Experiment
-from chaos.measure import Row, ladders, measure
+from chaos.measure import Row, measure
 from chaos.processes import Processes
 from chaos.stage import Stage, stage
 
 log = logging.getLogger(__name__)
-VISIBILITY_S = 3.0  # what visibility may lag behind the last close
 
 
 async def run(
@@ -70,7 +68,7 @@ async def run_experiment(exp: Experiment, st: Stage) -> Row:
         settled = await driver.run(0, 0, size.settle_s)  # what ran on past the disturbance
     if exp.after is not None:
         await exp.after(st, driver, seen)
-    await _quiet(st, size.settle_s if settled else VISIBILITY_S)
+    await quiet(st, size.settle_s if settled else VISIBILITY_S)
     row = await measure(st, exp.title, len(driver.injected))
     tally = st.store.read().tally
     row.events = seen + Counter(tally.model_dump())
@@ -84,22 +82,7 @@ async def _heal(st: Stage) -> None:
     with st.store.transaction() as world:
         world.knobs = world.knobs.calm()
     st.held_down.clear()
-    if not st.server.alive():
-        st.server.start()
-    await server_up(st.client)
-
-
-async def _quiet(st: Stage, deadline_s: float) -> None:
-    """Until visibility shows no ladder of the experiment running (a stale report may have
-    started one), at most ``deadline_s``; at least long enough for visibility to catch up."""
-    loop = asyncio.get_running_loop()
-    end = loop.time() + deadline_s
-    await asyncio.sleep(VISIBILITY_S)
-    while loop.time() < end:
-        runs = await ladders(st.client, st.ladder_prefix)
-        if all(w.status is not WorkflowExecutionStatus.RUNNING for w in runs):
-            return
-        await asyncio.sleep(1.0)
+    await server_up(st.server, st.client)
 
 
 async def _end_stuck(st: Stage, row: Row) -> None:
@@ -119,8 +102,8 @@ def _notes(st: Stage, driver: Driver, seen: Counter[str]) -> list[str]:
         "agents": st.agents.starts - 1,
     }
     notes += [f"{who} restarted {n}x" for who, n in restarts.items() if n]
-    if driver.approvals:
-        notes.append(f"{driver.approvals} approvals")
+    if driver.approved:
+        notes.append(f"{len(driver.approved)} rungs approved")
     if driver.handed_back:
         notes.append(f"{driver.handed_back} nodes taken back by a person")
     return notes

@@ -66,10 +66,21 @@ def problems(rows: list[Row]) -> list[str]:
         out += [f"({r.key}) stuck ladder {w}" for w in r.stuck]
         out += [f"({r.key}) orphaned cordon on {n}" for n in r.orphaned]
         if r.extra_ladders:
-            out.append(f"({r.key}) {r.extra_ladders} ladders started by stale reports")
+            out.append(f"({r.key}) {r.extra_ladders} ladders started by stale reports: {_why(r)}")
         if r.peak > r.cap:
             out.append(f"({r.key}) peak disruption {r.peak} over the cap {r.cap}")
     return out
+
+
+def _why(row: Row) -> str:
+    """Which stale reports started the extra ladders (chaos.disturb.stale_reports counts those
+    sent after the ladders ended; the rest came during them, as a ladder completed)."""
+    after = {w: n for w, n in row.events.items() if w.startswith("ladders from stale reports")}
+    during = row.extra_ladders - sum(after.values())
+    said = [f"{n} {what.removeprefix('ladders ')}" for what, n in after.items() if n]
+    if during:
+        said.append(f"{during} from reports sent during a ladder, as it completed")
+    return ", ".join(said)
 
 
 def configuration(size: Size, seed: int, cap: int) -> str:
@@ -108,7 +119,9 @@ def chaos_md(rows: list[Row], size: Size, seed: int, wall_s: float) -> str:
         "terminates none before measuring); *stuck* ones still run past the deadline; an "
         "*orphaned cordon* is remedy's cordon on a node whose ladder is not running and did "
         "not end needs_human or aborted; *peak disruption* is the most ladders holding a "
-        "lease at once, from each ladder's lease_granted_at / lease_released_at. "
+        "lease at once, from each ladder's lease_granted_at to the moment it sent the "
+        "release (its history; lease_released_at is stamped a workflow task later, which a "
+        "killed controller delays by 10 s while the budget has already given the lease on). "
         "docs/operations.md says how to run it.",
         "",
     ]
@@ -128,6 +141,14 @@ def report_section(rows: list[Row], size: Size, wall_s: float) -> list[str]:
         *markdown(rows),
         END,
     ]
+
+
+def section_in(text: str) -> list[str]:
+    """The chaos section of a report (empty when it has none)."""
+    if BEGIN not in text or END not in text:
+        return []
+    inside = text.split(BEGIN, 1)[1].split(END, 1)[0]
+    return [BEGIN, *inside.strip("\n").splitlines(), END]
 
 
 def keep_section(report: Path, section: list[str]) -> None:
