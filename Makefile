@@ -39,9 +39,10 @@ bench: $(BENCH_STAMP)
 	$(BIN)/python bench/scale_bench.py
 	$(BIN)/python bench/report.py
 
-# Crash tests with real processes (chaos/): every experiment at full size, one after another
-# (about N minutes on 2 cores); prints the table and writes bench/results/chaos.md and its
-# section of bench/results/report.md. `make test` runs the short version (tests/test_chaos.py).
+# Crash tests with real processes (chaos/): every experiment at full size, four side by side
+# (about 15 minutes on 2 cores); prints the table, writes bench/results/chaos.md and its section
+# of bench/results/report.md, and fails when it finds anything. `make test` runs the short
+# version (tests/test_chaos.py).
 chaos: $(STAMP)
 	$(BIN)/python -m compileall -q remedy contract workflows activities workers adapters chaos
 	$(BIN)/python -m chaos $(CHAOS_ARGS)

@@ -25,7 +25,7 @@ from contract.messages import LEASE_RELEASE, REMEDIATION_STATE
 from contract.names import NODE_REMEDIATION_WORKFLOW, remediation_workflow_id
 from contract.search_attributes import OUTCOME
 from remedy.budget import peak_concurrency
-from remedy.remediation import Outcome, RemediationState
+from remedy.remediation import Outcome, RemediationResult, RemediationState
 
 LEFT_TO_A_PERSON = {Outcome.NEEDS_HUMAN.value, Outcome.ABORTED.value}
 LOST = {
@@ -47,6 +47,7 @@ class Row:
     lost: list[str]  # workflow id/run id
     stuck: list[str]
     orphaned: list[str]  # nodes
+    stale: list[str]  # ladders started by a report an earlier ladder had handled
     peak: int
     cap: int
     outcomes: Counter[str] = field(default_factory=Counter)
@@ -59,13 +60,6 @@ class Row:
     def extra_ladders(self) -> int:
         """Ladders no injected fault accounts for (started by a stale report)."""
         return max(0, self.ladders - self.faults)
-
-    @property
-    def clean(self) -> bool:
-        return (
-            not (self.doubled or self.lost or self.stuck or self.orphaned or self.extra_ladders)
-            and self.peak <= self.cap
-        )
 
 
 async def ladders(client: Client, prefix: str) -> list[WorkflowExecution]:
@@ -91,6 +85,7 @@ async def measure(st: Stage, title: str, faults: int) -> Row:
         lost=[f"{w.id}/{w.run_id} {w.status.name}" for w in runs if w.status in LOST],
         stuck=[f"{w.id}/{w.run_id}" for w in runs if w.status is WorkflowExecutionStatus.RUNNING],
         orphaned=[],
+        stale=await _stale(st.client, runs),
         peak=await _peak(st.client, runs),
         cap=st.cap,
     )
@@ -101,6 +96,38 @@ async def measure(st: Stage, title: str, faults: int) -> Row:
         if REMEDY_CORDON in node.annotations and not await _owned(st.client, node.name):
             row.orphaned.append(node.name)
     return row
+
+
+async def _stale(client: Client, runs: list[WorkflowExecution]) -> list[str]:
+    """Ladders that handled nothing an earlier ladder of their node had not handled already:
+    started by a stale report (each says how long after its node's previous ladder closed)."""
+    found = []
+    by_node: dict[str, list[WorkflowExecution]] = {}
+    for w in sorted(runs, key=lambda w: w.start_time):
+        by_node.setdefault(w.id, []).append(w)
+    for ladders_of_node in by_node.values():
+        handled: set[str] = set()
+        previous: WorkflowExecution | None = None
+        for w in ladders_of_node:
+            if w.status is WorkflowExecutionStatus.COMPLETED:
+                handle = client.get_workflow_handle(
+                    w.id, run_id=w.run_id, result_type=RemediationResult
+                )
+                result: RemediationResult = await handle.result()
+                mine = set(result.handled)
+                if previous is not None and mine and mine <= handled:
+                    after = (w.start_time - (previous.close_time or w.start_time)).total_seconds()
+                    found.append(
+                        f"{w.id}/{w.run_id} ({', '.join(_actions(result))}) started {after:.2f} s "
+                        f"after {previous.run_id} closed"
+                    )
+                handled |= mine
+            previous = w
+    return found
+
+
+def _actions(result: RemediationResult) -> list[str]:
+    return [a.action.value for a in result.attempts]
 
 
 async def _owned(client: Client, node: str) -> bool:

@@ -67,6 +67,7 @@ def problems(rows: list[Row]) -> list[str]:
         out += [f"({r.key}) orphaned cordon on {n}" for n in r.orphaned]
         if r.extra_ladders:
             out.append(f"({r.key}) {r.extra_ladders} ladders started by stale reports: {_why(r)}")
+        out += [f"({r.key}) stale ladder {s}" for s in r.stale]
         if r.peak > r.cap:
             out.append(f"({r.key}) peak disruption {r.peak} over the cap {r.cap}")
     return out

@@ -50,6 +50,7 @@ def assert_kept(row: Row) -> None:
     assert row.lost == [], where
     assert row.stuck == [], where
     assert row.orphaned == [], where
+    assert row.stale == [], where
     assert 0 < row.peak <= row.cap, where
 
 
