@@ -1,6 +1,6 @@
-"""A chaos run: one dev server on an SQLite file for the whole run, then each experiment in
-its own stage (fleet file, pool, queues, controller and agents), one row each. Every process
-started is stopped when the run ends, however it ends."""
+"""A chaos run: each experiment in its own stage (dev server, fleet file, pool, queues,
+controller and agents), ``at_once`` of them side by side, one row each. Every process started
+is stopped when the run ends, however it ends."""
 
 from __future__ import annotations
 
@@ -81,7 +81,6 @@ async def _heal(st: Stage) -> None:
     """Nothing goes wrong any more: knobs calm, every process up."""
     with st.store.transaction() as world:
         world.knobs = world.knobs.calm()
-    st.held_down.clear()
     await server_up(st.server, st.client)
 
 

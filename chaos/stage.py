@@ -1,6 +1,6 @@
-"""One experiment's world: its own fleet file, pool, node names and task queues on the run's
-dev server, and its controller and agents processes, kept running by a supervisor that starts
-a process that died again after 1–4 s (unless an experiment holds it down)."""
+"""One experiment's world: its own dev server (on an SQLite file), fleet file, pool, node names
+and task queues, and its controller and agents processes, kept running by a supervisor that
+starts a process that died again after 1–4 s."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import random
 import socket
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager, suppress
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from temporalio.client import Client
@@ -44,7 +44,6 @@ class Stage:
     server: Proc
     controller: Proc
     agents: Proc
-    held_down: set[str] = field(default_factory=set)  # process names not to restart
 
     @property
     def cap(self) -> int:
@@ -56,8 +55,7 @@ class Stage:
 
     async def restart_later(self, proc: Proc) -> None:
         await asyncio.sleep(self.rng.uniform(*RESTART_AFTER_S))
-        if proc.name not in self.held_down:
-            proc.start()
+        proc.start()
 
 
 @asynccontextmanager
@@ -122,7 +120,7 @@ async def _supervise(st: Stage) -> None:
         while True:
             for proc in (st.controller, st.agents):
                 pending = restarting.get(proc.name)
-                if proc.alive() or proc.name in st.held_down or (pending and not pending.done()):
+                if proc.alive() or (pending and not pending.done()):
                     continue
                 restarting[proc.name] = asyncio.create_task(st.restart_later(proc))
             await asyncio.sleep(WATCH_EVERY_S)
