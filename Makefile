@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 BENCH_STAMP := $(VENV)/.bench-installed
 
-.PHONY: demo test bench lint venv clean
+.PHONY: demo test bench chaos lint venv clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -38,6 +38,14 @@ bench: $(BENCH_STAMP)
 	$(BIN)/python bench/fleet_twin.py
 	$(BIN)/python bench/scale_bench.py
 	$(BIN)/python bench/report.py
+
+# Crash tests with real processes (chaos/): every experiment at full size, four side by side
+# (about 15 minutes on 2 cores); prints the table, writes bench/results/chaos.md and its section
+# of bench/results/report.md, and fails when it finds anything. `make test` runs the short
+# version (tests/test_chaos.py).
+chaos: $(STAMP)
+	$(BIN)/python -m compileall -q remedy contract workflows activities workers adapters chaos
+	$(BIN)/python -m chaos $(CHAOS_ARGS)
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

@@ -18,6 +18,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 from fleet_twin import POLICY_HEADERS, TwinReport, policy_rows  # noqa: E402 - bench/ is on sys.path
 from scale_bench import SHARE_HEADERS, ScaleReport, at_ten_percent, share_rows  # noqa: E402
 
+from chaos.table import keep_section, section_in  # noqa: E402
 from twin.job import LadderRun  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -237,7 +238,11 @@ def main() -> None:
     if scale:
         lines += scale_section(scale) + [""]
     plot(twin, scale, RESULTS / "fleet.png")
-    (RESULTS / "report.md").write_text("\n".join(lines))
+    report = RESULTS / "report.md"
+    chaos = section_in(report.read_text()) if report.exists() else []  # `make chaos` writes it
+    report.write_text("\n".join(lines))
+    if chaos:
+        keep_section(report, chaos)
     print(f"wrote {RESULTS / 'report.md'} and {RESULTS / 'fleet.png'}")
 
 

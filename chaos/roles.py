@@ -1,0 +1,55 @@
+"""The two worker processes of a chaos run, over one fleet file: the controller (the
+fleet-level workflows and the cluster-side activities) and the simulated agents (one worker
+on one queue serves every simulated node's host-local activities, as in the demo). Each runs
+until it is killed; the harness restarts it."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from temporalio.client import Client
+
+from chaos.config import budget_policy, runbooks
+from chaos.seams import StoredHost, stored_cluster
+from chaos.store import FleetStore
+from workers.client import TemporalUnreachable, connect
+from workers.controller import controller_worker, node_agent_worker
+
+CONNECT_EVERY_S = 0.5
+
+
+async def _client(address: str) -> Client:
+    """The server may be down (an experiment stops it): keep trying."""
+    while True:
+        try:
+            return await connect(address)
+        except TemporalUnreachable as err:
+            logging.warning("%s; trying again", err)
+            await asyncio.sleep(CONNECT_EVERY_S)
+
+
+async def run_controller(address: str, fleet: Path, task_queue: str, speedup: float) -> None:
+    client = await _client(address)
+    with ThreadPoolExecutor(max_workers=16) as executor:
+        worker = controller_worker(
+            client,
+            stored_cluster(FleetStore(fleet)),
+            executor,
+            task_queue,
+            budget_policy(speedup),
+            runbooks(speedup),
+        )
+        await worker.run()
+
+
+async def run_agents(address: str, fleet: Path, task_queue: str) -> None:
+    client = await _client(address)
+    store = FleetStore(fleet)
+    with ThreadPoolExecutor(max_workers=16) as executor:
+        worker = node_agent_worker(
+            client, lambda name: StoredHost(store, name), executor, task_queue
+        )
+        await worker.run()
