@@ -23,7 +23,7 @@ from chaos.store import FleetStore
 from remedy.cluster import CordonOwner
 from remedy.conditions import NodeCondition
 from remedy.errors import ActionFailed, TransientError
-from remedy.once import Step
+from remedy.once import Stage
 
 NODE = "gpu-node-001"
 KEY = "node-remediation/gpu-node-001/run-1/rung-0"
@@ -58,7 +58,7 @@ def test_every_attribute_of_the_fleet_and_its_nodes_is_kept() -> None:
     assert encode_fleet(again) == encode_fleet(fleet)
     node = again.node(NODE)
     assert node.faults[0].kind == "ecc_dbe" and node.annotations[REMEDY_CORDON].startswith("wf")
-    assert node.ledger[KEY].step is Step.DONE and node.conditions["GpuHealthy"] == condition
+    assert node.ledger[KEY].stage is Stage.DONE and node.conditions["GpuHealthy"] == condition
     assert isinstance(again.failing["drain"][0], TransientError) and again.failing["drain"][1] == 2
     assert isinstance(again.broken["replace"], ActionFailed)
     # A field added to the simulator is stored, or named here as not stored on purpose.
@@ -118,7 +118,7 @@ def test_a_process_killed_right_after_the_effect_leaves_effect_and_record(tmp_pa
     world = store.read()
     assert world.fleet.effects == [(NODE, "reboot", KEY)] and world.tally.deaths == 1
     assert world.fleet.node(NODE).boot_id == 1
-    assert world.fleet.node(NODE).ledger[KEY].step is Step.DONE
+    assert world.fleet.node(NODE).ledger[KEY].stage is Stage.DONE
     assert StoredHost(store, NODE).reboot(KEY) == "rebooted"  # no second reboot (a new boot)
     assert store.read().fleet.node(NODE).boot_id == 1
 
