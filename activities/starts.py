@@ -84,16 +84,19 @@ async def start_remediation(
 
     A stale report starts nothing: when the node's last ladder finished having received this
     very finding (a duplicate delivered late, a report retried after the ladder was over), its
-    own verification already superseded it — the finished ladder's handle comes back. Told
-    apart by the finding itself, not by comparing the reporter's clock with the server's: a
-    new fault seen a second after a recovery must start a ladder. A ladder that did not finish
+    own verification already superseded it — the finished ladder's handle comes back. So does a
+    finding an earlier ladder received: each ladder passes on what the node's ladders handled
+    (``handled_before``). Told apart by the finding itself, not by comparing the reporter's
+    clock with the server's: a new fault seen a second after a recovery must start a ladder. A ladder that did not finish
     (terminated, failed) handled nothing: any report starts a new one."""
     workflow_id = remediation_workflow_id(node.name)
-    finished = await _finished_with(client, workflow_id, report.finding)
-    if finished is not None:
+    last = await _last_finished(client, workflow_id)
+    if last is not None and report.finding.fingerprint() in last[1].handled:
         log.info("%s: stale report of %s: nothing started", node.name, report.finding.headline())
-        return finished
+        return last[0]
     inp = RemediationInput(node=node, node_task_queue=node_task_queue)
+    if last is not None:  # the new ladder carries what the node's ladders handled so far
+        inp.handled_before = last[1].handled
     if node_pickup_timeout is not None:
         inp.node_pickup_timeout = node_pickup_timeout
     return await client.start_workflow(
@@ -128,18 +131,17 @@ def _orphaned_by(last: WorkflowExecutionDescription) -> bool:
     return last.status is WorkflowExecutionStatus.COMPLETED and outcome in GAVE_IT_BACK
 
 
-async def _finished_with(
-    client: Client, workflow_id: str, finding: Finding
-) -> WorkflowHandle[Any, Any] | None:
-    """The node's last ladder, if it finished having received ``finding``."""
+async def _last_finished(
+    client: Client, workflow_id: str
+) -> tuple[WorkflowHandle[Any, Any], RemediationResult] | None:
+    """The node's last ladder and its result, if it finished (completed)."""
     last = await described(client, workflow_id)
     if last is None or last.status is not WorkflowExecutionStatus.COMPLETED:
         return None
     handle = client.get_workflow_handle(
         workflow_id, run_id=last.run_id, result_type=RemediationResult
     )
-    result: RemediationResult = await handle.result()
-    return handle if finding.fingerprint() in result.handled else None
+    return handle, await handle.result()
 
 
 class StartActivities:

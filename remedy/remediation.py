@@ -129,12 +129,18 @@ class RemediationState(BaseModel):
         return new > old or (new == old and report.runbook.priority > self.runbook.priority)
 
 
+HANDLED_KEPT = 256  # fingerprints a ladder passes on: far more than one node's late duplicates
+
+
 class RemediationInput(BaseModel):
     node: NodeRef
     node_task_queue: str
     # A node agent that has not picked a task up within this long is dead: fail closed.
     node_pickup_timeout: timedelta = timedelta(minutes=2)
     state: RemediationState | None = None  # set by continue-as-new
+    # What the node's earlier ladders handled (fingerprints, newest last): a report of an older
+    # ladder's finding delivered late is as stale as one of the last ladder's.
+    handled_before: list[str] = []
 
 
 class RemediationResult(BaseModel):
@@ -143,8 +149,8 @@ class RemediationResult(BaseModel):
     detail: str
     runbook: str | None
     attempts: list[Attempt]
-    # Every finding the ladder received (fingerprints): the same one reported again after it
-    # finished is a stale duplicate and starts nothing.
+    # Every finding the ladder and the node's earlier ladders received (fingerprints, the newest
+    # HANDLED_KEPT): the same one reported again after it finished is stale and starts nothing.
     handled: list[str] = []
 
 

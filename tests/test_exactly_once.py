@@ -123,7 +123,7 @@ async def test_a_refusal_for_good_ends_needs_human_with_the_node_held(
     assert [a for n, a in fleet.actions if n == NODE] == ["cordon"]  # nothing disruptive
 
 
-async def test_the_same_report_after_its_ladder_finished_starts_nothing(
+async def test_a_report_after_its_ladder_or_a_later_one_finished_starts_nothing(
     time_env: WorkflowEnvironment, fleet: SimFleet, shipped_runbooks: RunbookSet
 ) -> None:
     finding = fleet.inject(NODE, "ecc_dbe", gpu=2)
@@ -136,8 +136,10 @@ async def test_the_same_report_after_its_ladder_finished_starts_nothing(
         fresh = fleet.inject(NODE, "ecc_dbe", gpu=2)  # a new fault: a new ladder
         second = await report(time_env.client, queues, fresh, runbook)
         assert (await second.result()).outcome is Outcome.RECOVERED
+        older = await report(time_env.client, queues, finding, runbook)  # the first's, later
     assert late.run_id == first.result_run_id  # the finished ladder, not a new one
     assert second.result_run_id != first.result_run_id
+    assert older.run_id == second.result_run_id  # the last ladder passed on what it knew
     assert fleet.actions[len(before) :] == [
         (NODE, a) for a in ("cordon", "drain", "reset_gpu", "restore")
     ]

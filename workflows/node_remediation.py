@@ -36,8 +36,9 @@ with workflow.unsafe.imports_passed_through():
     from remedy.actions import ACTIONS
     from remedy.budget import LeaseGrant
     from remedy.durations import format_duration
-    from remedy.models import Action, ActionResult, ProbeReport
+    from remedy.models import Action, ActionResult, Finding, ProbeReport
     from remedy.remediation import (
+        HANDLED_KEPT,
         AbortRequest,
         Approval,
         ApproveRequest,
@@ -353,13 +354,18 @@ class NodeRemediation:
             detail=detail,
             runbook=runbook,
             attempts=state.attempts,
-            handled=[f.fingerprint() for f in state.findings],
+            handled=_handled(self._input.handled_before, state.findings),
         )
 
     def _continue_as_new_if_suggested(self) -> None:
         if workflow.info().is_continue_as_new_suggested() and self._stop_request is None:
             state = self._state.model_copy(update={"runs": self._state.runs + 1})
             workflow.continue_as_new(self._input.model_copy(update={"state": state}))
+
+
+def _handled(before: list[str], findings: list[Finding]) -> list[str]:
+    own = [f.fingerprint() for f in findings]
+    return [*[f for f in before if f not in own], *own][-HANDLED_KEPT:]
 
 
 def _summary(result: ActionResult, report: ProbeReport) -> str:
