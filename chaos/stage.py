@@ -64,7 +64,9 @@ async def stage(
 ) -> AsyncIterator[Stage]:
     """The experiment's own dev server (an experiment may stop it), fleet file and workers;
     all stopped when the block ends."""
-    server, client = await _start_server(procs, f"{key}-dev-server", workdir / f"temporal-{key}.db")
+    db = workdir / f"temporal-{key}.db"
+    db.unlink(missing_ok=True)  # a reused workdir's histories are another run's (other code)
+    server, client = await _start_server(procs, f"{key}-dev-server", db)
     address = server.address
     pool, prefix = f"chaos-{key}", f"{key}-node"
     store = FleetStore(workdir / f"fleet-{key}.json")
