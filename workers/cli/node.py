@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 import socket
 from pathlib import Path
 from typing import Annotated
@@ -9,7 +10,7 @@ from typing import Annotated
 import typer
 
 from adapters.host.kernel_log import KernelLogTail
-from adapters.host.local import DEFAULT_STATE_DIR, LocalHost, boot_time
+from adapters.host.local import DEFAULT_REBOOT_COMMAND, DEFAULT_STATE_DIR, LocalHost, boot_time
 from adapters.host.nics import SysfsNics
 from adapters.host.nvml import real_nvml
 from adapters.sim import FAULTS, SimFleet
@@ -86,6 +87,16 @@ def probe(
     raise typer.Exit(0 if report.healthy else 1 if report.checks_run else 2)
 
 
+def _command_line(text: str) -> tuple[str, ...]:
+    try:
+        words = tuple(shlex.split(text))
+    except ValueError as exc:
+        raise typer.BadParameter(f"{text!r}: {exc}", param_hint="--reboot-command") from None
+    if not words:
+        raise typer.BadParameter("empty", param_hint="--reboot-command")
+    return words
+
+
 def agent(
     node: Annotated[str, typer.Option(help="This node's name (the Kubernetes node).")],
     address: AddressOption = DEFAULT_ADDRESS,
@@ -101,6 +112,14 @@ def agent(
     ] = None,
     allow_reset: Annotated[bool, typer.Option(help="Allow nvidia-smi --gpu-reset.")] = False,
     allow_reboot: Annotated[bool, typer.Option(help="Allow rebooting this node.")] = False,
+    reboot_command: Annotated[
+        str,
+        typer.Option(
+            help="The command line that reboots this node (split like a shell would). In a "
+            "container, reach the host: 'nsenter --target 1 --mount --uts --ipc --net --pid "
+            "-- systemctl reboot' (needs hostPID and privileged)."
+        ),
+    ] = DEFAULT_REBOOT_COMMAND,
     dry_run: Annotated[
         bool,
         typer.Option(
@@ -144,6 +163,7 @@ def agent(
         config,
         allow_reset=allow_reset,
         allow_reboot=allow_reboot,
+        reboot_command=_command_line(reboot_command),
         state_dir=state_dir,
         dry_run=dry_run,
     )
