@@ -9,13 +9,15 @@ from typing import Annotated
 
 import typer
 
-from adapters.host.kernel_log import KernelLogTail
+from adapters.host.kernel_sources import kernel_log_source
 from adapters.host.local import DEFAULT_REBOOT_COMMAND, DEFAULT_STATE_DIR, LocalHost, boot_time
 from adapters.host.nics import SysfsNics
 from adapters.host.nvml import real_nvml
 from adapters.sim import FAULTS, SimFleet
 from remedy.models import NodeRef
 from remedy.probe import ProbeConfig, probe_node
+from remedy.probe.xid_dedup import XidDedup
+from remedy.xid.kernel_log import KernelLogSource
 from workers.cli.common import runbooks_or_exit, serve
 from workers.cli.options import (
     DEFAULT_ADDRESS,
@@ -39,7 +41,7 @@ def probe(
     expected_nics: ExpectedNicsOption = None,
     nic_rate: NicRateOption = None,
     timeout: Annotated[float, typer.Option(help="Seconds each check may take.")] = 5.0,
-    kernel_log: KernelLogOption = None,
+    kernel_log: KernelLogOption = "auto",
     simulate: Annotated[
         str | None,
         typer.Option(help="Probe a simulated 8-GPU node with this fault instead (e.g. ecc_dbe)."),
@@ -52,7 +54,7 @@ def probe(
         nics=SysfsNics() if expected_nics else None,
         expected_nics=expected_nics,
         expected_nic_rate_gbps=nic_rate,
-        kernel_log=KernelLogTail(kernel_log) if kernel_log else None,
+        kernel_log=_kernel_log(kernel_log, None),
         not_before=boot_time(),
     )
     if simulate and simulate != "none" and simulate not in FAULTS:
@@ -87,6 +89,13 @@ def probe(
     raise typer.Exit(0 if report.healthy else 1 if report.checks_run else 2)
 
 
+def _kernel_log(spec: str, cursor: Path | None) -> KernelLogSource | None:
+    try:
+        return kernel_log_source(spec, cursor)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--kernel-log") from None
+
+
 def _command_line(text: str) -> tuple[str, ...]:
     try:
         words = tuple(shlex.split(text))
@@ -106,7 +115,7 @@ def agent(
     expected_gpus: ExpectedGpusOption = None,
     expected_nics: ExpectedNicsOption = None,
     nic_rate: NicRateOption = None,
-    kernel_log: KernelLogOption = None,
+    kernel_log: KernelLogOption = "auto",
     cursor: Annotated[
         Path | None, typer.Option(help="Where to keep the kernel-log cursor.")
     ] = None,
@@ -155,8 +164,9 @@ def agent(
         nics=SysfsNics() if expected_nics else None,
         expected_nics=expected_nics,
         expected_nic_rate_gbps=nic_rate,
-        kernel_log=KernelLogTail(kernel_log, cursor) if kernel_log else None,
+        kernel_log=_kernel_log(kernel_log, cursor),
         not_before=boot_time(),
+        xids_seen=XidDedup(),  # NVML's events and the kernel log: one Xid counts once
     )
     host = LocalHost(
         node,
