@@ -12,10 +12,11 @@ import typer
 from adapters.host.kernel_sources import kernel_log_source
 from adapters.host.local import DEFAULT_REBOOT_COMMAND, DEFAULT_STATE_DIR, LocalHost, boot_time
 from adapters.host.nics import SysfsNics
-from adapters.host.nvml import real_nvml
 from adapters.sim import FAULTS, SimFleet
+from remedy.host import NodeHost
 from remedy.models import NodeRef
 from remedy.probe import ProbeConfig, probe_node
+from remedy.probe.diagnose import deep_diagnose
 from remedy.probe.xid_dedup import XidDedup
 from remedy.xid.kernel_log import KernelLogSource
 from workers.cli.common import runbooks_or_exit, serve
@@ -46,6 +47,13 @@ def probe(
         str | None,
         typer.Option(help="Probe a simulated 8-GPU node with this fault instead (e.g. ecc_dbe)."),
     ] = None,
+    deep: Annotated[
+        bool,
+        typer.Option(
+            help="The deep diagnose: the probe, then sustained load on every GPU (what the "
+            "agent runs for a ladder's diagnose and for admission)."
+        ),
+    ] = False,
 ) -> None:
     """Probe this node. Exit 0 healthy, 1 unhealthy, 2 could not probe."""
     config = ProbeConfig(
@@ -69,10 +77,14 @@ def probe(
         node = next(iter(fleet.nodes))
         if simulate != "none":
             fleet.inject(node, simulate, 0)
-        host = fleet.host(node)
-        report = probe_node(node, host.nvml(), host.probe_config)
+        host: NodeHost = fleet.host(node)
+        config = host.probe_config
     else:
-        report = probe_node(node, real_nvml(), config)
+        host = LocalHost(node, config)  # resets and reboots stay refused: it only reads
+    if deep:
+        report = deep_diagnose(host, [], config)
+    else:
+        report = probe_node(node, host.nvml(), config)
     if as_json:
         typer.echo(report.model_dump_json(indent=2))
     else:
