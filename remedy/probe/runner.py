@@ -22,6 +22,9 @@ from remedy.probe.xids import xid_findings
 from remedy.xid.kernel_log import KernelLogSource, parse_kernel_log
 
 T = TypeVar("T")
+# Longer than a source's own limit (journalctl's 10 s): a read the probe gave up on would
+# still move the cursor past lines nobody saw.
+KERNEL_LOG_READ_TIMEOUT_S = 15.0
 
 
 @dataclass(frozen=True)
@@ -150,7 +153,7 @@ def _probe_gpus(run: _Run, nvml: NvmlApi, config: ProbeConfig) -> None:
 
 def _read_kernel_log(run: _Run, source: KernelLogSource, config: ProbeConfig) -> None:
     try:
-        lines = call_with_timeout(source.read_new, run.timeout_s)
+        lines = call_with_timeout(source.read_new, max(run.timeout_s, KERNEL_LOG_READ_TIMEOUT_S))
     except Exception as exc:  # noqa: BLE001 - any failure to read is the finding
         run.findings.append(
             run.ctx.finding(
