@@ -93,6 +93,12 @@ TERMS: tuple[CheckTerms, ...] = (
         probe=True,
     ),
     CheckTerms(
+        "kernel_log",
+        "the kernel log read for Xids on every probe (kmsg, the journal or a file)",
+        {"KernelLogUnreadable": "the kernel log cannot be read: Xids there go unseen"},
+        probe=True,
+    ),
+    CheckTerms(
         "probe",
         "the probe itself (fail closed: a check that could not run is a finding)",
         {

@@ -3,6 +3,7 @@ the calls are derived by running the adapter against the API emulator, not liste
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
@@ -10,6 +11,7 @@ from typing import Any
 
 import kmock
 import pytest
+import typer
 import yaml
 from kubernetes import client as k8s
 
@@ -23,6 +25,7 @@ from remedy.conditions import NodeCondition
 from tests.conftest import ROOT
 from tests.test_kubernetes_cluster import NODECLAIMS, NODES, PODS, call, node, pod
 from tests.test_kubernetes_jobs import JOBS, failed_job, job_pod
+from workers.cli import app
 
 Rule = tuple[str, str, str]  # (apiGroup, resource[/subresource], verb)
 NOW = datetime(2026, 11, 29, tzinfo=UTC)
@@ -198,6 +201,18 @@ def test_agent_runs_on_gpu_nodes_only_and_tolerates_remedys_own_taints() -> None
     }
     args = agent["containers"][0]["args"]
     assert "--allow-reset" not in args and "--allow-reboot" not in args  # off by default
+
+
+def test_the_agents_args_are_what_the_agent_takes_and_its_reboot_reaches_the_host() -> None:
+    """Parsed by the real CLI: a flag the agent lacks fails here, not on the fleet."""
+    agent = by_kind("DaemonSet")["remedy-agent"]["spec"]["template"]["spec"]
+    args = [a.replace("$(", "").replace(")", "") for a in agent["containers"][0]["args"]]
+    group: Any = typer.main.get_command(app)  # a click group (typer's own click)
+    params = group.commands[args[0]].make_context(args[0], args[1:]).params
+    assert shlex.split(params["reboot_command"]) == [
+        *("nsenter", "--target", "1", "--mount", "--uts", "--ipc", "--net", "--pid", "--"),
+        *("systemctl", "reboot"),
+    ]
 
 
 @pytest.mark.parametrize(

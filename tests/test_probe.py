@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+from typer.testing import CliRunner
 
 from adapters.host.kernel_log import KernelLogTail
 from adapters.host.nics import SysfsNics
@@ -15,6 +16,7 @@ from adapters.sim import SimFleet
 from remedy.models import ComponentKind, ProbeReport, Severity
 from remedy.probe import probe_node
 from remedy.probe.checks import GPU_CHECKS
+from workers.cli import app
 
 NODE = "gpu-node-000"
 
@@ -216,3 +218,14 @@ def test_report_times_come_from_the_clock_given(fleet: SimFleet) -> None:
     host = fleet.host(NODE)
     report = probe_node(NODE, host.nvml(), host.probe_config, now=lambda: at)
     assert report.started_at == at and report.findings[0].observed_at == at
+
+
+def test_the_probe_command_runs_the_deep_diagnose_with_deep() -> None:
+    """What only load shows: the plain probe passes, the deep diagnose (the agent's own code)
+    fails the GPU."""
+    plain = CliRunner().invoke(app, ["probe", "--simulate", "mcu_halt", "--json"])
+    deep = CliRunner().invoke(app, ["probe", "--simulate", "mcu_halt", "--deep", "--json"])
+    assert plain.exit_code == 0 and deep.exit_code == 1, (plain.output, deep.output)
+    report = ProbeReport.model_validate_json(deep.output)
+    assert report.checks_run[-1] == "load"
+    assert [(f.reason, f.component.index) for f in report.findings] == [("FailsUnderLoad", 0)]

@@ -89,10 +89,11 @@ class NodeAgent:
             async with node_agent_worker(self._client, self._serve, executor, self.config.queue):
                 pushing = await asyncio.to_thread(watcher.start)
                 log.info(
-                    "agent on %s: queue %s, Xid events %s",
+                    "agent on %s: queue %s, Xid events %s, kernel log %s",
                     self._host.name,
                     self.config.queue,
                     "pushed by NVML" if pushing else "from the probe",
+                    self._host.probe_config.kernel_log or "not read",
                 )
                 try:
                     while True:
@@ -106,8 +107,11 @@ class NodeAgent:
                     await asyncio.to_thread(watcher.stop)
 
     async def tick(self, xids: list[Finding]) -> ProbeReport:
-        """One round: probe, publish conditions, report what is new."""
+        """One round: probe, publish conditions, report what is new. NVML's Xid events go
+        through the probe's dedup first, so the probe's kernel-log read drops their lines."""
         host = self._host
+        if (seen := host.probe_config.xids_seen) is not None:
+            xids = seen.admit(xids, "nvml", _utcnow())
         report = await asyncio.to_thread(probe_node, host.name, host.nvml(), host.probe_config)
         self.last_report = report
         verdict = "healthy" if report.healthy else "unhealthy" if report.checks_run else "failed"

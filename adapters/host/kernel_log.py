@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 from pathlib import Path
 
 MAX_READ_BYTES = 4 * 1024 * 1024  # per call: a flood of kernel messages must not stall a probe
@@ -17,9 +18,17 @@ class KernelLogTail:
         self.path = path
         self.cursor_file = cursor_file
         self._inode, self._offset = self._load_cursor()
+        self._lock = threading.Lock()  # the probe loop and probe activities share a source
+
+    def __str__(self) -> str:
+        return f"file {self.path}"
 
     def read_new(self) -> list[str]:
         """Complete lines appended since the last call (a partial last line waits)."""
+        with self._lock:
+            return self._read_new()
+
+    def _read_new(self) -> list[str]:
         stat = os.stat(self.path)
         if stat.st_ino != self._inode or stat.st_size < self._offset:
             self._inode, self._offset = stat.st_ino, 0

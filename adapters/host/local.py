@@ -18,6 +18,7 @@ from remedy.probe.runner import ProbeConfig
 
 RESET_TIMEOUT_S = 120
 REBOOT_COMMAND_TIMEOUT_S = 60
+DEFAULT_REBOOT_COMMAND = "systemctl reboot"
 # On the node's own disk (a hostPath in deploy/agent.yaml): it must outlive the agent and a reboot.
 DEFAULT_STATE_DIR = Path("/var/lib/remedy")
 BOOT_ID_FILE = Path("/proc/sys/kernel/random/boot_id")
@@ -42,7 +43,7 @@ class LocalHost:
         *,
         allow_reset: bool = False,
         allow_reboot: bool = False,
-        reboot_command: tuple[str, ...] = ("systemctl", "reboot"),
+        reboot_command: tuple[str, ...] = tuple(DEFAULT_REBOOT_COMMAND.split()),
         state_dir: Path = DEFAULT_STATE_DIR,
         boot_id_file: Path = BOOT_ID_FILE,
         dry_run: bool = False,
@@ -134,12 +135,16 @@ def _utcnow() -> datetime:
 def _run(command: list[str], timeout_s: float) -> None:
     """Run a command that must work: a missing tool, a non-zero exit or a hang is a failure
     with its reason (permanent: running it again will not help)."""
+    tool = command[0]
     try:
         done = subprocess.run(command, capture_output=True, text=True, timeout=timeout_s)
     except FileNotFoundError:
-        raise ActionFailed(f"{command[0]} is not installed on this node") from None
+        raise ActionFailed(f"{tool} is not installed on this node (not found on PATH)") from None
+    except PermissionError:
+        raise ActionFailed(f"{tool} cannot be run on this node: permission denied") from None
     except subprocess.TimeoutExpired:
         raise ActionFailed(f"{' '.join(command)} did not finish within {timeout_s:g}s") from None
     if done.returncode != 0:
-        output = (done.stdout + done.stderr).strip()[-500:]
+        # stderr says why; stdout only when the tool wrote its error there (nvidia-smi does)
+        output = (done.stderr.strip() or done.stdout.strip())[-500:] or "no output"
         raise ActionFailed(f"{' '.join(command)} exited {done.returncode}: {output}")

@@ -74,7 +74,8 @@ class CheckContext:
         )
 
 
-def _text(value: str | bytes) -> str:
+def as_text(value: str | bytes) -> str:
+    """NVML answers bytes in older bindings and str in newer ones."""
     return value.decode() if isinstance(value, bytes) else value
 
 
@@ -112,9 +113,9 @@ def check_inventory(ctx: CheckContext) -> list[Finding]:
                 Component(
                     kind=ComponentKind.GPU,
                     index=index,
-                    uuid=_text(ctx.nvml.nvmlDeviceGetUUID(handle)),
-                    serial=_text(ctx.nvml.nvmlDeviceGetSerial(handle)),
-                    pci_bus_id=_text(pci.busId).lower(),
+                    uuid=as_text(ctx.nvml.nvmlDeviceGetUUID(handle)),
+                    serial=as_text(ctx.nvml.nvmlDeviceGetSerial(handle)),
+                    pci_bus_id=as_text(pci.busId).lower(),
                 )
             )
         except pynvml.NVMLError_GpuIsLost:

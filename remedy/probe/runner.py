@@ -17,10 +17,14 @@ from remedy.gpu import NvmlApi
 from remedy.models import Finding, ProbeReport, Severity
 from remedy.probe.checks import GPU_CHECKS, CheckContext, check_inventory, check_nics
 from remedy.probe.nics import NicSource
+from remedy.probe.xid_dedup import XidDedup
 from remedy.probe.xids import xid_findings
 from remedy.xid.kernel_log import KernelLogSource, parse_kernel_log
 
 T = TypeVar("T")
+# Longer than a source's own limit (journalctl's 10 s): a read the probe gave up on would
+# still move the cursor past lines nobody saw.
+KERNEL_LOG_READ_TIMEOUT_S = 15.0
 
 
 @dataclass(frozen=True)
@@ -31,8 +35,9 @@ class ProbeConfig:
     nics: NicSource | None = None
     expected_nics: int | None = None
     expected_nic_rate_gbps: float | None = None
-    kernel_log: KernelLogSource | None = None  # the fallback Xid source when NVML is broken
+    kernel_log: KernelLogSource | None = None  # read for Xids on every probe
     not_before: datetime | None = None  # boot time: older Xids belong to an earlier boot
+    xids_seen: XidDedup | None = None  # shared with NVML's Xid events: one Xid counts once
 
 
 def _utcnow() -> datetime:
@@ -133,20 +138,38 @@ def _probe_gpus(run: _Run, nvml: NvmlApi, config: ProbeConfig) -> None:
         call_with_timeout(nvml.nvmlInit, config.check_timeout_s)
     except (pynvml.NVMLError, OSError, TimeoutError) as exc:
         run.fail("NvmlUnavailable", f"NVML cannot be used: {type(exc).__name__}: {exc}")
-        if config.kernel_log is not None:
-            run.check("kernel_log", lambda ctx: _kernel_log_xids(ctx, config))
-        return
-    try:
-        if run.check("inventory", check_inventory):
-            run.parallel(GPU_CHECKS)
-    finally:
+    else:
         try:
-            nvml.nvmlShutdown()
-        except pynvml.NVMLError:
-            pass
+            if run.check("inventory", check_inventory):
+                run.parallel(GPU_CHECKS)
+        finally:
+            try:
+                nvml.nvmlShutdown()
+            except pynvml.NVMLError:
+                pass
+    if config.kernel_log is not None:  # after the inventory: its GPUs name the log's PCI ids
+        _read_kernel_log(run, config.kernel_log, config)
 
 
-def _kernel_log_xids(ctx: CheckContext, config: ProbeConfig) -> list[Finding]:
-    assert config.kernel_log is not None
-    events = parse_kernel_log(config.kernel_log.read_new())
-    return xid_findings(ctx.node, events, not_before=config.not_before, now=ctx.now())
+def _read_kernel_log(run: _Run, source: KernelLogSource, config: ProbeConfig) -> None:
+    try:
+        lines = call_with_timeout(source.read_new, max(run.timeout_s, KERNEL_LOG_READ_TIMEOUT_S))
+    except Exception as exc:  # noqa: BLE001 - any failure to read is the finding
+        run.findings.append(
+            run.ctx.finding(
+                "kernel_log",
+                "KernelLogUnreadable",
+                Severity.CRITICAL,
+                f"cannot read the kernel log ({source}) for Xids: {type(exc).__name__}: {exc}",
+            )
+        )
+        return
+    run.check("kernel_log", lambda ctx: _kernel_log_xids(ctx, lines, config))
+
+
+def _kernel_log_xids(ctx: CheckContext, lines: list[str], config: ProbeConfig) -> list[Finding]:
+    now = ctx.now()
+    found = xid_findings(
+        ctx.node, parse_kernel_log(lines), not_before=config.not_before, now=now, gpus=ctx.gpus
+    )
+    return config.xids_seen.admit(found, "kernel_log", now) if config.xids_seen else found

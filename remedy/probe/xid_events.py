@@ -12,6 +12,7 @@ import pynvml
 
 from remedy.gpu import NvmlApi
 from remedy.models import Component, ComponentKind, Finding
+from remedy.probe.checks import as_text
 from remedy.xid.catalog import XidCatalog, load_catalog
 
 log = logging.getLogger(__name__)
@@ -30,6 +31,7 @@ class XidWatcher:
         self._set: Any = None
         self._architecture: int | None = None
         self._serials: dict[int, str] = {}
+        self._pci: dict[int, str] = {}  # the kernel log names GPUs by PCI id: one Xid, once
 
     def start(self) -> bool:
         """Register for Xid events on every GPU; False when NVML cannot (the caller then relies
@@ -43,6 +45,7 @@ class XidWatcher:
                     handle, pynvml.nvmlEventTypeXidCriticalError, self._set
                 )
                 self._serials[index] = self._nvml.nvmlDeviceGetSerial(handle)
+                self._pci[index] = as_text(self._nvml.nvmlDeviceGetPciInfo(handle).busId).lower()
                 self._architecture = self._nvml.nvmlDeviceGetArchitecture(handle)
         except pynvml.NVMLError as exc:
             log.warning("NVML Xid events unavailable on %s: %s", self._node, exc)
@@ -74,7 +77,10 @@ class XidWatcher:
             reason=f"Xid{code}",
             severity=info.severity,
             component=Component(
-                kind=ComponentKind.GPU, index=index, serial=self._serials.get(index)
+                kind=ComponentKind.GPU,
+                index=index,
+                serial=self._serials.get(index),
+                pci_bus_id=self._pci.get(index),
             ),
             xid=code,
             evidence=f"{info.fault_class}: {info.meaning} (NVML event)",

@@ -20,10 +20,10 @@ from remedy.xid.catalog import XidCatalog, load_catalog
 
 
 class KernelLogSource(Protocol):
-    """Where the probe reads kernel-log lines when NVML is broken (``adapters.host``)."""
+    """Where the probe reads kernel-log lines for Xids, on every probe (``adapters.host``)."""
 
     def read_new(self) -> list[str]:
-        """Complete lines that appeared since the last call."""
+        """Complete lines that appeared since the last call; ``OSError`` when it cannot read."""
         ...
 
 

@@ -2,19 +2,23 @@
 
 from __future__ import annotations
 
+import shlex
 import socket
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from adapters.host.kernel_log import KernelLogTail
-from adapters.host.local import DEFAULT_STATE_DIR, LocalHost, boot_time
+from adapters.host.kernel_sources import kernel_log_source
+from adapters.host.local import DEFAULT_REBOOT_COMMAND, DEFAULT_STATE_DIR, LocalHost, boot_time
 from adapters.host.nics import SysfsNics
-from adapters.host.nvml import real_nvml
 from adapters.sim import FAULTS, SimFleet
+from remedy.host import NodeHost
 from remedy.models import NodeRef
 from remedy.probe import ProbeConfig, probe_node
+from remedy.probe.diagnose import deep_diagnose
+from remedy.probe.xid_dedup import XidDedup
+from remedy.xid.kernel_log import KernelLogSource
 from workers.cli.common import runbooks_or_exit, serve
 from workers.cli.options import (
     DEFAULT_ADDRESS,
@@ -38,11 +42,18 @@ def probe(
     expected_nics: ExpectedNicsOption = None,
     nic_rate: NicRateOption = None,
     timeout: Annotated[float, typer.Option(help="Seconds each check may take.")] = 5.0,
-    kernel_log: KernelLogOption = None,
+    kernel_log: KernelLogOption = "auto",
     simulate: Annotated[
         str | None,
         typer.Option(help="Probe a simulated 8-GPU node with this fault instead (e.g. ecc_dbe)."),
     ] = None,
+    deep: Annotated[
+        bool,
+        typer.Option(
+            help="The deep diagnose: the probe, then sustained load on every GPU (what the "
+            "agent runs for a ladder's diagnose and for admission)."
+        ),
+    ] = False,
 ) -> None:
     """Probe this node. Exit 0 healthy, 1 unhealthy, 2 could not probe."""
     config = ProbeConfig(
@@ -51,7 +62,7 @@ def probe(
         nics=SysfsNics() if expected_nics else None,
         expected_nics=expected_nics,
         expected_nic_rate_gbps=nic_rate,
-        kernel_log=KernelLogTail(kernel_log) if kernel_log else None,
+        kernel_log=_kernel_log(kernel_log, None),
         not_before=boot_time(),
     )
     if simulate and simulate != "none" and simulate not in FAULTS:
@@ -66,10 +77,14 @@ def probe(
         node = next(iter(fleet.nodes))
         if simulate != "none":
             fleet.inject(node, simulate, 0)
-        host = fleet.host(node)
-        report = probe_node(node, host.nvml(), host.probe_config)
+        host: NodeHost = fleet.host(node)
+        config = host.probe_config
     else:
-        report = probe_node(node, real_nvml(), config)
+        host = LocalHost(node, config)  # resets and reboots stay refused: it only reads
+    if deep:
+        report = deep_diagnose(host, [], config)
+    else:
+        report = probe_node(node, host.nvml(), config)
     if as_json:
         typer.echo(report.model_dump_json(indent=2))
     else:
@@ -86,6 +101,23 @@ def probe(
     raise typer.Exit(0 if report.healthy else 1 if report.checks_run else 2)
 
 
+def _kernel_log(spec: str, cursor: Path | None) -> KernelLogSource | None:
+    try:
+        return kernel_log_source(spec, cursor)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--kernel-log") from None
+
+
+def _command_line(text: str) -> tuple[str, ...]:
+    try:
+        words = tuple(shlex.split(text))
+    except ValueError as exc:
+        raise typer.BadParameter(f"{text!r}: {exc}", param_hint="--reboot-command") from None
+    if not words:
+        raise typer.BadParameter("empty", param_hint="--reboot-command")
+    return words
+
+
 def agent(
     node: Annotated[str, typer.Option(help="This node's name (the Kubernetes node).")],
     address: AddressOption = DEFAULT_ADDRESS,
@@ -95,12 +127,20 @@ def agent(
     expected_gpus: ExpectedGpusOption = None,
     expected_nics: ExpectedNicsOption = None,
     nic_rate: NicRateOption = None,
-    kernel_log: KernelLogOption = None,
+    kernel_log: KernelLogOption = "auto",
     cursor: Annotated[
         Path | None, typer.Option(help="Where to keep the kernel-log cursor.")
     ] = None,
     allow_reset: Annotated[bool, typer.Option(help="Allow nvidia-smi --gpu-reset.")] = False,
     allow_reboot: Annotated[bool, typer.Option(help="Allow rebooting this node.")] = False,
+    reboot_command: Annotated[
+        str,
+        typer.Option(
+            help="The command line that reboots this node (split like a shell would). In a "
+            "container, reach the host: 'nsenter --target 1 --mount --uts --ipc --net --pid "
+            "-- systemctl reboot' (needs hostPID and privileged)."
+        ),
+    ] = DEFAULT_REBOOT_COMMAND,
     dry_run: Annotated[
         bool,
         typer.Option(
@@ -136,14 +176,16 @@ def agent(
         nics=SysfsNics() if expected_nics else None,
         expected_nics=expected_nics,
         expected_nic_rate_gbps=nic_rate,
-        kernel_log=KernelLogTail(kernel_log, cursor) if kernel_log else None,
+        kernel_log=_kernel_log(kernel_log, cursor),
         not_before=boot_time(),
+        xids_seen=XidDedup(),  # NVML's events and the kernel log: one Xid counts once
     )
     host = LocalHost(
         node,
         config,
         allow_reset=allow_reset,
         allow_reboot=allow_reboot,
+        reboot_command=_command_line(reboot_command),
         state_dir=state_dir,
         dry_run=dry_run,
     )

@@ -22,7 +22,12 @@ KubeconfigOption = Annotated[
     typer.Option(help="Kubeconfig file (default: in-cluster config, then ~/.kube/config)."),
 ]
 KernelLogOption = Annotated[
-    Path | None, typer.Option(help="Kernel log read for Xids when NVML is broken.")
+    str,
+    typer.Option(
+        help="Where to read the kernel log for Xids, beside NVML's events: auto (/dev/kmsg if "
+        "readable, else the journal, else /var/log/kern.log, else /var/log/messages), kmsg, "
+        "journal, journal:DIR (a host's journal mounted here), file:PATH, or none."
+    ),
 ]
 MetricsOption = Annotated[
     str | None,

@@ -1,0 +1,128 @@
+"""The agent's own actions fail loudly when they did nothing: a missing tool, a reboot command
+that exits non-zero, no GPU to reset, an action the agent was not started to allow. Real
+subprocesses (scripts in tmp_path); each failure crosses the activity boundary as a
+non-retryable Temporal error of its own type, so no retry policy runs it again."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from temporalio.exceptions import ApplicationError
+from temporalio.testing import ActivityEnvironment
+
+from activities.node import NodeActivities
+from adapters.host.local import LocalHost
+from adapters.sim import SimFleet
+from remedy.errors import ActionFailed, ActionRefused
+from remedy.gpu import NvmlApi
+from remedy.models import Action, ActionRequest, NodeRef
+from remedy.probe import ProbeConfig
+from workflows.common import PERMANENT_ERRORS
+
+NODE = "gpu-node-000"
+
+
+def script(path: Path, body: str) -> Path:
+    path.write_text(f"#!/bin/sh\n{body}\n")
+    path.chmod(0o755)
+    return path
+
+
+def host(tmp_path: Path, **kw: object) -> LocalHost:
+    boot_id = tmp_path / "boot_id"
+    boot_id.write_text("boot-a\n")
+    return LocalHost(
+        NODE, ProbeConfig(expected_gpus=1), state_dir=tmp_path, boot_id_file=boot_id, **kw
+    )  # type: ignore[arg-type]
+
+
+def through_activity(local: LocalHost, action: str, gpus: list[int] | None = None) -> Exception:
+    """Run the real activity and answer the error Temporal would see."""
+    acts = NodeActivities(lambda _: local)
+    req = ActionRequest(
+        node=NodeRef(name=NODE),
+        action=Action(action),
+        reason="Xid79",
+        workflow_id=f"node-remediation/{NODE}",
+        key=f"ladder-1/{action}",
+        gpu_indices=gpus or [],
+    )
+    with pytest.raises(ApplicationError) as failed:
+        ActivityEnvironment().run(getattr(acts, action), req)
+    return failed.value
+
+
+def assert_permanent(error: Exception, kind: type[Exception], says: str) -> None:
+    assert isinstance(error, ApplicationError)
+    assert error.type == kind.__name__ and error.non_retryable, error
+    assert error.type in PERMANENT_ERRORS  # the ladder's retry policies skip it too
+    assert says in str(error), str(error)
+
+
+def test_a_reboot_command_that_exits_non_zero_fails_with_its_stderr(tmp_path: Path) -> None:
+    runs = tmp_path / "runs"
+    fake = script(
+        tmp_path / "reboot",
+        f"echo run >> {runs}\necho 'Failed to connect to bus: No such file' >&2\nexit 1",
+    )
+    local = host(tmp_path, allow_reboot=True, reboot_command=(str(fake), "now"))
+    error = through_activity(local, "reboot")
+    assert_permanent(error, ActionFailed, "now exited 1: Failed to connect to bus: No such file")
+    assert runs.read_text() == "run\n"  # ran once; nothing retried it
+
+
+def test_a_missing_reboot_tool_is_a_permanent_failure_naming_it(tmp_path: Path) -> None:
+    local = host(tmp_path, allow_reboot=True, reboot_command=("no-such-nsenter", "-t", "1"))
+    error = through_activity(local, "reboot")
+    assert_permanent(error, ActionFailed, "no-such-nsenter is not installed on this node")
+
+
+def test_a_reboot_command_that_works_is_issued(tmp_path: Path) -> None:
+    fake = script(tmp_path / "reboot", f"touch {tmp_path / 'rebooted'}")
+    local = host(tmp_path, allow_reboot=True, reboot_command=(str(fake),))
+    assert local.reboot("k") == f"reboot issued: {fake}"
+    assert (tmp_path / "rebooted").exists()
+
+
+def test_a_missing_nvidia_smi_is_a_permanent_failure_naming_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))  # no nvidia-smi here
+    error = through_activity(host(tmp_path, allow_reset=True), "reset_gpu", [0])
+    assert_permanent(error, ActionFailed, "nvidia-smi is not installed on this node")
+
+
+def test_a_reset_nvidia_smi_refuses_fails_with_what_it_said(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    script(
+        tmp_path / "nvidia-smi",
+        "echo 'Unable to reset GPU 00000000:5A:00.0 because it is in use.'\nexit 255",
+    )
+    monkeypatch.setenv("PATH", f"{tmp_path}:/usr/bin:/bin")
+    error = through_activity(host(tmp_path, allow_reset=True), "reset_gpu", [0])
+    assert_permanent(error, ActionFailed, "exited 255: Unable to reset GPU 00000000:5A:00.0")
+
+
+def test_a_reset_with_no_gpu_to_reset_fails(tmp_path: Path) -> None:
+    fleet = SimFleet(nodes=1)
+    fleet.break_nvml(NODE, "driver")  # NVML sees nothing, and the node expects no GPU count
+
+    class NoGpus(LocalHost):
+        def nvml(self) -> NvmlApi:
+            return fleet.host(NODE).nvml()
+
+    local = NoGpus(NODE, ProbeConfig(), allow_reset=True, state_dir=tmp_path)
+    error = through_activity(local, "reset_gpu")
+    assert_permanent(error, ActionFailed, f"no GPU to reset on {NODE}")
+
+
+@pytest.mark.parametrize(
+    ("action", "flag"), [("reset_gpu", "--allow-reset"), ("reboot", "--allow-reboot")]
+)
+def test_actions_the_agent_does_not_allow_are_refused_naming_the_flag(
+    tmp_path: Path, action: str, flag: str
+) -> None:
+    error = through_activity(host(tmp_path), action, [0])
+    assert_permanent(error, ActionRefused, f"start the agent with {flag}")
