@@ -73,6 +73,18 @@ def test_the_fault_decides_which_rung_fixes_the_node() -> None:
     ]
 
 
+def test_a_hung_job_is_killed_and_the_gpu_left_alone() -> None:
+    code, out = rehearse("hung-job", "--json")  # default fault: job_hang, Xid 8
+    assert code == 0, out
+    result = json.loads(out)["result"]
+    assert [(a["action"], a["result"]) for a in result["attempts"]] == [
+        ("cordon", "done"),
+        ("kill_job", "verified"),
+        ("restore", "done"),
+    ]
+    assert result["outcome"] == "recovered"
+
+
 def test_withheld_approval_times_out_and_leaves_the_node_for_a_human() -> None:
     code, out = rehearse("gpu-row-remap-failure", "--no-approve", "--json")
     result = json.loads(out)["result"]
