@@ -68,6 +68,7 @@ def test_shipped_runbooks_load(shipped_runbooks: RunbookSet) -> None:
         (74, "nvlink"),
         (13, "application-xid"),
         (31, "application-xid"),
+        (8, "hung-job"),
         (999, "default-unknown-fault"),
     ],
 )

@@ -29,6 +29,7 @@ from remedy.runbook.schema import Approval
 from workers.binaries import installed_binary
 from workers.client import ensure_search_attributes, report_finding
 from workers.controller import controller_worker, node_agent_worker
+from workers.rehearsal_clock import ServerClock
 
 NO_FAULT = "none"
 QUIET = Runtime(
@@ -65,7 +66,7 @@ def fault_for(runbook: Runbook) -> str:
     return WALKS_THE_WHOLE_LADDER
 
 
-def finding_for(runbook: Runbook, physical: Finding | None, node: str) -> Finding:
+def finding_for(runbook: Runbook, physical: Finding | None, node: str, now: datetime) -> Finding:
     """What the agent reports: the fault's own finding when the runbook matches it, else one
     built from the runbook's first match clause (the runbook under rehearsal must be climbed)."""
     if physical is not None and runbook.specificity(physical) is not None:
@@ -81,7 +82,7 @@ def finding_for(runbook: Runbook, physical: Finding | None, node: str) -> Findin
         severity=clause.severities[0] if clause.severities else Severity.CRITICAL,
         component=physical.component if physical else Component(),
         evidence="rehearsal",
-        observed_at=datetime.now(UTC),
+        observed_at=now,
     )
 
 
@@ -99,28 +100,34 @@ async def rehearse(
     began = datetime.now(UTC)
     # The actions that fail on purpose (a reset cannot reach a lost GPU) are the rehearsal's
     # story, told in the timeline: keep their tracebacks and the test server's notes quiet.
-    temporal_log = logging.getLogger("temporalio")
-    level = temporal_log.level
-    temporal_log.setLevel(logging.CRITICAL)
+    # So is the budget's note that this server cannot list workflows (no lease holders yet).
+    quieted = [logging.getLogger(name) for name in ("temporalio", "activities.budget")]
+    levels = [log.level for log in quieted]
+    for log in quieted:
+        log.setLevel(logging.CRITICAL)
+    clock = ServerClock()  # the node's faults age on the workflow's (skipped) time
     env = await WorkflowEnvironment.start_time_skipping(
         data_converter=pydantic_data_converter,
+        interceptors=[clock],
         runtime=QUIET,
         test_server_existing_path=installed_binary("temporal-test-server"),
     )
     try:
         await ensure_search_attributes(env.client)
+        await clock.sync(env)
         # A hung GPU holds each check to its timeout in wall time: keep that short here.
-        fleet = SimFleet(nodes=1, pool="rehearsal", name_prefix="rehearsal", check_timeout_s=0.2)
+        fleet = SimFleet(
+            nodes=1, pool="rehearsal", name_prefix="rehearsal", check_timeout_s=0.2, clock=clock
+        )
         [node] = sorted(fleet.nodes)
+        now = clock()
         if fault == NO_FAULT:
             physical = None
         elif present:
             physical = fleet.inject(node, fault, gpu)
         else:  # reported, and gone by the first re-probe (a transient)
-            physical = FAULTS[fault].report(
-                node, gpu, fleet.node(node).gpus[gpu].serial, datetime.now(UTC)
-            )
-        finding = finding_for(runbook, physical, node)
+            physical = FAULTS[fault].report(node, gpu, fleet.node(node).gpus[gpu].serial, now)
+        finding = finding_for(runbook, physical, node, now)
         # One node alone in its pool is 100 % of it: let the budget grant it a lease.
         policy = BudgetPolicy(max_disruption="1", storm_share=1.0)
         with ThreadPoolExecutor(max_workers=4) as executor:
@@ -152,7 +159,8 @@ async def rehearse(
                 started = (await handle.describe()).start_time
     finally:
         await env.shutdown()
-        temporal_log.setLevel(level)
+        for log, level in zip(quieted, levels, strict=True):
+            log.setLevel(level)
     spec = FAULTS.get(fault)
     return Rehearsal(
         runbook=runbook.name,

@@ -63,6 +63,7 @@ class SimNodeControl:
         def kill() -> str:
             killed = [p for p in sim.pods if p.uses_gpus]
             sim.pods = [p for p in sim.pods if not p.uses_gpus]
+            sim.clear(Action.KILL_JOB)  # a hung job's hang goes with it
             self._fleet._record(node, "kill_job", key)
             return f"deleted {len(killed)} pods using the node's GPUs"
 

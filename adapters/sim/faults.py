@@ -130,5 +130,16 @@ FAULTS: dict[str, FaultSpec] = {
             "NicPortDown",
             "nic",
         ),
+        # A job wedged on the GPU (Xid 8, the GPU stopped processing its work): the hang ends
+        # with the job; the GPU answers queries throughout.
+        FaultSpec(
+            "job_hang",
+            Effect.NONE,
+            frozenset({Action.KILL_JOB, *_ALL_HW}),
+            "Xid8",
+            "xid",
+            Severity.WARNING,
+            xid=8,
+        ),
     )
 }

@@ -10,6 +10,8 @@ import typer
 
 from adapters.sim import FAULTS
 from remedy.runbook import RunbookError, load_runbooks
+from remedy.runbook.advice import disagreements
+from remedy.xid import load_catalog
 from workers.cli.common import runbook_or_exit
 from workers.cli.options import DEFAULT_RUNBOOKS, JsonOption, RunbooksOption
 
@@ -31,9 +33,13 @@ def validate(
         if len(exc.problems) > 1:  # one problem is one line; exit 1 says nothing loaded
             typer.echo(f"{len(exc.problems)} problems; nothing loaded", err=True)
         raise typer.Exit(1) from None
+    catalog = load_catalog()
     for runbook in runbooks:
         ladder = " → ".join(r.action.value for r in runbook.ladder) or "hold for a human"
         typer.echo(f"ok  {runbook.name}: {ladder}")
+        # Valid, but not what NVIDIA does first for the Xids it matches: say so, do not refuse.
+        for line in disagreements(runbook, catalog):
+            typer.echo(f"warning: {line}", err=True)
 
 
 @app.command("explain")
