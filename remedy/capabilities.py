@@ -68,8 +68,11 @@ class DependencyCheck(Frozen):
         return cls(name=dependency, ok=ok, detail=detail, enables=list(ENABLES[dependency]))
 
     def line(self) -> str:
-        """One line for `remedy doctor` and the agent's log."""
-        return f"{'ok' if self.ok else 'MISSING':<8} {self.name:<12} {self.detail}"
+        """One line for `remedy doctor` and the agent's log: a missing one says what it costs."""
+        if self.ok:
+            return f"{'ok':<8} {self.name:<12} {self.detail}"
+        cost = f" (so no {', '.join(self.enables)})" if self.enables else ""
+        return f"{'MISSING':<8} {self.name:<12} {self.detail}{cost}"
 
 
 class Capabilities(Frozen):

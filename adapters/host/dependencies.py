@@ -69,16 +69,14 @@ class HostDependencies:
         setup, machine = self._setup, self._machine
         stale = self._cached_at is None or self._clock() - self._cached_at > RECHECK_EXPENSIVE_S
         if refresh or stale:
-            self._cached = {d: CHECKS[d](setup, machine) for d in EXPENSIVE}
+            self._cached = {d: _check(d, setup, machine) for d in EXPENSIVE}
             self._cached_at = self._clock()
-        return [self._cached.get(d) or CHECKS[d](setup, machine) for d in Dependency]
+        return [self._cached.get(d) or _check(d, setup, machine) for d in Dependency]
 
 
 def nvml(setup: Setup, machine: Machine) -> DependencyCheck:
     probe = setup.probe
     expected = probe.expected_gpus
-    if expected == 0:
-        return DependencyCheck.of(Dependency.NVML, True, "not a GPU node (--expected-gpus 0)")
     try:
         lib = machine.nvml()
         call_with_timeout(lib.nvmlInit, probe.check_timeout_s)
@@ -144,8 +142,6 @@ def _through_nsenter(command: tuple[str, ...], run: Run) -> list[str]:
 
 
 def load_test(setup: Setup, machine: Machine) -> DependencyCheck:
-    if setup.probe.expected_gpus == 0:
-        return DependencyCheck.of(Dependency.LOAD_TEST, True, "not a GPU node")
     dcgmi = machine.which("dcgmi")
     if dcgmi:
         return DependencyCheck.of(Dependency.LOAD_TEST, True, f"DCGM diagnostics ({dcgmi})")
@@ -206,6 +202,19 @@ CHECKS: dict[Dependency, Callable[[Setup, Machine], DependencyCheck]] = {
     Dependency.KERNEL_LOG: kernel_log,
     Dependency.NIC_CONFIG: nic_config,
 }
+
+# Only what the node's GPUs need: a node that should have none (--expected-gpus 0) needs none.
+GPU_ONLY = frozenset(
+    {Dependency.NVML, Dependency.RESET_TOOL, Dependency.LOAD_TEST, Dependency.KERNEL_LOG}
+)
+
+
+def _check(dependency: Dependency, setup: Setup, machine: Machine) -> DependencyCheck:
+    if dependency in GPU_ONLY and setup.probe.expected_gpus == 0:
+        return DependencyCheck.of(
+            dependency, True, "not needed: not a GPU node (--expected-gpus 0)"
+        )
+    return CHECKS[dependency](setup, machine)
 
 
 def _unreadable(path: Path) -> str | None:
