@@ -46,7 +46,8 @@ class Host:
 
     def __init__(self, tmp: Path, tools: Sequence[str] = (), modules: Sequence[str] = ()) -> None:
         self.tools, self.modules = set(tools), set(modules)
-        self.answers: dict[str, tuple[int, str]] = {}  # by the command's last word
+        # By the command's last word; systemd answers that it runs unless told otherwise.
+        self.answers: dict[str, tuple[int, str]] = {"is-system-running": (0, "running")}
         self.ran: list[list[str]] = []
         self.gpus: int | None = 8
         self.infiniband = tmp / "infiniband"
@@ -86,6 +87,7 @@ def test_a_fully_equipped_node_is_ready(tmp_path: Path) -> None:
     assert host.ran == [
         ["nsenter", "-t", "1", "-m", "--", "true"],
         ["nsenter", "-t", "1", "-m", "--", "sh", "-c", 'command -v "systemctl"'],
+        ["nsenter", "-t", "1", "-m", "--", "systemctl", "is-system-running"],
     ]
     assert capabilities_from(list(found.values())).ready
 
@@ -138,6 +140,16 @@ def test_partial_answers(tmp_path: Path) -> None:
     assert not found["nvml"].ok and "--expected-gpus 8" in found["nvml"].detail
 
 
+def test_a_systemctl_without_systemd_cannot_reboot(tmp_path: Path) -> None:
+    host = Host(tmp_path, tools=["systemctl"])
+    host.answers["is-system-running"] = (1, "offline")  # a container's own systemctl
+    found = checks(host, allow_reboot=True)
+    assert found["reboot_path"].detail == "systemctl cannot reach systemd: offline"
+    host.answers["is-system-running"] = (1, "degraded")  # a failed unit: systemd still answers
+    assert checks(host, allow_reboot=True)["reboot_path"].ok
+    assert host.ran[-1] == ["systemctl", "is-system-running"]
+
+
 def test_a_node_without_gpus_needs_no_gpu_tooling(tmp_path: Path) -> None:
     found = checks(Host(tmp_path), probe=ProbeConfig(expected_gpus=0))
     assert {name for name, c in found.items() if not c.ok} == {"reboot_path"}
@@ -152,11 +164,11 @@ def test_the_reboot_path_is_checked_once_then_every_few_minutes(tmp_path: Path) 
     )
     dependencies.check()
     dependencies.check()
-    assert len(host.ran) == 2  # entered once, looked up once: cached since
+    assert len(host.ran) == 3  # entered, looked up, asked systemd: once, cached since
     now[0] += RECHECK_EXPENSIVE_S + 1
     dependencies.check()
     dependencies.check(refresh=True)
-    assert len(host.ran) == 6
+    assert len(host.ran) == 9
 
 
 def test_doctor_on_this_gpu_less_machine_names_every_dependency_and_exits_1() -> None:

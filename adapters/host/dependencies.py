@@ -24,6 +24,8 @@ from remedy.probe.runner import ProbeConfig, call_with_timeout
 
 ENTER_TIMEOUT_S = 10.0
 RECHECK_EXPENSIVE_S = 600.0  # a reboot path that breaks (an image update) shows within minutes
+# `systemctl is-system-running` states in which systemd answers (degraded: a unit failed).
+SYSTEMD_UP = frozenset({"initializing", "starting", "running", "degraded", "maintenance"})
 KMSG = Path("/dev/kmsg")
 KERN_LOG = Path("/var/log/kern.log")
 
@@ -114,8 +116,9 @@ def reset_tool(setup: Setup, machine: Machine) -> DependencyCheck:
 
 
 def reboot_path(setup: Setup, machine: Machine) -> DependencyCheck:
-    """The reboot command's binary is there and, through nsenter, reaches the host's: checked by
-    entering pid 1's namespaces and looking the command up there, never by running it."""
+    """The reboot command's binary is there and, through nsenter, reaches the host's; a
+    systemctl can reach systemd. Checked by entering pid 1's namespaces, looking the command up
+    there and asking systemd its state — never by rebooting."""
     command = setup.reboot_command
     shown = " ".join(command)
     problems = [] if setup.allow_reboot else ["reboots are not allowed (--allow-reboot)"]
@@ -123,6 +126,8 @@ def reboot_path(setup: Setup, machine: Machine) -> DependencyCheck:
         problems.append(f"{command[0] if command else 'no command'} is not on PATH ({shown})")
     elif Path(command[0]).name == "nsenter":
         problems += _through_nsenter(command, machine.run)
+    elif Path(command[0]).name == "systemctl":
+        problems += _systemd_answers([command[0]], machine.run)
     if problems:
         return DependencyCheck.of(Dependency.REBOOT_PATH, False, "; ".join(problems))
     return DependencyCheck.of(Dependency.REBOOT_PATH, True, f"{shown}, allowed")
@@ -138,7 +143,18 @@ def _through_nsenter(command: tuple[str, ...], run: Run) -> list[str]:
     if target is None:
         return []
     status, _ = run([*enter, "--", "sh", "-c", f'command -v "{target}"'])
-    return [] if status == 0 else [f"{target} is not found on the host"]
+    if status != 0:
+        return [f"{target} is not found on the host"]
+    return _systemd_answers([*enter, "--", target], run) if target == "systemctl" else []
+
+
+def _systemd_answers(systemctl: list[str], run: Run) -> list[str]:
+    """A systemctl with no systemd to talk to (a container's own, say) cannot reboot."""
+    status, output = run([*systemctl, "is-system-running"])
+    state = output.split()[0] if output else ""
+    if state in SYSTEMD_UP:
+        return []
+    return [f"systemctl cannot reach systemd: {output or f'exit {status}'}"]
 
 
 def load_test(setup: Setup, machine: Machine) -> DependencyCheck:
