@@ -4,11 +4,14 @@ publishes its readiness as a condition that never starts a ladder."""
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 
 from temporalio.api.enums.v1 import EventType
 from temporalio.testing import WorkflowEnvironment
+from temporalio.worker import Worker
 
+from activities.node import NodeActivities
 from adapters.sim import SimFleet
 from contract import activities as act
 from remedy.actions import ACTIONS, Where
@@ -25,6 +28,7 @@ from workers.agent import AgentConfig, NodeAgent
 
 NODE = "gpu-node-001"
 NO_RESET = "nvidia-smi is not on PATH"
+VERIFIED = AttemptResult.VERIFIED
 
 
 def test_the_node_actions_are_abilities_a_dependency_enables() -> None:
@@ -89,6 +93,38 @@ async def test_a_rung_the_node_cannot_perform_is_skipped_with_its_reason(
         if e.event_type is EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
     ].count(act.CAPABILITIES.name)
     assert asked == 2
+
+
+async def test_an_agent_that_cannot_be_asked_gets_the_rung_run_as_before(
+    time_env: WorkflowEnvironment, fleet: SimFleet, shipped_runbooks: RunbookSet
+) -> None:
+    """An agent from before the question (no capabilities activity): after a short, patient
+    wait the ladder runs the rung, which fails on its own if the node cannot do it."""
+    finding = fleet.inject(NODE, "ecc_dbe", gpu=2)
+    older = NodeActivities(fleet.host)
+    served = [fn for fn in older.all() if fn != older.capabilities]
+    async with running_workers(time_env.client, fleet, agents=False) as queues:
+        with ThreadPoolExecutor(max_workers=4) as executor:
+            agent = Worker(
+                time_env.client,
+                task_queue=queues.agents,
+                activities=served,
+                activity_executor=executor,
+            )
+            async with agent:
+                handle = await report(
+                    time_env.client, queues, finding, shipped_runbooks.match(finding)
+                )
+                result = await handle.result()
+                history = await handle.fetch_history()
+    ladder = [(a.action, a.result) for a in result.attempts if a.rung >= 0]
+    assert ladder == [(Action.DRAIN, AttemptResult.DONE), (Action.RESET_GPU, VERIFIED)]
+    [unanswered] = [
+        e.activity_task_failed_event_attributes.failure.message
+        for e in history.events
+        if e.event_type is EventType.EVENT_TYPE_ACTIVITY_TASK_FAILED
+    ]
+    assert "capabilities" in unanswered and "not registered" in unanswered
 
 
 async def test_the_agent_publishes_what_is_missing_and_when_it_is_mended(
