@@ -1,5 +1,6 @@
 """Host-local actions (node agent worker, on the node's own task queue): probe, diagnose,
-reset GPU, reboot. The simulated fleet serves them for every simulated node."""
+reset GPU, reboot, and what the node can do (its capabilities). The simulated fleet serves them
+for every simulated node."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from typing import Any
 
 from activities.errors import temporal_errors
 from contract import activities as act
+from remedy.capabilities import Capabilities, capabilities_from
 from remedy.host import NodeHost
 from remedy.models import ActionRequest, ActionResult, ProbeReport, ProbeRequest
 from remedy.probe import probe_node
@@ -56,5 +58,18 @@ class NodeActivities:
             detail = host.reboot(req.key)
         return ActionResult(ok=True, detail=detail)
 
+    @act.CAPABILITIES.defn
+    def capabilities(self, req: ProbeRequest) -> Capabilities:
+        """From the node's dependency checks (the expensive ones as last checked)."""
+        host = self._host(req.node.name)
+        return capabilities_from(host.dependencies())
+
     def all(self) -> list[Callable[..., Any]]:
-        return [self.probe, self.diagnose, self.deep_diagnose, self.reset_gpu, self.reboot]
+        return [
+            self.probe,
+            self.diagnose,
+            self.deep_diagnose,
+            self.reset_gpu,
+            self.reboot,
+            self.capabilities,
+        ]

@@ -21,6 +21,7 @@ from adapters.sim.host import SimHost
 from adapters.sim.nvml import SimNvml
 from chaos.store import FleetStore
 from remedy.attribution.evidence import RecentXid
+from remedy.capabilities import DependencyCheck
 from remedy.cluster import Cluster, CordonOwner
 from remedy.conditions import NodeCondition
 from remedy.errors import TransientError
@@ -210,3 +211,6 @@ class StoredHost:
 
     def load_test(self, indices: list[int]) -> list[str]:
         return self._calls.read(lambda f: self._sim(f).load_test(indices))
+
+    def dependencies(self, refresh: bool = False) -> list[DependencyCheck]:
+        return self._calls.read(lambda f: self._sim(f).dependencies(refresh))

@@ -24,6 +24,7 @@ from remedy.budget import (
     NodeUnhealthy,
     PoolHolders,
 )
+from remedy.capabilities import Capabilities
 from remedy.fleet import ConditionStart, FleetNodes, NodeNames, OpenWork, OrphanCheck
 from remedy.hardware import Blocklisted, IncidentReport, SerialsCheck
 from remedy.models import (
@@ -65,6 +66,8 @@ RESTORE = ACTION[Action.RESTORE]
 # -- around the actions -----------------------------------------------------------------------
 PROBE = ActivityDef("probe", ProbeRequest, ProbeReport, NODE)
 DEEP_DIAGNOSE = ActivityDef("deep_diagnose", ProbeRequest, ProbeReport, NODE)
+# What the node can do itself (its dependency checks): a rung it cannot perform is skipped.
+CAPABILITIES = ActivityDef("capabilities", ProbeRequest, Capabilities, NODE)
 RELEASE_GPUS = ActivityDef("release_gpus", ActionRequest, ActionResult, CONTROLLER)
 RETURN_GPUS = ActivityDef("return_gpus", ActionRequest, ActionResult, CONTROLLER)
 BOOT_ID = ActivityDef("boot_id", BootRequest, NodeBoot, CONTROLLER)

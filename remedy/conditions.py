@@ -1,8 +1,11 @@
-"""Probe reports as Kubernetes-style node conditions, node-problem-detector style.
+"""Probe reports as Kubernetes-style node conditions, node-problem-detector style, and the
+agent's own readiness.
 
-Polarity: status "True" means a problem (like NPD's KernelDeadlock). ``last_transition_time``
-changes only when the status or the reason changes: resetting it on every write would break
-"unhealthy for N minutes" logic downstream and flood the API.
+Polarity: status "True" means a problem (like NPD's KernelDeadlock) for the problem conditions;
+``RemedyReady`` is the other way round, like the kubelet's Ready: "True" when every dependency
+remedy relies on is there. Only problem conditions start a ladder (``is_problem``).
+``last_transition_time`` changes only when the status or the reason changes: resetting it on
+every write would break "unhealthy for N minutes" logic downstream and flood the API.
 """
 
 from __future__ import annotations
@@ -12,10 +15,13 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from remedy.capabilities import Capabilities
 from remedy.models import ProbeReport
 
 GPU_PROBLEM = "GpuProblem"
 GPU_NETWORK_PROBLEM = "GpuNetworkProblem"
+PROBLEM_CONDITIONS = (GPU_PROBLEM, GPU_NETWORK_PROBLEM)
+REMEDY_READY = "RemedyReady"
 NETWORK_CHECKS = frozenset({"nic"})
 MAX_MESSAGE = 1024
 
@@ -52,16 +58,43 @@ def conditions_from(
             message = "; ".join(f"{f.headline()}: {f.evidence}" for f in bad)[:MAX_MESSAGE]
         else:
             status, reason, message = "False", healthy_reason, "all checks passed"
-        old = before.get(kind)
-        unchanged = old is not None and (old.status, old.reason) == (status, reason)
-        out.append(
-            NodeCondition(
-                type=kind,
-                status=status,
-                reason=reason,
-                message=message,
-                last_heartbeat_time=now,
-                last_transition_time=old.last_transition_time if old and unchanged else now,
-            )
-        )
+        out.append(_condition(kind, status, reason, message, before.get(kind), now))
     return out
+
+
+def ready_condition(
+    capabilities: Capabilities, previous: list[NodeCondition], now: datetime
+) -> NodeCondition:
+    """``RemedyReady``: "True" when every dependency is there, else "False" naming each one
+    missing and why (what the node cannot do follows from it)."""
+    old = next((c for c in previous if c.type == REMEDY_READY), None)
+    if capabilities.ready:
+        return _condition(
+            REMEDY_READY, "True", "DependenciesPresent", capabilities.summary(), old, now
+        )
+    message = capabilities.summary()[:MAX_MESSAGE]
+    return _condition(REMEDY_READY, "False", "DependenciesMissing", message, old, now)
+
+
+def is_problem(condition: NodeCondition) -> bool:
+    """A condition that says the node is unhealthy (what the fleet scan remediates)."""
+    return condition.type in PROBLEM_CONDITIONS and condition.status == "True"
+
+
+def _condition(
+    kind: str,
+    status: Literal["True", "False"],
+    reason: str,
+    message: str,
+    old: NodeCondition | None,
+    now: datetime,
+) -> NodeCondition:
+    unchanged = old is not None and (old.status, old.reason) == (status, reason)
+    return NodeCondition(
+        type=kind,
+        status=status,
+        reason=reason,
+        message=message,
+        last_heartbeat_time=now,
+        last_transition_time=old.last_transition_time if old and unchanged else now,
+    )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
+from remedy.capabilities import DependencyCheck
 from remedy.gpu import NvmlApi
 from remedy.probe.runner import ProbeConfig
 
@@ -27,3 +28,8 @@ class NodeHost(Protocol):
 
     def load_test(self, indices: list[int]) -> list[str]:
         """Run sustained load on the GPUs; return one line per problem (empty: passed)."""
+
+    def dependencies(self, refresh: bool = False) -> list[DependencyCheck]:
+        """What remedy relies on here, one check per dependency (remedy/capabilities.py); the
+        expensive ones come from a cache unless ``refresh``. Never raises: a check that could
+        not run is a failed check."""

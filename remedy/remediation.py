@@ -41,6 +41,7 @@ class AttemptResult(StrEnum):
     UNVERIFIED = "unverified"  # the rung ran but the node is still unhealthy
     DONE = "done"  # the rung ran and is not verified (drain, replace)
     FAILED = "failed"  # the action itself failed or timed out
+    SKIPPED = "skipped"  # not run: the node cannot perform it (its capabilities say why)
     APPROVAL_TIMED_OUT = "approval_timed_out"
 
 

@@ -550,6 +550,12 @@ async def test_nodes_reports_pool_admission_cordon_and_problem_conditions(
             "lastHeartbeatTime": NOW.isoformat(),
             "lastTransitionTime": NOW.isoformat(),
         },
+        {  # the agent's readiness: "True" is good news, never a problem
+            "type": "RemedyReady",
+            "status": "True",
+            "reason": "DependenciesPresent",
+            "message": "all 6 dependencies present",
+        },
     ]
     kmock.objects[NODES, None, "sick"] = sick
     kmock.objects[NODES, None, "new"] = node("new", taints=[ADMISSION_TAINT])

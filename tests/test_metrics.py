@@ -105,6 +105,7 @@ async def test_a_ladder_shows_up_in_the_prometheus_endpoint(dev_env: WorkflowEnv
     assert value(lines, "remedy_disruption_leases_held", pool=pool) is not None
     assert value(lines, "remedy_probes_total", verdict="unhealthy") == 1
     assert value(lines, "remedy_findings_reported_total", check="memory")
+    assert value(lines, "remedy_dependency_ok", dependency="reset_tool") == 1
     # The SDK's own runtime metrics come out of the same endpoint.
     assert value(lines, "temporal_workflow_completed_total", workflow_type="NodeRemediation")
     assert value(lines, "temporal_activity_execution_latency_count", activity_type="cordon")

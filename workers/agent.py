@@ -1,10 +1,12 @@
 """The node agent: one per GPU node.
 
-It serves the node's host-local activities (probe, diagnose, reset GPU, reboot) on the node's
-own task queue, and runs the probe loop: NVML Xid events as they happen, a full probe every
-interval, results published as node conditions, and a signal-with-start of the node's
-remediation when a finding newly matches a runbook. Reports are edge-triggered: a fault that
-persists (a node held for a human) is reported once, not every interval.
+It serves the node's host-local activities (probe, diagnose, reset GPU, reboot, what it can do)
+on the node's own task queue, and runs the probe loop: NVML Xid events as they happen, a full
+probe every interval, results published as node conditions, and a signal-with-start of the
+node's remediation when a finding newly matches a runbook. Reports are edge-triggered: a fault
+that persists (a node held for a human) is reported once, not every interval. Its dependency
+checks (remedy/capabilities.py) are logged at start and published with every probe, as the
+``RemedyReady`` condition and the ``remedy_dependency_ok`` gauge.
 """
 
 from __future__ import annotations
@@ -20,8 +22,9 @@ from temporalio.runtime import Runtime
 
 from contract.names import CONTROLLER_TASK_QUEUE, node_task_queue
 from remedy.attribution.evidence import recent_xid
+from remedy.capabilities import Capabilities, capabilities_from
 from remedy.cluster import NodeMarks
-from remedy.conditions import conditions_from
+from remedy.conditions import conditions_from, ready_condition
 from remedy.errors import NodeGone
 from remedy.host import NodeHost
 from remedy.models import Finding, NodeRef, ProbeReport
@@ -69,6 +72,7 @@ class NodeAgent:
         self._active: set[FindingKey] = set()
         self.reports_sent = 0
         self.last_report: ProbeReport | None = None
+        self.capabilities = Capabilities()
         meter = (client.service_client.config.runtime or Runtime.default()).metric_meter
         self._probes = meter.create_counter("remedy_probes", "Probe rounds, by verdict.")
         self._probe_seconds = meter.create_histogram_float(
@@ -76,6 +80,9 @@ class NodeAgent:
         )
         self._findings = meter.create_counter(
             "remedy_findings_reported", "Unhealthy findings reported, by check and reason."
+        )
+        self._dependency_ok = meter.create_gauge(
+            "remedy_dependency_ok", "1 when a dependency remedy relies on is there, else 0."
         )
 
     def _serve(self, name: str) -> NodeHost:
@@ -85,6 +92,8 @@ class NodeAgent:
 
     async def run(self) -> None:
         watcher = XidWatcher(self._host.name, self._host.nvml(), _utcnow)
+        for check in (await self.check_dependencies(refresh=True)).checks:
+            (log.info if check.ok else log.warning)("dependency %s", check.line())
         with ThreadPoolExecutor(max_workers=4, thread_name_prefix="agent") as executor:
             async with node_agent_worker(self._client, self._serve, executor, self.config.queue):
                 pushing = await asyncio.to_thread(watcher.start)
@@ -106,10 +115,20 @@ class NodeAgent:
                 finally:
                     await asyncio.to_thread(watcher.stop)
 
+    async def check_dependencies(self, refresh: bool = False) -> Capabilities:
+        """The dependency checks (the expensive ones cached unless ``refresh``), into the gauge."""
+        checks = await asyncio.to_thread(self._host.dependencies, refresh)
+        for check in checks:
+            self._dependency_ok.set(int(check.ok), {"dependency": check.name})
+        self.capabilities = capabilities_from(checks)
+        return self.capabilities
+
     async def tick(self, xids: list[Finding]) -> ProbeReport:
-        """One round: probe, publish conditions, report what is new. NVML's Xid events go
-        through the probe's dedup first, so the probe's kernel-log read drops their lines."""
+        """One round: check dependencies, probe, publish conditions, report what is new. NVML's
+        Xid events go through the probe's dedup first, so the probe's kernel-log read drops
+        their lines."""
         host = self._host
+        await self.check_dependencies()
         if (seen := host.probe_config.xids_seen) is not None:
             xids = seen.admit(xids, "nvml", _utcnow())
         report = await asyncio.to_thread(probe_node, host.name, host.nvml(), host.probe_config)
@@ -136,10 +155,10 @@ class NodeAgent:
             return
         marks, node = self._marks, self._host.name
         try:
-            previous = await asyncio.to_thread(marks.conditions, node)
-            await asyncio.to_thread(
-                marks.set_conditions, node, conditions_from(report, previous, _utcnow())
-            )
+            previous, now = await asyncio.to_thread(marks.conditions, node), _utcnow()
+            conditions = conditions_from(report, previous, now)
+            conditions.append(ready_condition(self.capabilities, previous, now))
+            await asyncio.to_thread(marks.set_conditions, node, conditions)
             xids = [x for f in [*pushed, *report.findings] if (x := recent_xid(f)) is not None]
             await asyncio.to_thread(marks.record_xids, node, xids)
         except Exception:  # noqa: BLE001 - conditions are best effort; the report still goes

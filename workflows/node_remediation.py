@@ -1,11 +1,12 @@
 """NodeRemediation: one durable workflow per node that walks a runbook's escalation ladder.
 
 cordon (if the runbook says so) → tolerance window (ends early on `clear` or a clean re-probe)
-→ for each rung: approval if required → disruption lease if the action is disruptive → action
-→ settle → verify by probe → stop at the first rung that leaves the node healthy and restore
-it. Past the last rung the node stays cordoned and the outcome is "needs a human".
-Deterministic: time comes from workflow.now(), side effects from activities only (the steps on
-the node: ``workflows.node_steps``; the lease: ``workflows.disruption_lease``).
+→ for each rung: skipped, saying why, if the node cannot perform it → approval if required →
+disruption lease if the action is disruptive → action → settle → verify by probe → stop at the
+first rung that leaves the node healthy and restore it. Past the last rung the node stays
+cordoned and the outcome is "needs a human". Deterministic: time comes from workflow.now(),
+side effects from activities only (the steps on the node: ``workflows.node_steps``; the lease:
+``workflows.disruption_lease``; what the node can do: ``workflows.capabilities``).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from contract.messages import (
     REPORT_FINDING,
 )
 from workflows import metrics
+from workflows.capabilities import NodeCapabilities
 from workflows.common import cause_of
 from workflows.disruption_lease import DisruptionLease
 from workflows.node_steps import NodeSteps
@@ -82,6 +84,7 @@ class NodeRemediation:
         self._view = RemediationView(self._state)
         self._steps = NodeSteps(inp, self._state, self._view)
         self._lease = DisruptionLease(self._state, self._view)
+        self._capabilities = NodeCapabilities(inp, self._state, self._view)
 
     # -- messages --------------------------------------------------------------------------
     @REPORT_FINDING.handler
@@ -250,6 +253,8 @@ class NodeRemediation:
     async def _climb_rung(self, index: int, rung: Rung) -> bool:
         """Run one rung; True when the node is healthy (or replaced) and climbing stops."""
         state, view = self._state, self._view
+        if await self._capabilities.skips(index, rung.action):
+            return False  # recorded with the node's reason; the next rung
         if rung.approval is ApprovalMode.REQUIRED and not state.approved(index):
             await self._await_approval(index, rung)
         if ACTIONS[rung.action].disruptive:

@@ -7,9 +7,11 @@ import subprocess
 from datetime import UTC, datetime
 from pathlib import Path
 
+from adapters.host.dependencies import HostDependencies, Machine, Setup
 from adapters.host.ledger import FileLedger
 from adapters.host.load_test import run_load_test
 from adapters.host.nvml import real_nvml
+from remedy.capabilities import DependencyCheck
 from remedy.errors import ActionFailed, ActionRefused
 from remedy.gpu import NvmlApi
 from remedy.models import Action
@@ -55,6 +57,9 @@ class LocalHost:
         self.ledger = FileLedger(state_dir / "actions.json")
         self.dry_run = dry_run  # say what a reset or a reboot would do; do nothing
         self._boot_id_file = boot_id_file
+        self._dependencies = HostDependencies(
+            Setup(probe_config, allow_reset, allow_reboot, reboot_command), Machine(self.nvml)
+        )
 
     def boot_id(self) -> str:
         """The kernel's id of this boot, the same one the kubelet reports as bootID."""
@@ -126,6 +131,9 @@ class LocalHost:
     def load_test(self, indices: list[int]) -> list[str]:
         gpus = indices or list(range(self.probe_config.expected_gpus or 0))
         return run_load_test(gpus)
+
+    def dependencies(self, refresh: bool = False) -> list[DependencyCheck]:
+        return self._dependencies.check(refresh)
 
 
 def _utcnow() -> datetime:

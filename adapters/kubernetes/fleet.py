@@ -9,6 +9,7 @@ from adapters.kubernetes.errors import api_errors
 from adapters.kubernetes.marks import remedy_conditions
 from adapters.kubernetes.nodes import OPT_OUT_LABEL, PREFIX, NodeApi, has_taint
 from adapters.kubernetes.objects import Json, meta
+from remedy.conditions import is_problem
 from remedy.fleet import NodeFacts
 
 POOL_LABEL = f"{PREFIX}/pool"
@@ -40,9 +41,7 @@ class KubernetesFleetView:
             managed=labels.get(OPT_OUT_LABEL) != "false",
             unschedulable=bool(spec.get("unschedulable")),
             cordoned_by_remedy=CORDONED_BY in annotations,
-            problems=[
-                c for c in remedy_conditions(node, self._nodes.clock()) if c.status == "True"
-            ],
+            problems=[c for c in remedy_conditions(node, self._nodes.clock()) if is_problem(c)],
             awaiting_admission=has_taint(node, ADMISSION_TAINT),
             validated=labels.get(VALIDATED_LABEL) == "true",
             rejected=annotations.get(ADMISSION_REJECTED),

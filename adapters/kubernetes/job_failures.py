@@ -17,6 +17,7 @@ from adapters.kubernetes.objects import RECENT_XIDS, Json, as_json, gpu_count, m
 from remedy.attribution.evidence import GuardedFailure, PodRun, RecentXid, tie_xids
 from remedy.attribution.guard import JobRef
 from remedy.attribution.model import PodFailure, Termination, XidSeen
+from remedy.conditions import is_problem
 from remedy.errors import NodeGone, RemedyError
 from remedy.fleet import finding_from_condition
 from remedy.models import Finding
@@ -149,7 +150,7 @@ class _NodeEvidence:
         return [
             finding_from_condition(name, c)
             for c in remedy_conditions(node, self._reader.clock())
-            if c.status == "True"
+            if is_problem(c)
         ]
 
     def xids(self, name: str) -> list[XidSeen]:

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 from remedy.attribution.evidence import RecentXid, remember
 from remedy.cluster import Cluster, CordonOwner
-from remedy.conditions import NodeCondition
+from remedy.conditions import NodeCondition, is_problem
 from remedy.errors import ActionRefused
 from remedy.fleet import NodeFacts
 from remedy.models import Action, CordonState, NodeBoot
@@ -109,7 +109,7 @@ class SimFleetView:
                     managed=n.managed,
                     unschedulable=n.unschedulable,
                     cordoned_by_remedy=REMEDY_CORDON in n.annotations,
-                    problems=[c for c in n.conditions.values() if c.status == "True"],
+                    problems=[c for c in n.conditions.values() if is_problem(c)],
                     awaiting_admission=n.awaiting_admission,
                     validated=n.validated_serials is not None,
                     rejected=n.rejected,

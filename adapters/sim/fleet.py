@@ -14,6 +14,7 @@ from adapters.sim.cluster import sim_cluster
 from adapters.sim.faults import FAULTS
 from adapters.sim.host import SimHost
 from adapters.sim.node import ActiveFault, SimGpu, SimNode, SimPod
+from remedy.capabilities import Dependency
 from remedy.cluster import Cluster
 from remedy.errors import NodeGone, RemedyError, TransientError
 from remedy.models import Finding
@@ -125,6 +126,12 @@ class SimFleet:
         """``missing`` library, ``driver`` not loaded, ``hang`` forever, or None to mend."""
         with self._lock:
             self.node(node).nvml_broken = how
+
+    def lack(self, node: str, dependency: Dependency, why: str) -> None:
+        """The node's agent lacks ``dependency`` (remedy/capabilities.py): what it enables, the
+        node cannot do (a reset with no --allow-reset, say). Every node has everything at first."""
+        with self._lock:
+            self.node(node).missing[dependency] = why
 
     def cordon_by_hand(self, node: str) -> None:
         """An operator or another tool cordons the node (no remedy annotation)."""

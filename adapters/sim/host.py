@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING
 
 from adapters.sim.faults import Effect
 from adapters.sim.nvml import SimNvml
+from remedy.capabilities import Dependency, DependencyCheck
 from remedy.errors import ActionFailed
 from remedy.gpu import NvmlApi
 from remedy.models import Action
@@ -84,6 +85,14 @@ class SimHost:
                 if sim.effects(g)
                 & {Effect.UNDER_LOAD, Effect.LOST, Effect.ECC, Effect.REMAP_FAILURE}
             ]
+
+    def dependencies(self, refresh: bool = False) -> list[DependencyCheck]:
+        with self._fleet._lock:
+            missing = dict(self._fleet.node(self.name).missing)
+        return [
+            DependencyCheck.of(d, d not in missing, missing.get(d, "present (simulated)"))
+            for d in Dependency
+        ]
 
 
 class _SimNics:

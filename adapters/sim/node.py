@@ -61,6 +61,7 @@ class SimNode:
     conditions: dict[str, NodeCondition] = field(default_factory=dict)
     recent_xids: list[RecentXid] = field(default_factory=list)  # what the agent kept
     nvml_broken: str | None = None  # "missing" library, "driver" not loaded, or "hang"
+    missing: dict[str, str] = field(default_factory=dict)  # dependency → why (all there)
     awaiting_admission: bool = False  # the admission taint: new hardware, not validated yet
     validated_serials: list[str] | None = None
     rejected: str | None = None

@@ -1,9 +1,9 @@
 """The `remedy` command: the typer app assembled from the command groups, and its entry point.
 
 The commands live by group: runbooks.py (`remedy runbooks ...`), xid.py (`remedy xid ...`),
-node.py (probe, agent), controller.py (controller, demo), fleet.py (status, show) and
-operate.py (approve, abort, trigger, resume-pool, resume-job); options.py declares the options
-they share and common.py the helpers."""
+node.py (probe, agent), doctor.py (doctor), controller.py (controller, demo), fleet.py (status,
+show) and operate.py (approve, abort, trigger, resume-pool, resume-job); options.py declares
+the options they share and common.py the helpers."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import sys
 
 import typer
 
-from workers.cli import controller, fleet, node, operate, runbooks, xid
+from workers.cli import controller, doctor, fleet, node, operate, runbooks, xid
 
 app = typer.Typer(
     help="remedy keeps GPU fleets healthy.", no_args_is_help=True, pretty_exceptions_enable=False
@@ -20,6 +20,7 @@ app = typer.Typer(
 # Registered here, in the order `remedy --help` lists them.
 app.command()(node.probe)
 app.command()(node.agent)
+app.command()(doctor.doctor)
 app.command()(controller.controller)
 app.command()(controller.demo)
 app.command()(fleet.status)

@@ -1,0 +1,195 @@
+"""The dependency checks on a machine of the test's own making (adapters/host/dependencies.py),
+and `remedy doctor` on this GPU-less machine: a line per dependency, exit 1, no traceback."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, cast
+
+import pynvml
+from typer.testing import CliRunner
+
+from adapters.host.dependencies import RECHECK_EXPENSIVE_S, HostDependencies, Machine, Setup
+from adapters.host.kernel_log import KernelLogTail
+from remedy.capabilities import Dependency, DependencyCheck, capabilities_from
+from remedy.gpu import NvmlApi
+from remedy.models import Action
+from remedy.probe import ProbeConfig
+from tests.conftest import ROOT
+from workers.cli import app
+
+NSENTER = ("nsenter", "-t", "1", "-m", "--", "systemctl", "reboot")
+
+
+class FakeNvml:
+    def __init__(self, count: int | None) -> None:
+        self.count = count  # None: the library is there, the driver is not
+
+    def nvmlInit(self) -> None:
+        if self.count is None:
+            raise pynvml.NVMLError(pynvml.NVML_ERROR_DRIVER_NOT_LOADED)
+
+    def nvmlDeviceGetCount(self) -> int:
+        assert self.count is not None
+        return self.count
+
+    def nvmlShutdown(self) -> None:
+        pass
+
+
+class Host:
+    """A machine: its tools, its modules, what nsenter answers, and every command run."""
+
+    def __init__(self, tmp: Path, tools: Sequence[str] = (), modules: Sequence[str] = ()) -> None:
+        self.tools, self.modules = set(tools), set(modules)
+        # By the command's last word; systemd answers that it runs unless told otherwise.
+        self.answers: dict[str, tuple[int, str]] = {"is-system-running": (0, "running")}
+        self.ran: list[list[str]] = []
+        self.gpus: int | None = 8
+        self.infiniband = tmp / "infiniband"
+
+    def run(self, command: Sequence[str]) -> tuple[int, str]:
+        self.ran.append(list(command))
+        return self.answers.get(command[-1], (0, ""))
+
+    def machine(self) -> Machine:
+        return Machine(
+            nvml=lambda: cast(NvmlApi, FakeNvml(self.gpus)),
+            which=lambda tool: f"/usr/bin/{tool}" if tool in self.tools else None,
+            run=self.run,
+            has_module=lambda name: name in self.modules,
+            infiniband=self.infiniband,
+            kmsg=self.infiniband / "no-kmsg",
+            kern_log=self.infiniband / "no-kern.log",
+        )
+
+
+def checks(host: Host, **setup: Any) -> dict[str, DependencyCheck]:
+    probe = setup.pop("probe", ProbeConfig(expected_gpus=8))
+    found = HostDependencies(Setup(probe, **setup), host.machine()).check()
+    assert [c.name for c in found] == list(Dependency)  # one each, in order
+    return {c.name: c for c in found}
+
+
+def test_a_fully_equipped_node_is_ready(tmp_path: Path) -> None:
+    host = Host(tmp_path, tools=["nvidia-smi", "nsenter", "dcgmi"])
+    log = tmp_path / "kern.log"
+    log.write_text("")
+    probe = ProbeConfig(expected_gpus=8, kernel_log=KernelLogTail(log))
+    found = checks(host, probe=probe, allow_reset=True, allow_reboot=True, reboot_command=NSENTER)
+    assert all(c.ok for c in found.values()), found
+    assert "DCGM" in found["load_test"].detail
+    # The reboot path was checked by entering pid 1's namespaces, never by rebooting.
+    assert host.ran == [
+        ["nsenter", "-t", "1", "-m", "--", "true"],
+        ["nsenter", "-t", "1", "-m", "--", "sh", "-c", 'command -v "systemctl"'],
+        ["nsenter", "-t", "1", "-m", "--", "systemctl", "is-system-running"],
+    ]
+    assert capabilities_from(list(found.values())).ready
+
+
+def test_each_missing_dependency_says_why_and_what_the_node_cannot_do(tmp_path: Path) -> None:
+    host = Host(tmp_path, tools=["nsenter"])
+    host.gpus = 7
+    (tmp_path / "infiniband" / "mlx5_0").mkdir(parents=True)
+    host.answers["true"] = (1, "nsenter: reassociate to namespace 'ns/mnt' failed")
+    found = checks(host, reboot_command=NSENTER)
+    assert not any(c.ok for c in found.values()), found
+    assert found["nvml"].detail == "NVML sees 7 of 8 GPUs"
+    assert "nvidia-smi is not on PATH" in found["reset_tool"].detail
+    assert "--allow-reset" in found["reset_tool"].detail
+    assert "--allow-reboot" in found["reboot_path"].detail
+    assert "cannot enter the host's namespaces" in found["reboot_path"].detail
+    assert "no load-test engine" in found["load_test"].detail
+    assert "no kernel log configured" in found["kernel_log"].detail
+    assert (
+        "mlx5_0" in found["nic_config"].detail and "--expected-nics" in found["nic_config"].detail
+    )
+    capabilities = capabilities_from(list(found.values()))
+    why = capabilities.why_not(Action.RESET_GPU)
+    assert why is not None and why.startswith("reset_tool: nvidia-smi is not on PATH")
+    assert capabilities.why_not(Action.DIAGNOSE) is not None
+    assert capabilities.why_not(Action.DRAIN) is None  # the controller's, not the node's
+
+
+def test_partial_answers(tmp_path: Path) -> None:
+    host = Host(tmp_path, tools=["nvidia-smi", "nsenter"], modules=["cupy"])
+    host.gpus = None
+    host.answers['command -v "systemctl"'] = (1, "")
+    found = checks(
+        host,
+        probe=ProbeConfig(
+            expected_gpus=None, expected_nics=8, kernel_log=KernelLogTail(tmp_path / "gone.log")
+        ),
+        allow_reset=True,
+        allow_reboot=True,
+        reboot_command=NSENTER,
+    )
+    assert "NVML cannot be used: NVMLError_DriverNotLoaded" in found["nvml"].detail
+    assert found["reset_tool"].ok
+    assert found["reboot_path"].detail == "systemctl is not found on the host"
+    assert found["load_test"].ok and "cupy" in found["load_test"].detail
+    assert found["nic_config"].ok
+    assert "gone.log: No such file or directory" in found["kernel_log"].detail
+    host.gpus = 8
+    found = checks(host, probe=ProbeConfig(expected_gpus=None))
+    assert not found["nvml"].ok and "--expected-gpus 8" in found["nvml"].detail
+
+
+def test_a_systemctl_without_systemd_cannot_reboot(tmp_path: Path) -> None:
+    host = Host(tmp_path, tools=["systemctl"])
+    host.answers["is-system-running"] = (1, "offline")  # a container's own systemctl
+    found = checks(host, allow_reboot=True)
+    assert found["reboot_path"].detail == "systemctl cannot reach systemd: offline"
+    host.answers["is-system-running"] = (1, "degraded")  # a failed unit: systemd still answers
+    assert checks(host, allow_reboot=True)["reboot_path"].ok
+    assert host.ran[-1] == ["systemctl", "is-system-running"]
+
+
+def test_a_node_without_gpus_needs_no_gpu_tooling(tmp_path: Path) -> None:
+    found = checks(Host(tmp_path), probe=ProbeConfig(expected_gpus=0))
+    assert {name for name, c in found.items() if not c.ok} == {"reboot_path"}
+
+
+def test_the_reboot_path_is_checked_once_then_every_few_minutes(tmp_path: Path) -> None:
+    host, now = Host(tmp_path, tools=["nsenter"]), [0.0]
+    dependencies = HostDependencies(
+        Setup(ProbeConfig(), allow_reboot=True, reboot_command=NSENTER),
+        host.machine(),
+        clock=lambda: now[0],
+    )
+    dependencies.check()
+    dependencies.check()
+    assert len(host.ran) == 3  # entered, looked up, asked systemd: once, cached since
+    now[0] += RECHECK_EXPENSIVE_S + 1
+    dependencies.check()
+    dependencies.check(refresh=True)
+    assert len(host.ran) == 9
+
+
+def test_doctor_on_this_gpu_less_machine_names_every_dependency_and_exits_1() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "workers", "doctor", "--expected-gpus", "8"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=60,
+    )
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "Traceback" not in done.stdout + done.stderr
+    first, *lines = done.stdout.splitlines()
+    assert "missing" in first and "nvml" in first
+    assert [line.split()[1] for line in lines] == list(Dependency)
+    assert lines[0].split()[0] == "MISSING" and "(so no probe)" in lines[0]
+
+
+def test_doctor_json_lists_the_checks_and_what_the_node_cannot_do() -> None:
+    result = CliRunner().invoke(app, ["doctor", "--json", "--expected-gpus", "0"])
+    body = json.loads(result.output)
+    assert [c["name"] for c in body["checks"]] == list(Dependency)
+    assert body["ready"] is (result.exit_code == 0)
+    assert set(body["cannot"]) == {a for c in body["checks"] if not c["ok"] for a in c["enables"]}

@@ -1,0 +1,57 @@
+"""`remedy doctor`: check, on this node, everything remedy relies on (registered in
+__init__.py). One line per dependency; exit 0 when nothing is missing, 1 when something is
+(each missing one named, with what the node cannot do without it), 2 when it could not check."""
+
+from __future__ import annotations
+
+import json
+import socket
+from typing import Annotated
+
+import typer
+
+from adapters.host.kernel_log import KernelLogTail
+from adapters.host.local import LocalHost
+from remedy.capabilities import capabilities_from
+from remedy.probe import ProbeConfig
+from workers.cli.node import ExpectedGpusOption, ExpectedNicsOption, NicRateOption
+from workers.cli.options import JsonOption, KernelLogOption
+
+
+def doctor(
+    as_json: JsonOption = False,
+    node: Annotated[str, typer.Option(help="Node name in the report.")] = socket.gethostname(),
+    expected_gpus: ExpectedGpusOption = None,
+    expected_nics: ExpectedNicsOption = None,
+    nic_rate: NicRateOption = None,
+    kernel_log: KernelLogOption = None,
+    allow_reset: Annotated[bool, typer.Option(help="As the agent will be started.")] = False,
+    allow_reboot: Annotated[bool, typer.Option(help="As the agent will be started.")] = False,
+    timeout: Annotated[float, typer.Option(help="Seconds NVML may take to answer.")] = 5.0,
+) -> None:
+    """Check what remedy needs here, with the agent's options: NVML and the expected GPUs, the
+    reset tool, the reboot path (without rebooting), the load-test engine, the kernel log, NIC
+    expectations. Exit 0 ready, 1 something missing, 2 could not check."""
+    config = ProbeConfig(
+        expected_gpus=expected_gpus,
+        check_timeout_s=timeout,
+        expected_nics=expected_nics,
+        expected_nic_rate_gbps=nic_rate,
+        kernel_log=KernelLogTail(kernel_log) if kernel_log else None,
+    )
+    try:
+        host = LocalHost(node, config, allow_reset=allow_reset, allow_reboot=allow_reboot)
+        capabilities = capabilities_from(host.dependencies(refresh=True))
+    except Exception as exc:  # noqa: BLE001 - a line and exit 2, never a traceback
+        typer.echo(f"error: could not check {node}: {type(exc).__name__}: {exc}", err=True)
+        raise typer.Exit(2) from None
+    if as_json:
+        body = {"node": node, **capabilities.model_dump(mode="json")}
+        typer.echo(json.dumps({**body, "ready": capabilities.ready}, indent=2))
+    else:
+        missing = [c.name for c in capabilities.missing]
+        verdict = f"missing {', '.join(missing)}" if missing else "ready"
+        typer.echo(f"{node}: {verdict}")
+        for check in capabilities.checks:
+            typer.echo(f"  {check.line()}")
+    raise typer.Exit(0 if capabilities.ready else 1)
