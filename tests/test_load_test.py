@@ -7,9 +7,11 @@ from __future__ import annotations
 import importlib.util
 import os
 import stat
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from typer.testing import CliRunner
 
 from adapters.host import load_test
 from adapters.host.gpu_memory import ArrayOps, PatternedMemory, verify_held
@@ -30,6 +32,7 @@ from remedy.probe.throughput import (
     load_references,
 )
 from tests.conftest import ROOT
+from workers.cli import app
 
 FIXTURES = ROOT / "tests" / "data" / "dcgm"
 V4_FAIL = FIXTURES / "v4_r3_gpu3_faulty_memory_gpu5_slow.json"
@@ -124,6 +127,16 @@ def test_dcgm_is_used_when_present_over_every_gpu_asked(
     assert report.engine == "dcgm"
     assert reasons(report) == [(3, "DcgmDiagFailed"), (5, "SlowRank")]  # peers: DCGM's gflops
     assert (tmp_path / "argv").read_text().splitlines()[-1] == "diag -r 3 -j -i 0,1,2,3,4,5,6,7"
+
+
+def test_dcgm_host_engine_address_is_passed_on(tmp_path: Path, dcgm_only: LoadTestConfig) -> None:
+    fake_dcgmi(tmp_path, f"cat {FIXTURES / 'v4_r3_pass.json'}")
+    config = replace(dcgm_only, dcgm_host="10.0.0.7:5555")
+    assert run_load_test([], config).problems == []
+    assert (tmp_path / "argv").read_text().splitlines() == [
+        "discovery -l --host 10.0.0.7:5555",
+        "diag -r 3 -j --host 10.0.0.7:5555",  # no -i: every GPU
+    ]
 
 
 def test_dcgm_that_hangs_is_killed_and_could_not_run(
@@ -282,3 +295,11 @@ def test_shipped_references_name_their_source_and_an_override_replaces_them(
     [slow] = below_reference({0: 100.0}, {0: "NVIDIA L4"}, load_references(own))
     assert slow.reason is LoadReason.SLOW_GPU
     assert REFERENCE_FILE.name == "gpu_reference.yaml"
+
+
+def test_the_agent_refuses_a_reference_file_it_cannot_read(tmp_path: Path) -> None:
+    bad = tmp_path / "ref.yaml"
+    bad.write_text("floor: 2\n")
+    result = CliRunner().invoke(app, ["agent", "--node", "n", "--gpu-reference", str(bad)])
+    assert result.exit_code == 2
+    assert f"--gpu-reference {bad}" in result.output

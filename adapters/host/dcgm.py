@@ -17,11 +17,12 @@ from remedy.probe.throughput import slow_ranks
 DISCOVERY_TIMEOUT_S = 15.0
 
 
-def dcgm_unavailable(dcgmi: str = "dcgmi") -> str | None:
-    """None when DCGM diagnostics can run here; otherwise what is missing."""
+def dcgm_unavailable(dcgmi: str = "dcgmi", host: str = "") -> str | None:
+    """None when DCGM diagnostics can run here; otherwise what is missing. ``host``: the host
+    engine's address (dcgmi's --host; empty: its default, localhost)."""
     if shutil.which(dcgmi) is None:
         return f"{dcgmi} is not on PATH (DCGM is not installed in this image)"
-    code, out = run_bounded([dcgmi, "discovery", "-l"], DISCOVERY_TIMEOUT_S)
+    code, out = run_bounded([dcgmi, "discovery", "-l", *_host(host)], DISCOVERY_TIMEOUT_S)
     if code is None:
         return f"{dcgmi} discovery -l did not answer within {DISCOVERY_TIMEOUT_S:g}s"
     if code != 0:
@@ -30,11 +31,11 @@ def dcgm_unavailable(dcgmi: str = "dcgmi") -> str | None:
 
 
 def run_dcgm_diag(
-    gpus: list[int], level: int, timeout_s: float, dcgmi: str = "dcgmi"
+    gpus: list[int], level: int, timeout_s: float, dcgmi: str = "dcgmi", host: str = ""
 ) -> LoadReport:
     """One `dcgmi diag` over ``gpus`` (all when empty). Its own throughput figures, where the
     level runs the diagnostic plugin, are compared across peers."""
-    command = [dcgmi, "diag", "-r", str(level), "-j"]
+    command = [dcgmi, "diag", "-r", str(level), "-j", *_host(host)]
     if gpus:
         command += ["-i", ",".join(map(str, gpus))]
     shown = " ".join(command)
@@ -47,6 +48,10 @@ def run_dcgm_diag(
         return could_not_run(f"{shown} exited {code} with no failing test: {out[-300:]}", ENGINE)
     peers = slow_ranks(report.throughput)
     return report.model_copy(update={"problems": [*report.problems, *peers]})
+
+
+def _host(host: str) -> list[str]:
+    return ["--host", host] if host else []
 
 
 def run_bounded(

@@ -34,6 +34,7 @@ class LoadTestConfig:
     memory_fraction: float = 0.8
     references: Path = REFERENCE_FILE
     dcgmi: str = "dcgmi"
+    dcgm_host: str = ""  # the host engine's address, e.g. the GPU operator's nvidia-dcgm
     engines: tuple[str, ...] = ENGINES
 
 
@@ -52,7 +53,7 @@ DEFAULT_LOAD_TEST = LoadTestConfig()
 def engine_status(config: LoadTestConfig = DEFAULT_LOAD_TEST) -> dict[str, str | None]:
     """Each engine: None when it can run here, else what is missing."""
     checks: dict[str, Callable[[], str | None]] = {
-        "dcgm": lambda: dcgm_unavailable(config.dcgmi),
+        "dcgm": lambda: dcgm_unavailable(config.dcgmi, config.dcgm_host),
         "torch": lambda: _missing(_torch_runner, "torch"),
         "cupy": lambda: _missing(_cupy_runner, "cupy"),
     }
@@ -67,9 +68,10 @@ def available_engines(config: LoadTestConfig = DEFAULT_LOAD_TEST) -> list[str]:
 def run_load_test(gpus: list[int], config: LoadTestConfig = DEFAULT_LOAD_TEST) -> LoadReport:
     missing = []
     if "dcgm" in config.engines:
-        why = dcgm_unavailable(config.dcgmi)
+        why = dcgm_unavailable(config.dcgmi, config.dcgm_host)
         if why is None:
-            return run_dcgm_diag(gpus, config.dcgm_level, config.dcgm_timeout_s, config.dcgmi)
+            level, limit = config.dcgm_level, config.dcgm_timeout_s
+            return run_dcgm_diag(gpus, level, limit, config.dcgmi, config.dcgm_host)
         missing.append(f"DCGM: {why}")
     for name, factory in (("torch", _torch_runner), ("cupy", _cupy_runner)):
         if name not in config.engines:
