@@ -5,6 +5,7 @@ pattern and throughput checks, and fail-closed answers when nothing can run."""
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import stat
 from dataclasses import replace
@@ -89,6 +90,18 @@ def test_an_answer_without_results_could_not_run(answer: str, says: str) -> None
     assert says in report.problems[0].evidence
 
 
+def test_a_failure_only_the_test_summary_carries_is_a_node_problem() -> None:
+    doc = json.loads((FIXTURES / "v4_r3_pass.json").read_text())
+    [pcie] = doc["DCGM Diagnostic"]["test_categories"][1]["tests"]
+    pcie["test_summary"] = {
+        "status": "Fail",
+        "warnings": [{"error_category": 16, "error_id": 1, "error_severity": 3, "warning": "x"}],
+    }
+    report = parse_diag(json.dumps(doc))
+    assert reasons(report) == [(None, "DcgmDiagFailed")]
+    assert report.problems[0].evidence == "node: DCGM pcie fail: x (DCGM error 1)"
+
+
 def test_a_line_before_the_json_is_tolerated_and_warn_is_a_warning() -> None:
     doc = V4_FAIL.read_text().replace('"status": "Fail"', '"status": "Warn"', 1)
     report = parse_diag("WARNING: something the tool printed first\n" + doc)
@@ -132,7 +145,8 @@ def test_dcgm_is_used_when_present_over_every_gpu_asked(
 def test_dcgm_host_engine_address_is_passed_on(tmp_path: Path, dcgm_only: LoadTestConfig) -> None:
     fake_dcgmi(tmp_path, f"cat {FIXTURES / 'v4_r3_pass.json'}")
     config = replace(dcgm_only, dcgm_host="10.0.0.7:5555")
-    assert run_load_test([], config).problems == []
+    [note] = run_load_test([], config).problems  # passed; DCGM alone measured no throughput
+    assert (note.reason, note.severity) == (LoadReason.NO_REFERENCE, Severity.INFO)
     assert (tmp_path / "argv").read_text().splitlines() == [
         "discovery -l --host 10.0.0.7:5555",
         "diag -r 3 -j --host 10.0.0.7:5555",  # no -i: every GPU
@@ -208,6 +222,29 @@ def test_built_in_engine_reports_memory_errors_crashes_and_slow_gpus(
     assert report.problems[0].evidence == (
         "GPU 2: 3 of 1000 memory words read back differ from the pattern written"
     )
+
+
+def test_dcgm_and_torch_together_catch_a_uniformly_slow_node(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, dcgm_only: LoadTestConfig
+) -> None:
+    fake_dcgmi(tmp_path, f"cat {FIXTURES / 'v4_r3_pass.json'}")  # DCGM: every test passed
+    monkeypatch.setattr(load_test, "_torch_runner", lambda: lambda *_: GpuRun(300, H100, 0, 8))
+    both = replace(dcgm_only, engines=("dcgm", "torch"))
+    report = run_load_test([], both)
+    assert report.engine == "dcgm+torch" and report.gpus == list(range(8))
+    assert reasons(report) == [(g, "SlowGpu") for g in range(8)]
+
+
+def test_torch_does_not_run_after_dcgm_failed_a_gpu(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, dcgm_only: LoadTestConfig
+) -> None:
+    def never(*_: object) -> GpuRun:
+        raise AssertionError("CUDA work on a GPU DCGM failed")
+
+    fake_dcgmi(tmp_path, f"cat {V4_FAIL}; exit 226")
+    monkeypatch.setattr(load_test, "_torch_runner", lambda: never)
+    report = run_load_test([], replace(dcgm_only, engines=("dcgm", "torch")))
+    assert report.engine == "dcgm" and (3, "DcgmDiagFailed") in reasons(report)
 
 
 def test_built_in_engine_with_no_gpu_could_not_run(monkeypatch: pytest.MonkeyPatch) -> None:

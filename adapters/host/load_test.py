@@ -18,6 +18,7 @@ from typing import Any
 
 from adapters.host.dcgm import dcgm_unavailable, run_dcgm_diag
 from adapters.host.gpu_memory import ArrayOps, PatternedMemory, verify_held
+from remedy.models import Severity
 from remedy.probe.load import LoadProblem, LoadReason, LoadReport, could_not_run
 from remedy.probe.throughput import REFERENCE_FILE, compare_throughput, load_references
 
@@ -66,22 +67,48 @@ def available_engines(config: LoadTestConfig = DEFAULT_LOAD_TEST) -> list[str]:
 
 
 def run_load_test(gpus: list[int], config: LoadTestConfig = DEFAULT_LOAD_TEST) -> LoadReport:
-    missing = []
+    """DCGM's verdict first; then the built-in test's throughput (against the model's reference
+    and the peers, which no DCGM level below 3 measures) where torch or cupy is there too."""
+    missing, dcgm = [], None
     if "dcgm" in config.engines:
         why = dcgm_unavailable(config.dcgmi, config.dcgm_host)
         if why is None:
             level, limit = config.dcgm_level, config.dcgm_timeout_s
-            return run_dcgm_diag(gpus, level, limit, config.dcgmi, config.dcgm_host)
-        missing.append(f"DCGM: {why}")
+            dcgm = run_dcgm_diag(gpus, level, limit, config.dcgmi, config.dcgm_host)
+            if any(p.severity is Severity.CRITICAL for p in dcgm.problems):
+                return dcgm  # unhealthy already; CUDA work on a GPU DCGM failed may hang
+        else:
+            missing.append(f"DCGM: {why}")
     for name, factory in (("torch", _torch_runner), ("cupy", _cupy_runner)):
         if name not in config.engines:
             continue
         runner = factory()
         if runner is not None:
-            return _built_in(name, runner, gpus, config)
+            built = _built_in(name, runner, gpus or (dcgm.gpus if dcgm else []), config)
+            return _together(dcgm, built) if dcgm else built
         missing.append(f"{name}: {_missing(factory, name)}")
+    if dcgm is not None:
+        unmeasured = LoadProblem(
+            reason=LoadReason.NO_REFERENCE,
+            severity=Severity.INFO,
+            evidence="throughput not compared with a reference (no torch or cupy): DCGM only",
+        )
+        return dcgm.model_copy(update={"problems": [*dcgm.problems, unmeasured]})
     why = "; ".join(missing)
     return could_not_run(f"no load-test engine on this node ({why}): {GPU_IMAGE_HINT}")
+
+
+def _together(dcgm: LoadReport, built: LoadReport) -> LoadReport:
+    """DCGM's findings and the built-in test's; the slow ranks from the measured 16-bit
+    throughput rather than from DCGM's mixed-precision figure."""
+    kept = [p for p in dcgm.problems if p.reason is not LoadReason.SLOW_RANK]
+    return LoadReport(
+        engine=f"{dcgm.engine}+{built.engine}",
+        gpus=sorted({*dcgm.gpus, *built.gpus}),
+        problems=[*kept, *built.problems],
+        throughput=built.throughput,
+        models=built.models,
+    )
 
 
 def _built_in(engine: str, runner: Runner, gpus: list[int], config: LoadTestConfig) -> LoadReport:

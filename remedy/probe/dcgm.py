@@ -30,6 +30,7 @@ ENGINE = "dcgm"
 # The diagnostic plugin's own figure (nvvs/plugin_src/diagnostic/DiagnosticPlugin.cpp).
 _GFLOPS = re.compile(r"GPU (\d+) calculated at approximately ([0-9.]+) gigaflops")
 _RAN = {"pass", "fail", "warn"}
+_OK = {"pass", "skip", "skipped", "not run"}
 
 
 def parse_diag(text: str) -> LoadReport:
@@ -46,18 +47,23 @@ def parse_diag(text: str) -> LoadReport:
     gpus: set[int] = set(_entities(doc))
     throughput: dict[int, float] = {}
     ran = False
-    for test_name, result in _results(root):
-        gpu = _gpu_of(result)
-        if gpu is not None:
-            gpus.add(gpu)
-        for info in _strings(result.get("info")):
-            for index, gflops in _GFLOPS.findall(info):
-                throughput[int(index)] = float(gflops) / 1000
-        status = str(result.get("status", "")).strip().lower()
-        ran = ran or status in _RAN
-        if status in ("pass", "skip", "skipped", "not run"):
-            continue
-        problems.append(_problem(test_name, gpu, status, result))
+    for test_name, test in _tests(root):
+        found = len(problems)
+        for result in _dicts(test.get("results")):
+            gpu = _gpu_of(result)
+            if gpu is not None:
+                gpus.add(gpu)
+            for info in _strings(result.get("info")):
+                for index, gflops in _GFLOPS.findall(info):
+                    throughput[int(index)] = float(gflops) / 1000
+            status = _status(result)
+            ran = ran or status in _RAN
+            if status not in _OK:
+                problems.append(_problem(test_name, gpu, status, result))
+        summary = test.get("test_summary")
+        if isinstance(summary, dict) and _status(summary) not in _OK and len(problems) == found:
+            # 4.x: a failure no entity carries (a global error) shows only in the summary.
+            problems.append(_problem(test_name, None, _status(summary), summary))
     if not ran:
         return could_not_run("dcgmi diag ran no test: every result was skipped or absent", ENGINE)
     return LoadReport(engine=ENGINE, gpus=sorted(gpus), problems=problems, throughput=throughput)
@@ -87,11 +93,14 @@ def _json_in(text: str) -> dict[str, Any] | None:
     return doc if isinstance(doc, dict) else None
 
 
-def _results(root: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
+def _tests(root: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
     for category in _dicts(root.get("test_categories")):
         for test in _dicts(category.get("tests")):
-            for result in _dicts(test.get("results")):
-                yield str(test.get("name", "?")), result
+            yield str(test.get("name", "?")), test
+
+
+def _status(result: dict[str, Any]) -> str:
+    return str(result.get("status", "")).strip().lower()
 
 
 def _entities(doc: dict[str, Any]) -> Iterator[int]:
