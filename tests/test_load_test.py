@@ -8,6 +8,7 @@ import importlib.util
 import json
 import os
 import stat
+import threading
 from dataclasses import replace
 from pathlib import Path
 
@@ -245,6 +246,26 @@ def test_torch_does_not_run_after_dcgm_failed_a_gpu(
     monkeypatch.setattr(load_test, "_torch_runner", lambda: never)
     report = run_load_test([], replace(dcgm_only, engines=("dcgm", "torch")))
     assert report.engine == "dcgm" and (3, "DcgmDiagFailed") in reasons(report)
+
+
+def test_a_gpu_that_hangs_under_load_stops_the_test_and_says_what_is_untested(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    release = threading.Event()
+
+    def runner(gpu: int, seconds: float, fraction: float) -> GpuRun:
+        if gpu == 1:
+            release.wait()  # a CUDA call on a wedged GPU
+        return GpuRun(700.0, H100, 0, 8)
+
+    monkeypatch.setattr(load_test, "_torch_runner", lambda: runner)
+    try:
+        report = run_load_test([0, 1, 2, 3], LoadTestConfig(engines=("torch",), gpu_timeout_s=0.2))
+    finally:
+        release.set()
+    assert reasons(report) == [(1, "FailsUnderLoad"), (None, "DiagnoseCouldNotRun")]
+    assert "did not finish within 0.2s (hung)" in report.problems[0].evidence
+    assert report.problems[1].evidence.endswith("after GPU 1 hung: GPU 2, 3 untested")
 
 
 def test_built_in_engine_with_no_gpu_could_not_run(monkeypatch: pytest.MonkeyPatch) -> None:

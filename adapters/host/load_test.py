@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -33,10 +35,15 @@ class LoadTestConfig:
     dcgm_timeout_s: float = 600.0
     seconds_per_gpu: float = 5.0
     memory_fraction: float = 0.8
+    gpu_timeout_s: float = 180.0  # one GPU's built-in test, CUDA start-up and pattern included
     references: Path = REFERENCE_FILE
     dcgmi: str = "dcgmi"
     dcgm_host: str = ""  # the host engine's address, e.g. the GPU operator's nvidia-dcgm
     engines: tuple[str, ...] = ENGINES
+
+    @property
+    def per_gpu(self) -> tuple[float, float]:
+        return self.seconds_per_gpu, self.memory_fraction
 
 
 @dataclass(frozen=True)
@@ -117,9 +124,9 @@ def _built_in(engine: str, runner: Runner, gpus: list[int], config: LoadTestConf
     problems: list[LoadProblem] = []
     throughput: dict[int, float] = {}
     models: dict[int, str] = {}
-    for gpu in gpus:
+    for n, gpu in enumerate(gpus):
         try:
-            run = runner(gpu, config.seconds_per_gpu, config.memory_fraction)
+            run = _within(config.gpu_timeout_s, partial(runner, gpu, *config.per_gpu))
         except Exception as exc:  # noqa: BLE001 - a GPU that throws under load is the finding
             problems.append(
                 LoadProblem(
@@ -128,6 +135,12 @@ def _built_in(engine: str, runner: Runner, gpus: list[int], config: LoadTestConf
                     evidence=f"GPU {gpu}: {type(exc).__name__} under load: {exc}",
                 )
             )
+            if isinstance(exc, TimeoutError) and gpus[n + 1 :]:
+                # A wedged GPU can hold the others' CUDA calls too: stop, say what is untested.
+                untested = ", ".join(map(str, gpus[n + 1 :]))
+                why = f"the load test stopped after GPU {gpu} hung: GPU {untested} untested"
+                problems += could_not_run(why, engine).problems
+                break
             continue
         throughput[gpu], models[gpu] = run.tflops, run.model
         if run.bad_words:
@@ -147,6 +160,28 @@ def _built_in(engine: str, runner: Runner, gpus: list[int], config: LoadTestConf
     return LoadReport(
         engine=engine, gpus=list(gpus), problems=problems, throughput=throughput, models=models
     )
+
+
+def _within(seconds: float, call: Callable[[], GpuRun]) -> GpuRun:
+    """``call`` in a daemon thread, given ``seconds``: a CUDA call on a wedged GPU never
+    returns, and the diagnose must still answer (the thread is left behind)."""
+    done: list[GpuRun] = []
+    failed: list[Exception] = []
+
+    def run() -> None:
+        try:
+            done.append(call())
+        except Exception as exc:  # noqa: BLE001 - handed to the caller
+            failed.append(exc)
+
+    worker = threading.Thread(target=run, name="load-test", daemon=True)
+    worker.start()
+    worker.join(seconds)
+    if worker.is_alive():
+        raise TimeoutError(f"did not finish within {seconds:g}s (hung)")
+    if failed:
+        raise failed[0]
+    return done[0]
 
 
 def _missing(factory: Callable[[], Runner | None], name: str) -> str | None:
