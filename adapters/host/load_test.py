@@ -1,8 +1,9 @@
-"""The deep diagnose's load test, with the best engine the node has: DCGM diagnostics when DCGM
-is present (dcgmi on PATH, its host engine reachable), else a built-in test with torch or cupy:
-on each GPU, hold most of its memory under a written pattern, multiply 16-bit matrices for a
+"""The deep diagnose's load test, with the engines the node has: DCGM diagnostics when DCGM is
+present (dcgmi on PATH, its host engine reachable), and a built-in test with torch or cupy: on
+each GPU, hold most of its memory under a written pattern, multiply 16-bit matrices for a
 bounded time, read the pattern back, and compare each GPU's throughput with the reference for
-its model and with its peers. With no engine it reports that it could not run (fail closed).
+its model and with its peers. Both run when both are there (DCGM first; the built-in test only
+if DCGM failed nothing). With no engine it reports that it could not run (fail closed).
 
 ``engine_status()`` / ``available_engines()`` say what this node has, for `remedy doctor`."""
 
@@ -106,13 +107,11 @@ def run_load_test(gpus: list[int], config: LoadTestConfig = DEFAULT_LOAD_TEST) -
 
 
 def _together(dcgm: LoadReport, built: LoadReport) -> LoadReport:
-    """DCGM's findings and the built-in test's; the slow ranks from the measured 16-bit
-    throughput rather than from DCGM's mixed-precision figure."""
-    kept = [p for p in dcgm.problems if p.reason is not LoadReason.SLOW_RANK]
+    """A DCGM run that failed nothing, and the built-in test's findings and throughput."""
     return LoadReport(
         engine=f"{dcgm.engine}+{built.engine}",
         gpus=sorted({*dcgm.gpus, *built.gpus}),
-        problems=[*kept, *built.problems],
+        problems=[*dcgm.problems, *built.problems],
         throughput=built.throughput,
         models=built.models,
     )
