@@ -13,7 +13,7 @@ from remedy.capabilities import Capabilities, capabilities_from
 from remedy.host import NodeHost
 from remedy.models import ActionRequest, ActionResult, ProbeReport, ProbeRequest
 from remedy.probe import probe_node
-from remedy.probe.diagnose import deep_diagnose
+from remedy.probe.diagnose import deep_diagnose, passed
 
 
 class NodeActivities:
@@ -35,7 +35,7 @@ class NodeActivities:
         report = deep_diagnose(host, req.gpu_indices, host.probe_config)
         problems = [f"{f.reason}: {f.evidence}" for f in report.findings if f.unhealthy]
         if report.healthy:
-            return ActionResult(ok=True, detail=f"passed {', '.join(report.checks_run)}")
+            return ActionResult(ok=True, detail=passed(report))
         return ActionResult(ok=False, detail="; ".join(problems) or "no check could run")
 
     @act.DEEP_DIAGNOSE.defn

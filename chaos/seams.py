@@ -28,6 +28,7 @@ from remedy.errors import TransientError
 from remedy.fleet import NodeFacts
 from remedy.gpu import NvmlApi
 from remedy.models import CordonState, NodeBoot
+from remedy.probe.load import LoadReport
 from remedy.probe.runner import ProbeConfig
 
 T = TypeVar("T")
@@ -209,7 +210,7 @@ class StoredHost:
             "reboot", lambda f: self._sim(f).reboot(key), cluster=False, key=key
         )
 
-    def load_test(self, indices: list[int]) -> list[str]:
+    def load_test(self, indices: list[int]) -> LoadReport:
         return self._calls.read(lambda f: self._sim(f).load_test(indices))
 
     def dependencies(self, refresh: bool = False) -> list[DependencyCheck]:

@@ -9,6 +9,7 @@ from enum import StrEnum
 from pydantic import BaseModel, ConfigDict, Field
 
 from remedy.models import Component, NodeRef, ProbeReport
+from remedy.probe.diagnose import passed
 from remedy.runbook.schema import Runbook
 
 ADMISSION_FAILED = "AdmissionFailed"  # the finding reason the replace runbook matches
@@ -76,7 +77,7 @@ class AdmissionResult(BaseModel):
 
 def diagnose_detail(report: ProbeReport) -> str:
     if report.healthy:
-        return f"passed {', '.join(report.checks_run)}"
+        return passed(report)
     bad = [f"{f.headline()}: {f.evidence}" for f in report.findings if f.unhealthy]
     return "; ".join(bad) or "no check could run"
 

@@ -6,6 +6,7 @@ from typing import Protocol
 
 from remedy.capabilities import DependencyCheck
 from remedy.gpu import NvmlApi
+from remedy.probe.load import LoadReport
 from remedy.probe.runner import ProbeConfig
 
 
@@ -26,8 +27,9 @@ class NodeHost(Protocol):
         """Reboot the node, at most once for ``key``: a repeat from a new boot answers that the
         node rebooted, one from the same boot that it was issued."""
 
-    def load_test(self, indices: list[int]) -> list[str]:
-        """Run sustained load on the GPUs; return one line per problem (empty: passed)."""
+    def load_test(self, indices: list[int]) -> LoadReport:
+        """Run sustained load on these GPUs (all when empty) and say what it found; a test
+        that could not run says so in the report (fail closed), it does not raise."""
 
     def dependencies(self, refresh: bool = False) -> list[DependencyCheck]:
         """What remedy relies on here, one check per dependency (remedy/capabilities.py); the

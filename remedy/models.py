@@ -149,6 +149,7 @@ class ProbeReport(Frozen):
     gpus: list[Component] = []  # inventory: index, UUID, serial and PCI bus id of each GPU
     started_at: datetime
     duration_s: float = 0.0
+    load_engine: str = ""  # the deep diagnose's load test: dcgm, torch, cupy (empty: none)
 
     @property
     def healthy(self) -> bool:

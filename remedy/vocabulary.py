@@ -111,8 +111,17 @@ TERMS: tuple[CheckTerms, ...] = (
     ),
     CheckTerms(
         "load",
-        "the deep diagnose's load test",
-        {"FailsUnderLoad": "a GPU failed or ran slow under load, or the test could not run"},
+        "the deep diagnose's load test (DCGM diagnostics, or torch/cupy)",
+        {
+            "FailsUnderLoad": "a GPU raised an error under sustained load",
+            "MemoryMismatch": "GPU memory read back differs from the pattern written",
+            "SlowGpu": "a GPU runs below the reference throughput for its model",
+            "SlowRank": "a GPU runs much slower than its peers on the node",
+            "DcgmDiagFailed": "a DCGM diagnostic test failed",
+            "DcgmDiagWarning": "a DCGM diagnostic test warned",
+            "DiagnoseCouldNotRun": "the load test could not run (fail closed: unhealthy)",
+            "NoThroughputReference": "no reference for the GPU model: peers compared only",
+        },
     ),
     CheckTerms(
         "admission",

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from adapters.host.load_test import NO_LIBRARY, run_load_test
+from adapters.host.load_test import run_load_test
 from adapters.host.local import LocalHost, boot_time
 from adapters.sim import SimFleet
 from remedy.conditions import GPU_NETWORK_PROBLEM, GPU_PROBLEM, conditions_from
@@ -16,7 +16,7 @@ from remedy.errors import ActionRefused
 from remedy.models import Finding, ProbeReport, Severity
 from remedy.probe import ProbeConfig
 from remedy.probe.diagnose import deep_diagnose
-from remedy.probe.slow_ranks import slow_ranks
+from remedy.probe.throughput import slow_ranks
 from remedy.probe.xid_events import XidWatcher
 
 T0 = datetime(2026, 11, 29, 8, 0, tzinfo=UTC)
@@ -101,7 +101,8 @@ def test_xid_watcher_reports_when_nvml_cannot_deliver_events() -> None:
 def test_slow_rank_is_named() -> None:
     rates = dict.fromkeys(range(7), 700.0) | {7: 400.0}
     [problem] = slow_ranks(rates)
-    assert problem.startswith("GPU 7: 400 TFLOP/s is 57% of the median 700")
+    assert problem.gpu == 7
+    assert problem.evidence.startswith("GPU 7: 400 TFLOP/s is 57% of the median 700")
     assert slow_ranks({0: 700.0, 1: 650.0}) == []
 
 
@@ -109,9 +110,16 @@ def test_slow_rank_is_named() -> None:
     importlib.util.find_spec("torch") is not None or importlib.util.find_spec("cupy") is not None,
     reason="this checks the path for nodes without a compute library",
 )
-def test_load_test_without_a_compute_library_never_passes() -> None:
-    assert run_load_test([0, 1]) == [NO_LIBRARY]
-    assert LocalHost(NODE, ProbeConfig(expected_gpus=8)).load_test([]) == [NO_LIBRARY]
+def test_load_test_without_a_compute_library_never_passes(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))  # no dcgmi either
+    for report in (
+        run_load_test([0, 1]),
+        LocalHost(NODE, ProbeConfig(expected_gpus=8)).load_test([]),
+    ):
+        assert not report.ran and report.engine == ""
+        assert [p.reason.value for p in report.problems] == ["DiagnoseCouldNotRun"]
 
 
 def test_deep_diagnose_finds_what_only_load_shows() -> None:

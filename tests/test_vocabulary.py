@@ -20,6 +20,7 @@ from remedy.admission import ADMISSION_FAILED
 from remedy.models import Action, Finding, Severity
 from remedy.probe import probe_node
 from remedy.probe.diagnose import deep_diagnose
+from remedy.probe.load import LOAD_CHECK, LoadReason
 from remedy.remediation import FindingReport
 from remedy.runbook import RunbookError, load_runbooks
 from remedy.runbook.schema import json_schema
@@ -188,6 +189,8 @@ def test_every_finding_the_code_makes_uses_registered_terms() -> None:
     ]
     assert all(vocabulary.check_of(r) in ("thermal", "memory") for r in tabled), tabled
     assert vocabulary.check_of(ADMISSION_FAILED) == "admission"
+    # The load test's reasons are an enum its engines (DCGM, torch, cupy) pick from.
+    assert all(vocabulary.check_of(r.value) == LOAD_CHECK for r in LoadReason)
 
 
 # -- the action table ----------------------------------------------------------------------

@@ -63,6 +63,7 @@ CONFIRM_REBOOT = "confirm-reboot-from-boot-id"
 RELEASE_GPUS = "release-gpu-operands-for-reset"
 REPLACE_ONCE = "replace-once-per-node-object"
 RETURN_AFTER_FAILED_RELEASE = "return-gpus-after-a-failed-release"
+DIAGNOSE_EVERY_GPU = "diagnose-every-gpu"  # before: only the GPUs the findings named
 # Outcomes that count against the GPU: a fault that cleared by itself, or an abort, does not.
 INCIDENT_OUTCOMES = (Outcome.RECOVERED, Outcome.REPLACED, Outcome.NEEDS_HUMAN)
 CLUSTER_CALL = timedelta(seconds=60)
@@ -87,6 +88,8 @@ class NodeSteps:
                 if f.unhealthy and f.component.index is not None
             )
         )
+        if action is Action.DIAGNOSE and workflow.patched(DIAGNOSE_EVERY_GPU):
+            gpus = []  # every GPU: a slow rank or a bad GPU the findings did not name shows
         return ActionRequest(
             node=state.node,
             action=action,

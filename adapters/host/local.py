@@ -9,13 +9,14 @@ from pathlib import Path
 
 from adapters.host.dependencies import HostDependencies, Machine, Setup
 from adapters.host.ledger import FileLedger
-from adapters.host.load_test import run_load_test
+from adapters.host.load_test import DEFAULT_LOAD_TEST, LoadTestConfig, run_load_test
 from adapters.host.nvml import real_nvml
 from remedy.capabilities import DependencyCheck
 from remedy.errors import ActionFailed, ActionRefused
 from remedy.gpu import NvmlApi
 from remedy.models import Action
 from remedy.once import once, reboot_once, unsure_not_repeated
+from remedy.probe.load import LoadReport
 from remedy.probe.runner import ProbeConfig
 
 RESET_TIMEOUT_S = 120
@@ -49,6 +50,7 @@ class LocalHost:
         state_dir: Path = DEFAULT_STATE_DIR,
         boot_id_file: Path = BOOT_ID_FILE,
         dry_run: bool = False,
+        load_test: LoadTestConfig = DEFAULT_LOAD_TEST,
     ) -> None:
         self.name = name
         self.probe_config = probe_config
@@ -60,6 +62,7 @@ class LocalHost:
         self._dependencies = HostDependencies(
             Setup(probe_config, allow_reset, allow_reboot, reboot_command), Machine(self.nvml)
         )
+        self._load_test = load_test
 
     def boot_id(self) -> str:
         """The kernel's id of this boot, the same one the kubelet reports as bootID."""
@@ -128,9 +131,9 @@ class LocalHost:
 
         return reboot_once(self.ledger, key, self.boot_id(), _utcnow, issue)
 
-    def load_test(self, indices: list[int]) -> list[str]:
-        gpus = indices or list(range(self.probe_config.expected_gpus or 0))
-        return run_load_test(gpus)
+    def load_test(self, indices: list[int]) -> LoadReport:
+        # Every GPU unless the request names some: a slow rank hides on an untouched GPU.
+        return run_load_test(indices or self._every_gpu(), self._load_test)
 
     def dependencies(self, refresh: bool = False) -> list[DependencyCheck]:
         return self._dependencies.check(refresh)

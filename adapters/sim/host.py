@@ -11,6 +11,7 @@ from remedy.errors import ActionFailed
 from remedy.gpu import NvmlApi
 from remedy.models import Action
 from remedy.once import once, reboot_once, unsure_not_repeated
+from remedy.probe.load import LoadProblem, LoadReason, LoadReport
 from remedy.probe.nics import NicPort
 from remedy.probe.runner import ProbeConfig
 
@@ -75,16 +76,21 @@ class SimHost:
             done = reboot_once(sim, key, sim.boot, self._fleet.clock, restart)
             return self._fleet._answer("reboot", done)
 
-    def load_test(self, indices: list[int]) -> list[str]:
+    def load_test(self, indices: list[int]) -> LoadReport:
         with self._fleet._lock:
             sim = self._fleet.node(self.name)
             targets = indices or [g.index for g in sim.gpus]
-            return [
-                f"GPU {g}: compute error under sustained load"
+            failing = {Effect.UNDER_LOAD, Effect.LOST, Effect.ECC, Effect.REMAP_FAILURE}
+            problems = [
+                LoadProblem(
+                    gpu=g,
+                    reason=LoadReason.FAILS_UNDER_LOAD,
+                    evidence=f"GPU {g}: compute error under sustained load",
+                )
                 for g in targets
-                if sim.effects(g)
-                & {Effect.UNDER_LOAD, Effect.LOST, Effect.ECC, Effect.REMAP_FAILURE}
+                if sim.effects(g) & failing
             ]
+            return LoadReport(engine="sim", gpus=targets, problems=problems)
 
     def dependencies(self, refresh: bool = False) -> list[DependencyCheck]:
         with self._fleet._lock:

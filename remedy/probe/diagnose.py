@@ -1,49 +1,51 @@
 """Deep diagnose: the probe, then sustained load on the GPUs. A GPU can answer every status
-query and still fail the moment a job allocates memory; only load finds that."""
+query and still fail the moment a job allocates memory; only load finds that. The load test
+covers every GPU unless the request names some, and the report says which engine ran it."""
 
 from __future__ import annotations
 
-import re
-
 from remedy.host import NodeHost
-from remedy.models import Component, ComponentKind, Finding, ProbeReport, Severity
+from remedy.models import Component, ComponentKind, Finding, ProbeReport
+from remedy.probe.load import LOAD_CHECK, LoadProblem
 from remedy.probe.runner import ProbeConfig, probe_node
 
-_GPU_LINE = re.compile(r"^GPU (\d+):")
 
-
-def _blamed(problem: str, gpus: list[Component]) -> Component:
-    """The GPU a load-test line names ("GPU 3: ..."), with its identity from the inventory;
-    the whole node when it names none."""
-    match = _GPU_LINE.match(problem)
-    if match is None:
+def _blamed(problem: LoadProblem, gpus: list[Component]) -> Component:
+    """The GPU a problem names, with its identity from the inventory; else the whole node."""
+    if problem.gpu is None:
         return Component(kind=ComponentKind.NODE)
-    index = int(match[1])
-    known = next((g for g in gpus if g.index == index), None)
-    return known or Component(kind=ComponentKind.GPU, index=index)
+    known = next((g for g in gpus if g.index == problem.gpu), None)
+    return known or Component(kind=ComponentKind.GPU, index=problem.gpu)
 
 
 def deep_diagnose(host: NodeHost, gpus: list[int], config: ProbeConfig) -> ProbeReport:
     report = probe_node(host.name, host.nvml(), config)
     if not report.checks_run:
         return report  # the probe could not run: already unhealthy, load adds nothing
-    problems = host.load_test(gpus)
-    now = report.started_at
-    load_findings = [
+    load = host.load_test(gpus)
+    findings = [
         Finding(
             node=host.name,
-            check="load",
-            reason="FailsUnderLoad",
-            severity=Severity.CRITICAL,
+            check=LOAD_CHECK,
+            reason=problem.reason.value,
+            severity=problem.severity,
             component=_blamed(problem, report.gpus),
-            evidence=problem,
-            observed_at=now,
+            evidence=problem.evidence,
+            observed_at=report.started_at,
         )
-        for problem in problems
+        for problem in load.problems
     ]
     return report.model_copy(
         update={
-            "checks_run": [*report.checks_run, "load"],
-            "findings": [*report.findings, *load_findings],
+            "checks_run": [*report.checks_run, LOAD_CHECK],
+            "findings": [*report.findings, *findings],
+            "load_engine": load.engine,
         }
     )
+
+
+def passed(report: ProbeReport) -> str:
+    """What a healthy report ran, with the load test's engine: "passed inventory, ..., load
+    (dcgm)"."""
+    engine = f" ({report.load_engine})" if report.load_engine else ""
+    return f"passed {', '.join(report.checks_run)}{engine}"

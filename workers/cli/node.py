@@ -11,6 +11,7 @@ import typer
 
 from adapters.host.kernel_sources import kernel_log_source
 from adapters.host.local import DEFAULT_REBOOT_COMMAND, DEFAULT_STATE_DIR, LocalHost, boot_time
+from adapters.host.load_test import LoadTestConfig
 from adapters.host.nics import SysfsNics
 from adapters.sim import FAULTS, SimFleet
 from remedy.host import NodeHost
@@ -19,6 +20,7 @@ from remedy.probe import ProbeConfig, probe_node
 from remedy.probe.diagnose import deep_diagnose
 from remedy.probe.xid_dedup import XidDedup
 from remedy.xid.kernel_log import KernelLogSource
+from remedy.probe.throughput import REFERENCE_FILE, load_references
 from workers.cli.common import runbooks_or_exit, serve
 from workers.cli.options import (
     DEFAULT_ADDRESS,
@@ -163,6 +165,29 @@ def agent(
     ] = False,
     kubeconfig: KubeconfigOption = None,
     metrics_bind: MetricsOption = None,
+    dcgm_level: Annotated[
+        int,
+        typer.Option(
+            min=1, max=4, help="The deep diagnose's `dcgmi diag -r` level, where DCGM is present."
+        ),
+    ] = 2,
+    dcgm_host: Annotated[
+        str,
+        typer.Option(
+            help="The DCGM host engine for `dcgmi --host` (e.g. $(NODE_IP):5555 for the GPU "
+            "operator's nvidia-dcgm); empty: localhost."
+        ),
+    ] = "",
+    diagnose_timeout: Annotated[
+        float, typer.Option(help="Seconds a DCGM diagnostic may take before it is killed.")
+    ] = 600.0,
+    gpu_reference: Annotated[
+        Path,
+        typer.Option(
+            help="Throughput reference per GPU model for the built-in load test (YAML; the "
+            "shipped one has H100, H200, A100, B200)."
+        ),
+    ] = REFERENCE_FILE,
 ) -> None:
     """Run the node agent: host-local activities on this node's queue, and the probe loop."""
     from adapters.kubernetes.cluster import kubernetes_cluster
@@ -171,6 +196,11 @@ def agent(
     from workers.client import connect, metrics_runtime
 
     loaded = runbooks_or_exit(runbooks)
+    try:
+        load_references(gpu_reference)
+    except (OSError, ValueError) as exc:
+        typer.echo(f"error: --gpu-reference {gpu_reference}: {exc}", err=True)
+        raise typer.Exit(2) from None
     config = ProbeConfig(
         expected_gpus=expected_gpus,
         nics=SysfsNics() if expected_nics else None,
@@ -188,6 +218,12 @@ def agent(
         reboot_command=_command_line(reboot_command),
         state_dir=state_dir,
         dry_run=dry_run,
+        load_test=LoadTestConfig(
+            dcgm_level=dcgm_level,
+            dcgm_host=dcgm_host,
+            dcgm_timeout_s=diagnose_timeout,
+            references=gpu_reference,
+        ),
     )
 
     async def main() -> None:
