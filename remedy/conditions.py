@@ -16,6 +16,10 @@ from remedy.models import ProbeReport
 
 GPU_PROBLEM = "GpuProblem"
 GPU_NETWORK_PROBLEM = "GpuNetworkProblem"
+GPU_ACTIVE_CHECK = "GpuActiveCheck"  # the scheduled deep diagnose (remedy/active_checks.py)
+# Conditions whose fault a workflow hands to the node's ladder itself: the scan must not start
+# a second ladder from one (a failed active check stays True until the node's next check).
+HANDED_OVER = frozenset({GPU_ACTIVE_CHECK})
 NETWORK_CHECKS = frozenset({"nic"})
 MAX_MESSAGE = 1024
 
@@ -29,6 +33,11 @@ class NodeCondition(BaseModel):
     message: str
     last_heartbeat_time: datetime
     last_transition_time: datetime
+
+
+def is_problem(condition: NodeCondition) -> bool:
+    """A condition the fleet scan turns into a ladder when no ladder runs."""
+    return condition.status == "True" and condition.type not in HANDED_OVER
 
 
 def conditions_from(

@@ -13,9 +13,9 @@ from adapters.kubernetes.errors import api_errors
 from adapters.kubernetes.nodes import NodeApi
 from adapters.kubernetes.objects import RECENT_XIDS, Json, meta
 from remedy.attribution.evidence import RecentXid, remember
-from remedy.conditions import NodeCondition
+from remedy.conditions import GPU_ACTIVE_CHECK, NodeCondition
 
-REMEDY_CONDITIONS = ("GpuProblem", "GpuNetworkProblem")
+REMEDY_CONDITIONS = ("GpuProblem", "GpuNetworkProblem", GPU_ACTIVE_CHECK)
 
 
 class KubernetesNodeMarks:
