@@ -4,13 +4,16 @@ checked ones alone, and hands a failed check to the node's ladder."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import uuid
 from datetime import UTC, datetime, timedelta
-from typing import Literal
+from typing import Any, Literal
 
 import pytest
 import typer
-from temporalio.client import Client, ScheduleOverlapPolicy
+from temporalio.client import Client, ScheduleOverlapPolicy, WorkflowHandle
+from temporalio.service import RPCError
 from temporalio.testing import WorkflowEnvironment
 
 from adapters.sim import SimFleet
@@ -37,9 +40,9 @@ from remedy.budget import BudgetPolicy
 from remedy.conditions import GPU_ACTIVE_CHECK, NodeCondition
 from remedy.fleet import NodeFacts, NodeStatus, OpenWork, status_of
 from remedy.models import ProbeReport
-from tests.conftest import Queues, running_workers
+from tests.conftest import Queues, own_fleet, running_workers
 from workers.cli.active_checks import active_check_policies
-from workers.schedules import active_checks_schedule
+from workers.schedules import active_checks_schedule, ensure_active_checks
 from workflows.active_checks import ActiveChecks
 
 NOW = datetime(2026, 11, 30, 12, tzinfo=UTC)
@@ -249,3 +252,48 @@ async def test_a_busy_node_with_no_lease_waits_for_the_next_round_and_is_not_tak
     assert fleet.actions == []  # neither cordoned nor drained
     assert budget_state.waiting == [] and budget_state.holders == []  # the request given back
     assert fleet.nodes[stale].conditions[GPU_ACTIVE_CHECK].last_heartbeat_time < now
+
+
+async def test_the_pool_schedule_finds_a_fault_no_probe_sees_on_a_real_server(
+    dev_env: WorkflowEnvironment,
+) -> None:
+    """The schedule's rounds on the dev server: a node never checked and idle gets its deep
+    diagnose, and its silent fault becomes a ladder, with no agent reporting anything."""
+    client = dev_env.client
+    fleet = own_fleet("active", 2)
+    silent, busy = sorted(fleet.nodes)
+    fleet.idle(silent)
+    fleet.inject(silent, "silent_under_load", gpu=0)
+    async with running_workers(client, fleet) as queues:
+        schedule_id = await ensure_active_checks(
+            client,
+            ActiveChecksInput(
+                pool=queues.pool,
+                policy=ActiveCheckPolicy(every=timedelta(seconds=1)),
+                node_task_queue=queues.agents,
+            ),
+            queues.controller,
+            schedule_id=f"checks-{uuid.uuid4().hex[:8]}",
+        )
+        try:
+            ladder = await _started(client, remediation_workflow_id(silent))
+            state = await REMEDIATION_STATE.ask(ladder)
+        finally:
+            await client.get_schedule_handle(schedule_id).delete()
+    assert [f.reason for f in state.findings] == ["FailsUnderLoad"]
+    assert fleet.nodes[silent].conditions[GPU_ACTIVE_CHECK].status == "True"
+    assert fleet.nodes[busy].conditions[GPU_ACTIVE_CHECK].reason == NOT_CHECKED
+    assert not [a for n, a in fleet.actions if n == busy]
+
+
+async def _started(
+    client: Client, workflow_id: str, within_s: float = 30
+) -> WorkflowHandle[Any, Any]:
+    """Wait (real time: the dev server does not skip) until the workflow exists."""
+    handle = client.get_workflow_handle(workflow_id)
+    for _ in range(int(within_s * 10)):
+        with contextlib.suppress(RPCError):
+            await handle.describe()
+            return handle
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"{workflow_id} did not start within {within_s}s")

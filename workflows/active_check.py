@@ -18,6 +18,7 @@ from temporalio.exceptions import ActivityError
 
 from contract import activities as act
 from contract.messages import CHECK_LEASE_GRANTED, LEASE_RELEASE
+from contract.search_attributes import LEASE
 from workflows import metrics
 from workflows.common import PATIENT_RETRY, RIDE_OUT, cause_of, permanent
 
@@ -61,7 +62,10 @@ class ActiveCheck:
 
     @CHECK_LEASE_GRANTED.handler
     def lease_granted(self, grant: LeaseGrant) -> None:
-        self._granted = True
+        if self._asked and not self._granted:
+            self._granted = True
+            # A budget run started afresh finds the holders by this (activities/budget.py).
+            workflow.upsert_search_attributes([LEASE.value_set("held")])
 
     @workflow.run
     async def run(self, inp: NodeCheckInput) -> NodeCheckResult:
@@ -131,7 +135,9 @@ class ActiveCheck:
             )
         except Exception:  # noqa: BLE001 - a budget that is gone holds no lease to give back
             workflow.logger.warning("could not release the lease of %s", self._inp.node.name)
-        self._asked = False
+        if self._granted:
+            workflow.upsert_search_attributes([LEASE.value_unset()])
+        self._asked = self._granted = False
 
     async def _cordon(self) -> None:
         held = await act.CORDON.execute(
