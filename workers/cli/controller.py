@@ -194,9 +194,16 @@ def demo(
     metrics_bind: Annotated[
         str | None, typer.Option(help="With --address: serve Prometheus metrics on this host:port.")
     ] = None,
+    active_check_every: checks.EveryOption = "15s",
+    active_check_interval: checks.IntervalOption = "1m",
+    active_check_max_age: checks.MaxAgeOption = "10m",
 ) -> None:
     """Run the embedded default: dev Temporal server + Web UI + worker + a simulated GPU fleet."""
     from workers.demo import DemoConfig, PortInUse, run_demo_on, run_embedded_demo
+
+    active = checks.active_check_policies(
+        active_check_every, active_check_interval, active_check_max_age, None
+    )
 
     config = DemoConfig(
         nodes=nodes,
@@ -206,6 +213,10 @@ def demo(
         duration_s=duration,
         seed=seed,
         runbooks=runbooks,
+        # Wall time, like the demo's: a busy node waits a lease half a minute, not half an hour.
+        active_checks=active[0].model_copy(update={"lease_wait": timedelta(seconds=30)})
+        if active
+        else None,
     )
     try:
         if address:
