@@ -331,9 +331,12 @@ async def _active_checks(
     client: Client, config: DemoConfig, fleet: SimFleet, echo: Callable[[str], None]
 ) -> str:
     policy = config.active_checks or ActiveCheckPolicy()
-    silent = sorted(fleet.nodes)[-1]
-    fleet.idle(silent)
-    fleet.inject(silent, "silent_under_load", gpu=0)
+    nodes = sorted(fleet.nodes)
+    spare = nodes[min(config.jobs, len(nodes) // JOB_NODES) * JOB_NODES :]  # no job's ranks
+    silent = f"; {spare[-1]} is idle with a fault only load shows" if spare else ""
+    if spare:
+        fleet.idle(spare[-1])
+        fleet.inject(spare[-1], "silent_under_load", gpu=0)
     inp = ActiveChecksInput(
         pool=config.pool, policy=policy, node_task_queue=config.agents_task_queue
     )
@@ -341,8 +344,7 @@ async def _active_checks(
     echo(
         f"Active checks    every {format_duration(policy.every)}: idle nodes after "
         f"{format_duration(policy.interval)}, busy ones taken out after "
-        f"{format_duration(policy.max_age)} (schedule {schedule}); {silent} is idle with a "
-        "fault only load shows"
+        f"{format_duration(policy.max_age)} (schedule {schedule}){silent}"
     )
     return schedule
 
