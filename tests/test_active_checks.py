@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
@@ -15,8 +16,11 @@ import typer
 from temporalio.client import Client, ScheduleOverlapPolicy, WorkflowHandle
 from temporalio.service import RPCError
 from temporalio.testing import WorkflowEnvironment
+from temporalio.worker import Worker
 
+from activities.node import NodeActivities
 from adapters.sim import SimFleet
+from contract import activities as act
 from contract.messages import BUDGET_STATE, REMEDIATION_STATE
 from contract.names import (
     active_checks_workflow_id,
@@ -39,8 +43,11 @@ from remedy.active_checks import (
 from remedy.budget import BudgetPolicy
 from remedy.conditions import GPU_ACTIVE_CHECK, NodeCondition
 from remedy.fleet import NodeFacts, NodeStatus, OpenWork, status_of
-from remedy.models import ProbeReport
+from remedy.models import ProbeReport, ProbeRequest
+from remedy.remediation import Outcome, Phase
+from remedy.runbook import RunbookSet
 from tests.conftest import Queues, own_fleet, running_workers
+from tests.ladder import report, wait_for_phase
 from workers.cli.active_checks import active_check_policies
 from workers.schedules import active_checks_schedule, ensure_active_checks
 from workflows.active_checks import ActiveChecks
@@ -297,3 +304,43 @@ async def _started(
             return handle
         await asyncio.sleep(0.1)
     raise AssertionError(f"{workflow_id} did not start within {within_s}s")
+
+
+async def test_a_ladder_that_began_during_the_check_keeps_the_cordon(
+    time_env: WorkflowEnvironment, shipped_runbooks: RunbookSet
+) -> None:
+    """The agent reports an Xid while the load runs: the ladder's cordon finds the check's, so
+    the check that then passes must not give the node back under the ladder."""
+    client = time_env.client
+    fleet = SimFleet(nodes=2, gpus_per_node=2, pool=f"pool-{uuid.uuid4().hex[:8]}")
+    node, other = sorted(fleet.nodes)
+    fleet.idle(node)
+    _mark(fleet, node, _check(datetime.now(UTC) - timedelta(days=2)))
+    _mark(fleet, other, _check(datetime.now(UTC)))
+    agent = NodeActivities(fleet.host)
+    async with running_workers(client, fleet, agents=False) as queues:
+
+        @act.DEEP_DIAGNOSE.defn
+        async def deep_diagnose(req: ProbeRequest) -> ProbeReport:
+            finding = fleet.inject(node, "ecc_dbe", gpu=0)  # the Xid arrives mid-load
+            handle = await report(client, queues, finding, shipped_runbooks.match(finding))
+            await wait_for_phase(time_env, handle, Phase.AWAITING_LEASE, step=timedelta(0))
+            return ProbeReport(node=node, checks_run=["inventory", "load"], started_at=NOW)
+
+        others = [a for a in agent.all() if a != agent.deep_diagnose]
+        with ThreadPoolExecutor(max_workers=2) as executor:
+            async with Worker(
+                client,
+                task_queue=queues.agents,
+                activities=[*others, deep_diagnose],
+                activity_executor=executor,
+            ):
+                summary = await _round(client, queues, ActiveCheckPolicy())
+                ladder = client.get_workflow_handle(remediation_workflow_id(node))
+                done = await wait_for_phase(time_env, ladder, Phase.DONE)
+    assert _results(summary) == {node: CheckResult.PASSED}
+    assert done.outcome is Outcome.RECOVERED, done.outcome_detail
+    actions = [a for n, a in fleet.actions if n == node]
+    assert actions[0] == "cordon" and "reset_gpu" in actions
+    assert actions.count("restore") == 1  # the ladder's, once the node recovered
+    assert actions.index("restore") > actions.index("reset_gpu")

@@ -23,7 +23,11 @@ from workflows import metrics
 from workflows.common import PATIENT_RETRY, RIDE_OUT, cause_of, permanent
 
 with workflow.unsafe.imports_passed_through():
-    from contract.names import ACTIVE_CHECK_WORKFLOW, budget_workflow_id
+    from contract.names import (
+        ACTIVE_CHECK_WORKFLOW,
+        budget_workflow_id,
+        remediation_workflow_id,
+    )
     from remedy.active_checks import (
         ActiveCheckPublish,
         CheckFailure,
@@ -32,6 +36,7 @@ with workflow.unsafe.imports_passed_through():
         NodeCheckResult,
     )
     from remedy.budget import LeaseGrant, LeaseRelease, LeaseWanted
+    from remedy.fleet import NodeNames
     from remedy.models import (
         Action,
         ActionRequest,
@@ -164,6 +169,18 @@ class ActiveCheck:
             raise _Done(CheckResult.DEFERRED, f"could not drain: {cause_of(err)}") from None
 
     async def _restore(self) -> None:
+        """Uncordon, unless the node's ladder began meanwhile (its agent reported a fault
+        during the check): its cordon found this one, so the cordon is the ladder's now."""
+        node = self._inp.node.name
+        held = await act.NODE_WORKLOADS.execute(
+            NodeNames(nodes=[node]),
+            start_to_close_timeout=CLUSTER_CALL,
+            **RIDE_OUT,
+            summary=f"is a ladder running on {node}",
+        )
+        if held.nodes[node].held_by == remediation_workflow_id(node):
+            self._cordoned = False
+            return
         await act.RESTORE.execute(
             self._request(Action.RESTORE),
             start_to_close_timeout=CLUSTER_CALL,
