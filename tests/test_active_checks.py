@@ -166,6 +166,12 @@ def _mark(fleet: SimFleet, node: str, condition: NodeCondition) -> None:
     fleet.cluster.marks.set_conditions(node, [condition])
 
 
+def mark_checked(fleet: SimFleet, nodes: list[str], ago: timedelta) -> None:
+    """These nodes passed their last check ``ago``."""
+    for node in nodes:
+        _mark(fleet, node, _check(datetime.now(UTC) - ago))
+
+
 async def _round(client: Client, queues: Queues, policy: ActiveCheckPolicy) -> RoundSummary:
     return await client.execute_workflow(
         ActiveChecks.run,
