@@ -72,6 +72,11 @@ def active_checks_schedule(inp: ActiveChecksInput, task_queue: str) -> Schedule:
             inp,
             id=active_checks_workflow_id(inp.pool),
             task_queue=task_queue,
+            # Longer than any check can take (lease, drain, diagnose, each retried): a round
+            # that is stuck past it must not hold off the next ones (its checks go on).
+            execution_timeout=policy.lease_wait
+            + 2 * (policy.drain_timeout + policy.diagnose_timeout)
+            + timedelta(hours=1),
             static_summary=f"active checks of pool {inp.pool}: deep diagnose idle or stale nodes",
         ),
         spec=ScheduleSpec(intervals=[ScheduleIntervalSpec(every=policy.every)]),
