@@ -17,6 +17,7 @@ from activities.errors import temporal_errors
 from contract import activities as act
 from contract.messages import LEASE_REQUEST, NODE_UNHEALTHY
 from contract.names import (
+    ACTIVE_CHECK_WORKFLOW,
     DISRUPTION_BUDGET_WORKFLOW,
     NODE_REMEDIATION_WORKFLOW,
     budget_workflow_id,
@@ -89,10 +90,12 @@ class BudgetActivities:
 
     @act.LEASE_HOLDERS.defn
     async def lease_holders(self, pool: PoolHolders) -> Holders:
-        """The pool's running ladders that hold a lease, from their search attributes. A
-        server that cannot list workflows (the time-skipping test server) answers none."""
+        """The pool's running ladders and active checks that hold a lease, from their search
+        attributes. A server that cannot list workflows (the time-skipping test server)
+        answers none."""
         query = (
-            f"WorkflowType = '{NODE_REMEDIATION_WORKFLOW}' AND ExecutionStatus = 'Running' "
+            f"(WorkflowType = '{NODE_REMEDIATION_WORKFLOW}' "
+            f"OR WorkflowType = '{ACTIVE_CHECK_WORKFLOW}') AND ExecutionStatus = 'Running' "
             f"AND {POOL.name} = '{pool.pool}' AND {LEASE.name} = 'held'"
         )
         leases = []

@@ -10,7 +10,11 @@ from temporalio.client import Client
 
 from activities.errors import temporal_errors
 from contract import activities as act
-from contract.names import NODE_ADMISSION_WORKFLOW, NODE_REMEDIATION_WORKFLOW
+from contract.names import (
+    ACTIVE_CHECK_WORKFLOW,
+    NODE_ADMISSION_WORKFLOW,
+    NODE_REMEDIATION_WORKFLOW,
+)
 from remedy.cluster import FleetView
 from remedy.fleet import FleetNodes, OpenWork
 
@@ -29,6 +33,7 @@ class FleetActivities:
         return OpenWork(
             remediating=await self._running(NODE_REMEDIATION_WORKFLOW),
             admitting=await self._running(NODE_ADMISSION_WORKFLOW),
+            checking=await self._running(ACTIVE_CHECK_WORKFLOW),
         )
 
     async def _running(self, workflow_type: str) -> list[str]:

@@ -12,6 +12,7 @@ from typing import Any
 
 from contract.defs import ActivityDef, Queue
 from remedy.actions import ACTIONS, Where
+from remedy.active_checks import ActiveCheckPublish, CheckFailure, Workloads
 from remedy.admission import AdmissionInput, AdmissionStep
 from remedy.attribution.evidence import FinishedGuards, GuardedFailures, JobFailureReport
 from remedy.attribution.guard import NodeBlame, RestartRequest, StopRequest
@@ -111,6 +112,13 @@ REPORT_JOB_FAILURE = ActivityDef("report_job_failure", JobFailureReport, Started
 END_FINISHED_GUARDS = ActivityDef[None, FinishedGuards](
     "end_finished_guards", None, FinishedGuards, CONTROLLER
 )
+
+# -- active checks on a schedule ------------------------------------------------------------
+NODE_WORKLOADS = ActivityDef("node_workloads", NodeNames, Workloads, CONTROLLER)
+PUBLISH_ACTIVE_CHECK = ActivityDef[ActiveCheckPublish, None](
+    "publish_active_check", ActiveCheckPublish, None, CONTROLLER
+)
+REPORT_CHECK_FAILURE = ActivityDef("report_check_failure", CheckFailure, Started, CONTROLLER)
 
 # -- the job guard ----------------------------------------------------------------------------
 ATTRIBUTE_FAILURE = ActivityDef("attribute_failure", PodFailure, Attribution, CONTROLLER)

@@ -10,6 +10,7 @@ from typing import Any
 
 from contract.defs import QueryDef, SignalDef
 from contract.names import (
+    ACTIVE_CHECK_WORKFLOW,
     DISRUPTION_BUDGET_WORKFLOW,
     HARDWARE_RECORD_WORKFLOW,
     JOB_GUARD_WORKFLOW,
@@ -44,6 +45,9 @@ HARDWARE_RECORD = QueryDef("record", HardwareRecordState, HARDWARE_RECORD_WORKFL
 
 # -- NodeAdmission: one per new node ------------------------------------------------------------
 ADMISSION_STATE = QueryDef("state", AdmissionState, NODE_ADMISSION_WORKFLOW)
+
+# -- ActiveCheck: one node's scheduled check (a lease holder, as a ladder is) ----------------
+CHECK_LEASE_GRANTED = SignalDef("lease_granted", budget.LeaseGrant, ACTIVE_CHECK_WORKFLOW)
 
 # -- JobGuard: one per guarded job --------------------------------------------------------------
 POD_FAILED = SignalDef("pod_failed", PodFailure, JOB_GUARD_WORKFLOW)

@@ -8,6 +8,8 @@ NODE_ADMISSION_WORKFLOW = "NodeAdmission"
 FLEET_SCAN_WORKFLOW = "FleetScan"
 JOB_GUARD_WORKFLOW = "JobGuard"
 FLEET_SCAN_SCHEDULE = "remedy-fleet-scan"
+ACTIVE_CHECKS_WORKFLOW = "ActiveChecks"  # one round over a pool, started by its schedule
+ACTIVE_CHECK_WORKFLOW = "ActiveCheck"  # one node's scheduled deep diagnose
 
 
 def node_task_queue(node: str) -> str:
@@ -45,3 +47,17 @@ def fleet_scan_workflow_id(schedule: str = FLEET_SCAN_SCHEDULE) -> str:
 def job_guard_workflow_id(namespace: str, job: str) -> str:
     """One guard per job."""
     return f"job-guard/{namespace}/{job}"
+
+
+def active_checks_schedule_id(pool: str) -> str:
+    """One schedule of active checks per pool."""
+    return f"remedy-active-checks/{pool}"
+
+
+def active_checks_workflow_id(pool: str) -> str:
+    return f"active-checks/{pool}"
+
+
+def active_check_workflow_id(node: str) -> str:
+    """One check of a node at a time: a round that finds one still running starts none."""
+    return f"active-check/{node}"

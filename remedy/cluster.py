@@ -61,6 +61,13 @@ class FleetView(Protocol):
         """How many nodes the pool has (the base of its disruption budget)."""
 
 
+class GpuWorkload(Protocol):
+    """What runs on a node's GPUs: the active checks take idle nodes without disrupting."""
+
+    def gpu_pods(self, node: str) -> list[str]:
+        """The running pods that use the node's GPUs (empty: the node is idle)."""
+
+
 class AdmissionGate(Protocol):
     """Keeping new hardware from work until it is validated."""
 
@@ -105,3 +112,4 @@ class Cluster:
     admission: AdmissionGate
     gpus: GpuHandoff
     replacer: Replacer
+    workload: GpuWorkload | None = None  # None: unknown, so every node counts as busy

@@ -22,6 +22,7 @@ GPU_PROBLEM = "GpuProblem"
 GPU_NETWORK_PROBLEM = "GpuNetworkProblem"
 PROBLEM_CONDITIONS = (GPU_PROBLEM, GPU_NETWORK_PROBLEM)
 REMEDY_READY = "RemedyReady"
+GPU_ACTIVE_CHECK = "GpuActiveCheck"  # the scheduled deep diagnose (remedy/active_checks.py)
 NETWORK_CHECKS = frozenset({"nic"})
 MAX_MESSAGE = 1024
 
@@ -77,7 +78,9 @@ def ready_condition(
 
 
 def is_problem(condition: NodeCondition) -> bool:
-    """A condition that says the node is unhealthy (what the fleet scan remediates)."""
+    """A condition that says the node is unhealthy (what the fleet scan remediates). Not a
+    failed active check (GpuActiveCheck): its check hands the fault to the ladder itself, and
+    the condition stays True until the node's next check."""
     return condition.type in PROBLEM_CONDITIONS and condition.status == "True"
 
 

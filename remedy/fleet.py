@@ -33,6 +33,7 @@ class NodeFacts(BaseModel):
     awaiting_admission: bool = False  # carries the admission taint
     validated: bool = False
     rejected: str | None = None  # why admission rejected it
+    active_check: NodeCondition | None = None  # its GpuActiveCheck (remedy/active_checks.py)
 
 
 class NodeStatus(StrEnum):
@@ -55,13 +56,14 @@ class OpenWork(BaseModel):
 
     remediating: list[str] = []
     admitting: list[str] = []
+    checking: list[str] = []  # an active check holds the node (its cordon is that check's)
 
 
 def status_of(node: NodeFacts, work: OpenWork) -> NodeStatus:
     if not node.managed:
         return NodeStatus.UNMANAGED
-    if node.name in work.remediating:
-        return NodeStatus.IN_REMEDIATION
+    if node.name in work.remediating or node.name in work.checking:
+        return NodeStatus.IN_REMEDIATION  # remedy is at work on it: a ladder or a check
     if node.name in work.admitting:
         return NodeStatus.ADMITTING
     if node.rejected is not None:

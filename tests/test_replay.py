@@ -1,5 +1,5 @@
-"""Replay recorded NodeRemediation, DisruptionBudget and JobGuard histories against today's
-workflow code.
+"""Replay recorded NodeRemediation, DisruptionBudget, JobGuard and active-check histories
+against today's workflow code.
 
 A change that makes a running workflow non-deterministic (reordered activities, a timer added
 without workflow.patched) fails here instead of in production."""
@@ -15,6 +15,8 @@ from temporalio.client import WorkflowHistory
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer
 
+from workflows.active_check import ActiveCheck
+from workflows.active_checks import ActiveChecks
 from workflows.disruption_budget import DisruptionBudget
 from workflows.job_guard import JobGuard
 from workflows.node_remediation import NodeRemediation
@@ -42,6 +44,8 @@ def test_histories_are_recorded() -> None:
         *(f"{n}_v3" for n in LADDERS),
         "job_guard_restart_then_stop",
         "budget_v3",
+        "active_checks_round",  # a pool's round, and a busy node's check under the budget
+        "active_check_taken_out",
     }
     # v2: recorded after remedy began indexing ladders, so their replay covers the upserts.
     for name in LADDERS:
@@ -61,7 +65,7 @@ def test_histories_are_recorded() -> None:
 async def test_recorded_history_replays(path: Path) -> None:
     history = WorkflowHistory.from_json(path.stem, path.read_text())
     replayer = Replayer(
-        workflows=[NodeRemediation, DisruptionBudget, JobGuard],
+        workflows=[NodeRemediation, DisruptionBudget, JobGuard, ActiveChecks, ActiveCheck],
         data_converter=pydantic_data_converter,
     )
     result = await replayer.replay_workflow(history, raise_on_replay_failure=False)

@@ -10,6 +10,7 @@ from temporalio.client import Client
 from temporalio.worker import Worker
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
+from activities.active_checks import ActiveCheckActivities
 from activities.budget import BudgetActivities
 from activities.cluster import cluster_activities
 from activities.fleet import FleetActivities
@@ -26,6 +27,8 @@ from remedy.cluster import Cluster
 from remedy.hardware import BlocklistPolicy
 from remedy.host import NodeHost
 from remedy.runbook import RunbookSet
+from workflows.active_check import ActiveCheck
+from workflows.active_checks import ActiveChecks
 from workflows.disruption_budget import DisruptionBudget
 from workflows.fleet_scan import FleetScan
 from workflows.hardware_record import HardwareRecord
@@ -33,7 +36,16 @@ from workflows.job_guard import JobGuard
 from workflows.node_admission import NodeAdmission
 from workflows.node_remediation import NodeRemediation
 
-WORKFLOWS = [NodeRemediation, DisruptionBudget, HardwareRecord, NodeAdmission, FleetScan, JobGuard]
+WORKFLOWS = [
+    NodeRemediation,
+    DisruptionBudget,
+    HardwareRecord,
+    NodeAdmission,
+    FleetScan,
+    JobGuard,
+    ActiveChecks,
+    ActiveCheck,
+]
 # The sandbox re-imports a workflow's modules for every run it starts; remedy's domain package
 # (pydantic models, pure functions) and the workflows' helper modules are deterministic and free
 # of side effects at import, so every run shares them instead of rebuilding them.
@@ -95,6 +107,9 @@ def controller_activities(
         *HardwareActivities(client, blocklist or BlocklistPolicy()).all(),
         *StartActivities(client, runbooks or RunbookSet([])).all(),
         *FleetActivities(client, cluster.fleet).all(),
+        *ActiveCheckActivities(
+            client, cluster.marks, cluster.workload, runbooks or RunbookSet([])
+        ).all(),
         *(
             JobActivities(client, jobs, runbooks or RunbookSet([]), attributor).all()
             if jobs

@@ -21,10 +21,17 @@ from temporalio.service import RPCError
 from adapters.sim import SimFleet
 from adapters.sim.jobs import SimJobs
 from contract.messages import REMEDIATION_STATE
-from contract.names import CONTROLLER_TASK_QUEUE, FLEET_SCAN_SCHEDULE, SIM_AGENTS_TASK_QUEUE
+from contract.names import (
+    CONTROLLER_TASK_QUEUE,
+    FLEET_SCAN_SCHEDULE,
+    SIM_AGENTS_TASK_QUEUE,
+    active_checks_schedule_id,
+)
+from remedy.active_checks import ActiveCheckPolicy, ActiveChecksInput
 from remedy.admission import AdmissionPolicy
 from remedy.attribution.guard import GuardPolicy, JobRef
 from remedy.budget import BudgetPolicy
+from remedy.durations import format_duration
 from remedy.fleet import ScanInput
 from remedy.models import NodeRef
 from remedy.remediation import FindingReport
@@ -35,7 +42,7 @@ from workers.dev_server import dev_server
 from workers.job_status import HEADERS as JOB_HEADERS
 from workers.job_status import JobRow, job_rows
 from workers.job_status import table_rows as job_table
-from workers.schedules import ensure_fleet_scan
+from workers.schedules import ensure_active_checks, ensure_fleet_scan
 from workers.status import NoScanYet, fleet_status, render
 from workers.tables import plain
 from workflows.node_remediation import NodeRemediation
@@ -75,13 +82,27 @@ class DemoConfig:
     joining_nodes: int = 1  # new nodes that join mid-demo and go through admission
     jobs: int = 2  # guarded lockstep training jobs, 4 nodes each (as many as the fleet holds)
     job_namespace: str = "ml"
+    # Active checks, in the demo's wall time (None: off); the last node is idle and carries a
+    # fault only load shows, so the first round finds it.
+    active_checks: ActiveCheckPolicy | None = ActiveCheckPolicy(
+        every=timedelta(seconds=15),
+        interval=timedelta(minutes=1),
+        max_age=timedelta(minutes=10),
+        lease_wait=timedelta(seconds=30),
+    )
 
     @property
     def scan_schedule(self) -> str:
         """One schedule per controller queue, so two demos on one server stay apart."""
-        if self.task_queue == CONTROLLER_TASK_QUEUE:
-            return FLEET_SCAN_SCHEDULE
-        return f"{FLEET_SCAN_SCHEDULE}-{self.task_queue}"
+        return self._own(FLEET_SCAN_SCHEDULE)
+
+    @property
+    def checks_schedule(self) -> str:
+        return self._own(active_checks_schedule_id(self.pool))
+
+    def _own(self, schedule: str) -> str:
+        own = self.task_queue == CONTROLLER_TASK_QUEUE
+        return schedule if own else f"{schedule}-{self.task_queue}"
 
 
 @dataclass
@@ -215,6 +236,9 @@ async def run_demo(
                 schedule_id=config.scan_schedule,
             )
             echo(f"Fleet scan       every {SCAN_EVERY.seconds}s (schedule {config.scan_schedule})")
+            schedules = [config.scan_schedule]
+            if config.active_checks is not None:
+                schedules.append(await _active_checks(client, config, fleet, echo))
             try:
                 await _inject_until_done(client, config, fleet, jobs, runbooks, summary, echo)
             except asyncio.CancelledError:
@@ -233,8 +257,9 @@ async def run_demo(
                 echo(f"could not read the outcomes from Temporal: {exc}")
                 fleet_lines = []
             finally:  # scans must not pile up on a queue nobody serves once the demo ends
-                with contextlib.suppress(RPCError):
-                    await client.get_schedule_handle(config.scan_schedule).delete()
+                for schedule in schedules:
+                    with contextlib.suppress(RPCError):
+                        await client.get_schedule_handle(schedule).delete()
     for line in [*summary.lines(), "", *fleet_lines]:
         echo(line)
     return summary
@@ -300,6 +325,28 @@ async def _summarise(client: Client, summary: DemoSummary) -> None:
         else:
             counts[f"workflow {status.name.lower() if status else 'unknown'}"] += 1
     summary.outcomes = counts
+
+
+async def _active_checks(
+    client: Client, config: DemoConfig, fleet: SimFleet, echo: Callable[[str], None]
+) -> str:
+    policy = config.active_checks or ActiveCheckPolicy()
+    nodes = sorted(fleet.nodes)
+    spare = nodes[min(config.jobs, len(nodes) // JOB_NODES) * JOB_NODES :]  # no job's ranks
+    silent = f"; {spare[-1]} is idle with a fault only load shows" if spare else ""
+    if spare:
+        fleet.idle(spare[-1])
+        fleet.inject(spare[-1], "silent_under_load", gpu=0)
+    inp = ActiveChecksInput(
+        pool=config.pool, policy=policy, node_task_queue=config.agents_task_queue
+    )
+    schedule = await ensure_active_checks(client, inp, config.task_queue, config.checks_schedule)
+    echo(
+        f"Active checks    every {format_duration(policy.every)}: idle nodes after "
+        f"{format_duration(policy.interval)}, busy ones taken out after "
+        f"{format_duration(policy.max_age)} (schedule {schedule}){silent}"
+    )
+    return schedule
 
 
 def _launch_jobs(config: DemoConfig, fleet: SimFleet, echo: Callable[[str], None]) -> SimJobs:

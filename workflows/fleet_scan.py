@@ -101,6 +101,7 @@ class FleetScan:
         work = OpenWork(
             remediating=sorted([*work.remediating, *started_remediations]),
             admitting=sorted([*work.admitting, *started_admissions]),
+            checking=work.checking,
         )
         summary = summarise(nodes, work, workflow.now())
         summary.started_remediations, summary.started_admissions = (

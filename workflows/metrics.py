@@ -45,3 +45,17 @@ def job_failure(verdict: str, action: str) -> None:
     workflow.metric_meter().create_counter(
         "remedy_job_failures", "Failures of guarded jobs, by verdict and action."
     ).add(1, {"verdict": verdict, "action": action})
+
+
+def active_check(pool: str, result: str) -> None:
+    """One node's scheduled deep diagnose, by result (passed, failed, deferred, skipped)."""
+    workflow.metric_meter().create_counter(
+        "remedy_active_checks", "Scheduled deep diagnoses of nodes, by result."
+    ).add(1, {"pool": pool, "result": result})
+
+
+def active_checks_overdue(pool: str, nodes: int) -> None:
+    workflow.metric_meter().create_gauge(
+        "remedy_active_checks_overdue",
+        "Nodes past their active check's max age that the last round could not check.",
+    ).set(nodes, {"pool": pool})

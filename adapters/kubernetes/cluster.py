@@ -54,4 +54,5 @@ def kubernetes_cluster(
             nodes, wait_timeout_s=drain_timeout_s, poll_s=min(eviction_retry_s, 1.0)
         ),
         replacer=replacer_named(replacer, nodes),
+        workload=drain,  # its running GPU pods: what a job kill is for, and what makes it busy
     )

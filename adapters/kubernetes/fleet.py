@@ -9,7 +9,7 @@ from adapters.kubernetes.errors import api_errors
 from adapters.kubernetes.marks import remedy_conditions
 from adapters.kubernetes.nodes import OPT_OUT_LABEL, PREFIX, NodeApi, has_taint
 from adapters.kubernetes.objects import Json, meta
-from remedy.conditions import is_problem
+from remedy.conditions import GPU_ACTIVE_CHECK, is_problem
 from remedy.fleet import NodeFacts
 
 POOL_LABEL = f"{PREFIX}/pool"
@@ -35,13 +35,15 @@ class KubernetesFleetView:
         about = meta(node)
         labels, annotations = about.get("labels", {}), about.get("annotations", {})
         spec = node.get("spec", {})
+        conditions = remedy_conditions(node, self._nodes.clock())
         return NodeFacts(
             name=about["name"],
             pool=labels.get(POOL_LABEL, "default"),
             managed=labels.get(OPT_OUT_LABEL) != "false",
             unschedulable=bool(spec.get("unschedulable")),
             cordoned_by_remedy=CORDONED_BY in annotations,
-            problems=[c for c in remedy_conditions(node, self._nodes.clock()) if is_problem(c)],
+            problems=[c for c in conditions if is_problem(c)],
+            active_check=next((c for c in conditions if c.type == GPU_ACTIVE_CHECK), None),
             awaiting_admission=has_taint(node, ADMISSION_TAINT),
             validated=labels.get(VALIDATED_LABEL) == "true",
             rejected=annotations.get(ADMISSION_REJECTED),

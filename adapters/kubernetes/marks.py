@@ -13,9 +13,9 @@ from adapters.kubernetes.errors import api_errors
 from adapters.kubernetes.nodes import NodeApi
 from adapters.kubernetes.objects import RECENT_XIDS, Json, meta
 from remedy.attribution.evidence import RecentXid, remember
-from remedy.conditions import PROBLEM_CONDITIONS, REMEDY_READY, NodeCondition
+from remedy.conditions import GPU_ACTIVE_CHECK, PROBLEM_CONDITIONS, REMEDY_READY, NodeCondition
 
-REMEDY_CONDITIONS = (*PROBLEM_CONDITIONS, REMEDY_READY)
+REMEDY_CONDITIONS = (*PROBLEM_CONDITIONS, REMEDY_READY, GPU_ACTIVE_CHECK)
 
 
 class KubernetesNodeMarks:

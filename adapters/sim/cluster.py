@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 from remedy.attribution.evidence import RecentXid, remember
 from remedy.cluster import Cluster, CordonOwner
-from remedy.conditions import NodeCondition, is_problem
+from remedy.conditions import GPU_ACTIVE_CHECK, NodeCondition, is_problem
 from remedy.errors import ActionRefused
 from remedy.fleet import NodeFacts
 from remedy.models import Action, CordonState, NodeBoot
@@ -113,6 +113,7 @@ class SimFleetView:
                     awaiting_admission=n.awaiting_admission,
                     validated=n.validated_serials is not None,
                     rejected=n.rejected,
+                    active_check=n.conditions.get(GPU_ACTIVE_CHECK),
                 )
                 for n in self._fleet.nodes.values()
             ]
@@ -121,6 +122,16 @@ class SimFleetView:
         with self._fleet._lock:
             self._fleet._call("pool_size")
             return sum(1 for n in self._fleet.nodes.values() if n.pool == pool)
+
+
+class SimWorkload:
+    def __init__(self, fleet: SimFleet) -> None:
+        self._fleet = fleet
+
+    def gpu_pods(self, node: str) -> list[str]:
+        with self._fleet._lock:
+            self._fleet._call("gpu_pods")
+            return [p.name for p in self._fleet.node(node).pods if p.uses_gpus]
 
 
 class SimAdmission:
@@ -190,4 +201,5 @@ def sim_cluster(fleet: SimFleet) -> Cluster:
         admission=SimAdmission(fleet),
         gpus=SimGpuHandoff(),
         replacer=SimReplacer(fleet),
+        workload=SimWorkload(fleet),
     )

@@ -123,6 +123,9 @@ FAULTS: dict[str, FaultSpec] = {
             "CheckTimedOut",
             "probe",
         ),
+        # Answers every query and raises no Xid, yet fails under load: only a deep diagnose
+        # (admission, a ladder's diagnose rung, the scheduled active checks) finds it.
+        FaultSpec("silent_under_load", Effect.UNDER_LOAD, _ALL_HW, "FailsUnderLoad", "load"),
         FaultSpec(
             "nic_down",
             Effect.NIC_DOWN,

@@ -118,6 +118,12 @@ class SimFleet:
             kind = self._rng.choices(list(weights), weights=list(weights.values()))[0]
             return self.inject(node, kind, self._rng.randrange(self.gpus_per_node))
 
+    def idle(self, node: str) -> None:
+        """The node's job ends: nothing runs on its GPUs (the active checks take it first)."""
+        with self._lock:
+            sim = self.node(node)
+            sim.pods = [p for p in sim.pods if not p.uses_gpus]
+
     def clear_faults(self, node: str) -> None:
         with self._lock:
             self.node(node).faults.clear()

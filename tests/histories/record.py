@@ -5,6 +5,7 @@ for the new shape; never re-record to make a failing replay pass.
 
     .venv/bin/python -m tests.histories.record --tag v2   # writes reset_fixes_ecc_v2.json, ...
     .venv/bin/python -m tests.histories.record --job-guard  # writes job_guard_*.json
+    .venv/bin/python -m tests.histories.record --active-checks  # active_checks_round.json, ...
 
 Keep the histories of older shapes: they are what running workflows of older versions replay.
 """
@@ -21,7 +22,12 @@ from temporalio.testing import WorkflowEnvironment
 
 from adapters.sim import SimFleet
 from contract.messages import APPROVE
-from contract.names import budget_workflow_id
+from contract.names import (
+    active_check_workflow_id,
+    active_checks_workflow_id,
+    budget_workflow_id,
+)
+from remedy.active_checks import ActiveChecksInput
 from remedy.attribution.guard import GuardPolicy
 from remedy.remediation import ApproveRequest, Phase
 from remedy.runbook import RunbookSet, load_runbooks
@@ -37,12 +43,18 @@ SCENARIOS = {
 }
 
 
-async def main(tag: str, job_guard: bool) -> None:
+async def main(tag: str, job_guard: bool, active_checks: bool = False) -> None:
     env = await WorkflowEnvironment.start_time_skipping(
         data_converter=pydantic_data_converter,
         test_server_existing_path=installed_binary("temporal-test-server"),
     )
     await ensure_search_attributes(env.client)
+    if active_checks:
+        try:
+            await record_active_checks(env, tag)
+        finally:
+            await env.shutdown()
+        return
     if job_guard:
         try:
             await record_job_guard(env, tag)
@@ -93,9 +105,45 @@ async def record_job_guard(env: WorkflowEnvironment, tag: str) -> None:
     print(f"recorded {name}")
 
 
+async def record_active_checks(env: WorkflowEnvironment, tag: str) -> None:
+    """A pool's round: one idle node checked, one busy stale node taken out under the budget
+    (its ActiveCheck: lease, cordon, drain, diagnose, uncordon), one failing idle node."""
+    from tests.test_active_checks import mark_checked
+    from workflows.active_checks import ActiveChecks
+
+    fleet = SimFleet(nodes=3, gpus_per_node=2)
+    idle, busy, failing = sorted(fleet.nodes)
+    for node in (idle, failing):
+        fleet.idle(node)
+    mark_checked(fleet, [idle, failing], timedelta(days=2))
+    mark_checked(fleet, [busy], timedelta(days=8))
+    fleet.inject(failing, "silent_under_load", gpu=1)
+    async with running_workers(env.client, fleet) as queues:
+        handle = await env.client.start_workflow(
+            ActiveChecks.run,
+            ActiveChecksInput(pool=queues.pool, node_task_queue=queues.agents),
+            id=active_checks_workflow_id(queues.pool),
+            task_queue=queues.controller,
+        )
+        await handle.result()
+        histories = {
+            "active_checks_round": await handle.fetch_history(),
+            "active_check_taken_out": await env.client.get_workflow_handle(
+                active_check_workflow_id(busy)
+            ).fetch_history(),
+        }
+    for name, history in histories.items():
+        name = f"{name}{'_' + tag if tag else ''}"
+        (HERE / f"{name}.json").write_text(history.to_json())
+        print(f"recorded {name}")
+
+
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tag", default="", help="suffix of the files, e.g. v2")
     parser.add_argument("--job-guard", action="store_true", help="record JobGuard's instead")
+    parser.add_argument(
+        "--active-checks", action="store_true", help="record ActiveChecks' and ActiveCheck's"
+    )
     args = parser.parse_args()
-    asyncio.run(main(args.tag, args.job_guard))
+    asyncio.run(main(args.tag, args.job_guard, args.active_checks))

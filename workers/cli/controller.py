@@ -13,6 +13,7 @@ from pydantic import ValidationError
 
 from contract.names import CONTROLLER_TASK_QUEUE
 from remedy.runbook import RunbookError
+from workers.cli import active_checks as checks
 from workers.cli.common import attributor_or_exit, on_temporal, runbooks_or_exit, serve
 from workers.cli.options import (
     DEFAULT_ADDRESS,
@@ -86,6 +87,10 @@ def controller(
         Path | None,
         typer.Option(help="Attribution rules replacing the shipped ones (see docs/jobs.md)."),
     ] = None,
+    active_check_every: checks.EveryOption = "1h",
+    active_check_interval: checks.IntervalOption = "1d",
+    active_check_max_age: checks.MaxAgeOption = "7d",
+    active_check_pool: checks.PoolOption = None,
     metrics_bind: MetricsOption = None,
 ) -> None:
     """Run the controller worker against a Kubernetes cluster."""
@@ -100,9 +105,12 @@ def controller(
     from remedy.hardware import BlocklistPolicy
     from workers.client import connect, ensure_search_attributes, metrics_runtime
     from workers.controller import controller_worker
-    from workers.schedules import ensure_fleet_scan
+    from workers.schedules import ensure_fleet_scan, ensure_pool_checks
 
     loaded = runbooks_or_exit(runbooks)
+    active = checks.active_check_policies(
+        active_check_every, active_check_interval, active_check_max_age, active_check_pool
+    )
     attributor = attributor_or_exit(job_rules)
     try:
         policy = BudgetPolicy(max_disruption=max_disruption, storm_share=storm_share)
@@ -145,6 +153,8 @@ def controller(
             await ensure_fleet_scan(
                 client, timedelta(seconds=scan_every), CONTROLLER_TASK_QUEUE, scan
             )
+        if active is not None:
+            await ensure_pool_checks(client, cluster.fleet, *active, CONTROLLER_TASK_QUEUE)
         with ThreadPoolExecutor(max_workers=32) as executor:
             await controller_worker(
                 client,
@@ -184,9 +194,16 @@ def demo(
     metrics_bind: Annotated[
         str | None, typer.Option(help="With --address: serve Prometheus metrics on this host:port.")
     ] = None,
+    active_check_every: checks.EveryOption = "15s",
+    active_check_interval: checks.IntervalOption = "1m",
+    active_check_max_age: checks.MaxAgeOption = "10m",
 ) -> None:
     """Run the embedded default: dev Temporal server + Web UI + worker + a simulated GPU fleet."""
     from workers.demo import DemoConfig, PortInUse, run_demo_on, run_embedded_demo
+
+    active = checks.active_check_policies(
+        active_check_every, active_check_interval, active_check_max_age, None
+    )
 
     config = DemoConfig(
         nodes=nodes,
@@ -196,6 +213,10 @@ def demo(
         duration_s=duration,
         seed=seed,
         runbooks=runbooks,
+        # Wall time, like the demo's: a busy node waits a lease half a minute, not half an hour.
+        active_checks=active[0].model_copy(update={"lease_wait": timedelta(seconds=30)})
+        if active
+        else None,
     )
     try:
         if address:
