@@ -83,13 +83,28 @@ def test_a_fully_equipped_node_is_ready(tmp_path: Path) -> None:
     found = checks(host, probe=probe, allow_reset=True, allow_reboot=True, reboot_command=NSENTER)
     assert all(c.ok for c in found.values()), found
     assert "DCGM" in found["load_test"].detail
-    # The reboot path was checked by entering pid 1's namespaces, never by rebooting.
+    # The reboot path was checked by entering pid 1's namespaces, never by rebooting; DCGM by
+    # asking its host engine for the GPUs.
     assert host.ran == [
         ["nsenter", "-t", "1", "-m", "--", "true"],
         ["nsenter", "-t", "1", "-m", "--", "sh", "-c", 'command -v "systemctl"'],
         ["nsenter", "-t", "1", "-m", "--", "systemctl", "is-system-running"],
+        ["/usr/bin/dcgmi", "discovery", "-l"],
     ]
     assert capabilities_from(list(found.values())).ready
+
+
+def test_dcgm_whose_host_engine_does_not_answer_is_no_engine(tmp_path: Path) -> None:
+    host = Host(tmp_path, tools=["dcgmi"])
+    host.answers["10.0.0.7:5555"] = (255, "Error: unable to connect to the host engine")
+    found = checks(host, dcgm_host="10.0.0.7:5555")
+    assert not found["load_test"].ok
+    assert "host engine does not answer (Error: unable to connect" in found["load_test"].detail
+    assert ["/usr/bin/dcgmi", "discovery", "-l", "--host", "10.0.0.7:5555"] in host.ran
+    host.modules.add("torch")  # the built-in test then
+    assert (
+        checks(host, dcgm_host="10.0.0.7:5555")["load_test"].detail == "built-in load test on torch"
+    )
 
 
 def test_each_missing_dependency_says_why_and_what_the_node_cannot_do(tmp_path: Path) -> None:

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from adapters.host.kernel_log import KernelLogTail
+from adapters.host.kernel_sources import AutoSource, JournalSource, KmsgSource
 from adapters.host.nics import INFINIBAND
 from remedy.capabilities import EXPENSIVE, Dependency, DependencyCheck
 from remedy.gpu import NvmlApi
@@ -54,6 +55,7 @@ class Setup:
     allow_reset: bool = False
     allow_reboot: bool = False
     reboot_command: tuple[str, ...] = ("systemctl", "reboot")
+    dcgm_host: str = ""  # dcgmi --host: the GPU operator's nvidia-dcgm, if not local
 
 
 class HostDependencies:
@@ -158,35 +160,49 @@ def _systemd_answers(systemctl: list[str], run: Run) -> list[str]:
 
 
 def load_test(setup: Setup, machine: Machine) -> DependencyCheck:
-    dcgmi = machine.which("dcgmi")
+    """DCGM when its host engine answers (``dcgmi discovery -l``), else torch or cupy."""
+    dcgmi, why_not_dcgm = machine.which("dcgmi"), "no dcgmi on PATH"
     if dcgmi:
-        return DependencyCheck.of(Dependency.LOAD_TEST, True, f"DCGM diagnostics ({dcgmi})")
+        host = ["--host", setup.dcgm_host] if setup.dcgm_host else []
+        status, output = machine.run([dcgmi, "discovery", "-l", *host])
+        if status == 0:
+            return DependencyCheck.of(Dependency.LOAD_TEST, True, f"DCGM diagnostics ({dcgmi})")
+        why_not_dcgm = f"the DCGM host engine does not answer ({output or f'exit {status}'})"
     library = next((m for m in ("torch", "cupy") if machine.has_module(m)), None)
     if library:
         return DependencyCheck.of(Dependency.LOAD_TEST, True, f"built-in load test on {library}")
     return DependencyCheck.of(
         Dependency.LOAD_TEST,
         False,
-        "no load-test engine: no dcgmi on PATH, neither torch nor cupy importable; "
-        "the deep diagnose cannot run (use the GPU agent image)",
+        f"no load-test engine: {why_not_dcgm}, neither torch nor cupy importable; "
+        "the deep diagnose cannot run (use the GPU agent image, Dockerfile.gpu)",
     )
 
 
 def kernel_log(setup: Setup, machine: Machine) -> DependencyCheck:
+    """The configured source can be read (not read: a read moves the agent's cursor)."""
     source = setup.probe.kernel_log
-    if isinstance(source, KernelLogTail):
+    if isinstance(source, KernelLogTail | KmsgSource):
         problem = _unreadable(source.path)
         ok, detail = problem is None, problem or f"reading {source.path}"
         return DependencyCheck.of(Dependency.KERNEL_LOG, ok, detail)
-    if source is not None:  # a source that is not a file: it answers for itself when read
-        return DependencyCheck.of(Dependency.KERNEL_LOG, True, f"reading {type(source).__name__}")
+    journalctl = machine.which("journalctl")
+    if isinstance(source, JournalSource):
+        ok = journalctl is not None
+        detail = f"reading the journal ({journalctl})" if ok else "journalctl is not on PATH"
+        return DependencyCheck.of(Dependency.KERNEL_LOG, ok, detail)
     here = [str(p) for p in (machine.kmsg, machine.kern_log) if _unreadable(p) is None]
-    here += ["journalctl"] if machine.which("journalctl") else []
+    here += ["journalctl"] if journalctl else []
+    if isinstance(source, AutoSource):
+        detail = f"auto: {', '.join(here)}" if here else "auto: no kernel log source can be read"
+        return DependencyCheck.of(Dependency.KERNEL_LOG, bool(here), detail)
+    if source is not None:  # a source of another kind answers for itself when read
+        return DependencyCheck.of(Dependency.KERNEL_LOG, True, f"reading {source}")
     return DependencyCheck.of(
         Dependency.KERNEL_LOG,
         False,
-        "no kernel log configured (--kernel-log): Xids NVML misses go unseen; readable here: "
-        + (", ".join(here) or "none"),
+        "no kernel log configured (--kernel-log none): Xids NVML misses go unseen; readable "
+        "here: " + (", ".join(here) or "none"),
     )
 
 

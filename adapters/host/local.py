@@ -60,7 +60,8 @@ class LocalHost:
         self.dry_run = dry_run  # say what a reset or a reboot would do; do nothing
         self._boot_id_file = boot_id_file
         self._dependencies = HostDependencies(
-            Setup(probe_config, allow_reset, allow_reboot, reboot_command), Machine(self.nvml)
+            Setup(probe_config, allow_reset, allow_reboot, reboot_command, load_test.dcgm_host),
+            Machine(self.nvml),
         )
         self._load_test = load_test
 

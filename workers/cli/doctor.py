@@ -10,11 +10,19 @@ from typing import Annotated
 
 import typer
 
-from adapters.host.kernel_log import KernelLogTail
-from adapters.host.local import LocalHost
+from adapters.host.load_test import LoadTestConfig
+from adapters.host.local import DEFAULT_REBOOT_COMMAND, LocalHost
 from remedy.capabilities import capabilities_from
 from remedy.probe import ProbeConfig
-from workers.cli.node import ExpectedGpusOption, ExpectedNicsOption, NicRateOption
+from workers.cli.node import (
+    DcgmHostOption,
+    ExpectedGpusOption,
+    ExpectedNicsOption,
+    NicRateOption,
+    RebootCommandOption,
+    command_line,
+    kernel_log_or_exit,
+)
 from workers.cli.options import JsonOption, KernelLogOption
 
 
@@ -24,9 +32,11 @@ def doctor(
     expected_gpus: ExpectedGpusOption = None,
     expected_nics: ExpectedNicsOption = None,
     nic_rate: NicRateOption = None,
-    kernel_log: KernelLogOption = None,
+    kernel_log: KernelLogOption = "auto",
     allow_reset: Annotated[bool, typer.Option(help="As the agent will be started.")] = False,
     allow_reboot: Annotated[bool, typer.Option(help="As the agent will be started.")] = False,
+    reboot_command: RebootCommandOption = DEFAULT_REBOOT_COMMAND,
+    dcgm_host: DcgmHostOption = "",
     timeout: Annotated[float, typer.Option(help="Seconds NVML may take to answer.")] = 5.0,
 ) -> None:
     """Check what remedy needs here, with the agent's options: NVML and the expected GPUs, the
@@ -37,10 +47,17 @@ def doctor(
         check_timeout_s=timeout,
         expected_nics=expected_nics,
         expected_nic_rate_gbps=nic_rate,
-        kernel_log=KernelLogTail(kernel_log) if kernel_log else None,
+        kernel_log=kernel_log_or_exit(kernel_log, None),
     )
     try:
-        host = LocalHost(node, config, allow_reset=allow_reset, allow_reboot=allow_reboot)
+        host = LocalHost(
+            node,
+            config,
+            allow_reset=allow_reset,
+            allow_reboot=allow_reboot,
+            reboot_command=command_line(reboot_command),
+            load_test=LoadTestConfig(dcgm_host=dcgm_host),
+        )
         capabilities = capabilities_from(host.dependencies(refresh=True))
     except Exception as exc:  # noqa: BLE001 - a line and exit 2, never a traceback
         typer.echo(f"error: could not check {node}: {type(exc).__name__}: {exc}", err=True)

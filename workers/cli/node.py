@@ -10,17 +10,17 @@ from typing import Annotated
 import typer
 
 from adapters.host.kernel_sources import kernel_log_source
-from adapters.host.local import DEFAULT_REBOOT_COMMAND, DEFAULT_STATE_DIR, LocalHost, boot_time
 from adapters.host.load_test import LoadTestConfig
+from adapters.host.local import DEFAULT_REBOOT_COMMAND, DEFAULT_STATE_DIR, LocalHost, boot_time
 from adapters.host.nics import SysfsNics
 from adapters.sim import FAULTS, SimFleet
 from remedy.host import NodeHost
 from remedy.models import NodeRef
 from remedy.probe import ProbeConfig, probe_node
 from remedy.probe.diagnose import deep_diagnose
+from remedy.probe.throughput import REFERENCE_FILE, load_references
 from remedy.probe.xid_dedup import XidDedup
 from remedy.xid.kernel_log import KernelLogSource
-from remedy.probe.throughput import REFERENCE_FILE, load_references
 from workers.cli.common import runbooks_or_exit, serve
 from workers.cli.options import (
     DEFAULT_ADDRESS,
@@ -35,6 +35,21 @@ from workers.cli.options import (
 ExpectedGpusOption = Annotated[int | None, typer.Option(help="GPUs this node should have.")]
 ExpectedNicsOption = Annotated[int | None, typer.Option(help="RDMA devices it should have.")]
 NicRateOption = Annotated[float | None, typer.Option(help="Expected port rate, Gb/s.")]
+DcgmHostOption = Annotated[
+    str,
+    typer.Option(
+        help="The DCGM host engine for `dcgmi --host` (e.g. $(NODE_IP):5555 for the GPU "
+        "operator's nvidia-dcgm); empty: localhost."
+    ),
+]
+RebootCommandOption = Annotated[
+    str,
+    typer.Option(
+        help="The command line that reboots this node (split like a shell would). In a "
+        "container, reach the host: 'nsenter --target 1 --mount --uts --ipc --net --pid "
+        "-- systemctl reboot' (needs hostPID and privileged)."
+    ),
+]
 
 
 def probe(
@@ -64,7 +79,7 @@ def probe(
         nics=SysfsNics() if expected_nics else None,
         expected_nics=expected_nics,
         expected_nic_rate_gbps=nic_rate,
-        kernel_log=_kernel_log(kernel_log, None),
+        kernel_log=kernel_log_or_exit(kernel_log, None),
         not_before=boot_time(),
     )
     if simulate and simulate != "none" and simulate not in FAULTS:
@@ -103,14 +118,14 @@ def probe(
     raise typer.Exit(0 if report.healthy else 1 if report.checks_run else 2)
 
 
-def _kernel_log(spec: str, cursor: Path | None) -> KernelLogSource | None:
+def kernel_log_or_exit(spec: str, cursor: Path | None) -> KernelLogSource | None:
     try:
         return kernel_log_source(spec, cursor)
     except ValueError as exc:
         raise typer.BadParameter(str(exc), param_hint="--kernel-log") from None
 
 
-def _command_line(text: str) -> tuple[str, ...]:
+def command_line(text: str) -> tuple[str, ...]:
     try:
         words = tuple(shlex.split(text))
     except ValueError as exc:
@@ -135,14 +150,7 @@ def agent(
     ] = None,
     allow_reset: Annotated[bool, typer.Option(help="Allow nvidia-smi --gpu-reset.")] = False,
     allow_reboot: Annotated[bool, typer.Option(help="Allow rebooting this node.")] = False,
-    reboot_command: Annotated[
-        str,
-        typer.Option(
-            help="The command line that reboots this node (split like a shell would). In a "
-            "container, reach the host: 'nsenter --target 1 --mount --uts --ipc --net --pid "
-            "-- systemctl reboot' (needs hostPID and privileged)."
-        ),
-    ] = DEFAULT_REBOOT_COMMAND,
+    reboot_command: RebootCommandOption = DEFAULT_REBOOT_COMMAND,
     dry_run: Annotated[
         bool,
         typer.Option(
@@ -171,13 +179,7 @@ def agent(
             min=1, max=4, help="The deep diagnose's `dcgmi diag -r` level, where DCGM is present."
         ),
     ] = 2,
-    dcgm_host: Annotated[
-        str,
-        typer.Option(
-            help="The DCGM host engine for `dcgmi --host` (e.g. $(NODE_IP):5555 for the GPU "
-            "operator's nvidia-dcgm); empty: localhost."
-        ),
-    ] = "",
+    dcgm_host: DcgmHostOption = "",
     diagnose_timeout: Annotated[
         float, typer.Option(help="Seconds a DCGM diagnostic may take before it is killed.")
     ] = 600.0,
@@ -206,7 +208,7 @@ def agent(
         nics=SysfsNics() if expected_nics else None,
         expected_nics=expected_nics,
         expected_nic_rate_gbps=nic_rate,
-        kernel_log=_kernel_log(kernel_log, cursor),
+        kernel_log=kernel_log_or_exit(kernel_log, cursor),
         not_before=boot_time(),
         xids_seen=XidDedup(),  # NVML's events and the kernel log: one Xid counts once
     )
@@ -215,7 +217,7 @@ def agent(
         config,
         allow_reset=allow_reset,
         allow_reboot=allow_reboot,
-        reboot_command=_command_line(reboot_command),
+        reboot_command=command_line(reboot_command),
         state_dir=state_dir,
         dry_run=dry_run,
         load_test=LoadTestConfig(
