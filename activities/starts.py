@@ -87,8 +87,9 @@ async def start_remediation(
     own verification already superseded it — the finished ladder's handle comes back. So does a
     finding an earlier ladder received: each ladder passes on what the node's ladders handled
     (``handled_before``). Told apart by the finding itself, not by comparing the reporter's
-    clock with the server's: a new fault seen a second after a recovery must start a ladder. A ladder that did not finish
-    (terminated, failed) handled nothing: any report starts a new one."""
+    clock with the server's: a new fault seen a second after a recovery must start a ladder. A
+    ladder that did not finish (terminated, failed) handled nothing: any report starts a new
+    one."""
     workflow_id = remediation_workflow_id(node.name)
     last = await _last_finished(client, workflow_id)
     if last is not None and report.finding.fingerprint() in last[1].handled:
