@@ -33,6 +33,7 @@ from remedy.admission import ADMISSION_FAILED, AdmissionInput
 from remedy.describe import static_summary
 from remedy.fleet import (
     ConditionStart,
+    FindingStart,
     NodeNames,
     OrphanCheck,
     finding_from_condition,
@@ -174,6 +175,20 @@ class StartActivities:
         )
         return Started(workflow_id=handle.id)
 
+    @act.REMEDIATE_FINDING.defn
+    async def remediate_finding(self, start: FindingStart) -> Started:
+        """A finding the controller made (an agent gone silent, a blocklisted GPU in
+        service), with the controller's runbook for it."""
+        runbook = self._runbooks.match(start.finding) or DEFAULT_RUNBOOK
+        handle = await start_remediation(
+            self._client,
+            start.node,
+            FindingReport(finding=start.finding, runbook=runbook),
+            node_task_queue=start.node_task_queue,
+            task_queue=start.task_queue,
+        )
+        return Started(workflow_id=handle.id)
+
     @act.ADOPT_ORPHANS.defn
     async def adopt_orphaned_cordons(self, check: OrphanCheck) -> NodeNames:
         """remedy's cordon on a node with no ladder running is adopted only on evidence that
@@ -217,6 +232,7 @@ class StartActivities:
         return [
             self.start_remediation,
             self.remediate_condition,
+            self.remediate_finding,
             self.adopt_orphaned_cordons,
             self.start_admission,
         ]

@@ -24,7 +24,14 @@ from remedy.budget import (
     NodeUnhealthy,
     PoolHolders,
 )
-from remedy.fleet import ConditionStart, FleetNodes, NodeNames, OpenWork, OrphanCheck
+from remedy.fleet import (
+    ConditionStart,
+    FindingStart,
+    FleetNodes,
+    NodeNames,
+    OpenWork,
+    OrphanCheck,
+)
 from remedy.hardware import Blocklisted, IncidentReport, SerialsCheck
 from remedy.models import (
     Action,
@@ -95,6 +102,7 @@ REJECT = ActivityDef[AdmissionStep, None]("reject", AdmissionStep, None, CONTROL
 # -- starting other workflows (a workflow can signal another but not start it) ----------------
 START_REMEDIATION = ActivityDef("start_remediation", RemediationStart, Started, CONTROLLER)
 REMEDIATE_CONDITION = ActivityDef("remediate_condition", ConditionStart, Started, CONTROLLER)
+REMEDIATE_FINDING = ActivityDef("remediate_finding", FindingStart, Started, CONTROLLER)
 ADOPT_ORPHANS = ActivityDef("adopt_orphaned_cordons", OrphanCheck, NodeNames, CONTROLLER)
 START_ADMISSION = ActivityDef("start_admission", AdmissionInput, Started, CONTROLLER)
 

@@ -205,6 +205,8 @@ COLUMNS = [
     NodeStatus.ADMITTING,
     NodeStatus.REJECTED,
     NodeStatus.UNHEALTHY,
+    NodeStatus.SILENT,
+    NodeStatus.UNKNOWN,
     NodeStatus.UNMANAGED,
 ]
 

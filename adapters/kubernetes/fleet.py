@@ -3,6 +3,8 @@ call, and a pool's size from its ``remedy.io/pool`` label."""
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 from adapters.kubernetes.admission import ADMISSION_REJECTED, ADMISSION_TAINT, VALIDATED_LABEL
 from adapters.kubernetes.control import CORDONED_BY
 from adapters.kubernetes.errors import api_errors
@@ -34,16 +36,20 @@ class KubernetesFleetView:
         about = meta(node)
         labels, annotations = about.get("labels", {}), about.get("annotations", {})
         spec = node.get("spec", {})
+        now = self._nodes.clock()
+        conditions = remedy_conditions(node, now)
+        # The agent's heartbeat: the newest it wrote on remedy's conditions (remedy.liveness).
+        beat = max((c.last_heartbeat_time for c in conditions), default=None)
         return NodeFacts(
             name=about["name"],
             pool=labels.get(POOL_LABEL, "default"),
             managed=labels.get(OPT_OUT_LABEL) != "false",
             unschedulable=bool(spec.get("unschedulable")),
             cordoned_by_remedy=CORDONED_BY in annotations,
-            problems=[
-                c for c in remedy_conditions(node, self._nodes.clock()) if c.status == "True"
-            ],
+            problems=[c for c in conditions if c.status == "True"],
             awaiting_admission=has_taint(node, ADMISSION_TAINT),
             validated=labels.get(VALIDATED_LABEL) == "true",
             rejected=annotations.get(ADMISSION_REJECTED),
+            last_heartbeat=beat,
+            silent_for=max(now - beat, timedelta(0)) if beat else None,
         )
