@@ -31,6 +31,7 @@ from contract.names import (
 from contract.search_attributes import OUTCOME
 from remedy.admission import ADMISSION_FAILED, AdmissionInput
 from remedy.describe import static_summary
+from remedy.errors import TransientError
 from remedy.fleet import (
     ConditionStart,
     FindingStart,
@@ -129,6 +130,12 @@ def _orphaned_by(last: WorkflowExecutionDescription) -> bool:
     return last.status is WorkflowExecutionStatus.COMPLETED and outcome in GAVE_IT_BACK
 
 
+def _replaced_since(last: WorkflowExecutionDescription, at: datetime) -> bool:
+    outcome = last.typed_search_attributes.get(OUTCOME)
+    closed = last.close_time
+    return outcome == Outcome.REPLACED.value and closed is not None and closed >= at
+
+
 async def _finished_with(
     client: Client, workflow_id: str, finding: Finding
 ) -> WorkflowHandle[Any, Any] | None:
@@ -178,7 +185,15 @@ class StartActivities:
     @act.REMEDIATE_FINDING.defn
     async def remediate_finding(self, start: FindingStart) -> Started:
         """A finding the controller made (an agent gone silent, a blocklisted GPU in
-        service), with the controller's runbook for it."""
+        service), with the controller's runbook for it. ``after_running_ladder``: while the
+        node's ladder runs, a retryable error (ask again later); when that ladder replaced the
+        node after the finding, its GPUs are gone and nothing starts."""
+        if start.after_running_ladder:
+            last = await described(self._client, remediation_workflow_id(start.node.name))
+            if last is not None and last.status is WorkflowExecutionStatus.RUNNING:
+                raise TransientError(f"{start.node.name}: its ladder is still running")
+            if last is not None and _replaced_since(last, start.finding.observed_at):
+                return Started(workflow_id="")
         runbook = self._runbooks.match(start.finding) or DEFAULT_RUNBOOK
         handle = await start_remediation(
             self._client,

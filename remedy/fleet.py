@@ -256,6 +256,9 @@ class FindingStart(BaseModel):
     finding: Finding
     task_queue: str
     node_task_queue: str
+    # Start only once the node's running ladder (if any) has closed: a report would join it
+    # and be dropped if that ladder is finishing.
+    after_running_ladder: bool = False
 
 
 class ConditionStart(BaseModel):
