@@ -18,6 +18,8 @@ from remedy.attribution.guard import NodeBlame, RestartRequest, StopRequest
 from remedy.attribution.model import Attribution, PodFailure
 from remedy.budget import (
     ClosedHolders,
+    HeldCheck,
+    HeldNodes,
     HolderCheck,
     Holders,
     LeaseWanted,
@@ -87,6 +89,7 @@ REPORT_UNHEALTHY = ActivityDef[NodeUnhealthy, None](
 )
 CLOSED_WORKFLOWS = ActivityDef("closed_workflows", HolderCheck, ClosedHolders, CONTROLLER)
 LEASE_HOLDERS = ActivityDef("lease_holders", PoolHolders, Holders, CONTROLLER)
+HELD_NODES = ActivityDef("held_nodes", HeldCheck, HeldNodes, CONTROLLER)
 RECORD_INCIDENTS = ActivityDef[IncidentReport, None](
     "record_incidents", IncidentReport, None, CONTROLLER
 )
