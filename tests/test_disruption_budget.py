@@ -12,11 +12,13 @@ from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
 from adapters.sim import SimFleet
-from contract.messages import APPROVE
+from contract.messages import APPROVE, LEASE_RELEASE
 from contract.names import budget_workflow_id
 from remedy.budget import (
+    HELD_FOR_HUMAN,
     BudgetPolicy,
     BudgetState,
+    LeaseRelease,
     ResumeRequest,
     allowed_disruptions,
     peak_concurrency,
@@ -250,11 +252,22 @@ async def test_a_node_left_for_a_human_holds_its_share_until_it_is_restored(
         fleet.cluster.control.restore(first)  # a person fixed it and gave it back
         state = await wait_for_phase(time_env, waiter, Phase.DONE)
         after = await budget_state(time_env.client, queues.pool)
+        budget = time_env.client.get_workflow_handle(budget_workflow_id(queues.pool))
+        await LEASE_RELEASE.send(budget, LeaseRelease(holder=HELD_FOR_HUMAN + second))
+        released = await eventually(
+            lambda: _held(time_env.client, queues.pool, []), within_s=5
+        )  # an operator's `remedy release-hold`
     assert [h.node for h in held.held] == [first] and held.holders == [] and held.in_use == 1
     assert still_waiting.phase is Phase.AWAITING_LEASE and still_waiting.lease_granted_at is None
     assert state.lease_granted_at is not None  # granted once the first node was restored
     assert [h.node for h in after.held] == [second]  # now the second one is left for a person
     assert [a for n, a in fleet.actions if n == second] == ["cordon", "drain"]
+    assert released.in_use == 0
+
+
+async def _held(client: Client, pool: str, nodes: list[str]) -> BudgetState | None:
+    state = await budget_state(client, pool)
+    return state if [h.node for h in state.held] == nodes else None
 
 
 async def test_a_budget_started_afresh_still_counts_a_node_left_for_a_human(
