@@ -8,12 +8,14 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
+from datetime import UTC, datetime
 from typing import Any
 
 from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.service import RPCError, RPCStatusCode
 
 from activities.errors import temporal_errors
+from activities.starts import described
 from contract import activities as act
 from contract.messages import LEASE_REQUEST, NODE_UNHEALTHY
 from contract.names import (
@@ -21,30 +23,41 @@ from contract.names import (
     DISRUPTION_BUDGET_WORKFLOW,
     NODE_REMEDIATION_WORKFLOW,
     budget_workflow_id,
+    remediation_workflow_id,
 )
 from contract.search_attributes import LEASE, NODE, POOL
 from remedy.budget import (
     BudgetPolicy,
     BudgetState,
     ClosedHolders,
+    HeldCheck,
+    HeldNodes,
     HolderCheck,
     Holders,
+    HumanHold,
     Lease,
     LeaseRequest,
     LeaseWanted,
     NodeUnhealthy,
     PoolHolders,
     UnhealthyReport,
+    held_by_remedy,
 )
+from remedy.cluster import FleetView
 
 log = logging.getLogger(__name__)
 
 
 class BudgetActivities:
     def __init__(
-        self, client: Client, pool_size: Callable[[str], int], policy: BudgetPolicy
+        self,
+        client: Client,
+        pool_size: Callable[[str], int],
+        policy: BudgetPolicy,
+        fleet: FleetView | None = None,
     ) -> None:
         self._client, self._pool_size, self._policy = client, pool_size, policy
+        self._fleet = fleet  # None: no holds for a human are found (nodes not readable)
 
     async def _size(self, pool: str) -> int:
         # The cluster client is synchronous: keep it off the worker's event loop.
@@ -109,7 +122,30 @@ class BudgetActivities:
             log.warning(
                 "this server cannot list workflows: pool %s starts with no holders", pool.pool
             )
-        return Holders(leases=leases)
+        return Holders(leases=leases, held=await self._held_for_human(pool.pool))
+
+    async def _held_for_human(self, pool: str) -> list[HumanHold]:
+        """The pool's nodes under remedy's cordon whose ladder is not running: left for a
+        person (or orphaned), out of service either way, so they count."""
+        if self._fleet is None:
+            return []
+        with temporal_errors():
+            nodes = await asyncio.to_thread(self._fleet.nodes)
+        now = datetime.now(UTC)
+        held = []
+        for node in held_by_remedy([n for n in nodes if n.pool == pool]):
+            last = await described(self._client, remediation_workflow_id(node))
+            if last is None or last.status is not WorkflowExecutionStatus.RUNNING:
+                held.append(HumanHold(node=node, since=last.close_time or now if last else now))
+        return held
+
+    @act.HELD_NODES.defn
+    async def held_nodes(self, check: HeldCheck) -> HeldNodes:
+        if self._fleet is None:
+            return HeldNodes(nodes=check.nodes)  # cannot tell: every hold stays
+        with temporal_errors():
+            nodes = await asyncio.to_thread(self._fleet.nodes)
+        return HeldNodes(nodes=held_by_remedy(nodes, set(check.nodes)))
 
     def all(self) -> list[Callable[..., Any]]:
         return [
@@ -117,4 +153,5 @@ class BudgetActivities:
             self.report_unhealthy,
             self.closed_workflows,
             self.lease_holders,
+            self.held_nodes,
         ]

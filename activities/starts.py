@@ -31,8 +31,10 @@ from contract.names import (
 from contract.search_attributes import OUTCOME
 from remedy.admission import ADMISSION_FAILED, AdmissionInput
 from remedy.describe import static_summary
+from remedy.errors import TransientError
 from remedy.fleet import (
     ConditionStart,
+    FindingStart,
     NodeNames,
     OrphanCheck,
     finding_from_condition,
@@ -132,6 +134,12 @@ def _orphaned_by(last: WorkflowExecutionDescription) -> bool:
     return last.status is WorkflowExecutionStatus.COMPLETED and outcome in GAVE_IT_BACK
 
 
+def _replaced_since(last: WorkflowExecutionDescription, at: datetime) -> bool:
+    outcome = last.typed_search_attributes.get(OUTCOME)
+    closed = last.close_time
+    return outcome == Outcome.REPLACED.value and closed is not None and closed >= at
+
+
 async def _last_finished(
     client: Client, workflow_id: str
 ) -> tuple[WorkflowHandle[Any, Any], RemediationResult] | None:
@@ -172,6 +180,28 @@ class StartActivities:
             self._client,
             NodeRef(name=start.node.name, pool=start.node.pool),
             FindingReport(finding=finding, runbook=runbook),
+            node_task_queue=start.node_task_queue,
+            task_queue=start.task_queue,
+        )
+        return Started(workflow_id=handle.id)
+
+    @act.REMEDIATE_FINDING.defn
+    async def remediate_finding(self, start: FindingStart) -> Started:
+        """A finding the controller made (an agent gone silent, a blocklisted GPU in
+        service), with the controller's runbook for it. ``after_running_ladder``: while the
+        node's ladder runs, a retryable error (ask again later); when that ladder replaced the
+        node after the finding, its GPUs are gone and nothing starts."""
+        if start.after_running_ladder:
+            last = await described(self._client, remediation_workflow_id(start.node.name))
+            if last is not None and last.status is WorkflowExecutionStatus.RUNNING:
+                raise TransientError(f"{start.node.name}: its ladder is still running")
+            if last is not None and _replaced_since(last, start.finding.observed_at):
+                return Started(workflow_id="")
+        runbook = self._runbooks.match(start.finding) or DEFAULT_RUNBOOK
+        handle = await start_remediation(
+            self._client,
+            start.node,
+            FindingReport(finding=start.finding, runbook=runbook),
             node_task_queue=start.node_task_queue,
             task_queue=start.task_queue,
         )
@@ -220,6 +250,7 @@ class StartActivities:
         return [
             self.start_remediation,
             self.remediate_condition,
+            self.remediate_finding,
             self.adopt_orphaned_cordons,
             self.start_admission,
         ]

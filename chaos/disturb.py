@@ -139,7 +139,7 @@ async def terminate_budget(st: Stage, driver: Driver, seen: Counter[str]) -> Non
 
 
 async def _at_rest(st: Stage, state: BudgetState) -> bool:
-    if state.waiting or len(state.holders) < st.cap:
+    if state.waiting or state.in_use < st.cap:  # holds for a human count too
         return False
     for lease in state.holders:
         desc = await st.client.get_workflow_handle(lease.holder).describe()

@@ -19,6 +19,8 @@ from remedy.attribution.guard import NodeBlame, RestartRequest, StopRequest
 from remedy.attribution.model import Attribution, PodFailure
 from remedy.budget import (
     ClosedHolders,
+    HeldCheck,
+    HeldNodes,
     HolderCheck,
     Holders,
     LeaseWanted,
@@ -26,7 +28,14 @@ from remedy.budget import (
     PoolHolders,
 )
 from remedy.capabilities import Capabilities
-from remedy.fleet import ConditionStart, FleetNodes, NodeNames, OpenWork, OrphanCheck
+from remedy.fleet import (
+    ConditionStart,
+    FindingStart,
+    FleetNodes,
+    NodeNames,
+    OpenWork,
+    OrphanCheck,
+)
 from remedy.hardware import Blocklisted, IncidentReport, SerialsCheck
 from remedy.models import (
     Action,
@@ -84,6 +93,7 @@ REPORT_UNHEALTHY = ActivityDef[NodeUnhealthy, None](
 )
 CLOSED_WORKFLOWS = ActivityDef("closed_workflows", HolderCheck, ClosedHolders, CONTROLLER)
 LEASE_HOLDERS = ActivityDef("lease_holders", PoolHolders, Holders, CONTROLLER)
+HELD_NODES = ActivityDef("held_nodes", HeldCheck, HeldNodes, CONTROLLER)
 RECORD_INCIDENTS = ActivityDef[IncidentReport, None](
     "record_incidents", IncidentReport, None, CONTROLLER
 )
@@ -99,6 +109,7 @@ REJECT = ActivityDef[AdmissionStep, None]("reject", AdmissionStep, None, CONTROL
 # -- starting other workflows (a workflow can signal another but not start it) ----------------
 START_REMEDIATION = ActivityDef("start_remediation", RemediationStart, Started, CONTROLLER)
 REMEDIATE_CONDITION = ActivityDef("remediate_condition", ConditionStart, Started, CONTROLLER)
+REMEDIATE_FINDING = ActivityDef("remediate_finding", FindingStart, Started, CONTROLLER)
 ADOPT_ORPHANS = ActivityDef("adopt_orphaned_cordons", OrphanCheck, NodeNames, CONTROLLER)
 START_ADMISSION = ActivityDef("start_admission", AdmissionInput, Started, CONTROLLER)
 

@@ -12,7 +12,10 @@ from datetime import datetime, timedelta
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from remedy.fleet import NodeFacts
 from remedy.models import Wraps
+
+HELD_FOR_HUMAN = "held-for-human/"  # the holder of a hold: "held-for-human/<node>"
 
 _ALL_BUT = re.compile(r"^all-but-(\d+)$")
 _PERCENT = re.compile(r"^(\d+(?:\.\d+)?)%$")
@@ -91,7 +94,35 @@ class Lease(BaseModel):
 
 
 class LeaseRelease(BaseModel):
+    """Give a lease back; ``for_human``: the ladder ended with remedy's cordon still on its
+    node (left to a person), so the node keeps counting as a hold (``HumanHold``). An
+    operator ends a hold by releasing its holder, ``held-for-human/<node>``."""
+
     holder: str
+    for_human: bool = False
+
+
+class HumanHold(BaseModel):
+    """A node a finished ladder left cordoned for a person: out of service, so it counts
+    against the pool until remedy's cordon goes (restored, replaced) or an operator releases
+    it. The cordon on the node is the durable record: a budget that starts afresh finds it."""
+
+    node: str
+    since: datetime
+
+    @property
+    def holder(self) -> str:
+        return HELD_FOR_HUMAN + self.node
+
+
+class HeldCheck(Wraps):
+    """Which of these nodes still carry remedy's cordon?"""
+
+    nodes: list[str]
+
+
+class HeldNodes(Wraps):
+    nodes: list[str]
 
 
 class NodeUnhealthy(BaseModel):
@@ -128,6 +159,7 @@ class PoolHolders(BaseModel):
 
 class Holders(BaseModel):
     leases: list[Lease]
+    held: list[HumanHold] = []  # nodes cordoned by remedy that no running ladder owns
 
 
 class ResumeRequest(BaseModel):
@@ -149,14 +181,46 @@ class BudgetState(BaseModel):
     # The holders were rebuilt from the running ladders: a run started afresh (the last one
     # was terminated) must not forget who holds a lease, or the cap could be exceeded.
     rebuilt: bool = False
+    held: list[HumanHold] = []  # left cordoned for a person: they count as leases do
 
     @property
     def allowed(self) -> int:
         return allowed_disruptions(self.policy.max_disruption, self.pool_size)
 
+    @property
+    def in_use(self) -> int:
+        """Leases and holds: a pool of 10 at 20 % allows 2, so one node held for a human and
+        one lease leave none for a third node."""
+        return len(self.holders) + len(self.held)
+
+    def hand_to_human(self, holder: str, since: datetime) -> None:
+        """The holder's node stays out for a person: its lease becomes a hold."""
+        for lease in self.holders:
+            if lease.holder == holder and all(h.node != lease.node for h in self.held):
+                self.held = [*self.held, HumanHold(node=lease.node, since=since)]
+
+    def take_over_hold(self, req: LeaseRequest, now: datetime) -> bool:
+        """A new ladder on a held node takes the node's place at once (it is out already)."""
+        if all(h.node != req.node for h in self.held):
+            return False
+        self.held = [h for h in self.held if h.node != req.node]
+        self.waiting = [w for w in self.waiting if w.holder != req.holder]
+        self.holders = [*self.holders, Lease(holder=req.holder, node=req.node, granted_at=now)]
+        self.grants += 1
+        return True
+
     def forget_old_reports(self, now: datetime) -> None:
         cutoff = now - self.policy.storm_window
         self.unhealthy = {n: t for n, t in self.unhealthy.items() if t >= cutoff}
+
+
+def held_by_remedy(nodes: list[NodeFacts], among: set[str] | None = None) -> list[str]:
+    """Nodes out of service under remedy's cordon (``among``: only these names)."""
+    return sorted(
+        n.name
+        for n in nodes
+        if n.cordoned_by_remedy and n.unschedulable and (among is None or n.name in among)
+    )
 
 
 def peak_concurrency(intervals: list[tuple[datetime, datetime]]) -> int:

@@ -22,6 +22,8 @@ GPU_PROBLEM = "GpuProblem"
 GPU_NETWORK_PROBLEM = "GpuNetworkProblem"
 PROBLEM_CONDITIONS = (GPU_PROBLEM, GPU_NETWORK_PROBLEM)
 REMEDY_READY = "RemedyReady"
+# What the node's agent writes every round: their heartbeat is the agent's (remedy.liveness).
+AGENT_CONDITIONS = (*PROBLEM_CONDITIONS, REMEDY_READY)
 GPU_ACTIVE_CHECK = "GpuActiveCheck"  # the scheduled deep diagnose (remedy/active_checks.py)
 NETWORK_CHECKS = frozenset({"nic"})
 MAX_MESSAGE = 1024

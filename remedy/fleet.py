@@ -4,7 +4,7 @@ summary per pool. Pure: the FleetScan workflow gathers the facts and acts on the
 from __future__ import annotations
 
 import re
-from datetime import datetime
+from datetime import datetime, timedelta
 from enum import StrEnum
 
 from pydantic import BaseModel, ConfigDict
@@ -12,6 +12,7 @@ from pydantic import BaseModel, ConfigDict
 from remedy.admission import AdmissionPolicy
 from remedy.attribution.guard import GuardPolicy
 from remedy.conditions import NodeCondition
+from remedy.liveness import SILENT_AFTER
 from remedy.models import Finding, NodeRef, Severity, Wraps
 from remedy.runbook.schema import FROM_CONDITION
 
@@ -34,6 +35,10 @@ class NodeFacts(BaseModel):
     validated: bool = False
     rejected: str | None = None  # why admission rejected it
     active_check: NodeCondition | None = None  # its GpuActiveCheck (remedy/active_checks.py)
+    # The agent's heartbeat (remedy.liveness), and its age by the cluster's clock: None when
+    # the agent never wrote one.
+    last_heartbeat: datetime | None = None
+    silent_for: timedelta | None = None
 
 
 class NodeStatus(StrEnum):
@@ -44,6 +49,8 @@ class NodeStatus(StrEnum):
     CORDONED = "cordoned"  # cordoned by someone else
     REJECTED = "rejected"  # failed admission; waits for its replacement
     UNHEALTHY = "unhealthy"  # a problem condition and nothing running (the scan starts one)
+    SILENT = "silent"  # its agent's heartbeat is stale (the scan starts an AgentSilent ladder)
+    UNKNOWN = "unknown"  # its agent never reported: not healthy for lack of information
     UNMANAGED = "unmanaged"
 
 
@@ -59,7 +66,9 @@ class OpenWork(BaseModel):
     checking: list[str] = []  # an active check holds the node (its cordon is that check's)
 
 
-def status_of(node: NodeFacts, work: OpenWork) -> NodeStatus:
+def status_of(
+    node: NodeFacts, work: OpenWork, silent_after: timedelta = SILENT_AFTER
+) -> NodeStatus:
     if not node.managed:
         return NodeStatus.UNMANAGED
     if node.name in work.remediating or node.name in work.checking:
@@ -76,6 +85,10 @@ def status_of(node: NodeFacts, work: OpenWork) -> NodeStatus:
         return NodeStatus.ADMITTING
     if node.unschedulable:
         return NodeStatus.CORDONED
+    if node.silent_for is None:
+        return NodeStatus.UNKNOWN
+    if node.silent_for > silent_after:
+        return NodeStatus.SILENT
     return NodeStatus.HEALTHY
 
 
@@ -85,14 +98,19 @@ class ScanPlan(BaseModel):
     # remedy's cordon and no ladder running: left for a human, or orphaned (its ladder failed
     # or was terminated): the scan asks which.
     cordoned: list[NodeFacts] = []
+    silent: list[NodeFacts] = []  # the agent's heartbeat went stale: an AgentSilent ladder
 
 
-def plan_scan(nodes: list[NodeFacts], work: OpenWork) -> ScanPlan:
+def plan_scan(
+    nodes: list[NodeFacts], work: OpenWork, silent_after: timedelta = SILENT_AFTER
+) -> ScanPlan:
     plan = ScanPlan()
     for node in nodes:
-        status = status_of(node, work)
+        status = status_of(node, work, silent_after)
         if status is NodeStatus.UNHEALTHY:
             plan.remediate.append(node)
+        elif status is NodeStatus.SILENT:
+            plan.silent.append(node)
         elif status is NodeStatus.NEEDS_HUMAN:
             plan.cordoned.append(node)
         elif status is NodeStatus.ADMITTING and node.name not in work.admitting:
@@ -117,7 +135,13 @@ def finding_from_condition(node: str, condition: NodeCondition) -> Finding:
 
 
 # Nodes no running workflow owns that still need someone: `remedy status` lists them by name.
-ATTENTION = (NodeStatus.NEEDS_HUMAN, NodeStatus.REJECTED, NodeStatus.UNHEALTHY)
+ATTENTION = (
+    NodeStatus.NEEDS_HUMAN,
+    NodeStatus.REJECTED,
+    NodeStatus.UNHEALTHY,
+    NodeStatus.SILENT,
+    NodeStatus.UNKNOWN,
+)
 MAX_ATTENTION = 200  # per pool: a result, and a scan's history, stay small in a storm
 
 
@@ -172,11 +196,13 @@ class FleetSummary(BaseModel):
         )
 
 
-def summarise(nodes: list[NodeFacts], work: OpenWork, at: datetime) -> FleetSummary:
+def summarise(
+    nodes: list[NodeFacts], work: OpenWork, at: datetime, silent_after: timedelta = SILENT_AFTER
+) -> FleetSummary:
     pools: dict[str, PoolSummary] = {}
     for node in nodes:
         pool = pools.setdefault(node.pool, PoolSummary(pool=node.pool))
-        status = status_of(node, work)
+        status = status_of(node, work, silent_after)
         pool.nodes += 1
         pool.counts[status] = pool.count(status) + 1
         if status in ATTENTION and len(pool.attention) < MAX_ATTENTION:
@@ -194,6 +220,8 @@ class ScanInput(BaseModel):
     # (needs a worker with the job side: ``remedy controller`` on Kubernetes).
     watch_jobs: bool = False
     guard_policy: GuardPolicy = GuardPolicy()
+    # A heartbeat older than this: the agent is silent (a few of its intervals).
+    agent_silent_after: timedelta = SILENT_AFTER
 
 
 class NodeNames(BaseModel):
@@ -220,6 +248,19 @@ def orphaned_cordon(node: str, now: datetime) -> Finding:
         "or was terminated, before it gave the node back or handed it to a person)",
         observed_at=now,
     )
+
+
+class FindingStart(BaseModel):
+    """Start (or join) a node's ladder for a finding the controller made itself (an agent gone
+    silent, a blocklisted GPU in service); the runbook is the controller's match."""
+
+    node: NodeRef
+    finding: Finding
+    task_queue: str
+    node_task_queue: str
+    # Start only once the node's running ladder (if any) has closed: a report would join it
+    # and be dropped if that ladder is finishing.
+    after_running_ladder: bool = False
 
 
 class ConditionStart(BaseModel):

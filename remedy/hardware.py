@@ -10,9 +10,11 @@ from datetime import datetime, timedelta
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from remedy.models import Wraps
+from remedy.models import Component, Finding, NodeRef, Severity, Wraps
 
 MAX_KEPT_INCIDENTS = 200  # the record is an audit trail, but its state must stay bounded
+BLOCKLISTED = "Blocklisted"
+GONE_WITH_THE_NODE = ("replaced", "admission_failed")  # outcomes after which no GPU is in service
 
 
 class BlocklistPolicy(BaseModel):
@@ -32,12 +34,20 @@ class Incident(BaseModel):
     source: str  # the workflow run that saw it: "<workflow id>/<run id>" (dedupes retries)
 
 
+class InService(BaseModel):
+    """Where the GPUs of an incident stay in service: the node's ladder and its agent queue."""
+
+    node: NodeRef
+    node_task_queue: str
+
+
 class IncidentReport(BaseModel):
     """Recorded against every serial in ``serials``; start the record if it is the first."""
 
     serials: list[str]
     incident: Incident
     policy: BlocklistPolicy = BlocklistPolicy()
+    in_service: InService | None = None  # None: a reporter from before, or nowhere to act
 
 
 class UnblockRequest(BaseModel):
@@ -67,14 +77,21 @@ class HardwareRecordState(BaseModel):
     blocked_reason: str | None = None  # stays until an operator unblocks: time heals no GPU
     unblocked: list[str] = []  # who unblocked, when and why (audit)
     counted_from: datetime | None = None  # incidents before an unblock no longer count
+    # Blocked while in service on this node: it goes to its replace rung (the record's run
+    # starts that ladder, then clears this); what happened is kept in ``taken_out``.
+    take_out: InService | None = None
+    taken_out: list[str] = []
 
     @property
     def blocked(self) -> bool:
         return self.blocked_reason is not None
 
-    def add(self, incident: Incident, policy: BlocklistPolicy) -> None:
+    def add(
+        self, incident: Incident, policy: BlocklistPolicy, in_service: InService | None = None
+    ) -> None:
         """Record an incident once (a retried signal repeats it) and block the serial when
-        too many fall inside the window."""
+        too many fall inside the window; blocked while the node still holds it (it was not
+        replaced), the node is to be taken out of service."""
         self.policy = policy
         if any(i.source == incident.source and i.fault == incident.fault for i in self.incidents):
             return
@@ -88,6 +105,8 @@ class HardwareRecordState(BaseModel):
                 f"(limit {policy.max_incidents}): "
                 + "; ".join(f"{i.at:%Y-%m-%d} {i.fault} → {i.outcome}" for i in recent[-3:])
             )
+            if in_service is not None and incident.outcome not in GONE_WITH_THE_NODE:
+                self.take_out = in_service
 
     def recent(self, now: datetime) -> list[Incident]:
         since = now - self.policy.window
@@ -98,3 +117,16 @@ class HardwareRecordState(BaseModel):
     def unblock(self, req: UnblockRequest, now: datetime) -> None:
         self.unblocked.append(f"{now.isoformat()} by {req.by}: {req.reason}")
         self.blocked_reason, self.counted_from = None, now
+
+
+def blocklisted(node: str, serial: str, reason: str, now: datetime) -> Finding:
+    """What the hardware record reports on the node that holds a GPU it just blocklisted."""
+    return Finding(
+        node=node,
+        check="hardware",
+        reason=BLOCKLISTED,
+        severity=Severity.CRITICAL,
+        component=Component(serial=serial),
+        evidence=reason[:1024],
+        observed_at=now,
+    )

@@ -136,7 +136,15 @@ TERMS: tuple[CheckTerms, ...] = (
     CheckTerms(
         "scan",
         "the fleet scan",
-        {"OrphanedCordon": "remedy's cordon on a node no ladder owns (its ladder failed)"},
+        {
+            "OrphanedCordon": "remedy's cordon on a node no ladder owns (its ladder failed)",
+            "AgentSilent": "the node's agent stopped heartbeating (its conditions went stale)",
+        },
+    ),
+    CheckTerms(
+        "hardware",
+        "the hardware record of each GPU serial",
+        {"Blocklisted": "a GPU in service crossed the blocklist threshold"},
     ),
     CheckTerms(
         "manual",

@@ -39,6 +39,7 @@ from workers.cli import app
 from workers.schedules import ensure_fleet_scan
 from workflows.disruption_budget import DisruptionBudget
 from workflows.fleet_scan import FleetScan
+from workflows.node_remediation import NodeRemediation
 
 
 async def closed(client: Client, workflow_id: str, within_s: float = 30) -> None:
@@ -68,7 +69,7 @@ def _problem(reason: str = "Xid48") -> NodeCondition:
 
 def test_plan_remediates_unowned_problems_and_admits_new_nodes_once() -> None:
     nodes = [
-        NodeFacts(name="ok", pool="a"),
+        NodeFacts(name="ok", pool="a", silent_for=timedelta(seconds=10)),
         NodeFacts(name="sick", pool="a", problems=[_problem()]),
         NodeFacts(name="sick-busy", pool="a", problems=[_problem()]),
         NodeFacts(
@@ -104,6 +105,21 @@ def test_plan_remediates_unowned_problems_and_admits_new_nodes_once() -> None:
         b.count(NodeStatus.CORDONED),
         b.count(NodeStatus.UNMANAGED),
     ) == (2, 1, 1, 1)
+
+
+def test_a_node_whose_agent_never_reported_or_went_quiet_is_not_healthy() -> None:
+    beat = datetime(2026, 11, 1, tzinfo=UTC)
+    nodes = [
+        NodeFacts(name="fresh", pool="a", last_heartbeat=beat, silent_for=timedelta(seconds=30)),
+        NodeFacts(name="quiet", pool="a", last_heartbeat=beat, silent_for=timedelta(minutes=5)),
+        NodeFacts(name="never", pool="a"),  # no remedy condition at all: no heartbeat
+        NodeFacts(name="new", pool="a", awaiting_admission=True),  # admission probes it
+    ]
+    plan = plan_scan(nodes, OpenWork(), silent_after=timedelta(minutes=2))
+    [pool] = summarise(nodes, OpenWork(), beat, silent_after=timedelta(minutes=2)).pools
+    assert [n.name for n in plan.silent] == ["quiet"] and not plan.remediate
+    assert pool.count(NodeStatus.HEALTHY) == 1
+    assert pool.attention == {"quiet": NodeStatus.SILENT, "never": NodeStatus.UNKNOWN}
 
 
 def test_a_condition_reason_naming_an_xid_becomes_a_finding_with_that_xid() -> None:
@@ -279,3 +295,33 @@ async def test_the_scan_gives_an_orphaned_cordon_a_ladder_and_leaves_a_persons_a
     assert not fleet.node(orphan).unschedulable  # looked at again and given back
     assert fleet.node(persons).unschedulable  # still a person's
     assert fleet.node(forgotten).unschedulable
+
+
+async def test_the_scan_turns_a_silent_agent_into_an_agent_silent_ladder(
+    dev_env: WorkflowEnvironment,
+) -> None:
+    client = dev_env.client
+    fleet = own_fleet("silent", 3)
+    quiet, *others = sorted(fleet.nodes)
+    fleet.silence_agent(quiet, since=datetime.now(UTC) - timedelta(minutes=10))
+    async with running_workers(client, fleet) as queues:
+        summary = await client.execute_workflow(
+            FleetScan.run,
+            ScanInput(node_task_queue=queues.agents, agent_silent_after=timedelta(minutes=2)),
+            id=f"scan-{uuid.uuid4().hex[:8]}",
+            task_queue=queues.controller,
+        )
+        ladder = client.get_workflow_handle_for(NodeRemediation.run, remediation_workflow_id(quiet))
+        for _ in range(100):
+            state = await ladder.query(NodeRemediation.state)
+            if state.cordon is not None:  # the runbook cordons first
+                break
+            await asyncio.sleep(0.1)
+    assert summary.started_remediations == [quiet]
+    assert state.runbook is not None and state.runbook.name == "agent-silent"
+    assert state.trigger is not None and state.trigger.reason == "AgentSilent"
+    assert "no heartbeat from remedy's agent for 0:10:" in state.trigger.evidence
+    assert fleet.node(quiet).unschedulable  # cordoned: nothing is watching it
+    [pool] = summary.pools
+    assert pool.count(NodeStatus.HEALTHY) == 2 and pool.count(NodeStatus.IN_REMEDIATION) == 1
+    assert all(n not in [name for name, _ in fleet.actions] for n in others)

@@ -25,6 +25,7 @@ from adapters.kubernetes.drain import CHECKPOINT_REQUESTED, CHECKPOINTED
 from remedy.cluster import Cluster, CordonOwner
 from remedy.conditions import NodeCondition
 from remedy.errors import ActionRefused, DrainBlocked, NodeGone, PermissionDenied, TransientError
+from remedy.fleet import NodeStatus, OpenWork, status_of
 from remedy.models import CordonState
 
 T = TypeVar("T")
@@ -565,6 +566,12 @@ async def test_nodes_reports_pool_admission_cordon_and_problem_conditions(
     assert [c.reason for c in facts["sick"].problems] == ["Xid79"]
     assert facts["new"].awaiting_admission and facts["new"].pool == "default"
     assert not facts["mine"].managed and not facts["mine"].problems
+    # The agent's heartbeat is its conditions' lastHeartbeatTime; no condition, no heartbeat.
+    assert facts["sick"].last_heartbeat == NOW and facts["sick"].silent_for is not None
+    assert facts["mine"].last_heartbeat is None and facts["mine"].silent_for is None
+    assert status_of(facts["mine"].model_copy(update={"managed": True}), OpenWork()) is (
+        NodeStatus.UNKNOWN
+    )
 
 
 async def test_admission_taints_then_admits_with_label_serials_and_no_taint(

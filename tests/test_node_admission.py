@@ -11,7 +11,7 @@ from temporalio.testing import WorkflowEnvironment
 
 from activities.starts import start_admission
 from adapters.sim import SimFleet
-from contract.names import hardware_record_workflow_id
+from contract.names import hardware_record_workflow_id, remediation_workflow_id
 from remedy.admission import AdmissionInput, AdmissionPhase, AdmissionPolicy, AdmissionResult
 from remedy.hardware import BlocklistPolicy, HardwareRecordState, Incident, UnblockRequest
 from remedy.models import NodeRef
@@ -107,6 +107,13 @@ async def test_three_incidents_on_one_gpu_blocklist_it_and_its_node_fails_admiss
             assert (await handle.result()).outcome is Outcome.RECOVERED
         record = await record_of(time_env.client, serial)
         assert record.blocked and "3 incidents within 30 days" in (record.blocked_reason or "")
+        # Blocked in service: the node waits for a replacement approval (runbook
+        # blocklisted-serial); nobody approves, it is re-imaged instead.
+        taken_out = time_env.client.get_workflow_handle_for(
+            NodeRemediation.run, remediation_workflow_id(name)
+        )
+        await wait_for_phase(time_env, taken_out, Phase.AWAITING_APPROVAL)
+        await taken_out.terminate("re-imaged instead")
         # The node is re-imaged and joins again: admission turns it away before any diagnose.
         fleet.nodes[NEW] = fleet.nodes.pop(name)
         fleet.nodes[NEW].name = NEW

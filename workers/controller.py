@@ -103,7 +103,9 @@ def controller_activities(
     by ``attributor`` (default: the shipped attribution rules)."""
     return [
         *cluster_activities(cluster),
-        *BudgetActivities(client, cluster.fleet.pool_size, policy or BudgetPolicy()).all(),
+        *BudgetActivities(
+            client, cluster.fleet.pool_size, policy or BudgetPolicy(), cluster.fleet
+        ).all(),
         *HardwareActivities(client, blocklist or BlocklistPolicy()).all(),
         *StartActivities(client, runbooks or RunbookSet([])).all(),
         *FleetActivities(client, cluster.fleet).all(),

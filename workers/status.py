@@ -205,6 +205,8 @@ COLUMNS = [
     NodeStatus.ADMITTING,
     NodeStatus.REJECTED,
     NodeStatus.UNHEALTHY,
+    NodeStatus.SILENT,
+    NodeStatus.UNKNOWN,
     NodeStatus.UNMANAGED,
 ]
 
@@ -224,7 +226,7 @@ def pool_rows(status: FleetStatus) -> list[list[str]]:
     rows = []
     for pool in status.pools:
         budget = pool.budget
-        leases = f"{len(budget.holders)}/{budget.allowed}" if budget else "-"
+        leases = f"{budget.in_use}/{budget.allowed}" if budget else "-"
         rows.append(
             [
                 pool.summary.pool,

@@ -14,9 +14,10 @@ from datetime import timedelta
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
+from temporalio.exceptions import ActivityError
 
 from contract import search_attributes
-from contract.activities import CLOSED_WORKFLOWS, LEASE_HOLDERS
+from contract.activities import CLOSED_WORKFLOWS, HELD_NODES, LEASE_HOLDERS
 from contract.messages import (
     BUDGET_STATE,
     LEASE_GRANTED,
@@ -32,6 +33,7 @@ with workflow.unsafe.imports_passed_through():
     from contract.names import DISRUPTION_BUDGET_WORKFLOW
     from remedy.budget import (
         BudgetState,
+        HeldCheck,
         HolderCheck,
         Lease,
         LeaseGrant,
@@ -46,6 +48,7 @@ with workflow.unsafe.imports_passed_through():
 GRANTS_TOGETHER = "grant-signals-together"  # workflow.patched: runs before it sent one by one
 REGRANT = "regrant-to-a-new-run-of-the-holder"
 REBUILD = "rebuild-holders-from-running-ladders"
+HUMAN_HOLDS = "hold-nodes-left-for-a-human"  # runs before: a ladder's end freed its node's share
 
 
 @workflow.defn(name=DISRUPTION_BUDGET_WORKFLOW)
@@ -61,7 +64,9 @@ class DisruptionBudget:
     def request(self, req: LeaseRequest) -> None:
         state = self._state
         state.pool_size, state.policy = req.pool_size, req.policy
-        if any(lease.holder == req.holder for lease in state.holders):
+        if state.take_over_hold(req, workflow.now()):
+            self._regrant.append(req)  # its node was held for a human: it is out already
+        elif any(lease.holder == req.holder for lease in state.holders):
             # The holder asks again: a new run for the same node (the last one was terminated
             # before it released) or a retried request. The node still holds its one lease;
             # tell the run that asks, or it would wait for a grant that went to the old run.
@@ -73,8 +78,11 @@ class DisruptionBudget:
     @LEASE_RELEASE.handler
     def release(self, req: LeaseRelease) -> None:
         state = self._state
+        if req.for_human:
+            state.hand_to_human(req.holder, workflow.now())
         state.holders = [h for h in state.holders if h.holder != req.holder]
         state.waiting = [w for w in state.waiting if w.holder != req.holder]
+        state.held = [h for h in state.held if h.holder != req.holder]  # an operator's release
         self._changed = True
 
     @NODE_UNHEALTHY.handler
@@ -112,6 +120,8 @@ class DisruptionBudget:
             except TimeoutError:
                 if self._state.holders:
                     await self._reclaim()
+                if self._state.held and workflow.patched(HUMAN_HOLDS):
+                    await self._end_holds()
             self._changed = False
             self._check_breaker()
             await self._grant()
@@ -128,7 +138,7 @@ class DisruptionBudget:
         """Wake to reclaim leases of dead holders, and when the oldest unhealthy report leaves
         the storm window (a tripped breaker must close by itself once the storm passes)."""
         state = self._state
-        waits = [state.policy.reclaim_every] if state.holders else []
+        waits = [state.policy.reclaim_every] if state.holders or state.held else []
         if state.unhealthy:
             oldest = min(state.unhealthy.values())
             waits.append(
@@ -157,13 +167,14 @@ class DisruptionBudget:
         workflow.set_current_details(
             f"**pool {state.pool}**: {len(state.holders)}/"
             f"{state.allowed} leases, {len(state.waiting)} waiting"
+            + (f", {len(state.held)} held for a human" if state.held else "")
             + (f"\n\n**BREAKER TRIPPED**: {state.breaker_note}" if state.tripped else "")
         )
 
     async def _grant(self) -> None:
         state = self._state
         granted: list[LeaseRequest] = []
-        while not state.tripped and state.waiting and len(state.holders) < state.allowed:
+        while not state.tripped and state.waiting and state.in_use < state.allowed:
             req = state.waiting.pop(0)  # first come, first served
             state.holders.append(Lease(holder=req.holder, node=req.node, granted_at=workflow.now()))
             state.grants += 1
@@ -196,6 +207,9 @@ class DisruptionBudget:
         )
         known = {h.holder for h in state.holders}
         state.holders += [lease for lease in found.leases if lease.holder not in known]
+        # Nodes left cordoned for a person: remedy's cordon on the node is the record.
+        busy = {h.node for h in state.held} | {lease.node for lease in state.holders}
+        state.held += [h for h in found.held if h.node not in busy]
         state.waiting = [
             w
             for w in state.waiting
@@ -203,6 +217,25 @@ class DisruptionBudget:
         ]
         state.rebuilt = True
         self._changed = True
+
+    async def _end_holds(self) -> None:
+        """A node held for a human is given back when remedy's cordon is gone from it (it was
+        restored, or replaced by a node that never had it)."""
+        state = self._state
+        try:
+            answer = await HELD_NODES.execute(
+                HeldCheck(nodes=[h.node for h in state.held]),
+                start_to_close_timeout=timedelta(seconds=60),
+                retry_policy=RetryPolicy(maximum_attempts=3),
+                summary=f"which of {len(state.held)} nodes held for a human are still cordoned",
+            )
+        except ActivityError as err:  # unsure: the holds stay (the cap errs on the safe side)
+            workflow.logger.warning("pool %s: holds not checked: %s", state.pool, err)
+            return
+        still = set(answer.nodes)
+        if any(h.node not in still for h in state.held):
+            state.held = [h for h in state.held if h.node in still]
+            self._changed = True
 
     async def _reclaim(self) -> None:
         """Free the leases of holders whose workflows closed without releasing them."""

@@ -19,11 +19,15 @@ from workflows.remediation_view import RemediationView
 with workflow.unsafe.imports_passed_through():
     from contract.names import budget_workflow_id
     from remedy.budget import LeaseRelease, LeaseWanted, NodeUnhealthy
-    from remedy.remediation import Phase, RemediationState
+    from remedy.models import Action
+    from remedy.remediation import AttemptResult, Outcome, Phase, RemediationState
 
 BUDGET_CALL = timedelta(seconds=30)
 REASK = "re-ask-for-lease"  # workflow.patched: runs from before waited without a timer
 REASK_EVERY = timedelta(minutes=5)
+HOLD_FOR_HUMAN = "lease-held-for-a-human"  # workflow.patched: runs before freed it at the end
+# Endings that leave the node as it is: cordoned by remedy, drained, for a person.
+LEFT_AS_IT_IS = (Outcome.NEEDS_HUMAN, Outcome.ABORTED)
 
 
 class DisruptionLease:
@@ -106,16 +110,30 @@ class DisruptionLease:
                 raise
             workflow.logger.warning("%s: lease request not delivered: %s", state.node.name, err)
 
-    async def release(self) -> None:
+    async def release(self, outcome: Outcome) -> None:
+        """Give the lease back at the end; a node left cordoned for a person keeps counting
+        (the budget turns the lease into a hold that ends when remedy's cordon goes)."""
         state = self._state
         if state.lease_requested_at is None or state.lease_released_at is not None:
             return
+        for_human = (
+            outcome in LEFT_AS_IT_IS
+            and state.cordoned_by_remedy
+            and not _restored(state)
+            and workflow.patched(HOLD_FOR_HUMAN)
+        )
         try:
             await LEASE_RELEASE.send_to(
                 budget_workflow_id(state.node.pool),
-                LeaseRelease(holder=workflow.info().workflow_id),
+                LeaseRelease(holder=workflow.info().workflow_id, for_human=for_human),
             )
         except Exception:  # noqa: BLE001 - a budget that is gone holds no lease to give back
             workflow.logger.warning("could not release the lease of %s", state.node.name)
         state.lease_released_at = workflow.now()
         self._view.publish()  # RemedyLease no longer 'held': a rebuilt budget must not count it
+
+
+def _restored(state: RemediationState) -> bool:
+    """Its last step gave the node back (an abort with --restore)."""
+    last = state.attempts[-1] if state.attempts else None
+    return last is not None and last.action is Action.RESTORE and last.result is AttemptResult.DONE

@@ -24,6 +24,7 @@ with workflow.unsafe.imports_passed_through():
     from remedy.attribution.evidence import JobFailureReport
     from remedy.fleet import (
         ConditionStart,
+        FindingStart,
         FleetSummary,
         NodeFacts,
         OpenWork,
@@ -32,10 +33,12 @@ with workflow.unsafe.imports_passed_through():
         plan_scan,
         summarise,
     )
+    from remedy.liveness import agent_silent
     from remedy.models import NodeRef
 
 RETRY = RetryPolicy(initial_interval=timedelta(seconds=2), maximum_attempts=3)
 ADOPT_ORPHANS = "adopt-orphaned-cordons"  # workflow.patched: scans from before did not
+AGENT_SILENT = "agent-silent-ladders"  # workflow.patched: scans from before did not
 
 
 @workflow.defn(name=FLEET_SCAN_WORKFLOW)
@@ -55,7 +58,7 @@ class FleetScan:
             retry_policy=RETRY,
             summary="running remediations and admissions",
         )
-        plan = plan_scan(nodes, work)
+        plan = plan_scan(nodes, work, inp.agent_silent_after)
         here = workflow.info().task_queue
         # All starts at once: 150 nodes whose agents died should not wait on each other.
         await asyncio.gather(
@@ -96,14 +99,15 @@ class FleetScan:
                 orphans = await self._adopt_orphans(plan.cordoned, inp)
             except ActivityError as err:  # the rest of the scan still counts
                 workflow.logger.warning("orphaned cordons not adopted: %s", err)
-        started_remediations = [n.name for n in plan.remediate] + orphans
+        silent = await self._silent(plan.silent, inp) if plan.silent else []
+        started_remediations = [n.name for n in plan.remediate] + orphans + silent
         started_admissions = [n.name for n in admit]
         work = OpenWork(
             remediating=sorted([*work.remediating, *started_remediations]),
             admitting=sorted([*work.admitting, *started_admissions]),
             checking=work.checking,
         )
-        summary = summarise(nodes, work, workflow.now())
+        summary = summarise(nodes, work, workflow.now(), inp.agent_silent_after)
         summary.started_remediations, summary.started_admissions = (
             started_remediations,
             started_admissions,
@@ -132,6 +136,33 @@ class FleetScan:
             summary=f"which of {len(cordoned)} cordoned nodes no ladder owns",
         )
         return adopted.nodes
+
+    async def _silent(self, silent: list[NodeFacts], inp: ScanInput) -> list[str]:
+        """Agents whose heartbeat went stale: each node gets an AgentSilent ladder."""
+        if not workflow.patched(AGENT_SILENT):
+            return []
+        here = workflow.info().task_queue
+        await asyncio.gather(
+            *(
+                act.REMEDIATE_FINDING.execute(
+                    FindingStart(
+                        node=NodeRef(name=node.name, pool=node.pool),
+                        finding=agent_silent(
+                            node.name,
+                            node.last_heartbeat or workflow.now(),
+                            node.silent_for or timedelta(0),
+                        ),
+                        task_queue=here,
+                        node_task_queue=inp.node_task_queue or node_task_queue(node.name),
+                    ),
+                    start_to_close_timeout=timedelta(seconds=30),
+                    retry_policy=RETRY,
+                    summary=f"remediate {node.name}: its agent is silent",
+                )
+                for node in silent
+            )
+        )
+        return [n.name for n in silent]
 
     async def _watch_jobs(self, inp: ScanInput) -> tuple[list[str], list[str]]:
         guarded = await act.GUARDED_JOB_FAILURES.execute(

@@ -13,6 +13,7 @@ from temporalio import workflow
 
 from contract import search_attributes
 from contract.messages import HARDWARE_RECORD, INCIDENT, UNBLOCK
+from workflows.blocklist import TAKE_OUT, take_out_of_service
 
 with workflow.unsafe.imports_passed_through():
     from contract.names import HARDWARE_RECORD_WORKFLOW
@@ -27,7 +28,7 @@ class HardwareRecord:
 
     @INCIDENT.handler
     def incident(self, report: IncidentReport) -> None:
-        self._state.add(report.incident, report.policy)
+        self._state.add(report.incident, report.policy, report.in_service)
         self._show()
 
     @UNBLOCK.handler
@@ -44,6 +45,7 @@ class HardwareRecord:
         lines = [f"**GPU {state.serial}**: {len(state.incidents)} incidents"]
         if state.blocked_reason:
             lines.append(f"**BLOCKLISTED**: {state.blocked_reason}")
+        lines += [f"- {line}" for line in state.taken_out[-3:]]
         lines += [
             f"- {i.at:%Y-%m-%d %H:%M} {i.node}: {i.fault} → {i.outcome}"
             for i in state.incidents[-10:]
@@ -56,6 +58,20 @@ class HardwareRecord:
             workflow.upsert_search_attributes(
                 [search_attributes.GPU_SERIALS.value_set([state.serial])]
             )
-        await workflow.wait_condition(workflow.info().is_continue_as_new_suggested)
+        if workflow.patched(TAKE_OUT):
+            # A GPU blocked in service: its node goes to its replace rung, once per block.
+            while True:
+                await workflow.wait_condition(
+                    lambda: (
+                        self._state.take_out is not None
+                        or workflow.info().is_continue_as_new_suggested()
+                    )
+                )
+                if self._state.take_out is None:
+                    break
+                await take_out_of_service(self._state)
+                self._show()
+        else:
+            await workflow.wait_condition(workflow.info().is_continue_as_new_suggested)
         await workflow.wait_condition(workflow.all_handlers_finished)
         workflow.continue_as_new(self._state)

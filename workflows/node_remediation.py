@@ -339,7 +339,7 @@ class NodeRemediation:
 
     async def _finish(self, outcome: Outcome, detail: str) -> RemediationResult:
         state = self._state
-        await self._lease.release()
+        await self._lease.release(outcome)
         if workflow.patched(HARDWARE_RECORD) and not self._stopped_by_failure:
             await self._steps.record_incidents(outcome)
         if workflow.patched(PUBLISH_CONDITIONS):

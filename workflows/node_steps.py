@@ -35,7 +35,7 @@ from workflows.remediation_view import RemediationView
 
 with workflow.unsafe.imports_passed_through():
     from remedy.actions import ACTIONS, Where
-    from remedy.hardware import Incident, IncidentReport
+    from remedy.hardware import Incident, IncidentReport, InService
     from remedy.models import (
         Action,
         ActionRequest,
@@ -325,7 +325,13 @@ class NodeSteps:
         )
         try:
             await act.RECORD_INCIDENTS.execute(
-                IncidentReport(serials=serials, incident=incident),
+                IncidentReport(
+                    serials=serials,
+                    incident=incident,
+                    in_service=InService(
+                        node=state.node, node_task_queue=self._input.node_task_queue
+                    ),
+                ),
                 start_to_close_timeout=timedelta(seconds=30),
                 **RIDE_OUT,
                 summary=f"hardware record of {', '.join(serials)}",

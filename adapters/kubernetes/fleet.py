@@ -3,13 +3,15 @@ call, and a pool's size from its ``remedy.io/pool`` label."""
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 from adapters.kubernetes.admission import ADMISSION_REJECTED, ADMISSION_TAINT, VALIDATED_LABEL
 from adapters.kubernetes.control import CORDONED_BY
 from adapters.kubernetes.errors import api_errors
 from adapters.kubernetes.marks import remedy_conditions
 from adapters.kubernetes.nodes import OPT_OUT_LABEL, PREFIX, NodeApi, has_taint
 from adapters.kubernetes.objects import Json, meta
-from remedy.conditions import GPU_ACTIVE_CHECK, is_problem
+from remedy.conditions import AGENT_CONDITIONS, GPU_ACTIVE_CHECK, is_problem
 from remedy.fleet import NodeFacts
 
 POOL_LABEL = f"{PREFIX}/pool"
@@ -35,7 +37,12 @@ class KubernetesFleetView:
         about = meta(node)
         labels, annotations = about.get("labels", {}), about.get("annotations", {})
         spec = node.get("spec", {})
-        conditions = remedy_conditions(node, self._nodes.clock())
+        now = self._nodes.clock()
+        conditions = remedy_conditions(node, now)
+        # The agent's heartbeat: the newest it wrote on remedy's conditions (remedy.liveness).
+        beat = max(
+            (c.last_heartbeat_time for c in conditions if c.type in AGENT_CONDITIONS), default=None
+        )
         return NodeFacts(
             name=about["name"],
             pool=labels.get(POOL_LABEL, "default"),
@@ -47,4 +54,6 @@ class KubernetesFleetView:
             awaiting_admission=has_taint(node, ADMISSION_TAINT),
             validated=labels.get(VALIDATED_LABEL) == "true",
             rejected=annotations.get(ADMISSION_REJECTED),
+            last_heartbeat=beat,
+            silent_for=max(now - beat, timedelta(0)) if beat else None,
         )

@@ -4,6 +4,7 @@ class per seam, as on Kubernetes, so a test can swap any one of them (a replacer
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import timedelta
 from typing import TYPE_CHECKING
 
 from remedy.attribution.evidence import RecentXid, remember
@@ -102,6 +103,7 @@ class SimFleetView:
 
     def nodes(self) -> list[NodeFacts]:
         with self._fleet._lock:
+            now = self._fleet.clock()
             return [
                 NodeFacts(
                     name=n.name,
@@ -114,6 +116,9 @@ class SimFleetView:
                     validated=n.validated_serials is not None,
                     rejected=n.rejected,
                     active_check=n.conditions.get(GPU_ACTIVE_CHECK),
+                    # The twin's agents heartbeat until a test silences one.
+                    last_heartbeat=n.agent_silent_since or now,
+                    silent_for=now - n.agent_silent_since if n.agent_silent_since else timedelta(0),
                 )
                 for n in self._fleet.nodes.values()
             ]

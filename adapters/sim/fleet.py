@@ -139,6 +139,16 @@ class SimFleet:
         with self._lock:
             self.node(node).missing[dependency] = why
 
+    def silence_agent(self, node: str, since: datetime | None = None) -> None:
+        """The node's agent goes silent (wedged, crash-looping) ``since`` then: no heartbeat,
+        and nothing it serves answers. ``revive_agent`` (or a reboot) brings it back."""
+        with self._lock:
+            self.node(node).agent_silent_since = since or self.clock()
+
+    def revive_agent(self, node: str) -> None:
+        with self._lock:
+            self.node(node).agent_silent_since = None
+
     def cordon_by_hand(self, node: str) -> None:
         """An operator or another tool cordons the node (no remedy annotation)."""
         with self._lock:
@@ -194,5 +204,7 @@ class SimFleet:
         return sim_cluster(self)
 
     def host(self, name: str) -> SimHost:
-        self.node(name)
+        if self.node(name).agent_silent_since is not None:
+            # What a dead agent's queue gives: nothing (a transient error here, retried).
+            raise TransientError(f"the agent on {name} does not answer")
         return SimHost(self, name)

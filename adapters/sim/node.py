@@ -66,6 +66,7 @@ class SimNode:
     validated_serials: list[str] | None = None
     rejected: str | None = None
     managed: bool = True
+    agent_silent_since: datetime | None = None  # its agent stopped heartbeating and answering
     # Keyed actions as recorded where they land: the machine's own disk for a reset or a
     # reboot, the node object for cluster actions (one book here: the twin is both).
     ledger: dict[str, LedgerEntry] = field(default_factory=dict)

@@ -2,8 +2,8 @@
 
 The commands live by group: runbooks.py (`remedy runbooks ...`), xid.py (`remedy xid ...`),
 node.py (probe, agent), doctor.py (doctor), controller.py (controller, demo), fleet.py (status,
-show) and operate.py (approve, abort, trigger, resume-pool, resume-job); options.py declares
-the options they share and common.py the helpers."""
+show) and operate.py (approve, abort, trigger, resume-pool, release-hold, resume-job); options.py
+declares the options they share and common.py the helpers."""
 
 from __future__ import annotations
 
@@ -29,6 +29,7 @@ app.command()(operate.abort)
 app.command()(fleet.show)
 app.command()(operate.trigger)
 app.command("resume-pool")(operate.resume_pool)
+app.command("release-hold")(operate.release_hold)
 app.command("resume-job")(operate.resume_job)
 app.add_typer(runbooks.app, name="runbooks")
 app.add_typer(xid.app, name="xid")

@@ -12,6 +12,7 @@ import typer
 from pydantic import ValidationError
 
 from contract.names import CONTROLLER_TASK_QUEUE
+from remedy.liveness import SILENT_AFTER
 from remedy.runbook import RunbookError
 from workers.cli import active_checks as checks
 from workers.cli.common import attributor_or_exit, on_temporal, runbooks_or_exit, serve
@@ -64,6 +65,15 @@ def controller(
         float,
         typer.Option(min=0, help="Seconds between fleet scans (a Temporal Schedule); 0: no scan."),
     ] = 60.0,
+    agent_silent_after: Annotated[
+        float,
+        typer.Option(
+            min=1,
+            help="Seconds without a heartbeat from a node's agent (its conditions' "
+            "lastHeartbeatTime) before the scan starts an AgentSilent ladder: a few of the "
+            "agents' --interval.",
+        ),
+    ] = SILENT_AFTER.total_seconds(),
     blocklist_incidents: Annotated[
         int, typer.Option(help="Incidents on one GPU serial within the window that blocklist it.")
     ] = 3,
@@ -141,7 +151,9 @@ def controller(
         raise typer.Exit(2) from None
     jobs = KubernetesJobs(api, dry_run=dry_run) if watch_jobs else None
     scan = ScanInput(
-        watch_jobs=watch_jobs, guard_policy=GuardPolicy(max_platform_restarts=max_job_restarts)
+        watch_jobs=watch_jobs,
+        guard_policy=GuardPolicy(max_platform_restarts=max_job_restarts),
+        agent_silent_after=timedelta(seconds=agent_silent_after),
     )
 
     async def main() -> None:

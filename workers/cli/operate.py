@@ -1,5 +1,5 @@
-"""`remedy approve`, `abort`, `trigger`, `resume-pool` and `resume-job`: an operator acting on
-running workflows (registered in __init__.py)."""
+"""`remedy approve`, `abort`, `trigger`, `resume-pool`, `release-hold` and `resume-job`: an
+operator acting on running workflows (registered in __init__.py)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,14 @@ import typer
 from temporalio.service import RPCError
 
 from contract.defs import SignalDef
-from contract.messages import ABORT, APPROVE, GUARD_STATUS, RESUME_JOB, RESUME_POOL
+from contract.messages import (
+    ABORT,
+    APPROVE,
+    GUARD_STATUS,
+    LEASE_RELEASE,
+    RESUME_JOB,
+    RESUME_POOL,
+)
 from contract.names import CONTROLLER_TASK_QUEUE
 from remedy.models import NodeRef
 from workers.cli.common import on_temporal, runbook_or_exit
@@ -147,6 +154,26 @@ def resume_pool(
         f"pool {pool}: no disruption budget",
     )
     typer.echo(f"pool {pool}: resume sent by {by}")
+
+
+def release_hold(
+    node: Annotated[str, typer.Argument(help="The node a ladder left cordoned for a person.")],
+    pool: Annotated[str, typer.Option(help="The node's pool.")] = "default",
+    address: AddressOption = DEFAULT_ADDRESS,
+) -> None:
+    """Stop counting a node left for a person against its pool's disruption budget (it ends
+    by itself when remedy's cordon goes from the node)."""
+    from contract.names import budget_workflow_id
+    from remedy.budget import HELD_FOR_HUMAN, LeaseRelease
+
+    _signal(
+        address,
+        budget_workflow_id(pool),
+        LEASE_RELEASE,
+        LeaseRelease(holder=HELD_FOR_HUMAN + node),
+        f"pool {pool}: no disruption budget",
+    )
+    typer.echo(f"pool {pool}: {node} no longer held")
 
 
 def resume_job(
