@@ -122,6 +122,7 @@ class DisruptionLease:
             and not _restored(state)
             and workflow.patched(HOLD_FOR_HUMAN)
         )
+        released = workflow.now()  # when it let go: the budget may grant before the send returns
         try:
             await LEASE_RELEASE.send_to(
                 budget_workflow_id(state.node.pool),
@@ -129,7 +130,7 @@ class DisruptionLease:
             )
         except Exception:  # noqa: BLE001 - a budget that is gone holds no lease to give back
             workflow.logger.warning("could not release the lease of %s", state.node.name)
-        state.lease_released_at = workflow.now()
+        state.lease_released_at = released
         self._view.publish()  # RemedyLease no longer 'held': a rebuilt budget must not count it
 
 
