@@ -99,6 +99,8 @@ def remediation_details(state: RemediationState) -> str:
     ]
     if trigger.evidence:
         lines.append(f"**Evidence** {trigger.evidence}")
+    if state.resumed:
+        lines.append(f"**Recurrence** {state.resumed}")
     lines.append(f"**Rung** {_rung_line(state)}")
     lines.append(f"**Next** {_next_step(state)}")
     if state.outcome is None:
@@ -120,7 +122,8 @@ def _rung_line(state: RemediationState) -> str:
     if not ladder:
         return "none (the runbook holds the node for a human)"
     if state.phase in (Phase.WAITING, Phase.TOLERATING):
-        return f"not climbing yet; first rung {ladder[0].action.value}"
+        first = ladder[state.rung].action.value if state.rung < len(ladder) else "none left"
+        return f"not climbing yet; first rung {first}"
     if state.rung >= len(ladder):
         return f"past the last of {len(ladder)}"
     return f"{state.rung + 1} of {len(ladder)}: {ladder[state.rung].action.value}"

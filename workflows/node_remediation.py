@@ -29,6 +29,7 @@ from workflows.common import cause_of
 from workflows.disruption_lease import DisruptionLease
 from workflows.node_steps import NodeSteps
 from workflows.remediation_view import RemediationView
+from workflows.verification import RESUME_ABOVE, VERIFY_WITH_WHAT_SAW, Verification, summary
 
 with workflow.unsafe.imports_passed_through():
     from contract.names import NODE_REMEDIATION_WORKFLOW
@@ -36,7 +37,7 @@ with workflow.unsafe.imports_passed_through():
     from remedy.actions import ACTIONS
     from remedy.budget import LeaseGrant
     from remedy.durations import format_duration
-    from remedy.models import Action, ActionResult, ProbeReport
+    from remedy.models import Action
     from remedy.remediation import (
         AbortRequest,
         Approval,
@@ -81,6 +82,7 @@ class NodeRemediation:
         self._view = RemediationView(self._state)
         self._steps = NodeSteps(inp, self._state, self._view)
         self._lease = DisruptionLease(self._state, self._view)
+        self._verification = Verification(self._state, self._steps)
 
     # -- messages --------------------------------------------------------------------------
     @REPORT_FINDING.handler
@@ -183,6 +185,8 @@ class NodeRemediation:
             await self._steps.cordon("finding: " + state.trigger.headline())
         if workflow.patched(DISRUPTION_BUDGET):
             await self._lease.report_unhealthy(at=now)
+        if workflow.patched(RESUME_ABOVE):
+            await self._verification.resume()
         self._view.enter(Phase.TOLERATING)
 
     async def _tolerate(self) -> None:
@@ -225,6 +229,7 @@ class NodeRemediation:
         state.tolerance_ends_at = min(
             state.tolerance_ends_at, state.started_at + state.runbook.tolerance
         )
+        state.rung, state.resumed = 0, ""  # a resumed rung was one of the old runbook's
         if state.runbook.cordon and state.cordon is None:
             trigger = state.trigger.headline() if state.trigger else ""
             await self._steps.cordon("finding: " + trigger)
@@ -275,10 +280,14 @@ class NodeRemediation:
                 summary=f"settle {format_duration(rung.settle)} after {rung.action.value}",
             )
         view.enter(Phase.VERIFYING)
-        report = await self._steps.probe()
-        verdict = AttemptResult.VERIFIED if report.healthy else AttemptResult.UNVERIFIED
-        view.record(index, rung.action, started, verdict, _summary(result, report))
-        return report.healthy
+        if workflow.patched(VERIFY_WITH_WHAT_SAW):
+            healthy, detail = await self._verification.verify(rung, result)
+        else:
+            report = await self._steps.probe()
+            healthy, detail = report.healthy, summary(result, report)
+        verdict = AttemptResult.VERIFIED if healthy else AttemptResult.UNVERIFIED
+        view.record(index, rung.action, started, verdict, detail)
+        return healthy
 
     async def _confirm_fault(self) -> None:
         """With no tolerance window the ladder acts on the report alone, and a report can be
@@ -360,10 +369,3 @@ class NodeRemediation:
         if workflow.info().is_continue_as_new_suggested() and self._stop_request is None:
             state = self._state.model_copy(update={"runs": self._state.runs + 1})
             workflow.continue_as_new(self._input.model_copy(update={"state": state}))
-
-
-def _summary(result: ActionResult, report: ProbeReport) -> str:
-    if report.healthy:
-        return f"{result.detail}; probe clean"
-    left = ", ".join(f.headline() for f in report.findings if f.unhealthy) or "probe could not run"
-    return f"{result.detail}; still unhealthy: {left}"
