@@ -122,8 +122,7 @@ def _rung_line(state: RemediationState) -> str:
     if not ladder:
         return "none (the runbook holds the node for a human)"
     if state.phase in (Phase.WAITING, Phase.TOLERATING):
-        first = ladder[state.rung].action.value if state.rung < len(ladder) else "none left"
-        return f"not climbing yet; first rung {first}"
+        return f"not climbing yet; first rung {ladder[0].action.value}"
     if state.rung >= len(ladder):
         return f"past the last of {len(ladder)}"
     return f"{state.rung + 1} of {len(ladder)}: {ladder[state.rung].action.value}"

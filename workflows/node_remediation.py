@@ -142,6 +142,8 @@ class NodeRemediation:
                 await self._begin()
             if state.phase is Phase.TOLERATING:
                 await self._tolerate()
+                if workflow.patched(RESUME_ABOVE):  # the runbook is settled now
+                    await self._verification.resume()
                 self._view.enter(Phase.ACTING)
             return await self._climb()
         except _Stop as stop:
@@ -185,8 +187,6 @@ class NodeRemediation:
             await self._steps.cordon("finding: " + state.trigger.headline())
         if workflow.patched(DISRUPTION_BUDGET):
             await self._lease.report_unhealthy(at=now)
-        if workflow.patched(RESUME_ABOVE):
-            await self._verification.resume()
         self._view.enter(Phase.TOLERATING)
 
     async def _tolerate(self) -> None:
@@ -229,7 +229,6 @@ class NodeRemediation:
         state.tolerance_ends_at = min(
             state.tolerance_ends_at, state.started_at + state.runbook.tolerance
         )
-        state.rung, state.resumed = 0, ""  # a resumed rung was one of the old runbook's
         if state.runbook.cordon and state.cordon is None:
             trigger = state.trigger.headline() if state.trigger else ""
             await self._steps.cordon("finding: " + trigger)
