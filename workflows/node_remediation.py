@@ -2,8 +2,9 @@
 
 cordon (if the runbook says so) → tolerance window (ends early on `clear` or a clean re-probe)
 → for each rung: approval if required → disruption lease if the action is disruptive → action
-→ settle → verify by probe → stop at the first rung that leaves the node healthy and restore
-it. Past the last rung the node stays cordoned and the outcome is "needs a human".
+→ settle → verify (with what saw the fault: ``workflows.verification``) → stop at the first
+rung that leaves the node healthy and restore it. Past the last rung the node stays cordoned
+and the outcome is "needs a human".
 Deterministic: time comes from workflow.now(), side effects from activities only (the steps on
 the node: ``workflows.node_steps``; the lease: ``workflows.disruption_lease``).
 """
