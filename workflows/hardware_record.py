@@ -46,6 +46,7 @@ class HardwareRecord:
             lines.append(f"**BLOCKLISTED**: {state.blocked_reason}")
         lines += [
             f"- {i.at:%Y-%m-%d %H:%M} {i.node}: {i.fault} → {i.outcome}"
+            + (f" by {i.action}" if i.action else "")
             for i in state.incidents[-10:]
         ]
         workflow.set_current_details("\n".join(lines))
