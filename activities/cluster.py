@@ -34,6 +34,7 @@ from remedy.models import (
     CordonResult,
     NodeBoot,
 )
+from remedy.verification import SeenXids, XidsSince
 
 log = logging.getLogger(__name__)
 
@@ -156,8 +157,13 @@ class MarkActivities:
                 node, conditions_from(update.report, previous, datetime.now(UTC))
             )
 
+    @act.XIDS_SINCE.defn
+    def xids_since(self, req: XidsSince) -> SeenXids:
+        with temporal_errors():
+            return SeenXids(xids=self._marks.xids_since(req.node.name, req.since))
+
     def all(self) -> list[Callable[..., Any]]:
-        return [self.publish_conditions]
+        return [self.publish_conditions, self.xids_since]
 
 
 class AdmissionActivities:

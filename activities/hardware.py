@@ -21,6 +21,7 @@ from remedy.hardware import (
     IncidentReport,
     SerialsCheck,
 )
+from remedy.recurrence import PastIncidents
 
 
 class HardwareActivities:
@@ -43,18 +44,30 @@ class HardwareActivities:
 
     @act.BLOCKED_SERIALS.defn
     async def blocked_serials(self, check: SerialsCheck) -> Blocklisted:
-        blocked = []
-        for serial in check.serials:
-            handle = self._client.get_workflow_handle(hardware_record_workflow_id(serial))
-            try:
-                record = await HARDWARE_RECORD.ask(handle)
-            except RPCError as err:
-                if err.status is RPCStatusCode.NOT_FOUND:
-                    continue  # no incident ever: no record
-                raise
-            if record.blocked_reason:
-                blocked.append(BlockedSerial(serial=serial, reason=record.blocked_reason))
+        blocked = [
+            BlockedSerial(serial=record.serial, reason=record.blocked_reason)
+            for record in await self._records(check.serials)
+            if record.blocked_reason
+        ]
         return Blocklisted(blocked=blocked)
 
+    @act.PAST_INCIDENTS.defn
+    async def past_incidents(self, check: SerialsCheck) -> PastIncidents:
+        """What the records of these serials keep (a new ladder looks for a recurrence)."""
+        records = await self._records(check.serials)
+        return PastIncidents(incidents=[i for r in records for i in r.incidents])
+
+    async def _records(self, serials: list[str]) -> list[HardwareRecordState]:
+        records = []
+        for serial in serials:
+            handle = self._client.get_workflow_handle(hardware_record_workflow_id(serial))
+            try:
+                records.append(await HARDWARE_RECORD.ask(handle))
+            except RPCError as err:
+                if err.status is not RPCStatusCode.NOT_FOUND:
+                    raise
+                # not found: no incident ever, no record
+        return records
+
     def all(self) -> list[Callable[..., Any]]:
-        return [self.record_incidents, self.blocked_serials]
+        return [self.record_incidents, self.blocked_serials, self.past_incidents]

@@ -64,6 +64,8 @@ def twin_section(twin: TwinReport) -> list[str]:
         f"({'met' if remedy.availability >= AVAILABILITY_TARGET else 'not met'})",
         f"- zero needless replacements: **{remedy.needless_replacements}** "
         f"({'met' if remedy.needless_replacements == 0 else 'not met'})",
+        f"- zero false recoveries (a ladder declared recovered with its fault still there): "
+        f"**{remedy.false_recoveries}** ({'met' if remedy.false_recoveries == 0 else 'not met'})",
         "",
         "Where the goodput goes (remedy): the job itself pays "
         f"{hours(remedy.checkpoint_overhead)} h writing checkpoints and "
@@ -115,7 +117,8 @@ def twin_section(twin: TwinReport) -> list[str]:
 
 def _ladder_cell(ladder: LadderRun) -> str:
     climbed = [s.action.value for s in ladder.steps if s.rung >= 0]
-    return ladder.outcome + (f" ({', '.join(climbed)})" if climbed else "")
+    left = " — fault still there" if ladder.false_recovery else ""
+    return ladder.outcome + (f" ({', '.join(climbed)})" if climbed else "") + left
 
 
 def scale_section(scale: ScaleReport) -> list[str]:

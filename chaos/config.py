@@ -32,7 +32,13 @@ KILL_JOB_RUNBOOK = Runbook(
 
 def runbooks(speedup: float) -> RunbookSet:
     shipped = load_runbooks([ROOT / "runbooks"])
-    return RunbookSet(r.scaled(speedup) for r in [*shipped, KILL_JOB_RUNBOOK])
+    # Faults land on random GPUs independently: one that hits a GPU again soon after its
+    # recovery is chance, not a recovery that did not hold; every ladder starts from the bottom.
+    independent = [
+        r.model_copy(update={"recurrence_window": timedelta(0)})
+        for r in [*shipped, KILL_JOB_RUNBOOK]
+    ]
+    return RunbookSet(r.scaled(speedup) for r in independent)
 
 
 def budget_policy(speedup: float) -> BudgetPolicy:

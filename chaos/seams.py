@@ -125,6 +125,11 @@ class StoredMarks:
             "record_xids", lambda f: f.cluster.marks.record_xids(node, xids), cluster=True
         )
 
+    def xids_since(self, node: str, since: datetime) -> list[RecentXid]:
+        return self._calls.call(
+            "xids_since", lambda f: f.cluster.marks.xids_since(node, since), cluster=True
+        )
+
 
 class StoredFleetView:
     def __init__(self, calls: StoredCalls) -> None:

@@ -50,7 +50,9 @@ from remedy.models import (
     ProbeRequest,
     Started,
 )
+from remedy.recurrence import PastIncidents
 from remedy.remediation import RemediationStart
+from remedy.verification import SeenXids, XidsSince
 
 CONTROLLER, NODE = Queue.CONTROLLER, Queue.NODE
 
@@ -85,6 +87,8 @@ CONFIRM_REBOOT = ActivityDef("confirm_reboot", BootRequest, ActionResult, CONTRO
 PUBLISH_CONDITIONS = ActivityDef[ConditionsUpdate, None](
     "publish_conditions", ConditionsUpdate, None, CONTROLLER
 )
+# The Xids the node's agent kept (NVML events and the kernel log): a rung's quiet watch.
+XIDS_SINCE = ActivityDef("xids_since", XidsSince, SeenXids, CONTROLLER)
 
 # -- the disruption budget and the hardware record ----------------------------------------------
 REQUEST_LEASE = ActivityDef[LeaseWanted, None]("request_lease", LeaseWanted, None, CONTROLLER)
@@ -98,6 +102,7 @@ RECORD_INCIDENTS = ActivityDef[IncidentReport, None](
     "record_incidents", IncidentReport, None, CONTROLLER
 )
 BLOCKED_SERIALS = ActivityDef("blocked_serials", SerialsCheck, Blocklisted, CONTROLLER)
+PAST_INCIDENTS = ActivityDef("past_incidents", SerialsCheck, PastIncidents, CONTROLLER)
 
 # -- admission ------------------------------------------------------------------------------
 HOLD_FOR_ADMISSION = ActivityDef[AdmissionStep, None](

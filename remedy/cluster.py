@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Protocol
 
 from remedy.attribution.evidence import RecentXid
@@ -49,6 +50,9 @@ class NodeMarks(Protocol):
 
     def record_xids(self, node: str, xids: list[RecentXid]) -> None:
         """Add the agent's new Xids to those kept on the node (job attribution reads them)."""
+
+    def xids_since(self, node: str, since: datetime) -> list[RecentXid]:
+        """The Xids kept on the node raised at or after ``since`` (a rung's quiet watch)."""
 
 
 class FleetView(Protocol):

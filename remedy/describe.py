@@ -99,6 +99,8 @@ def remediation_details(state: RemediationState) -> str:
     ]
     if trigger.evidence:
         lines.append(f"**Evidence** {trigger.evidence}")
+    if state.resumed:
+        lines.append(f"**Recurrence** {state.resumed}")
     lines.append(f"**Rung** {_rung_line(state)}")
     lines.append(f"**Next** {_next_step(state)}")
     if state.outcome is None:

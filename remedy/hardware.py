@@ -32,6 +32,11 @@ class Incident(BaseModel):
     fault: str  # the finding's headline, e.g. "Xid 48 on GPU 1 (SN…)"
     outcome: str  # recovered, replaced, needs_human, admission_failed
     source: str  # the workflow run that saw it: "<workflow id>/<run id>" (dedupes retries)
+    # Which ladder ended it and at which rung (recovered: the rung that declared it fixed), so
+    # a fault that comes back soon resumes above that rung (remedy/recurrence.py).
+    runbook: str = ""
+    rung: int | None = None
+    action: str = ""
 
 
 class InService(BaseModel):

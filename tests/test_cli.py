@@ -6,6 +6,7 @@ import asyncio
 import json
 import subprocess
 import sys
+from datetime import timedelta
 from pathlib import Path
 
 from temporalio.testing import WorkflowEnvironment
@@ -25,6 +26,7 @@ WAITS = Runbook(
     name="reset-after-approval",
     match=Match(xids=[48]),
     cordon=True,
+    watch=timedelta(0),  # a real-time server: look for the Xid once, no 10-minute watch
     ladder=[Rung(action=Action.DRAIN), Rung(action=Action.RESET_GPU, approval="required")],
 )
 

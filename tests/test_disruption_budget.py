@@ -192,6 +192,7 @@ async def test_a_budget_started_afresh_knows_who_holds_a_lease(
     runbook = Runbook(
         name="hold",
         match=Match(xids=[48]),
+        watch=timedelta(0),  # a real-time server: look for the Xid once, no 10-minute watch
         ladder=[
             Rung(action=Action.DRAIN, verify=False),
             Rung(action=Action.RESET_GPU, approval="required"),

@@ -351,3 +351,6 @@ async def test_the_agent_keeps_its_xids_on_the_node_bounded(
     stored = json.loads(kmock.objects[NODES, None, "n1"]["metadata"]["annotations"][RECENT_XIDS])
     assert [(x["code"], x["gpu"]) for x in stored] == [(31, "SN-2"), (79, "SN-3")]
     assert stored[1]["pid"] == 7
+    # A rung's quiet watch reads them back: only those since the rung ended.
+    since = await call(marks.xids_since, "n1", NOW - timedelta(minutes=10))
+    assert [(x.code, x.gpu) for x in since] == [(79, "SN-3")]

@@ -105,7 +105,13 @@ async def test_three_incidents_on_one_gpu_blocklist_it_and_its_node_fails_admiss
             finding = fleet.inject(name, "ecc_dbe", gpu=1)
             handle = await report(time_env.client, queues, finding, shipped_runbooks.match(finding))
             assert (await handle.result()).outcome is Outcome.RECOVERED
-        record = await record_of(time_env.client, serial)
+            # A day apart: sooner, the next ladder would resume above the reset (a recurrence).
+            await time_env.sleep(timedelta(hours=25))
+        for _ in range(100):  # the last incident's signal may not be applied yet
+            record = await record_of(time_env.client, serial)
+            if len(record.incidents) == 3:
+                break
+            await time_env.sleep(timedelta(seconds=1))
         assert record.blocked and "3 incidents within 30 days" in (record.blocked_reason or "")
         # Blocked in service: the node waits for a replacement approval (runbook
         # blocklisted-serial); nobody approves, it is re-imaged instead.

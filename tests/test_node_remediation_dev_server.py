@@ -105,6 +105,7 @@ async def test_a_ladder_evicted_mid_reset_closes_cleanly_and_resumes_elsewhere(
     runbook = Runbook(
         name="drain-then-reset",
         match=Match(xids=[48]),
+        watch=timedelta(0),  # a real-time server: look for the Xid once, no 10-minute watch
         ladder=[Rung(action=Action.DRAIN), Rung(action=Action.RESET_GPU)],
     )
     queue = f"evict-{uuid.uuid4().hex[:6]}"

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Awaitable, Callable
+from datetime import timedelta
 from typing import TypeVar
 
 from temporalio.api.sdk.v1 import WorkflowMetadata
@@ -26,6 +27,7 @@ WAITS = Runbook(
     name="reset-after-approval",
     match=Match(xids=[48]),
     cordon=True,
+    watch=timedelta(0),  # a real-time server: look for the Xid once, no 10-minute watch
     ladder=[Rung(action=Action.DRAIN), Rung(action=Action.RESET_GPU, approval="required")],
 )
 T = TypeVar("T")

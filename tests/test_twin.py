@@ -9,8 +9,10 @@ from datetime import timedelta
 
 import pytest
 
+from adapters.sim import FAULTS
 from remedy.models import Action
-from remedy.runbook import RunbookSet
+from remedy.remediation import AttemptResult
+from remedy.runbook import Match, Runbook, RunbookSet, Rung
 from twin.causes import LLAMA3_CAUSES, TRANSIENTS, expected_count
 from twin.generator import FaultEvent, FaultKind, generate
 from twin.job import ActionCosts, JobConfig, LadderRun, Policy, Step, simulate
@@ -174,3 +176,43 @@ async def test_the_ladders_come_from_the_real_workflow(shipped_runbooks: Runbook
     assert (transient.runbook, transient.outcome) == ("thermal", "cleared")
     assert not transient.disruptive and transient.workflow_time >= timedelta(minutes=1)
     assert ladders[(None, False)].outcome == "not seen"
+
+
+def test_a_recovery_that_left_its_fault_behind_is_counted_false() -> None:
+    recovered = _ladder(("mcu_halt", False))
+    false = recovered.model_copy(update={"fault_left": True})
+    events = [_event(60, 0, "mcu_halt"), _event(600, 1, "mcu_halt")]
+    honest = simulate(events, {("mcu_halt", False): recovered}, AUTOMATED, JOB, ActionCosts())
+    fooled = simulate(events, {("mcu_halt", False): false}, AUTOMATED, JOB, ActionCosts())
+    assert honest.false_recoveries == 0 and fooled.false_recoveries == 2
+
+
+async def test_no_ladder_declares_a_recovery_its_fault_survived(
+    shipped_runbooks: RunbookSet,
+) -> None:
+    # Killing the job cannot fix a halted micro-controller (Xid 62), and the probe cannot see
+    # it: the kill must not pass as the recovery.
+    kill_first = Runbook(
+        name="kill-first",
+        match=[Match(xids=[62])],
+        ladder=[Rung(action=Action.KILL_JOB), Rung(action=Action.RESET_GPU)],
+    )
+    [run] = (await ladders_for({("mcu_halt", False)}, lambda _: kill_first)).values()
+    assert run.outcome == "recovered" and not run.false_recovery
+    climbed = [(s.action, s.result) for s in run.steps if s.rung >= 0]
+    assert climbed == [
+        (Action.KILL_JOB, AttemptResult.UNVERIFIED.value),
+        (Action.RESET_GPU, AttemptResult.VERIFIED.value),
+    ]
+    # remedy's shipped runbooks, every simulated fault that stays: none recovered falsely.
+    [(remedy, choose), *_] = policies(
+        shipped_runbooks,
+        detect=timedelta(seconds=30),
+        approval=timedelta(hours=1),
+        manual_detect=timedelta(hours=1),
+        manual_step=timedelta(hours=2),
+    )
+    kinds: set[FaultKind] = {(f, False) for f, spec in FAULTS.items() if not spec.passes}
+    ladders = await ladders_for(kinds, choose)
+    assert not [kind for kind, run in ladders.items() if run.false_recovery]
+    assert any(run.outcome == "recovered" for run in ladders.values())

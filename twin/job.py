@@ -40,6 +40,7 @@ class LadderRun(BaseModel):
     outcome: str
     steps: list[Step]
     workflow_time: timedelta
+    fault_left: bool = False  # the fault was still on the node when the ladder ended
 
     @property
     def cordoned(self) -> bool:
@@ -56,6 +57,11 @@ class LadderRun(BaseModel):
     @property
     def replaced(self) -> bool:
         return self.outcome == "replaced"
+
+    @property
+    def false_recovery(self) -> bool:
+        """Declared recovered while the fault was still there: it comes back on that GPU."""
+        return self.outcome == "recovered" and self.fault_left
 
     @property
     def needless_replacement(self) -> bool:
@@ -119,6 +125,7 @@ class PolicyResult(BaseModel):
     interruptions: int
     replacements: int
     needless_replacements: int
+    false_recoveries: int = 0  # ladders that said "recovered" with the fault still there
     mttr: timedelta  # mean time from a fault to the node back, over faults that took it out
     repairs: int
     job_down: timedelta
@@ -170,6 +177,7 @@ def simulate(
         if node in down_until:  # in repair already: part of that outage
             continue
         run = ladders[event.kind]
+        tally.false_recoveries += run.false_recovery
         out = downtime(run, policy, costs)
         if out > ZERO:
             tally.repair(run, now, out, horizon)
@@ -210,6 +218,7 @@ def simulate(
         interruptions=tally.interruptions,
         replacements=tally.replacements,
         needless_replacements=tally.needless,
+        false_recoveries=tally.false_recoveries,
         mttr=tally.outage / tally.repairs if tally.repairs else ZERO,
         repairs=tally.repairs,
         job_down=tally.job_down,
@@ -223,6 +232,7 @@ class _Tally:
     def __init__(self) -> None:
         self.node_down = self.outage = self.job_down = self.lost = self.waiting = ZERO
         self.repairs = self.replacements = self.needless = self.interruptions = 0
+        self.false_recoveries = 0
 
     def repair(self, run: LadderRun, now: timedelta, out: timedelta, horizon: timedelta) -> None:
         self.node_down += min(now + out, horizon) - now

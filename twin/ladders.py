@@ -128,5 +128,6 @@ async def ladders_for(kinds: set[FaultKind], choose: Chooser) -> dict[FaultKind,
             outcome=result.outcome.value,
             steps=steps,
             workflow_time=end - done.started_at,
+            fault_left=done.fault_left,
         )
     return out

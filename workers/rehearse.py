@@ -54,6 +54,7 @@ class Rehearsal(BaseModel):
     approved: bool
     result: RemediationResult
     started_at: datetime  # workflow time of the first report
+    fault_left: bool = False  # the simulated fault was still on the node when the ladder ended
     wall_s: float
 
 
@@ -157,6 +158,10 @@ async def rehearse(
                         f"last phase: {phase}"
                     ) from None
                 started = (await handle.describe()).start_time
+        # What the ladder left on the node: "recovered" with the fault still there is false.
+        left = present and any(
+            f.kind == fault and not f.expired(fleet.clock()) for f in fleet.node(node).faults
+        )
     finally:
         await env.shutdown()
         for log, level in zip(quieted, levels, strict=True):
@@ -171,6 +176,7 @@ async def rehearse(
         approved=approve,
         result=result,
         started_at=started,
+        fault_left=left,
         wall_s=(datetime.now(UTC) - began).total_seconds(),
     )
 

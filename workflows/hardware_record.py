@@ -48,6 +48,7 @@ class HardwareRecord:
         lines += [f"- {line}" for line in state.taken_out[-3:]]
         lines += [
             f"- {i.at:%Y-%m-%d %H:%M} {i.node}: {i.fault} → {i.outcome}"
+            + (f" by {i.action}" if i.action else "")
             for i in state.incidents[-10:]
         ]
         workflow.set_current_details("\n".join(lines))

@@ -2,11 +2,12 @@
 
 cordon (if the runbook says so) → tolerance window (ends early on `clear` or a clean re-probe)
 → for each rung: skipped, saying why, if the node cannot perform it → approval if required →
-disruption lease if the action is disruptive → action → settle → verify by probe → stop at the
-first rung that leaves the node healthy and restore it. Past the last rung the node stays
-cordoned and the outcome is "needs a human". Deterministic: time comes from workflow.now(),
-side effects from activities only (the steps on the node: ``workflows.node_steps``; the lease:
-``workflows.disruption_lease``; what the node can do: ``workflows.capabilities``).
+disruption lease if the action is disruptive → action → settle → verify (with what saw the
+fault: ``workflows.verification``) → stop at the first rung that leaves the node healthy and
+restore it. Past the last rung the node stays cordoned and the outcome is "needs a human".
+Deterministic: time comes from workflow.now(), side effects from activities only (the steps on
+the node: ``workflows.node_steps``; the lease: ``workflows.disruption_lease``; what the node can
+do: ``workflows.capabilities``).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from workflows.common import cause_of
 from workflows.disruption_lease import DisruptionLease
 from workflows.node_steps import NodeSteps
 from workflows.remediation_view import RemediationView
+from workflows.verification import RESUME_ABOVE, VERIFY_WITH_WHAT_SAW, Verification, summary
 
 with workflow.unsafe.imports_passed_through():
     from contract.names import NODE_REMEDIATION_WORKFLOW
@@ -38,7 +40,7 @@ with workflow.unsafe.imports_passed_through():
     from remedy.actions import ACTIONS
     from remedy.budget import LeaseGrant
     from remedy.durations import format_duration
-    from remedy.models import Action, ActionResult, Finding, ProbeReport
+    from remedy.models import Action, Finding
     from remedy.remediation import (
         HANDLED_KEPT,
         AbortRequest,
@@ -85,6 +87,7 @@ class NodeRemediation:
         self._steps = NodeSteps(inp, self._state, self._view)
         self._lease = DisruptionLease(self._state, self._view)
         self._capabilities = NodeCapabilities(inp, self._state, self._view)
+        self._verification = Verification(self._state, self._steps)
 
     # -- messages --------------------------------------------------------------------------
     @REPORT_FINDING.handler
@@ -144,6 +147,8 @@ class NodeRemediation:
                 await self._begin()
             if state.phase is Phase.TOLERATING:
                 await self._tolerate()
+                if workflow.patched(RESUME_ABOVE):  # the runbook is settled now
+                    await self._verification.resume()
                 self._view.enter(Phase.ACTING)
             return await self._climb()
         except _Stop as stop:
@@ -281,10 +286,14 @@ class NodeRemediation:
                 summary=f"settle {format_duration(rung.settle)} after {rung.action.value}",
             )
         view.enter(Phase.VERIFYING)
-        report = await self._steps.probe()
-        verdict = AttemptResult.VERIFIED if report.healthy else AttemptResult.UNVERIFIED
-        view.record(index, rung.action, started, verdict, _summary(result, report))
-        return report.healthy
+        if workflow.patched(VERIFY_WITH_WHAT_SAW):
+            healthy, detail = await self._verification.verify(rung, result)
+        else:
+            report = await self._steps.probe()
+            healthy, detail = report.healthy, summary(result, report)
+        verdict = AttemptResult.VERIFIED if healthy else AttemptResult.UNVERIFIED
+        view.record(index, rung.action, started, verdict, detail)
+        return healthy
 
     async def _confirm_fault(self) -> None:
         """With no tolerance window the ladder acts on the report alone, and a report can be
@@ -371,10 +380,3 @@ class NodeRemediation:
 def _handled(before: list[str], findings: list[Finding]) -> list[str]:
     own = [f.fingerprint() for f in findings]
     return [*[f for f in before if f not in own], *own][-HANDLED_KEPT:]
-
-
-def _summary(result: ActionResult, report: ProbeReport) -> str:
-    if report.healthy:
-        return f"{result.detail}; probe clean"
-    left = ", ".join(f.headline() for f in report.findings if f.unhealthy) or "probe could not run"
-    return f"{result.detail}; still unhealthy: {left}"

@@ -316,12 +316,18 @@ class NodeSteps:
         )
         if not serials:
             return
+        # The rung that declared the recovery: a fault back soon resumes above it.
+        recovered_by = state.rung if outcome is Outcome.RECOVERED else None
+        by = state.runbook.ladder[recovered_by].action.value if recovered_by is not None else ""
         incident = Incident(
             at=workflow.now(),
             node=state.node.name,
             fault=state.trigger.headline(),
             outcome=outcome.value,
             source=this_run(),
+            runbook=state.runbook.name,
+            rung=recovered_by,
+            action=by,
         )
         try:
             await act.RECORD_INCIDENTS.execute(

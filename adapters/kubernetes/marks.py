@@ -50,9 +50,8 @@ class KubernetesNodeMarks:
         attribution reads them to tie an Xid to the job whose pod held the GPUs."""
         if not xids:
             return
-        kept_json = meta(self._nodes.node(node)).get("annotations", {}).get(RECENT_XIDS)
         try:
-            kept = TypeAdapter(list[RecentXid]).validate_json(kept_json or "[]")
+            kept = self._kept(node)
         except ValidationError:
             kept = []  # a hand-edited annotation must not stop the agent's record
         merged = remember(kept, xids, self._nodes.clock())
@@ -61,6 +60,15 @@ class KubernetesNodeMarks:
         )
         with api_errors("patch", f"nodes/{node}"):
             self._nodes.core.patch_node(node, {"metadata": {"annotations": {RECENT_XIDS: body}}})
+
+    def xids_since(self, node: str, since: datetime) -> list[RecentXid]:
+        """An unreadable annotation raises (ValidationError): a watch that cannot read the
+        node's Xids must not pass as a quiet one."""
+        return [x for x in self._kept(node) if x.at >= since]
+
+    def _kept(self, node: str) -> list[RecentXid]:
+        kept_json = meta(self._nodes.node(node)).get("annotations", {}).get(RECENT_XIDS)
+        return TypeAdapter(list[RecentXid]).validate_json(kept_json or "[]")
 
 
 def remedy_conditions(node: Json, now: datetime) -> list[NodeCondition]:

@@ -4,7 +4,7 @@ class per seam, as on Kubernetes, so a test can swap any one of them (a replacer
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
 from remedy.attribution.evidence import RecentXid, remember
@@ -95,6 +95,10 @@ class SimNodeMarks:
         with self._fleet._lock:
             sim = self._fleet.node(node)
             sim.recent_xids = remember(sim.recent_xids, xids, self._fleet.clock())
+
+    def xids_since(self, node: str, since: datetime) -> list[RecentXid]:
+        with self._fleet._lock:
+            return self._fleet.node(node).xids_since(since)
 
 
 class SimFleetView:

@@ -103,6 +103,20 @@ class SimNode:
                 return None
             return self._xids.popleft()
 
+    def xids_since(self, since: datetime) -> list[RecentXid]:
+        """The Xids the agent kept since ``since``, and each Xid fault still on a GPU raised
+        again: a GPU whose fault a rung did not fix raises its Xid as soon as work touches it,
+        inside any watch window (dated ``since``: the twin's clock is not the workflow's)."""
+        now = self.clock()
+        recurring = [
+            RecentXid(code=code, gpu=self.gpus[f.gpu].serial, at=since)
+            for f in self.faults
+            if (code := FAULTS[f.kind].xid) is not None
+            and not f.expired(now)
+            and f.gpu < len(self.gpus)
+        ]
+        return [*(x for x in self.recent_xids if x.at >= since), *recurring]
+
     def nic_ports(self) -> list[NicPort]:
         down = {f.gpu for f in self.faults if FAULTS[f.kind].effect is Effect.NIC_DOWN}
         return [

@@ -188,6 +188,12 @@ class Runbook(Authored):
     cordon: bool = True  # cordon as soon as the finding arrives (stops new work only)
     tolerance: Duration = timedelta(0)  # how long the fault must persist before disrupting
     recheck_every: Duration | None = None  # re-probe inside the tolerance window
+    # Verifying a rung for an Xid no probe sees: this long without that Xid again on that GPU
+    # (remedy/verification.py). 0: look once, right after the rung.
+    watch: Duration = timedelta(minutes=10)
+    # The same fault on the same GPU this soon after a recovery: the rung that "recovered" it
+    # did not, and the new ladder starts above it (remedy/recurrence.py). 0: never.
+    recurrence_window: Duration = timedelta(hours=24)
     ladder: list[Rung] = []
 
     def specificity(self, finding: Finding) -> int | None:
@@ -208,6 +214,8 @@ class Runbook(Authored):
             raise ValueError("replace must be the last rung: nothing runs after a replacement")
         if self.recheck_every is not None and self.recheck_every <= timedelta(0):
             raise ValueError("recheck_every must be longer than 0s")
+        if self.watch < timedelta(0) or self.recurrence_window < timedelta(0):
+            raise ValueError("watch and recurrence_window must not be negative")
         return self
 
     def scaled(self, speedup: float) -> Runbook:
@@ -234,7 +242,13 @@ class Runbook(Authored):
         ]
         recheck = shrink(self.recheck_every) if self.recheck_every else None
         return self.model_copy(
-            update={"tolerance": shrink(self.tolerance), "recheck_every": recheck, "ladder": rungs}
+            update={
+                "tolerance": shrink(self.tolerance),
+                "recheck_every": recheck,
+                "watch": shrink(self.watch),
+                "recurrence_window": shrink(self.recurrence_window),
+                "ladder": rungs,
+            }
         )
 
 

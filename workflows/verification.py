@@ -1,0 +1,123 @@
+"""A ladder's checks that its rungs hold: verify a rung with what saw the fault
+(``remedy.verification``), and start a ladder above a rung whose recovery did not hold
+(``remedy.recurrence``). Deterministic: the watch is a timer, the Xids and the hardware record
+come from activities."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from temporalio import workflow
+from temporalio.exceptions import ActivityError
+
+from contract import activities as act
+from workflows.common import PATIENT_RETRY, RIDE_OUT, cause_of
+from workflows.node_steps import CLUSTER_CALL, NodeSteps
+
+with workflow.unsafe.imports_passed_through():
+    from remedy.durations import format_duration
+    from remedy.hardware import SerialsCheck
+    from remedy.models import Action, ActionResult, Finding, ProbeReport
+    from remedy.recurrence import resume_rung
+    from remedy.remediation import RemediationState
+    from remedy.runbook.schema import Rung
+    from remedy.verification import VerifyBy, XidsSince, recurrences, verify_by
+
+# workflow.patched ids: runs started before each existed verified by probe alone, from rung 0.
+VERIFY_WITH_WHAT_SAW = "verify-with-what-saw-the-fault"
+RESUME_ABOVE = "resume-above-a-recovery-that-did-not-hold"
+RECORD_LOOKUP = timedelta(minutes=2)  # a ladder waits no longer than this for the record
+
+
+class Verification:
+    def __init__(self, state: RemediationState, steps: NodeSteps) -> None:
+        self._state, self._steps = state, steps
+
+    async def verify(self, rung: Rung, result: ActionResult) -> tuple[bool, str]:
+        """After a rung and its settle: whether the fault is gone, and what the attempt says.
+        The probe always runs (fail closed: a dead agent verifies nothing); then the diagnose
+        again for a fault only load showed, or a quiet watch for an Xid no probe sees."""
+        state = self._state
+        assert state.runbook is not None and state.trigger is not None
+        trigger, watch = state.trigger, state.runbook.watch
+        ended = workflow.now() - rung.settle  # the settle began as the action ended
+        report = await self._steps.probe()
+        how = verify_by(trigger)
+        if not report.healthy or how is VerifyBy.PROBE:
+            return report.healthy, summary(result, report)
+        if how is VerifyBy.DIAGNOSE:
+            if rung.action is Action.DIAGNOSE:  # the rung itself was the diagnose, and passed
+                return True, summary(result, report)
+            return await self._diagnose(result)
+        if watch > timedelta(0):
+            await workflow.sleep(
+                watch, summary=f"watch {format_duration(watch)} for {trigger.headline()}"
+            )
+        try:
+            seen = await act.XIDS_SINCE.execute(
+                XidsSince(node=state.node, since=ended),
+                start_to_close_timeout=CLUSTER_CALL,
+                **RIDE_OUT,
+                summary=f"Xids on {state.node.name} since {rung.action.value}",
+            )
+        except ActivityError as err:
+            return False, f"{result.detail}; could not read the node's Xids: {cause_of(err)}"
+        again = recurrences(trigger, seen.xids, ended)
+        if again:
+            return False, (
+                f"{result.detail}; {trigger.headline()} again at {again[0].at:%H:%M:%S} "
+                f"(watch {format_duration(watch)})"
+            )
+        report = await self._steps.probe()  # the agent that kept the Xids is still there
+        if not report.healthy:
+            return False, summary(result, report)
+        return True, f"{summary(result, report)}; no {_code(trigger)} for {format_duration(watch)}"
+
+    async def _diagnose(self, result: ActionResult) -> tuple[bool, str]:
+        """The deep diagnose again, on the GPUs the findings name, with the runbook's own
+        diagnose rung (its timeout and retries) when it has one."""
+        assert self._state.runbook is not None
+        own = [r for r in self._state.runbook.ladder if r.action is Action.DIAGNOSE]
+        rung = own[0] if own else Rung(action=Action.DIAGNOSE)
+        try:
+            diagnosed = await self._steps.act(rung)
+        except ActivityError as err:
+            return False, f"{result.detail}; the diagnose could not run: {cause_of(err)}"
+        verdict = "diagnose passed" if diagnosed.ok else "diagnose failed"
+        return diagnosed.ok, f"{result.detail}; probe clean; {verdict}: {diagnosed.detail}"
+
+    async def resume(self) -> None:
+        """A fault back on the trigger's GPU soon after a ladder of the same runbook declared
+        it recovered: start above the rung that did so. The record is best effort: without
+        it the ladder starts from the bottom, as before."""
+        state = self._state
+        assert state.runbook is not None and state.trigger is not None
+        serial = state.trigger.component.serial
+        if not serial or state.runbook.recurrence_window <= timedelta(0):
+            return
+        try:
+            past = await act.PAST_INCIDENTS.execute(
+                SerialsCheck(serials=[serial]),
+                start_to_close_timeout=timedelta(seconds=30),
+                retry_policy=PATIENT_RETRY,
+                schedule_to_close_timeout=RECORD_LOOKUP,
+                summary=f"past incidents of GPU {serial}",
+            )
+        except ActivityError as err:
+            workflow.logger.warning("no hardware record for %s: %s", serial, cause_of(err))
+            return
+        resume = resume_rung(state.runbook, past.incidents, workflow.now())
+        if resume is not None:
+            state.rung, state.resumed = resume.rung, resume.describe(state.runbook)
+            workflow.logger.info("%s: %s", state.node.name, state.resumed)
+
+
+def _code(finding: Finding) -> str:
+    return f"Xid {finding.xid}" if finding.xid is not None else finding.reason
+
+
+def summary(result: ActionResult, report: ProbeReport) -> str:
+    if report.healthy:
+        return f"{result.detail}; probe clean"
+    left = ", ".join(f.headline() for f in report.findings if f.unhealthy) or "probe could not run"
+    return f"{result.detail}; still unhealthy: {left}"
