@@ -42,8 +42,10 @@ def test_histories_are_recorded() -> None:
         *LADDERS,
         *(f"{n}_v2" for n in LADDERS),
         *(f"{n}_v3" for n in LADDERS),
+        *(f"{n}_v4" for n in LADDERS),
         "job_guard_restart_then_stop",
         "budget_v3",
+        "budget_v4",
         "active_checks_round",  # a pool's round, and a busy node's check under the budget
         "active_check_taken_out",
     }
@@ -59,6 +61,16 @@ def test_histories_are_recorded() -> None:
     replace = _patches(HISTORY_DIR / "replace_after_approval_v3.json")
     assert "replace-once-per-node-object" in replace
     assert "rebuild-holders-from-running-ladders" in _patches(HISTORY_DIR / "budget_v3.json")
+    # v4: no silent no-ops, no false recoveries — rungs the node cannot perform skipped, each
+    # rung verified with what saw the fault, a recurrence resumed above, every GPU diagnosed.
+    node_side = {
+        "skip-rungs-the-node-cannot-perform",
+        "verify-with-what-saw-the-fault",
+        "resume-above-a-recovery-that-did-not-hold",
+    }
+    assert node_side <= _patches(HISTORY_DIR / "reset_fixes_ecc_v4.json")
+    replaced = _patches(HISTORY_DIR / "replace_after_approval_v4.json")
+    assert node_side | {"diagnose-every-gpu"} <= replaced
 
 
 @pytest.mark.parametrize("path", HISTORIES, ids=lambda p: p.stem)

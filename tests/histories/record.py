@@ -37,9 +37,11 @@ from workers.binaries import installed_binary
 from workers.client import ensure_search_attributes
 
 HERE = Path(__file__).parent
+# Each on its own node: another GPU (serial), so the second does not ask the first's hardware
+# record, whose worker is gone by then.
 SCENARIOS = {
-    "reset_fixes_ecc": ("ecc_dbe", False),
-    "replace_after_approval": ("remap_failure", True),
+    "reset_fixes_ecc": ("ecc_dbe", False, "gpu-node-001"),
+    "replace_after_approval": ("remap_failure", True, "gpu-node-000"),
 }
 
 
@@ -63,9 +65,9 @@ async def main(tag: str, job_guard: bool, active_checks: bool = False) -> None:
         return
     runbooks = RunbookSet(load_runbooks([ROOT / "runbooks"]))
     try:
-        for name, (fault, approve) in SCENARIOS.items():
+        for name, (fault, approve, node) in SCENARIOS.items():
             fleet = SimFleet(nodes=2)
-            finding = fleet.inject("gpu-node-001", fault, gpu=1)
+            finding = fleet.inject(node, fault, gpu=1)
             async with running_workers(env.client, fleet) as queues:
                 handle = await report(env.client, queues, finding, runbooks.match(finding))
                 if approve:
