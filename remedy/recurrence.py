@@ -7,7 +7,8 @@ incident the runbook and the rung that ended it (``remedy.hardware.Incident``).
 
 Worked example: runbook ``gpu-reset-class`` (drain, reset_gpu, reboot, diagnose, replace),
 ``recurrence_window: 24h``. On Monday 10:00 the reset (rung 1) recovers Xid 62 on SN42. Xid 62
-on SN42 again on Monday 16:00: the new ladder starts at rung 2, reboot. Again on Wednesday:
+on SN42 again on Monday 16:00: the new ladder drains (rung 0: the node took work again after
+its recovery, and a reboot needs it empty), then starts at rung 2, reboot. Again on Wednesday:
 more than 24 h after the last recovery, so from the bottom (drain).
 """
 
@@ -17,10 +18,13 @@ from datetime import datetime, timedelta
 
 from remedy.durations import format_duration
 from remedy.hardware import Incident
-from remedy.models import Frozen
+from remedy.models import Action, Frozen
 from remedy.runbook.schema import Runbook
 
 RECOVERED = "recovered"  # remedy.remediation.Outcome.RECOVERED, as the record keeps it
+# Rungs that clear the node of work: a resumed ladder runs those below its rung first, since
+# the node went back to work after the recovery and the rung above expects it empty.
+CLEARS_THE_NODE = (Action.DRAIN, Action.KILL_JOB)
 
 
 class PastIncidents(Frozen):
@@ -32,6 +36,7 @@ class PastIncidents(Frozen):
 class Resume(Frozen):
     rung: int  # where the new ladder starts
     after: Incident  # the recovery that did not hold
+    prepare: list[int] = []  # the rungs below it that clear the node, run first
 
     def describe(self, runbook: Runbook) -> str:
         ladder = runbook.ladder
@@ -65,4 +70,7 @@ def resume_rung(runbook: Runbook, incidents: list[Incident], now: datetime) -> R
         return None
     last = max(recent, key=lambda i: i.at)
     assert last.rung is not None
-    return Resume(rung=last.rung + 1, after=last)
+    rung = last.rung + 1
+    below = runbook.ladder[: min(rung, len(runbook.ladder))]
+    prepare = [i for i, r in enumerate(below) if r.action in CLEARS_THE_NODE]
+    return Resume(rung=rung, after=last, prepare=prepare if rung < len(runbook.ladder) else [])

@@ -100,6 +100,7 @@ class RemediationState(BaseModel):
     approvals: list[Approval] = []
     cordon: CordonState | None = None
     resumed: str = ""  # why the ladder started above its first rung (remedy/recurrence.py)
+    prepare: list[int] = []  # the rungs a resumed ladder runs first (they clear the node)
     fault_confirmed: bool = False  # a re-probe saw the fault before the first disruptive rung
     last_probe: ProbeReport | None = None  # the latest re-probe, failed ones included
     lease_requested_at: datetime | None = None  # disruption budget of the node's pool

@@ -133,7 +133,9 @@ async def test_a_report_after_its_ladder_or_a_later_one_finished_starts_nothing(
         assert (await first.result()).outcome is Outcome.RECOVERED
         before = list(fleet.actions)
         late = await report(time_env.client, queues, finding, runbook)  # a duplicate, late
-        fresh = fleet.inject(NODE, "ecc_dbe", gpu=2)  # a new fault: a new ladder
+        # A new fault: a new ladder (on another GPU: on the same one, so soon after its
+        # recovery, it would be a recurrence and resume above the reset, tests/test_recurrence).
+        fresh = fleet.inject(NODE, "ecc_dbe", gpu=3)
         second = await report(time_env.client, queues, fresh, runbook)
         assert (await second.result()).outcome is Outcome.RECOVERED
         older = await report(time_env.client, queues, finding, runbook)  # the first's, later

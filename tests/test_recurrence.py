@@ -46,6 +46,7 @@ def recovered(at: datetime, rung: int, runbook: str = DRAIN_RESET_REBOOT.name) -
 def test_a_fault_back_within_the_window_resumes_above_the_rung_that_recovered_it() -> None:
     resume = resume_rung(DRAIN_RESET_REBOOT, [recovered(T0, rung=1)], T0 + timedelta(hours=6))
     assert resume is not None and resume.rung == 2
+    assert resume.prepare == [0]  # the drain first: the node took work again since
     assert "resuming at reboot" in resume.describe(DRAIN_RESET_REBOOT)
 
 
@@ -64,6 +65,7 @@ def test_the_latest_recovery_counts_and_past_the_last_rung_is_a_human() -> None:
     incidents = [recovered(T0, rung=1), recovered(T0 + timedelta(hours=2), rung=2)]
     resume = resume_rung(DRAIN_RESET_REBOOT, incidents, T0 + timedelta(hours=3))
     assert resume is not None and resume.rung == 3  # the reboot did not hold either
+    assert resume.prepare == []  # nothing left to climb: nothing to clear the node for
     assert "nothing: a human" in resume.describe(DRAIN_RESET_REBOOT)
 
 
@@ -90,10 +92,11 @@ async def test_a_recurrence_resumes_above_the_failed_rung_and_an_old_one_starts_
         assert second.ladder == [(Action.DRAIN, DONE), (Action.RESET_GPU, VERIFIED)]
         assert not second.state.resumed
 
-        # Back within hours of that recovery: the reset did not hold, so straight to reboot.
+        # Back within hours of that recovery: the reset did not hold, so on to the reboot —
+        # after draining again (jobs landed on the node since it was given back).
         await time_env.sleep(timedelta(hours=2))
         third = await ladder(time_env, fleet, client, queues)
-        assert third.ladder == [(Action.REBOOT, VERIFIED)]
+        assert third.ladder == [(Action.DRAIN, DONE), (Action.REBOOT, VERIFIED)]
         assert third.result.outcome is Outcome.RECOVERED
         assert "recovery by reset_gpu" in third.state.resumed
         assert "resuming at reboot" in third.state.resumed

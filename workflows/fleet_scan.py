@@ -142,7 +142,7 @@ class FleetScan:
         if not workflow.patched(AGENT_SILENT):
             return []
         here = workflow.info().task_queue
-        await asyncio.gather(
+        started = await asyncio.gather(
             *(
                 act.REMEDIATE_FINDING.execute(
                     FindingStart(
@@ -160,9 +160,15 @@ class FleetScan:
                     summary=f"remediate {node.name}: its agent is silent",
                 )
                 for node in silent
-            )
+            ),
+            return_exceptions=True,  # one start that fails does not fail the scan
         )
-        return [n.name for n in silent]
+        for node, outcome in zip(silent, started, strict=True):
+            if isinstance(outcome, BaseException):
+                workflow.logger.warning("%s: no AgentSilent ladder: %s", node.name, outcome)
+        return [
+            n.name for n, o in zip(silent, started, strict=True) if not isinstance(o, BaseException)
+        ]
 
     async def _watch_jobs(self, inp: ScanInput) -> tuple[list[str], list[str]]:
         guarded = await act.GUARDED_JOB_FAILURES.execute(

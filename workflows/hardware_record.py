@@ -15,6 +15,8 @@ from contract import search_attributes
 from contract.messages import HARDWARE_RECORD, INCIDENT, UNBLOCK
 from workflows.blocklist import TAKE_OUT, take_out_of_service
 
+TAKE_OUT_IN_OLD_RECORDS = "take-blocklisted-gpus-out-of-service-in-older-records"
+
 with workflow.unsafe.imports_passed_through():
     from contract.names import HARDWARE_RECORD_WORKFLOW
     from remedy.hardware import HardwareRecordState, IncidentReport, UnblockRequest
@@ -40,6 +42,21 @@ class HardwareRecord:
     def record(self) -> HardwareRecordState:
         return self._state
 
+    async def _take_out_until_continue_as_new(self) -> None:
+        """A GPU blocked in service: its node goes to its replace rung, once per block."""
+        while True:
+            await workflow.wait_condition(
+                lambda: self._state.take_out is not None or self._continue_as_new_suggested()
+            )
+            if self._state.take_out is None:
+                return
+            await take_out_of_service(self._state)
+            self._show()
+
+    @staticmethod
+    def _continue_as_new_suggested() -> bool:
+        return workflow.info().is_continue_as_new_suggested()
+
     def _show(self) -> None:
         state = self._state
         lines = [f"**GPU {state.serial}**: {len(state.incidents)} incidents"]
@@ -60,19 +77,16 @@ class HardwareRecord:
                 [search_attributes.GPU_SERIALS.value_set([state.serial])]
             )
         if workflow.patched(TAKE_OUT):
-            # A GPU blocked in service: its node goes to its replace rung, once per block.
-            while True:
-                await workflow.wait_condition(
-                    lambda: (
-                        self._state.take_out is not None
-                        or workflow.info().is_continue_as_new_suggested()
-                    )
-                )
-                if self._state.take_out is None:
-                    break
-                await take_out_of_service(self._state)
-                self._show()
+            await self._take_out_until_continue_as_new()
         else:
-            await workflow.wait_condition(workflow.info().is_continue_as_new_suggested)
+            # A record started before blocklisting in service: a GPU blocked in it from now on
+            # is taken out too (its history, replayed, declines the patch and waits as before).
+            await workflow.wait_condition(
+                lambda: self._state.take_out is not None or self._continue_as_new_suggested()
+            )
+            if self._state.take_out is not None and workflow.patched(TAKE_OUT_IN_OLD_RECORDS):
+                await self._take_out_until_continue_as_new()
+            else:
+                await workflow.wait_condition(self._continue_as_new_suggested)
         await workflow.wait_condition(workflow.all_handlers_finished)
         workflow.continue_as_new(self._state)

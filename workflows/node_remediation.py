@@ -242,6 +242,11 @@ class NodeRemediation:
         state = self._state
         assert state.runbook is not None
         ladder = state.runbook.ladder
+        resume_at = state.rung
+        while state.prepare:  # a resumed ladder clears the node first, as its lower rungs did
+            state.rung = state.prepare.pop(0)  # the rung's own key, not the one resumed at
+            await self._climb_rung(state.rung, ladder[state.rung])
+            state.rung = resume_at
         while state.rung < len(ladder):
             self._continue_as_new_if_suggested()
             rung = ladder[state.rung]

@@ -15,6 +15,7 @@ from workflows.common import PATIENT_RETRY, RIDE_OUT, cause_of
 from workflows.node_steps import CLUSTER_CALL, NodeSteps
 
 with workflow.unsafe.imports_passed_through():
+    from remedy.attribution.evidence import recent_xid
     from remedy.durations import format_duration
     from remedy.hardware import SerialsCheck
     from remedy.models import Action, ActionResult, Finding, ProbeReport
@@ -62,7 +63,9 @@ class Verification:
             )
         except ActivityError as err:
             return False, f"{result.detail}; could not read the node's Xids: {cause_of(err)}"
-        again = recurrences(trigger, seen.xids, ended)
+        # Also what was reported to this ladder meanwhile: the node's annotation is best effort.
+        reported = [x for f in state.findings if f.xid is not None and (x := recent_xid(f))]
+        again = recurrences(trigger, [*seen.xids, *reported], ended)
         if again:
             return False, (
                 f"{result.detail}; {trigger.headline()} again at {again[0].at:%H:%M:%S} "
@@ -109,6 +112,7 @@ class Verification:
         resume = resume_rung(state.runbook, past.incidents, workflow.now())
         if resume is not None:
             state.rung, state.resumed = resume.rung, resume.describe(state.runbook)
+            state.prepare = list(resume.prepare)
             workflow.logger.info("%s: %s", state.node.name, state.resumed)
 
 
