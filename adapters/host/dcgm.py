@@ -42,7 +42,7 @@ def run_dcgm_diag(
     code, out = run_bounded(command, timeout_s, keep_stdout=True)
     if code is None:
         return could_not_run(f"{shown} did not finish within {timeout_s:g}s (killed)", ENGINE)
-    report = parse_diag(out)
+    report = parse_diag(out, gpus)
     if code != 0 and report.ran and all(p.severity is Severity.INFO for p in report.problems):
         # dcgmi says it failed but no test did: do not call that a pass.
         return could_not_run(f"{shown} exited {code} with no failing test: {out[-300:]}", ENGINE)
