@@ -25,6 +25,7 @@ from remedy.gpu import NvmlApi
 from remedy.probe.runner import ProbeConfig, call_with_timeout
 
 ENTER_TIMEOUT_S = 10.0
+REBOOT_COMMAND = ("systemctl", "reboot")  # the default; the agent's --reboot-command replaces it
 # A reboot path that breaks (an image update) or a DCGM host engine that stops shows in minutes.
 RECHECK_EXPENSIVE_S = 600.0
 # `systemctl is-system-running` states in which systemd answers (degraded: a unit failed).
@@ -56,7 +57,7 @@ class Setup:
     probe: ProbeConfig
     allow_reset: bool = False
     allow_reboot: bool = False
-    reboot_command: tuple[str, ...] = ("systemctl", "reboot")
+    reboot_command: tuple[str, ...] = REBOOT_COMMAND
     dcgm_host: str = ""  # dcgmi --host: the GPU operator's nvidia-dcgm, if not local
 
 
