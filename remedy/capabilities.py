@@ -51,7 +51,7 @@ ENABLES: dict[Dependency, tuple[Ability, ...]] = {
     Dependency.KERNEL_LOG: (Ability.KERNEL_LOG,),
     Dependency.NIC_CONFIG: (Ability.NIC_CHECK,),
 }
-EXPENSIVE = frozenset({Dependency.REBOOT_PATH})
+EXPENSIVE = frozenset({Dependency.REBOOT_PATH, Dependency.LOAD_TEST})
 
 
 class DependencyCheck(Frozen):

@@ -119,7 +119,7 @@ TERMS: tuple[CheckTerms, ...] = (
             "SlowRank": "a GPU runs much slower than its peers on the node",
             "DcgmDiagFailed": "a DCGM diagnostic test failed",
             "DcgmDiagWarning": "a DCGM diagnostic test warned",
-            "DiagnoseCouldNotRun": "the load test could not run (fail closed: unhealthy)",
+            "DiagnoseCouldNotRun": "the load test could not run on the node or a GPU (fail closed)",
             "NoThroughputReference": "no reference for the GPU model: peers compared only",
         },
     ),

@@ -21,7 +21,7 @@ from remedy.probe.runner import ProbeConfig
 from remedy.remediation import AttemptResult, Outcome
 from remedy.runbook import RunbookSet
 from tests.ladder import remediate
-from tests.test_load_test import FIXTURES, V4_FAIL, fake_dcgmi
+from tests.test_load_test import FIXTURES, V4_FAIL, V4_SKIPPED, fake_dcgmi
 
 NODE = "gpu-node-001"
 
@@ -82,6 +82,16 @@ def test_a_diagnose_that_could_not_run_fails_the_node(dcgm_node: DcgmNode, tmp_p
     assert not report.healthy
     [finding] = report.findings
     assert (finding.reason, finding.component.kind) == ("DiagnoseCouldNotRun", ComponentKind.NODE)
+
+
+def test_a_gpu_dcgm_skipped_fails_the_node_on_that_gpu(dcgm_node: DcgmNode, tmp_path: Path) -> None:
+    """No torch or cupy here: the GPU DCGM did not test is untested, not healthy."""
+    fake_dcgmi(tmp_path, f"cat {V4_SKIPPED}")
+    report = deep_diagnose(dcgm_node, [], dcgm_node.probe_config)
+    assert not report.healthy and report.load_engine == "dcgm"
+    [finding] = report.findings
+    assert (finding.reason, finding.component.index) == ("DiagnoseCouldNotRun", 5)
+    assert finding.component.kind is ComponentKind.GPU and finding.component.serial
 
 
 async def test_the_ladders_diagnose_covers_gpus_the_findings_did_not_name(

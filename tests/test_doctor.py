@@ -99,7 +99,8 @@ def test_dcgm_whose_host_engine_does_not_answer_is_no_engine(tmp_path: Path) -> 
     host.answers["10.0.0.7:5555"] = (255, "Error: unable to connect to the host engine")
     found = checks(host, dcgm_host="10.0.0.7:5555")
     assert not found["load_test"].ok
-    assert "host engine does not answer (Error: unable to connect" in found["load_test"].detail
+    said = found["load_test"].detail
+    assert "DCGM host engine is not reachable" in said and "Error: unable to connect" in said
     assert ["/usr/bin/dcgmi", "discovery", "-l", "--host", "10.0.0.7:5555"] in host.ran
     host.modules.add("torch")  # the built-in test then
     assert (
@@ -184,6 +185,20 @@ def test_the_reboot_path_is_checked_once_then_every_few_minutes(tmp_path: Path) 
     dependencies.check()
     dependencies.check(refresh=True)
     assert len(host.ran) == 9
+
+
+def test_dcgms_host_engine_is_asked_once_then_every_few_minutes(tmp_path: Path) -> None:
+    """A hung host engine costs a probe round its discovery timeout: not with every probe."""
+    host, now = Host(tmp_path, tools=["dcgmi"]), [0.0]
+    dependencies = HostDependencies(Setup(ProbeConfig()), host.machine(), clock=lambda: now[0])
+    discovery = ["/usr/bin/dcgmi", "discovery", "-l"]
+    dependencies.check()
+    dependencies.check()
+    assert host.ran.count(discovery) == 1
+    now[0] += RECHECK_EXPENSIVE_S + 1
+    dependencies.check()
+    dependencies.check(refresh=True)
+    assert host.ran.count(discovery) == 3
 
 
 def test_doctor_on_this_gpu_less_machine_names_every_dependency_and_exits_1() -> None:

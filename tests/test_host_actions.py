@@ -5,6 +5,7 @@ non-retryable Temporal error of its own type, so no retry policy runs it again."
 
 from __future__ import annotations
 
+import shlex
 from pathlib import Path
 
 import pytest
@@ -12,7 +13,8 @@ from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
 from activities.node import NodeActivities
-from adapters.host.local import LocalHost
+from adapters.host.dependencies import REBOOT_COMMAND, Setup
+from adapters.host.local import DEFAULT_REBOOT_COMMAND, LocalHost
 from adapters.sim import SimFleet
 from remedy.errors import ActionFailed, ActionRefused
 from remedy.gpu import NvmlApi
@@ -126,3 +128,11 @@ def test_actions_the_agent_does_not_allow_are_refused_naming_the_flag(
 ) -> None:
     error = through_activity(host(tmp_path), action, [0])
     assert_permanent(error, ActionRefused, f"start the agent with {flag}")
+
+
+def test_the_default_reboot_command_is_the_one_its_dependency_check_checks(tmp_path: Path) -> None:
+    """One spelling: what the agent issues, what `--reboot-command` shows, what doctor checks."""
+    local = host(tmp_path, allow_reboot=True, dry_run=True)
+    assert local.reboot("k") == "dry run: would reboot (systemctl reboot)"
+    assert tuple(shlex.split(DEFAULT_REBOOT_COMMAND)) == REBOOT_COMMAND
+    assert Setup(ProbeConfig()).reboot_command == REBOOT_COMMAND

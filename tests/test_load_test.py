@@ -38,6 +38,7 @@ from workers.cli import app
 
 FIXTURES = ROOT / "tests" / "data" / "dcgm"
 V4_FAIL = FIXTURES / "v4_r3_gpu3_faulty_memory_gpu5_slow.json"
+V4_SKIPPED = FIXTURES / "v4_r3_gpu5_skipped.json"  # v4_r3_pass.json, GPU 5's results all Skip
 H100 = "NVIDIA H100 80GB HBM3"
 
 
@@ -103,6 +104,35 @@ def test_a_failure_only_the_test_summary_carries_is_a_node_problem() -> None:
     assert report.problems[0].evidence == "node: DCGM pcie fail: x (DCGM error 1)"
 
 
+def test_a_gpu_dcgm_skipped_is_untested_although_the_others_passed() -> None:
+    """DCGM skips a busy GPU; before, any other GPU's test made the whole answer a pass."""
+    report = parse_diag(V4_SKIPPED.read_text())
+    assert not report.ran
+    assert reasons(report) == [(5, "DiagnoseCouldNotRun")]
+    assert report.problems[0].evidence == (
+        "GPU 5: DCGM ran no test on it: every result was skipped or absent"
+    )
+
+
+def test_a_gpu_asked_for_that_dcgm_does_not_report_is_untested() -> None:
+    report = parse_diag((FIXTURES / "v4_r3_pass.json").read_text(), asked=[0, 7, 8])
+    assert reasons(report) == [(8, "DiagnoseCouldNotRun")]
+
+
+def test_dcgm_3_node_wide_results_test_no_gpu_and_a_gpu_ids_list_tests_each() -> None:
+    doc = json.loads((FIXTURES / "v3_r3_gpu1_pcie_replays.json").read_text())
+    integration, memory = doc["DCGM GPU Diagnostic"]["test_categories"][1:3]
+    for result in [*integration["tests"][0]["results"], *memory["tests"][0]["results"]]:
+        if result["gpu_id"] == "2":
+            result["status"] = "Skip"  # GPU 2 has only the Deployment tests' node-wide passes
+    assert reasons(parse_diag(json.dumps(doc))) == [
+        (1, "DcgmDiagFailed"),
+        (2, "DiagnoseCouldNotRun"),
+    ]
+    memory["tests"][0]["results"].append({"gpu_ids": "0,1,2,3", "status": "Pass"})
+    assert reasons(parse_diag(json.dumps(doc))) == [(1, "DcgmDiagFailed")]
+
+
 def test_a_line_before_the_json_is_tolerated_and_warn_is_a_warning() -> None:
     doc = V4_FAIL.read_text().replace('"status": "Fail"', '"status": "Warn"', 1)
     report = parse_diag("WARNING: something the tool printed first\n" + doc)
@@ -141,6 +171,14 @@ def test_dcgm_is_used_when_present_over_every_gpu_asked(
     assert report.engine == "dcgm"
     assert reasons(report) == [(3, "DcgmDiagFailed"), (5, "SlowRank")]  # peers: DCGM's gflops
     assert (tmp_path / "argv").read_text().splitlines()[-1] == "diag -r 3 -j -i 0,1,2,3,4,5,6,7"
+
+
+def test_dcgm_that_skipped_a_gpu_fails_it_with_no_other_engine(
+    tmp_path: Path, dcgm_only: LoadTestConfig
+) -> None:
+    fake_dcgmi(tmp_path, f"cat {V4_SKIPPED}")
+    report = run_load_test(list(range(8)), dcgm_only)
+    assert reasons(report) == [(5, "DiagnoseCouldNotRun")]
 
 
 def test_dcgm_host_engine_address_is_passed_on(tmp_path: Path, dcgm_only: LoadTestConfig) -> None:

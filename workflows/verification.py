@@ -77,7 +77,7 @@ class Verification:
         return True, f"{summary(result, report)}; no {_code(trigger)} for {format_duration(watch)}"
 
     async def _diagnose(self, result: ActionResult) -> tuple[bool, str]:
-        """The deep diagnose again, on the GPUs the findings name, with the runbook's own
+        """The deep diagnose again, on every GPU (``diagnose-every-gpu``), with the runbook's own
         diagnose rung (its timeout and retries) when it has one."""
         assert self._state.runbook is not None
         own = [r for r in self._state.runbook.ladder if r.action is Action.DIAGNOSE]

@@ -8,6 +8,7 @@ import os
 import shutil
 import signal
 import subprocess
+from collections.abc import Callable, Sequence
 
 from remedy.models import Severity
 from remedy.probe.dcgm import ENGINE, parse_diag
@@ -16,13 +17,24 @@ from remedy.probe.throughput import slow_ranks
 
 DISCOVERY_TIMEOUT_S = 15.0
 
+Which = Callable[[str], str | None]
+Run = Callable[[Sequence[str]], tuple[int | None, str]]  # exit status (None: hung), output
 
-def dcgm_unavailable(dcgmi: str = "dcgmi", host: str = "") -> str | None:
+
+def _discover(command: Sequence[str]) -> tuple[int | None, str]:
+    return run_bounded(list(command), DISCOVERY_TIMEOUT_S)
+
+
+def dcgm_unavailable(
+    dcgmi: str = "dcgmi", host: str = "", which: Which = shutil.which, run: Run = _discover
+) -> str | None:
     """None when DCGM diagnostics can run here; otherwise what is missing. ``host``: the host
-    engine's address (dcgmi's --host; empty: its default, localhost)."""
-    if shutil.which(dcgmi) is None:
+    engine's address (dcgmi's --host; empty: its default, localhost). ``which`` and ``run``: the
+    machine's (the dependency check passes its own)."""
+    where = which(dcgmi)
+    if where is None:
         return f"{dcgmi} is not on PATH (DCGM is not installed in this image)"
-    code, out = run_bounded([dcgmi, "discovery", "-l", *_host(host)], DISCOVERY_TIMEOUT_S)
+    code, out = run([where, "discovery", "-l", *_host(host)])
     if code is None:
         return f"{dcgmi} discovery -l did not answer within {DISCOVERY_TIMEOUT_S:g}s"
     if code != 0:
@@ -42,7 +54,7 @@ def run_dcgm_diag(
     code, out = run_bounded(command, timeout_s, keep_stdout=True)
     if code is None:
         return could_not_run(f"{shown} did not finish within {timeout_s:g}s (killed)", ENGINE)
-    report = parse_diag(out)
+    report = parse_diag(out, gpus)
     if code != 0 and report.ran and all(p.severity is Severity.INFO for p in report.problems):
         # dcgmi says it failed but no test did: do not call that a pass.
         return could_not_run(f"{shown} exited {code} with no failing test: {out[-300:]}", ENGINE)

@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from adapters.host.dcgm import dcgm_unavailable
 from adapters.host.kernel_log import KernelLogTail
 from adapters.host.kernel_sources import AutoSource, JournalSource, KmsgSource
 from adapters.host.nics import INFINIBAND
@@ -24,7 +25,9 @@ from remedy.gpu import NvmlApi
 from remedy.probe.runner import ProbeConfig, call_with_timeout
 
 ENTER_TIMEOUT_S = 10.0
-RECHECK_EXPENSIVE_S = 600.0  # a reboot path that breaks (an image update) shows within minutes
+REBOOT_COMMAND = ("systemctl", "reboot")  # the default; the agent's --reboot-command replaces it
+# A reboot path that breaks (an image update) or a DCGM host engine that stops shows in minutes.
+RECHECK_EXPENSIVE_S = 600.0
 # `systemctl is-system-running` states in which systemd answers (degraded: a unit failed).
 SYSTEMD_UP = frozenset({"initializing", "starting", "running", "degraded", "maintenance"})
 KMSG = Path("/dev/kmsg")
@@ -54,13 +57,14 @@ class Setup:
     probe: ProbeConfig
     allow_reset: bool = False
     allow_reboot: bool = False
-    reboot_command: tuple[str, ...] = ("systemctl", "reboot")
+    reboot_command: tuple[str, ...] = REBOOT_COMMAND
     dcgm_host: str = ""  # dcgmi --host: the GPU operator's nvidia-dcgm, if not local
 
 
 class HostDependencies:
-    """Every check in the order of ``Dependency``; the expensive ones (a process to spawn) are
-    kept for ``RECHECK_EXPENSIVE_S`` unless a refresh is asked for."""
+    """Every check in the order of ``Dependency``; the expensive ones (a process to spawn: the
+    reboot path, DCGM's host engine) are kept for ``RECHECK_EXPENSIVE_S`` unless a refresh is
+    asked for."""
 
     def __init__(
         self, setup: Setup, machine: Machine, clock: Callable[[], float] = time.monotonic
@@ -73,7 +77,8 @@ class HostDependencies:
         setup, machine = self._setup, self._machine
         stale = self._cached_at is None or self._clock() - self._cached_at > RECHECK_EXPENSIVE_S
         if refresh or stale:
-            self._cached = {d: _check(d, setup, machine) for d in EXPENSIVE}
+            # In Dependency's order, not the set's: the processes run in a fixed order.
+            self._cached = {d: _check(d, setup, machine) for d in Dependency if d in EXPENSIVE}
             self._cached_at = self._clock()
         return [self._cached.get(d) or _check(d, setup, machine) for d in Dependency]
 
@@ -160,21 +165,19 @@ def _systemd_answers(systemctl: list[str], run: Run) -> list[str]:
 
 
 def load_test(setup: Setup, machine: Machine) -> DependencyCheck:
-    """DCGM when its host engine answers (``dcgmi discovery -l``), else torch or cupy."""
-    dcgmi, why_not_dcgm = machine.which("dcgmi"), "no dcgmi on PATH"
-    if dcgmi:
-        host = ["--host", setup.dcgm_host] if setup.dcgm_host else []
-        status, output = machine.run([dcgmi, "discovery", "-l", *host])
-        if status == 0:
-            return DependencyCheck.of(Dependency.LOAD_TEST, True, f"DCGM diagnostics ({dcgmi})")
-        why_not_dcgm = f"the DCGM host engine does not answer ({output or f'exit {status}'})"
+    """DCGM when its host engine answers (as the deep diagnose decides it), else torch or
+    cupy."""
+    why_not_dcgm = dcgm_unavailable(host=setup.dcgm_host, which=machine.which, run=machine.run)
+    if why_not_dcgm is None:
+        engine = f"host engine at {setup.dcgm_host}" if setup.dcgm_host else "local host engine"
+        return DependencyCheck.of(Dependency.LOAD_TEST, True, f"DCGM diagnostics ({engine})")
     library = next((m for m in ("torch", "cupy") if machine.has_module(m)), None)
     if library:
         return DependencyCheck.of(Dependency.LOAD_TEST, True, f"built-in load test on {library}")
     return DependencyCheck.of(
         Dependency.LOAD_TEST,
         False,
-        f"no load-test engine: {why_not_dcgm}, neither torch nor cupy importable; "
+        f"no load-test engine: {why_not_dcgm}; neither torch nor cupy importable; "
         "the deep diagnose cannot run (use the GPU agent image, Dockerfile.gpu)",
     )
 

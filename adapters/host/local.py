@@ -3,11 +3,12 @@ system's reboot. Destructive actions are off unless the agent was started to all
 
 from __future__ import annotations
 
+import shlex
 import subprocess
 from datetime import UTC, datetime
 from pathlib import Path
 
-from adapters.host.dependencies import HostDependencies, Machine, Setup
+from adapters.host.dependencies import REBOOT_COMMAND, HostDependencies, Machine, Setup
 from adapters.host.ledger import FileLedger
 from adapters.host.load_test import DEFAULT_LOAD_TEST, LoadTestConfig, run_load_test
 from adapters.host.nvml import real_nvml
@@ -21,7 +22,7 @@ from remedy.probe.runner import ProbeConfig
 
 RESET_TIMEOUT_S = 120
 REBOOT_COMMAND_TIMEOUT_S = 60
-DEFAULT_REBOOT_COMMAND = "systemctl reboot"
+DEFAULT_REBOOT_COMMAND = shlex.join(REBOOT_COMMAND)  # as the command-line option spells it
 # On the node's own disk (a hostPath in deploy/agent.yaml): it must outlive the agent and a reboot.
 DEFAULT_STATE_DIR = Path("/var/lib/remedy")
 BOOT_ID_FILE = Path("/proc/sys/kernel/random/boot_id")
@@ -46,7 +47,7 @@ class LocalHost:
         *,
         allow_reset: bool = False,
         allow_reboot: bool = False,
-        reboot_command: tuple[str, ...] = tuple(DEFAULT_REBOOT_COMMAND.split()),
+        reboot_command: tuple[str, ...] = REBOOT_COMMAND,
         state_dir: Path = DEFAULT_STATE_DIR,
         boot_id_file: Path = BOOT_ID_FILE,
         dry_run: bool = False,

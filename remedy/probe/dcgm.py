@@ -12,14 +12,15 @@ Two shapes are in the field (NVIDIA/DCGM ``dcgmi/Diag.cpp``; fixtures in tests/d
 
 Either may say ``"runtime_error"`` instead of results, or print a line before its JSON. A
 status is Pass, Fail, Warn or Skip (4.x folds Warn into Fail in JSON). Fail closed: an answer
-with no JSON, no diagnostic, or no test that ran is "could not run", never a pass.
+with no JSON, no diagnostic, or no test that ran is "could not run", never a pass; so is each GPU
+on which no test ran (DCGM skips a busy GPU), even when others were tested.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from remedy.models import Severity
@@ -33,8 +34,9 @@ _RAN = {"pass", "fail", "warn"}
 _OK = {"pass", "skip", "skipped", "not run"}
 
 
-def parse_diag(text: str) -> LoadReport:
-    """The load report of one `dcgmi diag -j` answer."""
+def parse_diag(text: str, asked: Sequence[int] = ()) -> LoadReport:
+    """The load report of one `dcgmi diag -j` answer over the GPUs ``asked`` (none: every GPU
+    DCGM found); each must have a test that ran on it."""
     doc = _json_in(text)
     if doc is None:
         return could_not_run(f"dcgmi diag answered no JSON: {_clip(text)}", ENGINE)
@@ -46,7 +48,7 @@ def parse_diag(text: str) -> LoadReport:
     problems: list[LoadProblem] = []
     gpus: set[int] = set(_entities(doc))
     throughput: dict[int, float] = {}
-    ran = False
+    ran, tested = False, set[int]()
     for test_name, test in _tests(root):
         found = len(problems)
         for result in _dicts(test.get("results")):
@@ -57,7 +59,9 @@ def parse_diag(text: str) -> LoadReport:
                 for index, gflops in _GFLOPS.findall(info):
                     throughput[int(index)] = float(gflops) / 1000
             status = _status(result)
-            ran = ran or status in _RAN
+            if status in _RAN:  # a node-wide result (3.x's Deployment tests) tests no GPU
+                ran = True
+                tested.update(_gpus_named(result))
             if status not in _OK:
                 problems.append(_problem(test_name, gpu, status, result))
         summary = test.get("test_summary")
@@ -66,6 +70,7 @@ def parse_diag(text: str) -> LoadReport:
             problems.append(_problem(test_name, None, _status(summary), summary))
     if not ran:
         return could_not_run("dcgmi diag ran no test: every result was skipped or absent", ENGINE)
+    problems += [_untested(gpu) for gpu in sorted(set(asked) or gpus) if gpu not in tested]
     return LoadReport(engine=ENGINE, gpus=sorted(gpus), problems=problems, throughput=throughput)
 
 
@@ -78,6 +83,14 @@ def _problem(test: str, gpu: int | None, status: str, result: dict[str, Any]) ->
         reason=LoadReason.DCGM_DIAG_WARNING if warned else LoadReason.DCGM_DIAG_FAILED,
         severity=Severity.WARNING if warned else Severity.CRITICAL,
         evidence=f"{where}: DCGM {test} {status}: {said}",
+    )
+
+
+def _untested(gpu: int) -> LoadProblem:
+    return LoadProblem(
+        gpu=gpu,
+        reason=LoadReason.COULD_NOT_RUN,
+        evidence=f"GPU {gpu}: DCGM ran no test on it: every result was skipped or absent",
     )
 
 
@@ -121,6 +134,15 @@ def _gpu_of(result: dict[str, Any]) -> int | None:
         return int(result["entity_id"]) if group == "GPU" else None
     raw = str(result.get("gpu_id", result.get("gpu_ids", ""))).strip()
     return int(raw) if raw.isdigit() else None  # "0,1,2" or none: every GPU
+
+
+def _gpus_named(result: dict[str, Any]) -> list[int]:
+    """The GPUs one result is about: its GPU, or 3.x's ``gpu_ids`` list; none when node-wide."""
+    gpu = _gpu_of(result)
+    if gpu is not None:
+        return [gpu]
+    raw = result.get("gpu_ids", "") if "entity_id" not in result else ""
+    return [int(n) for n in re.findall(r"\d+", str(raw))]
 
 
 def _warnings(raw: Any) -> list[str]:
