@@ -10,6 +10,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
+from temporalio import activity
 from temporalio.client import Client, WorkflowExecutionStatus
 
 from activities.errors import temporal_errors
@@ -37,6 +38,7 @@ from remedy.runbook import DEFAULT_RUNBOOK, RunbookSet
 
 log = logging.getLogger(__name__)
 HOLDERS = (remediation_workflow_id, admission_workflow_id, active_check_workflow_id)
+AT_ONCE = 16  # nodes looked at concurrently: a large pool within the time, the API spared
 
 
 class ActiveCheckActivities:
@@ -53,16 +55,30 @@ class ActiveCheckActivities:
     @act.NODE_WORKLOADS.defn
     async def node_workloads(self, names: NodeNames) -> Workloads:
         """Per node: a running workflow that owns it (its ladder, admission or a check still
-        going from the last round), else how many GPU pods it runs (unknown: busy)."""
-        out = {}
-        for node in names.nodes:
-            held = await self._held_by(node)
-            try:
-                pods = None if held else await asyncio.to_thread(self._gpu_pods, node)
-            except NodeGone:
-                held, pods = "gone from the cluster", None
-            out[node] = NodeWorkload(gpu_pods=pods, held_by=held)
-        return Workloads(nodes=out)
+        going from the last round), and how many GPU pods it runs (unknown: busy). Heartbeats
+        as nodes are done: a large pool takes longer than one call's timeout."""
+        gate = asyncio.Semaphore(AT_ONCE)
+        done = 0
+
+        async def one(node: str) -> NodeWorkload:
+            nonlocal done
+            async with gate:
+                load = await self._workload_of(node)
+            done += 1
+            activity.heartbeat(done)
+            return load
+
+        loads = await asyncio.gather(*(one(node) for node in names.nodes))
+        return Workloads(nodes=dict(zip(names.nodes, loads, strict=True)))
+
+    async def _workload_of(self, node: str) -> NodeWorkload:
+        # Pods counted even while held: a check re-reads its own node after its cordon.
+        held = await self._held_by(node)
+        try:
+            pods = await asyncio.to_thread(self._gpu_pods, node)
+        except NodeGone:
+            held, pods = "gone from the cluster", None
+        return NodeWorkload(gpu_pods=pods, held_by=held)
 
     async def _held_by(self, node: str) -> str:
         for workflow_id in (f(node) for f in HOLDERS):

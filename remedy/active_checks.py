@@ -17,8 +17,9 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from remedy.budget import allowed_disruptions
 from remedy.conditions import GPU_ACTIVE_CHECK, MAX_MESSAGE, NodeCondition
 from remedy.fleet import NodeFacts
 from remedy.models import NodeRef, ProbeReport
@@ -41,6 +42,19 @@ class ActiveCheckPolicy(BaseModel):
     # A busy node waits this long for a lease, then gives the request back and waits for the
     # next round: never more of the pool out than the budget allows.
     lease_wait: timedelta = timedelta(minutes=30)
+    # Idle nodes are checked outside the budget, cordoned for the whole diagnose: at most this
+    # many of the pool at once (a count, a share, all-but-N; at least 1), the rest next round.
+    idle_at_once: str = "20%"
+
+    @field_validator("idle_at_once")
+    @classmethod
+    def _parses(cls, value: str) -> str:
+        allowed_disruptions(value, 1)
+        return value
+
+    def idle_cap(self, pool_size: int) -> int:
+        """In a pool of 10 with 20 %: 2 idle nodes at once; never fewer than 1."""
+        return max(1, allowed_disruptions(self.idle_at_once, pool_size))
 
 
 class ActiveChecksInput(BaseModel):
@@ -144,12 +158,15 @@ def due_nodes(nodes: list[NodeFacts], policy: ActiveCheckPolicy, now: datetime) 
 
 class RoundPlan(BaseModel):
     idle: list[str] = []  # checked now
+    idle_later: list[str] = []  # idle, beyond the pool's idle cap: the next round
     take_out: list[str] = []  # busy and stale: under the budget
     waiting: list[str] = []  # busy, not stale yet: wait for an idle moment
     held: list[str] = []  # a workflow owns the node now
 
 
-def plan_round(due: list[DueNode], workloads: Workloads) -> RoundPlan:
+def plan_round(due: list[DueNode], workloads: Workloads, idle_cap: int | None = None) -> RoundPlan:
+    """With an ``idle_cap``, the idle nodes most overdue are checked first (stale ones, then
+    the oldest check, then those never checked), at most ``idle_cap`` of them."""
     plan = RoundPlan()
     for node in due:
         load = workloads.nodes.get(node.name, NodeWorkload())
@@ -161,7 +178,16 @@ def plan_round(due: list[DueNode], workloads: Workloads) -> RoundPlan:
             plan.take_out.append(node.name)
         else:
             plan.waiting.append(node.name)
+    if idle_cap is not None:
+        by_name = {d.name: d for d in due}
+        idle = sorted(plan.idle, key=lambda name: _overdue_first(by_name[name]))
+        plan.idle, plan.idle_later = idle[:idle_cap], idle[idle_cap:]
     return plan
+
+
+def _overdue_first(node: DueNode) -> tuple[bool, bool, float]:
+    last = node.last_checked
+    return (not node.stale, last is None, last.timestamp() if last else 0.0)
 
 
 def unseen(nodes: list[NodeFacts]) -> list[str]:
@@ -211,6 +237,8 @@ class RoundSummary(BaseModel):
         by = {r: [x.node for x in self.results if x.result is r] for r in CheckResult}
         lines = [f"**active checks, pool {self.pool}** at {self.at:%Y-%m-%d %H:%M:%S}Z"]
         lines += [f"{r.value}: {', '.join(names)}" for r, names in by.items() if names]
+        if self.plan.idle_later:
+            lines.append(f"idle, checked next round: {', '.join(self.plan.idle_later)}")
         if self.plan.waiting:
             lines.append(f"busy, waiting for an idle moment: {', '.join(self.plan.waiting)}")
         if self.plan.held:

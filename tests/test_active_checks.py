@@ -199,7 +199,8 @@ async def test_idle_nodes_past_their_interval_are_checked_and_a_failure_starts_i
     # A GPU that answers every query and raises no Xid: only load finds it.
     fleet.inject(failing, "silent_under_load", gpu=1)
     async with running_workers(time_env.client, fleet) as queues:
-        summary = await _round(time_env.client, queues, ActiveCheckPolicy())
+        # Both due idle nodes at once (the default cap, 20 % of 5 nodes, would check one).
+        summary = await _round(time_env.client, queues, ActiveCheckPolicy(idle_at_once="2"))
         ladder = time_env.client.get_workflow_handle(remediation_workflow_id(failing))
         ladder_state = await REMEDIATION_STATE.ask(ladder)
     assert _results(summary) == {idle: CheckResult.PASSED, failing: CheckResult.FAILED}

@@ -48,6 +48,7 @@ with workflow.unsafe.imports_passed_through():
     )
 
 CLUSTER_CALL = timedelta(seconds=60)
+IDLE_RECHECK = "active-check-idle-recheck"  # an idle node is looked at again once cordoned
 
 
 class _Done(Exception):
@@ -155,6 +156,21 @@ class ActiveCheck:
             # Someone else's cordon, a ladder's, or a dry run: not this check's node to test.
             raise _Done(CheckResult.SKIPPED, f"not checked: cordon {held.state.value}")
         self._cordoned = True
+        if not self._inp.take_out and workflow.patched(IDLE_RECHECK):
+            await self._still_idle()
+
+    async def _still_idle(self) -> None:
+        """A GPU pod scheduled between the round's look and the cordon runs on: no load test
+        beside it. The node goes back; if it stays stale, a round takes it out under the budget."""
+        node = self._inp.node.name
+        now = await act.NODE_WORKLOADS.execute(
+            NodeNames(nodes=[node]),
+            start_to_close_timeout=CLUSTER_CALL,
+            **RIDE_OUT,
+            summary=f"is {node} still idle, now cordoned",
+        )
+        if not now.nodes[node].idle:
+            raise _Done(CheckResult.DEFERRED, "busy again by the cordon: a GPU pod started")
 
     async def _drain(self) -> None:
         try:

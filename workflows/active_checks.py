@@ -15,7 +15,7 @@ from datetime import timedelta
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy, SearchAttributePair, TypedSearchAttributes
-from temporalio.exceptions import ChildWorkflowError, WorkflowAlreadyStartedError
+from temporalio.exceptions import ActivityError, ChildWorkflowError, WorkflowAlreadyStartedError
 from temporalio.workflow import ParentClosePolicy
 
 from contract import activities as act
@@ -45,6 +45,8 @@ with workflow.unsafe.imports_passed_through():
     from remedy.models import NodeRef
 
 RETRY = RetryPolicy(initial_interval=timedelta(seconds=2), maximum_attempts=3)
+# Rounds from here on cap their idle checks and survive a failed first-seen mark.
+BOUNDED_ROUND = "active-checks-bounded-round"
 
 
 @workflow.defn(name=ACTIVE_CHECKS_WORKFLOW)
@@ -58,18 +60,21 @@ class ActiveChecks:
             summary="list the fleet's nodes",
         )
         nodes = [n for n in fleet.nodes if n.pool == inp.pool]
-        await asyncio.gather(*(self._mark_seen(name, inp.pool) for name in unseen(nodes)))
+        bounded = workflow.patched(BOUNDED_ROUND)
+        await self._mark_all_seen(unseen(nodes), inp.pool, tolerant=bounded)
         now = workflow.now()
         due = due_nodes(nodes, inp.policy, now)
         workloads = Workloads()
         if due:
             workloads = await act.NODE_WORKLOADS.execute(
                 NodeNames(nodes=[d.name for d in due]),
-                start_to_close_timeout=timedelta(minutes=2),
+                # Several API calls per node: a large pool takes a while, alive as it heartbeats.
+                start_to_close_timeout=timedelta(minutes=10),
+                heartbeat_timeout=timedelta(seconds=30),
                 retry_policy=RETRY,
                 summary=f"which of {len(due)} due nodes are idle",
             )
-        plan = plan_round(due, workloads)
+        plan = plan_round(due, workloads, inp.policy.idle_cap(len(nodes)) if bounded else None)
         summary = RoundSummary(pool=inp.pool, at=now, plan=plan)
         workflow.set_current_details(summary.markdown())
         checks = [(name, False) for name in plan.idle] + [(name, True) for name in plan.take_out]
@@ -83,6 +88,17 @@ class ActiveChecks:
         metrics.active_checks_overdue(inp.pool, summary.overdue)
         workflow.set_current_details(summary.markdown())
         return summary
+
+    async def _mark_all_seen(self, nodes: list[str], pool: str, tolerant: bool) -> None:
+        """A node whose mark failed is still unseen: the next round marks it again."""
+        marks = await asyncio.gather(
+            *(self._mark_seen(name, pool) for name in nodes), return_exceptions=tolerant
+        )
+        for node, mark in zip(nodes, marks, strict=True):
+            if isinstance(mark, ActivityError):
+                workflow.logger.warning("could not mark %s first seen: %s", node, mark)
+            elif isinstance(mark, BaseException):
+                raise mark
 
     async def _mark_seen(self, node: str, pool: str) -> None:
         await act.PUBLISH_ACTIVE_CHECK.execute(

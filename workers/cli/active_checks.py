@@ -9,6 +9,7 @@ from typing import Annotated, NoReturn
 import typer
 
 from remedy.active_checks import ActiveCheckPolicy
+from remedy.budget import allowed_disruptions
 from remedy.durations import parse_duration
 
 EveryOption = Annotated[
@@ -34,6 +35,15 @@ MaxAgeOption = Annotated[
         "pool's disruption budget.",
     ),
 ]
+IdleAtOnceOption = Annotated[
+    str | None,
+    typer.Option(
+        "--active-check-idle-at-once",
+        help="How many idle nodes of a pool are cordoned for their check at once (a count, a "
+        "share such as 20%, or all-but-N; at least 1); the rest wait for the next round. "
+        "Default: --max-disruption.",
+    ),
+]
 PoolOption = Annotated[
     list[str] | None,
     typer.Option(
@@ -44,7 +54,11 @@ PoolOption = Annotated[
 
 
 def active_check_policies(
-    every: str, interval: str, max_age: str, pools: list[str] | None
+    every: str,
+    interval: str,
+    max_age: str,
+    pools: list[str] | None,
+    idle_at_once: str = "20%",
 ) -> tuple[ActiveCheckPolicy, dict[str, ActiveCheckPolicy]] | None:
     """The default policy and the per-pool ones; None when active checks are off. Bad input
     is one line naming the option, and exit 2."""
@@ -52,10 +66,15 @@ def active_check_policies(
     if not period:
         return None
     try:
+        allowed_disruptions(idle_at_once, 1)
+    except ValueError as exc:
+        _fail("--active-check-idle-at-once", exc)
+    try:
         default = ActiveCheckPolicy(
             every=period,
             interval=_duration("--active-check-interval", interval),
             max_age=_duration("--active-check-max-age", max_age),
+            idle_at_once=idle_at_once,
         )
     except ValueError as exc:  # pydantic's ValidationError is one too: a zero duration
         _fail("--active-check-interval/--active-check-max-age", exc)
@@ -70,6 +89,7 @@ def active_check_policies(
                 every=default.every,
                 interval=parse_duration(pool_interval),
                 max_age=parse_duration(pool_max_age),
+                idle_at_once=default.idle_at_once,
             )
         except ValueError as exc:
             _fail("--active-check-pool", exc)

@@ -101,6 +101,7 @@ def controller(
     active_check_interval: checks.IntervalOption = "1d",
     active_check_max_age: checks.MaxAgeOption = "7d",
     active_check_pool: checks.PoolOption = None,
+    active_check_idle_at_once: checks.IdleAtOnceOption = None,
     metrics_bind: MetricsOption = None,
 ) -> None:
     """Run the controller worker against a Kubernetes cluster."""
@@ -118,9 +119,6 @@ def controller(
     from workers.schedules import ensure_fleet_scan, ensure_pool_checks
 
     loaded = runbooks_or_exit(runbooks)
-    active = checks.active_check_policies(
-        active_check_every, active_check_interval, active_check_max_age, active_check_pool
-    )
     attributor = attributor_or_exit(job_rules)
     try:
         policy = BudgetPolicy(max_disruption=max_disruption, storm_share=storm_share)
@@ -138,6 +136,13 @@ def controller(
                 err=True,
             )
         raise typer.Exit(2) from None
+    active = checks.active_check_policies(
+        active_check_every,
+        active_check_interval,
+        active_check_max_age,
+        active_check_pool,
+        active_check_idle_at_once or max_disruption,  # idle checks: the budget's share
+    )
     api = api_client(kubeconfig)
     try:
         cluster = kubernetes_cluster(
