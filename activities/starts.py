@@ -24,6 +24,7 @@ from contract.messages import REPORT_FINDING
 from contract.names import (
     NODE_ADMISSION_WORKFLOW,
     NODE_REMEDIATION_WORKFLOW,
+    active_check_workflow_id,
     admission_workflow_id,
     node_task_queue,
     remediation_workflow_id,
@@ -211,14 +212,16 @@ class StartActivities:
     async def adopt_orphaned_cordons(self, check: OrphanCheck) -> NodeNames:
         """remedy's cordon on a node with no ladder running is adopted only on evidence that
         nobody owns it: its last ladder failed, was terminated, timed out or was cancelled, or
-        finished as recovered or cleared yet left the cordon (its restore failed). A ladder
+        finished as recovered or cleared yet left the cordon (its restore failed), or an active
+        check begun since failed or was terminated (it held the cordon). A ladder
         that ended needing a human, aborted or replaced left the node to a person or to its
         replacement; a node whose history is gone is left alone too. Each orphan gets a ladder
         that probes it and gives it back if healthy, or holds it for a person."""
         adopted = []
         for node in check.nodes:
             last = await described(self._client, remediation_workflow_id(node.name))
-            if last is None or not _orphaned_by(last):
+            orphaned = last is not None and _orphaned_by(last)
+            if not orphaned and not await self._check_left_it(node.name, last):
                 continue
             finding = orphaned_cordon(node.name, datetime.now(UTC))
             runbook = self._runbooks.match(finding) or DEFAULT_RUNBOOK
@@ -231,6 +234,16 @@ class StartActivities:
             )
             adopted.append(node.name)
         return NodeNames(nodes=adopted)
+
+    async def _check_left_it(self, node: str, last: WorkflowExecutionDescription | None) -> bool:
+        """The node's active check, begun after its last ladder ended, failed or was stopped
+        with its cordon on: nobody owns the cordon (a check hands a node on only when it
+        finishes)."""
+        check = await described(self._client, active_check_workflow_id(node))
+        if check is None or check.status not in NOBODY_FINISHED:
+            return False
+        ended = last.close_time if last is not None else None
+        return ended is None or check.start_time > ended
 
     @act.START_ADMISSION.defn
     async def start_admission(self, inp: AdmissionInput) -> Started:

@@ -100,6 +100,9 @@ class LeaseRelease(BaseModel):
 
     holder: str
     for_human: bool = False
+    # The holder's node: a hold even when it held no lease (a ladder left for a person before
+    # any disruptive rung, an active check handing its node on). Empty from senders before.
+    node: str = ""
 
 
 class HumanHold(BaseModel):
@@ -193,11 +196,21 @@ class BudgetState(BaseModel):
         one lease leave none for a third node."""
         return len(self.holders) + len(self.held)
 
-    def hand_to_human(self, holder: str, since: datetime) -> None:
-        """The holder's node stays out for a person: its lease becomes a hold."""
-        for lease in self.holders:
-            if lease.holder == holder and all(h.node != lease.node for h in self.held):
-                self.held = [*self.held, HumanHold(node=lease.node, since=since)]
+    def hand_to_human(self, holder: str, since: datetime, node: str = "") -> None:
+        """The holder's node stays out for a person (or for the ladder an active check handed
+        it to): its lease becomes a hold, and so does ``node`` when the holder had no lease —
+        remedy's cordon is on it all the same, and a budget started afresh would count it. A
+        node another holder's lease covers is counted already."""
+        nodes = [lease.node for lease in self.holders if lease.holder == holder]
+        for name in nodes or ([node] if node else []):
+            covered = any(le.node == name and le.holder != holder for le in self.holders)
+            if not covered and all(h.node != name for h in self.held):
+                self.held = [*self.held, HumanHold(node=name, since=since)]
+
+    def waiting_on_held(self) -> list[LeaseRequest]:
+        """Requests for nodes that became held while they waited: each takes its hold over."""
+        held = {h.node for h in self.held}
+        return [w for w in self.waiting if w.node in held]
 
     def take_over_hold(self, req: LeaseRequest, now: datetime) -> bool:
         """A new ladder on a held node takes the node's place at once (it is out already)."""

@@ -299,3 +299,37 @@ async def test_a_budget_started_afresh_still_counts_a_node_left_for_a_human(
         still_waiting = await state_of(waiter)
     assert budget.rebuilt and [h.node for h in budget.held] == [first]
     assert still_waiting.phase is Phase.AWAITING_LEASE
+
+
+async def test_a_node_left_for_a_human_before_any_lease_holds_its_share_until_restored(
+    time_env: WorkflowEnvironment,
+) -> None:
+    """Cordoned, then a replace that needs approval: the approval times out before any lease
+    was asked for, and the node, out under remedy's cordon, still counts against the pool."""
+    fleet = SimFleet(nodes=2, pool=f"pool-{uuid.uuid4().hex[:8]}")
+    first, second = sorted(fleet.nodes)
+    policy = BudgetPolicy(max_disruption="1", storm_share=1.0)
+    approve = Runbook(
+        name="replace-once-approved",
+        match=Match(xids=[48]),
+        ladder=[
+            Rung(action=Action.REPLACE, approval="required", approval_timeout=timedelta(hours=1))
+        ],
+    )
+    async with running_workers(time_env.client, fleet, policy=policy) as queues:
+        left = await report(time_env.client, queues, fleet.inject(first, "ecc_dbe"), approve)
+        assert (await left.result()).outcome is Outcome.NEEDS_HUMAN
+        held = await budget_state(time_env.client, queues.pool)
+        waiter = await report(
+            time_env.client, queues, fleet.inject(second, "ecc_dbe"), _drain_then_human()
+        )
+        await wait_for_phase(time_env, waiter, Phase.AWAITING_LEASE)
+        await time_env.sleep(timedelta(minutes=10))  # the budget looks again: still cordoned
+        still_waiting = await state_of(waiter)
+        fleet.cluster.control.restore(first)  # a person fixed it and gave it back
+        state = await wait_for_phase(time_env, waiter, Phase.DONE)
+        never_asked = (await state_of(left)).lease_requested_at is None
+    assert never_asked
+    assert [h.node for h in held.held] == [first] and held.in_use == 1
+    assert still_waiting.phase is Phase.AWAITING_LEASE and still_waiting.lease_granted_at is None
+    assert state.lease_granted_at is not None  # granted once the first node was restored

@@ -49,6 +49,7 @@ with workflow.unsafe.imports_passed_through():
 
 CLUSTER_CALL = timedelta(seconds=60)
 IDLE_RECHECK = "active-check-idle-recheck"  # an idle node is looked at again once cordoned
+CHECK_HOLDS = "active-check-holds-the-node-it-leaves-cordoned"  # runs before: freed it
 
 
 class _Done(Exception):
@@ -131,13 +132,19 @@ class ActiveCheck:
             ) from None
 
     async def _release(self) -> None:
-        """Give the lease back, or the request that still waits for one."""
+        """Give the lease back, or the request that still waits for one. A node the check
+        leaves cordoned (handed to its ladder, or to a person) stays out: the lease becomes a
+        hold, which the ladder's own lease takes over, so the pool's cap still counts it."""
         if not self._asked:
             return
+        node = self._inp.node
+        for_human = self._cordoned and workflow.patched(CHECK_HOLDS)
         try:
             await LEASE_RELEASE.send_to(
-                budget_workflow_id(self._inp.node.pool),
-                LeaseRelease(holder=workflow.info().workflow_id),
+                budget_workflow_id(node.pool),
+                LeaseRelease(
+                    holder=workflow.info().workflow_id, for_human=for_human, node=node.name
+                ),
             )
         except Exception:  # noqa: BLE001 - a budget that is gone holds no lease to give back
             workflow.logger.warning("could not release the lease of %s", self._inp.node.name)

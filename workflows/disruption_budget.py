@@ -79,10 +79,15 @@ class DisruptionBudget:
     def release(self, req: LeaseRelease) -> None:
         state = self._state
         if req.for_human:
-            state.hand_to_human(req.holder, workflow.now())
+            state.hand_to_human(req.holder, workflow.now(), req.node)
         state.holders = [h for h in state.holders if h.holder != req.holder]
         state.waiting = [w for w in state.waiting if w.holder != req.holder]
         state.held = [h for h in state.held if h.holder != req.holder]  # an operator's release
+        # The node's own ladder asked while an active check held it: it must not wait on the
+        # node's own hold (that ends only when the ladder gives the node back).
+        for waiting in state.waiting_on_held():
+            if workflow.patched(HUMAN_HOLDS) and state.take_over_hold(waiting, workflow.now()):
+                self._regrant.append(waiting)
         self._changed = True
 
     @NODE_UNHEALTHY.handler

@@ -26,6 +26,7 @@ BUDGET_CALL = timedelta(seconds=30)
 REASK = "re-ask-for-lease"  # workflow.patched: runs from before waited without a timer
 REASK_EVERY = timedelta(minutes=5)
 HOLD_FOR_HUMAN = "lease-held-for-a-human"  # workflow.patched: runs before freed it at the end
+HOLD_WITHOUT_LEASE = "held-for-a-human-without-a-lease"  # runs before: no lease, no hold
 # Endings that leave the node as it is: cordoned by remedy, drained, for a person.
 LEFT_AS_IT_IS = (Outcome.NEEDS_HUMAN, Outcome.ABORTED)
 
@@ -112,26 +113,31 @@ class DisruptionLease:
 
     async def release(self, outcome: Outcome) -> None:
         """Give the lease back at the end; a node left cordoned for a person keeps counting
-        (the budget turns the lease into a hold that ends when remedy's cordon goes)."""
+        (the budget turns the lease into a hold that ends when remedy's cordon goes), even
+        when no lease was ever asked for (an approval that timed out after the cordon)."""
         state = self._state
-        if state.lease_requested_at is None or state.lease_released_at is not None:
+        if state.lease_released_at is not None:
             return
-        for_human = (
-            outcome in LEFT_AS_IT_IS
-            and state.cordoned_by_remedy
-            and not _restored(state)
-            and workflow.patched(HOLD_FOR_HUMAN)
-        )
+        left = outcome in LEFT_AS_IT_IS and state.cordoned_by_remedy and not _restored(state)
+        if state.lease_requested_at is None:
+            if left and workflow.patched(HOLD_WITHOUT_LEASE):
+                await self._send(for_human=True)
+            return
+        for_human = left and workflow.patched(HOLD_FOR_HUMAN)
         released = workflow.now()  # when it let go: the budget may grant before the send returns
-        try:
-            await LEASE_RELEASE.send_to(
-                budget_workflow_id(state.node.pool),
-                LeaseRelease(holder=workflow.info().workflow_id, for_human=for_human),
-            )
-        except Exception:  # noqa: BLE001 - a budget that is gone holds no lease to give back
-            workflow.logger.warning("could not release the lease of %s", state.node.name)
+        await self._send(for_human)
         state.lease_released_at = released
         self._view.publish()  # RemedyLease no longer 'held': a rebuilt budget must not count it
+
+    async def _send(self, for_human: bool) -> None:
+        node = self._state.node
+        release = LeaseRelease(
+            holder=workflow.info().workflow_id, for_human=for_human, node=node.name
+        )
+        try:
+            await LEASE_RELEASE.send_to(budget_workflow_id(node.pool), release)
+        except Exception:  # noqa: BLE001 - a budget that is gone holds no lease to give back
+            workflow.logger.warning("could not release the lease of %s", node.name)
 
 
 def _restored(state: RemediationState) -> bool:
