@@ -23,7 +23,7 @@ from remedy.attribution.evidence import RecentXid
 from remedy.cluster import CordonOwner
 from remedy.conditions import NodeCondition
 from tests.conftest import ROOT
-from tests.test_kubernetes_cluster import NODECLAIMS, NODES, PODS, call, node, pod
+from tests.kube import NODECLAIMS, NODES, PODS, call, node, pod
 from tests.test_kubernetes_jobs import JOBS, failed_job, job_pod
 from workers.cli import app
 

@@ -35,9 +35,9 @@ from remedy.fleet import FleetSummary, ScanInput
 from remedy.models import Component, ComponentKind, Finding, Severity
 from remedy.runbook import RunbookSet
 from tests.conftest import Queues, own_fleet, running_workers
+from tests.kube import NODES, PODS, node, sent
 from tests.ladder import report
 from tests.test_cli import WAITS
-from tests.test_kubernetes_cluster import NODES, PODS, node, sent
 from tests.test_kubernetes_jobs import JOBS, api, failed_job, job_pod, xids_annotation
 from workers.status import FleetStatus, alerts
 from workflows.fleet_scan import FleetScan

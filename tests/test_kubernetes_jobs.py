@@ -24,7 +24,7 @@ from remedy.attribution.evidence import RecentXid
 from remedy.attribution.guard import JobRef
 from remedy.attribution.jobs import JobState
 from remedy.errors import ActionFailed, ActionRefused
-from tests.test_kubernetes_cluster import NODES, PODS, call, node, sent
+from tests.kube import NODES, PODS, call, node, sent
 
 NOW = datetime(2026, 11, 29, 8, 0, tzinfo=UTC)
 JOBS = kmock.resource("batch/v1/jobs")

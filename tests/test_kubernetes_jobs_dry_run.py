@@ -11,7 +11,7 @@ import kmock
 import pytest
 
 from adapters.kubernetes.jobs import RESTART_MODE, STOPPED, KubernetesJobs
-from tests.test_kubernetes_cluster import NODES, PODS, call, node
+from tests.kube import NODES, PODS, call, node
 from tests.test_kubernetes_jobs import JOBS, LLM, NOW, api, failed_job, job_pod
 
 WRITES = {"POST", "PUT", "PATCH", "DELETE"}

@@ -17,8 +17,8 @@ from remedy.cluster import Cluster
 from remedy.remediation import Outcome, RemediationResult
 from remedy.runbook import RunbookSet
 from tests.conftest import running_workers
+from tests.kube import NODES, node
 from tests.ladder import report
-from tests.test_kubernetes_cluster import NODES, node
 
 NODE = "k8s-000"
 

@@ -1,6 +1,5 @@
-"""The deep diagnose's load test: DCGM diagnostics read from real `dcgmi diag -j` shapes, run
-as a real subprocess (a fake `dcgmi` on PATH prints a fixture), the built-in engine's memory
-pattern and throughput checks, and fail-closed answers when nothing can run."""
+"""The deep diagnose's load test: DCGM's real `dcgmi diag -j` shapes, run as a subprocess (a
+fake `dcgmi` on PATH), the built-in engine's memory and throughput checks, and fail closed."""
 
 from __future__ import annotations
 

@@ -18,7 +18,7 @@ from adapters.sim import SimFleet
 from remedy.errors import ActionFailed, ActionRefused, TransientError
 from remedy.once import LedgerEntry, Stage, once
 from remedy.probe import ProbeConfig
-from tests.test_kubernetes_cluster import NODES, PODS, call, kube, node, pod, sent
+from tests.kube import NODES, PODS, call, kube, node, pod, sent
 
 KEY = "node-remediation/n1/run-1/rung-1"
 NOW = datetime(2026, 11, 30, tzinfo=UTC)

@@ -23,8 +23,8 @@ from remedy.models import Action
 from remedy.remediation import Outcome, RemediationResult
 from remedy.runbook import Match, Runbook, Rung
 from tests.conftest import running_workers
+from tests.kube import NODES, node
 from tests.ladder import report
-from tests.test_kubernetes_cluster import NODES, node
 
 NODE = "gpu-node-001"
 REPLACE_ONLY = Runbook(
