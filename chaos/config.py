@@ -8,6 +8,7 @@ from datetime import timedelta
 from pathlib import Path
 
 from remedy.budget import BudgetPolicy
+from remedy.hardware import BlocklistPolicy
 from remedy.models import Action
 from remedy.runbook import Match, Runbook, RunbookSet, Rung, load_runbooks
 
@@ -39,6 +40,12 @@ def runbooks(speedup: float) -> RunbookSet:
         for r in [*shipped, KILL_JOB_RUNBOOK]
     ]
     return RunbookSet(r.scaled(speedup) for r in independent)
+
+
+def blocklist_policy() -> BlocklistPolicy:
+    """Never in practice: faults land on random GPUs, so a GPU hit three times is chance, not a
+    repeat offender, and its take-out ladder would wait for an approval nobody gives here."""
+    return BlocklistPolicy(max_incidents=1_000_000)
 
 
 def budget_policy(speedup: float) -> BudgetPolicy:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from temporalio.client import Client
 
-from chaos.config import budget_policy, runbooks
+from chaos.config import blocklist_policy, budget_policy, runbooks
 from chaos.seams import StoredHost, stored_cluster
 from chaos.store import FleetStore
 from workers.client import TemporalUnreachable, connect
@@ -41,6 +41,7 @@ async def run_controller(address: str, fleet: Path, task_queue: str, speedup: fl
             task_queue,
             budget_policy(speedup),
             runbooks(speedup),
+            blocklist=blocklist_policy(),
         )
         await worker.run()
 
