@@ -299,10 +299,6 @@ async def test_a_budget_started_afresh_still_counts_a_node_left_for_a_human(
     assert still_waiting.phase is Phase.AWAITING_LEASE
 
 
-async def _held(client: Client, pool: str, nodes: list[str]) -> bool:
-    return [h.node for h in (await budget_state(client, pool)).held] == nodes
-
-
 async def test_a_node_left_for_a_human_before_any_lease_holds_its_share_until_restored(
     time_env: WorkflowEnvironment,
 ) -> None:
