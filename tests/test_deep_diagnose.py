@@ -41,10 +41,10 @@ class DcgmNode:
         return self._sim.nvml()
 
     def reset_gpus(self, indices: list[int], key: str) -> str:
-        raise NotImplementedError
+        raise AssertionError("a diagnose resets nothing")
 
     def reboot(self, key: str) -> str:
-        raise NotImplementedError
+        raise AssertionError("a diagnose reboots nothing")
 
     def load_test(self, indices: list[int]) -> LoadReport:
         return run_load_test(indices or list(range(8)), self._config)
