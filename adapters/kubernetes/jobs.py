@@ -31,7 +31,7 @@ from adapters.kubernetes.objects import Json, as_json, meta, record_event
 from remedy.attribution.evidence import GuardedFailure
 from remedy.attribution.guard import JobRef
 from remedy.attribution.jobs import JobState
-from remedy.errors import ActionFailed, ActionRefused, Conflict, NodeGone
+from remedy.errors import ActionFailed, ActionRefused, Conflict, NodeGone, RemedyError
 
 RESTART_MODE = "remedy.io/restart"
 RESTART_ATTEMPT = "remedy.io/restart-attempt"
@@ -258,10 +258,24 @@ class KubernetesJobs:
     ) -> str:
         """An Event on the Job (the notice people and alerting see); the same line back."""
         about = k8s.V1ObjectReference(
-            kind="Job", name=name, namespace=job.namespace, api_version="batch/v1"
+            kind="Job",
+            name=name,
+            namespace=job.namespace,
+            api_version="batch/v1",
+            uid=self._uid_of(name, job.namespace),
         )
         record_event(self.core, about, reason, message, self._clock(), warning=warning)
         return f"{name}: {message}"
+
+    def _uid_of(self, name: str, namespace: str) -> str | None:
+        """The Job's uid for its Event (`kubectl describe job` selects by it), if it exists."""
+        try:
+            with api_errors("get", "jobs"):
+                found = self._json(self.batch.read_namespaced_job(name, namespace))
+        except RemedyError:
+            return None
+        uid: str | None = meta(found).get("uid")
+        return uid
 
     def _would(self, job: JobRef, name: str, what: str, *, warning: bool = False) -> str:
         """Dry run: the Event and the line say what would be done; nothing was."""

@@ -18,6 +18,7 @@ Json = dict[str, Any]
 GPU_RESOURCE = "nvidia.com/gpu"
 # The Xids a node's agent keeps on its node (JSON, oldest first): job attribution reads them.
 RECENT_XIDS = "remedy.io/recent-xids"
+NAME_MAX = 253  # an object name: a DNS subdomain
 
 
 def as_json(api: k8s.ApiClient, obj: object) -> Json:
@@ -58,14 +59,12 @@ def record_event(
     *,
     warning: bool = False,
 ) -> None:
-    """A Kubernetes Event on the object (`kubectl describe` shows it): a courtesy, so a failure
-    to record it is logged and swallowed — the action it tells of already happened."""
+    """A Kubernetes Event on the object (`kubectl describe` shows it when ``about`` carries the
+    object's uid: describe selects events by it): a courtesy, so a failure to record it is
+    logged and swallowed — the action it tells of already happened."""
     namespace = about.namespace or "default"  # a node's events go to "default", like kubectl's
     event = k8s.CoreV1Event(
-        # Named like kubectl's events (object.hex): unique without relying on generateName.
-        metadata=k8s.V1ObjectMeta(
-            name=f"{about.name}.remedy.{uuid.uuid4().hex[:12]}", namespace=namespace
-        ),
+        metadata=k8s.V1ObjectMeta(name=event_name(about.name or ""), namespace=namespace),
         involved_object=about,
         reason=reason,
         message=message[:1024],
@@ -80,3 +79,10 @@ def record_event(
             core.create_namespaced_event(namespace, event)
     except Exception:  # noqa: BLE001
         log.warning("could not record event %s on %s", reason, about.name, exc_info=True)
+
+
+def event_name(about: str) -> str:
+    """Named like kubectl's events (``<object>.<hex>``): unique without relying on
+    generateName, and within the 253 characters a name may have however long the object's."""
+    suffix = f".remedy.{uuid.uuid4().hex[:12]}"
+    return about[: NAME_MAX - len(suffix)].rstrip(".-") + suffix
