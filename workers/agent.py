@@ -4,7 +4,9 @@ It serves the node's host-local activities (probe, diagnose, reset GPU, reboot, 
 on the node's own task queue, and runs the probe loop: NVML Xid events as they happen, a full
 probe every interval, results published as node conditions, and a signal-with-start of the
 node's remediation when a finding newly matches a runbook. Reports are edge-triggered: a fault
-that persists (a node held for a human) is reported once, not every interval. Its dependency
+that persists (a node held for a human) is reported once, not every interval; so are the
+conditions, written when they change and otherwise once per heartbeat (remedy.liveness), and
+the node's Xids, written only when one is new. Its dependency
 checks (remedy/capabilities.py) are logged at start and published with every probe, as the
 ``RemedyReady`` condition and the ``remedy_dependency_ok`` gauge.
 """
@@ -27,6 +29,7 @@ from remedy.cluster import NodeMarks
 from remedy.conditions import conditions_from, ready_condition
 from remedy.errors import NodeGone
 from remedy.host import NodeHost
+from remedy.liveness import AGENT_HEARTBEAT, publish_due
 from remedy.models import Finding, NodeRef, ProbeReport
 from remedy.probe import probe_node
 from remedy.probe.xid_events import XidWatcher
@@ -48,6 +51,8 @@ def _utcnow() -> datetime:
 class AgentConfig:
     node: NodeRef
     interval_s: float = 30.0
+    # Unchanged conditions are rewritten this often: the heartbeat the fleet scan reads.
+    heartbeat_s: float = AGENT_HEARTBEAT.total_seconds()
     task_queue: str | None = None  # default: the node's own queue
     controller_task_queue: str = CONTROLLER_TASK_QUEUE
     node_pickup_timeout: timedelta = timedelta(minutes=2)
@@ -158,7 +163,9 @@ class NodeAgent:
             previous, now = await asyncio.to_thread(marks.conditions, node), _utcnow()
             conditions = conditions_from(report, previous, now)
             conditions.append(ready_condition(self.capabilities, previous, now))
-            await asyncio.to_thread(marks.set_conditions, node, conditions)
+            heartbeat = timedelta(seconds=self.config.heartbeat_s)
+            if publish_due(conditions, previous, now, heartbeat):
+                await asyncio.to_thread(marks.set_conditions, node, conditions)
             xids = [x for f in [*pushed, *report.findings] if (x := recent_xid(f)) is not None]
             await asyncio.to_thread(marks.record_xids, node, xids)
         except Exception:  # noqa: BLE001 - conditions are best effort; the report still goes
