@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -70,10 +71,11 @@ class NodeAgent:
         runbooks: RunbookSet,
         marks: NodeMarks | None,
         config: AgentConfig,
+        clock: Callable[[], datetime] = _utcnow,
     ) -> None:
         """``marks``: where the node's conditions and Xids are published (None: nowhere)."""
         self._client, self._host, self._runbooks = client, host, runbooks
-        self._marks, self.config = marks, config
+        self._marks, self.config, self._clock = marks, config, clock
         self._active: set[FindingKey] = set()
         self.reports_sent = 0
         self.last_report: ProbeReport | None = None
@@ -96,7 +98,7 @@ class NodeAgent:
         return self._host
 
     async def run(self) -> None:
-        watcher = XidWatcher(self._host.name, self._host.nvml(), _utcnow)
+        watcher = XidWatcher(self._host.name, self._host.nvml(), self._clock)
         for check in (await self.check_dependencies(refresh=True)).checks:
             (log.info if check.ok else log.warning)("dependency %s", check.line())
         with ThreadPoolExecutor(max_workers=4, thread_name_prefix="agent") as executor:
@@ -135,7 +137,7 @@ class NodeAgent:
         host = self._host
         await self.check_dependencies()
         if (seen := host.probe_config.xids_seen) is not None:
-            xids = seen.admit(xids, "nvml", _utcnow())
+            xids = seen.admit(xids, "nvml", self._clock())
         report = await asyncio.to_thread(probe_node, host.name, host.nvml(), host.probe_config)
         self.last_report = report
         verdict = "healthy" if report.healthy else "unhealthy" if report.checks_run else "failed"
@@ -160,7 +162,7 @@ class NodeAgent:
             return
         marks, node = self._marks, self._host.name
         try:
-            previous, now = await asyncio.to_thread(marks.conditions, node), _utcnow()
+            previous, now = await asyncio.to_thread(marks.conditions, node), self._clock()
             conditions = conditions_from(report, previous, now)
             conditions.append(ready_condition(self.capabilities, previous, now))
             heartbeat = timedelta(seconds=self.config.heartbeat_s)
