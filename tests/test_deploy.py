@@ -42,15 +42,40 @@ def by_kind(kind: str) -> dict[str, dict[str, Any]]:
     return {d["metadata"]["name"]: d for d in manifests() if d["kind"] == kind}
 
 
-def granted(role: str) -> set[Rule]:
-    rules = by_kind("ClusterRole")[role]["rules"]
+def _rules(role: dict[str, Any]) -> set[Rule]:
     return {
         (group, resource, verb)
-        for rule in rules
+        for rule in role["rules"]
         for group in rule["apiGroups"]
         for resource in rule["resources"]
         for verb in rule["verbs"]
     }
+
+
+def granted(role: str) -> set[Rule]:
+    return _rules(by_kind("ClusterRole")[role])
+
+
+def granted_per_namespace(account: str) -> dict[str, set[Rule]]:
+    """What RoleBindings grant ``account`` in their own namespace, by namespace."""
+    roles = {(d["metadata"]["namespace"], d["metadata"]["name"]): d for d in manifests_of("Role")}
+    out: dict[str, set[Rule]] = {}
+    for binding in manifests_of("RoleBinding"):
+        if account in {s["name"] for s in binding["subjects"]}:
+            namespace = binding["metadata"]["namespace"]
+            role = roles[namespace, binding["roleRef"]["name"]]
+            out.setdefault(namespace, set()).update(_rules(role))
+    return out
+
+
+def manifests_of(kind: str) -> list[dict[str, Any]]:
+    return [d for d in manifests() if d["kind"] == kind]
+
+
+def namespace_of(path: str) -> str | None:
+    parts = [p for p in path.split("/") if p]
+    rest = parts[2:] if parts[0] == "api" else parts[3:]
+    return rest[1] if rest[:1] == ["namespaces"] and len(rest) > 2 else None
 
 
 def rule_of(method: str, path: str) -> Rule:
@@ -72,11 +97,29 @@ def rule_of(method: str, path: str) -> Rule:
 
 async def calls_made(
     mock: kmock.KubernetesEmulator, scenario: Callable[[k8s.ApiClient], None]
-) -> set[Rule]:
+) -> set[tuple[str | None, Rule]]:
+    """Each call the scenario made: the namespace it was made in (None: cluster-wide) and the
+    rule it needs."""
     config = k8s.Configuration()
     config.host = str(mock.url).rstrip("/")
     await call(scenario, k8s.ApiClient(config))
-    return {rule_of(r.method.value, r.url.path) for r in mock}
+    return {(namespace_of(r.url.path), rule_of(r.method.value, r.url.path)) for r in mock}
+
+
+def ungranted_and_unused(
+    calls: set[tuple[str | None, Rule]], cluster: set[Rule], namespaced: dict[str, set[Rule]]
+) -> tuple[set[tuple[str | None, Rule]], set[tuple[str | None, Rule]]]:
+    """Calls no role grants, and grants no call uses (a namespaced grant must be used in its
+    own namespace)."""
+    ungranted = {
+        (ns, rule)
+        for ns, rule in calls
+        if rule not in cluster and (ns is None or rule not in namespaced.get(ns, set()))
+    }
+    used = {rule for _, rule in calls}
+    unused: set[tuple[str | None, Rule]] = {(None, rule) for rule in cluster - used}
+    unused |= {(ns, r) for ns, rules in namespaced.items() for r in rules if (ns, r) not in calls}
+    return ungranted, unused
 
 
 def controller_scenario(api: k8s.ApiClient) -> None:
@@ -160,18 +203,35 @@ def seed(mock: kmock.KubernetesEmulator) -> None:
     mock["get /api/v1/namespaces/ml/pods/llm-0/log"] << "Traceback"
 
 
-async def test_controller_role_grants_exactly_what_the_adapter_calls(
+async def test_controller_roles_grant_exactly_what_the_adapter_calls(
     kmock: kmock.KubernetesEmulator,
 ) -> None:
     seed(kmock)
-    assert await calls_made(kmock, controller_scenario) == granted("remedy-controller")
+    calls = await calls_made(kmock, controller_scenario)
+    cluster, namespaced = granted("remedy-controller"), granted_per_namespace("remedy-controller")
+    assert ungranted_and_unused(calls, cluster, namespaced) == (set(), set())
+    assert {ns for ns, (group, _, _) in calls if group == "batch"} == {"ml"}  # the job's
+
+
+def test_the_controllers_job_rights_are_granted_per_namespace_never_cluster_wide() -> None:
+    namespaced = granted_per_namespace("remedy-controller")
+    job_rights = {r for r in granted("remedy-controller") if r[0] == "batch"}
+    assert not job_rights  # no Job rights in any namespace that did not opt in
+    assert namespaced == {"ml": {("batch", "jobs", v) for v in ("get", "list", "create", "patch")}}
+    assert "kube-system" not in namespaced
+    for binding in by_kind("ClusterRoleBinding").values():
+        assert binding["roleRef"]["kind"] == "ClusterRole"
+        assert "remedy-controller-jobs" != binding["roleRef"]["name"]
 
 
 async def test_agent_role_grants_exactly_what_the_agent_calls(
     kmock: kmock.KubernetesEmulator,
 ) -> None:
     seed(kmock)
-    assert await calls_made(kmock, agent_scenario) == granted("remedy-agent")
+    calls = await calls_made(kmock, agent_scenario)
+    assert {ns for ns, _ in calls} == {None}
+    assert {rule for _, rule in calls} == granted("remedy-agent")
+    assert not granted_per_namespace("remedy-agent")
 
 
 def test_manifests_parse_and_reference_each_other() -> None:
@@ -181,6 +241,13 @@ def test_manifests_parse_and_reference_each_other() -> None:
     roles = set(by_kind("ClusterRole"))
     for binding in by_kind("ClusterRoleBinding").values():
         assert binding["roleRef"]["name"] in roles
+        assert {s["name"] for s in binding["subjects"]} <= accounts
+    namespaced_roles = {
+        (d["metadata"]["namespace"], d["metadata"]["name"]) for d in manifests_of("Role")
+    }
+    for binding in manifests_of("RoleBinding"):
+        ref = (binding["metadata"]["namespace"], binding["roleRef"]["name"])
+        assert binding["roleRef"]["kind"] == "Role" and ref in namespaced_roles
         assert {s["name"] for s in binding["subjects"]} <= accounts
     for workload in [*by_kind("Deployment").values(), *by_kind("DaemonSet").values()]:
         spec = workload["spec"]
