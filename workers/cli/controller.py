@@ -83,8 +83,8 @@ def controller(
             min=1,
             help="Seconds without a heartbeat from a node's agent (its conditions' "
             f"lastHeartbeatTime) before the scan starts an AgentSilent ladder; at least "
-            f"{MIN_SILENT_HEARTBEATS} heartbeats [default: {SILENT_HEARTBEATS} × "
-            "--agent-heartbeat-s]",
+            f"{MIN_SILENT_HEARTBEATS} heartbeats (default: {SILENT_HEARTBEATS} × "
+            "--agent-heartbeat-s).",
             show_default=False,
         ),
     ] = None,
