@@ -29,7 +29,8 @@ from workers.agent import AgentConfig, NodeAgent
 from workers.cli import app
 
 N1 = "n1-000"  # the simulated host's name: the node under test
-STATUS = f"/api/v1/nodes/{N1}/status"
+NODE = f"/api/v1/nodes/{N1}"
+STATUS = f"{NODE}/status"
 
 
 class Clock:
@@ -84,9 +85,11 @@ async def test_defect_4_unchanged_conditions_are_written_once_per_heartbeat(
     for _ in clock.ticks(timedelta(seconds=30), AGENT_HEARTBEAT - timedelta(seconds=30)):
         await agent.tick([])
     assert len(sent(kmock, "PATCH", STATUS)) == 1  # 9 rounds, nothing changed: no write
+    assert len(sent(kmock, "GET", NODE)) == 1  # nor a read: what it wrote is what it knows
     clock.now = NOW + AGENT_HEARTBEAT
     await agent.tick([])
     assert len(sent(kmock, "PATCH", STATUS)) == 2  # the heartbeat
+    assert len(sent(kmock, "GET", NODE)) == 2
     written = on_node(kmock)[GPU_PROBLEM]
     assert datetime.fromisoformat(written["lastHeartbeatTime"]) == NOW + AGENT_HEARTBEAT
     assert datetime.fromisoformat(written["lastTransitionTime"]) == NOW  # no transition
@@ -116,20 +119,44 @@ async def test_defect_4_a_change_is_written_at_once_and_only_once(
     assert on_node(kmock)[REMEDY_READY]["status"] == "True"
 
 
-async def test_defect_4_the_heartbeat_is_configurable_and_a_lost_condition_is_rewritten(
+async def test_defect_4_the_heartbeat_is_configurable_and_a_lost_condition_comes_back_with_it(
     kmock: kmock.KubernetesEmulator, dev_env: WorkflowEnvironment
 ) -> None:
     clock = Clock()
     agent, _ = agent_on(kmock, dev_env, clock, heartbeat_s=60)
-    for _ in range(4):  # 0, 30, 60, 90 s: writes at 0 and 60
+    for _ in range(3):  # 0, 30, 60 s: writes at 0 and 60
         await agent.tick([])
         clock.now += timedelta(seconds=30)
     assert len(sent(kmock, "PATCH", STATUS)) == 2
-    # Someone removed remedy's conditions (a node object recreated): written back at once.
+    # Someone removed remedy's conditions (the node object recreated): the agent finds out
+    # at its next heartbeat, when it reads the node before writing.
     kmock.objects[NODES, None, N1] = node(N1)
-    await agent.tick([])
+    await agent.tick([])  # 90 s
+    assert len(sent(kmock, "PATCH", STATUS)) == 2
+    clock.now += timedelta(seconds=30)
+    await agent.tick([])  # 120 s
     assert len(sent(kmock, "PATCH", STATUS)) == 3
     assert {GPU_PROBLEM, REMEDY_READY} <= on_node(kmock).keys()
+    assert datetime.fromisoformat(on_node(kmock)[GPU_PROBLEM]["lastTransitionTime"]) == clock.now
+
+
+async def test_defect_4_someone_elses_equal_heartbeat_saves_the_agents_write(
+    kmock: kmock.KubernetesEmulator, dev_env: WorkflowEnvironment
+) -> None:
+    """The node is read before a heartbeat: if what it holds is as fresh (the controller wrote
+    the same conditions after a verified ladder), the agent does not write."""
+    clock = Clock()
+    agent, _ = agent_on(kmock, dev_env, clock)
+    await agent.tick([])
+    clock.now += AGENT_HEARTBEAT - timedelta(seconds=30)
+    marks = kube(kmock, clock=clock).marks
+    written = await call(marks.conditions, N1)
+    fresh = [c.model_copy(update={"last_heartbeat_time": clock.now}) for c in written]
+    await call(marks.set_conditions, N1, fresh)
+    clock.now += timedelta(seconds=30)
+    await agent.tick([])
+    assert len(sent(kmock, "GET", NODE)) == 3  # the agent's two reads, the test's one
+    assert len(sent(kmock, "PATCH", STATUS)) == 2  # the agent's first and the test's
 
 
 async def test_defect_4_xids_are_written_only_when_one_is_new(

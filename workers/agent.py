@@ -27,7 +27,7 @@ from contract.names import CONTROLLER_TASK_QUEUE, node_task_queue
 from remedy.attribution.evidence import recent_xid
 from remedy.capabilities import Capabilities, capabilities_from
 from remedy.cluster import NodeMarks
-from remedy.conditions import conditions_from, ready_condition
+from remedy.conditions import NodeCondition, conditions_from, ready_condition
 from remedy.errors import NodeGone
 from remedy.host import NodeHost
 from remedy.liveness import AGENT_HEARTBEAT, publish_due
@@ -77,6 +77,7 @@ class NodeAgent:
         self._client, self._host, self._runbooks = client, host, runbooks
         self._marks, self.config, self._clock = marks, config, clock
         self._active: set[FindingKey] = set()
+        self._written: list[NodeCondition] | None = None  # what the node held when last seen
         self.reports_sent = 0
         self.last_report: ProbeReport | None = None
         self.capabilities = Capabilities()
@@ -162,16 +163,36 @@ class NodeAgent:
             return
         marks, node = self._marks, self._host.name
         try:
-            previous, now = await asyncio.to_thread(marks.conditions, node), self._clock()
-            conditions = conditions_from(report, previous, now)
-            conditions.append(ready_condition(self.capabilities, previous, now))
-            heartbeat = timedelta(seconds=self.config.heartbeat_s)
-            if publish_due(conditions, previous, now, heartbeat):
-                await asyncio.to_thread(marks.set_conditions, node, conditions)
+            await self._publish_conditions(marks, report)
             xids = [x for f in [*pushed, *report.findings] if (x := recent_xid(f)) is not None]
             await asyncio.to_thread(marks.record_xids, node, xids)
         except Exception:  # noqa: BLE001 - conditions are best effort; the report still goes
             log.exception("could not publish node conditions for %s", node)
+
+    async def _publish_conditions(self, marks: NodeMarks, report: ProbeReport) -> None:
+        """Written on change and once per heartbeat; the node is read only when what the agent
+        last wrote says a write is due, and the write is decided against what the node holds
+        then (someone else's change to remedy's conditions is put right within a heartbeat)."""
+        node, now = self._host.name, self._clock()
+        heartbeat = timedelta(seconds=self.config.heartbeat_s)
+        if self._written is not None:
+            unchanged = self._conditions(report, self._written, now)
+            if not publish_due(unchanged, self._written, now, heartbeat):
+                return
+        self._written = None  # until written or read again: a failed write is retried
+        previous = await asyncio.to_thread(marks.conditions, node)
+        conditions = self._conditions(report, previous, now)
+        if publish_due(conditions, previous, now, heartbeat):
+            await asyncio.to_thread(marks.set_conditions, node, conditions)
+            self._written = conditions
+        else:
+            self._written = previous
+
+    def _conditions(
+        self, report: ProbeReport, previous: list[NodeCondition], now: datetime
+    ) -> list[NodeCondition]:
+        conditions = conditions_from(report, previous, now)
+        return [*conditions, ready_condition(self.capabilities, previous, now)]
 
     async def _report(self, finding: Finding) -> None:
         runbook = self._runbooks.match(finding)
