@@ -26,7 +26,6 @@ from remedy.conditions import NodeCondition
 from remedy.models import Finding, Severity
 
 AGENT_SILENT = "AgentSilent"
-AGENT_INTERVAL = timedelta(seconds=30)  # the agent's default probe interval
 AGENT_HEARTBEAT = timedelta(minutes=5)  # unchanged conditions are rewritten this often
 SILENT_HEARTBEATS = 3
 MIN_SILENT_HEARTBEATS = 2

@@ -51,7 +51,7 @@ def _utcnow() -> datetime:
 @dataclass(frozen=True)
 class AgentConfig:
     node: NodeRef
-    interval_s: float = 30.0
+    interval_s: float = 30.0  # between probes
     # Unchanged conditions are rewritten this often: the heartbeat the fleet scan reads.
     heartbeat_s: float = AGENT_HEARTBEAT.total_seconds()
     task_queue: str | None = None  # default: the node's own queue
