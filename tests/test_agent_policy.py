@@ -12,7 +12,10 @@ import celpy
 import pytest
 
 from adapters.kubernetes.objects import RECENT_XIDS
-from remedy.conditions import AGENT_CONDITIONS, GPU_PROBLEM, REMEDY_READY
+from kubeapi import ApiServer
+from remedy.attribution.evidence import RecentXid
+from remedy.conditions import AGENT_CONDITIONS, GPU_PROBLEM, REMEDY_READY, NodeCondition
+from tests.kube import NODES, NOW, call, kube
 from tests.test_deploy import by_kind
 
 NODE_NAME = "authentication.kubernetes.io/node-name"
@@ -86,6 +89,17 @@ def kubelets_node(name: str = "n1") -> Json:
     }
 
 
+def agent_condition(kind: str, status: str = "False") -> NodeCondition:
+    return NodeCondition(
+        type=kind,
+        status="True" if status == "True" else "False",
+        reason="R",
+        message="m",
+        last_heartbeat_time=NOW,
+        last_transition_time=NOW,
+    )
+
+
 def condition(kind: str, status: str = "False") -> Json:
     return {"type": kind, "status": status, "reason": "R", "message": "m"}
 
@@ -137,7 +151,28 @@ def test_the_policy_names_what_the_agent_writes() -> None:
     assert set(re.findall(r"k == '([^']+)'", text)) == {RECENT_XIDS}
 
 
-def test_the_agent_may_write_its_conditions_and_xids_on_its_own_node() -> None:
+async def test_the_writes_the_agent_makes_are_admitted_on_its_own_node_only(
+    api: ApiServer,
+) -> None:
+    """The agent's own adapter writes, applied by the API server (strategic merge and all):
+    the node before and after each is what the policy sees."""
+    api.objects[NODES, None, "n1"] = kubelets_node()
+    marks = kube(api).marks
+    writes = [
+        (marks.set_conditions, [agent_condition(GPU_PROBLEM), agent_condition(REMEDY_READY)]),
+        (marks.set_conditions, [agent_condition(GPU_PROBLEM, "True")]),
+        (marks.record_xids, [RecentXid(code=79, gpu="SN-3", at=NOW)]),
+    ]
+    for write, what in writes:
+        old = api.objects[NODES, None, "n1"]
+        await call(write, "n1", what)
+        new = api.objects[NODES, None, "n1"]
+        assert new != old
+        assert refusals(new, old) == []
+        assert refusals(new, old, node="n2") == ["remedy-agent on n2 may not change node n1"]
+
+
+def test_a_change_of_its_own_conditions_is_admitted() -> None:
     old = kubelets_node()
     first = with_conditions(old, condition(GPU_PROBLEM), condition(REMEDY_READY, "True"))
     assert refusals(first, old) == []

@@ -12,19 +12,19 @@ from collections.abc import Iterator
 from datetime import datetime, timedelta
 from typing import Any
 
-import kmock
 import pytest
 import typer
 from temporalio.testing import WorkflowEnvironment
 
 from adapters.sim import SimFleet
+from kubeapi import ApiServer
 from remedy.attribution.evidence import RecentXid
 from remedy.conditions import GPU_PROBLEM, REMEDY_READY, NodeCondition
 from remedy.fleet import NodeFacts, NodeStatus, OpenWork, plan_scan, status_of, summarise
 from remedy.liveness import AGENT_HEARTBEAT, MIN_SILENT_HEARTBEATS, SILENT_AFTER
 from remedy.models import NodeRef
 from remedy.runbook import RunbookSet
-from tests.kube import NODES, NOW, call, kube, node
+from tests.kube import NODES, NOW, call, kube, node, sent
 from workers.agent import AgentConfig, NodeAgent
 from workers.cli import app
 
@@ -48,130 +48,126 @@ class Clock:
             yield self.now
 
 
-def sent(mock: kmock.KubernetesEmulator, method: str, path: str) -> list[Any]:
-    return [r for r in mock if r.method.value == method and r.url.path == path]
-
-
 def agent_on(
-    mock: kmock.KubernetesEmulator, env: WorkflowEnvironment, clock: Clock, **config: Any
+    api: ApiServer, env: WorkflowEnvironment, clock: Clock, **config: Any
 ) -> tuple[NodeAgent, SimFleet]:
     """The agent of node n1: a simulated host, its marks on the API server. No runbooks: a
     fault is published, never reported (the writes are what is counted)."""
     fleet = SimFleet(nodes=1, name_prefix="n1", clock=clock)
-    mock.objects[NODES, None, N1] = node(N1)
+    api.objects[NODES, None, N1] = node(N1)
     agent = NodeAgent(
         env.client,
         fleet.host(N1),
         RunbookSet([]),
-        kube(mock, clock=clock).marks,
+        kube(api, clock=clock).marks,
         AgentConfig(node=NodeRef(name=N1), interval_s=30, **config),
         clock=clock,
     )
     return agent, fleet
 
 
-def on_node(mock: kmock.KubernetesEmulator) -> dict[str, dict[str, Any]]:
-    conditions = mock.objects[NODES, None, N1]["status"]["conditions"]
+def on_node(api: ApiServer) -> dict[str, dict[str, Any]]:
+    conditions = api.objects[NODES, None, N1]["status"]["conditions"]
     return {c["type"]: c for c in conditions}
 
 
 async def test_defect_4_unchanged_conditions_are_written_once_per_heartbeat(
-    kmock: kmock.KubernetesEmulator, dev_env: WorkflowEnvironment
+    api: ApiServer, dev_env: WorkflowEnvironment
 ) -> None:
     clock = Clock()
-    agent, _ = agent_on(kmock, dev_env, clock)
+    agent, _ = agent_on(api, dev_env, clock)
     await agent.tick([])
-    assert len(sent(kmock, "PATCH", STATUS)) == 1  # the first round: nothing there yet
+    assert len(sent(api, "PATCH", STATUS)) == 1  # the first round: nothing there yet
     for _ in clock.ticks(timedelta(seconds=30), AGENT_HEARTBEAT - timedelta(seconds=30)):
         await agent.tick([])
-    assert len(sent(kmock, "PATCH", STATUS)) == 1  # 9 rounds, nothing changed: no write
-    assert len(sent(kmock, "GET", NODE)) == 1  # nor a read: what it wrote is what it knows
+    assert len(sent(api, "PATCH", STATUS)) == 1  # 9 rounds, nothing changed: no write
+    assert len(sent(api, "GET", NODE)) == 1  # nor a read: what it wrote is what it knows
     clock.now = NOW + AGENT_HEARTBEAT
     await agent.tick([])
-    assert len(sent(kmock, "PATCH", STATUS)) == 2  # the heartbeat
-    assert len(sent(kmock, "GET", NODE)) == 2
-    written = on_node(kmock)[GPU_PROBLEM]
+    assert len(sent(api, "PATCH", STATUS)) == 2  # the heartbeat
+    assert len(sent(api, "GET", NODE)) == 2
+    written = on_node(api)[GPU_PROBLEM]
     assert datetime.fromisoformat(written["lastHeartbeatTime"]) == NOW + AGENT_HEARTBEAT
     assert datetime.fromisoformat(written["lastTransitionTime"]) == NOW  # no transition
 
 
 async def test_defect_4_a_change_is_written_at_once_and_only_once(
-    kmock: kmock.KubernetesEmulator, dev_env: WorkflowEnvironment
+    api: ApiServer, dev_env: WorkflowEnvironment
 ) -> None:
     clock = Clock()
-    agent, fleet = agent_on(kmock, dev_env, clock)
+    agent, fleet = agent_on(api, dev_env, clock)
     await agent.tick([])
     clock.now += timedelta(seconds=30)
     fleet.inject(N1, "ecc_dbe", gpu=3)
     await agent.tick([])
-    assert len(sent(kmock, "PATCH", STATUS)) == 2
-    problem = on_node(kmock)[GPU_PROBLEM]
+    assert len(sent(api, "PATCH", STATUS)) == 2
+    problem = on_node(api)[GPU_PROBLEM]
     assert problem["status"] == "True"
     assert datetime.fromisoformat(problem["lastTransitionTime"]) == clock.now
     for _ in clock.ticks(timedelta(seconds=30), timedelta(minutes=2)):
         await agent.tick([])  # the fault persists, the same words: nothing to write
-    assert len(sent(kmock, "PATCH", STATUS)) == 2
+    assert len(sent(api, "PATCH", STATUS)) == 2
     fleet.clear_faults(N1)
     clock.now += timedelta(seconds=30)
     await agent.tick([])
-    assert len(sent(kmock, "PATCH", STATUS)) == 3
-    assert on_node(kmock)[GPU_PROBLEM]["status"] == "False"
-    assert on_node(kmock)[REMEDY_READY]["status"] == "True"
+    assert len(sent(api, "PATCH", STATUS)) == 3
+    assert on_node(api)[GPU_PROBLEM]["status"] == "False"
+    assert on_node(api)[REMEDY_READY]["status"] == "True"
 
 
 async def test_defect_4_the_heartbeat_is_configurable_and_a_lost_condition_comes_back_with_it(
-    kmock: kmock.KubernetesEmulator, dev_env: WorkflowEnvironment
+    api: ApiServer, dev_env: WorkflowEnvironment
 ) -> None:
     clock = Clock()
-    agent, _ = agent_on(kmock, dev_env, clock, heartbeat_s=60)
+    agent, _ = agent_on(api, dev_env, clock, heartbeat_s=60)
     for _ in range(3):  # 0, 30, 60 s: writes at 0 and 60
         await agent.tick([])
         clock.now += timedelta(seconds=30)
-    assert len(sent(kmock, "PATCH", STATUS)) == 2
+    assert len(sent(api, "PATCH", STATUS)) == 2
     # Someone removed remedy's conditions (the node object recreated): the agent finds out
     # at its next heartbeat, when it reads the node before writing.
-    kmock.objects[NODES, None, N1] = node(N1)
+    api.objects[NODES, None, N1] = node(N1)
     await agent.tick([])  # 90 s
-    assert len(sent(kmock, "PATCH", STATUS)) == 2
+    assert len(sent(api, "PATCH", STATUS)) == 2
     clock.now += timedelta(seconds=30)
     await agent.tick([])  # 120 s
-    assert len(sent(kmock, "PATCH", STATUS)) == 3
-    assert {GPU_PROBLEM, REMEDY_READY} <= on_node(kmock).keys()
-    assert datetime.fromisoformat(on_node(kmock)[GPU_PROBLEM]["lastTransitionTime"]) == clock.now
+    assert len(sent(api, "PATCH", STATUS)) == 3
+    assert {GPU_PROBLEM, REMEDY_READY} <= on_node(api).keys()
+    assert datetime.fromisoformat(on_node(api)[GPU_PROBLEM]["lastTransitionTime"]) == clock.now
 
 
 async def test_defect_4_someone_elses_equal_heartbeat_saves_the_agents_write(
-    kmock: kmock.KubernetesEmulator, dev_env: WorkflowEnvironment
+    api: ApiServer, dev_env: WorkflowEnvironment
 ) -> None:
     """The node is read before a heartbeat: if what it holds is as fresh (the controller wrote
     the same conditions after a verified ladder), the agent does not write."""
     clock = Clock()
-    agent, _ = agent_on(kmock, dev_env, clock)
+    agent, _ = agent_on(api, dev_env, clock)
     await agent.tick([])
     clock.now += AGENT_HEARTBEAT - timedelta(seconds=30)
-    marks = kube(kmock, clock=clock).marks
+    marks = kube(api, clock=clock).marks
     written = await call(marks.conditions, N1)
     fresh = [c.model_copy(update={"last_heartbeat_time": clock.now}) for c in written]
     await call(marks.set_conditions, N1, fresh)
     clock.now += timedelta(seconds=30)
     await agent.tick([])
-    assert len(sent(kmock, "GET", NODE)) == 3  # the agent's two reads, the test's one
-    assert len(sent(kmock, "PATCH", STATUS)) == 2  # the agent's first and the test's
+    assert len(sent(api, "GET", NODE)) == 3  # the agent's two reads, the test's one
+    assert len(sent(api, "PATCH", STATUS)) == 2  # the agent's first and the test's
 
 
 async def test_defect_4_xids_are_written_only_when_one_is_new(
-    kmock: kmock.KubernetesEmulator,
+    api: ApiServer,
 ) -> None:
-    kmock.objects[NODES, None, "n1"] = node()
-    marks = kube(kmock).marks
+    api.objects[NODES, None, "n1"] = node()
+    marks = kube(api).marks
     xid = RecentXid(code=79, gpu="SN-3", at=NOW, pid=7, process="python")
     await call(marks.record_xids, "n1", [xid])
     await call(marks.record_xids, "n1", [xid])  # the kernel log saw what NVML had pushed
     await call(marks.record_xids, "n1", [])
-    assert len(sent(kmock, "PATCH", "/api/v1/nodes/n1")) == 1
+    assert len(sent(api, "PATCH", "/api/v1/nodes/n1")) == 1
     later = RecentXid(code=48, gpu="SN-3", at=NOW + timedelta(minutes=1))
     await call(marks.record_xids, "n1", [xid, later])
-    assert len(sent(kmock, "PATCH", "/api/v1/nodes/n1")) == 2
+    assert len(sent(api, "PATCH", "/api/v1/nodes/n1")) == 2
 
 
 # -- what the heartbeat means to the fleet scan -------------------------------------------
@@ -225,14 +221,14 @@ def test_defect_4_a_stale_problem_condition_is_not_read_as_a_current_fault() -> 
 
 
 async def test_defect_4_the_kubernetes_scan_reads_a_silent_agents_problem_as_silence(
-    kmock: kmock.KubernetesEmulator,
+    api: ApiServer,
 ) -> None:
     """The heartbeat as written on the node, read back by the Kubernetes fleet view."""
     now = NOW + timedelta(hours=1)
-    kmock.objects[NODES, None, "n1"] = node()
+    api.objects[NODES, None, "n1"] = node()
     stale = _problem(now - SILENT_AFTER - timedelta(minutes=1))
-    await call(kube(kmock, clock=lambda: now).marks.set_conditions, "n1", [stale])
-    [facts] = await call(kube(kmock, clock=lambda: now).fleet.nodes)
+    await call(kube(api, clock=lambda: now).marks.set_conditions, "n1", [stale])
+    [facts] = await call(kube(api, clock=lambda: now).fleet.nodes)
     assert status_of(facts, OpenWork()) is NodeStatus.SILENT
     assert not plan_scan([facts], OpenWork()).remediate
 

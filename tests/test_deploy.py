@@ -1,5 +1,6 @@
 """The Kubernetes manifests parse, hang together, and grant exactly the API calls remedy makes:
-the calls are derived by running the adapter against the API emulator, not listed by hand."""
+the calls are derived by running the adapter against the strict API server (kubeapi), not listed
+by hand — cluster-wide, or in the namespace a namespaced Role covers."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import kmock
+import kubernetes_validate
 import pytest
 import typer
 import yaml
@@ -19,12 +20,13 @@ from adapters.kubernetes.admission import ADMISSION_TAINT
 from adapters.kubernetes.cluster import kubernetes_cluster
 from adapters.kubernetes.control import TAINT
 from adapters.kubernetes.jobs import KubernetesJobs
+from kubeapi import ApiServer
 from remedy.attribution.evidence import RecentXid
 from remedy.cluster import CordonOwner
 from remedy.conditions import NodeCondition
 from tests.conftest import ROOT
-from tests.kube import NODECLAIMS, NODES, PODS, call, node, pod
-from tests.test_kubernetes_jobs import JOBS, failed_job, job_pod
+from tests.kube import JOBS, NODECLAIMS, NODES, PODS, call, node, pod
+from tests.test_kubernetes_jobs import failed_job, job_pod
 from workers.cli import app
 
 Rule = tuple[str, str, str]  # (apiGroup, resource[/subresource], verb)
@@ -96,14 +98,12 @@ def rule_of(method: str, path: str) -> Rule:
 
 
 async def calls_made(
-    mock: kmock.KubernetesEmulator, scenario: Callable[[k8s.ApiClient], None]
+    api: ApiServer, scenario: Callable[[k8s.ApiClient], None]
 ) -> set[tuple[str | None, Rule]]:
     """Each call the scenario made: the namespace it was made in (None: cluster-wide) and the
     rule it needs."""
-    config = k8s.Configuration()
-    config.host = str(mock.url).rstrip("/")
-    await call(scenario, k8s.ApiClient(config))
-    return {(namespace_of(r.url.path), rule_of(r.method.value, r.url.path)) for r in mock}
+    await call(scenario, api.client())
+    return {(namespace_of(r.path), rule_of(r.method, r.path)) for r in api.requests}
 
 
 def ungranted_and_unused(
@@ -174,40 +174,29 @@ def agent_scenario(api: k8s.ApiClient) -> None:
     marks.record_xids("n1", [RecentXid(code=13, gpu="SN1", at=NOW, pid=1, process="python")])
 
 
-def seed(mock: kmock.KubernetesEmulator) -> None:
-    mock.resources["v1/pods"] = {}  # listable even once the last pod is gone
-    mock.objects[NODES, None, "n1"] = node(labels={"karpenter.sh/nodepool": "gpu"})
-    mock.objects[PODS, "jobs", "train"] = pod("train", gpus=8)  # killed by kill_job
-    mock.objects[NODES, None, "n2"] = node("n2")
-    mock.objects[PODS, "jobs", "web"] = pod("web", node_name="n2")  # evicted by the drain
-    mock.objects[PODS, "jobs", "ckpt"] = pod("ckpt", node_name="n2", gpus=1)  # + checkpoint
-    mock.objects[NODECLAIMS, None, "claim"] = {
+def seed(api: ApiServer) -> None:
+    api.objects[NODES, None, "n1"] = node(labels={"karpenter.sh/nodepool": "gpu"})
+    api.objects[PODS, "jobs", "train"] = pod("train", gpus=8)  # killed by kill_job
+    api.objects[NODES, None, "n2"] = node("n2")
+    api.objects[PODS, "jobs", "web"] = pod("web", node_name="n2")  # evicted by the drain
+    api.objects[PODS, "jobs", "ckpt"] = pod("ckpt", node_name="n2", gpus=1)  # + checkpoint
+    api.objects[NODECLAIMS, None, "claim"] = {
         "apiVersion": "karpenter.sh/v1",
         "kind": "NodeClaim",
         "metadata": {"name": "claim"},
         "status": {"nodeName": "n1"},
     }
-
-    def evict(name: str) -> Callable[[Any], dict[str, str]]:
-        def evicted(request: Any) -> dict[str, str]:
-            del mock.objects[PODS, "jobs", name]  # the API server deletes the evicted pod
-            return {"kind": "Status", "status": "Success"}
-
-        return evicted
-
-    for name in ("web", "ckpt"):
-        mock[f"post /api/v1/namespaces/jobs/pods/{name}/eviction"] << evict(name)
-    mock.objects[NODES, None, "n3"] = node("n3")
-    mock.objects[PODS, "ml", "llm-0"] = job_pod("llm-0", "n3")
-    mock.objects[JOBS, "ml", "llm"] = failed_job()
-    mock["get /api/v1/namespaces/ml/pods/llm-0/log"] << "Traceback"
+    api.objects[NODES, None, "n3"] = node("n3")
+    api.objects[PODS, "ml", "llm-0"] = job_pod("llm-0", "n3")
+    api.objects[JOBS, "ml", "llm"] = failed_job()
+    api.logs["ml", "llm-0"] = "Traceback"
 
 
 async def test_controller_roles_grant_exactly_what_the_adapter_calls(
-    kmock: kmock.KubernetesEmulator,
+    api: ApiServer,
 ) -> None:
-    seed(kmock)
-    calls = await calls_made(kmock, controller_scenario)
+    seed(api)
+    calls = await calls_made(api, controller_scenario)
     cluster, namespaced = granted("remedy-controller"), granted_per_namespace("remedy-controller")
     assert ungranted_and_unused(calls, cluster, namespaced) == (set(), set())
     assert {ns for ns, (group, _, _) in calls if group == "batch"} == {"ml"}  # the job's
@@ -225,13 +214,22 @@ def test_the_controllers_job_rights_are_granted_per_namespace_never_cluster_wide
 
 
 async def test_agent_role_grants_exactly_what_the_agent_calls(
-    kmock: kmock.KubernetesEmulator,
+    api: ApiServer,
 ) -> None:
-    seed(kmock)
-    calls = await calls_made(kmock, agent_scenario)
+    seed(api)
+    calls = await calls_made(api, agent_scenario)
     assert {ns for ns, _ in calls} == {None}
     assert {rule for _, rule in calls} == granted("remedy-agent")
     assert not granted_per_namespace("remedy-agent")
+
+
+@pytest.mark.parametrize("version", ["1.32.0", kubernetes_validate.latest_version()])
+def test_every_manifest_is_valid_kubernetes(version: str) -> None:
+    """Against the API's own schemas, unknown fields refused: a misspelt field of the admission
+    policy would otherwise be dropped by the server, silently. 1.32: the policy needs the
+    node name in service account tokens, GA there."""
+    for doc in manifests():
+        kubernetes_validate.validate(doc, version, strict=True)
 
 
 def test_manifests_parse_and_reference_each_other() -> None:
@@ -275,7 +273,7 @@ def test_the_agents_args_are_what_the_agent_takes_and_its_reboot_reaches_the_hos
     agent = by_kind("DaemonSet")["remedy-agent"]["spec"]["template"]["spec"]
     args = [a.replace("$(", "").replace(")", "") for a in agent["containers"][0]["args"]]
     group: Any = typer.main.get_command(app)  # a click group (typer's own click)
-    params = group.commands[args[0]].make_context(args[0], args[1:]).query
+    params = group.commands[args[0]].make_context(args[0], args[1:]).params
     assert shlex.split(params["reboot_command"]) == [
         *("nsenter", "--target", "1", "--mount", "--uts", "--ipc", "--net", "--pid", "--"),
         *("systemctl", "reboot"),
