@@ -9,7 +9,14 @@ from collections.abc import Callable, Sequence
 from functools import partial
 
 from adapters.kubernetes.drain import Drain
-from adapters.kubernetes.edits import as_read, has_own_taint, patch, with_taint, without_taint
+from adapters.kubernetes.edits import (
+    as_read,
+    has_own_taint,
+    patch,
+    set_by_others_since,
+    with_taint,
+    without_taint,
+)
 from adapters.kubernetes.ledger import NodeLedger
 from adapters.kubernetes.nodes import PREFIX, NodeApi
 from adapters.kubernetes.objects import Json, meta
@@ -66,12 +73,8 @@ class KubernetesNodeControl:
         return as_read(self._nodes, node, self._restore)
 
     def _restore(self, current: Json) -> bool:
-        """Remove remedy's marks; uncordon only if remedy's cordon is intact: the node still
-        unschedulable and still carrying remedy's taint. ``kubectl cordon`` sets only
-        ``spec.unschedulable`` and ``kubectl uncordon`` clears only that, so a node found
-        schedulable, or cordoned without remedy's taint, is someone else's doing since: it
-        stays as they left it. (An uncordon and a cordon again by someone else while the taint
-        stayed cannot be told from remedy's own cordon without field managers.)"""
+        """Remove remedy's marks; uncordon only if remedy's cordon is intact (``_intact``):
+        a cordon that is someone else's now stays, and an Event says why."""
         nodes, node = self._nodes, meta(current)["name"]
         annotations = meta(current).get("annotations") or {}
         if CORDONED_BY not in annotations:
@@ -79,7 +82,7 @@ class KubernetesNodeControl:
         if not nodes.sends(node, "uncordon"):
             return False
         unschedulable = bool(current.get("spec", {}).get("unschedulable"))
-        intact = unschedulable and has_own_taint(current, TAINT)
+        intact = _intact(current)
         marks: dict[str, str | None] = dict.fromkeys((CORDONED_BY, CORDON_REASON, CORDONED_AT))
         if DO_NOT_DISRUPT_SET in annotations:
             marks |= dict.fromkeys((DO_NOT_DISRUPT, DO_NOT_DISRUPT_SET))
@@ -93,8 +96,8 @@ class KubernetesNodeControl:
             nodes.event(
                 node,
                 "RemedyRestored",
-                "removed remedy's marks and left the node cordoned: remedy's taint was gone, "
-                "so the cordon is someone else's now",
+                "removed remedy's marks and left the node cordoned: someone else cordoned it "
+                "since remedy did",
             )
         else:
             nodes.event(
@@ -152,3 +155,18 @@ class KubernetesNodeControl:
         )
         boot_id = status.get("nodeInfo", {}).get("bootID", "")
         return NodeBoot(boot_id=boot_id, ready=ready, uid=meta(current).get("uid", ""))
+
+
+def _intact(node: Json) -> bool:
+    """remedy's cordon is intact when the node is still unschedulable, still carries remedy's
+    taint, and the API server's field tracking does not name another writer of
+    ``spec.unschedulable`` since remedy's. ``kubectl cordon`` and ``uncordon`` set only that
+    field (remedy's taint outlives an uncordon), so an uncordon and a cordon by someone else
+    show only in the field tracking; a cordon without remedy's taint is someone's who took
+    the node over. Where the server tracks no fields, an uncordon and a cordon again by
+    someone else cannot be told from remedy's own cordon, which is then undone."""
+    return (
+        bool(node.get("spec", {}).get("unschedulable"))
+        and has_own_taint(node, TAINT)
+        and not set_by_others_since(node, "spec", "unschedulable")
+    )

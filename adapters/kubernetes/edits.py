@@ -14,6 +14,9 @@ from remedy.errors import Conflict, TransientError
 
 T = TypeVar("T")
 CONFLICT_RETRIES = 5
+# The field manager remedy's node changes carry: the API server then records which fields
+# remedy set last (metadata.managedFields), and who set them since.
+FIELD_MANAGER = "remedy"
 
 
 def as_read(nodes: NodeApi, node: str, decide: Callable[[Json], T]) -> T:
@@ -33,7 +36,28 @@ def patch(nodes: NodeApi, current: Json, body: Json) -> None:
     body_meta = body.setdefault("metadata", {})
     body_meta["resourceVersion"] = meta(current).get("resourceVersion")
     with api_errors("patch", f"nodes/{name}"):
-        nodes.core.patch_node(name, body)
+        nodes.core.patch_node(name, body, field_manager=FIELD_MANAGER)
+
+
+def set_by_others_since(node: Json, *path: str) -> bool:
+    """Whether the API server's field tracking says a manager other than remedy set the field
+    at ``path`` (``"spec", "unschedulable"``) after remedy did: a write that changes a field
+    moves it to the writer. Only where remedy's own writes are tracked: with no entry of
+    remedy's (a server without field tracking, a cordon by an older remedy) nothing can be
+    told from it, and the answer is False."""
+    entries = meta(node).get("managedFields") or []
+    if not any(e.get("manager") == FIELD_MANAGER for e in entries):
+        return False
+
+    def owns(entry: Json) -> bool:
+        fields = entry.get("fieldsV1") or {}
+        for name in path:
+            fields = fields.get(f"f:{name}")
+            if fields is None:
+                return False
+        return True
+
+    return any(e.get("manager") != FIELD_MANAGER and owns(e) for e in entries)
 
 
 def _same(a: Json, b: Json) -> bool:
