@@ -23,9 +23,10 @@ def as_read(nodes: NodeApi, node: str, decide: Callable[[Json], T]) -> T:
     """``decide(current)`` on a fresh read of the node; it sends its change with ``patch``.
     Someone else changing the node in between (409) means deciding again on what they left."""
     for _ in range(CONFLICT_RETRIES):
+        current = nodes.node(node)
         try:
-            return decide(nodes.node(node))
-        except Conflict:
+            return decide(current)
+        except Conflict:  # its write found the node changed
             continue
     raise TransientError(f"node {node} kept changing: {CONFLICT_RETRIES} conflicts")
 
