@@ -27,7 +27,7 @@ from kubernetes import client as k8s
 
 from adapters.kubernetes.errors import api_errors
 from adapters.kubernetes.job_failures import JOB_LABEL, LOG_LINES, REPORTED, FailedPods
-from adapters.kubernetes.objects import Json, as_json, meta, record_event
+from adapters.kubernetes.objects import Json, create_raw, meta, read_raw, record_event
 from remedy.attribution.evidence import GuardedFailure
 from remedy.attribution.guard import JobRef
 from remedy.attribution.jobs import JobState
@@ -75,9 +75,6 @@ class KubernetesJobs:
         self._api, self.dry_run, self._clock = api, dry_run, clock
         self._failures = FailedPods(api, clock=clock, log_lines=log_lines)
 
-    def _json(self, obj: object) -> Json:
-        return as_json(self._api, obj)
-
     # -- failures ------------------------------------------------------------------------
     def failed_pods(self) -> list[GuardedFailure]:
         return self._failures.failed_pods()
@@ -108,11 +105,13 @@ class KubernetesJobs:
 
     def _latest(self, job: JobRef) -> Json | None:
         """The guarded job's newest incarnation: the Job itself or remedy's latest copy."""
+        # Read as sent, never through the models: the copy a restart makes must keep every
+        # field, those of a server newer than the client included.
         with api_errors("list", "jobs"):
-            listed = self._json(
-                self.batch.list_namespaced_job(
-                    job.namespace, label_selector=f"{JOB_LABEL}={job.name}"
-                )
+            listed = read_raw(
+                self.batch.list_namespaced_job,
+                job.namespace,
+                label_selector=f"{JOB_LABEL}={job.name}",
             )
         found = [
             j
@@ -121,7 +120,7 @@ class KubernetesJobs:
         ]
         try:
             with api_errors("get", "jobs"):
-                found.append(self._json(self.batch.read_namespaced_job(job.name, job.namespace)))
+                found.append(read_raw(self.batch.read_namespaced_job, job.name, job.namespace))
         except NodeGone:
             pass
         return max(found, key=_attempt, default=None)
@@ -210,8 +209,8 @@ class KubernetesJobs:
             )
         try:
             with api_errors("create", "jobs"):
-                # A dict body goes out as it is: the copy keeps fields the models may not know.
-                self.batch.create_namespaced_job(job.namespace, body)  # type: ignore[arg-type]
+                # As it is: the client's create would refuse a field its models do not know.
+                create_raw(self._api, f"/apis/batch/v1/namespaces/{job.namespace}/jobs", body)
         except Conflict:  # a retried activity already created it
             pass
         return self._told(
