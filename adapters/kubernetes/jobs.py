@@ -270,7 +270,7 @@ class KubernetesJobs:
         """The Job's uid for its Event (`kubectl describe job` selects by it), if it exists."""
         try:
             with api_errors("get", "jobs"):
-                found = self._json(self.batch.read_namespaced_job(name, namespace))
+                found = read_raw(self.batch.read_namespaced_job, name, namespace)
         except RemedyError:
             return None
         uid: str | None = meta(found).get("uid")
