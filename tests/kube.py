@@ -61,6 +61,7 @@ def pod(
     gpus: int = 0,
     phase: str = "Running",
     mirror: bool = False,
+    controller: bool = True,
 ) -> dict[str, Any]:
     resources = {"limits": {"nvidia.com/gpu": str(gpus)}} if gpus else {}
     return {
@@ -70,7 +71,16 @@ def pod(
             "name": name,
             "namespace": "jobs",
             "uid": f"uid-{name}",
-            "ownerReferences": [{"kind": owner, "name": "o", "apiVersion": "v1", "uid": "x"}]
+            # Its controller (kubectl drain's test of a managed pod), unless ``controller`` is off.
+            "ownerReferences": [
+                {
+                    "kind": owner,
+                    "name": "o",
+                    "apiVersion": "apps/v1",
+                    "uid": "x",
+                    "controller": controller,
+                }
+            ]
             if owner
             else [],
             "annotations": {"kubernetes.io/config.mirror": "x"} if mirror else {},

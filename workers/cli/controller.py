@@ -15,6 +15,7 @@ from contract.names import CONTROLLER_TASK_QUEUE
 from remedy.liveness import SILENT_AFTER
 from remedy.runbook import RunbookError
 from workers.cli import active_checks as checks
+from workers.cli import drain
 from workers.cli.common import attributor_or_exit, on_temporal, runbooks_or_exit, serve
 from workers.cli.options import (
     DEFAULT_ADDRESS,
@@ -42,6 +43,11 @@ def controller(
         float,
         typer.Option(help="Seconds a drain waits for GPU pods to checkpoint before evicting them."),
     ] = 0.0,
+    drain_delete_emptydir_data: drain.DeleteEmptydirOption = False,
+    drain_force: drain.ForceOption = False,
+    drain_skip_wait_for_delete_timeout: drain.SkipWaitOption = 60.0,
+    drain_mode: drain.ModeOption = None,
+    drain_delete_after: drain.DeleteAfterOption = 600.0,
     max_disruption: Annotated[
         str,
         typer.Option(
@@ -143,6 +149,13 @@ def controller(
         active_check_pool,
         active_check_idle_at_once or max_disruption,  # idle checks: the budget's share
     )
+    drain_rules, drain_modes = drain.drain_settings(
+        drain_delete_emptydir_data,
+        drain_force,
+        drain_skip_wait_for_delete_timeout,
+        drain_mode,
+        drain_delete_after,
+    )
     api = api_client(kubeconfig)
     try:
         cluster = kubernetes_cluster(
@@ -150,9 +163,12 @@ def controller(
             dry_run=dry_run,
             replacer=replace_provider,
             checkpoint_grace_s=checkpoint_grace,
+            drain_rules=drain_rules,
+            drain_modes=drain_modes,
         )
-    except ValueError as exc:  # an unknown replace provider
-        typer.echo(f"error: --replace-provider: {exc}", err=True)
+    except ValueError as exc:  # an unknown replace provider, a delete-after past the timeout
+        flag = "--drain-delete-after" if "delete-after" in str(exc) else "--replace-provider"
+        typer.echo(f"error: {flag}: {exc}", err=True)
         raise typer.Exit(2) from None
     jobs = KubernetesJobs(api, dry_run=dry_run) if watch_jobs else None
     scan = ScanInput(
