@@ -10,7 +10,7 @@ from functools import partial
 from adapters.kubernetes.drain import Drain
 from adapters.kubernetes.errors import api_errors
 from adapters.kubernetes.ledger import NodeLedger
-from adapters.kubernetes.nodes import PREFIX, NodeApi, ready
+from adapters.kubernetes.nodes import PREFIX, NodeApi
 from adapters.kubernetes.objects import meta
 from remedy.cluster import CordonOwner
 from remedy.errors import Conflict, TransientError
@@ -128,5 +128,10 @@ class KubernetesNodeControl:
 
     def node_boot(self, node: str) -> NodeBoot:
         current = self._nodes.node(node)
-        boot_id = current.get("status", {}).get("nodeInfo", {}).get("bootID", "")
-        return NodeBoot(boot_id=boot_id, ready=ready(current), uid=meta(current).get("uid", ""))
+        status = current.get("status", {})
+        ready = any(
+            c.get("type") == "Ready" and c.get("status") == "True"
+            for c in status.get("conditions", [])
+        )
+        boot_id = status.get("nodeInfo", {}).get("bootID", "")
+        return NodeBoot(boot_id=boot_id, ready=ready, uid=meta(current).get("uid", ""))
