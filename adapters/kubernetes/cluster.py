@@ -14,7 +14,7 @@ from kubernetes import client as k8s
 
 from adapters.kubernetes.admission import KubernetesAdmission
 from adapters.kubernetes.control import KubernetesNodeControl
-from adapters.kubernetes.drain import Drain
+from adapters.kubernetes.drain import DRAIN_TIMEOUT_S, Drain
 from adapters.kubernetes.drain_modes import DrainModes
 from adapters.kubernetes.drain_rules import DrainRules
 from adapters.kubernetes.fleet import KubernetesFleetView
@@ -32,7 +32,7 @@ def kubernetes_cluster(
     replacer: str = "auto",
     clock: Callable[[], datetime] = utcnow,
     eviction_retry_s: float = 5.0,
-    drain_timeout_s: float = 1800.0,
+    drain_timeout_s: float = DRAIN_TIMEOUT_S,
     kill_grace_s: int = 10,
     checkpoint_grace_s: float = 0.0,
     drain_rules: DrainRules | None = None,

@@ -36,6 +36,7 @@ from remedy.errors import DrainBlocked, TransientError
 CHECKPOINT_REQUESTED = f"{PREFIX}/checkpoint-requested"
 CHECKPOINTED = f"{PREFIX}/checkpointed"
 NAMED = 10  # pods named in a message, at most
+DRAIN_TIMEOUT_S = 1800.0
 
 
 @dataclass
@@ -57,7 +58,7 @@ class Drain:
         nodes: NodeApi,
         *,
         eviction_retry_s: float = 5.0,
-        drain_timeout_s: float = 1800.0,
+        drain_timeout_s: float = DRAIN_TIMEOUT_S,
         kill_grace_s: int = 10,
         checkpoint_grace_s: float = 0.0,
         rules: DrainRules | None = None,

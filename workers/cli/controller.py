@@ -126,6 +126,13 @@ def controller(
 
     loaded = runbooks_or_exit(runbooks)
     attributor = attributor_or_exit(job_rules)
+    drain_rules, drain_modes = drain.drain_settings(
+        drain_delete_emptydir_data,
+        drain_force,
+        drain_skip_wait_for_delete_timeout,
+        drain_mode,
+        drain_delete_after,
+    )
     try:
         policy = BudgetPolicy(max_disruption=max_disruption, storm_share=storm_share)
         blocklist = BlocklistPolicy(
@@ -149,13 +156,6 @@ def controller(
         active_check_pool,
         active_check_idle_at_once or max_disruption,  # idle checks: the budget's share
     )
-    drain_rules, drain_modes = drain.drain_settings(
-        drain_delete_emptydir_data,
-        drain_force,
-        drain_skip_wait_for_delete_timeout,
-        drain_mode,
-        drain_delete_after,
-    )
     api = api_client(kubeconfig)
     try:
         cluster = kubernetes_cluster(
@@ -166,9 +166,8 @@ def controller(
             drain_rules=drain_rules,
             drain_modes=drain_modes,
         )
-    except ValueError as exc:  # an unknown replace provider, a delete-after past the timeout
-        flag = "--drain-delete-after" if "delete-after" in str(exc) else "--replace-provider"
-        typer.echo(f"error: {flag}: {exc}", err=True)
+    except ValueError as exc:  # an unknown replace provider
+        typer.echo(f"error: --replace-provider: {exc}", err=True)
         raise typer.Exit(2) from None
     jobs = KubernetesJobs(api, dry_run=dry_run) if watch_jobs else None
     scan = ScanInput(

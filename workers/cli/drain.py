@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Annotated, NoReturn
 import typer
 
 if TYPE_CHECKING:
+    from adapters.kubernetes.drain import DRAIN_TIMEOUT_S
     from adapters.kubernetes.drain_modes import DrainModes
     from adapters.kubernetes.drain_rules import DrainRules
 
@@ -63,6 +64,7 @@ def drain_settings(
     delete_after_s: float,
 ) -> tuple[DrainRules, DrainModes]:
     """The rules and modes; bad input is one line naming the flag, and exit 2."""
+    from adapters.kubernetes.drain import DRAIN_TIMEOUT_S
     from adapters.kubernetes.drain_modes import DrainModes
     from adapters.kubernetes.drain_rules import DrainRules
 
@@ -72,9 +74,15 @@ def drain_settings(
         skip_wait_for_delete_timeout_s=skip_wait_s,
     )
     try:
-        return rules, DrainModes.parse(modes or [], delete_after_s)
+        parsed = DrainModes.parse(modes or [], delete_after_s)
     except ValueError as exc:
         _fail("--drain-mode", exc)
+    if parsed.deletes and delete_after_s >= DRAIN_TIMEOUT_S:
+        _fail(
+            "--drain-delete-after",
+            ValueError(f"must be shorter than the drain's timeout ({DRAIN_TIMEOUT_S:g}s)"),
+        )
+    return rules, parsed
 
 
 def _fail(option: str, exc: ValueError) -> NoReturn:
