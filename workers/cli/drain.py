@@ -8,7 +8,6 @@ from typing import TYPE_CHECKING, Annotated, NoReturn
 import typer
 
 if TYPE_CHECKING:
-    from adapters.kubernetes.drain import DRAIN_TIMEOUT_S
     from adapters.kubernetes.drain_modes import DrainModes
     from adapters.kubernetes.drain_rules import DrainRules
 
