@@ -149,16 +149,17 @@ class Drain:
         deadline = started + self._drain_timeout_s
         while True:
             on_node = {meta(p).get("uid"): p for p in nodes.pods(node)}
-            node_ready, now = ready(nodes.node(node)), nodes.clock()
-            waiting: dict[str, Json] = {}
-            for uid in targets:
-                pod = on_node.get(uid)
-                if pod is None or finished(pod):
-                    continue
-                if terminating(pod) and stuck_terminating(pod, node_ready, now, self._rules):
-                    done.stuck.add(uid)
-                    continue
-                waiting[uid] = pod
+            waiting = {
+                uid: pod
+                for uid in targets
+                if (pod := on_node.get(uid)) is not None and not finished(pod)
+            }
+            if any(terminating(p) for p in waiting.values()):  # the node's kubelet finishes them?
+                node_ready, now = ready(nodes.node(node)), nodes.clock()
+                for uid, pod in list(waiting.items()):
+                    if stuck_terminating(pod, node_ready, now, self._rules):
+                        done.stuck.add(uid)
+                        del waiting[uid]
             on_progress(len(waiting))
             if not waiting:
                 return done
@@ -166,7 +167,12 @@ class Drain:
                 raise self._timed_out(node, waiting, done)
             for uid, pod in waiting.items():
                 self._act(uid, pod, started, done)
-            time.sleep(min(self._eviction_retry_s, 1.0))
+            # Evicted pods leaving: look again soon; only refusals and waits: at the retry pace.
+            held = all(
+                u in done.blocked or self._mode(p) is DrainMode.ALLOW_COMPLETION
+                for u, p in waiting.items()
+            )
+            time.sleep(self._eviction_retry_s if held else min(self._eviction_retry_s, 1.0))
 
     def _act(self, uid: str, pod: Json, started: float, done: _Progress) -> None:
         """One target's step by its namespace's mode, an eviction at most every
