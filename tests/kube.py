@@ -61,7 +61,6 @@ def pod(
     gpus: int = 0,
     phase: str = "Running",
     mirror: bool = False,
-    controller: bool = True,
 ) -> dict[str, Any]:
     resources = {"limits": {"nvidia.com/gpu": str(gpus)}} if gpus else {}
     return {
@@ -71,16 +70,7 @@ def pod(
             "name": name,
             "namespace": "jobs",
             "uid": f"uid-{name}",
-            # Its controller (kubectl drain's test of a managed pod), unless ``controller`` is off.
-            "ownerReferences": [
-                {
-                    "kind": owner,
-                    "name": "o",
-                    "apiVersion": "apps/v1",
-                    "uid": "x",
-                    "controller": controller,
-                }
-            ]
+            "ownerReferences": [{"kind": owner, "name": "o", "apiVersion": "v1", "uid": "x"}]
             if owner
             else [],
             "annotations": {"kubernetes.io/config.mirror": "x"} if mirror else {},
