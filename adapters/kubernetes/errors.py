@@ -32,7 +32,7 @@ class NotFound(Exception):
 
 @dataclass(frozen=True)
 class ApiStatus:
-    """What a failed call's Status says: code, message, the causes' types, Retry-After."""
+    """What a failed call's Status says: code, message, its causes' types, Retry-After."""
 
     code: int
     message: str
@@ -47,7 +47,8 @@ def api_status(exc: ApiException) -> ApiStatus:
         body = {}
     body = body if isinstance(body, dict) else {}
     details = body.get("details") or {}
-    causes = frozenset(str(c.get("type")) for c in details.get("causes") or [] if c.get("type"))
+    # A StatusCause's type is its "reason" on the wire (metav1.StatusCause's JSON name).
+    causes = frozenset(str(c["reason"]) for c in details.get("causes") or [] if c.get("reason"))
     retry = (exc.headers or {}).get("Retry-After") if exc.headers else None
     try:
         retry_after = float(retry) if retry is not None else None
