@@ -23,7 +23,7 @@ from remedy.attribution.evidence import RecentXid
 from remedy.cluster import CordonOwner
 from remedy.conditions import NodeCondition
 from tests.conftest import ROOT
-from tests.kube import NODECLAIMS, NODES, PODS, call, node, pod
+from tests.kube import DAEMONSETS, NODECLAIMS, NODES, PODS, call, daemonset, node, pod
 from tests.test_kubernetes_jobs import JOBS, failed_job, job_pod
 from workers.cli import app
 
@@ -138,6 +138,9 @@ def seed(mock: kmock.KubernetesEmulator) -> None:
     mock.objects[NODES, None, "n2"] = node("n2")
     mock.objects[PODS, "jobs", "web"] = pod("web", node_name="n2")  # evicted by the drain
     mock.objects[PODS, "jobs", "ckpt"] = pod("ckpt", node_name="n2", gpus=1)  # + checkpoint
+    # Left by the drain once it has seen its DaemonSet exists.
+    mock.objects[PODS, "jobs", "agent"] = pod("agent", node_name="n2", owner="DaemonSet")
+    mock.objects[DAEMONSETS, "jobs", "o"] = daemonset()
     mock.objects[NODECLAIMS, None, "claim"] = {
         "apiVersion": "karpenter.sh/v1",
         "kind": "NodeClaim",
@@ -208,7 +211,7 @@ def test_the_agents_args_are_what_the_agent_takes_and_its_reboot_reaches_the_hos
     agent = by_kind("DaemonSet")["remedy-agent"]["spec"]["template"]["spec"]
     args = [a.replace("$(", "").replace(")", "") for a in agent["containers"][0]["args"]]
     group: Any = typer.main.get_command(app)  # a click group (typer's own click)
-    params = group.commands[args[0]].make_context(args[0], args[1:]).query
+    params = group.commands[args[0]].make_context(args[0], args[1:]).params
     assert shlex.split(params["reboot_command"]) == [
         *("nsenter", "--target", "1", "--mount", "--uts", "--ipc", "--net", "--pid", "--"),
         *("systemctl", "reboot"),
