@@ -39,6 +39,15 @@ class TransientError(RemedyError):
     """A conflict, a timeout or a 5xx: try again."""
 
 
+class Throttled(TransientError):
+    """The API server asked to slow down (429 on a call that is not an eviction): retried,
+    after ``retry_after`` seconds when it said how long."""
+
+    def __init__(self, message: str, *, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
 class Conflict(TransientError):
     """The object changed since it was read (409): read it again and retry."""
 

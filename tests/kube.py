@@ -22,6 +22,7 @@ PODS = "v1/pods"
 JOBS = "batch/v1/jobs"
 NODECLAIMS = "karpenter.sh/v1/nodeclaims"
 PDBS = "policy/v1/poddisruptionbudgets"
+DAEMONSETS = "apps/v1/daemonsets"
 
 
 def kube(api: ApiServer, **options: Any) -> Cluster:
@@ -89,6 +90,24 @@ def budget(app: str, *, min_available: int | str) -> dict[str, Any]:
         "kind": "PodDisruptionBudget",
         "metadata": {"name": app, "namespace": "jobs"},
         "spec": {"minAvailable": min_available, "selector": {"matchLabels": {"app": app}}},
+    }
+
+
+def daemonset(name: str = "o", namespace: str = "jobs") -> dict[str, Any]:
+    """The DaemonSet that ``pod(owner="DaemonSet")`` names: a drain leaves such a pod only
+    while its DaemonSet exists (kubectl's rule)."""
+    labels = {"app": name}
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "DaemonSet",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {
+            "selector": {"matchLabels": labels},
+            "template": {
+                "metadata": {"labels": labels},
+                "spec": {"containers": [{"name": "c", "image": "i"}]},
+            },
+        },
     }
 
 

@@ -25,7 +25,7 @@ from remedy.attribution.evidence import RecentXid
 from remedy.cluster import CordonOwner
 from remedy.conditions import NodeCondition
 from tests.conftest import ROOT
-from tests.kube import JOBS, NODECLAIMS, NODES, PODS, call, node, pod
+from tests.kube import DAEMONSETS, JOBS, NODECLAIMS, NODES, PODS, call, daemonset, node, pod
 from tests.test_kubernetes_jobs import failed_job, job_pod
 from workers.cli import app
 
@@ -180,6 +180,9 @@ def seed(api: ApiServer) -> None:
     api.objects[NODES, None, "n2"] = node("n2")
     api.objects[PODS, "jobs", "web"] = pod("web", node_name="n2")  # evicted by the drain
     api.objects[PODS, "jobs", "ckpt"] = pod("ckpt", node_name="n2", gpus=1)  # + checkpoint
+    # Left by the drain once it has seen its DaemonSet exists.
+    api.objects[PODS, "jobs", "agent"] = pod("agent", node_name="n2", owner="DaemonSet")
+    api.objects[DAEMONSETS, "jobs", "o"] = daemonset()
     api.objects[NODECLAIMS, None, "claim"] = {
         "apiVersion": "karpenter.sh/v1",
         "kind": "NodeClaim",

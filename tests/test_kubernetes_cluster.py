@@ -14,7 +14,21 @@ from remedy.cluster import Cluster
 from remedy.conditions import NodeCondition
 from remedy.errors import ActionRefused, DrainBlocked, NodeGone, PermissionDenied, TransientError
 from remedy.models import CordonState
-from tests.kube import NODES, NOW, OWNER, PDBS, PODS, budget, call, kube, node, pod, sent
+from tests.kube import (
+    DAEMONSETS,
+    NODES,
+    NOW,
+    OWNER,
+    PDBS,
+    PODS,
+    budget,
+    call,
+    daemonset,
+    kube,
+    node,
+    pod,
+    sent,
+)
 
 TRAIN = {"app": "train"}
 
@@ -189,6 +203,7 @@ async def test_drain_skips_daemonset_and_mirror_pods_and_retries_a_pdb_refusal(
     ):
         api.objects[PODS, "jobs", item["metadata"]["name"]] = item
     api.objects[PDBS, "jobs", "train"] = budget("train", min_available=1)
+    api.objects[DAEMONSETS, "jobs", "o"] = daemonset()  # dcgm's: it exists, so its pod stays
     eviction = "/api/v1/namespaces/jobs/pods/train/eviction"
 
     async def replica_ready_after_two_refusals() -> None:

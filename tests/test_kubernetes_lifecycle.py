@@ -20,7 +20,20 @@ from kubeapi import ApiServer
 from remedy.cluster import Cluster
 from remedy.errors import ActionRefused, NodeGone, PermissionDenied, TransientError
 from remedy.fleet import NodeStatus, OpenWork, status_of
-from tests.kube import NODECLAIMS, NODES, NOW, OWNER, PODS, call, kube, node, pod, sent
+from tests.kube import (
+    DAEMONSETS,
+    NODECLAIMS,
+    NODES,
+    NOW,
+    OWNER,
+    PODS,
+    call,
+    daemonset,
+    kube,
+    node,
+    pod,
+    sent,
+)
 
 
 @pytest.fixture
@@ -73,6 +86,7 @@ async def test_drain_asks_gpu_pods_to_checkpoint_and_waits_for_their_answer(
     api.objects[NODES, None, "n1"] = node()
     api.objects[PODS, "jobs", "train"] = pod("train", gpus=8)
     api.objects[PODS, "jobs", "dcgm"] = pod("dcgm", owner="DaemonSet", gpus=1)
+    api.objects[DAEMONSETS, "jobs", "o"] = daemonset()
     drained = asyncio.create_task(call(cluster.control.drain, "n1", lambda left: None, ""))
     for _ in range(200):  # wait for the request, then answer as the training job would
         if sent(api, "PATCH", "/api/v1/namespaces/jobs/pods/train"):

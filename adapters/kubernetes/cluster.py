@@ -14,7 +14,9 @@ from kubernetes import client as k8s
 
 from adapters.kubernetes.admission import KubernetesAdmission
 from adapters.kubernetes.control import KubernetesNodeControl
-from adapters.kubernetes.drain import Drain
+from adapters.kubernetes.drain import DRAIN_TIMEOUT_S, Drain
+from adapters.kubernetes.drain_modes import DrainModes
+from adapters.kubernetes.drain_rules import DrainRules
 from adapters.kubernetes.fleet import KubernetesFleetView
 from adapters.kubernetes.gpu_operator import GpuOperatorHandoff
 from adapters.kubernetes.marks import KubernetesNodeMarks
@@ -30,13 +32,24 @@ def kubernetes_cluster(
     replacer: str = "auto",
     clock: Callable[[], datetime] = utcnow,
     eviction_retry_s: float = 5.0,
-    drain_timeout_s: float = 1800.0,
+    drain_timeout_s: float = DRAIN_TIMEOUT_S,
     kill_grace_s: int = 10,
     checkpoint_grace_s: float = 0.0,
+    drain_rules: DrainRules | None = None,
+    drain_modes: DrainModes | None = None,
 ) -> Cluster:
     """``replacer``: a name in ``adapters.kubernetes.replace.REPLACERS`` (ValueError if none).
     A drain gives up after ``drain_timeout_s``, retrying evictions a PodDisruptionBudget
-    refused every ``eviction_retry_s``; the GPU operator's pods get as long to leave."""
+    refused every ``eviction_retry_s``; the GPU operator's pods get as long to leave. Which
+    pods a drain may evict (kubectl's defaults unless ``drain_rules`` says otherwise) and how,
+    per namespace: drain_rules.py, drain_modes.py (ValueError if the modes' delete-after is not
+    within the drain timeout)."""
+    modes = drain_modes or DrainModes()
+    if modes.deletes and modes.delete_after_s >= drain_timeout_s:
+        raise ValueError(
+            f"the drain's delete-after ({modes.delete_after_s:g}s) must be shorter than its "
+            f"timeout ({drain_timeout_s:g}s)"
+        )
     nodes = NodeApi(api, dry_run=dry_run, clock=clock)
     drain = Drain(
         nodes,
@@ -44,6 +57,8 @@ def kubernetes_cluster(
         drain_timeout_s=drain_timeout_s,
         kill_grace_s=kill_grace_s,
         checkpoint_grace_s=checkpoint_grace_s,
+        rules=drain_rules,
+        modes=modes,
     )
     return Cluster(
         control=KubernetesNodeControl(nodes, drain),

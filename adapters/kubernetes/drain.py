@@ -1,48 +1,83 @@
 """Emptying a node of work: drain through the Eviction API with kubectl's rules (after a
-checkpoint grace for training pods), and killing the pods that hold its GPUs."""
+checkpoint grace for training pods), and killing the pods that hold its GPUs.
+
+A drain is one loop until its timeout: read the node's pods, count a target done when its UID
+is gone or it finished (a pod deleted meanwhile is done, never "the node is gone"), act on the
+rest by their namespace's mode (drain_modes.py), and wait. Which pods are targets and which
+are refused is drain_rules.py; one eviction and its answers is eviction.py."""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 
 from kubernetes import client as k8s
 
-from adapters.kubernetes.errors import api_errors
-from adapters.kubernetes.nodes import PREFIX, NodeApi, daemonset
-from adapters.kubernetes.objects import Json, gpu_count, meta
-from remedy.errors import DrainBlocked, NodeGone, TransientError
+from adapters.kubernetes import eviction
+from adapters.kubernetes.drain_modes import DrainMode, DrainModes
+from adapters.kubernetes.drain_rules import (
+    DrainRules,
+    PodPlan,
+    finished,
+    name,
+    plan,
+    stuck_terminating,
+    terminating,
+    uses_gpus,
+)
+from adapters.kubernetes.errors import NotFound, api_errors
+from adapters.kubernetes.eviction import Answer
+from adapters.kubernetes.nodes import PREFIX, NodeApi, ready
+from adapters.kubernetes.objects import Json, meta
+from remedy.errors import DrainBlocked, TransientError
 
-MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
 # A drain asks GPU pods to checkpoint first; the job answers by setting CHECKPOINTED.
 CHECKPOINT_REQUESTED = f"{PREFIX}/checkpoint-requested"
 CHECKPOINTED = f"{PREFIX}/checkpointed"
+NAMED = 10  # pods named in a message, at most
+DRAIN_TIMEOUT_S = 1800.0
+
+
+@dataclass
+class _Progress:
+    """What the drain did to its targets so far, by UID."""
+
+    tried: dict[str, float] = field(default_factory=dict)  # last eviction or delete, monotonic
+    blocked: dict[str, str] = field(default_factory=dict)  # the last refusal's reason
+    deleted: set[str] = field(default_factory=set)  # past delete_after_s
+    stuck: set[str] = field(default_factory=set)  # Terminating on a NotReady node: not waited
 
 
 class Drain:
-    """The pod side of node control, with the timeouts and grace periods it runs under."""
+    """The pod side of node control, with the timeouts, grace periods and rules it runs
+    under."""
 
     def __init__(
         self,
         nodes: NodeApi,
         *,
         eviction_retry_s: float = 5.0,
-        drain_timeout_s: float = 1800.0,
+        drain_timeout_s: float = DRAIN_TIMEOUT_S,
         kill_grace_s: int = 10,
         checkpoint_grace_s: float = 0.0,
+        rules: DrainRules | None = None,
+        modes: DrainModes | None = None,
     ) -> None:
-        self._nodes = nodes
+        self._nodes, self._apps = nodes, k8s.AppsV1Api(nodes.api)
         self._eviction_retry_s, self._drain_timeout_s = eviction_retry_s, drain_timeout_s
         self._kill_grace_s, self._checkpoint_grace_s = kill_grace_s, checkpoint_grace_s
+        self._rules, self._modes = rules or DrainRules(), modes or DrainModes()
 
     def gpu_pods(self, node: str) -> list[str]:
         """The uids of the running pods that use the node's GPUs: what a job kill is for."""
         return [meta(p)["uid"] for p in self._nodes.pods(node) if _kill(p)]
 
     def evictable(self, node: str) -> list[str]:
-        """The uids of the pods a drain evicts (kubectl's rules: not DaemonSet or mirror pods,
-        not finished ones)."""
-        return [meta(p)["uid"] for p in self._nodes.pods(node) if _evict(p)]
+        """The uids of the pods a drain is for: those it evicts and those it must refuse (a
+        drain that left them would claim an empty node)."""
+        planned = self._plan(self._nodes.pods(node))
+        return [meta(p)["uid"] for p in [*planned.evict, *sum(planned.refused.values(), [])]]
 
     def kill_gpu_pods(self, node: str, only: set[str]) -> str:
         """Delete the pods of ``only`` still on the node (a pod scheduled since is not the
@@ -52,49 +87,132 @@ class Drain:
         if not nodes.sends(node, f"delete {len(victims)} pods using GPUs"):
             return f"dry run: would delete {len(victims)} pods using the node's GPUs"
         for pod in victims:
-            try:
-                with api_errors("delete", "pods"):
-                    nodes.core.delete_namespaced_pod(
-                        meta(pod)["name"],
-                        meta(pod)["namespace"],
-                        grace_period_seconds=self._kill_grace_s,
-                    )
-            except NodeGone:
-                pass  # already gone: that is what we wanted
+            eviction.delete(nodes.core, pod, self._kill_grace_s)  # gone already: as wanted
         nodes.event(node, "RemedyKilledJob", f"deleted {len(victims)} pods using GPUs")
         return f"deleted {len(victims)} pods using the node's GPUs"
 
     def drain(self, node: str, on_progress: Callable[[int], None], only: set[str]) -> str:
-        """Evict the pods of ``only`` still on the node through the Eviction API: finished pods
-        count as done, a PodDisruptionBudget refusal (429) is retried until the drain times
-        out, and a pod is gone only when its UID is."""
+        """Empty the node of the pods of ``only`` still on it, or refuse (ActionRefused,
+        before touching any) when some are pods kubectl's rules keep: see drain_rules.py."""
         nodes = self._nodes
-        pods = nodes.pods(node)
-        skipped = [p for p in pods if daemonset(p) or _mirror(p)]
-        pending = {meta(p)["uid"]: p for p in pods if _evict(p) and meta(p)["uid"] in only}
-        evicted = dict(pending)
-        if not nodes.sends(node, f"evict {len(pending)} pods"):
-            return f"dry run: would evict {len(pending)} pods, leave {len(skipped)}"
-        deadline = time.monotonic() + self._drain_timeout_s
-        self._checkpoint_grace(node, [p for p in pending.values() if _uses_gpus(p)], on_progress)
-        while pending:
-            on_progress(len(pending))
-            for uid, pod in list(pending.items()):
-                try:
-                    self._evict(pod)
-                    del pending[uid]
-                except DrainBlocked:
-                    continue
-            if pending:
-                if time.monotonic() > deadline:
-                    raise DrainBlocked(
-                        f"{len(pending)} pods still protected by a "
-                        "PodDisruptionBudget when the drain timed out"
-                    )
-                time.sleep(self._eviction_retry_s)
-        self._wait_gone(node, set(evicted), deadline, on_progress)
-        nodes.event(node, "RemedyDrained", f"evicted {len(evicted)} pods, left {len(skipped)}")
-        return f"evicted {len(evicted)} pods, left {len(skipped)} DaemonSet/mirror pods"
+        planned = self._plan(nodes.pods(node))
+        planned.refused = {
+            why: mine for why, pods in planned.refused.items() if (mine := _of(pods, only))
+        }
+        refusal = planned.refusal(node)
+        if refusal is not None:
+            raise refusal
+        targets = {meta(p)["uid"]: p for p in _of(planned.evict, only)}
+        left = len(planned.left)
+        if not nodes.sends(node, f"evict {len(targets)} pods"):
+            return f"dry run: would evict {len(targets)} pods, leave {left}"
+        started = time.monotonic()
+        self._checkpoint_grace(node, [p for p in targets.values() if uses_gpus(p)], on_progress)
+        done = self._until_gone(node, targets, started, on_progress)
+        nodes.event(node, "RemedyDrained", f"evicted {len(targets)} pods, left {left}")
+        said = f"evicted {len(targets)} pods, left {left} DaemonSet/mirror pods"
+        waited = [p for p in targets.values() if self._mode(p) is DrainMode.ALLOW_COMPLETION]
+        if waited:
+            said += f"; {len(waited)} of them left to finish (allow-completion)"
+        if done.deleted:
+            said += (
+                f"; deleted {len(done.deleted)} still there after {self._modes.delete_after_s:g}s"
+            )
+        if done.stuck:
+            said += f"; {len(done.stuck)} left Terminating on the NotReady node"
+        return said
+
+    def _mode(self, pod: Json) -> DrainMode:
+        return self._modes.mode(meta(pod).get("namespace", ""))
+
+    def _plan(self, pods: list[Json]) -> PodPlan:
+        return plan(pods, self._rules, self._daemonset_exists)
+
+    def _daemonset_exists(self, namespace: str, name: str) -> bool:
+        try:
+            with api_errors("get", "daemonsets", missing=NotFound):
+                self._apps.read_namespaced_daemon_set(name, namespace, _preload_content=False)
+        except NotFound:
+            return False
+        return True
+
+    def _until_gone(
+        self,
+        node: str,
+        targets: dict[str, Json],
+        started: float,
+        on_progress: Callable[[int], None],
+    ) -> _Progress:
+        """Act on the targets still on the node and wait, until none is left or the drain
+        times out (DrainBlocked naming what blocks, or TransientError)."""
+        nodes, done = self._nodes, _Progress()
+        deadline = started + self._drain_timeout_s
+        while True:
+            on_node = {meta(p).get("uid"): p for p in nodes.pods(node)}
+            waiting = {
+                uid: pod
+                for uid in targets
+                if (pod := on_node.get(uid)) is not None and not finished(pod)
+            }
+            if any(terminating(p) for p in waiting.values()):  # the node's kubelet finishes them?
+                node_ready, now = ready(nodes.node(node)), nodes.clock()
+                for uid, pod in list(waiting.items()):
+                    if stuck_terminating(pod, node_ready, now, self._rules):
+                        done.stuck.add(uid)
+                        del waiting[uid]
+            on_progress(len(waiting))
+            if not waiting:
+                return done
+            if time.monotonic() > deadline:
+                raise self._timed_out(node, waiting, done)
+            for uid, pod in waiting.items():
+                self._act(uid, pod, started, done)
+            # Evicted pods leaving: look again soon; only refusals and waits: at the retry pace.
+            held = all(
+                u in done.blocked or self._mode(p) is DrainMode.ALLOW_COMPLETION
+                for u, p in waiting.items()
+            )
+            time.sleep(self._eviction_retry_s if held else min(self._eviction_retry_s, 1.0))
+
+    def _act(self, uid: str, pod: Json, started: float, done: _Progress) -> None:
+        """One target's step by its namespace's mode, an eviction at most every
+        ``eviction_retry_s`` (a budget's no is asked again then)."""
+        mode, now = self._mode(pod), time.monotonic()
+        if mode is DrainMode.ALLOW_COMPLETION or now - done.tried.get(uid, -1e9) < (
+            self._eviction_retry_s
+        ):
+            return
+        if mode is DrainMode.DELETE_AFTER_TIMEOUT and now - started >= self._modes.delete_after_s:
+            done.tried[uid] = now
+            done.deleted.add(uid)
+            eviction.delete(self._nodes.core, pod, 0)
+            return
+        if terminating(pod):
+            return  # being deleted: wait for it
+        done.tried[uid] = now
+        outcome = eviction.evict(self._nodes.core, pod)
+        if outcome.answer is Answer.BLOCKED:
+            done.blocked[uid] = outcome.reason
+        else:  # evicted, gone, or going with its namespace: the next read tells
+            done.blocked.pop(uid, None)
+
+    def _timed_out(self, node: str, waiting: dict[str, Json], done: _Progress) -> Exception:
+        blocked = [
+            f"{name(p)} ({done.blocked[u]})" for u, p in waiting.items() if u in done.blocked
+        ]
+        if blocked:
+            return DrainBlocked(
+                f"{len(blocked)} pods still protected by a PodDisruptionBudget when the drain "
+                f"timed out: {', '.join(blocked[:NAMED])}"
+            )
+        running = [name(p) for p in waiting.values() if self._mode(p) is DrainMode.ALLOW_COMPLETION]
+        if running:
+            return DrainBlocked(
+                f"{len(running)} pods of allow-completion namespaces still running when the "
+                f"drain timed out: {', '.join(running[:NAMED])}"
+            )
+        names = ", ".join(name(p) for p in list(waiting.values())[:NAMED])
+        return TransientError(f"{len(waiting)} evicted pods still on {node}: {names}")
 
     def _checkpoint_grace(
         self, node: str, jobs: list[Json], on_progress: Callable[[int], None]
@@ -106,12 +224,15 @@ class Drain:
         nodes = self._nodes
         asked = nodes.clock().isoformat()
         for job in jobs:
-            with api_errors("patch", "pods"):
-                nodes.core.patch_namespaced_pod(
-                    meta(job)["name"],
-                    meta(job)["namespace"],
-                    {"metadata": {"annotations": {CHECKPOINT_REQUESTED: asked}}},
-                )
+            try:
+                with api_errors("patch", "pods", missing=NotFound):
+                    nodes.core.patch_namespaced_pod(
+                        meta(job)["name"],
+                        meta(job)["namespace"],
+                        {"metadata": {"annotations": {CHECKPOINT_REQUESTED: asked}}},
+                    )
+            except NotFound:
+                continue  # gone already: nothing to checkpoint
         nodes.event(
             node,
             "RemedyCheckpointRequested",
@@ -121,57 +242,21 @@ class Drain:
         waiting = {meta(j)["uid"] for j in jobs}
         deadline = time.monotonic() + self._checkpoint_grace_s
         while time.monotonic() < deadline:
+            on_node = {meta(p)["uid"]: p for p in nodes.pods(node)}
             done = {
-                meta(p)["uid"]
-                for p in nodes.pods(node)
-                if CHECKPOINTED in meta(p).get("annotations", {})
+                u
+                for u in waiting
+                if u not in on_node or CHECKPOINTED in meta(on_node[u]).get("annotations", {})
             }
             on_progress(len(waiting - done))
             if waiting <= done:
                 return
             time.sleep(min(self._eviction_retry_s, 1.0))
 
-    def _evict(self, pod: Json) -> None:
-        name, namespace = meta(pod)["name"], meta(pod)["namespace"]
-        body = k8s.V1Eviction(
-            api_version="policy/v1",
-            kind="Eviction",
-            metadata=k8s.V1ObjectMeta(name=name, namespace=namespace),
-        )
-        try:
-            with api_errors("create", "pods/eviction"):
-                self._nodes.core.create_namespaced_pod_eviction(name, namespace, body)
-        except NodeGone:
-            pass  # the pod is already gone
 
-    def _wait_gone(
-        self, node: str, uids: set[str], deadline: float, on_progress: Callable[[int], None]
-    ) -> None:
-        while True:
-            left = {meta(p).get("uid") for p in self._nodes.pods(node)} & uids
-            on_progress(len(left))
-            if not left:
-                return
-            if time.monotonic() > deadline:
-                raise TransientError(f"{len(left)} evicted pods still on {node}")
-            time.sleep(min(self._eviction_retry_s, 1.0))
-
-
-def _mirror(pod: Json) -> bool:
-    return MIRROR_ANNOTATION in meta(pod).get("annotations", {})
-
-
-def _finished(pod: Json) -> bool:
-    return pod.get("status", {}).get("phase") in ("Succeeded", "Failed")
-
-
-def _uses_gpus(pod: Json) -> bool:
-    return gpu_count(pod) > 0
+def _of(pods: list[Json], only: set[str]) -> list[Json]:
+    return [p for p in pods if meta(p)["uid"] in only]
 
 
 def _kill(pod: Json) -> bool:
-    return _uses_gpus(pod) and not _finished(pod)
-
-
-def _evict(pod: Json) -> bool:
-    return not (daemonset(pod) or _mirror(pod) or _finished(pod))
+    return uses_gpus(pod) and not finished(pod)

@@ -83,6 +83,14 @@ class NodeApi:
         )
 
 
+def ready(node: Json) -> bool:
+    """The node's Ready condition is True: its kubelet is there to finish what is deleted."""
+    return any(
+        c.get("type") == "Ready" and c.get("status") == "True"
+        for c in node.get("status", {}).get("conditions", [])
+    )
+
+
 def has_taint(node: Json, taint: Json) -> bool:
     return any(t.get("key") == taint["key"] for t in node.get("spec", {}).get("taints", []))
 

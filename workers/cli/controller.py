@@ -20,6 +20,7 @@ from remedy.liveness import (
 )
 from remedy.runbook import RunbookError
 from workers.cli import active_checks as checks
+from workers.cli import drain
 from workers.cli.common import attributor_or_exit, on_temporal, runbooks_or_exit, serve
 from workers.cli.options import (
     DEFAULT_ADDRESS,
@@ -47,6 +48,11 @@ def controller(
         float,
         typer.Option(help="Seconds a drain waits for GPU pods to checkpoint before evicting them."),
     ] = 0.0,
+    drain_delete_emptydir_data: drain.DeleteEmptydirOption = False,
+    drain_force: drain.ForceOption = False,
+    drain_skip_wait_for_delete_timeout: drain.SkipWaitOption = 60.0,
+    drain_mode: drain.ModeOption = None,
+    drain_delete_after: drain.DeleteAfterOption = 600.0,
     max_disruption: Annotated[
         str,
         typer.Option(
@@ -143,6 +149,13 @@ def controller(
         raise typer.Exit(2)
     loaded = runbooks_or_exit(runbooks)
     attributor = attributor_or_exit(job_rules)
+    drain_rules, drain_modes = drain.drain_settings(
+        drain_delete_emptydir_data,
+        drain_force,
+        drain_skip_wait_for_delete_timeout,
+        drain_mode,
+        drain_delete_after,
+    )
     try:
         policy = BudgetPolicy(max_disruption=max_disruption, storm_share=storm_share)
         blocklist = BlocklistPolicy(
@@ -173,6 +186,8 @@ def controller(
             dry_run=dry_run,
             replacer=replace_provider,
             checkpoint_grace_s=checkpoint_grace,
+            drain_rules=drain_rules,
+            drain_modes=drain_modes,
         )
     except ValueError as exc:  # an unknown replace provider
         typer.echo(f"error: --replace-provider: {exc}", err=True)
