@@ -27,6 +27,7 @@ from kubernetes import client as k8s
 
 from adapters.kubernetes.errors import api_errors
 from adapters.kubernetes.job_failures import JOB_LABEL, LOG_LINES, REPORTED, FailedPods
+from adapters.kubernetes.listing import list_pages
 from adapters.kubernetes.objects import Json, as_json, meta, record_event
 from remedy.attribution.evidence import GuardedFailure
 from remedy.attribution.guard import JobRef
@@ -108,17 +109,13 @@ class KubernetesJobs:
 
     def _latest(self, job: JobRef) -> Json | None:
         """The guarded job's newest incarnation: the Job itself or remedy's latest copy."""
-        with api_errors("list", "jobs"):
-            listed = self._json(
-                self.batch.list_namespaced_job(
-                    job.namespace, label_selector=f"{JOB_LABEL}={job.name}"
-                )
-            )
-        found = [
-            j
-            for j in listed.get("items", [])
-            if meta(j).get("labels", {}).get(JOB_LABEL) == job.name
-        ]
+        listed = list_pages(
+            self.batch.list_namespaced_job,
+            job.namespace,
+            what="jobs",
+            label_selector=f"{JOB_LABEL}={job.name}",
+        )
+        found = [j for j in listed if meta(j).get("labels", {}).get(JOB_LABEL) == job.name]
         try:
             with api_errors("get", "jobs"):
                 found.append(self._json(self.batch.read_namespaced_job(job.name, job.namespace)))
