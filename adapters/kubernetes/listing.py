@@ -29,9 +29,10 @@ def list_pages(
     """Every item ``list_call`` lists (a generated list method: ``CoreV1Api.list_node``,
     ``CustomObjectsApi.list_cluster_custom_object`` …), ``limit`` per request, following
     ``continue`` to the end. ``args`` and ``options`` (selectors, ``_headers``) go to it as they
-    are; ``what`` names the resource in errors (a 404 is NodeGone there: say what it means). An
-    expired continue token (410, the scan outlived the server's compaction) is a
-    TransientError: the caller's retry starts the list afresh."""
+    are; ``what`` names the resource in errors. Errors map as ``api_errors`` maps them: a 404
+    (no such collection) is NodeGone, which a caller for whom it means something else says; an
+    expired continue token (410: the list outlived the server's compaction) is a
+    TransientError, and the retry starts the list afresh."""
     token: str | None = None
     while True:
         with api_errors("list", what):
