@@ -1,7 +1,7 @@
 """Lists read a page at a time, as the API server sends them (JSON dicts), never through the
-client's models: read whole and deserialized into models, a 10,000-node list costs tens of
-seconds and over a gigabyte per scan (bench/kube_scale_bench.py measures both ways). The
-caller keeps what it needs of each item; a page is dropped once its items are consumed."""
+client's models: read whole and built into models, a 10,000-node list takes several times the
+time and the memory (bench/kube_scale_bench.py measures both ways). The caller keeps what it
+needs of each item; a page is dropped once its items are consumed."""
 
 from __future__ import annotations
 
