@@ -6,7 +6,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
@@ -26,6 +26,7 @@ from contract.names import (
     hardware_record_workflow_id,
     remediation_workflow_id,
 )
+from kubeapi import ApiServer
 from remedy.attribution.jobs import JobSide
 from remedy.budget import BudgetPolicy
 from remedy.cluster import Cluster
@@ -166,3 +167,14 @@ async def _end_leftovers(client: Client, pool: str, fleet: SimFleet, queue: str)
             await client.get_workflow_handle(workflow_id).terminate("test over")
         except RPCError:
             pass  # never started, or already closed
+
+
+@pytest.fixture
+def api() -> Iterator[ApiServer]:
+    """The strict Kubernetes API emulator (kubeapi), fresh per test. Whatever remedy sent that
+    the API server's schema does not know fails the test: a real server would drop it."""
+    with ApiServer() as server:
+        yield server
+        assert server.warnings == [], (
+            f"remedy sent fields Kubernetes does not know: {server.warnings}"
+        )

@@ -1,5 +1,5 @@
-"""The Kubernetes seams over real HTTP against an API emulator (kmock): objects, the seams
-built on it, and what was sent. Shared by the Kubernetes contract tests."""
+"""The Kubernetes seams over real HTTP against the strict API emulator (kubeapi): objects, the
+seams built on it, and what was sent. Shared by the Kubernetes contract tests."""
 
 from __future__ import annotations
 
@@ -8,25 +8,26 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
-import kmock
 from kubernetes import client as k8s
 
 from adapters.kubernetes.cluster import kubernetes_cluster
+from kubeapi import ApiServer, Request
 from remedy.cluster import Cluster, CordonOwner
 
 T = TypeVar("T")
 NOW = datetime(2026, 11, 29, 8, 0, tzinfo=UTC)
 OWNER = CordonOwner(workflow_id="node-remediation/n1", reason="Xid 79 on GPU 3")
-NODES = kmock.resource("v1/nodes")
-PODS = kmock.resource("v1/pods")
-NODECLAIMS = kmock.resource("karpenter.sh/v1/nodeclaims")
+NODES = "v1/nodes"
+PODS = "v1/pods"
+JOBS = "batch/v1/jobs"
+NODECLAIMS = "karpenter.sh/v1/nodeclaims"
+PDBS = "policy/v1/poddisruptionbudgets"
 
 
-def kube(mock: kmock.KubernetesEmulator, **options: Any) -> Cluster:
+def kube(api: ApiServer, **options: Any) -> Cluster:
     """The Kubernetes seams on the emulator, quick to retry and give up; ``options`` override."""
-    mock.resources["v1/pods"] = {}  # listable even once the last pod is gone
     config = k8s.Configuration()
-    config.host = str(mock.url).rstrip("/")
+    config.host = api.url
     quick: dict[str, Any] = {"clock": lambda: NOW, "eviction_retry_s": 0.01, "drain_timeout_s": 2.0}
     return kubernetes_cluster(k8s.ApiClient(config), **(quick | options))
 
@@ -38,18 +39,14 @@ def node(
     annotations: dict[str, str] | None = None,
     labels: dict[str, str] | None = None,
     taints: list[dict[str, str]] | None = None,
+    ready: bool = True,
 ) -> dict[str, Any]:
     return {
         "apiVersion": "v1",
         "kind": "Node",
-        "metadata": {
-            "name": name,
-            "resourceVersion": "41",
-            "labels": labels or {},
-            "annotations": annotations or {},
-        },
+        "metadata": {"name": name, "labels": labels or {}, "annotations": annotations or {}},
         "spec": {"unschedulable": unschedulable, "taints": taints or []},
-        "status": {"conditions": [{"type": "Ready", "status": "True"}]},
+        "status": {"conditions": [{"type": "Ready", "status": "True" if ready else "Unknown"}]},
     }
 
 
@@ -61,8 +58,11 @@ def pod(
     gpus: int = 0,
     phase: str = "Running",
     mirror: bool = False,
+    labels: dict[str, str] | None = None,
 ) -> dict[str, Any]:
+    """A pod as its controller (``owner``: a controller ownerReference) made it."""
     resources = {"limits": {"nvidia.com/gpu": str(gpus)}} if gpus else {}
+    owners = [{"kind": owner, "name": "o", "apiVersion": "apps/v1", "uid": "x", "controller": True}]
     return {
         "apiVersion": "v1",
         "kind": "Pod",
@@ -70,9 +70,8 @@ def pod(
             "name": name,
             "namespace": "jobs",
             "uid": f"uid-{name}",
-            "ownerReferences": [{"kind": owner, "name": "o", "apiVersion": "v1", "uid": "x"}]
-            if owner
-            else [],
+            "labels": labels or {},
+            "ownerReferences": owners if owner else [],
             "annotations": {"kubernetes.io/config.mirror": "x"} if mirror else {},
         },
         "spec": {
@@ -83,10 +82,20 @@ def pod(
     }
 
 
+def budget(app: str, *, min_available: int | str) -> dict[str, Any]:
+    """A PodDisruptionBudget over the pods labelled ``app=<app>`` in "jobs"."""
+    return {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": {"name": app, "namespace": "jobs"},
+        "spec": {"minAvailable": min_available, "selector": {"matchLabels": {"app": app}}},
+    }
+
+
 async def call(fn: Callable[..., T], *args: Any) -> T:
-    # The kubernetes client is synchronous; the emulator serves on this event loop.
+    # The kubernetes client is synchronous: keep the event loop free.
     return await asyncio.to_thread(fn, *args)
 
 
-def sent(mock: kmock.KubernetesEmulator, method: str, path: str) -> list[Any]:
-    return [r for r in mock if r.method.value == method and r.url.path == path]
+def sent(api: ApiServer, method: str, path: str) -> list[Request]:
+    return api.sent(method, path)

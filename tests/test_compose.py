@@ -103,7 +103,7 @@ def test_the_remedy_commands_exist_with_those_options() -> None:
     ]
     for words in commands:
         command, options = _cli_options(words)
-        known = {opt for param in command.params for opt in param.opts}
+        known = {opt for param in command.query for opt in param.opts}
         assert command.name in ("demo", "controller", "agent"), words
         assert set(options) <= known, f"{words}: unknown {set(options) - known}"
     for name in ("remedy", "remedy-controller"):  # the health check scrapes the bound port

@@ -208,7 +208,7 @@ def test_the_agents_args_are_what_the_agent_takes_and_its_reboot_reaches_the_hos
     agent = by_kind("DaemonSet")["remedy-agent"]["spec"]["template"]["spec"]
     args = [a.replace("$(", "").replace(")", "") for a in agent["containers"][0]["args"]]
     group: Any = typer.main.get_command(app)  # a click group (typer's own click)
-    params = group.commands[args[0]].make_context(args[0], args[1:]).params
+    params = group.commands[args[0]].make_context(args[0], args[1:]).query
     assert shlex.split(params["reboot_command"]) == [
         *("nsenter", "--target", "1", "--mount", "--uts", "--ipc", "--net", "--pid", "--"),
         *("systemctl", "reboot"),

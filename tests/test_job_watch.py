@@ -11,7 +11,6 @@ from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 from typing import TypeVar
 
-import kmock
 from temporalio.client import Client, WorkflowHandle
 from temporalio.service import RPCError
 from temporalio.testing import WorkflowEnvironment
@@ -20,6 +19,7 @@ from adapters.kubernetes.job_failures import JOB_LABEL, REPORTED
 from adapters.kubernetes.jobs import KubernetesJobs
 from adapters.sim.jobs import SimJobs
 from contract.names import job_guard_workflow_id, remediation_workflow_id
+from kubeapi import ApiServer
 from remedy.attribution.evidence import GuardedFailure, RecentXid
 from remedy.attribution.guard import (
     GuardAction,
@@ -35,10 +35,10 @@ from remedy.fleet import FleetSummary, ScanInput
 from remedy.models import Component, ComponentKind, Finding, Severity
 from remedy.runbook import RunbookSet
 from tests.conftest import Queues, own_fleet, running_workers
-from tests.kube import NODES, PODS, node, sent
+from tests.kube import JOBS, NODES, PODS, node, sent
 from tests.ladder import report
 from tests.test_cli import WAITS
-from tests.test_kubernetes_jobs import JOBS, api, failed_job, job_pod, xids_annotation
+from tests.test_kubernetes_jobs import failed_job, job_pod, xids_annotation
 from workers.status import FleetStatus, alerts
 from workflows.fleet_scan import FleetScan
 from workflows.job_guard import JobGuard
@@ -151,7 +151,7 @@ async def test_a_failed_pod_reaches_its_guard_once_with_the_ladder_on_its_node(
 
 
 async def test_a_kubernetes_job_killed_by_an_xid_is_restarted_and_its_node_remediated(
-    dev_env: WorkflowEnvironment, kmock: kmock.KubernetesEmulator
+    dev_env: WorkflowEnvironment, api: ApiServer
 ) -> None:
     client = dev_env.client
     fleet = own_fleet("k8s-job", 2)
@@ -159,29 +159,24 @@ async def test_a_kubernetes_job_killed_by_an_xid_is_restarted_and_its_node_remed
     name = f"llm-{uuid.uuid4().hex[:6]}"
     job = JobRef(namespace="ml", name=name)
     now = datetime.now(UTC)
-    kmock.resources["v1/pods"] = {}
-    kmock.resources["batch/v1/jobs"] = {}
     # What the agent kept on the node: Xid 79 a minute before the pod died.
-    kmock.objects[NODES, None, bad] = node(
+    api.objects[NODES, None, bad] = node(
         bad,
         annotations=xids_annotation(RecentXid(code=79, gpu="SN-7", at=now - timedelta(minutes=1))),
     )
     pod = job_pod(f"{name}-0", bad, job=name, started=-60, ended=0)
     pod["status"]["startTime"] = (now - timedelta(hours=1)).isoformat()
     pod["status"]["containerStatuses"][0]["state"]["terminated"]["finishedAt"] = now.isoformat()
-    kmock.objects[PODS, "ml", f"{name}-0"] = pod
-    kmock.objects[JOBS, "ml", name] = failed_job(name)
-    (
-        kmock[f"get /api/v1/namespaces/ml/pods/{name}-0/log"]
-        << "RuntimeError: CUDA error: unspecified launch failure"
-    )
-    jobs = KubernetesJobs(api(kmock))
+    api.objects[PODS, "ml", f"{name}-0"] = pod
+    api.objects[JOBS, "ml", name] = failed_job(name)
+    api.logs["ml", f"{name}-0"] = "RuntimeError: CUDA error: unspecified launch failure"
+    jobs = KubernetesJobs(api.client())
     async with running_workers(client, fleet, jobs=jobs) as queues:
         summary = await scan(client, queues)
         ledger = await ledger_with(client, job, 1)
 
         async def recreated() -> list[object]:
-            return sent(kmock, "POST", "/apis/batch/v1/namespaces/ml/jobs")
+            return sent(api, "POST", "/apis/batch/v1/namespaces/ml/jobs")
 
         [created] = await eventually(recreated)
         ladder = client.get_workflow_handle_for(NodeRemediation.run, remediation_workflow_id(bad))
@@ -193,7 +188,7 @@ async def test_a_kubernetes_job_killed_by_an_xid_is_restarted_and_its_node_remed
     assert any("Xid 79" in line and "SN-7" in line for line in failure.attribution.evidence)
     assert created.data["metadata"]["name"] == f"{name}-r1"
     assert created.data["metadata"]["labels"][JOB_LABEL] == name
-    assert kmock.objects[PODS, "ml", f"{name}-0"]["metadata"]["annotations"][
+    assert api.objects[PODS, "ml", f"{name}-0"]["metadata"]["annotations"][
         REPORTED
     ] == job_guard_workflow_id("ml", name)
     assert trigger is not None and trigger.reason == "JobPlatformFailure"

@@ -1,65 +1,66 @@
-"""Contract tests: the real kubernetes client over real HTTP against an API emulator (kmock),
+"""Contract tests: the real kubernetes client over real HTTP against an API emulator (api),
 checking the requests remedy sends and what it does with the answers that matter: cordon,
 restore, conditions, drain and kill job."""
 
 from __future__ import annotations
 
-from typing import Any
+import asyncio
 
-import kmock
 import pytest
 
 from adapters.kubernetes.control import CORDONED_BY, TAINT
+from kubeapi import ApiServer
 from remedy.cluster import Cluster
 from remedy.conditions import NodeCondition
 from remedy.errors import ActionRefused, DrainBlocked, NodeGone, PermissionDenied, TransientError
 from remedy.models import CordonState
-from tests.kube import NODES, NOW, OWNER, PODS, call, kube, node, pod, sent
+from tests.kube import NODES, NOW, OWNER, PDBS, PODS, budget, call, kube, node, pod, sent
+
+TRAIN = {"app": "train"}
 
 
 @pytest.fixture
-def cluster(kmock: kmock.KubernetesEmulator) -> Cluster:
-    return kube(kmock)
+def cluster(api: ApiServer) -> Cluster:
+    return kube(api)
 
 
 async def test_cordon_patches_unschedulable_taint_and_ownership(
-    kmock: kmock.KubernetesEmulator, cluster: Cluster
+    api: ApiServer, cluster: Cluster
 ) -> None:
-    kmock.objects[NODES, None, "n1"] = node(taints=[{"key": "other", "effect": "NoExecute"}])
+    api.objects[NODES, None, "n1"] = node(taints=[{"key": "other", "effect": "NoExecute"}])
+    version = api.objects[NODES, None, "n1"]["metadata"]["resourceVersion"]
     assert await call(cluster.control.cordon, "n1", OWNER) is CordonState.CORDONED
-    [patch] = sent(kmock, "PATCH", "/api/v1/nodes/n1")
+    [patch] = sent(api, "PATCH", "/api/v1/nodes/n1")
     assert patch.headers["Content-Type"] == "application/strategic-merge-patch+json"
     assert patch.data["spec"] == {
         "unschedulable": True,
         "taints": [{"key": "other", "effect": "NoExecute"}, TAINT],
     }
-    assert patch.data["metadata"]["resourceVersion"] == "41"  # optimistic concurrency
+    assert patch.data["metadata"]["resourceVersion"] == version  # optimistic concurrency
     assert patch.data["metadata"]["annotations"][CORDONED_BY] == "node-remediation/n1"
-    [event] = sent(kmock, "POST", "/api/v1/namespaces/default/events")
+    [event] = sent(api, "POST", "/api/v1/namespaces/default/events")
     assert event.data["involvedObject"] == {"kind": "Node", "name": "n1", "apiVersion": "v1"}
     assert event.data["reason"] == "RemedyCordoned"
 
 
 async def test_cordon_by_someone_else_is_reported_and_never_undone(
-    kmock: kmock.KubernetesEmulator, cluster: Cluster
+    api: ApiServer, cluster: Cluster
 ) -> None:
-    kmock.objects[NODES, None, "n1"] = node(unschedulable=True)
+    api.objects[NODES, None, "n1"] = node(unschedulable=True)
     assert await call(cluster.control.cordon, "n1", OWNER) is CordonState.BY_OTHER
     assert await call(cluster.control.restore, "n1") is False
-    assert sent(kmock, "PATCH", "/api/v1/nodes/n1") == []
+    assert sent(api, "PATCH", "/api/v1/nodes/n1") == []
 
 
-async def test_restore_removes_only_what_remedy_added(
-    kmock: kmock.KubernetesEmulator, cluster: Cluster
-) -> None:
-    kmock.objects[NODES, None, "n1"] = node(
+async def test_restore_removes_only_what_remedy_added(api: ApiServer, cluster: Cluster) -> None:
+    api.objects[NODES, None, "n1"] = node(
         unschedulable=True,
         annotations={CORDONED_BY: "wf", "team": "keep"},
         taints=[{"key": "other", "effect": "NoExecute"}, TAINT],
     )
     assert await call(cluster.control.cordon, "n1", OWNER) is CordonState.ALREADY_OURS
     assert await call(cluster.control.restore, "n1") is True
-    [patch] = sent(kmock, "PATCH", "/api/v1/nodes/n1")
+    [patch] = sent(api, "PATCH", "/api/v1/nodes/n1")
     assert patch.data["spec"] == {
         "unschedulable": False,
         "taints": [{"key": "other", "effect": "NoExecute"}],
@@ -68,22 +69,22 @@ async def test_restore_removes_only_what_remedy_added(
     assert "team" not in patch.data["metadata"]["annotations"]
 
 
-async def test_opted_out_node_is_refused(kmock: kmock.KubernetesEmulator, cluster: Cluster) -> None:
-    kmock.objects[NODES, None, "n1"] = node(labels={"remedy.io/managed": "false"})
+async def test_opted_out_node_is_refused(api: ApiServer, cluster: Cluster) -> None:
+    api.objects[NODES, None, "n1"] = node(labels={"remedy.io/managed": "false"})
     with pytest.raises(ActionRefused, match="opted out"):
         await call(cluster.control.cordon, "n1", OWNER)
-    assert sent(kmock, "PATCH", "/api/v1/nodes/n1") == []
+    assert sent(api, "PATCH", "/api/v1/nodes/n1") == []
 
 
 async def test_dry_run_changes_nothing_and_says_what_it_would_do(
-    kmock: kmock.KubernetesEmulator,
+    api: ApiServer,
 ) -> None:
     """Every change to the cluster passes one gate: in dry run nothing is sent, the only
     Events say "would …", and no answer claims an effect (a cordon that did not happen is not
     "cordoned", so the ladder will not "restore" it either)."""
-    cluster = kube(kmock, dry_run=True, replacer="plain")
-    kmock.objects[NODES, None, "n1"] = node(labels={"nvidia.com/gpu.deploy.dcgm": "true"})
-    kmock.objects[PODS, "jobs", "train"] = pod("train", gpus=8)
+    cluster = kube(api, dry_run=True, replacer="plain")
+    api.objects[NODES, None, "n1"] = node(labels={"nvidia.com/gpu.deploy.dcgm": "true"})
+    api.objects[PODS, "jobs", "train"] = pod("train", gpus=8)
     answers = [
         await call(cluster.control.cordon, "n1", OWNER),
         await call(cluster.control.drain, "n1", lambda left: None, "key-1"),
@@ -96,24 +97,22 @@ async def test_dry_run_changes_nothing_and_says_what_it_would_do(
     ]
     assert answers[0] is CordonState.WOULD_CORDON
     assert all(a.startswith("dry run: would") for a in answers[1:4] + answers[-1:])
-    writes = [r for r in kmock if r.method.value in ("PATCH", "DELETE")]
-    evictions = [r for r in kmock if r.url.path.endswith("/eviction")]
+    writes = [r for r in api.requests if r.method in ("PATCH", "DELETE")]
+    evictions = [r for r in api.requests if r.path.endswith("/eviction")]
     assert writes == [] and evictions == []
-    events = [r.data for r in sent(kmock, "POST", "/api/v1/namespaces/default/events")]
+    events = [r.data for r in sent(api, "POST", "/api/v1/namespaces/default/events")]
     assert {e["reason"] for e in events} == {"RemedyDryRun"}
     assert all(e["message"].startswith("would ") for e in events) and len(events) == 8
 
 
-async def test_conflict_rereads_and_retries(
-    kmock: kmock.KubernetesEmulator, cluster: Cluster
-) -> None:
-    kmock.objects[NODES, None, "n1"] = node()
-    kmock["patch /api/v1/nodes/n1"][:1] << 409
-    # After a 409 remedy reads the node again. (The emulator stores the refused patch anyway,
-    # so the second read finds remedy's own cordon and takes it as ours, without a 2nd patch.)
-    assert await call(cluster.control.cordon, "n1", OWNER) is CordonState.ALREADY_OURS
-    assert len(sent(kmock, "GET", "/api/v1/nodes/n1")) == 2
-    assert len(sent(kmock, "PATCH", "/api/v1/nodes/n1")) == 1
+async def test_conflict_rereads_and_retries(api: ApiServer, cluster: Cluster) -> None:
+    api.objects[NODES, None, "n1"] = node()
+    api.fail("patch /api/v1/nodes/n1", 409)
+    # After a 409 remedy reads the node again and patches the version it read then.
+    assert await call(cluster.control.cordon, "n1", OWNER) is CordonState.CORDONED
+    assert len(sent(api, "GET", "/api/v1/nodes/n1")) == 2
+    assert len(sent(api, "PATCH", "/api/v1/nodes/n1")) == 2
+    assert api.objects[NODES, None, "n1"]["spec"]["unschedulable"] is True
 
 
 @pytest.mark.parametrize(
@@ -126,13 +125,13 @@ async def test_conflict_rereads_and_retries(
     ],
 )
 async def test_api_failures_map_to_remedy_errors(
-    kmock: kmock.KubernetesEmulator,
+    api: ApiServer,
     cluster: Cluster,
     status: int,
     error: type[Exception],
     retryable: bool,
 ) -> None:
-    kmock["get /api/v1/nodes/n1"] << status
+    api.fail("get /api/v1/nodes/n1", status)
     with pytest.raises(error) as caught:
         await call(cluster.control.cordon, "n1", OWNER)
     assert caught.value.permanent is not retryable  # type: ignore[attr-defined]
@@ -141,9 +140,9 @@ async def test_api_failures_map_to_remedy_errors(
 
 
 async def test_conditions_patch_node_status_with_only_remedys_types(
-    kmock: kmock.KubernetesEmulator, cluster: Cluster
+    api: ApiServer, cluster: Cluster
 ) -> None:
-    kmock.objects[NODES, None, "n1"] = node()
+    api.objects[NODES, None, "n1"] = node()
     condition = NodeCondition(
         type="GpuProblem",
         status="True",
@@ -153,7 +152,7 @@ async def test_conditions_patch_node_status_with_only_remedys_types(
         last_transition_time=NOW,
     )
     await call(cluster.marks.set_conditions, "n1", [condition])
-    [patch] = sent(kmock, "PATCH", "/api/v1/nodes/n1/status")
+    [patch] = sent(api, "PATCH", "/api/v1/nodes/n1/status")
     assert patch.headers["Content-Type"] == "application/strategic-merge-patch+json"
     assert patch.data == {
         "status": {
@@ -172,56 +171,57 @@ async def test_conditions_patch_node_status_with_only_remedys_types(
 
 
 async def test_drain_skips_daemonset_and_mirror_pods_and_retries_a_pdb_refusal(
-    kmock: kmock.KubernetesEmulator, cluster: Cluster
+    api: ApiServer, cluster: Cluster
 ) -> None:
-    kmock.objects[NODES, None, "n1"] = node()
+    api.objects[NODES, None, "n1"] = node()
     for item in (
-        pod("train", gpus=8),
+        pod("train", gpus=8, labels=TRAIN),
         pod("dcgm", owner="DaemonSet"),
         pod("static", owner=None, mirror=True),
         pod("done", phase="Succeeded"),
         pod("elsewhere", node_name="n2"),
     ):
-        kmock.objects[PODS, "jobs", item["metadata"]["name"]] = item
+        api.objects[PODS, "jobs", item["metadata"]["name"]] = item
+    api.objects[PDBS, "jobs", "train"] = budget("train", min_available=1)
     eviction = "/api/v1/namespaces/jobs/pods/train/eviction"
-    kmock[f"post {eviction}"][:2] << 429  # a PodDisruptionBudget says no, twice
 
-    def evicted(request: Any) -> dict[str, str]:
-        del kmock.objects[PODS, "jobs", "train"]  # the API server deletes the pod
-        return {"kind": "Status", "status": "Success"}
+    async def replica_ready_after_two_refusals() -> None:
+        while len(sent(api, "POST", eviction)) < 2:
+            await asyncio.sleep(0.005)
+        api.objects[PODS, "jobs", "train-b"] = pod("train-b", node_name="n2", labels=TRAIN)
 
-    kmock[f"post {eviction}"] << evicted
     progress: list[int] = []
+    replica = asyncio.create_task(replica_ready_after_two_refusals())
     result = await call(cluster.control.drain, "n1", progress.append, "")
+    await replica
     assert result == "evicted 1 pods, left 2 DaemonSet/mirror pods"
-    posts = sent(kmock, "POST", eviction)
-    assert len(posts) == 3
+    posts = sent(api, "POST", eviction)
+    assert [p.status for p in posts[:2]] == [429, 429] and posts[-1].status == 201
+    assert ("v1/pods", "jobs", "train") not in api.objects
     assert posts[-1].data["metadata"] == {"name": "train", "namespace": "jobs"}
     assert posts[-1].data["kind"] == "Eviction"
-    assert all("eviction" not in r.url.path or "train" in r.url.path for r in kmock)
+    assert all("eviction" not in r.path or "train" in r.path for r in api.requests)
     assert progress[0] == 1 and progress[-1] == 0
 
 
 async def test_drain_gives_up_when_the_budget_never_allows(
-    kmock: kmock.KubernetesEmulator,
+    api: ApiServer,
 ) -> None:
-    cluster = kube(kmock, drain_timeout_s=0.2)
-    kmock.objects[NODES, None, "n1"] = node()
-    kmock.objects[PODS, "jobs", "train"] = pod("train", gpus=8)
-    kmock["post /api/v1/namespaces/jobs/pods/train/eviction"] << 429
+    cluster = kube(api, drain_timeout_s=0.2)
+    api.objects[NODES, None, "n1"] = node()
+    api.objects[PODS, "jobs", "train"] = pod("train", gpus=8, labels=TRAIN)
+    api.objects[PDBS, "jobs", "train"] = budget("train", min_available=1)
     with pytest.raises(DrainBlocked, match="PodDisruptionBudget"):
         await call(cluster.control.drain, "n1", lambda left: None, "")
 
 
-async def test_kill_job_deletes_only_pods_using_gpus(
-    kmock: kmock.KubernetesEmulator, cluster: Cluster
-) -> None:
-    kmock.objects[NODES, None, "n1"] = node()
+async def test_kill_job_deletes_only_pods_using_gpus(api: ApiServer, cluster: Cluster) -> None:
+    api.objects[NODES, None, "n1"] = node()
     for item in (pod("train", gpus=8), pod("sidecar"), pod("old", gpus=1, phase="Failed")):
-        kmock.objects[PODS, "jobs", item["metadata"]["name"]] = item
+        api.objects[PODS, "jobs", item["metadata"]["name"]] = item
     assert (
         await call(cluster.control.kill_gpu_pods, "n1", "")
         == "deleted 1 pods using the node's GPUs"
     )
-    [delete] = sent(kmock, "DELETE", "/api/v1/namespaces/jobs/pods/train")
-    assert delete.params["gracePeriodSeconds"] == "10"
+    [delete] = sent(api, "DELETE", "/api/v1/namespaces/jobs/pods/train")
+    assert delete.query["gracePeriodSeconds"] == "10"

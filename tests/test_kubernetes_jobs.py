@@ -7,9 +7,7 @@ import json
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-import kmock
 import pytest
-from kubernetes import client as k8s
 
 from adapters.kubernetes.cluster import kubernetes_cluster
 from adapters.kubernetes.job_failures import GUARD_LABEL, JOB_LABEL, REPORTED
@@ -20,14 +18,14 @@ from adapters.kubernetes.jobs import (
     KubernetesJobs,
 )
 from adapters.kubernetes.objects import RECENT_XIDS
+from kubeapi import ApiServer
 from remedy.attribution.evidence import RecentXid
 from remedy.attribution.guard import JobRef
 from remedy.attribution.jobs import JobState
 from remedy.errors import ActionFailed, ActionRefused
-from tests.kube import NODES, PODS, call, node, sent
+from tests.kube import JOBS, NODES, PODS, call, node, sent
 
 NOW = datetime(2026, 11, 29, 8, 0, tzinfo=UTC)
-JOBS = kmock.resource("batch/v1/jobs")
 LLM = JobRef(namespace="ml", name="llm")
 TRACEBACK = 'Traceback (most recent call last):\n  File "train.py"\nValueError: bad shape\n'
 
@@ -120,7 +118,6 @@ def failed_job(
         "spec": {
             "backoffLimit": 0,
             "suspend": suspend,
-            "selector": {"matchLabels": {"batch.kubernetes.io/controller-uid": "u1"}},
             "template": {
                 "metadata": {"labels": {GUARD_LABEL: "true", **generated}},
                 "spec": {
@@ -141,21 +138,13 @@ def xids_annotation(*xids: RecentXid) -> dict[str, str]:
     return {RECENT_XIDS: json.dumps([x.model_dump(mode="json") for x in xids])}
 
 
-def api(mock: kmock.KubernetesEmulator) -> k8s.ApiClient:
-    config = k8s.Configuration()
-    config.host = str(mock.url).rstrip("/")
-    return k8s.ApiClient(config)
-
-
 @pytest.fixture
-def jobs(kmock: kmock.KubernetesEmulator) -> KubernetesJobs:
-    kmock.resources["v1/pods"] = {}
-    kmock.resources["batch/v1/jobs"] = {}
-    return KubernetesJobs(api(kmock), clock=lambda: NOW)
+def jobs(api: ApiServer) -> KubernetesJobs:
+    return KubernetesJobs(api.client(), clock=lambda: NOW)
 
 
 async def test_a_failed_pod_of_a_guarded_job_comes_with_its_evidence(
-    kmock: kmock.KubernetesEmulator, jobs: KubernetesJobs
+    api: ApiServer, jobs: KubernetesJobs
 ) -> None:
     mine = RecentXid(code=13, gpu="SN-1", at=NOW - timedelta(minutes=5), pid=4242, process="python")
     before = RecentXid(code=31, gpu="SN-1", at=NOW - timedelta(hours=3))  # another job's run
@@ -169,16 +158,16 @@ async def test_a_failed_pod_of_a_guarded_job_comes_with_its_evidence(
             "lastTransitionTime": iso(-1),
         }
     )
-    kmock.objects[NODES, None, "n1"] = sick
-    kmock.objects[NODES, None, "n2"] = node("n2")
-    kmock.objects[PODS, "ml", "llm-0"] = job_pod("llm-0", "n1")
-    kmock.objects[PODS, "ml", "llm-1"] = job_pod("llm-1", "n2", phase="Running", exit_code=None)
-    kmock.objects[PODS, "ml", "old-0"] = job_pod("old-0", "n1", annotations={REPORTED: "g"})
-    kmock.objects[PODS, "ml", "web-0"] = job_pod("web-0", "n2", job="web", guarded=False)
-    kmock.objects[PODS, "ml", "prev-0"] = job_pod(
+    api.objects[NODES, None, "n1"] = sick
+    api.objects[NODES, None, "n2"] = node("n2")
+    api.objects[PODS, "ml", "llm-0"] = job_pod("llm-0", "n1")
+    api.objects[PODS, "ml", "llm-1"] = job_pod("llm-1", "n2", phase="Running", exit_code=None)
+    api.objects[PODS, "ml", "old-0"] = job_pod("old-0", "n1", annotations={REPORTED: "g"})
+    api.objects[PODS, "ml", "web-0"] = job_pod("web-0", "n2", job="web", guarded=False)
+    api.objects[PODS, "ml", "prev-0"] = job_pod(
         "prev-0", "n1", job="prev", phase="Succeeded", exit_code=0, started=-240, ended=-120
     )
-    kmock["get /api/v1/namespaces/ml/pods/llm-0/log"] << TRACEBACK
+    api.logs["ml", "llm-0"] = TRACEBACK
 
     [got] = await call(jobs.failed_pods)
 
@@ -195,17 +184,17 @@ async def test_a_failed_pod_of_a_guarded_job_comes_with_its_evidence(
     assert failure.log_tail == TRACEBACK
     # Failed guarded pods in one list; the job's other pods only because it has a failure.
     [failed_list] = [
-        r.params for r in sent(kmock, "GET", "/api/v1/pods") if "labelSelector" in r.params
+        r.query for r in sent(api, "GET", "/api/v1/pods") if "labelSelector" in r.query
     ]
     assert failed_list == {
         "labelSelector": f"{GUARD_LABEL}=true",
         "fieldSelector": "status.phase=Failed",
         "limit": "500",  # a page at a time
     }
-    [job_list] = sent(kmock, "GET", "/api/v1/namespaces/ml/pods")
-    assert job_list.params == {"labelSelector": f"{GUARD_LABEL}=true", "limit": "500"}
-    [log_request] = sent(kmock, "GET", "/api/v1/namespaces/ml/pods/llm-0/log")
-    assert log_request.params == {"container": "trainer", "tailLines": "100"}
+    [job_list] = sent(api, "GET", "/api/v1/namespaces/ml/pods")
+    assert job_list.query == {"labelSelector": f"{GUARD_LABEL}=true", "limit": "500"}
+    [log_request] = sent(api, "GET", "/api/v1/namespaces/ml/pods/llm-0/log")
+    assert log_request.query == {"container": "trainer", "tailLines": "100"}
     assert [(f.node, f.reason, f.xid) for f in failure.findings] == [("n1", "Xid79", 79)]
     # Each Xid tied to the job whose pod held the node's GPUs at that moment.
     assert sorted((x.code, x.job, x.pid) for x in failure.xids) == [
@@ -214,10 +203,8 @@ async def test_a_failed_pod_of_a_guarded_job_comes_with_its_evidence(
     ]
 
 
-async def test_a_pod_evicted_from_a_node_that_is_gone(
-    kmock: kmock.KubernetesEmulator, jobs: KubernetesJobs
-) -> None:
-    kmock.objects[PODS, "ml", "llm-0"] = job_pod(
+async def test_a_pod_evicted_from_a_node_that_is_gone(api: ApiServer, jobs: KubernetesJobs) -> None:
+    api.objects[PODS, "ml", "llm-0"] = job_pod(
         "llm-0",
         "lost",
         exit_code=None,
@@ -237,32 +224,29 @@ async def test_a_pod_evicted_from_a_node_that_is_gone(
     assert got.failure.node_gone and got.failure.failed_at == NOW - timedelta(minutes=2)
     assert got.failure.termination.disruption == "DeletionByTaintManager"
     assert got.failure.termination.reason == "Evicted" and got.failure.log_tail == ""
-    assert sent(kmock, "GET", "/api/v1/namespaces/ml/pods/llm-0/log") == []  # no kubelet
+    assert sent(api, "GET", "/api/v1/namespaces/ml/pods/llm-0/log") == []  # no kubelet
 
 
-async def test_a_reported_failure_is_not_listed_again(
-    kmock: kmock.KubernetesEmulator, jobs: KubernetesJobs
-) -> None:
-    kmock.objects[NODES, None, "n1"] = node("n1")
-    kmock.objects[PODS, "ml", "llm-0"] = job_pod("llm-0", "n1")
+async def test_a_reported_failure_is_not_listed_again(api: ApiServer, jobs: KubernetesJobs) -> None:
+    api.objects[NODES, None, "n1"] = node("n1")
+    api.objects[PODS, "ml", "llm-0"] = job_pod("llm-0", "n1")
     [got] = await call(jobs.failed_pods)
     await call(jobs.mark_reported, got, "job-guard/ml/llm")
     assert (
-        kmock.objects[PODS, "ml", "llm-0"]["metadata"]["annotations"][REPORTED]
-        == "job-guard/ml/llm"
+        api.objects[PODS, "ml", "llm-0"]["metadata"]["annotations"][REPORTED] == "job-guard/ml/llm"
     )
     assert await call(jobs.failed_pods) == []
 
 
 async def test_a_failed_job_is_recreated_once_per_attempt_and_the_failed_one_kept(
-    kmock: kmock.KubernetesEmulator, jobs: KubernetesJobs
+    api: ApiServer, jobs: KubernetesJobs
 ) -> None:
-    kmock.objects[JOBS, "ml", "llm"] = failed_job()
+    api.objects[JOBS, "ml", "llm"] = failed_job()
 
     said = await call(jobs.restart_job, LLM, 1, "platform fault: Xid 79")
     again = await call(jobs.restart_job, LLM, 1, "platform fault: Xid 79")  # a retried activity
 
-    [created] = sent(kmock, "POST", "/apis/batch/v1/namespaces/ml/jobs")
+    [created] = sent(api, "POST", "/apis/batch/v1/namespaces/ml/jobs")
     copy = created.data
     assert copy["metadata"]["name"] == "llm-r1" and "created llm-r1" in said
     assert "already restarted" in again
@@ -274,37 +258,37 @@ async def test_a_failed_job_is_recreated_once_per_attempt_and_the_failed_one_kep
     assert "selector" not in copy["spec"] and "suspend" not in copy["spec"]
     assert copy["spec"]["template"]["metadata"]["labels"] == {GUARD_LABEL: "true", JOB_LABEL: "llm"}
     assert copy["spec"]["template"]["spec"]["containers"][0]["image"] == "trainer:v3"
-    assert (JOBS, "ml", "llm") in kmock.objects  # the failed Job stays for the post-mortem
-    [event] = [r.data for r in sent(kmock, "POST", "/api/v1/namespaces/ml/events")][:1]
+    assert (JOBS, "ml", "llm") in api.objects  # the failed Job stays for the post-mortem
+    [event] = [r.data for r in sent(api, "POST", "/api/v1/namespaces/ml/events")][:1]
     assert (event["involvedObject"]["kind"], event["reason"]) == ("Job", "RemedyRestarted")
     assert await call(jobs.job_state, LLM) is JobState.RUNNING  # the copy is the job now
 
 
 async def test_a_job_still_running_is_left_to_its_own_controller(
-    kmock: kmock.KubernetesEmulator, jobs: KubernetesJobs
+    api: ApiServer, jobs: KubernetesJobs
 ) -> None:
-    kmock.objects[JOBS, "ml", "llm"] = failed_job(conditions=[])
+    api.objects[JOBS, "ml", "llm"] = failed_job(conditions=[])
     said = await call(jobs.restart_job, LLM, 1, "why")
     assert "still runs" in said
-    assert sent(kmock, "POST", "/apis/batch/v1/namespaces/ml/jobs") == []
-    assert kmock.objects[JOBS, "ml", "llm"]["metadata"]["annotations"][RESTART_ATTEMPT] == "1"
+    assert sent(api, "POST", "/apis/batch/v1/namespaces/ml/jobs") == []
+    assert api.objects[JOBS, "ml", "llm"]["metadata"]["annotations"][RESTART_ATTEMPT] == "1"
 
 
 async def test_an_operator_job_is_asked_to_restart_by_annotation(
-    kmock: kmock.KubernetesEmulator, jobs: KubernetesJobs
+    api: ApiServer, jobs: KubernetesJobs
 ) -> None:
-    kmock.objects[JOBS, "ml", "llm"] = failed_job(annotations={RESTART_MODE: "annotate"})
+    api.objects[JOBS, "ml", "llm"] = failed_job(annotations={RESTART_MODE: "annotate"})
     await call(jobs.restart_job, LLM, 3, "why")
-    assert kmock.objects[JOBS, "ml", "llm"]["metadata"]["annotations"][RESTART_ATTEMPT] == "3"
-    assert sent(kmock, "POST", "/apis/batch/v1/namespaces/ml/jobs") == []
+    assert api.objects[JOBS, "ml", "llm"]["metadata"]["annotations"][RESTART_ATTEMPT] == "3"
+    assert sent(api, "POST", "/apis/batch/v1/namespaces/ml/jobs") == []
 
 
 async def test_stop_suspends_the_job_and_a_restart_resumes_it(
-    kmock: kmock.KubernetesEmulator, jobs: KubernetesJobs
+    api: ApiServer, jobs: KubernetesJobs
 ) -> None:
-    kmock.objects[JOBS, "ml", "llm"] = failed_job(conditions=[])
+    api.objects[JOBS, "ml", "llm"] = failed_job(conditions=[])
     await call(jobs.stop_job, LLM, "unknown cause again: held for a human")
-    stopped = kmock.objects[JOBS, "ml", "llm"]
+    stopped = api.objects[JOBS, "ml", "llm"]
     assert stopped["spec"]["suspend"] is True
     assert stopped["metadata"]["annotations"][STOPPED] == "unknown cause again: held for a human"
     assert await call(jobs.job_state, LLM) is JobState.SUSPENDED
@@ -312,44 +296,40 @@ async def test_stop_suspends_the_job_and_a_restart_resumes_it(
     with pytest.raises(ActionRefused, match="only a person resumes it"):
         await call(jobs.restart_job, LLM, 1, "unknown cause: one retry")  # no automatic undo
     await call(jobs.restart_job, LLM, 1, "resumed by alice", "alice")
-    resumed = kmock.objects[JOBS, "ml", "llm"]
+    resumed = api.objects[JOBS, "ml", "llm"]
     assert resumed["spec"]["suspend"] is False and STOPPED not in resumed["metadata"]["annotations"]
 
 
 async def test_remedy_does_not_resume_what_someone_else_suspended(
-    kmock: kmock.KubernetesEmulator, jobs: KubernetesJobs
+    api: ApiServer, jobs: KubernetesJobs
 ) -> None:
-    kmock.objects[JOBS, "ml", "llm"] = failed_job(conditions=[], suspend=True)
+    api.objects[JOBS, "ml", "llm"] = failed_job(conditions=[], suspend=True)
     with pytest.raises(ActionRefused, match="suspended by someone else"):
         await call(jobs.restart_job, LLM, 1, "why")
 
 
-async def test_job_states_and_a_deleted_job(
-    kmock: kmock.KubernetesEmulator, jobs: KubernetesJobs
-) -> None:
+async def test_job_states_and_a_deleted_job(api: ApiServer, jobs: KubernetesJobs) -> None:
     assert await call(jobs.job_state, LLM) is JobState.GONE
     with pytest.raises(ActionFailed, match="no longer exists"):
         await call(jobs.restart_job, LLM, 1, "why")
-    kmock.objects[JOBS, "ml", "llm"] = failed_job(
-        conditions=[{"type": "Complete", "status": "True"}]
-    )
+    api.objects[JOBS, "ml", "llm"] = failed_job(conditions=[{"type": "Complete", "status": "True"}])
     assert await call(jobs.job_state, LLM) is JobState.SUCCEEDED
     assert JobState.SUCCEEDED.finished and not JobState.FAILED.finished
 
 
 async def test_the_agent_keeps_its_xids_on_the_node_bounded(
-    kmock: kmock.KubernetesEmulator,
+    api: ApiServer,
 ) -> None:
     old = RecentXid(code=13, gpu="SN-1", at=NOW - timedelta(days=8))  # past the week kept
     kept = RecentXid(code=31, gpu="SN-2", at=NOW - timedelta(hours=1))
-    kmock.objects[NODES, None, "n1"] = node("n1", annotations=xids_annotation(old, kept))
-    marks = kubernetes_cluster(api(kmock), clock=lambda: NOW).marks
+    api.objects[NODES, None, "n1"] = node("n1", annotations=xids_annotation(old, kept))
+    marks = kubernetes_cluster(api.client(), clock=lambda: NOW).marks
     new = [RecentXid(code=79, gpu="SN-3", at=NOW, pid=7, process="python")]
 
     await call(marks.record_xids, "n1", new)
     await call(marks.record_xids, "n1", new)  # NVML and the kernel log both saw it
 
-    stored = json.loads(kmock.objects[NODES, None, "n1"]["metadata"]["annotations"][RECENT_XIDS])
+    stored = json.loads(api.objects[NODES, None, "n1"]["metadata"]["annotations"][RECENT_XIDS])
     assert [(x["code"], x["gpu"]) for x in stored] == [(31, "SN-2"), (79, "SN-3")]
     assert stored[1]["pid"] == 7
     # A rung's quiet watch reads them back: only those since the rung ended.

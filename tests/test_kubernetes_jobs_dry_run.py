@@ -7,12 +7,12 @@ import copy
 from collections.abc import Callable
 from typing import Any
 
-import kmock
 import pytest
 
 from adapters.kubernetes.jobs import RESTART_MODE, STOPPED, KubernetesJobs
+from kubeapi import ApiServer
 from tests.kube import NODES, PODS, call, node
-from tests.test_kubernetes_jobs import JOBS, LLM, NOW, api, failed_job, job_pod
+from tests.test_kubernetes_jobs import JOBS, LLM, NOW, failed_job, job_pod
 
 WRITES = {"POST", "PUT", "PATCH", "DELETE"}
 EVENTS = "/api/v1/namespaces/ml/events"
@@ -54,35 +54,33 @@ SCENES: dict[str, tuple[dict[str, Any], Callable[[KubernetesJobs], str], str]] =
 
 @pytest.mark.parametrize("scene", SCENES)
 async def test_dry_run_writes_nothing_and_every_event_says_would(
-    kmock: kmock.KubernetesEmulator, scene: str
+    api: ApiServer, scene: str
 ) -> None:
     job, act, would = SCENES[scene]
-    kmock.resources["batch/v1/jobs"] = {}
-    kmock.objects[JOBS, "ml", "llm"] = copy.deepcopy(job)
-    jobs = KubernetesJobs(api(kmock), dry_run=True, clock=lambda: NOW)
+    api.objects[JOBS, "ml", "llm"] = copy.deepcopy(job)
+    stored = api.objects[JOBS, "ml", "llm"]
+    jobs = KubernetesJobs(api.client(), dry_run=True, clock=lambda: NOW)
 
     said = await call(act, jobs)
 
-    writes = [(r.method.value, r.url.path) for r in kmock if r.method.value in WRITES]
-    events = [r.data for r in kmock if r.method.value == "POST" and r.url.path == EVENTS]
+    writes = [(r.method, r.path) for r in api.requests if r.method in WRITES]
+    events = [r.data for r in api.requests if r.method == "POST" and r.path == EVENTS]
     assert writes == [("POST", EVENTS)] * len(events), writes  # only the notices
     assert [(e["reason"], e["message"][: len(would)]) for e in events] == [("RemedyDryRun", would)]
     assert events[0]["involvedObject"]["kind"] == "Job"
     assert said.startswith("llm: would ") and would in said
-    assert kmock.objects[JOBS, "ml", "llm"] == job  # the Job as it was
+    assert api.objects[JOBS, "ml", "llm"] == stored  # the Job as it was
 
 
-async def test_dry_run_leaves_a_reported_pod_unmarked(kmock: kmock.KubernetesEmulator) -> None:
+async def test_dry_run_leaves_a_reported_pod_unmarked(api: ApiServer) -> None:
     """Marking a pod reported is remedy's bookkeeping, not an action on the job: in dry run it
     is skipped (logged), and no Event claims anything about the pod."""
-    kmock.resources["v1/pods"] = {}
-    kmock.resources["batch/v1/jobs"] = {}
-    kmock.objects[NODES, None, "n1"] = node("n1")
-    kmock.objects[PODS, "ml", "llm-0"] = job_pod("llm-0", "n1")
-    jobs = KubernetesJobs(api(kmock), dry_run=True, clock=lambda: NOW)
+    api.objects[NODES, None, "n1"] = node("n1")
+    api.objects[PODS, "ml", "llm-0"] = job_pod("llm-0", "n1")
+    jobs = KubernetesJobs(api.client(), dry_run=True, clock=lambda: NOW)
 
     [failure] = await call(jobs.failed_pods)
     await call(jobs.mark_reported, failure, "job-guard/ml/llm")
 
-    assert [r for r in kmock if r.method.value in WRITES] == []
+    assert [r for r in api.requests if r.method in WRITES] == []
     assert len(await call(jobs.failed_pods)) == 1  # still listed: nothing was written

@@ -9,12 +9,12 @@ import json
 from datetime import UTC, datetime
 from pathlib import Path
 
-import kmock
 import pytest
 
 from adapters.host.local import LocalHost
 from adapters.kubernetes.ledger import ACTIONS_ANNOTATION
 from adapters.sim import SimFleet
+from kubeapi import ApiServer
 from remedy.errors import ActionFailed, ActionRefused, TransientError
 from remedy.once import LedgerEntry, Stage, once
 from remedy.probe import ProbeConfig
@@ -79,56 +79,46 @@ def test_a_replacement_is_once_per_node_object() -> None:
 
 # -- Kubernetes: the ledger is on the Node object ------------------------------------------
 async def test_a_keyed_drain_on_kubernetes_evicts_once_and_keeps_its_key_on_the_node(
-    kmock: kmock.KubernetesEmulator,
+    api: ApiServer,
 ) -> None:
-    cluster = kube(kmock)
-    kmock.objects[NODES, None, "n1"] = node()
-    kmock.objects[PODS, "jobs", "train"] = pod("train", gpus=8)
+    cluster = kube(api)
+    api.objects[NODES, None, "n1"] = node()
+    api.objects[PODS, "jobs", "train"] = pod("train", gpus=8)
     eviction = "/api/v1/namespaces/jobs/pods/train/eviction"
-
-    def evicted(request: object) -> dict[str, str]:
-        del kmock.objects[PODS, "jobs", "train"]
-        return {"kind": "Status", "status": "Success"}
-
-    kmock[f"post {eviction}"] << evicted
     first = await call(cluster.control.drain, "n1", lambda left: None, KEY)
     again = await call(cluster.control.drain, "n1", lambda left: None, KEY)
     assert again == first == "evicted 1 pods, left 0 DaemonSet/mirror pods"
-    assert len(sent(kmock, "POST", eviction)) == 1
-    kept = json.loads(
-        kmock.objects[NODES, None, "n1"]["metadata"]["annotations"][ACTIONS_ANNOTATION]
-    )
+    assert len(sent(api, "POST", eviction)) == 1
+    kept = json.loads(api.objects[NODES, None, "n1"]["metadata"]["annotations"][ACTIONS_ANNOTATION])
     assert [(e["key"], e["action"], e["stage"]) for e in kept] == [(KEY, "drain", "done")]
 
 
 async def test_a_keyed_job_kill_on_kubernetes_deletes_once(
-    kmock: kmock.KubernetesEmulator,
+    api: ApiServer,
 ) -> None:
-    cluster = kube(kmock)
-    kmock.objects[NODES, None, "n1"] = node()
-    kmock.objects[PODS, "jobs", "train"] = pod("train", gpus=8)
+    cluster = kube(api)
+    api.objects[NODES, None, "n1"] = node()
+    api.objects[PODS, "jobs", "train"] = pod("train", gpus=8)
     await call(cluster.control.kill_gpu_pods, "n1", KEY)
-    kmock.objects[PODS, "jobs", "train"] = pod("train", gpus=8)  # rescheduled here meanwhile
+    api.objects[PODS, "jobs", "train"] = pod("train", gpus=8)  # rescheduled here meanwhile
     await call(cluster.control.kill_gpu_pods, "n1", KEY)
-    assert len(sent(kmock, "DELETE", "/api/v1/namespaces/jobs/pods/train")) == 1
+    assert len(sent(api, "DELETE", "/api/v1/namespaces/jobs/pods/train")) == 1
 
 
 async def test_a_plain_replacement_repeated_after_the_node_went_is_not_done_again(
-    kmock: kmock.KubernetesEmulator,
+    api: ApiServer,
 ) -> None:
-    cluster = kube(kmock, replacer="plain")
-    kmock.objects[NODES, None, "n1"] = node() | {
-        "metadata": node()["metadata"] | {"uid": "uid-old"}
-    }
+    cluster = kube(api, replacer="plain")
+    api.objects[NODES, None, "n1"] = node() | {"metadata": node()["metadata"] | {"uid": "uid-old"}}
     first = await call(cluster.replacer.replace, "n1", "uid-old")
-    deleted = sent(kmock, "DELETE", "/api/v1/nodes/n1")
+    deleted = sent(api, "DELETE", "/api/v1/nodes/n1")
     assert first.startswith("deleted node n1") and len(deleted) == 1
     assert deleted[0].data["preconditions"] == {"uid": "uid-old"}  # never a newer object
-    kmock.objects[NODES, None, "n1"] = node() | {  # a new machine took the name
+    api.objects[NODES, None, "n1"] = node() | {  # a new machine took the name
         "metadata": node()["metadata"] | {"uid": "uid-new"}
     }
     again = await call(cluster.replacer.replace, "n1", "uid-old")
-    assert "already replaced" in again and len(sent(kmock, "DELETE", "/api/v1/nodes/n1")) == 1
+    assert "already replaced" in again and len(sent(api, "DELETE", "/api/v1/nodes/n1")) == 1
 
 
 # -- the agent's own machine: a file that outlives the agent and the reboot -----------------
@@ -200,62 +190,60 @@ def test_an_agent_in_dry_run_says_what_it_would_do_and_does_nothing(tmp_path: Pa
 
 # -- an answer lost between the effect and its record --------------------------------------
 async def test_a_job_kill_resumed_after_a_lost_answer_kills_only_the_pods_it_meant(
-    kmock: kmock.KubernetesEmulator,
+    api: ApiServer,
 ) -> None:
     """The kill was recorded (with the pods it was for) and its answer lost; meanwhile the job
     put a new pod on the node. The retry deletes what is left of the first list, not the new
     pod."""
-    cluster = kube(kmock)
+    cluster = kube(api)
     started = LedgerEntry(
         key=KEY, action="kill_job", stage=Stage.STARTED, at=NOW, targets=["uid-train"]
     )
-    kmock.objects[NODES, None, "n1"] = node(
+    api.objects[NODES, None, "n1"] = node(
         annotations={ACTIONS_ANNOTATION: json.dumps([started.model_dump(mode="json")])}
     )
-    kmock.objects[PODS, "jobs", "train"] = pod("train", gpus=8)
-    kmock.objects[PODS, "jobs", "train-2"] = pod("train-2", gpus=8)  # rescheduled since
+    api.objects[PODS, "jobs", "train"] = pod("train", gpus=8)
+    api.objects[PODS, "jobs", "train-2"] = pod("train-2", gpus=8)  # rescheduled since
     answer = await call(cluster.control.kill_gpu_pods, "n1", KEY)
     assert answer == "deleted 1 pods using the node's GPUs"
-    assert len(sent(kmock, "DELETE", "/api/v1/namespaces/jobs/pods/train")) == 1
-    assert sent(kmock, "DELETE", "/api/v1/namespaces/jobs/pods/train-2") == []
+    assert len(sent(api, "DELETE", "/api/v1/namespaces/jobs/pods/train")) == 1
+    assert sent(api, "DELETE", "/api/v1/namespaces/jobs/pods/train-2") == []
 
 
 async def test_an_entry_this_remedy_cannot_read_is_kept_and_hides_nothing(
-    kmock: kmock.KubernetesEmulator,
+    api: ApiServer,
 ) -> None:
-    cluster = kube(kmock)
+    cluster = kube(api)
     newer = {"key": "k-newer", "action": "drain_p2p", "stage": "paused", "at": "2026-12-01T00:00Z"}
     old = LedgerEntry(key="k-old", action="drain", stage=Stage.DONE, at=NOW, detail="evicted 3")
     book = json.dumps([newer, old.model_dump(mode="json"), "scribble"])
-    kmock.objects[NODES, None, "n1"] = node(annotations={ACTIONS_ANNOTATION: book})
+    api.objects[NODES, None, "n1"] = node(annotations={ACTIONS_ANNOTATION: book})
     assert await call(cluster.control.drain, "n1", lambda left: None, "k-old") == "evicted 3"
     await call(cluster.control.kill_gpu_pods, "n1", KEY)
-    kept = json.loads(
-        kmock.objects[NODES, None, "n1"]["metadata"]["annotations"][ACTIONS_ANNOTATION]
-    )
+    kept = json.loads(api.objects[NODES, None, "n1"]["metadata"]["annotations"][ACTIONS_ANNOTATION])
     assert kept[:3] == [newer, old.model_dump(mode="json"), "scribble"]
     assert kept[3]["key"] == KEY and kept[3]["stage"] == "done"
 
 
 async def test_a_node_that_opted_out_gets_no_write_not_even_a_record(
-    kmock: kmock.KubernetesEmulator,
+    api: ApiServer,
 ) -> None:
-    cluster = kube(kmock)
-    kmock.objects[NODES, None, "n1"] = node(labels={"remedy.io/managed": "false"})
+    cluster = kube(api)
+    api.objects[NODES, None, "n1"] = node(labels={"remedy.io/managed": "false"})
     with pytest.raises(ActionRefused):
         await call(cluster.control.kill_gpu_pods, "n1", KEY)
-    assert [r for r in kmock if r.method.value in ("PATCH", "DELETE")] == []
+    assert [r for r in api.requests if r.method in ("PATCH", "DELETE")] == []
 
 
 async def test_a_server_error_on_a_node_named_409_is_not_taken_for_a_conflict(
-    kmock: kmock.KubernetesEmulator,
+    api: ApiServer,
 ) -> None:
-    cluster = kube(kmock)
-    kmock.objects[NODES, None, "gpu-node-409"] = node("gpu-node-409")
-    kmock["patch /api/v1/nodes/gpu-node-409"] << 500
+    cluster = kube(api)
+    api.objects[NODES, None, "gpu-node-409"] = node("gpu-node-409")
+    api.fail("patch /api/v1/nodes/gpu-node-409", 500)
     with pytest.raises(TransientError, match="500"):
         await call(cluster.control.kill_gpu_pods, "gpu-node-409", KEY)
-    assert len(sent(kmock, "PATCH", "/api/v1/nodes/gpu-node-409")) == 1
+    assert len(sent(api, "PATCH", "/api/v1/nodes/gpu-node-409")) == 1
 
 
 def test_a_reboot_command_that_fails_is_a_failure_and_a_retry_runs_it(tmp_path: Path) -> None:

@@ -7,7 +7,6 @@ import dataclasses
 import uuid
 from datetime import timedelta
 
-import kmock
 import pytest
 from kubernetes import client as k8s
 from temporalio.testing import WorkflowEnvironment
@@ -17,6 +16,7 @@ from adapters.kubernetes.nodes import NodeApi
 from adapters.kubernetes.objects import Json
 from adapters.kubernetes.replace import REPLACERS
 from adapters.sim import SimFleet
+from kubeapi import ApiServer
 from remedy.cluster import Cluster
 from remedy.errors import ActionRefused
 from remedy.models import Action
@@ -93,24 +93,23 @@ async def test_a_replacer_swapped_into_the_bundle_runs_the_replace_rung(
 
 async def test_a_registered_replacer_is_chosen_by_name_on_kubernetes(
     time_env: WorkflowEnvironment,
-    kmock: kmock.KubernetesEmulator,
+    api: ApiServer,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     cloud = FakeCloud()
     monkeypatch.setitem(REPLACERS, "fake-cloud", lambda nodes: ProviderIdReplacer(nodes, cloud))
     pool = f"pool-{uuid.uuid4().hex[:8]}"  # the budget counts the pool from the node labels
-    kmock.resources["v1/pods"] = {}
     instance = node(NODE, labels={"remedy.io/pool": pool})
     instance["spec"]["providerID"] = "aws:///us-east-1a/i-0abc"
-    kmock.objects[NODES, None, NODE] = instance
+    api.objects[NODES, None, NODE] = instance
     config = k8s.Configuration()
-    config.host = str(kmock.url).rstrip("/")
+    config.host = str(api.url).rstrip("/")
     cluster = kubernetes_cluster(k8s.ApiClient(config), replacer="fake-cloud")
     fleet = SimFleet(nodes=2, pool=pool)  # the host side
     result = await climb(time_env, fleet, cluster)
     assert result.outcome is Outcome.REPLACED, result
     assert cloud.terminated == ["aws:///us-east-1a/i-0abc"]
-    reasons = [r.data["reason"] for r in kmock if r.url.path.endswith("/events")]
+    reasons = [r.data["reason"] for r in api.requests if r.path.endswith("/events")]
     assert reasons == ["RemedyCordoned", "RemedyReplaced"]
 
 
