@@ -100,7 +100,8 @@ def controller_scenario(api: k8s.ApiClient) -> None:
     cluster.admission.reject("n2", "failed")
     # healthy after a verified ladder
     cluster.marks.set_conditions("n1", cluster.marks.conditions("n1"))
-    cluster.replacer.replace("n1", "")  # auto, a Karpenter node: list and delete the NodeClaim
+    cluster.replacer.replace("n1", "")  # auto, a Karpenter node: get its NodeClaim, delete it
+    cluster.replacer.replace("n4", "")  # no owner reference: list NodeClaims for its providerID
     kubernetes_cluster(api, replacer="plain").replacer.replace("n1", "")  # plain: delete the Node
     # The job watch and the guards: failed pods with their log, then restart and stop.
     [failure] = jobs.failed_pods()
@@ -133,7 +134,12 @@ def agent_scenario(api: k8s.ApiClient) -> None:
 
 def seed(mock: kmock.KubernetesEmulator) -> None:
     mock.resources["v1/pods"] = {}  # listable even once the last pod is gone
-    mock.objects[NODES, None, "n1"] = node(labels={"karpenter.sh/nodepool": "gpu"})
+    n1, n4 = (node(name, labels={"karpenter.sh/nodepool": "gpu"}) for name in ("n1", "n4"))
+    n1["metadata"]["ownerReferences"] = [  # Karpenter's NodeClaim owns the node it registered
+        {"apiVersion": "karpenter.sh/v1", "kind": "NodeClaim", "name": "claim", "uid": "c1"}
+    ]
+    n4["spec"]["providerID"] = "aws:///us-east-1a/i-4"
+    mock.objects[NODES, None, "n1"], mock.objects[NODES, None, "n4"] = n1, n4
     mock.objects[PODS, "jobs", "train"] = pod("train", gpus=8)  # killed by kill_job
     mock.objects[NODES, None, "n2"] = node("n2")
     mock.objects[PODS, "jobs", "web"] = pod("web", node_name="n2")  # evicted by the drain
@@ -143,6 +149,12 @@ def seed(mock: kmock.KubernetesEmulator) -> None:
         "kind": "NodeClaim",
         "metadata": {"name": "claim"},
         "status": {"nodeName": "n1"},
+    }
+    mock.objects[NODECLAIMS, None, "claim-4"] = {
+        "apiVersion": "karpenter.sh/v1",
+        "kind": "NodeClaim",
+        "metadata": {"name": "claim-4"},
+        "status": {"nodeName": "n4", "providerID": "aws:///us-east-1a/i-4"},
     }
 
     def evict(name: str) -> Callable[[Any], dict[str, str]]:
@@ -208,7 +220,7 @@ def test_the_agents_args_are_what_the_agent_takes_and_its_reboot_reaches_the_hos
     agent = by_kind("DaemonSet")["remedy-agent"]["spec"]["template"]["spec"]
     args = [a.replace("$(", "").replace(")", "") for a in agent["containers"][0]["args"]]
     group: Any = typer.main.get_command(app)  # a click group (typer's own click)
-    params = group.commands[args[0]].make_context(args[0], args[1:]).query
+    params = group.commands[args[0]].make_context(args[0], args[1:]).params
     assert shlex.split(params["reboot_command"]) == [
         *("nsenter", "--target", "1", "--mount", "--uts", "--ipc", "--net", "--pid", "--"),
         *("systemctl", "reboot"),
