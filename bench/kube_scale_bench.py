@@ -34,6 +34,7 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -125,6 +126,9 @@ def gpu_node(i: int) -> dict[str, Any]:
     }
 
 
+INSTANCE_TYPE = "node.kubernetes.io/instance-type"
+
+
 def node_claim(i: int) -> dict[str, Any]:
     return {
         "apiVersion": "karpenter.sh/v1",
@@ -132,18 +136,9 @@ def node_claim(i: int) -> dict[str, Any]:
         "metadata": {"name": f"gpu-{i:05d}", "labels": {"karpenter.sh/nodepool": "gpu"}},
         "spec": {
             "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "gpu"},
-            "requirements": [
-                {
-                    "key": "node.kubernetes.io/instance-type",
-                    "operator": "In",
-                    "values": ["p5.48xlarge"],
-                }
-            ],
+            "requirements": [{"key": INSTANCE_TYPE, "operator": "In", "values": ["p5.48xlarge"]}],
         },
-        "status": {
-            "nodeName": f"gpu-node-{i:05d}",
-            "providerID": f"aws:///us-east-1a/i-{i:017x}",
-        },
+        "status": {"nodeName": f"gpu-node-{i:05d}", "providerID": f"aws:///us-east-1a/i-{i:017x}"},
     }
 
 
@@ -229,23 +224,33 @@ def run_child(way: str, url: str, repeats: int, nodes: int) -> WayRun:
 
 
 # -- the agents' writes -----------------------------------------------------------------------
-class WritesRun(BaseModel):
+@dataclass
+class WritesRun:
     nodes: int
     heartbeat_s: float
     changes_per_node_per_day: float
     old_per_s: float  # a write after every probe
-    new_per_s: float  # on change plus a heartbeat (the agent's own rule)
+    new_per_s: float  # on change plus a heartbeat
+    rule: str  # how new_per_s was found
 
 
 def agent_writes(nodes: int, seed: int = 17) -> WritesRun:
     """Every agent's probes over two simulated hours (the first one a warm-up, the agents
-    starting at random moments), its writes counted in the second with ``publish_due``."""
+    starting at random moments), its writes counted in the second with ``publish_due``. Where
+    the agent's rule is not there yet, the figure is the model: a heartbeat every 5 minutes
+    (node-problem-detector's) plus one write per change."""
     from remedy.conditions import NodeCondition
-    from remedy.liveness import AGENT_HEARTBEAT, publish_due
 
+    change = PROBE / timedelta(days=1) * CHANGES_PER_NODE_PER_DAY  # per probe
+    old = nodes / PROBE.total_seconds()
+    try:
+        from remedy.liveness import AGENT_HEARTBEAT, publish_due
+    except ImportError:
+        per_s = nodes / 300 + nodes * change / PROBE.total_seconds()
+        rule = "a model, nodes/heartbeat + changes: the agent's rule is not on this branch yet"
+        return WritesRun(nodes, 300, CHANGES_PER_NODE_PER_DAY, old, per_s, rule)
     rng = random.Random(seed)
     t0 = datetime(2026, 11, 30, tzinfo=UTC)
-    change = PROBE / timedelta(days=1) * CHANGES_PER_NODE_PER_DAY  # per probe
     probes = int(timedelta(hours=2) / PROBE)
     writes = 0
     for _ in range(nodes):
@@ -266,14 +271,9 @@ def agent_writes(nodes: int, seed: int = 17) -> WritesRun:
             if publish_due([condition], on_node, now):
                 on_node = [condition]
                 writes += k >= probes // 2
-    window = timedelta(hours=1).total_seconds()
-    return WritesRun(
-        nodes=nodes,
-        heartbeat_s=AGENT_HEARTBEAT.total_seconds(),
-        changes_per_node_per_day=CHANGES_PER_NODE_PER_DAY,
-        old_per_s=nodes / PROBE.total_seconds(),
-        new_per_s=writes / window,
-    )
+    per_s, heartbeat_s = writes / 3600, AGENT_HEARTBEAT.total_seconds()
+    rule = "counted with the agent's rule (remedy.liveness.publish_due)"
+    return WritesRun(nodes, heartbeat_s, CHANGES_PER_NODE_PER_DAY, old, per_s, rule)
 
 
 # -- the run ----------------------------------------------------------------------------------
@@ -305,7 +305,7 @@ def fleet_server(count: int) -> Iterator[tuple[str, float]]:
         yield str(api.url).rstrip("/"), time.perf_counter() - start
 
 
-HEADERS = ["", "way", "wall s", "controller peak RSS MB", "of which before the call MB"]
+HEADERS = ["", "way", "wall s", "controller peak RSS MB", "RSS before the first call MB"]
 
 
 def rows(report: KubeScaleReport) -> list[list[str]]:
@@ -337,7 +337,8 @@ def verdicts(report: KubeScaleReport) -> list[str]:
         f"target: agent writes ≤ {report.target_writes_per_s:g}/s for {w.nodes} nodes: "
         f"{w.new_per_s:.1f}/s ({met(w.new_per_s <= report.target_writes_per_s)}; baseline, a "
         f"write every {PROBE.total_seconds():g} s probe: {w.old_per_s:.0f}/s) — heartbeat "
-        f"{w.heartbeat_s:g} s, conditions changing {w.changes_per_node_per_day:g}× a day per node",
+        f"{w.heartbeat_s:g} s, conditions changing {w.changes_per_node_per_day:g}× a day per node; "
+        f"{w.rule}",
     ]
 
 
