@@ -78,7 +78,7 @@ def ready(node: Json) -> bool:
 def evict(store: Store, namespace: str, name: str, eviction: Json) -> Json:
     """POST pods/<name>/eviction: a pod its budgets allow to lose is deleted, with the
     eviction's delete options; otherwise 429 (one budget says no) or 500 (several budgets)."""
-    if eviction.get("kind") != "Eviction":
+    if eviction.get("kind", "Eviction") != "Eviction":
         raise ApiError(400, f"expected an Eviction, got {eviction.get('kind')!r}")
     with store.lock:
         store._namespace_open(namespace)

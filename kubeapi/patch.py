@@ -73,6 +73,7 @@ def _merge_list(original: Any, patch: list[Any], schema: schemas.Schema | None) 
         return [*original, *(v for v in patch if v not in original)]
     item_schema = schemas.items(schema)
     out = [copy.deepcopy(i) for i in original]
+    added = []  # items the original lacks come first, as the API server orders them
     for item in patch:
         if not isinstance(item, dict) or merge_key not in item:
             raise ApiError(400, f"map: {item!r} does not contain declared merge key: {merge_key}")
@@ -81,10 +82,10 @@ def _merge_list(original: Any, patch: list[Any], schema: schemas.Schema | None) 
             if at is not None:
                 del out[at]
         elif at is None:
-            out.append(strategic_merge_patch({}, item, item_schema))
+            added.append(strategic_merge_patch({}, item, item_schema))
         else:
             out[at] = strategic_merge_patch(out[at], item, item_schema)
-    return out
+    return added + out
 
 
 def json_patch(original: Json, operations: Any) -> Json:

@@ -66,9 +66,29 @@ class OpenWork(BaseModel):
     checking: list[str] = []  # an active check holds the node (its cordon is that check's)
 
 
+def current_problems(
+    node: NodeFacts, silent_after: timedelta = SILENT_AFTER
+) -> list[NodeCondition]:
+    """The node's problem conditions that are still news: a problem whose heartbeat is older
+    than ``silent_after`` (by the cluster's clock) is history, not a current fault. Its agent
+    either went silent (the node is SILENT, and its AgentSilent ladder re-probes it) or no
+    longer publishes that condition (a NIC check since turned off): neither starts the fault's
+    ladder from a stale word. Without a heartbeat to measure by (a condition with no agent
+    behind it) a problem counts as it stands."""
+    if node.last_heartbeat is None or node.silent_for is None:
+        return node.problems
+    now = node.last_heartbeat + node.silent_for
+    return [c for c in node.problems if now - c.last_heartbeat_time <= silent_after]
+
+
 def status_of(
-    node: NodeFacts, work: OpenWork, silent_after: timedelta = SILENT_AFTER
+    node: NodeFacts,
+    work: OpenWork,
+    silent_after: timedelta = SILENT_AFTER,
+    stale_problems: bool = True,
 ) -> NodeStatus:
+    """``stale_problems``: judge problems by their heartbeat (``current_problems``); False is
+    how scans before that judged them (any problem condition, however old), kept for replay."""
     if not node.managed:
         return NodeStatus.UNMANAGED
     if node.name in work.remediating or node.name in work.checking:
@@ -79,7 +99,7 @@ def status_of(
         return NodeStatus.REJECTED
     if node.cordoned_by_remedy:
         return NodeStatus.NEEDS_HUMAN
-    if node.problems:
+    if current_problems(node, silent_after) if stale_problems else node.problems:
         return NodeStatus.UNHEALTHY
     if node.awaiting_admission:
         return NodeStatus.ADMITTING
@@ -102,12 +122,18 @@ class ScanPlan(BaseModel):
 
 
 def plan_scan(
-    nodes: list[NodeFacts], work: OpenWork, silent_after: timedelta = SILENT_AFTER
+    nodes: list[NodeFacts],
+    work: OpenWork,
+    silent_after: timedelta = SILENT_AFTER,
+    stale_problems: bool = True,
 ) -> ScanPlan:
+    """A node to remediate carries only its current problems (``status_of``)."""
     plan = ScanPlan()
     for node in nodes:
-        status = status_of(node, work, silent_after)
+        status = status_of(node, work, silent_after, stale_problems)
         if status is NodeStatus.UNHEALTHY:
+            if stale_problems:
+                node = node.model_copy(update={"problems": current_problems(node, silent_after)})
             plan.remediate.append(node)
         elif status is NodeStatus.SILENT:
             plan.silent.append(node)
@@ -197,12 +223,16 @@ class FleetSummary(BaseModel):
 
 
 def summarise(
-    nodes: list[NodeFacts], work: OpenWork, at: datetime, silent_after: timedelta = SILENT_AFTER
+    nodes: list[NodeFacts],
+    work: OpenWork,
+    at: datetime,
+    silent_after: timedelta = SILENT_AFTER,
+    stale_problems: bool = True,
 ) -> FleetSummary:
     pools: dict[str, PoolSummary] = {}
     for node in nodes:
         pool = pools.setdefault(node.pool, PoolSummary(pool=node.pool))
-        status = status_of(node, work, silent_after)
+        status = status_of(node, work, silent_after, stale_problems)
         pool.nodes += 1
         pool.counts[status] = pool.count(status) + 1
         if status in ATTENTION and len(pool.attention) < MAX_ATTENTION:
@@ -220,7 +250,7 @@ class ScanInput(BaseModel):
     # (needs a worker with the job side: ``remedy controller`` on Kubernetes).
     watch_jobs: bool = False
     guard_policy: GuardPolicy = GuardPolicy()
-    # A heartbeat older than this: the agent is silent (a few of its intervals).
+    # A heartbeat older than this: the agent is silent (a few of its heartbeats).
     agent_silent_after: timedelta = SILENT_AFTER
 
 

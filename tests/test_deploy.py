@@ -1,5 +1,6 @@
 """The Kubernetes manifests parse, hang together, and grant exactly the API calls remedy makes:
-the calls are derived by running the adapter against the API emulator, not listed by hand."""
+the calls are derived by running the adapter against the strict API server (kubeapi), not listed
+by hand — cluster-wide, or in the namespace a namespaced Role covers."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import kmock
+import kubernetes_validate
 import pytest
 import typer
 import yaml
@@ -19,12 +20,13 @@ from adapters.kubernetes.admission import ADMISSION_TAINT
 from adapters.kubernetes.cluster import kubernetes_cluster
 from adapters.kubernetes.control import TAINT
 from adapters.kubernetes.jobs import KubernetesJobs
+from kubeapi import ApiServer
 from remedy.attribution.evidence import RecentXid
 from remedy.cluster import CordonOwner
 from remedy.conditions import NodeCondition
 from tests.conftest import ROOT
-from tests.kube import NODECLAIMS, NODES, PODS, call, node, pod
-from tests.test_kubernetes_jobs import JOBS, failed_job, job_pod
+from tests.kube import JOBS, NODECLAIMS, NODES, PODS, call, node, pod
+from tests.test_kubernetes_jobs import failed_job, job_pod
 from workers.cli import app
 
 Rule = tuple[str, str, str]  # (apiGroup, resource[/subresource], verb)
@@ -42,15 +44,40 @@ def by_kind(kind: str) -> dict[str, dict[str, Any]]:
     return {d["metadata"]["name"]: d for d in manifests() if d["kind"] == kind}
 
 
-def granted(role: str) -> set[Rule]:
-    rules = by_kind("ClusterRole")[role]["rules"]
+def _rules(role: dict[str, Any]) -> set[Rule]:
     return {
         (group, resource, verb)
-        for rule in rules
+        for rule in role["rules"]
         for group in rule["apiGroups"]
         for resource in rule["resources"]
         for verb in rule["verbs"]
     }
+
+
+def granted(role: str) -> set[Rule]:
+    return _rules(by_kind("ClusterRole")[role])
+
+
+def granted_per_namespace(account: str) -> dict[str, set[Rule]]:
+    """What RoleBindings grant ``account`` in their own namespace, by namespace."""
+    roles = {(d["metadata"]["namespace"], d["metadata"]["name"]): d for d in manifests_of("Role")}
+    out: dict[str, set[Rule]] = {}
+    for binding in manifests_of("RoleBinding"):
+        if account in {s["name"] for s in binding["subjects"]}:
+            namespace = binding["metadata"]["namespace"]
+            role = roles[namespace, binding["roleRef"]["name"]]
+            out.setdefault(namespace, set()).update(_rules(role))
+    return out
+
+
+def manifests_of(kind: str) -> list[dict[str, Any]]:
+    return [d for d in manifests() if d["kind"] == kind]
+
+
+def namespace_of(path: str) -> str | None:
+    parts = [p for p in path.split("/") if p]
+    rest = parts[2:] if parts[0] == "api" else parts[3:]
+    return rest[1] if rest[:1] == ["namespaces"] and len(rest) > 2 else None
 
 
 def rule_of(method: str, path: str) -> Rule:
@@ -71,12 +98,28 @@ def rule_of(method: str, path: str) -> Rule:
 
 
 async def calls_made(
-    mock: kmock.KubernetesEmulator, scenario: Callable[[k8s.ApiClient], None]
-) -> set[Rule]:
-    config = k8s.Configuration()
-    config.host = str(mock.url).rstrip("/")
-    await call(scenario, k8s.ApiClient(config))
-    return {rule_of(r.method.value, r.url.path) for r in mock}
+    api: ApiServer, scenario: Callable[[k8s.ApiClient], None]
+) -> set[tuple[str | None, Rule]]:
+    """Each call the scenario made: the namespace it was made in (None: cluster-wide) and the
+    rule it needs."""
+    await call(scenario, api.client())
+    return {(namespace_of(r.path), rule_of(r.method, r.path)) for r in api.requests}
+
+
+def ungranted_and_unused(
+    calls: set[tuple[str | None, Rule]], cluster: set[Rule], namespaced: dict[str, set[Rule]]
+) -> tuple[set[tuple[str | None, Rule]], set[tuple[str | None, Rule]]]:
+    """Calls no role grants, and grants no call uses (a namespaced grant must be used in its
+    own namespace)."""
+    ungranted = {
+        (ns, rule)
+        for ns, rule in calls
+        if rule not in cluster and (ns is None or rule not in namespaced.get(ns, set()))
+    }
+    used = {rule for _, rule in calls}
+    unused: set[tuple[str | None, Rule]] = {(None, rule) for rule in cluster - used}
+    unused |= {(ns, r) for ns, rules in namespaced.items() for r in rules if (ns, r) not in calls}
+    return ungranted, unused
 
 
 def controller_scenario(api: k8s.ApiClient) -> None:
@@ -132,58 +175,73 @@ def agent_scenario(api: k8s.ApiClient) -> None:
     marks.record_xids("n1", [RecentXid(code=13, gpu="SN1", at=NOW, pid=1, process="python")])
 
 
-def seed(mock: kmock.KubernetesEmulator) -> None:
-    mock.resources["v1/pods"] = {}  # listable even once the last pod is gone
+def seed(api: ApiServer) -> None:
     n1, n4 = (node(name, labels={"karpenter.sh/nodepool": "gpu"}) for name in ("n1", "n4"))
     n1["metadata"]["ownerReferences"] = [  # Karpenter's NodeClaim owns the node it registered
         {"apiVersion": "karpenter.sh/v1", "kind": "NodeClaim", "name": "claim", "uid": "c1"}
     ]
     n4["spec"]["providerID"] = "aws:///us-east-1a/i-4"
-    mock.objects[NODES, None, "n1"], mock.objects[NODES, None, "n4"] = n1, n4
-    mock.objects[PODS, "jobs", "train"] = pod("train", gpus=8)  # killed by kill_job
-    mock.objects[NODES, None, "n2"] = node("n2")
-    mock.objects[PODS, "jobs", "web"] = pod("web", node_name="n2")  # evicted by the drain
-    mock.objects[PODS, "jobs", "ckpt"] = pod("ckpt", node_name="n2", gpus=1)  # + checkpoint
-    mock.objects[NODECLAIMS, None, "claim"] = {
+    api.objects[NODES, None, "n1"], api.objects[NODES, None, "n4"] = n1, n4
+    api.objects[PODS, "jobs", "train"] = pod("train", gpus=8)  # killed by kill_job
+    api.objects[NODES, None, "n2"] = node("n2")
+    api.objects[PODS, "jobs", "web"] = pod("web", node_name="n2")  # evicted by the drain
+    api.objects[PODS, "jobs", "ckpt"] = pod("ckpt", node_name="n2", gpus=1)  # + checkpoint
+    api.objects[NODECLAIMS, None, "claim"] = {
         "apiVersion": "karpenter.sh/v1",
         "kind": "NodeClaim",
         "metadata": {"name": "claim"},
         "status": {"nodeName": "n1"},
     }
-    mock.objects[NODECLAIMS, None, "claim-4"] = {
+    api.objects[NODECLAIMS, None, "claim-4"] = {
         "apiVersion": "karpenter.sh/v1",
         "kind": "NodeClaim",
         "metadata": {"name": "claim-4"},
         "status": {"nodeName": "n4", "providerID": "aws:///us-east-1a/i-4"},
     }
-
-    def evict(name: str) -> Callable[[Any], dict[str, str]]:
-        def evicted(request: Any) -> dict[str, str]:
-            del mock.objects[PODS, "jobs", name]  # the API server deletes the evicted pod
-            return {"kind": "Status", "status": "Success"}
-
-        return evicted
-
-    for name in ("web", "ckpt"):
-        mock[f"post /api/v1/namespaces/jobs/pods/{name}/eviction"] << evict(name)
-    mock.objects[NODES, None, "n3"] = node("n3")
-    mock.objects[PODS, "ml", "llm-0"] = job_pod("llm-0", "n3")
-    mock.objects[JOBS, "ml", "llm"] = failed_job()
-    mock["get /api/v1/namespaces/ml/pods/llm-0/log"] << "Traceback"
+    api.objects[NODES, None, "n3"] = node("n3")
+    api.objects[PODS, "ml", "llm-0"] = job_pod("llm-0", "n3")
+    api.objects[JOBS, "ml", "llm"] = failed_job()
+    api.logs["ml", "llm-0"] = "Traceback"
 
 
-async def test_controller_role_grants_exactly_what_the_adapter_calls(
-    kmock: kmock.KubernetesEmulator,
+async def test_controller_roles_grant_exactly_what_the_adapter_calls(
+    api: ApiServer,
 ) -> None:
-    seed(kmock)
-    assert await calls_made(kmock, controller_scenario) == granted("remedy-controller")
+    seed(api)
+    calls = await calls_made(api, controller_scenario)
+    cluster, namespaced = granted("remedy-controller"), granted_per_namespace("remedy-controller")
+    assert ungranted_and_unused(calls, cluster, namespaced) == (set(), set())
+    assert {ns for ns, (group, _, _) in calls if group == "batch"} == {"ml"}  # the job's
+
+
+def test_the_controllers_job_rights_are_granted_per_namespace_never_cluster_wide() -> None:
+    namespaced = granted_per_namespace("remedy-controller")
+    job_rights = {r for r in granted("remedy-controller") if r[0] == "batch"}
+    assert not job_rights  # no Job rights in any namespace that did not opt in
+    assert namespaced == {"ml": {("batch", "jobs", v) for v in ("get", "list", "create", "patch")}}
+    assert "kube-system" not in namespaced
+    for binding in by_kind("ClusterRoleBinding").values():
+        assert binding["roleRef"]["kind"] == "ClusterRole"
+        assert "remedy-controller-jobs" != binding["roleRef"]["name"]
 
 
 async def test_agent_role_grants_exactly_what_the_agent_calls(
-    kmock: kmock.KubernetesEmulator,
+    api: ApiServer,
 ) -> None:
-    seed(kmock)
-    assert await calls_made(kmock, agent_scenario) == granted("remedy-agent")
+    seed(api)
+    calls = await calls_made(api, agent_scenario)
+    assert {ns for ns, _ in calls} == {None}
+    assert {rule for _, rule in calls} == granted("remedy-agent")
+    assert not granted_per_namespace("remedy-agent")
+
+
+@pytest.mark.parametrize("version", ["1.32.0", kubernetes_validate.latest_version()])
+def test_every_manifest_is_valid_kubernetes(version: str) -> None:
+    """Against the API's own schemas, unknown fields refused: a misspelt field of the admission
+    policy would otherwise be dropped by the server, silently. 1.32: the policy needs the
+    node name in service account tokens, GA there."""
+    for doc in manifests():
+        kubernetes_validate.validate(doc, version, strict=True)
 
 
 def test_manifests_parse_and_reference_each_other() -> None:
@@ -193,6 +251,13 @@ def test_manifests_parse_and_reference_each_other() -> None:
     roles = set(by_kind("ClusterRole"))
     for binding in by_kind("ClusterRoleBinding").values():
         assert binding["roleRef"]["name"] in roles
+        assert {s["name"] for s in binding["subjects"]} <= accounts
+    namespaced_roles = {
+        (d["metadata"]["namespace"], d["metadata"]["name"]) for d in manifests_of("Role")
+    }
+    for binding in manifests_of("RoleBinding"):
+        ref = (binding["metadata"]["namespace"], binding["roleRef"]["name"])
+        assert binding["roleRef"]["kind"] == "Role" and ref in namespaced_roles
         assert {s["name"] for s in binding["subjects"]} <= accounts
     for workload in [*by_kind("Deployment").values(), *by_kind("DaemonSet").values()]:
         spec = workload["spec"]

@@ -39,7 +39,13 @@ async def test_cordon_patches_unschedulable_taint_and_ownership(
     assert patch.data["metadata"]["resourceVersion"] == version  # optimistic concurrency
     assert patch.data["metadata"]["annotations"][CORDONED_BY] == "node-remediation/n1"
     [event] = sent(api, "POST", "/api/v1/namespaces/default/events")
-    assert event.data["involvedObject"] == {"kind": "Node", "name": "n1", "apiVersion": "v1"}
+    uid = api.objects[NODES, None, "n1"]["metadata"]["uid"]  # `kubectl describe` selects by it
+    assert event.data["involvedObject"] == {
+        "kind": "Node",
+        "name": "n1",
+        "apiVersion": "v1",
+        "uid": uid,
+    }
     assert event.data["reason"] == "RemedyCordoned"
 
 

@@ -126,7 +126,9 @@ async def test_gpu_reset_stops_the_operators_pods_and_brings_them_back(
     api: ApiServer, cluster: Cluster
 ) -> None:
     api.objects[NODES, None, "n1"] = node(labels={"nvidia.com/gpu.deploy.dcgm-exporter": "true"})
-    exporter = pod("nvidia-dcgm-exporter-x7", owner="DaemonSet")
+    exporter = pod(
+        "nvidia-dcgm-exporter-x7", owner="DaemonSet", labels={"app": "nvidia-dcgm-exporter"}
+    )
     api.objects[PODS, "gpu-operator", "nvidia-dcgm-exporter-x7"] = exporter
     api.objects[PODS, "jobs", "web"] = pod("web")  # not the GPU operator's: ignored
     lists: list[int] = []
@@ -141,19 +143,15 @@ async def test_gpu_reset_stops_the_operators_pods_and_brings_them_back(
         "stopped 1 GPU operator pods for a GPU reset"
     )
     [release] = sent(api, "PATCH", "/api/v1/nodes/n1")
+    # Only what runs gets remedy's mark; the operands not deployed here stay unset.
     assert release.data["metadata"]["labels"] == {
-        "nvidia.com/gpu.deploy.device-plugin": "false",
-        "nvidia.com/gpu.deploy.dcgm": "false",
-        "nvidia.com/gpu.deploy.dcgm-exporter": "false",
-        "nvidia.com/gpu.deploy.gpu-feature-discovery": "false",
+        "nvidia.com/gpu.deploy.dcgm-exporter": "paused-for-remedy"
     }
     await call(cluster.gpus.return_gpus, "n1")
     _, back = sent(api, "PATCH", "/api/v1/nodes/n1")
-    assert back.data["metadata"]["labels"] == {  # as they were: one "true", the rest unset
-        "nvidia.com/gpu.deploy.device-plugin": None,
-        "nvidia.com/gpu.deploy.dcgm": None,
-        "nvidia.com/gpu.deploy.dcgm-exporter": "true",
-        "nvidia.com/gpu.deploy.gpu-feature-discovery": None,
+    assert back.data["metadata"]["labels"] == {"nvidia.com/gpu.deploy.dcgm-exporter": "true"}
+    assert api.objects[NODES, None, "n1"]["metadata"]["labels"] == {
+        "nvidia.com/gpu.deploy.dcgm-exporter": "true"
     }
 
 

@@ -4,7 +4,9 @@ It serves the node's host-local activities (probe, diagnose, reset GPU, reboot, 
 on the node's own task queue, and runs the probe loop: NVML Xid events as they happen, a full
 probe every interval, results published as node conditions, and a signal-with-start of the
 node's remediation when a finding newly matches a runbook. Reports are edge-triggered: a fault
-that persists (a node held for a human) is reported once, not every interval. Its dependency
+that persists (a node held for a human) is reported once, not every interval; so are the
+conditions, written when they change and otherwise once per heartbeat (remedy.liveness), and
+the node's Xids, written only when one is new. Its dependency
 checks (remedy/capabilities.py) are logged at start and published with every probe, as the
 ``RemedyReady`` condition and the ``remedy_dependency_ok`` gauge.
 """
@@ -13,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -24,9 +27,10 @@ from contract.names import CONTROLLER_TASK_QUEUE, node_task_queue
 from remedy.attribution.evidence import recent_xid
 from remedy.capabilities import Capabilities, capabilities_from
 from remedy.cluster import NodeMarks
-from remedy.conditions import conditions_from, ready_condition
+from remedy.conditions import NodeCondition, conditions_from, ready_condition
 from remedy.errors import NodeGone
 from remedy.host import NodeHost
+from remedy.liveness import AGENT_HEARTBEAT, publish_due
 from remedy.models import Finding, NodeRef, ProbeReport
 from remedy.probe import probe_node
 from remedy.probe.xid_events import XidWatcher
@@ -47,7 +51,9 @@ def _utcnow() -> datetime:
 @dataclass(frozen=True)
 class AgentConfig:
     node: NodeRef
-    interval_s: float = 30.0
+    interval_s: float = 30.0  # between probes
+    # Unchanged conditions are rewritten this often: the heartbeat the fleet scan reads.
+    heartbeat_s: float = AGENT_HEARTBEAT.total_seconds()
     task_queue: str | None = None  # default: the node's own queue
     controller_task_queue: str = CONTROLLER_TASK_QUEUE
     node_pickup_timeout: timedelta = timedelta(minutes=2)
@@ -65,11 +71,13 @@ class NodeAgent:
         runbooks: RunbookSet,
         marks: NodeMarks | None,
         config: AgentConfig,
+        clock: Callable[[], datetime] = _utcnow,
     ) -> None:
         """``marks``: where the node's conditions and Xids are published (None: nowhere)."""
         self._client, self._host, self._runbooks = client, host, runbooks
-        self._marks, self.config = marks, config
+        self._marks, self.config, self._clock = marks, config, clock
         self._active: set[FindingKey] = set()
+        self._written: list[NodeCondition] | None = None  # what the node held when last seen
         self.reports_sent = 0
         self.last_report: ProbeReport | None = None
         self.capabilities = Capabilities()
@@ -91,7 +99,7 @@ class NodeAgent:
         return self._host
 
     async def run(self) -> None:
-        watcher = XidWatcher(self._host.name, self._host.nvml(), _utcnow)
+        watcher = XidWatcher(self._host.name, self._host.nvml(), self._clock)
         for check in (await self.check_dependencies(refresh=True)).checks:
             (log.info if check.ok else log.warning)("dependency %s", check.line())
         with ThreadPoolExecutor(max_workers=4, thread_name_prefix="agent") as executor:
@@ -130,7 +138,7 @@ class NodeAgent:
         host = self._host
         await self.check_dependencies()
         if (seen := host.probe_config.xids_seen) is not None:
-            xids = seen.admit(xids, "nvml", _utcnow())
+            xids = seen.admit(xids, "nvml", self._clock())
         report = await asyncio.to_thread(probe_node, host.name, host.nvml(), host.probe_config)
         self.last_report = report
         verdict = "healthy" if report.healthy else "unhealthy" if report.checks_run else "failed"
@@ -155,14 +163,36 @@ class NodeAgent:
             return
         marks, node = self._marks, self._host.name
         try:
-            previous, now = await asyncio.to_thread(marks.conditions, node), _utcnow()
-            conditions = conditions_from(report, previous, now)
-            conditions.append(ready_condition(self.capabilities, previous, now))
-            await asyncio.to_thread(marks.set_conditions, node, conditions)
+            await self._publish_conditions(marks, report)
             xids = [x for f in [*pushed, *report.findings] if (x := recent_xid(f)) is not None]
             await asyncio.to_thread(marks.record_xids, node, xids)
         except Exception:  # noqa: BLE001 - conditions are best effort; the report still goes
             log.exception("could not publish node conditions for %s", node)
+
+    async def _publish_conditions(self, marks: NodeMarks, report: ProbeReport) -> None:
+        """Written on change and once per heartbeat; the node is read only when what the agent
+        last wrote says a write is due, and the write is decided against what the node holds
+        then (someone else's change to remedy's conditions is put right within a heartbeat)."""
+        node, now = self._host.name, self._clock()
+        heartbeat = timedelta(seconds=self.config.heartbeat_s)
+        if self._written is not None:
+            unchanged = self._conditions(report, self._written, now)
+            if not publish_due(unchanged, self._written, now, heartbeat):
+                return
+        self._written = None  # until written or read again: a failed write is retried
+        previous = await asyncio.to_thread(marks.conditions, node)
+        conditions = self._conditions(report, previous, now)
+        if publish_due(conditions, previous, now, heartbeat):
+            await asyncio.to_thread(marks.set_conditions, node, conditions)
+            self._written = conditions
+        else:
+            self._written = previous
+
+    def _conditions(
+        self, report: ProbeReport, previous: list[NodeCondition], now: datetime
+    ) -> list[NodeCondition]:
+        conditions = conditions_from(report, previous, now)
+        return [*conditions, ready_condition(self.capabilities, previous, now)]
 
     async def _report(self, finding: Finding) -> None:
         runbook = self._runbooks.match(finding)

@@ -39,6 +39,8 @@ with workflow.unsafe.imports_passed_through():
 RETRY = RetryPolicy(initial_interval=timedelta(seconds=2), maximum_attempts=3)
 ADOPT_ORPHANS = "adopt-orphaned-cordons"  # workflow.patched: scans from before did not
 AGENT_SILENT = "agent-silent-ladders"  # workflow.patched: scans from before did not
+# workflow.patched: scans from before read a problem condition as current however old it was
+STALE_PROBLEMS = "stale-problem-conditions"
 
 
 @workflow.defn(name=FLEET_SCAN_WORKFLOW)
@@ -58,7 +60,8 @@ class FleetScan:
             retry_policy=RETRY,
             summary="running remediations and admissions",
         )
-        plan = plan_scan(nodes, work, inp.agent_silent_after)
+        stale = workflow.patched(STALE_PROBLEMS)
+        plan = plan_scan(nodes, work, inp.agent_silent_after, stale)
         here = workflow.info().task_queue
         # All starts at once: 150 nodes whose agents died should not wait on each other.
         await asyncio.gather(
@@ -107,7 +110,7 @@ class FleetScan:
             admitting=sorted([*work.admitting, *started_admissions]),
             checking=work.checking,
         )
-        summary = summarise(nodes, work, workflow.now(), inp.agent_silent_after)
+        summary = summarise(nodes, work, workflow.now(), inp.agent_silent_after, stale)
         summary.started_remediations, summary.started_admissions = (
             started_remediations,
             started_admissions,

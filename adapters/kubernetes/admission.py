@@ -4,9 +4,10 @@ labels the node validated, rejecting keeps it and records why."""
 
 from __future__ import annotations
 
+from adapters.kubernetes.edits import as_read, has_own_taint, patch, with_taint
 from adapters.kubernetes.errors import api_errors
-from adapters.kubernetes.nodes import PREFIX, NodeApi, has_taint
-from adapters.kubernetes.objects import meta
+from adapters.kubernetes.nodes import PREFIX, NodeApi
+from adapters.kubernetes.objects import Json, meta
 
 # remedy never puts this taint on a node that is already taking work.
 ADMISSION_TAINT = {"key": f"{PREFIX}/unvalidated", "value": "true", "effect": "NoSchedule"}
@@ -21,22 +22,16 @@ class KubernetesAdmission:
         self._nodes = nodes
 
     def hold_for_admission(self, node: str) -> None:
-        nodes = self._nodes
-        current = nodes.node(node)
+        as_read(self._nodes, node, self._hold)
+
+    def _hold(self, current: Json) -> None:
+        nodes, node = self._nodes, meta(current)["name"]
         nodes.managed(current)
-        if has_taint(current, ADMISSION_TAINT):
+        if has_own_taint(current, ADMISSION_TAINT):
             return
         if not nodes.sends(node, "hold the node for admission (taint it)"):
             return
-        taints = current.get("spec", {}).get("taints", [])
-        with api_errors("patch", f"nodes/{node}"):
-            nodes.core.patch_node(
-                node,
-                {
-                    "metadata": {"resourceVersion": meta(current).get("resourceVersion")},
-                    "spec": {"taints": [*taints, ADMISSION_TAINT]},
-                },
-            )
+        patch(nodes, current, {"spec": {"taints": with_taint(current, ADMISSION_TAINT)}})
 
     def admit(self, node: str, serials: list[str]) -> None:
         nodes = self._nodes

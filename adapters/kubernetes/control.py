@@ -1,6 +1,7 @@
 """Taking a node out of service and back: cordon is ``spec.unschedulable`` plus a NoSchedule
-taint, with remedy's ownership recorded in annotations; restore removes only what remedy added
-and never touches a cordon someone else set. Drain and kill are in ``drain.py``."""
+taint and Karpenter's do-not-disrupt, with remedy's ownership recorded in annotations; restore
+removes only what remedy added and never touches a cordon someone else set. Drain and kill are
+in ``drain.py``."""
 
 from __future__ import annotations
 
@@ -8,12 +9,18 @@ from collections.abc import Callable, Sequence
 from functools import partial
 
 from adapters.kubernetes.drain import Drain
-from adapters.kubernetes.errors import api_errors
+from adapters.kubernetes.edits import (
+    as_read,
+    has_own_taint,
+    patch,
+    set_by_others_since,
+    with_taint,
+    without_taint,
+)
 from adapters.kubernetes.ledger import NodeLedger
 from adapters.kubernetes.nodes import PREFIX, NodeApi
-from adapters.kubernetes.objects import meta
+from adapters.kubernetes.objects import Json, meta
 from remedy.cluster import CordonOwner
-from remedy.errors import Conflict, TransientError
 from remedy.models import Action, CordonState, NodeBoot
 from remedy.once import LedgerEntry, once
 
@@ -21,7 +28,10 @@ CORDONED_BY = f"{PREFIX}/cordoned-by"
 CORDON_REASON = f"{PREFIX}/cordon-reason"
 CORDONED_AT = f"{PREFIX}/cordoned-at"
 TAINT = {"key": f"{PREFIX}/remediating", "value": "true", "effect": "NoSchedule"}
-CONFLICT_RETRIES = 5
+# Karpenter's opt-out of voluntary disruption (consolidation, drift) on a Node or NodeClaim;
+# it does not hold off expiry, Karpenter's own repair, or a deletion (remedy's replace).
+DO_NOT_DISRUPT = "karpenter.sh/do-not-disrupt"
+DO_NOT_DISRUPT_SET = f"{PREFIX}/set-do-not-disrupt"  # remedy set it, so remedy removes it
 
 
 class KubernetesNodeControl:
@@ -31,59 +41,69 @@ class KubernetesNodeControl:
         self._nodes, self._drain = nodes, drain
 
     def cordon(self, node: str, owner: CordonOwner) -> CordonState:
-        nodes = self._nodes
-        for _ in range(CONFLICT_RETRIES):  # 409: someone changed the node; read it again
-            current = nodes.node(node)
-            nodes.managed(current)
-            annotations = meta(current).get("annotations", {})
-            spec = current.get("spec", {})
-            if spec.get("unschedulable"):
-                ours = CORDONED_BY in annotations
-                return CordonState.ALREADY_OURS if ours else CordonState.BY_OTHER
-            if not nodes.sends(node, f"cordon: {owner.reason}"):
-                return CordonState.WOULD_CORDON
-            body = {
-                "metadata": {
-                    "resourceVersion": meta(current).get("resourceVersion"),
-                    "annotations": {
-                        CORDONED_BY: owner.workflow_id,
-                        CORDON_REASON: owner.reason[:256],
-                        CORDONED_AT: nodes.clock().isoformat(),
-                    },
-                },
-                "spec": {"unschedulable": True, "taints": [*spec.get("taints", []), TAINT]},
-            }
-            try:
-                with api_errors("patch", f"nodes/{node}"):
-                    nodes.core.patch_node(node, body)
-            except Conflict:
-                continue
-            nodes.event(node, "RemedyCordoned", f"cordoned by {owner.workflow_id}: {owner.reason}")
-            return CordonState.CORDONED
-        raise TransientError(f"node {node} kept changing: {CONFLICT_RETRIES} conflicts")
+        return as_read(self._nodes, node, partial(self._cordon, owner))
+
+    def _cordon(self, owner: CordonOwner, current: Json) -> CordonState:
+        nodes, node = self._nodes, meta(current)["name"]
+        nodes.managed(current)
+        annotations = meta(current).get("annotations") or {}
+        if current.get("spec", {}).get("unschedulable"):
+            ours = CORDONED_BY in annotations
+            return CordonState.ALREADY_OURS if ours else CordonState.BY_OTHER
+        if not nodes.sends(node, f"cordon: {owner.reason}"):
+            return CordonState.WOULD_CORDON
+        marks = {
+            CORDONED_BY: owner.workflow_id,
+            CORDON_REASON: owner.reason[:256],
+            CORDONED_AT: nodes.clock().isoformat(),
+        }
+        # Karpenter consolidates or replaces a drifted node, cordoned or not, unless it says
+        # do-not-disrupt; someone else's stays theirs (restore removes only what remedy set).
+        if DO_NOT_DISRUPT not in annotations:
+            marks |= {DO_NOT_DISRUPT: "true", DO_NOT_DISRUPT_SET: "true"}
+        body = {
+            "metadata": {"annotations": marks},
+            "spec": {"unschedulable": True, "taints": with_taint(current, TAINT)},
+        }
+        patch(nodes, current, body)
+        nodes.event(node, "RemedyCordoned", f"cordoned by {owner.workflow_id}: {owner.reason}")
+        return CordonState.CORDONED
 
     def restore(self, node: str) -> bool:
-        nodes = self._nodes
-        current = nodes.node(node)
-        if CORDONED_BY not in meta(current).get("annotations", {}):
+        return as_read(self._nodes, node, self._restore)
+
+    def _restore(self, current: Json) -> bool:
+        """Remove remedy's marks; uncordon only if remedy's cordon is intact (``_intact``):
+        a cordon that is someone else's now stays, and an Event says why."""
+        nodes, node = self._nodes, meta(current)["name"]
+        annotations = meta(current).get("annotations") or {}
+        if CORDONED_BY not in annotations:
             return False  # not remedy's cordon: leave it
         if not nodes.sends(node, "uncordon"):
             return False
-        taints = current.get("spec", {}).get("taints", [])
-        body = {
-            "metadata": {
-                "resourceVersion": meta(current).get("resourceVersion"),
-                "annotations": {CORDONED_BY: None, CORDON_REASON: None, CORDONED_AT: None},
-            },
-            "spec": {
-                "unschedulable": False,
-                "taints": [t for t in taints if t.get("key") != TAINT["key"]],
-            },
-        }
-        with api_errors("patch", f"nodes/{node}"):
-            nodes.core.patch_node(node, body)
-        nodes.event(node, "RemedyRestored", "uncordoned: the node recovered")
-        return True
+        unschedulable = bool(current.get("spec", {}).get("unschedulable"))
+        intact = _intact(current)
+        marks: dict[str, str | None] = dict.fromkeys((CORDONED_BY, CORDON_REASON, CORDONED_AT))
+        if DO_NOT_DISRUPT_SET in annotations:
+            marks |= dict.fromkeys((DO_NOT_DISRUPT, DO_NOT_DISRUPT_SET))
+        spec: Json = {"taints": without_taint(current, TAINT)}
+        if intact:
+            spec["unschedulable"] = False
+        patch(nodes, current, {"metadata": {"annotations": marks}, "spec": spec})
+        if intact:
+            nodes.event(node, "RemedyRestored", "uncordoned: the node recovered")
+        elif unschedulable:
+            nodes.event(
+                node,
+                "RemedyRestored",
+                "removed remedy's marks and left the node cordoned: someone else cordoned it "
+                "since remedy did",
+            )
+        else:
+            nodes.event(
+                node, "RemedyRestored", "removed remedy's marks: someone uncordoned the node"
+            )
+        return intact
 
     def drain(self, node: str, on_progress: Callable[[int], None], key: str) -> str:
         def evict(uids: Sequence[str]) -> str:
@@ -135,3 +155,18 @@ class KubernetesNodeControl:
         )
         boot_id = status.get("nodeInfo", {}).get("bootID", "")
         return NodeBoot(boot_id=boot_id, ready=ready, uid=meta(current).get("uid", ""))
+
+
+def _intact(node: Json) -> bool:
+    """remedy's cordon is intact when the node is still unschedulable, still carries remedy's
+    taint, and the API server's field tracking does not name another writer of
+    ``spec.unschedulable`` since remedy's. ``kubectl cordon`` and ``uncordon`` set only that
+    field (remedy's taint outlives an uncordon), so an uncordon and a cordon by someone else
+    show only in the field tracking; a cordon without remedy's taint is someone's who took
+    the node over. Where the server tracks no fields, an uncordon and a cordon again by
+    someone else cannot be told from remedy's own cordon, which is then undone."""
+    return (
+        bool(node.get("spec", {}).get("unschedulable"))
+        and has_own_taint(node, TAINT)
+        and not set_by_others_since(node, "spec", "unschedulable")
+    )

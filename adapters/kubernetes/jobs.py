@@ -27,12 +27,16 @@ from kubernetes import client as k8s
 
 from adapters.kubernetes.errors import api_errors
 from adapters.kubernetes.job_failures import JOB_LABEL, LOG_LINES, REPORTED, FailedPods
+<<<<<<< HEAD
 from adapters.kubernetes.listing import list_pages
 from adapters.kubernetes.objects import Json, as_json, meta, record_event
+=======
+from adapters.kubernetes.objects import Json, create_raw, meta, read_raw, record_event
+>>>>>>> main
 from remedy.attribution.evidence import GuardedFailure
 from remedy.attribution.guard import JobRef
 from remedy.attribution.jobs import JobState
-from remedy.errors import ActionFailed, ActionRefused, Conflict, NodeGone
+from remedy.errors import ActionFailed, ActionRefused, Conflict, NodeGone, RemedyError
 
 RESTART_MODE = "remedy.io/restart"
 RESTART_ATTEMPT = "remedy.io/restart-attempt"
@@ -76,9 +80,6 @@ class KubernetesJobs:
         self._api, self.dry_run, self._clock = api, dry_run, clock
         self._failures = FailedPods(api, clock=clock, log_lines=log_lines)
 
-    def _json(self, obj: object) -> Json:
-        return as_json(self._api, obj)
-
     # -- failures ------------------------------------------------------------------------
     def failed_pods(self) -> list[GuardedFailure]:
         return self._failures.failed_pods()
@@ -109,6 +110,7 @@ class KubernetesJobs:
 
     def _latest(self, job: JobRef) -> Json | None:
         """The guarded job's newest incarnation: the Job itself or remedy's latest copy."""
+<<<<<<< HEAD
         listed = list_pages(
             self.batch.list_namespaced_job,
             job.namespace,
@@ -116,9 +118,24 @@ class KubernetesJobs:
             label_selector=f"{JOB_LABEL}={job.name}",
         )
         found = [j for j in listed if meta(j).get("labels", {}).get(JOB_LABEL) == job.name]
+=======
+        # Read as sent, never through the models: the copy a restart makes must keep every
+        # field, those of a server newer than the client included.
+        with api_errors("list", "jobs"):
+            listed = read_raw(
+                self.batch.list_namespaced_job,
+                job.namespace,
+                label_selector=f"{JOB_LABEL}={job.name}",
+            )
+        found = [
+            j
+            for j in listed.get("items", [])
+            if meta(j).get("labels", {}).get(JOB_LABEL) == job.name
+        ]
+>>>>>>> main
         try:
             with api_errors("get", "jobs"):
-                found.append(self._json(self.batch.read_namespaced_job(job.name, job.namespace)))
+                found.append(read_raw(self.batch.read_namespaced_job, job.name, job.namespace))
         except NodeGone:
             pass
         return max(found, key=_attempt, default=None)
@@ -207,8 +224,8 @@ class KubernetesJobs:
             )
         try:
             with api_errors("create", "jobs"):
-                # A dict body goes out as it is: the copy keeps fields the models may not know.
-                self.batch.create_namespaced_job(job.namespace, body)  # type: ignore[arg-type]
+                # As it is: the client's create would refuse a field its models do not know.
+                create_raw(self._api, f"/apis/batch/v1/namespaces/{job.namespace}/jobs", body)
         except Conflict:  # a retried activity already created it
             pass
         return self._told(
@@ -255,10 +272,24 @@ class KubernetesJobs:
     ) -> str:
         """An Event on the Job (the notice people and alerting see); the same line back."""
         about = k8s.V1ObjectReference(
-            kind="Job", name=name, namespace=job.namespace, api_version="batch/v1"
+            kind="Job",
+            name=name,
+            namespace=job.namespace,
+            api_version="batch/v1",
+            uid=self._uid_of(name, job.namespace),
         )
         record_event(self.core, about, reason, message, self._clock(), warning=warning)
         return f"{name}: {message}"
+
+    def _uid_of(self, name: str, namespace: str) -> str | None:
+        """The Job's uid for its Event (`kubectl describe job` selects by it), if it exists."""
+        try:
+            with api_errors("get", "jobs"):
+                found = self._json(self.batch.read_namespaced_job(name, namespace))
+        except RemedyError:
+            return None
+        uid: str | None = meta(found).get("uid")
+        return uid
 
     def _would(self, job: JobRef, name: str, what: str, *, warning: bool = False) -> str:
         """Dry run: the Event and the line say what would be done; nothing was."""

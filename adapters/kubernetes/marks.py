@@ -26,7 +26,9 @@ class KubernetesNodeMarks:
         return remedy_conditions(self._nodes.node(node), self._nodes.clock())
 
     def set_conditions(self, node: str, conditions: list[NodeCondition]) -> None:
-        # Strategic merge keys conditions by type: only remedy's own conditions are written.
+        # Strategic merge keys conditions by type: only remedy's own conditions are written
+        # (deploy/agent-policy.yaml lets the agent change nothing else). When to write is the
+        # caller's: the agent writes on change and once per heartbeat (remedy.liveness).
         body = {
             "status": {
                 "conditions": [
@@ -55,6 +57,8 @@ class KubernetesNodeMarks:
         except ValidationError:
             kept = []  # a hand-edited annotation must not stop the agent's record
         merged = remember(kept, xids, self._nodes.clock())
+        if merged == kept:
+            return  # each one already kept (NVML and the kernel log both saw it): no write
         body = json.dumps(
             [x.model_dump(mode="json", exclude_none=True) for x in merged], separators=(",", ":")
         )

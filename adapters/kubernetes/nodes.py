@@ -12,7 +12,7 @@ from kubernetes import client as k8s
 from adapters.kubernetes.errors import api_errors
 from adapters.kubernetes.listing import list_pages
 from adapters.kubernetes.objects import Json, as_json, meta, record_event
-from remedy.errors import ActionRefused
+from remedy.errors import ActionRefused, NodeGone
 
 PREFIX = "remedy.io"
 OPT_OUT_LABEL = f"{PREFIX}/managed"
@@ -33,13 +33,16 @@ class NodeApi:
     ) -> None:
         self.api, self.core = api, k8s.CoreV1Api(api)
         self.dry_run, self.clock = dry_run, clock
+        self._uids: dict[str, str] = {}  # each node's uid as last read: its Events carry it
 
     def json(self, obj: object) -> Json:
         return as_json(self.api, obj)
 
     def node(self, name: str) -> Json:
         with api_errors("get", f"nodes/{name}"):
-            return self.json(self.core.read_node(name))
+            found = self.json(self.core.read_node(name))
+        self._uids[name] = meta(found).get("uid", "")
+        return found
 
     def managed(self, node: Json) -> None:
         """Refuse a node labelled ``remedy.io/managed=false``: its owners act on it themselves."""
@@ -66,10 +69,17 @@ class NodeApi:
         return True
 
     def event(self, node: str, reason: str, message: str) -> None:
-        """An Event on the node: `kubectl describe node` tells what remedy did and why."""
+        """An Event on the node: `kubectl describe node` tells what remedy did and why (it
+        shows the events whose involvedObject carries the node's uid)."""
+        uid = self._uids.get(node)
+        if uid is None:
+            try:
+                uid = meta(self.node(node)).get("uid", "")
+            except NodeGone:
+                uid = ""  # gone: the Event still tells the story by name
         record_event(
             self.core,
-            k8s.V1ObjectReference(kind="Node", name=node, api_version="v1"),
+            k8s.V1ObjectReference(kind="Node", name=node, api_version="v1", uid=uid or None),
             reason,
             message,
             self.clock(),

@@ -3,12 +3,15 @@ names on them that remedy's adapters share."""
 
 from __future__ import annotations
 
+import json
 import logging
 import uuid
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
 from kubernetes import client as k8s
+from kubernetes.client.exceptions import ApiException
 
 from adapters.kubernetes.errors import api_errors
 
@@ -18,11 +21,41 @@ Json = dict[str, Any]
 GPU_RESOURCE = "nvidia.com/gpu"
 # The Xids a node's agent keeps on its node (JSON, oldest first): job attribution reads them.
 RECENT_XIDS = "remedy.io/recent-xids"
+NAME_MAX = 253  # an object name: a DNS subdomain
 
 
 def as_json(api: k8s.ApiClient, obj: object) -> Json:
     """The object as the API server sent it (camelCase JSON), not the client's models."""
     out: Json = api.sanitize_for_serialization(obj)  # type: ignore[no-untyped-call]
+    return out
+
+
+def read_raw(read: Callable[..., Any], *args: Any, **options: Any) -> Json:
+    """What a generated read or list method (``BatchV1Api.read_namespaced_job`` …) answers, as
+    the API server sent it: the client's models keep only the fields of their own version."""
+    response = read(*args, _preload_content=False, **options)
+    out: Json = json.loads(response.data)
+    return out
+
+
+def create_raw(api: k8s.ApiClient, path: str, body: Json) -> Json:
+    """POST ``body`` as it is to ``path``. The generated create methods validate the body
+    against the client's models first, which refuse a field of a newer server (a copy of an
+    object read with ``read_raw`` may carry one)."""
+    request = api.param_serialize(
+        method="POST",
+        resource_path=path,
+        header_params={"Accept": "application/json", "Content-Type": "application/json"},
+        body=body,
+        auth_settings=["BearerToken"],
+    )
+    response: Any = api.call_api(*request)
+    data: bytes = response.read()
+    if not 200 <= response.status <= 299:
+        raise ApiException.from_response(
+            http_resp=response, body=data.decode(errors="replace"), data=None
+        )
+    out: Json = json.loads(data)
     return out
 
 
@@ -58,14 +91,12 @@ def record_event(
     *,
     warning: bool = False,
 ) -> None:
-    """A Kubernetes Event on the object (`kubectl describe` shows it): a courtesy, so a failure
-    to record it is logged and swallowed — the action it tells of already happened."""
+    """A Kubernetes Event on the object (`kubectl describe` shows it when ``about`` carries the
+    object's uid: describe selects events by it): a courtesy, so a failure to record it is
+    logged and swallowed — the action it tells of already happened."""
     namespace = about.namespace or "default"  # a node's events go to "default", like kubectl's
     event = k8s.CoreV1Event(
-        # Named like kubectl's events (object.hex): unique without relying on generateName.
-        metadata=k8s.V1ObjectMeta(
-            name=f"{about.name}.remedy.{uuid.uuid4().hex[:12]}", namespace=namespace
-        ),
+        metadata=k8s.V1ObjectMeta(name=event_name(about.name or ""), namespace=namespace),
         involved_object=about,
         reason=reason,
         message=message[:1024],
@@ -80,3 +111,10 @@ def record_event(
             core.create_namespaced_event(namespace, event)
     except Exception:  # noqa: BLE001
         log.warning("could not record event %s on %s", reason, about.name, exc_info=True)
+
+
+def event_name(about: str) -> str:
+    """Named like kubectl's events (``<object>.<hex>``): unique without relying on
+    generateName, and within the 253 characters a name may have however long the object's."""
+    suffix = f".remedy.{uuid.uuid4().hex[:12]}"
+    return about[: NAME_MAX - len(suffix)].rstrip(".-") + suffix

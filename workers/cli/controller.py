@@ -12,7 +12,12 @@ import typer
 from pydantic import ValidationError
 
 from contract.names import CONTROLLER_TASK_QUEUE
-from remedy.liveness import SILENT_AFTER
+from remedy.liveness import (
+    AGENT_HEARTBEAT,
+    MIN_SILENT_HEARTBEATS,
+    SILENT_HEARTBEATS,
+    silent_after_problem,
+)
 from remedy.runbook import RunbookError
 from workers.cli import active_checks as checks
 from workers.cli.common import attributor_or_exit, on_temporal, runbooks_or_exit, serve
@@ -67,15 +72,24 @@ def controller(
         float,
         typer.Option(min=0, help="Seconds between fleet scans (a Temporal Schedule); 0: no scan."),
     ] = 60.0,
-    agent_silent_after: Annotated[
+    agent_heartbeat_s: Annotated[
         float,
         typer.Option(
             min=1,
-            help="Seconds without a heartbeat from a node's agent (its conditions' "
-            "lastHeartbeatTime) before the scan starts an AgentSilent ladder: a few of the "
-            "agents' --interval.",
+            help="The agents' --heartbeat-s: how often each rewrites unchanged conditions.",
         ),
-    ] = SILENT_AFTER.total_seconds(),
+    ] = AGENT_HEARTBEAT.total_seconds(),
+    agent_silent_after: Annotated[
+        float | None,
+        typer.Option(
+            min=1,
+            help="Seconds without a heartbeat from a node's agent (its conditions' "
+            f"lastHeartbeatTime) before the scan starts an AgentSilent ladder; at least "
+            f"{MIN_SILENT_HEARTBEATS} heartbeats (default: {SILENT_HEARTBEATS} × "
+            "--agent-heartbeat-s).",
+            show_default=False,
+        ),
+    ] = None,
     blocklist_incidents: Annotated[
         int, typer.Option(help="Incidents on one GPU serial within the window that blocklist it.")
     ] = 3,
@@ -120,6 +134,15 @@ def controller(
     from workers.controller import controller_worker
     from workers.schedules import ensure_fleet_scan, ensure_pool_checks
 
+    heartbeat = timedelta(seconds=agent_heartbeat_s)
+    silent_after = (
+        timedelta(seconds=agent_silent_after)
+        if agent_silent_after is not None
+        else SILENT_HEARTBEATS * heartbeat
+    )
+    if problem := silent_after_problem(silent_after, heartbeat):
+        typer.echo(f"error: --agent-silent-after: {problem}", err=True)
+        raise typer.Exit(2)
     loaded = runbooks_or_exit(runbooks)
     attributor = attributor_or_exit(job_rules)
     try:
@@ -160,7 +183,7 @@ def controller(
     scan = ScanInput(
         watch_jobs=watch_jobs,
         guard_policy=GuardPolicy(max_platform_restarts=max_job_restarts),
-        agent_silent_after=timedelta(seconds=agent_silent_after),
+        agent_silent_after=silent_after,
     )
 
     async def main() -> None:

@@ -15,6 +15,7 @@ from adapters.host.local import DEFAULT_REBOOT_COMMAND, DEFAULT_STATE_DIR, Local
 from adapters.host.nics import SysfsNics
 from adapters.sim import FAULTS, SimFleet
 from remedy.host import NodeHost
+from remedy.liveness import AGENT_HEARTBEAT
 from remedy.models import NodeRef
 from remedy.probe import ProbeConfig, probe_node
 from remedy.probe.diagnose import deep_diagnose
@@ -142,6 +143,14 @@ def agent(
     pool: Annotated[str, typer.Option(help="Node pool.")] = "default",
     runbooks: RunbooksOption = DEFAULT_RUNBOOKS,
     interval: Annotated[float, typer.Option(help="Seconds between probes.")] = 30.0,
+    heartbeat_s: Annotated[
+        float,
+        typer.Option(
+            min=1,
+            help="Seconds between writes of unchanged node conditions (a change is written at "
+            "once): the heartbeat the controller's --agent-silent-after measures.",
+        ),
+    ] = AGENT_HEARTBEAT.total_seconds(),
     expected_gpus: ExpectedGpusOption = None,
     expected_nics: ExpectedNicsOption = None,
     nic_rate: NicRateOption = None,
@@ -241,7 +250,9 @@ def agent(
             host,
             loaded,
             cluster,
-            AgentConfig(node=NodeRef(name=node, pool=pool), interval_s=interval),
+            AgentConfig(
+                node=NodeRef(name=node, pool=pool), interval_s=interval, heartbeat_s=heartbeat_s
+            ),
         ).run()
 
     serve(main)
