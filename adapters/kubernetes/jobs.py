@@ -27,12 +27,8 @@ from kubernetes import client as k8s
 
 from adapters.kubernetes.errors import api_errors
 from adapters.kubernetes.job_failures import JOB_LABEL, LOG_LINES, REPORTED, FailedPods
-<<<<<<< HEAD
 from adapters.kubernetes.listing import list_pages
-from adapters.kubernetes.objects import Json, as_json, meta, record_event
-=======
 from adapters.kubernetes.objects import Json, create_raw, meta, read_raw, record_event
->>>>>>> main
 from remedy.attribution.evidence import GuardedFailure
 from remedy.attribution.guard import JobRef
 from remedy.attribution.jobs import JobState
@@ -110,7 +106,8 @@ class KubernetesJobs:
 
     def _latest(self, job: JobRef) -> Json | None:
         """The guarded job's newest incarnation: the Job itself or remedy's latest copy."""
-<<<<<<< HEAD
+        # Read as sent, never through the models: the copy a restart makes must keep every
+        # field, those of a server newer than the client included.
         listed = list_pages(
             self.batch.list_namespaced_job,
             job.namespace,
@@ -118,21 +115,6 @@ class KubernetesJobs:
             label_selector=f"{JOB_LABEL}={job.name}",
         )
         found = [j for j in listed if meta(j).get("labels", {}).get(JOB_LABEL) == job.name]
-=======
-        # Read as sent, never through the models: the copy a restart makes must keep every
-        # field, those of a server newer than the client included.
-        with api_errors("list", "jobs"):
-            listed = read_raw(
-                self.batch.list_namespaced_job,
-                job.namespace,
-                label_selector=f"{JOB_LABEL}={job.name}",
-            )
-        found = [
-            j
-            for j in listed.get("items", [])
-            if meta(j).get("labels", {}).get(JOB_LABEL) == job.name
-        ]
->>>>>>> main
         try:
             with api_errors("get", "jobs"):
                 found.append(read_raw(self.batch.read_namespaced_job, job.name, job.namespace))
@@ -285,7 +267,7 @@ class KubernetesJobs:
         """The Job's uid for its Event (`kubectl describe job` selects by it), if it exists."""
         try:
             with api_errors("get", "jobs"):
-                found = self._json(self.batch.read_namespaced_job(name, namespace))
+                found = read_raw(self.batch.read_namespaced_job, name, namespace)
         except RemedyError:
             return None
         uid: str | None = meta(found).get("uid")
