@@ -236,19 +236,13 @@ class WritesRun:
 
 def agent_writes(nodes: int, seed: int = 17) -> WritesRun:
     """Every agent's probes over two simulated hours (the first one a warm-up, the agents
-    starting at random moments), its writes counted in the second with ``publish_due``. Where
-    the agent's rule is not there yet, the figure is the model: a heartbeat every 5 minutes
-    (node-problem-detector's) plus one write per change."""
+    starting at random moments), its writes counted in the second with the agent's own rule
+    (``publish_due``: on change, plus a heartbeat)."""
     from remedy.conditions import NodeCondition
+    from remedy.liveness import AGENT_HEARTBEAT, publish_due
 
     change = PROBE / timedelta(days=1) * CHANGES_PER_NODE_PER_DAY  # per probe
     old = nodes / PROBE.total_seconds()
-    try:
-        from remedy.liveness import AGENT_HEARTBEAT, publish_due
-    except ImportError:
-        per_s = nodes / 300 + nodes * change / PROBE.total_seconds()
-        rule = "a model, nodes/heartbeat + changes: the agent's rule is not on this branch yet"
-        return WritesRun(nodes, 300, CHANGES_PER_NODE_PER_DAY, old, per_s, rule)
     rng = random.Random(seed)
     t0 = datetime(2026, 11, 30, tzinfo=UTC)
     probes = int(timedelta(hours=2) / PROBE)
