@@ -37,6 +37,7 @@ bench: $(BENCH_STAMP)
 	$(BIN)/python bench/budget_bench.py
 	$(BIN)/python bench/fleet_twin.py
 	$(BIN)/python bench/scale_bench.py
+	$(BIN)/python bench/kube_scale_bench.py
 	$(BIN)/python bench/report.py
 
 # Crash tests with real processes (chaos/): every experiment at full size, four side by side

@@ -1,6 +1,7 @@
 """Write bench/results/report.md and bench/results/fleet.png from the figures the benchmarks
-left in bench/results (twin.json from fleet_twin.py, scale.json from scale_bench.py): each
-target next to what was measured and next to the baselines of the same run.
+left in bench/results (twin.json from fleet_twin.py, scale.json from scale_bench.py,
+kube_scale.json from kube_scale_bench.py): each target next to what was measured and next to
+the baselines of the same run.
 
     .venv/bin/python bench/report.py
 """
@@ -16,6 +17,7 @@ import matplotlib
 matplotlib.use("Agg")  # no screen: write the file
 import matplotlib.pyplot as plt  # noqa: E402
 from fleet_twin import POLICY_HEADERS, TwinReport, policy_rows  # noqa: E402 - bench/ is on sys.path
+from kube_scale_bench import KubeScaleReport, markdown_section  # noqa: E402
 from scale_bench import SHARE_HEADERS, ScaleReport, at_ten_percent, share_rows  # noqa: E402
 
 from chaos.table import keep_section, section_in  # noqa: E402
@@ -240,6 +242,10 @@ def main() -> None:
         lines += twin_section(twin) + [""]
     if scale:
         lines += scale_section(scale) + [""]
+    kube_file = RESULTS / "kube_scale.json"
+    if kube_file.exists():
+        lines += markdown_section(KubeScaleReport.model_validate_json(kube_file.read_text()))
+        lines += [""]
     plot(twin, scale, RESULTS / "fleet.png")
     report = RESULTS / "report.md"
     chaos = section_in(report.read_text()) if report.exists() else []  # `make chaos` writes it

@@ -143,7 +143,8 @@ def controller_scenario(api: k8s.ApiClient) -> None:
     cluster.admission.reject("n2", "failed")
     # healthy after a verified ladder
     cluster.marks.set_conditions("n1", cluster.marks.conditions("n1"))
-    cluster.replacer.replace("n1", "")  # auto, a Karpenter node: list and delete the NodeClaim
+    cluster.replacer.replace("n1", "")  # auto, a Karpenter node: get its NodeClaim, delete it
+    cluster.replacer.replace("n4", "")  # no owner reference: list NodeClaims for its providerID
     kubernetes_cluster(api, replacer="plain").replacer.replace("n1", "")  # plain: delete the Node
     # The job watch and the guards: failed pods with their log, then restart and stop.
     [failure] = jobs.failed_pods()
@@ -175,7 +176,12 @@ def agent_scenario(api: k8s.ApiClient) -> None:
 
 
 def seed(api: ApiServer) -> None:
-    api.objects[NODES, None, "n1"] = node(labels={"karpenter.sh/nodepool": "gpu"})
+    n1, n4 = (node(name, labels={"karpenter.sh/nodepool": "gpu"}) for name in ("n1", "n4"))
+    n1["metadata"]["ownerReferences"] = [  # Karpenter's NodeClaim owns the node it registered
+        {"apiVersion": "karpenter.sh/v1", "kind": "NodeClaim", "name": "claim", "uid": "c1"}
+    ]
+    n4["spec"]["providerID"] = "aws:///us-east-1a/i-4"
+    api.objects[NODES, None, "n1"], api.objects[NODES, None, "n4"] = n1, n4
     api.objects[PODS, "jobs", "train"] = pod("train", gpus=8)  # killed by kill_job
     api.objects[NODES, None, "n2"] = node("n2")
     api.objects[PODS, "jobs", "web"] = pod("web", node_name="n2")  # evicted by the drain
@@ -188,6 +194,12 @@ def seed(api: ApiServer) -> None:
         "kind": "NodeClaim",
         "metadata": {"name": "claim"},
         "status": {"nodeName": "n1"},
+    }
+    api.objects[NODECLAIMS, None, "claim-4"] = {
+        "apiVersion": "karpenter.sh/v1",
+        "kind": "NodeClaim",
+        "metadata": {"name": "claim-4"},
+        "status": {"nodeName": "n4", "providerID": "aws:///us-east-1a/i-4"},
     }
     api.objects[NODES, None, "n3"] = node("n3")
     api.objects[PODS, "ml", "llm-0"] = job_pod("llm-0", "n3")

@@ -189,9 +189,10 @@ async def test_a_failed_pod_of_a_guarded_job_comes_with_its_evidence(
     assert failed_list == {
         "labelSelector": f"{GUARD_LABEL}=true",
         "fieldSelector": "status.phase=Failed",
+        "limit": "500",  # a page at a time
     }
     [job_list] = sent(api, "GET", "/api/v1/namespaces/ml/pods")
-    assert job_list.query == {"labelSelector": f"{GUARD_LABEL}=true"}
+    assert job_list.query == {"labelSelector": f"{GUARD_LABEL}=true", "limit": "500"}
     [log_request] = sent(api, "GET", "/api/v1/namespaces/ml/pods/llm-0/log")
     assert log_request.query == {"container": "trainer", "tailLines": "100"}
     assert [(f.node, f.reason, f.xid) for f in failure.findings] == [("n1", "Xid79", 79)]

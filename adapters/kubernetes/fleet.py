@@ -1,5 +1,6 @@
-"""The fleet as the scan and the disruption budget see it: every node's facts from one list
-call, and a pool's size from its ``remedy.io/pool`` label."""
+"""The fleet as the scan and the disruption budget see it: every node's facts from a paginated
+list of raw JSON (each page reduced to facts before the next is read), and a pool's size from
+its ``remedy.io/pool`` label, counted from the nodes' metadata."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from datetime import timedelta
 
 from adapters.kubernetes.admission import ADMISSION_REJECTED, ADMISSION_TAINT, VALIDATED_LABEL
 from adapters.kubernetes.control import CORDONED_BY
-from adapters.kubernetes.errors import api_errors
+from adapters.kubernetes.listing import count, list_pages
 from adapters.kubernetes.marks import remedy_conditions
 from adapters.kubernetes.nodes import OPT_OUT_LABEL, PREFIX, NodeApi, has_taint
 from adapters.kubernetes.objects import Json, meta
@@ -24,14 +25,10 @@ class KubernetesFleetView:
     def pool_size(self, pool: str) -> int:
         """Nodes labelled ``remedy.io/pool=<pool>``; the pool "default" is the whole cluster."""
         selector = None if pool == "default" else f"{POOL_LABEL}={pool}"
-        with api_errors("list", "nodes"):
-            nodes = self._nodes.core.list_node(label_selector=selector)
-        return len(nodes.items)
+        return count(self._nodes.core.list_node, what="nodes", label_selector=selector)
 
     def nodes(self) -> list[NodeFacts]:
-        with api_errors("list", "nodes"):
-            listed = self._nodes.json(self._nodes.core.list_node())
-        return [self._facts(node) for node in listed.get("items", [])]
+        return [self._facts(node) for node in list_pages(self._nodes.core.list_node, what="nodes")]
 
     def _facts(self, node: Json) -> NodeFacts:
         about = meta(node)

@@ -12,6 +12,7 @@ from kubernetes import client as k8s
 from pydantic import TypeAdapter, ValidationError
 
 from adapters.kubernetes.errors import api_errors
+from adapters.kubernetes.listing import list_pages
 from adapters.kubernetes.marks import remedy_conditions
 from adapters.kubernetes.objects import RECENT_XIDS, Json, as_json, gpu_count, meta, timestamp
 from remedy.attribution.evidence import GuardedFailure, PodRun, RecentXid, tie_xids
@@ -68,20 +69,17 @@ class FailedPods:
         return out
 
     def _guarded_pods(self, namespace: str | None, field_selector: str | None = None) -> list[Json]:
-        selector = f"{GUARD_LABEL}=true"
-        with api_errors("list", "pods"):
-            listed = (
-                self.core.list_namespaced_pod(
-                    namespace, label_selector=selector, field_selector=field_selector
-                )
-                if namespace
-                else self.core.list_pod_for_all_namespaces(
-                    label_selector=selector, field_selector=field_selector
-                )
-            )
+        everywhere = (self.core.list_pod_for_all_namespaces,)
+        call = (self.core.list_namespaced_pod, namespace) if namespace else everywhere
+        listed = list_pages(
+            *call,
+            what="pods",
+            label_selector=f"{GUARD_LABEL}=true",
+            field_selector=field_selector,
+        )
         return [
             p
-            for p in self.json(listed).get("items", [])  # the selector, belt and braces
+            for p in listed  # the selector, belt and braces
             if meta(p).get("labels", {}).get(GUARD_LABEL) == "true"
         ]
 
@@ -166,12 +164,11 @@ class _NodeEvidence:
         return self._xids[name]
 
     def _pods_on(self, name: str) -> list[PodRun]:
-        with api_errors("list", "pods"):
-            listed = self._reader.json(
-                self._reader.core.list_pod_for_all_namespaces(
-                    field_selector=f"spec.nodeName={name}"
-                )
-            )
+        listed = list_pages(
+            self._reader.core.list_pod_for_all_namespaces,
+            what="pods",
+            field_selector=f"spec.nodeName={name}",
+        )
         return [
             PodRun(
                 job=str(job) if (job := _job_of(p)) else None,
@@ -179,7 +176,7 @@ class _NodeEvidence:
                 started_at=timestamp(p.get("status", {}).get("startTime")),
                 ended_at=_termination(p)[2] if _failed(p) or _succeeded(p) else None,
             )
-            for p in listed.get("items", [])
+            for p in listed
             if p.get("spec", {}).get("nodeName") == name
         ]
 

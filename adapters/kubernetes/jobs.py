@@ -27,6 +27,7 @@ from kubernetes import client as k8s
 
 from adapters.kubernetes.errors import api_errors
 from adapters.kubernetes.job_failures import JOB_LABEL, LOG_LINES, REPORTED, FailedPods
+from adapters.kubernetes.listing import list_pages
 from adapters.kubernetes.objects import Json, create_raw, meta, read_raw, record_event
 from remedy.attribution.evidence import GuardedFailure
 from remedy.attribution.guard import JobRef
@@ -107,17 +108,13 @@ class KubernetesJobs:
         """The guarded job's newest incarnation: the Job itself or remedy's latest copy."""
         # Read as sent, never through the models: the copy a restart makes must keep every
         # field, those of a server newer than the client included.
-        with api_errors("list", "jobs"):
-            listed = read_raw(
-                self.batch.list_namespaced_job,
-                job.namespace,
-                label_selector=f"{JOB_LABEL}={job.name}",
-            )
-        found = [
-            j
-            for j in listed.get("items", [])
-            if meta(j).get("labels", {}).get(JOB_LABEL) == job.name
-        ]
+        listed = list_pages(
+            self.batch.list_namespaced_job,
+            job.namespace,
+            what="jobs",
+            label_selector=f"{JOB_LABEL}={job.name}",
+        )
+        found = [j for j in listed if meta(j).get("labels", {}).get(JOB_LABEL) == job.name]
         try:
             with api_errors("get", "jobs"):
                 found.append(read_raw(self.batch.read_namespaced_job, job.name, job.namespace))

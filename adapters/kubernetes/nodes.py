@@ -10,6 +10,7 @@ from datetime import UTC, datetime
 from kubernetes import client as k8s
 
 from adapters.kubernetes.errors import api_errors
+from adapters.kubernetes.listing import list_pages
 from adapters.kubernetes.objects import Json, as_json, meta, record_event
 from remedy.errors import ActionRefused, NodeGone
 
@@ -51,9 +52,11 @@ class NodeApi:
             )
 
     def pods(self, node: str) -> list[Json]:
-        with api_errors("list", "pods"):
-            listed = self.core.list_pod_for_all_namespaces(field_selector=f"spec.nodeName={node}")
-        items: list[Json] = self.json(listed).get("items", [])
+        items = list_pages(
+            self.core.list_pod_for_all_namespaces,
+            what="pods",
+            field_selector=f"spec.nodeName={node}",
+        )
         return [p for p in items if p.get("spec", {}).get("nodeName") == node]  # belt and braces
 
     def sends(self, node: str, would: str) -> bool:

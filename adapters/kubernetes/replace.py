@@ -9,12 +9,13 @@ replace activity and the workflows see only the ``Replacer`` seam."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Protocol, cast
 
 from kubernetes import client as k8s
 
 from adapters.kubernetes.errors import api_errors
+from adapters.kubernetes.listing import PAGE, list_pages
 from adapters.kubernetes.nodes import NodeApi
 from adapters.kubernetes.objects import Json, meta
 from remedy.cluster import Replacer
@@ -22,6 +23,7 @@ from remedy.errors import ActionRefused, NodeGone
 
 KARPENTER_POOL_LABEL = "karpenter.sh/nodepool"
 NODECLAIMS = ("karpenter.sh", "v1", "nodeclaims")
+NODECLAIM_RESOURCE = "nodeclaims.karpenter.sh"
 
 
 class KarpenterReplacer:
@@ -32,23 +34,63 @@ class KarpenterReplacer:
 
     def replace_node(self, node: str, current: Json) -> str:
         nodes = self._nodes
-        with api_errors("list", "nodeclaims.karpenter.sh"):
-            claims = cast(Json, self._custom.list_cluster_custom_object(*NODECLAIMS))
-        owner = next(
-            (c for c in claims.get("items", []) if c.get("status", {}).get("nodeName") == node),
-            None,
-        )
+        name, owner = self._claim_of(node, current)
         if owner is None:
-            raise ActionRefused(f"no Karpenter NodeClaim owns {node}: refusing to guess")
-        name = meta(owner)["name"]
+            return f"NodeClaim {name} is already gone: Karpenter is replacing {node}"
         if meta(owner).get("deletionTimestamp"):
             return f"NodeClaim {name} is already being deleted: Karpenter is replacing {node}"
         if not nodes.sends(node, f"delete NodeClaim {name}"):
             return f"dry run: would delete NodeClaim {name}"
         nodes.event(node, "RemedyReplaced", f"deleted NodeClaim {name}: Karpenter replaces it")
-        with api_errors("delete", "nodeclaims.karpenter.sh"):
-            self._custom.delete_cluster_custom_object(*NODECLAIMS, name)
+        try:
+            with api_errors("delete", NODECLAIM_RESOURCE):
+                self._custom.delete_cluster_custom_object(*NODECLAIMS, name)
+        except NodeGone:  # Karpenter got there between the read and the delete
+            return f"NodeClaim {name} is already gone: Karpenter is replacing {node}"
         return f"deleted Karpenter NodeClaim {name}; Karpenter provisions a replacement"
+
+    def _claim_of(self, node: str, current: Json) -> tuple[str, Json | None]:
+        """The node's NodeClaim (its name, and the object or None if it is gone). Karpenter
+        makes the NodeClaim the node's owner when the node registers: one GET by that name.
+        Without that reference, the claim whose providerID is the node's (one paginated list;
+        by node name only if the node has no providerID)."""
+        owned = [
+            ref["name"]
+            for ref in meta(current).get("ownerReferences", [])
+            if ref.get("kind") == "NodeClaim"
+            and ref.get("apiVersion", "").partition("/")[0] == NODECLAIMS[0]
+        ]
+        if owned:
+            try:
+                with api_errors("get", NODECLAIM_RESOURCE):
+                    return owned[0], cast(
+                        Json, self._custom.get_cluster_custom_object(*NODECLAIMS, owned[0])
+                    )
+            except NodeGone:
+                next(self._claims(limit=1), None)  # refuses if the collection is missing
+                return owned[0], None
+        provider = current.get("spec", {}).get("providerID")
+        key, want = ("providerID", provider) if provider else ("nodeName", node)
+        for claim in self._claims():
+            if claim.get("status", {}).get(key) == want:
+                return meta(claim)["name"], claim
+        raise ActionRefused(f"no Karpenter NodeClaim owns {node}: refusing to guess")
+
+    def _claims(self, limit: int = PAGE) -> Iterator[Json]:
+        """Every NodeClaim, a page at a time. A 404 on the collection is not a gone node: the
+        cluster has no NodeClaims at all."""
+        try:
+            yield from list_pages(
+                self._custom.list_cluster_custom_object,
+                *NODECLAIMS,
+                what=NODECLAIM_RESOURCE,
+                limit=limit,
+            )
+        except NodeGone as exc:
+            raise ActionRefused(
+                "Karpenter's NodeClaim CRD is not installed (karpenter.sh/v1 nodeclaims not "
+                "served): set the replace provider to one this cluster has"
+            ) from exc
 
 
 class DeleteNodeReplacer:

@@ -27,6 +27,7 @@ from workers.cli.options import (
     DEFAULT_RUNBOOKS,
     AddressOption,
     KubeconfigOption,
+    KubeTimeoutOption,
     MetricsOption,
     RunbooksOption,
 )
@@ -35,6 +36,7 @@ from workers.cli.options import (
 def controller(
     address: AddressOption = DEFAULT_ADDRESS,
     kubeconfig: KubeconfigOption = None,
+    kube_timeout: KubeTimeoutOption = None,
     dry_run: Annotated[
         bool, typer.Option(help="Record what each destructive action would do; change nothing.")
     ] = False,
@@ -128,7 +130,7 @@ def controller(
     from concurrent.futures import ThreadPoolExecutor
 
     from adapters.kubernetes.cluster import kubernetes_cluster
-    from adapters.kubernetes.config import api_client
+    from adapters.kubernetes.config import api_client, request_timeout
     from adapters.kubernetes.jobs import KubernetesJobs
     from remedy.attribution.guard import GuardPolicy
     from remedy.budget import BudgetPolicy
@@ -179,7 +181,7 @@ def controller(
         active_check_pool,
         active_check_idle_at_once or max_disruption,  # idle checks: the budget's share
     )
-    api = api_client(kubeconfig)
+    api = api_client(kubeconfig, timeout=request_timeout(kube_timeout))
     try:
         cluster = kubernetes_cluster(
             api,

@@ -29,6 +29,7 @@ from workers.cli.options import (
     AddressOption,
     KernelLogOption,
     KubeconfigOption,
+    KubeTimeoutOption,
     MetricsOption,
     RunbooksOption,
 )
@@ -181,6 +182,7 @@ def agent(
         ),
     ] = False,
     kubeconfig: KubeconfigOption = None,
+    kube_timeout: KubeTimeoutOption = None,
     metrics_bind: MetricsOption = None,
     dcgm_level: Annotated[
         int,
@@ -202,7 +204,7 @@ def agent(
 ) -> None:
     """Run the node agent: host-local activities on this node's queue, and the probe loop."""
     from adapters.kubernetes.cluster import kubernetes_cluster
-    from adapters.kubernetes.config import api_client
+    from adapters.kubernetes.config import api_client, request_timeout
     from workers.agent import AgentConfig, NodeAgent
     from workers.client import connect, metrics_runtime
 
@@ -241,7 +243,8 @@ def agent(
         client = await connect(
             address, runtime=metrics_runtime(metrics_bind, "agent") if metrics_bind else None
         )
-        cluster = kubernetes_cluster(api_client(kubeconfig)).marks if kubernetes else None
+        api = api_client(kubeconfig, timeout=request_timeout(kube_timeout)) if kubernetes else None
+        cluster = kubernetes_cluster(api).marks if api else None
         await NodeAgent(
             client,
             host,

@@ -21,6 +21,14 @@ KubeconfigOption = Annotated[
     str | None,
     typer.Option(help="Kubeconfig file (default: in-cluster config, then ~/.kube/config)."),
 ]
+KubeTimeoutOption = Annotated[
+    float | None,
+    typer.Option(
+        min=0.1,
+        help="Seconds any Kubernetes API call waits for each answer from the server (default "
+        "30; connecting, at most 5): a stuck connection fails and is retried.",
+    ),
+]
 KernelLogOption = Annotated[
     str,
     typer.Option(
