@@ -6,10 +6,11 @@ from __future__ import annotations
 import contextlib
 import functools
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -49,8 +50,31 @@ async def time_env() -> AsyncIterator[WorkflowEnvironment]:
         test_server_existing_path=installed_binary("temporal-test-server"),
     )
     await ensure_search_attributes(env.client)
+    env.sleep = functools.partial(patient_sleep, env, env.sleep)  # type: ignore[method-assign]
     yield env
     await env.shutdown()
+
+
+async def patient_sleep(
+    env: WorkflowEnvironment,
+    sleep: Callable[[timedelta | float], Awaitable[None]],
+    duration: timedelta | float,
+) -> None:
+    """The test server's sleep, again for what is left when its RPC times out: on a loaded
+    machine it can fire hours of timers slower than the call waits (CI saw "Timeout expired")."""
+    span = duration if isinstance(duration, timedelta) else timedelta(seconds=duration)
+    until = await env.get_current_time() + span
+    for _ in range(5):
+        left = until - await env.get_current_time()
+        if left <= timedelta(0):
+            return
+        try:
+            await sleep(left)
+            return
+        except RPCError as err:
+            if "Timeout expired" not in str(err):
+                raise
+    raise TimeoutError(f"the time-skipping server did not reach {until} in 5 sleeps")
 
 
 @pytest.fixture(scope="session")
