@@ -183,11 +183,14 @@ class ApiServer:
         store, res, ns, name = self.store, route.res, route.namespace, route.name
         method, query = request.method, request.query
         strict = query.get("fieldValidation") == "Strict"
+        manager = _manager(request)
         if name is None:
             if method == "GET":
                 return 200, store.select(res, ns, query), []
             if method == "POST":
-                obj, warnings = store.create(res, ns, _body(request), strict=strict)
+                obj, warnings = store.create(
+                    res, ns, _body(request), strict=strict, manager=manager
+                )
                 return 201, obj, warnings
             raise ApiError(405, f"{method} is not supported on a collection here")
         if route.sub == "eviction" and method == "POST" and res.plural == "pods":
@@ -207,7 +210,13 @@ class ApiServer:
         if method == "PUT":
             replacement = _body(request)
             obj, warnings = store.update(
-                res, ns, name, lambda _: replacement, subresource=route.sub, strict=strict
+                res,
+                ns,
+                name,
+                lambda _: replacement,
+                subresource=route.sub,
+                strict=strict,
+                manager=manager,
             )
             return 200, obj, warnings
         if method == "PATCH":
@@ -223,6 +232,7 @@ class ApiServer:
                 _patcher(res, kind, request.data),
                 subresource=route.sub,
                 strict=strict,
+                manager=manager,
             )
             return 200, obj, warnings
         raise ApiError(405, f"{method} is not supported here")
@@ -242,6 +252,14 @@ def _patcher(res: Resource, kind: str, body: Any) -> Any:
         return out
 
     return change
+
+
+def _manager(request: Request) -> str:
+    """The writer managedFields name: ``fieldManager``, else the user agent's first word."""
+    return (
+        request.query.get("fieldManager")
+        or (request.headers.get("user-agent") or "unknown").split("/")[0]
+    )
 
 
 def _body(request: Request) -> Json:

@@ -16,6 +16,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from kubeapi import schema as schemas
+from kubeapi.fields import track
 from kubeapi.resources import Resource
 from kubeapi.selectors import field_selector, label_selector
 from kubeapi.status import ApiError, conflict, invalid, not_found
@@ -99,8 +100,10 @@ class Store:
         *,
         strict: bool = False,
         uid: str | None = None,
+        manager: str | None = None,
     ) -> tuple[Json, list[str]]:
-        """``uid``: a test's seed may fix it (the API server always assigns it)."""
+        """``uid``: a test's seed may fix it (the API server always assigns it); ``manager``:
+        the writer its managedFields record (none for a seed)."""
         obj = copy.deepcopy(obj)
         meta = obj.setdefault("metadata", {})
         if res.namespaced:
@@ -127,6 +130,8 @@ class Store:
             if res.kind == "Job":
                 _job_defaults(obj)
             warnings = self._check(res, obj, None, strict)
+            if manager:
+                track(obj, None, manager, res.group_version)
             return self._store(key, obj), warnings
 
     def update(
@@ -138,6 +143,7 @@ class Store:
         *,
         subresource: str | None = None,
         strict: bool = False,
+        manager: str | None = None,
     ) -> tuple[Json, list[str]]:
         """Apply ``change`` to the stored object: it returns the new object, whose
         ``metadata.resourceVersion`` (if set) must be the stored one (409 otherwise)."""
@@ -168,6 +174,8 @@ class Store:
                 return copy.deepcopy(self.objects[key]), warnings  # a no-op write changes nothing
             if old.get("spec") != new.get("spec"):
                 meta["generation"] = old["metadata"].get("generation", 1) + 1
+            if manager:
+                track(new, old, manager, res.group_version)
             return self._store(key, new), warnings
 
     def remove(self, key: Key) -> None:

@@ -244,3 +244,18 @@ def test_delete_honours_the_uid_precondition(api: ApiServer) -> None:
     stale = k8s.V1DeleteOptions(preconditions=k8s.V1Preconditions(uid="an-older-n1"))
     refused(409, core(api).delete_node, "n1", body=stale)
     assert (NODES, None, "n1") in api.objects
+
+
+def test_managed_fields_name_the_last_writer_of_each_field(api: ApiServer) -> None:
+    api.objects[NODES, None, "n1"] = node()
+    core(api).patch_node("n1", {"spec": {"unschedulable": True}}, field_manager="remedy")
+    core(api).patch_node("n1", {"metadata": {"labels": {"a": "1"}}}, field_manager="remedy")
+    core(api).patch_node("n1", {"spec": {"unschedulable": False}}, field_manager="kubectl-cordon")
+    entries = {
+        e["manager"]: e["fieldsV1"]
+        for e in api.objects[NODES, None, "n1"]["metadata"]["managedFields"]
+    }
+    assert entries == {
+        "remedy": {"f:metadata": {"f:labels": {"f:a": {}}}},  # unschedulable moved on
+        "kubectl-cordon": {"f:spec": {"f:unschedulable": {}}},
+    }

@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from kubernetes import client as k8s
 
 from adapters.kubernetes.control import CORDONED_BY, TAINT
 from kubeapi import ApiServer
@@ -193,25 +194,11 @@ async def test_restore_after_someone_else_cordoned_leaves_their_cordon(
     api.objects[NODES, None, "n1"] = node()
     await call(cluster.control.cordon, "n1", OWNER)
 
-    def uncordon_and_cordon_again(n: dict[str, Any]) -> None:
-        n["metadata"]["managedFields"] = [
-            {
-                "manager": "remedy",
-                "operation": "Update",
-                "apiVersion": "v1",
-                "fieldsType": "FieldsV1",
-                "fieldsV1": {"f:metadata": {"f:annotations": {}}, "f:spec": {"f:taints": {}}},
-            },
-            {
-                "manager": "kubectl-cordon",
-                "operation": "Update",
-                "apiVersion": "v1",
-                "fieldsType": "FieldsV1",
-                "fieldsV1": {"f:spec": {"f:unschedulable": {}}},
-            },
-        ]
-
-    kubectl(api, uncordon_and_cordon_again)
+    # As `kubectl uncordon` and `kubectl cordon` send them (their field manager included):
+    # the API server's managedFields now name kubectl-cordon as the writer of unschedulable.
+    core = k8s.CoreV1Api(api.client())
+    for cordoned in (False, True):
+        core.patch_node("n1", {"spec": {"unschedulable": cordoned}}, field_manager="kubectl-cordon")
 
     assert await call(cluster.control.restore, "n1") is False
 
