@@ -39,7 +39,7 @@ class Proc:
         # The workflow sandbox imports the workflow modules for every new run: from source each
         # time without bytecode.
         env.pop("PYTHONDONTWRITEBYTECODE", None)
-        with self.log.open("ab") as out:
+        with self.log.open("ab") as out, _uninterrupted():
             self._popen = subprocess.Popen(
                 self.argv,
                 stdout=out,
@@ -133,16 +133,44 @@ class Processes:
         self.stop_all()
 
 
+class _Deferral:
+    depth = 0
+    pending: int | None = None
+
+
+_DEFER = _Deferral()
+
+
 @contextmanager
-def sigterm_as_interrupt() -> Iterator[None]:
-    """SIGTERM (kill, a CI runner giving up) ends the harness as Ctrl-C does: by an exception,
-    so every ``finally`` runs and every process it started is stopped."""
-
-    def interrupt(signum: int, frame: FrameType | None) -> None:
-        raise KeyboardInterrupt(f"signal {signum}")
-
-    previous = signal.signal(signal.SIGTERM, interrupt)
+def _uninterrupted() -> Iterator[None]:
+    """A process being started is not interrupted halfway: a stop signal inside Popen would leave
+    the child running with its pid never kept (CI saw one left over). The signal waits until
+    the pid is kept, then interrupts as usual."""
+    _DEFER.depth += 1
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        _DEFER.depth -= 1
+    if _DEFER.depth == 0 and _DEFER.pending is not None:
+        signum, _DEFER.pending = _DEFER.pending, None
+        raise KeyboardInterrupt(f"signal {signum}")
+
+
+@contextmanager
+def sigterm_as_interrupt() -> Iterator[None]:
+    """SIGTERM (kill, a CI runner giving up) ends the harness as Ctrl-C does: by an exception,
+    so every ``finally`` runs and every process it started is stopped — after a start under way
+    has kept its pid."""
+
+    def interrupt(signum: int, frame: FrameType | None) -> None:
+        if _DEFER.depth:
+            _DEFER.pending = signum
+            return
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    previous = {sig: signal.signal(sig, interrupt) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
