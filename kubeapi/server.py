@@ -88,6 +88,7 @@ class ApiServer:
         self.store = Store(extra_fields=extra_fields or {})
         self.requests: list[Request] = []
         self.warnings: list[str] = []
+        self.crashes: list[str] = []  # requests the emulator itself failed on (answered 500)
         self.logs: dict[tuple[str, str], str] = {}  # (namespace, pod) -> its log
         self._failures: list[_Failure] = []
         self._hooks: list[_Hook] = []
@@ -156,8 +157,12 @@ class ApiServer:
             route = _route(request.path)
             status, body, warnings = self._serve(request, route)
         except ApiError as error:
-            headers = {"Retry-After": str(error.retry_after_s)} if error.retry_after_s else {}
-            return error.code, error.status(), headers
+            return _answer(error)
+        except ValueError as bad:  # a query parameter that is not a number, say
+            return _answer(ApiError(400, f"bad request: {bad}"))
+        except Exception as bug:  # noqa: BLE001 - answer, never leave the client hanging
+            self.crashes.append(f"{request.method} {request.path}: {bug!r}")
+            return _answer(ApiError(500, f"the emulator failed: {bug!r}"))
         self.warnings += warnings
         return status, body, {"Warning": f'299 - "{warnings[0]}"'} if warnings else {}
 
@@ -168,15 +173,13 @@ class ApiServer:
                     if failure.times <= 0:
                         continue
                     failure.times -= 1
-                error = ApiError(
-                    failure.status,
-                    failure.message or f"scripted {failure.status}",
-                    retry_after_s=failure.retry_after_s,
+                return _answer(
+                    ApiError(
+                        failure.status,
+                        failure.message or f"scripted {failure.status}",
+                        retry_after_s=failure.retry_after_s,
+                    )
                 )
-                headers = (
-                    {"Retry-After": str(failure.retry_after_s)} if failure.retry_after_s else {}
-                )
-                return failure.status, error.status(), headers
         return None
 
     def _serve(self, request: Request, route: Route) -> tuple[int, Any, list[str]]:
@@ -236,6 +239,11 @@ class ApiServer:
             )
             return 200, obj, warnings
         raise ApiError(405, f"{method} is not supported here")
+
+
+def _answer(error: ApiError) -> tuple[int, Any, dict[str, str]]:
+    headers = {"Retry-After": str(error.retry_after_s)} if error.retry_after_s else {}
+    return error.code, error.status(), headers
 
 
 def _patcher(res: Resource, kind: str, body: Any) -> Any:

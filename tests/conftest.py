@@ -199,6 +199,7 @@ def api() -> Iterator[ApiServer]:
     the API server's schema does not know fails the test: a real server would drop it."""
     with ApiServer() as server:
         yield server
+        assert server.crashes == [], f"the API emulator failed: {server.crashes}"
         assert server.warnings == [], (
             f"remedy sent fields Kubernetes does not know: {server.warnings}"
         )

@@ -8,8 +8,6 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
-from kubernetes import client as k8s
-
 from adapters.kubernetes.cluster import kubernetes_cluster
 from kubeapi import ApiServer, Request
 from remedy.cluster import Cluster, CordonOwner
@@ -27,10 +25,8 @@ DAEMONSETS = "apps/v1/daemonsets"
 
 def kube(api: ApiServer, **options: Any) -> Cluster:
     """The Kubernetes seams on the emulator, quick to retry and give up; ``options`` override."""
-    config = k8s.Configuration()
-    config.host = api.url
     quick: dict[str, Any] = {"clock": lambda: NOW, "eviction_retry_s": 0.01, "drain_timeout_s": 2.0}
-    return kubernetes_cluster(k8s.ApiClient(config), **(quick | options))
+    return kubernetes_cluster(api.client(), **(quick | options))
 
 
 def node(

@@ -259,3 +259,8 @@ def test_managed_fields_name_the_last_writer_of_each_field(api: ApiServer) -> No
         "remedy": {"f:metadata": {"f:labels": {"f:a": {}}}},  # unschedulable moved on
         "kubectl-cordon": {"f:spec": {"f:unschedulable": {}}},
     }
+
+
+def test_a_bad_query_is_a_400_not_a_hung_client(api: ApiServer) -> None:
+    answer = urllib3.request("GET", f"{api.url}/api/v1/nodes?limit=many", timeout=10)
+    assert answer.status == 400 and "bad request" in answer.json()["message"]
