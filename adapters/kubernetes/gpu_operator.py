@@ -15,7 +15,6 @@ import json
 import time
 
 from adapters.kubernetes.edits import as_read, patch
-from adapters.kubernetes.errors import api_errors
 from adapters.kubernetes.nodes import PREFIX, NodeApi, daemonset
 from adapters.kubernetes.objects import Json, meta
 from remedy.errors import TransientError
@@ -87,18 +86,11 @@ class GpuOperatorHandoff:
         namespace the operator runs)."""
         if not apps:
             return []
-        with api_errors("list", "pods"):
-            listed = self._nodes.core.list_pod_for_all_namespaces(
-                field_selector=f"spec.nodeName={node}",
-                label_selector=f"app in ({','.join(sorted(apps))})",
-            )
-        items: list[Json] = self._nodes.json(listed).get("items", [])
+        selector = f"app in ({','.join(sorted(apps))})"
         return [
             p
-            for p in items
-            if daemonset(p)
-            and p.get("spec", {}).get("nodeName") == node
-            and (meta(p).get("labels") or {}).get("app") in apps
+            for p in self._nodes.pods(node, label_selector=selector)
+            if daemonset(p) and (meta(p).get("labels") or {}).get("app") in apps
         ]
 
     def return_gpus(self, node: str) -> None:

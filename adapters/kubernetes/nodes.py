@@ -51,11 +51,13 @@ class NodeApi:
                 f"node {meta(node).get('name')} opted out of remedy ({OPT_OUT_LABEL}=false)"
             )
 
-    def pods(self, node: str) -> list[Json]:
+    def pods(self, node: str, label_selector: str | None = None) -> list[Json]:
+        """The pods on the node (those ``label_selector`` selects, if given)."""
         items = list_pages(
             self.core.list_pod_for_all_namespaces,
             what="pods",
             field_selector=f"spec.nodeName={node}",
+            label_selector=label_selector,
         )
         return [p for p in items if p.get("spec", {}).get("nodeName") == node]  # belt and braces
 
