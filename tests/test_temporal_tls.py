@@ -129,8 +129,8 @@ async def test_remedy_connects_with_the_client_certificate_from_options_env_and_
 ) -> None:
     queue = f"tls-{node}"
     tls = ["--tls-ca-path", str(pki.ca), "--tls-cert-path", str(pki.cert)]
-    by_options = await cli(*tls, "--tls-key-path", str(pki.key), *trigger(node, queue),
-                           "--address", proxy)  # fmt: skip
+    tls += ["--tls-key-path", str(pki.key)]
+    by_options = await cli(*tls, *trigger(node, queue), "--address", proxy)
     assert by_options[0] == 0, by_options
     assert remediation_workflow_id(node) in by_options[1]
 
@@ -154,8 +154,8 @@ async def test_remedy_connects_with_the_client_certificate_from_options_env_and_
         f'[profile.secure.tls]\nserver_ca_cert_path = "{pki.ca}"\n'
         f'client_cert_path = "{pki.cert}"\nclient_key_path = "{pki.key}"\n'
     )
-    by_profile = await cli("--config-file", str(profile), "--profile", "secure",
-                           *trigger(node, queue))  # fmt: skip
+    in_profile = ["--config-file", str(profile), "--profile", "secure"]
+    by_profile = await cli(*in_profile, *trigger(node, queue))
     assert by_profile[0] == 0, by_profile
 
     # Each call is on the record as remedy's command line, with the certificate's name.
@@ -179,8 +179,8 @@ async def test_without_a_client_certificate_remedy_refuses_in_one_line(
 async def test_a_certificate_from_another_authority_is_refused_by_name(
     proxy: str, pki: Pki
 ) -> None:
-    tls = ["--tls-ca-path", str(pki.ca), "--tls-cert-path", str(pki.stranger_cert),
-           "--tls-key-path", str(pki.stranger_key)]  # fmt: skip
+    tls = ["--tls-ca-path", str(pki.ca), "--tls-cert-path", str(pki.stranger_cert)]
+    tls += ["--tls-key-path", str(pki.stranger_key)]
     code, _, err = await cli(*tls, "show", "any", "--address", proxy)
     assert err.splitlines() == [
         f"error: TLS with Temporal at {proxy}: the server closed the connection after the "
@@ -205,17 +205,30 @@ async def test_a_server_certificate_from_an_untrusted_authority_is_named(
 @pytest.mark.parametrize(
     ("cert", "key", "problem"),
     [
-        ("missing.pem", "client.key", "cannot read the client certificate {dir}/missing.pem: "
-         "No such file or directory"),
-        ("garbage.pem", "client.key", "the client certificate {dir}/garbage.pem is not a PEM "
-         "certificate"),
-        ("client.pem", "garbage.pem", "the client key {dir}/garbage.pem is not an unencrypted "
-         "PEM private key"),
-        ("client.pem", "stranger.key", "the client key {dir}/stranger.key is not the key of the "
-         "client certificate {dir}/client.pem"),
+        (
+            "missing.pem",
+            "client.key",
+            "cannot read the client certificate {dir}/missing.pem: No such file or directory",
+        ),
+        (
+            "garbage.pem",
+            "client.key",
+            "the client certificate {dir}/garbage.pem is not a PEM certificate",
+        ),
+        (
+            "client.pem",
+            "garbage.pem",
+            "the client key {dir}/garbage.pem is not an unencrypted PEM private key",
+        ),
+        (
+            "client.pem",
+            "stranger.key",
+            "the client key {dir}/stranger.key is not the key of the "
+            "client certificate {dir}/client.pem",
+        ),
         ("client.pem", None, "a client certificate needs its key: no client key"),
     ],
-)  # fmt: skip
+)
 async def test_a_bad_certificate_file_is_named_before_connecting(
     pki: Pki, cert: str, key: str | None, problem: str
 ) -> None:

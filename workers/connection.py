@@ -161,7 +161,7 @@ def _profile(options: ConnectOptions, env: Mapping[str, str]) -> ClientConfigPro
             options.profile, config_source=config_file, override_env_vars=dict(env)
         )
     except RuntimeError as exc:  # the core's ConfigError: a TOML error, an unknown profile
-        where = str(config_file) if config_file else "profile file"
+        where = str(config_file) if config_file else "(the default profile file)"
         message = str(exc).removeprefix("Configuration loading error: ")
         raise TemporalConfigError(where, " ".join(message.split())) from exc
 
