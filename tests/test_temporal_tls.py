@@ -226,7 +226,11 @@ async def test_a_server_certificate_from_an_untrusted_authority_is_named(
             "the client key {dir}/stranger.key is not the key of the "
             "client certificate {dir}/client.pem",
         ),
-        ("client.pem", None, "a client certificate needs its key: no client key"),
+        (
+            "client.pem",
+            None,
+            "a client certificate and its key go together: no client key was given",
+        ),
     ],
 )
 async def test_a_bad_certificate_file_is_named_before_connecting(

@@ -115,7 +115,7 @@ def identity(role: str, client_cn: str | None = None) -> str:
     return f"{who} [CN={client_cn}]" if client_cn else who
 
 
-def plain(address: str, namespace: str = DEFAULT_NAMESPACE, role: str = "remedy") -> Connection:
+def plain(address: str, namespace: str = DEFAULT_NAMESPACE, role: str = "local") -> Connection:
     """A connection with no configuration read: a server remedy started itself (the demo's dev
     server, the crash tests', the benchmarks')."""
     return Connection(address=address, namespace=namespace, identity=identity(role))
@@ -167,19 +167,20 @@ def _profile(options: ConnectOptions, env: Mapping[str, str]) -> ClientConfigPro
 
 
 def _tls_overrides(tls: ClientConfigTLS | None, options: ConnectOptions) -> ClientConfigTLS | None:
-    """The profile's TLS with the command line's over it; None when nothing asks for TLS."""
-    given = {
-        "server_root_ca_cert": options.tls_ca_path,
-        "client_cert": options.tls_cert_path,
-        "client_private_key": options.tls_key_path,
-        "server_name": options.tls_server_name,
-    }
-    changes: dict[str, object] = {k: v for k, v in given.items() if v is not None}
-    if options.tls is not None:
-        changes["disabled"] = not options.tls
-    if not changes:
+    """The profile's TLS with the command line's over it, field by field; None when nothing
+    asks for TLS."""
+    given = (options.tls_ca_path, options.tls_cert_path, options.tls_key_path)
+    if options.tls is None and options.tls_server_name is None and given == (None, None, None):
         return tls
-    return replace(tls or ClientConfigTLS(), **changes)  # type: ignore[arg-type]
+    base = tls or ClientConfigTLS()
+    return replace(
+        base,
+        disabled=base.disabled if options.tls is None else not options.tls,
+        server_name=options.tls_server_name or base.server_name,
+        server_root_ca_cert=options.tls_ca_path or base.server_root_ca_cert,
+        client_cert=options.tls_cert_path or base.client_cert,
+        client_private_key=options.tls_key_path or base.client_private_key,
+    )
 
 
 def _tls_config(tls: ClientConfigTLS, address: str) -> tuple[TLSConfig, str | None]:
@@ -193,7 +194,9 @@ def _tls_config(tls: ClientConfigTLS, address: str) -> tuple[TLSConfig, str | No
     client_cn = None
     if (cert is None) != (key is None):
         missing = "client key" if key is None else "client certificate"
-        raise TemporalCertificateError(address, f"a client certificate needs its key: no {missing}")
+        raise TemporalCertificateError(
+            address, f"a client certificate and its key go together: no {missing} was given"
+        )
     if cert is not None and key is not None:
         client_cn = _check_pair(cert, key, tls, address)
     config = TLSConfig(
