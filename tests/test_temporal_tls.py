@@ -246,3 +246,32 @@ async def test_a_bad_certificate_file_is_named_before_connecting(
         f"error: TLS with Temporal at 127.0.0.1:1: {problem.format(dir=folder)}"
     ]
     assert code == 2
+
+
+async def test_the_long_lived_processes_take_the_manifests_variables(
+    pki: Pki, tmp_path: Path
+) -> None:
+    """The controller and the agent read TEMPORAL_ADDRESS and TEMPORAL_TLS_* (deploy/ sets
+    them from a Secret): a certificate path that is not there is named, with that address."""
+    kubeconfig = tmp_path / "kubeconfig"  # loaded, never reached: Temporal comes first
+    kubeconfig.write_text(
+        "apiVersion: v1\nkind: Config\ncurrent-context: c\n"
+        "clusters: [{name: c, cluster: {server: 'http://127.0.0.1:1'}}]\n"
+        "users: [{name: u, user: {token: t}}]\n"
+        "contexts: [{name: c, context: {cluster: c, user: u}}]\n"
+    )
+    env = {
+        "TEMPORAL_ADDRESS": "temporal.example:7233",
+        "TEMPORAL_TLS_CLIENT_CERT_PATH": str(tmp_path / "gone.pem"),
+        "TEMPORAL_TLS_CLIENT_KEY_PATH": str(pki.key),
+    }
+    runs = await asyncio.gather(
+        run("agent", "--node", "gpu-node-1", env=env),
+        run("controller", "--kubeconfig", str(kubeconfig), env=env),
+    )
+    for code, _, err in runs:
+        assert err.splitlines() == [
+            "error: TLS with Temporal at temporal.example:7233: cannot read the client "
+            f"certificate {tmp_path / 'gone.pem'}: No such file or directory"
+        ]
+        assert code == 2
