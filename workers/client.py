@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from datetime import timedelta
 
 from temporalio.api.enums.v1 import IndexedValueType
@@ -20,38 +19,42 @@ from contract import search_attributes
 from contract.names import CONTROLLER_TASK_QUEUE
 from remedy.models import NodeRef
 from remedy.remediation import FindingReport, RemediationResult
+from workers.connection import Connection, ConnectOptions, failure, plain, resolve
+from workers.connection import TemporalUnreachable as TemporalUnreachable  # the old home
 from workflows.node_remediation import NodeRemediation
-
-
-class TemporalUnreachable(RuntimeError):
-    """No Temporal server answered at the address (refused, unknown host, a malformed address,
-    something else listening). A RuntimeError, as the SDK's own connect failure is."""
-
-    def __init__(self, address: str, reason: str) -> None:
-        super().__init__(f"cannot reach Temporal at {address}: {reason}")
-        self.address = address
 
 
 async def connect(
     address: str, namespace: str = "default", runtime: Runtime | None = None
 ) -> Client:
+    """Connect to a server remedy started itself (the demo's, the crash tests', a benchmark's):
+    the address as given, no configuration read."""
+    return await connect_to(plain(address, namespace), runtime)
+
+
+async def connect_with(
+    options: ConnectOptions, role: str, runtime: Runtime | None = None
+) -> Client:
+    """Connect as the `temporal` CLI does (profile file, TEMPORAL_* variables, ``options``
+    over them; see workers/connection.py), as ``remedy-ROLE:USER@HOST``."""
+    return await connect_to(resolve(options, role), runtime)
+
+
+async def connect_to(connection: Connection, runtime: Runtime | None = None) -> Client:
+    """Every failure is a TemporalConnectError naming what failed (address, TLS, credentials)."""
     try:
         return await Client.connect(
-            address, namespace=namespace, runtime=runtime, data_converter=pydantic_data_converter
+            connection.address,
+            namespace=connection.namespace,
+            api_key=connection.api_key,
+            tls=connection.tls,
+            rpc_metadata=connection.rpc_metadata,
+            identity=connection.identity,
+            runtime=runtime,
+            data_converter=pydantic_data_converter,
         )
     except (RuntimeError, ValueError, RPCError) as exc:  # the SDK's core: RuntimeError
-        raise TemporalUnreachable(address, _reason(exc)) from exc
-
-
-_DETAIL = re.compile(r'(?:message|error): "([^"]+)"')
-
-
-def _reason(exc: Exception) -> str:
-    """The words that matter in the core's error ("Connection refused", "failed to lookup
-    address information: ..."), on one line."""
-    text = " ".join(str(exc).split()).removeprefix("Failed client connect: ")
-    details = _DETAIL.findall(text)
-    return details[-1] if details else text or type(exc).__name__
+        raise failure(exc, connection) from exc
 
 
 def metrics_runtime(bind: str, role: str) -> Runtime:

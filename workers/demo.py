@@ -36,7 +36,8 @@ from remedy.fleet import ScanInput
 from remedy.models import NodeRef
 from remedy.remediation import FindingReport
 from remedy.runbook import RunbookSet, load_runbooks
-from workers.client import connect, ensure_search_attributes, metrics_runtime, report_finding
+from workers.client import connect_with, ensure_search_attributes, metrics_runtime, report_finding
+from workers.connection import ConnectOptions
 from workers.controller import controller_worker, node_agent_worker
 from workers.dev_server import dev_server
 from workers.job_status import HEADERS as JOB_HEADERS
@@ -169,7 +170,7 @@ def _stop_on_sigterm() -> None:
 
 
 async def run_demo_on(
-    address: str,
+    server: ConnectOptions,
     config: DemoConfig,
     echo: Callable[[str], None] = print,
     metrics_bind: str | None = None,
@@ -177,11 +178,11 @@ async def run_demo_on(
     """The demo against a Temporal server that is already running (e.g. docker compose)."""
     runbooks = _load(config)
     _stop_on_sigterm()
-    client = await connect(
-        address, runtime=metrics_runtime(metrics_bind, "demo") if metrics_bind else None
+    client = await connect_with(
+        server, "demo", runtime=metrics_runtime(metrics_bind, "demo") if metrics_bind else None
     )
     await ensure_search_attributes(client)
-    echo(f"Temporal server  {address}")
+    echo(f"Temporal server  {client.service_client.config.target_host}")
     return await run_demo(client, config, runbooks, echo)
 
 

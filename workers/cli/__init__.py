@@ -3,7 +3,8 @@
 The commands live by group: runbooks.py (`remedy runbooks ...`), xid.py (`remedy xid ...`),
 node.py (probe, agent), doctor.py (doctor), controller.py (controller, demo), fleet.py (status,
 show) and operate.py (approve, abort, trigger, resume-pool, release-hold, resume-job); options.py
-declares the options they share and common.py the helpers."""
+declares the options they share, common.py the helpers and connection.py the Temporal
+connection options `remedy` takes before any command."""
 
 from __future__ import annotations
 
@@ -12,11 +13,12 @@ import sys
 
 import typer
 
-from workers.cli import controller, doctor, fleet, node, operate, runbooks, xid
+from workers.cli import connection, controller, doctor, fleet, node, operate, runbooks, xid
 
 app = typer.Typer(
     help="remedy keeps GPU fleets healthy.", no_args_is_help=True, pretty_exceptions_enable=False
 )
+app.callback()(connection.temporal_options)
 # Registered here, in the order `remedy --help` lists them.
 app.command()(node.probe)
 app.command()(node.agent)

@@ -51,15 +51,23 @@ def attributor_or_exit(rules: Path | None) -> Attributor:
 
 def on_temporal(main: Coroutine[Any, Any, T]) -> T:
     """Run what a command does against Temporal. Every command that connects goes through here
-    (or serve): a server it cannot reach is one line, ``error: cannot reach Temporal at
-    ADDRESS: reason``, and exit 2; what the command itself catches (RPCError: "not found") it
-    still says in its own words."""
-    from workers.client import TemporalUnreachable
+    (or serve): a connection that fails is one line naming what failed, e.g. ``error: cannot
+    reach Temporal at ADDRESS: reason`` or ``error: TLS with Temporal at ADDRESS: reason``, and
+    exit 2, as is a call the server refuses for the credentials; what the command itself
+    catches (RPCError: "not found") it still says in its own words."""
+    from temporalio.service import RPCError, RPCStatusCode
+
+    from workers.connection import TemporalConnectError
 
     try:
         return asyncio.run(main)
-    except TemporalUnreachable as exc:
+    except TemporalConnectError as exc:
         typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+    except RPCError as exc:  # credentials the server refused on a later call, not "not found"
+        if exc.status not in (RPCStatusCode.UNAUTHENTICATED, RPCStatusCode.PERMISSION_DENIED):
+            raise
+        typer.echo(f"error: Temporal refused the credentials: {exc.message}", err=True)
         raise typer.Exit(2) from None
 
 

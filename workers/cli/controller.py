@@ -22,8 +22,8 @@ from remedy.runbook import RunbookError
 from workers.cli import active_checks as checks
 from workers.cli import drain
 from workers.cli.common import attributor_or_exit, on_temporal, runbooks_or_exit, serve
+from workers.cli.connection import temporal
 from workers.cli.options import (
-    DEFAULT_ADDRESS,
     DEFAULT_RUNBOOKS,
     AddressOption,
     KubeconfigOption,
@@ -34,7 +34,7 @@ from workers.cli.options import (
 
 
 def controller(
-    address: AddressOption = DEFAULT_ADDRESS,
+    address: AddressOption = None,
     kubeconfig: KubeconfigOption = None,
     kube_timeout: KubeTimeoutOption = None,
     dry_run: Annotated[
@@ -136,7 +136,7 @@ def controller(
     from remedy.budget import BudgetPolicy
     from remedy.fleet import ScanInput
     from remedy.hardware import BlocklistPolicy
-    from workers.client import connect, ensure_search_attributes, metrics_runtime
+    from workers.client import connect_with, ensure_search_attributes, metrics_runtime
     from workers.controller import controller_worker
     from workers.schedules import ensure_fleet_scan, ensure_pool_checks
 
@@ -202,8 +202,10 @@ def controller(
     )
 
     async def main() -> None:
-        client = await connect(
-            address, runtime=metrics_runtime(metrics_bind, "controller") if metrics_bind else None
+        client = await connect_with(
+            temporal(address),
+            "controller",
+            runtime=metrics_runtime(metrics_bind, "controller") if metrics_bind else None,
         )
         await ensure_search_attributes(client)
         if scan_every > 0:
@@ -245,7 +247,8 @@ def demo(
     address: Annotated[
         str | None,
         typer.Option(
-            help="Use this Temporal server (host:port) instead of starting the dev server."
+            help="Use this Temporal server (host:port) instead of starting the dev server; "
+            "the rest of the connection as for any command (`remedy --help`)."
         ),
     ] = None,
     metrics_bind: Annotated[
@@ -277,7 +280,7 @@ def demo(
     )
     try:
         if address:
-            on_temporal(run_demo_on(address, config, metrics_bind=metrics_bind))
+            on_temporal(run_demo_on(temporal(address), config, metrics_bind=metrics_bind))
         else:
             asyncio.run(run_embedded_demo(config, port=port, ui_port=ui_port, db=db))
     except PortInUse as exc:

@@ -10,14 +10,15 @@ from temporalio.service import RPCError
 
 from contract.names import FLEET_SCAN_SCHEDULE
 from workers.cli.common import on_temporal
-from workers.cli.options import DEFAULT_ADDRESS, AddressOption, JsonOption
+from workers.cli.connection import temporal
+from workers.cli.options import AddressOption, JsonOption
 
 if TYPE_CHECKING:
     from workers.status import FleetStatus
 
 
 def status(
-    address: AddressOption = DEFAULT_ADDRESS,
+    address: AddressOption = None,
     as_json: JsonOption = False,
     pool: Annotated[str | None, typer.Option(help="Only this pool.")] = None,
     state: Annotated[
@@ -46,7 +47,7 @@ def status(
     every node in remediation, in admission or left for a human — state, fault, runbook, rung,
     since when, waiting for approval or not. Exit 0: shown; 3: a pool's storm breaker is
     tripped; 2: nothing to show (no scan and no such node)."""
-    from workers.client import connect
+    from workers.client import connect_with
     from workers.status import NodeFilter, NoScanYet, fleet_status, show_status
 
     if jobs:
@@ -54,7 +55,7 @@ def status(
     only = NodeFilter(pool=pool, state=state, awaiting_approval=waiting)
 
     async def read() -> FleetStatus:
-        return await fleet_status(await connect(address), schedule, only)
+        return await fleet_status(await connect_with(temporal(address), "cli"), schedule, only)
 
     try:
         shown = on_temporal(read())
@@ -68,16 +69,16 @@ def status(
     raise typer.Exit(3 if shown.breaker_tripped else 0)
 
 
-def _job_status(address: str, as_json: bool) -> None:
+def _job_status(address: str | None, as_json: bool) -> None:
     """Exit 0: shown; 3: a guard holds a job for a human; 2: no guarded job."""
     import json
 
-    from workers.client import connect
+    from workers.client import connect_with
     from workers.job_status import HEADERS, JobRow, held, job_rows, table_rows
     from workers.tables import show as show_table
 
     async def read() -> list[JobRow]:
-        return await job_rows(await connect(address))
+        return await job_rows(await connect_with(temporal(address), "cli"))
 
     try:
         rows = on_temporal(read())
@@ -99,16 +100,16 @@ def _job_status(address: str, as_json: bool) -> None:
 
 def show(
     node: Annotated[str, typer.Argument(help="The node.")],
-    address: AddressOption = DEFAULT_ADDRESS,
+    address: AddressOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """The node's ladder so far as a timeline: rung, time, action, result, duration, evidence.
     Exit 2 when the node never had a remediation."""
-    from workers.client import connect
+    from workers.client import connect_with
     from workers.show import NodeLadder, node_ladder, timeline
 
     async def read() -> NodeLadder:
-        return await node_ladder(await connect(address), node)
+        return await node_ladder(await connect_with(temporal(address), "cli"), node)
 
     try:
         ladder = on_temporal(read())

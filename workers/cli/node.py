@@ -23,8 +23,8 @@ from remedy.probe.throughput import REFERENCE_FILE, load_references
 from remedy.probe.xid_dedup import XidDedup
 from remedy.xid.kernel_log import KernelLogSource
 from workers.cli.common import runbooks_or_exit, serve
+from workers.cli.connection import temporal
 from workers.cli.options import (
-    DEFAULT_ADDRESS,
     DEFAULT_RUNBOOKS,
     AddressOption,
     KernelLogOption,
@@ -139,7 +139,7 @@ def command_line(text: str) -> tuple[str, ...]:
 
 def agent(
     node: Annotated[str, typer.Option(help="This node's name (the Kubernetes node).")],
-    address: AddressOption = DEFAULT_ADDRESS,
+    address: AddressOption = None,
     pool: Annotated[str, typer.Option(help="Node pool.")] = "default",
     runbooks: RunbooksOption = DEFAULT_RUNBOOKS,
     interval: Annotated[float, typer.Option(help="Seconds between probes.")] = 30.0,
@@ -206,7 +206,7 @@ def agent(
     from adapters.kubernetes.cluster import kubernetes_cluster
     from adapters.kubernetes.config import api_client, request_timeout
     from workers.agent import AgentConfig, NodeAgent
-    from workers.client import connect, metrics_runtime
+    from workers.client import connect_with, metrics_runtime
 
     loaded = runbooks_or_exit(runbooks)
     try:
@@ -240,8 +240,10 @@ def agent(
     )
 
     async def main() -> None:
-        client = await connect(
-            address, runtime=metrics_runtime(metrics_bind, "agent") if metrics_bind else None
+        client = await connect_with(
+            temporal(address),
+            "agent",
+            runtime=metrics_runtime(metrics_bind, "agent") if metrics_bind else None,
         )
         api = api_client(kubeconfig, timeout=request_timeout(kube_timeout)) if kubernetes else None
         cluster = kubernetes_cluster(api).marks if api else None

@@ -20,8 +20,8 @@ from contract.messages import (
 from contract.names import CONTROLLER_TASK_QUEUE
 from remedy.models import NodeRef
 from workers.cli.common import on_temporal, runbook_or_exit
+from workers.cli.connection import temporal
 from workers.cli.options import (
-    DEFAULT_ADDRESS,
     DEFAULT_RUNBOOKS,
     USER,
     AddressOption,
@@ -32,12 +32,14 @@ from workers.cli.options import (
 P = TypeVar("P")
 
 
-def _signal(address: str, workflow_id: str, signal: SignalDef[P], arg: P, missing: str) -> None:
+def _signal(
+    address: str | None, workflow_id: str, signal: SignalDef[P], arg: P, missing: str
+) -> None:
     """Signal a running workflow; exit 2 with ``missing`` when there is none."""
-    from workers.client import connect
+    from workers.client import connect_with
 
     async def send() -> None:
-        client = await connect(address)
+        client = await connect_with(temporal(address), "cli")
         await signal.send(client.get_workflow_handle(workflow_id), arg)
 
     try:
@@ -47,7 +49,7 @@ def _signal(address: str, workflow_id: str, signal: SignalDef[P], arg: P, missin
         raise typer.Exit(2) from None
 
 
-def _signal_node(address: str, node: str, signal: SignalDef[P], arg: P) -> None:
+def _signal_node(address: str | None, node: str, signal: SignalDef[P], arg: P) -> None:
     """Signal the node's running remediation; exit 2 when it has none."""
     from contract.names import remediation_workflow_id
 
@@ -56,7 +58,7 @@ def _signal_node(address: str, node: str, signal: SignalDef[P], arg: P) -> None:
 
 def approve(
     node: Annotated[str, typer.Argument(help="The node whose ladder waits for approval.")],
-    address: AddressOption = DEFAULT_ADDRESS,
+    address: AddressOption = None,
     rung: Annotated[
         int | None,
         typer.Option(help="Approve this rung ahead of time (default: the rung waiting now)."),
@@ -74,7 +76,7 @@ def approve(
 def abort(
     node: Annotated[str, typer.Argument(help="The node whose ladder to stop.")],
     reason: Annotated[str, typer.Option(help="Why (recorded; required).")],
-    address: AddressOption = DEFAULT_ADDRESS,
+    address: AddressOption = None,
     restore: Annotated[
         bool, typer.Option(help="Also undo remedy's cordon (default: leave the node as it is).")
     ] = False,
@@ -92,7 +94,7 @@ def trigger(
     runbook: Annotated[str, typer.Option(help="The runbook to climb, by name.")],
     reason: Annotated[str, typer.Option(help="Why (the finding's evidence).")] = "by hand",
     pool: Annotated[str, typer.Option(help="The node's pool (its disruption budget).")] = "default",
-    address: AddressOption = DEFAULT_ADDRESS,
+    address: AddressOption = None,
     runbooks: RunbooksOption = DEFAULT_RUNBOOKS,
     task_queue: Annotated[
         str, typer.Option(help="The controller's task queue.")
@@ -107,7 +109,7 @@ def trigger(
     from contract.names import node_task_queue as agent_queue
     from remedy.models import Finding, Severity
     from remedy.remediation import FindingReport
-    from workers.client import connect, report_finding
+    from workers.client import connect_with, report_finding
 
     chosen = runbook_or_exit(runbooks, runbook)
     finding = Finding(
@@ -121,7 +123,7 @@ def trigger(
 
     async def start() -> str:
         handle = await report_finding(
-            await connect(address),
+            await connect_with(temporal(address), "cli"),
             NodeRef(name=node, pool=pool),
             FindingReport(finding=finding, runbook=chosen),
             node_task_queue=node_task_queue or agent_queue(node),
@@ -139,7 +141,7 @@ def trigger(
 
 def resume_pool(
     pool: Annotated[str, typer.Argument(help="The node pool whose breaker to reset.")],
-    address: AddressOption = DEFAULT_ADDRESS,
+    address: AddressOption = None,
     by: ByOption = USER,
 ) -> None:
     """Close a pool's storm breaker: disruptive work resumes within the budget."""
@@ -159,7 +161,7 @@ def resume_pool(
 def release_hold(
     node: Annotated[str, typer.Argument(help="The node a ladder left cordoned for a person.")],
     pool: Annotated[str, typer.Option(help="The node's pool.")] = "default",
-    address: AddressOption = DEFAULT_ADDRESS,
+    address: AddressOption = None,
 ) -> None:
     """Stop counting a node left for a person against its pool's disruption budget (it ends
     by itself when remedy's cordon goes from the node)."""
@@ -179,7 +181,7 @@ def release_hold(
 def resume_job(
     job: Annotated[str, typer.Argument(help="The guarded job whose guard holds it.")],
     namespace: Annotated[str, typer.Option(help="The job's namespace.")] = "default",
-    address: AddressOption = DEFAULT_ADDRESS,
+    address: AddressOption = None,
     stop: Annotated[
         bool, typer.Option("--stop", help="Give up on the job instead of restarting it.")
     ] = False,
@@ -190,12 +192,12 @@ def resume_job(
     ignored)."""
     from contract.names import job_guard_workflow_id
     from remedy.attribution.guard import GuardPhase, ResumeRequest
-    from workers.client import connect
+    from workers.client import connect_with
 
     workflow_id = job_guard_workflow_id(namespace, job)
 
     async def phase() -> GuardPhase:
-        client = await connect(address)
+        client = await connect_with(temporal(address), "cli")
         return (await GUARD_STATUS.ask(client.get_workflow_handle(workflow_id))).phase
 
     try:

@@ -10,10 +10,15 @@ from typing import Annotated
 import typer
 
 DEFAULT_RUNBOOKS = Path(__file__).resolve().parents[2] / "runbooks"
-DEFAULT_ADDRESS = "localhost:7233"
 USER = os.environ.get("USER", "operator")
 
-AddressOption = Annotated[str, typer.Option(help="Temporal server host:port.")]
+AddressOption = Annotated[
+    str | None,
+    typer.Option(
+        help="Temporal server host:port (env TEMPORAL_ADDRESS, else the profile's; default: "
+        "localhost:7233)."
+    ),
+]
 RunbooksOption = Annotated[Path, typer.Option(help="Runbook folder.")]
 JsonOption = Annotated[bool, typer.Option("--json", help="Machine-readable output.")]
 ByOption = Annotated[str, typer.Option(help="Who does it (recorded in the workflow).")]
