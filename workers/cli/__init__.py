@@ -2,8 +2,8 @@
 
 The commands live by group: runbooks.py (`remedy runbooks ...`), xid.py (`remedy xid ...`),
 node.py (probe, agent), doctor.py (doctor), controller.py (controller, demo), fleet.py (status,
-show) and operate.py (approve, abort, trigger, resume-pool, release-hold, resume-job); options.py
-declares the options they share and common.py the helpers."""
+show) and operate.py (approve, abort, clear, trigger, resume-pool, release-hold, resume-job);
+options.py declares the options they share and common.py the helpers."""
 
 from __future__ import annotations
 
@@ -26,6 +26,7 @@ app.command()(controller.demo)
 app.command()(fleet.status)
 app.command()(operate.approve)
 app.command()(operate.abort)
+app.command()(operate.clear)
 app.command()(fleet.show)
 app.command()(operate.trigger)
 app.command("resume-pool")(operate.resume_pool)
