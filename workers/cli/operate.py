@@ -12,6 +12,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Annotated, TypeVar
 
 import typer
+from temporalio.client import WorkflowUpdateRPCTimeoutOrCancelledError
 from temporalio.service import RPCError
 
 from contract.defs import SignalDef, UpdateDef, UpdateRejected, UpdateUnknown
@@ -96,6 +97,9 @@ def _decide(
         return on_temporal(send())
     except UpdateRejected as exc:
         typer.echo(f"error: {what}: {exc}", err=True)
+        raise typer.Exit(2) from None
+    except WorkflowUpdateRPCTimeoutOrCancelledError:
+        typer.echo(f"error: {what}: no answer in time; it may still apply (remedy show)", err=True)
         raise typer.Exit(2) from None
     except RPCError as exc:
         typer.echo(f"error: {missing} ({exc})", err=True)
