@@ -146,6 +146,26 @@ async def test_an_approve_for_the_waiting_rung_answers_with_the_new_phase_and_sh
     assert lines[approved_at + 1].split()[2] == "reset_gpu"  # in time: then the rung ran
 
 
+async def test_clear_answers_with_the_outcome_and_gives_the_node_back(
+    dev_env: WorkflowEnvironment,
+) -> None:
+    client = dev_env.client
+    address = client.service_client.config.target_host
+    fleet = own_fleet("updates", 1)
+    [node] = sorted(fleet.nodes)
+    async with running_workers(client, fleet) as queues:
+        handle = await report(client, queues, fleet.inject(node, "ecc_dbe"), TOLERATES)
+        await until_phase(handle, Phase.TOLERATING)
+        cleared = await cli(
+            "clear", node, "--address", address, "--by", "dave", "--reason", "fixed"
+        )
+        result = await handle.result()
+    assert result.outcome is Outcome.CLEARED
+    assert result.detail.startswith("cleared by dave (") and result.detail.endswith("): fixed")
+    assert cleared == (0, f"{node}: ladder cleared: {result.detail}\n")
+    assert not fleet.node(node).unschedulable  # remedy's cordon given back
+
+
 # -- a workflow from before the updates ------------------------------------------------------
 @workflow.defn(name=NODE_REMEDIATION_WORKFLOW, sandboxed=False)
 class LadderBefore:
