@@ -1,22 +1,28 @@
-"""Typed names: each activity, signal and query is declared once with its payload types, and
-workflows, activities, workers and the CLI all go through the declaration — none spells a name.
+"""Typed names: each activity, signal, query and update is declared once with its payload
+types, and workflows, activities, workers and the CLI all go through the declaration — none
+spells a name.
 
 An ``ActivityDef`` checks, when an implementation is registered with ``defn``, that the
 function takes and returns the declared types; ``execute`` is how a workflow calls it. A
-``SignalDef`` or ``QueryDef`` names the workflow type that handles it, so a test can check that
-every one sent has a handler (tests/test_contract.py).
+``SignalDef``, ``QueryDef`` or ``UpdateDef`` names the workflow type that handles it, so a test
+can check that every one sent has a handler (tests/test_contract.py). An update answers: its
+validator refuses, at the caller and with nothing written to the history, what there is nothing
+to do for (``UpdateRejected`` on the client); its handler returns what it changed.
 """
 
 from __future__ import annotations
 
+import functools
 import inspect
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Generic, TypeVar, get_type_hints
 
 from temporalio import activity, workflow
-from temporalio.client import WorkflowHandle
+from temporalio.client import WorkflowHandle, WorkflowUpdateFailedError
+from temporalio.exceptions import ApplicationError
+from temporalio.workflow import UpdateMethodMultiParam
 
 A = TypeVar("A")
 R = TypeVar("R")
@@ -33,6 +39,18 @@ class Queue(StrEnum):
 
 class ContractError(TypeError):
     """An implementation does not match its declaration."""
+
+
+REJECTED = "Rejected"  # the failure type of a validator's refusal
+
+
+class UpdateRejected(Exception):
+    """The workflow's validator refused the update; the message says why (nothing changed)."""
+
+
+class UpdateUnknown(Exception):
+    """The workflow has no handler for the update: it runs code from before the update existed
+    (the caller may fall back to the signal)."""
 
 
 @dataclass(frozen=True)
@@ -102,6 +120,58 @@ class QueryDef(Generic[R]):
         return answer
 
 
+@dataclass(frozen=True)
+class UpdateDef(Generic[P, R]):
+    name: str
+    payload: type[P]
+    result: type[R]
+    workflow: str
+
+    def handler(
+        self, fn: Callable[[Any, P], Awaitable[R]]
+    ) -> UpdateMethodMultiParam[[Any, P], Awaitable[R]]:
+        """Declare a workflow method as this update's handler."""
+        _check_payload(self.name, self.payload, fn)
+        returns = get_type_hints(fn).get("return")
+        if returns is not self.result:
+            raise ContractError(f"update {self.name}: {fn.__qualname__} returns {returns}")
+        return workflow.update(name=self.name)(fn)
+
+    def validator(
+        self, handler: UpdateMethodMultiParam[[Any, P], Awaitable[R]]
+    ) -> Callable[[Callable[[Any, P], str]], Callable[[Any, P], str]]:
+        """Declare the method that says why not (an empty string: go ahead). A reason rejects
+        the update at the caller; nothing reaches the workflow's history."""
+
+        def declare(why_not: Callable[[Any, P], str]) -> Callable[[Any, P], str]:
+            _check_payload(self.name, self.payload, why_not)
+
+            @functools.wraps(why_not)  # the SDK compares the validator's parameters
+            def validate(wf: Any, payload: P) -> None:
+                reason = why_not(wf, payload)
+                if reason:
+                    raise ApplicationError(reason, type=REJECTED, non_retryable=True)
+
+            handler.validator(validate)
+            return why_not
+
+        return declare
+
+    async def execute(self, handle: WorkflowHandle[Any, Any], payload: P) -> R:
+        """From a client: what the workflow did, or ``UpdateRejected`` with its reason, or
+        ``UpdateUnknown`` when the workflow predates the update."""
+        try:
+            result: R = await handle.execute_update(self.name, payload, result_type=self.result)
+        except WorkflowUpdateFailedError as err:
+            cause = err.cause
+            if isinstance(cause, ApplicationError) and cause.type == REJECTED:
+                raise UpdateRejected(cause.message) from None
+            if isinstance(cause, ApplicationError) and "expected but not found" in cause.message:
+                raise UpdateUnknown(cause.message) from None
+            raise
+        return result
+
+
 def _check_signature(spec: ActivityDef[Any, Any], fn: Callable[..., Any]) -> None:
     hints = get_type_hints(fn)
     params = [p for p in inspect.signature(fn).parameters if p != "self"]
@@ -119,4 +189,4 @@ def _check_payload(name: str, payload: type[Any], fn: Callable[..., Any]) -> Non
     params = [p for p in inspect.signature(fn).parameters if p != "self"]
     took = [get_type_hints(fn).get(p) for p in params]
     if took != [payload]:
-        raise ContractError(f"signal {name}: {fn.__qualname__} takes {took}, not {payload}")
+        raise ContractError(f"message {name}: {fn.__qualname__} takes {took}, not {payload}")

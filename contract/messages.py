@@ -1,14 +1,16 @@
-"""Every signal and query, by the workflow that handles it, with its payload type.
+"""Every signal, query and update, by the workflow that handles it, with its payload type.
 
 Two workflows may use the same name for different messages (``state``, ``resume``): each is
 declared here under its workflow, and tests/test_contract.py checks that each has a handler.
+An operator's decision (approve, abort, clear, resume) is an update that answers; the signal of
+the same name stays for clients of the release before (SIGNALS_KEPT_UNTIL drops them).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from contract.defs import QueryDef, SignalDef
+from contract.defs import QueryDef, SignalDef, UpdateDef
 from contract.names import (
     ACTIVE_CHECK_WORKFLOW,
     DISRUPTION_BUDGET_WORKFLOW,
@@ -30,6 +32,15 @@ APPROVE = SignalDef("approve", remediation.ApproveRequest, NODE_REMEDIATION_WORK
 CLEAR = SignalDef("clear", remediation.ClearRequest, NODE_REMEDIATION_WORKFLOW)
 ABORT = SignalDef("abort", remediation.AbortRequest, NODE_REMEDIATION_WORKFLOW)
 REMEDIATION_STATE = QueryDef("state", remediation.RemediationState, NODE_REMEDIATION_WORKFLOW)
+APPROVE_RUNG = UpdateDef(
+    "approve", remediation.ApproveRequest, remediation.ApproveResult, NODE_REMEDIATION_WORKFLOW
+)
+CLEAR_LADDER = UpdateDef(
+    "clear", remediation.ClearRequest, remediation.StopResult, NODE_REMEDIATION_WORKFLOW
+)
+ABORT_LADDER = UpdateDef(
+    "abort", remediation.AbortRequest, remediation.StopResult, NODE_REMEDIATION_WORKFLOW
+)
 
 # -- DisruptionBudget: one per pool -------------------------------------------------------------
 LEASE_REQUEST = SignalDef("request", budget.LeaseRequest, DISRUPTION_BUDGET_WORKFLOW)
@@ -37,6 +48,9 @@ LEASE_RELEASE = SignalDef("release", budget.LeaseRelease, DISRUPTION_BUDGET_WORK
 NODE_UNHEALTHY = SignalDef("node_unhealthy", budget.UnhealthyReport, DISRUPTION_BUDGET_WORKFLOW)
 RESUME_POOL = SignalDef("resume", budget.ResumeRequest, DISRUPTION_BUDGET_WORKFLOW)
 BUDGET_STATE = QueryDef("state", budget.BudgetState, DISRUPTION_BUDGET_WORKFLOW)
+CLOSE_BREAKER = UpdateDef(
+    "resume", budget.ResumeRequest, budget.ResumeResult, DISRUPTION_BUDGET_WORKFLOW
+)
 
 # -- HardwareRecord: one per GPU serial ---------------------------------------------------------
 INCIDENT = SignalDef("incident", IncidentReport, HARDWARE_RECORD_WORKFLOW)
@@ -55,6 +69,11 @@ RESUME_JOB = SignalDef("resume", guard.ResumeRequest, JOB_GUARD_WORKFLOW)
 JOB_FINISHED = SignalDef("job_finished", guard.JobFinished, JOB_GUARD_WORKFLOW)
 JOB_LEDGER = QueryDef("ledger", guard.JobLedger, JOB_GUARD_WORKFLOW)
 GUARD_STATUS = QueryDef("phase", guard.GuardStatus, JOB_GUARD_WORKFLOW)
+RELEASE_JOB = UpdateDef("resume", guard.ResumeRequest, guard.ResumeResult, JOB_GUARD_WORKFLOW)
+
+# The release that drops the signals the updates replace (APPROVE, CLEAR, ABORT, RESUME_POOL,
+# RESUME_JOB): clients of the release before still send them until then.
+SIGNALS_KEPT_UNTIL = "0.2.0"
 
 
 def all_signals() -> list[SignalDef[Any]]:
@@ -63,3 +82,7 @@ def all_signals() -> list[SignalDef[Any]]:
 
 def all_queries() -> list[QueryDef[Any]]:
     return [d for d in globals().values() if isinstance(d, QueryDef)]
+
+
+def all_updates() -> list[UpdateDef[Any, Any]]:
+    return [d for d in globals().values() if isinstance(d, UpdateDef)]

@@ -13,7 +13,7 @@ from datetime import datetime, timedelta
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from remedy.fleet import NodeFacts
-from remedy.models import Wraps
+from remedy.models import Wraps, signed
 
 HELD_FOR_HUMAN = "held-for-human/"  # the holder of a hold: "held-for-human/<node>"
 
@@ -167,6 +167,20 @@ class Holders(BaseModel):
 
 class ResumeRequest(BaseModel):
     by: str
+    identity: str = ""  # the caller's client identity, recorded beside ``by``
+
+    @property
+    def who(self) -> str:
+        return signed(self.by, self.identity)
+
+
+class ResumeResult(BaseModel):
+    """What closing the breaker did: the note it left and the leases after the grants."""
+
+    pool: str
+    note: str
+    holders: int
+    waiting: int
 
 
 class BudgetState(BaseModel):

@@ -107,6 +107,11 @@ def remediation_details(state: RemediationState) -> str:
         lines.append(
             f'**Approve** `remedy approve {node}` · **abort** `remedy abort {node} --reason "..."`'
         )
+    lines += [
+        f"**Approved** rung {a.rung} by {a.who} at {a.at:%Y-%m-%d %H:%M:%S} UTC"
+        + (f": {a.note}" if a.note else "")
+        for a in state.approvals
+    ]
     if state.attempts:
         lines += ["", "| rung | action | result | detail |", "|---|---|---|---|"]
         lines += [

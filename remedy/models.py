@@ -222,3 +222,9 @@ class ConditionsUpdate(Frozen):
 
     node: NodeRef
     report: ProbeReport
+
+
+def signed(by: str, identity: str) -> str:
+    """Who acted, as records say it: the name an operator gave (``--by``) and beside it the
+    identity their client connected with — "alice (remedy-cli:alice@host)"."""
+    return f"{by} ({identity})" if identity and identity != by else by

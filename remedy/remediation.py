@@ -10,7 +10,17 @@ from enum import StrEnum
 
 from pydantic import BaseModel, Field
 
-from remedy.models import Action, CordonState, Finding, Frozen, NodeRef, ProbeReport, Severity
+from remedy.models import (
+    Action,
+    CordonState,
+    Finding,
+    Frozen,
+    NodeRef,
+    ProbeReport,
+    Severity,
+    signed,
+)
+from remedy.runbook.schema import Approval as ApprovalMode
 from remedy.runbook.schema import Runbook
 
 MAX_KEPT_FINDINGS = 50  # an agent re-reporting every probe must not grow the state forever
@@ -54,19 +64,30 @@ class FindingReport(Frozen):
 
 class ApproveRequest(Frozen):
     by: str
-    rung: int | None = None  # None: the rung waiting for approval now
+    rung: int | None = None  # None: the rung waiting for approval now; else approve it ahead
     note: str = ""
+    identity: str = ""  # the caller's client identity, recorded beside ``by``
 
 
 class ClearRequest(Frozen):
     by: str
     reason: str = ""
+    identity: str = ""
+
+    @property
+    def who(self) -> str:
+        return signed(self.by, self.identity)
 
 
 class AbortRequest(Frozen):
     by: str
     reason: str
     restore: bool = False  # also undo remedy's cordon; by default the node stays as it is
+    identity: str = ""
+
+    @property
+    def who(self) -> str:
+        return signed(self.by, self.identity)
 
 
 class Attempt(Frozen):
@@ -83,6 +104,33 @@ class Approval(Frozen):
     by: str
     at: datetime
     note: str = ""
+    identity: str = ""  # the approver's client identity (empty from older clients)
+
+    @property
+    def who(self) -> str:
+        return signed(self.by, self.identity)
+
+
+class ApproveResult(Frozen):
+    """What an approval did: the rung, who, and the phase the ladder moved to."""
+
+    node: str
+    rung: int
+    action: Action
+    by: str  # signed: the name given and the caller's identity
+    phase: Phase  # after the workflow acted on the approval (or as it was, if it had not yet)
+    ahead: bool = False  # approved before the ladder reached the rung
+    moved: bool = True  # False: the ladder had not left the approval when the answer was due
+
+
+class StopResult(Frozen):
+    """What an abort or clear did: the outcome once the ladder ended, or the phase it was in
+    when the answer was due (outcome None: still stopping)."""
+
+    node: str
+    phase: Phase
+    outcome: Outcome | None = None
+    detail: str = ""
 
 
 class RemediationState(BaseModel):
@@ -116,6 +164,29 @@ class RemediationState(BaseModel):
 
     def approved(self, rung: int) -> bool:
         return any(a.rung == rung for a in self.approvals)
+
+    def why_not_approve(self, req: ApproveRequest) -> str:
+        """Why an approval would change nothing (empty: it would). The rung waiting now, or a
+        rung above it approved ahead; never one the ladder passed, or one needing no approval."""
+        if self.outcome is not None or self.phase is Phase.DONE:
+            return f"the ladder is finished ({self.outcome or 'done'}): nothing to approve"
+        ladder = self.runbook.ladder if self.runbook else []
+        if req.rung is None and self.phase is not Phase.AWAITING_APPROVAL:
+            return f"nothing waits for approval (the ladder is {self.phase.value})"
+        rung = self.rung if req.rung is None else req.rung
+        if not 0 <= rung < len(ladder):
+            return f"no rung {rung} in the ladder ({len(ladder)} rungs)"
+        action = ladder[rung].action.value
+        if ladder[rung].approval is not ApprovalMode.REQUIRED:
+            return f"rung {rung} ({action}) needs no approval"
+        if rung < self.rung:
+            return f"rung {rung} ({action}) is behind the ladder (now at rung {self.rung})"
+        done = next((a for a in self.approvals if a.rung == rung), None)
+        if done is not None:
+            return (
+                f"rung {rung} ({action}) was already approved by {done.who} at {done.at:%H:%M:%S}"
+            )
+        return ""
 
     def record_finding(self, finding: Finding) -> None:
         self.reports_received += 1
@@ -155,6 +226,7 @@ class RemediationResult(BaseModel):
     # Every finding the ladder and the node's earlier ladders received (fingerprints, the newest
     # HANDLED_KEPT): the same one reported again after it finished is stale and starts nothing.
     handled: list[str] = []
+    approvals: list[Approval] = []  # who approved what (the ladder's record of decisions)
 
 
 class RemediationStart(BaseModel):

@@ -64,11 +64,15 @@ async def test_approve_and_abort_from_the_command_line(dev_env: WorkflowEnvironm
         first_result, second_result = [await h.result() for h in handles]
         first_state = await state_of(handles[0])
     missing = await cli("approve", "no-such-node", "--address", address)
-    assert approved == (0, f"{first}: approved by alice\n")
+    [approval] = first_state.approvals
+    who = f"alice ({approval.identity})"  # the name given, and the identity the CLI connected as
+    assert approved == (0, f"{first}: approved rung 1 (reset_gpu) by {who}; ladder now acting\n")
     assert first_result.outcome is Outcome.RECOVERED
-    assert [(a.by, a.note) for a in first_state.approvals] == [("alice", "ticket 42")]
-    assert aborted[0] == 0 and second_result.outcome is Outcome.ABORTED
-    assert second_result.detail.startswith("aborted by bob: vendor on site")
+    assert (approval.by, approval.note) == ("alice", "ticket 42") and approval.identity
+    assert aborted == (0, f"{second}: ladder aborted: {second_result.detail}\n")
+    assert second_result.outcome is Outcome.ABORTED
+    assert second_result.detail.startswith("aborted by bob (")
+    assert "): vendor on site" in second_result.detail
     assert fleet.node(second).unschedulable  # abort leaves the node as it is by default
     assert missing[0] == 2 and "no running remediation" in missing[1]
 
@@ -148,5 +152,14 @@ def test_python_dash_m_runs_the_same_cli() -> None:
         cwd=ROOT,
     )
     assert done.returncode == 0, done.stderr
-    for command in ("status", "show", "trigger", "approve", "abort", "resume-pool", "demo"):
+    for command in (
+        "status",
+        "show",
+        "trigger",
+        "approve",
+        "abort",
+        "clear",
+        "resume-pool",
+        "demo",
+    ):
         assert command in done.stdout

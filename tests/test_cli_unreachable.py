@@ -18,6 +18,7 @@ COMMANDS = {
     "show": ["show", "gpu-node-1"],
     "approve": ["approve", "gpu-node-1"],
     "abort": ["abort", "gpu-node-1", "--reason", "test"],
+    "clear": ["clear", "gpu-node-1"],
     "trigger": ["trigger", "gpu-node-1", "--runbook", "gpu-memory-ecc"],
     "resume-pool": ["resume-pool", "default"],
     "resume-job": ["resume-job", "train"],

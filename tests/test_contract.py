@@ -1,7 +1,8 @@
 """The contract between workflows and activities holds: every activity a workflow can call —
 every action of a ladder included — is registered on the worker that serves its queue, every
-signal and query has its handler, nothing outside the contract spells a name, and every
-message reads a payload from a newer remedy (rollbacks) and from an older one (histories)."""
+signal, query and update has its handler (an update its validator), nothing outside the
+contract spells a name, and every message reads a payload from a newer remedy (rollbacks) and
+from an older one (histories)."""
 
 from __future__ import annotations
 
@@ -22,8 +23,8 @@ from temporalio.testing import WorkflowEnvironment
 from adapters.sim import SimFleet
 from adapters.sim.jobs import SimJobs
 from contract.activities import ACTION, CORDON, all_activities
-from contract.defs import ActivityDef, ContractError, Queue
-from contract.messages import all_queries, all_signals
+from contract.defs import ActivityDef, ContractError, Queue, UpdateDef
+from contract.messages import all_queries, all_signals, all_updates
 from remedy.budget import LeaseGrant
 from remedy.models import Action, Started
 from remedy.remediation import FindingReport
@@ -57,12 +58,19 @@ def _handlers(kind: str) -> dict[str, dict[str, Any]]:
     out = {}
     for cls in WORKFLOWS:
         defn = workflow._Definition.must_from_class(cls)
-        out[defn.name] = defn.signals if kind == "signal" else defn.queries
+        out[defn.name] = {"signal": defn.signals, "query": defn.queries, "update": defn.updates}[
+            kind
+        ]
     return out
 
 
-def test_every_signal_and_query_has_its_handler() -> None:
-    for kind, declared in (("signal", all_signals()), ("query", all_queries())):
+def test_every_signal_query_and_update_has_its_handler() -> None:
+    messages: list[tuple[str, list[Any]]] = [
+        ("signal", all_signals()),
+        ("query", all_queries()),
+        ("update", all_updates()),
+    ]
+    for kind, declared in messages:
         handlers = _handlers(kind)
         for spec in declared:
             assert spec.name in handlers[spec.workflow], f"{spec.workflow} lacks {kind} {spec.name}"
@@ -71,10 +79,33 @@ def test_every_signal_and_query_has_its_handler() -> None:
             for name in by_name:
                 if name is not None and not name.startswith("__"):
                     assert (wf, name) in named, f"{wf} handles {kind} {name}: not in the contract"
+    # An update answers only after its validator said there is something to do.
+    for wf, updates in _handlers("update").items():
+        for name, defn in updates.items():
+            assert defn.validator is not None, f"{wf} update {name} has no validator"
+
+
+def test_an_update_handler_that_does_not_match_its_declaration_is_refused() -> None:
+    spec = UpdateDef("approve", LeaseGrant, Started, "Nowhere")
+
+    async def approve(self: object, grant: LeaseGrant) -> LeaseGrant:
+        return grant
+
+    with pytest.raises(ContractError, match="update approve"):
+        spec.handler(approve)
 
 
 # -- nothing spells a name outside the contract ---------------------------------------------
-SPELLING = {"execute_activity", "start_activity", "defn", "signal", "query"}
+SPELLING = {
+    "execute_activity",
+    "start_activity",
+    "defn",
+    "signal",
+    "query",
+    "update",
+    "execute_update",
+    "start_update",
+}
 
 
 def _spelt_names(path: Path) -> Iterator[str]:
@@ -100,6 +131,7 @@ DIRECT = {
     ("workflow", "start_activity"),
     ("workflow", "signal"),
     ("workflow", "query"),
+    ("workflow", "update"),
     ("activity", "defn"),
 }
 
@@ -131,6 +163,7 @@ def test_every_message_ignores_fields_a_newer_version_added() -> None:
     for spec in all_activities():
         roots += [spec.arg, spec.result]
     roots += [s.payload for s in all_signals()] + [q.result for q in all_queries()]
+    roots += [u.payload for u in all_updates()] + [u.result for u in all_updates()]
     for cls in WORKFLOWS:
         run = workflow._Definition.must_from_class(cls).run_fn
         roots += list(typing.get_type_hints(run).values())

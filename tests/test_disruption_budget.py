@@ -12,7 +12,7 @@ from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
 from adapters.sim import SimFleet
-from contract.messages import APPROVE, LEASE_RELEASE
+from contract.messages import APPROVE, CLOSE_BREAKER, LEASE_RELEASE
 from contract.names import budget_workflow_id
 from remedy.budget import (
     HELD_FOR_HUMAN,
@@ -143,11 +143,15 @@ async def test_storm_breaker_trips_holds_disruption_keeps_cordoning_and_resumes(
         assert [a for _, a in fleet.actions] == ["cordon"] * 3  # cordoned, nothing disrupted
         assert all(fleet.node(name).unschedulable for name in sick)
 
-        await time_env.client.get_workflow_handle(budget_workflow_id(queues.pool)).signal(
-            "resume", ResumeRequest(by="sre-on-call")
+        answer = await CLOSE_BREAKER.execute(
+            time_env.client.get_workflow_handle(budget_workflow_id(queues.pool)),
+            ResumeRequest(by="sre-on-call", identity="remedy-cli:sre@host"),
         )
         results = [await h.result() for h in handles]
         after = await budget_state(time_env.client, queues.pool)
+    # The answer: the breaker closed, by whom, and the leases the pool granted at once.
+    assert answer.note.startswith("resumed by sre-on-call (remedy-cli:sre@host) at ")
+    assert (answer.holders, answer.waiting) == (3, 0)  # 50 % of 10 nodes: all three go on
     assert [r.outcome for r in results] == [Outcome.RECOVERED] * 3
     assert not after.tripped and "sre-on-call" in after.breaker_note
 

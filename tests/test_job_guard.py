@@ -11,12 +11,14 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime, timedelta
 
+import pytest
 from temporalio.client import WorkflowHandle
 from temporalio.testing import WorkflowEnvironment
 
 from adapters.sim import SimFleet
 from adapters.sim.jobs import SimJobs
-from contract.messages import JOB_FINISHED
+from contract.defs import UpdateRejected
+from contract.messages import JOB_FINISHED, RELEASE_JOB
 from contract.names import job_guard_workflow_id, remediation_workflow_id
 from remedy.attribution.guard import (
     GuardAction,
@@ -175,6 +177,37 @@ async def test_the_platform_cap_holds_until_a_human_resumes(
     assert result.ledger.count(Verdict.APPLICATION) == 1
 
 
+async def test_a_resume_answers_with_what_the_guard_did_and_is_refused_when_nothing_is_held(
+    time_env: WorkflowEnvironment, fleet: SimFleet
+) -> None:
+    node = sorted(fleet.nodes)[1]
+    async with guarded(time_env, fleet, GuardPolicy(max_platform_restarts=0)) as (
+        handle,
+        job,
+        jobs,
+    ):
+        with pytest.raises(UpdateRejected) as early:
+            await RELEASE_JOB.execute(handle, ResumeRequest(by="too-early"))
+        at = await time_env.get_current_time()
+        await handle.signal(JobGuard.pod_failed, hardware_failure(node, job, at))
+        await time_env.sleep(timedelta(minutes=5))
+        held = (await handle.query(JobGuard.phase)).phase
+        answer = await RELEASE_JOB.execute(
+            handle, ResumeRequest(by="alice", identity="remedy-cli:alice@host")
+        )
+        await time_env.sleep(timedelta(minutes=1))
+        with pytest.raises(UpdateRejected) as again:
+            await RELEASE_JOB.execute(handle, ResumeRequest(by="bob"))
+        ledger = await handle.query(JobGuard.ledger)
+    assert str(early.value) == "the guard is watching, not held: nothing to resume"
+    assert held is GuardPhase.HELD
+    assert answer.phase is GuardPhase.RESTARTING  # what the guard did with it
+    assert answer.by == "alice (remedy-cli:alice@host)"
+    assert "resumed by alice (remedy-cli:alice@host)" in ledger.failures[-1].decision.reason
+    assert len(jobs.restarts) == 1
+    assert str(again.value) == "the guard is watching, not held: nothing to resume"
+
+
 async def test_lockstep_ranks_failing_together_restart_the_job_once(
     time_env: WorkflowEnvironment, fleet: SimFleet
 ) -> None:
@@ -285,7 +318,9 @@ async def test_status_jobs_and_resume_job_from_the_command_line(
     ]
     assert f"HELD {held_job}: remedy resume-job {name} --namespace default" in table
     assert resumed[0] == 0 and ended.phase is GuardPhase.STOPPED
-    assert ended.reason == "stopped by bob" and jobs.restarts == []
+    # Who: the name given, and beside it the identity the CLI connected as.
+    assert ended.reason.startswith("stopped by bob (") and jobs.restarts == []
+    assert resumed[1] == f"job {held_job}: stopped ({ended.reason})\n"
     assert missing[0] == 2 and "no running guard" in missing[1]
     assert not_held[0] == 2 and "is stopped, not held: nothing to resume" in not_held[1]
 

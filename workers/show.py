@@ -1,5 +1,6 @@
 """`remedy show NODE`: a node's ladder as a timeline, from the running workflow's query or the
-closed workflow's result."""
+closed workflow's result: each attempt, and each approval with who gave it (the name given and
+the identity of the client that sent it)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from temporalio.client import Client, WorkflowExecutionStatus
 from contract.messages import REMEDIATION_STATE
 from contract.names import remediation_workflow_id
 from remedy.durations import format_duration
-from remedy.remediation import Attempt
+from remedy.remediation import Approval, Attempt
 from workflows.node_remediation import NodeRemediation
 
 
@@ -20,6 +21,7 @@ class NodeLadder(BaseModel):
     detail: str = ""
     trigger: str = ""
     attempts: list[Attempt] = []
+    approvals: list[Approval] = []
 
 
 async def node_ladder(client: Client, node: str) -> NodeLadder:
@@ -33,6 +35,7 @@ async def node_ladder(client: Client, node: str) -> NodeLadder:
             status=state.phase.value,
             trigger=state.trigger.headline() if state.trigger else "",
             attempts=state.attempts,
+            approvals=state.approvals,
         )
     if status is WorkflowExecutionStatus.COMPLETED:
         result = await handle.result()
@@ -42,6 +45,7 @@ async def node_ladder(client: Client, node: str) -> NodeLadder:
             status=result.outcome.value,
             detail=result.detail,
             attempts=result.attempts,
+            approvals=result.approvals,
         )
     return NodeLadder(node=node, runbook=None, status=status.name.lower() if status else "?")
 
@@ -52,13 +56,22 @@ def timeline(ladder: NodeLadder) -> list[str]:
         + (f" — runbook {ladder.runbook}" if ladder.runbook else "")
         + (f", trigger {ladder.trigger}" if ladder.trigger else "")
     ]
+    approvals = sorted(ladder.approvals, key=lambda a: a.at)
     for a in ladder.attempts:
+        while approvals and approvals[0].at <= a.started_at:  # in time, attempts as recorded
+            lines.append(_approval(approvals.pop(0)))
         rung = "  -" if a.rung < 0 else f"{a.rung:>3}"
         took = format_duration(a.finished_at - a.started_at)
         lines.append(
             f"{rung} {a.started_at:%H:%M:%S} {a.action.value:<10} {a.result.value:<18} "
             f"{took:>6}  {a.detail}"
         )
+    lines += [_approval(a) for a in approvals]
     if ladder.detail:
         lines.append(f"    {ladder.detail}")
     return lines
+
+
+def _approval(a: Approval) -> str:
+    note = f": {a.note}" if a.note else ""
+    return f"{a.rung:>3} {a.at:%H:%M:%S} approved by {a.who}{note}"

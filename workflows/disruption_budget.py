@@ -20,6 +20,7 @@ from contract import search_attributes
 from contract.activities import CLOSED_WORKFLOWS, HELD_NODES, LEASE_HOLDERS
 from contract.messages import (
     BUDGET_STATE,
+    CLOSE_BREAKER,
     LEASE_GRANTED,
     LEASE_RELEASE,
     LEASE_REQUEST,
@@ -28,6 +29,7 @@ from contract.messages import (
 )
 from workflows import metrics
 from workflows.common import PATIENT_RETRY
+from workflows.operator_updates import acted
 
 with workflow.unsafe.imports_passed_through():
     from contract.names import DISRUPTION_BUDGET_WORKFLOW
@@ -41,6 +43,7 @@ with workflow.unsafe.imports_passed_through():
         LeaseRequest,
         PoolHolders,
         ResumeRequest,
+        ResumeResult,
         UnhealthyReport,
         storm,
     )
@@ -97,12 +100,31 @@ class DisruptionBudget:
         state.unhealthy[report.node] = report.at
         self._changed = True
 
-    @RESUME_POOL.handler
+    @RESUME_POOL.handler  # the signal: clients of the release before
     def resume(self, req: ResumeRequest) -> None:
         state = self._state
         state.tripped, state.unhealthy = False, {}
-        state.breaker_note = f"resumed by {req.by} at {workflow.now().isoformat()}"
+        state.breaker_note = f"resumed by {req.who} at {workflow.now().isoformat()}"
         self._changed = True
+
+    @CLOSE_BREAKER.handler
+    async def close_breaker(self, req: ResumeRequest) -> ResumeResult:
+        """The same, answered once the loop granted what waited (the leases after)."""
+        self.resume(req)
+        await acted(lambda: not self._changed, "the pool grants what waited")
+        state = self._state
+        return ResumeResult(
+            pool=state.pool,
+            note=state.breaker_note,
+            holders=len(state.holders),
+            waiting=len(state.waiting),
+        )
+
+    @CLOSE_BREAKER.validator(close_breaker)
+    def why_not_resume(self, req: ResumeRequest) -> str:
+        if self._state.tripped:
+            return ""
+        return "the storm breaker is not tripped: nothing to resume"
 
     @BUDGET_STATE.handler
     def state(self) -> BudgetState:

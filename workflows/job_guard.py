@@ -21,10 +21,12 @@ from contract.messages import (
     JOB_FINISHED,
     JOB_LEDGER,
     POD_FAILED,
+    RELEASE_JOB,
     RESUME_JOB,
 )
 from workflows.common import RIDE_OUT
 from workflows.metrics import job_failure
+from workflows.operator_updates import acted
 
 with workflow.unsafe.imports_passed_through():
     from contract.names import JOB_GUARD_WORKFLOW, node_task_queue
@@ -41,6 +43,7 @@ with workflow.unsafe.imports_passed_through():
         NodeBlame,
         RestartRequest,
         ResumeRequest,
+        ResumeResult,
         StopRequest,
     )
     from remedy.attribution.model import Attribution, PodFailure, Verdict
@@ -73,7 +76,7 @@ class JobGuard:
             self._seen.append(key)
             self._pending.append(failure)
 
-    @RESUME_JOB.handler
+    @RESUME_JOB.handler  # the signal: clients of the release before
     def resume(self, req: ResumeRequest) -> None:
         # Only a hold is resumed: an early one must not wave through a hold that comes later.
         if self._phase is GuardPhase.HELD:
@@ -85,6 +88,21 @@ class JobGuard:
                 self._input.job,
                 self._phase.value,
             )
+
+    @RELEASE_JOB.handler
+    async def release_job(self, req: ResumeRequest) -> ResumeResult:
+        """The same, answered with the phase the guard moved to (restarting, stopped)."""
+        self.resume(req)
+        await acted(lambda: self._phase is not GuardPhase.HELD, "the guard acts on the resume")
+        return ResumeResult(job=self._input.job, phase=self._phase, by=req.who)
+
+    @RELEASE_JOB.validator(release_job)
+    def why_not_resume(self, req: ResumeRequest) -> str:
+        if self._phase is not GuardPhase.HELD:
+            return f"the guard is {self._phase.value}, not held: nothing to resume"
+        if self._resume is not None:
+            return f"already resumed by {self._resume.who}"
+        return ""
 
     @JOB_FINISHED.handler
     def job_finished(self, finished: JobFinished) -> None:
@@ -170,13 +188,13 @@ class JobGuard:
                     return (
                         self._end(GuardPhase.FINISHED, self._finished or "")
                         if resumed is None
-                        else self._end(GuardPhase.STOPPED, f"stopped by {resumed.by}")
+                        else self._end(GuardPhase.STOPPED, f"stopped by {resumed.who}")
                     )
                 decision = Decision(
                     action=GuardAction.RESTART,
-                    reason=f"resumed by {resumed.by} after: {decision.reason}",
+                    reason=f"resumed by {resumed.who} after: {decision.reason}",
                 )
-                resumed_by = resumed.by
+                resumed_by = resumed.who
             try:
                 await self._restart(decision, resumed_by)
             except ActivityError as err:  # a job nobody can restart is held, never left

@@ -18,19 +18,13 @@ from datetime import timedelta
 from temporalio import workflow
 from temporalio.exceptions import ActivityError
 
-from contract.messages import (
-    ABORT,
-    APPROVE,
-    CLEAR,
-    LEASE_GRANTED,
-    REMEDIATION_STATE,
-    REPORT_FINDING,
-)
+from contract.messages import LEASE_GRANTED, REMEDIATION_STATE, REPORT_FINDING
 from workflows import metrics
 from workflows.capabilities import NodeCapabilities
 from workflows.common import cause_of
 from workflows.disruption_lease import DisruptionLease
 from workflows.node_steps import NodeSteps
+from workflows.operator_updates import OperatorMessages
 from workflows.remediation_view import RemediationView
 from workflows.verification import RESUME_ABOVE, VERIFY_WITH_WHAT_SAW, Verification, summary
 
@@ -44,8 +38,6 @@ with workflow.unsafe.imports_passed_through():
     from remedy.remediation import (
         HANDLED_KEPT,
         AbortRequest,
-        Approval,
-        ApproveRequest,
         AttemptResult,
         ClearRequest,
         FindingReport,
@@ -75,7 +67,7 @@ class _Stop(Exception):
 
 
 @workflow.defn(name=NODE_REMEDIATION_WORKFLOW)
-class NodeRemediation:
+class NodeRemediation(OperatorMessages):  # approve, clear, abort: workflows.operator_updates
     @workflow.init
     def __init__(self, inp: RemediationInput) -> None:
         self._input = inp
@@ -103,23 +95,6 @@ class NodeRemediation:
     def lease_granted(self, grant: LeaseGrant) -> None:
         self._state.lease_granted_at = self._state.lease_granted_at or workflow.now()
         self._view.publish()
-
-    @APPROVE.handler
-    def approve(self, req: ApproveRequest) -> None:
-        rung = req.rung if req.rung is not None else self._state.rung
-        if not self._state.approved(rung):
-            self._state.approvals.append(
-                Approval(rung=rung, by=req.by, at=workflow.now(), note=req.note)
-            )
-            self._view.publish()
-
-    @CLEAR.handler
-    def clear(self, req: ClearRequest) -> None:
-        self._stop_request = self._stop_request or req
-
-    @ABORT.handler
-    def abort(self, req: AbortRequest) -> None:
-        self._stop_request = self._stop_request or req
 
     @REMEDIATION_STATE.handler
     def state(self) -> RemediationState:
@@ -344,12 +319,12 @@ class NodeRemediation:
         if isinstance(req, ClearRequest):
             await self._steps.restore()
             why = f": {req.reason}" if req.reason else ""
-            return Outcome.CLEARED, f"cleared by {req.by}{why}"
+            return Outcome.CLEARED, f"cleared by {req.who}{why}"
         assert isinstance(req, AbortRequest)
         if req.restore:
             await self._steps.restore()
         left = "restored" if req.restore else "left as it is"
-        return Outcome.ABORTED, f"aborted by {req.by}: {req.reason} (node {left})"
+        return Outcome.ABORTED, f"aborted by {req.who}: {req.reason} (node {left})"
 
     async def _finish(self, outcome: Outcome, detail: str) -> RemediationResult:
         state = self._state
@@ -374,6 +349,7 @@ class NodeRemediation:
             runbook=runbook,
             attempts=state.attempts,
             handled=_handled(self._input.handled_before, state.findings),
+            approvals=state.approvals,
         )
 
     def _continue_as_new_if_suggested(self) -> None:

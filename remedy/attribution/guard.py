@@ -12,7 +12,7 @@ from enum import StrEnum
 from pydantic import BaseModel, ConfigDict, Field
 
 from remedy.attribution.model import Attribution, Verdict
-from remedy.models import NodeRef, Wraps
+from remedy.models import NodeRef, Wraps, signed
 
 
 class GuardAction(StrEnum):
@@ -167,6 +167,19 @@ class StopRequest(BaseModel):
 class ResumeRequest(BaseModel):
     by: str
     stop: bool = False  # True: the human decides the job should not run again
+    identity: str = ""  # the caller's client identity, recorded beside ``by``
+
+    @property
+    def who(self) -> str:
+        return signed(self.by, self.identity)
+
+
+class ResumeResult(BaseModel):
+    """What a resume did: the guard's phase once it acted (restarting, stopped, watching)."""
+
+    job: JobRef
+    phase: GuardPhase
+    by: str
 
 
 class JobFinished(Wraps):

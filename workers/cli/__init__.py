@@ -2,9 +2,9 @@
 
 The commands live by group: runbooks.py (`remedy runbooks ...`), xid.py (`remedy xid ...`),
 node.py (probe, agent), doctor.py (doctor), controller.py (controller, demo), fleet.py (status,
-show) and operate.py (approve, abort, trigger, resume-pool, release-hold, resume-job); options.py
-declares the options they share, common.py the helpers and connection.py the Temporal
-connection options `remedy` takes before any command."""
+show) and operate.py (approve, abort, clear, trigger, resume-pool, release-hold, resume-job);
+options.py declares the options they share, common.py the helpers and connection.py the
+Temporal connection options `remedy` takes before any command."""
 
 from __future__ import annotations
 
@@ -28,6 +28,7 @@ app.command()(controller.demo)
 app.command()(fleet.status)
 app.command()(operate.approve)
 app.command()(operate.abort)
+app.command()(operate.clear)
 app.command()(fleet.show)
 app.command()(operate.trigger)
 app.command("resume-pool")(operate.resume_pool)

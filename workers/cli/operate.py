@@ -1,19 +1,32 @@
-"""`remedy approve`, `abort`, `trigger`, `resume-pool`, `release-hold` and `resume-job`: an
-operator acting on running workflows (registered in __init__.py)."""
+"""`remedy approve`, `abort`, `clear`, `trigger`, `resume-pool`, `release-hold` and
+`resume-job`: an operator acting on running workflows (registered in __init__.py).
+
+A decision (approve, abort, clear, resume) is a workflow update: the workflow refuses it when
+there is nothing to do (one line, ``error: WHAT: why``, exit 2) or answers with what it did,
+and records the caller's client identity beside ``--by``. A workflow from before the updates
+gets the signal instead, with a note on stderr (no answer comes back from a signal)."""
 
 from __future__ import annotations
 
-from typing import Annotated, TypeVar
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Annotated, TypeVar
 
 import typer
+from temporalio.client import WorkflowUpdateRPCTimeoutOrCancelledError
 from temporalio.service import RPCError
 
-from contract.defs import SignalDef
+from contract.defs import SignalDef, UpdateDef, UpdateRejected, UpdateUnknown
 from contract.messages import (
     ABORT,
+    ABORT_LADDER,
     APPROVE,
+    APPROVE_RUNG,
+    CLEAR,
+    CLEAR_LADDER,
+    CLOSE_BREAKER,
     GUARD_STATUS,
     LEASE_RELEASE,
+    RELEASE_JOB,
     RESUME_JOB,
     RESUME_POOL,
 )
@@ -29,7 +42,11 @@ from workers.cli.options import (
     RunbooksOption,
 )
 
+if TYPE_CHECKING:
+    from remedy.remediation import StopResult
+
 P = TypeVar("P")
+R = TypeVar("R")
 
 
 def _signal(
@@ -49,11 +66,59 @@ def _signal(
         raise typer.Exit(2) from None
 
 
-def _signal_node(address: str | None, node: str, signal: SignalDef[P], arg: P) -> None:
-    """Signal the node's running remediation; exit 2 when it has none."""
+def _decide(
+    address: str | None,
+    workflow_id: str,
+    update: UpdateDef[P, R],
+    signal: SignalDef[P],
+    request: Callable[[str], P],
+    what: str,
+    missing: str,
+) -> R | None:
+    """Send ``request`` (made with the client's identity) as the update and return its answer:
+    exit 2 with ``error: WHAT: reason`` when the workflow refuses it, with ``missing`` when no
+    such workflow runs. None: the workflow predates the update and got the signal."""
+    from workers.client import connect_with
+
+    async def send() -> R | None:
+        client = await connect_with(temporal(address), "cli")
+        handle = client.get_workflow_handle(workflow_id)
+        payload = request(client.identity)
+        try:
+            return await update.execute(handle, payload)
+        except UpdateUnknown:
+            typer.echo(
+                f"note: {what}: its workflow predates the {update.name} update; "
+                "sent as a signal instead (no answer)",
+                err=True,
+            )
+            await signal.send(handle, payload)
+            return None
+
+    try:
+        return on_temporal(send())
+    except UpdateRejected as exc:
+        typer.echo(f"error: {what}: {exc}", err=True)
+        raise typer.Exit(2) from None
+    except WorkflowUpdateRPCTimeoutOrCancelledError:
+        typer.echo(f"error: {what}: no answer in time; it may still apply (remedy show)", err=True)
+        raise typer.Exit(2) from None
+    except RPCError as exc:
+        typer.echo(f"error: {missing} ({exc})", err=True)
+        raise typer.Exit(2) from None
+
+
+def _decide_node(
+    address: str | None,
+    node: str,
+    update: UpdateDef[P, R],
+    signal: SignalDef[P],
+    request: Callable[[str], P],
+) -> R | None:
     from contract.names import remediation_workflow_id
 
-    _signal(address, remediation_workflow_id(node), signal, arg, f"{node}: no running remediation")
+    missing = f"{node}: no running remediation"
+    return _decide(address, remediation_workflow_id(node), update, signal, request, node, missing)
 
 
 def approve(
@@ -66,11 +131,23 @@ def approve(
     by: ByOption = USER,
     note: Annotated[str, typer.Option(help="Why (recorded).")] = "",
 ) -> None:
-    """Approve the rung a node's remediation waits for (e.g. a replacement)."""
+    """Approve the rung a node's remediation waits for (e.g. a replacement). Exit 2 when
+    nothing waits for approval, or the rung is behind the ladder or approved already."""
     from remedy.remediation import ApproveRequest
 
-    _signal_node(address, node, APPROVE, ApproveRequest(by=by, rung=rung, note=note))
-    typer.echo(f"{node}: approved by {by}")
+    def request(identity: str) -> ApproveRequest:
+        return ApproveRequest(by=by, rung=rung, note=note, identity=identity)
+
+    done = _decide_node(address, node, APPROVE_RUNG, APPROVE, request)
+    if done is None:
+        typer.echo(f"{node}: approval sent by {by}")
+        return
+    phase = done.phase.value.replace("_", " ")
+    moved = f"ladder now {phase}" if done.moved else f"ladder still {phase} (not acted on yet)"
+    ahead = " ahead" if done.ahead else ""
+    typer.echo(
+        f"{node}: approved rung {done.rung} ({done.action.value}){ahead} by {done.by}; {moved}"
+    )
 
 
 def abort(
@@ -82,11 +159,38 @@ def abort(
     ] = False,
     by: ByOption = USER,
 ) -> None:
-    """Stop a node's remediation where it stands."""
+    """Stop a node's remediation where it stands. Exit 2 when it finished or is stopping."""
     from remedy.remediation import AbortRequest
 
-    _signal_node(address, node, ABORT, AbortRequest(by=by, reason=reason, restore=restore))
-    typer.echo(f"{node}: abort sent by {by}")
+    def request(identity: str) -> AbortRequest:
+        return AbortRequest(by=by, reason=reason, restore=restore, identity=identity)
+
+    _say_stopped(node, "abort", by, _decide_node(address, node, ABORT_LADDER, ABORT, request))
+
+
+def clear(
+    node: Annotated[str, typer.Argument(help="The node whose fault is gone.")],
+    reason: Annotated[str, typer.Option(help="Why (recorded).")] = "",
+    address: AddressOption = None,
+    by: ByOption = USER,
+) -> None:
+    """The fault is gone (fixed by hand): end the node's remediation and give the node back
+    (uncordon). Exit 2 when it finished or is stopping."""
+    from remedy.remediation import ClearRequest
+
+    def request(identity: str) -> ClearRequest:
+        return ClearRequest(by=by, reason=reason, identity=identity)
+
+    _say_stopped(node, "clear", by, _decide_node(address, node, CLEAR_LADDER, CLEAR, request))
+
+
+def _say_stopped(node: str, verb: str, by: str, done: StopResult | None) -> None:
+    if done is None:
+        typer.echo(f"{node}: {verb} sent by {by}")
+    elif done.outcome is None:
+        typer.echo(f"{node}: {verb} accepted; the ladder is still stopping ({done.phase.value})")
+    else:
+        typer.echo(f"{node}: ladder {done.outcome.value}: {done.detail}")
 
 
 def trigger(
@@ -144,18 +248,30 @@ def resume_pool(
     address: AddressOption = None,
     by: ByOption = USER,
 ) -> None:
-    """Close a pool's storm breaker: disruptive work resumes within the budget."""
+    """Close a pool's storm breaker: disruptive work resumes within the budget. Exit 2 when
+    the breaker is not tripped."""
     from contract.names import budget_workflow_id
     from remedy.budget import ResumeRequest
 
-    _signal(
+    def request(identity: str) -> ResumeRequest:
+        return ResumeRequest(by=by, identity=identity)
+
+    done = _decide(
         address,
         budget_workflow_id(pool),
+        CLOSE_BREAKER,
         RESUME_POOL,
-        ResumeRequest(by=by),
+        request,
+        f"pool {pool}",
         f"pool {pool}: no disruption budget",
     )
-    typer.echo(f"pool {pool}: resume sent by {by}")
+    if done is None:
+        typer.echo(f"pool {pool}: resume sent by {by}")
+    else:
+        typer.echo(
+            f"pool {pool}: breaker closed ({done.note}); "
+            f"{done.holders} leases held, {done.waiting} waiting"
+        )
 
 
 def release_hold(
@@ -188,33 +304,34 @@ def resume_job(
     by: ByOption = USER,
 ) -> None:
     """Let a job guard that holds a job for a human restart it (or stop, with --stop).
-    Exit 2 when no guard runs for the job, or its guard holds nothing (a resume then would be
-    ignored)."""
+    Exit 2 when no guard runs for the job, or its guard holds nothing."""
     from contract.names import job_guard_workflow_id
     from remedy.attribution.guard import GuardPhase, ResumeRequest
     from workers.client import connect_with
 
+    ref = f"job {namespace}/{job}"
     workflow_id = job_guard_workflow_id(namespace, job)
 
-    async def phase() -> GuardPhase:
+    async def phase() -> GuardPhase:  # a closed guard still answers: say how it ended
         client = await connect_with(temporal(address), "cli")
         return (await GUARD_STATUS.ask(client.get_workflow_handle(workflow_id))).phase
 
     try:
         now = on_temporal(phase())
     except RPCError as exc:
-        typer.echo(f"error: job {namespace}/{job}: no running guard ({exc})", err=True)
+        typer.echo(f"error: {ref}: no running guard ({exc})", err=True)
         raise typer.Exit(2) from None
     if now is not GuardPhase.HELD:
-        typer.echo(
-            f"error: job {namespace}/{job} is {now.value}, not held: nothing to resume", err=True
-        )
+        typer.echo(f"error: {ref}: the guard is {now.value}, not held: nothing to resume", err=True)
         raise typer.Exit(2)
-    _signal(
-        address,
-        workflow_id,
-        RESUME_JOB,
-        ResumeRequest(by=by, stop=stop),
-        f"job {namespace}/{job}: no running guard",
+
+    def request(identity: str) -> ResumeRequest:
+        return ResumeRequest(by=by, stop=stop, identity=identity)
+
+    done = _decide(
+        address, workflow_id, RELEASE_JOB, RESUME_JOB, request, ref, f"{ref}: no running guard"
     )
-    typer.echo(f"job {namespace}/{job}: {'stop' if stop else 'resume'} sent by {by}")
+    if done is None:
+        typer.echo(f"{ref}: {'stop' if stop else 'resume'} sent by {by}")
+    else:
+        typer.echo(f"{ref}: {done.phase.value} ({'stopped' if stop else 'resumed'} by {done.by})")
