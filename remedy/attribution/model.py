@@ -8,7 +8,7 @@ from enum import StrEnum
 
 from pydantic import BaseModel
 
-from remedy.models import Finding
+from remedy.models import Finding, FreeText
 
 
 class Verdict(StrEnum):
@@ -26,7 +26,7 @@ class Termination(BaseModel):
     # EvictionByEvictionAPI (a drain), DeletionByTaintManager, PreemptionByScheduler,
     # TerminationByKubelet (node shutdown or pressure).
     disruption: str | None = None
-    message: str = ""
+    message: FreeText = ""
 
 
 class XidSeen(BaseModel):
@@ -58,7 +58,7 @@ class PodFailure(BaseModel):
     node: str
     failed_at: datetime
     termination: Termination
-    log_tail: str = ""  # the last lines of the container's log
+    log_tail: FreeText = ""  # the last lines of the container's log
     node_gone: bool = False  # the node object no longer exists
     findings: list[Finding] = []  # remedy's findings on the job's nodes around the failure
     remediations: list[RemediationSeen] = []  # on the job's nodes around the failure
