@@ -6,8 +6,8 @@
       - name: customer-id     # the marker: [REDACTED:customer-id]
         pattern: 'CUST-[0-9]{8}'
       - name: db-url
-        pattern: 'postgres://[^:/]+:(?P<secret>[^@/]+)@'   # only the group is hidden
-        keep: '@localhost'    # a match that also matches this is left alone
+        pattern: 'postgres://[^:/]+:(?P<secret>[^@/]+)@[a-z.]+'  # only the group is hidden
+        keep: '@localhost$'   # a match that also matches this is left alone
 
 Loaded all or nothing: each problem is one ``FILE:LINE: FIELD: problem`` line, a pattern RE2
 refuses named with RE2's reason.
@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from remedy.redaction.rules import DEFAULT_RULES, Redactor, Rule
 from remedy.yaml_source import YamlFileError, load_model
@@ -46,12 +46,13 @@ class RedactionFile(BaseModel):
             raise ValueError(f"no default rule {', '.join(unknown)} (they are: {known})")
         return names
 
-    @model_validator(mode="after")
-    def _unique(self) -> RedactionFile:
-        names = [r.name for r in self.patterns]
+    @field_validator("patterns")
+    @classmethod
+    def _unique(cls, patterns: list[Rule]) -> list[Rule]:
+        names = [r.name for r in patterns]
         if twice := sorted({n for n in names if names.count(n) > 1}):
             raise ValueError(f"pattern names used twice: {', '.join(twice)}")
-        return self
+        return patterns
 
     def redactor(self) -> Redactor:
         mine = {r.name for r in self.patterns}
