@@ -2,8 +2,8 @@
 
 The commands live by group: runbooks.py (`remedy runbooks ...`), xid.py (`remedy xid ...`),
 node.py (probe, agent), doctor.py (doctor), controller.py (controller, demo), fleet.py (status,
-show) and operate.py (approve, abort, trigger, resume-pool, release-hold, resume-job); options.py
-declares the options they share and common.py the helpers."""
+show), operate.py (approve, abort, trigger, resume-pool, release-hold, resume-job) and codec.py
+(codec-server); options.py declares the options they share and common.py the helpers."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import sys
 
 import typer
 
-from workers.cli import controller, doctor, fleet, node, operate, runbooks, xid
+from workers.cli import codec, controller, doctor, fleet, node, operate, runbooks, xid
 
 app = typer.Typer(
     help="remedy keeps GPU fleets healthy.", no_args_is_help=True, pretty_exceptions_enable=False
@@ -31,6 +31,7 @@ app.command()(operate.trigger)
 app.command("resume-pool")(operate.resume_pool)
 app.command("release-hold")(operate.release_hold)
 app.command("resume-job")(operate.resume_job)
+app.command("codec-server")(codec.codec_server)
 app.add_typer(runbooks.app, name="runbooks")
 app.add_typer(xid.app, name="xid")
 
