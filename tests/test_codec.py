@@ -169,7 +169,7 @@ async def test_the_codec_server_decodes_for_the_web_ui(key_file: Path) -> None:
         )
         refused = await http.post("/decode", data=body, headers={"Origin": UI})
         decoded = await http.post(
-            "/decode",
+            "/default/decode",
             data=body,
             headers={"Origin": UI, "Authorization": "Bearer t0k", "X-Namespace": "default"},
         )

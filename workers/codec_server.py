@@ -62,8 +62,10 @@ def codec_app(
         return cors(request, web.Response(status=204))
 
     app = web.Application(client_max_size=MAX_BODY)
-    app.router.add_post("/encode", route(codec.encode))
-    app.router.add_post("/decode", route(codec.decode))
-    app.router.add_route("OPTIONS", "/encode", preflight)
-    app.router.add_route("OPTIONS", "/decode", preflight)
+    # Also under a namespace segment, for an endpoint templated with {namespace}.
+    for prefix in ("", "/{namespace}"):
+        app.router.add_post(f"{prefix}/encode", route(codec.encode))
+        app.router.add_post(f"{prefix}/decode", route(codec.decode))
+        app.router.add_route("OPTIONS", f"{prefix}/encode", preflight)
+        app.router.add_route("OPTIONS", f"{prefix}/decode", preflight)
     return app
