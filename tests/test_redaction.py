@@ -31,6 +31,7 @@ from remedy.redaction import (
 from remedy.redaction.rules import MAX_TEXT
 from remedy.runbook import RunbookSet
 from tests.conftest import ROOT
+from tests.test_cli import cli
 from workers.agent import AgentConfig, NodeAgent
 
 DATA = ROOT / "tests" / "data"
@@ -268,3 +269,13 @@ async def test_the_agent_keeps_and_reports_its_probe_redacted(
     assert report is agent.last_report
     assert "abcd1234secret" not in report.model_dump_json()
     assert "[REDACTED:secret]" in report.model_dump_json()
+
+
+@pytest.mark.parametrize("command", [["controller"], ["agent", "--node", "n1"]])
+async def test_a_broken_patterns_file_stops_the_process_at_start(
+    tmp_path: Path, command: list[str]
+) -> None:
+    bad = write(tmp_path, "patterns:\n  - name: x\n    pattern: '(?<=a)b'\n")
+    code, output = await cli(*command, "--redact-patterns", str(bad))
+    assert code == 1
+    assert output.startswith(f"{bad}:3: patterns.0.pattern: invalid regular expression")
