@@ -84,6 +84,7 @@ def test_each_default_kind_is_hidden_behind_its_marker(
     assert secret not in out
     assert f"[REDACTED:{kind}]" in out
     assert kept in out
+    assert Redactor().text(out) == out  # a marker is never redacted again
 
 
 def ordinary_lines() -> list[str]:

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 from datetime import datetime
 from enum import StrEnum
+from typing import Annotated
 
 from pydantic import BaseModel
 
-from remedy.models import Finding, FreeText
+from remedy.models import Finding, FreeText, Untrusted
 
 
 class Verdict(StrEnum):
@@ -37,7 +38,7 @@ class XidSeen(BaseModel):
     node: str
     at: datetime
     pid: int | None = None
-    process: str | None = None
+    process: Annotated[str | None, Untrusted()] = None  # as the kernel log names it
     job: str | None = None  # the job the process belonged to, when known
 
 

@@ -13,6 +13,7 @@ rule looks at the original text; where matches overlap, the first rule's kind na
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from functools import cached_property
 from typing import Any
@@ -24,6 +25,9 @@ MAX_TEXT = 1024 * 1024  # characters redacted in one text; beyond is cut, never 
 MAX_PATTERN = 1024  # characters in one pattern
 PROGRAM_MEMORY = 1 << 20  # bytes RE2 may use for one compiled pattern: bounds a pattern's size
 SECRET = "secret"  # the group a pattern marks as the part to hide
+
+
+_MARKER = re.compile(r"\[REDACTED:[a-z0-9-]+\]")
 
 
 def marker(kind: str) -> str:
@@ -89,7 +93,9 @@ class Rule(BaseModel):
             if self.kept is not None and self.kept.search(found.group(0)) is not None:
                 continue
             groups = [g for g in self.secret_groups if found.start(g) >= 0] or [0]
-            out += [(found.start(g), found.end(g)) for g in groups if found.end(g) > found.start(g)]
+            spans = [(found.start(g), found.end(g)) for g in groups]
+            # What an earlier pass already hid stays as it is (``token=[REDACTED:jwt]``).
+            out += [(a, b) for a, b in spans if b > a and not _MARKER.fullmatch(text, a, b)]
         return out
 
 
