@@ -17,16 +17,20 @@ from contract.names import (
 )
 from remedy.cluster import FleetView
 from remedy.fleet import FleetNodes, OpenWork
+from remedy.redaction import Redactor, redacted
 
 
 class FleetActivities:
-    def __init__(self, client: Client, fleet: FleetView) -> None:
+    def __init__(self, client: Client, fleet: FleetView, redactor: Redactor | None = None) -> None:
         self._client, self._fleet = client, fleet
+        self._redactor = redactor or Redactor()
 
     @act.FLEET_NODES.defn
     def fleet_nodes(self) -> FleetNodes:
+        """Redacted: a condition another writer set (node-problem-detector) may quote the
+        kernel, and the scan's ladders carry its message as evidence."""
         with temporal_errors():
-            return FleetNodes(nodes=self._fleet.nodes())
+            return redacted(FleetNodes(nodes=self._fleet.nodes()), self._redactor)
 
     @act.OPEN_WORK.defn
     async def open_work(self) -> OpenWork:

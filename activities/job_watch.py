@@ -26,17 +26,27 @@ from remedy.attribution.guard import GuardInput, JobFinished, JobRef
 from remedy.attribution.jobs import GuardedJobs
 from remedy.attribution.model import RemediationSeen
 from remedy.models import Started
+from remedy.redaction import Redactor, redacted
 from remedy.runbook import RunbookSet
 
 WINDOW = timedelta(minutes=10)  # ladders this close to a failure are evidence (the rules' own)
 
 
 class JobWatchActivities:
-    def __init__(self, client: Client, jobs: GuardedJobs, runbooks: RunbookSet) -> None:
+    def __init__(
+        self,
+        client: Client,
+        jobs: GuardedJobs,
+        runbooks: RunbookSet,
+        redactor: Redactor | None = None,
+    ) -> None:
         self._client, self._jobs, self._runbooks = client, jobs, runbooks
+        self._redactor = redactor or Redactor()
 
     @act.GUARDED_JOB_FAILURES.defn
     async def guarded_job_failures(self) -> GuardedFailures:
+        """Redacted here, where pods' log tails enter the workflows: the fleet scan's history,
+        the guard's signal and every activity after it carry only what is left."""
         with temporal_errors():
             failures = await asyncio.to_thread(self._jobs.failed_pods)
         if not failures:
@@ -47,7 +57,7 @@ class JobWatchActivities:
         for f in failures:
             on_job = {f.failure.node, *f.job_nodes}
             f.failure.remediations = [ladder for ladder in ladders if ladder.node in on_job]
-        return GuardedFailures(failures=failures)
+        return redacted(GuardedFailures(failures=failures), self._redactor)
 
     async def _ladders(self, nodes: list[str], since: str) -> list[RemediationSeen]:
         listed = ", ".join(f"'{n}'" for n in nodes)

@@ -14,11 +14,18 @@ from remedy.host import NodeHost
 from remedy.models import ActionRequest, ActionResult, ProbeReport, ProbeRequest
 from remedy.probe import probe_node
 from remedy.probe.diagnose import deep_diagnose, passed
+from remedy.redaction import Redactor, redacted
 
 
 class NodeActivities:
-    def __init__(self, host_for: Callable[[str], NodeHost]) -> None:
+    """What a probe or a diagnose returns is redacted here (kernel lines, DCGM's and the load
+    test's output): the node's text enters the ladder's or the check's history only so."""
+
+    def __init__(
+        self, host_for: Callable[[str], NodeHost], redactor: Redactor | None = None
+    ) -> None:
         self._host_for = host_for
+        self._redactor = redactor or Redactor()
 
     def _host(self, name: str) -> NodeHost:
         with temporal_errors():
@@ -27,12 +34,12 @@ class NodeActivities:
     @act.PROBE.defn
     def probe(self, req: ProbeRequest) -> ProbeReport:
         host = self._host(req.node.name)
-        return probe_node(host.name, host.nvml(), host.probe_config)
+        return redacted(probe_node(host.name, host.nvml(), host.probe_config), self._redactor)
 
     @act.DIAGNOSE.defn
     def diagnose(self, req: ActionRequest) -> ActionResult:
         host = self._host(req.node.name)
-        report = deep_diagnose(host, req.gpu_indices, host.probe_config)
+        report = redacted(deep_diagnose(host, req.gpu_indices, host.probe_config), self._redactor)
         problems = [f"{f.reason}: {f.evidence}" for f in report.findings if f.unhealthy]
         if report.healthy:
             return ActionResult(ok=True, detail=passed(report))
@@ -42,7 +49,7 @@ class NodeActivities:
     def deep_diagnose(self, req: ProbeRequest) -> ProbeReport:
         """The full report of the deep diagnose (admission needs which GPU failed)."""
         host = self._host(req.node.name)
-        return deep_diagnose(host, [], host.probe_config)
+        return redacted(deep_diagnose(host, [], host.probe_config), self._redactor)
 
     @act.RESET_GPU.defn
     def reset_gpu(self, req: ActionRequest) -> ActionResult:

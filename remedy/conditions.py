@@ -16,7 +16,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict
 
 from remedy.capabilities import Capabilities
-from remedy.models import ProbeReport
+from remedy.models import FreeText, ProbeReport
 
 GPU_PROBLEM = "GpuProblem"
 GPU_NETWORK_PROBLEM = "GpuNetworkProblem"
@@ -35,7 +35,7 @@ class NodeCondition(BaseModel):
     type: str
     status: Literal["True", "False", "Unknown"]
     reason: str
-    message: str
+    message: FreeText  # another writer's (node-problem-detector) may quote the kernel
     last_heartbeat_time: datetime
     last_transition_time: datetime
 

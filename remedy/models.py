@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from datetime import datetime
 from enum import StrEnum
-from typing import Any
+from typing import Annotated, Any
 
 from pydantic import (
     BaseModel,
@@ -20,6 +20,14 @@ from pydantic import (
     model_serializer,
     model_validator,
 )
+
+
+class Untrusted:
+    """Marks a text field that holds what a pod or a node wrote (a log line, a kernel message,
+    a tool's output): remedy.redaction hides secrets in it before it reaches a workflow."""
+
+
+FreeText = Annotated[str, Untrusted()]
 
 
 class Severity(StrEnum):
@@ -122,11 +130,11 @@ class Finding(Frozen):
     severity: Severity
     component: Component = Component()
     xid: int | None = None
-    evidence: str = ""
+    evidence: FreeText = ""
     observed_at: datetime
     # The process an Xid's kernel-log line names: ties the Xid to a job (job attribution).
     pid: int | None = None
-    process: str | None = None
+    process: Annotated[str | None, Untrusted()] = None
 
     @property
     def unhealthy(self) -> bool:
@@ -185,7 +193,7 @@ class ActionRequest(Frozen):
 
 class ActionResult(Frozen):
     ok: bool
-    detail: str = ""
+    detail: FreeText = ""
 
 
 class ProbeRequest(Frozen):

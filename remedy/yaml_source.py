@@ -12,9 +12,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import yaml
+from pydantic import BaseModel, ValidationError
 from yaml.constructor import ConstructorError, SafeConstructor
 from yaml.events import AliasEvent
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
@@ -49,6 +50,40 @@ class YamlSyntaxError(ValueError):
     def __init__(self, line: int, message: str) -> None:
         super().__init__(message)
         self.line = line
+
+
+class YamlFileError(ValueError):
+    """A file that cannot be used: one ``FILE:LINE: FIELD: problem`` line per problem."""
+
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def load_model(path: Path, model: type[M]) -> M:
+    """``path`` read and validated as ``model``, all or nothing: every problem is reported
+    (duplicate keys, each field pydantic refused), each with the line it is on."""
+    try:
+        doc = read_yaml(path)
+    except (OSError, UnicodeDecodeError) as exc:
+        raise YamlFileError(f"{path}: cannot read: {exc}") from None
+    except YamlSyntaxError as exc:
+        raise YamlFileError(f"{path}:{exc.line}: {exc}") from None
+    problems = [f"{path}:{line}: {dotted(at)}: duplicate key" for at, line in doc.duplicates]
+    try:
+        loaded = model.model_validate(doc.data)
+    except ValidationError as exc:
+        problems += [
+            f"{path}:{doc.line_of(e['loc'])}: {dotted(e['loc'])}: "
+            f"{e['msg'].removeprefix('Value error, ')}"
+            for e in exc.errors()
+        ]
+    if problems:
+        raise YamlFileError("\n".join(problems))
+    return loaded
+
+
+def dotted(loc: tuple[str | int, ...]) -> str:
+    return ".".join(str(part) for part in loc) or "-"
 
 
 def read_yaml(path: Path) -> YamlDocument:

@@ -48,7 +48,7 @@ T = TypeVar("T")
 QUICK = GuardPolicy(gather=timedelta(0), backoff_initial=timedelta(seconds=1))
 
 
-async def scan(client: Client, queues: Queues) -> FleetSummary:
+async def scan(client: Client, queues: Queues, workflow_id: str = "") -> FleetSummary:
     return await client.execute_workflow(
         FleetScan.run,
         ScanInput(
@@ -57,7 +57,7 @@ async def scan(client: Client, queues: Queues) -> FleetSummary:
             watch_jobs=True,
             guard_policy=QUICK,
         ),
-        id=f"scan-{uuid.uuid4().hex[:8]}",
+        id=workflow_id or f"scan-{uuid.uuid4().hex[:8]}",
         task_queue=queues.controller,
     )
 

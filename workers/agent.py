@@ -17,7 +17,7 @@ import asyncio
 import logging
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 from temporalio.client import Client
@@ -34,6 +34,7 @@ from remedy.liveness import AGENT_HEARTBEAT, publish_due
 from remedy.models import Finding, NodeRef, ProbeReport
 from remedy.probe import probe_node
 from remedy.probe.xid_events import XidWatcher
+from remedy.redaction import Redactor, redacted
 from remedy.remediation import FindingReport
 from remedy.runbook import RunbookSet
 from workers.client import report_finding
@@ -57,6 +58,8 @@ class AgentConfig:
     task_queue: str | None = None  # default: the node's own queue
     controller_task_queue: str = CONTROLLER_TASK_QUEUE
     node_pickup_timeout: timedelta = timedelta(minutes=2)
+    # Hides secrets in what the node wrote (kernel lines, tools' output) before it is reported.
+    redactor: Redactor = field(default_factory=Redactor)
 
     @property
     def queue(self) -> str:
@@ -103,7 +106,9 @@ class NodeAgent:
         for check in (await self.check_dependencies(refresh=True)).checks:
             (log.info if check.ok else log.warning)("dependency %s", check.line())
         with ThreadPoolExecutor(max_workers=4, thread_name_prefix="agent") as executor:
-            async with node_agent_worker(self._client, self._serve, executor, self.config.queue):
+            async with node_agent_worker(
+                self._client, self._serve, executor, self.config.queue, self.config.redactor
+            ):
                 pushing = await asyncio.to_thread(watcher.start)
                 log.info(
                     "agent on %s: queue %s, Xid events %s, kernel log %s",
@@ -135,11 +140,13 @@ class NodeAgent:
         """One round: check dependencies, probe, publish conditions, report what is new. NVML's
         Xid events go through the probe's dedup first, so the probe's kernel-log read drops
         their lines."""
-        host = self._host
+        host, redactor = self._host, self.config.redactor
         await self.check_dependencies()
         if (seen := host.probe_config.xids_seen) is not None:
             xids = seen.admit(xids, "nvml", self._clock())
-        report = await asyncio.to_thread(probe_node, host.name, host.nvml(), host.probe_config)
+        xids = [redacted(x, redactor) for x in xids]  # reported and published from here on
+        probed = await asyncio.to_thread(probe_node, host.name, host.nvml(), host.probe_config)
+        report = redacted(probed, redactor)
         self.last_report = report
         verdict = "healthy" if report.healthy else "unhealthy" if report.checks_run else "failed"
         self._probes.add(1, {"verdict": verdict})

@@ -26,6 +26,7 @@ from remedy.budget import BudgetPolicy
 from remedy.cluster import Cluster
 from remedy.hardware import BlocklistPolicy
 from remedy.host import NodeHost
+from remedy.redaction import Redactor
 from remedy.runbook import RunbookSet
 from workflows.active_check import ActiveCheck
 from workflows.active_checks import ActiveChecks
@@ -66,6 +67,7 @@ def controller_worker(
     blocklist: BlocklistPolicy | None = None,
     jobs: JobSide | None = None,
     attributor: Attributor | None = None,
+    redactor: Redactor | None = None,
 ) -> Worker:
     """The fleet-level workflows and the controller's activities on ``task_queue``."""
     activities = controller_activities(
@@ -76,6 +78,7 @@ def controller_worker(
         blocklist=blocklist,
         jobs=jobs,
         attributor=attributor,
+        redactor=redactor,
     )
     return Worker(
         client,
@@ -96,11 +99,14 @@ def controller_activities(
     blocklist: BlocklistPolicy | None = None,
     jobs: JobSide | None = None,
     attributor: Attributor | None = None,
+    redactor: Redactor | None = None,
 ) -> list[Callable[..., Any]]:
     """``runbooks`` choose the ladder for what the controller starts itself (a problem
     condition no agent reported, a node that failed admission, a node a job guard blamed);
     agents bring their own. ``jobs``: the cluster's guarded jobs (no job guards without), judged
-    by ``attributor`` (default: the shipped attribution rules)."""
+    by ``attributor`` (default: the shipped attribution rules). ``redactor`` hides secrets in
+    what pods and nodes wrote (log tails, condition messages) before a workflow gets it
+    (default: remedy's default rules)."""
     return [
         *cluster_activities(cluster),
         *BudgetActivities(
@@ -108,7 +114,7 @@ def controller_activities(
         ).all(),
         *HardwareActivities(client, blocklist or BlocklistPolicy()).all(),
         *StartActivities(client, runbooks or RunbookSet([])).all(),
-        *FleetActivities(client, cluster.fleet).all(),
+        *FleetActivities(client, cluster.fleet, redactor).all(),
         *ActiveCheckActivities(
             client, cluster.marks, cluster.workload, runbooks or RunbookSet([])
         ).all(),
@@ -117,7 +123,11 @@ def controller_activities(
             if jobs
             else []
         ),
-        *(JobWatchActivities(client, jobs, runbooks or RunbookSet([])).all() if jobs else []),
+        *(
+            JobWatchActivities(client, jobs, runbooks or RunbookSet([]), redactor).all()
+            if jobs
+            else []
+        ),
     ]
 
 
@@ -126,15 +136,18 @@ def node_agent_worker(
     host_for: Callable[[str], NodeHost],
     executor: ThreadPoolExecutor,
     task_queue: str,
+    redactor: Redactor | None = None,
 ) -> Worker:
     """The host-local activities on a node queue (the real agent, or every simulated node)."""
     return Worker(
         client,
         task_queue=task_queue,
-        activities=node_activities(host_for),
+        activities=node_activities(host_for, redactor),
         activity_executor=executor,
     )
 
 
-def node_activities(host_for: Callable[[str], NodeHost]) -> list[Callable[..., Any]]:
-    return NodeActivities(host_for).all()
+def node_activities(
+    host_for: Callable[[str], NodeHost], redactor: Redactor | None = None
+) -> list[Callable[..., Any]]:
+    return NodeActivities(host_for, redactor).all()

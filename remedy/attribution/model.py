@@ -5,10 +5,11 @@ from __future__ import annotations
 
 from datetime import datetime
 from enum import StrEnum
+from typing import Annotated
 
 from pydantic import BaseModel
 
-from remedy.models import Finding
+from remedy.models import Finding, FreeText, Untrusted
 
 
 class Verdict(StrEnum):
@@ -26,7 +27,7 @@ class Termination(BaseModel):
     # EvictionByEvictionAPI (a drain), DeletionByTaintManager, PreemptionByScheduler,
     # TerminationByKubelet (node shutdown or pressure).
     disruption: str | None = None
-    message: str = ""
+    message: FreeText = ""
 
 
 class XidSeen(BaseModel):
@@ -37,7 +38,7 @@ class XidSeen(BaseModel):
     node: str
     at: datetime
     pid: int | None = None
-    process: str | None = None
+    process: Annotated[str | None, Untrusted()] = None  # as the kernel log names it
     job: str | None = None  # the job the process belonged to, when known
 
 
@@ -58,7 +59,7 @@ class PodFailure(BaseModel):
     node: str
     failed_at: datetime
     termination: Termination
-    log_tail: str = ""  # the last lines of the container's log
+    log_tail: FreeText = ""  # the last lines of the container's log
     node_gone: bool = False  # the node object no longer exists
     findings: list[Finding] = []  # remedy's findings on the job's nodes around the failure
     remediations: list[RemediationSeen] = []  # on the job's nodes around the failure

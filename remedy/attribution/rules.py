@@ -15,7 +15,6 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
-    ValidationError,
     field_validator,
     model_validator,
 )
@@ -24,7 +23,7 @@ from remedy.attribution.model import Attribution, PodFailure, Verdict, XidSeen
 from remedy.durations import Duration
 from remedy.models import Severity
 from remedy.xid import XidCatalog, load_catalog
-from remedy.yaml_source import YamlSyntaxError, read_yaml
+from remedy.yaml_source import YamlFileError, load_model
 
 RULES_FILE = Path(__file__).with_name("rules.yaml")
 ANY = "*"
@@ -89,27 +88,9 @@ class RulesError(ValueError):
 def load_rules(path: Path = RULES_FILE) -> RuleSet:
     """All or nothing: a broken file is one ``FILE:LINE: FIELD: problem`` line per problem."""
     try:
-        doc = read_yaml(path)
-    except (OSError, UnicodeDecodeError) as exc:
-        raise RulesError(f"{path}: cannot read: {exc}") from None
-    except YamlSyntaxError as exc:
-        raise RulesError(f"{path}:{exc.line}: {exc}") from None
-    problems = [f"{path}:{line}: {_dotted(at)}: duplicate key" for at, line in doc.duplicates]
-    try:
-        rules = RuleSet.model_validate(doc.data)
-    except ValidationError as exc:
-        problems += [
-            f"{path}:{doc.line_of(e['loc'])}: {_dotted(e['loc'])}: "
-            f"{e['msg'].removeprefix('Value error, ')}"
-            for e in exc.errors()
-        ]
-    if problems:
-        raise RulesError("\n".join(problems))
-    return rules
-
-
-def _dotted(loc: tuple[str | int, ...]) -> str:
-    return ".".join(str(part) for part in loc) or "-"
+        return load_model(path, RuleSet)
+    except YamlFileError as exc:
+        raise RulesError(str(exc)) from None
 
 
 class Attributor:

@@ -7,7 +7,7 @@ import asyncio
 import logging
 from collections.abc import Callable, Coroutine
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
 
@@ -15,6 +15,7 @@ from remedy.runbook import Runbook, RunbookError, RunbookSet, load_runbooks
 
 if TYPE_CHECKING:
     from remedy.attribution.rules import Attributor
+    from remedy.redaction import Redactor
 
 T = TypeVar("T")
 
@@ -45,6 +46,28 @@ def attributor_or_exit(rules: Path | None) -> Attributor:
     try:
         return Attributor(load_rules(rules) if rules else None)
     except RulesError as exc:
+        typer.echo(str(exc), err=True)
+        raise typer.Exit(1) from None
+
+
+RedactPatternsOption = Annotated[
+    Path | None,
+    typer.Option(
+        envvar="REMEDY_REDACT_PATTERNS",
+        help="Redaction patterns (YAML) added to the defaults: what pods and nodes wrote is "
+        "redacted by them before it reaches a workflow (see docs/operations.md).",
+    ),
+]
+
+
+def redactor_or_exit(patterns: Path | None) -> Redactor:
+    """The default redaction rules with the file's: a broken file is FILE:LINE: FIELD lines,
+    exit 1."""
+    from remedy.redaction import RedactionError, load_redactor
+
+    try:
+        return load_redactor(patterns)
+    except RedactionError as exc:
         typer.echo(str(exc), err=True)
         raise typer.Exit(1) from None
 

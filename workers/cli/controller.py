@@ -21,7 +21,14 @@ from remedy.liveness import (
 from remedy.runbook import RunbookError
 from workers.cli import active_checks as checks
 from workers.cli import drain
-from workers.cli.common import attributor_or_exit, on_temporal, runbooks_or_exit, serve
+from workers.cli.common import (
+    RedactPatternsOption,
+    attributor_or_exit,
+    on_temporal,
+    redactor_or_exit,
+    runbooks_or_exit,
+    serve,
+)
 from workers.cli.connection import temporal
 from workers.cli.options import (
     DEFAULT_RUNBOOKS,
@@ -125,6 +132,7 @@ def controller(
     active_check_pool: checks.PoolOption = None,
     active_check_idle_at_once: checks.IdleAtOnceOption = None,
     metrics_bind: MetricsOption = None,
+    redact_patterns: RedactPatternsOption = None,
 ) -> None:
     """Run the controller worker against a Kubernetes cluster."""
     from concurrent.futures import ThreadPoolExecutor
@@ -151,6 +159,7 @@ def controller(
         raise typer.Exit(2)
     loaded = runbooks_or_exit(runbooks)
     attributor = attributor_or_exit(job_rules)
+    redactor = redactor_or_exit(redact_patterns)
     drain_rules, drain_modes = drain.drain_settings(
         drain_delete_emptydir_data,
         drain_force,
@@ -224,6 +233,7 @@ def controller(
                 blocklist=blocklist,
                 jobs=jobs,
                 attributor=attributor,
+                redactor=redactor,
             ).run()
 
     serve(main)

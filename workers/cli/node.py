@@ -22,7 +22,12 @@ from remedy.probe.diagnose import deep_diagnose
 from remedy.probe.throughput import REFERENCE_FILE, load_references
 from remedy.probe.xid_dedup import XidDedup
 from remedy.xid.kernel_log import KernelLogSource
-from workers.cli.common import runbooks_or_exit, serve
+from workers.cli.common import (
+    RedactPatternsOption,
+    redactor_or_exit,
+    runbooks_or_exit,
+    serve,
+)
 from workers.cli.connection import temporal
 from workers.cli.options import (
     DEFAULT_RUNBOOKS,
@@ -201,6 +206,7 @@ def agent(
             "shipped one has H100, H200, A100, B200)."
         ),
     ] = REFERENCE_FILE,
+    redact_patterns: RedactPatternsOption = None,
 ) -> None:
     """Run the node agent: host-local activities on this node's queue, and the probe loop."""
     from adapters.kubernetes.cluster import kubernetes_cluster
@@ -209,6 +215,7 @@ def agent(
     from workers.client import connect_with, metrics_runtime
 
     loaded = runbooks_or_exit(runbooks)
+    redactor = redactor_or_exit(redact_patterns)
     try:
         load_references(gpu_reference)
     except (OSError, ValueError) as exc:
@@ -253,7 +260,10 @@ def agent(
             loaded,
             cluster,
             AgentConfig(
-                node=NodeRef(name=node, pool=pool), interval_s=interval, heartbeat_s=heartbeat_s
+                node=NodeRef(name=node, pool=pool),
+                interval_s=interval,
+                heartbeat_s=heartbeat_s,
+                redactor=redactor,
             ),
         ).run()
 

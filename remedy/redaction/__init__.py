@@ -1,0 +1,17 @@
+"""Secrets and personal data hidden in text from pods and nodes before it reaches a workflow:
+the rules and the redactor (rules.py), an operator's patterns file (config.py), and applying
+it to a message's free-text fields (wire.py)."""
+
+from remedy.redaction.config import RedactionError, load_redactor
+from remedy.redaction.rules import DEFAULT_RULES, Redactor, Rule, marker
+from remedy.redaction.wire import redacted
+
+__all__ = [
+    "DEFAULT_RULES",
+    "RedactionError",
+    "Redactor",
+    "Rule",
+    "load_redactor",
+    "marker",
+    "redacted",
+]

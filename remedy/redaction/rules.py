@@ -1,0 +1,211 @@
+"""Redaction: secrets and personal data in text from pods and nodes (log tails, kernel lines,
+diagnostic output) replaced by a marker that keeps the kind, ``[REDACTED:jwt]``, before the text
+reaches a workflow history, which anyone with read access to the namespace can open.
+
+Patterns are RE2 (``google-re2``): matching time is linear in the text whatever the pattern,
+so an operator's pattern cannot hang an activity with catastrophic backtracking, and RE2 refuses
+what would need backtracking (back-references, look-arounds) when the pattern is loaded.
+
+A pattern with a group named ``secret`` (or ``secret_…``) replaces only that group, so the key
+stays readable (``password=[REDACTED:secret]``); without one the whole match is replaced. Every
+rule looks at the original text; where matches overlap, the first rule's kind names the union.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from functools import cached_property
+from typing import Any
+
+import re2
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+MAX_TEXT = 1024 * 1024  # characters redacted in one text; beyond is cut, never passed raw
+MAX_PATTERN = 1024  # characters in one pattern
+PROGRAM_MEMORY = 1 << 20  # bytes RE2 may use for one compiled pattern: bounds a pattern's size
+SECRET = "secret"  # the group a pattern marks as the part to hide
+
+
+_MARKER = re.compile(r"\[REDACTED:[a-z0-9-]+\]")
+
+
+def marker(kind: str) -> str:
+    return f"[REDACTED:{kind}]"
+
+
+def _options() -> Any:
+    options = re2.Options()
+    options.max_mem = PROGRAM_MEMORY
+    options.log_errors = False  # the error is raised, with the pattern, to whoever loads it
+    return options
+
+
+def compiled(pattern: str) -> Any:
+    """The RE2 program, or ValueError naming what RE2 refused."""
+    try:
+        regex = re2.compile(pattern, _options())
+    except re2.error as exc:
+        said = exc.args[0].decode() if exc.args and isinstance(exc.args[0], bytes) else exc
+        raise ValueError(f"invalid regular expression {pattern!r}: {said}") from None
+    if regex.search("") is not None:
+        raise ValueError(f"{pattern!r} matches the empty string")
+    return regex
+
+
+class Rule(BaseModel):
+    """One kind of thing to hide: its name is the marker's kind."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str = Field(pattern=r"^[a-z0-9][a-z0-9-]{0,39}$")
+    pattern: str = Field(min_length=1, max_length=MAX_PATTERN)
+    # A match that also matches this is left alone (a known false positive, e.g. systemd's
+    # ``user@1000.service`` is no e-mail address).
+    keep: str | None = Field(default=None, min_length=1, max_length=MAX_PATTERN)
+
+    @field_validator("pattern", "keep")
+    @classmethod
+    def _compiles(cls, pattern: str | None) -> str | None:
+        if pattern is not None:
+            compiled(pattern)
+        return pattern
+
+    @cached_property
+    def regex(self) -> Any:
+        return compiled(self.pattern)
+
+    @cached_property
+    def kept(self) -> Any:
+        return compiled(self.keep) if self.keep else None
+
+    @cached_property
+    def secret_groups(self) -> list[int]:
+        names = self.regex.groupindex
+        return sorted(
+            i for name, i in names.items() if name == SECRET or name.startswith("secret_")
+        )
+
+    def spans(self, text: str) -> list[tuple[int, int]]:
+        """Where this rule hides something in ``text``."""
+        out = []
+        for found in self.regex.finditer(text):
+            if self.kept is not None and self.kept.search(found.group(0)) is not None:
+                continue
+            groups = [g for g in self.secret_groups if found.start(g) >= 0] or [0]
+            spans = [(found.start(g), found.end(g)) for g in groups]
+            # What an earlier pass already hid stays as it is (``token=[REDACTED:jwt]``).
+            out += [(a, b) for a, b in spans if b > a and not _MARKER.fullmatch(text, a, b)]
+        return out
+
+
+# A PEM private key: the whole block, or to the end of a text cut inside it, or the end of a
+# block whose start was cut off (a log tail begins mid-key).
+_PEM_END = r"-----END[A-Z0-9 ]*PRIVATE KEY-----"
+_PEM = (
+    rf"-----BEGIN[A-Z0-9 ]*PRIVATE KEY-----(?s:.*?)(?:{_PEM_END}|\z)"
+    rf"|(?:[A-Za-z0-9+/=]{{16,}}\r?\n)+{_PEM_END}"
+)
+
+# Key names that hold a secret: ``password=…``, ``"api_key": "…"``, ``DB_TOKEN=…``.
+_KEYS = (
+    r"[A-Za-z0-9_.-]*(?i:password|passwd|passphrase|secret|token|api[_-]?key|apikey"
+    r"|access[_-]?key|private[_-]?key|credentials?)"
+)
+_DEFAULTS = [
+    # "Authorization: Bearer …", "Basic …" after the header, and a bare "Bearer …".
+    (
+        "authorization",
+        r"(?i)(?:\b(?:proxy-)?authorization\s*[:=]\s*(?:(?:bearer|basic|digest|token)\s+)?"
+        r"|\bbearer\s+)(?P<secret>[A-Za-z0-9._~+/-]{8,}=*)",
+        None,
+    ),
+    ("jwt", r"\beyJ[A-Za-z0-9_-]{5,}\.eyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]*", None),
+    ("private-key", _PEM, None),
+    ("aws-access-key", r"\b(?:AKIA|ASIA|ABIA|ACCA)[A-Z0-9]{16}\b", None),
+    (
+        "aws-secret-key",
+        r"(?i)aws_?secret_?access_?key[\"']?\s*[:=]\s*[\"']?(?P<secret>[A-Za-z0-9/+=]{40})",
+        None,
+    ),
+    ("github-token", r"\b(?:gh[pousr]_[A-Za-z0-9]{36,}|github_pat_[A-Za-z0-9_]{22,})", None),
+    ("slack-token", r"\bxox[abposr]-[A-Za-z0-9-]{10,}", None),
+    (
+        "api-key",
+        r"\b(?:sk-(?:proj-|ant-|live-|test-)?[A-Za-z0-9_-]{20,}|[rs]k_(?:live|test)_[A-Za-z0-9]{16,}"
+        r"|AIza[0-9A-Za-z_-]{35})",
+        None,
+    ),
+    (
+        "secret",
+        rf"\b{_KEYS}\s*=\s*(?:\"(?P<secret>[^\"\n]+)\"|'(?P<secret_q>[^'\n]+)'"
+        r"|(?P<secret_b>[^\s&;,'\"]+))"
+        rf"|\"{_KEYS}\"\s*:\s*\"(?P<secret_j>(?:[^\"\\\n]|\\.)+)\"",
+        None,
+    ),
+    (
+        "email",
+        r"\b[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,24}\b",
+        r"\.(?:service|socket|target|mount|automount|slice|timer|scope|device|swap|path)$",
+    ),
+]
+DEFAULT_RULES: tuple[Rule, ...] = tuple(
+    Rule(name=name, pattern=pattern, keep=keep) for name, pattern, keep in _DEFAULTS
+)
+
+
+class Redactor(BaseModel):
+    """Applies its rules to text; ``Redactor()`` has the defaults, ``Redactor(rules=[])``
+    hides nothing. A model, so it travels in a worker's configuration as data."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    rules: tuple[Rule, ...] = DEFAULT_RULES
+
+    @model_validator(mode="after")
+    def _unique(self) -> Redactor:
+        names = [r.name for r in self.rules]
+        if twice := sorted({n for n in names if names.count(n) > 1}):
+            raise ValueError(f"rule names used twice: {', '.join(twice)}")
+        return self
+
+    @cached_property
+    def _any(self) -> Any:
+        """One pass that says which rules match at all: most text holds nothing to hide."""
+        rules = re2.Set.SearchSet(_options())
+        for rule in self.rules:
+            rules.Add(rule.pattern)
+        rules.Compile()
+        return rules
+
+    def text(self, text: str) -> str:
+        if len(text) > MAX_TEXT:
+            text = text[:MAX_TEXT] + f" [cut: {len(text) - MAX_TEXT} more characters]"
+        if not text or not self.rules:
+            return text
+        hits = self._any.Match(text)
+        if not hits:
+            return text
+        spans = [(*span, i) for i in sorted(hits) for span in self.rules[i].spans(text)]
+        return _replaced(text, spans, self.rules)
+
+    def texts(self, texts: Sequence[str]) -> list[str]:
+        return [self.text(t) for t in texts]
+
+
+def _replaced(text: str, spans: list[tuple[int, int, int]], rules: Sequence[Rule]) -> str:
+    """``text`` with each union of overlapping spans replaced by the marker of the first rule
+    (in the rules' order) among them."""
+    merged: list[list[int]] = []  # start, end, rule
+    for start, end, rule in sorted(spans):
+        if merged and start < merged[-1][1]:
+            last = merged[-1]
+            last[1], last[2] = max(last[1], end), min(last[2], rule)
+        else:
+            merged.append([start, end, rule])
+    out, at = [], 0
+    for start, end, rule in merged:
+        out += [text[at:start], marker(rules[rule].name)]
+        at = end
+    out.append(text[at:])
+    return "".join(out)

@@ -1,0 +1,61 @@
+"""`remedy codec-server`: decrypts payloads for the Temporal Web UI and CLI (registered in
+__init__.py); see docs/operations.md, "Encrypting payloads"."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from workers.codec import KEY_FILE_ENV
+
+
+def codec_server(
+    key_file: Annotated[
+        Path,
+        typer.Option(
+            envvar=KEY_FILE_ENV,
+            help="The key file every remedy process encrypts with (one 'ID BASE64' a line).",
+        ),
+    ],
+    bind: Annotated[str, typer.Option(help="host:port to listen on.")] = "127.0.0.1:8888",
+    ui_origin: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="The Web UI's origin, e.g. http://localhost:8233 (repeat for several): the "
+            "browser may call the server from there."
+        ),
+    ] = None,
+    token_file: Annotated[
+        Path | None,
+        typer.Option(
+            envvar="REMEDY_CODEC_TOKEN_FILE",
+            help="A file holding a token every request must carry (Authorization: Bearer).",
+        ),
+    ] = None,
+) -> None:
+    """Serve /encode and /decode for the Temporal Web UI's and CLI's codec endpoint."""
+    from aiohttp import web
+
+    from workers.codec import CodecKeyError, EncryptionCodec, load_keys
+    from workers.codec_server import codec_app
+
+    host, _, port = bind.rpartition(":")
+    if not host or not port.isdigit():
+        typer.echo(f"error: --bind {bind!r}: expected host:port", err=True)
+        raise typer.Exit(2)
+    try:
+        codec = EncryptionCodec(load_keys(key_file))
+        token = token_file.read_text().strip() if token_file else None
+    except CodecKeyError as exc:
+        typer.echo(f"error: --key-file: {exc}", err=True)
+        raise typer.Exit(2) from None
+    except OSError as exc:
+        typer.echo(f"error: --token-file: {exc}", err=True)
+        raise typer.Exit(2) from None
+    if token == "":
+        typer.echo(f"error: --token-file {token_file}: empty", err=True)
+        raise typer.Exit(2)
+    app = codec_app(codec, origins=ui_origin or [], token=token)
+    web.run_app(app, host=host, port=int(port), print=lambda _: None)

@@ -1,0 +1,146 @@
+"""Optional payload encryption: every payload remedy's processes write (workflow inputs, results,
+signals, activity arguments) is sealed with AES-256-GCM before it leaves the process, so the
+Temporal server and its database hold only ciphertext. Redaction (remedy.redaction) happens
+before and apart from it: what a history must never hold is removed even where encryption is off
+or a reader has the key.
+
+Keys come from a key file, one key a line, ``ID BASE64`` (32 random bytes)::
+
+    # newest first: it encrypts; every key listed decrypts
+    2026-11 qk3b0W9yJm6tKf0yq7yGQ4Bc0dVNf5xjVYJgq7u3Y9E=
+    2026-05 3mZy2E0S5nJtQ6m1yA0l8b7Rk3F2cUuW1oX4pV9dLhs=
+
+Each payload carries its key's id (metadata ``encryption-key-id``), so a key is rotated by
+putting a new one first and dropping the old one once no history still needed holds it.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import dataclasses
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from cryptography.exceptions import InvalidTag
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+from temporalio.api.common.v1 import Payload
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.converter import DataConverter, PayloadCodec
+
+ENCODING = b"binary/encrypted"
+KEY_ID = "encryption-key-id"
+KEY_FILE_ENV = "REMEDY_CODEC_KEY_FILE"
+KEY_BYTES = 32  # AES-256
+NONCE_BYTES = 12  # GCM's standard nonce, random per payload
+MAX_KEY_FILE = 64 * 1024
+
+
+class CodecKeyError(ValueError):
+    """A key file that cannot be used: ``FILE:LINE: problem``."""
+
+
+class CodecError(ValueError):
+    """A payload that cannot be decrypted: its key is not in the key file, or it was altered."""
+
+
+@dataclass(frozen=True)
+class CodecKey:
+    id: str
+    secret: bytes = dataclasses.field(repr=False)
+
+
+def load_keys(path: Path) -> list[CodecKey]:
+    """The keys of ``path``, newest (the encrypting one) first; at least one."""
+    try:
+        with path.open("rb") as stream:
+            raw = stream.read(MAX_KEY_FILE + 1)
+        text = raw.decode("utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise CodecKeyError(f"{path}: cannot read: {exc}") from None
+    if len(raw) > MAX_KEY_FILE:
+        raise CodecKeyError(f"{path}: too large (the limit is {MAX_KEY_FILE} bytes)")
+    keys: list[CodecKey] = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not (line := line.strip()) or line.startswith("#"):
+            continue
+        keys.append(_key(line, f"{path}:{number}", {k.id for k in keys}))
+    if not keys:
+        raise CodecKeyError(f"{path}: no key (one a line: ID BASE64-OF-{KEY_BYTES}-BYTES)")
+    return keys
+
+
+def _key(line: str, where: str, seen: set[str]) -> CodecKey:
+    parts = line.split()
+    if len(parts) != 2:
+        raise CodecKeyError(f"{where}: expected 'ID BASE64', found {len(parts)} fields")
+    key_id, encoded = parts
+    if key_id in seen:
+        raise CodecKeyError(f"{where}: key id {key_id!r} used twice")
+    try:
+        secret = base64.b64decode(encoded, validate=True)
+    except binascii.Error:
+        raise CodecKeyError(f"{where}: key {key_id!r} is not base64") from None
+    if len(secret) != KEY_BYTES:
+        raise CodecKeyError(f"{where}: key {key_id!r} has {len(secret)} bytes, not {KEY_BYTES}")
+    return CodecKey(id=key_id, secret=secret)
+
+
+class EncryptionCodec(PayloadCodec):
+    """AES-256-GCM with the first key; decrypts with whichever key the payload names. The key
+    id is authenticated with the payload (associated data): a relabelled payload fails."""
+
+    def __init__(self, keys: Sequence[CodecKey]) -> None:
+        if not keys:
+            raise ValueError("an encryption codec needs at least one key")
+        self._encrypting = keys[0]
+        self._ciphers = {k.id: AESGCM(k.secret) for k in keys}
+
+    async def encode(self, payloads: Sequence[Payload]) -> list[Payload]:
+        key = self._encrypting
+        cipher = self._ciphers[key.id]
+        out = []
+        for payload in payloads:
+            nonce = os.urandom(NONCE_BYTES)
+            sealed = cipher.encrypt(nonce, payload.SerializeToString(), key.id.encode())
+            out.append(
+                Payload(
+                    metadata={"encoding": ENCODING, KEY_ID: key.id.encode()},
+                    data=nonce + sealed,
+                )
+            )
+        return out
+
+    async def decode(self, payloads: Sequence[Payload]) -> list[Payload]:
+        return [self._open(p) for p in payloads]
+
+    def _open(self, payload: Payload) -> Payload:
+        if payload.metadata.get("encoding") != ENCODING:
+            return payload  # written before encryption was on: read as it is
+        key_id = payload.metadata.get(KEY_ID, b"").decode(errors="replace")
+        cipher = self._ciphers.get(key_id)
+        if cipher is None:
+            raise CodecError(f"payload encrypted with key {key_id!r}, which the key file lacks")
+        nonce, sealed = payload.data[:NONCE_BYTES], payload.data[NONCE_BYTES:]
+        try:
+            plain = cipher.decrypt(nonce, sealed, key_id.encode())
+        except InvalidTag:
+            raise CodecError(f"payload with key {key_id!r} does not decrypt: altered") from None
+        return Payload.FromString(plain)
+
+
+def data_converter(key_file: Path | None) -> DataConverter:
+    """remedy's converter (pydantic), encrypting with the keys of ``key_file`` (None: plain)."""
+    if key_file is None:
+        return pydantic_data_converter
+    codec = EncryptionCodec(load_keys(key_file))
+    return dataclasses.replace(pydantic_data_converter, payload_codec=codec)
+
+
+def data_converter_from_env(environ: Mapping[str, str] = os.environ) -> DataConverter:
+    """As ``data_converter``, the key file named by ``REMEDY_CODEC_KEY_FILE`` (unset or empty:
+    no encryption). Raises CodecKeyError for a file it cannot use."""
+    path = environ.get(KEY_FILE_ENV, "")
+    return data_converter(Path(path) if path else None)

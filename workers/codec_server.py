@@ -1,0 +1,71 @@
+"""The codec server the Temporal Web UI and CLI call to show encrypted payloads in clear
+(``remedy codec-server``): POST /decode and /encode with ``{"payloads": [...]}`` in proto3
+JSON, answered in kind. The browser calls it from the UI's origin, so it answers CORS for the
+origins it is given; with a token, a request without ``Authorization: Bearer TOKEN`` is refused.
+It holds the keys: run it where only the people allowed to read histories can reach it."""
+
+from __future__ import annotations
+
+import hmac
+from collections.abc import Awaitable, Callable, Sequence
+
+from aiohttp import web
+from google.protobuf import json_format
+from temporalio.api.common.v1 import Payload, Payloads
+from temporalio.converter import PayloadCodec
+
+from workers.codec import CodecError
+
+MAX_BODY = 16 * 1024 * 1024  # a history page of payloads (each at most 2 MiB in Temporal)
+# What the UI sends: its namespace, and the user's token when "pass access token" is on.
+ALLOWED_HEADERS = "Content-Type, X-Namespace, Authorization"
+
+Codec = Callable[[Sequence[Payload]], Awaitable[list[Payload]]]
+
+
+def codec_app(
+    codec: PayloadCodec, origins: Sequence[str] = (), token: str | None = None
+) -> web.Application:
+    """The server's routes; ``origins``: the Web UI's (``http://localhost:8233``), ``*`` any."""
+
+    def cors(request: web.Request, response: web.StreamResponse) -> web.StreamResponse:
+        origin = request.headers.get("Origin", "")
+        if origin and (origin in origins or "*" in origins):
+            response.headers["Access-Control-Allow-Origin"] = origin
+            response.headers["Access-Control-Allow-Credentials"] = "true"
+            response.headers["Access-Control-Allow-Methods"] = "POST, OPTIONS"
+            response.headers["Access-Control-Allow-Headers"] = ALLOWED_HEADERS
+            response.headers["Vary"] = "Origin"
+        return response
+
+    def authorized(request: web.Request) -> bool:
+        if token is None:
+            return True
+        given = request.headers.get("Authorization", "").removeprefix("Bearer ").strip()
+        return hmac.compare_digest(given.encode(), token.encode())
+
+    def route(apply: Codec) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
+        async def handle(request: web.Request) -> web.StreamResponse:
+            if not authorized(request):
+                return cors(request, web.json_response({"error": "unauthorized"}, status=401))
+            try:
+                payloads = json_format.Parse(await request.read(), Payloads())
+                done = Payloads(payloads=await apply(list(payloads.payloads)))
+            except (json_format.ParseError, UnicodeDecodeError, CodecError) as exc:
+                return cors(request, web.json_response({"error": str(exc)}, status=400))
+            text = json_format.MessageToJson(done)
+            return cors(request, web.Response(text=text, content_type="application/json"))
+
+        return handle
+
+    async def preflight(request: web.Request) -> web.StreamResponse:
+        return cors(request, web.Response(status=204))
+
+    app = web.Application(client_max_size=MAX_BODY)
+    # Also under a namespace segment, for an endpoint templated with {namespace}.
+    for prefix in ("", "/{namespace}"):
+        app.router.add_post(f"{prefix}/encode", route(codec.encode))
+        app.router.add_post(f"{prefix}/decode", route(codec.decode))
+        app.router.add_route("OPTIONS", f"{prefix}/encode", preflight)
+        app.router.add_route("OPTIONS", f"{prefix}/decode", preflight)
+    return app
