@@ -11,6 +11,7 @@ from temporalio.api.operatorservice.v1 import (
 )
 from temporalio.client import Client, WorkflowHandle
 from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.converter import DataConverter
 from temporalio.runtime import PrometheusConfig, Runtime, TelemetryConfig
 from temporalio.service import RPCError, RPCStatusCode
 
@@ -19,7 +20,14 @@ from contract import search_attributes
 from contract.names import CONTROLLER_TASK_QUEUE
 from remedy.models import NodeRef
 from remedy.remediation import FindingReport, RemediationResult
-from workers.connection import Connection, ConnectOptions, failure, plain, resolve
+from workers.connection import (
+    Connection,
+    ConnectOptions,
+    TemporalConfigError,
+    failure,
+    plain,
+    resolve,
+)
 from workers.connection import TemporalUnreachable as TemporalUnreachable  # the old home
 from workflows.node_remediation import NodeRemediation
 
@@ -36,11 +44,22 @@ async def connect_with(
     options: ConnectOptions, role: str, runtime: Runtime | None = None
 ) -> Client:
     """Connect as the `temporal` CLI does (profile file, TEMPORAL_* variables, ``options``
-    over them; see workers/connection.py), as ``remedy-ROLE:USER@HOST``."""
-    return await connect_to(resolve(options, role), runtime)
+    over them; see workers/connection.py), as ``remedy-ROLE:USER@HOST``; payloads encrypted
+    when REMEDY_CODEC_KEY_FILE names a key file (workers/codec.py)."""
+    from workers.codec import CodecKeyError, data_converter_from_env
+
+    try:
+        converter = data_converter_from_env()
+    except CodecKeyError as exc:  # a bad key file: one line, as any other configuration error
+        raise TemporalConfigError("REMEDY_CODEC_KEY_FILE", str(exc)) from exc
+    return await connect_to(resolve(options, role), runtime, converter)
 
 
-async def connect_to(connection: Connection, runtime: Runtime | None = None) -> Client:
+async def connect_to(
+    connection: Connection,
+    runtime: Runtime | None = None,
+    converter: DataConverter = pydantic_data_converter,
+) -> Client:
     """Every failure is a TemporalConnectError naming what failed (address, TLS, credentials)."""
     try:
         return await Client.connect(
@@ -51,7 +70,7 @@ async def connect_to(connection: Connection, runtime: Runtime | None = None) -> 
             rpc_metadata=connection.rpc_metadata,
             identity=connection.identity,
             runtime=runtime,
-            data_converter=pydantic_data_converter,
+            data_converter=converter,
         )
     except (RuntimeError, ValueError, RPCError) as exc:  # the SDK's core: RuntimeError
         raise failure(exc, connection) from exc
