@@ -8,11 +8,11 @@ gets the signal instead, with a note on stderr (no answer comes back from a sign
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Annotated, TypeVar
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
-from temporalio.client import WorkflowUpdateRPCTimeoutOrCancelledError
+from temporalio.client import Client, WorkflowHandle, WorkflowUpdateRPCTimeoutOrCancelledError
 from temporalio.service import RPCError
 
 from contract.defs import SignalDef, UpdateDef, UpdateRejected, UpdateUnknown
@@ -46,24 +46,39 @@ if TYPE_CHECKING:
     from remedy.remediation import StopResult
 
 P = TypeVar("P")
+T = TypeVar("T")
 R = TypeVar("R")
+
+
+def _on_workflow(
+    address: str | None,
+    workflow_id: str,
+    act: Callable[[Client, WorkflowHandle[Any, Any]], Awaitable[T]],
+    missing: str,
+) -> T:
+    """Run ``act`` on a workflow's handle; exit 2 with ``missing`` when no such workflow runs."""
+    from workers.client import connect_with
+
+    async def run() -> T:
+        client = await connect_with(temporal(address), "cli")
+        return await act(client, client.get_workflow_handle(workflow_id))
+
+    try:
+        return on_temporal(run())
+    except RPCError as exc:
+        typer.echo(f"error: {missing} ({exc})", err=True)
+        raise typer.Exit(2) from None
 
 
 def _signal(
     address: str | None, workflow_id: str, signal: SignalDef[P], arg: P, missing: str
 ) -> None:
     """Signal a running workflow; exit 2 with ``missing`` when there is none."""
-    from workers.client import connect_with
 
-    async def send() -> None:
-        client = await connect_with(temporal(address), "cli")
-        await signal.send(client.get_workflow_handle(workflow_id), arg)
+    async def send(_: Client, handle: WorkflowHandle[Any, Any]) -> None:
+        await signal.send(handle, arg)
 
-    try:
-        on_temporal(send())
-    except RPCError as exc:
-        typer.echo(f"error: {missing} ({exc})", err=True)
-        raise typer.Exit(2) from None
+    _on_workflow(address, workflow_id, send, missing)
 
 
 def _decide(
@@ -78,11 +93,8 @@ def _decide(
     """Send ``request`` (made with the client's identity) as the update and return its answer:
     exit 2 with ``error: WHAT: reason`` when the workflow refuses it, with ``missing`` when no
     such workflow runs. None: the workflow predates the update and got the signal."""
-    from workers.client import connect_with
 
-    async def send() -> R | None:
-        client = await connect_with(temporal(address), "cli")
-        handle = client.get_workflow_handle(workflow_id)
+    async def send(client: Client, handle: WorkflowHandle[Any, Any]) -> R | None:
         payload = request(client.identity)
         try:
             return await update.execute(handle, payload)
@@ -96,15 +108,12 @@ def _decide(
             return None
 
     try:
-        return on_temporal(send())
+        return _on_workflow(address, workflow_id, send, missing)
     except UpdateRejected as exc:
         typer.echo(f"error: {what}: {exc}", err=True)
         raise typer.Exit(2) from None
     except WorkflowUpdateRPCTimeoutOrCancelledError:
         typer.echo(f"error: {what}: no answer in time; it may still apply (remedy show)", err=True)
-        raise typer.Exit(2) from None
-    except RPCError as exc:
-        typer.echo(f"error: {missing} ({exc})", err=True)
         raise typer.Exit(2) from None
 
 
