@@ -144,12 +144,16 @@ class XidCatalog:
         return self._codes.get(code) or unknown(code)
 
     def applies_to(self, code: int, architecture: int | None) -> bool | None:
-        """Whether NVIDIA lists ``code`` for GPUs of ``architecture``: True when any of the
-        family's product columns says YES (the architecture alone cannot tell B100 from
-        GB200); None when NVIDIA says nothing (unknown code or architecture, before Ampere)."""
+        """Whether NVIDIA lists ``code`` for GPUs of ``architecture``; None when NVIDIA says
+        nothing (an unknown code or architecture, or one before Ampere)."""
         family = family_of(architecture)
+        return None if family is None else self.applies_in(code, family)
+
+    def applies_in(self, code: int, family: Family) -> bool | None:
+        """True when any of the family's product columns says YES (an architecture alone
+        cannot tell B100 from GB200); None for an unknown code or before Ampere."""
         info = self._codes.get(code)
-        if info is None or family is None or family is Family.BEFORE_AMPERE:
+        if info is None or family is Family.BEFORE_AMPERE:
             return None
         return any(p in info.products for p in PRODUCTS[family])
 
