@@ -20,6 +20,7 @@ from remedy.xid.catalog import load_catalog
 
 XID_REASON = re.compile(r"^Xid[0-9]{1,4}$")
 XID_CHECK = "xid"
+NVSWITCH_CHECK = "nvswitch"
 
 
 @dataclass(frozen=True)
@@ -152,6 +153,16 @@ TERMS: tuple[CheckTerms, ...] = (
         {"ManualTrigger": "an operator started the remediation by hand"},
     ),
     CheckTerms(XID_CHECK, "Xid errors from NVML events or the kernel log", {}),
+    CheckTerms(
+        NVSWITCH_CHECK,
+        "NVSwitch errors (SXid) in the kernel log",
+        {
+            "SXidFatal": "a fatal NVSwitch error: the fabric needs a reset",
+            "SXidNonFatal": "a non-fatal NVSwitch error (recorded)",
+            "SXidCorrectable": "a corrected NVSwitch error (recorded)",
+            "SXidUnknown": "an SXid line that says neither fatal nor non-fatal: a person reads it",
+        },
+    ),
 )
 
 

@@ -29,7 +29,7 @@ class XidWatcher:
         self._node, self._nvml, self._now = node, nvml, now
         self._catalog = catalog or load_catalog()
         self._set: Any = None
-        self._architecture: int | None = None
+        self._architectures: dict[int, int] = {}  # index → NVML architecture: per GPU
         self._serials: dict[int, str] = {}
         self._pci: dict[int, str] = {}  # the kernel log names GPUs by PCI id: one Xid, once
 
@@ -46,7 +46,7 @@ class XidWatcher:
                 )
                 self._serials[index] = self._nvml.nvmlDeviceGetSerial(handle)
                 self._pci[index] = as_text(self._nvml.nvmlDeviceGetPciInfo(handle).busId).lower()
-                self._architecture = self._nvml.nvmlDeviceGetArchitecture(handle)
+                self._architectures[index] = self._nvml.nvmlDeviceGetArchitecture(handle)
         except pynvml.NVMLError as exc:
             log.warning("NVML Xid events unavailable on %s: %s", self._node, exc)
             self._set = None
@@ -70,7 +70,8 @@ class XidWatcher:
     def _finding(self, event: Any) -> Finding:
         code = int(event.eventData)
         index = self._nvml.nvmlDeviceGetIndex(event.device)
-        info = self._catalog.lookup(code, self._architecture)
+        architecture = self._architectures.get(index)
+        info = self._catalog.lookup(code, architecture)
         return Finding(
             node=self._node,
             check="xid",
@@ -81,10 +82,13 @@ class XidWatcher:
                 index=index,
                 serial=self._serials.get(index),
                 pci_bus_id=self._pci.get(index),
+                architecture=architecture,
             ),
             xid=code,
             evidence=f"{info.fault_class}: {info.meaning} (NVML event)",
             observed_at=self._now(),
+            # An NVML event carries the code alone, no message to decode: the catalog's action.
+            nvidia_action=info.action.value,
         )
 
     def stop(self) -> None:

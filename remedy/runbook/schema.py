@@ -23,6 +23,7 @@ from remedy import vocabulary
 from remedy.actions import ACTIONS
 from remedy.durations import Duration, format_duration
 from remedy.models import Action, Finding, Severity
+from remedy.xid.actions import XidAction
 
 # The loader validates with this context (and extra="forbid"): what a person wrote is checked
 # strictly — unknown fields, checks and reasons are errors. A runbook that travels inside a
@@ -127,12 +128,16 @@ class Match(Authored):
     xids: list[int] = []
     reasons: list[ReasonName] = []
     severities: list[Severity] = []
+    # NVIDIA's immediate action for an Xid (Finding.nvidia_action): routes a whole class of
+    # codes, e.g. every restart_app Xid, instead of listing them.
+    nvidia_actions: list[XidAction] = []
 
     def matches(self, finding: Finding) -> bool:
         if finding.check == FROM_CONDITION:
             # Rebuilt from a node condition, which keeps the reason (and Xid) but not the
             # check: match on those alone, and never on a check name alone.
-            return bool(self.reasons or self.xids) and self._matches_beyond_check(finding)
+            named = self.reasons or self.xids or self.nvidia_actions
+            return bool(named) and self._matches_beyond_check(finding)
         return (not self.checks or finding.check in self.checks) and self._matches_beyond_check(
             finding
         )
@@ -142,22 +147,27 @@ class Match(Authored):
             (not self.xids or finding.xid in self.xids)
             and (not self.reasons or finding.reason in self.reasons)
             and (not self.severities or finding.severity in self.severities)
+            and (not self.nvidia_actions or finding.nvidia_action in self.nvidia_actions)
         )
 
     @property
     def specificity(self) -> int:
-        # Narrower criteria win: an Xid code says more than a check name.
+        # Narrower criteria win: an Xid code says more than a check name; an action class
+        # says as much as a reason (Xid 154 asking for a reboot: 8 + 4).
         return (
             8 * bool(self.xids)
             + 4 * bool(self.reasons)
+            + 4 * bool(self.nvidia_actions)
             + 2 * bool(self.checks)
             + bool(self.severities)
         )
 
     @model_validator(mode="after")
     def _not_empty(self, info: ValidationInfo) -> Match:
-        if not (self.checks or self.xids or self.reasons or self.severities):
-            raise ValueError("match needs at least one of checks, xids, reasons, severities")
+        if not (self.checks or self.xids or self.reasons or self.severities or self.nvidia_actions):
+            raise ValueError(
+                "match needs at least one of checks, xids, reasons, severities, nvidia_actions"
+            )
         if _authoring(info) and self.checks:
             # Both must hold: a reason no listed check reports makes the clause a silent no-op.
             stray = [r for r in self.reasons if vocabulary.check_of(r) not in self.checks]
