@@ -85,7 +85,7 @@ class XidWatcher:
                 architecture=architecture,
             ),
             xid=code,
-            evidence=f"{info.fault_class}: {info.meaning} (NVML event)",
+            evidence=f"{info.fault_class}: {info.description} (NVML event)",
             observed_at=self._now(),
             # An NVML event carries the code alone, no message to decode: the catalog's action.
             nvidia_action=info.action.value,
