@@ -32,7 +32,9 @@ from remedy.xid.nvlink74 import decode_nvlink74
 __all__ = ["Decoded", "decode_action", "decode_nvlink5", "decode_nvlink74", "decode_xid154"]
 
 # `to 0x%x (%s)`: the new action's value and, in the last parentheses, its name.
-_XID154_TARGET = re.compile(r"\bto\s+0x(?P<value>[0-9a-fA-F]{1,8})(?:\s*\((?P<name>[^()]*)\))?")
+_XID154_TARGET = re.compile(
+    r"\bto\s+0x(?P<value>[0-9a-fA-F]{1,8})(?![0-9a-fA-F])(?:\s*\((?P<name>[^()]*)\))?"
+)
 _XID45_CAUSE = re.compile(r"caused by previous Xid (?P<code>\d{1,6})(?!\d)")
 
 # _gpuRecoveryActionName() in the driver (gpu.c); values from NV2080_CTRL_GPU_RECOVERY_ACTION_*.

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import csv
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
@@ -70,6 +71,10 @@ class Mask:
     def fits(self, word: int) -> bool:
         return word & self.care == self.value
 
+    def overlaps(self, other: Mask) -> bool:
+        """Whether some word fits both masks."""
+        return (self.value ^ other.value) & self.care & other.care == 0
+
 
 @dataclass(frozen=True, slots=True)
 class SheetRow:
@@ -97,16 +102,19 @@ class SheetRow:
         return names[0] if version is Version.V1 else names[-1]
 
 
-def load_sheet(path: Path = SHEET_FILE) -> dict[int, list[SheetRow]]:
+Sheet = Mapping[int, list[SheetRow]]
+
+
+def load_sheet(path: Path = SHEET_FILE) -> Sheet:
     """The sheet's rows by Xid; a malformed row is an error naming its line."""
     rows: dict[int, list[SheetRow]] = {}
     with path.open(newline="", encoding="utf-8") as handle:
         lines = [line for line in handle if not line.startswith("#")]
-    for number, fields in enumerate(csv.DictReader(lines, delimiter="\t"), start=2):
+    for number, fields in enumerate(csv.DictReader(lines, delimiter="\t"), start=1):
         try:
             row = _row(fields)
         except (ValueError, KeyError, TypeError) as exc:
-            raise ValueError(f"{path.name}: data row {number - 1}: {exc}") from None
+            raise ValueError(f"{path.name}: data row {number}: {exc}") from None
         rows.setdefault(row.xid, []).append(row)
     return rows
 
@@ -128,6 +136,12 @@ def _row(fields: dict[str, str]) -> SheetRow:
     )
 
 
+def bucket_action(bucket: str) -> XidAction:
+    """The action for one of the sheet's buckets; CHECK_*, INVESTIGATE_* or any other:
+    contact_support."""
+    return _BUCKETS.get(bucket, XidAction.CONTACT_SUPPORT)
+
+
 # Read once at import: decoding a line does no I/O.
 SHEET = load_sheet()
 
@@ -138,7 +152,9 @@ def payload_of(message: str) -> tuple[int, int] | None:
     return (int(found[-1][0], 16), int(found[-1][1], 16)) if found else None
 
 
-def decode_nvlink5(code: int, message: str, driver_branch: int | None = None) -> Decoded:
+def decode_nvlink5(
+    code: int, message: str, driver_branch: int | None = None, sheet: Sheet = SHEET
+) -> Decoded:
     """The action for an Xid 144–150 line (rules in the module docstring). ``driver_branch``
     (570, 575, …) picks the sheet's version when known."""
     payload = payload_of(message)
@@ -157,11 +173,9 @@ def decode_nvlink5(code: int, message: str, driver_branch: int | None = None) ->
     matches = {
         version: found
         for version in versions
-        if (found := _matches(code, version, intr_info, error_status))
+        if (found := _matches(sheet.get(code, []), version, intr_info, error_status))
     }
-    actions = {
-        _BUCKETS.get(bucket, XidAction.CONTACT_SUPPORT) for m in matches.values() for _, bucket in m
-    }
+    actions = {bucket_action(bucket) for found in matches.values() for _, bucket in found}
     if not matches:
         tried = " or ".join(versions)
         return Decoded(
@@ -176,10 +190,10 @@ def decode_nvlink5(code: int, message: str, driver_branch: int | None = None) ->
 
 
 def _matches(
-    code: int, version: Version, intr_info: int, error_status: int
+    rows: list[SheetRow], version: Version, intr_info: int, error_status: int
 ) -> list[tuple[SheetRow, str]]:
     found = []
-    for row in SHEET.get(code, []):
+    for row in rows:
         bucket = row.bucket(version, intr_info, error_status)
         if bucket is not None:
             found.append((row, bucket))
