@@ -169,8 +169,9 @@ class Attributor:
 
     def _action(self, code: int, action: str | None) -> XidAction:
         """The action the line asked for (Xid 154's recovery), else the catalog's."""
-        known = action in tuple(XidAction)
-        return XidAction(action) if known else self._catalog.lookup(code).action
+        if action is not None and action in tuple(XidAction):
+            return XidAction(action)
+        return self._catalog.lookup(code).action  # none said, or one a newer remedy knows
 
     def _hardware(self, xid: XidSeen) -> bool:
         info = self._catalog.lookup(xid.code)

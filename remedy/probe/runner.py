@@ -17,8 +17,8 @@ from remedy.gpu import NvmlApi
 from remedy.models import Finding, ProbeReport, Severity
 from remedy.probe.checks import GPU_CHECKS, CheckContext, check_inventory, check_nics
 from remedy.probe.nics import NicSource
-from remedy.probe.xid_dedup import XidDedup
 from remedy.probe.sxids import sxid_findings
+from remedy.probe.xid_dedup import XidDedup
 from remedy.probe.xids import xid_findings
 from remedy.xid.kernel_log import KernelLogSource, parse_kernel_log
 from remedy.xid.nvswitch import parse_sxids
