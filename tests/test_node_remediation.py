@@ -277,7 +277,12 @@ async def test_unknown_fault_is_cordoned_and_held_never_replaced(
 ) -> None:
     # A check only a newer agent knows (an unknown Xid is xid-needs-a-person's: also held).
     finding = fleet.inject(NODE, "ecc_dbe", gpu=0).model_copy(
-        update={"check": "future_check", "xid": None, "reason": "FutureReason"}
+        update={
+            "check": "future_check",
+            "xid": None,
+            "reason": "FutureReason",
+            "nvidia_action": None,
+        }
     )
     runbook = shipped_runbooks.match(finding)
     assert runbook is not None and runbook.name == "default-unknown-fault"
