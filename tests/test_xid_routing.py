@@ -20,8 +20,9 @@ from remedy.attribution.guard import GuardPhase, GuardPolicy
 from remedy.attribution.model import PodFailure, Termination, Verdict
 from remedy.attribution.rules import Attributor
 from remedy.models import Action, Component, ComponentKind, Finding, Severity
-from remedy.probe import probe_node
+from remedy.probe import probe_node, runner
 from remedy.probe.sxids import sxid_findings
+from remedy.probe.xid_events import XidWatcher
 from remedy.probe.xids import xid_findings
 from remedy.remediation import AttemptResult, Outcome
 from remedy.runbook import DEFAULT_RUNBOOK, Runbook, RunbookSet, Rung
@@ -30,7 +31,7 @@ from remedy.runbook.matcher import with_nvidia_action
 from remedy.runbook.schema import FROM_CONDITION, Match
 from remedy.xid.actions import SEVERITY, XidAction
 from remedy.xid.catalog import load_catalog
-from remedy.xid.kernel_log import parse_kernel_log
+from remedy.xid.kernel_log import XidEvent, parse_kernel_log
 from remedy.xid.nvswitch import parse_sxids
 from tests.ladder import remediate
 from tests.test_job_guard import guarded
@@ -291,7 +292,7 @@ def probed(fleet: SimFleet, node: str, *lines: str) -> list[Finding]:
     report = probe_node(node, host.nvml(), host.probe_config)
     assert "kernel_log" in report.checks_run
     # The inventory says each GPU's generation (what the kernel-log path looks codes up by).
-    assert {g.architecture for g in report.gpus} == {9}
+    assert {g.architecture for g in report.gpus} <= {5, 9}
     return [f for f in report.findings if f.check in ("xid", "nvswitch")]
 
 
@@ -352,3 +353,45 @@ async def test_e2e_xid_154_none_starts_nothing(
     node = sorted(fleet.nodes)[2]
     [finding] = probed(fleet, node, NONE_154)
     assert not finding.unhealthy and shipped_runbooks.match(finding) is None
+
+
+# -- each GPU's own architecture ---------------------------------------------------------
+VOLTA, HOPPER = 5, 9
+
+
+def test_the_xid_watcher_looks_each_gpu_up_by_its_own_architecture(fleet: SimFleet) -> None:
+    """On a node whose GPUs differ, an Xid on the Volta GPU reads the Volta entry (64: page
+    retirement), not the entry of the GPU NVML listed last."""
+    node = sorted(fleet.nodes)[3]
+    fleet.node(node).gpus[0].architecture = VOLTA
+    watcher = XidWatcher(node, fleet.host(node).nvml(), lambda: AT)
+    assert watcher.start()
+    fleet.node(node).push_xid(0, 64)
+    fleet.node(node).push_xid(7, 64)
+    volta, hopper = sorted(watcher.wait(1.0), key=lambda f: f.component.index or 0)
+    watcher.stop()
+    assert (volta.component.architecture, hopper.component.architecture) == (VOLTA, HOPPER)
+    assert "page retirement" in volta.evidence and "page retirement" not in hopper.evidence
+    assert volta.nvidia_action == hopper.nvidia_action == "reset_gpu"
+
+
+def test_the_kernel_log_is_read_with_each_gpus_architecture(
+    fleet: SimFleet, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The probe's inventory says each GPU's architecture; the kernel-log path hands the
+    parser that map by PCI id."""
+    node = sorted(fleet.nodes)[3]
+    fleet.node(node).gpus[1].architecture = VOLTA
+    passed: list[object] = []
+
+    def parse(lines: list[str], **options: object) -> list[XidEvent]:
+        passed.append(options.get("architecture"))
+        return parse_kernel_log(lines, **options)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(runner, "parse_kernel_log", parse)
+    [finding] = probed(fleet, node, MIG_APP_XID)
+    assert finding.xid == 94
+    [architectures] = passed
+    assert isinstance(architectures, dict)
+    assert architectures["00000000:28:00.0"] == VOLTA
+    assert set(architectures.values()) == {VOLTA, HOPPER} and len(architectures) == 8

@@ -21,6 +21,7 @@ class SimGpu:
     index: int
     serial: str
     uuid: str
+    architecture: int = 9  # NVML_DEVICE_ARCH_HOPPER (H100/H200)
 
 
 @dataclass
