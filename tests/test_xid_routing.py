@@ -10,7 +10,9 @@ tests feed real kernel-log lines to the simulated node's probe and run the real 
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
+import jsonschema
 import pytest
 from temporalio.testing import WorkflowEnvironment
 
@@ -25,10 +27,10 @@ from remedy.probe.sxids import sxid_findings
 from remedy.probe.xid_events import XidWatcher
 from remedy.probe.xids import xid_findings
 from remedy.remediation import AttemptResult, Outcome
-from remedy.runbook import DEFAULT_RUNBOOK, Runbook, RunbookSet, Rung
+from remedy.runbook import DEFAULT_RUNBOOK, Runbook, RunbookError, RunbookSet, Rung, load_runbooks
 from remedy.runbook.advice import AGREES, disagreements, first_effective_rung, matched_xids
 from remedy.runbook.matcher import with_nvidia_action
-from remedy.runbook.schema import FROM_CONDITION, Match
+from remedy.runbook.schema import FROM_CONDITION, Match, json_schema
 from remedy.xid.actions import SEVERITY, XidAction
 from remedy.xid.catalog import load_catalog
 from remedy.xid.kernel_log import XidEvent, parse_kernel_log
@@ -395,3 +397,14 @@ def test_the_kernel_log_is_read_with_each_gpus_architecture(
     assert isinstance(architectures, dict)
     assert architectures["00000000:28:00.0"] == VOLTA
     assert set(architectures.values()) == {VOLTA, HOPPER} and len(architectures) == 8
+
+
+def test_the_schema_and_the_loader_know_nvidia_actions(tmp_path: Path) -> None:
+    doc = {"name": "r", "match": {"nvidia_actions": ["reset_gpu"]}}
+    jsonschema.validate(doc, json_schema())
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate({**doc, "match": {"nvidia_actions": ["reboot_gpu"]}}, json_schema())
+    path = tmp_path / "r.yaml"
+    path.write_text("name: r\nmatch: {checks: [memory], nvidia_actions: [reboot]}\n")
+    with pytest.raises(RunbookError, match="can never match"):
+        load_runbooks([path])

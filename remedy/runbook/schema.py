@@ -118,6 +118,8 @@ class Rung(Authored):
         return ACTIONS[self.action].verifies
 
 
+# The checks whose findings carry NVIDIA's action (Finding.nvidia_action).
+ACTION_CHECKS = frozenset({vocabulary.XID_CHECK, vocabulary.NVSWITCH_CHECK})
 FROM_CONDITION = "condition"  # the check of a finding the fleet scan rebuilt from a condition
 
 
@@ -176,6 +178,11 @@ class Match(Authored):
                     f"reasons {stray} are not reported by checks {self.checks} "
                     f"(but by {sorted({str(vocabulary.check_of(r)) for r in stray})}): "
                     "this clause can never match"
+                )
+            if self.nvidia_actions and not set(self.checks) & ACTION_CHECKS:
+                raise ValueError(
+                    f"nvidia_actions come with Xid and SXid findings, which checks "
+                    f"{self.checks} do not report: this clause can never match"
                 )
         return self
 
