@@ -170,7 +170,7 @@ def reasons() -> dict[str, str]:
     known = {r: says for t in TERMS for r, says in t.reasons.items()}
     catalog = load_catalog()
     for code in catalog.codes():
-        known[f"Xid{code}"] = f"Xid {code}: {catalog.lookup(code).meaning}"
+        known[f"Xid{code}"] = f"Xid {code}: {catalog.lookup(code).description}"
     return known
 
 

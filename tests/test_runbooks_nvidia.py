@@ -11,9 +11,10 @@ from typer.testing import CliRunner
 
 from remedy.models import Action
 from remedy.runbook import RunbookSet, load_runbooks
-from remedy.runbook.advice import AGREES, disagreements, first_effective_rung, matched_xids
+from remedy.runbook.advice import AGREES, DECODED, disagreements, first_effective_rung, matched_xids
 from remedy.xid import load_catalog
-from remedy.xid.catalog import FirstAction
+from remedy.xid.actions import XidAction
+from remedy.xid.catalog import Decoder
 from tests.conftest import ROOT
 from workers.cli import app
 
@@ -27,9 +28,11 @@ def test_each_shipped_ladder_takes_nvidias_first_action_first(
     runbook = shipped_runbooks.get(name)
     assert disagreements(runbook, load_catalog()) == []
     for xid in matched_xids(runbook):  # the rule itself, spelt out from the catalog
-        advice = load_catalog().lookup(xid).action
-        assert advice is not FirstAction.NONE, (name, xid)
-        assert first_effective_rung(runbook) in AGREES[advice], (name, xid, advice)
+        info = load_catalog().lookup(xid)
+        assert info.action is not XidAction.IGNORE, (name, xid)
+        # Where the message decides (154, 74, ...), the catalog's action is only a fallback.
+        agrees = DECODED if info.decode is not Decoder.NONE else AGREES[info.action]
+        assert first_effective_rung(runbook) in agrees, (name, xid, info.action)
 
 
 def runbook_file(tmp_path: Path, xids: list[int], ladder: list[str]) -> Path:
@@ -52,6 +55,12 @@ def runbook_file(tmp_path: Path, xids: list[int], ladder: list[str]) -> Path:
         ([43], ["kill_job"], "Xid 43: NVIDIA says to ignore it"),
         # Xid 64 (a remap or page-retirement failure): reset first, replace after a diagnose.
         ([64], ["drain", "replace"], "Xid 64: NVIDIA's first action is reset_gpu; "),
+        # Xid 54 (aux power not connected): a person checks the seating, nothing disruptive.
+        ([54], ["drain", "reset_gpu"], "Xid 54: NVIDIA's first action is check_mechanicals; "),
+        # Xid 151 (restart the VM): on Kubernetes the VM is the node, a reboot, not a reset.
+        ([151], ["reset_gpu"], "Xid 151: NVIDIA's first action is restart_vm; "),
+        # Xid 154 names the recovery it needs: anything short of a replacement may follow.
+        ([154], ["replace"], "Xid 154: its message decides NVIDIA's first action; "),
     ],
 )
 def test_a_ladder_against_the_advice_is_reported(
@@ -60,6 +69,23 @@ def test_a_ladder_against_the_advice_is_reported(
     [runbook] = load_runbooks([runbook_file(tmp_path, xids, ladder)])
     [problem] = disagreements(runbook, load_catalog())
     assert problem.startswith(f"custom: {says}")
+
+
+@pytest.mark.parametrize(
+    ("xids", "ladder"),
+    [
+        ([151], ["drain", "reboot"]),  # restart_vm
+        ([45], ["diagnose"]),  # restart_fabric_manager: remedy has no such action; it looks
+        ([164, 168], ["diagnose"]),  # contact_support: a person decides
+        ([171, 172], ["drain", "reset_gpu"]),  # with Xid 48: reset the GPU
+        ([154], ["drain", "reboot"]),  # the message may ask for a node reboot
+    ],
+)
+def test_a_ladder_that_follows_the_advice_is_not_reported(
+    tmp_path: Path, xids: list[int], ladder: list[str]
+) -> None:
+    [runbook] = load_runbooks([runbook_file(tmp_path, xids, ladder)])
+    assert disagreements(runbook, load_catalog()) == []
 
 
 def test_validate_warns_but_accepts_a_ladder_against_the_advice(tmp_path: Path) -> None:
@@ -83,4 +109,4 @@ def test_a_hung_job_is_killed_before_the_gpu_is_touched(shipped_runbooks: Runboo
     actions = [r.action for r in hung.ladder]
     assert actions[0] is Action.KILL_JOB
     assert actions.index(Action.KILL_JOB) < actions.index(Action.RESET_GPU)
-    assert load_catalog().lookup(8).action is FirstAction.RESTART_APP
+    assert load_catalog().lookup(8).action is XidAction.RESTART_APP

@@ -74,8 +74,8 @@ def test_malformed_lines_are_skipped_without_crashing() -> None:
 def test_catalog_differs_per_generation() -> None:
     catalog = load_catalog()
     ampere, volta = pynvml.NVML_DEVICE_ARCH_AMPERE, pynvml.NVML_DEVICE_ARCH_VOLTA
-    assert "row remap" in catalog.lookup(63, ampere).meaning
-    assert "page retirement" in catalog.lookup(63, volta).meaning
+    assert "remapping" in catalog.lookup(63, ampere).description  # NVIDIA's words since Ampere
+    assert "page retirement" in catalog.lookup(63, volta).description
     assert catalog.lookup(79, volta) == catalog.lookup(79, pynvml.NVML_DEVICE_ARCH_HOPPER)
     assert catalog.lookup(48, None).action.value == "reset_gpu"
 

@@ -166,7 +166,7 @@ class Attributor:
         return _flag(
             when.hardware_xid_on_node,
             bool(seen),
-            f"Xid {seen[0].code} ({self._catalog.lookup(seen[0].code).meaning}) on "
+            f"Xid {seen[0].code} ({self._catalog.lookup(seen[0].code).description}) on "
             f"GPU {seen[0].gpu} of {f.node} at {seen[0].at:%H:%M:%S}"
             if seen
             else "no hardware Xid on the node",

@@ -83,7 +83,7 @@ class XidWatcher:
                 pci_bus_id=self._pci.get(index),
             ),
             xid=code,
-            evidence=f"{info.fault_class}: {info.meaning} (NVML event)",
+            evidence=f"{info.fault_class}: {info.description} (NVML event)",
             observed_at=self._now(),
         )
 

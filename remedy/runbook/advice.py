@@ -13,28 +13,37 @@ from __future__ import annotations
 from remedy.models import Action
 from remedy.runbook.schema import Runbook
 from remedy.vocabulary import XID_REASON
-from remedy.xid.catalog import FirstAction, XidCatalog
+from remedy.xid.actions import XidAction
+from remedy.xid.catalog import Decoder, XidCatalog
 
 EFFECTIVE = (Action.KILL_JOB, Action.RESET_GPU, Action.REBOOT, Action.REPLACE)
 
 # NVIDIA's immediate action → the first effective rungs that agree with it (None: no rung
 # acts on the fault, e.g. a ladder that only diagnoses or drains and holds for a person).
-AGREES: dict[FirstAction, frozenset[Action | None]] = {
+_HOLD = frozenset({None})
+AGREES: dict[XidAction, frozenset[Action | None]] = {
     # Ignore: no ladder should be started for it at all (checked separately).
-    FirstAction.NONE: frozenset({None}),
+    XidAction.IGNORE: _HOLD,
     # Restart the application: stop the job's pods (its controller restarts them), or leave
     # the job to restart itself; never act on the hardware first.
-    FirstAction.RESTART_APP: frozenset({Action.KILL_JOB, None}),
-    FirstAction.RESET_GPU: frozenset({Action.RESET_GPU}),
-    FirstAction.REBOOT: frozenset({Action.REBOOT}),
-    # The payload or a person decides (Xid 154 names the action it needs): anything short of
-    # a replacement.
-    FirstAction.INSPECT: frozenset({Action.KILL_JOB, Action.RESET_GPU, Action.REBOOT, None}),
+    XidAction.RESTART_APP: frozenset({Action.KILL_JOB, None}),
+    XidAction.RESET_GPU: frozenset({Action.RESET_GPU}),
+    XidAction.REBOOT: frozenset({Action.REBOOT}),
+    XidAction.RESTART_VM: frozenset({Action.REBOOT}),  # on Kubernetes the VM is the node
+    # remedy has no Fabric Manager action: look (the nvlink check sees a fabric that is down).
+    XidAction.RESTART_FABRIC_MANAGER: _HOLD,
+    # A person decides: nothing disruptive first.
+    XidAction.CONTACT_SUPPORT: _HOLD,
+    XidAction.CHECK_MECHANICALS: _HOLD,
+    XidAction.UPDATE_SOFTWARE: _HOLD,
 }
+# Where the message decides (Xid 154 names the recovery it needs; 74, 144–150 and 45 carry a
+# payload), the catalog's action is only the fallback: anything short of a replacement.
+DECODED = frozenset({Action.KILL_JOB, Action.RESET_GPU, Action.REBOOT, None})
 
-# One architecture per table of the catalog (NVML_DEVICE_ARCH_*: Volta 5; None: Ampere and
-# newer): a ladder must agree with the advice on every generation it may run on.
-ARCHITECTURES = (5, None)
+# One architecture per family the catalog tells apart (NVML_DEVICE_ARCH_*: Volta 5, Ampere 7,
+# Hopper 9, Blackwell 10): a ladder must agree with the advice on every one it may run on.
+ARCHITECTURES = (5, 7, 9, 10)
 
 
 def first_effective_rung(runbook: Runbook) -> Action | None:
@@ -55,13 +64,21 @@ def matched_xids(runbook: Runbook) -> list[int]:
 
 def disagreements(runbook: Runbook, catalog: XidCatalog) -> list[str]:
     """One line per Xid the runbook matches whose recommended first action its ladder does
-    not take first, on any GPU generation; none when it agrees."""
+    not take first, on any GPU architecture family; none when it agrees."""
     first = first_effective_rung(runbook)
     took = first.value if first else "no rung that acts on the fault"
     problems = []
     for xid in matched_xids(runbook):
-        for advice in sorted({catalog.lookup(xid, arch).action for arch in ARCHITECTURES}):
-            if advice is FirstAction.NONE:
+        infos = [catalog.lookup(xid, arch) for arch in ARCHITECTURES]
+        if any(i.decode is not Decoder.NONE for i in infos):
+            if first not in DECODED:
+                problems.append(
+                    f"{runbook.name}: Xid {xid}: its message decides NVIDIA's first action; "
+                    f"the ladder's first effective rung is {took}"
+                )
+            continue
+        for advice in sorted({i.action for i in infos}):
+            if advice is XidAction.IGNORE:
                 problems.append(
                     f"{runbook.name}: Xid {xid}: NVIDIA says to ignore it, "
                     "yet the runbook starts a ladder for it"

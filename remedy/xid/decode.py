@@ -11,9 +11,6 @@ from pydantic import BaseModel, ConfigDict
 from remedy.xid.actions import XidAction
 from remedy.xid.catalog import XidInfo
 
-# Until the catalog speaks XidAction (engineer A): the old FirstAction values that differ.
-_OLD = {"none": XidAction.IGNORE, "inspect": XidAction.CONTACT_SUPPORT}
-
 
 class Decoded(BaseModel):
     model_config = ConfigDict(frozen=True)
@@ -23,9 +20,4 @@ class Decoded(BaseModel):
 
 
 def decode_action(info: XidInfo, message: str) -> Decoded:
-    value = str(info.action.value)
-    bucket = getattr(info, "bucket", "")
-    return Decoded(
-        action=_OLD.get(value) or XidAction(value),
-        reason=f"catalog: {bucket or 'no action published'}",
-    )
+    return Decoded(action=info.action, reason=f"catalog: {info.bucket or 'no action published'}")
