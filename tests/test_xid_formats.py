@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from remedy.models import Severity
-from remedy.xid import load_catalog
+from remedy.xid import XidCatalog, XidInfo, load_catalog
 from remedy.xid.actions import XidAction
 from remedy.xid.decode import decode_action
 from remedy.xid.kernel_log import XidEvent, parse_kernel_log, scan_kernel_log
@@ -248,10 +248,25 @@ def test_comment_lines_are_never_events() -> None:
             assert not text[event.line - 1].startswith("#"), (path.name, event.line)
 
 
-def test_per_gpu_architectures() -> None:
-    arch = {"00000000:01:00.0": 5}  # NVML's format; Volta for 0000:01:00 only
-    events = parse_kernel_log(lines("mig.log"), architecture=arch)
-    assert len(events) == 3  # the lookup per PCI id does not lose events
+class SpyCatalog(XidCatalog):
+    """The real catalog, remembering which architecture each lookup asked for."""
+
+    def __init__(self) -> None:
+        self.asked: list[tuple[int, int | None]] = []
+
+    def lookup(self, code: int, architecture: int | None = None) -> XidInfo:
+        self.asked.append((code, architecture))
+        return load_catalog().lookup(code, architecture)
+
+
+def test_architecture_per_gpu() -> None:
+    spy = SpyCatalog()
+    events = parse_kernel_log(lines("prefixed.log"), spy, architecture={"00000000:07:00.0": 5})
+    assert len(events) == len(spy.asked)
+    assert [asked for asked in spy.asked if asked[1] is not None] == [(48, 5), (64, 5)]
+    one = SpyCatalog()
+    parse_kernel_log(lines("mig.log"), one, architecture=7)  # one architecture for every GPU
+    assert one.asked == [(94, 7), (94, 7), (95, 7)]
 
 
 def test_remedy_xid_parse_shows_every_family() -> None:
