@@ -190,7 +190,7 @@ def test_sxid_fatality_and_follow_up_lines() -> None:
         ("nvswitch0", "0004:00:00", 26007, Fatality.UNKNOWN, None),  # then 26006's HALT dump
     ]
     fatal, non_fatal, unknown = events[0], events[3], events[-1]
-    assert (fatal.action, fatal.severity) == (XidAction.RESET_GPU, Severity.CRITICAL)
+    assert (fatal.action, fatal.severity) == (XidAction.REBOOT, Severity.CRITICAL)
     assert (non_fatal.action, non_fatal.severity) == (XidAction.IGNORE, Severity.INFO)
     assert (unknown.action, unknown.severity) == (XidAction.CONTACT_SUPPORT, Severity.CRITICAL)
     assert fatal.message == "Link 28 sourcetrack timeout error (First)"
@@ -281,7 +281,7 @@ def test_remedy_xid_parse_shows_every_family() -> None:
     assert got[2].startswith("line 19: Xid 43 on 0009:01:00 pid=3188489 process=trigger_xid: ")
     assert got[3] == (
         "line 23: SXid 24007 fatal on nvidia-nvswitch0 (PCI 0000:c3:00): "
-        "Link 28 sourcetrack timeout error (First) → reset_gpu"
+        "Link 28 sourcetrack timeout error (First) → reboot"
     )
     assert got[4].startswith("line 27: SXid 22013 non-fatal on nvidia-nvswitch3 (PCI 0000:08:00)")
     assert got[5].startswith("line 33: Xid 79 on 0000:04:00: bus → ")  # its driver line: same event
