@@ -55,6 +55,12 @@ def runbook_file(tmp_path: Path, xids: list[int], ladder: list[str]) -> Path:
         ([43], ["kill_job"], "Xid 43: NVIDIA says to ignore it"),
         # Xid 64 (a remap or page-retirement failure): reset first, replace after a diagnose.
         ([64], ["drain", "replace"], "Xid 64: NVIDIA's first action is reset_gpu; "),
+        # Xid 54 (aux power not connected): a person checks the seating, nothing disruptive.
+        ([54], ["drain", "reset_gpu"], "Xid 54: NVIDIA's first action is check_mechanicals; "),
+        # Xid 151 (restart the VM): on Kubernetes the VM is the node, a reboot, not a reset.
+        ([151], ["reset_gpu"], "Xid 151: NVIDIA's first action is restart_vm; "),
+        # Xid 154 names the recovery it needs: anything short of a replacement may follow.
+        ([154], ["replace"], "Xid 154: its message decides NVIDIA's first action; "),
     ],
 )
 def test_a_ladder_against_the_advice_is_reported(
@@ -63,6 +69,23 @@ def test_a_ladder_against_the_advice_is_reported(
     [runbook] = load_runbooks([runbook_file(tmp_path, xids, ladder)])
     [problem] = disagreements(runbook, load_catalog())
     assert problem.startswith(f"custom: {says}")
+
+
+@pytest.mark.parametrize(
+    ("xids", "ladder"),
+    [
+        ([151], ["drain", "reboot"]),  # restart_vm
+        ([45], ["diagnose"]),  # restart_fabric_manager: remedy has no such action; it looks
+        ([164, 168], ["diagnose"]),  # contact_support: a person decides
+        ([171, 172], ["drain", "reset_gpu"]),  # with Xid 48: reset the GPU
+        ([154], ["drain", "reboot"]),  # the message may ask for a node reboot
+    ],
+)
+def test_a_ladder_that_follows_the_advice_is_not_reported(
+    tmp_path: Path, xids: list[int], ladder: list[str]
+) -> None:
+    [runbook] = load_runbooks([runbook_file(tmp_path, xids, ladder)])
+    assert disagreements(runbook, load_catalog()) == []
 
 
 def test_validate_warns_but_accepts_a_ladder_against_the_advice(tmp_path: Path) -> None:

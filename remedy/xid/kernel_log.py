@@ -22,6 +22,7 @@ from remedy.xid.catalog import XidCatalog, load_catalog
 from remedy.xid.decode import decode_action
 from remedy.xid.lines import (
     FALLEN_OFF,
+    XidLine,
     fallen_off_bus,
     gpu_at,
     is_comment,
@@ -124,15 +125,7 @@ class _Scan:
             if is_comment(line):
                 continue
             if parsed := xid_line(line):
-                event = self.event(parsed.code, parsed.pci, parsed.message, number, line)
-                event = event.model_copy(
-                    update={
-                        "gpu_instance": parsed.gpu_instance,
-                        "compute_instance": parsed.compute_instance,
-                        "pid": parsed.pid,
-                        "process": parsed.process,
-                    }
-                )
+                event = self.event(parsed.code, parsed.pci, parsed.message, number, line, parsed)
                 self.events.append(event)
                 if event.code == GPU_LOST:
                     self.lost[event.pci_bus_id] = event
@@ -152,14 +145,16 @@ class _Scan:
     def fallen_off(self, pci: str, number: int, line: str) -> None:
         """The driver's line for a lost GPU: the same event as an Xid 79 just before it for
         that GPU, else an Xid 79 of its own."""
-        event = self.event(GPU_LOST, pci, FALLEN_OFF, number, line, source="fallen_off_bus")
+        event = self.event(GPU_LOST, pci, FALLEN_OFF, number, line)
         xid = self.lost.get(pci)
         if xid is None or not _same_burst(xid, event):
             self.events.append(event)
 
     def event(
-        self, code: int, pci: str, message: str, number: int, line: str, source: str = "xid"
+        self, code: int, pci: str, message: str, number: int, line: str, xid: XidLine | None = None
     ) -> XidEvent:
+        """The event for ``code`` on ``pci``: from an Xid line's fields, or (no ``xid``) the
+        driver's fallen-off-the-bus line."""
         arch = self.archs.get(pci) if isinstance(self.archs, dict) else self.archs
         info = self.catalog.lookup(code, arch)
         decoded = decode_action(info, message)
@@ -174,7 +169,11 @@ class _Scan:
             action=decoded.action,
             action_reason=decoded.reason,
             severity=severity,
-            source=source,
+            source="xid" if xid else "fallen_off_bus",
+            gpu_instance=xid.gpu_instance if xid else None,
+            compute_instance=xid.compute_instance if xid else None,
+            pid=xid.pid if xid else None,
+            process=xid.process if xid else None,
             line=number,
             timestamp=timestamp(line),
             uptime_s=uptime(line),
@@ -182,6 +181,8 @@ class _Scan:
 
 
 def _same_burst(xid: XidEvent, lost: XidEvent) -> bool:
+    """The driver's fallen-off line follows its Xid 79 at once; a GPU lost again after a
+    reboot (uptime restarts) or minutes later is a new event."""
     if xid.uptime_s is not None and lost.uptime_s is not None:
         return 0 <= lost.uptime_s - xid.uptime_s <= _BURST_S
     if xid.timestamp is not None and lost.timestamp is not None:

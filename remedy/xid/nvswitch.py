@@ -43,10 +43,11 @@ _WORDS = {
     "Non-fatal": Fatality.NON_FATAL,
     "Correctable": Fatality.CORRECTABLE,
 }
-# What remedy does about each. A fatal SXid leaves the switch (and every GPU behind it) unusable
-# until the baseboard is reset; routing (runbooks/nvswitch.yaml) decides how.
+# What remedy does about each. A fatal SXid leaves the switch (and NVLink through it) unusable
+# until the whole baseboard is reset; remedy's GPU reset goes one GPU at a time, so that fabric
+# reset is a reboot (runbooks/nvswitch.yaml).
 ACTIONS: dict[Fatality, XidAction] = {
-    Fatality.FATAL: XidAction.RESET_GPU,
+    Fatality.FATAL: XidAction.REBOOT,
     Fatality.NON_FATAL: XidAction.IGNORE,
     Fatality.CORRECTABLE: XidAction.IGNORE,
     Fatality.UNKNOWN: XidAction.CONTACT_SUPPORT,  # fail closed: a person reads it
