@@ -22,14 +22,21 @@ Pure functions of the message: no I/O, and no input makes them raise.
 from __future__ import annotations
 
 import re
-from typing import Protocol
 
 from remedy.xid.actions import XidAction
+from remedy.xid.catalog import Decoder, XidInfo
 from remedy.xid.decoded import Decoded, first_line
 from remedy.xid.nvlink5 import decode_nvlink5
 from remedy.xid.nvlink74 import decode_nvlink74
 
-__all__ = ["Decoded", "decode_action", "decode_nvlink5", "decode_nvlink74", "decode_xid154"]
+__all__ = [
+    "Decoded",
+    "decode_action",
+    "decode_nvlink5",
+    "decode_nvlink74",
+    "decode_xid45",
+    "decode_xid154",
+]
 
 # `to 0x%x (%s)`: the new action's value and, in the last parentheses, its name.
 _XID154_TARGET = re.compile(
@@ -54,31 +61,18 @@ _RECOVERY_ACTIONS = {
 }
 
 
-class Decodable(Protocol):
-    """What the dispatcher reads of a catalog entry (``remedy.xid.catalog.XidInfo``)."""
-
-    @property
-    def code(self) -> int: ...
-    @property
-    def action(self) -> XidAction: ...
-    @property
-    def bucket(self) -> str: ...
-    @property
-    def decode(self) -> str: ...  # a Decoder value: none, xid154, nvlink74, nvlink5, xid45
-
-
-def decode_action(info: Decodable, message: str, driver_branch: int | None = None) -> Decoded:
+def decode_action(info: XidInfo, message: str, driver_branch: int | None = None) -> Decoded:
     """The final action for an Xid with catalog entry ``info`` and message text ``message``
     (the line after ``NN,``; the whole line works too). ``driver_branch`` (570, 575, …) when
     known picks the NVLink5 sheet's version."""
     match info.decode:
-        case "xid154":
+        case Decoder.XID154:
             return decode_xid154(message)
-        case "nvlink74":
+        case Decoder.NVLINK74:
             return decode_nvlink74(message)
-        case "nvlink5":
+        case Decoder.NVLINK5:
             return decode_nvlink5(info.code, message, driver_branch)
-        case "xid45":
+        case Decoder.XID45:
             return decode_xid45(message)
     return Decoded(info.action, f"catalog: {info.bucket or 'no action published'}")
 
