@@ -53,11 +53,12 @@ _RECOVERY_NAMES = {
     4: "Drain and Reset",
     5: "Recover IMEX Domain",
 }
+# The name the driver printed → remedy's action, and the reason ({v}: the value printed).
 _RECOVERY_ACTIONS = {
-    "none": (XidAction.IGNORE, "the driver needs no recovery"),
-    "gpu reset required": (XidAction.RESET_GPU, "the driver asks for a GPU reset"),
-    "node reboot required": (XidAction.REBOOT, "the driver asks for a node reboot"),
-    "drain and reset": (XidAction.RESET_GPU, "the driver asks to drain, then reset the GPU"),
+    "none": (XidAction.IGNORE, "recovery action changed to None ({v}): no recovery needed"),
+    "gpu reset required": (XidAction.RESET_GPU, "driver asks for GPU Reset Required ({v})"),
+    "node reboot required": (XidAction.REBOOT, "driver asks for Node Reboot Required ({v})"),
+    "drain and reset": (XidAction.RESET_GPU, "driver asks for Drain and Reset ({v})"),
 }
 
 
@@ -90,11 +91,11 @@ def decode_xid154(message: str) -> Decoded:
     if known is None:
         return Decoded(
             XidAction.CONTACT_SUPPORT,
-            f"Xid 154: driver asks for {first_line(said, 40) or 'recovery action'} ({value:#x}): "
-            "NVIDIA publishes no action for it",
+            f"Xid 154: driver asks for {first_line(said, 40) or 'an unnamed recovery action'} "
+            f"({value:#x}): NVIDIA publishes no action for it",
         )
-    action, meaning = known
-    return Decoded(action, f"Xid 154: driver asks for {said} ({value:#x}): {meaning}")
+    action, reason = known
+    return Decoded(action, "Xid 154: " + reason.format(v=hex(value)))
 
 
 def decode_xid45(message: str) -> Decoded:
