@@ -408,6 +408,13 @@ def test_catalog_entries_with_a_decoder_take_the_action_from_the_message(
     assert decode_action(info, text).action is (action or XidAction.IGNORE)
 
 
+def test_a_known_driver_branch_reaches_the_nvlink5_decoder() -> None:
+    v1_line = message(NVLINK5_REAL[8][0])  # RLW_REMAP in the V1 (<R575) layout
+    info = CATALOG.lookup(145)
+    assert decode_action(info, v1_line, driver_branch=570).action is XidAction.RESET_GPU
+    assert decode_action(info, v1_line, driver_branch=580).action is XidAction.CONTACT_SUPPORT
+
+
 def test_other_codes_take_the_catalogs_action() -> None:
     app = CATALOG.lookup(13)
     decoded = decode_action(app, "Graphics Exception: ESR 0x1")
