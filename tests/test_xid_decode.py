@@ -6,7 +6,6 @@ its comment (collected with provenance for issue 19); messages are the text afte
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 
@@ -14,7 +13,9 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
+from remedy.xid import load_catalog
 from remedy.xid.actions import XidAction
+from remedy.xid.catalog import Decoder
 from remedy.xid.decode import Decoded, decode_action, decode_xid45, decode_xid154
 from remedy.xid.nvlink5 import SHEET, SHEET_FILE, Version, bucket_action, decode_nvlink5, load_sheet
 from remedy.xid.nvlink74 import decode_nvlink74, decode_registers
@@ -362,53 +363,64 @@ def test_a_malformed_sheet_row_is_an_error_naming_it(tmp_path: Path) -> None:
 
 
 # -- Xid 45 ------------------------------------------------------------------------------------
-def test_xid45_with_a_previous_xid_follows_it() -> None:
+XID45_REAL = [
     # https://github.com/NVIDIA/open-gpu-kernel-modules/issues/1150 (driver 590.48.01)
-    line = (
-        "kernel: NVRM: Xid (PCI:0000:dc:00): 45, pid=1818990, name=python3, Ch 00000001 caused by "
-        "previous Xid 149"
-    )
-    decoded = decode_xid45(message(line))
+    "kernel: NVRM: Xid (PCI:0000:dc:00): 45, pid=1818990, name=python3, Ch 00000001 caused by "
+    "previous Xid 149",
+    # https://github.com/madMAx43v3r/chia-gigahorse/issues/301 (an old driver: no cause printed)
+    "[14370.688139] NVRM: Xid (PCI:0000:0a:00): 45, pid='<unknown>', name=<unknown>, Ch 00000008",
+]
+
+
+def test_xid45_with_a_previous_xid_follows_it() -> None:
+    decoded = decode_xid45(message(XID45_REAL[0]))
     assert decoded.action is XidAction.IGNORE
     assert "follows Xid 149" in decoded.reason
 
 
 def test_xid45_alone_restarts_fabric_manager() -> None:
-    # https://github.com/madMAx43v3r/chia-gigahorse/issues/301 (an old driver: no cause printed)
-    line = (
-        "[14370.688139] NVRM: Xid (PCI:0000:0a:00): 45, pid='<unknown>', name=<unknown>, "
-        "Ch 00000008"
-    )
-    decoded = decode_xid45(message(line))
+    decoded = decode_xid45(message(XID45_REAL[1]))
     assert decoded.action is XidAction.RESTART_FABRIC_MANAGER
     assert "570.123.01" in decoded.reason
 
 
 # -- the dispatcher ----------------------------------------------------------------------------
-@dataclass(frozen=True)
-class Entry:
-    """A stand-in for a catalog entry: the fields the dispatcher reads."""
-
-    code: int
-    decode: str
-    action: XidAction = XidAction.RESET_GPU
-    bucket: str = "RESET_GPU"
+CATALOG = load_catalog()
 
 
-def test_decode_action_dispatches_on_the_entrys_decoder() -> None:
-    assert (
-        decode_action(Entry(154, "xid154"), message(XID154_REAL[0][0])).action is XidAction.REBOOT
-    )
-    assert decode_action(Entry(74, "nvlink74"), message(XID74_REAL)).action is XidAction.RESET_GPU
-    ber = message(NVLINK5_REAL[5][0])
-    assert decode_action(Entry(149, "nvlink5"), ber).action is XidAction.IGNORE
-    assert (
-        decode_action(Entry(45, "xid45"), "Ch 00000008").action is XidAction.RESTART_FABRIC_MANAGER
-    )
-    plain = decode_action(Entry(13, "none", XidAction.RESTART_APP, "RESTART_APP"), "anything")
-    assert plain == Decoded(XidAction.RESTART_APP, "catalog: RESTART_APP")
-    blank = decode_action(Entry(171, "none", XidAction.CONTACT_SUPPORT, ""), "")
-    assert blank.reason == "catalog: no action published"
+@pytest.mark.parametrize(
+    ("code", "text", "action"),
+    [
+        (154, message(XID154_REAL[0][0]), XidAction.REBOOT),
+        (154, "GPU recovery action changed from 0x1 (GPU Reset Required) to 0x0 (None)", None),
+        (74, message(XID74_REAL), XidAction.RESET_GPU),
+        (149, message(NVLINK5_REAL[5][0]), XidAction.IGNORE),
+        (145, message(NVLINK5_REAL[7][0]), XidAction.RESTART_APP),
+        (45, message(XID45_REAL[0]), XidAction.IGNORE),
+        (45, message(XID45_REAL[1]), XidAction.RESTART_FABRIC_MANAGER),
+    ],
+)
+def test_catalog_entries_with_a_decoder_take_the_action_from_the_message(
+    code: int, text: str, action: XidAction | None
+) -> None:
+    info = CATALOG.lookup(code)
+    assert info.decode is not Decoder.NONE
+    assert decode_action(info, text).action is (action or XidAction.IGNORE)
+
+
+def test_a_known_driver_branch_reaches_the_nvlink5_decoder() -> None:
+    v1_line = message(NVLINK5_REAL[8][0])  # RLW_REMAP in the V1 (<R575) layout
+    info = CATALOG.lookup(145)
+    assert decode_action(info, v1_line, driver_branch=570).action is XidAction.RESET_GPU
+    assert decode_action(info, v1_line, driver_branch=580).action is XidAction.CONTACT_SUPPORT
+
+
+def test_other_codes_take_the_catalogs_action() -> None:
+    app = CATALOG.lookup(13)
+    decoded = decode_action(app, "Graphics Exception: ESR 0x1")
+    assert decoded == Decoded(app.action, f"catalog: {app.bucket}")
+    blank = CATALOG.lookup(999).model_copy(update={"bucket": ""})
+    assert decode_action(blank, "").reason == "catalog: no action published"
 
 
 # -- never raises ------------------------------------------------------------------------------
@@ -445,17 +457,17 @@ PIECES = [
     "-",
 ]
 TEXT = st.one_of(st.text(max_size=300), st.lists(st.sampled_from(PIECES), max_size=30).map("".join))
-DECODERS = ["none", "xid154", "nvlink74", "nvlink5", "xid45"]
 
 
 @BOUNDED
-@given(text=TEXT, decoder=st.sampled_from(DECODERS), code=st.integers(0, 200))
-@example(text="to 0x" + "f" * 300 + " (x)", decoder="xid154", code=154)
-@example(text="caused by previous Xid " + "9" * 5000, decoder="xid45", code=45)
-@example(text="(" + ", ".join(["0x" + "f" * 16] * 7) + ")", decoder="nvlink74", code=74)
+@given(text=TEXT, decoder=st.sampled_from(Decoder), code=st.integers(0, 200))
+@example(text="to 0x" + "f" * 300 + " (x)", decoder=Decoder.XID154, code=154)
+@example(text="caused by previous Xid " + "9" * 5000, decoder=Decoder.XID45, code=45)
+@example(text="(" + ", ".join(["0x" + "f" * 16] * 7) + ")", decoder=Decoder.NVLINK74, code=74)
 def test_decoders_never_raise_and_always_answer_an_action(
-    text: str, decoder: str, code: int
+    text: str, decoder: Decoder, code: int
 ) -> None:
-    decoded = decode_action(Entry(code, decoder), text)
+    info = CATALOG.lookup(code).model_copy(update={"decode": decoder})
+    decoded = decode_action(info, text)
     assert isinstance(decoded.action, XidAction)
     assert decoded.reason and "\n" not in decoded.reason

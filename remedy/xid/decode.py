@@ -22,14 +22,21 @@ Pure functions of the message: no I/O, and no input makes them raise.
 from __future__ import annotations
 
 import re
-from typing import Protocol
 
 from remedy.xid.actions import XidAction
+from remedy.xid.catalog import Decoder, XidInfo
 from remedy.xid.decoded import Decoded, first_line
 from remedy.xid.nvlink5 import decode_nvlink5
 from remedy.xid.nvlink74 import decode_nvlink74
 
-__all__ = ["Decoded", "decode_action", "decode_nvlink5", "decode_nvlink74", "decode_xid154"]
+__all__ = [
+    "Decoded",
+    "decode_action",
+    "decode_nvlink5",
+    "decode_nvlink74",
+    "decode_xid45",
+    "decode_xid154",
+]
 
 # `to 0x%x (%s)`: the new action's value and, in the last parentheses, its name.
 _XID154_TARGET = re.compile(
@@ -46,39 +53,27 @@ _RECOVERY_NAMES = {
     4: "Drain and Reset",
     5: "Recover IMEX Domain",
 }
+# The name the driver printed → remedy's action, and the reason ({v}: the value printed).
 _RECOVERY_ACTIONS = {
-    "none": (XidAction.IGNORE, "the driver needs no recovery"),
-    "gpu reset required": (XidAction.RESET_GPU, "the driver asks for a GPU reset"),
-    "node reboot required": (XidAction.REBOOT, "the driver asks for a node reboot"),
-    "drain and reset": (XidAction.RESET_GPU, "the driver asks to drain, then reset the GPU"),
+    "none": (XidAction.IGNORE, "recovery action changed to None ({v}): no recovery needed"),
+    "gpu reset required": (XidAction.RESET_GPU, "driver asks for GPU Reset Required ({v})"),
+    "node reboot required": (XidAction.REBOOT, "driver asks for Node Reboot Required ({v})"),
+    "drain and reset": (XidAction.RESET_GPU, "driver asks for Drain and Reset ({v})"),
 }
 
 
-class Decodable(Protocol):
-    """What the dispatcher reads of a catalog entry (``remedy.xid.catalog.XidInfo``)."""
-
-    @property
-    def code(self) -> int: ...
-    @property
-    def action(self) -> XidAction: ...
-    @property
-    def bucket(self) -> str: ...
-    @property
-    def decode(self) -> str: ...  # a Decoder value: none, xid154, nvlink74, nvlink5, xid45
-
-
-def decode_action(info: Decodable, message: str, driver_branch: int | None = None) -> Decoded:
+def decode_action(info: XidInfo, message: str, driver_branch: int | None = None) -> Decoded:
     """The final action for an Xid with catalog entry ``info`` and message text ``message``
     (the line after ``NN,``; the whole line works too). ``driver_branch`` (570, 575, …) when
     known picks the NVLink5 sheet's version."""
     match info.decode:
-        case "xid154":
+        case Decoder.XID154:
             return decode_xid154(message)
-        case "nvlink74":
+        case Decoder.NVLINK74:
             return decode_nvlink74(message)
-        case "nvlink5":
+        case Decoder.NVLINK5:
             return decode_nvlink5(info.code, message, driver_branch)
-        case "xid45":
+        case Decoder.XID45:
             return decode_xid45(message)
     return Decoded(info.action, f"catalog: {info.bucket or 'no action published'}")
 
@@ -96,11 +91,11 @@ def decode_xid154(message: str) -> Decoded:
     if known is None:
         return Decoded(
             XidAction.CONTACT_SUPPORT,
-            f"Xid 154: driver asks for {first_line(said, 40) or 'recovery action'} ({value:#x}): "
-            "NVIDIA publishes no action for it",
+            f"Xid 154: driver asks for {first_line(said, 40) or 'an unnamed recovery action'} "
+            f"({value:#x}): NVIDIA publishes no action for it",
         )
-    action, meaning = known
-    return Decoded(action, f"Xid 154: driver asks for {said} ({value:#x}): {meaning}")
+    action, reason = known
+    return Decoded(action, "Xid 154: " + reason.format(v=hex(value)))
 
 
 def decode_xid45(message: str) -> Decoded:

@@ -95,14 +95,20 @@ def decode_registers(registers: tuple[int, ...]) -> Decoded:
             f"Xid 74 {shown}: {', '.join(undocumented[:4])} not documented by NVIDIA "
             "(WORKFLOW_NVLINK_ERR: other bits, report a bug)",
         )
-    rules = [(n, b, *_BIT_RULES[(n, b)]) for n, b in set_bits]
-    notes = "; ".join(f"reg {n} bit {b}: {note}" for n, b, _, note in rules[:3])
-    verdicts = {verdict for _, _, verdict, _ in rules}
-    if _BUG in verdicts:
-        return Decoded(XidAction.CONTACT_SUPPORT, f"Xid 74 {shown}: {notes} (NVIDIA)")
-    if verdicts == {_IGNORE}:
-        return Decoded(XidAction.IGNORE, f"Xid 74 {shown}: {notes} (NVIDIA)")
-    return Decoded(XidAction.RESET_GPU, f"Xid 74 {shown}: {notes} (NVIDIA); {_CATALOG}")
+    verdicts = {_BIT_RULES[bit][0] for bit in set_bits}
+    # The strongest verdict decides; the reason quotes NVIDIA on the bits that decided it.
+    verdict = next(v for v in (_BUG, _RESET, _IGNORE) if v in verdicts)
+    notes = "; ".join(
+        f"reg {n} bit {b}: {_BIT_RULES[(n, b)][1]}"
+        for n, b in set_bits
+        if _BIT_RULES[(n, b)][0] == verdict
+    )
+    said = f"Xid 74 {shown}: {first_line(notes, 160)} (NVIDIA)"
+    if verdict == _BUG:
+        return Decoded(XidAction.CONTACT_SUPPORT, said)
+    if verdict == _IGNORE:
+        return Decoded(XidAction.IGNORE, said)
+    return Decoded(XidAction.RESET_GPU, f"{said}; {_CATALOG}")
 
 
 def decode_nvlink74(message: str) -> Decoded:
@@ -110,6 +116,7 @@ def decode_nvlink74(message: str) -> Decoded:
     if registers is None:
         return Decoded(
             XidAction.RESET_GPU,
-            f"Xid 74 without a register payload ({first_line(message, 60)}); {_CATALOG}",
+            f"Xid 74 without a register payload ({first_line(message, 60) or 'no text'}); "
+            f"{_CATALOG}",
         )
     return decode_registers(registers)
