@@ -135,3 +135,18 @@ def test_the_kernel_log_is_read_with_each_gpus_architecture(
     assert isinstance(architectures, dict)
     assert architectures["00000000:28:00.0"] == VOLTA
     assert set(architectures.values()) == {VOLTA, HOPPER} and len(architectures) == 8
+
+
+def test_an_xid_whose_line_decides_is_left_to_the_kernel_log(fleet: SimFleet) -> None:
+    """NVML's event for a 154 has no message: where the kernel log is read too, the watcher
+    leaves it to the log's line (which says what the driver needs), so the dedup cannot keep
+    NVML's catalog guess instead. Without a kernel log, the catalog's action stands."""
+    node = sorted(fleet.nodes)[3]
+    for defer, expected in ((True, []), (False, [("Xid154", "contact_support")])):
+        watcher = XidWatcher(node, fleet.host(node).nvml(), lambda: AT, defer_decoded=defer)
+        assert watcher.start()
+        fleet.node(node).push_xid(0, 154)
+        fleet.node(node).push_xid(0, 48)  # the catalog decides 48: NVML reports it either way
+        seen = [(f.reason, f.nvidia_action) for f in watcher.wait(1.0)]
+        watcher.stop()
+        assert seen == [*expected, ("Xid48", "reset_gpu")]

@@ -13,7 +13,7 @@ import pynvml
 from remedy.gpu import NvmlApi
 from remedy.models import Component, ComponentKind, Finding
 from remedy.probe.checks import as_text
-from remedy.xid.catalog import XidCatalog, load_catalog
+from remedy.xid.catalog import Decoder, XidCatalog, load_catalog
 
 log = logging.getLogger(__name__)
 
@@ -25,8 +25,14 @@ class XidWatcher:
         nvml: NvmlApi,
         now: Callable[[], datetime],
         catalog: XidCatalog | None = None,
+        defer_decoded: bool = False,
     ) -> None:
         self._node, self._nvml, self._now = node, nvml, now
+        # The kernel log is read too: an Xid whose message decides its action (154's recovery,
+        # 74's registers, 45's cause) is left to it. NVML's event has the code alone, and the
+        # catalog's fallback would send, say, a 154 asking for nothing to a person; the one
+        # sighting the dedup would keep must be the one that read the message.
+        self._defer_decoded = defer_decoded
         self._catalog = catalog or load_catalog()
         self._set: Any = None
         self._architectures: dict[int, int] = {}  # index → NVML architecture: per GPU
@@ -64,14 +70,17 @@ class XidWatcher:
                 event = self._nvml.nvmlEventSetWait_v2(self._set, timeout_ms)
             except pynvml.NVMLError_Timeout:
                 return out
-            out.append(self._finding(event))
+            if (finding := self._finding(event)) is not None:
+                out.append(finding)
             timeout_ms = 0
 
-    def _finding(self, event: Any) -> Finding:
+    def _finding(self, event: Any) -> Finding | None:
         code = int(event.eventData)
         index = self._nvml.nvmlDeviceGetIndex(event.device)
         architecture = self._architectures.get(index)
         info = self._catalog.lookup(code, architecture)
+        if self._defer_decoded and info.decode is not Decoder.NONE:
+            return None
         return Finding(
             node=self._node,
             check="xid",
