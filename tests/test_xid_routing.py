@@ -274,6 +274,8 @@ def test_a_fatal_sxid_goes_to_the_nvswitch_ladder(shipped_runbooks: RunbookSet) 
     runbook = shipped_runbooks.match(fatal)
     assert runbook is not None and runbook.name == "nvswitch"
     assert [r.action for r in runbook.ladder][:2] == [Action.DRAIN, Action.REBOOT]
+    rebuilt = fatal.model_copy(update={"check": FROM_CONDITION, "nvidia_action": None})
+    assert routed(shipped_runbooks, rebuilt) == "nvswitch"  # by its reason alone
     assert non_fatal.reason == "SXidNonFatal" and not non_fatal.unhealthy
     assert shipped_runbooks.match(non_fatal) is None
 
