@@ -23,6 +23,7 @@ from remedy.probe.sxids import sxid_findings
 from remedy.probe.xids import xid_findings
 from remedy.runbook import DEFAULT_RUNBOOK, Runbook, RunbookError, RunbookSet, Rung, load_runbooks
 from remedy.runbook.advice import AGREES, disagreements, first_effective_rung, matched_xids
+from remedy.runbook.explain import describe_match
 from remedy.runbook.matcher import with_nvidia_action
 from remedy.runbook.schema import FROM_CONDITION, Match, json_schema
 from remedy.xid.actions import SEVERITY, XidAction
@@ -289,3 +290,8 @@ def test_the_schema_and_the_loader_know_nvidia_actions(tmp_path: Path) -> None:
     path.write_text("name: r\nmatch: {checks: [memory], nvidia_actions: [reboot]}\n")
     with pytest.raises(RunbookError, match="can never match"):
         load_runbooks([path])
+
+
+def test_explain_says_which_actions_a_runbook_answers() -> None:
+    clause = Match(xids=[154], nvidia_actions=[XidAction.REBOOT])
+    assert describe_match(clause) == "Xid 154 with NVIDIA's action reboot"
