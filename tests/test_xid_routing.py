@@ -286,6 +286,13 @@ def test_the_schema_and_the_loader_know_nvidia_actions(tmp_path: Path) -> None:
     jsonschema.validate(doc, json_schema())
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate({**doc, "match": {"nvidia_actions": ["reboot_gpu"]}}, json_schema())
+    terms = json_schema()["$defs"]["Match"]["properties"]["nvidia_actions"]["items"]["oneOf"]
+    assert {t["const"] for t in terms} == {a.value for a in XidAction}
+    assert all(t["description"] for t in terms)  # what each asks for, for editors
+    path = tmp_path / "typo.yaml"
+    path.write_text("name: r\nmatch: {nvidia_actions: [reset_gpus]}\n")
+    with pytest.raises(RunbookError, match="unknown NVIDIA action 'reset_gpus'.*'reset_gpu'"):
+        load_runbooks([path])
     path = tmp_path / "r.yaml"
     path.write_text("name: r\nmatch: {checks: [memory], nvidia_actions: [reboot]}\n")
     with pytest.raises(RunbookError, match="can never match"):
@@ -295,3 +302,10 @@ def test_the_schema_and_the_loader_know_nvidia_actions(tmp_path: Path) -> None:
 def test_explain_says_which_actions_a_runbook_answers() -> None:
     clause = Match(xids=[154], nvidia_actions=[XidAction.REBOOT])
     assert describe_match(clause) == "Xid 154 with NVIDIA's action reboot"
+
+
+def test_a_runbook_in_a_message_may_name_an_action_this_worker_does_not_know() -> None:
+    """A newer remedy may route an action this one lacks: its reports must still decode."""
+    clause = Match.model_validate({"nvidia_actions": ["reboot", "reset_imex_domain"]})
+    assert clause.matches(xid_finding(154, XidAction.REBOOT))
+    assert not clause.matches(xid_finding(154, XidAction.RESET_GPU))

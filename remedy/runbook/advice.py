@@ -64,7 +64,8 @@ def matched_xids(runbook: Runbook) -> list[int]:
 
 def matched_actions(runbook: Runbook) -> list[XidAction]:
     """Every NVIDIA action the runbook's clauses route (``nvidia_actions``)."""
-    return sorted({a for clause in runbook.match for a in clause.nvidia_actions})
+    named = {a for clause in runbook.match for a in clause.nvidia_actions}
+    return sorted(XidAction(a) for a in named if a in tuple(XidAction))
 
 
 def disagreements(runbook: Runbook, catalog: XidCatalog) -> list[str]:

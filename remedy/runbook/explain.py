@@ -71,7 +71,7 @@ def describe_match(match: Match) -> str:
     if match.severities:
         parts.append("severity " + _either([s.value for s in match.severities]))
     if match.nvidia_actions:
-        parts.append("NVIDIA's action " + _either([a.value for a in match.nvidia_actions]))
+        parts.append("NVIDIA's action " + _either(match.nvidia_actions))
     return " with ".join(parts)
 
 

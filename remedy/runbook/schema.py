@@ -23,7 +23,6 @@ from remedy import vocabulary
 from remedy.actions import ACTIONS
 from remedy.durations import Duration, format_duration
 from remedy.models import Action, Finding, Severity
-from remedy.xid.actions import XidAction
 
 # The loader validates with this context (and extra="forbid"): what a person wrote is checked
 # strictly — unknown fields, checks and reasons are errors. A runbook that travels inside a
@@ -47,6 +46,10 @@ def _reason_name(name: str, info: ValidationInfo) -> str:
     return vocabulary.known_reason(name) if _authoring(info) else name
 
 
+def _nvidia_action(name: str, info: ValidationInfo) -> str:
+    return vocabulary.known_nvidia_action(name) if _authoring(info) else name
+
+
 class _Terms:
     """The JSON Schema of a check or a reason: the registry's names with what they mean, so an
     editor completes and checks them."""
@@ -59,6 +62,8 @@ class _Terms:
     ) -> JsonSchemaValue:
         if self.kind == "check":
             return _one_of({t.check: t.says for t in vocabulary.TERMS})
+        if self.kind == "nvidia_action":
+            return _one_of(dict(vocabulary.NVIDIA_ACTIONS))
         return {
             "anyOf": [
                 _one_of(vocabulary.reasons()),
@@ -73,6 +78,9 @@ def _one_of(names: dict[str, str]) -> JsonSchemaValue:
 
 CheckName = Annotated[str, AfterValidator(_check_name), _Terms("check")]
 ReasonName = Annotated[str, AfterValidator(_reason_name), _Terms("reason")]
+# An XidAction value; a str so that a runbook in a message from a newer remedy, naming an
+# action this one does not know, still decodes (the clause then matches nothing here).
+NvidiaAction = Annotated[str, AfterValidator(_nvidia_action), _Terms("nvidia_action")]
 
 
 class Cause(StrEnum):
@@ -132,7 +140,7 @@ class Match(Authored):
     severities: list[Severity] = []
     # NVIDIA's immediate action for an Xid (Finding.nvidia_action): routes a whole class of
     # codes, e.g. every restart_app Xid, instead of listing them.
-    nvidia_actions: list[XidAction] = []
+    nvidia_actions: list[NvidiaAction] = []
 
     def matches(self, finding: Finding) -> bool:
         if finding.check == FROM_CONDITION:
