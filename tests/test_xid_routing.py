@@ -159,6 +159,14 @@ def test_an_ignore_is_informational_and_never_remediated(shipped_runbooks: Runbo
         assert not finding.unhealthy and shipped_runbooks.match(finding) is None, code
 
 
+def test_an_ignore_decoded_from_a_named_code_is_not_remediated(
+    shipped_runbooks: RunbookSet,
+) -> None:
+    """nvlink names Xid 74; a 74 whose registers NVIDIA says to ignore still starts nothing."""
+    assert routed(shipped_runbooks, xid_finding(74, XidAction.RESET_GPU)) == "nvlink"
+    assert shipped_runbooks.match(xid_finding(74, XidAction.IGNORE)) is None
+
+
 def test_a_finding_without_an_action_gets_the_catalogs(shipped_runbooks: RunbookSet) -> None:
     """An older agent's, an NVML event's, or one the fleet scan rebuilt from a condition."""
     assert with_nvidia_action(xid_finding(68, None)).nvidia_action == "restart_app"

@@ -6,6 +6,7 @@ from collections.abc import Iterable
 
 from remedy.models import Finding, Severity
 from remedy.runbook.schema import Match, Runbook
+from remedy.xid.actions import XidAction
 from remedy.xid.catalog import load_catalog
 
 # A finding nobody wrote a runbook for: stop new work landing on the node and hold for a human.
@@ -44,9 +45,14 @@ class RunbookSet:
         """The most specific matching runbook; ties go to priority, then name (stable).
 
         An unhealthy finding that no runbook matches gets DEFAULT_RUNBOOK, never nothing; an
-        informational finding that no runbook asks for needs no remediation (None).
+        informational finding that no runbook asks for, or an Xid NVIDIA says to ignore, needs
+        no remediation (None).
         """
         finding = with_nvidia_action(finding)
+        if finding.nvidia_action == XidAction.IGNORE:
+            # NVIDIA says nothing is needed (a 74 whose registers are benign, a 154 asking for
+            # "None"): recorded, never remediated, whichever runbook names the code.
+            return None
         scored = [
             (score, r) for r in self._runbooks if (score := r.specificity(finding)) is not None
         ]
