@@ -51,8 +51,8 @@ def _nvidia_action(name: str, info: ValidationInfo) -> str:
 
 
 class _Terms:
-    """The JSON Schema of a check or a reason: the registry's names with what they mean, so an
-    editor completes and checks them."""
+    """The JSON Schema of a check, a reason or an NVIDIA action: the registry's names with what
+    they mean, so an editor completes and checks them."""
 
     def __init__(self, kind: str) -> None:
         self.kind = kind
