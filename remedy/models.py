@@ -101,6 +101,7 @@ class ComponentKind(StrEnum):
     GPU = "gpu"
     NIC = "nic"
     NODE = "node"
+    NVSWITCH = "nvswitch"
 
 
 class Component(Frozen):
@@ -111,13 +112,18 @@ class Component(Frozen):
     uuid: str | None = None
     serial: str | None = None
     pci_bus_id: str | None = None
-    device: str | None = None  # NIC device name, e.g. mlx5_0
+    device: str | None = None  # NIC device name, e.g. mlx5_0; NVSwitch, e.g. nvidia-nvswitch3
+    # A GPU's NVML architecture (nvmlDeviceGetArchitecture: Ampere 7, Hopper 9, Blackwell 10):
+    # what an Xid means can differ by generation.
+    architecture: int | None = None
 
     def describe(self) -> str:
         if self.kind is ComponentKind.GPU:
             return f"GPU {self.index}" + (f" ({self.serial})" if self.serial else "")
         if self.kind is ComponentKind.NIC:
             return f"NIC {self.device}"
+        if self.kind is ComponentKind.NVSWITCH:
+            return f"NVSwitch {self.device or self.pci_bus_id}"
         return "node"
 
 
@@ -135,6 +141,10 @@ class Finding(Frozen):
     # The process an Xid's kernel-log line names: ties the Xid to a job (job attribution).
     pid: int | None = None
     process: Annotated[str | None, Untrusted()] = None
+    # NVIDIA's immediate action for an Xid (an XidAction value, remedy/xid/actions.py), read
+    # from the message where it says (Xid 154's requested recovery), else the catalog's.
+    # Runbooks route on it; a str so that a value a newer remedy adds never breaks this one.
+    nvidia_action: str | None = None
 
     @property
     def unhealthy(self) -> bool:

@@ -16,10 +16,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache
 
+from remedy.xid.actions import XidAction
 from remedy.xid.catalog import load_catalog
 
 XID_REASON = re.compile(r"^Xid[0-9]{1,4}$")
 XID_CHECK = "xid"
+NVSWITCH_CHECK = "nvswitch"
 
 
 @dataclass(frozen=True)
@@ -152,7 +154,32 @@ TERMS: tuple[CheckTerms, ...] = (
         {"ManualTrigger": "an operator started the remediation by hand"},
     ),
     CheckTerms(XID_CHECK, "Xid errors from NVML events or the kernel log", {}),
+    CheckTerms(
+        NVSWITCH_CHECK,
+        "NVSwitch errors (SXid) in the kernel log",
+        {
+            "SXidFatal": "a fatal NVSwitch error: the fabric needs a reset",
+            "SXidNonFatal": "a non-fatal NVSwitch error (recorded)",
+            "SXidCorrectable": "a corrected NVSwitch error (recorded)",
+            "SXidUnknown": "an SXid line that says neither fatal nor non-fatal: a person reads it",
+        },
+    ),
 )
+
+
+# NVIDIA's immediate actions for an Xid (remedy/xid/actions.py), as a runbook's
+# ``nvidia_actions`` names them, with what each asks for.
+NVIDIA_ACTIONS: Mapping[str, str] = {
+    XidAction.IGNORE.value: "nothing to do: informational, never a remediation",
+    XidAction.RESTART_APP.value: "restart the application: the job's error, not the node's",
+    XidAction.RESET_GPU.value: "reset the GPU",
+    XidAction.REBOOT.value: "restart the bare-metal node",
+    XidAction.RESTART_VM.value: "restart the VM (on Kubernetes, the node)",
+    XidAction.RESTART_FABRIC_MANAGER.value: "restart NVIDIA Fabric Manager (Xid 45 on its own)",
+    XidAction.CONTACT_SUPPORT.value: "a person looks (also where the message cannot be decoded)",
+    XidAction.CHECK_MECHANICALS.value: "check seating, cables and power",
+    XidAction.UPDATE_SOFTWARE.value: "update the driver or firmware",
+}
 
 
 class UnknownTerm(ValueError):
@@ -199,6 +226,15 @@ def known_reason(name: str) -> str:
     if check_of(name) is None:
         listed = " (`remedy runbooks schema` lists them; an Xid is Xid<code>)"
         raise UnknownTerm(f"unknown reason {name!r}{_did_you_mean(name, reasons(), listed)}")
+    return name
+
+
+def known_nvidia_action(name: str) -> str:
+    if name not in NVIDIA_ACTIONS:
+        listed = "; known: " + ", ".join(NVIDIA_ACTIONS)
+        raise UnknownTerm(
+            f"unknown NVIDIA action {name!r}{_did_you_mean(name, NVIDIA_ACTIONS, listed)}"
+        )
     return name
 
 

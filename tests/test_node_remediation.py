@@ -275,8 +275,14 @@ async def test_node_cordoned_by_someone_else_stays_cordoned_after_recovery(
 async def test_unknown_fault_is_cordoned_and_held_never_replaced(
     time_env: WorkflowEnvironment, fleet: SimFleet, shipped_runbooks: RunbookSet
 ) -> None:
+    # A check only a newer agent knows (an unknown Xid is xid-needs-a-person's: also held).
     finding = fleet.inject(NODE, "ecc_dbe", gpu=0).model_copy(
-        update={"check": "xid", "xid": 999, "reason": "Xid999"}
+        update={
+            "check": "future_check",
+            "xid": None,
+            "reason": "FutureReason",
+            "nvidia_action": None,
+        }
     )
     runbook = shipped_runbooks.match(finding)
     assert runbook is not None and runbook.name == "default-unknown-fault"

@@ -102,7 +102,10 @@ class NodeAgent:
         return self._host
 
     async def run(self) -> None:
-        watcher = XidWatcher(self._host.name, self._host.nvml(), self._clock)
+        reads_log = self._host.probe_config.kernel_log is not None
+        watcher = XidWatcher(
+            self._host.name, self._host.nvml(), self._clock, defer_decoded=reads_log
+        )
         for check in (await self.check_dependencies(refresh=True)).checks:
             (log.info if check.ok else log.warning)("dependency %s", check.line())
         with ThreadPoolExecutor(max_workers=4, thread_name_prefix="agent") as executor:

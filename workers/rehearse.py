@@ -84,6 +84,7 @@ def finding_for(runbook: Runbook, physical: Finding | None, node: str, now: date
         component=physical.component if physical else Component(),
         evidence="rehearsal",
         observed_at=now,
+        nvidia_action=clause.nvidia_actions[0] if clause.nvidia_actions else None,
     )
 
 

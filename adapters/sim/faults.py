@@ -7,6 +7,7 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 
 from remedy.models import Action, Component, ComponentKind, Finding, Severity
+from remedy.xid.catalog import load_catalog
 
 
 class Effect(StrEnum):
@@ -53,6 +54,8 @@ class FaultSpec:
             xid=self.xid,
             evidence=f"simulated {self.name}",
             observed_at=at,
+            # As the agent's Xid watcher says it: an NVML event has no message to decode.
+            nvidia_action=load_catalog().lookup(self.xid).action.value if self.xid else None,
         )
 
 

@@ -110,6 +110,13 @@ class SimFleet:
                 sim.push_xid(gpu, spec.xid)  # what the driver raises through NVML events
             return spec.report(node, gpu, sim.gpus[gpu].serial, now)
 
+    def log_kernel(self, node: str, *lines: str) -> None:
+        """The driver prints ``lines`` to the node's kernel log (from then on its probe reads
+        that log): for the parser's real line formats, where ``inject`` reports a finding."""
+        with self._lock:
+            sim = self.node(node)
+            sim.kernel_log = [*(sim.kernel_log or []), *lines]
+
     def inject_random(self, weights: dict[str, float] | None = None) -> Finding:
         """A seeded random fault on a random GPU; ``weights`` maps fault kinds to odds."""
         weights = weights or dict.fromkeys(sorted(FAULTS), 1.0)

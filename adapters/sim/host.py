@@ -28,12 +28,14 @@ class SimHost:
 
     @property
     def probe_config(self) -> ProbeConfig:
+        sim = self._fleet.node(self.name)
         return ProbeConfig(
             expected_gpus=self._fleet.gpus_per_node,
             check_timeout_s=self._fleet.check_timeout_s,
             nics=_SimNics(self),
-            expected_nics=self._fleet.node(self.name).nics,
+            expected_nics=sim.nics,
             expected_nic_rate_gbps=400.0,
+            kernel_log=_SimKernelLog(self) if sim.kernel_log is not None else None,
         )
 
     def nic_ports(self) -> list[NicPort]:
@@ -99,6 +101,21 @@ class SimHost:
             DependencyCheck.of(d, d not in missing, missing.get(d, "present (simulated)"))
             for d in Dependency
         ]
+
+
+class _SimKernelLog:
+    """The node's kernel log as the probe reads it: what was printed since the last read."""
+
+    def __init__(self, host: SimHost) -> None:
+        self._host = host
+
+    def read_new(self) -> list[str]:
+        fleet = self._host._fleet
+        with fleet._lock:
+            sim = fleet.node(self._host.name)
+            lines = (sim.kernel_log or [])[sim.kernel_log_read :]
+            sim.kernel_log_read += len(lines)
+            return lines
 
 
 class _SimNics:

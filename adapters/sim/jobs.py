@@ -62,6 +62,7 @@ class SimJobs:
                         at=finding.observed_at,
                         process="python",
                         job=str(job),
+                        action=finding.nvidia_action,
                     )
                 ]
                 for rank, node in enumerate(nodes):

@@ -21,6 +21,7 @@ class SimGpu:
     index: int
     serial: str
     uuid: str
+    architecture: int = 9  # NVML_DEVICE_ARCH_HOPPER (H100/H200)
 
 
 @dataclass
@@ -70,6 +71,10 @@ class SimNode:
     # Keyed actions as recorded where they land: the machine's own disk for a reset or a
     # reboot, the node object for cluster actions (one book here: the twin is both).
     ledger: dict[str, LedgerEntry] = field(default_factory=dict)
+    # The kernel log the agent reads for Xid and SXid lines (None: this node's probe reads
+    # none, as before), and how far it has read.
+    kernel_log: list[str] | None = None
+    kernel_log_read: int = 0
     _xids: deque[tuple[int, int]] = field(default_factory=deque)
     _xid_ready: threading.Condition = field(default_factory=threading.Condition)
 

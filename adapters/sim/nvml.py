@@ -91,7 +91,7 @@ class SimNvml:
 
     def nvmlDeviceGetArchitecture(self, handle: int) -> int:
         self._effects(handle)
-        return int(pynvml.NVML_DEVICE_ARCH_HOPPER)
+        return self._node.gpus[handle].architecture
 
     # -- memory ---------------------------------------------------------------------------
     def nvmlDeviceGetRemappedRows(self, handle: int) -> tuple[int, int, int, int]:

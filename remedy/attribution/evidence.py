@@ -25,6 +25,9 @@ class RecentXid(BaseModel):
     at: datetime
     pid: int | None = None
     process: str | None = None
+    # NVIDIA's action as the line said it (Xid 154 "None" is ignore, not the catalog's
+    # contact_support): the job guard tells the job's own Xids from the GPU's by it.
+    action: str | None = None
 
 
 def recent_xid(finding: Finding) -> RecentXid | None:
@@ -37,6 +40,7 @@ def recent_xid(finding: Finding) -> RecentXid | None:
         at=finding.observed_at,
         pid=finding.pid,
         process=finding.process,
+        action=finding.nvidia_action,
         gpu=gpu.serial or gpu.uuid or gpu.pci_bus_id or f"index {gpu.index}",
     )
 
@@ -83,6 +87,7 @@ def tie_xids(node: str, xids: list[RecentXid], pods: list[PodRun]) -> list[XidSe
                 pid=xid.pid,
                 process=xid.process,
                 job=job,
+                action=xid.action,
             )
         )
     return out

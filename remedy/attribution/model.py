@@ -40,6 +40,7 @@ class XidSeen(BaseModel):
     pid: int | None = None
     process: Annotated[str | None, Untrusted()] = None  # as the kernel log names it
     job: str | None = None  # the job the process belonged to, when known
+    action: str | None = None  # NVIDIA's action as the line said it (Finding.nvidia_action)
 
 
 class RemediationSeen(BaseModel):

@@ -23,6 +23,7 @@ from remedy.attribution.model import Attribution, PodFailure, Verdict, XidSeen
 from remedy.durations import Duration
 from remedy.models import Severity
 from remedy.xid import XidCatalog, load_catalog
+from remedy.xid.actions import SEVERITY, XidAction
 from remedy.yaml_source import YamlFileError, load_model
 
 RULES_FILE = Path(__file__).with_name("rules.yaml")
@@ -155,11 +156,28 @@ class Attributor:
         return None
 
     def _application(self, xid: XidSeen) -> bool:
-        return self._catalog.lookup(xid.code).fault_class == "application"
+        return self._application_code(xid.code, xid.action)
+
+    def _application_code(self, code: int, action: str | None) -> bool:
+        """NVIDIA says restart the application (on a MIG instance too), or the catalog calls
+        the code the application's: the job's evidence, never the node's."""
+        decided = self._action(code, action)
+        return (
+            decided is XidAction.RESTART_APP
+            or self._catalog.lookup(code).fault_class == "application"
+        )
+
+    def _action(self, code: int, action: str | None) -> XidAction:
+        """The action the line asked for (Xid 154's recovery), else the catalog's."""
+        if action is not None and action in tuple(XidAction):
+            return XidAction(action)
+        return self._catalog.lookup(code).action  # none said, or one a newer remedy knows
 
     def _hardware(self, xid: XidSeen) -> bool:
         info = self._catalog.lookup(xid.code)
-        return info.fault_class != "application" and info.severity is not Severity.INFO
+        action = self._action(xid.code, xid.action)
+        severity = info.severity if action == info.action else SEVERITY[action]
+        return not self._application(xid) and severity is not Severity.INFO
 
     def _hardware_xid(self, when: When, f: PodFailure) -> str | None:
         seen = [x for x in f.xids if x.node == f.node and self._near(x.at, f) and self._hardware(x)]
@@ -195,9 +213,8 @@ class Attributor:
     def _fault_seen(self, f: PodFailure) -> str | None:
         for finding in f.findings:
             # A rank's own Xid 13 is the code's fault: the ranks it stalled are not the node's.
-            application = (
-                finding.xid is not None
-                and self._catalog.lookup(finding.xid).fault_class == "application"
+            application = finding.xid is not None and self._application_code(
+                finding.xid, finding.nvidia_action
             )
             if finding.unhealthy and not application and self._near(finding.observed_at, f):
                 return f"{finding.check} finding on {finding.node}: {finding.headline()}"

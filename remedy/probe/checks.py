@@ -116,6 +116,7 @@ def check_inventory(ctx: CheckContext) -> list[Finding]:
                     uuid=as_text(ctx.nvml.nvmlDeviceGetUUID(handle)),
                     serial=as_text(ctx.nvml.nvmlDeviceGetSerial(handle)),
                     pci_bus_id=as_text(pci.busId).lower(),
+                    architecture=_architecture(ctx.nvml, handle),
                 )
             )
         except pynvml.NVMLError_GpuIsLost:
@@ -138,6 +139,17 @@ def check_inventory(ctx: CheckContext) -> list[Finding]:
             )
         )
     return findings
+
+
+def _architecture(nvml: NvmlApi, handle: Any) -> int | None:
+    """The GPU's NVML architecture; None where this NVML cannot say (the catalog then reads
+    the current generation's table)."""
+    try:
+        return int(nvml.nvmlDeviceGetArchitecture(handle))
+    except pynvml.NVMLError_GpuIsLost:
+        raise
+    except pynvml.NVMLError:
+        return None
 
 
 def check_memory(ctx: CheckContext) -> list[Finding]:

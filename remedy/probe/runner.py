@@ -17,9 +17,11 @@ from remedy.gpu import NvmlApi
 from remedy.models import Finding, ProbeReport, Severity
 from remedy.probe.checks import GPU_CHECKS, CheckContext, check_inventory, check_nics
 from remedy.probe.nics import NicSource
+from remedy.probe.sxids import sxid_findings
 from remedy.probe.xid_dedup import XidDedup
 from remedy.probe.xids import xid_findings
 from remedy.xid.kernel_log import KernelLogSource, parse_kernel_log
+from remedy.xid.nvswitch import parse_sxids
 
 T = TypeVar("T")
 # Longer than a source's own limit (journalctl's 10 s): a read the probe gave up on would
@@ -169,7 +171,13 @@ def _read_kernel_log(run: _Run, source: KernelLogSource, config: ProbeConfig) ->
 
 def _kernel_log_xids(ctx: CheckContext, lines: list[str], config: ProbeConfig) -> list[Finding]:
     now = ctx.now()
-    found = xid_findings(
-        ctx.node, parse_kernel_log(lines), not_before=config.not_before, now=now, gpus=ctx.gpus
-    )
-    return config.xids_seen.admit(found, "kernel_log", now) if config.xids_seen else found
+    # Each GPU's own generation (the inventory's): what an Xid means can differ by it.
+    architectures = {
+        g.pci_bus_id: g.architecture
+        for g in ctx.gpus
+        if g.pci_bus_id and g.architecture is not None
+    }
+    events = parse_kernel_log(lines, architecture=architectures)
+    found = xid_findings(ctx.node, events, not_before=config.not_before, now=now, gpus=ctx.gpus)
+    found = config.xids_seen.admit(found, "kernel_log", now) if config.xids_seen else found
+    return found + sxid_findings(ctx.node, parse_sxids(lines), config.not_before, now)

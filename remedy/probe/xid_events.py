@@ -13,7 +13,7 @@ import pynvml
 from remedy.gpu import NvmlApi
 from remedy.models import Component, ComponentKind, Finding
 from remedy.probe.checks import as_text
-from remedy.xid.catalog import XidCatalog, load_catalog
+from remedy.xid.catalog import Decoder, XidCatalog, load_catalog
 
 log = logging.getLogger(__name__)
 
@@ -25,11 +25,17 @@ class XidWatcher:
         nvml: NvmlApi,
         now: Callable[[], datetime],
         catalog: XidCatalog | None = None,
+        defer_decoded: bool = False,
     ) -> None:
         self._node, self._nvml, self._now = node, nvml, now
+        # The kernel log is read too: an Xid whose message decides its action (154's recovery,
+        # 74's registers, 45's cause) is left to it. NVML's event has the code alone, and the
+        # catalog's fallback would send, say, a 154 asking for nothing to a person; the one
+        # sighting the dedup would keep must be the one that read the message.
+        self._defer_decoded = defer_decoded
         self._catalog = catalog or load_catalog()
         self._set: Any = None
-        self._architecture: int | None = None
+        self._architectures: dict[int, int] = {}  # index → NVML architecture: per GPU
         self._serials: dict[int, str] = {}
         self._pci: dict[int, str] = {}  # the kernel log names GPUs by PCI id: one Xid, once
 
@@ -46,7 +52,7 @@ class XidWatcher:
                 )
                 self._serials[index] = self._nvml.nvmlDeviceGetSerial(handle)
                 self._pci[index] = as_text(self._nvml.nvmlDeviceGetPciInfo(handle).busId).lower()
-                self._architecture = self._nvml.nvmlDeviceGetArchitecture(handle)
+                self._architectures[index] = self._nvml.nvmlDeviceGetArchitecture(handle)
         except pynvml.NVMLError as exc:
             log.warning("NVML Xid events unavailable on %s: %s", self._node, exc)
             self._set = None
@@ -64,13 +70,17 @@ class XidWatcher:
                 event = self._nvml.nvmlEventSetWait_v2(self._set, timeout_ms)
             except pynvml.NVMLError_Timeout:
                 return out
-            out.append(self._finding(event))
+            if (finding := self._finding(event)) is not None:
+                out.append(finding)
             timeout_ms = 0
 
-    def _finding(self, event: Any) -> Finding:
+    def _finding(self, event: Any) -> Finding | None:
         code = int(event.eventData)
         index = self._nvml.nvmlDeviceGetIndex(event.device)
-        info = self._catalog.lookup(code, self._architecture)
+        architecture = self._architectures.get(index)
+        info = self._catalog.lookup(code, architecture)
+        if self._defer_decoded and info.decode is not Decoder.NONE:
+            return None
         return Finding(
             node=self._node,
             check="xid",
@@ -81,10 +91,13 @@ class XidWatcher:
                 index=index,
                 serial=self._serials.get(index),
                 pci_bus_id=self._pci.get(index),
+                architecture=architecture,
             ),
             xid=code,
             evidence=f"{info.fault_class}: {info.description} (NVML event)",
             observed_at=self._now(),
+            # An NVML event carries the code alone, no message to decode: the catalog's action.
+            nvidia_action=info.action.value,
         )
 
     def stop(self) -> None:

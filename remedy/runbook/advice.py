@@ -62,12 +62,29 @@ def matched_xids(runbook: Runbook) -> list[int]:
     return sorted(named)
 
 
+def matched_actions(runbook: Runbook) -> list[XidAction]:
+    """Every NVIDIA action the runbook's clauses route (``nvidia_actions``)."""
+    named = {a for clause in runbook.match for a in clause.nvidia_actions}
+    return sorted(XidAction(a) for a in named if a in tuple(XidAction))
+
+
 def disagreements(runbook: Runbook, catalog: XidCatalog) -> list[str]:
-    """One line per Xid the runbook matches whose recommended first action its ladder does
-    not take first, on any GPU architecture family; none when it agrees."""
+    """One line per Xid (or NVIDIA action) the runbook matches whose recommended first action
+    its ladder does not take first, on any GPU architecture family; none when it agrees."""
     first = first_effective_rung(runbook)
     took = first.value if first else "no rung that acts on the fault"
     problems = []
+    for action in matched_actions(runbook):
+        if action is XidAction.IGNORE:
+            problems.append(
+                f"{runbook.name}: nvidia_actions: NVIDIA says to ignore these, "
+                "yet the runbook starts a ladder for them"
+            )
+        elif first not in AGREES[action]:
+            problems.append(
+                f"{runbook.name}: nvidia_actions: NVIDIA's first action is {action.value}; "
+                f"the ladder's first effective rung is {took}"
+            )
     for xid in matched_xids(runbook):
         infos = [catalog.lookup(xid, arch) for arch in ARCHITECTURES]
         if any(i.decode is not Decoder.NONE for i in infos):

@@ -70,6 +70,8 @@ def describe_match(match: Match) -> str:
         parts.append("reason " + _either(match.reasons))
     if match.severities:
         parts.append("severity " + _either([s.value for s in match.severities]))
+    if match.nvidia_actions:
+        parts.append("NVIDIA's action " + _either(match.nvidia_actions))
     return " with ".join(parts)
 
 

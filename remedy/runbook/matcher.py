@@ -6,6 +6,8 @@ from collections.abc import Iterable
 
 from remedy.models import Finding, Severity
 from remedy.runbook.schema import Match, Runbook
+from remedy.xid.actions import XidAction
+from remedy.xid.catalog import load_catalog
 
 # A finding nobody wrote a runbook for: stop new work landing on the node and hold for a human.
 # Never disruptive, never a replacement, and never "healthy".
@@ -43,14 +45,31 @@ class RunbookSet:
         """The most specific matching runbook; ties go to priority, then name (stable).
 
         An unhealthy finding that no runbook matches gets DEFAULT_RUNBOOK, never nothing; an
-        informational finding that no runbook asks for needs no remediation (None).
+        informational finding that no runbook asks for, or an Xid NVIDIA says to ignore, needs
+        no remediation (None).
         """
+        finding = with_nvidia_action(finding)
+        if finding.nvidia_action == XidAction.IGNORE:
+            # NVIDIA says nothing is needed (a 74 whose registers are benign, a 154 asking for
+            # "None"): recorded, never remediated, whichever runbook names the code.
+            return None
         scored = [
             (score, r) for r in self._runbooks if (score := r.specificity(finding)) is not None
         ]
         if not scored:
             return DEFAULT_RUNBOOK if finding.unhealthy else None
         return max(scored, key=lambda s: (s[0], s[1].priority, _reverse_name(s[1].name)))[1]
+
+
+def with_nvidia_action(finding: Finding) -> Finding:
+    """An Xid finding that does not say NVIDIA's action gets the catalog's for its code: one
+    from an older agent, from NVML's Xid events (no message to decode) or rebuilt from a node
+    condition (which keeps only the reason). What the message decided is lost there, so the
+    catalog's action (e.g. contact_support for Xid 154) stands in."""
+    if finding.xid is None or finding.nvidia_action is not None:
+        return finding
+    info = load_catalog().lookup(finding.xid, finding.component.architecture)
+    return finding.model_copy(update={"nvidia_action": info.action.value})
 
 
 def _reverse_name(name: str) -> tuple[int, ...]:

@@ -46,9 +46,13 @@ def _reason_name(name: str, info: ValidationInfo) -> str:
     return vocabulary.known_reason(name) if _authoring(info) else name
 
 
+def _nvidia_action(name: str, info: ValidationInfo) -> str:
+    return vocabulary.known_nvidia_action(name) if _authoring(info) else name
+
+
 class _Terms:
-    """The JSON Schema of a check or a reason: the registry's names with what they mean, so an
-    editor completes and checks them."""
+    """The JSON Schema of a check, a reason or an NVIDIA action: the registry's names with what
+    they mean, so an editor completes and checks them."""
 
     def __init__(self, kind: str) -> None:
         self.kind = kind
@@ -58,6 +62,8 @@ class _Terms:
     ) -> JsonSchemaValue:
         if self.kind == "check":
             return _one_of({t.check: t.says for t in vocabulary.TERMS})
+        if self.kind == "nvidia_action":
+            return _one_of(dict(vocabulary.NVIDIA_ACTIONS))
         return {
             "anyOf": [
                 _one_of(vocabulary.reasons()),
@@ -72,6 +78,9 @@ def _one_of(names: dict[str, str]) -> JsonSchemaValue:
 
 CheckName = Annotated[str, AfterValidator(_check_name), _Terms("check")]
 ReasonName = Annotated[str, AfterValidator(_reason_name), _Terms("reason")]
+# An XidAction value; a str so that a runbook in a message from a newer remedy, naming an
+# action this one does not know, still decodes (the clause then matches nothing here).
+NvidiaAction = Annotated[str, AfterValidator(_nvidia_action), _Terms("nvidia_action")]
 
 
 class Cause(StrEnum):
@@ -117,6 +126,8 @@ class Rung(Authored):
         return ACTIONS[self.action].verifies
 
 
+# The checks whose findings carry NVIDIA's action (Finding.nvidia_action).
+ACTION_CHECKS = frozenset({vocabulary.XID_CHECK, vocabulary.NVSWITCH_CHECK})
 FROM_CONDITION = "condition"  # the check of a finding the fleet scan rebuilt from a condition
 
 
@@ -127,12 +138,16 @@ class Match(Authored):
     xids: list[int] = []
     reasons: list[ReasonName] = []
     severities: list[Severity] = []
+    # NVIDIA's immediate action for an Xid (Finding.nvidia_action): routes a whole class of
+    # codes, e.g. every restart_app Xid, instead of listing them.
+    nvidia_actions: list[NvidiaAction] = []
 
     def matches(self, finding: Finding) -> bool:
         if finding.check == FROM_CONDITION:
             # Rebuilt from a node condition, which keeps the reason (and Xid) but not the
             # check: match on those alone, and never on a check name alone.
-            return bool(self.reasons or self.xids) and self._matches_beyond_check(finding)
+            named = self.reasons or self.xids or self.nvidia_actions
+            return bool(named) and self._matches_beyond_check(finding)
         return (not self.checks or finding.check in self.checks) and self._matches_beyond_check(
             finding
         )
@@ -142,22 +157,27 @@ class Match(Authored):
             (not self.xids or finding.xid in self.xids)
             and (not self.reasons or finding.reason in self.reasons)
             and (not self.severities or finding.severity in self.severities)
+            and (not self.nvidia_actions or finding.nvidia_action in self.nvidia_actions)
         )
 
     @property
     def specificity(self) -> int:
-        # Narrower criteria win: an Xid code says more than a check name.
+        # Narrower criteria win: an Xid code says more than a check name; an action class
+        # says as much as a reason (Xid 154 asking for a reboot: 8 + 4).
         return (
             8 * bool(self.xids)
             + 4 * bool(self.reasons)
+            + 4 * bool(self.nvidia_actions)
             + 2 * bool(self.checks)
             + bool(self.severities)
         )
 
     @model_validator(mode="after")
     def _not_empty(self, info: ValidationInfo) -> Match:
-        if not (self.checks or self.xids or self.reasons or self.severities):
-            raise ValueError("match needs at least one of checks, xids, reasons, severities")
+        if not (self.checks or self.xids or self.reasons or self.severities or self.nvidia_actions):
+            raise ValueError(
+                "match needs at least one of checks, xids, reasons, severities, nvidia_actions"
+            )
         if _authoring(info) and self.checks:
             # Both must hold: a reason no listed check reports makes the clause a silent no-op.
             stray = [r for r in self.reasons if vocabulary.check_of(r) not in self.checks]
@@ -166,6 +186,11 @@ class Match(Authored):
                     f"reasons {stray} are not reported by checks {self.checks} "
                     f"(but by {sorted({str(vocabulary.check_of(r)) for r in stray})}): "
                     "this clause can never match"
+                )
+            if self.nvidia_actions and not set(self.checks) & ACTION_CHECKS:
+                raise ValueError(
+                    f"nvidia_actions come with Xid and SXid findings, which checks "
+                    f"{self.checks} do not report: this clause can never match"
                 )
         return self
 

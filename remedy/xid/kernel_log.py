@@ -1,22 +1,47 @@
-"""Parse NVIDIA Xid lines out of a kernel log (dmesg, /dev/kmsg, journald text).
+"""Parse NVIDIA Xid events out of a kernel log (dmesg, /dev/kmsg, journald text).
 
-Handles the real shapes: with or without ``PCI:``, ``pid=``/``name=`` fields or
-``'<unknown>'``, dmesg ``[uptime]``, kmsg ``prio,seq,usec,-;`` and ISO-timestamped journald
-lines, and ``NVRM: GPU at PCI:…: GPU-<uuid>`` lines that map a bus id to a GPU. Anything else,
-malformed Xid lines included, is skipped — a parser that crashes would blind the probe.
+Handles the real shapes (``remedy.xid.lines``): with or without ``PCI:``, MIG ``GPU-I``/``GPU-CI``
+tags, the ``pid=``/``name=`` fields of each driver era, dmesg ``[uptime]``, kmsg
+``prio,seq,usec,-;`` and ISO-timestamped journald lines. ``NVRM: GPU at PCI:…: GPU-<uuid>`` lines
+map a bus id to a GPU for the lines after them, as the driver means them. A GPU that fell off the
+bus without an Xid is an Xid 79 event too. Anything else, malformed Xid lines included, is
+skipped — a parser that crashes would blind the probe.
 """
 
 from __future__ import annotations
 
-import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import Protocol
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, computed_field
 
 from remedy.models import Severity
+from remedy.xid.actions import SEVERITY, XidAction
 from remedy.xid.catalog import XidCatalog, load_catalog
+from remedy.xid.decode import decode_action
+from remedy.xid.lines import (
+    FALLEN_OFF,
+    XidLine,
+    fallen_off_bus,
+    gpu_at,
+    is_comment,
+    normalize_pci,
+    probe_gpu,
+    probe_lost,
+    timestamp,
+    uptime,
+    xid_line,
+)
+from remedy.xid.nvswitch import SXidEvent, parse_sxids
+
+__all__ = ["KernelLogSource", "XidEvent", "normalize_pci", "parse_kernel_log", "scan_kernel_log"]
+
+GPU_LOST = 79  # ROBUST_CHANNEL_GPU_HAS_FALLEN_OFF_THE_BUS
+# The driver prints Xid 79 and its `GPU … has fallen off the bus.` line in one burst.
+_BURST_S = 60.0
+_BURST_LINES = 10  # when the lines carry no clock
+_PROBE_LINES = 3  # the probe-time message is three physical lines
 
 
 class KernelLogSource(Protocol):
@@ -27,105 +52,139 @@ class KernelLogSource(Protocol):
         ...
 
 
-_XID = re.compile(
-    r"NVRM: Xid \((?:PCI:)?(?P<pci>[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2})"
-    r"(?:\.[0-9a-fA-F])?\): (?P<code>\d{1,4})(?:,\s*(?P<rest>.*))?$"
-)
-_GPU_AT = re.compile(
-    r"NVRM: GPU at PCI:(?P<pci>[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2})"
-    r"(?:\.[0-9a-fA-F])?: (?P<uuid>GPU-[0-9a-fA-F-]+)"
-)
-_PID = re.compile(r"pid=(?:'?<unknown>'?|(?P<pid>\d+))(?:,\s*|$)")
-_NAME = re.compile(r"name=(?P<name>'?<unknown>'?|[^,]*)(?:,\s*|$)")
-_ISO = re.compile(r"^(?P<ts>\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:Z|[+-]\d{2}:?\d{2}))\s")
-_UPTIME = re.compile(r"\[\s*(?P<up>\d+\.\d+)\]")
-_KMSG = re.compile(r"^\d+,\d+,(?P<usec>\d+),[^;]*;")
-
-
 class XidEvent(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     code: int
     pci_bus_id: str  # domain:bus:device, lower case
+    gpu_instance: int | None = None  # MIG `GPU-I:nn` (decimal)
+    compute_instance: int | None = None  # MIG `GPU-CI:nn` (decimal)
     pid: int | None = None
     process: str | None = None
     gpu_uuid: str | None = None
     message: str = ""
     fault_class: str
-    recommended_action: str
+    action: XidAction  # final: the catalog's, or what the message says (Xid 154, 74, 144–150, 45)
+    action_reason: str = ""  # one line: why this action
     severity: Severity
+    source: str = "xid"  # xid | fallen_off_bus (the driver's line without an Xid number)
     line: int  # 1-based line number in the input
     timestamp: datetime | None = None  # wall clock, when the log line carries one
     uptime_s: float | None = None  # seconds since boot (dmesg, kmsg)
 
-
-def normalize_pci(bus_id: str) -> str:
-    """``00000000:5A:00.0`` (NVML) and ``PCI:0000:5a:00`` (kernel log) → ``0000:5a:00``."""
-    parts = bus_id.lower().removeprefix("pci:").split(":")
-    if len(parts) < 3:
-        return bus_id.lower()
-    return f"{parts[-3][-4:]:0>4}:{parts[-2]}:{parts[-1].split('.')[0]}"
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def recommended_action(self) -> str:
+        """The action's value, under the name older callers and JSON readers use."""
+        return self.action.value
 
 
 def parse_kernel_log(
-    lines: Iterable[str], catalog: XidCatalog | None = None, architecture: int | None = None
+    lines: Iterable[str],
+    catalog: XidCatalog | None = None,
+    architecture: int | Mapping[str, int] | None = None,
 ) -> list[XidEvent]:
-    """Every Xid event in ``lines``, with GPU UUIDs filled in from ``GPU at PCI`` lines
-    wherever they appear in the log."""
+    """Every Xid event in ``lines``. ``architecture`` is the NVML architecture of every GPU, or
+    per PCI id where the GPUs differ (any PCI format)."""
     catalog = catalog or load_catalog()
-    lines = list(lines)
-    uuids = {m["pci"].lower(): m["uuid"] for line in lines if (m := _GPU_AT.search(line))}
-    events = []
-    for number, line in enumerate(lines, start=1):
-        event = parse_xid_line(line, number, catalog, architecture, uuids)
-        if event is not None:
-            events.append(event)
-    return events
-
-
-def parse_xid_line(
-    line: str, number: int, catalog: XidCatalog, architecture: int | None, uuids: dict[str, str]
-) -> XidEvent | None:
-    match = _XID.search(line.rstrip("\r\n"))
-    if match is None:
-        return None
-    code, pci = int(match["code"]), match["pci"].lower()
-    rest = match["rest"] or ""
-    pid_match, name_match = _PID.search(rest), _NAME.search(rest)
-    pid = int(pid_match["pid"]) if pid_match and pid_match["pid"] else None
-    name = name_match["name"].strip() if name_match else None
-    process = None if name is None or "<unknown>" in name else name
-    message = _NAME.sub("", _PID.sub("", rest)).strip()
-    info = catalog.lookup(code, architecture)
-    return XidEvent(
-        code=code,
-        pci_bus_id=pci,
-        pid=pid,
-        process=process,
-        gpu_uuid=uuids.get(pci),
-        message=message,
-        fault_class=info.fault_class,
-        recommended_action=info.action.value,
-        severity=info.severity,
-        line=number,
-        timestamp=_timestamp(line),
-        uptime_s=_uptime(line),
+    archs = (
+        {normalize_pci(pci): arch for pci, arch in architecture.items()}
+        if isinstance(architecture, Mapping)
+        else architecture
     )
+    return _Scan(catalog, archs).run(lines)
 
 
-def _timestamp(line: str) -> datetime | None:
-    match = _ISO.match(line)
-    if not match:
-        return None
-    try:
-        return datetime.fromisoformat(match["ts"].replace("Z", "+00:00"))
-    except ValueError:
-        return None
+def scan_kernel_log(
+    lines: Iterable[str],
+    catalog: XidCatalog | None = None,
+    architecture: int | Mapping[str, int] | None = None,
+) -> list[XidEvent | SXidEvent]:
+    """Xid and NVSwitch SXid events together, in log order."""
+    lines = list(lines)
+    both: list[XidEvent | SXidEvent] = [
+        *parse_kernel_log(lines, catalog, architecture),
+        *parse_sxids(lines),
+    ]
+    return sorted(both, key=lambda event: event.line)
 
 
-def _uptime(line: str) -> float | None:
-    if kmsg := _KMSG.match(line):
-        return int(kmsg["usec"]) / 1e6
-    if dmesg := _UPTIME.search(line):
-        return float(dmesg["up"])
-    return None
+class _Scan:
+    """One pass over the log, keeping what earlier lines said: the UUID of each bus id, the
+    last Xid 79 of each GPU, a probe-time message's first line."""
+
+    def __init__(self, catalog: XidCatalog, archs: int | dict[str, int] | None) -> None:
+        self.catalog, self.archs = catalog, archs
+        self.uuids: dict[str, str] = {}
+        self.lost: dict[str, XidEvent] = {}  # bus id → its last Xid 79
+        self.probe: tuple[str, int, str] | None = None  # bus id, line number, line
+        self.events: list[XidEvent] = []
+
+    def run(self, lines: Iterable[str]) -> list[XidEvent]:
+        for number, line in enumerate(lines, start=1):
+            if is_comment(line):
+                continue
+            if parsed := xid_line(line):
+                event = self.event(parsed.code, parsed.pci, parsed.message, number, line, parsed)
+                self.events.append(event)
+                if event.code == GPU_LOST:
+                    self.lost[event.pci_bus_id] = event
+            elif mapping := gpu_at(line):
+                self.uuids[mapping[0]] = mapping[1]
+            elif pci := fallen_off_bus(line):
+                self.fallen_off(pci, number, line)
+            elif pci := probe_gpu(line):
+                self.probe = (pci, number, line)
+            elif self.probe and probe_lost(line):
+                pci, first, first_line = self.probe
+                self.probe = None
+                if number - first < _PROBE_LINES:
+                    self.fallen_off(pci, first, first_line)
+        return self.events
+
+    def fallen_off(self, pci: str, number: int, line: str) -> None:
+        """The driver's line for a lost GPU: the same event as an Xid 79 just before it for
+        that GPU, else an Xid 79 of its own."""
+        event = self.event(GPU_LOST, pci, FALLEN_OFF, number, line)
+        xid = self.lost.get(pci)
+        if xid is None or not _same_burst(xid, event):
+            self.events.append(event)
+
+    def event(
+        self, code: int, pci: str, message: str, number: int, line: str, xid: XidLine | None = None
+    ) -> XidEvent:
+        """The event for ``code`` on ``pci``: from an Xid line's fields, or (no ``xid``) the
+        driver's fallen-off-the-bus line."""
+        arch = self.archs.get(pci) if isinstance(self.archs, dict) else self.archs
+        info = self.catalog.lookup(code, arch)
+        decoded = decode_action(info, message)
+        # The catalog's severity for its own action (it may raise it); a decoded action's own.
+        severity = info.severity if decoded.action == info.action else SEVERITY[decoded.action]
+        return XidEvent(
+            code=code,
+            pci_bus_id=pci,
+            gpu_uuid=self.uuids.get(pci),
+            message=message,
+            fault_class=info.fault_class,
+            action=decoded.action,
+            action_reason=decoded.reason,
+            severity=severity,
+            source="xid" if xid else "fallen_off_bus",
+            gpu_instance=xid.gpu_instance if xid else None,
+            compute_instance=xid.compute_instance if xid else None,
+            pid=xid.pid if xid else None,
+            process=xid.process if xid else None,
+            line=number,
+            timestamp=timestamp(line),
+            uptime_s=uptime(line),
+        )
+
+
+def _same_burst(xid: XidEvent, lost: XidEvent) -> bool:
+    """The driver's fallen-off line follows its Xid 79 at once; a GPU lost again after a
+    reboot (uptime restarts) or minutes later is a new event."""
+    if xid.uptime_s is not None and lost.uptime_s is not None:
+        return 0 <= lost.uptime_s - xid.uptime_s <= _BURST_S
+    if xid.timestamp is not None and lost.timestamp is not None:
+        return 0 <= (lost.timestamp - xid.timestamp).total_seconds() <= _BURST_S
+    return lost.line - xid.line <= _BURST_LINES

@@ -9,9 +9,10 @@ from typing import Annotated
 
 import typer
 
-from remedy.xid import parse_kernel_log
 from remedy.xid.catalog import Family, XidInfo, family_of, load_catalog
+from remedy.xid.kernel_log import scan_kernel_log
 from workers.cli.options import JsonOption
+from workers.cli.xid_events import event_json, event_line
 
 app = typer.Typer(help="NVIDIA Xid errors.", no_args_is_help=True)
 
@@ -21,23 +22,16 @@ def parse(
     source: Annotated[str, typer.Argument(help="Kernel log file, or - for standard input.")] = "-",
     as_json: Annotated[bool, typer.Option("--json", help="One JSON object per line.")] = False,
 ) -> None:
-    """Find Xid events in a kernel log (dmesg, /dev/kmsg, journald text): code, PCI address,
-    pid and process, GPU UUID, fault class and NVIDIA's recommended first action."""
+    """Find Xid and NVSwitch SXid events in a kernel log (dmesg, /dev/kmsg, journald text):
+    code, PCI address and MIG instance, GPU UUID, pid and process, fault class, and the action
+    remedy takes with its reason."""
     try:
         text = sys.stdin.read() if source == "-" else Path(source).read_text(errors="replace")
     except OSError as exc:
         typer.echo(f"error: cannot read {source}: {exc.strerror}", err=True)
         raise typer.Exit(2) from None
-    for event in parse_kernel_log(text.splitlines()):
-        if as_json:
-            typer.echo(event.model_dump_json())
-        else:
-            who = f" pid={event.pid} {event.process or ''}" if event.pid else ""
-            typer.echo(
-                f"line {event.line}: Xid {event.code} on {event.pci_bus_id}"
-                f"{' ' + event.gpu_uuid if event.gpu_uuid else ''}{who}: "
-                f"{event.fault_class} → {event.recommended_action}"
-            )
+    for event in scan_kernel_log(text.splitlines()):
+        typer.echo(event_json(event) if as_json else event_line(event))
 
 
 @app.command("explain")
