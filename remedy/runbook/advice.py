@@ -75,16 +75,7 @@ def disagreements(runbook: Runbook, catalog: XidCatalog) -> list[str]:
     took = first.value if first else "no rung that acts on the fault"
     problems = []
     for action in matched_actions(runbook):
-        if action is XidAction.IGNORE:
-            problems.append(
-                f"{runbook.name}: nvidia_actions: NVIDIA says to ignore these, "
-                "yet the runbook starts a ladder for them"
-            )
-        elif first not in AGREES[action]:
-            problems.append(
-                f"{runbook.name}: nvidia_actions: NVIDIA's first action is {action.value}; "
-                f"the ladder's first effective rung is {took}"
-            )
+        problems += _against(f"{runbook.name}: nvidia_actions", action, first, took)
     for xid in matched_xids(runbook):
         infos = [catalog.lookup(xid, arch) for arch in ARCHITECTURES]
         if any(i.decode is not Decoder.NONE for i in infos):
@@ -95,14 +86,18 @@ def disagreements(runbook: Runbook, catalog: XidCatalog) -> list[str]:
                 )
             continue
         for advice in sorted({i.action for i in infos}):
-            if advice is XidAction.IGNORE:
-                problems.append(
-                    f"{runbook.name}: Xid {xid}: NVIDIA says to ignore it, "
-                    "yet the runbook starts a ladder for it"
-                )
-            elif first not in AGREES[advice]:
-                problems.append(
-                    f"{runbook.name}: Xid {xid}: NVIDIA's first action is {advice.value}; "
-                    f"the ladder's first effective rung is {took}"
-                )
+            problems += _against(f"{runbook.name}: Xid {xid}", advice, first, took)
     return problems
+
+
+def _against(what: str, advice: XidAction, first: Action | None, took: str) -> list[str]:
+    """The problem, if any, with a ladder whose first effective rung is ``first`` for what
+    NVIDIA advises."""
+    if advice is XidAction.IGNORE:
+        return [f"{what}: NVIDIA says to ignore it, yet the runbook starts a ladder for it"]
+    if first not in AGREES[advice]:
+        return [
+            f"{what}: NVIDIA's first action is {advice.value}; "
+            f"the ladder's first effective rung is {took}"
+        ]
+    return []

@@ -13,13 +13,14 @@ from dataclasses import dataclass
 from datetime import datetime
 
 _HEX4, _HEX2 = "[0-9a-fA-F]{4}", "[0-9a-fA-F]{2}"
-_PCI = rf"(?P<pci>{_HEX4}:{_HEX2}:{_HEX2})"
+# A bus id as the driver prints it (domain:bus:device), then an optional `.function`.
+PCI = rf"(?P<pci>{_HEX4}:{_HEX2}:{_HEX2})(?:\.[0-9a-fA-F])?"
 _BDF = rf"(?P<pci>(?:{_HEX4}:)?{_HEX2}:{_HEX2})\.[0-9a-fA-F]"  # with the PCI function
 
 # `NVRM: Xid (PCI:0000:01:00 GPU-I:05 GPU-CI:01): 94, …` — GI/CI are `%02u`: decimal, not hex.
 # The `.F` after the device is tolerated for trace-event and third-party copies.
 _XID = re.compile(
-    rf"NVRM: Xid \((?:PCI:)?{_PCI}(?:\.[0-9a-fA-F])?"
+    rf"NVRM: Xid \((?:PCI:)?{PCI}"
     r"(?: GPU-I:(?P<gi>\d{1,6}))?(?: GPU-CI:(?P<ci>\d{1,6}))?"
     r"\): (?P<code>\d{1,6})(?:,\s*(?P<rest>.*))?$"
 )
@@ -30,9 +31,7 @@ _PID = re.compile(r"pid=(?:'?<unknown>'?|(?P<pid>\d{1,10}))(?:, |,?\s*$)")
 _NAME = re.compile(r"name=(?P<name>.*?)(?:, |,?\s*$)")
 # The UUID map printed once before a GPU's first Xid; anchored on `: GPU-<uuid>` so the
 # `GPU at 0000:01:00.0 has fallen off the bus.` and scheduler lines never match.
-_GPU_AT = re.compile(
-    rf"NVRM: GPU at (?:PCI:)?{_PCI}(?:\.[0-9a-fA-F])?: (?P<uuid>GPU-[0-9a-fA-F-]+)\s*$"
-)
+_GPU_AT = re.compile(rf"NVRM: GPU at (?:PCI:)?{PCI}: (?P<uuid>GPU-[0-9a-fA-F-]+)\s*$")
 # The GPU lost without an Xid number, in its three driver forms (see `fallen_off_bus`).
 _DEV_LOST = re.compile(rf"NVRM: GPU {_BDF}: GPU has fallen off the bus\.")
 _OLD_LOST = re.compile(rf"NVRM: GPU at {_BDF} has fallen off the bus\.")

@@ -18,11 +18,11 @@ from pydantic import BaseModel, ConfigDict
 
 from remedy.models import Severity
 from remedy.xid.actions import SEVERITY, XidAction
-from remedy.xid.lines import is_comment, normalize_pci, timestamp, uptime
+from remedy.xid.lines import PCI, is_comment, normalize_pci, timestamp, uptime
 
 _SXID = re.compile(
     r"nvidia-(?P<switch>nvswitch\d{1,4}): SXid "
-    r"\(PCI:(?P<pci>[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}(?:\.[0-9a-fA-F])?)\): "
+    rf"\(PCI:{PCI}\): "
     r"(?P<code>\d{1,6}), (?P<rest>.*)$"
 )
 _LINK = re.compile(r"^Link (?P<link>-?\d{1,4})\b")
