@@ -51,7 +51,12 @@ async def test_a_gpu_blocklisted_in_service_sends_its_node_to_replace_awaiting_a
         for _ in range(2):  # the same GPU fails, is reset, recovers: the second blocks it
             finding = fleet.inject(name, "ecc_dbe", gpu=1)
             handle = await report(time_env.client, queues, finding, shipped_runbooks.match(finding))
-            assert (await handle.result()).outcome is Outcome.RECOVERED
+            # Polled, not awaited with result(): while a result is awaited the test server may
+            # skip to the next deadline it knows, and with no timer pending that is the 10-year
+            # execution timeout it gives every workflow — the GPU's record would time out and
+            # lose its first incident.
+            done = await wait_for_phase(time_env, handle, Phase.DONE)
+            assert done.outcome is Outcome.RECOVERED
         ladder = time_env.client.get_workflow_handle_for(
             NodeRemediation.run, remediation_workflow_id(name)
         )
