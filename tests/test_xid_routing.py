@@ -167,6 +167,19 @@ def test_an_ignore_decoded_from_a_named_code_is_not_remediated(
     assert shipped_runbooks.match(xid_finding(74, XidAction.IGNORE)) is None
 
 
+def test_an_action_the_line_decided_goes_by_the_action_not_the_code(
+    shipped_runbooks: RunbookSet,
+) -> None:
+    """nvlink names Xid 74 for its usual reset; a 74 whose registers NVIDIA says to report
+    (contact support) goes to a person — never drain, reset and reboot."""
+    assert routed(shipped_runbooks, xid_finding(74, XidAction.RESET_GPU)) == "nvlink"
+    assert routed(shipped_runbooks, xid_finding(74, XidAction.CONTACT_SUPPORT)) == (
+        "xid-needs-a-person"
+    )
+    # A clause naming the code and the action still wins (154 asking for a reboot).
+    assert routed(shipped_runbooks, xid_finding(154, XidAction.REBOOT)) == "driver-requests-reboot"
+
+
 def test_a_finding_without_an_action_gets_the_catalogs(shipped_runbooks: RunbookSet) -> None:
     """An older agent's, an NVML event's, or one the fleet scan rebuilt from a condition."""
     assert with_nvidia_action(xid_finding(68, None)).nvidia_action == "restart_app"

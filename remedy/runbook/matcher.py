@@ -53,8 +53,14 @@ class RunbookSet:
             # NVIDIA says nothing is needed (a 74 whose registers are benign, a 154 asking for
             # "None"): recorded, never remediated, whichever runbook names the code.
             return None
+        # A runbook that names an Xid by number was written for what that code usually needs;
+        # when the line asked for something else (a 74 whose registers say "report a bug", a
+        # 154 naming a reboot), only a clause naming that action may take it.
+        by_action = _decided_by_its_line(finding)
         scored = [
-            (score, r) for r in self._runbooks if (score := r.specificity(finding)) is not None
+            (score, r)
+            for r in self._runbooks
+            if (score := r.specificity(finding, by_action)) is not None
         ]
         if not scored:
             return DEFAULT_RUNBOOK if finding.unhealthy else None
@@ -70,6 +76,13 @@ def with_nvidia_action(finding: Finding) -> Finding:
         return finding
     info = load_catalog().lookup(finding.xid, finding.component.architecture)
     return finding.model_copy(update={"nvidia_action": info.action.value})
+
+
+def _decided_by_its_line(finding: Finding) -> bool:
+    if finding.xid is None or finding.nvidia_action is None:
+        return False
+    usual = load_catalog().lookup(finding.xid, finding.component.architecture).action
+    return finding.nvidia_action != usual.value
 
 
 def _reverse_name(name: str) -> tuple[int, ...]:

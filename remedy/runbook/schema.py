@@ -221,9 +221,15 @@ class Runbook(Authored):
     recurrence_window: Duration = timedelta(hours=24)
     ladder: list[Rung] = []
 
-    def specificity(self, finding: Finding) -> int | None:
-        """How narrowly this runbook matches the finding (None: it does not match)."""
-        scores = [m.specificity for m in self.match if m.matches(finding)]
+    def specificity(self, finding: Finding, by_action: bool = False) -> int | None:
+        """How narrowly this runbook matches the finding (None: it does not match).
+        ``by_action``: only clauses that name NVIDIA's action count (the Xid's line asked for
+        something other than what its code usually needs)."""
+        scores = [
+            m.specificity
+            for m in self.match
+            if (m.nvidia_actions or not by_action) and m.matches(finding)
+        ]
         return max(scores) if scores else None
 
     @model_validator(mode="after")
