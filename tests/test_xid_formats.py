@@ -172,6 +172,20 @@ def test_fallen_off_the_bus_with_and_without_an_xid() -> None:
     assert all(e.fault_class == info.fault_class and e.pid is None for e in lost)
 
 
+def test_the_probe_time_message_as_one_kmsg_record() -> None:
+    """The driver prints the three lines of its probe-time message in one call: /dev/kmsg
+    keeps them as ONE record, its newlines escaped as ``\\x0a`` (rsyslog writes ``#012``).
+    The message is NVSentinel#155's (fallen_off_bus.log), as kmsg and rsyslog store it."""
+    text = lines("fallen_off_bus.log")
+    start = next(i for i, line in enumerate(text) if "The NVIDIA GPU 0000:b3:00.0" in line)
+    parts = [text[start + k].split("NVRM: ", 1)[1] for k in range(3)]
+    for newline, prefix in (("\\x0a", "6,1843,1843308145,-;"), ("#012", "node1 kernel: ")):
+        record = prefix + newline.join(f"NVRM: {part}" for part in parts)
+        [event] = parse_kernel_log([record])
+        assert (event.code, event.pci_bus_id, event.source) == (79, "0000:b3:00", "fallen_off_bus")
+        assert event.action is XidAction.REBOOT
+
+
 def test_sxid_fatality_and_follow_up_lines() -> None:
     events = parse_sxids(lines("sxid.log"))
     got = [(e.switch, e.pci_bus_id, e.code, e.fatality, e.link) for e in events]

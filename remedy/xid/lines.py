@@ -36,6 +36,12 @@ _GPU_AT = re.compile(rf"NVRM: GPU at (?:PCI:)?{PCI}: (?P<uuid>GPU-[0-9a-fA-F-]+)
 _DEV_LOST = re.compile(rf"NVRM: GPU {_BDF}: GPU has fallen off the bus\.")
 _OLD_LOST = re.compile(rf"NVRM: GPU at {_BDF} has fallen off the bus\.")
 _PROBE_GPU = re.compile(rf"NVRM: The NVIDIA GPU {_BDF}\s*$")
+# The same message as ONE record: the driver prints its three lines in one call, so /dev/kmsg
+# holds them as one record with the newlines escaped (`\x0a`), rsyslog may write `#012`.
+_PROBE_RECORD = re.compile(
+    rf"NVRM: The NVIDIA GPU {_BDF}(?:\\x0a|#012)"
+    r".{0,200}?fallen off the bus and is not responding to commands\."
+)
 _PROBE_LOST = re.compile(r"NVRM: fallen off the bus and is not responding to commands\.")
 FALLEN_OFF = "GPU has fallen off the bus."
 
@@ -106,8 +112,9 @@ def gpu_at(line: str) -> tuple[str, str] | None:
 def fallen_off_bus(line: str) -> str | None:
     """The PCI id of a GPU the single-line forms say has fallen off the bus: the driver's
     ``NVRM: GPU 0000:b3:00.0: GPU has fallen off the bus.`` (after an Xid 79 or alone) and the
-    old closed driver's ``NVRM: GPU at 0000:01:00.0 has fallen off the bus.``"""
-    match = _DEV_LOST.search(line) or _OLD_LOST.search(line)
+    old closed driver's ``NVRM: GPU at 0000:01:00.0 has fallen off the bus.``, and the
+    probe-time message when it arrives as one record (``/dev/kmsg``)."""
+    match = _DEV_LOST.search(line) or _OLD_LOST.search(line) or _PROBE_RECORD.search(line)
     return normalize_pci(match["pci"]) if match else None
 
 
