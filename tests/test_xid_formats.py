@@ -251,8 +251,26 @@ def test_every_event_carries_the_decoders_final_action() -> None:
     for path in FILES:
         for event in parse_kernel_log(path.read_text().splitlines()):
             decoded = decode_action(catalog.lookup(event.code), event.message)
+            if event.code == 45 and "follows Xid" in event.action_reason:
+                continue  # a 45 right after another Xid: test_xid45_after_another_xid_is_not_solo
             assert (event.action, event.action_reason) == (decoded.action, decoded.reason)
             assert event.recommended_action == event.action.value
+
+
+def test_xid45_after_another_xid_is_not_solo() -> None:
+    """A 45 the driver does not explain (before 570.123.01) right after another Xid on its GPU
+    is that Xid's cleanup: NVIDIA's WORKFLOW_XID_45 "Not Solo: IGNORE"; alone it is solo."""
+    after_62 = [e for e in xids("xid45.log") if e.pci_bus_id == "0000:0a:00"]
+    assert [(e.code, e.action) for e in after_62] == [
+        (31, XidAction.RESTART_APP),
+        (62, XidAction.RESET_GPU),
+        (45, XidAction.IGNORE),
+        (45, XidAction.IGNORE),
+    ]
+    assert "follows Xid 62" in after_62[2].action_reason
+    assert after_62[2].severity is Severity.INFO
+    alone = parse_kernel_log([lines("xid45.log")[after_62[2].line - 1]])
+    assert [e.action for e in alone] == [XidAction.RESTART_FABRIC_MANAGER]
 
 
 def test_comment_lines_are_never_events() -> None:

@@ -38,6 +38,7 @@ from remedy.xid.nvswitch import SXidEvent, parse_sxids
 __all__ = ["KernelLogSource", "XidEvent", "normalize_pci", "parse_kernel_log", "scan_kernel_log"]
 
 GPU_LOST = 79  # ROBUST_CHANNEL_GPU_HAS_FALLEN_OFF_THE_BUS
+CLEANUP = 45  # ROBUST_CHANNEL_PREEMPTIVE_REMOVAL: a channel torn down after another error
 # The driver prints Xid 79 and its `GPU … has fallen off the bus.` line in one burst.
 _BURST_S = 60.0
 _BURST_LINES = 10  # when the lines carry no clock
@@ -117,6 +118,7 @@ class _Scan:
         self.catalog, self.archs = catalog, archs
         self.uuids: dict[str, str] = {}
         self.lost: dict[str, XidEvent] = {}  # bus id → its last Xid 79
+        self.last: dict[str, XidEvent] = {}  # bus id → its last Xid other than 45
         self.probe: tuple[str, int, str] | None = None  # bus id, line number, line
         self.events: list[XidEvent] = []
 
@@ -126,9 +128,11 @@ class _Scan:
                 continue
             if parsed := xid_line(line):
                 event = self.event(parsed.code, parsed.pci, parsed.message, number, line, parsed)
-                self.events.append(event)
+                self.events.append(self.not_solo(event))
                 if event.code == GPU_LOST:
                     self.lost[event.pci_bus_id] = event
+                if event.code != CLEANUP:
+                    self.last[event.pci_bus_id] = event
             elif mapping := gpu_at(line):
                 self.uuids[mapping[0]] = mapping[1]
             elif pci := fallen_off_bus(line):
@@ -141,6 +145,27 @@ class _Scan:
                 if number - first < _PROBE_LINES:
                     self.fallen_off(pci, first, first_line)
         return self.events
+
+    def not_solo(self, event: XidEvent) -> XidEvent:
+        """An Xid 45 right after another Xid on its GPU is that Xid's cleanup: NVIDIA's
+        WORKFLOW_XID_45 "Not Solo: IGNORE (follow other Xid)" — also on drivers before
+        570.123.01, which never name the cause in the line."""
+        before = self.last.get(event.pci_bus_id)
+        if (
+            event.code != CLEANUP
+            or event.action is not XidAction.RESTART_FABRIC_MANAGER
+            or before is None
+            or not _same_burst(before, event)
+        ):
+            return event
+        return event.model_copy(
+            update={
+                "action": XidAction.IGNORE,
+                "severity": SEVERITY[XidAction.IGNORE],
+                "action_reason": f"Xid 45: follows Xid {before.code} on this GPU (line "
+                f"{before.line}): not solo, that Xid's action applies",
+            }
+        )
 
     def fallen_off(self, pci: str, number: int, line: str) -> None:
         """The driver's line for a lost GPU: the same event as an Xid 79 just before it for
@@ -181,8 +206,9 @@ class _Scan:
 
 
 def _same_burst(xid: XidEvent, lost: XidEvent) -> bool:
-    """The driver's fallen-off line follows its Xid 79 at once; a GPU lost again after a
-    reboot (uptime restarts) or minutes later is a new event."""
+    """``lost`` follows ``xid`` in the same burst (the driver's fallen-off line after its
+    Xid 79, a 45 after the Xid that tore the channel down); after a reboot (uptime restarts)
+    or minutes later it is an event of its own."""
     if xid.uptime_s is not None and lost.uptime_s is not None:
         return 0 <= lost.uptime_s - xid.uptime_s <= _BURST_S
     if xid.timestamp is not None and lost.timestamp is not None:
