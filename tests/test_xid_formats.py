@@ -257,6 +257,18 @@ def test_every_event_carries_the_decoders_final_action() -> None:
             assert event.recommended_action == event.action.value
 
 
+def test_a_line_another_program_wrote_is_never_the_driver() -> None:
+    """A syslog file holds what any program logs: `logger` run by any user, or an agent that
+    echoes the lines it saw. Only the kernel's own lines are the driver's (a forged copy of a
+    real line from prefixed.log, tagged by two other programs)."""
+    real = next(line for line in lines("prefixed.log") if " Kyrios kernel: NVRM: Xid" in line)
+    assert [e.code for e in parse_kernel_log([real])] == [120]
+    for forger in ("alice", "gpud[4242]"):
+        assert parse_kernel_log([real.replace(" kernel: ", f" {forger}: ")]) == []
+    sxid = next(line for line in lines("sxid.log") if "SXid" in line and not line.startswith("#"))
+    assert parse_sxids([f"Dec  1 03:00:00 node1 alice: {sxid}"]) == []
+
+
 def test_xid45_after_another_xid_is_not_solo() -> None:
     """A 45 the driver does not explain (before 570.123.01) right after another Xid on its GPU
     is that Xid's cleanup: NVIDIA's WORKFLOW_XID_45 "Not Solo: IGNORE"; alone it is solo."""

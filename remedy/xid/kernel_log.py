@@ -25,8 +25,8 @@ from remedy.xid.lines import (
     XidLine,
     fallen_off_bus,
     gpu_at,
-    is_comment,
     normalize_pci,
+    not_from_the_kernel,
     probe_gpu,
     probe_lost,
     timestamp,
@@ -124,7 +124,7 @@ class _Scan:
 
     def run(self, lines: Iterable[str]) -> list[XidEvent]:
         for number, line in enumerate(lines, start=1):
-            if is_comment(line):
+            if not_from_the_kernel(line):
                 continue
             if parsed := xid_line(line):
                 event = self.event(parsed.code, parsed.pci, parsed.message, number, line, parsed)

@@ -63,9 +63,21 @@ class XidLine:
     message: str
 
 
-def is_comment(line: str) -> bool:
-    """A ``#`` line: never a kernel record (annotated logs, test corpora)."""
-    return line.startswith("#")
+# A syslog header (`Dec  1 03:00:00 host TAG[pid]: `, or ISO time as journald short-iso and
+# rsyslog write it): the TAG says which program wrote the line.
+_SYSLOG_TAG = re.compile(
+    r"^(?:[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d|\d{4}-\d\d-\d\dT[\d:.]+(?:Z|[+-]\d\d:?\d\d)?)"
+    r" \S+ (?P<tag>[^\s:\[]+)(?:\[\d+\])?: "
+)
+
+
+def not_from_the_kernel(line: str) -> bool:
+    """A ``#`` line (annotated logs, test corpora), or a syslog line another program wrote:
+    `logger` (any user) or an agent echoing what it saw must not look like the driver."""
+    if line.startswith("#"):
+        return True
+    header = _SYSLOG_TAG.match(line)
+    return header is not None and header["tag"] != "kernel"
 
 
 def normalize_pci(bus_id: str) -> str:
@@ -79,8 +91,13 @@ def normalize_pci(bus_id: str) -> str:
     return f"{parts[-3][-4:]:0>4}:{parts[-2]}:{parts[-1].split('.')[0]}"
 
 
+# A kernel record is at most about 1 KiB (printk's line limit); a longer "line" is not one, and
+# bounding it keeps every pattern here fast on whatever a log file holds.
+MAX_LINE = 4096
+
+
 def xid_line(line: str) -> XidLine | None:
-    match = _XID.search(line.rstrip("\r\n"))
+    match = _XID.search(line[:MAX_LINE].rstrip("\r\n"))
     if match is None:
         return None
     rest = match["rest"] or ""

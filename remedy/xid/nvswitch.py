@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict
 
 from remedy.models import Severity
 from remedy.xid.actions import SEVERITY, XidAction
-from remedy.xid.lines import PCI, is_comment, normalize_pci, timestamp, uptime
+from remedy.xid.lines import PCI, normalize_pci, not_from_the_kernel, timestamp, uptime
 
 _SXID = re.compile(
     r"nvidia-(?P<switch>nvswitch\d{1,4}): SXid "
@@ -76,7 +76,7 @@ def parse_sxids(lines: Iterable[str]) -> list[SXidEvent]:
     events: list[SXidEvent] = []
     last: dict[str, int] = {}  # switch → the SXid number of its last event
     for number, line in enumerate(lines, start=1):
-        match = None if is_comment(line) else _SXID.search(line.rstrip("\r\n"))
+        match = None if not_from_the_kernel(line) else _SXID.search(line.rstrip("\r\n"))
         if match is None:
             continue
         switch, code, rest = match["switch"], int(match["code"]), match["rest"].strip()
