@@ -23,7 +23,7 @@ from remedy.attribution.model import Attribution, PodFailure, Verdict, XidSeen
 from remedy.durations import Duration
 from remedy.models import Severity
 from remedy.xid import XidCatalog, load_catalog
-from remedy.xid.actions import SEVERITY, XidAction
+from remedy.xid.actions import XidAction
 from remedy.yaml_source import YamlFileError, load_model
 
 RULES_FILE = Path(__file__).with_name("rules.yaml")
@@ -174,9 +174,7 @@ class Attributor:
         return self._catalog.lookup(code).action  # none said, or one a newer remedy knows
 
     def _hardware(self, xid: XidSeen) -> bool:
-        info = self._catalog.lookup(xid.code)
-        action = self._action(xid.code, xid.action)
-        severity = info.severity if action == info.action else SEVERITY[action]
+        severity = self._catalog.lookup(xid.code).severity_for(self._action(xid.code, xid.action))
         return not self._application(xid) and severity is not Severity.INFO
 
     def _hardware_xid(self, when: When, f: PodFailure) -> str | None:

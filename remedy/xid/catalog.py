@@ -93,9 +93,10 @@ class XidInfo(BaseModel):
                 return data  # the action's own error says what is wrong
         return data
 
-    @property
-    def meaning(self) -> str:
-        return self.description
+    def severity_for(self, action: XidAction) -> Severity:
+        """How much an Xid of this code matters when its action is ``action``: the catalog's
+        own severity for its own action (it may raise it), else the action's."""
+        return self.severity if action == self.action else SEVERITY[action]
 
 
 class CatalogSource(BaseModel):

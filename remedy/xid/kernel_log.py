@@ -183,8 +183,6 @@ class _Scan:
         arch = self.archs.get(pci) if isinstance(self.archs, dict) else self.archs
         info = self.catalog.lookup(code, arch)
         decoded = decode_action(info, message)
-        # The catalog's severity for its own action (it may raise it); a decoded action's own.
-        severity = info.severity if decoded.action == info.action else SEVERITY[decoded.action]
         return XidEvent(
             code=code,
             pci_bus_id=pci,
@@ -193,7 +191,7 @@ class _Scan:
             fault_class=info.fault_class,
             action=decoded.action,
             action_reason=decoded.reason,
-            severity=severity,
+            severity=info.severity_for(decoded.action),
             source="xid" if xid else "fallen_off_bus",
             gpu_instance=xid.gpu_instance if xid else None,
             compute_instance=xid.compute_instance if xid else None,
