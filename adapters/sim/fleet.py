@@ -117,6 +117,14 @@ class SimFleet:
             sim = self.node(node)
             sim.kernel_log = [*(sim.kernel_log or []), *lines]
 
+    def read_kernel_log(self, node: str) -> list[str]:
+        """What the driver printed to the node's kernel log since the last read."""
+        with self._lock:
+            sim = self.node(node)
+            lines = (sim.kernel_log or [])[sim.kernel_log_read :]
+            sim.kernel_log_read += len(lines)
+            return lines
+
     def inject_random(self, weights: dict[str, float] | None = None) -> Finding:
         """A seeded random fault on a random GPU; ``weights`` maps fault kinds to odds."""
         weights = weights or dict.fromkeys(sorted(FAULTS), 1.0)

@@ -35,7 +35,9 @@ class SimHost:
             nics=_SimNics(self),
             expected_nics=sim.nics,
             expected_nic_rate_gbps=400.0,
-            kernel_log=_SimKernelLog(self) if sim.kernel_log is not None else None,
+            kernel_log=_SimKernelLog(self._fleet, self.name)
+            if sim.kernel_log is not None
+            else None,
         )
 
     def nic_ports(self) -> list[NicPort]:
@@ -106,16 +108,11 @@ class SimHost:
 class _SimKernelLog:
     """The node's kernel log as the probe reads it: what was printed since the last read."""
 
-    def __init__(self, host: SimHost) -> None:
-        self._host = host
+    def __init__(self, fleet: SimFleet, node: str) -> None:
+        self._fleet, self._node = fleet, node
 
     def read_new(self) -> list[str]:
-        fleet = self._host._fleet
-        with fleet._lock:
-            sim = fleet.node(self._host.name)
-            lines = (sim.kernel_log or [])[sim.kernel_log_read :]
-            sim.kernel_log_read += len(lines)
-            return lines
+        return self._fleet.read_kernel_log(self._node)
 
 
 class _SimNics:
