@@ -72,17 +72,22 @@ def with_nvidia_action(finding: Finding) -> Finding:
     from an older agent, from NVML's Xid events (no message to decode) or rebuilt from a node
     condition (which keeps only the reason). What the message decided is lost there, so the
     catalog's action (e.g. contact_support for Xid 154) stands in."""
-    if finding.xid is None or finding.nvidia_action is not None:
+    usual = _usual_action(finding)
+    if usual is None or finding.nvidia_action is not None:
         return finding
-    info = load_catalog().lookup(finding.xid, finding.component.architecture)
-    return finding.model_copy(update={"nvidia_action": info.action.value})
+    return finding.model_copy(update={"nvidia_action": usual.value})
 
 
 def _decided_by_its_line(finding: Finding) -> bool:
-    if finding.xid is None or finding.nvidia_action is None:
-        return False
-    usual = load_catalog().lookup(finding.xid, finding.component.architecture).action
-    return finding.nvidia_action != usual.value
+    usual = _usual_action(finding)
+    return usual is not None and finding.nvidia_action not in (None, usual.value)
+
+
+def _usual_action(finding: Finding) -> XidAction | None:
+    """What the catalog says an Xid of this code needs (None: not an Xid)."""
+    if finding.xid is None:
+        return None
+    return load_catalog().lookup(finding.xid, finding.component.architecture).action
 
 
 def _reverse_name(name: str) -> tuple[int, ...]:
