@@ -15,7 +15,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from remedy.attribution.evidence import PodRun, recent_xid, tie_xids
+from remedy.attribution.evidence import PodRun, RecentXid, recent_xid, tie_xids
 from remedy.attribution.model import PodFailure, Termination, Verdict
 from remedy.attribution.rules import Attributor
 from remedy.models import Action, Component, ComponentKind, Finding, Severity
@@ -249,17 +249,7 @@ def test_the_mig_xid_is_the_jobs_own_evidence_for_its_guard() -> None:
     [finding] = from_log(MIG_APP_XID)
     kept = recent_xid(finding)
     assert kept is not None and kept.action == "restart_app"
-    pod = PodRun(job="ml/llm-pretrain", gpus=8, started_at=AT - timedelta(hours=1))
-    tied = tie_xids("gpu-node-001", [kept], [pod])
-    failure = PodFailure(
-        job="ml/llm-pretrain",
-        pod="llm-pretrain-worker-3",
-        node="gpu-node-001",
-        failed_at=AT + timedelta(seconds=5),
-        termination=Termination(exit_code=1, reason="Error"),
-        xids=tied,
-    )
-    attribution = Attributor().attribute(failure)
+    attribution = Attributor().attribute(failed_with(kept))
     assert (attribution.verdict, attribution.rule) == (Verdict.APPLICATION, "app-xid-once")
     assert attribution.blame is None  # the node is not blamed
 
@@ -269,8 +259,14 @@ def test_an_xid_154_none_is_not_a_hardware_xid_for_the_guard() -> None:
     [finding] = from_log(NONE_154)
     kept = recent_xid(finding)
     assert kept is not None
+    assert Attributor().attribute(failed_with(kept)).rule != "hardware-xid-during-run"
+
+
+def failed_with(kept: RecentXid) -> PodFailure:
+    """A rank of a job that held all the node's GPUs failed 5 s after the node kept ``kept``:
+    the Xid tied to that job, as the job watch builds it."""
     pod = PodRun(job="ml/llm-pretrain", gpus=8, started_at=AT - timedelta(hours=1))
-    failure = PodFailure(
+    return PodFailure(
         job="ml/llm-pretrain",
         pod="llm-pretrain-worker-3",
         node="gpu-node-001",
@@ -278,7 +274,6 @@ def test_an_xid_154_none_is_not_a_hardware_xid_for_the_guard() -> None:
         termination=Termination(exit_code=1, reason="Error"),
         xids=tie_xids("gpu-node-001", [kept], [pod]),
     )
-    assert Attributor().attribute(failure).rule != "hardware-xid-during-run"
 
 
 # -- NVSwitch ---------------------------------------------------------------------------
