@@ -44,6 +44,7 @@ class Outcome(StrEnum):
     REPLACED = "replaced"
     NEEDS_HUMAN = "needs_human"  # past the last rung, or an approval never came: stays cordoned
     ABORTED = "aborted"
+    NODE_GONE = "node_gone"  # the cluster has no such node (deleted, or never existed)
 
 
 class AttemptResult(StrEnum):
