@@ -44,6 +44,7 @@ from remedy.fleet import (
 from remedy.models import Finding, NodeRef, Severity, Started
 from remedy.remediation import (
     FindingReport,
+    MatchedRunbook,
     Outcome,
     RemediationInput,
     RemediationResult,
@@ -208,6 +209,10 @@ class StartActivities:
         )
         return Started(workflow_id=handle.id)
 
+    @act.MATCH_RUNBOOK.defn
+    async def match_runbook(self, finding: Finding) -> MatchedRunbook:
+        return MatchedRunbook(runbook=self._runbooks.match(finding))
+
     @act.ADOPT_ORPHANS.defn
     async def adopt_orphaned_cordons(self, check: OrphanCheck) -> NodeNames:
         """remedy's cordon on a node with no ladder running is adopted only on evidence that
@@ -264,6 +269,7 @@ class StartActivities:
             self.start_remediation,
             self.remediate_condition,
             self.remediate_finding,
+            self.match_runbook,
             self.adopt_orphaned_cordons,
             self.start_admission,
         ]

@@ -45,13 +45,14 @@ from remedy.models import (
     ConditionsUpdate,
     CordonResult,
     Done,
+    Finding,
     NodeBoot,
     ProbeReport,
     ProbeRequest,
     Started,
 )
 from remedy.recurrence import PastIncidents
-from remedy.remediation import RemediationStart
+from remedy.remediation import MatchedRunbook, RemediationStart
 from remedy.verification import SeenXids, XidsSince
 
 CONTROLLER, NODE = Queue.CONTROLLER, Queue.NODE
@@ -115,6 +116,8 @@ REJECT = ActivityDef[AdmissionStep, None]("reject", AdmissionStep, None, CONTROL
 START_REMEDIATION = ActivityDef("start_remediation", RemediationStart, Started, CONTROLLER)
 REMEDIATE_CONDITION = ActivityDef("remediate_condition", ConditionStart, Started, CONTROLLER)
 REMEDIATE_FINDING = ActivityDef("remediate_finding", FindingStart, Started, CONTROLLER)
+# The runbook a running ladder takes next, for a fault its verification probe found elsewhere.
+MATCH_RUNBOOK = ActivityDef("match_runbook", Finding, MatchedRunbook, CONTROLLER)
 ADOPT_ORPHANS = ActivityDef("adopt_orphaned_cordons", OrphanCheck, NodeNames, CONTROLLER)
 START_ADMISSION = ActivityDef("start_admission", AdmissionInput, Started, CONTROLLER)
 

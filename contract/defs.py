@@ -12,16 +12,18 @@ to do for (``UpdateRejected`` on the client); its handler returns what it change
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import inspect
 from collections.abc import Awaitable, Callable
+from contextvars import ContextVar
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Generic, TypeVar, get_type_hints
 
 from temporalio import activity, workflow
 from temporalio.client import WorkflowHandle, WorkflowUpdateFailedError
-from temporalio.exceptions import ApplicationError
+from temporalio.exceptions import ActivityError, ApplicationError, CancelledError
 from temporalio.workflow import UpdateMethodMultiParam
 
 A = TypeVar("A")
@@ -42,6 +44,25 @@ class ContractError(TypeError):
 
 
 REJECTED = "Rejected"  # the failure type of a validator's refusal
+# workflow.patched: runs from before read a cancelled activity as a failed one.
+CANCELLED_IS_NOT_FAILED = "cancelled-activity-is-not-a-failure"
+
+
+# Whether the workflow task calling an activity has been told to stop (an operator's abort or
+# clear): set once at the top of a task (``stop_when``); the task's children inherit it.
+def _never() -> bool:
+    return False
+
+
+_STOPPED: ContextVar[Callable[[], bool]] = ContextVar("remedy_stopped", default=_never)
+
+
+def stop_when(stopped: Callable[[], bool]) -> None:
+    """From now on, in this asyncio task of a workflow, an activity call raises
+    ``asyncio.CancelledError`` instead of starting while ``stopped()`` — and instead of
+    returning, when the activity finished after the stop: a stopped ladder never takes a step
+    it did not already begin. Calls that give back (``gives_back=True``) are let through."""
+    _STOPPED.set(stopped)
 
 
 class UpdateRejected(Exception):
@@ -65,18 +86,36 @@ class ActivityDef(Generic[A, R]):
         _check_signature(self, fn)
         return activity.defn(name=self.name)(fn)
 
-    async def execute(self, arg: A, *, task_queue: str | None = None, **options: Any) -> R:
+    async def execute(
+        self, arg: A, *, task_queue: str | None = None, gives_back: bool = False, **options: Any
+    ) -> R:
         """Call it from a workflow; ``options`` are ``workflow.execute_activity``'s (timeouts,
-        retry policy, summary). A node activity needs the node's task queue."""
+        retry policy, summary). A node activity needs the node's task queue.
+
+        A cancellation is never a failure: when the calling task is cancelled (an abort), the
+        SDK ends the activity with an ``ActivityError`` whose cause is a ``CancelledError``;
+        it is raised as ``asyncio.CancelledError``, so no ``except ActivityError`` reads it as
+        a failed step or a failed probe. ``gives_back``: a step that undoes what remedy took
+        (the GPUs back after a reset) still runs once the task was told to stop."""
         if self.queue is Queue.NODE and task_queue is None:
             raise ContractError(f"{self.name} runs on the node: pass the node's task queue")
-        result: R = await workflow.execute_activity(
-            self.name,
-            args=[] if self.arg is None else [arg],
-            task_queue=task_queue,
-            result_type=self.result,
-            **options,
-        )
+        stopped = _never if gives_back else _STOPPED.get()
+        if stopped():
+            raise asyncio.CancelledError(f"{self.name} not started: the workflow was stopped")
+        try:
+            result: R = await workflow.execute_activity(
+                self.name,
+                args=[] if self.arg is None else [arg],
+                task_queue=task_queue,
+                result_type=self.result,
+                **options,
+            )
+        except ActivityError as err:
+            if isinstance(err.cause, CancelledError) and workflow.patched(CANCELLED_IS_NOT_FAILED):
+                raise asyncio.CancelledError(f"{self.name} cancelled") from err
+            raise
+        if stopped():  # it finished as the stop came in: its answer must not drive a next step
+            raise asyncio.CancelledError(f"{self.name} finished after the workflow was stopped")
         return result
 
 

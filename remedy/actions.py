@@ -27,6 +27,12 @@ class ActionSpec:
     does: str  # one line for `remedy runbooks explain` and docs/runbooks.md
     rung: bool = True  # may be a rung of a ladder (restore is remedy's own last step)
     reports_progress: bool = False  # a long action that says how far it got (it heartbeats)
+    # Needs the node's pods gone first: after a failed drain it runs only as the rung's
+    # `if_drain_failed` says (a reset with the job's pods on the GPU, a reboot under them).
+    needs_drained: bool = False
+    # Its effect stays until remedy restores the node: a ladder that switches runbooks does
+    # not do it again (the pods a drain evicted stay evicted while the node is cordoned).
+    lasting: bool = False
 
 
 ACTIONS: dict[Action, ActionSpec] = {
@@ -43,6 +49,7 @@ ACTIONS: dict[Action, ActionSpec] = {
         hardware=False,
         verifies=False,
         does="cordon the node: no new pods land on it; running pods keep running",
+        lasting=True,
     ),
     Action.DRAIN: ActionSpec(
         Where.CLUSTER,
@@ -51,6 +58,7 @@ ACTIONS: dict[Action, ActionSpec] = {
         verifies=False,
         does="drain the node: evict its pods (training pods get their checkpoint grace)",
         reports_progress=True,
+        lasting=True,
     ),
     Action.KILL_JOB: ActionSpec(
         Where.CLUSTER,
@@ -58,6 +66,7 @@ ACTIONS: dict[Action, ActionSpec] = {
         hardware=False,
         verifies=True,
         does="stop the job's pods on the node (its controller reschedules them)",
+        lasting=True,
     ),
     Action.RESET_GPU: ActionSpec(
         Where.NODE,
@@ -65,6 +74,7 @@ ACTIONS: dict[Action, ActionSpec] = {
         hardware=True,
         verifies=True,
         does="reset the faulty GPUs (the cluster's GPU pods step aside meanwhile)",
+        needs_drained=True,
     ),
     Action.REBOOT: ActionSpec(
         Where.NODE,
@@ -72,6 +82,7 @@ ACTIONS: dict[Action, ActionSpec] = {
         hardware=True,
         verifies=True,
         does="reboot the node and wait for a new boot id and Ready",
+        needs_drained=True,
     ),
     Action.REPLACE: ActionSpec(
         Where.CLUSTER,
@@ -79,6 +90,7 @@ ACTIONS: dict[Action, ActionSpec] = {
         hardware=True,
         verifies=False,
         does="replace the node (a new machine; this one is deleted)",
+        needs_drained=True,
     ),
     Action.RESTORE: ActionSpec(
         Where.CLUSTER,

@@ -52,6 +52,7 @@ class AttemptResult(StrEnum):
     UNVERIFIED = "unverified"  # the rung ran but the node is still unhealthy
     DONE = "done"  # the rung ran and is not verified (drain, replace)
     FAILED = "failed"  # the action itself failed or timed out
+    CANCELLED = "cancelled"  # an operator stopped the ladder while the action ran
     SKIPPED = "skipped"  # not run: the node cannot perform it (its capabilities say why)
     APPROVAL_TIMED_OUT = "approval_timed_out"
 
@@ -98,6 +99,18 @@ class Attempt(Frozen):
     finished_at: datetime
     result: AttemptResult
     detail: str = ""
+    epoch: int = 0  # which runbook of the ladder the rung is of (one more per escalation)
+
+    @property
+    def succeeded(self) -> bool:
+        return self.result in (AttemptResult.DONE, AttemptResult.VERIFIED, AttemptResult.UNVERIFIED)
+
+
+class Consent(StrEnum):
+    """What an approval agrees to."""
+
+    RUNG = ""  # the rung itself (its runbook says `approval: required`)
+    UNDRAINED = "undrained"  # running a rung that needs a drained node after the drain failed
 
 
 class Approval(Frozen):
@@ -106,6 +119,8 @@ class Approval(Frozen):
     at: datetime
     note: str = ""
     identity: str = ""  # the approver's client identity (empty from older clients)
+    epoch: int = 0  # the runbook it was given under: an escalation's new ladder asks again
+    consent: Consent = Consent.RUNG
 
     @property
     def who(self) -> str:
@@ -132,6 +147,26 @@ class StopResult(Frozen):
     phase: Phase
     outcome: Outcome | None = None
     detail: str = ""
+    already: str = ""  # an abort that came after another: who stopped the ladder first
+
+
+class Escalation(Frozen):
+    """The ladder changed runbooks after it began: a worse fault took over, or a fault on
+    another part came next once the first was verified."""
+
+    at: datetime
+    from_runbook: str
+    to_runbook: str
+    because: str  # the finding that took over, in one line
+    kind: str = "escalated"  # "escalated" (a worse fault) or "continued" (the next part's)
+    from_rung: int = 0
+    to_rung: int = 0  # where the new runbook's ladder starts: past what was already done
+
+    def describe(self) -> str:
+        return (
+            f"{self.kind} from {self.from_runbook} to {self.to_runbook} because {self.because}"
+            + (f" (from rung {self.to_rung}: the rungs below were done)" if self.to_rung else "")
+        )
 
 
 class RemediationState(BaseModel):
@@ -158,13 +193,31 @@ class RemediationState(BaseModel):
     outcome: Outcome | None = None
     outcome_detail: str = ""
     runs: int = Field(default=1, description="workflow runs so far (continue-as-new)")
+    epoch: int = 0  # runbooks the ladder switched to since it began (len(escalations))
+    escalations: list[Escalation] = []
+    # Reports for another part of the node (another GPU, a NIC), or for its part but not
+    # worse: handled once the trigger's fault is verified gone (one per part and fault).
+    pending: list[FindingReport] = []
+    consent: Consent = Consent.RUNG  # what the approval being waited for agrees to
 
     @property
     def cordoned_by_remedy(self) -> bool:
         return self.cordon in (CordonState.CORDONED, CordonState.ALREADY_OURS)
 
-    def approved(self, rung: int) -> bool:
-        return any(a.rung == rung for a in self.approvals)
+    def approved(self, rung: int, consent: Consent = Consent.RUNG) -> bool:
+        return any(
+            a.rung == rung and a.epoch == self.epoch and a.consent is consent
+            for a in self.approvals
+        )
+
+    def waits_for(self, rung: int) -> Consent | None:
+        """What an approval of ``rung`` would agree to now (None: nothing asks for one)."""
+        ladder = self.runbook.ladder if self.runbook else []
+        if self.phase is Phase.AWAITING_APPROVAL and rung == self.rung:
+            return self.consent
+        if 0 <= rung < len(ladder) and ladder[rung].approval is ApprovalMode.REQUIRED:
+            return Consent.RUNG
+        return None
 
     def why_not_approve(self, req: ApproveRequest) -> str:
         """Why an approval would change nothing (empty: it would). The rung waiting now, or a
@@ -178,11 +231,19 @@ class RemediationState(BaseModel):
         if not 0 <= rung < len(ladder):
             return f"no rung {rung} in the ladder ({len(ladder)} rungs)"
         action = ladder[rung].action.value
-        if ladder[rung].approval is not ApprovalMode.REQUIRED:
+        consent = self.waits_for(rung)
+        if consent is None:
             return f"rung {rung} ({action}) needs no approval"
         if rung < self.rung:
             return f"rung {rung} ({action}) is behind the ladder (now at rung {self.rung})"
-        done = next((a for a in self.approvals if a.rung == rung), None)
+        done = next(
+            (
+                a
+                for a in self.approvals
+                if a.rung == rung and a.epoch == self.epoch and a.consent is consent
+            ),
+            None,
+        )
         if done is not None:
             return (
                 f"rung {rung} ({action}) was already approved by {done.who} at {done.at:%H:%M:%S}"
@@ -194,14 +255,42 @@ class RemediationState(BaseModel):
         self.findings = [*self.findings, finding][-MAX_KEPT_FINDINGS:]
 
     def outranks_trigger(self, report: FindingReport) -> bool:
-        """Whether a new report should take over while nothing disruptive has run yet."""
+        """Whether a new report is worse than the one driving the ladder: a higher severity,
+        or the same severity and a runbook of higher priority (the matcher's own order). A
+        report of the running runbook never is."""
         if self.trigger is None or self.runbook is None:
             return True
         if report.runbook.name == self.runbook.name:
             return False
-        rank = {Severity.INFO: 0, Severity.WARNING: 1, Severity.CRITICAL: 2}
-        new, old = rank[report.finding.severity], rank[self.trigger.severity]
-        return new > old or (new == old and report.runbook.priority > self.runbook.priority)
+        return outranks(report, self.trigger, self.runbook)
+
+    def keep_pending(self, report: FindingReport) -> None:
+        """Keep a report for later (the latest of each part and fault, the worst first)."""
+        same = _fault_key(report.finding)
+        rest = [p for p in self.pending if _fault_key(p.finding) != same]
+        kept = [*rest, report][-MAX_PENDING:]
+        self.pending = sorted(kept, key=lambda p: _rank(p), reverse=True)
+
+
+MAX_PENDING = 8  # one per part is plenty: the node has at most a few broken at once
+_SEVERITY_RANK = {Severity.INFO: 0, Severity.WARNING: 1, Severity.CRITICAL: 2}
+
+
+def _rank(report: FindingReport) -> tuple[int, int]:
+    return _SEVERITY_RANK[report.finding.severity], report.runbook.priority
+
+
+def outranks(report: FindingReport, trigger: Finding, runbook: Runbook) -> bool:
+    """``report`` is worse than ``trigger`` under ``runbook``. For example, Xid 79 (critical,
+    gpu-fallen-off-bus) outranks Xid 13 (warning, application-xid); two critical findings go
+    by their runbooks' priority."""
+    new, old = _SEVERITY_RANK[report.finding.severity], _SEVERITY_RANK[trigger.severity]
+    return new > old or (new == old and report.runbook.priority > runbook.priority)
+
+
+def _fault_key(finding: Finding) -> str:
+    c = finding.component
+    return f"{c.kind}/{c.index}/{c.device}/{finding.check}/{finding.reason}/{finding.xid}"
 
 
 HANDLED_KEPT = 256  # fingerprints a ladder passes on: far more than one node's late duplicates
@@ -228,6 +317,12 @@ class RemediationResult(BaseModel):
     # HANDLED_KEPT): the same one reported again after it finished is stale and starts nothing.
     handled: list[str] = []
     approvals: list[Approval] = []  # who approved what (the ladder's record of decisions)
+
+
+class MatchedRunbook(Frozen):
+    """The controller's runbook for a finding (None: an informational one, nothing to do)."""
+
+    runbook: Runbook | None = None
 
 
 class RemediationStart(BaseModel):

@@ -19,7 +19,7 @@ from enum import StrEnum
 
 from remedy import vocabulary
 from remedy.attribution.evidence import RecentXid, recent_xid
-from remedy.models import Finding, Frozen, NodeRef
+from remedy.models import ComponentKind, Finding, Frozen, NodeRef, ProbeReport
 
 LOAD_CHECK = "load"  # the deep diagnose's check (remedy/probe/diagnose.py)
 
@@ -61,6 +61,43 @@ def recurrences(trigger: Finding, seen: list[RecentXid], since: datetime) -> lis
         for x in seen
         if x.code == mine.code and x.at >= since and (not named or x.gpu == mine.gpu)
     ]
+
+
+def on_part_of(trigger: Finding, finding: Finding) -> bool:
+    """Whether ``finding`` is about the part ``trigger`` is (its GPU, NIC or switch): what a
+    rung acting on that part answers for. A trigger about the whole node owns every finding,
+    and a finding about the whole node (a probe that could not run) belongs to every trigger:
+    fail closed. For example, with the trigger Xid 62 on GPU 6: RowRemapFailure on GPU 0 is
+    another part's; ProbeUnavailable on the node is the trigger's."""
+    mine, other = trigger.component, finding.component
+    if mine.kind is ComponentKind.NODE or other.kind is ComponentKind.NODE:
+        return True
+    if mine.kind is not other.kind:
+        return False
+    for a, b in (
+        (mine.uuid, other.uuid),
+        (mine.serial, other.serial),
+        (mine.pci_bus_id, other.pci_bus_id),
+        (mine.device, other.device),
+    ):
+        if a and b:
+            return a == b
+    if mine.index is None or other.index is None:
+        return True  # cannot tell them apart: the same part, to be safe
+    return mine.index == other.index
+
+
+def healthy_for(trigger: Finding, report: ProbeReport) -> bool:
+    """The probe shows the trigger's part healthy: it ran, and nothing unhealthy is on that
+    part (another part's fault is a finding of its own, not a failed verification)."""
+    return bool(report.checks_run) and not any(
+        f.unhealthy and on_part_of(trigger, f) for f in report.findings
+    )
+
+
+def other_parts(trigger: Finding, report: ProbeReport) -> list[Finding]:
+    """The probe's unhealthy findings about parts other than the trigger's."""
+    return [f for f in report.findings if f.unhealthy and not on_part_of(trigger, f)]
 
 
 class XidsSince(Frozen):

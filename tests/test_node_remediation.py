@@ -306,22 +306,25 @@ async def test_failed_restore_leaves_the_node_owned_and_says_so(
     assert node.unschedulable and REMEDY_CORDON in node.annotations  # still remedy's, visibly
 
 
-async def test_drain_that_keeps_failing_escalates_after_its_retries(
+async def test_drain_that_keeps_failing_never_leads_to_a_reset_or_reboot_of_the_node(
     time_env: WorkflowEnvironment, fleet: SimFleet, shipped_runbooks: RunbookSet
 ) -> None:
     fleet.break_action("drain", DrainBlocked("a PodDisruptionBudget forbids the eviction"))
     finding = fleet.inject(NODE, "ecc_dbe", gpu=2)
     ran = await remediate(time_env, fleet, finding, shipped_runbooks.match(finding))
-    # Retried (transient), then a failed rung. The reset cannot run while the job holds the
-    # GPU; the reboot clears both and the node recovers.
+    # The drain is retried (transient), fails, is tried once more before the reset, and the
+    # reset then waits for a person (if_drain_failed: ask); nobody came: held, nothing ran.
     assert ran.ladder == [
         (Action.DRAIN, FAILED),
-        (Action.RESET_GPU, FAILED),
-        (Action.REBOOT, VERIFIED),
+        (Action.DRAIN, FAILED),
+        (Action.RESET_GPU, AttemptResult.APPROVAL_TIMED_OUT),
     ]
     assert "DrainBlocked" in ran.result.attempts[1].detail
-    assert "processes still hold the GPU" in ran.result.attempts[2].detail
-    assert ran.result.outcome is Outcome.RECOVERED
+    assert "again before reset_gpu" in ran.result.attempts[2].detail
+    assert ran.result.outcome is Outcome.NEEDS_HUMAN
+    assert "approval to reset_gpu undrained" in ran.result.detail
+    assert not HARDWARE & set(actions_on(fleet))
+    assert fleet.node(NODE).unschedulable
 
 
 async def test_reboot_that_never_comes_back_fails_the_rung(

@@ -116,7 +116,7 @@ async def test_an_approve_when_nothing_waits_is_refused_with_why_and_leaves_no_t
         result.detail.startswith("aborted by bob (")
         and ": rma (node left as it is)" in result.detail
     )
-    assert again[0] == 2 and "no running remediation" in again[1]
+    assert again == (0, f"{node}: already stopped: ladder aborted: {result.detail}\n")
 
 
 async def test_an_approve_for_the_waiting_rung_answers_with_the_new_phase_and_show_names_who(
@@ -250,6 +250,12 @@ def test_abort_and_clear_are_refused_once_the_ladder_stops_or_ended() -> None:
     assert ladder.why_not_abort(AbortRequest(by="b", reason="r")) == (
         "the ladder is already stopping (cleared by alice (remedy-cli:alice@host)): "
         "nothing to abort"
+    )
+    aborting = _ladder(Phase.ACTING, 1)
+    aborting._stop_request = AbortRequest(by="carol", reason="r")
+    assert aborting.why_not_abort(AbortRequest(by="dave", reason="r")) == ""  # harmless
+    assert aborting.why_not_clear(ClearRequest(by="dave")).startswith(
+        "the ladder is already stopping (aborted by carol"
     )
     ended = _ladder(Phase.DONE, 1)
     ended._state.outcome = Outcome.RECOVERED

@@ -11,7 +11,8 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
-    from remedy.errors import permanent_error_types
+    from remedy.errors import NodeGone, permanent_error_types
+    from remedy.remediation import Outcome
 
 # Retrying these cannot help: the node is gone, remedy may not act, or the action said no.
 PERMANENT_ERRORS = permanent_error_types()
@@ -39,11 +40,35 @@ def this_run() -> str:
     return f"{info.workflow_id}/{info.run_id}"
 
 
-def rung_key(rung: int) -> str:
+def rung_key(rung: int, epoch: int = 0, again: bool = False) -> str:
     """The key of a ladder's rung (remedy/once.py): the workflow and its first run, which a
-    continue-as-new keeps, so the key does not change with the run."""
+    continue-as-new keeps, so the key does not change with the run; after the ladder switched
+    runbooks (``epoch``), the new runbook's rungs have keys of their own. ``again``: a second
+    try of the rung (a drain tried once more before a rung that needs it)."""
     info = workflow.info()
-    return f"{info.workflow_id}/{info.first_execution_run_id}/rung-{rung}"
+    runbook = f"/runbook-{epoch}" if epoch else ""
+    return f"{info.workflow_id}/{info.first_execution_run_id}{runbook}/rung-{rung}" + (
+        "-again" if again else ""
+    )
+
+
+class LadderStop(Exception):
+    """The ladder ends with this outcome."""
+
+    def __init__(self, outcome: Outcome, detail: str) -> None:
+        super().__init__(detail)
+        self.outcome, self.detail = outcome, detail
+
+
+class Interrupted(Exception):
+    """A wait before a rung (approval, lease) ended because a worse fault came: the ladder
+    switches runbooks before it climbs on."""
+
+
+def node_gone(err: ActivityError) -> bool:
+    """The activity found no such node in the cluster (remedy.errors.NodeGone)."""
+    cause = err.cause
+    return isinstance(cause, ApplicationError) and cause.type == NodeGone.__name__
 
 
 def permanent(err: ActivityError) -> bool:

@@ -6,6 +6,7 @@ A workflow can signal another but not start it, so the first two go through acti
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime, timedelta
 
 from temporalio import workflow
@@ -13,7 +14,7 @@ from temporalio.exceptions import ActivityError
 
 from contract.activities import REPORT_UNHEALTHY, REQUEST_LEASE
 from contract.messages import LEASE_RELEASE
-from workflows.common import RIDE_OUT, permanent
+from workflows.common import RIDE_OUT, Interrupted, permanent
 from workflows.remediation_view import RemediationView
 
 with workflow.unsafe.imports_passed_through():
@@ -55,10 +56,11 @@ class DisruptionLease:
         except ActivityError as err:
             workflow.logger.warning("%s: unhealthy report not delivered: %s", state.node.name, err)
 
-    async def hold(self) -> None:
+    async def hold(self, interrupted: Callable[[], bool] = lambda: False) -> None:
         """Wait for the pool's budget to grant this node a lease (kept until the remediation
         ends; the `lease_granted` signal sets ``lease_granted_at``). While the storm breaker
-        is tripped, the wait goes on."""
+        is tripped, the wait goes on; it ends with ``Interrupted`` once ``interrupted()`` (a
+        worse fault came: the ladder switches runbooks first)."""
         state = self._state
         if state.lease_granted_at:
             return
@@ -76,9 +78,11 @@ class DisruptionLease:
             state.lease_requested_at = workflow.now()
             await self._ask()
         while state.lease_granted_at is None:
+            if interrupted():
+                raise Interrupted("a worse fault came while waiting for the lease")
             try:
                 await workflow.wait_condition(
-                    lambda: state.lease_granted_at is not None,
+                    lambda: state.lease_granted_at is not None or interrupted(),
                     timeout=REASK_EVERY,
                     timeout_summary=f"disruption lease (asked again every {REASK_EVERY})",
                 )

@@ -18,19 +18,21 @@ from datetime import timedelta
 from temporalio import workflow
 from temporalio.exceptions import ActivityError
 
+from contract.defs import stop_when
 from contract.messages import LEASE_GRANTED, REMEDIATION_STATE, REPORT_FINDING
 from workflows import metrics
 from workflows.capabilities import NodeCapabilities
-from workflows.common import cause_of
+from workflows.common import Interrupted, LadderStop, cause_of, node_gone
 from workflows.disruption_lease import DisruptionLease
-from workflows.node_steps import NodeSteps
+from workflows.node_steps import NodeSteps, gone
 from workflows.operator_updates import OperatorMessages
 from workflows.remediation_view import RemediationView
+from workflows.runbook_changes import RunbookChanges
+from workflows.rung_gates import RungGates
 from workflows.verification import RESUME_ABOVE, VERIFY_WITH_WHAT_SAW, Verification, summary
 
 with workflow.unsafe.imports_passed_through():
     from contract.names import NODE_REMEDIATION_WORKFLOW
-    from remedy import vocabulary
     from remedy.actions import ACTIONS
     from remedy.budget import LeaseGrant
     from remedy.durations import format_duration
@@ -47,7 +49,6 @@ with workflow.unsafe.imports_passed_through():
         RemediationResult,
         RemediationState,
     )
-    from remedy.runbook.schema import Approval as ApprovalMode
     from remedy.runbook.schema import Rung
 
 FIRST_REPORT_TIMEOUT = timedelta(minutes=5)
@@ -55,15 +56,9 @@ FIRST_REPORT_TIMEOUT = timedelta(minutes=5)
 DISRUPTION_BUDGET = "disruption-budget-leases"
 HARDWARE_RECORD = "hardware-record-incidents"
 PUBLISH_CONDITIONS = "publish-conditions-on-recovery"
-CONFIRM_FAULT = "confirm-fault-before-disrupting"
-
-
-class _Stop(Exception):
-    """The ladder ends with this outcome."""
-
-    def __init__(self, outcome: Outcome, detail: str) -> None:
-        super().__init__(detail)
-        self.outcome, self.detail = outcome, detail
+# Runs before: an abort's cancellation read as a failed step, a report mid-ladder only kept,
+# and a rung that needs a drained node ran after the drain failed.
+MANY_AT_ONCE = "abort-wins-worse-fault-escalates-drain-first"
 
 
 @workflow.defn(name=NODE_REMEDIATION_WORKFLOW)
@@ -80,6 +75,9 @@ class NodeRemediation(OperatorMessages):  # approve, clear, abort: workflows.ope
         self._lease = DisruptionLease(self._state, self._view)
         self._capabilities = NodeCapabilities(inp, self._state, self._view)
         self._verification = Verification(self._state, self._steps)
+        self._changes = RunbookChanges(self._state, self._steps, self._view)
+        self._gates = RungGates(self._state, self._steps, self._view, self._worse_waiting)
+        self._at_once = False  # MANY_AT_ONCE, decided when the ladder starts
 
     # -- messages --------------------------------------------------------------------------
     @REPORT_FINDING.handler
@@ -89,7 +87,12 @@ class NodeRemediation(OperatorMessages):  # approve, clear, abort: workflows.ope
         if state.phase in (Phase.WAITING, Phase.TOLERATING) and state.outranks_trigger(report):
             state.runbook, state.trigger = report.runbook, report.finding
             self._runbook_changed = True
+        elif self._stop_request is None:
+            self._changes.note(report)  # acted on between rungs (workflows.runbook_changes)
         self._view.publish()
+
+    def _worse_waiting(self) -> bool:
+        return self._at_once and self._changes.worse_waiting()
 
     @LEASE_GRANTED.handler
     def lease_granted(self, grant: LeaseGrant) -> None:
@@ -115,6 +118,9 @@ class NodeRemediation(OperatorMessages):  # approve, clear, abort: workflows.ope
 
     async def _remediate(self) -> tuple[Outcome, str]:
         state = self._state
+        self._at_once = workflow.patched(MANY_AT_ONCE)
+        if self._at_once:  # once stopped, this task starts no activity but those giving back
+            stop_when(lambda: self._stop_request is not None)
         try:
             if state.runbook is None:
                 await self._wait_for_first_report()
@@ -126,11 +132,13 @@ class NodeRemediation(OperatorMessages):  # approve, clear, abort: workflows.ope
                     await self._verification.resume()
                 self._view.enter(Phase.ACTING)
             return await self._climb()
-        except _Stop as stop:
+        except LadderStop as stop:
             if stop.outcome is Outcome.CLEARED:
                 await self._steps.restore()  # the fault went away: give back what remedy took
             return stop.outcome, stop.detail
         except ActivityError as err:
+            if node_gone(err) and self._at_once:
+                return Outcome.NODE_GONE, gone(state.node.name)
             # A step past its deadline (an outage longer than the ladder rides out): never a
             # failed workflow with its node cordoned and nobody owning it. It holds the node
             # only if the runbook cordons or something disruptive ran; it counts against no GPU.
@@ -152,7 +160,7 @@ class NodeRemediation(OperatorMessages):  # approve, clear, abort: workflows.ope
                 timeout_summary="wait for the first finding",
             )
         except TimeoutError:
-            raise _Stop(Outcome.CLEARED, "started without a finding; nothing to do") from None
+            raise LadderStop(Outcome.CLEARED, "started without a finding; nothing to do") from None
 
     async def _begin(self) -> None:
         state = self._state
@@ -190,14 +198,14 @@ class NodeRemediation(OperatorMessages):  # approve, clear, abort: workflows.ope
                 )
             except TimeoutError:
                 if wake < state.tolerance_ends_at and (await self._steps.probe()).healthy:
-                    raise _Stop(
+                    raise LadderStop(
                         Outcome.CLEARED, "clean re-probe inside the tolerance window"
                     ) from None
                 continue
             await self._adopt_new_runbook()
         waited = state.runbook is not None and state.runbook.tolerance > timedelta(0)
         if waited and (await self._steps.probe()).healthy:
-            raise _Stop(Outcome.CLEARED, "the fault cleared within the tolerance window")
+            raise LadderStop(Outcome.CLEARED, "the fault cleared within the tolerance window")
         if self._runbook_changed:  # a report that came in during the last probe
             await self._adopt_new_runbook()
 
@@ -216,48 +224,68 @@ class NodeRemediation(OperatorMessages):  # approve, clear, abort: workflows.ope
     async def _climb(self) -> tuple[Outcome, str]:
         state = self._state
         assert state.runbook is not None
-        ladder = state.runbook.ladder
         resume_at = state.rung
         while state.prepare:  # a resumed ladder clears the node first, as its lower rungs did
             state.rung = state.prepare.pop(0)  # the rung's own key, not the one resumed at
-            await self._climb_rung(state.rung, ladder[state.rung])
+            await self._climb_rung(state.rung, state.runbook.ladder[state.rung])
             state.rung = resume_at
-        while state.rung < len(ladder):
+        while True:
             self._continue_as_new_if_suggested()
+            if self._at_once and await self._changes.take_over():
+                continue  # a worse fault: its runbook, past what is done (runbook_changes)
+            ladder = state.runbook.ladder
+            if state.rung >= len(ladder):
+                break
             rung = ladder[state.rung]
-            if await self._climb_rung(state.rung, rung):
+            try:
+                healthy = await self._climb_rung(state.rung, rung)
+            except Interrupted:
+                continue
+            if healthy:
                 if rung.action is Action.REPLACE:
                     return Outcome.REPLACED, state.attempts[-1].detail
+                if self._at_once and (
+                    await self._changes.take_over() or await self._changes.next_fault()
+                ):
+                    continue  # another part's fault comes next, with its own runbook
                 await self._steps.restore()
                 return Outcome.RECOVERED, f"healthy after {rung.action.value}"
             state.rung += 1
         await self._steps.hold_cordoned()
-        tried = ", ".join(r.action.value for r in ladder) or "no rungs"
+        tried = ", ".join(r.action.value for r in state.runbook.ladder) or "no rungs"
         return Outcome.NEEDS_HUMAN, f"still unhealthy after the whole ladder ({tried})"
 
     async def _climb_rung(self, index: int, rung: Rung) -> bool:
         """Run one rung; True when the node is healthy (or replaced) and climbing stops."""
-        state, view = self._state, self._view
+        view = self._view
         if await self._capabilities.skips(index, rung.action):
             return False  # recorded with the node's reason; the next rung
-        if rung.approval is ApprovalMode.REQUIRED and not state.approved(index):
-            await self._await_approval(index, rung)
+        await self._gates.approval(index, rung)
+        undrained = ""
         if ACTIONS[rung.action].disruptive:
-            await self._confirm_fault()
+            await self._gates.confirm_fault()
             if workflow.patched(DISRUPTION_BUDGET):
-                await self._lease.hold()
+                await self._lease.hold(self._worse_waiting)
+            if self._at_once:
+                undrained = await self._gates.drained(index, rung)
         started = workflow.now()
         view.enter(Phase.ACTING)
         try:
             result = await self._steps.act(rung)
         except ActivityError as err:
+            if node_gone(err) and self._at_once:
+                raise LadderStop(Outcome.NODE_GONE, gone(self._state.node.name)) from None
             view.record(index, rung.action, started, AttemptResult.FAILED, cause_of(err))
             return False
+        except asyncio.CancelledError:
+            view.record(index, rung.action, started, AttemptResult.CANCELLED, _cancelled(rung))
+            raise
+        detail = result.detail + undrained
         if not result.ok:
-            view.record(index, rung.action, started, AttemptResult.FAILED, result.detail)
+            view.record(index, rung.action, started, AttemptResult.FAILED, detail)
             return False
         if not rung.verifies:
-            view.record(index, rung.action, started, AttemptResult.DONE, result.detail)
+            view.record(index, rung.action, started, AttemptResult.DONE, detail)
             return rung.action is Action.REPLACE
         if rung.settle > timedelta(0):
             view.enter(Phase.SETTLING)
@@ -272,46 +300,8 @@ class NodeRemediation(OperatorMessages):  # approve, clear, abort: workflows.ope
             report = await self._steps.probe()
             healthy, detail = report.healthy, summary(result, report)
         verdict = AttemptResult.VERIFIED if healthy else AttemptResult.UNVERIFIED
-        view.record(index, rung.action, started, verdict, detail)
+        view.record(index, rung.action, started, verdict, detail + undrained)
         return healthy
-
-    async def _confirm_fault(self) -> None:
-        """With no tolerance window the ladder acts on the report alone, and a report can be
-        stale (sent again, delayed): before the first disruptive rung, a fault a re-probe can
-        see must still be there."""
-        state = self._state
-        assert state.runbook is not None and state.trigger is not None
-        trigger = state.trigger
-        if (
-            state.fault_confirmed
-            or state.runbook.tolerance > timedelta(0)
-            or not vocabulary.seen_by_probe(trigger.check, trigger.reason)
-            or not workflow.patched(CONFIRM_FAULT)
-        ):
-            return
-        state.fault_confirmed = True
-        if (await self._steps.probe()).healthy:
-            raise _Stop(Outcome.CLEARED, "the fault was gone before the first disruptive rung")
-
-    async def _await_approval(self, index: int, rung: Rung) -> None:
-        state = self._state
-        self._view.enter(Phase.AWAITING_APPROVAL)
-        asked = workflow.now()
-        try:
-            await workflow.wait_condition(
-                lambda: state.approved(index),
-                timeout=rung.approval_timeout,
-                timeout_summary=f"approval for {rung.action.value} "
-                f"(times out in {format_duration(rung.approval_timeout)})",
-            )
-        except TimeoutError:
-            detail = (
-                f"no approval for {rung.action.value} within "
-                f"{format_duration(rung.approval_timeout)}"
-            )
-            self._view.record(index, rung.action, asked, AttemptResult.APPROVAL_TIMED_OUT, detail)
-            await self._steps.hold_cordoned()
-            raise _Stop(Outcome.NEEDS_HUMAN, detail) from None
 
     # -- endings ---------------------------------------------------------------------------
     async def _on_stop_request(self) -> tuple[Outcome, str]:
@@ -356,6 +346,12 @@ class NodeRemediation(OperatorMessages):  # approve, clear, abort: workflows.ope
         if workflow.info().is_continue_as_new_suggested() and self._stop_request is None:
             state = self._state.model_copy(update={"runs": self._state.runs + 1})
             workflow.continue_as_new(self._input.model_copy(update={"state": state}))
+
+
+def _cancelled(rung: Rung) -> str:
+    if ACTIONS[rung.action].reports_progress:
+        return "stopped: the ladder was stopped while it ran"
+    return "the ladder was stopped while it ran: asked to stop, it may still finish on the node"
 
 
 def _handled(before: list[str], findings: list[Finding]) -> list[str]:

@@ -18,6 +18,7 @@ from temporalio import workflow
 from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, TimeoutType
 from temporalio.exceptions import TimeoutError as ActivityTimeout
+from temporalio.workflow import ActivityCancellationType
 
 from contract import activities as act
 from contract.defs import ActivityDef
@@ -27,7 +28,9 @@ from workflows.common import (
     PERMANENT_ERRORS,
     RIDE_OUT,
     RIDE_OUT_DEADLINE,
+    LadderStop,
     cause_of,
+    node_gone,
     rung_key,
     this_run,
 )
@@ -41,6 +44,7 @@ with workflow.unsafe.imports_passed_through():
         ActionRequest,
         ActionResult,
         BootRequest,
+        ComponentKind,
         ConditionsUpdate,
         CordonResult,
         CordonState,
@@ -57,6 +61,7 @@ with workflow.unsafe.imports_passed_through():
         RemediationState,
     )
     from remedy.runbook.schema import Cause, Rung
+    from remedy.verification import on_part_of
 
 # workflow.patched ids: runs started before each step existed took the plain action instead.
 CONFIRM_REBOOT = "confirm-reboot-from-boot-id"
@@ -64,12 +69,20 @@ RELEASE_GPUS = "release-gpu-operands-for-reset"
 REPLACE_ONCE = "replace-once-per-node-object"
 RETURN_AFTER_FAILED_RELEASE = "return-gpus-after-a-failed-release"
 DIAGNOSE_EVERY_GPU = "diagnose-every-gpu"  # before: only the GPUs the findings named
+WAIT_FOR_CANCELLED = "wait-for-a-cancelled-drain"  # before: the ladder ended while it ran
+END_IF_GONE = "end-when-the-node-is-gone"  # before: a failed cordon, and the ladder went on
 # Outcomes that count against the GPU: a fault that cleared by itself, or an abort, does not.
 INCIDENT_OUTCOMES = (Outcome.RECOVERED, Outcome.REPLACED, Outcome.NEEDS_HUMAN)
 CLUSTER_CALL = timedelta(seconds=60)
 PROBE_DEADLINE = timedelta(minutes=5)
 
 Step = Callable[["NodeSteps", Rung], Awaitable[ActionResult]]
+
+
+def gone(node: str) -> str:
+    return f"the cluster has no node {node} (deleted, or never there)"
+
+
 R = TypeVar("R")
 
 
@@ -78,14 +91,21 @@ class NodeSteps:
         self, inp: RemediationInput, state: RemediationState, view: RemediationView
     ) -> None:
         self._input, self._state, self._view = inp, state, view
+        self._again: int | None = None  # the rung tried once more by the current act()
 
     def request(self, action: Action, reason: str = "") -> ActionRequest:
         state = self._state
+        trigger = state.trigger
+        named = [trigger] if trigger is not None else []
         gpus = sorted(
             dict.fromkeys(
                 f.component.index
-                for f in state.findings
-                if f.unhealthy and f.component.index is not None
+                for f in [*named, *state.findings]
+                if f.unhealthy
+                and f.component.index is not None
+                and f.component.kind is ComponentKind.GPU
+                # The trigger's part: another GPU's fault gets its own runbook after this one.
+                and (trigger is None or on_part_of(trigger, f))
             )
         )
         if action is Action.DIAGNOSE and workflow.patched(DIAGNOSE_EVERY_GPU):
@@ -99,7 +119,10 @@ class NodeSteps:
         )
 
     # -- a rung's action --------------------------------------------------------------------
-    async def act(self, rung: Rung) -> ActionResult:
+    async def act(self, rung: Rung, index: int | None = None) -> ActionResult:
+        """Run ``rung`` (by default the one the ladder is at; ``index``: a rung of the ladder
+        tried once more, under a key of its own)."""
+        self._again = index
         special = STEPS.get(rung.action)
         if special is not None and (special[0] is None or workflow.patched(special[0])):
             return await special[1](self, rung)
@@ -108,14 +131,21 @@ class NodeSteps:
     async def _action(self, rung: Rung, node_uid: str = "") -> ActionResult:
         """The action's own activity, with the rung's timeout and retries. A disruptive one
         carries its key (this run, this rung): a retry of the activity after a lost answer
-        finds it recorded where the effect landed and does not act again (remedy/once.py)."""
-        spec = ACTIONS[rung.action]
+        finds it recorded where the effect landed and does not act again (remedy/once.py).
+        One that reports progress is cancelled and waited for (an abort): the ladder ends
+        once it stopped, never while it still evicts pods."""
+        spec, state, again = ACTIONS[rung.action], self._state, self._again
         on_node = spec.where is Where.NODE
-        key = rung_key(self._state.rung) if spec.disruptive else ""
+        at = state.rung if again is None else again
+        key = rung_key(at, state.epoch, again is not None) if spec.disruptive else ""
         request = self.request(rung.action).model_copy(update={"key": key, "node_uid": node_uid})
+        waits = spec.reports_progress and workflow.patched(WAIT_FOR_CANCELLED)
         return await act.ACTION[rung.action].execute(
             request,
             task_queue=self._input.node_task_queue if on_node else None,
+            cancellation_type=ActivityCancellationType.WAIT_CANCELLATION_COMPLETED
+            if waits
+            else ActivityCancellationType.TRY_CANCEL,
             schedule_to_start_timeout=self._input.node_pickup_timeout if on_node else None,
             start_to_close_timeout=rung.timeout,
             heartbeat_timeout=min(rung.timeout, timedelta(minutes=1))
@@ -141,7 +171,7 @@ class NodeSteps:
                 await self._gpu_operands(act.RELEASE_GPUS, rung.timeout)
             result = await self._action(rung)
         except (ActivityError, asyncio.CancelledError):
-            await self._gpu_operands(act.RETURN_GPUS, timedelta(minutes=2))
+            await self._gpu_operands(act.RETURN_GPUS, timedelta(minutes=2))  # also when stopped
             raise
         # Not a `finally`: when a worker evicts the workflow from its cache, the coroutine is
         # closed with GeneratorExit, and an activity scheduled then (outside the workflow's
@@ -154,6 +184,7 @@ class NodeSteps:
     ) -> ActionResult:
         return await step.execute(
             self.request(Action.RESET_GPU, step.name),
+            gives_back=step is act.RETURN_GPUS,
             start_to_close_timeout=timeout,
             retry_policy=PATIENT_RETRY,
             schedule_to_close_timeout=max(RIDE_OUT_DEADLINE, 2 * timeout),
@@ -267,17 +298,21 @@ class NodeSteps:
         done: Callable[[R], str],
     ) -> None:
         """Cordon and restore: recorded as attempts outside the ladder (rung -1); a failure is
-        recorded, not raised (``done`` takes the answer and says what happened)."""
+        recorded, not raised (``done`` takes the answer and says what happened), but for a
+        node the cluster does not have: the ladder ends (``node_gone``)."""
         started = workflow.now()
         try:
             result = await step.execute(
                 self.request(action, reason),
+                gives_back=action is Action.RESTORE,
                 start_to_close_timeout=CLUSTER_CALL,
                 **RIDE_OUT,
                 summary=f"{action.value} {self._state.node.name}",
             )
         except ActivityError as err:
             self._view.record(-1, action, started, AttemptResult.FAILED, cause_of(err))
+            if node_gone(err) and action is Action.CORDON and workflow.patched(END_IF_GONE):
+                raise LadderStop(Outcome.NODE_GONE, gone(self._state.node.name)) from None
             return
         self._view.record(-1, action, started, AttemptResult.DONE, done(result))
 

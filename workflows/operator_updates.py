@@ -26,6 +26,7 @@ with workflow.unsafe.imports_passed_through():
         ApproveRequest,
         ApproveResult,
         ClearRequest,
+        Consent,
         Phase,
         RemediationState,
         StopResult,
@@ -85,11 +86,19 @@ class OperatorMessages:
         return self._why_not_stop("approve") or self._state.why_not_approve(req)
 
     def _approve(self, req: ApproveRequest) -> int:
-        rung = req.rung if req.rung is not None else self._state.rung
-        if not self._state.approved(rung):
-            self._state.approvals.append(
+        state = self._state
+        rung = req.rung if req.rung is not None else state.rung
+        consent = state.waits_for(rung) or Consent.RUNG
+        if not state.approved(rung, consent):
+            state.approvals.append(
                 Approval(
-                    rung=rung, by=req.by, at=workflow.now(), note=req.note, identity=req.identity
+                    rung=rung,
+                    by=req.by,
+                    at=workflow.now(),
+                    note=req.note,
+                    identity=req.identity,
+                    epoch=state.epoch,
+                    consent=consent,
                 )
             )
             self._view.publish()
@@ -115,14 +124,17 @@ class OperatorMessages:
 
     @ABORT_LADDER.handler
     async def abort_ladder(self, req: AbortRequest) -> StopResult:
+        first = self._stop_request
         self.abort(req)
-        return await self._stopped()
+        return await self._stopped(first.who if isinstance(first, AbortRequest) else "")
 
     @ABORT_LADDER.validator(abort_ladder)
     def why_not_abort(self, req: AbortRequest) -> str:
+        if isinstance(self._stop_request, AbortRequest) and self._state.phase is not Phase.DONE:
+            return ""  # aborted already and still stopping: harmless, answered as such
         return self._why_not_stop("abort")
 
-    async def _stopped(self) -> StopResult:
+    async def _stopped(self, already: str = "") -> StopResult:
         state = self._state
         await acted(lambda: state.phase is Phase.DONE, "the ladder stops")
         return StopResult(
@@ -130,6 +142,7 @@ class OperatorMessages:
             phase=state.phase,
             outcome=state.outcome,
             detail=state.outcome_detail,
+            already=already,
         )
 
     def _why_not_stop(self, verb: str) -> str:

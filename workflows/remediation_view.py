@@ -55,6 +55,7 @@ class RemediationView:
                 finished_at=now,
                 result=result,
                 detail=detail,
+                epoch=self._state.epoch,
             )
         )
         seconds = (now - started).total_seconds()

@@ -22,11 +22,19 @@ with workflow.unsafe.imports_passed_through():
     from remedy.recurrence import resume_rung
     from remedy.remediation import RemediationState
     from remedy.runbook.schema import Rung
-    from remedy.verification import VerifyBy, XidsSince, recurrences, verify_by
+    from remedy.verification import (
+        VerifyBy,
+        XidsSince,
+        healthy_for,
+        other_parts,
+        recurrences,
+        verify_by,
+    )
 
 # workflow.patched ids: runs started before each existed verified by probe alone, from rung 0.
 VERIFY_WITH_WHAT_SAW = "verify-with-what-saw-the-fault"
 RESUME_ABOVE = "resume-above-a-recovery-that-did-not-hold"
+VERIFY_PER_PART = "verify-the-trigger-part"  # before: any fault on the node failed the rung
 RECORD_LOOKUP = timedelta(minutes=2)  # a ladder waits no longer than this for the record
 
 
@@ -44,8 +52,10 @@ class Verification:
         ended = workflow.now() - rung.settle  # the settle began as the action ended
         report = await self._steps.probe()
         how = verify_by(trigger)
-        if not report.healthy or how is VerifyBy.PROBE:
-            return report.healthy, summary(result, report)
+        part = workflow.patched(VERIFY_PER_PART)
+        healthy = healthy_for(trigger, report) if part else report.healthy
+        if not healthy or how is VerifyBy.PROBE:
+            return healthy, summary(result, report, trigger if part else None)
         if how is VerifyBy.DIAGNOSE:
             if rung.action is Action.DIAGNOSE:  # the rung itself was the diagnose, and passed
                 return True, summary(result, report)
@@ -72,9 +82,10 @@ class Verification:
                 f"(watch {format_duration(watch)})"
             )
         report = await self._steps.probe()  # the agent that kept the Xids is still there
-        if not report.healthy:
-            return False, summary(result, report)
-        return True, f"{summary(result, report)}; no {_code(trigger)} for {format_duration(watch)}"
+        if not (healthy_for(trigger, report) if part else report.healthy):
+            return False, summary(result, report, trigger if part else None)
+        said = summary(result, report, trigger if part else None)
+        return True, f"{said}; no {_code(trigger)} for {format_duration(watch)}"
 
     async def _diagnose(self, result: ActionResult) -> tuple[bool, str]:
         """The deep diagnose again, on every GPU (``diagnose-every-gpu``), with the runbook's own
@@ -120,8 +131,15 @@ def _code(finding: Finding) -> str:
     return f"Xid {finding.xid}" if finding.xid is not None else finding.reason
 
 
-def summary(result: ActionResult, report: ProbeReport) -> str:
-    if report.healthy:
-        return f"{result.detail}; probe clean"
-    left = ", ".join(f.headline() for f in report.findings if f.unhealthy) or "probe could not run"
-    return f"{result.detail}; still unhealthy: {left}"
+def summary(result: ActionResult, report: ProbeReport, trigger: Finding | None = None) -> str:
+    """What the verification probe said; with ``trigger``, of the trigger's part, and another
+    part's faults apart (findings of their own, not a failed verification)."""
+    others = other_parts(trigger, report) if trigger is not None else []
+    elsewhere = "; elsewhere: " + ", ".join(f.headline() for f in others) if others else ""
+    if report.healthy or (trigger is not None and healthy_for(trigger, report)):
+        where = f" on {trigger.component.describe()}" if others and trigger else ""
+        return f"{result.detail}; probe clean{where}{elsewhere}"
+    left = ", ".join(f.headline() for f in report.findings if f.unhealthy and f not in others) or (
+        "probe could not run"
+    )
+    return f"{result.detail}; still unhealthy: {left}{elsewhere}"

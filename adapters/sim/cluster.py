@@ -53,6 +53,7 @@ class SimNodeControl:
             self._fleet._record(node, "drain", key)
             return f"evicted {len(evicted)} pods, left {len(sim.pods)} DaemonSet/mirror pods"
 
+        self._fleet.pause_point("drain")
         with self._fleet._lock:
             sim = self._fleet._act(node, "drain")  # a failure before the effect records nothing
             # The effect and its record land together: under one lock, on one node.
@@ -68,6 +69,7 @@ class SimNodeControl:
             self._fleet._record(node, "kill_job", key)
             return f"deleted {len(killed)} pods using the node's GPUs"
 
+        self._fleet.pause_point("kill_job")
         with self._fleet._lock:
             sim = self._fleet._act(node, "kill_job")
             done = once(sim, key, Action.KILL_JOB, self._fleet.clock, kill, _atomic)

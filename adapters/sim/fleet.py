@@ -30,6 +30,17 @@ def _utcnow() -> datetime:
     return datetime.now(UTC)
 
 
+class Held:
+    """A gate an action waits at: ``entered`` once one got there, ``release()`` lets all go."""
+
+    def __init__(self) -> None:
+        self.entered = threading.Event()
+        self.released = threading.Event()
+
+    def release(self) -> None:
+        self.released.set()
+
+
 class SimFleet:
     """Thread-safe: activities run in a thread pool."""
 
@@ -57,6 +68,7 @@ class SimFleet:
         self.lost_answers: dict[str, int] = {}  # action → how many answers to lose after it
         self.failing: dict[str, tuple[RemedyError, int]] = {}  # action → error, times left
         self.serials: list[str] = []  # every GPU serial ever installed, replacements included
+        self.holds: dict[str, Held] = {}  # action → a gate it waits at (tests: mid-action)
         for i in range(nodes):
             name = f"{name_prefix}-{i:03d}"
             self.nodes[name] = self._provision(name, pool, generation=0)
@@ -181,6 +193,20 @@ class SimFleet:
         """The next ``times`` answers of ``action`` are lost after its effect landed: the
         caller sees a transient error (a dropped reply, a process that died) and retries."""
         self.lost_answers[action] = times
+
+    def hold(self, action: str) -> Held:
+        """From now on ``action`` (drain, kill_job, reset_gpu, reboot, or probe) stops before
+        its effect until the returned gate is released: what happens while it is under way.
+        Release it before the workers stop (they wait for their activities)."""
+        held = self.holds[action] = Held()
+        return held
+
+    def pause_point(self, action: str) -> None:
+        """Where ``action`` begins, outside the fleet's lock: wait while it is held."""
+        held = self.holds.get(action)
+        if held is not None:
+            held.entered.set()
+            held.released.wait()
 
     def _answer(self, action: str, detail: str) -> str:
         """What an action says it did, unless its answer is to be lost (the effect stays)."""

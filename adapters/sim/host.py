@@ -44,6 +44,7 @@ class SimHost:
         return self._fleet.node(self.name).nic_ports()
 
     def nvml(self) -> NvmlApi:
+        self._fleet.pause_point("probe")
         return SimNvml(self._fleet.node(self.name))
 
     def reset_gpus(self, indices: list[int], key: str) -> str:
@@ -52,6 +53,7 @@ class SimHost:
             self._fleet._record(self.name, "reset_gpu", key)
             return f"reset GPU {', '.join(map(str, indices)) or 'all'}"
 
+        self._fleet.pause_point("reset_gpu")
         with self._fleet._lock:
             sim = self._fleet._act(self.name, "reset_gpu")
             targets = indices or [g.index for g in sim.gpus]
@@ -75,6 +77,7 @@ class SimHost:
             sim.pods = [p for p in sim.pods if p.daemonset]
             return "rebooted"
 
+        self._fleet.pause_point("reboot")
         with self._fleet._lock:
             sim = self._fleet._act(self.name, "reboot")
             done = reboot_once(sim, key, sim.boot, self._fleet.clock, restart)

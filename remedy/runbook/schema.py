@@ -93,6 +93,15 @@ class Approval(StrEnum):
     REQUIRED = "required"
 
 
+class IfDrainFailed(StrEnum):
+    """What a rung that needs a drained node (reset_gpu, reboot, replace) does when the
+    ladder's drain failed: the drain is always tried once more first."""
+
+    ASK = "ask"  # wait for a person's approval to run it on the undrained node (the default)
+    STOP = "stop"  # do not run it: the node stays cordoned for a person
+    FORCE = "force"  # run it anyway, with the pods on the node (said in the attempt)
+
+
 class RetryPolicy(Authored):
     max_attempts: int = Field(default=3, ge=1, le=100)
     initial_interval: Duration = timedelta(seconds=10)
@@ -110,13 +119,19 @@ class Rung(Authored):
     verify: bool | None = None
     approval: Approval = Approval.NONE
     approval_timeout: Duration = timedelta(hours=4)
+    # Only for actions that need a drained node; the drain is retried once before it applies.
+    if_drain_failed: IfDrainFailed = IfDrainFailed.ASK
 
     @model_validator(mode="after")
-    def _check(self) -> Rung:
+    def _check(self, info: ValidationInfo) -> Rung:
         if not ACTIONS[self.action].rung:
             raise ValueError(f"{self.action.value} is not a rung: {ACTIONS[self.action].does}")
         if self.timeout <= timedelta(0):
             raise ValueError("timeout must be longer than 0s")
+        written = _authoring(info) and "if_drain_failed" in self.model_fields_set
+        if written and not ACTIONS[self.action].needs_drained:
+            needs = ", ".join(a.value for a, s in ACTIONS.items() if s.needs_drained)
+            raise ValueError(f"if_drain_failed is for the actions that need a drain ({needs})")
         return self
 
     @property

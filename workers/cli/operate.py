@@ -168,13 +168,36 @@ def abort(
     ] = False,
     by: ByOption = USER,
 ) -> None:
-    """Stop a node's remediation where it stands. Exit 2 when it finished or is stopping."""
+    """Stop a node's remediation where it stands. An abort after an abort is harmless (exit 0,
+    "already stopped"); exit 2 when the ladder finished otherwise or is being cleared."""
     from remedy.remediation import AbortRequest
 
     def request(identity: str) -> AbortRequest:
         return AbortRequest(by=by, reason=reason, restore=restore, identity=identity)
 
+    ended = _aborted_already(address, node)
+    if ended:
+        typer.echo(f"{node}: already stopped: ladder aborted: {ended}")
+        return
     _say_stopped(node, "abort", by, _decide_node(address, node, ABORT_LADDER, ABORT, request))
+
+
+def _aborted_already(address: str | None, node: str) -> str:
+    """The detail of the node's last ladder if it ended aborted (else empty)."""
+    from temporalio.client import WorkflowExecutionStatus
+
+    from contract.names import remediation_workflow_id
+    from remedy.remediation import Outcome, RemediationResult
+
+    async def ended(client: Client, handle: WorkflowHandle[Any, Any]) -> str:
+        if (await handle.describe()).status is not WorkflowExecutionStatus.COMPLETED:
+            return ""
+        typed = client.get_workflow_handle(handle.id, result_type=RemediationResult)
+        result = await typed.result()
+        return result.detail if result.outcome is Outcome.ABORTED else ""
+
+    missing = f"{node}: no running remediation"
+    return _on_workflow(address, remediation_workflow_id(node), ended, missing)
 
 
 def clear(
@@ -196,6 +219,9 @@ def clear(
 def _say_stopped(node: str, verb: str, by: str, done: StopResult | None) -> None:
     if done is None:
         typer.echo(f"{node}: {verb} sent by {by}")
+    elif done.already:
+        ended = f"ladder {done.outcome.value}" if done.outcome else f"still {done.phase.value}"
+        typer.echo(f"{node}: already stopped by {done.already} ({ended})")
     elif done.outcome is None:
         typer.echo(f"{node}: {verb} accepted; the ladder is still stopping ({done.phase.value})")
     else:

@@ -1,0 +1,99 @@
+"""A rung that needs the node drained (reset, reboot, replace) never runs after a failed drain
+unless the runbook or a person says so: the drain is tried once more, then ``if_drain_failed``
+— ask (the default), stop, or force."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from temporalio.testing import WorkflowEnvironment
+
+from adapters.sim import SimFleet
+from contract.messages import APPROVE_RUNG
+from remedy.errors import DrainBlocked, TransientError
+from remedy.models import Action
+from remedy.remediation import ApproveRequest, AttemptResult, Outcome, Phase
+from remedy.runbook import Match, Runbook, Rung
+from remedy.runbook.schema import IfDrainFailed
+from tests.conftest import running_workers
+from tests.ladder import report, wait_for_phase
+
+NODE = "gpu-node-001"
+DONE, FAILED, VERIFIED = AttemptResult.DONE, AttemptResult.FAILED, AttemptResult.VERIFIED
+BLOCKED = DrainBlocked("a PodDisruptionBudget forbids the eviction")
+
+
+def drain_then_reboot(if_drain_failed: IfDrainFailed = IfDrainFailed.ASK) -> Runbook:
+    return Runbook(
+        name="drain-then-reboot",
+        match=[Match(xids=[79])],
+        ladder=[
+            Rung(action=Action.DRAIN, timeout=timedelta(minutes=5)),
+            Rung(
+                action=Action.REBOOT,
+                approval_timeout=timedelta(hours=1),
+                if_drain_failed=if_drain_failed,
+            ),
+        ],
+    )
+
+
+async def test_a_person_may_let_a_rung_run_on_the_undrained_node(
+    time_env: WorkflowEnvironment, fleet: SimFleet
+) -> None:
+    fleet.break_action("drain", BLOCKED)
+    finding = fleet.inject(NODE, "gpu_lost", gpu=3)
+    async with running_workers(time_env.client, fleet) as queues:
+        handle = await report(time_env.client, queues, finding, drain_then_reboot())
+        waiting = await wait_for_phase(time_env, handle, Phase.AWAITING_APPROVAL)
+        assert "reboot" not in [a for _, a in fleet.actions]  # nothing ran while it asked
+        assert waiting.rung == 1
+        approved = await APPROVE_RUNG.execute(handle, ApproveRequest(by="alice", note="ok"))
+        result = await handle.result()
+    assert approved.rung == 1 and approved.action is Action.REBOOT
+    ladder = [(a.action, a.result) for a in result.attempts if a.rung >= 0]
+    assert ladder == [(Action.DRAIN, FAILED), (Action.DRAIN, FAILED), (Action.REBOOT, VERIFIED)]
+    assert "ran on an undrained node, approved by alice" in result.attempts[-2].detail
+    assert result.outcome is Outcome.RECOVERED
+
+
+@pytest.mark.parametrize(
+    ("mode", "outcome", "rebooted"),
+    [
+        (IfDrainFailed.ASK, Outcome.NEEDS_HUMAN, False),  # nobody approved within the hour
+        (IfDrainFailed.STOP, Outcome.NEEDS_HUMAN, False),
+        (IfDrainFailed.FORCE, Outcome.RECOVERED, True),
+    ],
+)
+async def test_what_a_rung_does_after_a_failed_drain(
+    time_env: WorkflowEnvironment,
+    fleet: SimFleet,
+    mode: IfDrainFailed,
+    outcome: Outcome,
+    rebooted: bool,
+) -> None:
+    fleet.break_action("drain", BLOCKED)
+    finding = fleet.inject(NODE, "gpu_lost", gpu=3)
+    async with running_workers(time_env.client, fleet) as queues:
+        handle = await report(time_env.client, queues, finding, drain_then_reboot(mode))
+        result = await handle.result()
+    assert result.outcome is outcome, result.detail
+    assert ("reboot" in [a for _, a in fleet.actions]) is rebooted
+    assert fleet.node(NODE).unschedulable is not rebooted  # held cordoned for the person
+    if mode is IfDrainFailed.FORCE:
+        assert "if_drain_failed: force" in result.attempts[-2].detail
+
+
+async def test_a_drain_that_works_the_second_time_lets_the_rung_run(
+    time_env: WorkflowEnvironment, fleet: SimFleet
+) -> None:
+    fleet.fail_next("drain", TransientError("API server unavailable"), times=3)  # the rung's 3
+    finding = fleet.inject(NODE, "gpu_lost", gpu=3)
+    async with running_workers(time_env.client, fleet) as queues:
+        handle = await report(time_env.client, queues, finding, drain_then_reboot())
+        result = await handle.result()
+    ladder = [(a.action, a.result) for a in result.attempts if a.rung >= 0]
+    assert ladder == [(Action.DRAIN, FAILED), (Action.DRAIN, DONE), (Action.REBOOT, VERIFIED)]
+    assert [a for _, a in fleet.actions] == ["cordon", "drain", "reboot", "restore"]
+    assert result.outcome is Outcome.RECOVERED

@@ -1,0 +1,155 @@
+"""When a ladder changes runbooks after it began: a worse fault takes over at the next rung
+boundary (escalation), and once the trigger's fault is verified gone, a fault on another part
+of the node (another GPU, a NIC) comes next with its own runbook, instead of a recovery that
+would give the node back with it.
+
+Reports come in as signals (``note``); the ladder acts on them only between rungs
+(``take_over`` before a rung, ``next_fault`` after a verified one). A switch keeps what is done
+and lasting (the cordon, a drain, a killed job: ``remedy.actions``) and starts the new runbook's
+ladder at its first rung that is not. Deterministic: the only I/O is the controller's runbook
+match for a fault that only the verification probe showed.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from temporalio import workflow
+from temporalio.exceptions import ActivityError
+
+from contract import activities as act
+from workflows.common import RIDE_OUT, cause_of
+from workflows.node_steps import NodeSteps
+from workflows.remediation_view import RemediationView
+
+with workflow.unsafe.imports_passed_through():
+    from remedy import vocabulary
+    from remedy.actions import ACTIONS
+    from remedy.models import Finding
+    from remedy.remediation import (
+        Escalation,
+        FindingReport,
+        Phase,
+        RemediationState,
+        outranks,
+    )
+    from remedy.runbook.schema import Runbook
+    from remedy.verification import on_part_of, other_parts
+
+# workflow.patched: runs from before kept such reports as findings and never acted on them.
+CHANGE_RUNBOOKS = "change-runbooks-mid-ladder"
+MATCH_CALL = timedelta(seconds=30)
+
+
+class RunbookChanges:
+    def __init__(self, state: RemediationState, steps: NodeSteps, view: RemediationView) -> None:
+        self._state, self._steps, self._view = state, steps, view
+
+    def note(self, report: FindingReport) -> None:
+        """A report that came in after the ladder began and did not take over at once: kept
+        when it is worse than the trigger or about another part. One about the trigger's part
+        and no worse is only recorded: the rungs acting on that part answer for it."""
+        state = self._state
+        if state.runbook is None or state.trigger is None or state.phase is Phase.DONE:
+            return
+        if on_part_of(state.trigger, report.finding) and not state.outranks_trigger(report):
+            return
+        state.keep_pending(report)
+
+    def worse_waiting(self) -> bool:
+        """A kept report is worse than the trigger: the ladder should switch at the next
+        boundary (a wait for an approval or a lease ends for it)."""
+        state = self._state
+        return bool(
+            state.pending
+            and state.trigger is not None
+            and state.runbook is not None
+            and outranks(state.pending[0], state.trigger, state.runbook)
+        )
+
+    async def take_over(self) -> bool:
+        """Before a rung: switch to the worst kept report if it outranks the trigger."""
+        if not self.worse_waiting() or not workflow.patched(CHANGE_RUNBOOKS):
+            return False
+        await self._switch(self._state.pending[0], "escalated")
+        return True
+
+    async def next_fault(self) -> bool:
+        """After a rung verified the trigger's part healthy: another part's fault, kept from a
+        report or seen by the last probe, is next (with its runbook). False: none is left."""
+        state = self._state
+        if not workflow.patched(CHANGE_RUNBOOKS):
+            return False
+        assert state.trigger is not None
+        probe = state.last_probe
+        seen = other_parts(state.trigger, probe) if probe else []
+        state.pending = [p for p in state.pending if _still_there(p.finding, seen)]
+        if not state.pending:
+            unreported = seen[0] if seen else None
+            if unreported is None:
+                return False
+            runbook = await self._runbook_for(unreported)
+            if runbook is None:
+                return False  # informational: nothing to do for it
+            state.keep_pending(FindingReport(finding=unreported, runbook=runbook))
+        await self._switch(state.pending[0], "continued")
+        return True
+
+    async def _switch(self, report: FindingReport, kind: str) -> None:
+        state = self._state
+        assert state.runbook is not None
+        state.pending = [p for p in state.pending if p is not report]
+        start = _first_not_done(report.runbook, state)
+        state.escalations = [
+            *state.escalations,
+            Escalation(
+                at=workflow.now(),
+                from_runbook=state.runbook.name,
+                to_runbook=report.runbook.name,
+                because=report.finding.headline(),
+                kind=kind,
+                from_rung=state.rung,
+                to_rung=start,
+            ),
+        ]
+        state.runbook, state.trigger = report.runbook, report.finding
+        state.epoch += 1
+        state.rung, state.prepare, state.resumed = start, [], ""
+        state.fault_confirmed = False
+        workflow.logger.info("%s: %s", state.node.name, state.escalations[-1].describe())
+        if report.runbook.cordon and state.cordon is None:
+            await self._steps.cordon("finding: " + report.finding.headline())
+        self._view.enter(Phase.ACTING)
+
+    async def _runbook_for(self, finding: Finding) -> Runbook | None:
+        """The controller's runbook for a fault no report brought (the default one for an
+        unhealthy fault no runbook names). Unreachable: the default's cautious way, a person."""
+        try:
+            matched = await act.MATCH_RUNBOOK.execute(
+                finding,
+                start_to_close_timeout=MATCH_CALL,
+                **RIDE_OUT,
+                summary=f"runbook for {finding.headline()}",
+            )
+        except ActivityError as err:
+            workflow.logger.warning("no runbook for %s: %s", finding.headline(), cause_of(err))
+            return None
+        return matched.runbook
+
+
+def _still_there(finding: Finding, seen: list[Finding]) -> bool:
+    """A kept fault a probe can see is gone when the last probe no longer shows it; one only an
+    event shows (most Xids) stays until its ladder runs."""
+    if not vocabulary.seen_by_probe(finding.check, finding.reason):
+        return True
+    return any(f.reason == finding.reason and on_part_of(finding, f) for f in seen)
+
+
+def _first_not_done(runbook: Runbook, state: RemediationState) -> int:
+    """The new ladder starts past its leading rungs whose lasting effect is already there
+    (a drain that succeeded under the old runbook is not done again)."""
+    done = {a.action for a in state.attempts if a.succeeded and ACTIONS[a.action].lasting}
+    start = 0
+    while start < len(runbook.ladder) and runbook.ladder[start].action in done:
+        start += 1
+    return start

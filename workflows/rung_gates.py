@@ -1,0 +1,134 @@
+"""What must hold before a rung acts, besides the lease: a person's approval where the runbook
+asks for one, the fault still there (``confirm_fault``), and, for a rung that needs the node's
+pods gone (reset, reboot, replace), a drain that did not fail — else the drain once more, then
+what the rung's ``if_drain_failed`` says: ask a person (the default), stop, or force.
+
+A wait for a person ends early with ``Interrupted`` when a worse fault came (the ladder
+switches runbooks first). Deterministic: the clock is workflow.now(), waits are conditions
+with timeouts, the drain and the probe are activities.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import timedelta
+
+from temporalio import workflow
+from temporalio.exceptions import ActivityError
+
+from workflows.common import Interrupted, LadderStop, cause_of
+from workflows.node_steps import NodeSteps
+from workflows.remediation_view import RemediationView
+
+with workflow.unsafe.imports_passed_through():
+    from remedy import vocabulary
+    from remedy.actions import ACTIONS
+    from remedy.durations import format_duration
+    from remedy.models import Action
+    from remedy.remediation import AttemptResult, Consent, Outcome, Phase, RemediationState
+    from remedy.runbook.schema import Approval as ApprovalMode
+    from remedy.runbook.schema import IfDrainFailed, Rung
+
+CONFIRM_FAULT = "confirm-fault-before-disrupting"  # workflow.patched: runs before acted at once
+
+
+class RungGates:
+    def __init__(
+        self,
+        state: RemediationState,
+        steps: NodeSteps,
+        view: RemediationView,
+        interrupted: Callable[[], bool],
+    ) -> None:
+        self._state, self._steps, self._view = state, steps, view
+        self._interrupted = interrupted
+
+    async def approval(self, index: int, rung: Rung) -> None:
+        """The rung's own approval, when its runbook asks for one."""
+        if rung.approval is ApprovalMode.REQUIRED and not self._state.approved(index):
+            await self._ask(index, rung, Consent.RUNG, f"approval for {rung.action.value}")
+
+    async def drained(self, index: int, rung: Rung) -> str:
+        """For a rung that needs a drained node, after the ladder's drain failed: the drain
+        again, then ``if_drain_failed``. Returns what the rung's attempt should say of it."""
+        if not ACTIONS[rung.action].needs_drained or not self._drain_failed():
+            return ""
+        action = rung.action.value
+        failed = await self._drain_again(rung)
+        if failed is None:
+            return ""
+        because = f"the drain failed ({failed}); {action} needs the node drained"
+        match rung.if_drain_failed:
+            case IfDrainFailed.FORCE:
+                return f"; ran on an undrained node ({because}; if_drain_failed: force)"
+            case IfDrainFailed.STOP:
+                await self._steps.hold_cordoned()
+                raise LadderStop(Outcome.NEEDS_HUMAN, f"{because}; held for a person")
+        await self._ask(index, rung, Consent.UNDRAINED, f"approval to {action} undrained")
+        who = next(a.who for a in reversed(self._state.approvals) if a.rung == index)
+        return f"; ran on an undrained node, approved by {who} ({because})"
+
+    async def confirm_fault(self) -> None:
+        """With no tolerance window the ladder acts on the report alone, and a report can be
+        stale (sent again, delayed): before the first disruptive rung, a fault a re-probe can
+        see must still be there."""
+        state = self._state
+        assert state.runbook is not None and state.trigger is not None
+        trigger = state.trigger
+        if (
+            state.fault_confirmed
+            or state.runbook.tolerance > timedelta(0)
+            or not vocabulary.seen_by_probe(trigger.check, trigger.reason)
+            or not workflow.patched(CONFIRM_FAULT)
+        ):
+            return
+        state.fault_confirmed = True
+        if (await self._steps.probe()).healthy:
+            raise LadderStop(Outcome.CLEARED, "the fault was gone before the first disruptive rung")
+
+    def _drain_failed(self) -> bool:
+        drains = [a for a in self._state.attempts if a.action is Action.DRAIN and a.rung >= 0]
+        return bool(drains) and not drains[-1].succeeded
+
+    async def _drain_again(self, before: Rung) -> str | None:
+        """The ladder's drain rung once more (its own timeout and retries): None when it
+        drained the node, else why not."""
+        state = self._state
+        assert state.runbook is not None
+        ladder = state.runbook.ladder
+        index = next((i for i, r in enumerate(ladder) if r.action is Action.DRAIN), None)
+        rung = ladder[index] if index is not None else Rung(action=Action.DRAIN)
+        at = index if index is not None else state.rung
+        started = workflow.now()
+        self._view.enter(Phase.ACTING)
+        try:
+            result = await self._steps.act(rung, index=at)
+        except ActivityError as err:
+            detail, ok = cause_of(err), False
+        else:
+            detail, ok = result.detail, result.ok
+        verdict = AttemptResult.DONE if ok else AttemptResult.FAILED
+        why = f"again before {before.action.value}: {detail}"
+        self._view.record(at, Action.DRAIN, started, verdict, why)
+        return None if ok else detail
+
+    async def _ask(self, index: int, rung: Rung, consent: Consent, what: str) -> None:
+        state = self._state
+        state.consent = consent
+        self._view.enter(Phase.AWAITING_APPROVAL)
+        asked = workflow.now()
+        try:
+            await workflow.wait_condition(
+                lambda: state.approved(index, consent) or self._interrupted(),
+                timeout=rung.approval_timeout,
+                timeout_summary=f"{what} (times out in {format_duration(rung.approval_timeout)})",
+            )
+        except TimeoutError:
+            detail = f"no {what} within {format_duration(rung.approval_timeout)}"
+            self._view.record(index, rung.action, asked, AttemptResult.APPROVAL_TIMED_OUT, detail)
+            await self._steps.hold_cordoned()
+            raise LadderStop(Outcome.NEEDS_HUMAN, detail) from None
+        finally:
+            state.consent = Consent.RUNG
+        if not state.approved(index, consent):
+            raise Interrupted(f"a worse fault came while waiting for {what}")
