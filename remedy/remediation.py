@@ -183,6 +183,7 @@ class RemediationState(BaseModel):
     attempts: list[Attempt] = []
     approvals: list[Approval] = []
     cordon: CordonState | None = None
+    cordon_asked: bool = False  # a cordon was sent: it may have landed though no answer came
     resumed: str = ""  # why the ladder started above its first rung (remedy/recurrence.py)
     prepare: list[int] = []  # the rungs a resumed ladder runs first (they clear the node)
     fault_confirmed: bool = False  # a re-probe saw the fault before the first disruptive rung

@@ -52,6 +52,7 @@ with workflow.unsafe.imports_passed_through():
     from remedy.runbook.schema import Rung
 
 FIRST_REPORT_TIMEOUT = timedelta(minutes=5)
+GAVE_BACK = (Outcome.RECOVERED, Outcome.CLEARED)  # the node back in service: nobody holds it
 # workflow.patched ids: runs started before each existed differ.
 DISRUPTION_BUDGET = "disruption-budget-leases"
 HARDWARE_RECORD = "hardware-record-incidents"
@@ -323,6 +324,7 @@ class NodeRemediation(OperatorMessages):  # approve, clear, abort: workflows.ope
             await self._steps.record_incidents(outcome)
         if workflow.patched(PUBLISH_CONDITIONS):
             await self._steps.publish_healthy()
+        self._next_ladder_if_left_over(outcome)
         last = state.attempts[-1] if state.attempts else None
         if last and last.action is Action.RESTORE and last.result is AttemptResult.FAILED:
             detail += "; could not uncordon: the node stays cordoned and marked as remedy's"
@@ -340,6 +342,30 @@ class NodeRemediation(OperatorMessages):  # approve, clear, abort: workflows.ope
             attempts=state.attempts,
             handled=_handled(self._input.handled_before, state.findings),
             approvals=state.approvals,
+        )
+
+    def _next_ladder_if_left_over(self, outcome: Outcome) -> None:
+        """A report kept for later that this ladder never reached (it came as the ladder
+        gave the node back) starts the node's next ladder at once, in a new run: never lost."""
+        if not self._at_once or self._stop_request is not None or outcome not in GAVE_BACK:
+            return
+        report = self._changes.left_over()
+        if report is None:
+            return
+        state = self._state
+        workflow.logger.info("%s: next ladder for %s", state.node.name, report.finding.headline())
+        fresh = RemediationState(
+            node=state.node,
+            runbook=report.runbook,
+            trigger=report.finding,
+            findings=[report.finding],
+            reports_received=1,
+            pending=[p for p in state.pending if p is not report],
+            runs=state.runs + 1,
+        )
+        handled = _handled(self._input.handled_before, state.findings)
+        workflow.continue_as_new(
+            self._input.model_copy(update={"state": fresh, "handled_before": handled})
         )
 
     def _continue_as_new_if_suggested(self) -> None:

@@ -70,6 +70,7 @@ REPLACE_ONCE = "replace-once-per-node-object"
 RETURN_AFTER_FAILED_RELEASE = "return-gpus-after-a-failed-release"
 DIAGNOSE_EVERY_GPU = "diagnose-every-gpu"  # before: only the GPUs the findings named
 WAIT_FOR_CANCELLED = "wait-for-a-cancelled-drain"  # before: the ladder ended while it ran
+UNANSWERED = "restore-after-an-unanswered-cordon"  # before: such a cordon stayed, unowned
 END_IF_GONE = "end-when-the-node-is-gone"  # before: a failed cordon, and the ladder went on
 # Outcomes that count against the GPU: a fault that cleared by itself, or an abort, does not.
 INCIDENT_OUTCOMES = (Outcome.RECOVERED, Outcome.REPLACED, Outcome.NEEDS_HUMAN)
@@ -276,6 +277,7 @@ class NodeSteps:
                 metrics.node_cordoned(self._state.node.pool)
             return result.state.value
 
+        self._state.cordon_asked = True
         await self._outside_ladder(act.CORDON, Action.CORDON, reason, held)
 
     async def hold_cordoned(self) -> None:
@@ -284,7 +286,11 @@ class NodeSteps:
             await self.cordon("needs a human")
 
     async def restore(self) -> None:
-        if not self._state.cordoned_by_remedy:
+        state = self._state
+        # A cordon sent whose answer never came (cancelled by an abort or clear, or past its
+        # deadline) may have landed: the restore undoes only remedy's own cordon, so ask it.
+        unanswered = state.cordon is None and state.cordon_asked
+        if not state.cordoned_by_remedy and not (unanswered and workflow.patched(UNANSWERED)):
             return  # never undo a cordon someone else set
         self._view.enter(Phase.RESTORING)
         # A failure leaves the node cordoned and annotated as remedy's: owned, and visible.

@@ -95,6 +95,17 @@ class RunbookChanges:
         await self._switch(state.pending[0], "continued")
         return True
 
+    def left_over(self) -> FindingReport | None:
+        """At the end of a ladder that gave the node back: a kept report still there, which
+        the node's next ladder must take (a worse one that came as this one finished)."""
+        state = self._state
+        if state.trigger is None:
+            return None
+        probe = state.last_probe
+        seen = other_parts(state.trigger, probe) if probe else []
+        left = [p for p in state.pending if _still_there(p.finding, seen)]
+        return left[0] if left else None
+
     async def _switch(self, report: FindingReport, kind: str) -> None:
         state = self._state
         assert state.runbook is not None
