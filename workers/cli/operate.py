@@ -26,6 +26,7 @@ from contract.messages import (
     CLOSE_BREAKER,
     GUARD_STATUS,
     LEASE_RELEASE,
+    RELEASE_HOLD,
     RELEASE_JOB,
     RESUME_JOB,
     RESUME_POOL,
@@ -68,17 +69,6 @@ def _on_workflow(
     except RPCError as exc:
         typer.echo(f"error: {missing} ({exc})", err=True)
         raise typer.Exit(2) from None
-
-
-def _signal(
-    address: str | None, workflow_id: str, signal: SignalDef[P], arg: P, missing: str
-) -> None:
-    """Signal a running workflow; exit 2 with ``missing`` when there is none."""
-
-    async def send(_: Client, handle: WorkflowHandle[Any, Any]) -> None:
-        await signal.send(handle, arg)
-
-    _on_workflow(address, workflow_id, send, missing)
 
 
 def _decide(
@@ -289,18 +279,30 @@ def release_hold(
     address: AddressOption = None,
 ) -> None:
     """Stop counting a node left for a person against its pool's disruption budget (it ends
-    by itself when remedy's cordon goes from the node)."""
+    by itself when remedy's cordon goes from the node). Exit 2 when the node is not held for
+    a person (the answer lists what holds the pool's share)."""
     from contract.names import budget_workflow_id
     from remedy.budget import HELD_FOR_HUMAN, LeaseRelease
 
-    _signal(
+    def request(_: str) -> LeaseRelease:
+        return LeaseRelease(holder=HELD_FOR_HUMAN + node)
+
+    done = _decide(
         address,
         budget_workflow_id(pool),
+        RELEASE_HOLD,
         LEASE_RELEASE,
-        LeaseRelease(holder=HELD_FOR_HUMAN + node),
+        request,
+        f"pool {pool}",
         f"pool {pool}: no disruption budget",
     )
-    typer.echo(f"pool {pool}: {node} no longer held")
+    if done is None:
+        typer.echo(f"pool {pool}: release of {node} sent")
+    else:
+        typer.echo(
+            f"pool {pool}: {node} no longer held; {len(done.held)} held for a person, "
+            f"{done.holders} leases held, {done.waiting} waiting"
+        )
 
 
 def resume_job(
