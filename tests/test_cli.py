@@ -182,6 +182,28 @@ async def test_trigger_refuses_a_node_the_cluster_does_not_have(
     assert [a.action for a in result.attempts if a.rung >= 0] == []  # nothing else was tried
 
 
+async def test_trigger_with_no_controller_says_the_finding_waits(
+    dev_env: WorkflowEnvironment,
+) -> None:
+    client = dev_env.client
+    node, queue = f"idle-{uuid.uuid4().hex[:6]}", f"nobody-{uuid.uuid4().hex[:6]}"
+    try:
+        said = await cli(
+            "trigger",
+            node,
+            *("--runbook", "gpu-memory-ecc", "--task-queue", queue),
+            *("--address", client.service_client.config.target_host),
+        )
+    finally:
+        with contextlib.suppress(RPCError):
+            await client.get_workflow_handle(remediation_workflow_id(node)).terminate()
+    assert said == (
+        0,
+        f"{node}: gpu-memory-ecc → node-remediation/{node} "
+        f"(waiting_for_finding: no controller polls {queue} yet)\n",
+    )
+
+
 def test_python_dash_m_runs_the_same_cli() -> None:
     done = subprocess.run(
         [sys.executable, "-m", "workers", "--help"],

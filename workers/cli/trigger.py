@@ -11,7 +11,11 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Annotated, NamedTuple
 
 import typer
+from temporalio.api.enums.v1 import TaskQueueType
+from temporalio.api.taskqueue.v1 import TaskQueue
+from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
 from temporalio.client import (
+    Client,
     WorkflowExecutionStatus,
     WorkflowFailureError,
     WorkflowHandle,
@@ -73,14 +77,15 @@ def trigger(
     )
 
     async def start() -> tuple[str, Stand]:
+        client = await connect_with(temporal(address), "cli")
         handle = await report_finding(
-            await connect_with(temporal(address), "cli"),
+            client,
             NodeRef(name=node, pool=pool),
             FindingReport(finding=finding, runbook=chosen),
             node_task_queue=node_task_queue or agent_queue(node),
             task_queue=task_queue,
         )
-        return handle.id, await taken(handle, TAKES_WITHIN_S)
+        return handle.id, await taken(client, handle, TAKES_WITHIN_S)
 
     try:
         workflow_id, stand = on_temporal(start())
@@ -96,8 +101,8 @@ def trigger(
 
 
 class Stand(NamedTuple):
-    """Where a ladder stands: its phase (None: still waiting for its finding when the command
-    stopped looking), and how it ended if it did."""
+    """Where a ladder stands: its phase (None: it has not taken its finding yet, ``detail``
+    says why), and how it ended if it did."""
 
     phase: Phase | None
     outcome: Outcome | None = None
@@ -107,32 +112,46 @@ class Stand(NamedTuple):
         if self.outcome is not None:
             return f"ended {self.outcome.value}: {self.detail}"
         if self.phase is None:
-            return (
-                f"still {Phase.WAITING.value} after {TAKES_WITHIN_S:g}s: "
-                "no controller has taken it yet"
-            )
+            return f"{Phase.WAITING.value}: {self.detail}"
         return self.phase.value if self.phase is not Phase.DONE else f"ended: {self.detail}"
 
 
 async def taken(
-    handle: WorkflowHandle[NodeRemediation, RemediationResult], within_s: float
+    client: Client, handle: WorkflowHandle[NodeRemediation, RemediationResult], within_s: float
 ) -> Stand:
-    """Where the ladder stands once it left waiting_for_finding, or ended; its phase None when
-    it still waits after ``within_s`` seconds (a ladder the command joined left it long ago)."""
+    """Where the ladder stands once it left waiting_for_finding, or ended (a ladder the
+    command joined left it long ago). Its phase is None when no controller polls its queue
+    (the finding waits in the workflow until one does), or it still waits after
+    ``within_s`` seconds."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + within_s
     while True:
-        if (await handle.describe()).status is not WorkflowExecutionStatus.RUNNING:
+        described = await handle.describe()
+        if described.status is not WorkflowExecutionStatus.RUNNING:
             return await _ended(handle)
+        if not await _polled(client, described.task_queue):
+            return Stand(None, detail=f"no controller polls {described.task_queue} yet")
         try:
             state = await REMEDIATION_STATE.ask(handle, rpc_timeout=ASK_WITHIN)
         except (RPCError, WorkflowQueryFailedError):
-            state = None  # no worker answered yet: look again
+            state = None  # not answered yet: look again
         if state is not None and (state.outcome is not None or state.phase is not Phase.WAITING):
             return Stand(state.phase, state.outcome, state.outcome_detail)
         if loop.time() >= deadline:
-            return Stand(None)
+            return Stand(None, detail=f"still, after {within_s:g}s")
         await asyncio.sleep(LOOK_EVERY_S)
+
+
+async def _polled(client: Client, queue: str) -> bool:
+    """Whether a worker polled the workflow task queue lately (the server's own record)."""
+    answer = await client.workflow_service.describe_task_queue(
+        DescribeTaskQueueRequest(
+            namespace=client.namespace,
+            task_queue=TaskQueue(name=queue),
+            task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW,
+        )
+    )
+    return bool(answer.pollers)
 
 
 async def _ended(handle: WorkflowHandle[NodeRemediation, RemediationResult]) -> Stand:
