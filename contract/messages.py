@@ -51,6 +51,11 @@ BUDGET_STATE = QueryDef("state", budget.BudgetState, DISRUPTION_BUDGET_WORKFLOW)
 CLOSE_BREAKER = UpdateDef(
     "resume", budget.ResumeRequest, budget.ResumeResult, DISRUPTION_BUDGET_WORKFLOW
 )
+# An operator ends a node's hold for a person (`remedy release-hold`); LEASE_RELEASE, which
+# ladders send, stays the signal it falls back to for a budget from before the update.
+RELEASE_HOLD = UpdateDef(
+    "release_hold", budget.LeaseRelease, budget.HoldReleased, DISRUPTION_BUDGET_WORKFLOW
+)
 
 # -- HardwareRecord: one per GPU serial ---------------------------------------------------------
 INCIDENT = SignalDef("incident", IncidentReport, HARDWARE_RECORD_WORKFLOW)

@@ -183,6 +183,17 @@ class ResumeResult(BaseModel):
     waiting: int
 
 
+class HoldReleased(BaseModel):
+    """What an operator's release of a node held for a person did: the pool after it (the
+    leases granted on the share it freed included)."""
+
+    pool: str
+    node: str
+    held: list[str]  # the nodes still held for a person
+    holders: int
+    waiting: int
+
+
 class BudgetState(BaseModel):
     pool: str
     policy: BudgetPolicy = BudgetPolicy()
@@ -220,6 +231,18 @@ class BudgetState(BaseModel):
             covered = any(le.node == name and le.holder != holder for le in self.holders)
             if not covered and all(h.node != name for h in self.held):
                 self.held = [*self.held, HumanHold(node=name, since=since)]
+
+    def why_not_release(self, holder: str) -> str:
+        """Why an operator's release of ``holder`` would change nothing (empty: it would). Only
+        a hold for a person is theirs to release: with gpu-2 held and a ladder's lease on gpu-4,
+        releasing ``held-for-human/gpu-7`` answers "gpu-7 is not held for a person (holders:
+        gpu-2 (held for a person), gpu-4 (lease))"."""
+        if any(h.holder == holder for h in self.held):
+            return ""
+        holders = [f"{h.node} (held for a person)" for h in self.held]
+        holders += [f"{lease.node} (lease)" for lease in self.holders]
+        node = holder.removeprefix(HELD_FOR_HUMAN)
+        return f"{node} is not held for a person (holders: {', '.join(holders) or 'none'})"
 
     def waiting_on_held(self) -> list[LeaseRequest]:
         """Requests for nodes that became held while they waited: each takes its hold over."""

@@ -41,8 +41,10 @@ class Dependency(StrEnum):
     NIC_CONFIG = "nic_config"
 
 
-# What each dependency enables, and whether checking it spawns a process (the agent checks
-# those at start and every few minutes, the rest with every probe).
+# What each dependency enables, and whether checking it may spawn a process (the agent checks
+# those at start and every few minutes, the rest with every probe): the reboot path, DCGM's host
+# engine, and the kernel log (the journal is asked; the probe reports a log it cannot read
+# meanwhile, as KernelLogUnreadable).
 ENABLES: dict[Dependency, tuple[Ability, ...]] = {
     Dependency.NVML: (Ability.PROBE,),
     Dependency.RESET_TOOL: (Ability.RESET_GPU,),
@@ -51,7 +53,7 @@ ENABLES: dict[Dependency, tuple[Ability, ...]] = {
     Dependency.KERNEL_LOG: (Ability.KERNEL_LOG,),
     Dependency.NIC_CONFIG: (Ability.NIC_CHECK,),
 }
-EXPENSIVE = frozenset({Dependency.REBOOT_PATH, Dependency.LOAD_TEST})
+EXPENSIVE = frozenset({Dependency.REBOOT_PATH, Dependency.LOAD_TEST, Dependency.KERNEL_LOG})
 
 
 class DependencyCheck(Frozen):

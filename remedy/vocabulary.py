@@ -30,6 +30,9 @@ class CheckTerms:
     says: str
     reasons: Mapping[str, str]  # reason → what it means
     probe: bool = False  # a re-probe sees the fault while it lasts (an Xid is an event: no)
+    # Its faults often pass by themselves, in minutes: `remedy runbooks validate` warns about a
+    # runbook that disrupts for one at once, with no approval (remedy/runbook/lint.py).
+    transient: bool = False
 
 
 TERMS: tuple[CheckTerms, ...] = (
@@ -68,6 +71,10 @@ TERMS: tuple[CheckTerms, ...] = (
             "GpuOverTemperature": "the GPU is over its temperature limit",
         },
         probe=True,
+        # A slowdown follows load, airflow and power: the probe reports every one as a warning,
+        # the fleet twin's thermal fault passes in two minutes, and the shipped runbook
+        # tolerates ten before it drains.
+        transient=True,
     ),
     CheckTerms(
         "pcie",

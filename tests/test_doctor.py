@@ -15,6 +15,8 @@ from typer.testing import CliRunner
 
 from adapters.host.dependencies import RECHECK_EXPENSIVE_S, HostDependencies, Machine, Setup
 from adapters.host.kernel_log import KernelLogTail
+from adapters.host.kernel_sources import JournalSource
+from adapters.host.nics import INFINIBAND
 from remedy.capabilities import Dependency, DependencyCheck, capabilities_from
 from remedy.gpu import NvmlApi
 from remedy.models import Action
@@ -149,11 +151,70 @@ def test_partial_answers(tmp_path: Path) -> None:
     assert found["reset_tool"].ok
     assert found["reboot_path"].detail == "systemctl is not found on the host"
     assert found["load_test"].ok and "cupy" in found["load_test"].detail
-    assert found["nic_config"].ok
+    assert not found["nic_config"].ok  # 8 expected, none present: not an expectation met
+    assert found["nic_config"].detail.startswith("expects 8 RDMA devices, 0 present")
     assert "gone.log: No such file or directory" in found["kernel_log"].detail
     host.gpus = 8
     found = checks(host, probe=ProbeConfig(expected_gpus=None))
     assert not found["nvml"].ok and "--expected-gpus 8" in found["nvml"].detail
+
+
+def test_the_nic_count_is_held_to_the_expectation(tmp_path: Path) -> None:
+    host = Host(tmp_path)
+    for device in ("mlx5_0", "mlx5_1"):
+        (host.infiniband / device).mkdir(parents=True)
+
+    def nics(expected: int) -> DependencyCheck:
+        return checks(host, probe=ProbeConfig(expected_gpus=8, expected_nics=expected))[
+            "nic_config"
+        ]
+
+    assert nics(2).ok and nics(2).detail == "expects 2 RDMA devices, 2 present"
+    assert not nics(3).ok and "every probe will report NicMissing" in nics(3).detail
+    assert not nics(1).ok and "(--expected-nics 2)" in nics(1).detail
+
+
+def test_the_journal_is_asked_for_no_line_and_a_silent_one_is_missing(tmp_path: Path) -> None:
+    host = Host(tmp_path, tools=["journalctl"])
+    mounted = tmp_path / "host-journal"
+    host.answers[str(mounted)] = (1, f"Failed to open {mounted}: No such file or directory")
+
+    def journal(directory: Path | None) -> DependencyCheck:
+        probe = ProbeConfig(expected_gpus=8, kernel_log=JournalSource(None, directory))
+        return checks(host, probe=probe)["kernel_log"]
+
+    missing = journal(mounted)
+    assert not missing.ok
+    assert missing.detail == (
+        f"journalctl -k -b -n 0 --no-pager -q -D {mounted} exited 1: "
+        f"Failed to open {mounted}: No such file or directory"
+    )
+    assert journal(None).detail == "reading the journal: journalctl answers"
+    assert ["journalctl", "-k", "-b", "-n", "0", "--no-pager", "-q"] in host.ran  # no cursor
+    host.tools.clear()
+    assert journal(None).detail == "journalctl is not on PATH"
+
+
+def test_doctor_tries_the_kernel_log_it_is_given_and_counts_the_nics() -> None:
+    present = len(list(INFINIBAND.iterdir())) if INFINIBAND.is_dir() else 0  # 0 on CI
+    expected = present + 8
+    result = CliRunner().invoke(
+        app,
+        ["doctor", "--json", "--kernel-log", "journal:/nonexistent"]
+        + ["--expected-nics", str(expected)],
+    )
+    body = json.loads(result.output)
+    checked = {c["name"]: c for c in body["checks"]}
+    assert result.exit_code == 1 and not body["ready"]
+    assert not checked["kernel_log"]["ok"], checked["kernel_log"]
+    assert (
+        "nonexistent" in checked["kernel_log"]["detail"]
+        or "not on PATH" in (checked["kernel_log"]["detail"])
+    )
+    assert not checked["nic_config"]["ok"]
+    assert checked["nic_config"]["detail"].startswith(
+        f"expects {expected} RDMA devices, {present} present"
+    )
 
 
 def test_a_systemctl_without_systemd_cannot_reboot(tmp_path: Path) -> None:

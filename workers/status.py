@@ -23,6 +23,7 @@ from contract.names import (
     budget_workflow_id,
     remediation_workflow_id,
 )
+from remedy.admission import AdmissionPhase
 from remedy.budget import BudgetState
 from remedy.fleet import FleetSummary, NodeStatus, PoolSummary
 from remedy.remediation import Phase
@@ -70,15 +71,39 @@ class FleetStatus(BaseModel):
         return any(p.tripped for p in self.pools)
 
 
+STARTING = "starting"  # a ladder that has not published its phase yet
+# Every state a node's row can show: a ladder's phase, an admission's, or what the scan says of
+# a node no workflow owns. ``--state`` keeps the rows whose state contains the word it is given.
+NODE_STATES = (
+    *(p.value for p in Phase),
+    STARTING,
+    *(f"admission: {p.value}" for p in AdmissionPhase),
+    *(s.value for s in NodeStatus),
+)
+
+
+def why_not_state(word: str) -> str:
+    """Why ``--state WORD`` could never keep a row (empty: it could). ``waiting`` is fine (it
+    is part of waiting_for_finding); ``bogus`` is not, and the answer lists the states."""
+    if any(_says(state, word) for state in NODE_STATES):
+        return ""
+    return f"--state {word!r} matches no node state; use one of: " + ", ".join(NODE_STATES)
+
+
+def _says(state: str, word: str) -> bool:
+    """The state contains the word, as stored (needs_human) or as the table shows it."""
+    return word in state or word in state.replace("_", " ")
+
+
 class NodeFilter(BaseModel):
     pool: str | None = None
-    state: str | None = None
+    state: str | None = None  # a word the row's state contains
     awaiting_approval: bool = False
 
     def keeps(self, row: NodeRow) -> bool:
         return (
             (self.pool is None or row.pool == self.pool)
-            and (self.state is None or self.state in row.state)
+            and (self.state is None or _says(row.state, self.state))
             and (not self.awaiting_approval or row.awaiting_approval)
         )
 
@@ -155,7 +180,7 @@ def _row(w: WorkflowExecution) -> NodeRow:
     return NodeRow(
         node=node,
         pool=attrs.get(search_attributes.POOL) or "",
-        state=f"admission: {phase}" if admission else phase or "starting",
+        state=f"admission: {phase}" if admission else phase or STARTING,
         fault=attrs.get(search_attributes.FAULT) or "",
         runbook=attrs.get(search_attributes.RUNBOOK) or "",
         rung=attrs.get(search_attributes.RUNG) or "",

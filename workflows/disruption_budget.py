@@ -25,6 +25,7 @@ from contract.messages import (
     LEASE_RELEASE,
     LEASE_REQUEST,
     NODE_UNHEALTHY,
+    RELEASE_HOLD,
     RESUME_POOL,
 )
 from workflows import metrics
@@ -34,9 +35,11 @@ from workflows.operator_updates import acted
 with workflow.unsafe.imports_passed_through():
     from contract.names import DISRUPTION_BUDGET_WORKFLOW
     from remedy.budget import (
+        HELD_FOR_HUMAN,
         BudgetState,
         HeldCheck,
         HolderCheck,
+        HoldReleased,
         Lease,
         LeaseGrant,
         LeaseRelease,
@@ -92,6 +95,25 @@ class DisruptionBudget:
             if workflow.patched(HUMAN_HOLDS) and state.take_over_hold(waiting, workflow.now()):
                 self._regrant.append(waiting)
         self._changed = True
+
+    @RELEASE_HOLD.handler
+    async def release_hold(self, req: LeaseRelease) -> HoldReleased:
+        """An operator's release of a node held for a person, answered once the loop granted
+        what waited for the share it frees."""
+        self.release(req)
+        await acted(lambda: not self._changed, "the pool grants what waited")
+        state = self._state
+        return HoldReleased(
+            pool=state.pool,
+            node=req.holder.removeprefix(HELD_FOR_HUMAN),
+            held=[h.node for h in state.held],
+            holders=len(state.holders),
+            waiting=len(state.waiting),
+        )
+
+    @RELEASE_HOLD.validator(release_hold)
+    def why_not_release_hold(self, req: LeaseRelease) -> str:
+        return self._state.why_not_release(req.holder)
 
     @NODE_UNHEALTHY.handler
     def node_unhealthy(self, report: UnhealthyReport) -> None:

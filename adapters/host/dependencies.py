@@ -183,19 +183,19 @@ def load_test(setup: Setup, machine: Machine) -> DependencyCheck:
 
 
 def kernel_log(setup: Setup, machine: Machine) -> DependencyCheck:
-    """The configured source can be read (not read: a read moves the agent's cursor)."""
+    """The configured source answers, as the probe will read it: the file or /dev/kmsg opens,
+    the journal answers a read of no line (a read of lines would move the agent's cursor)."""
     source = setup.probe.kernel_log
     if isinstance(source, KernelLogTail | KmsgSource):
         problem = _unreadable(source.path)
         ok, detail = problem is None, problem or f"reading {source.path}"
         return DependencyCheck.of(Dependency.KERNEL_LOG, ok, detail)
-    journalctl = machine.which("journalctl")
     if isinstance(source, JournalSource):
-        ok = journalctl is not None
-        detail = f"reading the journal ({journalctl})" if ok else "journalctl is not on PATH"
-        return DependencyCheck.of(Dependency.KERNEL_LOG, ok, detail)
+        problem = _journal_silent(source, machine)
+        detail = problem or f"reading the {source}: {source.check_command()[0]} answers"
+        return DependencyCheck.of(Dependency.KERNEL_LOG, problem is None, detail)
     here = [str(p) for p in (machine.kmsg, machine.kern_log) if _unreadable(p) is None]
-    here += ["journalctl"] if journalctl else []
+    here += ["journal"] if _journal_silent(JournalSource(), machine) is None else []
     if isinstance(source, AutoSource):
         detail = f"auto: {', '.join(here)}" if here else "auto: no kernel log source can be read"
         return DependencyCheck.of(Dependency.KERNEL_LOG, bool(here), detail)
@@ -209,15 +209,39 @@ def kernel_log(setup: Setup, machine: Machine) -> DependencyCheck:
     )
 
 
+def _journal_silent(source: JournalSource, machine: Machine) -> str | None:
+    """Why the journal gives the probe nothing (no journalctl, no such directory, no journal
+    of this boot), or None when journalctl answers."""
+    command = source.check_command()
+    if machine.which(command[0]) is None:
+        return f"{command[0]} is not on PATH"
+    status, output = machine.run(command)
+    if status != 0:
+        return f"{' '.join(command)} exited {status}: {output or 'no output'}"
+    return None
+
+
 def nic_config(setup: Setup, machine: Machine) -> DependencyCheck:
     probe, infiniband = setup.probe, machine.infiniband
     try:
         devices = sorted(d.name for d in infiniband.iterdir()) if infiniband.is_dir() else []
     except OSError as exc:
         return DependencyCheck.of(Dependency.NIC_CONFIG, False, f"cannot list {infiniband}: {exc}")
-    if probe.expected_nics is not None:
-        detail = f"expects {probe.expected_nics} RDMA devices ({len(devices)} present)"
-        return DependencyCheck.of(Dependency.NIC_CONFIG, True, detail)
+    expected = probe.expected_nics
+    if expected is not None:
+        if len(devices) < expected:
+            detail = (
+                f"expects {expected} RDMA devices, {len(devices)} present: every probe will "
+                "report NicMissing"
+            )
+        elif len(devices) > expected:
+            detail = (
+                f"expects {expected} RDMA devices, {len(devices)} present: a NIC that goes away "
+                f"goes unseen (--expected-nics {len(devices)})"
+            )
+        else:
+            detail = f"expects {expected} RDMA devices, {len(devices)} present"
+        return DependencyCheck.of(Dependency.NIC_CONFIG, len(devices) == expected, detail)
     if not devices:
         return DependencyCheck.of(Dependency.NIC_CONFIG, True, "no RDMA NICs on this node")
     named = ", ".join(devices[:4]) + (", ..." if len(devices) > 4 else "")

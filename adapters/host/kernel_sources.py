@@ -134,8 +134,17 @@ class JournalSource:
 
     def command(self) -> list[str]:
         command = [self._journalctl, "-k", "-b", "-o", "short-iso", "--no-pager", "-q"]
-        command += ["--show-cursor", *(["-D", str(self.directory)] if self.directory else [])]
+        command += ["--show-cursor", *self._mounted()]
         return command + ([f"--after-cursor={self._cursor}"] if self._cursor else [])
+
+    def check_command(self) -> list[str]:
+        """What ``read_new`` asks journald, for no line at all: it fails as the read would (no
+        such directory, no journal of this boot in it, journald unreachable) and moves no
+        cursor (`remedy doctor` runs it)."""
+        return [self._journalctl, "-k", "-b", "-n", "0", "--no-pager", "-q", *self._mounted()]
+
+    def _mounted(self) -> list[str]:
+        return ["-D", str(self.directory)] if self.directory else []
 
     def read_new(self) -> list[str]:
         with self._lock:

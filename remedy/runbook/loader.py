@@ -45,10 +45,28 @@ def runbook_files(paths: Iterable[str | Path]) -> list[Path]:
     return files
 
 
+@dataclass(frozen=True)
+class RunbookSource:
+    """A loaded runbook with where it was written: its file and the line of each field."""
+
+    runbook: Runbook
+    file: str
+    doc: YamlDocument
+
+    def line_of(self, path: tuple[str | int, ...]) -> int:
+        return self.doc.line_of(path)
+
+
 def load_runbooks(paths: Iterable[str | Path]) -> list[Runbook]:
     """Load every runbook under ``paths``: all of them, or RunbookError listing every problem."""
+    return [source.runbook for source in load_runbook_sources(paths)]
+
+
+def load_runbook_sources(paths: Iterable[str | Path]) -> list[RunbookSource]:
+    """``load_runbooks``, each runbook with its file and lines (what `validate` warns about
+    names them)."""
     problems: list[RunbookProblem] = []
-    loaded: list[Runbook] = []
+    loaded: list[RunbookSource] = []
     first_seen: dict[str, str] = {}
     files = runbook_files(paths)
     if not files:
@@ -57,15 +75,16 @@ def load_runbooks(paths: Iterable[str | Path]) -> list[Runbook]:
             or [RunbookProblem("-", 1, "-", "no paths given")]
         )
     for file in files:
-        runbook, file_problems, name_line = _load_file(file)
+        source, file_problems = _load_file(file)
         problems.extend(file_problems)
-        if runbook is None:
+        if source is None:
             continue
+        runbook = source.runbook
         if runbook.name in first_seen:
             problems.append(
                 RunbookProblem(
                     str(file),
-                    name_line,
+                    source.line_of(("name",)),
                     "name",
                     f"duplicate runbook name {runbook.name!r}, "
                     f"first defined in {first_seen[runbook.name]}",
@@ -73,20 +92,20 @@ def load_runbooks(paths: Iterable[str | Path]) -> list[Runbook]:
             )
             continue
         first_seen[runbook.name] = str(file)
-        loaded.append(runbook)
+        loaded.append(source)
     if problems:
         raise RunbookError(problems)
     return loaded
 
 
-def _load_file(file: Path) -> tuple[Runbook | None, list[RunbookProblem], int]:
+def _load_file(file: Path) -> tuple[RunbookSource | None, list[RunbookProblem]]:
     name = str(file)
     try:
         doc = read_yaml(file)
     except (OSError, UnicodeDecodeError) as exc:
-        return None, [RunbookProblem(name, 1, "-", f"cannot read: {exc}")], 1
+        return None, [RunbookProblem(name, 1, "-", f"cannot read: {exc}")]
     except YamlSyntaxError as exc:
-        return None, [RunbookProblem(name, exc.line, "-", str(exc))], 1
+        return None, [RunbookProblem(name, exc.line, "-", str(exc))]
     problems = [
         RunbookProblem(name, line, _dotted(path), "duplicate key") for path, line in doc.duplicates
     ]
@@ -99,15 +118,15 @@ def _load_file(file: Path) -> tuple[Runbook | None, list[RunbookProblem], int]:
                 "a runbook must be a mapping with name, match and ladder",
             )
         )
-        return None, problems, 1
+        return None, problems
     try:
         runbook = Runbook.model_validate(doc.data, extra="forbid", context=AUTHORING)
     except ValidationError as exc:
         problems.extend(_problems_from(name, doc, exc))
-        return None, problems, 1
+        return None, problems
     if problems:
-        return None, problems, 1
-    return runbook, [], doc.line_of(("name",))
+        return None, problems
+    return RunbookSource(runbook, name, doc), []
 
 
 def _problems_from(file: str, doc: YamlDocument, exc: ValidationError) -> list[RunbookProblem]:

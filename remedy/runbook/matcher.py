@@ -48,15 +48,10 @@ class RunbookSet:
         informational finding that no runbook asks for, or an Xid NVIDIA says to ignore, needs
         no remediation (None).
         """
-        finding = with_nvidia_action(finding)
-        if finding.nvidia_action == XidAction.IGNORE:
-            # NVIDIA says nothing is needed (a 74 whose registers are benign, a 154 asking for
-            # "None"): recorded, never remediated, whichever runbook names the code.
+        scoring = as_scored(finding)
+        if scoring is None:
             return None
-        # A runbook that names an Xid by number was written for what that code usually needs;
-        # when the line asked for something else (a 74 whose registers say "report a bug", a
-        # 154 naming a reboot), only a clause naming that action may take it.
-        by_action = _decided_by_its_line(finding)
+        finding, by_action = scoring
         scored = [
             (score, r)
             for r in self._runbooks
@@ -64,7 +59,27 @@ class RunbookSet:
         ]
         if not scored:
             return DEFAULT_RUNBOOK if finding.unhealthy else None
-        return max(scored, key=lambda s: (s[0], s[1].priority, _reverse_name(s[1].name)))[1]
+        return max(scored, key=lambda s: rank(*s))[1]
+
+
+def as_scored(finding: Finding) -> tuple[Finding, bool] | None:
+    """The finding as runbooks are scored against it — NVIDIA's action filled in — and whether
+    only clauses that name that action count; None: nothing is to match it."""
+    finding = with_nvidia_action(finding)
+    if finding.nvidia_action == XidAction.IGNORE:
+        # NVIDIA says nothing is needed (a 74 whose registers are benign, a 154 asking for
+        # "None"): recorded, never remediated, whichever runbook names the code.
+        return None
+    # A runbook that names an Xid by number was written for what that code usually needs;
+    # when the line asked for something else (a 74 whose registers say "report a bug", a
+    # 154 naming a reboot), only a clause naming that action may take it.
+    return finding, _decided_by_its_line(finding)
+
+
+def rank(score: int, runbook: Runbook) -> tuple[int, int, tuple[int, ...]]:
+    """The tie-break among matching runbooks, highest first: the most specific, then the
+    highest priority, then the alphabetically first name."""
+    return score, runbook.priority, _reverse_name(runbook.name)
 
 
 def with_nvidia_action(finding: Finding) -> Finding:

@@ -240,12 +240,17 @@ class Runbook(Authored):
         """How narrowly this runbook matches the finding (None: it does not match).
         ``by_action``: only clauses that name NVIDIA's action count (the Xid's line asked for
         something other than what its code usually needs)."""
-        scores = [
-            m.specificity
-            for m in self.match
+        scores = self.clause_scores(finding, by_action)
+        return max(scores.values()) if scores else None
+
+    def clause_scores(self, finding: Finding, by_action: bool = False) -> dict[int, int]:
+        """Each clause that matches the finding, by its place in ``match``, with its
+        specificity."""
+        return {
+            i: m.specificity
+            for i, m in enumerate(self.match)
             if (m.nvidia_actions or not by_action) and m.matches(finding)
-        ]
-        return max(scores) if scores else None
+        }
 
     @model_validator(mode="after")
     def _check(self) -> Runbook:

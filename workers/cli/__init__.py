@@ -2,9 +2,10 @@
 
 The commands live by group: runbooks.py (`remedy runbooks ...`), xid.py (`remedy xid ...`),
 node.py (probe, agent), doctor.py (doctor), controller.py (controller, demo), fleet.py (status,
-show), operate.py (approve, abort, clear, trigger, resume-pool, release-hold, resume-job) and
-codec.py (codec-server); options.py declares the options they share, common.py the helpers and
-connection.py the Temporal connection options `remedy` takes before any command."""
+show), operate.py (approve, abort, clear, resume-pool, release-hold, resume-job), trigger.py
+(trigger) and codec.py (codec-server); options.py declares the options they share, common.py
+the helpers and connection.py the Temporal connection options `remedy` takes before any
+command."""
 
 from __future__ import annotations
 
@@ -13,7 +14,18 @@ import sys
 
 import typer
 
-from workers.cli import codec, connection, controller, doctor, fleet, node, operate, runbooks, xid
+from workers.cli import (
+    codec,
+    connection,
+    controller,
+    doctor,
+    fleet,
+    node,
+    operate,
+    runbooks,
+    trigger,
+    xid,
+)
 
 app = typer.Typer(
     help="remedy keeps GPU fleets healthy.", no_args_is_help=True, pretty_exceptions_enable=False
@@ -30,7 +42,7 @@ app.command()(operate.approve)
 app.command()(operate.abort)
 app.command()(operate.clear)
 app.command()(fleet.show)
-app.command()(operate.trigger)
+app.command()(trigger.trigger)
 app.command("resume-pool")(operate.resume_pool)
 app.command("release-hold")(operate.release_hold)
 app.command("resume-job")(operate.resume_job)

@@ -24,7 +24,8 @@ def status(
     state: Annotated[
         str | None,
         typer.Option(
-            help="Only nodes whose state contains this (e.g. tolerating, needs_human, admission)."
+            help="Only nodes whose state contains this (e.g. tolerating, needs_human, admission); "
+            "a word no state contains is refused with the states (exit 2)."
         ),
     ] = None,
     waiting: Annotated[
@@ -46,12 +47,15 @@ def status(
     """The fleet: each pool's counts, leases and storm breaker (from the latest fleet scan), then
     every node in remediation, in admission or left for a human — state, fault, runbook, rung,
     since when, waiting for approval or not. Exit 0: shown; 3: a pool's storm breaker is
-    tripped; 2: nothing to show (no scan and no such node)."""
+    tripped; 2: nothing to show (no scan and no such node), or a --state no node can be in."""
     from workers.client import connect_with
-    from workers.status import NodeFilter, NoScanYet, fleet_status, show_status
+    from workers.status import NodeFilter, NoScanYet, fleet_status, show_status, why_not_state
 
     if jobs:
         _job_status(address, as_json)
+    if state is not None and (why := why_not_state(state)):
+        typer.echo(f"error: {why}", err=True)
+        raise typer.Exit(2)
     only = NodeFilter(pool=pool, state=state, awaiting_approval=waiting)
 
     async def read() -> FleetStatus:

@@ -1,10 +1,11 @@
-"""`remedy approve`, `abort`, `clear`, `trigger`, `resume-pool`, `release-hold` and
-`resume-job`: an operator acting on running workflows (registered in __init__.py).
+"""`remedy approve`, `abort`, `clear`, `resume-pool`, `release-hold` and `resume-job`: an
+operator acting on running workflows (registered in __init__.py; `trigger` is in trigger.py).
 
-A decision (approve, abort, clear, resume) is a workflow update: the workflow refuses it when
-there is nothing to do (one line, ``error: WHAT: why``, exit 2) or answers with what it did,
-and records the caller's client identity beside ``--by``. A workflow from before the updates
-gets the signal instead, with a note on stderr (no answer comes back from a signal)."""
+A decision (approve, abort, clear, resume, release-hold) is a workflow update: the workflow
+refuses it when there is nothing to do (one line, ``error: WHAT: why``, exit 2) or answers with
+what it did, and records the caller's client identity beside ``--by`` (release-hold has no
+``--by``). A workflow from before the updates gets the signal instead, with a note on stderr
+(no answer comes back from a signal)."""
 
 from __future__ import annotations
 
@@ -26,20 +27,17 @@ from contract.messages import (
     CLOSE_BREAKER,
     GUARD_STATUS,
     LEASE_RELEASE,
+    RELEASE_HOLD,
     RELEASE_JOB,
     RESUME_JOB,
     RESUME_POOL,
 )
-from contract.names import CONTROLLER_TASK_QUEUE
-from remedy.models import NodeRef
-from workers.cli.common import on_temporal, runbook_or_exit
+from workers.cli.common import on_temporal
 from workers.cli.connection import temporal
 from workers.cli.options import (
-    DEFAULT_RUNBOOKS,
     USER,
     AddressOption,
     ByOption,
-    RunbooksOption,
 )
 
 if TYPE_CHECKING:
@@ -68,17 +66,6 @@ def _on_workflow(
     except RPCError as exc:
         typer.echo(f"error: {missing} ({exc})", err=True)
         raise typer.Exit(2) from None
-
-
-def _signal(
-    address: str | None, workflow_id: str, signal: SignalDef[P], arg: P, missing: str
-) -> None:
-    """Signal a running workflow; exit 2 with ``missing`` when there is none."""
-
-    async def send(_: Client, handle: WorkflowHandle[Any, Any]) -> None:
-        await signal.send(handle, arg)
-
-    _on_workflow(address, workflow_id, send, missing)
 
 
 def _decide(
@@ -228,56 +215,6 @@ def _say_stopped(node: str, verb: str, by: str, done: StopResult | None) -> None
         typer.echo(f"{node}: ladder {done.outcome.value}: {done.detail}")
 
 
-def trigger(
-    node: Annotated[str, typer.Argument(help="The node to remediate.")],
-    runbook: Annotated[str, typer.Option(help="The runbook to climb, by name.")],
-    reason: Annotated[str, typer.Option(help="Why (the finding's evidence).")] = "by hand",
-    pool: Annotated[str, typer.Option(help="The node's pool (its disruption budget).")] = "default",
-    address: AddressOption = None,
-    runbooks: RunbooksOption = DEFAULT_RUNBOOKS,
-    task_queue: Annotated[
-        str, typer.Option(help="The controller's task queue.")
-    ] = CONTROLLER_TASK_QUEUE,
-    node_task_queue: Annotated[
-        str | None, typer.Option(help="The node agent's queue (default: remedy-node/<node>).")
-    ] = None,
-) -> None:
-    """Start a remediation by hand, or join the one running on the node."""
-    from datetime import UTC, datetime
-
-    from contract.names import node_task_queue as agent_queue
-    from remedy.models import Finding, Severity
-    from remedy.remediation import FindingReport
-    from workers.client import connect_with, report_finding
-
-    chosen = runbook_or_exit(runbooks, runbook)
-    finding = Finding(
-        node=node,
-        check="manual",
-        reason="ManualTrigger",
-        severity=Severity.CRITICAL,
-        evidence=reason,
-        observed_at=datetime.now(UTC),
-    )
-
-    async def start() -> str:
-        handle = await report_finding(
-            await connect_with(temporal(address), "cli"),
-            NodeRef(name=node, pool=pool),
-            FindingReport(finding=finding, runbook=chosen),
-            node_task_queue=node_task_queue or agent_queue(node),
-            task_queue=task_queue,
-        )
-        return handle.id
-
-    try:
-        workflow_id = on_temporal(start())
-    except RPCError as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(2) from None
-    typer.echo(f"{node}: {chosen.name} → {workflow_id}")
-
-
 def resume_pool(
     pool: Annotated[str, typer.Argument(help="The node pool whose breaker to reset.")],
     address: AddressOption = None,
@@ -315,18 +252,30 @@ def release_hold(
     address: AddressOption = None,
 ) -> None:
     """Stop counting a node left for a person against its pool's disruption budget (it ends
-    by itself when remedy's cordon goes from the node)."""
+    by itself when remedy's cordon goes from the node). Exit 2 when the node is not held for
+    a person (the answer lists what holds the pool's share)."""
     from contract.names import budget_workflow_id
     from remedy.budget import HELD_FOR_HUMAN, LeaseRelease
 
-    _signal(
+    def request(_: str) -> LeaseRelease:
+        return LeaseRelease(holder=HELD_FOR_HUMAN + node)
+
+    done = _decide(
         address,
         budget_workflow_id(pool),
+        RELEASE_HOLD,
         LEASE_RELEASE,
-        LeaseRelease(holder=HELD_FOR_HUMAN + node),
+        request,
+        f"pool {pool}",
         f"pool {pool}: no disruption budget",
     )
-    typer.echo(f"pool {pool}: {node} no longer held")
+    if done is None:
+        typer.echo(f"pool {pool}: release of {node} sent")
+    else:
+        typer.echo(
+            f"pool {pool}: {node} no longer held; {len(done.held)} held for a person, "
+            f"{done.holders} leases held, {done.waiting} waiting"
+        )
 
 
 def resume_job(

@@ -9,8 +9,9 @@ from typing import Annotated
 import typer
 
 from adapters.sim import FAULTS
-from remedy.runbook import RunbookError, load_runbooks
+from remedy.runbook import RunbookError
 from remedy.runbook.advice import disagreements
+from remedy.runbook.loader import load_runbook_sources
 from remedy.xid import load_catalog
 from workers.cli.common import runbook_or_exit
 from workers.cli.options import DEFAULT_RUNBOOKS, JsonOption, RunbooksOption
@@ -23,10 +24,18 @@ NameArgument = Annotated[str, typer.Argument(help="The runbook's name.")]
 @app.command("validate")
 def validate(
     paths: Annotated[list[Path], typer.Argument(help="Runbook files or folders.")],
+    strict: Annotated[
+        bool, typer.Option("--strict", help="Exit 1 when there is any warning, too.")
+    ] = False,
 ) -> None:
-    """Check runbooks: exit 0 when all are valid, else one FILE:LINE: FIELD: message per error."""
+    """Check runbooks: exit 0 when all are valid, else one FILE:LINE: FIELD: message per error
+    and exit 1. Warnings (a disruptive rung with no approval for a fault that passes by itself,
+    an empty ladder that does next to nothing, two runbooks that match a finding alike, a ladder
+    against NVIDIA's advice) go to stderr and leave the exit at 0, or make it 1 with --strict."""
+    from remedy.runbook.lint import lint
+
     try:
-        runbooks = load_runbooks(paths)
+        sources = load_runbook_sources(paths)
     except RunbookError as exc:
         for problem in exc.problems:
             typer.echo(str(problem), err=True)
@@ -34,12 +43,18 @@ def validate(
             typer.echo(f"{len(exc.problems)} problems; nothing loaded", err=True)
         raise typer.Exit(1) from None
     catalog = load_catalog()
-    for runbook in runbooks:
+    warnings = [str(w) for w in lint(sources)]
+    for source in sources:
+        runbook = source.runbook
         ladder = " → ".join(r.action.value for r in runbook.ladder) or "hold for a human"
         typer.echo(f"ok  {runbook.name}: {ladder}")
         # Valid, but not what NVIDIA does first for the Xids it matches: say so, do not refuse.
-        for line in disagreements(runbook, catalog):
-            typer.echo(f"warning: {line}", err=True)
+        warnings += disagreements(runbook, catalog)
+    for line in warnings:
+        typer.echo(f"warning: {line}", err=True)
+    if strict and warnings:
+        typer.echo(f"{len(warnings)} warnings (--strict)", err=True)
+        raise typer.Exit(1)
 
 
 @app.command("explain")

@@ -1,0 +1,162 @@
+"""`remedy trigger`: start a node's remediation by hand, or join the one running, and say where
+the ladder stands once it took the finding (registered in __init__.py).
+
+A ladder whose node the cluster does not have ends ``node_gone`` at once (its cordon finds no
+node): the command then says so and exits 2 rather than reporting a ladder that does nothing."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import timedelta
+from typing import TYPE_CHECKING, Annotated, NamedTuple
+
+import typer
+from temporalio.api.enums.v1 import TaskQueueType
+from temporalio.api.taskqueue.v1 import TaskQueue
+from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
+from temporalio.client import (
+    Client,
+    WorkflowExecutionStatus,
+    WorkflowFailureError,
+    WorkflowHandle,
+    WorkflowQueryFailedError,
+)
+from temporalio.service import RPCError
+
+from contract.messages import REMEDIATION_STATE
+from contract.names import CONTROLLER_TASK_QUEUE
+from remedy.models import NodeRef
+from remedy.remediation import Outcome, Phase
+from workers.cli.common import on_temporal, runbook_or_exit
+from workers.cli.connection import temporal
+from workers.cli.options import DEFAULT_RUNBOOKS, AddressOption, RunbooksOption
+
+if TYPE_CHECKING:
+    from remedy.remediation import RemediationResult
+    from workflows.node_remediation import NodeRemediation
+
+# How long the command waits, in real time, for the ladder to take the finding (its cordon,
+# when the runbook cordons) before it answers with the phase it sees.
+TAKES_WITHIN_S = 30.0
+LOOK_EVERY_S = 0.25
+ASK_WITHIN = timedelta(seconds=2)  # a query no worker answers (no controller yet) gives up
+
+
+def trigger(
+    node: Annotated[str, typer.Argument(help="The node to remediate.")],
+    runbook: Annotated[str, typer.Option(help="The runbook to climb, by name.")],
+    reason: Annotated[str, typer.Option(help="Why (the finding's evidence).")] = "by hand",
+    pool: Annotated[str, typer.Option(help="The node's pool (its disruption budget).")] = "default",
+    address: AddressOption = None,
+    runbooks: RunbooksOption = DEFAULT_RUNBOOKS,
+    task_queue: Annotated[
+        str, typer.Option(help="The controller's task queue.")
+    ] = CONTROLLER_TASK_QUEUE,
+    node_task_queue: Annotated[
+        str | None, typer.Option(help="The node agent's queue (default: remedy-node/<node>).")
+    ] = None,
+) -> None:
+    """Start a remediation by hand, or join the one running on the node; then wait (up to 30 s)
+    for the ladder to take the finding and print its phase. Exit 2 when the cluster has no such
+    node (the ladder ended node_gone), or no runbook has that name."""
+    from datetime import UTC, datetime
+
+    from contract.names import node_task_queue as agent_queue
+    from remedy.models import Finding, Severity
+    from remedy.remediation import FindingReport
+    from workers.client import connect_with, report_finding
+
+    chosen = runbook_or_exit(runbooks, runbook)
+    finding = Finding(
+        node=node,
+        check="manual",
+        reason="ManualTrigger",
+        severity=Severity.CRITICAL,
+        evidence=reason,
+        observed_at=datetime.now(UTC),
+    )
+
+    async def start() -> tuple[str, Stand]:
+        client = await connect_with(temporal(address), "cli")
+        handle = await report_finding(
+            client,
+            NodeRef(name=node, pool=pool),
+            FindingReport(finding=finding, runbook=chosen),
+            node_task_queue=node_task_queue or agent_queue(node),
+            task_queue=task_queue,
+        )
+        return handle.id, await taken(client, handle, TAKES_WITHIN_S)
+
+    try:
+        workflow_id, stand = on_temporal(start())
+    except RPCError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+    if stand.outcome is Outcome.NODE_GONE:
+        typer.echo(
+            f"error: {node}: the cluster has no node {node} (ladder ended node_gone)", err=True
+        )
+        raise typer.Exit(2)
+    typer.echo(f"{node}: {chosen.name} → {workflow_id} ({stand.says()})")
+
+
+class Stand(NamedTuple):
+    """Where a ladder stands: its phase (None: it has not taken its finding yet, ``detail``
+    says why), and how it ended if it did."""
+
+    phase: Phase | None
+    outcome: Outcome | None = None
+    detail: str = ""
+
+    def says(self) -> str:
+        if self.outcome is not None:
+            return f"ended {self.outcome.value}: {self.detail}"
+        if self.phase is None:
+            return f"{Phase.WAITING.value}: {self.detail}"
+        return self.phase.value if self.phase is not Phase.DONE else f"ended: {self.detail}"
+
+
+async def taken(
+    client: Client, handle: WorkflowHandle[NodeRemediation, RemediationResult], within_s: float
+) -> Stand:
+    """Where the ladder stands once it left waiting_for_finding, or ended (a ladder the
+    command joined left it long ago). Its phase is None when no controller polls its queue
+    (the finding waits in the workflow until one does), or it still waits after
+    ``within_s`` seconds."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + within_s
+    while True:
+        described = await handle.describe()
+        if described.status is not WorkflowExecutionStatus.RUNNING:
+            return await _ended(handle)
+        if not await _polled(client, described.task_queue):
+            return Stand(None, detail=f"no controller polls {described.task_queue} yet")
+        try:
+            state = await REMEDIATION_STATE.ask(handle, rpc_timeout=ASK_WITHIN)
+        except (RPCError, WorkflowQueryFailedError):
+            state = None  # not answered yet: look again
+        if state is not None and (state.outcome is not None or state.phase is not Phase.WAITING):
+            return Stand(state.phase, state.outcome, state.outcome_detail)
+        if loop.time() >= deadline:
+            return Stand(None, detail=f"still, after {within_s:g}s")
+        await asyncio.sleep(LOOK_EVERY_S)
+
+
+async def _polled(client: Client, queue: str) -> bool:
+    """Whether a worker polled the workflow task queue lately (the server's own record)."""
+    answer = await client.workflow_service.describe_task_queue(
+        DescribeTaskQueueRequest(
+            namespace=client.namespace,
+            task_queue=TaskQueue(name=queue),
+            task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW,
+        )
+    )
+    return bool(answer.pollers)
+
+
+async def _ended(handle: WorkflowHandle[NodeRemediation, RemediationResult]) -> Stand:
+    try:
+        result = await handle.result()
+    except WorkflowFailureError as err:  # failed or terminated: no outcome to say
+        return Stand(Phase.DONE, detail=f"the workflow did not complete ({err.cause or err})")
+    return Stand(Phase.DONE, result.outcome, result.detail)
