@@ -17,7 +17,8 @@ from typer.testing import CliRunner
 from remedy.remediation import Outcome
 from tests.conftest import ROOT
 from workers.cli import app
-from workers.demo import DemoConfig, run_demo
+from workers.demo_config import DemoConfig
+from workers.demo_run import run_demo
 
 
 async def test_short_demo_starts_workflows_visible_through_the_client(

@@ -269,7 +269,8 @@ def demo(
     active_check_max_age: checks.MaxAgeOption = "10m",
 ) -> None:
     """Run the embedded default: dev Temporal server + Web UI + worker + a simulated GPU fleet."""
-    from workers.demo import DemoConfig, PortInUse, run_demo_on, run_embedded_demo
+    from workers.demo import PortInUse, run_demo_on, run_embedded_demo
+    from workers.demo_config import DemoConfig
 
     active = checks.active_check_policies(
         active_check_every, active_check_interval, active_check_max_age, None
