@@ -80,37 +80,53 @@ async def test_short_demo_starts_workflows_visible_through_the_client(
 
 
 REMEDY = str(Path(sys.executable).parent / "remedy")
+SMALL = ["--nodes", "4", "--fault-every", "0.5"]
 
 
 def _clean_env() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if not k.startswith("PYTEST")}
 
 
-def test_remedy_demo_command_runs_and_ends_with_a_summary(tmp_path: Path) -> None:
-    """What `make demo` runs, with a limit: its own dev server, UI, worker and fleet."""
+def _demo(cwd: Path, *args: str) -> str:
+    """A demo run to its end (``--duration``): what it printed, stdout then stderr."""
     done = subprocess.run(
-        [
-            REMEDY,
-            "demo",
-            "--duration",
-            "6",
-            "--nodes",
-            "4",
-            "--fault-every",
-            "0.5",
-            "--db",
-            str(tmp_path / "t.sqlite"),
-        ],
+        [REMEDY, "demo", *args],
         capture_output=True,
         text=True,
         timeout=120,
         env=_clean_env(),
-        cwd=tmp_path,
+        cwd=cwd,
     )
     assert done.returncode == 0, done.stderr[-2000:]
-    assert "Temporal Web UI  http://127.0.0.1:" in done.stdout
-    assert "Remediations by outcome (" in done.stdout
-    assert (tmp_path / "t.sqlite").exists()
+    return done.stdout + done.stderr
+
+
+def test_remedy_demo_command_runs_and_ends_with_a_summary(tmp_path: Path) -> None:
+    """What `make demo` runs, with a limit: its own dev server, UI, worker and fleet."""
+    db = tmp_path / "t.sqlite"
+    out = _demo(tmp_path, "--duration", "6", *SMALL, "--db", str(db))
+    assert out.startswith(f"History          fresh: {db} (a later run with --resume goes on")
+    assert "Temporal Web UI  http://127.0.0.1:" in out
+    assert "Remediations by outcome (" in out
+    assert db.exists()
+
+
+def test_a_second_demo_starts_on_a_fresh_database_unless_resumed(tmp_path: Path) -> None:
+    """Not the last run's ladders holding leases and its guards holding jobs: a new database,
+    the last one kept aside; with --resume, the same database and its workflows."""
+    folder = tmp_path / ".demo"
+    db, kept = folder / "temporal.sqlite", folder / "temporal.previous.sqlite"
+    _demo(tmp_path, "--duration", "2", *SMALL)
+    first = db.stat().st_ino
+
+    out = _demo(tmp_path, "--duration", "1", *SMALL)
+    assert out.startswith("History          fresh: .demo/temporal.sqlite (the last run's is ")
+    assert kept.stat().st_ino == first and db.stat().st_ino != first
+    second = db.stat().st_ino
+
+    out = _demo(tmp_path, "--duration", "1", *SMALL, "--resume")
+    assert out.startswith("History          resumed: .demo/temporal.sqlite, the last run's ")
+    assert db.stat().st_ino == second and kept.stat().st_ino == first
 
 
 def test_ctrl_c_stops_the_demo_cleanly_with_a_summary(tmp_path: Path) -> None:
@@ -157,6 +173,12 @@ def test_demo_on_a_busy_port_says_so_without_a_traceback() -> None:
     assert result.exit_code == 2
     assert f"port {port} is already in use" in result.output
     assert "Traceback" not in result.output
+
+
+def test_resume_is_refused_with_an_address() -> None:
+    result = CliRunner().invoke(app, ["demo", "--address", "127.0.0.1:1", "--resume"])
+    assert result.exit_code == 2
+    assert "--resume is for the embedded dev server" in result.output
 
 
 def test_runbooks_validate_accepts_the_shipped_runbooks() -> None:

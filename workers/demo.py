@@ -1,8 +1,9 @@
 """The embedded default: a dev Temporal server with its Web UI, the controller worker, and a
 simulated GPU fleet whose faults start real NodeRemediation ladders at a visible rate.
 
-Here: the two ways to start it, on its own dev server or on a server that runs already. The
-rest of it: demo_config (settings), demo_run (the run), demo_summary (the outcomes).
+Here: the two ways to start it, on its own dev server (a fresh history each run unless resumed)
+or on a server that runs already. The rest of it: demo_config (settings), demo_history (the
+database), demo_run (the run), demo_summary (the outcomes).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from pathlib import Path
 from workers.client import connect_with, ensure_search_attributes, metrics_runtime
 from workers.connection import ConnectOptions
 from workers.demo_config import DemoConfig, demo_runbooks
+from workers.demo_history import prepare_history, server_log
 from workers.demo_run import run_demo
 from workers.demo_summary import DemoSummary
 from workers.dev_server import dev_server
@@ -31,8 +33,11 @@ async def run_embedded_demo(
     port: int | None,
     ui_port: int | None,
     db: Path,
+    resume: bool = False,
     echo: Callable[[str], None] = print,
 ) -> DemoSummary:
+    """The demo on its own dev server, whose history is ``db``: a fresh database unless
+    ``resume`` (the last run's is kept beside it), which the first line says."""
     runbooks = demo_runbooks(config)  # fail on a broken runbook before starting anything
     if port is not None and not _port_free(port):
         raise PortInUse(
@@ -45,13 +50,12 @@ async def run_embedded_demo(
         )
     port = port or _free_port()
     ui_port = ui_port or (8233 if _port_free(8233) else _free_port())
-    db.parent.mkdir(parents=True, exist_ok=True)
-    log = db.with_suffix(".log")
     _stop_on_sigterm()
+    echo(f"History          {prepare_history(db, resume=resume)}")
+    log = server_log(db)
     async with dev_server(port, ui_port, db, log) as client:
         echo(f"Temporal server  127.0.0.1:{port} (log: {log})")
         echo(f"Temporal Web UI  http://127.0.0.1:{ui_port}/namespaces/default/workflows")
-        echo(f"History kept in  {db}")
         return await run_demo(client, config, runbooks, echo)
 
 
@@ -75,6 +79,10 @@ async def run_demo_on(
         server, "demo", runtime=metrics_runtime(metrics_bind, "demo") if metrics_bind else None
     )
     await ensure_search_attributes(client)
+    echo(
+        "History          kept by the server: the last demo's workflows on it go on "
+        "(only the embedded server starts fresh)"
+    )
     echo(f"Temporal server  {client.service_client.config.target_host}")
     return await run_demo(client, config, runbooks, echo)
 
