@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -87,10 +88,11 @@ def _clean_env() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if not k.startswith("PYTEST")}
 
 
-def _demo(cwd: Path, *args: str) -> str:
-    """A demo run to its end (``--duration``): what it printed, stdout then stderr."""
+def _demo(cwd: Path, *args: str, command: tuple[str, ...] = (REMEDY, "demo")) -> str:
+    """A demo run to its end (``--duration``): what it printed, stdout then stderr, which must
+    hold no traceback."""
     done = subprocess.run(
-        [REMEDY, "demo", *args],
+        [*command, *args],
         capture_output=True,
         text=True,
         timeout=120,
@@ -98,6 +100,7 @@ def _demo(cwd: Path, *args: str) -> str:
         cwd=cwd,
     )
     assert done.returncode == 0, done.stderr[-2000:]
+    assert "Traceback" not in done.stdout + done.stderr, done.stdout + done.stderr
     return done.stdout + done.stderr
 
 
@@ -127,6 +130,24 @@ def test_a_second_demo_starts_on_a_fresh_database_unless_resumed(tmp_path: Path)
     out = _demo(tmp_path, "--duration", "1", *SMALL, "--resume")
     assert out.startswith("History          resumed: .demo/temporal.sqlite, the last run's ")
     assert db.stat().st_ino == second and kept.stat().st_ino == first
+
+
+def test_a_short_demo_prints_one_line_per_handled_event_not_a_traceback(tmp_path: Path) -> None:
+    """A flaky API server refuses the first cordons: the Temporal worker logs each failed
+    activity with its stack, the ladder retries it, and the console says so in one line."""
+    flaky = (sys.executable, str(ROOT / "tests" / "flaky_demo.py"))
+    out = _demo(tmp_path, "--duration", "4", *SMALL, "--db", "f.sqlite", command=flaky)
+    refused = [line for line in out.splitlines() if "activity cordon failed" in line]
+    assert refused, out
+    assert all(
+        re.fullmatch(
+            r"  warn   activity cordon failed \(attempt \d+, node-remediation/gpu-node-\d+\): "
+            r"TransientError: the API server is down",
+            line,
+        )
+        for line in refused
+    ), refused
+    assert "Remediations by outcome (" in out
 
 
 def test_ctrl_c_stops_the_demo_cleanly_with_a_summary(tmp_path: Path) -> None:

@@ -3,7 +3,7 @@ simulated GPU fleet whose faults start real NodeRemediation ladders at a visible
 
 Here: the two ways to start it, on its own dev server (a fresh history each run unless resumed)
 or on a server that runs already. The rest of it: demo_config (settings), demo_history (the
-database), demo_run (the run), demo_summary (the outcomes).
+database), demo_run (the run), demo_console (what the workers log), demo_summary (the outcomes).
 """
 
 from __future__ import annotations

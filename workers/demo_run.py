@@ -36,6 +36,7 @@ from workers.demo_config import (
     demo_runbooks,
     guard_policy,
 )
+from workers.demo_console import one_line_events
 from workers.demo_summary import DemoSummary, summarise
 from workers.job_status import job_rows
 from workers.schedules import ensure_active_checks, ensure_fleet_scan
@@ -49,7 +50,8 @@ async def run_demo(
     echo: Callable[[str], None] = print,
 ) -> DemoSummary:
     """Inject faults into a simulated fleet and let real workflows remediate them, until
-    ``duration_s`` passes or the task is cancelled (Ctrl-C); then summarise."""
+    ``duration_s`` passes or the task is cancelled (Ctrl-C); then summarise. What the workers
+    log on the way is one line each through ``echo`` (demo_console), unless it is an error."""
     runbooks = runbooks or demo_runbooks(config)
     # Workflow warnings (a storm breaker tripping) read better here without the context dict.
     temporal_workflow.logger.workflow_info_on_message = False
@@ -58,7 +60,8 @@ async def run_demo(
         f"Simulated fleet  {config.nodes} nodes × {config.gpus_per_node} GPUs, a fault every "
         f"{config.fault_every_s:g}s, runbook time {config.speedup:g}× faster"
     )
-    summary, fleet_lines = await _run(client, config, fleet, runbooks, echo)
+    with one_line_events(echo):
+        summary, fleet_lines = await _run(client, config, fleet, runbooks, echo)
     for line in [*summary.lines(), "", *fleet_lines]:
         echo(line)
     return summary
