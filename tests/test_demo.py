@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import signal
 import socket
 import subprocess
 import sys
+import time
 import uuid
 from pathlib import Path
 
@@ -148,6 +150,43 @@ def test_a_short_demo_prints_one_line_per_handled_event_not_a_traceback(tmp_path
         for line in refused
     ), refused
     assert "Remediations by outcome (" in out
+
+
+def test_killing_the_demo_takes_its_dev_server_down(tmp_path: Path) -> None:
+    """SIGKILL gives the demo no chance to stop its server: the server goes by itself."""
+    db = tmp_path / "k.sqlite"
+    with subprocess.Popen(
+        [REMEDY, "demo", *SMALL, "--db", str(db)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        env=_clean_env(),
+        cwd=tmp_path,
+    ) as demo:
+        try:
+            assert demo.stdout is not None
+            lines = (line for line in demo.stdout if line.startswith("Temporal server"))
+            host, port = next(lines).split()[2].split(":")
+            demo.kill()
+            demo.wait(10)
+            for _ in range(100):
+                with socket.socket() as probe:
+                    if probe.connect_ex((host, int(port))) != 0:
+                        break
+                time.sleep(0.1)
+            else:
+                raise AssertionError(f"the dev server on {host}:{port} outlived the demo")
+        finally:
+            demo.kill()
+            _kill_servers_of(db)
+
+
+def _kill_servers_of(db: Path) -> None:
+    """Whatever still runs on this test's database (a server left behind), by its pid."""
+    for proc in Path("/proc").iterdir():
+        with contextlib.suppress(OSError):
+            if proc.name.isdigit() and str(db).encode() in (proc / "cmdline").read_bytes():
+                os.kill(int(proc.name), signal.SIGKILL)
 
 
 def test_ctrl_c_stops_the_demo_cleanly_with_a_summary(tmp_path: Path) -> None:

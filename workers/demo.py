@@ -50,7 +50,7 @@ async def run_embedded_demo(
         )
     port = port or _free_port()
     ui_port = ui_port or (8233 if _port_free(8233) else _free_port())
-    _stop_on_sigterm()
+    _stop_on_signals()
     echo(f"History          {prepare_history(db, resume=resume)}")
     log = server_log(db)
     async with dev_server(port, ui_port, db, log) as client:
@@ -59,11 +59,14 @@ async def run_embedded_demo(
         return await run_demo(client, config, runbooks, echo)
 
 
-def _stop_on_sigterm() -> None:
-    """SIGTERM (docker stop, kill) ends the demo like Ctrl-C: summary, then shutdown."""
+def _stop_on_signals() -> None:
+    """SIGTERM (docker stop, kill) and SIGHUP (the terminal closed) end the demo like Ctrl-C:
+    summary, then shutdown, the dev server with it."""
     task = asyncio.current_task()
     assert task is not None
-    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, task.cancel)
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGHUP):
+        loop.add_signal_handler(signum, task.cancel)
 
 
 async def run_demo_on(
@@ -74,7 +77,7 @@ async def run_demo_on(
 ) -> DemoSummary:
     """The demo against a Temporal server that is already running (e.g. docker compose)."""
     runbooks = demo_runbooks(config)
-    _stop_on_sigterm()
+    _stop_on_signals()
     client = await connect_with(
         server, "demo", runtime=metrics_runtime(metrics_bind, "demo") if metrics_bind else None
     )
