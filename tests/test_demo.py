@@ -13,6 +13,7 @@ import time
 import uuid
 from pathlib import Path
 
+import pytest
 from temporalio.client import WorkflowExecutionStatus
 from temporalio.testing import WorkflowEnvironment
 from typer.testing import CliRunner
@@ -152,6 +153,7 @@ def test_a_short_demo_prints_one_line_per_handled_event_not_a_traceback(tmp_path
     assert "Remediations by outcome (" in out
 
 
+@pytest.mark.skipif(sys.platform != "linux", reason="the server learns of it by PR_SET_PDEATHSIG")
 def test_killing_the_demo_takes_its_dev_server_down(tmp_path: Path) -> None:
     """SIGKILL gives the demo no chance to stop its server: the server goes by itself."""
     db = tmp_path / "k.sqlite"
