@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import re
 import signal
 import socket
 import subprocess
 import sys
+import time
 import uuid
 from pathlib import Path
 
+import pytest
 from temporalio.client import WorkflowExecutionStatus
 from temporalio.testing import WorkflowEnvironment
 from typer.testing import CliRunner
@@ -17,7 +21,8 @@ from typer.testing import CliRunner
 from remedy.remediation import Outcome
 from tests.conftest import ROOT
 from workers.cli import app
-from workers.demo import DemoConfig, run_demo
+from workers.demo_config import DemoConfig
+from workers.demo_run import run_demo
 
 
 async def test_short_demo_starts_workflows_visible_through_the_client(
@@ -79,37 +84,111 @@ async def test_short_demo_starts_workflows_visible_through_the_client(
 
 
 REMEDY = str(Path(sys.executable).parent / "remedy")
+SMALL = ["--nodes", "4", "--fault-every", "0.5"]
 
 
 def _clean_env() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if not k.startswith("PYTEST")}
 
 
-def test_remedy_demo_command_runs_and_ends_with_a_summary(tmp_path: Path) -> None:
-    """What `make demo` runs, with a limit: its own dev server, UI, worker and fleet."""
+def _demo(cwd: Path, *args: str, command: tuple[str, ...] = (REMEDY, "demo")) -> str:
+    """A demo run to its end (``--duration``): what it printed, stdout then stderr, which must
+    hold no traceback."""
     done = subprocess.run(
-        [
-            REMEDY,
-            "demo",
-            "--duration",
-            "6",
-            "--nodes",
-            "4",
-            "--fault-every",
-            "0.5",
-            "--db",
-            str(tmp_path / "t.sqlite"),
-        ],
+        [*command, *args],
         capture_output=True,
         text=True,
         timeout=120,
         env=_clean_env(),
-        cwd=tmp_path,
+        cwd=cwd,
     )
     assert done.returncode == 0, done.stderr[-2000:]
-    assert "Temporal Web UI  http://127.0.0.1:" in done.stdout
-    assert "Remediations by outcome (" in done.stdout
-    assert (tmp_path / "t.sqlite").exists()
+    assert "Traceback" not in done.stdout + done.stderr, done.stdout + done.stderr
+    return done.stdout + done.stderr
+
+
+def test_remedy_demo_command_runs_and_ends_with_a_summary(tmp_path: Path) -> None:
+    """What `make demo` runs, with a limit: its own dev server, UI, worker and fleet."""
+    db = tmp_path / "t.sqlite"
+    out = _demo(tmp_path, "--duration", "6", *SMALL, "--db", str(db))
+    assert out.startswith(f"History          fresh: {db} (a later run with --resume goes on")
+    assert "Temporal Web UI  http://127.0.0.1:" in out
+    assert "Remediations by outcome (" in out
+    assert db.exists()
+
+
+def test_a_second_demo_starts_on_a_fresh_database_unless_resumed(tmp_path: Path) -> None:
+    """Not the last run's ladders holding leases and its guards holding jobs: a new database,
+    the last one kept aside; with --resume, the same database and its workflows."""
+    folder = tmp_path / ".demo"
+    db, kept = folder / "temporal.sqlite", folder / "temporal.previous.sqlite"
+    _demo(tmp_path, "--duration", "2", *SMALL)
+    first = db.stat().st_ino
+
+    out = _demo(tmp_path, "--duration", "1", *SMALL)
+    assert out.startswith("History          fresh: .demo/temporal.sqlite (the last run's is ")
+    assert kept.stat().st_ino == first and db.stat().st_ino != first
+    second = db.stat().st_ino
+
+    out = _demo(tmp_path, "--duration", "1", *SMALL, "--resume")
+    assert out.startswith("History          resumed: .demo/temporal.sqlite, the last run's ")
+    assert db.stat().st_ino == second and kept.stat().st_ino == first
+
+
+def test_a_short_demo_prints_one_line_per_handled_event_not_a_traceback(tmp_path: Path) -> None:
+    """A flaky API server refuses the first cordons: the Temporal worker logs each failed
+    activity with its stack, the ladder retries it, and the console says so in one line."""
+    flaky = (sys.executable, str(ROOT / "tests" / "flaky_demo.py"))
+    out = _demo(tmp_path, "--duration", "4", *SMALL, "--db", "f.sqlite", command=flaky)
+    refused = [line for line in out.splitlines() if "activity cordon failed" in line]
+    assert refused, out
+    assert all(
+        re.fullmatch(
+            r"  warn   activity cordon failed \(attempt \d+, node-remediation/gpu-node-\d+\): "
+            r"TransientError: the API server is down",
+            line,
+        )
+        for line in refused
+    ), refused
+    assert "Remediations by outcome (" in out
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="the server learns of it by PR_SET_PDEATHSIG")
+def test_killing_the_demo_takes_its_dev_server_down(tmp_path: Path) -> None:
+    """SIGKILL gives the demo no chance to stop its server: the server goes by itself."""
+    db = tmp_path / "k.sqlite"
+    with subprocess.Popen(
+        [REMEDY, "demo", *SMALL, "--db", str(db)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        env=_clean_env(),
+        cwd=tmp_path,
+    ) as demo:
+        try:
+            assert demo.stdout is not None
+            lines = (line for line in demo.stdout if line.startswith("Temporal server"))
+            host, port = next(lines).split()[2].split(":")
+            demo.kill()
+            demo.wait(10)
+            for _ in range(100):
+                with socket.socket() as probe:
+                    if probe.connect_ex((host, int(port))) != 0:
+                        break
+                time.sleep(0.1)
+            else:
+                raise AssertionError(f"the dev server on {host}:{port} outlived the demo")
+        finally:
+            demo.kill()
+            _kill_servers_of(db)
+
+
+def _kill_servers_of(db: Path) -> None:
+    """Whatever still runs on this test's database (a server left behind), by its pid."""
+    for proc in Path("/proc").iterdir():
+        with contextlib.suppress(OSError):
+            if proc.name.isdigit() and str(db).encode() in (proc / "cmdline").read_bytes():
+                os.kill(int(proc.name), signal.SIGKILL)
 
 
 def test_ctrl_c_stops_the_demo_cleanly_with_a_summary(tmp_path: Path) -> None:
@@ -156,6 +235,12 @@ def test_demo_on_a_busy_port_says_so_without_a_traceback() -> None:
     assert result.exit_code == 2
     assert f"port {port} is already in use" in result.output
     assert "Traceback" not in result.output
+
+
+def test_resume_is_refused_with_an_address() -> None:
+    result = CliRunner().invoke(app, ["demo", "--address", "127.0.0.1:1", "--resume"])
+    assert result.exit_code == 2
+    assert "--resume is for the embedded dev server" in result.output
 
 
 def test_runbooks_validate_accepts_the_shipped_runbooks() -> None:

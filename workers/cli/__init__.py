@@ -27,8 +27,15 @@ from workers.cli import (
     xid,
 )
 
+# Help as click lays it out, not typer's rich panels (rich_markup_mode=None, inherited by every
+# command and group): rich fits each option into one row of a six-column table and cuts a long
+# name to the width left over ("--checkpoint-gra…" at 80 columns), where click puts the help of
+# a long name on the next line and never cuts the name.
 app = typer.Typer(
-    help="remedy keeps GPU fleets healthy.", no_args_is_help=True, pretty_exceptions_enable=False
+    help="remedy keeps GPU fleets healthy.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
 )
 app.callback()(connection.temporal_options)
 # Registered here, in the order `remedy --help` lists them.

@@ -249,9 +249,21 @@ def demo(
     ] = 60.0,
     port: Annotated[int | None, typer.Option(help="Temporal port (default: a free one).")] = None,
     ui_port: Annotated[int | None, typer.Option(help="Web UI port (default 8233 if free).")] = None,
-    db: Annotated[Path, typer.Option(help="SQLite file of the dev server.")] = Path(
-        ".demo/temporal.sqlite"
-    ),
+    db: Annotated[
+        Path,
+        typer.Option(
+            help="SQLite file of the dev server: a fresh one each run, the last run's kept "
+            "as NAME.previous.sqlite."
+        ),
+    ] = Path(".demo/temporal.sqlite"),
+    resume: Annotated[
+        bool,
+        typer.Option(
+            "--resume",
+            help="Go on with the last run's --db and its workflows (ladders, leases, holds) "
+            "instead of a fresh one.",
+        ),
+    ] = False,
     runbooks: RunbooksOption = DEFAULT_RUNBOOKS,
     seed: Annotated[int, typer.Option(help="Seed of the fault injector.")] = 1,
     address: Annotated[
@@ -269,7 +281,16 @@ def demo(
     active_check_max_age: checks.MaxAgeOption = "10m",
 ) -> None:
     """Run the embedded default: dev Temporal server + Web UI + worker + a simulated GPU fleet."""
-    from workers.demo import DemoConfig, PortInUse, run_demo_on, run_embedded_demo
+    from workers.demo import PortInUse, run_demo_on, run_embedded_demo
+    from workers.demo_config import DemoConfig
+
+    if resume and address:
+        typer.echo(
+            "error: --resume is for the embedded dev server; the server at --address keeps "
+            "its history anyway",
+            err=True,
+        )
+        raise typer.Exit(2)
 
     active = checks.active_check_policies(
         active_check_every, active_check_interval, active_check_max_age, None
@@ -292,7 +313,7 @@ def demo(
         if address:
             on_temporal(run_demo_on(temporal(address), config, metrics_bind=metrics_bind))
         else:
-            asyncio.run(run_embedded_demo(config, port=port, ui_port=ui_port, db=db))
+            asyncio.run(run_embedded_demo(config, port=port, ui_port=ui_port, db=db, resume=resume))
     except PortInUse as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None

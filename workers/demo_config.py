@@ -1,0 +1,111 @@
+"""The demo's settings, and what they make: the simulated fleet, the runbooks and remedy's
+policies with their clocks sped up like the runbooks'."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
+
+from adapters.sim import SimFleet
+from contract.names import (
+    CONTROLLER_TASK_QUEUE,
+    FLEET_SCAN_SCHEDULE,
+    SIM_AGENTS_TASK_QUEUE,
+    active_checks_schedule_id,
+)
+from remedy.active_checks import ActiveCheckPolicy
+from remedy.attribution.guard import GuardPolicy
+from remedy.budget import BudgetPolicy
+from remedy.runbook import RunbookSet, load_runbooks
+
+# Odds of each simulated fault, loosely after the Llama 3 interruption table: faulty GPUs and
+# HBM dominate, software and transient causes follow.
+FAULT_WEIGHTS = {
+    "ecc_dbe": 0.25,
+    "gpu_lost": 0.2,
+    "mcu_halt": 0.15,
+    "thermal_transient": 0.15,
+    "app_xid": 0.15,
+    "remap_failure": 0.1,
+}
+STATUS_EVERY_S = 5.0
+JOB_NODES = 4
+SCAN_EVERY = timedelta(seconds=5)
+
+
+@dataclass
+class DemoConfig:
+    nodes: int = 16
+    gpus_per_node: int = 8
+    fault_every_s: float = 3.0
+    speedup: float = 60.0
+    duration_s: float | None = None
+    seed: int = 1
+    runbooks: Path = Path("runbooks")
+    node_prefix: str = "gpu-node"
+    pool: str = "default"
+    task_queue: str = CONTROLLER_TASK_QUEUE
+    agents_task_queue: str = SIM_AGENTS_TASK_QUEUE
+    joining_nodes: int = 1  # new nodes that join mid-demo and go through admission
+    jobs: int = 2  # guarded lockstep training jobs, 4 nodes each (as many as the fleet holds)
+    job_namespace: str = "ml"
+    # Active checks, in the demo's wall time (None: off); the last node is idle and carries a
+    # fault only load shows, so the first round finds it.
+    active_checks: ActiveCheckPolicy | None = ActiveCheckPolicy(
+        every=timedelta(seconds=15),
+        interval=timedelta(minutes=1),
+        max_age=timedelta(minutes=10),
+        lease_wait=timedelta(seconds=30),
+    )
+
+    @property
+    def scan_schedule(self) -> str:
+        """One schedule per controller queue, so two demos on one server stay apart."""
+        return self._own(FLEET_SCAN_SCHEDULE)
+
+    @property
+    def checks_schedule(self) -> str:
+        return self._own(active_checks_schedule_id(self.pool))
+
+    def _own(self, schedule: str) -> str:
+        own = self.task_queue == CONTROLLER_TASK_QUEUE
+        return schedule if own else f"{schedule}-{self.task_queue}"
+
+
+def demo_fleet(config: DemoConfig) -> SimFleet:
+    """The simulated fleet the config describes, before any fault."""
+    return SimFleet(
+        nodes=config.nodes,
+        gpus_per_node=config.gpus_per_node,
+        seed=config.seed,
+        speedup=config.speedup,
+        name_prefix=config.node_prefix,
+        pool=config.pool,
+    )
+
+
+def demo_runbooks(config: DemoConfig) -> RunbookSet:
+    """The runbooks, their tolerances and settle times divided by the speedup."""
+    return RunbookSet(r.scaled(config.speedup) for r in load_runbooks([config.runbooks]))
+
+
+def guard_policy(config: DemoConfig) -> GuardPolicy:
+    """The default job guard with its clocks sped up like the runbooks'."""
+    default = GuardPolicy()
+    return GuardPolicy(
+        gather=default.gather / config.speedup,
+        backoff_initial=default.backoff_initial / config.speedup,
+        backoff_max=default.backoff_max / config.speedup,
+    )
+
+
+def budget_policy(config: DemoConfig) -> BudgetPolicy:
+    """The default budget with its clocks sped up like the runbooks'."""
+    default = BudgetPolicy()
+    return default.model_copy(
+        update={
+            "storm_window": default.storm_window / config.speedup,
+            "reclaim_every": default.reclaim_every / config.speedup,
+        }
+    )

@@ -1,0 +1,204 @@
+"""One demo run on a Temporal server: the controller and the simulated agents as workers, the
+fleet scan and active checks as schedules, guarded jobs, and faults injected at a visible rate
+until the run ends; then the summary."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+
+from temporalio import workflow as temporal_workflow
+from temporalio.client import Client
+from temporalio.service import RPCError
+
+from adapters.sim import SimFleet
+from adapters.sim.jobs import SimJobs
+from remedy.active_checks import ActiveCheckPolicy, ActiveChecksInput
+from remedy.admission import AdmissionPolicy
+from remedy.attribution.guard import JobRef
+from remedy.durations import format_duration
+from remedy.fleet import ScanInput
+from remedy.models import NodeRef
+from remedy.remediation import FindingReport
+from remedy.runbook import RunbookSet
+from workers.client import report_finding
+from workers.controller import controller_worker, node_agent_worker
+from workers.demo_config import (
+    FAULT_WEIGHTS,
+    JOB_NODES,
+    SCAN_EVERY,
+    STATUS_EVERY_S,
+    DemoConfig,
+    budget_policy,
+    demo_fleet,
+    demo_runbooks,
+    guard_policy,
+)
+from workers.demo_console import one_line_events
+from workers.demo_summary import DemoSummary, summarise
+from workers.job_status import job_rows
+from workers.schedules import ensure_active_checks, ensure_fleet_scan
+from workers.status import NoScanYet, fleet_status, render
+
+
+async def run_demo(
+    client: Client,
+    config: DemoConfig,
+    runbooks: RunbookSet | None = None,
+    echo: Callable[[str], None] = print,
+) -> DemoSummary:
+    """Inject faults into a simulated fleet and let real workflows remediate them, until
+    ``duration_s`` passes or the task is cancelled (Ctrl-C); then summarise. What the workers
+    log on the way is one line each through ``echo`` (demo_console), unless it is an error."""
+    runbooks = runbooks or demo_runbooks(config)
+    # Workflow warnings (a storm breaker tripping) read better here without the context dict.
+    temporal_workflow.logger.workflow_info_on_message = False
+    fleet = demo_fleet(config)
+    echo(
+        f"Simulated fleet  {config.nodes} nodes × {config.gpus_per_node} GPUs, a fault every "
+        f"{config.fault_every_s:g}s, runbook time {config.speedup:g}× faster"
+    )
+    with one_line_events(echo):
+        summary, fleet_lines = await _run(client, config, fleet, runbooks, echo)
+    for line in [*summary.lines(), "", *fleet_lines]:
+        echo(line)
+    return summary
+
+
+async def _run(
+    client: Client,
+    config: DemoConfig,
+    fleet: SimFleet,
+    runbooks: RunbookSet,
+    echo: Callable[[str], None],
+) -> tuple[DemoSummary, list[str]]:
+    summary = DemoSummary()
+    jobs = _launch_jobs(config, fleet, echo)
+    with ThreadPoolExecutor(max_workers=16) as executor:
+        async with (
+            controller_worker(
+                client,
+                fleet.cluster,
+                executor,
+                config.task_queue,
+                budget_policy(config),
+                runbooks,
+                jobs=jobs,
+            ),
+            node_agent_worker(client, fleet.host, executor, config.agents_task_queue),
+        ):
+            await ensure_fleet_scan(
+                client,
+                SCAN_EVERY,
+                config.task_queue,
+                ScanInput(
+                    node_task_queue=config.agents_task_queue,
+                    admission=AdmissionPolicy(gap=AdmissionPolicy().gap / config.speedup),
+                    watch_jobs=True,
+                    guard_policy=guard_policy(config),
+                ),
+                schedule_id=config.scan_schedule,
+            )
+            echo(f"Fleet scan       every {SCAN_EVERY.seconds}s (schedule {config.scan_schedule})")
+            schedules = [config.scan_schedule]
+            if config.active_checks is not None:
+                schedules.append(await _active_checks(client, config, fleet, echo))
+            try:
+                await _inject_until_done(client, config, fleet, jobs, runbooks, summary, echo)
+            except asyncio.CancelledError:
+                echo("stopping…")
+            try:
+                await summarise(client, summary)
+                summary.jobs = [
+                    r
+                    for r in await job_rows(client)
+                    if r.job.split("/", 1)[0] == config.job_namespace
+                ]
+                fleet_lines = render(await fleet_status(client, config.scan_schedule))
+            except NoScanYet:
+                fleet_lines = ["no fleet scan completed yet"]
+            except RPCError as exc:
+                echo(f"could not read the outcomes from Temporal: {exc}")
+                fleet_lines = []
+            finally:  # scans must not pile up on a queue nobody serves once the demo ends
+                for schedule in schedules:
+                    with contextlib.suppress(RPCError):
+                        await client.get_schedule_handle(schedule).delete()
+    return summary, fleet_lines
+
+
+async def _inject_until_done(
+    client: Client,
+    config: DemoConfig,
+    fleet: SimFleet,
+    jobs: SimJobs,
+    runbooks: RunbookSet,
+    summary: DemoSummary,
+    echo: Callable[[str], None],
+) -> None:
+    loop = asyncio.get_running_loop()
+    start = loop.time()
+    next_status = start + STATUS_EVERY_S
+    joined = 0
+    while config.duration_s is None or loop.time() - start < config.duration_s:
+        finding = fleet.inject_random(FAULT_WEIGHTS)
+        runbook = runbooks.match(finding)
+        if runbook is not None:
+            summary.faults_injected += 1
+            handle = await report_finding(
+                client,
+                NodeRef(name=finding.node, pool=config.pool),
+                FindingReport(finding=finding, runbook=runbook),
+                node_task_queue=config.agents_task_queue,
+                task_queue=config.task_queue,
+            )
+            run = (handle.id, handle.result_run_id or "")
+            if run not in summary.runs:  # a report that joined a running ladder is not new
+                summary.runs.append(run)
+            echo(f"  fault  {finding.node}: {finding.headline()} → {runbook.name}")
+        for job in jobs.fault(finding):
+            echo(f"  job    {job}: every rank failed with {finding.node} (its guard decides)")
+        if loop.time() >= next_status:
+            next_status += STATUS_EVERY_S
+            if joined < config.joining_nodes:  # new hardware arrives: admission validates it
+                new = fleet.join(f"{config.node_prefix}-new-{joined:03d}")
+                joined += 1
+                echo(f"  join   {new.name}: behind the admission taint until it passes twice")
+            await summarise(client, summary)
+            states = ", ".join(f"{k} {v}" for k, v in sorted(summary.outcomes.items()))
+            echo(f"[{loop.time() - start:5.0f}s] {states}")
+        await asyncio.sleep(config.fault_every_s)
+
+
+async def _active_checks(
+    client: Client, config: DemoConfig, fleet: SimFleet, echo: Callable[[str], None]
+) -> str:
+    policy = config.active_checks or ActiveCheckPolicy()
+    nodes = sorted(fleet.nodes)
+    spare = nodes[min(config.jobs, len(nodes) // JOB_NODES) * JOB_NODES :]  # no job's ranks
+    silent = f"; {spare[-1]} is idle with a fault only load shows" if spare else ""
+    if spare:
+        fleet.idle(spare[-1])
+        fleet.inject(spare[-1], "silent_under_load", gpu=0)
+    inp = ActiveChecksInput(
+        pool=config.pool, policy=policy, node_task_queue=config.agents_task_queue
+    )
+    schedule = await ensure_active_checks(client, inp, config.task_queue, config.checks_schedule)
+    echo(
+        f"Active checks    every {format_duration(policy.every)}: idle nodes after "
+        f"{format_duration(policy.interval)}, busy ones taken out after "
+        f"{format_duration(policy.max_age)} (schedule {schedule}){silent}"
+    )
+    return schedule
+
+
+def _launch_jobs(config: DemoConfig, fleet: SimFleet, echo: Callable[[str], None]) -> SimJobs:
+    """Guarded lockstep jobs on the first nodes, one rank per node, 4 nodes each."""
+    jobs, nodes = SimJobs(), sorted(fleet.nodes)
+    for i in range(min(config.jobs, len(nodes) // JOB_NODES)):
+        job = JobRef(namespace=config.job_namespace, name=f"llm-pretrain-{i}")
+        jobs.launch(job, nodes[i * JOB_NODES : (i + 1) * JOB_NODES])
+        echo(f"Guarded job      {job} on {', '.join(jobs.running[job])}")
+    return jobs
