@@ -12,7 +12,6 @@ import uuid
 from datetime import timedelta
 from pathlib import Path
 
-import pytest
 from temporalio.service import RPCError
 from temporalio.testing import WorkflowEnvironment
 from typer.testing import CliRunner
@@ -150,12 +149,6 @@ async def test_trigger_then_show_the_timeline_then_approve(
     assert unknown[0] == 2 and "no runbook named 'nope'" in unknown[1]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="needs the workflow side of issue 26 item 5: a ladder whose node the cluster does "
-    "not have ends node_gone at once (until then its cordon's NodeGone is recorded and the "
-    "ladder goes on, so trigger answers with its phase and exit 0); remove this mark with it",
-)
 async def test_trigger_refuses_a_node_the_cluster_does_not_have(
     dev_env: WorkflowEnvironment, tmp_path: Path
 ) -> None:
