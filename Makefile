@@ -43,10 +43,15 @@ bench: $(BENCH_STAMP)
 # Crash tests with real processes (chaos/): every experiment at full size, four side by side
 # (about 15 minutes on 2 cores); prints the table, writes bench/results/chaos.md and its section
 # of bench/results/report.md, and fails when it finds anything. `make test` runs the short
-# version (tests/test_chaos.py).
+# version (tests/test_chaos.py). Then the ladder's state machine (tests/ladder_model.py) over
+# MODEL_EXAMPLES interleavings, printing how many it ran.
 chaos: $(STAMP)
 	$(BIN)/python -m compileall -q remedy contract workflows activities workers adapters chaos
 	$(BIN)/python -m chaos $(CHAOS_ARGS)
+	REMEDY_MODEL_EXAMPLES=$(MODEL_EXAMPLES) $(BIN)/pytest -q -s -p no:cacheprovider tests/test_ladder_model.py
+
+# Interleavings the ladder's state machine runs in `make chaos` (`make test` runs 12).
+MODEL_EXAMPLES ?= 300
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

@@ -40,10 +40,12 @@ class NodeActivities:
     def diagnose(self, req: ActionRequest) -> ActionResult:
         host = self._host(req.node.name)
         report = redacted(deep_diagnose(host, req.gpu_indices, host.probe_config), self._redactor)
-        problems = [f"{f.reason}: {f.evidence}" for f in report.findings if f.unhealthy]
+        found = [f for f in report.findings if f.unhealthy]
+        problems = [f"{f.reason}: {f.evidence}" for f in found]
         if report.healthy:
             return ActionResult(ok=True, detail=passed(report))
-        return ActionResult(ok=False, detail="; ".join(problems) or "no check could run")
+        detail = "; ".join(problems) or "no check could run"
+        return ActionResult(ok=False, detail=detail, findings=found if report.checks_run else [])
 
     @act.DEEP_DIAGNOSE.defn
     def deep_diagnose(self, req: ProbeRequest) -> ProbeReport:

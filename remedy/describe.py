@@ -10,7 +10,7 @@ from pydantic import BaseModel
 
 from remedy.durations import format_duration
 from remedy.models import Finding
-from remedy.remediation import Phase, RemediationState
+from remedy.remediation import Consent, Phase, RemediationState
 from remedy.runbook.schema import Approval, Runbook
 
 
@@ -101,6 +101,10 @@ def remediation_details(state: RemediationState) -> str:
         lines.append(f"**Evidence** {trigger.evidence}")
     if state.resumed:
         lines.append(f"**Recurrence** {state.resumed}")
+    lines += [f"**{e.kind.capitalize()}** {e.describe()}" for e in state.escalations]
+    if state.pending:
+        kept = ", ".join(p.finding.headline() for p in state.pending)
+        lines.append(f"**Also seen** {kept} (handled after this fault)")
     lines.append(f"**Rung** {_rung_line(state)}")
     lines.append(f"**Next** {_next_step(state)}")
     if state.outcome is None:
@@ -147,6 +151,12 @@ def _next_step(state: RemediationState) -> str:
                 else "soon"
             )
             return f"tolerance window until {ends}; a clean re-probe ends it, else {action}"
+        case Phase.AWAITING_APPROVAL if rung is not None and state.consent is Consent.UNDRAINED:
+            return (
+                f"**waiting for approval** to {action} the node undrained (its drain failed; "
+                f"times out after {format_duration(rung.approval_timeout)}): "
+                f"`remedy approve {state.node.name}`"
+            )
         case Phase.AWAITING_APPROVAL if rung is not None:
             return (
                 f"**waiting for approval** of {action} (times out after "

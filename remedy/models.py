@@ -204,6 +204,8 @@ class ActionRequest(Frozen):
 class ActionResult(Frozen):
     ok: bool
     detail: FreeText = ""
+    # What a check-like action (the diagnose) found, so a ladder judges the part it acts on.
+    findings: list[Finding] = []
 
 
 class ProbeRequest(Frozen):

@@ -200,6 +200,8 @@ class RemediationState(BaseModel):
     # worse: handled once the trigger's fault is verified gone (one per part and fault).
     pending: list[FindingReport] = []
     consent: Consent = Consent.RUNG  # what the approval being waited for agrees to
+    # Other parts' faults the last verification saw (its probe, its diagnose): next in line.
+    elsewhere: list[Finding] = []
 
     @property
     def cordoned_by_remedy(self) -> bool:
@@ -318,6 +320,7 @@ class RemediationResult(BaseModel):
     # HANDLED_KEPT): the same one reported again after it finished is stale and starts nothing.
     handled: list[str] = []
     approvals: list[Approval] = []  # who approved what (the ladder's record of decisions)
+    escalations: list[Escalation] = []  # when and why it changed runbooks
 
 
 class MatchedRunbook(Frozen):

@@ -10,11 +10,13 @@ from temporalio.testing import WorkflowEnvironment
 
 from adapters.sim import SimFleet
 from contract.messages import REPORT_FINDING
+from remedy.describe import remediation_details
 from remedy.models import Action
 from remedy.remediation import AttemptResult, FindingReport, Outcome
 from remedy.runbook import RunbookSet
 from tests.conftest import running_workers
 from tests.ladder import report, state_of
+from workers.show import NodeLadder, timeline
 
 NODE = "gpu-node-001"
 
@@ -53,6 +55,20 @@ async def test_an_application_xid_then_a_gpu_off_the_bus_ends_with_a_reboot(
     )
     reboot = next(a for a in result.attempts if a.action is Action.REBOOT)
     assert reboot.result is AttemptResult.VERIFIED and reboot.epoch == 1
+    # Where operators look: `remedy show`'s timeline and the Web UI's details.
+    shown = timeline(
+        NodeLadder(
+            node=NODE,
+            runbook=result.runbook,
+            status=result.outcome.value,
+            attempts=result.attempts,
+            escalations=result.escalations,
+        )
+    )
+    assert [line for line in shown if line.startswith("  ^ ")] == [
+        f"  ^ {escalation.at:%H:%M:%S} {escalation.describe()}"
+    ]
+    assert f"**Escalated** {escalation.describe()}" in remediation_details(state)
 
 
 async def test_another_gpus_fault_is_its_own_finding_not_a_failed_verification(
@@ -86,3 +102,30 @@ async def test_another_gpus_fault_is_its_own_finding_not_a_failed_verification(
     assert result.runbook == "gpu-row-remap-failure"
     assert result.outcome is Outcome.NEEDS_HUMAN  # replace waits for an approval nobody gave
     assert fleet.node(NODE).unschedulable
+
+
+async def test_a_diagnose_judges_the_gpu_it_verifies_and_the_other_failing_gpu_comes_next(
+    time_env: WorkflowEnvironment, fleet: SimFleet, shipped_runbooks: RunbookSet
+) -> None:
+    """GPU 3 fails under load (only the deep diagnose sees it); GPU 5 does too. The reset of
+    GPU 3 is verified by the diagnose on GPU 3, and GPU 5's fault, which only that diagnose
+    showed, is next with its own ladder. Before, GPU 5 made GPU 3's reset 'unverified'."""
+    finding = fleet.inject(NODE, "silent_under_load", gpu=3)
+    fleet.inject(NODE, "silent_under_load", gpu=5)
+    async with running_workers(time_env.client, fleet) as queues:
+        handle = await report(time_env.client, queues, finding, shipped_runbooks.match(finding))
+        result = await handle.result()
+        state = await state_of(handle)
+    resets = [a for a in result.attempts if a.action is Action.RESET_GPU]
+    assert [(a.result, a.epoch) for a in resets] == [
+        (AttemptResult.VERIFIED, 0),
+        (AttemptResult.VERIFIED, 1),
+    ]
+    assert resets[0].detail.startswith("reset GPU 3;") and "diagnose passed on GPU 3" in (
+        resets[0].detail
+    )
+    assert resets[1].detail.startswith("reset GPU 5;")
+    [continued] = state.escalations
+    assert continued.kind == "continued" and "on GPU 5" in continued.because
+    assert result.outcome is Outcome.RECOVERED
+    assert on_node(fleet) == ["cordon", "drain", "reset_gpu", "reset_gpu", "restore"]

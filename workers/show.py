@@ -10,7 +10,7 @@ from temporalio.client import Client, WorkflowExecutionStatus
 from contract.messages import REMEDIATION_STATE
 from contract.names import remediation_workflow_id
 from remedy.durations import format_duration
-from remedy.remediation import Approval, Attempt
+from remedy.remediation import Approval, Attempt, Escalation
 from workflows.node_remediation import NodeRemediation
 
 
@@ -22,6 +22,7 @@ class NodeLadder(BaseModel):
     trigger: str = ""
     attempts: list[Attempt] = []
     approvals: list[Approval] = []
+    escalations: list[Escalation] = []
 
 
 async def node_ladder(client: Client, node: str) -> NodeLadder:
@@ -36,6 +37,7 @@ async def node_ladder(client: Client, node: str) -> NodeLadder:
             trigger=state.trigger.headline() if state.trigger else "",
             attempts=state.attempts,
             approvals=state.approvals,
+            escalations=state.escalations,
         )
     if status is WorkflowExecutionStatus.COMPLETED:
         result = await handle.result()
@@ -46,6 +48,7 @@ async def node_ladder(client: Client, node: str) -> NodeLadder:
             detail=result.detail,
             attempts=result.attempts,
             approvals=result.approvals,
+            escalations=result.escalations,
         )
     return NodeLadder(node=node, runbook=None, status=status.name.lower() if status else "?")
 
@@ -57,9 +60,12 @@ def timeline(ladder: NodeLadder) -> list[str]:
         + (f", trigger {ladder.trigger}" if ladder.trigger else "")
     ]
     approvals = sorted(ladder.approvals, key=lambda a: a.at)
+    escalations = sorted(ladder.escalations, key=lambda e: e.at)
     for a in ladder.attempts:
         while approvals and approvals[0].at <= a.started_at:  # in time, attempts as recorded
             lines.append(_approval(approvals.pop(0)))
+        while escalations and escalations[0].at <= a.started_at:
+            lines.append(_escalation(escalations.pop(0)))
         rung = "  -" if a.rung < 0 else f"{a.rung:>3}"
         took = format_duration(a.finished_at - a.started_at)
         lines.append(
@@ -67,9 +73,14 @@ def timeline(ladder: NodeLadder) -> list[str]:
             f"{took:>6}  {a.detail}"
         )
     lines += [_approval(a) for a in approvals]
+    lines += [_escalation(e) for e in escalations]
     if ladder.detail:
         lines.append(f"    {ladder.detail}")
     return lines
+
+
+def _escalation(e: Escalation) -> str:
+    return f"  ^ {e.at:%H:%M:%S} {e.describe()}"
 
 
 def _approval(a: Approval) -> str:

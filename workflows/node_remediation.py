@@ -342,6 +342,7 @@ class NodeRemediation(OperatorMessages):  # approve, clear, abort: workflows.ope
             attempts=state.attempts,
             handled=_handled(self._input.handled_before, state.findings),
             approvals=state.approvals,
+            escalations=state.escalations,
         )
 
     def _next_ladder_if_left_over(self, outcome: Outcome) -> None:

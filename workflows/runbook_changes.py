@@ -18,7 +18,7 @@ from temporalio import workflow
 from temporalio.exceptions import ActivityError
 
 from contract import activities as act
-from workflows.common import RIDE_OUT, cause_of
+from workflows.common import RIDE_OUT, LadderStop, cause_of
 from workflows.node_steps import NodeSteps
 from workflows.remediation_view import RemediationView
 
@@ -29,16 +29,18 @@ with workflow.unsafe.imports_passed_through():
     from remedy.remediation import (
         Escalation,
         FindingReport,
+        Outcome,
         Phase,
         RemediationState,
         outranks,
     )
     from remedy.runbook.schema import Runbook
-    from remedy.verification import on_part_of, other_parts
+    from remedy.verification import on_part_of
 
 # workflow.patched: runs from before kept such reports as findings and never acted on them.
 CHANGE_RUNBOOKS = "change-runbooks-mid-ladder"
 MATCH_CALL = timedelta(seconds=30)
+MAX_CHANGES = 8  # runbook changes in one ladder before it holds the node for a person
 
 
 class RunbookChanges:
@@ -76,13 +78,12 @@ class RunbookChanges:
 
     async def next_fault(self) -> bool:
         """After a rung verified the trigger's part healthy: another part's fault, kept from a
-        report or seen by the last probe, is next (with its runbook). False: none is left."""
+        report or seen by the verification (``state.elsewhere``), is next (with its runbook).
+        False: none is left."""
         state = self._state
         if not workflow.patched(CHANGE_RUNBOOKS):
             return False
-        assert state.trigger is not None
-        probe = state.last_probe
-        seen = other_parts(state.trigger, probe) if probe else []
+        seen = state.elsewhere
         state.pending = [p for p in state.pending if _still_there(p.finding, seen)]
         if not state.pending:
             unreported = seen[0] if seen else None
@@ -101,14 +102,19 @@ class RunbookChanges:
         state = self._state
         if state.trigger is None:
             return None
-        probe = state.last_probe
-        seen = other_parts(state.trigger, probe) if probe else []
-        left = [p for p in state.pending if _still_there(p.finding, seen)]
+        left = [p for p in state.pending if _still_there(p.finding, state.elsewhere)]
         return left[0] if left else None
 
     async def _switch(self, report: FindingReport, kind: str) -> None:
         state = self._state
         assert state.runbook is not None
+        if len(state.escalations) >= MAX_CHANGES:  # faults that keep coming: a person decides
+            await self._steps.hold_cordoned()
+            raise LadderStop(
+                Outcome.NEEDS_HUMAN,
+                f"{report.finding.headline()} after {MAX_CHANGES} runbook changes in one "
+                "ladder; held for a person",
+            )
         state.pending = [p for p in state.pending if p is not report]
         start = _first_not_done(report.runbook, state)
         state.escalations = [

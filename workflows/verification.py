@@ -26,6 +26,7 @@ with workflow.unsafe.imports_passed_through():
         VerifyBy,
         XidsSince,
         healthy_for,
+        on_part_of,
         other_parts,
         recurrences,
         verify_by,
@@ -53,6 +54,7 @@ class Verification:
         report = await self._steps.probe()
         how = verify_by(trigger)
         part = workflow.patched(VERIFY_PER_PART)
+        state.elsewhere = other_parts(trigger, report) if part else []
         healthy = healthy_for(trigger, report) if part else report.healthy
         if not healthy or how is VerifyBy.PROBE:
             return healthy, summary(result, report, trigger if part else None)
@@ -97,8 +99,20 @@ class Verification:
             diagnosed = await self._steps.act(rung)
         except ActivityError as err:
             return False, f"{result.detail}; the diagnose could not run: {cause_of(err)}"
+        trigger = self._state.trigger
+        assert trigger is not None
+        # Another GPU failing under load is a finding of its own, not this rung's failure.
+        mine = [f for f in diagnosed.findings if on_part_of(trigger, f)]
+        ok = diagnosed.ok or (
+            bool(diagnosed.findings) and not mine and workflow.patched(VERIFY_PER_PART)
+        )
+        if ok:
+            others = [f for f in diagnosed.findings if f not in mine]
+            self._state.elsewhere = [*self._state.elsewhere, *others]
         verdict = "diagnose passed" if diagnosed.ok else "diagnose failed"
-        return diagnosed.ok, f"{result.detail}; probe clean; {verdict}: {diagnosed.detail}"
+        if ok and not diagnosed.ok:
+            verdict = f"diagnose passed on {trigger.component.describe()}; elsewhere"
+        return ok, f"{result.detail}; probe clean; {verdict}: {diagnosed.detail}"
 
     async def resume(self) -> None:
         """A fault back on the trigger's GPU soon after a ladder of the same runbook declared
