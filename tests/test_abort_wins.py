@@ -27,7 +27,7 @@ from remedy.budget import BudgetPolicy
 from remedy.models import Action, Finding, Severity
 from remedy.remediation import AbortRequest, AttemptResult, Outcome, Phase, StopResult
 from remedy.runbook import Match, Runbook, RunbookSet, Rung
-from tests.conftest import running_workers
+from tests.conftest import own_fleet, running_workers
 from tests.ladder import Handle, report, state_of, wait_for_phase
 
 NODE = "gpu-node-001"
@@ -215,3 +215,24 @@ async def test_abort_while_verifying_stops_before_the_next_rung(
 def _step(phase: Phase) -> timedelta:
     """Poll in steps shorter than the phase: a 30 s settle must not pass between polls."""
     return timedelta(seconds=1 if phase is Phase.SETTLING else 5)
+
+
+async def test_an_abort_right_after_the_report_wins_over_the_cordon_under_way(
+    dev_env: WorkflowEnvironment, shipped_runbooks: RunbookSet
+) -> None:
+    """Found by the ladder model: the abort comes while the first cordon is under way. Before,
+    the cancelled cordon read as a failed one and the ladder went on (drain, reset) on the
+    real server; now it ends aborted, and --restore gives back the cordon that may have landed.
+    On the dev server: the time-skipping server cannot cancel an activity this young."""
+    fleet = own_fleet("abort-early", 1)
+    [node] = sorted(fleet.nodes)
+    finding = fleet.inject(node, "remap_failure", gpu=2)
+    async with running_workers(dev_env.client, fleet) as queues:
+        handle = await report(dev_env.client, queues, finding, shipped_runbooks.match(finding))
+        await ABORT_LADDER.execute(
+            handle, AbortRequest(by="carol", reason="wrong node", restore=True)
+        )
+        result = await handle.result()
+    assert result.outcome is Outcome.ABORTED and result.detail.endswith("(node restored)")
+    assert not DISRUPTIVE & {action for name, action in fleet.actions if name == node}
+    assert not fleet.node(node).unschedulable
