@@ -33,6 +33,7 @@ from remedy.budget import BudgetPolicy
 from remedy.cluster import Cluster
 from remedy.hardware import BlocklistPolicy
 from remedy.runbook import RunbookSet, load_runbooks
+from tests.processes import Children
 from workers.binaries import installed_binary
 from workers.client import ensure_search_attributes
 from workers.controller import controller_worker, node_agent_worker
@@ -191,6 +192,13 @@ async def _end_leftovers(client: Client, pool: str, fleet: SimFleet, queue: str)
             await client.get_workflow_handle(workflow_id).terminate("test over")
         except RPCError:
             pass  # never started, or already closed
+
+
+@pytest.fixture
+def processes() -> Iterator[Children]:
+    """Start a test's processes here: each in a group of its own, all stopped when it ends."""
+    with Children() as children:
+        yield children
 
 
 @pytest.fixture

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import subprocess
 import sys
 from datetime import timedelta
 from pathlib import Path
@@ -19,6 +18,7 @@ from remedy.remediation import Outcome, Phase
 from remedy.runbook import Match, Runbook, Rung
 from tests.conftest import ROOT, own_fleet, running_workers
 from tests.ladder import report, state_of
+from tests.processes import Children
 from workers.cli import app
 from workflows.node_remediation import NodeRemediation
 
@@ -143,14 +143,8 @@ async def test_trigger_then_show_the_timeline_then_approve(
     assert unknown[0] == 2 and "no runbook named 'nope'" in unknown[1]
 
 
-def test_python_dash_m_runs_the_same_cli() -> None:
-    done = subprocess.run(
-        [sys.executable, "-m", "workers", "--help"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        cwd=ROOT,
-    )
+def test_python_dash_m_runs_the_same_cli(processes: Children) -> None:
+    done = processes.run([sys.executable, "-m", "workers", "--help"], timeout=60, cwd=ROOT)
     assert done.returncode == 0, done.stderr
     for command in (
         "status",

@@ -16,6 +16,7 @@ from typer.testing import CliRunner
 
 from remedy.remediation import Outcome
 from tests.conftest import ROOT
+from tests.processes import Children
 from workers.cli import app
 from workers.demo import DemoConfig, run_demo
 
@@ -85,9 +86,11 @@ def _clean_env() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if not k.startswith("PYTEST")}
 
 
-def test_remedy_demo_command_runs_and_ends_with_a_summary(tmp_path: Path) -> None:
+def test_remedy_demo_command_runs_and_ends_with_a_summary(
+    tmp_path: Path, processes: Children
+) -> None:
     """What `make demo` runs, with a limit: its own dev server, UI, worker and fleet."""
-    done = subprocess.run(
+    done = processes.run(
         [
             REMEDY,
             "demo",
@@ -100,8 +103,6 @@ def test_remedy_demo_command_runs_and_ends_with_a_summary(tmp_path: Path) -> Non
             "--db",
             str(tmp_path / "t.sqlite"),
         ],
-        capture_output=True,
-        text=True,
         timeout=120,
         env=_clean_env(),
         cwd=tmp_path,
@@ -112,8 +113,8 @@ def test_remedy_demo_command_runs_and_ends_with_a_summary(tmp_path: Path) -> Non
     assert (tmp_path / "t.sqlite").exists()
 
 
-def test_ctrl_c_stops_the_demo_cleanly_with_a_summary(tmp_path: Path) -> None:
-    demo = subprocess.Popen(
+def test_ctrl_c_stops_the_demo_cleanly_with_a_summary(tmp_path: Path, processes: Children) -> None:
+    demo = processes.start(
         [
             REMEDY,
             "demo",
