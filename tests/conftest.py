@@ -39,6 +39,8 @@ from workers.client import ensure_search_attributes
 from workers.controller import controller_worker, node_agent_worker
 
 ROOT = Path(__file__).resolve().parent.parent
+# The lanes (fast, server) and the guards against leftover processes, threads and tasks.
+pytest_plugins = ["tests.suite"]
 
 
 @pytest.fixture
