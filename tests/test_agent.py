@@ -31,6 +31,13 @@ async def eventually(check: Callable[[], bool], seconds: float = 20.0) -> None:
     raise AssertionError("condition never became true")
 
 
+async def rounds(agent: NodeAgent, count: int) -> None:
+    """Wait until the agent has probed ``count`` more times."""
+    for _ in range(count):
+        last = agent.last_report
+        await eventually(lambda: agent.last_report is not last)  # noqa: B023 - awaited here
+
+
 @pytest.fixture
 def fast_runbooks() -> RunbookSet:
     return RunbookSet(r.scaled(600) for r in load_runbooks([ROOT / "runbooks"]))
@@ -69,7 +76,7 @@ async def test_agent_finds_a_fault_starts_the_ladder_and_a_dead_agent_fails_clos
         healthy_since = conditions[0].last_transition_time
         assert (conditions[0].status, conditions[0].reason) == ("False", "NoGpuProblem")
         assert fleet.node(node).conditions[GPU_NETWORK_PROBLEM].status == "False"
-        await asyncio.sleep(0.5)  # more healthy rounds: the transition time must not move
+        await rounds(agent, 3)  # more healthy rounds: the transition time must not move
         assert gpu_condition().last_transition_time == healthy_since  # type: ignore[union-attr]
 
         fleet.inject(node, "ecc_dbe", gpu=3)  # the agent is told nothing: it must find it
