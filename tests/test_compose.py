@@ -19,6 +19,7 @@ from temporalio.testing import WorkflowEnvironment
 from contract import search_attributes
 from tests.conftest import ROOT
 from tests.processes import Children
+from tests.servers import STARTUP, started
 from workers.binaries import installed_binary
 from workers.cli import app
 
@@ -131,9 +132,12 @@ def test_setup_script_registers_every_search_attribute_remedy_sets() -> None:
 
 
 async def test_setup_script_runs_against_a_real_server(processes: Children) -> None:
-    env = await WorkflowEnvironment.start_local(  # a server that knows none of them yet
-        data_converter=pydantic_data_converter,
-        dev_server_existing_path=installed_binary("temporal"),
+    env = await started(  # a server that knows none of them yet
+        lambda: WorkflowEnvironment.start_local(
+            data_converter=pydantic_data_converter,
+            dev_server_existing_path=installed_binary("temporal"),
+            dev_server_startup_timeout=STARTUP,
+        )
     )
     try:
         address = env.client.service_client.config.target_host
