@@ -57,7 +57,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if item.get_closest_marker("server") or item.get_closest_marker("fast"):
             continue
-        lane = "server" if SERVER_FIXTURES & set(item.fixturenames) else "fast"
+        uses = set(getattr(item, "fixturenames", ()))  # a Function's; other items use none
+        lane = "server" if SERVER_FIXTURES & uses else "fast"
         item.add_marker(lane)
 
 
