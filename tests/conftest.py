@@ -3,6 +3,7 @@ queues per test, and the simulated fleet behind the real activities."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import functools
 import uuid
@@ -32,7 +33,7 @@ from remedy.budget import BudgetPolicy
 from remedy.cluster import Cluster
 from remedy.hardware import BlocklistPolicy
 from remedy.runbook import RunbookSet, load_runbooks
-from tests.processes import Children
+from tests.processes import Children, stop_tasks_since
 from tests.servers import STARTUP, clock_sleep, started
 from workers.binaries import installed_binary
 from workers.client import ensure_search_attributes
@@ -55,10 +56,14 @@ async def time_env() -> AsyncIterator[WorkflowEnvironment]:
             test_server_startup_timeout=STARTUP,
         )
     )
+    before = asyncio.all_tasks()
     try:
         await ensure_search_attributes(env.client)
         env.sleep = functools.partial(clock_sleep, env)  # type: ignore[method-assign]
         yield env
+        # Before the server goes: a worker left running could not shut down without it.
+        if left := await stop_tasks_since(before):
+            raise AssertionError(f"the test left tasks running (stopped now): {left}")
     finally:
         await env.shutdown()
 

@@ -1,4 +1,4 @@
-"""The processes tests start, and what is left of them.
+"""The processes tests start, and what is left of them (event-loop tasks too).
 
 Every process a test starts goes in a process group of its own (``Children.start``), and is
 stopped with everything it started when the test ends, however it ends: a signal to its group
@@ -12,6 +12,7 @@ only its direct children.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import ctypes
 import os
@@ -24,6 +25,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+TASK_GRACE_S = 1.0  # for a task still finishing when its test ends
+TASK_STOP_S = 90.0  # for a cancelled task to stop (a worker waits out its long polls, ~60 s)
 STOP_GRACE_S = 15.0  # a demo or harness stopping its dev server (which waits up to 15 s itself)
 PR_SET_CHILD_SUBREAPER = 36
 
@@ -193,3 +196,18 @@ class Children:
         trace: TracebackType | None,
     ) -> None:
         self.close()
+
+
+async def stop_tasks_since(before: set[asyncio.Task[Any]]) -> list[str]:
+    """Tasks started since ``before`` and still running after a moment's grace: cancelled, and
+    waited for (bounded); what they were."""
+    this = asyncio.current_task()
+    left = [t for t in asyncio.all_tasks() - before if t is not this and not t.done()]
+    if left:
+        await asyncio.wait(left, timeout=TASK_GRACE_S)  # finishing as the test ended
+    left = [t for t in left if not t.done()]
+    for task in left:
+        task.cancel()
+    if left:
+        await asyncio.wait(left, timeout=TASK_STOP_S)
+    return [f"{t.get_coro()!r}{'' if t.done() else ' (would not stop)'}" for t in left]

@@ -9,7 +9,7 @@
   teardown runs. pytest is a child subreaper, so an orphaned grandchild comes back to it. After
   the last test, a process still running, a thread that would keep the interpreter from exiting
   or a task left on the event loop fails the run by name (the processes are killed): a leak is a
-  failure, never a hang.
+  failure, never a hang. A task a module's tests leave running is stopped as the module ends.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ import pytest
 from temporalio.testing import WorkflowEnvironment
 
 from kubeapi import ApiServer
-from tests.processes import become_subreaper, kill_tree, leftover_children
+from tests.processes import become_subreaper, kill_tree, leftover_children, stop_tasks_since
 
 SERVER_FIXTURES = frozenset({"time_env", "dev_env", "api", "processes"})
 # What a fast test must not do, as (owner, attribute, what it is).
@@ -101,19 +101,24 @@ class _lane_kept:
         self.patch.undo()
 
 
+@pytest.fixture(scope="module", autouse=True)
+async def _no_task_left_by_the_module() -> AsyncIterator[None]:
+    """A task a module's tests started and left running (a worker, an agent) is stopped when
+    the module ends, while the session's dev server still answers, and fails its last test:
+    left for the end, a Temporal worker whose server is gone never finishes shutting down,
+    and closing the loop hangs. (Per module, not per test: a module's fixture, a TLS proxy,
+    serves connections from test to test.)"""
+    before = asyncio.all_tasks()
+    yield
+    if left := await stop_tasks_since(before):
+        raise AssertionError(f"tests of this module left tasks running (stopped now): {left}")
+
+
 @pytest.fixture(scope="session", autouse=True)
 async def _no_task_left(pytestconfig: pytest.Config) -> AsyncIterator[None]:
     """Tasks still on the session's event loop when every other fixture has ended."""
     yield
-    this = asyncio.current_task()
-    for _ in range(10):  # a task being cancelled needs a turn or two of the loop to finish
-        left = [t for t in asyncio.all_tasks() if t is not this and not t.done()]
-        if not left:
-            return
-        await asyncio.sleep(0.1)
-    pytestconfig.stash[LEAKS] += [f"task {t.get_name()}: {t.get_coro()!r}" for t in left]
-    for task in left:
-        task.cancel()
+    pytestconfig.stash[LEAKS] += [f"task {t}" for t in await stop_tasks_since(set())]
 
 
 @pytest.hookimpl(trylast=True)
