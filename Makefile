@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 BENCH_STAMP := $(VENV)/.bench-installed
 
-.PHONY: demo test bench chaos lint venv clean
+.PHONY: demo test test-fast test-stress bench chaos lint venv clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -23,6 +23,16 @@ test: lint
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 	$(BIN)/pytest
+
+# The fast lane: the tests that need no server and start no process (tests/suite.py sorts them
+# by the fixtures they use), in well under a minute. No lint.
+test-fast: $(STAMP)
+	$(BIN)/pytest -m fast -q
+
+# The other lane, the server-backed tests, three runs in a row with a busy loop on every core
+# (tests/stress.py); fails if any run fails. STRESS_ARGS: e.g. `--runs 1 -- -x tests/test_cli.py`.
+test-stress: $(STAMP)
+	$(BIN)/python -m tests.stress $(STRESS_ARGS)
 
 $(BENCH_STAMP): $(STAMP)
 	$(BIN)/pip install --quiet -e '.[dev,bench]'

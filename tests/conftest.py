@@ -3,14 +3,14 @@ queues per test, and the simulated fleet behind the real activities."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import functools
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
-from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -33,63 +33,57 @@ from remedy.budget import BudgetPolicy
 from remedy.cluster import Cluster
 from remedy.hardware import BlocklistPolicy
 from remedy.runbook import RunbookSet, load_runbooks
+from tests.processes import Children, stop_tasks_since
+from tests.servers import STARTUP, clock_sleep, started
 from workers.binaries import installed_binary
 from workers.client import ensure_search_attributes
 from workers.controller import controller_worker, node_agent_worker
 
 ROOT = Path(__file__).resolve().parent.parent
+# The lanes (fast, server) and the guards against leftover processes, threads and tasks.
+pytest_plugins = ["tests.suite"]
 
 
 @pytest.fixture
 async def time_env() -> AsyncIterator[WorkflowEnvironment]:
     """A fresh time-skipping server per test (it starts in ~0.1 s): one test's leftover work
     (a closed workflow's activity still pending) stops that server's clock from skipping, and
-    must not stall every later test."""
-    env = await WorkflowEnvironment.start_time_skipping(
-        data_converter=pydantic_data_converter,
-        test_server_existing_path=installed_binary("temporal-test-server"),
+    must not stall every later test. ``env.sleep`` moves its clock (tests/servers.py)."""
+    env = await started(
+        lambda: WorkflowEnvironment.start_time_skipping(
+            data_converter=pydantic_data_converter,
+            test_server_existing_path=installed_binary("temporal-test-server"),
+            test_server_startup_timeout=STARTUP,
+        )
     )
-    await ensure_search_attributes(env.client)
-    env.sleep = functools.partial(patient_sleep, env, env.sleep)  # type: ignore[method-assign]
-    yield env
-    await env.shutdown()
-
-
-async def patient_sleep(
-    env: WorkflowEnvironment,
-    sleep: Callable[[timedelta | float], Awaitable[None]],
-    duration: timedelta | float,
-) -> None:
-    """The test server's sleep, again for what is left when its RPC times out: on a loaded
-    machine it can fire hours of timers slower than the call waits (CI saw "Timeout expired")."""
-    span = duration if isinstance(duration, timedelta) else timedelta(seconds=duration)
-    until = await env.get_current_time() + span
-    for _ in range(5):
-        left = until - await env.get_current_time()
-        if left <= timedelta(0):
-            return
-        try:
-            await sleep(left)
-            return
-        except RPCError as err:
-            if "Timeout expired" not in str(err):
-                raise
-    raise TimeoutError(f"the time-skipping server did not reach {until} in 5 sleeps")
+    before = asyncio.all_tasks()
+    try:
+        await ensure_search_attributes(env.client)
+        env.sleep = functools.partial(clock_sleep, env)  # type: ignore[method-assign]
+        yield env
+        # Before the server goes: a worker left running could not shut down without it.
+        if left := await stop_tasks_since(before):
+            raise AssertionError(f"the test left tasks running (stopped now): {left}")
+    finally:
+        await env.shutdown()
 
 
 @pytest.fixture(scope="session")
 async def dev_env() -> AsyncIterator[WorkflowEnvironment]:
     """The real dev server (SQLite, full visibility), for what the time-skipping one lacks:
     schedule-to-start timeouts with no worker, continue-as-new suggestions, listing workflows."""
-    env = await WorkflowEnvironment.start_local(
-        data_converter=pydantic_data_converter,
-        dev_server_existing_path=installed_binary("temporal"),
-        search_attributes=search_attributes.ALL,
-        # Suggest continue-as-new early so that path runs in seconds, not after 4k events.
-        dev_server_extra_args=[
-            "--dynamic-config-value",
-            "limit.historyCount.suggestContinueAsNew=40",
-        ],
+    env = await started(
+        lambda: WorkflowEnvironment.start_local(
+            data_converter=pydantic_data_converter,
+            dev_server_existing_path=installed_binary("temporal"),
+            dev_server_startup_timeout=STARTUP,
+            search_attributes=search_attributes.ALL,
+            # Suggest continue-as-new early so that path runs in seconds, not after 4k events.
+            dev_server_extra_args=[
+                "--dynamic-config-value",
+                "limit.historyCount.suggestContinueAsNew=40",
+            ],
+        )
     )
     yield env
     await env.shutdown()
@@ -165,6 +159,8 @@ async def running_workers(
             try:
                 yield queues
             finally:
+                for held in fleet.holds.values():  # a worker waits for the activities it runs
+                    held.release()
                 await _end_leftovers(client, pool, fleet, queues.controller)
 
 
@@ -191,6 +187,13 @@ async def _end_leftovers(client: Client, pool: str, fleet: SimFleet, queue: str)
             await client.get_workflow_handle(workflow_id).terminate("test over")
         except RPCError:
             pass  # never started, or already closed
+
+
+@pytest.fixture
+def processes() -> Iterator[Children]:
+    """Start a test's processes here: each in a group of its own, all stopped when it ends."""
+    with Children() as children:
+        yield children
 
 
 @pytest.fixture

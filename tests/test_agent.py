@@ -22,13 +22,24 @@ from tests.ladder import report, state_of
 from workers.agent import AgentConfig, NodeAgent
 from workflows.node_remediation import NodeRemediation
 
+# Real time on the dev server: a bound against a hang, not a timing (a loaded machine took
+# more than 30 s for the ladder below).
+PATIENCE_S = 120.0
 
-async def eventually(check: Callable[[], bool], seconds: float = 20.0) -> None:
+
+async def eventually(check: Callable[[], bool], seconds: float = PATIENCE_S) -> None:
     for _ in range(int(seconds / 0.05)):
         if check():
             return
         await asyncio.sleep(0.05)
     raise AssertionError("condition never became true")
+
+
+async def rounds(agent: NodeAgent, count: int) -> None:
+    """Wait until the agent has probed ``count`` more times."""
+    for _ in range(count):
+        last = agent.last_report
+        await eventually(lambda: agent.last_report is not last)  # noqa: B023 - awaited here
 
 
 @pytest.fixture
@@ -69,13 +80,13 @@ async def test_agent_finds_a_fault_starts_the_ladder_and_a_dead_agent_fails_clos
         healthy_since = conditions[0].last_transition_time
         assert (conditions[0].status, conditions[0].reason) == ("False", "NoGpuProblem")
         assert fleet.node(node).conditions[GPU_NETWORK_PROBLEM].status == "False"
-        await asyncio.sleep(0.5)  # more healthy rounds: the transition time must not move
+        await rounds(agent, 3)  # more healthy rounds: the transition time must not move
         assert gpu_condition().last_transition_time == healthy_since  # type: ignore[union-attr]
 
         fleet.inject(node, "ecc_dbe", gpu=3)  # the agent is told nothing: it must find it
         handle = client.get_workflow_handle_for(NodeRemediation.run, remediation_workflow_id(node))
         await eventually(lambda: (gpu_condition() or conditions[0]).status == "True")
-        result = await asyncio.wait_for(handle.result(), timeout=30)
+        result = await asyncio.wait_for(handle.result(), timeout=PATIENCE_S)
         assert result.runbook == "gpu-memory-ecc"
         assert result.outcome is Outcome.RECOVERED  # the agent served the reset itself
         assert [a for n, a in fleet.actions if n == node] == [
@@ -108,7 +119,7 @@ async def test_agent_finds_a_fault_starts_the_ladder_and_a_dead_agent_fails_clos
         watched = await report(
             client, queues, finding, window, node_pickup_timeout=timedelta(seconds=1)
         )
-        result = await asyncio.wait_for(watched.result(), timeout=30)
+        result = await asyncio.wait_for(watched.result(), timeout=PATIENCE_S)
         state = await state_of(watched)
     assert result.outcome is Outcome.NEEDS_HUMAN  # not "cleared": the probe never ran
     assert state.last_probe is not None and not state.last_probe.healthy

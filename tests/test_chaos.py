@@ -19,6 +19,7 @@ from chaos.config import SHORT
 from chaos.experiments import EXPERIMENTS
 from chaos.measure import Row
 from chaos.run import run
+from tests.processes import Children
 
 ROOT = Path(__file__).resolve().parent.parent
 # What each experiment must have done for its zeros to mean anything.
@@ -34,6 +35,7 @@ DID = {
 }
 
 
+@pytest.mark.server  # the harness starts its processes itself
 @pytest.mark.timeout(900)
 async def test_the_short_chaos_run_keeps_every_promise(tmp_path: Path) -> None:
     rows = await run(EXPERIMENTS, SHORT, seed=1, workdir=tmp_path, at_once=SHORT.at_once)
@@ -56,26 +58,21 @@ def assert_kept(row: Row) -> None:
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "Ctrl-C"])
 def test_a_stopped_harness_stops_every_process_it_started(
-    tmp_path: Path, sig: signal.Signals
+    tmp_path: Path, sig: signal.Signals, processes: Children
 ) -> None:
-    harness = subprocess.Popen(
+    harness = processes.start(
         [sys.executable, "-m", "chaos", "--short", "--only", "a", "--workdir", str(tmp_path)],
         cwd=ROOT,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
-    try:
+    started = _ours(tmp_path)
+    while len(started) < 4 and harness.poll() is None:  # itself, server, controller, agents
+        time.sleep(0.2)
         started = _ours(tmp_path)
-        while len(started) < 4 and harness.poll() is None:  # itself, server, controller, agents
-            time.sleep(0.2)
-            started = _ours(tmp_path)
-        assert len(started) >= 4
-        harness.send_signal(sig)
-        assert harness.wait(60) != 0
-    finally:
-        if harness.poll() is None:
-            harness.kill()
-            harness.wait()
+    assert len(started) >= 4
+    harness.send_signal(sig)
+    assert harness.wait(60) != 0
     assert _ours(tmp_path) == [], "left running"
 
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import dataclasses
 import signal
-import subprocess
 import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -24,6 +23,7 @@ from remedy.cluster import CordonOwner
 from remedy.conditions import NodeCondition
 from remedy.errors import ActionFailed, TransientError
 from remedy.once import Stage
+from tests.processes import Children
 
 NODE = "gpu-node-001"
 KEY = "node-remediation/gpu-node-001/run-1/rung-0"
@@ -102,7 +102,9 @@ def test_the_cluster_api_down_refuses_cluster_calls_not_the_host(tmp_path: Path)
     assert cluster.fleet.pool_size("p") == 4
 
 
-def test_a_process_killed_right_after_the_effect_leaves_effect_and_record(tmp_path: Path) -> None:
+def test_a_process_killed_right_after_the_effect_leaves_effect_and_record(
+    tmp_path: Path, processes: Children
+) -> None:
     """The agent dies right after a reboot landed (die_after): the file has the reboot and its
     ledger entry; the retry from another process answers from the ledger."""
     store = a_store(tmp_path, Knobs(die_after=["reboot"]))
@@ -111,9 +113,7 @@ def test_a_process_killed_right_after_the_effect_leaves_effect_and_record(tmp_pa
         "from chaos.seams import StoredHost; "
         f"StoredHost(FleetStore(Path(sys.argv[1])), {NODE!r}).reboot({KEY!r}); print('answered')"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", script, str(store.path)], cwd=ROOT, capture_output=True, text=True
-    )
+    done = processes.run([sys.executable, "-c", script, str(store.path)], cwd=ROOT)
     assert done.returncode == -signal.SIGKILL and "answered" not in done.stdout
     world = store.read()
     assert world.fleet.effects == [(NODE, "reboot", KEY)] and world.tally.deaths == 1
@@ -123,7 +123,7 @@ def test_a_process_killed_right_after_the_effect_leaves_effect_and_record(tmp_pa
     assert store.read().fleet.node(NODE).boot_id == 1
 
 
-def test_processes_writing_at_once_lose_no_update(tmp_path: Path) -> None:
+def test_processes_writing_at_once_lose_no_update(tmp_path: Path, processes: Children) -> None:
     """Each call reads, changes and writes the whole file: without the lock, two processes
     would overwrite each other's effects."""
     store = a_store(tmp_path)
@@ -134,7 +134,7 @@ def test_processes_writing_at_once_lose_no_update(tmp_path: Path) -> None:
         "for i in range(20): control.kill_gpu_pods(sys.argv[2], f'{sys.argv[3]}/rung-{i}')"
     )
     writers = [
-        subprocess.Popen([sys.executable, "-c", script, str(store.path), node, f"w{n}"], cwd=ROOT)
+        processes.start([sys.executable, "-c", script, str(store.path), node, f"w{n}"], cwd=ROOT)
         for n, node in enumerate(["gpu-node-000", "gpu-node-001", "gpu-node-001", "gpu-node-002"])
     ]
     assert [w.wait() for w in writers] == [0, 0, 0, 0]

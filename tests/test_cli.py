@@ -6,7 +6,6 @@ import asyncio
 import contextlib
 import json
 import re
-import subprocess
 import sys
 import uuid
 from datetime import timedelta
@@ -23,6 +22,7 @@ from remedy.remediation import Outcome, Phase
 from remedy.runbook import Match, Runbook, Rung
 from tests.conftest import ROOT, Queues, own_fleet, running_workers
 from tests.ladder import report, state_of
+from tests.processes import Children
 from workers.cli import app
 from workflows.node_remediation import NodeRemediation
 
@@ -197,14 +197,8 @@ async def test_trigger_with_no_controller_says_the_finding_waits(
     )
 
 
-def test_python_dash_m_runs_the_same_cli() -> None:
-    done = subprocess.run(
-        [sys.executable, "-m", "workers", "--help"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        cwd=ROOT,
-    )
+def test_python_dash_m_runs_the_same_cli(processes: Children) -> None:
+    done = processes.run([sys.executable, "-m", "workers", "--help"], timeout=60, cwd=ROOT)
     assert done.returncode == 0, done.stderr
     for command in (
         "status",

@@ -10,6 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.processes import Children
+
+pytestmark = pytest.mark.server  # the commands run as processes, from a module's fixture
 REMEDY = str(Path(sys.executable).parent / "remedy")
 
 COMMANDS = {
@@ -47,28 +50,21 @@ def results(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[str, in
         "users: [{name: u, user: {token: t}}]\n"
         "contexts: [{name: c, context: {cluster: c, user: u}}]\n"
     )
-    runs = {
-        name: subprocess.Popen(
-            [REMEDY, *(a.format(kubeconfig=kubeconfig) for a in args), "--address", address],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
+    argvs = {
+        name: [REMEDY, *(a.format(kubeconfig=kubeconfig) for a in args)]
         for name, args in COMMANDS.items()
     }
-    runs["python -m workers status"] = subprocess.Popen(
-        [sys.executable, "-m", "workers", "status", "--address", address],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    argvs["python -m workers status"] = [sys.executable, "-m", "workers", "status"]
     out = {}
-    for name, run in runs.items():
-        try:
+    with Children() as children:
+        pipes = {"stdout": subprocess.PIPE, "stderr": subprocess.PIPE, "text": True}
+        runs = {
+            name: children.start([*argv, "--address", address], **pipes)
+            for name, argv in argvs.items()
+        }
+        for name, run in runs.items():
             _, stderr = run.communicate(timeout=60)
-        finally:
-            run.kill()
-        out[name] = (address, run.returncode, stderr)
+            out[name] = (address, run.returncode, stderr)
     return out
 
 

@@ -18,6 +18,8 @@ from temporalio.testing import WorkflowEnvironment
 
 from contract import search_attributes
 from tests.conftest import ROOT
+from tests.processes import Children
+from tests.servers import STARTUP, started
 from workers.binaries import installed_binary
 from workers.cli import app
 
@@ -129,35 +131,27 @@ def test_setup_script_registers_every_search_attribute_remedy_sets() -> None:
     )
 
 
-async def test_setup_script_runs_against_a_real_server() -> None:
-    env = await WorkflowEnvironment.start_local(  # a server that knows none of them yet
-        data_converter=pydantic_data_converter,
-        dev_server_existing_path=installed_binary("temporal"),
+async def test_setup_script_runs_against_a_real_server(processes: Children) -> None:
+    env = await started(  # a server that knows none of them yet
+        lambda: WorkflowEnvironment.start_local(
+            data_converter=pydantic_data_converter,
+            dev_server_existing_path=installed_binary("temporal"),
+            dev_server_startup_timeout=STARTUP,
+        )
     )
     try:
         address = env.client.service_client.config.target_host
         path = f"{Path(installed_binary('temporal')).parent}{os.pathsep}{os.environ['PATH']}"
-        process = await asyncio.create_subprocess_exec(
-            "sh",
-            str(SETUP_SCRIPT),
-            env={**os.environ, "PATH": path, "TEMPORAL_ADDRESS": address},
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.STDOUT,
-        )
-        output, _ = await asyncio.wait_for(process.communicate(), 60)
-        again = await asyncio.create_subprocess_exec(  # a second run changes nothing, fails not
-            "sh",
-            str(SETUP_SCRIPT),
-            env={**os.environ, "PATH": path, "TEMPORAL_ADDRESS": address},
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.STDOUT,
-        )
-        await asyncio.wait_for(again.communicate(), 60)
+        setup = ["sh", str(SETUP_SCRIPT)]
+        script_env = {**os.environ, "PATH": path, "TEMPORAL_ADDRESS": address}
+        first = await asyncio.to_thread(processes.run, setup, env=script_env, timeout=60)
+        # A second run changes nothing, and does not fail.
+        again = await asyncio.to_thread(processes.run, setup, env=script_env, timeout=60)
         known = await env.client.operator_service.list_search_attributes(
             ListSearchAttributesRequest(namespace="default")
         )
     finally:
         await env.shutdown()
-    assert process.returncode == 0, output.decode()
-    assert again.returncode == 0
+    assert first.returncode == 0, first.stdout + first.stderr
+    assert again.returncode == 0, again.stdout + again.stderr
     assert {k.name for k in search_attributes.ALL} <= set(known.custom_attributes)

@@ -23,6 +23,8 @@ from remedy.runbook import RunbookSet
 from tests.ladder import remediate
 from tests.test_load_test import FIXTURES, V4_FAIL, V4_SKIPPED, fake_dcgmi
 
+pytestmark = pytest.mark.server  # a fake dcgmi runs as a process
+
 NODE = "gpu-node-001"
 
 

@@ -20,6 +20,7 @@ from typer.testing import CliRunner
 
 from remedy.remediation import Outcome
 from tests.conftest import ROOT
+from tests.processes import Children
 from workers.cli import app
 from workers.demo_config import DemoConfig
 from workers.demo_run import run_demo
@@ -91,10 +92,12 @@ def _clean_env() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if not k.startswith("PYTEST")}
 
 
-def _demo(cwd: Path, *args: str, command: tuple[str, ...] = (REMEDY, "demo")) -> str:
+def _demo(
+    processes: Children, cwd: Path, *args: str, command: tuple[str, ...] = (REMEDY, "demo")
+) -> str:
     """A demo run to its end (``--duration``): what it printed, stdout then stderr, which must
     hold no traceback."""
-    done = subprocess.run(
+    done = processes.run(
         [*command, *args],
         capture_output=True,
         text=True,
@@ -107,39 +110,45 @@ def _demo(cwd: Path, *args: str, command: tuple[str, ...] = (REMEDY, "demo")) ->
     return done.stdout + done.stderr
 
 
-def test_remedy_demo_command_runs_and_ends_with_a_summary(tmp_path: Path) -> None:
+def test_remedy_demo_command_runs_and_ends_with_a_summary(
+    tmp_path: Path, processes: Children
+) -> None:
     """What `make demo` runs, with a limit: its own dev server, UI, worker and fleet."""
     db = tmp_path / "t.sqlite"
-    out = _demo(tmp_path, "--duration", "6", *SMALL, "--db", str(db))
+    out = _demo(processes, tmp_path, "--duration", "6", *SMALL, "--db", str(db))
     assert out.startswith(f"History          fresh: {db} (a later run with --resume goes on")
     assert "Temporal Web UI  http://127.0.0.1:" in out
     assert "Remediations by outcome (" in out
     assert db.exists()
 
 
-def test_a_second_demo_starts_on_a_fresh_database_unless_resumed(tmp_path: Path) -> None:
+def test_a_second_demo_starts_on_a_fresh_database_unless_resumed(
+    tmp_path: Path, processes: Children
+) -> None:
     """Not the last run's ladders holding leases and its guards holding jobs: a new database,
     the last one kept aside; with --resume, the same database and its workflows."""
     folder = tmp_path / ".demo"
     db, kept = folder / "temporal.sqlite", folder / "temporal.previous.sqlite"
-    _demo(tmp_path, "--duration", "2", *SMALL)
+    _demo(processes, tmp_path, "--duration", "2", *SMALL)
     first = db.stat().st_ino
 
-    out = _demo(tmp_path, "--duration", "1", *SMALL)
+    out = _demo(processes, tmp_path, "--duration", "1", *SMALL)
     assert out.startswith("History          fresh: .demo/temporal.sqlite (the last run's is ")
     assert kept.stat().st_ino == first and db.stat().st_ino != first
     second = db.stat().st_ino
 
-    out = _demo(tmp_path, "--duration", "1", *SMALL, "--resume")
+    out = _demo(processes, tmp_path, "--duration", "1", *SMALL, "--resume")
     assert out.startswith("History          resumed: .demo/temporal.sqlite, the last run's ")
     assert db.stat().st_ino == second and kept.stat().st_ino == first
 
 
-def test_a_short_demo_prints_one_line_per_handled_event_not_a_traceback(tmp_path: Path) -> None:
+def test_a_short_demo_prints_one_line_per_handled_event_not_a_traceback(
+    tmp_path: Path, processes: Children
+) -> None:
     """A flaky API server refuses the first cordons: the Temporal worker logs each failed
     activity with its stack, the ladder retries it, and the console says so in one line."""
     flaky = (sys.executable, str(ROOT / "tests" / "flaky_demo.py"))
-    out = _demo(tmp_path, "--duration", "4", *SMALL, "--db", "f.sqlite", command=flaky)
+    out = _demo(processes, tmp_path, "--duration", "4", *SMALL, "--db", "f.sqlite", command=flaky)
     refused = [line for line in out.splitlines() if "activity cordon failed" in line]
     assert refused, out
     assert all(
@@ -154,33 +163,32 @@ def test_a_short_demo_prints_one_line_per_handled_event_not_a_traceback(tmp_path
 
 
 @pytest.mark.skipif(sys.platform != "linux", reason="the server learns of it by PR_SET_PDEATHSIG")
-def test_killing_the_demo_takes_its_dev_server_down(tmp_path: Path) -> None:
+def test_killing_the_demo_takes_its_dev_server_down(tmp_path: Path, processes: Children) -> None:
     """SIGKILL gives the demo no chance to stop its server: the server goes by itself."""
     db = tmp_path / "k.sqlite"
-    with subprocess.Popen(
+    demo = processes.start(
         [REMEDY, "demo", *SMALL, "--db", str(db)],
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
         text=True,
         env=_clean_env(),
         cwd=tmp_path,
-    ) as demo:
-        try:
-            assert demo.stdout is not None
-            lines = (line for line in demo.stdout if line.startswith("Temporal server"))
-            host, port = next(lines).split()[2].split(":")
-            demo.kill()
-            demo.wait(10)
-            for _ in range(100):
-                with socket.socket() as probe:
-                    if probe.connect_ex((host, int(port))) != 0:
-                        break
-                time.sleep(0.1)
-            else:
-                raise AssertionError(f"the dev server on {host}:{port} outlived the demo")
-        finally:
-            demo.kill()
-            _kill_servers_of(db)
+    )
+    try:
+        assert demo.stdout is not None
+        lines = (line for line in demo.stdout if line.startswith("Temporal server"))
+        host, port = next(lines).split()[2].split(":")
+        demo.kill()  # the demo alone, not its group: the server must notice by itself
+        demo.wait(30)
+        for _ in range(600):  # a bound against a hang (the server may take its 15 s to stop)
+            with socket.socket() as probe:
+                if probe.connect_ex((host, int(port))) != 0:
+                    break
+            time.sleep(0.1)
+        else:
+            raise AssertionError(f"the dev server on {host}:{port} outlived the demo")
+    finally:
+        _kill_servers_of(db)
 
 
 def _kill_servers_of(db: Path) -> None:
@@ -191,8 +199,8 @@ def _kill_servers_of(db: Path) -> None:
                 os.kill(int(proc.name), signal.SIGKILL)
 
 
-def test_ctrl_c_stops_the_demo_cleanly_with_a_summary(tmp_path: Path) -> None:
-    demo = subprocess.Popen(
+def test_ctrl_c_stops_the_demo_cleanly_with_a_summary(tmp_path: Path, processes: Children) -> None:
+    demo = processes.start(
         [
             REMEDY,
             "demo",

@@ -3,12 +3,12 @@ time-skipping server."""
 
 from __future__ import annotations
 
-import asyncio
 import uuid
 from datetime import UTC, datetime, timedelta
 
 import pytest
 from temporalio.client import Client
+from temporalio.service import RPCError
 from temporalio.testing import WorkflowEnvironment
 
 from adapters.sim import SimFleet
@@ -213,8 +213,7 @@ async def test_a_budget_started_afresh_knows_who_holds_a_lease(
         waiting = await wait_for_phase(
             dev_env, waiter, Phase.AWAITING_LEASE, step=timedelta(seconds=0.2)
         )
-        await asyncio.sleep(1)  # the new budget run would have granted by now if it forgot
-        rebuilt = await budget_state(client, queues.pool)
+        rebuilt = await eventually(lambda: _decided(client, queues.pool, waiter.id))
         still = await state_of(waiter)
         for handle in (holder, waiter):
             await APPROVE.send(handle, ApproveRequest(by="test", rung=1))
@@ -270,6 +269,17 @@ async def test_a_node_left_for_a_human_holds_its_share_until_it_is_restored(
     assert released.in_use == 0
 
 
+async def _decided(client: Client, pool: str, holder: str) -> BudgetState | None:
+    """The pool's budget, once a run that rebuilt its holders has decided on ``holder``'s
+    request (granted it, or keeps it waiting); None before (the new run may not be up yet)."""
+    try:
+        state = await budget_state(client, pool)
+    except RPCError:
+        return None
+    asked = [w.holder for w in state.waiting] + [h.holder for h in state.holders]
+    return state if state.rebuilt and holder in asked else None
+
+
 async def _held(client: Client, pool: str, nodes: list[str]) -> BudgetState | None:
     state = await budget_state(client, pool)
     return state if [h.node for h in state.held] == nodes else None
@@ -296,10 +306,10 @@ async def test_a_budget_started_afresh_still_counts_a_node_left_for_a_human(
         )
         waiter: Handle = await report(client, queues, fleet.inject(second, "ecc_dbe"), runbook)
         await wait_for_phase(dev_env, waiter, Phase.AWAITING_LEASE, step=step)
-        await asyncio.sleep(1)  # the new budget run would have granted by now if it forgot
-        budget = await budget_state(client, queues.pool)
+        budget = await eventually(lambda: _decided(client, queues.pool, waiter.id))
         still_waiting = await state_of(waiter)
     assert budget.rebuilt and [h.node for h in budget.held] == [first]
+    assert [w.holder for w in budget.waiting] == [waiter.id] and budget.holders == []
     assert still_waiting.phase is Phase.AWAITING_LEASE
 
 

@@ -4,13 +4,13 @@ and `remedy doctor` on this GPU-less machine: a line per dependency, exit 1, no 
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, cast
 
 import pynvml
+import pytest
 from typer.testing import CliRunner
 
 from adapters.host.dependencies import RECHECK_EXPENSIVE_S, HostDependencies, Machine, Setup
@@ -22,6 +22,7 @@ from remedy.gpu import NvmlApi
 from remedy.models import Action
 from remedy.probe import ProbeConfig
 from tests.conftest import ROOT
+from tests.processes import Children
 from workers.cli import app
 
 NSENTER = ("nsenter", "-t", "1", "-m", "--", "systemctl", "reboot")
@@ -262,13 +263,11 @@ def test_dcgms_host_engine_is_asked_once_then_every_few_minutes(tmp_path: Path) 
     assert host.ran.count(discovery) == 3
 
 
-def test_doctor_on_this_gpu_less_machine_names_every_dependency_and_exits_1() -> None:
-    done = subprocess.run(
-        [sys.executable, "-m", "workers", "doctor", "--expected-gpus", "8"],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        timeout=60,
+def test_doctor_on_this_gpu_less_machine_names_every_dependency_and_exits_1(
+    processes: Children,
+) -> None:
+    done = processes.run(
+        [sys.executable, "-m", "workers", "doctor", "--expected-gpus", "8"], cwd=ROOT, timeout=60
     )
     assert done.returncode == 1, done.stdout + done.stderr
     assert "Traceback" not in done.stdout + done.stderr
@@ -278,6 +277,7 @@ def test_doctor_on_this_gpu_less_machine_names_every_dependency_and_exits_1() ->
     assert lines[0].split()[0] == "MISSING" and "(so no probe)" in lines[0]
 
 
+@pytest.mark.server  # the doctor runs the node's tools
 def test_doctor_json_lists_the_checks_and_what_the_node_cannot_do() -> None:
     result = CliRunner().invoke(app, ["doctor", "--json", "--expected-gpus", "0"])
     body = json.loads(result.output)

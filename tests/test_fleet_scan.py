@@ -9,7 +9,13 @@ import json
 import uuid
 from datetime import UTC, datetime, timedelta
 
-from temporalio.client import Client, ScheduleOverlapPolicy, WorkflowExecutionStatus
+from temporalio.client import (
+    Client,
+    ScheduleDescription,
+    ScheduleHandle,
+    ScheduleOverlapPolicy,
+    WorkflowExecutionStatus,
+)
 from temporalio.service import RPCError
 from temporalio.testing import WorkflowEnvironment
 from typer.testing import CliRunner
@@ -53,6 +59,19 @@ async def closed(client: Client, workflow_id: str, within_s: float = 30) -> None
             return
         await asyncio.sleep(0.1)
     raise AssertionError(f"{workflow_id} did not complete within {within_s}s")
+
+
+async def scans_after(
+    schedule: ScheduleHandle, more: int, within_s: float = 60
+) -> ScheduleDescription:
+    """Wait (real time) until the schedule has started ``more`` scans since it is asked."""
+    wanted = (await schedule.describe()).info.num_actions + more
+    for _ in range(int(within_s * 10)):
+        description = await schedule.describe()
+        if description.info.num_actions >= wanted:
+            return description
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"the schedule did not start {more} more scans within {within_s}s")
 
 
 def _problem(reason: str = "Xid48") -> NodeCondition:
@@ -160,8 +179,7 @@ async def test_scan_remediates_a_silent_bad_condition_and_admits_a_new_node(
             ladder = await client.get_workflow_handle(
                 remediation_workflow_id(sick), result_type=RemediationResult
             ).result()
-            await asyncio.sleep(4.5)  # two more scans: the recovered node is left alone
-            description = await schedule.describe()
+            description = await scans_after(schedule, 2)  # the recovered node is left alone
             last = description.info.recent_actions[-1].action
             summary = await client.get_workflow_handle(
                 last.workflow_id, run_id=last.first_execution_run_id, result_type=FleetSummary

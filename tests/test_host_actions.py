@@ -22,6 +22,8 @@ from remedy.models import Action, ActionRequest, NodeRef
 from remedy.probe import ProbeConfig
 from workflows.common import PERMANENT_ERRORS
 
+pytestmark = pytest.mark.server  # the host actions run scripts as processes
+
 NODE = "gpu-node-000"
 
 

@@ -108,6 +108,7 @@ def test_new_kmsg_records_after_the_cursor_are_read(tmp_path: Path) -> None:
 
 
 # -- the journal, through a journalctl on PATH ----------------------------------------------
+@pytest.mark.server  # a fake journalctl runs as a process
 def test_the_journal_is_read_after_its_cursor(fleet: SimFleet, tmp_path: Path) -> None:
     command = fake_journalctl(tmp_path, JOURNAL)
     source = JournalSource(tmp_path / "cursor.json", journalctl=command)
@@ -157,6 +158,7 @@ def test_xids_logged_before_this_boot_do_not_count(fleet: SimFleet, tmp_path: Pa
         (lambda tmp: JournalSource(journalctl=str(tmp / "none")), "none is not installed"),
     ],
 )
+@pytest.mark.server  # a fake journalctl runs as a process
 def test_a_log_that_cannot_be_read_makes_the_probe_unhealthy(
     fleet: SimFleet, tmp_path: Path, source: object, says: str
 ) -> None:
@@ -167,6 +169,7 @@ def test_a_log_that_cannot_be_read_makes_the_probe_unhealthy(
     assert unreadable.reason == "KernelLogUnreadable" and says in unreadable.evidence
 
 
+@pytest.mark.server  # a fake journalctl runs as a process
 def test_auto_takes_kmsg_then_the_journal_then_a_file(tmp_path: Path) -> None:
     log = tmp_path / "messages"
     log.write_text("Nov 30 06:14:07 gpu-node-000 kernel: NVRM: Xid (PCI:0000:38:00): 79, x\n")

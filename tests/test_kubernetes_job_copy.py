@@ -16,6 +16,8 @@ from kubeapi import ApiServer
 from remedy.attribution.guard import JobRef
 from tests.kube import JOBS, call, sent
 
+pytestmark = pytest.mark.server  # an API emulator of its own (newer fields)
+
 NOW = datetime(2026, 11, 29, 8, 0, tzinfo=UTC)
 LLM = JobRef(namespace="ml", name="llm")
 # Fields a newer API server knows and this client's models do not (by OpenAPI definition).

@@ -14,7 +14,8 @@ from tests.ladder_model import COUNTS, LadderModel
 EXAMPLES = int(os.environ.get("REMEDY_MODEL_EXAMPLES", "12"))
 
 
-@pytest.mark.timeout(120 + 60 * EXAMPLES)  # each example starts its own server and workers
+@pytest.mark.server  # each interleaving starts its own time-skipping server and workers
+@pytest.mark.timeout(120 + 60 * EXAMPLES)
 def test_interleaved_findings_aborts_and_failures_keep_the_ladder_safe() -> None:
     try:
         run_state_machine_as_test(

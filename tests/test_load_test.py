@@ -161,6 +161,7 @@ def dcgm_only(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> LoadTestConfig
     return LoadTestConfig(engines=("dcgm",), dcgm_level=3, dcgm_timeout_s=2.0)
 
 
+@pytest.mark.server  # a fake dcgmi runs as a process
 def test_dcgm_is_used_when_present_over_every_gpu_asked(
     tmp_path: Path, dcgm_only: LoadTestConfig
 ) -> None:
@@ -172,6 +173,7 @@ def test_dcgm_is_used_when_present_over_every_gpu_asked(
     assert (tmp_path / "argv").read_text().splitlines()[-1] == "diag -r 3 -j -i 0,1,2,3,4,5,6,7"
 
 
+@pytest.mark.server  # a fake dcgmi runs as a process
 def test_dcgm_that_skipped_a_gpu_fails_it_with_no_other_engine(
     tmp_path: Path, dcgm_only: LoadTestConfig
 ) -> None:
@@ -180,6 +182,7 @@ def test_dcgm_that_skipped_a_gpu_fails_it_with_no_other_engine(
     assert reasons(report) == [(5, "DiagnoseCouldNotRun")]
 
 
+@pytest.mark.server  # a fake dcgmi runs as a process
 def test_dcgm_host_engine_address_is_passed_on(tmp_path: Path, dcgm_only: LoadTestConfig) -> None:
     fake_dcgmi(tmp_path, f"cat {FIXTURES / 'v4_r3_pass.json'}")
     config = replace(dcgm_only, dcgm_host="10.0.0.7:5555")
@@ -191,6 +194,7 @@ def test_dcgm_host_engine_address_is_passed_on(tmp_path: Path, dcgm_only: LoadTe
     ]
 
 
+@pytest.mark.server  # a fake dcgmi runs as a process
 def test_dcgm_that_hangs_is_killed_and_could_not_run(
     tmp_path: Path, dcgm_only: LoadTestConfig
 ) -> None:
@@ -202,6 +206,7 @@ def test_dcgm_that_hangs_is_killed_and_could_not_run(
     )
 
 
+@pytest.mark.server  # a fake dcgmi runs as a process
 def test_dcgm_answering_no_json_could_not_run(tmp_path: Path, dcgm_only: LoadTestConfig) -> None:
     fake_dcgmi(tmp_path, "echo 'Error: Unable to complete diagnostic.' >&2; exit 1")
     report = run_load_test([0], dcgm_only)
@@ -209,6 +214,7 @@ def test_dcgm_answering_no_json_could_not_run(tmp_path: Path, dcgm_only: LoadTes
     assert "Unable to complete diagnostic" in report.problems[0].evidence
 
 
+@pytest.mark.server  # a fake dcgmi runs as a process
 def test_dcgm_exiting_non_zero_with_every_test_passed_is_not_a_pass(
     tmp_path: Path, dcgm_only: LoadTestConfig
 ) -> None:
@@ -216,6 +222,7 @@ def test_dcgm_exiting_non_zero_with_every_test_passed_is_not_a_pass(
     assert reasons(run_load_test([0], dcgm_only)) == [(None, "DiagnoseCouldNotRun")]
 
 
+@pytest.mark.server  # a fake dcgmi runs as a process
 def test_dcgm_without_a_host_engine_is_not_available(
     tmp_path: Path, dcgm_only: LoadTestConfig
 ) -> None:
@@ -262,6 +269,7 @@ def test_built_in_engine_reports_memory_errors_crashes_and_slow_gpus(
     )
 
 
+@pytest.mark.server  # a fake dcgmi runs as a process
 def test_dcgm_and_torch_together_catch_a_uniformly_slow_node(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path, dcgm_only: LoadTestConfig
 ) -> None:
@@ -273,6 +281,7 @@ def test_dcgm_and_torch_together_catch_a_uniformly_slow_node(
     assert reasons(report) == [(g, "SlowGpu") for g in range(8)]
 
 
+@pytest.mark.server  # a fake dcgmi runs as a process
 def test_torch_does_not_run_after_dcgm_failed_a_gpu(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path, dcgm_only: LoadTestConfig
 ) -> None:

@@ -142,6 +142,7 @@ def test_local_host_refuses_destructive_actions_unless_allowed() -> None:
         host.reboot("")
 
 
+@pytest.mark.server  # the reboot command runs as a process
 def test_local_host_reboot_runs_the_configured_command(tmp_path: Path) -> None:
     marker = tmp_path / "rebooted"
     host = LocalHost(NODE, ProbeConfig(), allow_reboot=True, reboot_command=("touch", str(marker)))

@@ -134,6 +134,7 @@ def agent(tmp_path: Path, boot: str) -> LocalHost:
     )
 
 
+@pytest.mark.server  # the reboot command runs as a process
 def test_the_agent_reboots_once_per_key_across_its_own_restart_and_the_reboot(
     tmp_path: Path,
 ) -> None:
@@ -246,6 +247,7 @@ async def test_a_server_error_on_a_node_named_409_is_not_taken_for_a_conflict(
     assert len(sent(api, "PATCH", "/api/v1/nodes/gpu-node-409")) == 1
 
 
+@pytest.mark.server  # the reboot command runs as a process
 def test_a_reboot_command_that_fails_is_a_failure_and_a_retry_runs_it(tmp_path: Path) -> None:
     host = agent(tmp_path, "boot-a")
     host._reboot_command = ("no-such-reboot-tool",)

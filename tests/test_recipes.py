@@ -9,7 +9,6 @@ import dataclasses
 import os
 import re
 import shutil
-import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -25,21 +24,19 @@ from remedy.remediation import Outcome
 from remedy.runbook import RunbookSet
 from tests.conftest import ROOT
 from tests.ladder import remediate
+from tests.processes import Children
 
 RECIPES = sorted((ROOT / "examples" / "recipes").glob("*.patch"))
 DOCS = ROOT / "docs" / "architecture.md"
 
 
-def _tree(to: Path) -> Path:
+def _tree(to: Path, processes: Children) -> Path:
     """The working tree as git sees it (tracked and new files, nothing ignored)."""
-    listed = subprocess.run(
-        ["git", "ls-files", "--cached", "--others", "--exclude-standard"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.split()
-    for name in listed:
+    listed = processes.run(
+        ["git", "ls-files", "--cached", "--others", "--exclude-standard"], cwd=ROOT
+    )
+    assert listed.returncode == 0, listed.stderr
+    for name in listed.stdout.split():
         if (ROOT / name).is_file():
             (to / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(ROOT / name, to / name)
@@ -58,14 +55,17 @@ def _touched(patch: Path) -> set[str]:
 
 
 @pytest.mark.parametrize("patch", RECIPES, ids=lambda p: p.stem)
-def test_a_recipe_done_touches_what_it_says_and_passes(patch: Path, tmp_path: Path) -> None:
+def test_a_recipe_done_touches_what_it_says_and_passes(
+    patch: Path, tmp_path: Path, processes: Children
+) -> None:
     touched = _touched(patch)
     own_tests = sorted(f for f in touched if f.startswith("tests/"))
     assert own_tests, f"{patch.name} brings no test of its own"
     assert touched - set(own_tests) == _named_in_docs(patch.stem)
-    tree = _tree(tmp_path / "tree")
-    subprocess.run(["git", "apply", str(patch)], cwd=tree, check=True)
-    ran = subprocess.run(
+    tree = _tree(tmp_path / "tree", processes)
+    applied = processes.run(["git", "apply", str(patch)], cwd=tree)
+    assert applied.returncode == 0, applied.stderr
+    ran = processes.run(
         [
             sys.executable,
             "-m",
@@ -80,8 +80,6 @@ def test_a_recipe_done_touches_what_it_says_and_passes(patch: Path, tmp_path: Pa
         ],
         cwd=tree,
         env={**os.environ, "PYTHONPATH": str(tree)},
-        capture_output=True,
-        text=True,
         timeout=600,
     )
     assert ran.returncode == 0, ran.stdout[-3000:] + ran.stderr[-2000:]

@@ -12,6 +12,8 @@ from remedy.runbook import load_runbooks
 from tests.conftest import ROOT
 from workers.cli import app
 
+pytestmark = pytest.mark.server  # a rehearsal starts its own time-skipping server
+
 RUNBOOKS = {r.name: r for r in load_runbooks([ROOT / "runbooks"])}
 SHIPPED = sorted(RUNBOOKS)
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import subprocess
 import sys
 import uuid
 from collections.abc import AsyncIterator
@@ -23,6 +22,7 @@ from temporalio.testing import WorkflowEnvironment
 from typer.testing import CliRunner
 
 from contract.names import remediation_workflow_id
+from tests.processes import Children
 from tests.tls_proxy import mtls_server_context, tls_forwarder
 from workers.cli import app
 from workers.connection import identity
@@ -82,15 +82,12 @@ async def cli(*args: str) -> tuple[int, str, str]:
     return result.exit_code, result.stdout, result.stderr
 
 
-async def run(*args: str, env: dict[str, str] | None = None) -> tuple[int, str, str]:
+async def run(
+    processes: Children, *args: str, env: dict[str, str] | None = None
+) -> tuple[int, str, str]:
     """`remedy` as a process: what an operator's shell sees."""
     done = await asyncio.to_thread(
-        subprocess.run,
-        [REMEDY, *args],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env={**os.environ, **(env or {})},
+        processes.run, [REMEDY, *args], timeout=60, env={**os.environ, **(env or {})}
     )
     return done.returncode, done.stdout, done.stderr
 
@@ -125,7 +122,12 @@ async def callers(client: Client, node: str) -> list[str]:
 
 
 async def test_remedy_connects_with_the_client_certificate_from_options_env_and_profile(
-    dev_env: WorkflowEnvironment, proxy: str, pki: Pki, node: str, tmp_path: Path
+    dev_env: WorkflowEnvironment,
+    proxy: str,
+    pki: Pki,
+    node: str,
+    tmp_path: Path,
+    processes: Children,
 ) -> None:
     queue = f"tls-{node}"
     tls = ["--tls-ca-path", str(pki.ca), "--tls-cert-path", str(pki.cert)]
@@ -136,6 +138,7 @@ async def test_remedy_connects_with_the_client_certificate_from_options_env_and_
 
     # The long-lived processes' way (deploy/ sets these from a Secret), in a real process.
     by_env = await run(
+        processes,
         *trigger(node, queue),
         env={
             "TEMPORAL_ADDRESS": proxy,
@@ -163,9 +166,10 @@ async def test_remedy_connects_with_the_client_certificate_from_options_env_and_
 
 
 async def test_without_a_client_certificate_remedy_refuses_in_one_line(
-    proxy: str, pki: Pki
+    proxy: str, pki: Pki, processes: Children
 ) -> None:
-    code, out, err = await run("--tls-ca-path", str(pki.ca), "show", "any", "--address", proxy)
+    show = ["--tls-ca-path", str(pki.ca), "show", "any", "--address", proxy]
+    code, out, err = await run(processes, *show)
     assert "Traceback" not in err, err
     [line] = err.splitlines()
     assert line == (
@@ -249,7 +253,7 @@ async def test_a_bad_certificate_file_is_named_before_connecting(
 
 
 async def test_the_long_lived_processes_take_the_manifests_variables(
-    pki: Pki, tmp_path: Path
+    pki: Pki, tmp_path: Path, processes: Children
 ) -> None:
     """The controller and the agent read TEMPORAL_ADDRESS and TEMPORAL_TLS_* (deploy/ sets
     them from a Secret): a certificate path that is not there is named, with that address."""
@@ -266,8 +270,8 @@ async def test_the_long_lived_processes_take_the_manifests_variables(
         "TEMPORAL_TLS_CLIENT_KEY_PATH": str(pki.key),
     }
     runs = await asyncio.gather(
-        run("agent", "--node", "gpu-node-1", env=env),
-        run("controller", "--kubeconfig", str(kubeconfig), env=env),
+        run(processes, "agent", "--node", "gpu-node-1", env=env),
+        run(processes, "controller", "--kubeconfig", str(kubeconfig), env=env),
     )
     for code, _, err in runs:
         assert err.splitlines() == [

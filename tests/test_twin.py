@@ -158,6 +158,7 @@ def test_a_cordon_alone_leaves_the_job_running_and_a_needless_replace_is_counted
     assert result.mttr == (10 * MIN + ActionCosts().drain + ActionCosts().replace) / 2
 
 
+@pytest.mark.server  # the ladders run on a time-skipping server
 async def test_the_ladders_come_from_the_real_workflow(shipped_runbooks: RunbookSet) -> None:
     [(remedy, choose), *_] = policies(
         shipped_runbooks,
@@ -187,6 +188,7 @@ def test_a_recovery_that_left_its_fault_behind_is_counted_false() -> None:
     assert honest.false_recoveries == 0 and fooled.false_recoveries == 2
 
 
+@pytest.mark.server  # the ladders run on a time-skipping server
 async def test_no_ladder_declares_a_recovery_its_fault_survived(
     shipped_runbooks: RunbookSet,
 ) -> None:

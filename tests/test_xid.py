@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
@@ -15,6 +14,7 @@ from remedy.models import Severity
 from remedy.xid import load_catalog, parse_kernel_log
 from remedy.xid.catalog import UNKNOWN_CLASS
 from remedy.xid.kernel_log import normalize_pci
+from tests.processes import Children
 
 REAL_LINES = (Path(__file__).parent / "data" / "kernel.log").read_text()
 MALFORMED = """\
@@ -92,19 +92,15 @@ def test_pci_addresses_normalise(raw: str, normal: str) -> None:
     assert normalize_pci(raw) == normal
 
 
-def test_remedy_xid_parse_prints_one_json_object_per_event(tmp_path: Path) -> None:
+def test_remedy_xid_parse_prints_one_json_object_per_event(
+    tmp_path: Path, processes: Children
+) -> None:
     log = tmp_path / "dmesg.txt"
     log.write_text(REAL_LINES + MALFORMED)
     remedy = str(Path(sys.executable).parent / "remedy")
-    from_file = subprocess.run(
-        [remedy, "xid", "parse", str(log), "--json"], capture_output=True, text=True, timeout=60
-    )
-    from_stdin = subprocess.run(
-        [remedy, "xid", "parse", "-", "--json"],
-        input=log.read_text(),
-        capture_output=True,
-        text=True,
-        timeout=60,
+    from_file = processes.run([remedy, "xid", "parse", str(log), "--json"], timeout=60)
+    from_stdin = processes.run(
+        [remedy, "xid", "parse", "-", "--json"], input=log.read_text(), timeout=60
     )
     assert from_file.returncode == 0, from_file.stderr
     assert from_file.stdout == from_stdin.stdout

@@ -3,7 +3,6 @@ nothing — for runbooks, the attribution rules and the Xid catalog alike."""
 
 from __future__ import annotations
 
-import subprocess
 import sys
 from pathlib import Path
 
@@ -13,6 +12,7 @@ from remedy.attribution.rules import RulesError, load_rules
 from remedy.runbook import RunbookError, load_runbooks
 from remedy.xid.catalog import CatalogError, load_catalog
 from remedy.yaml_source import MAX_BYTES, MAX_DEPTH, MAX_VALUES, YamlSyntaxError, parse_yaml
+from tests.processes import Children
 
 REMEDY = str(Path(sys.executable).parent / "remedy")
 GOOD = "name: good\nmatch: {xids: [48]}\nladder:\n  - action: reset_gpu\n"
@@ -103,11 +103,11 @@ def test_the_xid_catalog_reads_through_the_same_limits(tmp_path: Path) -> None:
     ],
     ids=["alias-bomb", "oversized"],
 )
-def test_validate_refuses_hostile_files_fast(tmp_path: Path, text: str, says: str) -> None:
+def test_validate_refuses_hostile_files_fast(
+    tmp_path: Path, text: str, says: str, processes: Children
+) -> None:
     path = write(tmp_path, text)
-    done = subprocess.run(
-        [REMEDY, "runbooks", "validate", str(path)], capture_output=True, text=True, timeout=60
-    )
+    done = processes.run([REMEDY, "runbooks", "validate", str(path)], timeout=60)
     assert done.returncode == 1, done.stderr
     [problem] = done.stderr.splitlines()  # one line, and no traceback
     assert problem.startswith(f"{path}:") and f": -: {says}" in problem, done.stderr
