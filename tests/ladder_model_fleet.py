@@ -40,7 +40,8 @@ from remedy.remediation import (
     Outcome,
     RemediationResult,
 )
-from tests.conftest import patient_sleep, running_workers
+from tests.conftest import running_workers
+from tests.servers import STARTUP, clock_sleep, started
 from workers.binaries import installed_binary
 from workers.client import ensure_search_attributes
 from workflows.node_remediation import NodeRemediation
@@ -132,9 +133,12 @@ class ModelFleet(RuleBasedStateMachine):
         hypothesis runs initialize rules in any order)."""
 
         async def up() -> None:
-            env = await WorkflowEnvironment.start_time_skipping(
-                data_converter=pydantic_data_converter,
-                test_server_existing_path=installed_binary("temporal-test-server"),
+            env = await started(
+                lambda: WorkflowEnvironment.start_time_skipping(
+                    data_converter=pydantic_data_converter,
+                    test_server_existing_path=installed_binary("temporal-test-server"),
+                    test_server_startup_timeout=STARTUP,
+                )
             )
             self.stack.push_async_callback(env.shutdown)
             await ensure_search_attributes(env.client)
@@ -209,7 +213,7 @@ class ModelFleet(RuleBasedStateMachine):
         return (await self.latest(node))[0] is WorkflowExecutionStatus.RUNNING
 
     async def sleep(self, span: timedelta) -> None:
-        await patient_sleep(self.env, self.env.sleep, span)
+        await clock_sleep(self.env, span)
 
     async def stop(self, node: str, signal: Any, request: Any) -> None:
         """Send an abort or clear as the signal (see the module's note on updates) to a

@@ -29,6 +29,7 @@ from remedy.remediation import AbortRequest, AttemptResult, Outcome, Phase, Stop
 from remedy.runbook import Match, Runbook, RunbookSet, Rung
 from tests.conftest import own_fleet, running_workers
 from tests.ladder import Handle, report, state_of, wait_for_phase
+from tests.servers import finished
 
 NODE = "gpu-node-001"
 DISRUPTIVE = {a.value for a, spec in ACTIONS.items() if spec.disruptive}
@@ -83,6 +84,7 @@ async def abort_accepted(handle: Handle, by: str = "carol") -> WorkflowUpdateHan
 
 
 async def assert_stopped_cleanly(
+    env: WorkflowEnvironment,
     handle: Handle,
     fleet: SimFleet,
     before: int,
@@ -92,7 +94,7 @@ async def assert_stopped_cleanly(
     actions at the abort; ``in_flight``: the one held mid-call when it came, which may land)."""
     for held in fleet.holds.values():
         held.release()
-    result = await handle.result()
+    result = await finished(env, handle)
     assert result.outcome is Outcome.ABORTED, result.detail
     after = [action for node, action in fleet.actions[before:] if node == NODE]
     if in_flight in after:
@@ -118,7 +120,7 @@ async def test_abort_while_a_probe_hangs_stops_before_the_drain(
         before = len(fleet.actions)
         stopped = await abort(handle)
         assert stopped.outcome is Outcome.ABORTED and stopped.phase is Phase.DONE
-        await assert_stopped_cleanly(handle, fleet, before)
+        await assert_stopped_cleanly(time_env, handle, fleet, before)
     assert fleet.node(NODE).unschedulable  # left as it is: cordoned, for the person
 
 
@@ -134,7 +136,7 @@ async def test_abort_while_draining_waits_for_the_drain_and_climbs_no_further(
         before = len(fleet.actions)
         accepted = await abort_accepted(handle)
         held.release()  # the drain in flight ends; its answer drives nothing
-        await assert_stopped_cleanly(handle, fleet, before, in_flight="drain")
+        await assert_stopped_cleanly(time_env, handle, fleet, before, in_flight="drain")
         assert (await accepted.result()).phase is not None
         state = await state_of(handle)
     drain = [a for a in state.attempts if a.action is Action.DRAIN]
@@ -153,7 +155,7 @@ async def test_a_second_abort_is_answered_not_refused(
         second = await abort_accepted(handle, by="dave")  # accepted too: not refused
         held.release()
         again = await second.result()
-        result = await handle.result()
+        result = await finished(time_env, handle)
     assert again.already.startswith("carol")
     assert result.outcome is Outcome.ABORTED and result.detail.startswith("aborted by carol")
 
@@ -182,7 +184,7 @@ async def test_abort_in_a_waiting_phase_stops_the_ladder(
         before = len(fleet.actions)
         stopped = await abort(handle)
         assert stopped.outcome is Outcome.ABORTED
-        await assert_stopped_cleanly(handle, fleet, before)
+        await assert_stopped_cleanly(time_env, handle, fleet, before)
 
 
 async def test_abort_while_verifying_stops_before_the_next_rung(
@@ -208,7 +210,7 @@ async def test_abort_while_verifying_stops_before_the_next_rung(
         await held_entered(held)
         before = len(fleet.actions)
         assert (await abort(handle)).outcome is Outcome.ABORTED
-        await assert_stopped_cleanly(handle, fleet, before)
+        await assert_stopped_cleanly(time_env, handle, fleet, before)
     assert "reboot" not in {a for _, a in fleet.actions}
 
 

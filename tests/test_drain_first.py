@@ -18,6 +18,7 @@ from remedy.runbook import Match, Runbook, Rung
 from remedy.runbook.schema import IfDrainFailed
 from tests.conftest import running_workers
 from tests.ladder import report, wait_for_phase
+from tests.servers import finished
 
 NODE = "gpu-node-001"
 DONE, FAILED, VERIFIED = AttemptResult.DONE, AttemptResult.FAILED, AttemptResult.VERIFIED
@@ -50,7 +51,7 @@ async def test_a_person_may_let_a_rung_run_on_the_undrained_node(
         assert "reboot" not in [a for _, a in fleet.actions]  # nothing ran while it asked
         assert waiting.rung == 1
         approved = await APPROVE_RUNG.execute(handle, ApproveRequest(by="alice", note="ok"))
-        result = await handle.result()
+        result = await finished(time_env, handle)
     assert approved.rung == 1 and approved.action is Action.REBOOT
     ladder = [(a.action, a.result) for a in result.attempts if a.rung >= 0]
     assert ladder == [(Action.DRAIN, FAILED), (Action.DRAIN, FAILED), (Action.REBOOT, VERIFIED)]
@@ -77,7 +78,7 @@ async def test_what_a_rung_does_after_a_failed_drain(
     finding = fleet.inject(NODE, "gpu_lost", gpu=3)
     async with running_workers(time_env.client, fleet) as queues:
         handle = await report(time_env.client, queues, finding, drain_then_reboot(mode))
-        result = await handle.result()
+        result = await finished(time_env, handle)
     assert result.outcome is outcome, result.detail
     assert ("reboot" in [a for _, a in fleet.actions]) is rebooted
     assert fleet.node(NODE).unschedulable is not rebooted  # held cordoned for the person
@@ -92,7 +93,7 @@ async def test_a_drain_that_works_the_second_time_lets_the_rung_run(
     finding = fleet.inject(NODE, "gpu_lost", gpu=3)
     async with running_workers(time_env.client, fleet) as queues:
         handle = await report(time_env.client, queues, finding, drain_then_reboot())
-        result = await handle.result()
+        result = await finished(time_env, handle)
     ladder = [(a.action, a.result) for a in result.attempts if a.rung >= 0]
     assert ladder == [(Action.DRAIN, FAILED), (Action.DRAIN, DONE), (Action.REBOOT, VERIFIED)]
     assert [a for _, a in fleet.actions] == ["cordon", "drain", "reboot", "restore"]

@@ -16,6 +16,7 @@ from remedy.remediation import AttemptResult, FindingReport, Outcome
 from remedy.runbook import RunbookSet
 from tests.conftest import running_workers
 from tests.ladder import report, state_of
+from tests.servers import finished
 from workers.show import NodeLadder, timeline
 
 NODE = "gpu-node-001"
@@ -43,7 +44,7 @@ async def test_an_application_xid_then_a_gpu_off_the_bus_ends_with_a_reboot(
             await REPORT_FINDING.send(handle, FindingReport(finding=lost, runbook=runbook))
         finally:
             held.release()
-        result = await handle.result()
+        result = await finished(time_env, handle)
         state = await state_of(handle)
     assert result.outcome is Outcome.RECOVERED, result.detail
     assert result.runbook == "gpu-fallen-off-bus"
@@ -81,7 +82,7 @@ async def test_another_gpus_fault_is_its_own_finding_not_a_failed_verification(
     fleet.inject(NODE, "remap_failure", gpu=0)  # no report: only the probe will see it
     async with running_workers(time_env.client, fleet) as queues:
         handle = await report(time_env.client, queues, ecc, shipped_runbooks.match(ecc))
-        result = await handle.result()
+        result = await finished(time_env, handle)
         state = await state_of(handle)
     ladder = [(a.action, a.result, a.epoch) for a in result.attempts if a.rung >= 0]
     assert ladder[:3] == [
@@ -114,7 +115,7 @@ async def test_a_diagnose_judges_the_gpu_it_verifies_and_the_other_failing_gpu_c
     fleet.inject(NODE, "silent_under_load", gpu=5)
     async with running_workers(time_env.client, fleet) as queues:
         handle = await report(time_env.client, queues, finding, shipped_runbooks.match(finding))
-        result = await handle.result()
+        result = await finished(time_env, handle)
         state = await state_of(handle)
     resets = [a for a in result.attempts if a.action is Action.RESET_GPU]
     assert [(a.result, a.epoch) for a in resets] == [
