@@ -245,6 +245,7 @@ def _worse_taken(node: str, ladder: Ladder, state: RemediationState) -> None:
         return
     first = ladder.reports[0]
     taken = {e.to_runbook for e in state.escalations} | {state.runbook.name}
+    taken |= {e.from_runbook for e in state.escalations}  # driven by it before moving on
     for sent in ladder.reports[1:]:
         superseded = not outranks(sent, state.trigger, state.runbook)  # the end was as bad
         if outranks(sent, first.finding, first.runbook) and not superseded:

@@ -99,8 +99,6 @@ def _demo(
     hold no traceback."""
     done = processes.run(
         [*command, *args],
-        capture_output=True,
-        text=True,
         timeout=120,
         env=_clean_env(),
         cwd=cwd,

@@ -238,6 +238,12 @@ async def test_more_severe_report_during_the_window_takes_over(
     assert ran.result.runbook == "gpu-fallen-off-bus"
     assert ran.result.outcome is Outcome.RECOVERED
     assert actions_on(fleet) == ["cordon", "drain", "reboot", "restore"]
+    [taken] = ran.result.escalations  # said where operators look
+    assert (taken.kind, taken.from_runbook, taken.to_runbook) == (
+        "escalated",
+        "thermal",
+        "gpu-fallen-off-bus",
+    )
 
 
 async def test_application_xid_never_reaches_hardware_actions(

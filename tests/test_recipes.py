@@ -104,7 +104,7 @@ class FakeSlurmctld:
     def run(self, *argv: str) -> str:
         self.commands.append(" ".join(argv))
         args = dict(a.split("=", 1) for a in argv if "=" in a)
-        node = args.get("NodeName") or args.get("nodelist") or argv[-1]
+        node = args.get("NodeName") or args.get("--nodelist") or argv[-1]
         if node not in self._fleet.nodes:
             raise NodeGone(f"slurm knows no node {node}")
         sim = self._fleet.node(node)

@@ -86,6 +86,8 @@ class NodeRemediation(OperatorMessages):  # approve, clear, abort: workflows.ope
         state = self._state
         state.record_finding(report.finding)
         if state.phase in (Phase.WAITING, Phase.TOLERATING) and state.outranks_trigger(report):
+            if self._at_once and state.runbook is not None:  # said in the ladder's record
+                self._changes.record(report, "escalated")
             state.runbook, state.trigger = report.runbook, report.finding
             self._runbook_changed = True
         elif self._stop_request is None:

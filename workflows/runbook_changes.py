@@ -96,6 +96,24 @@ class RunbookChanges:
         await self._switch(state.pending[0], "continued")
         return True
 
+    def record(self, report: FindingReport, kind: str, start: int = 0) -> None:
+        """``report`` drives the ladder from now on: said in its record, and its runbook's
+        rungs get keys and approvals of their own (a new epoch)."""
+        state = self._state
+        assert state.runbook is not None
+        escalation = Escalation(
+            at=workflow.now(),
+            from_runbook=state.runbook.name,
+            to_runbook=report.runbook.name,
+            because=report.finding.headline(),
+            kind=kind,
+            from_rung=state.rung,
+            to_rung=start,
+        )
+        state.escalations = [*state.escalations, escalation]
+        state.runbook, state.trigger = report.runbook, report.finding
+        state.epoch += 1
+
     def left_over(self) -> FindingReport | None:
         """At the end of a ladder that gave the node back: a kept report still there, which
         the node's next ladder must take (a worse one that came as this one finished)."""
@@ -117,20 +135,7 @@ class RunbookChanges:
             )
         state.pending = [p for p in state.pending if p is not report]
         start = _first_not_done(report.runbook, state)
-        state.escalations = [
-            *state.escalations,
-            Escalation(
-                at=workflow.now(),
-                from_runbook=state.runbook.name,
-                to_runbook=report.runbook.name,
-                because=report.finding.headline(),
-                kind=kind,
-                from_rung=state.rung,
-                to_rung=start,
-            ),
-        ]
-        state.runbook, state.trigger = report.runbook, report.finding
-        state.epoch += 1
+        self.record(report, kind, start)
         state.rung, state.prepare, state.resumed = start, [], ""
         state.fault_confirmed = False
         workflow.logger.info("%s: %s", state.node.name, state.escalations[-1].describe())
