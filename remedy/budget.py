@@ -249,9 +249,16 @@ class BudgetState(BaseModel):
         held = {h.node for h in self.held}
         return [w for w in self.waiting if w.node in held]
 
-    def take_over_hold(self, req: LeaseRequest, now: datetime) -> bool:
-        """A new ladder on a held node takes the node's place at once (it is out already)."""
+    def take_over_hold(self, req: LeaseRequest, now: datetime, within_cap: bool = False) -> bool:
+        """A new ladder on a held node takes the node's place at once (it is out already) —
+        ``within_cap``: only while the leases stay within the cap. A hold can be over the cap
+        (a node left for a person that never had a lease is counted all the same); its next
+        ladder disrupts the node again, so it waits like any other: in a pool of 3 at "1" with
+        gpu-0 holding the lease and gpu-2 held over the cap, gpu-2's ladder waits for gpu-0's
+        release, then takes its hold over."""
         if all(h.node != req.node for h in self.held):
+            return False
+        if within_cap and len(self.holders) >= self.allowed:
             return False
         self.held = [h for h in self.held if h.node != req.node]
         self.waiting = [w for w in self.waiting if w.holder != req.holder]

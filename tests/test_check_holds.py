@@ -48,6 +48,26 @@ def test_a_node_handed_on_is_held_once_and_its_own_waiting_ladder_takes_the_hold
     assert [h.node for h in state.held] == ["n2"] and state.in_use == 2
 
 
+def test_a_ladder_on_a_node_held_over_the_cap_waits_for_a_lease_like_any_other() -> None:
+    """Found by the ladder model: gpu-2, left for a person without ever holding a lease, is
+    held beyond the cap of 1 while gpu-0's ladder holds the lease; gpu-2's next ladder took the
+    hold over at once and the pool had two lease holders. Now it waits for gpu-0's release."""
+    policy = BudgetPolicy(max_disruption="1")
+    state = BudgetState(
+        pool="p",
+        pool_size=3,
+        policy=policy,
+        holders=[Lease(holder="ladder-0", node="gpu-0", granted_at=NOW)],
+    )
+    state.hand_to_human("ladder-2", NOW, node="gpu-2")  # needs_human, no lease: counted
+    assert state.in_use == 2 > state.allowed == 1
+    again = LeaseRequest(holder="ladder-2b", node="gpu-2", pool="p", task_queue="q", pool_size=3)
+    assert not state.take_over_hold(again, NOW, within_cap=True)
+    state.holders = []  # gpu-0's ladder released its lease
+    assert state.take_over_hold(again, NOW, within_cap=True)
+    assert [h.node for h in state.holders] == ["gpu-2"] and state.held == []
+
+
 async def test_a_busy_node_that_fails_its_check_keeps_the_pool_full_until_it_is_given_back(
     time_env: WorkflowEnvironment, shipped_runbooks: RunbookSet
 ) -> None:

@@ -54,6 +54,9 @@ with workflow.unsafe.imports_passed_through():
 GRANTS_TOGETHER = "grant-signals-together"  # workflow.patched: runs before it sent one by one
 REGRANT = "regrant-to-a-new-run-of-the-holder"
 REBUILD = "rebuild-holders-from-running-ladders"
+# Runs before: a ladder on a node held over the cap took a lease at once (found by the ladder
+# model: two holders in a pool whose cap is one).
+HOLD_WITHIN_CAP = "take-over-a-hold-within-the-cap"
 HUMAN_HOLDS = "hold-nodes-left-for-a-human"  # runs before: a ladder's end freed its node's share
 
 
@@ -70,7 +73,8 @@ class DisruptionBudget:
     def request(self, req: LeaseRequest) -> None:
         state = self._state
         state.pool_size, state.policy = req.pool_size, req.policy
-        if state.take_over_hold(req, workflow.now()):
+        capped = bool(state.held) and workflow.patched(HOLD_WITHIN_CAP)
+        if state.take_over_hold(req, workflow.now(), within_cap=capped):
             self._regrant.append(req)  # its node was held for a human: it is out already
         elif any(lease.holder == req.holder for lease in state.holders):
             # The holder asks again: a new run for the same node (the last one was terminated
@@ -92,7 +96,10 @@ class DisruptionBudget:
         # The node's own ladder asked while an active check held it: it must not wait on the
         # node's own hold (that ends only when the ladder gives the node back).
         for waiting in state.waiting_on_held():
-            if workflow.patched(HUMAN_HOLDS) and state.take_over_hold(waiting, workflow.now()):
+            capped = workflow.patched(HOLD_WITHIN_CAP)
+            if workflow.patched(HUMAN_HOLDS) and state.take_over_hold(
+                waiting, workflow.now(), within_cap=capped
+            ):
                 self._regrant.append(waiting)
         self._changed = True
 
@@ -222,6 +229,10 @@ class DisruptionBudget:
 
     async def _grant(self) -> None:
         state = self._state
+        if state.held and workflow.patched(HOLD_WITHIN_CAP):
+            for waiting in state.waiting_on_held():  # a lease freed (reclaimed, say): first
+                if state.take_over_hold(waiting, workflow.now(), within_cap=True):
+                    self._regrant.append(waiting)
         granted: list[LeaseRequest] = []
         while not state.tripped and state.waiting and state.in_use < state.allowed:
             req = state.waiting.pop(0)  # first come, first served
