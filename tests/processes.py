@@ -175,9 +175,6 @@ class Children:
             raise
         return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
 
-    def stop(self, proc: subprocess.Popen[Any], first: signal.Signals = signal.SIGTERM) -> int:
-        return stop_group(proc, first)
-
     def close(self) -> None:
         for proc in reversed(self._started):
             stop_group(proc)
@@ -200,14 +197,29 @@ class Children:
 
 async def stop_tasks_since(before: set[asyncio.Task[Any]]) -> list[str]:
     """Tasks started since ``before`` and still running after a moment's grace: cancelled, and
-    waited for (bounded); what they were."""
+    waited for (bounded); what each was waiting on."""
     this = asyncio.current_task()
     left = [t for t in asyncio.all_tasks() - before if t is not this and not t.done()]
     if left:
         await asyncio.wait(left, timeout=TASK_GRACE_S)  # finishing as the test ended
     left = [t for t in left if not t.done()]
+    waiting = [_waiting_at(t) for t in left]  # before the cancel unwinds them
     for task in left:
         task.cancel()
     if left:
         await asyncio.wait(left, timeout=TASK_STOP_S)
-    return [f"{t.get_coro()!r}{'' if t.done() else ' (would not stop)'}" for t in left]
+    return [
+        w + ("" if t.done() else " (would not stop)") for t, w in zip(left, waiting, strict=True)
+    ]
+
+
+def _waiting_at(task: asyncio.Task[Any]) -> str:
+    """The task's coroutine and the chain of awaits it is suspended in, innermost last."""
+    coro: Any = task.get_coro()
+    at = [getattr(coro, "__qualname__", repr(coro))]
+    while coro is not None:
+        frame = getattr(coro, "cr_frame", None) or getattr(coro, "gi_frame", None)
+        if frame is not None:
+            at.append(f"{Path(frame.f_code.co_filename).name}:{frame.f_lineno}")
+        coro = getattr(coro, "cr_await", None) or getattr(coro, "gi_yieldfrom", None)
+    return " > ".join(at)
