@@ -37,6 +37,7 @@ from temporalio.service import RPCError
 from adapters.sim.cluster import REMEDY_CORDON
 from contract.messages import ABORT, APPROVE, BUDGET_STATE, CLEAR
 from contract.names import budget_workflow_id
+from remedy.budget import BudgetState
 from remedy.errors import DrainBlocked, TransientError
 from remedy.models import Action
 from remedy.remediation import (
@@ -188,17 +189,22 @@ class LadderModel(ModelFleet):
     @invariant()
     def holders_within_the_cap(self) -> None:
         async def check() -> None:
-            try:
-                budget = await BUDGET_STATE.ask(
-                    self.env.client.get_workflow_handle(budget_workflow_id(self.queues.pool))
-                )
-            except RPCError:
+            budget = await self._budget()
+            if budget is None:
                 return  # no budget yet: nobody asked for a lease
             COUNTS.budget_checks += 1
             assert len(budget.holders) <= max(budget.allowed, 1), budget.holders
 
         if hasattr(self, "env"):
             self.run(check())
+
+    async def _budget(self) -> BudgetState | None:
+        try:
+            return await BUDGET_STATE.ask(
+                self.env.client.get_workflow_handle(budget_workflow_id(self.queues.pool))
+            )
+        except RPCError:
+            return None
 
     @invariant()
     def every_cordon_has_an_owner_and_worse_faults_are_taken(self) -> None:
@@ -227,6 +233,11 @@ class LadderModel(ModelFleet):
                 if run_id == ladders[-1].run_id:  # else its leftover went on in a new run
                     _worse_taken(node, ladders[-1], state)
             if REMEDY_CORDON in sim.annotations and outcome not in LEFT_TO_A_PERSON:
+                # An earlier ladder left the cordon to a person (an abort without --restore)
+                # and this one never cordoned: the budget's hold is the person's, and stays.
+                budget = await self._budget()
+                if budget is not None and node in {h.node for h in budget.held}:
+                    continue
                 last = state.attempts[-1] if state.attempts else None
                 restore_failed = (
                     last is not None
