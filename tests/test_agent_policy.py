@@ -38,10 +38,17 @@ def _evaluate(expression: str, activation: dict[str, Any]) -> Any:
     return env.program(env.compile(expression)).evaluate(activation)
 
 
-def refusals(new: Json, old: Json, *, user: str | None = None, node: str | None = "n1") -> Any:
+def refusals(
+    new: Json,
+    old: Json,
+    *,
+    user: str | None = None,
+    node: str | None = "n1",
+    spec: Json | None = None,
+) -> Any:
     """The messages of the validations a write fails ([]: admitted), or None when the policy
-    does not apply to the request (its matchConditions)."""
-    spec = policy()["spec"]
+    (``spec``: deploy/'s unless given) does not apply to the request (its matchConditions)."""
+    spec = spec or policy()["spec"]
     extra = {NODE_NAME: [node]} if node else {}
     request = {"userInfo": {"username": user or agent_user(), "extra": extra}}
     activation: dict[str, Any] = {

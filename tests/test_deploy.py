@@ -12,8 +12,6 @@ from typing import Any
 
 import kubernetes_validate
 import pytest
-import typer
-import yaml
 from kubernetes import client as k8s
 
 from adapters.kubernetes.admission import ADMISSION_TAINT
@@ -27,17 +25,15 @@ from remedy.conditions import NodeCondition
 from tests.conftest import ROOT
 from tests.kube import DAEMONSETS, JOBS, NODECLAIMS, NODES, PODS, call, daemonset, node, pod
 from tests.test_kubernetes_jobs import failed_job, job_pod
-from workers.cli import app
+from workers.manifests.needs import agent_params
+from workers.manifests.render import AgentFeatures, Install, load, render
 
 Rule = tuple[str, str, str]  # (apiGroup, resource[/subresource], verb)
 NOW = datetime(2026, 11, 29, tzinfo=UTC)
 
 
 def manifests() -> list[dict[str, Any]]:
-    docs = []
-    for path in sorted((ROOT / "deploy").glob("*.yaml")):
-        docs.extend(d for d in yaml.safe_load_all(path.read_text()) if d)
-    return docs
+    return load(ROOT / "deploy")
 
 
 def by_kind(kind: str) -> dict[str, dict[str, Any]]:
@@ -284,12 +280,17 @@ def test_agent_runs_on_gpu_nodes_only_and_tolerates_remedys_own_taints() -> None
 
 
 def test_the_agents_args_are_what_the_agent_takes_and_its_reboot_reaches_the_host() -> None:
-    """Parsed by the real CLI: a flag the agent lacks fails here, not on the fleet."""
+    """Parsed by the real CLI: a flag the agent lacks fails here, not on the fleet. A render
+    that allows reboots enters the host's namespaces (tests/test_manifests.py: with what)."""
     agent = by_kind("DaemonSet")["remedy-agent"]["spec"]["template"]["spec"]
-    args = [a.replace("$(", "").replace(")", "") for a in agent["containers"][0]["args"]]
-    group: Any = typer.main.get_command(app)  # a click group (typer's own click)
-    params = group.commands[args[0]].make_context(args[0], args[1:]).params
-    assert shlex.split(params["reboot_command"]) == [
+    assert agent_params(agent["containers"][0]["args"])["kernel_log"] == "journal:/var/log/journal"
+    [rendered] = [
+        d
+        for d in render(manifests(), Install(), AgentFeatures(allow_reboot=True))
+        if d["kind"] == "DaemonSet"
+    ]
+    params = agent_params(rendered["spec"]["template"]["spec"]["containers"][0]["args"])
+    assert params["allow_reboot"] and shlex.split(params["reboot_command"]) == [
         *("nsenter", "--target", "1", "--mount", "--uts", "--ipc", "--net", "--pid", "--"),
         *("systemctl", "reboot"),
     ]

@@ -9,6 +9,8 @@ import re
 import yaml
 
 from tests.conftest import ROOT
+from workers.manifests.needs import agent_params
+from workers.manifests.render import load
 
 GPU = (ROOT / "Dockerfile.gpu").read_text()
 SLIM = (ROOT / "Dockerfile").read_text()
@@ -38,3 +40,12 @@ def test_the_agent_runs_the_gpu_image_and_the_controller_the_slim_one() -> None:
     assert image("agent.yaml").startswith("remedy-agent-gpu:")
     assert image("controller.yaml").startswith("remedy:")
     assert "Dockerfile.gpu" in (ROOT / "deploy" / "agent.yaml").read_text()
+
+
+def test_the_gpu_image_has_journalctl_for_the_kernel_log_the_agent_reads() -> None:
+    """deploy/agent.yaml reads the host's journal (`journalctl -D`); the base image has none."""
+    [daemonset] = [d for d in load() if d["kind"] == "DaemonSet"]
+    args = daemonset["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert agent_params(args)["kernel_log"].startswith("journal:")
+    installs = re.findall(r"apt-get install -y --no-install-recommends ([^\\;]+)", GPU)
+    assert any("systemd" in i.split() for i in installs)  # Ubuntu's package of journalctl

@@ -3,9 +3,9 @@
 The commands live by group: runbooks.py (`remedy runbooks ...`), xid.py (`remedy xid ...`),
 node.py (probe, agent), doctor.py (doctor), controller.py (controller, demo), fleet.py (status,
 show), operate.py (approve, abort, clear, resume-pool, release-hold, resume-job), trigger.py
-(trigger) and codec.py (codec-server); options.py declares the options they share, common.py
-the helpers and connection.py the Temporal connection options `remedy` takes before any
-command."""
+(trigger), codec.py (codec-server) and manifests.py (render-manifests); options.py declares the
+options they share, common.py the helpers and connection.py the Temporal connection options
+`remedy` takes before any command."""
 
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ from workers.cli import (
     controller,
     doctor,
     fleet,
+    manifests,
     node,
     operate,
     runbooks,
@@ -54,6 +55,7 @@ app.command("resume-pool")(operate.resume_pool)
 app.command("release-hold")(operate.release_hold)
 app.command("resume-job")(operate.resume_job)
 app.command("codec-server")(codec.codec_server)
+app.command("render-manifests")(manifests.render_manifests)
 app.add_typer(runbooks.app, name="runbooks")
 app.add_typer(xid.app, name="xid")
 

@@ -54,7 +54,8 @@ RebootCommandOption = Annotated[
     typer.Option(
         help="The command line that reboots this node (split like a shell would). In a "
         "container, reach the host: 'nsenter --target 1 --mount --uts --ipc --net --pid "
-        "-- systemctl reboot' (needs hostPID and privileged)."
+        "-- systemctl reboot' (needs hostPID, root, SYS_ADMIN, SYS_PTRACE, SYS_CHROOT, "
+        "SYS_BOOT: `remedy render-manifests --allow-reboot`)."
     ),
 ]
 
