@@ -4,9 +4,14 @@ seams built on it, and what was sent. Shared by the Kubernetes contract tests.""
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any, TypeVar
+
+import pytest
+from kubernetes import client as k8s
+from kubernetes.client.exceptions import ApiException
 
 from adapters.kubernetes.cluster import kubernetes_cluster
 from kubeapi import ApiServer, Request
@@ -114,3 +119,17 @@ async def call(fn: Callable[..., T], *args: Any) -> T:
 
 def sent(api: ApiServer, method: str, path: str) -> list[Request]:
     return api.sent(method, path)
+
+
+def core(api: ApiServer) -> k8s.CoreV1Api:
+    """The official client's core API on the emulator, as another client (kubectl) uses it."""
+    return k8s.CoreV1Api(api.client())
+
+
+def refused(status: int, call: Any, *args: Any, **kwargs: Any) -> dict[str, Any]:
+    """The Status body of a call the server must refuse with ``status``."""
+    with pytest.raises(ApiException) as caught:
+        call(*args, **kwargs)
+    assert caught.value.status == status, caught.value.body
+    body: dict[str, Any] = json.loads(caught.value.body)
+    return body
