@@ -45,11 +45,8 @@ def kubernetes_cluster(
     per namespace: drain_rules.py, drain_modes.py (ValueError if the modes' delete-after is not
     within the drain timeout)."""
     modes = drain_modes or DrainModes()
-    if modes.deletes and modes.delete_after_s >= drain_timeout_s:
-        raise ValueError(
-            f"the drain's delete-after ({modes.delete_after_s:g}s) must be shorter than its "
-            f"timeout ({drain_timeout_s:g}s)"
-        )
+    if too_long := modes.too_long_for(drain_timeout_s):
+        raise ValueError(too_long)
     nodes = NodeApi(api, dry_run=dry_run, clock=clock)
     drain = Drain(
         nodes,

@@ -183,9 +183,12 @@ class Drain:
         ):
             return
         if mode is DrainMode.DELETE_AFTER_TIMEOUT and now - started >= self._modes.delete_after_s:
+            if uid in done.deleted and terminating(pod):
+                return  # its grace period runs: the drain waits until it is gone
             done.tried[uid] = now
             done.deleted.add(uid)
-            eviction.delete(self._nodes.core, pod, 0)
+            declared = pod.get("spec", {}).get("terminationGracePeriodSeconds")
+            eviction.delete(self._nodes.core, pod, self._modes.delete_grace(declared))
             return
         if terminating(pod):
             return  # being deleted: wait for it

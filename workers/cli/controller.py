@@ -62,6 +62,7 @@ def controller(
     drain_skip_wait_for_delete_timeout: drain.SkipWaitOption = 60.0,
     drain_mode: drain.ModeOption = None,
     drain_delete_after: drain.DeleteAfterOption = 600.0,
+    drain_delete_grace_max: drain.DeleteGraceOption = None,
     max_disruption: Annotated[
         str,
         typer.Option(
@@ -166,6 +167,7 @@ def controller(
         drain_skip_wait_for_delete_timeout,
         drain_mode,
         drain_delete_after,
+        drain_delete_grace_max,
     )
     try:
         policy = BudgetPolicy(max_disruption=max_disruption, storm_share=storm_share)
