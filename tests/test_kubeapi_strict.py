@@ -12,7 +12,7 @@ from typing import Any
 from kubernetes import client as k8s
 
 from kubeapi import ApiServer
-from tests.kube import NODES, PDBS, PODS, budget, core, node, pod, refused
+from tests.kube import NODES, PDBS, PODS, budget, core, node, pod, refused, take_disruption
 
 EVICT = "POST /api/v1/namespaces/jobs/pods/{}/eviction"
 SECOND = timedelta(seconds=1)
@@ -181,13 +181,8 @@ def test_a_budget_whose_status_lags_refuses_until_the_controller_catches_up(
 def test_a_concurrent_eviction_of_the_same_budget_is_a_409(api: ApiServer) -> None:
     web(api, pods=3, min_available=1)
 
-    def another_eviction() -> None:  # another client took a disruption from the same budget
-        taken = api.objects[PDBS, "jobs", "web"]
-        taken["status"]["disruptionsAllowed"] -= 1
-        taken["status"]["disruptedPods"] = {"web2": api.clock.stamp()}
-        api.objects[PDBS, "jobs", "web"] = taken
-
-    api.meanwhile(EVICT.format("web0"), another_eviction)
+    # Another client took a disruption from the same budget meanwhile.
+    api.meanwhile(EVICT.format("web0"), lambda: take_disruption(api, "web", "web2"))
     body = refused(409, core(api).create_namespaced_pod_eviction, "web0", "jobs", eviction("web0"))
     assert body["message"] == (
         'Operation cannot be fulfilled on poddisruptionbudgets.policy "web": the object has '

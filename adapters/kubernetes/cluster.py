@@ -21,6 +21,7 @@ from adapters.kubernetes.fleet import KubernetesFleetView
 from adapters.kubernetes.gpu_operator import GpuOperatorHandoff
 from adapters.kubernetes.marks import KubernetesNodeMarks
 from adapters.kubernetes.nodes import NodeApi, utcnow
+from adapters.kubernetes.objects import CONTROLLER_MANAGER
 from adapters.kubernetes.replace import replacer_named
 from remedy.cluster import Cluster
 
@@ -37,6 +38,7 @@ def kubernetes_cluster(
     checkpoint_grace_s: float = 0.0,
     drain_rules: DrainRules | None = None,
     drain_modes: DrainModes | None = None,
+    field_manager: str = CONTROLLER_MANAGER,
 ) -> Cluster:
     """``replacer``: a name in ``adapters.kubernetes.replace.REPLACERS`` (ValueError if none).
     A drain gives up after ``drain_timeout_s``, retrying evictions a PodDisruptionBudget
@@ -47,7 +49,7 @@ def kubernetes_cluster(
     modes = drain_modes or DrainModes()
     if too_long := modes.too_long_for(drain_timeout_s):
         raise ValueError(too_long)
-    nodes = NodeApi(api, dry_run=dry_run, clock=clock)
+    nodes = NodeApi(api, dry_run=dry_run, clock=clock, field_manager=field_manager)
     drain = Drain(
         nodes,
         eviction_retry_s=eviction_retry_s,

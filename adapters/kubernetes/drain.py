@@ -193,11 +193,11 @@ class Drain:
         if terminating(pod):
             return  # being deleted: wait for it
         done.tried[uid] = now
-        outcome = eviction.evict(self._nodes.core, pod)
+        outcome = eviction.evict(self._nodes.core, pod, self._nodes.field_manager)
         if outcome.answer is Answer.BLOCKED:
             done.blocked[uid] = outcome.reason
-        else:  # evicted, gone, or going with its namespace: the next read tells
-            done.blocked.pop(uid, None)
+        elif outcome.answer is not Answer.RETRY:  # a budget's last no still stands then
+            done.blocked.pop(uid, None)  # evicted, gone, or going: the next read tells
 
     def _timed_out(self, node: str, waiting: dict[str, Json], done: _Progress) -> Exception:
         blocked = [
@@ -233,6 +233,7 @@ class Drain:
                         meta(job)["name"],
                         meta(job)["namespace"],
                         {"metadata": {"annotations": {CHECKPOINT_REQUESTED: asked}}},
+                        field_manager=nodes.field_manager,
                     )
             except NotFound:
                 continue  # gone already: nothing to checkpoint

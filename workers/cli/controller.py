@@ -24,6 +24,7 @@ from workers.cli import drain
 from workers.cli.common import (
     RedactPatternsOption,
     attributor_or_exit,
+    kube_api_or_exit,
     on_temporal,
     redactor_or_exit,
     runbooks_or_exit,
@@ -139,7 +140,6 @@ def controller(
     from concurrent.futures import ThreadPoolExecutor
 
     from adapters.kubernetes.cluster import kubernetes_cluster
-    from adapters.kubernetes.config import api_client, request_timeout
     from adapters.kubernetes.jobs import KubernetesJobs
     from remedy.attribution.guard import GuardPolicy
     from remedy.budget import BudgetPolicy
@@ -192,7 +192,7 @@ def controller(
         active_check_pool,
         active_check_idle_at_once or max_disruption,  # idle checks: the budget's share
     )
-    api = api_client(kubeconfig, timeout=request_timeout(kube_timeout))
+    api = kube_api_or_exit(kubeconfig, kube_timeout)
     try:
         cluster = kubernetes_cluster(
             api,
