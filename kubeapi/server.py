@@ -129,7 +129,8 @@ class ApiServer:
         self.disruption.tick()
 
     def compact(self) -> None:
-        """etcd's compaction: a continue token (or list at a revision) from before now is 410."""
+        """etcd's compaction: a continue token, or a list at a revision, older than the latest
+        write is 410 Gone from now on."""
         self.store.compact()
 
     def sent(self, method: str, path: str) -> list[Request]:
