@@ -5,7 +5,6 @@ does not look: a changed list or scalar is owned whole (no ``k:``/``v:`` item ke
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
 from typing import Any
 
 Json = dict[str, Any]
@@ -35,8 +34,9 @@ def changed(old: Any, new: Any, at: Path = ()) -> list[Path]:
     return [at] if old != new and at else []
 
 
-def track(new: Json, old: Json | None, manager: str, api_version: str) -> None:
-    """Give ``manager`` the fields this write changed, in ``new``'s managedFields."""
+def track(new: Json, old: Json | None, manager: str, api_version: str, time: str) -> None:
+    """Give ``manager`` the fields this write changed, in ``new``'s managedFields (``time``:
+    the write's, on the server's clock)."""
     paths = [p for p in changed(old or {}, new) if p and p[0] not in ("apiVersion", "kind")]
     if not paths:
         return
@@ -52,7 +52,7 @@ def track(new: Json, old: Json | None, manager: str, api_version: str) -> None:
             "fieldsV1": {},
         }
         entries.append(mine)
-    mine["time"] = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    mine["time"] = time
     for path in paths:
         for entry in entries:
             if entry is not mine:

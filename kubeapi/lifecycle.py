@@ -1,71 +1,85 @@
-"""How objects leave: deletion with preconditions and finalizers, pods that stay Terminating
-while their node is NotReady (no kubelet confirms them gone), and the Eviction API with
-PodDisruptionBudgets evaluated from the pods the budget selects."""
+"""How objects leave: deletion with preconditions and finalizers, and pods that stay
+Terminating until their node's kubelet confirms them gone (``Kubelets``): on a Ready node when
+their containers stop (at most their grace period, on the emulator's clock), on a NotReady
+node not at all until forced."""
 
 from __future__ import annotations
 
-import math
-from typing import Any
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 
+from kubeapi.clock import parse
 from kubeapi.resources import BY_KEY, Resource
-from kubeapi.selectors import label_selector
-from kubeapi.status import ApiError, conflict
-from kubeapi.store import Json, Store, now
+from kubeapi.status import conflict
+from kubeapi.store import Json, Store
 
-PODS, NODES, PDBS = BY_KEY["v1/pods"], BY_KEY["v1/nodes"], BY_KEY["policy/v1/poddisruptionbudgets"]
+PODS, NODES = BY_KEY["v1/pods"], BY_KEY["v1/nodes"]
+DEFAULT_GRACE_S = 30  # a pod's terminationGracePeriodSeconds when its spec gives none
 
 
 def delete(store: Store, res: Resource, namespace: str | None, name: str, options: Json) -> Json:
     """Delete as the API server does: preconditions first (409), then either gone at once or,
-    with finalizers or a pod whose node cannot confirm it, marked with a deletionTimestamp."""
+    with finalizers or a pod on a node (whose kubelet must stop it), marked with a
+    ``deletionTimestamp``: for a pod, when its grace period ends."""
     with store.lock:
         current = store.get(res, namespace, name)
         meta = current["metadata"]
-        preconditions = options.get("preconditions") or {}
-        if preconditions.get("uid") and preconditions["uid"] != meta["uid"]:
-            raise conflict(
-                res.plural,
-                name,
-                f"Precondition failed: UID in precondition: "
-                f"{preconditions['uid']}, UID in object meta: {meta['uid']}",
-            )
-        wanted = preconditions.get("resourceVersion")
-        if wanted and wanted != meta["resourceVersion"]:
-            raise conflict(
-                res.plural,
-                name,
-                "Precondition failed: ResourceVersion in "
-                f"precondition: {wanted}, ResourceVersion in object meta: "
-                f"{meta['resourceVersion']}",
-            )
-        grace = options.get("gracePeriodSeconds")
-        if _lingers(store, res, current, grace):
-            if meta.get("deletionTimestamp"):
-                return current
+        _preconditions(res.plural, name, meta, options.get("preconditions") or {})
+        grace = _grace(res, current, options.get("gracePeriodSeconds"))
+        if not (meta.get("finalizers") or (grace > 0 and _on_a_node(store, current))):
+            store.remove((res.key, namespace if res.namespaced else None, name))
+            return current
+        if meta.get("deletionTimestamp") and not _sooner(store, meta, grace):
+            return current
 
-            def mark(obj: Json) -> Json:
-                obj["metadata"]["deletionTimestamp"] = now()
-                obj["metadata"]["deletionGracePeriodSeconds"] = 30 if grace is None else grace
-                return obj
+        def mark(obj: Json) -> Json:
+            obj["metadata"]["deletionTimestamp"] = store.clock.stamp(grace)
+            obj["metadata"]["deletionGracePeriodSeconds"] = grace
+            return obj
 
-            return store.update(res, namespace, name, mark)[0]
-        store.remove((res.key, namespace if res.namespaced else None, name))
-        return current
+        return store.update(res, namespace, name, mark, deleting=True)[0]
 
 
-def _lingers(store: Store, res: Resource, obj: Json, grace: Any) -> bool:
-    if obj["metadata"].get("finalizers"):
-        return True
-    if res is not PODS or grace == 0:
-        return False  # a forced delete of a pod does not wait for the kubelet
-    node = obj.get("spec", {}).get("nodeName")
-    if not node:
-        return False
-    try:
-        found = store.get(NODES, None, node)
-    except ApiError:
-        return False  # no node: the pod garbage collector removes it
-    return not ready(found)
+def _preconditions(plural: str, name: str, meta: Json, preconditions: Json) -> None:
+    if preconditions.get("uid") and preconditions["uid"] != meta["uid"]:
+        raise conflict(
+            plural,
+            name,
+            f"Precondition failed: UID in precondition: "
+            f"{preconditions['uid']}, UID in object meta: {meta['uid']}",
+        )
+    wanted = preconditions.get("resourceVersion")
+    if wanted and wanted != meta["resourceVersion"]:
+        raise conflict(
+            plural,
+            name,
+            "Precondition failed: ResourceVersion in "
+            f"precondition: {wanted}, ResourceVersion in object meta: "
+            f"{meta['resourceVersion']}",
+        )
+
+
+def _grace(res: Resource, obj: Json, asked: int | None) -> int:
+    """A pod's grace period: the request's, else its spec's (30 s by default); 0 for
+    anything else (only finalizers keep it)."""
+    if res is not PODS:
+        return 0
+    if asked is not None:
+        return int(asked)
+    return int(obj.get("spec", {}).get("terminationGracePeriodSeconds", DEFAULT_GRACE_S))
+
+
+def _on_a_node(store: Store, pod: Json) -> bool:
+    """Bound to a node that still exists: only a kubelet can confirm it stopped (a pod never
+    scheduled, or whose node is gone, the API server or the pod GC removes at once)."""
+    node = pod.get("spec", {}).get("nodeName")
+    return bool(node) and (NODES.key, None, node) in store.objects
+
+
+def _sooner(store: Store, meta: Json, grace: int) -> bool:
+    """A second delete with a shorter grace period brings the end forward (never later)."""
+    ends = parse(meta["deletionTimestamp"])
+    return store.clock.now() + timedelta(seconds=grace) < ends
 
 
 def ready(node: Json) -> bool:
@@ -75,109 +89,38 @@ def ready(node: Json) -> bool:
     )
 
 
-def evict(store: Store, namespace: str, name: str, eviction: Json) -> Json:
-    """POST pods/<name>/eviction: a pod its budgets allow to lose is deleted, with the
-    eviction's delete options; otherwise 429 (one budget says no) or 500 (several budgets)."""
-    if eviction.get("kind", "Eviction") != "Eviction":
-        raise ApiError(400, f"expected an Eviction, got {eviction.get('kind')!r}")
-    with store.lock:
-        store._namespace_open(namespace)
-        pod = store.get(PODS, namespace, name)
-        options = eviction.get("deleteOptions") or {}
-        uid = (options.get("preconditions") or {}).get("uid")
-        if uid and uid != pod["metadata"]["uid"]:
-            raise conflict(
-                "pods",
-                name,
-                f"Precondition failed: UID in precondition: {uid}, "
-                f"UID in object meta: {pod['metadata']['uid']}",
-            )
-        if not _budget_free(pod):
-            budgets = [b for b in _all(store, PDBS, namespace) if _selects(b, pod)]
-            if len(budgets) > 1:
-                raise ApiError(
-                    500,
-                    "This pod has more than one PodDisruptionBudget, which the "
-                    "eviction subresource does not support.",
-                )
-            if budgets:
-                _check_budget(store, budgets[0], pod)
-        delete(store, PODS, namespace, name, options)
-        return {"kind": "Status", "apiVersion": "v1", "status": "Success", "code": 201}
+@dataclass
+class Kubelets:
+    """What the nodes' kubelets do with a Terminating pod. On a Ready node the containers
+    stop ``stop_s`` seconds after SIGTERM (0: at once, so the pod is gone by the next request
+    served), and never later than its grace period ends (SIGKILL); then the pod is removed.
+    ``stops`` overrides it per pod, by (namespace, name); None: the container ignores
+    SIGTERM and the pod stays its whole grace period — move the clock to end it. A NotReady
+    node's kubelet confirms nothing: its pods stay until forced (grace 0) or the node is back.
+    A pod with finalizers stays until they are removed."""
 
+    store: Store
+    stop_s: float | None = 0.0
+    stops: dict[tuple[str, str], float | None] = field(default_factory=dict)
 
-def _budget_free(pod: Json) -> bool:
-    """Pods whose eviction no budget guards: finished, not yet running, or already going."""
-    phase = pod.get("status", {}).get("phase")
-    return phase in ("Succeeded", "Failed", "Pending") or bool(
-        pod["metadata"].get("deletionTimestamp")
-    )
+    def tick(self) -> None:
+        store = self.store
+        with store.lock:
+            now = store.clock.now()
+            for key in [k for k in store.deleting if k[0] == PODS.key]:
+                pod = store.objects[key]
+                if pod["metadata"].get("finalizers"):
+                    continue
+                node = store.objects.get((NODES.key, None, pod.get("spec", {}).get("nodeName")))
+                if node is not None and not (ready(node) and now >= self._gone_at(key, pod)):
+                    continue
+                store.remove(key)
 
-
-def _all(store: Store, res: Resource, namespace: str) -> list[Json]:
-    items: list[Json] = store.select(res, namespace, {})["items"]
-    return items
-
-
-def _selects(budget: Json, pod: Json) -> bool:
-    selector = budget.get("spec", {}).get("selector")
-    if selector is None:
-        return False
-    if not selector.get("matchLabels") and not selector.get("matchExpressions"):
-        return True  # policy/v1: an empty selector selects every pod in the namespace
-    return label_selector(_as_string(selector))(pod)
-
-
-def _as_string(selector: Json) -> str:
-    parts = [f"{k}={v}" for k, v in (selector.get("matchLabels") or {}).items()]
-    for expr in selector.get("matchExpressions") or []:
-        op, key, values = expr["operator"], expr["key"], expr.get("values") or []
-        if op in ("In", "NotIn"):
-            parts.append(f"{key} {op.lower()} ({','.join(values)})")
-        else:
-            parts.append(key if op == "Exists" else f"!{key}")
-    return ",".join(parts)
-
-
-def _healthy(pod: Json) -> bool:
-    status = pod.get("status", {})
-    if pod["metadata"].get("deletionTimestamp") or status.get("phase") != "Running":
-        return False
-    conditions = status.get("conditions")
-    if conditions is None:
-        return True  # no conditions reported: running counts as ready
-    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
-
-
-def _check_budget(store: Store, budget: Json, pod: Json) -> None:
-    spec = budget.get("spec", {})
-    namespace = pod["metadata"]["namespace"]
-    selected = [p for p in _all(store, PODS, namespace) if _selects(budget, p)]
-    expected = len(selected)
-    healthy = sum(_healthy(p) for p in selected)
-    if "minAvailable" in spec:
-        desired = _count(spec["minAvailable"], expected, round_up=True)
-    else:
-        desired = expected - _count(spec.get("maxUnavailable", 0), expected, round_up=True)
-    # An unhealthy pod may go while the budget is met (unhealthyPodEvictionPolicy default).
-    allowed = healthy - desired if _healthy(pod) else (1 if healthy >= desired else 0)
-    if allowed <= 0:
-        name = budget["metadata"]["name"]
-        raise ApiError(
-            429,
-            "Cannot evict pod as it would violate the pod's disruption budget.",
-            causes=[
-                {
-                    "reason": "DisruptionBudget",
-                    "message": f"The disruption budget {name} "
-                    f"needs {desired} healthy pods and has {healthy} currently",
-                }
-            ],
-        )
-
-
-def _count(value: Any, total: int, *, round_up: bool) -> int:
-    if isinstance(value, str) and value.endswith("%"):
-        exact = int(value[:-1]) * total / 100
-        return math.ceil(exact) if round_up else math.floor(exact)
-    return int(value)
+    def _gone_at(self, key: tuple[str, str | None, str], pod: Json) -> datetime:
+        meta = pod["metadata"]
+        ends = parse(meta["deletionTimestamp"])
+        stop = self.stops.get((key[1] or "", key[2]), self.stop_s)
+        if stop is None:
+            return ends
+        started = ends - timedelta(seconds=meta.get("deletionGracePeriodSeconds") or 0)
+        return min(ends, started + timedelta(seconds=stop))

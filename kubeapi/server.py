@@ -1,58 +1,39 @@
 """The strict Kubernetes API emulator: real HTTP on 127.0.0.1 from a thread, serving the
-resources remedy uses the way kube-apiserver does (see ``store``, ``patch``, ``lifecycle``).
+resources remedy uses the way kube-apiserver does (see ``store``, ``patch``, ``lifecycle``,
+``listing``, ``disruption``).
 
 Tests and benches seed and read objects through ``objects``, script the failures a real server
-gives under load or outage with ``fail``, and read every request from ``requests``."""
+gives under load or outage with ``fail``, and read every request from ``requests``. Time is
+the emulator's own (``clock``): the kubelets (``kubelets``) end a pod's grace period on it, and
+the disruption controller (``disruption``) can be paused so that budgets' status lags."""
 
 from __future__ import annotations
 
-import json
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from typing import Any
-from urllib.parse import parse_qsl, urlsplit
 
 from kubernetes import client as k8s
 
-from kubeapi import lifecycle, patch
+from kubeapi import lifecycle, listing, patch
 from kubeapi import schema as schemas
-from kubeapi.resources import BY_PATH, Resource, resource
+from kubeapi.clock import Clock
+from kubeapi.disruption import DisruptionController, evict
+from kubeapi.http import Headers, Request, handler
+from kubeapi.objects import Objects
+from kubeapi.resources import BY_PATH, Resource
 from kubeapi.status import ApiError
-from kubeapi.store import Json, Key, Store
+from kubeapi.store import Json, Store
+
+__all__ = ["ApiServer", "Headers", "Request"]
 
 PATCH_TYPES = {
     "application/strategic-merge-patch+json": "strategic",
     "application/merge-patch+json": "merge",
     "application/json-patch+json": "json",
 }
-
-
-class Headers(dict[str, str]):
-    """Request headers, looked up whatever their case (as HTTP says)."""
-
-    def __init__(self, items: Any = ()) -> None:
-        super().__init__((k.lower(), v) for k, v in items)
-
-    def __getitem__(self, key: str) -> str:
-        return super().__getitem__(key.lower())
-
-    def get(self, key: str, default: Any = None) -> Any:
-        return super().get(key.lower(), default)
-
-    def __contains__(self, key: object) -> bool:
-        return isinstance(key, str) and super().__contains__(key.lower())
-
-
-@dataclass
-class Request:
-    method: str
-    path: str
-    query: dict[str, str]
-    headers: Headers
-    data: Any
-    status: int = 0
 
 
 @dataclass
@@ -86,16 +67,20 @@ class ApiServer:
 
     def __init__(self, *, extra_fields: dict[str, set[str]] | None = None) -> None:
         self.store = Store(extra_fields=extra_fields or {})
+        self.clock: Clock = self.store.clock
+        self.kubelets = lifecycle.Kubelets(self.store)
+        self.disruption = DisruptionController(self.store)
         self.requests: list[Request] = []
         self.warnings: list[str] = []
         self.crashes: list[str] = []  # requests the emulator itself failed on (answered 500)
         self.logs: dict[tuple[str, str], str] = {}  # (namespace, pod) -> its log
         self._failures: list[_Failure] = []
         self._hooks: list[_Hook] = []
-        self.objects = Objects(self.store)
+        self._meanwhile: list[_Hook] = []
+        self.objects = Objects(self.store, self.tick)
         for namespace in ("default", "kube-system"):
             self.objects["v1/namespaces", None, namespace] = {"metadata": {"name": namespace}}
-        self._http = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
+        self._http = ThreadingHTTPServer(("127.0.0.1", 0), handler(self))
         self._http.daemon_threads = True
         self._thread = threading.Thread(target=self._http.serve_forever, daemon=True)
         self._thread.start()
@@ -129,6 +114,25 @@ class ApiServer:
         method, _, path = route.partition(" ")
         self._hooks.append(_Hook(method.upper(), path, happen, times))
 
+    def meanwhile(self, route: str, happen: Callable[[], None], *, times: int = 1) -> None:
+        """Let something happen while ``"POST <pod>/eviction"`` is served, between its read of
+        the pod's budget and its write of the budget's status (another eviction of the same
+        budget, say): the write then finds the budget changed, as on a real server. It runs
+        while the request holds the store: act on ``objects``, not over HTTP."""
+        method, _, path = route.partition(" ")
+        self._meanwhile.append(_Hook(method.upper(), path, happen, times))
+
+    def tick(self) -> None:
+        """What the cluster's controllers do before the next request is served: kubelets
+        remove the pods they stopped, the disruption controller updates budgets' status."""
+        self.kubelets.tick()
+        self.disruption.tick()
+
+    def compact(self) -> None:
+        """etcd's compaction: a continue token, or a list at a revision, older than the latest
+        write is 410 Gone from now on."""
+        self.store.compact()
+
     def sent(self, method: str, path: str) -> list[Request]:
         return [r for r in self.requests if r.method == method and r.path == path]
 
@@ -154,6 +158,7 @@ class ApiServer:
         if scripted is not None:
             return scripted
         try:
+            self.tick()
             route = _route(request.path)
             status, body, warnings = self._serve(request, route)
         except ApiError as error:
@@ -189,7 +194,10 @@ class ApiServer:
         manager = _manager(request)
         if name is None:
             if method == "GET":
-                return 200, store.select(res, ns, query), []
+                found = listing.select(store, res, ns, query)
+                if listing.wants_metadata_only(request.headers.get("accept") or ""):
+                    found = listing.metadata_only(found)
+                return 200, found, []
             if method == "POST":
                 obj, warnings = store.create(
                     res, ns, _body(request), strict=strict, manager=manager
@@ -197,7 +205,7 @@ class ApiServer:
                 return 201, obj, warnings
             raise ApiError(405, f"{method} is not supported on a collection here")
         if route.sub == "eviction" and method == "POST" and res.plural == "pods":
-            return 201, lifecycle.evict(store, ns or "", name, _body(request)), []
+            return 201, evict(store, ns or "", name, _body(request), self._during(request)), []
         if route.sub == "log" and method == "GET" and res.plural == "pods":
             store.get(res, ns, name)
             return 200, _tail(self.logs.get((ns or "", name), ""), query), []
@@ -239,6 +247,13 @@ class ApiServer:
             )
             return 200, obj, warnings
         raise ApiError(405, f"{method} is not supported here")
+
+    def _during(self, request: Request) -> Callable[[], None] | None:
+        for hook in self._meanwhile:
+            if hook.times > 0 and (hook.method, hook.path) == (request.method, request.path):
+                hook.times -= 1
+                return hook.happen
+        return None
 
 
 def _answer(error: ApiError) -> tuple[int, Any, dict[str, str]]:
@@ -303,79 +318,3 @@ def _route(path: str) -> Route:
     return Route(
         res, namespace, rest[1] if len(rest) > 1 else None, rest[2] if len(rest) > 2 else None
     )
-
-
-class Objects:
-    """``api.objects["v1/nodes", None, "n1"] = node`` seeds (through the same write path as a
-    POST or PUT: validated, uid and resourceVersion assigned), reads a copy, or deletes."""
-
-    def __init__(self, store: Store) -> None:
-        self._store = store
-
-    def __setitem__(self, key: Key, obj: Json) -> None:
-        res, namespace, name = resource(key[0]), key[1], key[2]
-        obj = json.loads(json.dumps(obj))
-        meta = obj.setdefault("metadata", {})
-        meta["name"] = name
-        if namespace:
-            meta["namespace"] = namespace
-        meta.pop("resourceVersion", None)
-        with self._store.lock:
-            if namespace and ("v1/namespaces", None, namespace) not in self._store.objects:
-                self["v1/namespaces", None, namespace] = {"metadata": {"name": namespace}}
-            if key in self._store.objects:
-                self._store.objects.pop(key)
-            self._store.create(res, namespace, obj, strict=True, uid=meta.pop("uid", None))
-
-    def __getitem__(self, key: Key) -> Json:
-        return self._store.get(resource(key[0]), key[1], key[2])
-
-    def __delitem__(self, key: Key) -> None:
-        self._store.get(resource(key[0]), key[1], key[2])
-        self._store.remove(key)
-
-    def __contains__(self, key: Key) -> bool:
-        return key in self._store.objects
-
-    def keys(self, res: str) -> Iterator[Key]:
-        return iter([k for k in list(self._store.objects) if k[0] == res])
-
-
-def _handler(api: ApiServer) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-
-        def log_message(self, format: str, *args: Any) -> None:
-            pass  # quiet: the request log is api.requests
-
-        def _do(self) -> None:
-            url = urlsplit(self.path)
-            length = int(self.headers.get("Content-Length") or 0)
-            raw = self.rfile.read(length) if length else b""
-            try:
-                data = json.loads(raw) if raw else None
-            except ValueError:
-                data = None
-            request = Request(
-                method=self.command,
-                path=url.path,
-                query=dict(parse_qsl(url.query)),
-                headers=Headers(self.headers.items()),
-                data=data,
-            )
-            status, body, headers = api.handle(request)
-            request.status = status
-            text = body if isinstance(body, str) else json.dumps(body)
-            payload = text.encode()
-            self.send_response(status)
-            ctype = "text/plain" if isinstance(body, str) else "application/json"
-            self.send_header("Content-Type", ctype)
-            self.send_header("Content-Length", str(len(payload)))
-            for name, value in headers.items():
-                self.send_header(name, value)
-            self.end_headers()
-            self.wfile.write(payload)
-
-        do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = _do
-
-    return Handler

@@ -29,18 +29,21 @@ class ApiError(Exception):
         reason: str | None = None,
         causes: list[dict[str, str]] | None = None,
         retry_after_s: int | None = None,
+        metadata: dict[str, str] | None = None,
     ) -> None:
+        """``metadata``: the Status's list metadata (a 410's continue token for the rest)."""
         super().__init__(message)
         self.code, self.message = code, message
         self.reason = reason or REASONS.get(code, "Unknown")
         self.causes = causes or []
         self.retry_after_s = retry_after_s
+        self.metadata = metadata or {}
 
     def status(self) -> dict[str, Any]:
         body: dict[str, Any] = {
             "kind": "Status",
             "apiVersion": "v1",
-            "metadata": {},
+            "metadata": dict(self.metadata),
             "status": "Failure",
             "message": self.message,
             "reason": self.reason,

@@ -5,41 +5,47 @@ subresource split."""
 
 from __future__ import annotations
 
-import base64
 import copy
-import json
 import threading
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Any
 
 from kubeapi import schema as schemas
+from kubeapi.clock import Clock
 from kubeapi.fields import track
 from kubeapi.resources import Resource
-from kubeapi.selectors import field_selector, label_selector
 from kubeapi.status import ApiError, conflict, invalid, not_found
 from kubeapi.validation import object_errors, update_errors
 
 Json = dict[str, Any]
 Key = tuple[str, str | None, str]  # (resource key, namespace, name)
 JOB_UID_LABEL = "batch.kubernetes.io/controller-uid"
-
-
-def now() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+# Earlier versions kept for lists at a past revision (continue tokens): past this many, the
+# older half is compacted away, as etcd compacts its history (a token older than that: 410).
+HISTORY_MAX = 20_000
 
 
 @dataclass
 class Store:
     """``extra_fields``: fields a newer API server would know, by OpenAPI definition name
-    (``{"io.k8s.api.core.v1.PodSpec": {"futureField"}}``): kept, where others are dropped."""
+    (``{"io.k8s.api.core.v1.PodSpec": {"futureField"}}``): kept, where others are dropped.
+
+    A stored object is never changed in place (a write stores a new one), so the history of
+    earlier versions holds references, not copies."""
 
     extra_fields: dict[str, set[str]] = field(default_factory=dict)
     objects: dict[Key, Json] = field(default_factory=dict)
     revision: int = 0
     lock: threading.RLock = field(default_factory=threading.RLock)
+    clock: Clock = field(default_factory=Clock)
+    # The keys of each resource (a list walks its resource's objects, not every object).
+    index: dict[str, set[Key]] = field(default_factory=dict)
+    # (revision of a write, its key, the object before it or None), oldest first.
+    history: list[tuple[int, Key, Json | None]] = field(default_factory=list)
+    compacted: int = 0  # the oldest revision a list can still be served at
+    deleting: set[Key] = field(default_factory=set)  # objects with a deletionTimestamp
 
     # -- reads ---------------------------------------------------------------------------------
     def get(self, res: Resource, namespace: str | None, name: str) -> Json:
@@ -49,47 +55,42 @@ class Store:
                 raise not_found(res.plural, name)
             return copy.deepcopy(found)
 
-    def select(
-        self,
-        res: Resource,
-        namespace: str | None,
-        query: dict[str, str],
-    ) -> Json:
-        labels = label_selector(query.get("labelSelector"))
-        fields = field_selector(res.plural, query.get("fieldSelector"))
-        limit = int(query.get("limit") or 0)
-        after = _decode_continue(query.get("continue"))
+    def items(self, res: Resource, namespace: str | None = None) -> list[Json]:
+        """Copies of the resource's objects now (in ``namespace`` if given), in key order."""
         with self.lock:
             keys = sorted(
-                (k for k in self.objects if k[0] == res.key and namespace in (None, k[1])),
+                (k for k in self.index.get(res.key, ()) if namespace in (None, k[1])),
                 key=lambda k: (k[1] or "", k[2]),
             )
-            matched: list[Json] = []
-            more = False
-            for key in keys:
-                if after is not None and (key[1] or "", key[2]) <= after:
-                    continue
-                obj = self.objects[key]
-                if not (labels(obj) and fields(obj)):
-                    continue
-                if limit and len(matched) == limit:
-                    more = True
+            return [copy.deepcopy(self.objects[k]) for k in keys]
+
+    def at(self, res: Resource, revision: int) -> dict[Key, Json]:
+        """The resource's objects as they were at ``revision`` (not copies: read only), from
+        the current ones with every later write undone; Expired (410) where history that old
+        was compacted away."""
+        with self.lock:
+            view = {k: self.objects[k] for k in self.index.get(res.key, ())}
+            if revision >= self.revision:
+                return view
+            if revision < self.compacted:
+                raise Expired(revision, self.compacted)
+            for written, key, before in reversed(self.history):
+                if written <= revision:
                     break
-                matched.append(copy.deepcopy(obj))
-            metadata: Json = {"resourceVersion": str(self.revision)}
-        if more and matched:
-            last = matched[-1]["metadata"]
-            metadata["continue"] = _encode_continue(last.get("namespace", ""), last["name"])
-        if res.builtin:  # a built-in list's items carry no kind or apiVersion
-            for item in matched:
-                item.pop("kind", None)
-                item.pop("apiVersion", None)
-        return {
-            "kind": f"{res.kind}List",
-            "apiVersion": res.group_version,
-            "metadata": metadata,
-            "items": matched,
-        }
+                if key[0] != res.key:
+                    continue
+                if before is None:
+                    view.pop(key, None)
+                else:
+                    view[key] = before
+            return view
+
+    def compact(self) -> None:
+        """Forget every earlier version (etcd's compaction): lists at an older revision, and
+        their continue tokens, answer 410 Gone."""
+        with self.lock:
+            self.compacted = self.revision
+            self.history.clear()
 
     # -- writes --------------------------------------------------------------------------------
     def create(
@@ -125,13 +126,13 @@ class Store:
             if meta.get("resourceVersion"):
                 raise ApiError(400, "resourceVersion should not be set on objects to be created")
             meta["uid"] = uid or str(uuid.uuid4())
-            meta["creationTimestamp"] = now()
+            meta["creationTimestamp"] = self.clock.stamp()
             meta.setdefault("generation", 1)
             if res.kind == "Job":
                 _job_defaults(obj)
             warnings = self._check(res, obj, None, strict)
             if manager:
-                track(obj, None, manager, res.group_version)
+                track(obj, None, manager, res.group_version, self.clock.stamp())
             return self._store(key, obj), warnings
 
     def update(
@@ -144,9 +145,11 @@ class Store:
         subresource: str | None = None,
         strict: bool = False,
         manager: str | None = None,
+        deleting: bool = False,
     ) -> tuple[Json, list[str]]:
         """Apply ``change`` to the stored object: it returns the new object, whose
-        ``metadata.resourceVersion`` (if set) must be the stored one (409 otherwise)."""
+        ``metadata.resourceVersion`` (if set) must be the stored one (409 otherwise).
+        ``deleting``: the server's own deletion, which alone sets the deletion fields."""
         with self.lock:
             key = (res.key, namespace if res.namespaced else None, name)
             old = self.get(res, key[1], name)
@@ -166,7 +169,7 @@ class Store:
             ):
                 raise ApiError(400, "the name and uid of an object cannot change")
             for kept in ("uid", "creationTimestamp", "namespace", "deletionTimestamp"):
-                if kept in old["metadata"]:
+                if kept in old["metadata"] and not (deleting and kept == "deletionTimestamp"):
                     meta[kept] = old["metadata"][kept]
             new = _split_status(res, old, new, subresource)
             warnings = self._check(res, new, old, strict)
@@ -175,19 +178,38 @@ class Store:
             if old.get("spec") != new.get("spec"):
                 meta["generation"] = old["metadata"].get("generation", 1) + 1
             if manager:
-                track(new, old, manager, res.group_version)
+                track(new, old, manager, res.group_version, self.clock.stamp())
             return self._store(key, new), warnings
 
     def remove(self, key: Key) -> None:
         with self.lock:
-            self.objects.pop(key, None)
+            before = self.objects.pop(key, None)
+            if before is None:
+                return
             self.revision += 1
+            self.index.get(key[0], set()).discard(key)
+            self.deleting.discard(key)
+            self._remember(key, before)
 
     def _store(self, key: Key, obj: Json) -> Json:
         self.revision += 1
         obj["metadata"]["resourceVersion"] = str(self.revision)
+        before = self.objects.get(key)
         self.objects[key] = obj
+        self.index.setdefault(key[0], set()).add(key)
+        if obj["metadata"].get("deletionTimestamp"):
+            self.deleting.add(key)
+        else:
+            self.deleting.discard(key)
+        self._remember(key, before)
         return copy.deepcopy(obj)
+
+    def _remember(self, key: Key, before: Json | None) -> None:
+        self.history.append((self.revision, key, before))
+        if len(self.history) > HISTORY_MAX:
+            cut = len(self.history) // 2
+            self.compacted = self.history[cut - 1][0]
+            del self.history[:cut]
 
     def _check(self, res: Resource, obj: Json, old: Json | None, strict: bool) -> list[str]:
         """The OpenAPI schema (unknown fields dropped with a warning, or refused when the
@@ -277,15 +299,8 @@ def _job_defaults(job: Json) -> None:
     )
 
 
-def _encode_continue(namespace: str, name: str) -> str:
-    return base64.urlsafe_b64encode(json.dumps([namespace, name]).encode()).decode()
+class Expired(ApiError):
+    """A read at a revision compacted away: 410, as etcd answers."""
 
-
-def _decode_continue(token: str | None) -> tuple[str, str] | None:
-    if not token:
-        return None
-    try:
-        namespace, name = json.loads(base64.urlsafe_b64decode(token.encode()))
-        return str(namespace), str(name)
-    except (ValueError, TypeError):
-        raise ApiError(400, "continue key is not valid") from None
+    def __init__(self, revision: int, compacted: int) -> None:
+        super().__init__(410, f"too old resource version: {revision} ({compacted})")

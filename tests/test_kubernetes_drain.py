@@ -49,11 +49,15 @@ async def drain(cluster: Cluster, progress: Callable[[int], None] = lambda left:
 
 async def until_sent(api: ApiServer, method: str, path: str) -> None:
     """Wait (the drain runs in a thread, in real time) until the drain made this request."""
+    await until(lambda: bool(sent(api, method, path)), f"never sent {method} {path}")
+
+
+async def until(happened: Callable[[], bool], never: str = "it never happened") -> None:
     for _ in range(1000):
-        if sent(api, method, path):
+        if happened():
             return
         await asyncio.sleep(0.01)
-    raise AssertionError(f"never sent {method} {path}")
+    raise AssertionError(never)
 
 
 # -- defect 6: a pod deleted mid-drain is done, the node is not gone ---------------------------
@@ -270,8 +274,34 @@ async def test_delete_after_timeout_deletes_what_a_budget_keeps(api: ApiServer) 
     assert said.endswith("; deleted 1 still there after 0.2s")
     assert {r.status for r in evictions(api, "web")} == {429}
     [delete] = sent(api, "DELETE", "/api/v1/namespaces/jobs/pods/web")
-    assert delete.query["gracePeriodSeconds"] == "0"
+    assert delete.query["gracePeriodSeconds"] == "30"  # the pod's own: Kubernetes' default
     assert delete.data["preconditions"] == {"uid": "uid-web"}
+
+
+async def test_delete_after_timeout_gives_the_pod_its_grace_and_waits_until_it_is_gone(
+    api: ApiServer,
+) -> None:
+    """Deleted with grace 0, a StatefulSet's replacement (same name) could start while the old
+    container still held the GPUs (issue 27)."""
+    modes = DrainModes.parse(["jobs=delete-after-timeout"], delete_after_s=0.2)
+    cluster = kube(api, drain_modes=modes, drain_timeout_s=30.0)
+    api.objects[NODES, None, "n1"] = node()
+    db = pod("db", labels={"app": "db"})
+    db["spec"]["terminationGracePeriodSeconds"] = 45
+    put(api, db)
+    api.objects[PDBS, "jobs", "db"] = budget("db", min_available=1)
+    api.kubelets.stops["jobs", "db"] = None  # it holds on until SIGKILL, 45 s on
+    drained = asyncio.create_task(drain(cluster))
+    await until_sent(api, "DELETE", "/api/v1/namespaces/jobs/pods/db")
+    [delete] = sent(api, "DELETE", "/api/v1/namespaces/jobs/pods/db")
+    assert delete.query["gracePeriodSeconds"] == "45"
+    looked = len(sent(api, "GET", "/api/v1/pods"))
+    await until(lambda: len(sent(api, "GET", "/api/v1/pods")) > looked + 2)
+    assert not drained.done()  # Terminating: the drain waits, and deletes nothing again
+    api.clock.advance(45)
+    said = await asyncio.wait_for(drained, 20)
+    assert said.endswith("; deleted 1 still there after 0.2s")
+    assert len(sent(api, "DELETE", "/api/v1/namespaces/jobs/pods/db")) == 1
 
 
 def test_drain_modes_match_names_then_globs_then_the_default() -> None:
@@ -294,6 +324,10 @@ def test_bad_drain_flags_exit_2_naming_the_flag() -> None:
     result = CliRunner().invoke(app, late)
     assert result.exit_code == 2
     assert "--drain-delete-after" in result.output
+    graceful = ["controller", "--drain-mode", "*=delete-after-timeout"]
+    result = CliRunner().invoke(app, [*graceful, "--drain-delete-grace-max", "1500"])
+    assert result.exit_code == 2
+    assert "--drain-delete-grace-max" in result.output
 
 
 # -- a 429 is a budget only on an eviction ------------------------------------------------------

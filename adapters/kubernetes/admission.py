@@ -57,6 +57,7 @@ class KubernetesAdmission:
                         "taints": [t for t in taints if t.get("key") != ADMISSION_TAINT["key"]]
                     },
                 },
+                field_manager=nodes.field_manager,
             )
         nodes.event(node, "RemedyAdmitted", f"validated: {len(serials)} GPUs passed admission")
 
@@ -66,6 +67,8 @@ class KubernetesAdmission:
             return
         with api_errors("patch", f"nodes/{node}"):
             nodes.core.patch_node(
-                node, {"metadata": {"annotations": {ADMISSION_REJECTED: reason[:1024]}}}
+                node,
+                {"metadata": {"annotations": {ADMISSION_REJECTED: reason[:1024]}}},
+                field_manager=nodes.field_manager,
             )
         nodes.event(node, "RemedyAdmissionRejected", reason)

@@ -21,6 +21,7 @@ from adapters.kubernetes.fleet import KubernetesFleetView
 from adapters.kubernetes.gpu_operator import GpuOperatorHandoff
 from adapters.kubernetes.marks import KubernetesNodeMarks
 from adapters.kubernetes.nodes import NodeApi, utcnow
+from adapters.kubernetes.objects import CONTROLLER_MANAGER
 from adapters.kubernetes.replace import replacer_named
 from remedy.cluster import Cluster
 
@@ -37,6 +38,7 @@ def kubernetes_cluster(
     checkpoint_grace_s: float = 0.0,
     drain_rules: DrainRules | None = None,
     drain_modes: DrainModes | None = None,
+    field_manager: str = CONTROLLER_MANAGER,
 ) -> Cluster:
     """``replacer``: a name in ``adapters.kubernetes.replace.REPLACERS`` (ValueError if none).
     A drain gives up after ``drain_timeout_s``, retrying evictions a PodDisruptionBudget
@@ -45,12 +47,9 @@ def kubernetes_cluster(
     per namespace: drain_rules.py, drain_modes.py (ValueError if the modes' delete-after is not
     within the drain timeout)."""
     modes = drain_modes or DrainModes()
-    if modes.deletes and modes.delete_after_s >= drain_timeout_s:
-        raise ValueError(
-            f"the drain's delete-after ({modes.delete_after_s:g}s) must be shorter than its "
-            f"timeout ({drain_timeout_s:g}s)"
-        )
-    nodes = NodeApi(api, dry_run=dry_run, clock=clock)
+    if too_long := modes.too_long_for(drain_timeout_s):
+        raise ValueError(too_long)
+    nodes = NodeApi(api, dry_run=dry_run, clock=clock, field_manager=field_manager)
     drain = Drain(
         nodes,
         eviction_retry_s=eviction_retry_s,

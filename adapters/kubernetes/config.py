@@ -3,8 +3,10 @@ through the client made here has a (connect, read) timeout."""
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
+import yaml
 from kubernetes import client as k8s
 from kubernetes import config
 
@@ -42,10 +44,21 @@ class TimeoutApiClient(k8s.ApiClient):
         return super().call_api(*args, **kwargs)
 
 
+class KubeconfigError(Exception):
+    """No way to reach the Kubernetes API: not in a pod, and no kubeconfig that loads. Its
+    message is one line that says which file and why."""
+
+
+# What loading a kubeconfig raises: the loader's own error, an unreadable file, YAML that does
+# not parse, or YAML of another shape (the loader indexes into it as it goes).
+_UNUSABLE = (config.ConfigException, OSError, yaml.YAMLError, TypeError, ValueError, KeyError)
+
+
 def api_client(
     kubeconfig: str | None = None, *, timeout: tuple[float, float] = REQUEST_TIMEOUT
 ) -> k8s.ApiClient:
-    """``timeout``: (connect, read) seconds for every call."""
+    """``timeout``: (connect, read) seconds for every call. KubeconfigError when neither the
+    pod's service account nor the kubeconfig gives a configuration."""
     if kubeconfig is None:
         try:
             config.load_incluster_config()  # type: ignore[no-untyped-call]
@@ -53,8 +66,16 @@ def api_client(
         except config.ConfigException:
             pass  # not in a pod: fall back to ~/.kube/config
     configuration = k8s.Configuration()
-    config.load_kube_config(
-        config_file=kubeconfig,  # type: ignore[no-untyped-call]
-        client_configuration=configuration,
-    )
+    try:
+        config.load_kube_config(
+            config_file=kubeconfig,  # type: ignore[no-untyped-call]
+            client_configuration=configuration,
+        )
+    except _UNUSABLE as exc:
+        where = kubeconfig or os.environ.get("KUBECONFIG") or "~/.kube/config"
+        why = " ".join(str(exc).split()) or type(exc).__name__
+        raise KubeconfigError(
+            f"no usable Kubernetes configuration: not running in a pod, and kubeconfig {where}: "
+            f"{why}"
+        ) from None
     return TimeoutApiClient(configuration, timeout=timeout)

@@ -183,18 +183,21 @@ class Drain:
         ):
             return
         if mode is DrainMode.DELETE_AFTER_TIMEOUT and now - started >= self._modes.delete_after_s:
+            if uid in done.deleted and terminating(pod):
+                return  # its grace period runs: the drain waits until it is gone
             done.tried[uid] = now
             done.deleted.add(uid)
-            eviction.delete(self._nodes.core, pod, 0)
+            declared = pod.get("spec", {}).get("terminationGracePeriodSeconds")
+            eviction.delete(self._nodes.core, pod, self._modes.delete_grace(declared))
             return
         if terminating(pod):
             return  # being deleted: wait for it
         done.tried[uid] = now
-        outcome = eviction.evict(self._nodes.core, pod)
+        outcome = eviction.evict(self._nodes.core, pod, self._nodes.field_manager)
         if outcome.answer is Answer.BLOCKED:
             done.blocked[uid] = outcome.reason
-        else:  # evicted, gone, or going with its namespace: the next read tells
-            done.blocked.pop(uid, None)
+        elif outcome.answer is not Answer.RETRY:  # a budget's last no still stands then
+            done.blocked.pop(uid, None)  # evicted, gone, or going: the next read tells
 
     def _timed_out(self, node: str, waiting: dict[str, Json], done: _Progress) -> Exception:
         blocked = [
@@ -230,6 +233,7 @@ class Drain:
                         meta(job)["name"],
                         meta(job)["namespace"],
                         {"metadata": {"annotations": {CHECKPOINT_REQUESTED: asked}}},
+                        field_manager=nodes.field_manager,
                     )
             except NotFound:
                 continue  # gone already: nothing to checkpoint

@@ -9,14 +9,14 @@ from typing import TypeVar
 
 from adapters.kubernetes.errors import api_errors
 from adapters.kubernetes.nodes import NodeApi
-from adapters.kubernetes.objects import Json, meta
+from adapters.kubernetes.objects import CONTROLLER_MANAGER, Json, meta
 from remedy.errors import Conflict, TransientError
 
 T = TypeVar("T")
 CONFLICT_RETRIES = 5
-# The field manager remedy's node changes carry: the API server then records which fields
-# remedy set last (metadata.managedFields), and who set them since.
-FIELD_MANAGER = "remedy"
+# The field manager remedy's controller's node changes carry: the API server then records which
+# fields remedy set last (metadata.managedFields), and who set them since.
+FIELD_MANAGER = CONTROLLER_MANAGER
 
 
 def as_read(nodes: NodeApi, node: str, decide: Callable[[Json], T]) -> T:
@@ -37,7 +37,7 @@ def patch(nodes: NodeApi, current: Json, body: Json) -> None:
     body_meta = body.setdefault("metadata", {})
     body_meta["resourceVersion"] = meta(current).get("resourceVersion")
     with api_errors("patch", f"nodes/{name}"):
-        nodes.core.patch_node(name, body, field_manager=FIELD_MANAGER)
+        nodes.core.patch_node(name, body, field_manager=nodes.field_manager)
 
 
 def set_by_others_since(node: Json, *path: str) -> bool:

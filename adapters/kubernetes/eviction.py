@@ -12,7 +12,7 @@ from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
 from adapters.kubernetes.errors import NAMESPACE_TERMINATING, NotFound, api_errors, api_status
-from adapters.kubernetes.objects import Json, meta
+from adapters.kubernetes.objects import Json, meta, read_raw
 from remedy.errors import Conflict
 
 # The eviction subresource's 500 for a pod that more than one budget selects.
@@ -21,7 +21,8 @@ SEVERAL_BUDGETS = "more than one PodDisruptionBudget"
 
 class Answer(Enum):
     EVICTED = "evicted"  # the API server is deleting it: wait until its UID is gone
-    GONE = "gone"  # 404, or 409: the pod we meant is no longer there under that UID
+    GONE = "gone"  # 404, or 409 and the pod we meant is no longer there under that UID
+    RETRY = "retry"  # 409 and our pod still there: its budget changed meanwhile (ask again)
     BLOCKED = "blocked"  # a budget said no (429) or cannot decide (500, several budgets)
     NAMESPACE_TERMINATING = "namespace terminating"  # 403: it goes with its namespace
 
@@ -32,7 +33,7 @@ class Outcome:
     reason: str = ""
 
 
-def evict(core: k8s.CoreV1Api, pod: Json) -> Outcome:
+def evict(core: k8s.CoreV1Api, pod: Json, field_manager: str) -> Outcome:
     """POST the pod's Eviction with ``preconditions.uid``; other failures raise as
     ``api_errors`` maps them (a 429 here is a budget, not throttling)."""
     name, namespace = meta(pod)["name"], meta(pod)["namespace"]
@@ -44,11 +45,13 @@ def evict(core: k8s.CoreV1Api, pod: Json) -> Outcome:
     )
     with api_errors("create", "pods/eviction"):
         try:
-            core.create_namespaced_pod_eviction(name, namespace, body)
+            core.create_namespaced_pod_eviction(name, namespace, body, field_manager=field_manager)
         except ApiException as exc:
             status = api_status(exc)
-            if status.code in (404, 409):
+            if status.code == 404:
                 return Outcome(Answer.GONE)
+            if status.code == 409:
+                return _conflict(core, pod, status.message)
             if status.code == 429:
                 return Outcome(Answer.BLOCKED, f"a PodDisruptionBudget: {status.message}")
             if status.code == 500 and SEVERAL_BUDGETS in status.message:
@@ -57,6 +60,21 @@ def evict(core: k8s.CoreV1Api, pod: Json) -> Outcome:
                 return Outcome(Answer.NAMESPACE_TERMINATING, status.message)
             raise
     return Outcome(Answer.EVICTED)
+
+
+def _conflict(core: k8s.CoreV1Api, pod: Json, message: str) -> Outcome:
+    """A 409 is either the UID precondition (another pod has the name: ours is gone) or the
+    pod's budget updated by a concurrent eviction between the server's read and its write
+    ("the object has been modified"): the pod as it is now tells which."""
+    name, namespace = meta(pod)["name"], meta(pod)["namespace"]
+    try:
+        with api_errors("get", f"pods/{name}", missing=NotFound):
+            now = read_raw(core.read_namespaced_pod, name, namespace)
+    except NotFound:
+        return Outcome(Answer.GONE)
+    if meta(now).get("uid") != meta(pod)["uid"]:
+        return Outcome(Answer.GONE)
+    return Outcome(Answer.RETRY, f"a conflict, the pod still there: {message}")
 
 
 def delete(core: k8s.CoreV1Api, pod: Json, grace_s: int) -> None:

@@ -1,10 +1,13 @@
 """The fleet as the scan and the disruption budget see it: every node's facts from a paginated
 list of raw JSON (each page reduced to facts before the next is read), and a pool's size from
-its ``remedy.io/pool`` label, counted from the nodes' metadata."""
+its ``remedy.io/pool`` label — counted in that list, or, when no scan listed the nodes lately,
+from the nodes' metadata."""
 
 from __future__ import annotations
 
-from datetime import timedelta
+from collections import Counter
+from dataclasses import dataclass
+from datetime import datetime, timedelta
 
 from adapters.kubernetes.admission import ADMISSION_REJECTED, ADMISSION_TAINT, VALIDATED_LABEL
 from adapters.kubernetes.control import CORDONED_BY
@@ -18,17 +21,39 @@ from remedy.fleet import NodeFacts
 POOL_LABEL = f"{PREFIX}/pool"
 
 
+# How long the pool sizes counted in a list of every node stand in for a count of their own:
+# a scan lists the nodes every minute by default, and each ladder it starts asks its pool's size.
+SIZES_FOR = timedelta(minutes=2)
+
+
+@dataclass(frozen=True)
+class _Sizes:
+    at: datetime
+    total: int
+    pools: Counter[str]
+
+
 class KubernetesFleetView:
-    def __init__(self, nodes: NodeApi) -> None:
-        self._nodes = nodes
+    def __init__(self, nodes: NodeApi, sizes_for: timedelta = SIZES_FOR) -> None:
+        self._nodes, self._sizes_for = nodes, sizes_for
+        # From the last list of every node; replaced whole (activities run in threads).
+        self._sizes: _Sizes | None = None
 
     def pool_size(self, pool: str) -> int:
-        """Nodes labelled ``remedy.io/pool=<pool>``; the pool "default" is the whole cluster."""
+        """Nodes labelled ``remedy.io/pool=<pool>``; the pool "default" is the whole cluster.
+        From the last scan's list when it is recent (a list per ladder started would read every
+        node again, as many times as a bad scan finds faults); else counted afresh."""
+        sizes = self._sizes
+        if sizes is not None and self._nodes.clock() - sizes.at <= self._sizes_for:
+            return sizes.total if pool == "default" else sizes.pools[pool]
         selector = None if pool == "default" else f"{POOL_LABEL}={pool}"
         return count(self._nodes.core.list_node, what="nodes", label_selector=selector)
 
     def nodes(self) -> list[NodeFacts]:
-        return [self._facts(node) for node in list_pages(self._nodes.core.list_node, what="nodes")]
+        at = self._nodes.clock()
+        facts = [self._facts(node) for node in list_pages(self._nodes.core.list_node, what="nodes")]
+        self._sizes = _Sizes(at, len(facts), Counter(f.pool for f in facts))
+        return facts
 
     def _facts(self, node: Json) -> NodeFacts:
         about = meta(node)

@@ -28,7 +28,14 @@ from kubernetes import client as k8s
 from adapters.kubernetes.errors import api_errors
 from adapters.kubernetes.job_failures import JOB_LABEL, LOG_LINES, REPORTED, FailedPods
 from adapters.kubernetes.listing import list_pages
-from adapters.kubernetes.objects import Json, create_raw, meta, read_raw, record_event
+from adapters.kubernetes.objects import (
+    CONTROLLER_MANAGER,
+    Json,
+    create_raw,
+    meta,
+    read_raw,
+    record_event,
+)
 from remedy.attribution.evidence import GuardedFailure
 from remedy.attribution.guard import JobRef
 from remedy.attribution.jobs import JobState
@@ -95,6 +102,7 @@ class KubernetesJobs:
                     failure.failure.pod,
                     failure.job.namespace,
                     {"metadata": {"annotations": {REPORTED: guard}}},
+                    field_manager=CONTROLLER_MANAGER,
                 )
         except NodeGone:
             pass  # the pod is gone: it is not listed again either
@@ -207,7 +215,12 @@ class KubernetesJobs:
         try:
             with api_errors("create", "jobs"):
                 # As it is: the client's create would refuse a field its models do not know.
-                create_raw(self._api, f"/apis/batch/v1/namespaces/{job.namespace}/jobs", body)
+                create_raw(
+                    self._api,
+                    f"/apis/batch/v1/namespaces/{job.namespace}/jobs",
+                    body,
+                    CONTROLLER_MANAGER,
+                )
         except Conflict:  # a retried activity already created it
             pass
         return self._told(
@@ -247,7 +260,7 @@ class KubernetesJobs:
         # Every caller says what it would do instead: a write here in dry run is a bug.
         assert not self.dry_run, f"dry run: a patch of job {namespace}/{name}"
         with api_errors("patch", "jobs"):
-            self.batch.patch_namespaced_job(name, namespace, body)
+            self.batch.patch_namespaced_job(name, namespace, body, field_manager=CONTROLLER_MANAGER)
 
     def _told(
         self, job: JobRef, name: str, reason: str, message: str, *, warning: bool = False

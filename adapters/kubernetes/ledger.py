@@ -59,7 +59,7 @@ class NodeLedger:
             }
         }
         with api_errors("patch", f"nodes/{self._node}"):
-            self._nodes.core.patch_node(self._node, body)
+            self._nodes.core.patch_node(self._node, body, field_manager=self._nodes.field_manager)
 
 
 def _book(node: Json) -> list[Any]:

@@ -45,7 +45,7 @@ class KubernetesNodeMarks:
             }
         }
         with api_errors("patch", f"nodes/{node}/status"):
-            self._nodes.core.patch_node_status(node, body)
+            self._nodes.core.patch_node_status(node, body, field_manager=self._nodes.field_manager)
 
     def record_xids(self, node: str, xids: list[RecentXid]) -> None:
         """Add the agent's new Xids to those its node keeps (an annotation, bounded): job
@@ -63,7 +63,11 @@ class KubernetesNodeMarks:
             [x.model_dump(mode="json", exclude_none=True) for x in merged], separators=(",", ":")
         )
         with api_errors("patch", f"nodes/{node}"):
-            self._nodes.core.patch_node(node, {"metadata": {"annotations": {RECENT_XIDS: body}}})
+            self._nodes.core.patch_node(
+                node,
+                {"metadata": {"annotations": {RECENT_XIDS: body}}},
+                field_manager=self._nodes.field_manager,
+            )
 
     def xids_since(self, node: str, since: datetime) -> list[RecentXid]:
         """An unreadable annotation raises (ValidationError): a watch that cannot read the

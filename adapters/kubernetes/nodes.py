@@ -11,7 +11,7 @@ from kubernetes import client as k8s
 
 from adapters.kubernetes.errors import api_errors
 from adapters.kubernetes.listing import list_pages
-from adapters.kubernetes.objects import Json, as_json, meta, record_event
+from adapters.kubernetes.objects import CONTROLLER_MANAGER, Json, as_json, meta, record_event
 from remedy.errors import ActionRefused, NodeGone
 
 PREFIX = "remedy.io"
@@ -30,9 +30,13 @@ class NodeApi:
         *,
         dry_run: bool = False,
         clock: Callable[[], datetime] = utcnow,
+        field_manager: str = CONTROLLER_MANAGER,
     ) -> None:
+        """``field_manager``: who this process writes as (objects.CONTROLLER_MANAGER or
+        AGENT_MANAGER); every write through the seams built on it names it."""
         self.api, self.core = api, k8s.CoreV1Api(api)
         self.dry_run, self.clock = dry_run, clock
+        self.field_manager = field_manager
         self._uids: dict[str, str] = {}  # each node's uid as last read: its Events carry it
 
     def json(self, obj: object) -> Json:
@@ -85,6 +89,7 @@ class NodeApi:
             reason,
             message,
             self.clock(),
+            field_manager=self.field_manager,
         )
 
 

@@ -22,6 +22,11 @@ GPU_RESOURCE = "nvidia.com/gpu"
 # The Xids a node's agent keeps on its node (JSON, oldest first): job attribution reads them.
 RECENT_XIDS = "remedy.io/recent-xids"
 NAME_MAX = 253  # an object name: a DNS subdomain
+# Who writes, as every write names it (fieldManager): the API server's managedFields then tell
+# the controller's changes from the agent's, and both from kubectl's. The controller's is the
+# name remedy's node changes have always carried (edits.set_by_others_since reads it).
+CONTROLLER_MANAGER = "remedy"
+AGENT_MANAGER = "remedy-agent"
 
 
 def as_json(api: k8s.ApiClient, obj: object) -> Json:
@@ -38,13 +43,14 @@ def read_raw(read: Callable[..., Any], *args: Any, **options: Any) -> Json:
     return out
 
 
-def create_raw(api: k8s.ApiClient, path: str, body: Json) -> Json:
+def create_raw(api: k8s.ApiClient, path: str, body: Json, field_manager: str) -> Json:
     """POST ``body`` as it is to ``path``. The generated create methods validate the body
     against the client's models first, which refuse a field of a newer server (a copy of an
     object read with ``read_raw`` may carry one)."""
     request = api.param_serialize(
         method="POST",
         resource_path=path,
+        query_params=[("fieldManager", field_manager)],
         header_params={"Accept": "application/json", "Content-Type": "application/json"},
         body=body,
         auth_settings=["BearerToken"],
@@ -90,6 +96,7 @@ def record_event(
     now: datetime,
     *,
     warning: bool = False,
+    field_manager: str = CONTROLLER_MANAGER,
 ) -> None:
     """A Kubernetes Event on the object (`kubectl describe` shows it when ``about`` carries the
     object's uid: describe selects events by it): a courtesy, so a failure to record it is
@@ -108,7 +115,7 @@ def record_event(
     )
     try:
         with api_errors("create", "events"):
-            core.create_namespaced_event(namespace, event)
+            core.create_namespaced_event(namespace, event, field_manager=field_manager)
     except Exception:  # noqa: BLE001
         log.warning("could not record event %s on %s", reason, about.name, exc_info=True)
 

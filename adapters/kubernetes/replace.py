@@ -19,7 +19,7 @@ from adapters.kubernetes.listing import PAGE, list_pages
 from adapters.kubernetes.nodes import NodeApi
 from adapters.kubernetes.objects import Json, meta
 from remedy.cluster import Replacer
-from remedy.errors import ActionRefused, NodeGone
+from remedy.errors import ActionRefused, Conflict, NodeGone
 
 KARPENTER_POOL_LABEL = "karpenter.sh/nodepool"
 NODECLAIMS = ("karpenter.sh", "v1", "nodeclaims")
@@ -42,10 +42,12 @@ class KarpenterReplacer:
         if not nodes.sends(node, f"delete NodeClaim {name}"):
             return f"dry run: would delete NodeClaim {name}"
         nodes.event(node, "RemedyReplaced", f"deleted NodeClaim {name}: Karpenter replaces it")
+        # This claim only (its uid): one Karpenter made since under the same name is not ours.
+        this_one = k8s.V1DeleteOptions(preconditions=k8s.V1Preconditions(uid=meta(owner)["uid"]))
         try:
             with api_errors("delete", NODECLAIM_RESOURCE):
-                self._custom.delete_cluster_custom_object(*NODECLAIMS, name)
-        except NodeGone:  # Karpenter got there between the read and the delete
+                self._custom.delete_cluster_custom_object(*NODECLAIMS, name, body=this_one)
+        except (NodeGone, Conflict):  # Karpenter got there between the read and the delete
             return f"NodeClaim {name} is already gone: Karpenter is replacing {node}"
         return f"deleted Karpenter NodeClaim {name}; Karpenter provisions a replacement"
 

@@ -14,6 +14,8 @@ import typer
 from remedy.runbook import Runbook, RunbookError, RunbookSet, load_runbooks
 
 if TYPE_CHECKING:
+    from kubernetes import client as k8s
+
     from remedy.attribution.rules import Attributor
     from remedy.redaction import Redactor
 
@@ -70,6 +72,18 @@ def redactor_or_exit(patterns: Path | None) -> Redactor:
     except RedactionError as exc:
         typer.echo(str(exc), err=True)
         raise typer.Exit(1) from None
+
+
+def kube_api_or_exit(kubeconfig: str | None, timeout_s: float | None) -> k8s.ApiClient:
+    """The Kubernetes API client (in-cluster, else the kubeconfig); none usable: one line
+    saying why, and exit 2 (a traceback helps no operator here)."""
+    from adapters.kubernetes.config import KubeconfigError, api_client, request_timeout
+
+    try:
+        return api_client(kubeconfig, timeout=request_timeout(timeout_s))
+    except KubeconfigError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
 
 
 def on_temporal(main: Coroutine[Any, Any, T]) -> T:

@@ -24,6 +24,7 @@ from workers.cli import drain
 from workers.cli.common import (
     RedactPatternsOption,
     attributor_or_exit,
+    kube_api_or_exit,
     on_temporal,
     redactor_or_exit,
     runbooks_or_exit,
@@ -62,6 +63,7 @@ def controller(
     drain_skip_wait_for_delete_timeout: drain.SkipWaitOption = 60.0,
     drain_mode: drain.ModeOption = None,
     drain_delete_after: drain.DeleteAfterOption = 600.0,
+    drain_delete_grace_max: drain.DeleteGraceOption = None,
     max_disruption: Annotated[
         str,
         typer.Option(
@@ -138,7 +140,6 @@ def controller(
     from concurrent.futures import ThreadPoolExecutor
 
     from adapters.kubernetes.cluster import kubernetes_cluster
-    from adapters.kubernetes.config import api_client, request_timeout
     from adapters.kubernetes.jobs import KubernetesJobs
     from remedy.attribution.guard import GuardPolicy
     from remedy.budget import BudgetPolicy
@@ -166,6 +167,7 @@ def controller(
         drain_skip_wait_for_delete_timeout,
         drain_mode,
         drain_delete_after,
+        drain_delete_grace_max,
     )
     try:
         policy = BudgetPolicy(max_disruption=max_disruption, storm_share=storm_share)
@@ -190,7 +192,7 @@ def controller(
         active_check_pool,
         active_check_idle_at_once or max_disruption,  # idle checks: the budget's share
     )
-    api = api_client(kubeconfig, timeout=request_timeout(kube_timeout))
+    api = kube_api_or_exit(kubeconfig, kube_timeout)
     try:
         cluster = kubernetes_cluster(
             api,

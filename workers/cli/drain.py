@@ -50,7 +50,16 @@ DeleteAfterOption = Annotated[
         "--drain-delete-after",
         min=1,
         help="Seconds into a drain after which pods of delete-after-timeout namespaces still "
-        "there are deleted without a grace period.",
+        "there are deleted (with their own grace period; the drain waits until they are gone).",
+    ),
+]
+DeleteGraceOption = Annotated[
+    int | None,
+    typer.Option(
+        "--drain-delete-grace-max",
+        min=0,
+        help="The longest grace period those deletes give a pod (seconds); default: each "
+        "pod's own terminationGracePeriodSeconds.",
     ),
 ]
 
@@ -61,6 +70,7 @@ def drain_settings(
     skip_wait_s: float,
     modes: list[str] | None,
     delete_after_s: float,
+    delete_grace_max_s: int | None = None,
 ) -> tuple[DrainRules, DrainModes]:
     """The rules and modes; bad input is one line naming the flag, and exit 2."""
     from adapters.kubernetes.drain import DRAIN_TIMEOUT_S
@@ -73,14 +83,12 @@ def drain_settings(
         skip_wait_for_delete_timeout_s=skip_wait_s,
     )
     try:
-        parsed = DrainModes.parse(modes or [], delete_after_s)
+        parsed = DrainModes.parse(modes or [], delete_after_s, delete_grace_max_s)
     except ValueError as exc:
         _fail("--drain-mode", exc)
-    if parsed.deletes and delete_after_s >= DRAIN_TIMEOUT_S:
-        _fail(
-            "--drain-delete-after",
-            ValueError(f"must be shorter than the drain's timeout ({DRAIN_TIMEOUT_S:g}s)"),
-        )
+    if too_long := parsed.too_long_for(DRAIN_TIMEOUT_S):
+        flag = "--drain-delete-grace-max" if delete_grace_max_s else "--drain-delete-after"
+        _fail(flag, ValueError(too_long))
     return rules, parsed
 
 

@@ -24,6 +24,7 @@ from remedy.probe.xid_dedup import XidDedup
 from remedy.xid.kernel_log import KernelLogSource
 from workers.cli.common import (
     RedactPatternsOption,
+    kube_api_or_exit,
     redactor_or_exit,
     runbooks_or_exit,
     serve,
@@ -211,12 +212,13 @@ def agent(
 ) -> None:
     """Run the node agent: host-local activities on this node's queue, and the probe loop."""
     from adapters.kubernetes.cluster import kubernetes_cluster
-    from adapters.kubernetes.config import api_client, request_timeout
+    from adapters.kubernetes.objects import AGENT_MANAGER
     from workers.agent import AgentConfig, NodeAgent
     from workers.client import connect_with, metrics_runtime
 
     loaded = runbooks_or_exit(runbooks)
     redactor = redactor_or_exit(redact_patterns)
+    api = kube_api_or_exit(kubeconfig, kube_timeout) if kubernetes else None
     try:
         load_references(gpu_reference)
     except (OSError, ValueError) as exc:
@@ -253,8 +255,7 @@ def agent(
             "agent",
             runtime=metrics_runtime(metrics_bind, "agent") if metrics_bind else None,
         )
-        api = api_client(kubeconfig, timeout=request_timeout(kube_timeout)) if kubernetes else None
-        cluster = kubernetes_cluster(api).marks if api else None
+        cluster = kubernetes_cluster(api, field_manager=AGENT_MANAGER).marks if api else None
         await NodeAgent(
             client,
             host,
