@@ -59,6 +59,7 @@ from tests.ladder_model_fleet import (
     LEFT_TO_A_PERSON,
     NODES,
     STEPS,
+    TIME_PIECE,
     Ladder,
     ModelFleet,
 )
@@ -129,7 +130,14 @@ class LadderModel(ModelFleet):
 
     @rule(span=st.sampled_from(STEPS))
     def time_passes(self, span: timedelta) -> None:
-        self.run(self.sleep(span), f"time({span})")
+        # In pieces, each bounded on its own: an hour of retries and timers can take longer
+        # than one step's limit on a machine kept busy (a hang still fails within a piece).
+        self.trace.append(f"time({span})")
+        left = span
+        while left > timedelta(0):
+            piece = min(left, TIME_PIECE)
+            self.run(self.sleep(piece))
+            left -= piece
 
     @rule(
         action=st.sampled_from(["cordon", "drain", "restore", "reset_gpu", "reboot"]),

@@ -55,6 +55,7 @@ STOP_WITHIN = 40  # polls 5 server-seconds apart: an abort ends the ladder withi
 SETTLE_S = 0.3  # real seconds before a stop, for the server's bug (LadderModel.settle)
 STOP_WAIT_S = 90  # real seconds for them (server time stands while an activity runs)
 STEPS = [timedelta(seconds=5), timedelta(minutes=1), timedelta(minutes=10), timedelta(hours=1)]
+TIME_PIECE = timedelta(minutes=10)  # server time one bounded piece of a time step sleeps
 
 
 @dataclass
