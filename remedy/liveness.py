@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from remedy.conditions import NodeCondition
+from remedy.conditions import NodeCondition, said
 from remedy.models import Finding, Severity
 
 AGENT_SILENT = "AgentSilent"
@@ -57,7 +57,7 @@ def publish_due(
     written = {c.type: c for c in on_node}
     for condition in conditions:
         old = written.get(condition.type)
-        if old is None or _said(old) != _said(condition):
+        if old is None or said(old) != said(condition):
             return True
         if now - old.last_heartbeat_time >= heartbeat:
             return True
@@ -75,10 +75,6 @@ def silent_after_problem(silent_after: timedelta, heartbeat: timedelta) -> str |
             f"silent"
         )
     return None
-
-
-def _said(condition: NodeCondition) -> tuple[str, str, str]:
-    return condition.status, condition.reason, condition.message
 
 
 def agent_silent(node: str, last_heartbeat: datetime, silent_for: timedelta) -> Finding:

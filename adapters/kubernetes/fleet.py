@@ -4,7 +4,7 @@ its ``remedy.io/pool`` label, counted from the nodes' metadata."""
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from adapters.kubernetes.admission import ADMISSION_REJECTED, ADMISSION_TAINT, VALIDATED_LABEL
 from adapters.kubernetes.control import CORDONED_BY
@@ -36,10 +36,7 @@ class KubernetesFleetView:
         spec = node.get("spec", {})
         now = self._nodes.clock()
         conditions = remedy_conditions(node, now)
-        # The agent's heartbeat: the newest it wrote on remedy's conditions (remedy.liveness).
-        beat = max(
-            (c.last_heartbeat_time for c in conditions if c.type in AGENT_CONDITIONS), default=None
-        )
+        beat = agent_heartbeat(node)
         return NodeFacts(
             name=about["name"],
             pool=labels.get(POOL_LABEL, "default"),
@@ -54,3 +51,17 @@ class KubernetesFleetView:
             last_heartbeat=beat,
             silent_for=max(now - beat, timedelta(0)) if beat else None,
         )
+
+
+def agent_heartbeat(node: Json) -> datetime | None:
+    """The agent's heartbeat: the newest ``lastHeartbeatTime`` on the conditions it writes
+    (remedy.liveness). A condition without one gives none: a time standing in for it would
+    change with every scan and pass for a live agent."""
+    return max(
+        (
+            datetime.fromisoformat(c["lastHeartbeatTime"])
+            for c in node.get("status", {}).get("conditions", [])
+            if c.get("type") in AGENT_CONDITIONS and c.get("lastHeartbeatTime")
+        ),
+        default=None,
+    )
