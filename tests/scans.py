@@ -11,17 +11,11 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from datetime import timedelta
 
-from temporalio.client import (
-    Client,
-    ScheduleActionExecutionStartWorkflow,
-    ScheduleHandle,
-    WorkflowExecutionStatus,
-    WorkflowHistory,
-)
+from temporalio.client import Client, ScheduleHandle, WorkflowExecutionStatus, WorkflowHistory
 
 from remedy.fleet import FleetSummary, ScanInput
 from workers.schedules import ensure_fleet_scan
-from workflows.fleet_scan import FleetScan
+from workers.status import scans_started
 
 
 @asynccontextmanager
@@ -44,13 +38,7 @@ async def completed_scans(
     """The schedule's recent scans that completed, oldest first: what each returned, and its
     history."""
     scans = []
-    for action in (await schedule.describe()).info.recent_actions:
-        started = action.action
-        if not isinstance(started, ScheduleActionExecutionStartWorkflow):
-            continue
-        run = client.get_workflow_handle_for(
-            FleetScan.run, started.workflow_id, run_id=started.first_execution_run_id
-        )
+    for run in reversed(scans_started(client, await schedule.describe())):
         if (await run.describe()).status is WorkflowExecutionStatus.COMPLETED:
             scans.append((await run.result(), await run.fetch_history()))
     return scans

@@ -15,31 +15,21 @@ from kubeapi import ApiServer
 from remedy.conditions import GPU_PROBLEM, REMEDY_READY, NodeCondition
 from remedy.models import ConditionsUpdate, NodeRef, ProbeReport
 from tests.kube import NODES, NOW, call, kube, node, sent
+from tests.test_agent_writes import _problem
 
 AGENT_CLOCK = NOW - timedelta(minutes=20)  # the node's clock is twenty minutes behind
 LATER = NOW + timedelta(hours=1)  # when the controller's ladder ends
 
 
-def _agents(status: str, reason: str) -> NodeCondition:
-    return NodeCondition(
-        type=GPU_PROBLEM,
-        status=status,  # type: ignore[arg-type]
-        reason=reason,
-        message="GPU 3 fell off the bus",
-        last_heartbeat_time=AGENT_CLOCK,
-        last_transition_time=AGENT_CLOCK - timedelta(minutes=5),
-    )
+def _agents_problem() -> NodeCondition:
+    """Its fault, on its clock, since five minutes before its last heartbeat."""
+    earlier = AGENT_CLOCK - timedelta(minutes=5)
+    return _problem(AGENT_CLOCK).model_copy(update={"last_transition_time": earlier})
 
 
 def _ready() -> NodeCondition:
-    return NodeCondition(
-        type=REMEDY_READY,
-        status="True",
-        reason="DependenciesPresent",
-        message="all there",
-        last_heartbeat_time=AGENT_CLOCK,
-        last_transition_time=AGENT_CLOCK,
-    )
+    said = {"type": REMEDY_READY, "status": "True", "reason": "DependenciesPresent"}
+    return _problem(AGENT_CLOCK).model_copy(update=said)
 
 
 def _time(text: str) -> datetime:
@@ -55,7 +45,7 @@ async def test_the_controller_clears_a_recovered_fault_without_writing_the_agent
 ) -> None:
     api.objects[NODES, None, "n1"] = node()
     agent = kube(api, clock=lambda: AGENT_CLOCK).marks
-    await call(agent.set_conditions, "n1", [_agents("True", "Xid79"), _ready()])
+    await call(agent.set_conditions, "n1", [_agents_problem(), _ready()])
     controller = kube(api, clock=lambda: LATER)
     beat = (await call(controller.fleet.nodes))[0].last_heartbeat
     publish = MarkActivities(controller.marks).publish_conditions

@@ -4,7 +4,7 @@ its ``remedy.io/pool`` label, counted from the nodes' metadata."""
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import datetime
 
 from adapters.kubernetes.admission import ADMISSION_REJECTED, ADMISSION_TAINT, VALIDATED_LABEL
 from adapters.kubernetes.control import CORDONED_BY
@@ -34,8 +34,7 @@ class KubernetesFleetView:
         about = meta(node)
         labels, annotations = about.get("labels", {}), about.get("annotations", {})
         spec = node.get("spec", {})
-        now = self._nodes.clock()
-        conditions = remedy_conditions(node, now)
+        conditions = remedy_conditions(node, self._nodes.clock())
         beat = agent_heartbeat(node)
         return NodeFacts(
             name=about["name"],
@@ -48,8 +47,7 @@ class KubernetesFleetView:
             awaiting_admission=has_taint(node, ADMISSION_TAINT),
             validated=labels.get(VALIDATED_LABEL) == "true",
             rejected=annotations.get(ADMISSION_REJECTED),
-            last_heartbeat=beat,
-            silent_for=max(now - beat, timedelta(0)) if beat else None,
+            last_heartbeat=beat,  # judged by the scan, on the controller's clock
         )
 
 

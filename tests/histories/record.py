@@ -155,7 +155,7 @@ async def record_fleet_scan(tag: str) -> None:
     """Fleet scans a second apart on a real schedule (the dev server: the scan lists running
     ladders from visibility) over a silent agent (silent for ten minutes by its last
     heartbeat), a problem condition no agent reported, and a healthy node, until the silent
-    node has its ladder; the scan that started the most is kept."""
+    node has its ladder; the scan that started the most is kept (the latest of equals)."""
     env = await WorkflowEnvironment.start_local(
         data_converter=pydantic_data_converter,
         dev_server_existing_path=installed_binary("temporal"),
@@ -191,7 +191,8 @@ async def record_fleet_scan(tag: str) -> None:
                 scans = await completed_scans(client, schedule)
     finally:
         await env.shutdown()
-    busiest = max((history for _, history in scans), key=lambda history: len(history.events))
+    # The busiest, the latest of equals (one handed the scan before's result).
+    busiest = max(reversed([history for _, history in scans]), key=lambda h: len(h.events))
     name = f"fleet_scan{'_' + tag if tag else ''}"
     (HERE / f"{name}.json").write_text(busiest.to_json())
     print(f"recorded {name} (the busiest of {len(scans)} scans)")
