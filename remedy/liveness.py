@@ -123,10 +123,13 @@ class Sightings(BaseModel):
         return cls(since=since, packed=base64.b64encode(zlib.compress(text.encode())).decode())
 
     def unpacked(self) -> dict[str, Sighting]:
-        if not self.packed:
+        """What was seen; nothing if it cannot be read (every clock starts again: a scan
+        that failed on it would stop every scan after it)."""
+        try:
+            rows = json.loads(zlib.decompress(base64.b64decode(self.packed)))
+            return {node: Sighting(*row) for node, row in rows.items()}
+        except (ValueError, TypeError, AttributeError, zlib.error):
             return {}
-        rows = json.loads(zlib.decompress(base64.b64decode(self.packed)))
-        return {node: Sighting(*row) for node, row in rows.items()}
 
 
 class Judged(NamedTuple):

@@ -92,8 +92,10 @@ def test_a_first_scan_starts_every_clock_and_calls_no_one_silent() -> None:
     hours old by the nodes' clocks may be fresh by ours. Their clocks start now."""
     hours_ago = START - timedelta(hours=3)
     nodes = [NodeFacts(name=f"n{i}", pool="a", last_heartbeat=hours_ago) for i in range(20)]
-    judged, seen = judge_liveness(nodes, Sightings(), START, START)
-    assert {status_of(n, OpenWork()) for n in judged} == {NodeStatus.HEALTHY}
+    unreadable = Sightings(since=START - MINUTE, packed="eJyrVspTsoo2jK0FAA2SAs4=")  # {"n":[1]}
+    for carried in (Sightings(), unreadable):
+        judged, seen = judge_liveness(nodes, carried, START, START)
+        assert {status_of(n, OpenWork()) for n in judged} == {NodeStatus.HEALTHY}
     later = START + SILENT_AFTER + MINUTE  # none of them heartbeat since: all silent now
     judged, _ = judge_liveness(nodes, seen, later, later)
     assert {status_of(n, OpenWork()) for n in judged} == {NodeStatus.SILENT}
