@@ -7,7 +7,6 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from datetime import UTC, datetime
 from typing import Any
 
 from temporalio import activity
@@ -25,7 +24,7 @@ from remedy.cluster import (
     NodeMarks,
     Replacer,
 )
-from remedy.conditions import conditions_from
+from remedy.conditions import recovered_conditions
 from remedy.models import (
     ActionRequest,
     ActionResult,
@@ -149,13 +148,14 @@ class MarkActivities:
     @act.PUBLISH_CONDITIONS.defn
     def publish_conditions(self, update: ConditionsUpdate) -> None:
         """After a verified recovery the node's problem condition must not stay True until
-        the agent's next round: the fleet scan would start a second ladder on it."""
+        the agent's next round: the fleet scan would start a second ladder on it. Written on
+        the agent's clock, its heartbeat kept: the controller's write must not make a dead
+        agent look alive (remedy.conditions.recovered_conditions)."""
         node = update.node.name
         with temporal_errors():
-            previous = self._marks.conditions(node)
-            self._marks.set_conditions(
-                node, conditions_from(update.report, previous, datetime.now(UTC))
-            )
+            conditions = recovered_conditions(update.report, self._marks.conditions(node))
+            if conditions:
+                self._marks.set_conditions(node, conditions)
 
     @act.XIDS_SINCE.defn
     def xids_since(self, req: XidsSince) -> SeenXids:

@@ -10,7 +10,7 @@ every write would break "unhealthy for N minutes" logic downstream and flood the
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
@@ -77,6 +77,50 @@ def ready_condition(
         )
     message = capabilities.summary()[:MAX_MESSAGE]
     return _condition(REMEDY_READY, "False", "DependenciesMissing", message, old, now)
+
+
+def recovered_conditions(report: ProbeReport, on_node: list[NodeCondition]) -> list[NodeCondition]:
+    """What the controller writes after a verified recovery (a clean re-probe): the agent's
+    conditions as ``report`` says, on the agent's clock. Each keeps the heartbeat the agent
+    last wrote on it, so the controller's write is no sign of the agent's life (the fleet scan
+    judges liveness by that value: remedy.liveness), and a transition is dated by that
+    heartbeat rather than by the controller's clock. Only what changes is written, and only
+    on conditions the agent wrote: nothing else is the agent's to correct.
+
+    >>> from datetime import UTC
+    >>> beat = datetime(2026, 11, 1, tzinfo=UTC)  # the agent's clock, maybe far from ours
+    >>> bad = NodeCondition(type=GPU_PROBLEM, status="True", reason="Xid48", message="x",
+    ...     last_heartbeat_time=beat, last_transition_time=beat)
+    >>> clean = ProbeReport(node="n", checks_run=["gpu"], started_at=beat)
+    >>> [fixed] = recovered_conditions(clean, [bad])
+    >>> fixed.status, fixed.last_heartbeat_time == fixed.last_transition_time == beat
+    ('False', True)
+    >>> recovered_conditions(clean, [fixed])
+    []
+    """
+    before = {c.type: c for c in on_node}
+    out = []
+    # Any time will do: both of a written condition's times are the agent's (below).
+    for condition in conditions_from(report, on_node, datetime.fromtimestamp(0, UTC)):
+        old = before.get(condition.type)
+        if old is None or said(old) == said(condition):
+            continue
+        moved = (old.status, old.reason) != (condition.status, condition.reason)
+        beat = old.last_heartbeat_time
+        out.append(
+            condition.model_copy(
+                update={
+                    "last_heartbeat_time": beat,
+                    "last_transition_time": beat if moved else old.last_transition_time,
+                }
+            )
+        )
+    return out
+
+
+def said(condition: NodeCondition) -> tuple[str, str, str]:
+    """What a condition says, apart from when (a write that changes none of it is a heartbeat)."""
+    return condition.status, condition.reason, condition.message
 
 
 def is_problem(condition: NodeCondition) -> bool:

@@ -12,7 +12,8 @@ from pydantic import BaseModel, ConfigDict
 from remedy.admission import AdmissionPolicy
 from remedy.attribution.guard import GuardPolicy
 from remedy.conditions import NodeCondition
-from remedy.liveness import SILENT_AFTER
+from remedy.durations import format_duration
+from remedy.liveness import SILENT_AFTER, SKEW_TOLERANCE, Sightings, observe
 from remedy.models import Finding, NodeRef, Severity, Wraps
 from remedy.runbook.schema import FROM_CONDITION
 
@@ -35,10 +36,12 @@ class NodeFacts(BaseModel):
     validated: bool = False
     rejected: str | None = None  # why admission rejected it
     active_check: NodeCondition | None = None  # its GpuActiveCheck (remedy/active_checks.py)
-    # The agent's heartbeat (remedy.liveness), and its age by the cluster's clock: None when
-    # the agent never wrote one.
+    # The agent's heartbeat as it wrote it (its node's clock; None: it never wrote one), and
+    # what the scan judges of it on the controller's clock (``judge_liveness``): how long it
+    # has not changed, and how far the node's clock is off (None: not known yet).
     last_heartbeat: datetime | None = None
     silent_for: timedelta | None = None
+    clock_skew: timedelta | None = None
 
 
 class NodeStatus(StrEnum):
@@ -66,11 +69,28 @@ class OpenWork(BaseModel):
     checking: list[str] = []  # an active check holds the node (its cordon is that check's)
 
 
+def judge_liveness(
+    nodes: list[NodeFacts], before: Sightings, since: datetime, now: datetime
+) -> tuple[list[NodeFacts], Sightings]:
+    """Each node's silence and clock skew on the controller's clock, from what the scans saw
+    before (``remedy.liveness.observe``; the nodes listed from ``since``, judged at ``now``),
+    and what this scan saw, to carry on to the next."""
+    beats = {n.name: n.last_heartbeat for n in nodes if n.last_heartbeat is not None}
+    seen, judged = observe(beats, before, since, now)
+    return [
+        n.model_copy(update={"silent_for": j.silent_for, "clock_skew": j.clock_skew})
+        if (j := judged.get(n.name))
+        else n.model_copy(update={"silent_for": None, "clock_skew": None})
+        for n in nodes
+    ], seen
+
+
 def current_problems(
     node: NodeFacts, silent_after: timedelta = SILENT_AFTER
 ) -> list[NodeCondition]:
     """The node's problem conditions that are still news: a problem whose heartbeat is older
-    than ``silent_after`` (by the cluster's clock) is history, not a current fault. Its agent
+    than ``silent_after`` is history, not a current fault (its age: from its heartbeat to the
+    agent's newest on the node's clock, then the newest's silence on the controller's). Its agent
     either went silent (the node is SILENT, and its AgentSilent ladder re-probes it) or no
     longer publishes that condition (a NIC check since turned off): neither starts the fault's
     ladder from a stale word. Without a heartbeat to measure by (a condition with no agent
@@ -169,6 +189,7 @@ ATTENTION = (
     NodeStatus.UNKNOWN,
 )
 MAX_ATTENTION = 200  # per pool: a result, and a scan's history, stay small in a storm
+SKEW_S = int(SKEW_TOLERANCE.total_seconds())
 
 
 class PoolSummary(BaseModel):
@@ -176,6 +197,12 @@ class PoolSummary(BaseModel):
     nodes: int = 0
     counts: dict[NodeStatus, int] = {}
     attention: dict[str, NodeStatus] = {}
+    # Clocks off the controller's by more than remedy.liveness.SKEW_TOLERANCE: how many, and
+    # node → skew in seconds (+ ahead, − behind; at most MAX_ATTENTION); and the largest skew
+    # known in the pool, within the tolerance or not.
+    skewed: int = 0
+    clock_skew: dict[str, int] = {}
+    largest_skew_s: int = 0
 
     def count(self, status: NodeStatus) -> int:
         return self.counts.get(status, 0)
@@ -190,6 +217,7 @@ class FleetSummary(BaseModel):
     guards_finished: list[str] = []
     job_watch_error: str = ""  # the job watch failed this time (e.g. RBAC): why
     orphaned_cordons: list[str] = []  # remedy's cordon, no ladder owns it: a ladder started
+    liveness: Sightings = Sightings()  # what the next scan judges heartbeats from
 
     def markdown(self) -> str:
         head = "| pool | nodes | " + " | ".join(s.value for s in NodeStatus) + " |"
@@ -206,6 +234,16 @@ class FleetSummary(BaseModel):
             started += (
                 f"\n\norphaned cordons (a ladder started for each): "
                 f"{', '.join(self.orphaned_cordons)}"
+            )
+        skews = [
+            f"{node} {_signed(seconds)}"
+            for p in self.pools
+            for node, seconds in p.clock_skew.items()
+        ]
+        if skews:
+            started += (
+                f"\n\nclocks off the controller's by more than {_signed(SKEW_S)[1:]} "
+                f"(not trusted: liveness is judged on the controller's): {', '.join(skews)}"
             )
         if self.job_watch_error:
             started += f"\n\njob watch failed: {self.job_watch_error}"
@@ -237,7 +275,23 @@ def summarise(
         pool.counts[status] = pool.count(status) + 1
         if status in ATTENTION and len(pool.attention) < MAX_ATTENTION:
             pool.attention[node.name] = status
+        if node.clock_skew is not None:
+            _count_skew(pool, node.name, round(node.clock_skew.total_seconds()))
     return FleetSummary(at=at, pools=[pools[name] for name in sorted(pools)])
+
+
+def _count_skew(pool: PoolSummary, node: str, seconds: int) -> None:
+    if abs(seconds) > abs(pool.largest_skew_s):
+        pool.largest_skew_s = seconds
+    if abs(seconds) > SKEW_S:
+        pool.skewed += 1
+        if len(pool.clock_skew) < MAX_ATTENTION:
+            pool.clock_skew[node] = seconds
+
+
+def _signed(seconds: int) -> str:
+    """-20m, +1h2m3s: a skew as an operator reads it."""
+    return ("+" if seconds >= 0 else "-") + format_duration(timedelta(seconds=abs(seconds)))
 
 
 class ScanInput(BaseModel):

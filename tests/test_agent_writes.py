@@ -20,8 +20,16 @@ from adapters.sim import SimFleet
 from kubeapi import ApiServer
 from remedy.attribution.evidence import RecentXid
 from remedy.conditions import GPU_PROBLEM, REMEDY_READY, NodeCondition
-from remedy.fleet import NodeFacts, NodeStatus, OpenWork, plan_scan, status_of, summarise
-from remedy.liveness import AGENT_HEARTBEAT, MIN_SILENT_HEARTBEATS, SILENT_AFTER
+from remedy.fleet import (
+    NodeFacts,
+    NodeStatus,
+    OpenWork,
+    judge_liveness,
+    plan_scan,
+    status_of,
+    summarise,
+)
+from remedy.liveness import AGENT_HEARTBEAT, MIN_SILENT_HEARTBEATS, SILENT_AFTER, Sightings
 from remedy.models import NodeRef
 from remedy.runbook import RunbookSet
 from tests.kube import NODES, NOW, call, kube, node, sent
@@ -223,12 +231,16 @@ def test_defect_4_a_stale_problem_condition_is_not_read_as_a_current_fault() -> 
 async def test_defect_4_the_kubernetes_scan_reads_a_silent_agents_problem_as_silence(
     api: ApiServer,
 ) -> None:
-    """The heartbeat as written on the node, read back by the Kubernetes fleet view."""
+    """The heartbeat as written on the node, read back by the Kubernetes fleet view, and left
+    unchanged for longer than the silent window by the controller's clock (remedy.liveness)."""
     now = NOW + timedelta(hours=1)
     api.objects[NODES, None, "n1"] = node()
     stale = _problem(now - SILENT_AFTER - timedelta(minutes=1))
     await call(kube(api, clock=lambda: now).marks.set_conditions, "n1", [stale])
-    [facts] = await call(kube(api, clock=lambda: now).fleet.nodes)
+    listed = await call(kube(api, clock=lambda: now).fleet.nodes)
+    _, seen = judge_liveness(listed, Sightings(), now, now)
+    later = now + SILENT_AFTER + timedelta(seconds=1)
+    [facts], _ = judge_liveness(listed, seen, later, later)
     assert status_of(facts, OpenWork()) is NodeStatus.SILENT
     assert not plan_scan([facts], OpenWork()).remediate
 

@@ -41,6 +41,7 @@ from remedy.remediation import Outcome, Phase, RemediationResult
 from remedy.runbook import Match, Runbook, RunbookSet, Rung
 from tests.conftest import own_fleet, running_workers
 from tests.ladder import report, wait_for_phase
+from tests.scans import completed_scans, scan_schedule, until
 from workers.cli import app
 from workers.schedules import ensure_fleet_scan
 from workflows.disruption_budget import DisruptionBudget
@@ -318,27 +319,41 @@ async def test_the_scan_gives_an_orphaned_cordon_a_ladder_and_leaves_a_persons_a
 async def test_the_scan_turns_a_silent_agent_into_an_agent_silent_ladder(
     dev_env: WorkflowEnvironment,
 ) -> None:
+    """On a schedule, as the controller runs it: one scan alone only starts a heartbeat's
+    clock; the scans judge an agent silent once its heartbeat has not changed for the silent
+    window by their clock (remedy.liveness), whatever its last heartbeat's time says."""
     client = dev_env.client
     fleet = own_fleet("silent", 3)
     quiet, *others = sorted(fleet.nodes)
     fleet.silence_agent(quiet, since=datetime.now(UTC) - timedelta(minutes=10))
     async with running_workers(client, fleet) as queues:
-        summary = await client.execute_workflow(
-            FleetScan.run,
-            ScanInput(node_task_queue=queues.agents, agent_silent_after=timedelta(minutes=2)),
-            id=f"scan-{uuid.uuid4().hex[:8]}",
-            task_queue=queues.controller,
-        )
-        ladder = client.get_workflow_handle_for(NodeRemediation.run, remediation_workflow_id(quiet))
-        for _ in range(100):
+        inp = ScanInput(node_task_queue=queues.agents, agent_silent_after=timedelta(seconds=2))
+        async with scan_schedule(client, inp, queues.controller) as schedule:
+
+            async def starting() -> list[FleetSummary]:
+                scans = await completed_scans(client, schedule)
+                return [summary for summary, _ in scans if summary.started_remediations]
+
+            async def started() -> bool:
+                return bool(await starting())
+
+            await until("a scan starts the silent node's ladder", started)
+            summary = (await starting())[0]
+            ladder = client.get_workflow_handle_for(
+                NodeRemediation.run, remediation_workflow_id(quiet)
+            )
+
+            async def cordoned() -> bool:  # the runbook cordons first
+                return (await ladder.query(NodeRemediation.state)).cordon is not None
+
+            await until("its ladder cordons it", cordoned)
             state = await ladder.query(NodeRemediation.state)
-            if state.cordon is not None:  # the runbook cordons first
-                break
-            await asyncio.sleep(0.1)
     assert summary.started_remediations == [quiet]
     assert state.runbook is not None and state.runbook.name == "agent-silent"
     assert state.trigger is not None and state.trigger.reason == "AgentSilent"
-    assert "no heartbeat from remedy's agent for 0:10:" in state.trigger.evidence
+    evidence = state.trigger.evidence
+    assert "no heartbeat from remedy's agent for " in evidence and "by the node's clock" in evidence
+    assert "for 0:10:" not in evidence  # the scans' measure, not its heartbeat's age
     assert fleet.node(quiet).unschedulable  # cordoned: nothing is watching it
     [pool] = summary.pools
     assert pool.count(NodeStatus.HEALTHY) == 2 and pool.count(NodeStatus.IN_REMEDIATION) == 1

@@ -9,6 +9,7 @@ import socket
 import urllib.request
 from datetime import UTC, datetime, timedelta
 
+from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
 from adapters.sim.jobs import SimJobs
@@ -39,6 +40,13 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+async def scraped_client(env: WorkflowEnvironment) -> tuple[Client, int]:
+    """A client to ``env`` whose workers serve their metrics on the port it gives."""
+    port = free_port()
+    runtime = metrics_runtime(f"127.0.0.1:{port}", "controller")
+    return await connect(env.client.service_client.config.target_host, runtime=runtime), port
+
+
 def scrape(port: int) -> list[str]:
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
         return response.read().decode().splitlines()
@@ -53,11 +61,7 @@ def value(lines: list[str], name: str, **labels: str) -> float | None:
 
 
 async def test_a_ladder_shows_up_in_the_prometheus_endpoint(dev_env: WorkflowEnvironment) -> None:
-    port = free_port()
-    client = await connect(
-        dev_env.client.service_client.config.target_host,
-        runtime=metrics_runtime(f"127.0.0.1:{port}", "controller"),
-    )
+    client, port = await scraped_client(dev_env)
     fleet = own_fleet("metrics", 2)
     node = sorted(fleet.nodes)[0]
     policy = BudgetPolicy(max_disruption="2", storm_share=1.0)
@@ -114,11 +118,7 @@ async def test_a_ladder_shows_up_in_the_prometheus_endpoint(dev_env: WorkflowEnv
 async def test_a_guarded_job_failure_is_counted_by_verdict_and_action(
     dev_env: WorkflowEnvironment,
 ) -> None:
-    port = free_port()
-    client = await connect(
-        dev_env.client.service_client.config.target_host,
-        runtime=metrics_runtime(f"127.0.0.1:{port}", "controller"),
-    )
+    client, port = await scraped_client(dev_env)
     fleet = own_fleet("job-metrics", 1)
     async with running_workers(client, fleet, jobs=SimJobs()) as queues:
         handle, job = await guard(dev_env, queues, GuardPolicy(gather=timedelta(0)))

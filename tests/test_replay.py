@@ -1,5 +1,5 @@
-"""Replay recorded NodeRemediation, DisruptionBudget, JobGuard and active-check histories
-against today's workflow code.
+"""Replay recorded NodeRemediation, DisruptionBudget, JobGuard, active-check and fleet-scan
+histories against today's workflow code.
 
 A change that makes a running workflow non-deterministic (reordered activities, a timer added
 without workflow.patched) fails here instead of in production."""
@@ -18,6 +18,7 @@ from temporalio.worker import Replayer
 from workflows.active_check import ActiveCheck
 from workflows.active_checks import ActiveChecks
 from workflows.disruption_budget import DisruptionBudget
+from workflows.fleet_scan import CONTROLLER_CLOCK, FleetScan
 from workflows.job_guard import JobGuard
 from workflows.node_remediation import NodeRemediation
 
@@ -48,6 +49,8 @@ def test_histories_are_recorded() -> None:
         "budget_v4",
         "active_checks_round",  # a pool's round, and a busy node's check under the budget
         "active_check_taken_out",
+        "fleet_scan",  # a problem condition and a silent agent, each given a ladder
+        "fleet_scan_v2",  # liveness judged on the scans' clock, from the scan before's result
     }
     # v2: recorded after remedy began indexing ladders, so their replay covers the upserts.
     for name in LADDERS:
@@ -71,13 +74,23 @@ def test_histories_are_recorded() -> None:
     assert node_side <= _patches(HISTORY_DIR / "reset_fixes_ecc_v4.json")
     replaced = _patches(HISTORY_DIR / "replace_after_approval_v4.json")
     assert node_side | {"diagnose-every-gpu"} <= replaced
+    scan_v2 = HISTORY_DIR / "fleet_scan_v2.json"
+    assert CONTROLLER_CLOCK in _patches(scan_v2) - _patches(HISTORY_DIR / "fleet_scan.json")
+    assert "lastCompletionResult" in scan_v2.read_text()  # what it judged the heartbeats by
 
 
 @pytest.mark.parametrize("path", HISTORIES, ids=lambda p: p.stem)
 async def test_recorded_history_replays(path: Path) -> None:
     history = WorkflowHistory.from_json(path.stem, path.read_text())
     replayer = Replayer(
-        workflows=[NodeRemediation, DisruptionBudget, JobGuard, ActiveChecks, ActiveCheck],
+        workflows=[
+            NodeRemediation,
+            DisruptionBudget,
+            JobGuard,
+            ActiveChecks,
+            ActiveCheck,
+            FleetScan,
+        ],
         data_converter=pydantic_data_converter,
     )
     result = await replayer.replay_workflow(history, raise_on_replay_failure=False)

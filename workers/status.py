@@ -9,8 +9,10 @@ from pydantic import BaseModel
 from temporalio.client import (
     Client,
     ScheduleActionExecutionStartWorkflow,
+    ScheduleDescription,
     WorkflowExecution,
     WorkflowExecutionStatus,
+    WorkflowHandle,
 )
 from temporalio.service import RPCError, RPCStatusCode
 
@@ -200,16 +202,23 @@ async def latest_scan(client: Client, schedule_id: str) -> FleetSummary:
                 f"no fleet-scan schedule {schedule_id!r}: is the controller running?"
             ) from None
         raise
-    for action in reversed(description.info.recent_actions):
-        started = action.action
-        if not isinstance(started, ScheduleActionExecutionStartWorkflow):
-            continue
-        handle = client.get_workflow_handle_for(
-            FleetScan.run, started.workflow_id, run_id=started.first_execution_run_id
-        )
+    for handle in scans_started(client, description):
         if (await handle.describe()).status is WorkflowExecutionStatus.COMPLETED:
             return await handle.result()
     raise NoScanYet(f"schedule {schedule_id!r} has not completed a fleet scan yet")
+
+
+def scans_started(
+    client: Client, description: ScheduleDescription
+) -> list[WorkflowHandle[FleetScan, FleetSummary]]:
+    """The scans the schedule started (the last few it remembers), newest first."""
+    return [
+        client.get_workflow_handle_for(
+            FleetScan.run, started.workflow_id, run_id=started.first_execution_run_id
+        )
+        for action in reversed(description.info.recent_actions)
+        if isinstance(started := action.action, ScheduleActionExecutionStartWorkflow)
+    ]
 
 
 async def _budget(client: Client, pool: str) -> BudgetState | None:

@@ -17,6 +17,7 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError
 
 from contract import activities as act
+from workflows import metrics
 
 with workflow.unsafe.imports_passed_through():
     from contract.names import FLEET_SCAN_WORKFLOW, node_task_queue
@@ -30,13 +31,16 @@ with workflow.unsafe.imports_passed_through():
         OpenWork,
         OrphanCheck,
         ScanInput,
+        judge_liveness,
         plan_scan,
         summarise,
     )
-    from remedy.liveness import agent_silent
+    from remedy.liveness import Sightings, agent_silent
     from remedy.models import NodeRef
 
 RETRY = RetryPolicy(initial_interval=timedelta(seconds=2), maximum_attempts=3)
+# workflow.patched: scans from before judged a heartbeat by its age on the node's clock
+CONTROLLER_CLOCK = "liveness-on-the-controllers-clock"
 ADOPT_ORPHANS = "adopt-orphaned-cordons"  # workflow.patched: scans from before did not
 AGENT_SILENT = "agent-silent-ladders"  # workflow.patched: scans from before did not
 # workflow.patched: scans from before read a problem condition as current however old it was
@@ -47,6 +51,7 @@ STALE_PROBLEMS = "stale-problem-conditions"
 class FleetScan:
     @workflow.run
     async def run(self, inp: ScanInput) -> FleetSummary:
+        listing_from = workflow.now()
         fleet = await act.FLEET_NODES.execute(
             None,
             start_to_close_timeout=timedelta(minutes=2),
@@ -61,6 +66,9 @@ class FleetScan:
             summary="running remediations and admissions",
         )
         stale = workflow.patched(STALE_PROBLEMS)
+        seen = None
+        if workflow.patched(CONTROLLER_CLOCK):
+            nodes, seen = judge_liveness(nodes, _seen_before(), listing_from, workflow.now())
         plan = plan_scan(nodes, work, inp.agent_silent_after, stale)
         here = workflow.info().task_queue
         # All starts at once: 150 nodes whose agents died should not wait on each other.
@@ -116,6 +124,10 @@ class FleetScan:
             started_admissions,
         )
         summary.orphaned_cordons = orphans
+        if seen is not None:
+            summary.liveness = seen
+            for pool in summary.pools:
+                metrics.clock_skew(pool.pool, pool.skewed, pool.largest_skew_s)
         if inp.watch_jobs:
             try:
                 summary.job_failures_reported, summary.guards_finished = await self._watch_jobs(inp)
@@ -205,3 +217,15 @@ class FleetScan:
             summary="end the guards of finished jobs",
         )
         return [f"{f.job}: {f.failure.pod}" for f in failures], finished.jobs
+
+
+def _seen_before() -> Sightings:
+    """What the scan before saw of the heartbeats (its result: a schedule hands each run the
+    last one that completed). Nothing (a first scan, or a result that cannot be read) starts
+    every node's clock now."""
+    try:
+        last = workflow.get_last_completion_result(FleetSummary)
+    except Exception as err:  # noqa: BLE001 - an unreadable memory is no memory, not a stuck scan
+        workflow.logger.warning("the last scan's result is unreadable: %s", err)
+        return Sightings()
+    return last.liveness if last is not None else Sightings()

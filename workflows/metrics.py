@@ -59,3 +59,19 @@ def active_checks_overdue(pool: str, nodes: int) -> None:
         "remedy_active_checks_overdue",
         "Nodes past their active check's max age that the last round could not check.",
     ).set(nodes, {"pool": pool})
+
+
+def clock_skew(pool: str, skewed: int, largest_s: int) -> None:
+    """Nodes whose clock is off the controller's beyond remedy.liveness.SKEW_TOLERANCE, and
+    the largest skew known in the pool, either way (a gauge cannot go negative). Reported,
+    never trusted: liveness is judged on the controller's clock."""
+    meter = workflow.metric_meter()
+    labels = {"pool": pool}
+    meter.create_gauge(
+        "remedy_nodes_clock_skewed", "Nodes whose clock is off the controller's."
+    ).set(skewed, labels)
+    meter.create_gauge(
+        "remedy_clock_skew_largest_seconds",
+        "The largest node clock skew in the pool, ahead or behind.",
+        "s",
+    ).set(abs(largest_s), labels)

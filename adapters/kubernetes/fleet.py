@@ -59,12 +59,8 @@ class KubernetesFleetView:
         about = meta(node)
         labels, annotations = about.get("labels", {}), about.get("annotations", {})
         spec = node.get("spec", {})
-        now = self._nodes.clock()
-        conditions = remedy_conditions(node, now)
-        # The agent's heartbeat: the newest it wrote on remedy's conditions (remedy.liveness).
-        beat = max(
-            (c.last_heartbeat_time for c in conditions if c.type in AGENT_CONDITIONS), default=None
-        )
+        conditions = remedy_conditions(node, self._nodes.clock())
+        beat = agent_heartbeat(node)
         return NodeFacts(
             name=about["name"],
             pool=labels.get(POOL_LABEL, "default"),
@@ -76,6 +72,19 @@ class KubernetesFleetView:
             awaiting_admission=has_taint(node, ADMISSION_TAINT),
             validated=labels.get(VALIDATED_LABEL) == "true",
             rejected=annotations.get(ADMISSION_REJECTED),
-            last_heartbeat=beat,
-            silent_for=max(now - beat, timedelta(0)) if beat else None,
+            last_heartbeat=beat,  # judged by the scan, on the controller's clock
         )
+
+
+def agent_heartbeat(node: Json) -> datetime | None:
+    """The agent's heartbeat: the newest ``lastHeartbeatTime`` on the conditions it writes
+    (remedy.liveness). A condition without one gives none: a time standing in for it would
+    change with every scan and pass for a live agent."""
+    return max(
+        (
+            datetime.fromisoformat(c["lastHeartbeatTime"])
+            for c in node.get("status", {}).get("conditions", [])
+            if c.get("type") in AGENT_CONDITIONS and c.get("lastHeartbeatTime")
+        ),
+        default=None,
+    )

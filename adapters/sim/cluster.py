@@ -4,7 +4,7 @@ class per seam, as on Kubernetes, so a test can swap any one of them (a replacer
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import TYPE_CHECKING
 
 from remedy.attribution.evidence import RecentXid, remember
@@ -17,6 +17,7 @@ from remedy.once import LedgerEntry, once
 
 if TYPE_CHECKING:
     from adapters.sim.fleet import SimFleet
+    from adapters.sim.node import SimNode
 
 REMEDY_CORDON = "remedy.io/cordoned-by"
 
@@ -110,24 +111,7 @@ class SimFleetView:
     def nodes(self) -> list[NodeFacts]:
         with self._fleet._lock:
             now = self._fleet.clock()
-            return [
-                NodeFacts(
-                    name=n.name,
-                    pool=n.pool,
-                    managed=n.managed,
-                    unschedulable=n.unschedulable,
-                    cordoned_by_remedy=REMEDY_CORDON in n.annotations,
-                    problems=[c for c in n.conditions.values() if is_problem(c)],
-                    awaiting_admission=n.awaiting_admission,
-                    validated=n.validated_serials is not None,
-                    rejected=n.rejected,
-                    active_check=n.conditions.get(GPU_ACTIVE_CHECK),
-                    # The twin's agents heartbeat until a test silences one.
-                    last_heartbeat=n.agent_silent_since or now,
-                    silent_for=now - n.agent_silent_since if n.agent_silent_since else timedelta(0),
-                )
-                for n in self._fleet.nodes.values()
-            ]
+            return [_facts(n, now) for n in self._fleet.nodes.values()]
 
     def pool_size(self, pool: str) -> int:
         with self._fleet._lock:
@@ -195,6 +179,29 @@ class SimReplacer:
             self._fleet._record(node, "replace", node_uid)
             done = f"{node} replaced: new hardware generation {new.generation}"
             return self._fleet._answer("replace", done)
+
+
+def _facts(n: SimNode, now: datetime) -> NodeFacts:
+    # The twin's agents heartbeat, each on its node's clock, until a test silences one (the
+    # scan judges for how long). A live agent rewrites its conditions at every heartbeat, so
+    # they carry its newest; a silent one's keep what it last wrote.
+    beat = (n.agent_silent_since or now) + n.clock_offset
+    problems = [c for c in n.conditions.values() if is_problem(c)]
+    if n.agent_silent_since is None:
+        problems = [c.model_copy(update={"last_heartbeat_time": beat}) for c in problems]
+    return NodeFacts(
+        name=n.name,
+        pool=n.pool,
+        managed=n.managed,
+        unschedulable=n.unschedulable,
+        cordoned_by_remedy=REMEDY_CORDON in n.annotations,
+        problems=problems,
+        awaiting_admission=n.awaiting_admission,
+        validated=n.validated_serials is not None,
+        rejected=n.rejected,
+        active_check=n.conditions.get(GPU_ACTIVE_CHECK),
+        last_heartbeat=beat,
+    )
 
 
 def _atomic(started: LedgerEntry) -> str:

@@ -8,7 +8,7 @@ import random
 import threading
 import zlib
 from collections.abc import Callable
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 from adapters.sim.cluster import sim_cluster
 from adapters.sim.faults import FAULTS
@@ -175,6 +175,12 @@ class SimFleet:
     def revive_agent(self, node: str) -> None:
         with self._lock:
             self.node(node).agent_silent_since = None
+
+    def set_clock(self, node: str, offset: timedelta) -> None:
+        """The node's clock runs ``offset`` from the fleet's (negative: behind): its agent's
+        heartbeat is written on it."""
+        with self._lock:
+            self.node(node).clock_offset = offset
 
     def cordon_by_hand(self, node: str) -> None:
         """An operator or another tool cordons the node (no remedy annotation)."""

@@ -68,6 +68,7 @@ class SimNode:
     rejected: str | None = None
     managed: bool = True
     agent_silent_since: datetime | None = None  # its agent stopped heartbeating and answering
+    clock_offset: timedelta = timedelta(0)  # its own clock minus the fleet's (− behind)
     # Keyed actions as recorded where they land: the machine's own disk for a reset or a
     # reboot, the node object for cluster actions (one book here: the twin is both).
     ledger: dict[str, LedgerEntry] = field(default_factory=dict)

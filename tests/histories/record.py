@@ -6,6 +6,7 @@ for the new shape; never re-record to make a failing replay pass.
     .venv/bin/python -m tests.histories.record --tag v2   # writes reset_fixes_ecc_v2.json, ...
     .venv/bin/python -m tests.histories.record --job-guard  # writes job_guard_*.json
     .venv/bin/python -m tests.histories.record --active-checks  # active_checks_round.json, ...
+    .venv/bin/python -m tests.histories.record --fleet-scan  # fleet_scan.json
 
 Keep the histories of older shapes: they are what running workflows of older versions replay.
 """
@@ -14,25 +15,32 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.service import RPCError
 from temporalio.testing import WorkflowEnvironment
 
 from adapters.sim import SimFleet
+from contract import search_attributes
 from contract.messages import APPROVE
 from contract.names import (
     active_check_workflow_id,
     active_checks_workflow_id,
     budget_workflow_id,
+    remediation_workflow_id,
 )
 from remedy.active_checks import ActiveChecksInput
 from remedy.attribution.guard import GuardPolicy
+from remedy.conditions import conditions_from
+from remedy.fleet import ScanInput
+from remedy.probe import probe_node
 from remedy.remediation import ApproveRequest, Phase
 from remedy.runbook import RunbookSet, load_runbooks
 from tests.conftest import ROOT, running_workers
 from tests.ladder import report, wait_for_phase
+from tests.scans import completed_scans, scan_schedule, until
 from workers.binaries import installed_binary
 from workers.client import ensure_search_attributes
 
@@ -45,7 +53,10 @@ SCENARIOS = {
 }
 
 
-async def main(tag: str, job_guard: bool, active_checks: bool = False) -> None:
+async def main(tag: str, job_guard: bool, active_checks: bool = False, scan: bool = False) -> None:
+    if scan:
+        await record_fleet_scan(tag)
+        return
     env = await WorkflowEnvironment.start_time_skipping(
         data_converter=pydantic_data_converter,
         test_server_existing_path=installed_binary("temporal-test-server"),
@@ -140,6 +151,53 @@ async def record_active_checks(env: WorkflowEnvironment, tag: str) -> None:
         print(f"recorded {name}")
 
 
+async def record_fleet_scan(tag: str) -> None:
+    """Fleet scans a second apart on a real schedule (the dev server: the scan lists running
+    ladders from visibility) over a silent agent (silent for ten minutes by its last
+    heartbeat), a problem condition no agent reported, and a healthy node, until the silent
+    node has its ladder; the scan that started the most is kept (the latest of equals)."""
+    env = await WorkflowEnvironment.start_local(
+        data_converter=pydantic_data_converter,
+        dev_server_existing_path=installed_binary("temporal"),
+        search_attributes=search_attributes.ALL,
+    )
+    fleet = SimFleet(nodes=3, gpus_per_node=2)
+    silent, sick, _ = sorted(fleet.nodes)
+    fleet.silence_agent(silent, since=datetime.now(UTC) - timedelta(minutes=10))
+    fleet.inject(sick, "ecc_dbe", gpu=1)
+    host = fleet.host(sick)
+    found = probe_node(sick, host.nvml(), host.probe_config)
+    fleet.cluster.marks.set_conditions(sick, conditions_from(found, [], datetime.now(UTC)))
+    client = env.client
+
+    async def silent_ladder() -> bool:
+        try:
+            await client.get_workflow_handle(remediation_workflow_id(silent)).describe()
+        except RPCError:
+            return False
+        return True
+
+    try:
+        async with running_workers(client, fleet) as queues:
+            inp = ScanInput(node_task_queue=queues.agents, agent_silent_after=timedelta(seconds=3))
+            async with scan_schedule(client, inp, queues.controller) as schedule:
+                await until("the silent node has its ladder", silent_ladder)
+                started = (await schedule.describe()).info.num_actions
+
+                async def another() -> bool:  # with overlap skip: the one before has ended
+                    return (await schedule.describe()).info.num_actions > started
+
+                await until("one scan more", another)
+                scans = await completed_scans(client, schedule)
+    finally:
+        await env.shutdown()
+    # The busiest, the latest of equals (one handed the scan before's result).
+    busiest = max(reversed([history for _, history in scans]), key=lambda h: len(h.events))
+    name = f"fleet_scan{'_' + tag if tag else ''}"
+    (HERE / f"{name}.json").write_text(busiest.to_json())
+    print(f"recorded {name} (the busiest of {len(scans)} scans)")
+
+
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tag", default="", help="suffix of the files, e.g. v2")
@@ -147,5 +205,6 @@ if __name__ == "__main__":
     parser.add_argument(
         "--active-checks", action="store_true", help="record ActiveChecks' and ActiveCheck's"
     )
+    parser.add_argument("--fleet-scan", action="store_true", help="record FleetScan's")
     args = parser.parse_args()
-    asyncio.run(main(args.tag, args.job_guard, args.active_checks))
+    asyncio.run(main(args.tag, args.job_guard, args.active_checks, args.fleet_scan))

@@ -98,8 +98,9 @@ def controller(
         float | None,
         typer.Option(
             min=1,
-            help="Seconds without a heartbeat from a node's agent (its conditions' "
-            f"lastHeartbeatTime) before the scan starts an AgentSilent ladder; at least "
+            help="Seconds, on the controller's clock, that a node agent's heartbeat (its "
+            "conditions' lastHeartbeatTime) may stay unchanged before the scan starts an "
+            f"AgentSilent ladder; at least "
             f"{MIN_SILENT_HEARTBEATS} heartbeats (default: {SILENT_HEARTBEATS} × "
             "--agent-heartbeat-s).",
             show_default=False,
