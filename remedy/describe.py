@@ -144,19 +144,12 @@ def _rung_line(state: RemediationState) -> str:
     return f"{state.rung + 1} of {len(ladder)}: {ladder[state.rung].action.value}"
 
 
-_AFTER_TIMEOUT = {
-    OnApprovalTimeout.NEEDS_HUMAN: "",
-    OnApprovalTimeout.RELEASE: ", then held for a person with its share of the pool given back",
-    OnApprovalTimeout.SKIP: ", then the rung is skipped",
-}
-
-
 def _deadline(rung: Rung) -> str:
     """What an unanswered approval of the rung comes to (``on_approval_timeout``)."""
     if rung.on_approval_timeout is OnApprovalTimeout.WAIT:
         return "no deadline"
-    after = _AFTER_TIMEOUT[rung.on_approval_timeout]
-    return f"times out after {format_duration(rung.approval_timeout)}{after}"
+    timeout = format_duration(rung.approval_timeout)
+    return f"times out after {timeout}: {rung.on_approval_timeout.comes_to()}"
 
 
 def _next_step(state: RemediationState) -> str:

@@ -18,7 +18,9 @@ from remedy.budget import (
     Lease,
     LeaseRequest,
 )
-from remedy.runbook import RunbookError, load_runbooks
+from remedy.models import Action
+from remedy.runbook import Match, Runbook, RunbookError, Rung, load_runbooks
+from remedy.runbook.explain import explain, timings
 from remedy.runbook.schema import OnApprovalTimeout
 
 T0 = datetime(2026, 11, 1, 10, tzinfo=UTC)
@@ -164,3 +166,22 @@ def test_wait_with_a_deadline_it_would_ignore_is_refused(tmp_path: Path) -> None
     more = ("approval: required", "on_approval_timeout: wait", "approval_timeout: 8h")
     [problem] = load(tmp_path, "replace", *more)
     assert problem.startswith("7: ladder[0].approval_timeout: on_approval_timeout: wait has no")
+
+
+def test_explain_says_what_the_silence_comes_to_and_never_counts_an_endless_wait() -> None:
+    def ladder(choice: OnApprovalTimeout) -> Runbook:
+        timeout = {} if choice is OnApprovalTimeout.WAIT else {"approval_timeout": "8h"}
+        replace = Rung(
+            action=Action.REPLACE, approval="required", on_approval_timeout=choice, **timeout
+        )
+        return Runbook(name="r", match=Match(xids=[48]), ladder=[replace])  # type: ignore[arg-type]
+
+    released = explain(ladder(OnApprovalTimeout.RELEASE))
+    assert any(
+        "none within 8h → stop, node stays cordoned for a human, its share" in line
+        for line in released
+    )
+    endless = ladder(OnApprovalTimeout.WAIT)
+    assert any("no deadline (its wait is not counted here)" in line for line in explain(endless))
+    assert timings(endless)[0].starts_by == timedelta(0)  # the 4h default is not a bound
+    assert timings(ladder(OnApprovalTimeout.SKIP))[0].starts_by == timedelta(hours=8)

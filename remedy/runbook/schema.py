@@ -112,6 +112,17 @@ class OnApprovalTimeout(StrEnum):
     SKIP = "skip"  # the rung is not run; the ladder climbs on
     WAIT = "wait"  # no deadline: the ladder waits, holding its lease, until someone answers
 
+    def comes_to(self) -> str:
+        """What the silence comes to, in words (the ladder's details, ``explain``)."""
+        return {
+            OnApprovalTimeout.NEEDS_HUMAN: "stop, node stays cordoned for a human",
+            OnApprovalTimeout.RELEASE: (
+                "stop, node stays cordoned for a human, its share of the pool given back"
+            ),
+            OnApprovalTimeout.SKIP: "the rung is skipped, the ladder goes on",
+            OnApprovalTimeout.WAIT: "none: it waits until someone answers",
+        }[self]
+
 
 class RetryPolicy(Authored):
     max_attempts: int = Field(default=3, ge=1, le=100)
