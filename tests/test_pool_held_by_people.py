@@ -271,3 +271,31 @@ async def test_a_budget_started_afresh_serves_its_waiters_in_the_order_they_aske
 
 async def _listed_all(client: Client, query: str, count: int) -> bool:
     return len([w async for w in client.list_workflows(query)]) == count
+
+
+async def test_a_budget_started_afresh_does_not_count_a_node_whose_share_went_back(
+    dev_env: WorkflowEnvironment,
+) -> None:
+    """An approval no one answered gave its node's share back (``release``); the budget is
+    then terminated. The new run finds the node under remedy's cordon, out of scheduling, and
+    from the ladder's last ``RemedyLease`` that its share is not the cap's: the next node's
+    ladder gets the lease at once."""
+    client = dev_env.client
+    fleet = own_fleet("given-back", 2)
+    first, second = sorted(fleet.nodes)
+    quick = timedelta(seconds=1)
+    runbook = replace_after_approval(OnApprovalTimeout.RELEASE, approval_timeout=quick)
+    step = timedelta(seconds=0.2)
+    async with running_workers(client, fleet, policy=ONE_AT_A_TIME) as queues:
+        pool = queues.pool
+        left = await report(client, queues, fleet.inject(first, "ecc_dbe"), runbook)
+        assert (await left.result()).outcome is Outcome.NEEDS_HUMAN
+        gone = f"RemedyPool = '{pool}' AND RemedyLease = 'given-back'"
+        await eventually(lambda: _listed(client, gone))  # visibility caught up
+        await client.get_workflow_handle(budget_workflow_id(pool)).terminate("lost")
+        patient = replace_after_approval()  # its approval waits while the test looks
+        nxt = await report(client, queues, fleet.inject(second, "ecc_dbe"), patient)
+        rebuilt = await eventually(lambda: _decided(client, pool, nxt.id))
+        state = await wait_for_phase(dev_env, nxt, Phase.AWAITING_APPROVAL, step=step)
+    assert rebuilt.rebuilt and [(h.node, h.counted) for h in rebuilt.held] == [(first, False)]
+    assert state.lease_granted_at is not None and fleet.node(first).unschedulable
