@@ -19,7 +19,6 @@ from contract.messages import APPROVE
 from contract.names import budget_workflow_id
 from remedy import held_by_people
 from remedy.budget import BudgetPolicy, BudgetState
-from remedy.fleet import ScanInput
 from remedy.models import Action
 from remedy.remediation import ApproveRequest, AttemptResult, Outcome, Phase
 from remedy.runbook import Match, Runbook, Rung
@@ -29,10 +28,10 @@ from tests.ladder import Handle, report, state_of, wait_for_phase
 from tests.servers import finished
 from tests.test_cli import cli
 from tests.test_disruption_budget import _decided, _listed, budget_state
+from tests.test_fleet_scan import scan_every_second
 from tests.test_job_watch import eventually
 from tests.test_metrics import free_port, scrape, value
 from workers.client import connect, metrics_runtime
-from workers.schedules import ensure_fleet_scan
 
 HOUR = timedelta(hours=1)
 # One lease at a time, the reclaim timer rare: the hours a test waits stay few workflow tasks.
@@ -177,13 +176,7 @@ async def test_remedy_status_and_the_metrics_say_the_pool_is_held_by_people(
         waiter: Handle = await report(client, queues, fleet.inject(second, "ecc_dbe"), runbook)
         await wait_for_phase(dev_env, waiter, Phase.AWAITING_LEASE, step=step)
         await eventually(lambda: _seized(client, pool))
-        await ensure_fleet_scan(
-            client,
-            timedelta(seconds=1),
-            queues.controller,
-            ScanInput(node_task_queue=queues.agents),
-            schedule_id=schedule_id,
-        )
+        await scan_every_second(client, queues, schedule_id)
         try:
             status = ("status", "--address", address, "--schedule", schedule_id, "--pool", pool)
             shown = await eventually(lambda: _scanned(*status, "--json"), within_s=30)
