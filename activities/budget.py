@@ -25,7 +25,7 @@ from contract.names import (
     budget_workflow_id,
     remediation_workflow_id,
 )
-from contract.search_attributes import LEASE, NODE, PHASE, PHASE_SINCE, POOL
+from contract.search_attributes import LEASE, NODE, PHASE, PHASE_SINCE, POOL, RUNG
 from remedy.budget import (
     BudgetPolicy,
     BudgetState,
@@ -130,7 +130,8 @@ class BudgetActivities:
                     continue
                 leases.append(Lease(holder=w.id, node=node, granted_at=w.start_time))
                 if attrs.get(PHASE) == Phase.AWAITING_APPROVAL.value:
-                    people.append(HumanWait(holder=w.id, node=node, what="approval", since=since))
+                    what = f"approval for {attrs.get(RUNG)}" if attrs.get(RUNG) else "approval"
+                    people.append(HumanWait(holder=w.id, node=node, what=what, since=since))
         except RPCError as err:
             if err.status is not RPCStatusCode.UNIMPLEMENTED:
                 raise

@@ -86,6 +86,7 @@ async def test_an_unanswered_approval_holds_the_pool_until_release_gives_its_sha
     assert [(w.node, w.what) for w in held.waiting_for_human] == [(first, "approval for replace")]
     assert held_by_people.seized(held) and [w.node for w in held.waiting] == [second]
     assert f"ALERT pool {pool} is held by people: 1 of 1 shares wait for a person" in said
+    assert "; 2 of 3 nodes out of scheduling" in said  # the holder, and the cordoned waiter
     assert f"`remedy approve {first}`, or `remedy abort {first} --reason WHY && " in said
     assert f"remedy release-hold {first} --pool {pool}`" in said
     # After the timeout: the first node is left for a person, cordoned, its share given back.
@@ -257,7 +258,9 @@ async def test_a_budget_started_afresh_serves_its_waiters_in_the_order_they_aske
         nxt = await wait_for_phase(dev_env, handles[1], Phase.AWAITING_APPROVAL, step=step)
     assert rebuilt.rebuilt and [h.node for h in rebuilt.holders] == [nodes[0]]
     assert [w.node for w in rebuilt.waiting] == nodes[1:]  # in the order they asked
-    assert [w.node for w in rebuilt.waiting_for_human] == [nodes[0]]
+    assert [(w.node, w.what) for w in rebuilt.waiting_for_human] == [
+        (nodes[0], "approval for replace")
+    ]
     assert all(w.cordoned for w in rebuilt.waiting)  # out of scheduling while they wait
     assert nxt.lease_granted_at is not None
 

@@ -243,6 +243,8 @@ class DisruptionBudget:
             f"**pool {state.pool}**: {len(state.holders)}/"
             f"{state.allowed} leases, {len(state.waiting)} waiting"
             + (f", {len(state.held)} held for a human" if state.held else "")
+            + f"; {len(held_by_people.out_of_scheduling(state))} of {state.pool_size} nodes "
+            "out of scheduling"
             + (f"\n\n**BREAKER TRIPPED**: {state.breaker_note}" if state.tripped else "")
             + (f"\n\n{people}" if people else "")
         )
