@@ -295,3 +295,30 @@ async def test_a_budget_started_afresh_does_not_count_a_node_whose_share_went_ba
         state = await wait_for_phase(dev_env, nxt, Phase.AWAITING_APPROVAL, step=step)
     assert rebuilt.rebuilt and [(h.node, h.counted) for h in rebuilt.held] == [(first, False)]
     assert state.lease_granted_at is not None and fleet.node(first).unschedulable
+
+
+async def test_the_printed_abort_then_release_hold_frees_the_share_and_keeps_the_node_out(
+    dev_env: WorkflowEnvironment,
+) -> None:
+    """The second command `remedy status` prints for a ladder waiting for a person, run as
+    printed: the ladder stops with its node cordoned, the hold goes, the next ladder goes on."""
+    client = dev_env.client
+    address = client.service_client.config.target_host
+    fleet = own_fleet("abort-release", 2)
+    first, second = sorted(fleet.nodes)
+    runbook = replace_after_approval()
+    step = timedelta(seconds=0.2)
+    async with running_workers(client, fleet, policy=ONE_AT_A_TIME) as queues:
+        pool = queues.pool
+        holder = await report(client, queues, fleet.inject(first, "ecc_dbe"), runbook)
+        await wait_for_phase(dev_env, holder, Phase.AWAITING_APPROVAL, step=step)
+        waiter = await report(client, queues, fleet.inject(second, "ecc_dbe"), runbook)
+        await wait_for_phase(dev_env, waiter, Phase.AWAITING_LEASE, step=step)
+        [row] = held_by_people.held_by_people(await budget_state(client, pool))
+        abort, release = row.commands[1].replace("WHY", "vendor-ticket").split(" && ")
+        aborted = await cli(*abort.split()[1:], "--address", address)
+        released = await cli(*release.split()[1:], "--address", address)
+        state = await wait_for_phase(dev_env, waiter, Phase.AWAITING_APPROVAL, step=step)
+    assert aborted[0] == 0 and released[0] == 0, (aborted, released)
+    assert fleet.node(first).unschedulable  # still out, for the person who stopped it
+    assert state.lease_granted_at is not None
