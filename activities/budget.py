@@ -25,7 +25,7 @@ from contract.names import (
     budget_workflow_id,
     remediation_workflow_id,
 )
-from contract.search_attributes import LEASE, NODE, POOL
+from contract.search_attributes import LEASE, NODE, PHASE, PHASE_SINCE, POOL, RUNG
 from remedy.budget import (
     BudgetPolicy,
     BudgetState,
@@ -35,6 +35,7 @@ from remedy.budget import (
     HolderCheck,
     Holders,
     HumanHold,
+    HumanWait,
     Lease,
     LeaseRequest,
     LeaseWanted,
@@ -44,6 +45,9 @@ from remedy.budget import (
     held_by_remedy,
 )
 from remedy.cluster import FleetView
+from remedy.describe import GIVEN_BACK, HELD
+from remedy.fleet import NodeFacts
+from remedy.remediation import Phase
 
 log = logging.getLogger(__name__)
 
@@ -103,40 +107,81 @@ class BudgetActivities:
 
     @act.LEASE_HOLDERS.defn
     async def lease_holders(self, pool: PoolHolders) -> Holders:
-        """The pool's running ladders and active checks that hold a lease, from their search
-        attributes. A server that cannot list workflows (the time-skipping test server)
-        answers none."""
+        """The pool's running ladders and active checks that hold a lease, which of those
+        ladders wait for an approval, and the ladders that wait for a lease (their phase), in
+        the order they began to (``RemedyPhaseSince``), from their search attributes. A server
+        that cannot list workflows (the time-skipping test server) answers none."""
         query = (
             f"(WorkflowType = '{NODE_REMEDIATION_WORKFLOW}' "
             f"OR WorkflowType = '{ACTIVE_CHECK_WORKFLOW}') AND ExecutionStatus = 'Running' "
-            f"AND {POOL.name} = '{pool.pool}' AND {LEASE.name} = 'held'"
+            f"AND {POOL.name} = '{pool.pool}' AND ({LEASE.name} = '{HELD}' "
+            f"OR {PHASE.name} = '{Phase.AWAITING_LEASE.value}')"
         )
-        leases = []
+        leases: list[Lease] = []
+        people: list[HumanWait] = []
+        asked: list[tuple[datetime, str, str, str]] = []  # since, holder, node, task queue
         try:
             async for w in self._client.list_workflows(query):
-                node = w.typed_search_attributes.get(NODE) or w.id.split("/", 1)[-1]
+                attrs = w.typed_search_attributes
+                node = attrs.get(NODE) or w.id.split("/", 1)[-1]
+                since = attrs.get(PHASE_SINCE) or w.start_time
+                if attrs.get(LEASE) != HELD:  # waiting for a lease (asked, or about to)
+                    asked.append((since, w.id, node, w.task_queue))
+                    continue
                 leases.append(Lease(holder=w.id, node=node, granted_at=w.start_time))
+                if attrs.get(PHASE) == Phase.AWAITING_APPROVAL.value:
+                    what = f"approval for {attrs.get(RUNG)}" if attrs.get(RUNG) else "approval"
+                    people.append(HumanWait(holder=w.id, node=node, what=what, since=since))
         except RPCError as err:
             if err.status is not RPCStatusCode.UNIMPLEMENTED:
                 raise
             log.warning(
                 "this server cannot list workflows: pool %s starts with no holders", pool.pool
             )
-        return Holders(leases=leases, held=await self._held_for_human(pool.pool))
+        nodes = await self._nodes(pool.pool)
+        cordoned = set(held_by_remedy(nodes))
+        size = await self._size(pool.pool) if asked else 0
+        waiting = [
+            LeaseRequest(
+                holder=holder,
+                node=node,
+                pool=pool.pool,
+                task_queue=queue,
+                cordoned=node in cordoned,
+                pool_size=size,
+                policy=self._policy,
+            )
+            for _, holder, node, queue in sorted(asked)
+        ]
+        return Holders(
+            leases=leases,
+            held=await self._held_for_human(cordoned),
+            waiting=waiting,
+            waiting_for_human=people,
+        )
 
-    async def _held_for_human(self, pool: str) -> list[HumanHold]:
-        """The pool's nodes under remedy's cordon whose ladder is not running: left for a
-        person (or orphaned), out of service either way, so they count."""
+    async def _nodes(self, pool: str) -> list[NodeFacts]:
+        """The pool's nodes (none when they cannot be read: no holds for a human found)."""
         if self._fleet is None:
             return []
         with temporal_errors():
             nodes = await asyncio.to_thread(self._fleet.nodes)
+        return [n for n in nodes if n.pool == pool]
+
+    async def _held_for_human(self, cordoned: set[str]) -> list[HumanHold]:
+        """The pool's nodes under remedy's cordon whose ladder is not running: left for a
+        person (or orphaned), out of service either way, so they count — but for one whose
+        ladder gave its share back (``on_approval_timeout: release``)."""
         now = datetime.now(UTC)
         held = []
-        for node in held_by_remedy([n for n in nodes if n.pool == pool]):
+        for node in sorted(cordoned):
             last = await described(self._client, remediation_workflow_id(node))
             if last is None or last.status is not WorkflowExecutionStatus.RUNNING:
-                held.append(HumanHold(node=node, since=last.close_time or now if last else now))
+                gave_back = (
+                    last is not None and last.typed_search_attributes.get(LEASE) == GIVEN_BACK
+                )
+                since = last.close_time or now if last else now
+                held.append(HumanHold(node=node, since=since, counted=not gave_back))
         return held
 
     @act.HELD_NODES.defn

@@ -47,6 +47,8 @@ LEASE_REQUEST = SignalDef("request", budget.LeaseRequest, DISRUPTION_BUDGET_WORK
 LEASE_RELEASE = SignalDef("release", budget.LeaseRelease, DISRUPTION_BUDGET_WORKFLOW)
 NODE_UNHEALTHY = SignalDef("node_unhealthy", budget.UnhealthyReport, DISRUPTION_BUDGET_WORKFLOW)
 RESUME_POOL = SignalDef("resume", budget.ResumeRequest, DISRUPTION_BUDGET_WORKFLOW)
+# A lease holder's ladder begins or ends a wait for a person (the pool is held by people).
+HOLDER_WAITS = SignalDef("holder_waits", budget.HumanWait, DISRUPTION_BUDGET_WORKFLOW)
 BUDGET_STATE = QueryDef("state", budget.BudgetState, DISRUPTION_BUDGET_WORKFLOW)
 CLOSE_BREAKER = UpdateDef(
     "resume", budget.ResumeRequest, budget.ResumeResult, DISRUPTION_BUDGET_WORKFLOW

@@ -72,6 +72,7 @@ class LeaseWanted(BaseModel):
     node: str
     pool: str
     task_queue: str  # where the budget workflow runs
+    cordoned: bool = False  # under remedy's cordon as it asks: out of scheduling while it waits
 
 
 class LeaseRequest(LeaseWanted):
@@ -103,6 +104,10 @@ class LeaseRelease(BaseModel):
     # The holder's node: a hold even when it held no lease (a ladder left for a person before
     # any disruptive rung, an active check handing its node on). Empty from senders before.
     node: str = ""
+    # With ``for_human`` False: the node stays cordoned for a person all the same, but its
+    # share goes back to the pool (a rung's ``on_approval_timeout: release``). A budget from
+    # before reads a plain release: the share goes back, the node is not tracked.
+    still_out: bool = False
 
 
 class HumanHold(BaseModel):
@@ -112,10 +117,24 @@ class HumanHold(BaseModel):
 
     node: str
     since: datetime
+    # False: its share went back to the pool (``on_approval_timeout: release``); the node is
+    # out of scheduling all the same (``BudgetState.out_of_scheduling``).
+    counted: bool = True
 
     @property
     def holder(self) -> str:
         return HELD_FOR_HUMAN + self.node
+
+
+class HumanWait(BaseModel):
+    """A lease holder's ladder waits for a person (an approval): its lease does nothing until
+    someone answers. The ladder's signal, and the budget's record; ``since`` None in the
+    signal: it waits no more."""
+
+    holder: str
+    node: str
+    what: str = ""  # "approval for replace"
+    since: datetime | None = None
 
 
 class HeldCheck(Wraps):
@@ -163,6 +182,8 @@ class PoolHolders(BaseModel):
 class Holders(BaseModel):
     leases: list[Lease]
     held: list[HumanHold] = []  # nodes cordoned by remedy that no running ladder owns
+    waiting: list[LeaseRequest] = []  # running ladders waiting for a lease, in the order asked
+    waiting_for_human: list[HumanWait] = []  # holders whose ladders wait for an approval
 
 
 class ResumeRequest(BaseModel):
@@ -210,27 +231,56 @@ class BudgetState(BaseModel):
     # was terminated) must not forget who holds a lease, or the cap could be exceeded.
     rebuilt: bool = False
     held: list[HumanHold] = []  # left cordoned for a person: they count as leases do
+    waiting_for_human: list[HumanWait] = []  # lease holders whose ladders wait for a person
 
     @property
     def allowed(self) -> int:
         return allowed_disruptions(self.policy.max_disruption, self.pool_size)
 
     @property
+    def counted_holds(self) -> list[HumanHold]:
+        return [h for h in self.held if h.counted]
+
+    @property
     def in_use(self) -> int:
         """Leases and holds: a pool of 10 at 20 % allows 2, so one node held for a human and
-        one lease leave none for a third node."""
-        return len(self.holders) + len(self.held)
+        one lease leave none for a third node (a hold whose share went back counts for none)."""
+        return len(self.holders) + len(self.counted_holds)
+
+    def note_human_wait(self, wait: HumanWait) -> None:
+        """A ladder waits for a person (or no longer). Only a lease holder's wait holds the
+        pool: a ladder with no lease blocks no one."""
+        others = [w for w in self.waiting_for_human if w.holder != wait.holder]
+        holds = any(lease.holder == wait.holder for lease in self.holders)
+        self.waiting_for_human = [*others, wait] if wait.since and holds else others
+
+    def forget_gone_waits(self) -> None:
+        """A wait ends with its holder's lease (released, reclaimed)."""
+        holders = {lease.holder for lease in self.holders}
+        self.waiting_for_human = [w for w in self.waiting_for_human if w.holder in holders]
 
     def hand_to_human(self, holder: str, since: datetime, node: str = "") -> None:
         """The holder's node stays out for a person (or for the ladder an active check handed
         it to): its lease becomes a hold, and so does ``node`` when the holder had no lease —
         remedy's cordon is on it all the same, and a budget started afresh would count it. A
         node another holder's lease covers is counted already."""
-        nodes = [lease.node for lease in self.holders if lease.holder == holder]
-        for name in nodes or ([node] if node else []):
+        for name in self._nodes_of(holder, node):
             covered = any(le.node == name and le.holder != holder for le in self.holders)
-            if not covered and all(h.node != name for h in self.held):
-                self.held = [*self.held, HumanHold(node=name, since=since)]
+            if not covered and all(h.node != name for h in self.counted_holds):
+                others = [h for h in self.held if h.node != name]  # an uncounted one: counted
+                self.held = [*others, HumanHold(node=name, since=since)]
+
+    def keep_out(self, holder: str, since: datetime, node: str = "") -> None:
+        """The holder's node stays cordoned for a person, but its share goes back to the pool
+        (``on_approval_timeout: release``): out of scheduling, not against the cap. It ends as
+        a hold does, when remedy's cordon goes from the node."""
+        for name in self._nodes_of(holder, node):
+            if all(h.node != name for h in self.held):
+                self.held = [*self.held, HumanHold(node=name, since=since, counted=False)]
+
+    def _nodes_of(self, holder: str, node: str) -> list[str]:
+        nodes = [lease.node for lease in self.holders if lease.holder == holder]
+        return nodes or ([node] if node else [])
 
     def why_not_release(self, holder: str) -> str:
         """Why an operator's release of ``holder`` would change nothing (empty: it would). Only
@@ -239,14 +289,17 @@ class BudgetState(BaseModel):
         gpu-2 (held for a person), gpu-4 (lease))"."""
         if any(h.holder == holder for h in self.held):
             return ""
-        holders = [f"{h.node} (held for a person)" for h in self.held]
+        holders = [
+            f"{h.node} (held for a person{'' if h.counted else ', share given back'})"
+            for h in self.held
+        ]
         holders += [f"{lease.node} (lease)" for lease in self.holders]
         node = holder.removeprefix(HELD_FOR_HUMAN)
         return f"{node} is not held for a person (holders: {', '.join(holders) or 'none'})"
 
     def waiting_on_held(self) -> list[LeaseRequest]:
         """Requests for nodes that became held while they waited: each takes its hold over."""
-        held = {h.node for h in self.held}
+        held = {h.node for h in self.counted_holds}
         return [w for w in self.waiting if w.node in held]
 
     def take_over_hold(self, req: LeaseRequest, now: datetime, within_cap: bool = False) -> bool:
@@ -256,7 +309,7 @@ class BudgetState(BaseModel):
         ladder disrupts the node again, so it waits like any other: in a pool of 3 at "1" with
         gpu-0 holding the lease and gpu-2 held over the cap, gpu-2's ladder waits for gpu-0's
         release, then takes its hold over."""
-        if all(h.node != req.node for h in self.held):
+        if all(h.node != req.node for h in self.counted_holds):
             return False
         if within_cap and len(self.holders) >= self.allowed:
             return False

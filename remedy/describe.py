@@ -11,7 +11,7 @@ from pydantic import BaseModel
 from remedy.durations import format_duration
 from remedy.models import Finding
 from remedy.remediation import Consent, Phase, RemediationState
-from remedy.runbook.schema import Approval, Runbook
+from remedy.runbook.schema import Approval, OnApprovalTimeout, Runbook, Rung
 
 
 class NodeIndex(BaseModel):
@@ -69,10 +69,17 @@ def remediation_index(state: RemediationState, since: datetime | None = None) ->
     )
 
 
+# RemedyLease: a restarted budget finds its holders and waiters by it, and a node left for a
+# person whose share went back (``on_approval_timeout: release``) by the ladder's last value.
+HELD, WAITING, GIVEN_BACK = "held", "waiting", "given-back"
+
+
 def lease_held(state: RemediationState) -> str:
+    if state.share_given_back:
+        return GIVEN_BACK
     if state.lease_released_at is not None or state.lease_requested_at is None:
         return ""
-    return "held" if state.lease_granted_at is not None else "waiting"
+    return HELD if state.lease_granted_at is not None else WAITING
 
 
 def indexed_phase(state: RemediationState) -> Phase:
@@ -137,6 +144,14 @@ def _rung_line(state: RemediationState) -> str:
     return f"{state.rung + 1} of {len(ladder)}: {ladder[state.rung].action.value}"
 
 
+def _deadline(rung: Rung) -> str:
+    """What an unanswered approval of the rung comes to (``on_approval_timeout``)."""
+    if rung.on_approval_timeout is OnApprovalTimeout.WAIT:
+        return "no deadline"
+    timeout = format_duration(rung.approval_timeout)
+    return f"times out after {timeout}: {rung.on_approval_timeout.comes_to()}"
+
+
 def _next_step(state: RemediationState) -> str:
     if state.outcome is not None:
         return f"none: {state.outcome.value} — {state.outcome_detail}"
@@ -154,13 +169,11 @@ def _next_step(state: RemediationState) -> str:
         case Phase.AWAITING_APPROVAL if rung is not None and state.consent is Consent.UNDRAINED:
             return (
                 f"**waiting for approval** to {action} the node undrained (its drain failed; "
-                f"times out after {format_duration(rung.approval_timeout)}): "
-                f"`remedy approve {state.node.name}`"
+                f"{_deadline(rung)}): `remedy approve {state.node.name}`"
             )
         case Phase.AWAITING_APPROVAL if rung is not None:
             return (
-                f"**waiting for approval** of {action} (times out after "
-                f"{format_duration(rung.approval_timeout)}): "
+                f"**waiting for approval** of {action} ({_deadline(rung)}): "
                 f"`remedy approve {state.node.name}`"
             )
         case Phase.AWAITING_LEASE:

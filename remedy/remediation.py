@@ -191,6 +191,9 @@ class RemediationState(BaseModel):
     lease_requested_at: datetime | None = None  # disruption budget of the node's pool
     lease_granted_at: datetime | None = None
     lease_released_at: datetime | None = None
+    # An approval no one answered ended the ladder with ``on_approval_timeout: release``: the
+    # node stays cordoned for a person, its share of the pool goes back.
+    share_given_back: bool = False
     outcome: Outcome | None = None
     outcome_detail: str = ""
     runs: int = Field(default=1, description="workflow runs so far (continue-as-new)")

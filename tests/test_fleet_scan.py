@@ -39,7 +39,7 @@ from remedy.models import Action
 from remedy.probe import probe_node
 from remedy.remediation import Outcome, Phase, RemediationResult
 from remedy.runbook import Match, Runbook, RunbookSet, Rung
-from tests.conftest import own_fleet, running_workers
+from tests.conftest import Queues, own_fleet, running_workers
 from tests.ladder import report, wait_for_phase
 from tests.scans import completed_scans, scan_schedule, until
 from workers.cli import app
@@ -202,6 +202,17 @@ async def test_scan_remediates_a_silent_bad_condition_and_admits_a_new_node(
     assert "| pool | nodes |" in summary.markdown()
 
 
+async def scan_every_second(client: Client, queues: Queues, schedule_id: str) -> None:
+    """A fleet scan of the test's own queues every second (delete the schedule after)."""
+    await ensure_fleet_scan(
+        client,
+        timedelta(seconds=1),
+        queues.controller,
+        ScanInput(node_task_queue=queues.agents),
+        schedule_id=schedule_id,
+    )
+
+
 async def test_remedy_status_shows_the_tripped_breaker_and_resume_pool_closes_it(
     dev_env: WorkflowEnvironment, shipped_runbooks: RunbookSet
 ) -> None:
@@ -224,13 +235,7 @@ async def test_remedy_status_shows_the_tripped_breaker_and_resume_pool_closes_it
                 if (await budget.query(DisruptionBudget.state)).tripped:
                     break
             await asyncio.sleep(0.1)
-        await ensure_fleet_scan(
-            client,
-            timedelta(seconds=1),
-            queues.controller,
-            ScanInput(node_task_queue=queues.agents),
-            schedule_id=schedule_id,
-        )
+        await scan_every_second(client, queues, schedule_id)
         try:
             shown = None
             for _ in range(100):  # until a scan has completed

@@ -44,9 +44,12 @@ def test_histories_are_recorded() -> None:
         *(f"{n}_v2" for n in LADDERS),
         *(f"{n}_v3" for n in LADDERS),
         *(f"{n}_v4" for n in LADDERS),
+        *(f"{n}_v5" for n in LADDERS),
         "job_guard_restart_then_stop",
         "budget_v3",
         "budget_v4",
+        "budget_v5",
+        "budget_people_v5",
         "active_checks_round",  # a pool's round, and a busy node's check under the budget
         "active_check_taken_out",
         "fleet_scan",  # a problem condition and a silent agent, each given a ladder
@@ -77,6 +80,13 @@ def test_histories_are_recorded() -> None:
     scan_v2 = HISTORY_DIR / "fleet_scan_v2.json"
     assert CONTROLLER_CLOCK in _patches(scan_v2) - _patches(HISTORY_DIR / "fleet_scan.json")
     assert "lastCompletionResult" in scan_v2.read_text()  # what it judged the heartbeats by
+    # v5: a pool never seizes silently — a holder tells its budget it waits for a person (the
+    # replacement's approval), on_approval_timeout read, a budget rebuilds its waiters in order.
+    people = {"tell-the-budget-a-holder-waits-for-a-person", "on-approval-timeout-choices"}
+    assert people <= _patches(HISTORY_DIR / "replace_after_approval_v5.json")
+    for budget in ("budget_v5", "budget_people_v5"):
+        assert "rebuild-waiters-in-order" in _patches(HISTORY_DIR / f"{budget}.json")
+    assert "holder_waits" in (HISTORY_DIR / "budget_people_v5.json").read_text()
 
 
 @pytest.mark.parametrize("path", HISTORIES, ids=lambda p: p.stem)

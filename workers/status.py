@@ -3,7 +3,7 @@ pool's disruption budget (leases, waiters, storm breaker), both read from Tempor
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import UTC, datetime
 
 from pydantic import BaseModel
 from temporalio.client import (
@@ -25,6 +25,7 @@ from contract.names import (
     budget_workflow_id,
     remediation_workflow_id,
 )
+from remedy import held_by_people as people
 from remedy.admission import AdmissionPhase
 from remedy.budget import BudgetState
 from remedy.fleet import FleetSummary, NodeStatus, PoolSummary
@@ -41,6 +42,9 @@ class NoScanYet(Exception):
 class PoolStatus(BaseModel):
     summary: PoolSummary
     budget: BudgetState | None = None  # None: no disruptive work asked for yet
+    # The shares only a person can free, with the commands that free each (for --json).
+    held_by_people: list[people.PersonHold] = []
+    seized: bool = False  # every share held by people, ladders waiting behind them
 
     @property
     def tripped(self) -> bool:
@@ -63,6 +67,7 @@ class NodeRow(BaseModel):
 
 
 class FleetStatus(BaseModel):
+    at: datetime | None = None  # when it was read (how long people have held a pool)
     scanned_at: datetime | None = None  # None: no fleet scan yet (pool counts unknown)
     pools: list[PoolStatus] = []
     nodes: list[NodeRow] = []
@@ -128,15 +133,27 @@ async def fleet_status(
     if summary is None and not rows:
         raise missing
     pools = [
-        PoolStatus(summary=pool, budget=await _budget(client, pool.pool))
+        _pool(pool, await _budget(client, pool.pool))
         for pool in (summary.pools if summary else [])
         if only.pool is None or pool.pool == only.pool
     ]
     return FleetStatus(
+        at=datetime.now(UTC),
         scanned_at=summary.at if summary else None,
         pools=pools,
         nodes=rows,
         job_watch_error=summary.job_watch_error if summary else "",
+    )
+
+
+def _pool(summary: PoolSummary, budget: BudgetState | None) -> PoolStatus:
+    if budget is None:
+        return PoolStatus(summary=summary)
+    return PoolStatus(
+        summary=summary,
+        budget=budget,
+        held_by_people=people.held_by_people(budget),
+        seized=people.seized(budget),
     )
 
 
@@ -251,6 +268,7 @@ POOL_HEADERS = [
     *(c.value.replace("_", " ") for c in COLUMNS),
     "leases",
     "waiting",
+    "people",
     "breaker",
 ]
 NODE_HEADERS = ["node", "pool", "state", "fault", "runbook", "rung", "since", "approval"]
@@ -268,6 +286,7 @@ def pool_rows(status: FleetStatus) -> list[list[str]]:
                 *(str(pool.summary.count(c)) for c in COLUMNS),
                 leases,
                 str(len(budget.waiting)) if budget else "-",
+                f"{len(pool.held_by_people)}{' SEIZED' if pool.seized else ''}" if budget else "-",
                 "TRIPPED" if pool.tripped else "ok",
             ]
         )
@@ -298,6 +317,8 @@ def alerts(status: FleetStatus) -> list[str]:
                 f"ALERT pool {pool.summary.pool}: {pool.budget.breaker_note}",
                 f"      resume with: remedy resume-pool {pool.summary.pool}",
             ]
+        if pool.budget:  # people hold its shares: who, since when, and what frees each
+            lines += people.status_lines(pool.budget, status.at or datetime.now(UTC))
     waiting = [r.node for r in status.nodes if r.awaiting_approval]
     if waiting:
         lines.append(

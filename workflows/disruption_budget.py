@@ -21,6 +21,7 @@ from contract.activities import CLOSED_WORKFLOWS, HELD_NODES, LEASE_HOLDERS
 from contract.messages import (
     BUDGET_STATE,
     CLOSE_BREAKER,
+    HOLDER_WAITS,
     LEASE_GRANTED,
     LEASE_RELEASE,
     LEASE_REQUEST,
@@ -34,12 +35,14 @@ from workflows.operator_updates import acted
 
 with workflow.unsafe.imports_passed_through():
     from contract.names import DISRUPTION_BUDGET_WORKFLOW
+    from remedy import held_by_people
     from remedy.budget import (
         HELD_FOR_HUMAN,
         BudgetState,
         HeldCheck,
         HolderCheck,
         HoldReleased,
+        HumanWait,
         Lease,
         LeaseGrant,
         LeaseRelease,
@@ -58,6 +61,8 @@ REBUILD = "rebuild-holders-from-running-ladders"
 # model: two holders in a pool whose cap is one).
 HOLD_WITHIN_CAP = "take-over-a-hold-within-the-cap"
 HUMAN_HOLDS = "hold-nodes-left-for-a-human"  # runs before: a ladder's end freed its node's share
+KEEP_OUT = "track-nodes-out-whose-share-went-back"  # runs before: such a node was forgotten
+REBUILD_WAITERS = "rebuild-waiters-in-order"  # runs before: waiters waited for their re-ask
 
 
 @workflow.defn(name=DISRUPTION_BUDGET_WORKFLOW)
@@ -90,6 +95,8 @@ class DisruptionBudget:
         state = self._state
         if req.for_human:
             state.hand_to_human(req.holder, workflow.now(), req.node)
+        elif req.still_out and workflow.patched(KEEP_OUT):
+            state.keep_out(req.holder, workflow.now(), req.node)
         state.holders = [h for h in state.holders if h.holder != req.holder]
         state.waiting = [w for w in state.waiting if w.holder != req.holder]
         state.held = [h for h in state.held if h.holder != req.holder]  # an operator's release
@@ -127,6 +134,13 @@ class DisruptionBudget:
         state = self._state
         state.pool_size, state.policy = report.pool_size, report.policy
         state.unhealthy[report.node] = report.at
+        self._changed = True
+
+    @HOLDER_WAITS.handler
+    def holder_waits(self, wait: HumanWait) -> None:
+        """A lease holder's ladder waits for a person, or no longer: said in the details,
+        `remedy status` and the metrics (the grants do not change)."""
+        self._state.note_human_wait(wait)
         self._changed = True
 
     @RESUME_POOL.handler  # the signal: clients of the release before
@@ -181,8 +195,7 @@ class DisruptionBudget:
             self._changed = False
             self._check_breaker()
             await self._grant()
-            state = self._state
-            metrics.pool_budget(state.pool, state.tripped, len(state.holders), len(state.waiting))
+            self._publish()
             if self._regrant and workflow.patched(REGRANT):
                 regrant, self._regrant = self._regrant, []
                 await asyncio.gather(*(self._tell(req) for req in regrant))
@@ -220,11 +233,24 @@ class DisruptionBudget:
         elif state.tripped and not tripped:
             state.tripped = False
             state.breaker_note = f"storm over at {now.isoformat()}: {sick} unhealthy"
+
+    def _publish(self) -> None:
+        """The details and the metrics, after the grants: what the pool is now."""
+        state = self._state
+        state.forget_gone_waits()
+        people = held_by_people.details(state)
         workflow.set_current_details(
             f"**pool {state.pool}**: {len(state.holders)}/"
             f"{state.allowed} leases, {len(state.waiting)} waiting"
             + (f", {len(state.held)} held for a human" if state.held else "")
+            + f"; {len(held_by_people.out_of_scheduling(state))} of {state.pool_size} nodes "
+            "out of scheduling"
             + (f"\n\n**BREAKER TRIPPED**: {state.breaker_note}" if state.tripped else "")
+            + (f"\n\n{people}" if people else "")
+        )
+        metrics.pool_budget(state.pool, state.tripped, len(state.holders), len(state.waiting))
+        metrics.held_by_people(
+            state.pool, len(held_by_people.held_by_people(state)), held_by_people.seized(state)
         )
 
     async def _grant(self) -> None:
@@ -256,8 +282,9 @@ class DisruptionBudget:
 
     async def _rebuild(self) -> None:
         """Before granting anything, a run started afresh learns who holds a lease: the
-        running ladders of the pool that say so (their search attributes). Waiting ladders
-        ask again by themselves."""
+        running ladders of the pool that say so (their search attributes), which of them wait
+        for a person, and who waits for a lease, in the order they asked (else each would
+        wait for its next re-ask, and be served in that order)."""
         state = self._state
         found = await LEASE_HOLDERS.execute(
             PoolHolders(pool=state.pool),
@@ -270,11 +297,14 @@ class DisruptionBudget:
         # Nodes left cordoned for a person: remedy's cordon on the node is the record.
         busy = {h.node for h in state.held} | {lease.node for lease in state.holders}
         state.held += [h for h in found.held if h.node not in busy]
-        state.waiting = [
-            w
-            for w in state.waiting
-            if w.holder not in known | {lease.holder for lease in found.leases}
-        ]
+        holding = known | {lease.holder for lease in found.leases}
+        state.waiting = [w for w in state.waiting if w.holder not in holding]
+        if workflow.patched(REBUILD_WAITERS):
+            listed = [w for w in found.waiting if w.holder not in holding]
+            asked = {w.holder for w in listed}  # a request that started this run: in its place
+            state.waiting = listed + [w for w in state.waiting if w.holder not in asked]
+        for wait in found.waiting_for_human:
+            state.note_human_wait(wait)
         state.rebuilt = True
         self._changed = True
 

@@ -13,13 +13,13 @@ from temporalio import workflow
 from temporalio.exceptions import ActivityError
 
 from contract.activities import REPORT_UNHEALTHY, REQUEST_LEASE
-from contract.messages import LEASE_RELEASE
+from contract.messages import HOLDER_WAITS, LEASE_RELEASE
 from workflows.common import RIDE_OUT, Interrupted, permanent
 from workflows.remediation_view import RemediationView
 
 with workflow.unsafe.imports_passed_through():
     from contract.names import budget_workflow_id
-    from remedy.budget import LeaseRelease, LeaseWanted, NodeUnhealthy
+    from remedy.budget import HumanWait, LeaseRelease, LeaseWanted, NodeUnhealthy
     from remedy.models import Action
     from remedy.remediation import AttemptResult, Outcome, Phase, RemediationState
 
@@ -28,6 +28,8 @@ REASK = "re-ask-for-lease"  # workflow.patched: runs from before waited without 
 REASK_EVERY = timedelta(minutes=5)
 HOLD_FOR_HUMAN = "lease-held-for-a-human"  # workflow.patched: runs before freed it at the end
 HOLD_WITHOUT_LEASE = "held-for-a-human-without-a-lease"  # runs before: no lease, no hold
+# Runs before: a holder's wait for a person was not said to the budget (nor in `remedy status`).
+WAITS_FOR_PEOPLE = "tell-the-budget-a-holder-waits-for-a-person"
 # Endings that leave the node as it is: cordoned by remedy, drained, for a person.
 LEFT_AS_IT_IS = (Outcome.NEEDS_HUMAN, Outcome.ABORTED)
 
@@ -102,6 +104,7 @@ class DisruptionLease:
             node=state.node.name,
             pool=state.node.pool,
             task_queue=workflow.info().task_queue,
+            cordoned=state.cordoned_by_remedy,
         )
         try:
             await REQUEST_LEASE.execute(
@@ -115,28 +118,51 @@ class DisruptionLease:
                 raise
             workflow.logger.warning("%s: lease request not delivered: %s", state.node.name, err)
 
+    async def waits_for_person(self, what: str, since: datetime | None) -> bool:
+        """Tell the pool's budget that this ladder, holding a lease, waits for a person
+        (``since``), or no longer (None): the budget's details, `remedy status` and a metric
+        then say the pool is held by people. A ladder with no lease holds no one up: nothing
+        is said. Returns whether it told (then it must tell the end too)."""
+        state = self._state
+        holds = state.lease_granted_at is not None and state.lease_released_at is None
+        if not holds or not workflow.patched(WAITS_FOR_PEOPLE):
+            return False
+        node = state.node
+        wait = HumanWait(holder=workflow.info().workflow_id, node=node.name, what=what, since=since)
+        try:
+            await HOLDER_WAITS.send_to(budget_workflow_id(node.pool), wait)
+        except Exception:  # noqa: BLE001 - a budget that is gone holds no lease to wait on
+            workflow.logger.warning("could not tell the budget that %s waits", node.name)
+        return True
+
     async def release(self, outcome: Outcome) -> None:
         """Give the lease back at the end; a node left cordoned for a person keeps counting
         (the budget turns the lease into a hold that ends when remedy's cordon goes), even
-        when no lease was ever asked for (an approval that timed out after the cordon)."""
+        when no lease was ever asked for (an approval that timed out after the cordon) — but
+        for one whose share an unanswered approval gave back (``on_approval_timeout:
+        release``): the budget keeps it out of the count."""
         state = self._state
         if state.lease_released_at is not None:
             return
         left = outcome in LEFT_AS_IT_IS and state.cordoned_by_remedy and not _restored(state)
+        still_out = left and state.share_given_back
         if state.lease_requested_at is None:
             if left and workflow.patched(HOLD_WITHOUT_LEASE):
-                await self._send(for_human=True)
+                await self._send(for_human=not still_out, still_out=still_out)
             return
-        for_human = left and workflow.patched(HOLD_FOR_HUMAN)
+        for_human = left and not still_out and workflow.patched(HOLD_FOR_HUMAN)
         released = workflow.now()  # when it let go: the budget may grant before the send returns
-        await self._send(for_human)
+        await self._send(for_human, still_out)
         state.lease_released_at = released
         self._view.publish()  # RemedyLease no longer 'held': a rebuilt budget must not count it
 
-    async def _send(self, for_human: bool) -> None:
+    async def _send(self, for_human: bool, still_out: bool = False) -> None:
         node = self._state.node
         release = LeaseRelease(
-            holder=workflow.info().workflow_id, for_human=for_human, node=node.name
+            holder=workflow.info().workflow_id,
+            for_human=for_human,
+            node=node.name,
+            still_out=still_out,
         )
         try:
             await LEASE_RELEASE.send_to(budget_workflow_id(node.pool), release)

@@ -40,6 +40,22 @@ def pool_budget(pool: str, tripped: bool, leases: int, waiting: int) -> None:
     )
 
 
+def held_by_people(pool: str, shares: int, seized: bool) -> None:
+    """Shares of the pool's budget only a person can free (ladders holding a lease while they
+    wait for an approval, nodes left cordoned for a person), and whether they are all of them
+    with ladders waiting behind (remedy/held_by_people.py)."""
+    meter = workflow.metric_meter()
+    labels = {"pool": pool}
+    meter.create_gauge(
+        "remedy_leases_held_by_waiting_for_human",
+        "Disruption shares held by ladders waiting for a person or nodes left for one.",
+    ).set(shares, labels)
+    meter.create_gauge(
+        "remedy_pool_held_by_people",
+        "1 while every disruption share is held by people and ladders wait behind them.",
+    ).set(int(seized), labels)
+
+
 def job_failure(verdict: str, action: str) -> None:
     """A guarded job's failure (its lead pod), by verdict and what the guard did."""
     workflow.metric_meter().create_counter(

@@ -28,7 +28,7 @@ from workflows.node_steps import NodeSteps, gone
 from workflows.operator_updates import OperatorMessages
 from workflows.remediation_view import RemediationView
 from workflows.runbook_changes import RunbookChanges
-from workflows.rung_gates import RungGates
+from workflows.rung_gates import RungGates, SkipRung
 from workflows.verification import RESUME_ABOVE, VERIFY_WITH_WHAT_SAW, Verification, summary
 
 with workflow.unsafe.imports_passed_through():
@@ -77,7 +77,9 @@ class NodeRemediation(OperatorMessages):  # approve, clear, abort: workflows.ope
         self._capabilities = NodeCapabilities(inp, self._state, self._view)
         self._verification = Verification(self._state, self._steps)
         self._changes = RunbookChanges(self._state, self._steps, self._view)
-        self._gates = RungGates(self._state, self._steps, self._view, self._worse_waiting)
+        self._gates = RungGates(
+            self._state, self._steps, self._view, self._lease, self._worse_waiting
+        )
         self._at_once = False  # MANY_AT_ONCE, decided when the ladder starts
 
     # -- messages --------------------------------------------------------------------------
@@ -263,14 +265,10 @@ class NodeRemediation(OperatorMessages):  # approve, clear, abort: workflows.ope
         view = self._view
         if await self._capabilities.skips(index, rung.action):
             return False  # recorded with the node's reason; the next rung
-        await self._gates.approval(index, rung)
-        undrained = ""
-        if ACTIONS[rung.action].disruptive:
-            await self._gates.confirm_fault()
-            if workflow.patched(DISRUPTION_BUDGET):
-                await self._lease.hold(self._worse_waiting)
-            if self._at_once:
-                undrained = await self._gates.drained(index, rung)
+        try:
+            undrained = await self._gated(index, rung)
+        except SkipRung:
+            return False  # an approval no one answered (recorded); the next rung
         started = workflow.now()
         view.enter(Phase.ACTING)
         try:
@@ -305,6 +303,18 @@ class NodeRemediation(OperatorMessages):  # approve, clear, abort: workflows.ope
         verdict = AttemptResult.VERIFIED if healthy else AttemptResult.UNVERIFIED
         view.record(index, rung.action, started, verdict, detail + undrained)
         return healthy
+
+    async def _gated(self, index: int, rung: Rung) -> str:
+        """What must hold before the rung acts: its approval, then for a disruptive one the
+        fault still there, the lease and a drained node. Returns what the attempt should say
+        of an undrained node."""
+        await self._gates.approval(index, rung)
+        if not ACTIONS[rung.action].disruptive:
+            return ""
+        await self._gates.confirm_fault()
+        if workflow.patched(DISRUPTION_BUDGET):
+            await self._lease.hold(self._worse_waiting)
+        return await self._gates.drained(index, rung) if self._at_once else ""
 
     # -- endings ---------------------------------------------------------------------------
     async def _on_stop_request(self) -> tuple[Outcome, str]:

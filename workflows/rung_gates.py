@@ -11,12 +11,13 @@ with timeouts, the drain and the probe are activities.
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from temporalio import workflow
 from temporalio.exceptions import ActivityError
 
 from workflows.common import Interrupted, LadderStop, cause_of
+from workflows.disruption_lease import DisruptionLease
 from workflows.node_steps import NodeSteps
 from workflows.remediation_view import RemediationView
 
@@ -27,9 +28,16 @@ with workflow.unsafe.imports_passed_through():
     from remedy.models import Action
     from remedy.remediation import AttemptResult, Consent, Outcome, Phase, RemediationState
     from remedy.runbook.schema import Approval as ApprovalMode
-    from remedy.runbook.schema import IfDrainFailed, Rung
+    from remedy.runbook.schema import IfDrainFailed, OnApprovalTimeout, Rung
 
 CONFIRM_FAULT = "confirm-fault-before-disrupting"  # workflow.patched: runs before acted at once
+# Runs before: an approval no one answered always ended the ladder (on_approval_timeout was
+# not read).
+CHOICES = "on-approval-timeout-choices"
+
+
+class SkipRung(Exception):  # noqa: N818 - a control-flow signal, as Interrupted is
+    """An approval no one answered skips its rung (``on_approval_timeout: skip``)."""
 
 
 class RungGates:
@@ -38,10 +46,11 @@ class RungGates:
         state: RemediationState,
         steps: NodeSteps,
         view: RemediationView,
+        lease: DisruptionLease,
         interrupted: Callable[[], bool],
     ) -> None:
         self._state, self._steps, self._view = state, steps, view
-        self._interrupted = interrupted
+        self._lease, self._interrupted = lease, interrupted
 
     async def approval(self, index: int, rung: Rung) -> None:
         """The rung's own approval, when its runbook asks for one."""
@@ -113,22 +122,55 @@ class RungGates:
         return None if ok else detail
 
     async def _ask(self, index: int, rung: Rung, consent: Consent, what: str) -> None:
+        """Wait for a person's approval. Holding a lease meanwhile, the ladder tells its
+        budget it waits (the pool is held by people until someone answers). No answer by the
+        rung's ``approval_timeout``: what its ``on_approval_timeout`` says."""
         state = self._state
         state.consent = consent
         self._view.enter(Phase.AWAITING_APPROVAL)
         asked = workflow.now()
+        told = await self._lease.waits_for_person(what, asked)
+        on_timeout = rung.on_approval_timeout
+        if on_timeout is not OnApprovalTimeout.NEEDS_HUMAN and not workflow.patched(CHOICES):
+            on_timeout = OnApprovalTimeout.NEEDS_HUMAN  # a ladder from before: as it was
+        forever = on_timeout is OnApprovalTimeout.WAIT
+        deadline = (
+            "no deadline" if forever else f"times out in {format_duration(rung.approval_timeout)}"
+        )
+        timed_out = False
         try:
             await workflow.wait_condition(
                 lambda: state.approved(index, consent) or self._interrupted(),
-                timeout=rung.approval_timeout,
-                timeout_summary=f"{what} (times out in {format_duration(rung.approval_timeout)})",
+                timeout=None if forever else rung.approval_timeout,
+                timeout_summary=f"{what} ({deadline})",
             )
         except TimeoutError:
-            detail = f"no {what} within {format_duration(rung.approval_timeout)}"
-            self._view.record(index, rung.action, asked, AttemptResult.APPROVAL_TIMED_OUT, detail)
-            await self._steps.hold_cordoned()
-            raise LadderStop(Outcome.NEEDS_HUMAN, detail) from None
+            timed_out = True
         finally:
             state.consent = Consent.RUNG
+        if told:
+            await self._lease.waits_for_person(what, None)
+        if timed_out:
+            await self._timed_out(index, rung, on_timeout, asked, what)
         if not state.approved(index, consent):
             raise Interrupted(f"a worse fault came while waiting for {what}")
+
+    async def _timed_out(
+        self, index: int, rung: Rung, on_timeout: OnApprovalTimeout, asked: datetime, what: str
+    ) -> None:
+        """No approval in time: skip the rung (``SkipRung``), or end the ladder with the node
+        held for a person, its share of the pool kept (``needs_human``) or given back."""
+        detail = f"no {what} within {format_duration(rung.approval_timeout)}"
+        if on_timeout is OnApprovalTimeout.SKIP:
+            detail += "; rung skipped (on_approval_timeout: skip)"
+        elif on_timeout is OnApprovalTimeout.RELEASE:
+            self._state.share_given_back = True
+            detail += (
+                f"; node held for a person, its share of pool {self._state.node.pool} given "
+                "back (on_approval_timeout: release)"
+            )
+        self._view.record(index, rung.action, asked, AttemptResult.APPROVAL_TIMED_OUT, detail)
+        if on_timeout is OnApprovalTimeout.SKIP:
+            raise SkipRung(detail)
+        await self._steps.hold_cordoned()
+        raise LadderStop(Outcome.NEEDS_HUMAN, detail)

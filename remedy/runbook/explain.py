@@ -3,7 +3,7 @@
 The worst case adds up every bound the ladder has: the tolerance window, each approval's
 timeout, each action's attempts × timeout plus the retry backoff between them, the settle
 time and the verification probe. A wait for a disruption lease has no bound (the pool's budget
-decides), so it is named, never added."""
+decides), nor has an approval with ``on_approval_timeout: wait``: named, never added."""
 
 from __future__ import annotations
 
@@ -14,7 +14,9 @@ from pydantic import BaseModel
 from remedy.actions import ACTIONS
 from remedy.durations import format_duration
 from remedy.models import Action
-from remedy.runbook.schema import Approval, Match, Runbook, Rung
+from remedy.runbook.schema import Approval, Match, OnApprovalTimeout, Runbook, Rung
+
+WAIT = OnApprovalTimeout.WAIT
 
 # The verification probe: two attempts of 60 s with 5 s between (workflows/node_remediation.py).
 PROBE_WORST_CASE = timedelta(seconds=125)
@@ -47,8 +49,8 @@ def timings(runbook: Runbook) -> list[RungTiming]:
     at = runbook.tolerance
     out = []
     for index, rung in enumerate(runbook.ladder):
-        if rung.approval is Approval.REQUIRED:
-            at += rung.approval_timeout  # it may come at the last moment
+        if rung.approval is Approval.REQUIRED and rung.on_approval_timeout is not WAIT:
+            at += rung.approval_timeout  # it may come at the last moment (an endless one: named)
         worst = action_worst_case(rung)
         ends = at + worst + (rung.settle + PROBE_WORST_CASE if rung.verifies else timedelta(0))
         out.append(
@@ -120,9 +122,13 @@ def explain(runbook: Runbook) -> list[str]:
             lines.append(
                 step.format(
                     "",
-                    f"  needs approval (remedy approve NODE); none within "
-                    f"{format_duration(rung.approval_timeout)} → stop, "
-                    "node stays cordoned for a human",
+                    "  needs approval (remedy approve NODE); "
+                    + (
+                        "no deadline (its wait is not counted here)"
+                        if rung.on_approval_timeout is WAIT
+                        else f"none within {format_duration(rung.approval_timeout)} → "
+                        + rung.on_approval_timeout.comes_to()
+                    ),
                 )
             )
         if ACTIONS[rung.action].disruptive:

@@ -14,6 +14,7 @@ from pydantic import (
     Field,
     GetJsonSchemaHandler,
     ValidationInfo,
+    field_validator,
     model_validator,
 )
 from pydantic.json_schema import GenerateJsonSchema, JsonSchemaValue
@@ -102,11 +103,35 @@ class IfDrainFailed(StrEnum):
     FORCE = "force"  # run it anyway, with the pods on the node (said in the attempt)
 
 
+class OnApprovalTimeout(StrEnum):
+    """What a rung's approval that no one answers within ``approval_timeout`` does (the rung's
+    own, or the one to run it on an undrained node)."""
+
+    NEEDS_HUMAN = "needs_human"  # the ladder ends; the node, cordoned, keeps its share (default)
+    RELEASE = "release"  # the same, but the node's share goes back to the pool
+    SKIP = "skip"  # the rung is not run; the ladder climbs on
+    WAIT = "wait"  # no deadline: the ladder waits, holding its lease, until someone answers
+
+    def comes_to(self) -> str:
+        """What the silence comes to, in words (the ladder's details, ``explain``)."""
+        return {
+            OnApprovalTimeout.NEEDS_HUMAN: "stop, node stays cordoned for a human",
+            OnApprovalTimeout.RELEASE: (
+                "stop, node stays cordoned for a human, its share of the pool given back"
+            ),
+            OnApprovalTimeout.SKIP: "the rung is skipped, the ladder goes on",
+            OnApprovalTimeout.WAIT: "none: it waits until someone answers",
+        }[self]
+
+
 class RetryPolicy(Authored):
     max_attempts: int = Field(default=3, ge=1, le=100)
     initial_interval: Duration = timedelta(seconds=10)
     backoff: float = Field(default=2.0, ge=1.0, le=10.0)
     max_interval: Duration = timedelta(minutes=5)
+
+
+_DRAINED = ", ".join(a.value for a, spec in ACTIONS.items() if spec.needs_drained)
 
 
 class Rung(Authored):
@@ -118,9 +143,11 @@ class Rung(Authored):
     # remedy.actions): yes for those that can fix a fault, no for cordon, drain and replace.
     verify: bool | None = None
     approval: Approval = Approval.NONE
-    approval_timeout: Duration = timedelta(hours=4)
     # Only for actions that need a drained node; the drain is retried once before it applies.
     if_drain_failed: IfDrainFailed = IfDrainFailed.ASK
+    # Declared after what they are checked against (a field's validator sees those before it).
+    on_approval_timeout: OnApprovalTimeout = OnApprovalTimeout.NEEDS_HUMAN
+    approval_timeout: Duration = timedelta(hours=4)
 
     @model_validator(mode="after")
     def _check(self, info: ValidationInfo) -> Rung:
@@ -130,9 +157,36 @@ class Rung(Authored):
             raise ValueError("timeout must be longer than 0s")
         written = _authoring(info) and "if_drain_failed" in self.model_fields_set
         if written and not ACTIONS[self.action].needs_drained:
-            needs = ", ".join(a.value for a, s in ACTIONS.items() if s.needs_drained)
-            raise ValueError(f"if_drain_failed is for the actions that need a drain ({needs})")
+            raise ValueError(f"if_drain_failed is for the actions that need a drain ({_DRAINED})")
         return self
+
+    @field_validator("on_approval_timeout")
+    @classmethod
+    def _asked_for(cls, value: OnApprovalTimeout, info: ValidationInfo) -> OnApprovalTimeout:
+        """Written where no approval is ever asked for, it would do nothing."""
+        data = info.data
+        action = data.get("action")
+        asks = data.get("approval") is Approval.REQUIRED or (
+            action is not None
+            and ACTIONS[action].needs_drained
+            and data.get("if_drain_failed") is IfDrainFailed.ASK
+        )
+        if _authoring(info) and not asks:
+            raise ValueError(
+                "on_approval_timeout is for a rung that asks for an approval (approval: "
+                f"required, or {_DRAINED} with if_drain_failed: ask)"
+            )
+        return value
+
+    @field_validator("approval_timeout")
+    @classmethod
+    def _has_a_deadline(cls, value: timedelta, info: ValidationInfo) -> timedelta:
+        if _authoring(info) and info.data.get("on_approval_timeout") is OnApprovalTimeout.WAIT:
+            raise ValueError(
+                "on_approval_timeout: wait has no deadline: drop approval_timeout, or choose "
+                "needs_human, release or skip"
+            )
+        return value
 
     @property
     def verifies(self) -> bool:

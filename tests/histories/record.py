@@ -90,9 +90,13 @@ async def main(tag: str, job_guard: bool, active_checks: bool = False, scan: boo
                 budget_history = await budget.fetch_history()  # still running: a prefix
             (HERE / f"{name}{'_' + tag if tag else ''}.json").write_text(history.to_json())
             print(f"recorded {name}")
-            if tag and name == "reset_fixes_ecc":  # the budget's shape, recorded once per tag
-                (HERE / f"budget_{tag}.json").write_text(budget_history.to_json())
-                print(f"recorded budget_{tag}")
+            # The budget's shape, once per tag, and (from v5) the budget a holder told that it
+            # waits for a person (the replacement's approval).
+            budget_name = {"reset_fixes_ecc": "budget", "replace_after_approval": "budget_people"}
+            if tag:
+                recorded = f"{budget_name[name]}_{tag}"
+                (HERE / f"{recorded}.json").write_text(budget_history.to_json())
+                print(f"recorded {recorded}")
     finally:
         await env.shutdown()
 
