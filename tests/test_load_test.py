@@ -310,7 +310,7 @@ def test_a_gpu_that_hangs_under_load_stops_the_test_and_says_what_is_untested(
     finally:
         release.set()
     assert reasons(report) == [(1, "FailsUnderLoad"), (None, "DiagnoseCouldNotRun")]
-    assert "did not finish within 0.2s (hung)" in report.problems[0].evidence
+    assert "hung: did not finish within 0.2s" in report.problems[0].evidence
     assert report.problems[1].evidence.endswith("after GPU 1 hung: GPU 2, 3 untested")
 
 

@@ -22,7 +22,8 @@ from adapters.host.kernel_sources import AutoSource, JournalSource, KmsgSource
 from adapters.host.nics import INFINIBAND
 from remedy.capabilities import EXPENSIVE, Dependency, DependencyCheck
 from remedy.gpu import NvmlApi
-from remedy.probe.runner import ProbeConfig, call_with_timeout
+from remedy.probe.runner import ProbeConfig
+from remedy.threads import call_with_timeout
 
 ENTER_TIMEOUT_S = 10.0
 REBOOT_COMMAND = ("systemctl", "reboot")  # the default; the agent's --reboot-command replaces it

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import importlib.util
 import os
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -24,6 +23,7 @@ from adapters.host.gpu_memory import ArrayOps, PatternedMemory, verify_held
 from remedy.models import Severity
 from remedy.probe.load import LoadProblem, LoadReason, LoadReport, could_not_run
 from remedy.probe.throughput import REFERENCE_FILE, compare_throughput, load_references
+from remedy.threads import call_with_timeout
 
 ENGINES = ("dcgm", "torch", "cupy")  # the order the deep diagnose prefers them
 GPU_IMAGE_HINT = "run the GPU agent image (Dockerfile.gpu), which carries torch"
@@ -125,7 +125,9 @@ def _built_in(engine: str, runner: Runner, gpus: list[int], config: LoadTestConf
     models: dict[int, str] = {}
     for n, gpu in enumerate(gpus):
         try:
-            run = _within(config.gpu_timeout_s, partial(runner, gpu, *config.per_gpu))
+            run = call_with_timeout(
+                partial(runner, gpu, *config.per_gpu), config.gpu_timeout_s, "hung: did not finish"
+            )
         except Exception as exc:  # noqa: BLE001 - a GPU that throws under load is the finding
             problems.append(
                 LoadProblem(
@@ -159,28 +161,6 @@ def _built_in(engine: str, runner: Runner, gpus: list[int], config: LoadTestConf
     return LoadReport(
         engine=engine, gpus=list(gpus), problems=problems, throughput=throughput, models=models
     )
-
-
-def _within(seconds: float, call: Callable[[], GpuRun]) -> GpuRun:
-    """``call`` in a daemon thread, given ``seconds``: a CUDA call on a wedged GPU never
-    returns, and the diagnose must still answer (the thread is left behind)."""
-    done: list[GpuRun] = []
-    failed: list[Exception] = []
-
-    def run() -> None:
-        try:
-            done.append(call())
-        except Exception as exc:  # noqa: BLE001 - handed to the caller
-            failed.append(exc)
-
-    worker = threading.Thread(target=run, name="load-test", daemon=True)
-    worker.start()
-    worker.join(seconds)
-    if worker.is_alive():
-        raise TimeoutError(f"did not finish within {seconds:g}s (hung)")
-    if failed:
-        raise failed[0]
-    return done[0]
 
 
 def _missing(factory: Callable[[], Runner | None], name: str) -> str | None:

@@ -4,12 +4,12 @@ itself is broken, the kernel log is read for Xid lines instead."""
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, TypeVar
+from functools import partial
+from typing import TypeVar
 
 import pynvml
 
@@ -20,6 +20,7 @@ from remedy.probe.nics import NicSource
 from remedy.probe.sxids import sxid_findings
 from remedy.probe.xid_dedup import XidDedup
 from remedy.probe.xids import xid_findings
+from remedy.threads import call_with_timeout, spawn
 from remedy.xid.kernel_log import KernelLogSource, parse_kernel_log
 from remedy.xid.nvswitch import parse_sxids
 
@@ -46,28 +47,6 @@ def _utcnow() -> datetime:
     return datetime.now(UTC)
 
 
-def call_with_timeout(fn: Callable[[], T], timeout_s: float) -> T:
-    """Run ``fn`` in a daemon thread. A hung NVML call cannot be interrupted, so on timeout the
-    thread is abandoned; being a daemon, it never blocks the process from exiting."""
-    outcome: list[Any] = []
-    done = threading.Event()
-
-    def target() -> None:
-        try:
-            outcome.append((True, fn()))
-        except BaseException as exc:  # noqa: BLE001 - handed to the caller
-            outcome.append((False, exc))
-        done.set()
-
-    threading.Thread(target=target, daemon=True, name="probe-check").start()
-    if not done.wait(timeout_s):
-        raise TimeoutError(f"no answer within {timeout_s:g}s")
-    ok, value = outcome[0]
-    if not ok:
-        raise value
-    return value  # type: ignore[no-any-return]
-
-
 class _Run:
     """One probe run: collects findings and the names of the checks that completed."""
 
@@ -89,14 +68,11 @@ class _Run:
         return True
 
     def parallel(self, checks: dict[str, Callable[[CheckContext], list[Finding]]]) -> None:
-        threads = [
-            threading.Thread(target=self.check, args=(name, fn), daemon=True)
-            for name, fn in checks.items()
+        running = [
+            spawn(partial(self.check, name, fn), f"probe-{name}") for name, fn in checks.items()
         ]
-        for thread in threads:
-            thread.start()
-        for thread in threads:  # each check enforces its own timeout
-            thread.join()
+        for done in running:  # each check enforces its own timeout
+            done.wait()
 
     def fail(self, reason: str, evidence: str) -> None:
         self.findings.append(self.ctx.finding("probe", reason, Severity.CRITICAL, evidence))
