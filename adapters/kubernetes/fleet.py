@@ -12,6 +12,7 @@ from adapters.kubernetes.listing import count, list_pages
 from adapters.kubernetes.marks import remedy_conditions
 from adapters.kubernetes.nodes import OPT_OUT_LABEL, PREFIX, NodeApi, has_taint
 from adapters.kubernetes.objects import Json, meta
+from remedy.budget import CLUSTER_POOL
 from remedy.conditions import AGENT_CONDITIONS, GPU_ACTIVE_CHECK, is_problem
 from remedy.fleet import NodeFacts
 
@@ -23,8 +24,9 @@ class KubernetesFleetView:
         self._nodes = nodes
 
     def pool_size(self, pool: str) -> int:
-        """Nodes labelled ``remedy.io/pool=<pool>``; the pool "default" is the whole cluster."""
-        selector = None if pool == "default" else f"{POOL_LABEL}={pool}"
+        """Nodes labelled ``remedy.io/pool=<pool>``; the pool "default" (and the cluster's
+        breaker's, ``CLUSTER_POOL``) is the whole cluster."""
+        selector = None if pool in ("default", CLUSTER_POOL) else f"{POOL_LABEL}={pool}"
         return count(self._nodes.core.list_node, what="nodes", label_selector=selector)
 
     def nodes(self) -> list[NodeFacts]:

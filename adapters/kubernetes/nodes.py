@@ -70,7 +70,7 @@ class NodeApi:
             return False
         return True
 
-    def event(self, node: str, reason: str, message: str) -> None:
+    def event(self, node: str, reason: str, message: str, warning: bool = False) -> None:
         """An Event on the node: `kubectl describe node` tells what remedy did and why (it
         shows the events whose involvedObject carries the node's uid)."""
         uid = self._uids.get(node)
@@ -85,6 +85,7 @@ class NodeApi:
             reason,
             message,
             self.clock(),
+            warning=warning,
         )
 
 
