@@ -179,7 +179,7 @@ class DisruptionBudget:
     def why_not_resume(self, req: ResumeRequest) -> str:
         if self._state.tripped:
             return ""
-        return "the breaker is not tripped: nothing to resume"
+        return "the storm breaker is not tripped: nothing to resume"
 
     @BUDGET_STATE.handler
     def state(self) -> BudgetState:
