@@ -94,8 +94,10 @@ def test_silence_is_judged_fleet_wide_first_then_by_pool() -> None:
     assert silence_storm(small, small[:1], 0.2, 3, T0) is None
 
 
-async def _sick(env: WorkflowEnvironment, queues: Queues, fleet: SimFleet, name: str) -> Handle:
-    finding = fleet.inject(name, "ecc_dbe", gpu=0)
+async def _sick(
+    env: WorkflowEnvironment, queues: Queues, fleet: SimFleet, name: str, kind: str = "ecc_dbe"
+) -> Handle:
+    finding = fleet.inject(name, kind, gpu=0)
     handle: Handle = await report_finding(
         env.client,
         NodeRef(name=name, pool=fleet.node(name).pool),
@@ -106,12 +108,14 @@ async def _sick(env: WorkflowEnvironment, queues: Queues, fleet: SimFleet, name:
     return handle
 
 
-async def _trip(env: WorkflowEnvironment, queues: Queues, fleet: SimFleet) -> list[Handle]:
+async def _trip(
+    env: WorkflowEnvironment, queues: Queues, fleet: SimFleet, last: str = "ecc_dbe"
+) -> list[Handle]:
     """Three of the pool's ten nodes go bad one after the other: two are cordoned, and the
-    third, which tips the breaker, waits with its node in service."""
+    third (its fault: ``last``), which tips the breaker, waits with its node in service."""
     handles = []
-    for name in sorted(fleet.nodes)[:3]:
-        handles.append(await _sick(env, queues, fleet, name))
+    for i, name in enumerate(sorted(fleet.nodes)[:3]):
+        handles.append(await _sick(env, queues, fleet, name, last if i == 2 else "ecc_dbe"))
         phase = Phase.TOLERATING if len(handles) < 3 else Phase.HELD_BY_BREAKER
         await wait_for_phase(env, handles[-1], phase, step=timedelta(seconds=1))
     return handles
@@ -199,3 +203,20 @@ async def test_the_cluster_breaker_holds_a_cordon_that_no_pool_would(
     assert in_service and held.cordon is None
     assert answer.note.startswith("resumed by sre")
     assert cordoned.cordon is not None and fleet.node("other-001").unschedulable
+
+
+async def test_a_held_ladder_whose_node_probes_clean_ends_and_stops_counting(
+    time_env: WorkflowEnvironment,
+) -> None:
+    fleet = SimFleet(nodes=10, pool=f"pool-{uuid.uuid4().hex[:8]}")
+    third = sorted(fleet.nodes)[2]
+    async with running_workers(time_env.client, fleet, policy=POLICY) as queues:
+        handles = await _trip(time_env, queues, fleet, last="pcie_degraded")
+        fleet.clear_faults(third)  # its fault went away while the breaker held its cordon
+        await time_env.sleep(timedelta(minutes=6))  # past its next re-probe
+        ended = await state_of(handles[2])  # not result(): it would let the clock run on
+        budget = await budget_state(time_env.client, queues.pool)
+    assert ended.outcome is Outcome.CLEARED
+    assert ended.outcome_detail == "clean re-probe while the breaker held the cordon"
+    assert not fleet.node(third).unschedulable and (third, "cordon") not in fleet.actions
+    assert budget.tripped and budget.asking == []  # withdrawn; the window still counts it

@@ -328,6 +328,7 @@ class NodeRemediation(OperatorMessages, QuarantineMessages):  # workflows.operat
     async def _finish(self, outcome: Outcome, detail: str) -> RemediationResult:
         state = self._state
         await self._lease.release(outcome)
+        await self._gate.withdraw()  # an ask still held: it no longer counts
         if workflow.patched(HARDWARE_RECORD) and not self._stopped_by_failure:
             await self._steps.record_incidents(outcome)
         if workflow.patched(PUBLISH_CONDITIONS):

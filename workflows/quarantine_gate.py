@@ -15,13 +15,14 @@ from temporalio import workflow
 from temporalio.exceptions import ActivityError
 
 from contract.activities import ASK_TO_CORDON
-from contract.messages import CORDON_LEAVE
+from contract.messages import CORDON_LEAVE, LEASE_RELEASE
 from workflows.common import RIDE_OUT, LadderStop
 from workflows.disruption_lease import unhealthy
 from workflows.remediation_view import RemediationView
 
 with workflow.unsafe.imports_passed_through():
-    from remedy.budget import ASK_AGAIN_EVERY
+    from contract.names import budget_workflow_id
+    from remedy.budget import ASK_AGAIN_EVERY, LeaseRelease
     from remedy.models import ProbeReport
     from remedy.quarantine import CordonAsked, CordonLeave
     from remedy.remediation import Outcome, Phase, RemediationState
@@ -82,6 +83,21 @@ class QuarantineGate:
                     ) from None
                 await self.ask(state.started_at or workflow.now())
         self._view.enter(was)
+
+    async def withdraw(self) -> None:
+        """The ladder ends: the budgets that have not given leave stop counting its node (a
+        ladder from before never asked, and sends nothing)."""
+        state = self._state
+        holder = workflow.info().workflow_id
+        for pool in state.cordon_asked_of or []:
+            if pool in state.cordon_leave:
+                continue
+            try:
+                await LEASE_RELEASE.send_to(
+                    budget_workflow_id(pool), LeaseRelease(holder=holder, node=state.node.name)
+                )
+            except Exception:  # noqa: BLE001 - a budget that is gone counts nothing
+                workflow.logger.warning("%s: ask not withdrawn from %s", state.node.name, pool)
 
 
 class QuarantineMessages:
