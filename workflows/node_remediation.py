@@ -64,7 +64,7 @@ MANY_AT_ONCE = "abort-wins-worse-fault-escalates-drain-first"
 
 
 @workflow.defn(name=NODE_REMEDIATION_WORKFLOW)
-class NodeRemediation(OperatorMessages, QuarantineMessages):  # workflows.operator_updates
+class NodeRemediation(OperatorMessages, QuarantineMessages):  # decisions; a budget's leave
     @workflow.init
     def __init__(self, inp: RemediationInput) -> None:
         self._input = inp
