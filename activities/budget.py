@@ -27,6 +27,7 @@ from contract.names import (
 )
 from contract.search_attributes import LEASE, NODE, PHASE, PHASE_SINCE, POOL, RUNG
 from remedy.budget import (
+    CLUSTER_POOL,
     BudgetPolicy,
     BudgetState,
     ClosedHolders,
@@ -47,6 +48,7 @@ from remedy.budget import (
 from remedy.cluster import FleetView
 from remedy.describe import GIVEN_BACK, HELD
 from remedy.fleet import NodeFacts
+from remedy.quarantine import CordonAsked
 from remedy.remediation import Phase
 
 log = logging.getLogger(__name__)
@@ -90,6 +92,20 @@ class BudgetActivities:
         size = await self._size(report.pool)
         full = UnhealthyReport(**report.model_dump(), pool_size=size, policy=self._policy)
         await self._signal(report.pool, report.task_queue, NODE_UNHEALTHY.start_with(full))
+
+    @act.ASK_TO_CORDON.defn
+    async def ask_to_cordon(self, report: NodeUnhealthy) -> CordonAsked:
+        """The report, to the pool's budget and (with a cluster share) to the cluster's: each
+        counts it, and answers the ladder (``holder``) with leave to cordon once its breaker
+        lets it. Says which it asked: the ladder waits for each."""
+        pools = [report.pool]
+        if self._policy.cluster_share is not None and report.pool != CLUSTER_POOL:
+            pools.append(CLUSTER_POOL)
+        for budget in pools:
+            size = await self._size(budget)
+            full = UnhealthyReport(**report.model_dump(), pool_size=size, policy=self._policy)
+            await self._signal(budget, report.task_queue, NODE_UNHEALTHY.start_with(full))
+        return CordonAsked(budgets=pools)
 
     @act.CLOSED_WORKFLOWS.defn
     async def closed_workflows(self, check: HolderCheck) -> ClosedHolders:
@@ -196,6 +212,7 @@ class BudgetActivities:
         return [
             self.request_lease,
             self.report_unhealthy,
+            self.ask_to_cordon,
             self.closed_workflows,
             self.lease_holders,
             self.held_nodes,

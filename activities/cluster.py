@@ -17,6 +17,7 @@ from contract import activities as act
 from remedy.admission import AdmissionStep
 from remedy.cluster import (
     AdmissionGate,
+    Alerts,
     Cluster,
     CordonOwner,
     GpuHandoff,
@@ -33,6 +34,7 @@ from remedy.models import (
     CordonResult,
     NodeBoot,
 )
+from remedy.quarantine import Alert
 from remedy.verification import SeenXids, XidsSince
 
 log = logging.getLogger(__name__)
@@ -189,6 +191,21 @@ class AdmissionActivities:
         return [self.hold_for_admission, self.admit, self.reject]
 
 
+class AlertActivities:
+    def __init__(self, alerts: Alerts | None) -> None:
+        self._alerts = alerts
+
+    @act.ALERT.defn
+    def alert(self, alert: Alert) -> None:
+        log.warning("%s (%s): %s", alert.reason, alert.node, alert.message)
+        if self._alerts is not None:
+            with temporal_errors():
+                self._alerts.event(alert.node, alert.reason, alert.message, alert.warning)
+
+    def all(self) -> list[Callable[..., Any]]:
+        return [self.alert]
+
+
 def cluster_activities(cluster: Cluster, poll_s: float = 5.0) -> list[Callable[..., Any]]:
     """Every cluster-side activity, each class given only the seam it acts through."""
     return [
@@ -197,4 +214,5 @@ def cluster_activities(cluster: Cluster, poll_s: float = 5.0) -> list[Callable[.
         *GpuHandoffActivities(cluster.gpus).all(),
         *MarkActivities(cluster.marks).all(),
         *AdmissionActivities(cluster.admission).all(),
+        *AlertActivities(cluster.alerts).all(),
     ]

@@ -37,6 +37,7 @@ _FLEET_FIELDS: dict[str, TypeAdapter[Any]] = {
     "effects": TypeAdapter(list[tuple[str, str, str]]),
     "lost_answers": TypeAdapter(dict[str, int]),
     "serials": TypeAdapter(list[str]),
+    "alerts": TypeAdapter(list[tuple[str, str, str]]),  # the breakers' Events
 }
 FLEET_STORED = frozenset({*_FLEET_FIELDS, "nodes", "broken", "failing"})
 

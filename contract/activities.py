@@ -51,6 +51,7 @@ from remedy.models import (
     ProbeRequest,
     Started,
 )
+from remedy.quarantine import Alert, CordonAsked
 from remedy.recurrence import PastIncidents
 from remedy.remediation import MatchedRunbook, RemediationStart
 from remedy.verification import SeenXids, XidsSince
@@ -96,6 +97,10 @@ REQUEST_LEASE = ActivityDef[LeaseWanted, None]("request_lease", LeaseWanted, Non
 REPORT_UNHEALTHY = ActivityDef[NodeUnhealthy, None](
     "report_unhealthy", NodeUnhealthy, None, CONTROLLER
 )
+# The report that also asks the pool's (and the cluster's) breaker for leave to cordon.
+ASK_TO_CORDON = ActivityDef("ask_to_cordon", NodeUnhealthy, CordonAsked, CONTROLLER)
+# An Event for people: a breaker tripped, a silence storm began or ended.
+ALERT = ActivityDef[Alert, None]("alert", Alert, None, CONTROLLER)
 CLOSED_WORKFLOWS = ActivityDef("closed_workflows", HolderCheck, ClosedHolders, CONTROLLER)
 LEASE_HOLDERS = ActivityDef("lease_holders", PoolHolders, Holders, CONTROLLER)
 HELD_NODES = ActivityDef("held_nodes", HeldCheck, HeldNodes, CONTROLLER)

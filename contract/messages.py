@@ -19,7 +19,7 @@ from contract.names import (
     NODE_ADMISSION_WORKFLOW,
     NODE_REMEDIATION_WORKFLOW,
 )
-from remedy import budget, remediation
+from remedy import budget, quarantine, remediation
 from remedy.admission import AdmissionState
 from remedy.attribution import guard
 from remedy.attribution.model import PodFailure
@@ -28,6 +28,8 @@ from remedy.hardware import HardwareRecordState, IncidentReport, UnblockRequest
 # -- NodeRemediation: one per node ------------------------------------------------------------
 REPORT_FINDING = SignalDef("report_finding", remediation.FindingReport, NODE_REMEDIATION_WORKFLOW)
 LEASE_GRANTED = SignalDef("lease_granted", budget.LeaseGrant, NODE_REMEDIATION_WORKFLOW)
+# A budget's leave to cordon, to a ladder that asked while its breaker was tripped.
+CORDON_LEAVE = SignalDef("cordon_leave", quarantine.CordonLeave, NODE_REMEDIATION_WORKFLOW)
 APPROVE = SignalDef("approve", remediation.ApproveRequest, NODE_REMEDIATION_WORKFLOW)
 CLEAR = SignalDef("clear", remediation.ClearRequest, NODE_REMEDIATION_WORKFLOW)
 ABORT = SignalDef("abort", remediation.AbortRequest, NODE_REMEDIATION_WORKFLOW)

@@ -16,6 +16,9 @@ from remedy.fleet import NodeFacts
 from remedy.models import Wraps, signed
 
 HELD_FOR_HUMAN = "held-for-human/"  # the holder of a hold: "held-for-human/<node>"
+# The budget whose breaker counts every pool's reports against the whole fleet (no pool label
+# value can start with "_", so no pool is named so): `remedy resume-pool _cluster` closes it.
+CLUSTER_POOL = "_cluster"
 
 _ALL_BUT = re.compile(r"^all-but-(\d+)$")
 _PERCENT = re.compile(r"^(\d+(?:\.\d+)?)%$")
@@ -57,6 +60,9 @@ class BudgetPolicy(BaseModel):
     storm_window: timedelta = timedelta(minutes=10)
     storm_min_nodes: int = Field(default=3, ge=1)
     reclaim_every: timedelta = timedelta(minutes=1)  # how often to look for dead holders
+    # The share of the whole fleet, across pools, that trips the cluster's breaker (None: no
+    # cluster-wide breaker; `remedy controller --cluster-storm-share` sets it).
+    cluster_share: float | None = Field(default=None, gt=0, le=1)
 
     @field_validator("max_disruption")
     @classmethod
@@ -154,6 +160,9 @@ class NodeUnhealthy(BaseModel):
     pool: str
     task_queue: str
     at: datetime
+    # The ladder's workflow id when it also asks leave to cordon (remedy.quarantine): empty
+    # from ladders before the breaker held cordons.
+    holder: str = ""
 
 
 class UnhealthyReport(NodeUnhealthy):
@@ -161,6 +170,21 @@ class UnhealthyReport(NodeUnhealthy):
 
     pool_size: int
     policy: BudgetPolicy = BudgetPolicy()
+
+
+# A ladder held by the breaker asks again this often; an ask not renewed for ASK_KEPT_FOR is
+# dropped (its ladder ended or was terminated), so a dead ladder cannot keep a breaker tripped.
+ASK_AGAIN_EVERY = timedelta(minutes=5)
+ASK_KEPT_FOR = 3 * ASK_AGAIN_EVERY
+
+
+class CordonAsk(BaseModel):
+    """A ladder that waits for leave to cordon (remedy.quarantine)."""
+
+    holder: str
+    node: str
+    pool: str
+    renewed_at: datetime  # when it last asked (budget time)
 
 
 class HolderCheck(Wraps):
@@ -232,6 +256,10 @@ class BudgetState(BaseModel):
     rebuilt: bool = False
     held: list[HumanHold] = []  # left cordoned for a person: they count as leases do
     waiting_for_human: list[HumanWait] = []  # lease holders whose ladders wait for a person
+    # Ladders waiting for leave to cordon while the breaker is tripped (remedy.quarantine).
+    asking: list[CordonAsk] = []
+    trips: int = 0  # times the breaker tripped
+    unhealthy_pools: dict[str, str] = {}  # node → its pool (the cluster's budget counts pools)
 
     @property
     def allowed(self) -> int:
@@ -319,9 +347,17 @@ class BudgetState(BaseModel):
         self.grants += 1
         return True
 
+    def ask(self, report: NodeUnhealthy, now: datetime) -> None:
+        """The ladder asks leave to cordon (again: its ask is renewed)."""
+        ask = CordonAsk(holder=report.holder, node=report.node, pool=report.pool, renewed_at=now)
+        self.asking = [a for a in self.asking if a.holder != report.holder] + [ask]
+
     def forget_old_reports(self, now: datetime) -> None:
         cutoff = now - self.policy.storm_window
         self.unhealthy = {n: t for n, t in self.unhealthy.items() if t >= cutoff}
+        kept = self.unhealthy_pools.items()
+        self.unhealthy_pools = {n: p for n, p in kept if n in self.unhealthy}
+        self.asking = [a for a in self.asking if a.renewed_at >= now - ASK_KEPT_FOR]
 
 
 def held_by_remedy(nodes: list[NodeFacts], among: set[str] | None = None) -> list[str]:

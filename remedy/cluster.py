@@ -62,7 +62,8 @@ class FleetView(Protocol):
         """Every node with what the fleet scan needs to know about it."""
 
     def pool_size(self, pool: str) -> int:
-        """How many nodes the pool has (the base of its disruption budget)."""
+        """How many nodes the pool has (the base of its disruption budget); the pool
+        ``remedy.budget.CLUSTER_POOL``: every node of the fleet."""
 
 
 class GpuWorkload(Protocol):
@@ -96,6 +97,13 @@ class GpuHandoff(Protocol):
         """Undo release_gpus: let those pods come back."""
 
 
+class Alerts(Protocol):
+    """Telling people what remedy will not do (a breaker tripped, a silence storm), where they
+    look: one Kubernetes Event about ``node``, the node that tipped it."""
+
+    def event(self, node: str, reason: str, message: str, warning: bool = False) -> None: ...
+
+
 class Replacer(Protocol):
     """Whatever provisions nodes: Karpenter, a cloud's API, a person with a ticket."""
 
@@ -117,3 +125,4 @@ class Cluster:
     gpus: GpuHandoff
     replacer: Replacer
     workload: GpuWorkload | None = None  # None: unknown, so every node counts as busy
+    alerts: Alerts | None = None  # None: alerts go to the controller's log only

@@ -178,6 +178,13 @@ def _next_step(state: RemediationState) -> str:
             )
         case Phase.AWAITING_LEASE:
             return f"waiting for a disruption lease in pool `{state.node.pool}`, then {action}"
+        case Phase.HELD_BY_BREAKER:
+            held = [p for p in state.cordon_asked_of or [] if p not in state.cordon_leave]
+            return (
+                f"**held by the quarantine breaker** of {', '.join(held) or 'its pool'}: too "
+                f"many nodes went bad at once, so the cordon waits until the storm subsides "
+                f"(`remedy resume-pool {held[0] if held else state.node.pool}` ends it)"
+            )
         case Phase.SETTLING:
             return f"settling after {action}, then a verification probe"
         case Phase.VERIFYING:

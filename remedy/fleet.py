@@ -208,6 +208,28 @@ class PoolSummary(BaseModel):
         return self.counts.get(status, 0)
 
 
+class SilenceStorm(BaseModel):
+    """Many agents silent at once (remedy.quarantine.silence_storm): an incident of the agents
+    or the control plane. Their nodes get no AgentSilent ladder while it lasts."""
+
+    since: datetime  # the first scan that saw it (carried from scan to scan)
+    fleet_wide: bool  # judged on the whole fleet (else on the pools named)
+    pools: list[str]
+    silent: int  # silent nodes withheld from ladders
+    of: int  # managed nodes they are counted against
+    nodes: list[str] = []  # the first few, by name
+
+    def note(self) -> str:
+        where = "fleet-wide" if self.fleet_wide else f"in pool {', '.join(self.pools)}"
+        unnamed = self.silent - len(self.nodes)
+        more = f", and {unnamed} more" if unnamed > 0 else ""
+        return (
+            f"{self.silent} of {self.of} agents silent {where} since "
+            f"{self.since:%Y-%m-%d %H:%M:%S}Z: an agent or control-plane incident, not a fault "
+            f"of the nodes; no AgentSilent ladder, nothing cordoned ({', '.join(self.nodes)}{more})"
+        )
+
+
 class FleetSummary(BaseModel):
     at: datetime
     pools: list[PoolSummary] = []
@@ -218,6 +240,7 @@ class FleetSummary(BaseModel):
     job_watch_error: str = ""  # the job watch failed this time (e.g. RBAC): why
     orphaned_cordons: list[str] = []  # remedy's cordon, no ladder owns it: a ladder started
     liveness: Sightings = Sightings()  # what the next scan judges heartbeats from
+    silence: SilenceStorm | None = None  # many agents silent at once: no ladders for them
 
     def markdown(self) -> str:
         head = "| pool | nodes | " + " | ".join(s.value for s in NodeStatus) + " |"
@@ -245,6 +268,8 @@ class FleetSummary(BaseModel):
                 f"\n\nclocks off the controller's by more than {_signed(SKEW_S)[1:]} "
                 f"(not trusted: liveness is judged on the controller's): {', '.join(skews)}"
             )
+        if self.silence:
+            started += f"\n\n**AGENTS SILENT**: {self.silence.note()}"
         if self.job_watch_error:
             started += f"\n\njob watch failed: {self.job_watch_error}"
         if self.job_failures_reported or self.guards_finished:
@@ -306,6 +331,10 @@ class ScanInput(BaseModel):
     guard_policy: GuardPolicy = GuardPolicy()
     # A heartbeat older than this: the agent is silent (a few of its heartbeats).
     agent_silent_after: timedelta = SILENT_AFTER
+    # More than this share of the fleet (else of a pool) silent at once, at least
+    # ``silence_min_nodes``: a silence storm (remedy.quarantine.silence_storm), no ladders.
+    silence_share: float = 0.2
+    silence_min_nodes: int = 3
 
 
 class NodeNames(BaseModel):

@@ -31,6 +31,7 @@ class Phase(StrEnum):
     TOLERATING = "tolerating"
     AWAITING_APPROVAL = "awaiting_approval"
     AWAITING_LEASE = "awaiting_disruption_lease"
+    HELD_BY_BREAKER = "held_by_breaker"  # its cordon waits for a tripped breaker to close
     ACTING = "acting"
     SETTLING = "settling"
     VERIFYING = "verifying"
@@ -194,6 +195,10 @@ class RemediationState(BaseModel):
     # An approval no one answered ended the ladder with ``on_approval_timeout: release``: the
     # node stays cordoned for a person, its share of the pool goes back.
     share_given_back: bool = False
+    # The budgets asked for leave to cordon (remedy.quarantine), and those that gave it. None:
+    # never asked (a ladder from before the breaker held cordons): it cordons at once.
+    cordon_asked_of: list[str] | None = None
+    cordon_leave: list[str] = []
     outcome: Outcome | None = None
     outcome_detail: str = ""
     runs: int = Field(default=1, description="workflow runs so far (continue-as-new)")

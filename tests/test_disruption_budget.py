@@ -125,23 +125,29 @@ async def test_a_terminated_holder_loses_its_lease_to_the_next_in_line(
     assert [h.node for h in budget.holders] == [second]
 
 
-async def test_storm_breaker_trips_holds_disruption_keeps_cordoning_and_resumes(
+async def test_storm_breaker_trips_holds_disruption_and_cordons_and_resumes(
     time_env: WorkflowEnvironment, shipped_runbooks: RunbookSet
 ) -> None:
+    """Three nodes of ten go bad one after the other: the first two are cordoned and wait for
+    a lease (the breaker pauses disruption); the third, which tips it, is not even cordoned."""
     fleet = SimFleet(nodes=10, pool=f"pool-{uuid.uuid4().hex[:8]}")
     sick = sorted(fleet.nodes)[:3]  # 30 % of the pool at once
-    findings = [fleet.inject(name, "ecc_dbe", gpu=0) for name in sick]
     policy = BudgetPolicy(max_disruption="50%", storm_share=0.2, storm_window=timedelta(hours=1))
     async with running_workers(time_env.client, fleet, policy=policy) as queues:
-        handles = [
-            await report(time_env.client, queues, f, shipped_runbooks.match(f)) for f in findings
-        ]
-        for handle in handles:
+        handles = []
+        phases = [Phase.TOLERATING, Phase.TOLERATING, Phase.HELD_BY_BREAKER]
+        for name, phase in zip(sick, phases, strict=True):
+            finding = fleet.inject(name, "ecc_dbe", gpu=0)
+            handles.append(await report(time_env.client, queues, finding, _tolerating()))
+            await wait_for_phase(time_env, handles[-1], phase, step=timedelta(seconds=1))
+        await time_env.sleep(timedelta(minutes=15))  # past the tolerance: they want leases
+        for handle in handles[:2]:
             await wait_for_phase(time_env, handle, Phase.AWAITING_LEASE)
+        held = await state_of(handles[2])
         budget = await budget_state(time_env.client, queues.pool)
         assert budget.tripped and "3 of 10 nodes unhealthy" in budget.breaker_note
-        assert [a for _, a in fleet.actions] == ["cordon"] * 3  # cordoned, nothing disrupted
-        assert all(fleet.node(name).unschedulable for name in sick)
+        assert [a for _, a in fleet.actions] == ["cordon"] * 2  # cordoned, nothing disrupted
+        assert [n for n in sick if fleet.node(n).unschedulable] == sick[:2]
 
         answer = await CLOSE_BREAKER.execute(
             time_env.client.get_workflow_handle(budget_workflow_id(queues.pool)),
@@ -149,11 +155,24 @@ async def test_storm_breaker_trips_holds_disruption_keeps_cordoning_and_resumes(
         )
         results = [await h.result() for h in handles]
         after = await budget_state(time_env.client, queues.pool)
+    assert held.phase is Phase.HELD_BY_BREAKER and held.cordon is None
+    assert held.cordon_asked_of == [queues.pool] and held.cordon_leave == []
     # The answer: the breaker closed, by whom, and the leases the pool granted at once.
     assert answer.note.startswith("resumed by sre-on-call (remedy-cli:sre@host) at ")
-    assert (answer.holders, answer.waiting) == (3, 0)  # 50 % of 10 nodes: all three go on
+    assert (answer.holders, answer.waiting) == (2, 0)  # the third is cordoned first
     assert [r.outcome for r in results] == [Outcome.RECOVERED] * 3
-    assert not after.tripped and "sre-on-call" in after.breaker_note
+    assert all(("cordon" in [a for n, a in fleet.actions if n == name]) for name in sick)
+    assert not after.tripped and "sre-on-call" in after.breaker_note and after.trips == 1
+
+
+def _tolerating() -> Runbook:
+    """Cordon, wait a long tolerance window, then the shipped ECC ladder's reset."""
+    return Runbook(
+        name="tolerate",
+        match=Match(xids=[48]),
+        tolerance=timedelta(minutes=10),
+        ladder=[Rung(action=Action.DRAIN), Rung(action=Action.RESET_GPU)],
+    )
 
 
 async def test_a_new_run_for_a_node_whose_old_run_was_terminated_gets_its_lease(

@@ -41,3 +41,19 @@ async def test_event_name_longer_than_253_characters(api: ApiServer) -> None:
     [event] = [e for e in api.requests if e.method == "POST" and e.path.endswith("/events")]
     assert event.status == 201, "the API server refused the Event"
     assert len(event.data["metadata"]["name"]) <= 253
+
+
+async def test_a_breaker_alert_is_one_warning_event_on_the_node_that_tipped_it(
+    api: ApiServer,
+) -> None:
+    api.objects[NODES, None, "n1"] = node()
+    cluster = kube(api)
+    assert cluster.alerts is not None
+    await call(cluster.alerts.event, "n1", "RemedyQuarantine", "pool a: storm: 3 of 10", True)
+    uid = api.objects[NODES, None, "n1"]["metadata"]["uid"]
+    events = k8s.CoreV1Api(api.client()).list_namespaced_event(
+        "default", field_selector=f"involvedObject.uid={uid}"
+    )
+    assert [(e.reason, e.type, e.message) for e in events.items] == [
+        ("RemedyQuarantine", "Warning", "pool a: storm: 3 of 10")
+    ]

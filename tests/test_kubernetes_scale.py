@@ -17,6 +17,7 @@ from kubernetes import client as k8s
 from adapters.kubernetes.cluster import kubernetes_cluster
 from adapters.kubernetes.config import api_client
 from kubeapi import ApiServer
+from remedy.budget import CLUSTER_POOL
 from remedy.cluster import Cluster
 from remedy.errors import ActionRefused, TransientError
 from tests.kube import NODECLAIMS, NODES, NOW, kube, node, sent
@@ -121,10 +122,13 @@ def test_defect_3_the_pool_size_counts_every_page_and_asks_for_metadata_only(
     cluster = kube(api)
     assert cluster.fleet.pool_size("a") == 802
     assert cluster.fleet.pool_size("default") == 1203  # the whole cluster
-    [*by_label, one, two, three] = sent(api, "GET", "/api/v1/nodes")
+    assert cluster.fleet.pool_size(CLUSTER_POOL) == 1203  # the cluster's breaker: every node
+    requests = sent(api, "GET", "/api/v1/nodes")
+    by_label, (one, two, three), cluster_wide = requests[:2], requests[2:5], requests[5:]
     assert [r.query.get("labelSelector") for r in by_label] == ["remedy.io/pool=a"] * 2
     assert all("PartialObjectMetadataList" in r.headers["accept"] for r in by_label)
     assert [r.query.get("limit") for r in (one, two, three)] == ["500"] * 3
+    assert [r.query.get("labelSelector") for r in cluster_wide] == [None] * 3
 
 
 def test_defect_3_lists_are_not_built_into_the_clients_models(api: ApiServer) -> None:

@@ -106,6 +106,7 @@ async def test_a_ladder_shows_up_in_the_prometheus_endpoint(dev_env: WorkflowEnv
     )
     assert value(lines, "remedy_nodes_cordoned_total", pool=pool) == 1
     assert value(lines, "remedy_storm_breaker_tripped", pool=pool) == 0
+    assert value(lines, "remedy_cordons_held", pool=pool) == 0  # its cordon was let through
     assert value(lines, "remedy_disruption_leases_held", pool=pool) is not None
     assert value(lines, "remedy_probes_total", verdict="unhealthy") == 1
     assert value(lines, "remedy_findings_reported_total", check="memory")

@@ -1,5 +1,6 @@
 """`remedy status`: the fleet at a glance, from the latest fleet scan's summary and each
-pool's disruption budget (leases, waiters, storm breaker), both read from Temporal."""
+pool's disruption budget (leases, waiters, storm breaker) and the cluster's breaker, all read
+from Temporal."""
 
 from __future__ import annotations
 
@@ -27,8 +28,8 @@ from contract.names import (
 )
 from remedy import held_by_people as people
 from remedy.admission import AdmissionPhase
-from remedy.budget import BudgetState
-from remedy.fleet import FleetSummary, NodeStatus, PoolSummary
+from remedy.budget import CLUSTER_POOL, BudgetState
+from remedy.fleet import FleetSummary, NodeStatus, PoolSummary, SilenceStorm
 from remedy.remediation import Phase
 from workers.tables import plain, show
 from workflows.disruption_budget import DisruptionBudget
@@ -72,10 +73,14 @@ class FleetStatus(BaseModel):
     pools: list[PoolStatus] = []
     nodes: list[NodeRow] = []
     job_watch_error: str = ""  # the latest scan could not hand job failures to their guards
+    cluster: BudgetState | None = None  # the cluster-wide breaker (None: never asked)
+    silence: SilenceStorm | None = None  # the latest scan saw many agents silent at once
 
     @property
     def breaker_tripped(self) -> bool:
-        return any(p.tripped for p in self.pools)
+        """A pool's breaker, the cluster's, or a silence storm: remedy holds back."""
+        cluster = self.cluster is not None and self.cluster.tripped
+        return any(p.tripped for p in self.pools) or cluster or self.silence is not None
 
 
 STARTING = "starting"  # a ladder that has not published its phase yet
@@ -143,6 +148,8 @@ async def fleet_status(
         pools=pools,
         nodes=rows,
         job_watch_error=summary.job_watch_error if summary else "",
+        cluster=await _budget(client, CLUSTER_POOL),
+        silence=summary.silence if summary else None,
     )
 
 
@@ -311,14 +318,21 @@ def node_rows(status: FleetStatus) -> list[list[str]]:
 
 def alerts(status: FleetStatus) -> list[str]:
     lines = []
-    for pool in status.pools:
-        if pool.tripped and pool.budget:
-            lines += [
-                f"ALERT pool {pool.summary.pool}: {pool.budget.breaker_note}",
-                f"      resume with: remedy resume-pool {pool.summary.pool}",
-            ]
-        if pool.budget:  # people hold its shares: who, since when, and what frees each
-            lines += people.status_lines(pool.budget, status.at or datetime.now(UTC))
+    if status.silence is not None:
+        lines.append(f"ALERT agents silent: {status.silence.note()}")
+    tripped = [(p.summary.pool, p.budget) for p in status.pools if p.tripped and p.budget]
+    if status.cluster is not None and status.cluster.tripped:
+        tripped.append((CLUSTER_POOL, status.cluster))
+    for pool, budget in tripped:
+        where = "the cluster" if pool == CLUSTER_POOL else f"pool {pool}"
+        lines += [
+            f"ALERT {where}: {budget.breaker_note}"
+            + (f"; {len(budget.asking)} cordons held" if budget.asking else ""),
+            f"      resume with: remedy resume-pool {pool}",
+        ]
+    for p in status.pools:  # people hold its shares: who, since when, and what frees each
+        if p.budget:
+            lines += people.status_lines(p.budget, status.at or datetime.now(UTC))
     waiting = [r.node for r in status.nodes if r.awaiting_approval]
     if waiting:
         lines.append(

@@ -3,8 +3,11 @@
 Every disruptive rung (drain, kill job, reset, reboot, replace) holds a lease. At most the
 budget's share of the pool holds one at a time; waiters are served first come, first served; a
 holder whose workflow closed without releasing (terminated, timed out) is reclaimed. Signals are
-handled one at a time by the workflow, so grants cannot race. The storm breaker stops granting
-while too much of the pool is unhealthy within the window; cordons go on regardless.
+handled one at a time by the workflow, so grants cannot race. The breaker (remedy.quarantine)
+stops granting while too much of the pool is unhealthy within the window, and holds the cordons
+of the ladders that ask for leave until it closes: by itself once the storm subsides, or by
+`remedy resume-pool`. The cluster's budget (``CLUSTER_POOL``) is one more breaker over every
+pool, with no leases.
 """
 
 from __future__ import annotations
@@ -17,10 +20,11 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError
 
 from contract import search_attributes
-from contract.activities import CLOSED_WORKFLOWS, HELD_NODES, LEASE_HOLDERS
+from contract.activities import ALERT, CLOSED_WORKFLOWS, HELD_NODES, LEASE_HOLDERS
 from contract.messages import (
     BUDGET_STATE,
     CLOSE_BREAKER,
+    CORDON_LEAVE,
     HOLDER_WAITS,
     LEASE_GRANTED,
     LEASE_RELEASE,
@@ -37,8 +41,10 @@ with workflow.unsafe.imports_passed_through():
     from contract.names import DISRUPTION_BUDGET_WORKFLOW
     from remedy import held_by_people
     from remedy.budget import (
+        ASK_KEPT_FOR,
         HELD_FOR_HUMAN,
         BudgetState,
+        CordonAsk,
         HeldCheck,
         HolderCheck,
         HoldReleased,
@@ -51,7 +57,16 @@ with workflow.unsafe.imports_passed_through():
         ResumeRequest,
         ResumeResult,
         UnhealthyReport,
-        storm,
+    )
+    from remedy.quarantine import (
+        QUARANTINE_OVER_EVENT,
+        Alert,
+        CordonLeave,
+        breaker_tripped,
+        out_of_sorts,
+        scope,
+        trip_alert,
+        trip_note,
     )
 
 GRANTS_TOGETHER = "grant-signals-together"  # workflow.patched: runs before it sent one by one
@@ -63,6 +78,10 @@ HOLD_WITHIN_CAP = "take-over-a-hold-within-the-cap"
 HUMAN_HOLDS = "hold-nodes-left-for-a-human"  # runs before: a ladder's end freed its node's share
 KEEP_OUT = "track-nodes-out-whose-share-went-back"  # runs before: such a node was forgotten
 REBUILD_WAITERS = "rebuild-waiters-in-order"  # runs before: waiters waited for their re-ask
+# Runs before: the breaker paused leases only; no leave to cordon was given, no Event recorded.
+# Asked only once there is an ask: only ladders of this release ask, so a history from before
+# never gets here (and a run from before, replayed, does not stay on its old path for good).
+QUARANTINE = "breaker-holds-cordons"
 
 
 @workflow.defn(name=DISRUPTION_BUDGET_WORKFLOW)
@@ -72,6 +91,8 @@ class DisruptionBudget:
         self._state = state
         self._changed = True
         self._regrant: list[LeaseRequest] = []
+        self._leave: list[CordonAsk] = []  # asks to tell they may cordon (a resume)
+        self._alert: Alert | None = None  # the breaker tripped or closed: an Event to record
 
     # -- messages --------------------------------------------------------------------------
     @LEASE_REQUEST.handler
@@ -100,6 +121,7 @@ class DisruptionBudget:
         state.holders = [h for h in state.holders if h.holder != req.holder]
         state.waiting = [w for w in state.waiting if w.holder != req.holder]
         state.held = [h for h in state.held if h.holder != req.holder]  # an operator's release
+        state.asking = [a for a in state.asking if a.holder != req.holder]
         # The node's own ladder asked while an active check held it: it must not wait on the
         # node's own hold (that ends only when the ladder gives the node back).
         for waiting in state.waiting_on_held():
@@ -134,6 +156,9 @@ class DisruptionBudget:
         state = self._state
         state.pool_size, state.policy = report.pool_size, report.policy
         state.unhealthy[report.node] = report.at
+        state.unhealthy_pools[report.node] = report.pool
+        if report.holder:  # it asks leave to cordon: given by the loop, once the breaker lets it
+            state.ask(report, workflow.now())
         self._changed = True
 
     @HOLDER_WAITS.handler
@@ -148,6 +173,7 @@ class DisruptionBudget:
         state = self._state
         state.tripped, state.unhealthy = False, {}
         state.breaker_note = f"resumed by {req.who} at {workflow.now().isoformat()}"
+        self._leave, state.asking = [*self._leave, *state.asking], []  # they cordon now
         self._changed = True
 
     @CLOSE_BREAKER.handler
@@ -195,6 +221,8 @@ class DisruptionBudget:
             self._changed = False
             self._check_breaker()
             await self._grant()
+            if (self._state.asking or self._leave) and workflow.patched(QUARANTINE):
+                await self._quarantine()
             self._publish()
             if self._regrant and workflow.patched(REGRANT):
                 regrant, self._regrant = self._regrant, []
@@ -208,6 +236,9 @@ class DisruptionBudget:
         the storm window (a tripped breaker must close by itself once the storm passes)."""
         state = self._state
         waits = [state.policy.reclaim_every] if state.holders or state.held else []
+        if state.asking:  # an ask its ladder stopped renewing is dropped
+            oldest_ask = min(a.renewed_at for a in state.asking)
+            waits.append(max(timedelta(seconds=1), oldest_ask + ASK_KEPT_FOR - workflow.now()))
         if state.unhealthy:
             oldest = min(state.unhealthy.values())
             waits.append(
@@ -219,20 +250,25 @@ class DisruptionBudget:
         state = self._state
         now = workflow.now()
         state.forget_old_reports(now)
-        sick = len(state.unhealthy)
-        tripped = storm(
-            sick, state.pool_size, state.policy.storm_share, state.policy.storm_min_nodes
-        )
+        tripped = breaker_tripped(state)
         if tripped and not state.tripped:
             state.tripped, state.tripped_at = True, now
-            state.breaker_note = (
-                f"storm: {sick} of {state.pool_size} nodes unhealthy within "
-                f"{state.policy.storm_window}; disruptive work paused"
-            )
-            workflow.logger.warning("pool %s: %s", state.pool, state.breaker_note)
+            state.trips += 1
+            state.breaker_note = trip_note(state)
+            self._alert = trip_alert(state) if state.asking else None  # one ask held: this one
+            metrics.breaker_tripped(state.pool)
+            workflow.logger.warning("%s: %s", scope(state.pool), state.breaker_note)
         elif state.tripped and not tripped:
             state.tripped = False
+            sick = len(out_of_sorts(state))
             state.breaker_note = f"storm over at {now.isoformat()}: {sick} unhealthy"
+            if state.asking:  # the ladders it held cordon now
+                self._alert = Alert(
+                    node=min(a.node for a in state.asking),
+                    reason=QUARANTINE_OVER_EVENT,
+                    message=f"{scope(state.pool)}: {state.breaker_note}; held cordons go on",
+                    warning=False,
+                )
 
     def _publish(self) -> None:
         """The details and the metrics, after the grants: what the pool is now."""
@@ -240,18 +276,53 @@ class DisruptionBudget:
         state.forget_gone_waits()
         people = held_by_people.details(state)
         workflow.set_current_details(
-            f"**pool {state.pool}**: {len(state.holders)}/"
+            f"**{scope(state.pool)}**: {len(state.holders)}/"
             f"{state.allowed} leases, {len(state.waiting)} waiting"
             + (f", {len(state.held)} held for a human" if state.held else "")
+            + (f", {len(state.asking)} cordons held" if state.asking else "")
             + f"; {len(held_by_people.out_of_scheduling(state))} of {state.pool_size} nodes "
             "out of scheduling"
-            + (f"\n\n**BREAKER TRIPPED**: {state.breaker_note}" if state.tripped else "")
+            + (
+                f"\n\n**BREAKER TRIPPED** (condition Quarantine=True since "
+                f"{state.tripped_at:%Y-%m-%d %H:%M:%S}Z): {state.breaker_note}. Resume: "
+                f"`remedy resume-pool {state.pool}`"
+                if state.tripped and state.tripped_at
+                else ""
+            )
             + (f"\n\n{people}" if people else "")
         )
-        metrics.pool_budget(state.pool, state.tripped, len(state.holders), len(state.waiting))
+        metrics.pool_budget(
+            state.pool, state.tripped, len(state.holders), len(state.waiting), len(state.asking)
+        )
         metrics.held_by_people(
             state.pool, len(held_by_people.held_by_people(state)), held_by_people.seized(state)
         )
+
+    async def _quarantine(self) -> None:
+        """Record the breaker's Event, and give leave to cordon to the ladders that asked —
+        all of them once it is closed (or an operator closed it)."""
+        state = self._state
+        alert, self._alert = self._alert, None
+        if alert is not None and alert.node:
+            try:
+                await ALERT.execute(
+                    alert,
+                    start_to_close_timeout=timedelta(seconds=30),
+                    retry_policy=RetryPolicy(maximum_attempts=3),
+                    summary=f"alert: {alert.reason}",
+                )
+            except ActivityError as err:  # the details and the metric still say it
+                workflow.logger.warning("%s: no Event: %s", scope(state.pool), err)
+        leave, self._leave = self._leave, []
+        if not state.tripped:
+            leave, state.asking = [*leave, *state.asking], []
+        await asyncio.gather(*(self._give_leave(ask) for ask in leave))
+
+    async def _give_leave(self, ask: CordonAsk) -> None:
+        try:
+            await CORDON_LEAVE.send_to(ask.holder, CordonLeave(pool=self._state.pool))
+        except Exception:  # noqa: BLE001 - the ladder is gone: nothing to cordon
+            workflow.logger.info("%s: %s is gone", scope(self._state.pool), ask.holder)
 
     async def _grant(self) -> None:
         state = self._state

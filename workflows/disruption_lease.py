@@ -42,15 +42,9 @@ class DisruptionLease:
         """The ladder began at ``at``. Bookkeeping for the storm breaker: a report that cannot
         get through before its deadline is given up, and the ladder goes on."""
         state = self._state
-        report = NodeUnhealthy(
-            node=state.node.name,
-            pool=state.node.pool,
-            task_queue=workflow.info().task_queue,
-            at=at,
-        )
         try:
             await REPORT_UNHEALTHY.execute(
-                report,
+                unhealthy(state, at),
                 start_to_close_timeout=BUDGET_CALL,
                 **RIDE_OUT,
                 summary=f"report unhealthy (pool {state.node.pool})",
@@ -168,6 +162,17 @@ class DisruptionLease:
             await LEASE_RELEASE.send_to(budget_workflow_id(node.pool), release)
         except Exception:  # noqa: BLE001 - a budget that is gone holds no lease to give back
             workflow.logger.warning("could not release the lease of %s", node.name)
+
+
+def unhealthy(state: RemediationState, at: datetime, holder: str = "") -> NodeUnhealthy:
+    """The ladder's report to its pool's budget (``holder``: it asks leave to cordon too)."""
+    return NodeUnhealthy(
+        node=state.node.name,
+        pool=state.node.pool,
+        task_queue=workflow.info().task_queue,
+        at=at,
+        holder=holder,
+    )
 
 
 def _restored(state: RemediationState) -> bool:

@@ -5,6 +5,10 @@ no remediation gets one (its agent died, or another detector set the condition);
 behind the admission taint gets its admission; and the fleet summary per pool is the result
 (and the workflow's details in the UI), which `remedy status` reads. With ``watch_jobs``, the
 failed pods of guarded jobs go to their guards and the guards of finished jobs end.
+
+Silence is judged fleet-wide first (remedy.quarantine.silence_storm): many agents silent at once
+start no AgentSilent ladder; the scan alerts once per storm (the last scan's summary, which the
+schedule hands to the next, says whether the storm is new).
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ with workflow.unsafe.imports_passed_through():
     from contract.names import FLEET_SCAN_WORKFLOW, node_task_queue
     from remedy.admission import AdmissionInput
     from remedy.attribution.evidence import JobFailureReport
+    from remedy.budget import CLUSTER_POOL
     from remedy.fleet import (
         ConditionStart,
         FindingStart,
@@ -31,12 +36,14 @@ with workflow.unsafe.imports_passed_through():
         OpenWork,
         OrphanCheck,
         ScanInput,
+        SilenceStorm,
         judge_liveness,
         plan_scan,
         summarise,
     )
     from remedy.liveness import Sightings, agent_silent
     from remedy.models import NodeRef
+    from remedy.quarantine import Alert, silence_alert, silence_over, silence_storm
 
 RETRY = RetryPolicy(initial_interval=timedelta(seconds=2), maximum_attempts=3)
 # workflow.patched: scans from before judged a heartbeat by its age on the node's clock
@@ -45,6 +52,7 @@ ADOPT_ORPHANS = "adopt-orphaned-cordons"  # workflow.patched: scans from before 
 AGENT_SILENT = "agent-silent-ladders"  # workflow.patched: scans from before did not
 # workflow.patched: scans from before read a problem condition as current however old it was
 STALE_PROBLEMS = "stale-problem-conditions"
+SILENCE_STORMS = "judge-silence-fleet-wide"  # scans from before started a ladder per silent node
 
 
 @workflow.defn(name=FLEET_SCAN_WORKFLOW)
@@ -110,7 +118,13 @@ class FleetScan:
                 orphans = await self._adopt_orphans(plan.cordoned, inp)
             except ActivityError as err:  # the rest of the scan still counts
                 workflow.logger.warning("orphaned cordons not adopted: %s", err)
-        silent = await self._silent(plan.silent, inp) if plan.silent else []
+        quiet = (
+            await self._silence(nodes, plan.silent, inp)
+            if workflow.patched(SILENCE_STORMS)
+            else None
+        )
+        laddered = [n for n in plan.silent if quiet is None or n.pool not in quiet.pools]
+        silent = await self._silent(laddered, inp) if laddered else []
         started_remediations = [n.name for n in plan.remediate] + orphans + silent
         started_admissions = [n.name for n in admit]
         work = OpenWork(
@@ -123,7 +137,7 @@ class FleetScan:
             started_remediations,
             started_admissions,
         )
-        summary.orphaned_cordons = orphans
+        summary.orphaned_cordons, summary.silence = orphans, quiet
         if seen is not None:
             summary.liveness = seen
             for pool in summary.pools:
@@ -151,6 +165,37 @@ class FleetScan:
             summary=f"which of {len(cordoned)} cordoned nodes no ladder owns",
         )
         return adopted.nodes
+
+    async def _silence(
+        self, nodes: list[NodeFacts], silent: list[NodeFacts], inp: ScanInput
+    ) -> SilenceStorm | None:
+        """Whether the silent agents are a storm; an alert when one begins or ends, and the
+        gauges every scan."""
+        last = _last_scan()
+        before = last.silence if last is not None else None
+        now = workflow.now()
+        quiet = silence_storm(nodes, silent, inp.silence_share, inp.silence_min_nodes, now, before)
+        if quiet is not None and before is None:
+            await self._alert(silence_alert(quiet))
+            workflow.logger.warning("silence storm: %s", quiet.note())
+        elif quiet is None and before is not None:
+            await self._alert(silence_over(before, now))
+        for pool in sorted({n.pool for n in nodes}):
+            in_pool = sum(1 for n in silent if n.pool == pool)
+            metrics.agents_silent(pool, in_pool, quiet is not None and pool in quiet.pools)
+        metrics.agents_silent(CLUSTER_POOL, len(silent), quiet is not None and quiet.fleet_wide)
+        return quiet
+
+    async def _alert(self, alert: Alert) -> None:
+        try:
+            await act.ALERT.execute(
+                alert,
+                start_to_close_timeout=timedelta(seconds=30),
+                retry_policy=RETRY,
+                summary=f"alert: {alert.reason}",
+            )
+        except ActivityError as err:  # the summary, the details and the metric still say it
+            workflow.logger.warning("no Event for %s: %s", alert.reason, err)
 
     async def _silent(self, silent: list[NodeFacts], inp: ScanInput) -> list[str]:
         """Agents whose heartbeat went stale: each node gets an AgentSilent ladder."""
@@ -219,13 +264,18 @@ class FleetScan:
         return [f"{f.job}: {f.failure.pod}" for f in failures], finished.jobs
 
 
-def _seen_before() -> Sightings:
-    """What the scan before saw of the heartbeats (its result: a schedule hands each run the
-    last one that completed). Nothing (a first scan, or a result that cannot be read) starts
-    every node's clock now."""
+def _last_scan() -> FleetSummary | None:
+    """The scan before's result: a schedule hands each run the last one that completed. None
+    for a first scan, or a result that cannot be read (no memory, not a stuck scan)."""
     try:
         last = workflow.get_last_completion_result(FleetSummary)
     except Exception as err:  # noqa: BLE001 - an unreadable memory is no memory, not a stuck scan
         workflow.logger.warning("the last scan's result is unreadable: %s", err)
-        return Sightings()
+        return None
+    return last if isinstance(last, FleetSummary) else None
+
+
+def _seen_before() -> Sightings:
+    """What the scan before saw of the heartbeats. Nothing starts every node's clock now."""
+    last = _last_scan()
     return last.liveness if last is not None else Sightings()

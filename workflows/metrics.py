@@ -26,12 +26,17 @@ def node_cordoned(pool: str) -> None:
     )
 
 
-def pool_budget(pool: str, tripped: bool, leases: int, waiting: int) -> None:
+def pool_budget(pool: str, tripped: bool, leases: int, waiting: int, held: int = 0) -> None:
+    """``pool``: a pool, or ``_cluster`` for the cluster-wide breaker."""
     meter = workflow.metric_meter()
     labels = {"pool": pool}
     meter.create_gauge(
-        "remedy_storm_breaker_tripped", "1 while the pool's storm breaker pauses disruptive work."
+        "remedy_storm_breaker_tripped",
+        "1 while the pool's breaker holds cordons and disruptive work.",
     ).set(int(tripped), labels)
+    meter.create_gauge(
+        "remedy_cordons_held", "Ladders whose cordon waits for the breaker to close."
+    ).set(held, labels)
     meter.create_gauge("remedy_disruption_leases_held", "Disruption leases held.").set(
         leases, labels
     )
@@ -54,6 +59,23 @@ def held_by_people(pool: str, shares: int, seized: bool) -> None:
         "remedy_pool_held_by_people",
         "1 while every disruption share is held by people and ladders wait behind them.",
     ).set(int(seized), labels)
+
+
+def breaker_tripped(pool: str) -> None:
+    workflow.metric_meter().create_counter(
+        "remedy_storm_breaker_trips", "Times a pool's (or the cluster's) breaker tripped."
+    ).add(1, {"pool": pool})
+
+
+def agents_silent(pool: str, silent: int, storm: bool) -> None:
+    """Per pool (``_cluster``: the fleet): agents silent now, and 1 while they are a storm
+    (no AgentSilent ladders)."""
+    meter, labels = workflow.metric_meter(), {"pool": pool}
+    meter.create_gauge("remedy_agents_silent", "Nodes whose agent is silent.").set(silent, labels)
+    meter.create_gauge(
+        "remedy_agent_silence_storm",
+        "1 while many agents are silent at once: an incident, no AgentSilent ladders.",
+    ).set(int(storm), labels)
 
 
 def job_failure(verdict: str, action: str) -> None:

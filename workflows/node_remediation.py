@@ -26,6 +26,7 @@ from workflows.common import Interrupted, LadderStop, cause_of, node_gone
 from workflows.disruption_lease import DisruptionLease
 from workflows.node_steps import NodeSteps, gone
 from workflows.operator_updates import OperatorMessages
+from workflows.quarantine_gate import ASK_BEFORE_CORDON, QuarantineGate, QuarantineMessages
 from workflows.remediation_view import RemediationView
 from workflows.runbook_changes import RunbookChanges
 from workflows.rung_gates import RungGates, SkipRung
@@ -63,7 +64,7 @@ MANY_AT_ONCE = "abort-wins-worse-fault-escalates-drain-first"
 
 
 @workflow.defn(name=NODE_REMEDIATION_WORKFLOW)
-class NodeRemediation(OperatorMessages):  # approve, clear, abort: workflows.operator_updates
+class NodeRemediation(OperatorMessages, QuarantineMessages):  # decisions; a budget's leave
     @workflow.init
     def __init__(self, inp: RemediationInput) -> None:
         self._input = inp
@@ -73,6 +74,8 @@ class NodeRemediation(OperatorMessages):  # approve, clear, abort: workflows.ope
         self._stopped_by_failure = False
         self._view = RemediationView(self._state)
         self._steps = NodeSteps(inp, self._state, self._view)
+        self._gate = QuarantineGate(self._state, self._view, self._steps.probe)
+        self._steps.before_cordon = self._gate.before_cordon  # every cordon waits for leave
         self._lease = DisruptionLease(self._state, self._view)
         self._capabilities = NodeCapabilities(inp, self._state, self._view)
         self._verification = Verification(self._state, self._steps)
@@ -176,9 +179,12 @@ class NodeRemediation(OperatorMessages):  # approve, clear, abort: workflows.ope
         workflow.logger.info(
             "%s: %s → runbook %s", state.node.name, state.trigger.headline(), state.runbook.name
         )
+        asks = workflow.patched(ASK_BEFORE_CORDON)  # the report asks leave to cordon, first
+        if asks:
+            await self._gate.ask(at=now)
         if state.runbook.cordon:
             await self._steps.cordon("finding: " + state.trigger.headline())
-        if workflow.patched(DISRUPTION_BUDGET):
+        if not asks and workflow.patched(DISRUPTION_BUDGET):
             await self._lease.report_unhealthy(at=now)
         self._view.enter(Phase.TOLERATING)
 
@@ -332,6 +338,7 @@ class NodeRemediation(OperatorMessages):  # approve, clear, abort: workflows.ope
     async def _finish(self, outcome: Outcome, detail: str) -> RemediationResult:
         state = self._state
         await self._lease.release(outcome)
+        await self._gate.withdraw()  # an ask still held: it no longer counts
         if workflow.patched(HARDWARE_RECORD) and not self._stopped_by_failure:
             await self._steps.record_incidents(outcome)
         if workflow.patched(PUBLISH_CONDITIONS):

@@ -93,6 +93,7 @@ class NodeSteps:
     ) -> None:
         self._input, self._state, self._view = inp, state, view
         self._again: int | None = None  # the rung tried once more by the current act()
+        self.before_cordon: Callable[[bool], Awaitable[None]] | None = None  # the breaker
 
     def request(self, action: Action, reason: str = "") -> ActionRequest:
         state = self._state
@@ -270,7 +271,10 @@ class NodeSteps:
         state.last_probe = report
         return report
 
-    async def cordon(self, reason: str) -> None:
+    async def cordon(self, reason: str, recheck: bool = True) -> None:
+        if self.before_cordon is not None:  # the breaker's leave first (quarantine_gate)
+            await self.before_cordon(recheck)
+
         def held(result: CordonResult) -> str:
             self._state.cordon = result.state
             if result.state is CordonState.CORDONED:
@@ -283,7 +287,7 @@ class NodeSteps:
     async def hold_cordoned(self) -> None:
         """A node nobody could fix must not take work, whether or not the runbook cordoned."""
         if self._state.cordon is None:
-            await self.cordon("needs a human")
+            await self.cordon("needs a human", recheck=False)
 
     async def restore(self) -> None:
         state = self._state

@@ -69,4 +69,5 @@ def kubernetes_cluster(
         ),
         replacer=replacer_named(replacer, nodes),
         workload=drain,  # its running GPU pods: what a job kill is for, and what makes it busy
+        alerts=nodes,  # an Event on the node that tipped the breaker (a Warning)
     )

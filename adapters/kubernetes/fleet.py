@@ -15,6 +15,7 @@ from adapters.kubernetes.listing import count, list_pages
 from adapters.kubernetes.marks import remedy_conditions
 from adapters.kubernetes.nodes import OPT_OUT_LABEL, PREFIX, NodeApi, has_taint
 from adapters.kubernetes.objects import Json, meta
+from remedy.budget import CLUSTER_POOL
 from remedy.conditions import AGENT_CONDITIONS, GPU_ACTIVE_CHECK, is_problem
 from remedy.fleet import NodeFacts
 
@@ -40,13 +41,15 @@ class KubernetesFleetView:
         self._sizes: _Sizes | None = None
 
     def pool_size(self, pool: str) -> int:
-        """Nodes labelled ``remedy.io/pool=<pool>``; the pool "default" is the whole cluster.
-        From the last scan's list when it is recent (a list per ladder started would read every
-        node again, as many times as a bad scan finds faults); else counted afresh."""
+        """Nodes labelled ``remedy.io/pool=<pool>``; the pool "default" (and the cluster's
+        breaker's, ``CLUSTER_POOL``) is the whole cluster. From the last scan's list when it is
+        recent (a list per ladder started would read every node again, as many times as a bad
+        scan finds faults); else counted afresh."""
+        whole = pool in ("default", CLUSTER_POOL)
         sizes = self._sizes
         if sizes is not None and self._nodes.clock() - sizes.at <= self._sizes_for:
-            return sizes.total if pool == "default" else sizes.pools[pool]
-        selector = None if pool == "default" else f"{POOL_LABEL}={pool}"
+            return sizes.total if whole else sizes.pools[pool]
+        selector = None if whole else f"{POOL_LABEL}={pool}"
         return count(self._nodes.core.list_node, what="nodes", label_selector=selector)
 
     def nodes(self) -> list[NodeFacts]:

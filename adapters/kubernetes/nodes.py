@@ -74,7 +74,7 @@ class NodeApi:
             return False
         return True
 
-    def event(self, node: str, reason: str, message: str) -> None:
+    def event(self, node: str, reason: str, message: str, warning: bool = False) -> None:
         """An Event on the node: `kubectl describe node` tells what remedy did and why (it
         shows the events whose involvedObject carries the node's uid)."""
         uid = self._uids.get(node)
@@ -90,6 +90,7 @@ class NodeApi:
             message,
             self.clock(),
             field_manager=self.field_manager,
+            warning=warning,
         )
 
 

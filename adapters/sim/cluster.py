@@ -8,6 +8,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 
 from remedy.attribution.evidence import RecentXid, remember
+from remedy.budget import CLUSTER_POOL
 from remedy.cluster import Cluster, CordonOwner
 from remedy.conditions import GPU_ACTIVE_CHECK, NodeCondition, is_problem
 from remedy.errors import ActionRefused
@@ -116,7 +117,7 @@ class SimFleetView:
     def pool_size(self, pool: str) -> int:
         with self._fleet._lock:
             self._fleet._call("pool_size")
-            return sum(1 for n in self._fleet.nodes.values() if n.pool == pool)
+            return sum(1 for n in self._fleet.nodes.values() if pool in (n.pool, CLUSTER_POOL))
 
 
 class SimWorkload:
@@ -211,6 +212,16 @@ def _atomic(started: LedgerEntry) -> str:
     )
 
 
+class SimAlerts:
+    def __init__(self, fleet: SimFleet) -> None:
+        self._fleet = fleet
+
+    def event(self, node: str, reason: str, message: str, warning: bool = False) -> None:
+        with self._fleet._lock:
+            self._fleet._call("alert")
+            self._fleet.alerts.append((node, reason, message))
+
+
 def sim_cluster(fleet: SimFleet) -> Cluster:
     return Cluster(
         control=SimNodeControl(fleet),
@@ -220,4 +231,5 @@ def sim_cluster(fleet: SimFleet) -> Cluster:
         gpus=SimGpuHandoff(),
         replacer=SimReplacer(fleet),
         workload=SimWorkload(fleet),
+        alerts=SimAlerts(fleet),
     )

@@ -69,6 +69,7 @@ class SimFleet:
         self.failing: dict[str, tuple[RemedyError, int]] = {}  # action → error, times left
         self.serials: list[str] = []  # every GPU serial ever installed, replacements included
         self.holds: dict[str, Held] = {}  # action → a gate it waits at (tests: mid-action)
+        self.alerts: list[tuple[str, str, str]] = []  # (node, reason, message) of each alert
         for i in range(nodes):
             name = f"{name_prefix}-{i:03d}"
             self.nodes[name] = self._provision(name, pool, generation=0)

@@ -73,7 +73,18 @@ def controller(
     storm_share: Annotated[
         float,
         typer.Option(
-            help="Share of a pool unhealthy within 10 minutes that pauses disruptive work."
+            help="Share of a pool unhealthy within 10 minutes that holds cordons and disruptive "
+            "work (the quarantine breaker), and share of the fleet (else of a pool) whose agents "
+            "silent at once start no AgentSilent ladder."
+        ),
+    ] = 0.2,
+    cluster_storm_share: Annotated[
+        float,
+        typer.Option(
+            min=0,
+            help="Share of the whole fleet unhealthy within 10 minutes, across pools, that holds "
+            "cordons everywhere (`remedy resume-pool _cluster` closes it); 0: no cluster-wide "
+            "breaker.",
         ),
     ] = 0.2,
     runbooks: Annotated[
@@ -171,16 +182,22 @@ def controller(
         drain_delete_grace_max,
     )
     try:
-        policy = BudgetPolicy(max_disruption=max_disruption, storm_share=storm_share)
+        policy = BudgetPolicy(
+            max_disruption=max_disruption,
+            storm_share=storm_share,
+            cluster_share=cluster_storm_share or None,
+        )
         blocklist = BlocklistPolicy(
             max_incidents=blocklist_incidents, window=timedelta(days=blocklist_days)
         )
     except ValidationError as exc:
         for error in exc.errors():
             field = ".".join(str(part) for part in error["loc"])
-            field = {"max_incidents": "blocklist_incidents", "window": "blocklist_days"}.get(
-                field, field
-            )  # the policy's field → the flag that set it
+            field = {
+                "max_incidents": "blocklist_incidents",
+                "window": "blocklist_days",
+                "cluster_share": "cluster_storm_share",
+            }.get(field, field)  # the policy's field → the flag that set it
             typer.echo(
                 f"error: --{field.replace('_', '-')}: {error['msg'].removeprefix('Value error, ')}",
                 err=True,
@@ -211,6 +228,7 @@ def controller(
         watch_jobs=watch_jobs,
         guard_policy=GuardPolicy(max_platform_restarts=max_job_restarts),
         agent_silent_after=silent_after,
+        silence_share=storm_share,
     )
 
     async def main() -> None:

@@ -46,8 +46,9 @@ def status(
 ) -> None:
     """The fleet: each pool's counts, leases and storm breaker (from the latest fleet scan), then
     every node in remediation, in admission or left for a human — state, fault, runbook, rung,
-    since when, waiting for approval or not. Exit 0: shown; 3: a pool's storm breaker is
-    tripped; 2: nothing to show (no scan and no such node), or a --state no node can be in."""
+    since when, waiting for approval or not. Exit 0: shown; 3: a pool's breaker or the cluster's
+    is tripped, or the latest scan saw many agents silent at once; 2: nothing to show (no scan
+    and no such node), or a --state no node can be in."""
     from workers.client import connect_with
     from workers.status import NodeFilter, NoScanYet, fleet_status, show_status, why_not_state
 

@@ -216,12 +216,14 @@ def _say_stopped(node: str, verb: str, by: str, done: StopResult | None) -> None
 
 
 def resume_pool(
-    pool: Annotated[str, typer.Argument(help="The node pool whose breaker to reset.")],
+    pool: Annotated[
+        str, typer.Argument(help="The node pool whose breaker to reset (_cluster: the cluster's).")
+    ],
     address: AddressOption = None,
     by: ByOption = USER,
 ) -> None:
-    """Close a pool's storm breaker: disruptive work resumes within the budget. Exit 2 when
-    the breaker is not tripped."""
+    """Close a pool's breaker: the cordons it held go on, and disruptive work resumes within
+    the budget. Exit 2 when the breaker is not tripped."""
     from contract.names import budget_workflow_id
     from remedy.budget import ResumeRequest
 

@@ -1,0 +1,113 @@
+"""A ladder's side of the quarantine breaker (remedy.quarantine): as it begins, it reports its
+node to its pool's budget (and the cluster's) and asks leave to cordon; every cordon it makes
+waits for that leave. While a breaker is tripped the ladder waits in ``held_by_breaker``, and
+says so; an abort ends the wait like any other. A clean re-probe while it waits ends the
+ladder (the storm subsides node by node); else it asks again, in case the budget started
+afresh and forgot the ask. An ask that cannot be delivered is given up: the ladder cordons as
+ladders did before."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from datetime import datetime, timedelta
+
+from temporalio import workflow
+from temporalio.exceptions import ActivityError
+
+from contract.activities import ASK_TO_CORDON
+from contract.messages import CORDON_LEAVE, LEASE_RELEASE
+from workflows.common import RIDE_OUT, LadderStop
+from workflows.disruption_lease import unhealthy
+from workflows.remediation_view import RemediationView
+
+with workflow.unsafe.imports_passed_through():
+    from contract.names import budget_workflow_id
+    from remedy.budget import ASK_AGAIN_EVERY, LeaseRelease
+    from remedy.models import ProbeReport
+    from remedy.quarantine import CordonAsked, CordonLeave
+    from remedy.remediation import Outcome, Phase, RemediationState
+
+# workflow.patched: runs before cordoned first, then reported (the breaker held no cordon).
+ASK_BEFORE_CORDON = "ask-the-breaker-before-a-cordon"
+ASK_CALL = timedelta(seconds=30)
+
+
+class QuarantineGate:
+    def __init__(
+        self,
+        state: RemediationState,
+        view: RemediationView,
+        probe: Callable[[], Awaitable[ProbeReport]],
+    ) -> None:
+        self._state, self._view, self._probe = state, view, probe
+
+    async def ask(self, at: datetime) -> None:
+        """The ladder began at ``at``: the report that also asks leave to cordon."""
+        state = self._state
+        try:
+            asked = await ASK_TO_CORDON.execute(
+                unhealthy(state, at, holder=workflow.info().workflow_id),
+                start_to_close_timeout=ASK_CALL,
+                **RIDE_OUT,
+                summary=f"report unhealthy, ask leave to cordon (pool {state.node.pool})",
+            )
+        except ActivityError as err:
+            workflow.logger.warning("%s: no leave asked: %s", state.node.name, err)
+            asked = CordonAsked()
+        if state.cordon_asked_of is None:  # asked again: the same budgets answer
+            state.cordon_asked_of = asked.budgets
+
+    def cleared(self) -> bool:
+        asked = self._state.cordon_asked_of
+        return asked is None or set(asked) <= set(self._state.cordon_leave)
+
+    async def before_cordon(self, recheck: bool = True) -> None:
+        """Wait for leave to cordon from every budget asked. ``recheck``: a clean re-probe
+        meanwhile ends the ladder (not for the cordon of a node left for a person)."""
+        if self.cleared():
+            return
+        state = self._state
+        was = state.phase
+        self._view.enter(Phase.HELD_BY_BREAKER)
+        while not self.cleared():
+            try:
+                await workflow.wait_condition(
+                    self.cleared,
+                    timeout=ASK_AGAIN_EVERY,
+                    timeout_summary="leave to cordon (the quarantine breaker is tripped)",
+                )
+            except TimeoutError:
+                if recheck and (await self._probe()).healthy:
+                    raise LadderStop(
+                        Outcome.CLEARED, "clean re-probe while the breaker held the cordon"
+                    ) from None
+                await self.ask(state.started_at or workflow.now())
+        self._view.enter(was)
+
+    async def withdraw(self) -> None:
+        """The ladder ends: the budgets that have not given leave stop counting its node (a
+        ladder from before never asked, and sends nothing)."""
+        state = self._state
+        holder = workflow.info().workflow_id
+        for pool in state.cordon_asked_of or []:
+            if pool in state.cordon_leave:
+                continue
+            try:
+                await LEASE_RELEASE.send_to(
+                    budget_workflow_id(pool), LeaseRelease(holder=holder, node=state.node.name)
+                )
+            except Exception:  # noqa: BLE001 - a budget that is gone counts nothing
+                workflow.logger.warning("%s: ask not withdrawn from %s", state.node.name, pool)
+
+
+class QuarantineMessages:
+    """Mixed into NodeRemediation: the budgets' leave to cordon."""
+
+    _state: RemediationState
+    _view: RemediationView
+
+    @CORDON_LEAVE.handler
+    def cordon_leave(self, leave: CordonLeave) -> None:
+        if leave.pool not in self._state.cordon_leave:
+            self._state.cordon_leave = [*self._state.cordon_leave, leave.pool]
+        self._view.publish()
