@@ -65,7 +65,8 @@ async def test_twenty_silent_agents_cordon_nothing_and_alert_once_then_a_fault_i
             client,
             timedelta(seconds=1),
             queues.controller,
-            ScanInput(node_task_queue=queues.agents, agent_silent_after=timedelta(minutes=2)),
+            # Judged on the controller's clock from the first scan on: 3 s of no change.
+            ScanInput(node_task_queue=queues.agents, agent_silent_after=timedelta(seconds=3)),
             schedule_id=schedule_id,
         )
         schedule = client.get_schedule_handle(schedule_id)
