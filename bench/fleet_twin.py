@@ -15,6 +15,7 @@ import argparse
 import asyncio
 import time
 from collections import Counter
+from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 
@@ -126,9 +127,8 @@ async def run(args: argparse.Namespace) -> TwinReport:
             for (f, t), run in sorted(ladders.items(), key=lambda kv: (kv[0][0] or "", kv[0][1]))
         }
         runs.append(PolicyRun(result=result, description=policy.description, ladders=named))
-        played.append((policy, ladders))
+        played.append(Played(events, policy, ladders, job, costs, args.seed))
         successes.append(job_success(jobs, ladders, policy, population))
-    remedy_policy, remedy_ladders = played[0]
     return TwinReport(
         seed=args.seed,
         job=job,
@@ -136,11 +136,11 @@ async def run(args: argparse.Namespace) -> TwinReport:
         causes=counts,
         policies=runs,
         options=[
-            option_run(events, policy, ladders, job, costs, args.seed, spares)
+            option_run(history, spares)
             for spares in sorted({job.spares, 0}, reverse=True)
-            for policy, ladders in played
+            for history in played
         ],
-        checkpoint=checkpoint_advice(events, remedy_policy, remedy_ladders, job, costs, args.seed),
+        checkpoint=checkpoint_advice(played[0]),
         population=population,
         job_success=successes,
         wall_s=time.monotonic() - began,
@@ -163,61 +163,46 @@ async def _real_ladders(
     return out
 
 
-OPTIONS = ["as is", "coordinated drains", "elastic", "both"]
 ELASTIC_SHARE = 0.9  # an elastic job carries on with 90 % of its nodes (torchrun MIN:MAX)
 
 
-def option_run(
-    events: list[FaultEvent],
-    policy: Policy,
-    ladders: dict[FaultKind, LadderRun],
-    job: JobConfig,
-    costs: ActionCosts,
-    seed: int,
-    spares: int,
-) -> OptionRun:
-    smallest = max(1, int(job.nodes * ELASTIC_SHARE))
-    configs = {
+@dataclass(frozen=True)
+class Played:
+    """One policy's history on the twin, to play again with the job changed."""
+
+    events: list[FaultEvent]
+    policy: Policy
+    ladders: dict[FaultKind, LadderRun]
+    job: JobConfig
+    costs: ActionCosts
+    seed: int
+
+    def again(self, **job: object) -> PolicyResult:
+        changed = self.job.model_copy(update=job)
+        return simulate(self.events, self.ladders, self.policy, changed, self.costs, self.seed)
+
+
+def option_run(played: Played, spares: int) -> OptionRun:
+    smallest = max(1, int(played.job.nodes * ELASTIC_SHARE))
+    configs: dict[str, dict[str, object]] = {
         "as is": {},
         "coordinated drains": {"coordinated_drains": True},
         "elastic": {"elastic_min": smallest},
         "both": {"coordinated_drains": True, "elastic_min": smallest},
     }
     goodput = {
-        name: simulate(
-            events,
-            ladders,
-            policy,
-            job.model_copy(update={**update, "spares": spares}),
-            costs,
-            seed,
-        ).goodput
-        for name, update in configs.items()
+        name: played.again(**update, spares=spares).goodput for name, update in configs.items()
     }
-    return OptionRun(policy=policy.name, spares=spares, goodput=goodput)
+    return OptionRun(policy=played.policy.name, spares=spares, goodput=goodput)
 
 
-def checkpoint_advice(
-    events: list[FaultEvent],
-    policy: Policy,
-    ladders: dict[FaultKind, LadderRun],
-    job: JobConfig,
-    costs: ActionCosts,
-    seed: int,
-) -> CheckpointAdvice:
+def checkpoint_advice(played: Played) -> CheckpointAdvice:
     """The job's checkpoint interval beside the one that loses least for its failure rate,
     measured on the twin's own run under the policy."""
-    now = simulate(events, ladders, policy, job, costs, seed)
+    job = played.job
+    now = played.again()
     mtbf = job.duration / max(now.interruptions, 1)
     optimal = timedelta(seconds=round(young_daly(job.checkpoint_cost, mtbf).total_seconds()))
-    then = simulate(
-        events,
-        ladders,
-        policy,
-        job.model_copy(update={"checkpoint_interval": optimal}),
-        costs,
-        seed,
-    )
     return CheckpointAdvice(
         mtbf=mtbf,
         interval=job.checkpoint_interval,
@@ -227,7 +212,7 @@ def checkpoint_advice(
         ),
         lost_at_optimal=lost_fraction(optimal, job.checkpoint_cost, mtbf, job.restart),
         goodput_at_interval=now.goodput,
-        goodput_at_optimal=then.goodput,
+        goodput_at_optimal=played.again(checkpoint_interval=optimal).goodput,
     )
 
 

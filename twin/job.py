@@ -267,6 +267,7 @@ def simulate(
             max(restart_at - max(now, stopped_until), ZERO) if restarting else restart_at - now
         )
         stopped_until = resumed = max(stopped_until, restart_at)
+    release(horizon, charge=True)  # nodes back after the last event: grow back then too
     tally.shrunk += sum((horizon - since for since in missing), ZERO)
     running = horizon - tally.job_down
     overhead = job.checkpoint_cost * (running / cycle)
