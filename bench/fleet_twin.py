@@ -15,6 +15,7 @@ import argparse
 import asyncio
 import time
 from collections import Counter
+from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 
@@ -22,9 +23,11 @@ from pydantic import BaseModel, ValidationError
 
 from remedy.runbook import RunbookSet, load_runbooks
 from twin.causes import LLAMA3_CAUSES, TRANSIENTS, expected_count
-from twin.generator import generate
-from twin.job import ActionCosts, JobConfig, LadderRun, PolicyResult, simulate
-from twin.ladders import ladders_for, policies
+from twin.checkpoint import lost_fraction, young_daly
+from twin.generator import FaultEvent, FaultKind, generate
+from twin.job import ActionCosts, JobConfig, LadderRun, Policy, PolicyResult, simulate
+from twin.ladders import ORACLE, ladders_for, oracle_ladders, policies
+from twin.population import PopulationConfig, PopulationResult, job_success, sample_jobs
 from workers.tables import plain
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -43,13 +46,39 @@ class PolicyRun(BaseModel):
     ladders: dict[str, LadderRun]  # "fault" or "fault (transient)" → what the ladder did
 
 
+class OptionRun(BaseModel):
+    """One policy's goodput with the job's options (elastic restarts, checkpoint-coordinated
+    drains) on and off, at one number of spares."""
+
+    policy: str
+    spares: int
+    goodput: dict[str, float]  # option → goodput
+
+
+class CheckpointAdvice(BaseModel):
+    mtbf: timedelta  # the job's, measured: the period over its interruptions under remedy
+    interval: timedelta  # the job's
+    optimal: timedelta  # Young/Daly
+    lost_at_interval: float  # first-order lost fraction
+    lost_at_optimal: float
+    goodput_at_interval: float  # the twin's, remedy
+    goodput_at_optimal: float
+
+
 class TwinReport(BaseModel):
     seed: int
     job: JobConfig
     costs: ActionCosts
     causes: list[CauseCount]
     policies: list[PolicyRun]
+    options: list[OptionRun] = []
+    checkpoint: CheckpointAdvice | None = None
+    population: PopulationConfig | None = None
+    job_success: list[PopulationResult] = []
     wall_s: float
+
+    def result(self, policy: str) -> PolicyResult:
+        return next(run.result for run in self.policies if run.result.policy == policy)
 
 
 def hours(text: str) -> timedelta:
@@ -82,10 +111,46 @@ async def run(args: argparse.Namespace) -> TwinReport:
         )
         for c in causes
     ]
-    kinds = {e.kind for e in events}
+    population = PopulationConfig(seed=args.seed)
+    jobs = sample_jobs(causes, population)
+    kinds = {e.kind for e in events} | {e.kind for j in jobs for e in j.events}
     costs = ActionCosts()
     shipped = RunbookSet(load_runbooks([ROOT / "runbooks"]))
-    runs = []
+    runs, played, successes = [], [], []
+    for policy, ladders in [
+        *await _real_ladders(args, shipped, kinds),
+        (ORACLE, oracle_ladders(kinds)),
+    ]:
+        result = simulate(events, ladders, policy, job, costs, seed=args.seed)
+        named = {
+            f"{f or 'no node signal'}{' (transient)' if t else ''}": run
+            for (f, t), run in sorted(ladders.items(), key=lambda kv: (kv[0][0] or "", kv[0][1]))
+        }
+        runs.append(PolicyRun(result=result, description=policy.description, ladders=named))
+        played.append(Played(events, policy, ladders, job, costs, args.seed))
+        successes.append(job_success(jobs, ladders, policy, population))
+    return TwinReport(
+        seed=args.seed,
+        job=job,
+        costs=costs,
+        causes=counts,
+        policies=runs,
+        options=[
+            option_run(history, spares)
+            for spares in sorted({job.spares, 0}, reverse=True)
+            for history in played
+        ],
+        checkpoint=checkpoint_advice(played[0]),
+        population=population,
+        job_success=successes,
+        wall_s=time.monotonic() - began,
+    )
+
+
+async def _real_ladders(
+    args: argparse.Namespace, shipped: RunbookSet, kinds: set[FaultKind]
+) -> list[tuple[Policy, dict[FaultKind, LadderRun]]]:
+    out = []
     for policy, choose in policies(
         shipped,
         detect=timedelta(seconds=args.detect_s),
@@ -93,21 +158,61 @@ async def run(args: argparse.Namespace) -> TwinReport:
         manual_detect=args.manual_detect,
         manual_step=args.manual_step,
     ):
-        ladders = await ladders_for(kinds, choose)
-        result = simulate(events, ladders, policy, job, costs)
-        named = {
-            f"{f or 'no node signal'}{' (transient)' if t else ''}": run
-            for (f, t), run in sorted(ladders.items(), key=lambda kv: (kv[0][0] or "", kv[0][1]))
-        }
-        runs.append(PolicyRun(result=result, description=policy.description, ladders=named))
-        print(f"  {policy.name}: {len(ladders)} ladders climbed", flush=True)
-    return TwinReport(
-        seed=args.seed,
-        job=job,
-        costs=costs,
-        causes=counts,
-        policies=runs,
-        wall_s=time.monotonic() - began,
+        out.append((policy, await ladders_for(kinds, choose)))
+        print(f"  {policy.name}: {len(kinds)} ladders climbed", flush=True)
+    return out
+
+
+ELASTIC_SHARE = 0.9  # an elastic job carries on with 90 % of its nodes (torchrun MIN:MAX)
+
+
+@dataclass(frozen=True)
+class Played:
+    """One policy's history on the twin, to play again with the job changed."""
+
+    events: list[FaultEvent]
+    policy: Policy
+    ladders: dict[FaultKind, LadderRun]
+    job: JobConfig
+    costs: ActionCosts
+    seed: int
+
+    def again(self, **job: object) -> PolicyResult:
+        changed = self.job.model_copy(update=job)
+        return simulate(self.events, self.ladders, self.policy, changed, self.costs, self.seed)
+
+
+def option_run(played: Played, spares: int) -> OptionRun:
+    smallest = max(1, int(played.job.nodes * ELASTIC_SHARE))
+    configs: dict[str, dict[str, object]] = {
+        "as is": {},
+        "coordinated drains": {"coordinated_drains": True},
+        "elastic": {"elastic_min": smallest},
+        "both": {"coordinated_drains": True, "elastic_min": smallest},
+    }
+    goodput = {
+        name: played.again(**update, spares=spares).goodput for name, update in configs.items()
+    }
+    return OptionRun(policy=played.policy.name, spares=spares, goodput=goodput)
+
+
+def checkpoint_advice(played: Played) -> CheckpointAdvice:
+    """The job's checkpoint interval beside the one that loses least for its failure rate,
+    measured on the twin's own run under the policy."""
+    job = played.job
+    now = played.again()
+    mtbf = job.duration / max(now.interruptions, 1)
+    optimal = timedelta(seconds=round(young_daly(job.checkpoint_cost, mtbf).total_seconds()))
+    return CheckpointAdvice(
+        mtbf=mtbf,
+        interval=job.checkpoint_interval,
+        optimal=optimal,
+        lost_at_interval=lost_fraction(
+            job.checkpoint_interval, job.checkpoint_cost, mtbf, job.restart
+        ),
+        lost_at_optimal=lost_fraction(optimal, job.checkpoint_cost, mtbf, job.restart),
+        goodput_at_interval=now.goodput,
+        goodput_at_optimal=played.again(checkpoint_interval=optimal).goodput,
     )
 
 
@@ -118,7 +223,7 @@ POLICY_HEADERS = [
     "job interruptions",
     "replacements",
     "needless replacements",
-    "false recoveries",
+    "false recoveries (came back)",
     "MTTR (h)",
     "job down (h)",
     "work lost (h)",
@@ -140,7 +245,7 @@ def policy_rows(report: TwinReport) -> list[list[str]]:
             str(r.interruptions),
             str(r.replacements),
             str(r.needless_replacements),
-            str(r.false_recoveries),
+            f"{r.false_recoveries} ({r.comebacks})",
             h(r.mttr),
             h(r.job_down),
             h(r.lost_work),

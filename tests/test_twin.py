@@ -14,9 +14,11 @@ from remedy.models import Action
 from remedy.remediation import AttemptResult
 from remedy.runbook import Match, Runbook, RunbookSet, Rung
 from twin.causes import LLAMA3_CAUSES, TRANSIENTS, expected_count
+from twin.checkpoint import lost_fraction, young_daly
 from twin.generator import FaultEvent, FaultKind, generate
 from twin.job import ActionCosts, JobConfig, LadderRun, Policy, Step, simulate
-from twin.ladders import ladders_for, policies
+from twin.ladders import ORACLE, ladders_for, oracle_ladders, policies
+from twin.population import CRASH_LOOP, RESTART_CAP, Job, PopulationConfig, outcome, sample_jobs
 
 CAUSES = [*LLAMA3_CAUSES, TRANSIENTS]
 MIN = timedelta(minutes=1)
@@ -218,3 +220,99 @@ async def test_no_ladder_declares_a_recovery_its_fault_survived(
     ladders = await ladders_for(kinds, choose)
     assert not [kind for kind, run in ladders.items() if run.false_recovery]
     assert any(run.outcome == "recovered" for run in ladders.values())
+
+
+def test_the_oracle_bounds_every_policy_on_the_same_history() -> None:
+    events = generate(CAUSES, 2080, timedelta(days=54), seed=7)
+    kinds = {e.kind for e in events}
+    automated = {kind: _ladder(kind) for kind in kinds}
+    slow = Policy(name="slow", detect=timedelta(hours=1), approval_delay=timedelta(hours=2))
+    oracle = simulate(events, oracle_ladders(kinds), ORACLE, JobConfig(), ActionCosts())
+    for policy in (AUTOMATED, slow):
+        result = simulate(events, automated, policy, JobConfig(), ActionCosts())
+        assert result.goodput < oracle.goodput, policy.name
+    assert oracle.mttr == timedelta(0) and oracle.availability == 1.0
+    assert oracle.false_recoveries == oracle.replacements == 0
+
+
+def test_a_false_recovery_comes_back_and_costs_another_interruption() -> None:
+    fixed = LadderRun(
+        fault="mcu_halt", runbook="m", outcome="recovered", steps=[], workflow_time=MIN
+    )
+    fooled = fixed.model_copy(update={"outcome": "cleared", "fault_left": True})
+    events = [_event(60, 0, "mcu_halt")]
+    honest = simulate(events, {("mcu_halt", False): fixed}, AUTOMATED, JOB, ActionCosts())
+    again = simulate(events, {("mcu_halt", False): fooled}, AUTOMATED, JOB, ActionCosts())
+    assert (honest.interruptions, honest.false_recoveries, honest.comebacks) == (1, 0, 0)
+    # Cleared with the fault still there: it comes back (mcu_halt's mean is 30 min, a day is
+    # plenty), stops the job once more, and a person takes the node out and fixes it for real.
+    assert (again.interruptions, again.false_recoveries, again.comebacks) == (2, 1, 1)
+    assert again.repairs == 1 and again.lost_work > honest.lost_work
+
+
+def test_young_daly_interval_minimises_the_lost_time() -> None:
+    cost, mtbf = timedelta(seconds=30), timedelta(hours=3)
+    best = young_daly(cost, mtbf)
+    assert best.total_seconds() == pytest.approx(math.sqrt(2 * 30 * 3 * 3600))  # ≈ 13.4 min
+    at_best = lost_fraction(best, cost, mtbf, restart=5 * MIN)
+    for other in (best * 0.5, best * 0.8, best * 1.25, best * 2):
+        assert lost_fraction(other, cost, mtbf, restart=5 * MIN) > at_best
+
+
+def test_an_elastic_job_carries_on_smaller_instead_of_waiting() -> None:
+    ladders = {("gpu_lost", False): _ladder(("gpu_lost", False))}
+    events = [_event(60, 0, "gpu_lost")]
+    no_spare = JOB.model_copy(update={"spares": 0})
+    rigid = simulate(events, ladders, AUTOMATED, no_spare, ActionCosts())
+    elastic = simulate(
+        events, ladders, AUTOMATED, no_spare.model_copy(update={"elastic_min": 3}), ActionCosts()
+    )
+    assert rigid.waiting_for_spares > timedelta(0) and elastic.waiting_for_spares == timedelta(0)
+    # Three nodes from the restart until node 0 is back (60 min + 16), then a restart to grow.
+    assert elastic.short_node_time == timedelta(minutes=16) - timedelta(seconds=30)
+    assert elastic.job_down == rigid.job_down - rigid.waiting_for_spares + JOB.restart
+    assert elastic.goodput > rigid.goodput
+
+
+def test_a_coordinated_drain_loses_no_work() -> None:
+    drain = LadderRun(
+        fault="pcie_degraded",
+        runbook="pcie",
+        outcome="recovered",
+        workflow_time=MIN,
+        steps=[_step(Action.CORDON, -1), _step(Action.DRAIN, 0), _step(Action.REBOOT, 1)],
+    )
+    events = [_event(60, 0, "pcie_degraded", interrupts=False)]  # the job runs through it
+    ladders = {("pcie_degraded", False): drain}
+    plain = simulate(events, ladders, AUTOMATED, JOB, ActionCosts())
+    coordinated = JOB.model_copy(update={"coordinated_drains": True})
+    waited = simulate(events, ladders, AUTOMATED, coordinated, ActionCosts())
+    assert plain.interruptions == waited.interruptions == 1
+    assert plain.lost_work == timedelta(minutes=13.5) and waited.lost_work == timedelta(0)
+
+
+def test_a_bad_node_left_in_service_fails_the_job_and_a_cap_ends_long_ones() -> None:
+    config = PopulationConfig(crash_loop=timedelta(minutes=40), max_restarts=2)
+    ladders = {("gpu_lost", False): _ladder(("gpu_lost", False))}
+    one = Job(nodes=4, length=timedelta(days=1), events=[_event(60, 0, "gpu_lost")])
+    slow = Policy(name="slow", detect=timedelta(hours=1), approval_delay=timedelta(0))
+    assert outcome(one, ladders, AUTOMATED, config) == (None, 1)
+    assert outcome(one, ladders, slow, config) == (CRASH_LOOP, 1)
+    many = one.model_copy(update={"events": [_event(60 * i, i % 4, "gpu_lost") for i in (1, 2, 3)]})
+    assert outcome(many, ladders, AUTOMATED, config) == (RESTART_CAP, 3)
+    # Cleared while the fault stays: the node is never taken out, every restart lands there.
+    cleared = LadderRun(
+        fault="mcu_halt",
+        runbook="m",
+        outcome="cleared",
+        steps=[],
+        workflow_time=MIN,
+        fault_left=True,
+    )
+    halt = Job(nodes=1, length=timedelta(days=1), events=[_event(60, 0, "mcu_halt")])
+    assert outcome(halt, {("mcu_halt", False): cleared}, AUTOMATED, config)[0] == CRASH_LOOP
+    jobs = sample_jobs(CAUSES, PopulationConfig(jobs=200, seed=3))
+    assert jobs == sample_jobs(CAUSES, PopulationConfig(jobs=200, seed=3))  # one seed, one set
+    assert {j.nodes for j in jobs} >= {1, 2, 4} and all(
+        j.length >= timedelta(hours=1) for j in jobs
+    )

@@ -49,6 +49,30 @@ def manual_operations(arrives: timedelta) -> Runbook:
     )
 
 
+ORACLE = Policy(
+    name="oracle",
+    detect=timedelta(0),
+    approval_delay=timedelta(0),
+    description="every fault repaired at once and perfectly (the bound): the job still "
+    "stops and restarts from its checkpoint",
+)
+
+
+def oracle_ladders(kinds: set[FaultKind]) -> dict[FaultKind, LadderRun]:
+    """The oracle's "ladder": the node is whole again the moment the fault appears, with no
+    action, no time out of service and nothing left behind."""
+    return {
+        (fault, transient): LadderRun(
+            fault=fault,
+            runbook="oracle",
+            outcome="not seen" if fault is None else "cleared" if transient else "recovered",
+            steps=[],
+            workflow_time=timedelta(0),
+        )
+        for fault, transient in kinds
+    }
+
+
 NOT_SEEN = LadderRun(
     fault=None, runbook="-", outcome="not seen", steps=[], workflow_time=timedelta(0)
 )

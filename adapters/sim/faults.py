@@ -33,6 +33,9 @@ class FaultSpec:
     severity: Severity = Severity.CRITICAL
     xid: int | None = None
     lasts: timedelta | None = None  # None: until an action clears it
+    # Left on a node by a ladder that did not fix it: the mean time in the job until it
+    # interrupts the job again (the fleet twin plays a false recovery with it).
+    comes_back: timedelta = timedelta(hours=2)
 
     @property
     def passes(self) -> bool:
@@ -66,9 +69,20 @@ FAULTS: dict[str, FaultSpec] = {
     f.name: f
     for f in (
         # A reset clears volatile ECC counters and applies the pending remap.
-        FaultSpec("ecc_dbe", Effect.ECC, _ALL_HW, "Xid48", "xid", xid=48),
+        # The unapplied remap leaves the bad row in use: hours until the job hits it again.
+        FaultSpec(
+            "ecc_dbe", Effect.ECC, _ALL_HW, "Xid48", "xid", xid=48, comes_back=timedelta(hours=6)
+        ),
         # Micro-controller halt: queries fine, dies under load; a reset brings it back.
-        FaultSpec("mcu_halt", Effect.UNDER_LOAD, _ALL_HW, "Xid62", "xid", xid=62),
+        FaultSpec(
+            "mcu_halt",
+            Effect.UNDER_LOAD,
+            _ALL_HW,
+            "Xid62",
+            "xid",
+            xid=62,
+            comes_back=timedelta(minutes=30),
+        ),
         # Only a reboot brings back a GPU that fell off the bus.
         FaultSpec(
             "gpu_lost",
@@ -128,7 +142,14 @@ FAULTS: dict[str, FaultSpec] = {
         ),
         # Answers every query and raises no Xid, yet fails under load: only a deep diagnose
         # (admission, a ladder's diagnose rung, the scheduled active checks) finds it.
-        FaultSpec("silent_under_load", Effect.UNDER_LOAD, _ALL_HW, "FailsUnderLoad", "load"),
+        FaultSpec(
+            "silent_under_load",
+            Effect.UNDER_LOAD,
+            _ALL_HW,
+            "FailsUnderLoad",
+            "load",
+            comes_back=timedelta(minutes=30),
+        ),
         FaultSpec(
             "nic_down",
             Effect.NIC_DOWN,
