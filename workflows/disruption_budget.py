@@ -58,6 +58,7 @@ with workflow.unsafe.imports_passed_through():
         ResumeResult,
         UnhealthyReport,
     )
+    from remedy.budget_view import budget_details
     from remedy.quarantine import (
         QUARANTINE_OVER_EVENT,
         Alert,
@@ -274,23 +275,7 @@ class DisruptionBudget:
         """The details and the metrics, after the grants: what the pool is now."""
         state = self._state
         state.forget_gone_waits()
-        people = held_by_people.details(state)
-        workflow.set_current_details(
-            f"**{scope(state.pool)}**: {len(state.holders)}/"
-            f"{state.allowed} leases, {len(state.waiting)} waiting"
-            + (f", {len(state.held)} held for a human" if state.held else "")
-            + (f", {len(state.asking)} cordons held" if state.asking else "")
-            + f"; {len(held_by_people.out_of_scheduling(state))} of {state.pool_size} nodes "
-            "out of scheduling"
-            + (
-                f"\n\n**BREAKER TRIPPED** (condition Quarantine=True since "
-                f"{state.tripped_at:%Y-%m-%d %H:%M:%S}Z): {state.breaker_note}. Resume: "
-                f"`remedy resume-pool {state.pool}`"
-                if state.tripped and state.tripped_at
-                else ""
-            )
-            + (f"\n\n{people}" if people else "")
-        )
+        workflow.set_current_details(budget_details(state))
         metrics.pool_budget(
             state.pool, state.tripped, len(state.holders), len(state.waiting), len(state.asking)
         )

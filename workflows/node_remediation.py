@@ -28,7 +28,7 @@ from workflows.node_steps import NodeSteps, gone
 from workflows.operator_updates import OperatorMessages
 from workflows.quarantine_gate import ASK_BEFORE_CORDON, QuarantineGate, QuarantineMessages
 from workflows.remediation_view import RemediationView
-from workflows.runbook_changes import RunbookChanges
+from workflows.runbook_changes import RunbookChanges, next_ladder_state
 from workflows.rung_gates import RungGates, SkipRung
 from workflows.verification import RESUME_ABOVE, VERIFY_WITH_WHAT_SAW, Verification, summary
 
@@ -374,15 +374,7 @@ class NodeRemediation(OperatorMessages, QuarantineMessages):  # decisions; a bud
             return
         state = self._state
         workflow.logger.info("%s: next ladder for %s", state.node.name, report.finding.headline())
-        fresh = RemediationState(
-            node=state.node,
-            runbook=report.runbook,
-            trigger=report.finding,
-            findings=[report.finding],
-            reports_received=1,
-            pending=[p for p in state.pending if p is not report],
-            runs=state.runs + 1,
-        )
+        fresh = next_ladder_state(state, report)
         handled = _handled(self._input.handled_before, state.findings)
         workflow.continue_as_new(
             self._input.model_copy(update={"state": fresh, "handled_before": handled})

@@ -175,3 +175,17 @@ def _first_not_done(runbook: Runbook, state: RemediationState) -> int:
     while start < len(runbook.ladder) and runbook.ladder[start].action in done:
         start += 1
     return start
+
+
+def next_ladder_state(state: RemediationState, report: FindingReport) -> RemediationState:
+    """The node's next ladder, for a report this one kept and never reached: its own runbook
+    and trigger, the other kept reports still kept."""
+    return RemediationState(
+        node=state.node,
+        runbook=report.runbook,
+        trigger=report.finding,
+        findings=[report.finding],
+        reports_received=1,
+        pending=[p for p in state.pending if p is not report],
+        runs=state.runs + 1,
+    )
