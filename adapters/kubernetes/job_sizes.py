@@ -62,11 +62,12 @@ def fits(core: k8s.CoreV1Api, job: Json, guarded: str) -> int:
     asks = gpu_count(template)
     selector: dict[str, str] = pod_spec.get("nodeSelector", {})
     tolerations: list[Json] = pod_spec.get("tolerations", [])
+    names = (guarded, meta(job)["name"])  # the first Job's pods, and its copy's
     used: dict[str, int] = {}
     for pod in list_pages(core.list_pod_for_all_namespaces, what="pods"):
         labels = meta(pod).get("labels", {})
         node = pod.get("spec", {}).get("nodeName")
-        ours = labels.get(JOB_LABEL) == guarded or labels.get(JOB_NAME) == guarded
+        ours = labels.get(JOB_LABEL) == guarded or labels.get(JOB_NAME) in names
         if node and not ours and pod.get("status", {}).get("phase") not in DONE:
             used[node] = used.get(node, 0) + gpu_count(pod)
     count = 0
