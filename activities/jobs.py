@@ -13,7 +13,15 @@ from activities.errors import temporal_errors
 from activities.starts import described, start_remediation
 from contract import activities as act
 from contract.names import remediation_workflow_id
-from remedy.attribution.guard import NodeBlame, RestartRequest, StopRequest
+from remedy.attribution.elastic import JobShape
+from remedy.attribution.guard import (
+    Checkpointed,
+    CheckpointRequest,
+    JobRef,
+    NodeBlame,
+    RestartRequest,
+    StopRequest,
+)
 from remedy.attribution.jobs import JobControl
 from remedy.attribution.model import Attribution, PodFailure
 from remedy.attribution.rules import Attributor
@@ -42,8 +50,21 @@ class JobActivities:
     @act.RESTART_JOB.defn
     def restart_job(self, req: RestartRequest) -> Done:
         with temporal_errors():
-            detail = self._jobs.restart_job(req.job, req.attempt, req.reason, req.resumed_by)
+            detail = self._jobs.restart_job(
+                req.job, req.attempt, req.reason, req.resumed_by, size=req.size, grow=req.grow
+            )
         return Done(detail=detail)
+
+    @act.JOB_SHAPE.defn
+    def job_shape(self, job: JobRef) -> JobShape:
+        with temporal_errors():
+            return self._jobs.job_shape(job)
+
+    @act.CHECKPOINT_JOB.defn
+    def checkpoint_job(self, req: CheckpointRequest) -> Checkpointed:
+        with temporal_errors():
+            done = self._jobs.checkpoint_job(req.job, req.asked_at)
+        return Checkpointed(done=done)
 
     @act.STOP_JOB.defn
     def stop_job(self, req: StopRequest) -> Done:
@@ -86,4 +107,11 @@ class JobActivities:
         )
 
     def all(self) -> list[Callable[..., Any]]:
-        return [self.attribute_failure, self.restart_job, self.stop_job, self.remediate_blamed_node]
+        return [
+            self.attribute_failure,
+            self.restart_job,
+            self.stop_job,
+            self.remediate_blamed_node,
+            self.job_shape,
+            self.checkpoint_job,
+        ]

@@ -14,8 +14,16 @@ from contract.defs import ActivityDef, Queue
 from remedy.actions import ACTIONS, Where
 from remedy.active_checks import ActiveCheckPublish, CheckFailure, Workloads
 from remedy.admission import AdmissionInput, AdmissionStep
+from remedy.attribution.elastic import JobShape
 from remedy.attribution.evidence import FinishedGuards, GuardedFailures, JobFailureReport
-from remedy.attribution.guard import NodeBlame, RestartRequest, StopRequest
+from remedy.attribution.guard import (
+    Checkpointed,
+    CheckpointRequest,
+    JobRef,
+    NodeBlame,
+    RestartRequest,
+    StopRequest,
+)
 from remedy.attribution.model import Attribution, PodFailure
 from remedy.budget import (
     ClosedHolders,
@@ -149,6 +157,8 @@ ATTRIBUTE_FAILURE = ActivityDef("attribute_failure", PodFailure, Attribution, CO
 RESTART_JOB = ActivityDef("restart_job", RestartRequest, Done, CONTROLLER)
 STOP_JOB = ActivityDef("stop_job", StopRequest, Done, CONTROLLER)
 REMEDIATE_BLAMED_NODE = ActivityDef("remediate_blamed_node", NodeBlame, Started, CONTROLLER)
+JOB_SHAPE = ActivityDef("job_shape", JobRef, JobShape, CONTROLLER)  # elastic restarts
+CHECKPOINT_JOB = ActivityDef("checkpoint_job", CheckpointRequest, Checkpointed, CONTROLLER)
 
 
 def all_activities() -> list[ActivityDef[Any, Any]]:

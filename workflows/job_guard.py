@@ -24,6 +24,7 @@ from contract.messages import (
     RELEASE_JOB,
     RESUME_JOB,
 )
+from workflows import job_sizes
 from workflows.common import RIDE_OUT
 from workflows.metrics import job_failure
 from workflows.operator_updates import acted
@@ -121,13 +122,18 @@ class JobGuard:
     async def run(self, inp: GuardInput) -> GuardResult:
         self._show()
         while True:
-            await workflow.wait_condition(
-                lambda: (
-                    bool(self._pending)
-                    or self._finished is not None
-                    or workflow.info().is_continue_as_new_suggested()
+            try:
+                await workflow.wait_condition(
+                    lambda: (
+                        bool(self._pending)
+                        or self._finished is not None
+                        or workflow.info().is_continue_as_new_suggested()
+                    ),
+                    timeout=job_sizes.grow_check(self._ledger, inp.elastic),
                 )
-            )
+            except TimeoutError:  # an elastic job below its maximum: capacity back?
+                await self._grow()
+                continue
             if not self._pending:
                 if self._finished is not None:
                     return self._end(GuardPhase.FINISHED, self._finished)
@@ -232,19 +238,49 @@ class JobGuard:
             await workflow.sleep(
                 decision.delay, summary=f"backoff {format_duration(decision.delay)}"
             )
-        restarts = sum(1 for f in self._ledger.failures if f.decision.action is GuardAction.RESTART)
+        sizing = await job_sizes.size_for_restart(self._input.job, self._ledger)
         await act.RESTART_JOB.execute(
             RestartRequest(
                 job=self._input.job,
-                attempt=restarts + 1,
-                reason=decision.reason,
+                attempt=self._ledger.attempts + 1,
+                reason=decision.reason + (f"; {sizing.reason}" if sizing else ""),
                 resumed_by=resumed_by,
+                size=sizing.size if sizing else None,
             ),
             start_to_close_timeout=timedelta(minutes=2),
             **RIDE_OUT,
             summary=f"restart {self._input.job} from its last checkpoint",
         )
         self._ledger.restarted_at = workflow.now()
+        if sizing:
+            self._ledger.sized(workflow.now(), sizing.size, sizing.reason)
+
+    async def _grow(self) -> None:
+        """Restart an elastic job larger, at a checkpoint it acknowledged, once capacity is
+        back; a grow that fails leaves the job as it runs (the next check tries again)."""
+        job = self._input.job
+        try:
+            sizing = await job_sizes.size_to_grow(job, self._ledger, self._input.elastic)
+            if sizing is None:
+                return
+            await act.RESTART_JOB.execute(
+                RestartRequest(
+                    job=job,
+                    attempt=self._ledger.attempts + 1,
+                    reason=sizing.reason,
+                    size=sizing.size,
+                    grow=True,
+                ),
+                start_to_close_timeout=timedelta(minutes=2),
+                **RIDE_OUT,
+                summary=f"grow {job} to {sizing.size}",
+            )
+        except ActivityError as err:
+            workflow.logger.warning("could not grow %s: %s", job, err.cause or err)
+            return
+        self._ledger.restarted_at = workflow.now()
+        self._ledger.sized(workflow.now(), sizing.size, sizing.reason, grow=True)
+        self._show(sizing.reason)
 
     async def _stop(self, reason: str) -> None:
         """Keep the job from running again (its own retries too) until a human decides."""
@@ -312,6 +348,9 @@ class JobGuard:
                 for v in Verdict
             )
         )
+        shape = ledger.shape
+        if shape is not None and shape.elastic is not None:
+            lines.append(f"elastic {shape.elastic}: at {shape.size}, capacity for {shape.fits}")
         if self._phase is GuardPhase.HELD:
             ref = self._input.job
             lines.append(

@@ -25,6 +25,7 @@ from enum import StrEnum
 
 from kubernetes import client as k8s
 
+from adapters.kubernetes import job_sizes
 from adapters.kubernetes.errors import api_errors
 from adapters.kubernetes.job_failures import JOB_LABEL, LOG_LINES, REPORTED, FailedPods
 from adapters.kubernetes.listing import list_pages
@@ -36,6 +37,7 @@ from adapters.kubernetes.objects import (
     read_raw,
     record_event,
 )
+from remedy.attribution.elastic import JobShape
 from remedy.attribution.evidence import GuardedFailure
 from remedy.attribution.guard import JobRef
 from remedy.attribution.jobs import JobState
@@ -44,6 +46,7 @@ from remedy.errors import ActionFailed, ActionRefused, Conflict, NodeGone, Remed
 RESTART_MODE = "remedy.io/restart"
 RESTART_ATTEMPT = "remedy.io/restart-attempt"
 RESTART_REASON = "remedy.io/restart-reason"
+RESTART_SIZE = "remedy.io/restart-size"  # an elastic job's size, for the operator (annotate)
 STOPPED = "remedy.io/stopped"
 # Set by the API server on every Job it admits; a copy must not carry the old Job's.
 GENERATED_LABELS = (
@@ -130,8 +133,28 @@ class KubernetesJobs:
             pass
         return max(found, key=_attempt, default=None)
 
+    def job_shape(self, job: JobRef) -> JobShape:
+        latest = self._latest(job)
+        if latest is None:
+            raise ActionFailed(f"job {job} no longer exists")
+        with api_errors("list", "pods"):
+            return job_sizes.shape(self.core, latest, job.name)
+
+    def checkpoint_job(self, job: JobRef, asked_at: datetime) -> bool:
+        latest = self._latest(job)
+        if latest is None or self.dry_run:  # dry run: no grow follows, so nothing to ask
+            return False
+        return job_sizes.checkpointed(self.core, latest, asked_at.isoformat())
+
     def restart_job(
-        self, job: JobRef, attempt: int, reason: str, resumed_by: str | None = None
+        self,
+        job: JobRef,
+        attempt: int,
+        reason: str,
+        resumed_by: str | None = None,
+        *,
+        size: int | None = None,
+        grow: bool = False,
     ) -> str:
         latest = self._latest(job)
         if latest is None:
@@ -145,6 +168,8 @@ class KubernetesJobs:
             )
         state, name = _state(latest), meta(latest)["name"]
         marks = {RESTART_ATTEMPT: str(attempt), RESTART_REASON: reason[:1024]}
+        if size is not None:
+            marks[RESTART_SIZE] = str(size)
         if mode == RestartMode.ANNOTATE:
             if self.dry_run:
                 return self._would(
@@ -162,6 +187,20 @@ class KubernetesJobs:
             )
         if state is JobState.SUCCEEDED:
             return f"{name} completed: nothing to restart"
+        resizing = meta(latest).get("annotations", {}).get(job_sizes.RESIZED)
+        if grow and state is JobState.RUNNING and not self.dry_run:
+            # It checkpointed: end this copy (kept, suspended) and start a larger one.
+            self._patch_job(
+                name,
+                job.namespace,
+                {
+                    "metadata": {"annotations": {job_sizes.RESIZED: reason[:1024]}},
+                    "spec": {"suspend": True},
+                },
+            )
+            resizing = reason
+        if grow and (resizing is not None or self.dry_run):
+            return self._recreate(job, latest, attempt, marks, size)
         if state is JobState.RUNNING:  # its controller is recreating the pod (backoffLimit)
             if self.dry_run:
                 return self._would(
@@ -198,13 +237,18 @@ class KubernetesJobs:
                 "RemedyRestarted",
                 f"resumed by {resumed_by} (restart {attempt}): {reason}",
             )
-        return self._recreate(job, latest, attempt, marks)
+        return self._recreate(job, latest, attempt, marks, size)
 
-    def _recreate(self, job: JobRef, failed: Json, attempt: int, marks: dict[str, str]) -> str:
-        """A fresh copy of the failed Job under a new name; the failed one stays to look at."""
+    def _recreate(
+        self, job: JobRef, failed: Json, attempt: int, marks: dict[str, str], size: int | None
+    ) -> str:
+        """A fresh copy of the failed Job under a new name (at ``size`` pods, for an elastic
+        job); the failed one stays to look at."""
         suffix = f"-r{attempt}"
         name = job.name[: MAX_NAME - len(suffix)] + suffix
         body = _copy_of(failed, name, job, marks)
+        if size is not None:
+            body["spec"] = job_sizes.resized(body["spec"], size)
         if self.dry_run:
             return self._would(
                 job,
@@ -325,7 +369,9 @@ def _copy_of(job: Json, name: str, ref: JobRef, marks: dict[str, str]) -> Json:
         spec.pop("selector", None)
     old = meta(job)
     annotations = {
-        k: v for k, v in old.get("annotations", {}).items() if k not in (LAST_APPLIED, STOPPED)
+        k: v
+        for k, v in old.get("annotations", {}).items()
+        if k not in (LAST_APPLIED, STOPPED, job_sizes.RESIZED)
     }
     return {
         "apiVersion": "batch/v1",

@@ -4,8 +4,9 @@ there or what a fault on a running job's node causes, and no restart fails unles
 from __future__ import annotations
 
 import threading
-from datetime import timedelta
+from datetime import datetime, timedelta
 
+from remedy.attribution.elastic import ElasticRange, JobShape
 from remedy.attribution.evidence import GuardedFailure
 from remedy.attribution.guard import JobRef
 from remedy.attribution.jobs import JobState
@@ -33,6 +34,14 @@ class SimJobs:
         self.reported: dict[str, str] = {}  # pod uid → the guard that has it
         self._attempts: set[tuple[str, int]] = set()
         self.running: dict[JobRef, list[str]] = {}  # lockstep jobs → the nodes of their ranks
+        # Elastic restarts: each job's range and size, the pods capacity holds (what a test
+        # sets), whether its pods acknowledge a checkpoint, and the sizes it was started at.
+        self.elastic: dict[str, ElasticRange] = {}
+        self.sizes: dict[str, int] = {}
+        self.fits = 0
+        self.acknowledges = True
+        self.checkpoints: list[tuple[str, datetime]] = []
+        self.started_at: list[tuple[str, int]] = []  # (job, size) per restart that set one
 
     def launch(self, job: JobRef, nodes: list[str]) -> None:
         """A lockstep training job with one rank per node."""
@@ -89,7 +98,14 @@ class SimJobs:
         return hit
 
     def restart_job(
-        self, job: JobRef, attempt: int, reason: str, resumed_by: str | None = None
+        self,
+        job: JobRef,
+        attempt: int,
+        reason: str,
+        resumed_by: str | None = None,
+        *,
+        size: int | None = None,
+        grow: bool = False,
     ) -> str:
         key = str(job)
         with self._lock:
@@ -100,8 +116,22 @@ class SimJobs:
             if (key, attempt) not in self._attempts:  # a retried activity restarts once
                 self._attempts.add((key, attempt))
                 self.restarts.append((key, reason))
+                if size is not None:
+                    self.sizes[key] = size
+                    self.started_at.append((key, size))
             self.states[key] = JobState.RUNNING
             return f"{key} restarted ({attempt})"
+
+    def job_shape(self, job: JobRef) -> JobShape:
+        with self._lock:
+            key = str(job)
+            size = self.sizes.get(key, len(self.running.get(job, [])))
+            return JobShape(elastic=self.elastic.get(key), size=size, fits=self.fits)
+
+    def checkpoint_job(self, job: JobRef, asked_at: datetime) -> bool:
+        with self._lock:
+            self.checkpoints.append((str(job), asked_at))
+            return self.acknowledges
 
     def stop_job(self, job: JobRef, reason: str) -> str:
         with self._lock:

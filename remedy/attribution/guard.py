@@ -11,6 +11,7 @@ from enum import StrEnum
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from remedy.attribution.elastic import ElasticPolicy, JobShape
 from remedy.attribution.model import Attribution, Verdict
 from remedy.models import NodeRef, Wraps, signed
 
@@ -51,12 +52,37 @@ class Failure(BaseModel):
     decision: Decision
 
 
+class Resize(BaseModel):
+    """An elastic job restarted at another size."""
+
+    at: datetime
+    size: int
+    reason: str
+    grow: bool = False  # capacity returned (not a failure's restart)
+
+
 class JobLedger(BaseModel):
     """Every failure of one guarded job, and the time lost per verdict."""
 
     job: str
     failures: list[Failure] = []
     restarted_at: datetime | None = None  # a pod that failed before this was of an older run
+    shape: JobShape | None = None  # an elastic job's range and size, as of its last restart
+    resizes: list[Resize] = []
+
+    @property
+    def attempts(self) -> int:
+        """Restarts so far, grows included: each makes a new incarnation of the job."""
+        restarts = sum(1 for f in self.failures if f.decision.action is GuardAction.RESTART)
+        return restarts + sum(1 for r in self.resizes if r.grow)
+
+    def sized(self, at: datetime, size: int, reason: str, *, grow: bool = False) -> None:
+        """The job now runs at ``size``: recorded when the size changed."""
+        shape = self.shape
+        if shape is not None and shape.size != size:
+            self.resizes = [*self.resizes, Resize(at=at, size=size, reason=reason, grow=grow)]
+        if shape is not None:
+            self.shape = shape.model_copy(update={"size": size})
 
     def count(self, verdict: Verdict, action: GuardAction | None = None) -> int:
         """Failures acted on (the pods that joined one are not counted again)."""
@@ -138,6 +164,7 @@ class GuardInput(BaseModel):
     controller_task_queue: str = ""  # where node remediations run ("": the guard's own queue)
     node_task_queue: str = ""  # the blamed node's agent queue ("": remedy-node/<node>)
     ledger: JobLedger | None = None  # carried over by continue-as-new
+    elastic: ElasticPolicy = ElasticPolicy()
 
 
 class RestartRequest(BaseModel):
@@ -146,6 +173,21 @@ class RestartRequest(BaseModel):
     reason: str
     # Only a person may undo a stop: an automatic restart of a job remedy stopped is refused.
     resumed_by: str | None = None
+    size: int | None = None  # an elastic job's new size (None: as it was)
+    grow: bool = False  # the job still runs: end it (it checkpointed) and start it larger
+
+
+class CheckpointRequest(BaseModel):
+    """Ask a running job to checkpoint (once per ``asked_at``); answered with whether every
+    pod of it acknowledged."""
+
+    job: JobRef
+    asked_at: datetime
+
+
+class Checkpointed(BaseModel):
+    done: bool  # every running pod of the job acknowledged the request
+    detail: str = ""
 
 
 class NodeBlame(BaseModel):

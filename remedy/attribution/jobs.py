@@ -3,9 +3,11 @@ Adapters: Kubernetes Jobs (``adapters/kubernetes/jobs.py``) and the simulation's
 
 from __future__ import annotations
 
+from datetime import datetime
 from enum import StrEnum
 from typing import Protocol
 
+from remedy.attribution.elastic import JobShape
 from remedy.attribution.evidence import GuardedFailure
 from remedy.attribution.guard import JobRef
 
@@ -27,11 +29,25 @@ class JobControl(Protocol):
     """What a guard does to its job, by the job's own mechanism."""
 
     def restart_job(
-        self, job: JobRef, attempt: int, reason: str, resumed_by: str | None = None
+        self,
+        job: JobRef,
+        attempt: int,
+        reason: str,
+        resumed_by: str | None = None,
+        *,
+        size: int | None = None,
+        grow: bool = False,
     ) -> str:
         """Make the job run again from its last checkpoint. Idempotent per ``attempt``: a
         retried activity must not restart twice. A job remedy stopped runs again only when a
-        person resumed it (``resumed_by``); otherwise ActionRefused."""
+        person resumed it (``resumed_by``); otherwise ActionRefused. ``size``: an elastic
+        job's new size; ``grow``: the job still runs (it checkpointed) and is ended first."""
+
+    def job_shape(self, job: JobRef) -> JobShape:
+        """The job's declared size range, its size, and how many of its pods fit now."""
+
+    def checkpoint_job(self, job: JobRef, asked_at: datetime) -> bool:
+        """Ask the job's running pods to checkpoint; whether all of them acknowledged."""
 
     def stop_job(self, job: JobRef, reason: str) -> str:
         """Keep the job from running again until a human decides (a restart undoes it)."""
