@@ -30,11 +30,14 @@ from adapters.kubernetes.errors import NotFound, api_errors
 from adapters.kubernetes.eviction import Answer
 from adapters.kubernetes.nodes import PREFIX, NodeApi, ready
 from adapters.kubernetes.objects import Json, meta
-from remedy.errors import DrainBlocked, TransientError
+from remedy.errors import DrainBlocked, RemedyError, TransientError
+from remedy.goodput import Event, parse
 
-# A drain asks GPU pods to checkpoint first; the job answers by setting CHECKPOINTED.
+# A drain asks GPU pods to checkpoint first; the job answers by setting CHECKPOINTED, or (with
+# no right to patch its pod) by a line in its log (remedy_job's acknowledge).
 CHECKPOINT_REQUESTED = f"{PREFIX}/checkpoint-requested"
 CHECKPOINTED = f"{PREFIX}/checkpointed"
+ACK_LINES = 50  # of the pod's log, read for its answer
 NAMED = 10  # pods named in a message, at most
 DRAIN_TIMEOUT_S = 1800.0
 
@@ -247,15 +250,27 @@ class Drain:
         deadline = time.monotonic() + self._checkpoint_grace_s
         while time.monotonic() < deadline:
             on_node = {meta(p)["uid"]: p for p in nodes.pods(node)}
-            done = {
-                u
-                for u in waiting
-                if u not in on_node or CHECKPOINTED in meta(on_node[u]).get("annotations", {})
-            }
+            done = {u for u in waiting if u not in on_node or self._answered(on_node[u], asked)}
             on_progress(len(waiting - done))
             if waiting <= done:
                 return
             time.sleep(min(self._eviction_retry_s, 1.0))
+
+    def _answered(self, pod: Json, asked: str) -> bool:
+        if CHECKPOINTED in meta(pod).get("annotations", {}):
+            return True
+        containers = pod.get("spec", {}).get("containers", [])
+        try:
+            with api_errors("get", "pods/log"):
+                log = self._nodes.core.read_namespaced_pod_log(
+                    meta(pod)["name"],
+                    meta(pod)["namespace"],
+                    container=containers[0]["name"] if containers else None,
+                    tail_lines=ACK_LINES,
+                )
+        except RemedyError:
+            return False  # no log to read (yet): the annotation or the grace decides
+        return any(p.event is Event.ACKNOWLEDGED and p.request == asked for p in parse(str(log)))
 
 
 def _of(pods: list[Json], only: set[str]) -> list[Json]:

@@ -1,0 +1,91 @@
+"""Reporter: what the training loop calls. Imports nothing of remedy (tests check the
+spellings match remedy's: ``remedy.goodput.PROGRESS_PREFIX``, the drain's annotation)."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import TextIO
+
+PREFIX = "remedy.io/progress "
+CHECKPOINT_REQUESTED = "remedy.io/checkpoint-requested"
+# Where the pod's downward-API volume puts its annotations (docs/jobs.md shows the volume).
+ANNOTATIONS = "/etc/remedy/annotations"
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+class Reporter:
+    """One per process (rank 0 is enough: the ranks of a lockstep job move together).
+
+    >>> r = Reporter(annotations="/nonexistent")
+    >>> r.checkpoint_requested()  # no downward-API volume: never asked
+    False
+    """
+
+    def __init__(
+        self,
+        out: TextIO | None = None,
+        annotations: str | None = None,
+        clock: Callable[[], datetime] = _now,
+        step_every: timedelta = timedelta(minutes=1),
+    ) -> None:
+        self._out = out or sys.stdout
+        path = annotations or os.environ.get("REMEDY_ANNOTATIONS", ANNOTATIONS)
+        self._annotations = Path(path)
+        self._clock = clock
+        self._answered = ""  # the last request acknowledged
+        # Steps are reported at most this often: the log tail that tells remedy why a pod
+        # failed must still hold the failure, not only progress lines.
+        self._step_every, self._stepped = step_every, datetime.min.replace(tzinfo=UTC)
+
+    def _emit(self, event: str, **fields: object) -> None:
+        line = {"event": event, "at": self._clock().isoformat(), **fields}
+        self._out.write(PREFIX + json.dumps(line, separators=(",", ":")) + "\n")
+        self._out.flush()  # a line still in a buffer is a line remedy never sees
+
+    def resumed(self, step: int) -> None:
+        """The loop works from ``step`` (0 on a fresh start): the time before was start-up."""
+        self._emit("resumed", step=step)
+
+    def step(self, step: int) -> None:
+        if self._clock() - self._stepped >= self._step_every:
+            self._stepped = self._clock()
+            self._emit("step", step=step)
+
+    def checkpoint(self, step: int, seconds: float = 0.0) -> None:
+        """A checkpoint is written and durable; ``seconds``: how long writing it took."""
+        self._emit("checkpoint", step=step, seconds=round(seconds, 3))
+
+    def request(self) -> str:
+        """remedy's pending checkpoint request (its annotation's value), "" when none."""
+        try:
+            text = self._annotations.read_text()
+        except OSError:
+            return ""
+        for line in text.splitlines():  # the downward API writes key="json-quoted value"
+            key, sep, value = line.partition("=")
+            if sep and key.strip() == CHECKPOINT_REQUESTED:
+                try:
+                    asked = json.loads(value)
+                except ValueError:
+                    asked = value.strip('"')
+                return asked if isinstance(asked, str) and asked != self._answered else ""
+        return ""
+
+    def checkpoint_requested(self) -> bool:
+        return bool(self.request())
+
+    def acknowledge(self, step: int) -> None:
+        """Answer the pending request once the checkpoint at ``step`` is written: the drain
+        evicts the pod now rather than at the end of its grace."""
+        asked = self.request()
+        if asked:
+            self._answered = asked
+            self._emit("acknowledged", step=step, request=asked)
