@@ -54,21 +54,21 @@ class FailedPods:
         """One list of failed guarded pods per scan; only a job with a new failure has its
         other pods listed too (for the nodes it ran on)."""
         by_job: dict[JobRef, list[Json]] = {}
-        for pod in self._guarded_pods(None, field_selector="status.phase=Failed"):
-            job = _job_of(pod)
+        for pod in self.guarded_pods(None, field_selector="status.phase=Failed"):
+            job = job_of(pod)
             if job and _failed(pod) and REPORTED not in meta(pod).get("annotations", {}):
                 by_job.setdefault(job, []).append(pod)
         evidence = _NodeEvidence(self)
         out = []
         for job, failed in by_job.items():
-            pods = [p for p in self._guarded_pods(job.namespace) if _job_of(p) == job]
+            pods = [p for p in self.guarded_pods(job.namespace) if job_of(p) == job]
             job_nodes = sorted(
                 {n for p in [*failed, *pods] if (n := p.get("spec", {}).get("nodeName"))}
             )
             out += [self._failure(pod, job, job_nodes, evidence) for pod in failed]
         return out
 
-    def _guarded_pods(self, namespace: str | None, field_selector: str | None = None) -> list[Json]:
+    def guarded_pods(self, namespace: str | None, field_selector: str | None = None) -> list[Json]:
         everywhere = (self.core.list_pod_for_all_namespaces,)
         call = (self.core.list_namespaced_pod, namespace) if namespace else everywhere
         listed = list_pages(
@@ -87,7 +87,7 @@ class FailedPods:
         self, pod: Json, job: JobRef, job_nodes: list[str], evidence: _NodeEvidence
     ) -> GuardedFailure:
         node = pod.get("spec", {}).get("nodeName") or ""  # "": it never got a node
-        termination, container, ended = _termination(pod)
+        term, container, ended = termination(pod)
         findings = [f for n in job_nodes for f in evidence.findings(n)]
         xids = [x for n in job_nodes for x in evidence.xids(n)]
         failure = PodFailure(
@@ -95,7 +95,7 @@ class FailedPods:
             pod=meta(pod)["name"],
             node=node,
             failed_at=ended or self.clock(),
-            termination=termination,
+            termination=term,
             log_tail=self._log_tail(pod, container) if not evidence.gone(node) else "",
             node_gone=evidence.gone(node),
             findings=findings,
@@ -171,17 +171,17 @@ class _NodeEvidence:
         )
         return [
             PodRun(
-                job=str(job) if (job := _job_of(p)) else None,
+                job=str(job) if (job := job_of(p)) else None,
                 gpus=gpu_count(p),
                 started_at=timestamp(p.get("status", {}).get("startTime")),
-                ended_at=_termination(p)[2] if _failed(p) or _succeeded(p) else None,
+                ended_at=termination(p)[2] if _failed(p) or succeeded(p) else None,
             )
             for p in listed
             if p.get("spec", {}).get("nodeName") == name
         ]
 
 
-def _job_of(pod: Json) -> JobRef | None:
+def job_of(pod: Json) -> JobRef | None:
     labels = meta(pod).get("labels", {})
     name = next((labels[k] for k in JOB_NAME_LABELS if labels.get(k)), None)
     return JobRef(namespace=meta(pod).get("namespace", "default"), name=name) if name else None
@@ -191,11 +191,11 @@ def _failed(pod: Json) -> bool:
     return bool(pod.get("status", {}).get("phase") == "Failed")
 
 
-def _succeeded(pod: Json) -> bool:
+def succeeded(pod: Json) -> bool:
     return bool(pod.get("status", {}).get("phase") == "Succeeded")
 
 
-def _termination(pod: Json) -> tuple[Termination, str | None, datetime | None]:
+def termination(pod: Json) -> tuple[Termination, str | None, datetime | None]:
     """How the pod ended: the first container that failed (else the first that ended), the
     cluster's DisruptionTarget reason, and when."""
     status = pod.get("status", {})

@@ -10,7 +10,7 @@ from datetime import datetime
 
 from adapters.kubernetes.errors import api_errors
 from adapters.kubernetes.fleet import POOL_LABEL
-from adapters.kubernetes.job_failures import FailedPods, _job_of, _succeeded, _termination
+from adapters.kubernetes.job_failures import FailedPods, job_of, succeeded, termination
 from adapters.kubernetes.listing import list_pages
 from adapters.kubernetes.objects import Json, gpu_count, meta, timestamp
 from remedy.errors import RemedyError
@@ -28,8 +28,8 @@ class JobTimesReader:
     def job_times(self) -> list[JobTimes]:
         pools = {name: pool for name, pool, _ in self._nodes()}
         jobs: dict[str, JobTimes] = {}
-        for pod in self._pods._guarded_pods(None):
-            job, started = _job_of(pod), timestamp(pod.get("status", {}).get("startTime"))
+        for pod in self._pods.guarded_pods(None):
+            job, started = job_of(pod), timestamp(pod.get("status", {}).get("startTime"))
             if job is None or started is None:
                 continue  # never started: neither paid nor productive
             node = pod.get("spec", {}).get("nodeName") or ""
@@ -56,14 +56,14 @@ class JobTimesReader:
 
     def _pod_time(self, pod: Json, node: str, started: datetime) -> PodTime:
         phase = pod.get("status", {}).get("phase")
-        ended = _termination(pod)[2] or self._clock() if phase in ("Succeeded", "Failed") else None
+        ended = termination(pod)[2] or self._clock() if phase in ("Succeeded", "Failed") else None
         return PodTime(
             pod=meta(pod)["name"],
             node=node,
             gpus=gpu_count(pod),
             started_at=started,
             ended_at=ended,
-            succeeded=_succeeded(pod),
+            succeeded=succeeded(pod),
             progress=parse(self._log(pod)),
         )
 
