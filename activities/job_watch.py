@@ -6,15 +6,16 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from temporalio.client import Client, WorkflowExecution, WorkflowExecutionStatus
+from temporalio.service import RPCError, RPCStatusCode
 
 from activities.errors import temporal_errors
 from activities.starts import described
 from contract import activities as act
-from contract.messages import JOB_FINISHED, POD_FAILED
+from contract.messages import JOB_FINISHED, JOB_PROGRESS, POD_FAILED
 from contract.names import (
     JOB_GUARD_WORKFLOW,
     NODE_REMEDIATION_WORKFLOW,
@@ -22,9 +23,10 @@ from contract.names import (
 )
 from contract.search_attributes import NODE, OUTCOME, RUNBOOK
 from remedy.attribution.evidence import FinishedGuards, GuardedFailures, JobFailureReport
-from remedy.attribution.guard import GuardInput, JobFinished, JobRef
+from remedy.attribution.guard import GuardInput, JobFinished, JobProgress, JobRef
 from remedy.attribution.jobs import GuardedJobs
 from remedy.attribution.model import RemediationSeen
+from remedy.job_report import GoodputWatch, JobsGoodput, MeasuredJob, measure
 from remedy.models import Started
 from remedy.redaction import Redactor, redacted
 from remedy.runbook import RunbookSet
@@ -139,5 +141,48 @@ class JobWatchActivities:
                 ended.append(str(job))
         return FinishedGuards(jobs=ended)
 
+    @act.JOB_GOODPUT.defn
+    async def job_goodput(self, watch: GoodputWatch) -> JobsGoodput:
+        """Measure every guarded job and hand each its figures: a running job gets a guard
+        if it has none (so success counts jobs that never failed), a guard that ended is left."""
+        with temporal_errors():
+            times = await asyncio.to_thread(self._jobs.job_times)
+            gpus = await asyncio.to_thread(self._jobs.pool_gpus)
+        measured = measure(times, gpus, datetime.now(UTC))
+        for job in measured.jobs:
+            await self._hand(job, watch)
+        return measured
+
+    async def _hand(self, job: MeasuredJob, watch: GoodputWatch) -> None:
+        namespace, name = job.goodput.job.split("/", 1)
+        workflow_id = job_guard_workflow_id(namespace, name)
+        progress = JobProgress(goodput=job.goodput)
+        # A guard that ended after the job's newest pod started stopped it or saw it end.
+        if job.running and not await self._ended_after(workflow_id, job.since or datetime.now(UTC)):
+            await self._client.start_workflow(
+                JOB_GUARD_WORKFLOW,
+                GuardInput(
+                    job=JobRef(namespace=namespace, name=name),
+                    policy=watch.policy,
+                    controller_task_queue=watch.controller_task_queue,
+                    node_task_queue=watch.node_task_queue,
+                ),
+                id=workflow_id,
+                task_queue=watch.controller_task_queue,
+                **JOB_PROGRESS.start_with(progress),
+                static_summary=f"guard of job {namespace}/{name}",
+            )
+            return
+        try:
+            await JOB_PROGRESS.send(self._client.get_workflow_handle(workflow_id), progress)
+        except RPCError as err:
+            if err.status is not RPCStatusCode.NOT_FOUND:  # no guard running: nothing to feed
+                raise
+
     def all(self) -> list[Callable[..., Any]]:
-        return [self.guarded_job_failures, self.report_job_failure, self.end_finished_guards]
+        return [
+            self.guarded_job_failures,
+            self.report_job_failure,
+            self.end_finished_guards,
+            self.job_goodput,
+        ]

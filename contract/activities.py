@@ -45,6 +45,7 @@ from remedy.fleet import (
     OrphanCheck,
 )
 from remedy.hardware import Blocklisted, IncidentReport, SerialsCheck
+from remedy.job_report import GoodputWatch, JobsGoodput
 from remedy.models import (
     Action,
     ActionRequest,
@@ -144,6 +145,8 @@ REPORT_JOB_FAILURE = ActivityDef("report_job_failure", JobFailureReport, Started
 END_FINISHED_GUARDS = ActivityDef[None, FinishedGuards](
     "end_finished_guards", None, FinishedGuards, CONTROLLER
 )
+# Each guarded job's goodput and its pool's, handed to the job's guard (started if none runs).
+JOB_GOODPUT = ActivityDef("job_goodput", GoodputWatch, JobsGoodput, CONTROLLER)
 
 # -- active checks on a schedule ------------------------------------------------------------
 NODE_WORKLOADS = ActivityDef("node_workloads", NodeNames, Workloads, CONTROLLER)

@@ -76,6 +76,7 @@ CHECK_LEASE_GRANTED = SignalDef("lease_granted", budget.LeaseGrant, ACTIVE_CHECK
 POD_FAILED = SignalDef("pod_failed", PodFailure, JOB_GUARD_WORKFLOW)
 RESUME_JOB = SignalDef("resume", guard.ResumeRequest, JOB_GUARD_WORKFLOW)
 JOB_FINISHED = SignalDef("job_finished", guard.JobFinished, JOB_GUARD_WORKFLOW)
+JOB_PROGRESS = SignalDef("job_progress", guard.JobProgress, JOB_GUARD_WORKFLOW)
 JOB_LEDGER = QueryDef("ledger", guard.JobLedger, JOB_GUARD_WORKFLOW)
 GUARD_STATUS = QueryDef("phase", guard.GuardStatus, JOB_GUARD_WORKFLOW)
 RELEASE_JOB = UpdateDef("resume", guard.ResumeRequest, guard.ResumeResult, JOB_GUARD_WORKFLOW)

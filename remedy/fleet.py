@@ -13,6 +13,7 @@ from remedy.admission import AdmissionPolicy
 from remedy.attribution.guard import GuardPolicy
 from remedy.conditions import NodeCondition
 from remedy.durations import format_duration
+from remedy.job_report import JobsGoodput
 from remedy.liveness import SILENT_AFTER, SKEW_TOLERANCE, Sightings, observe
 from remedy.models import Finding, NodeRef, Severity, Wraps
 from remedy.runbook.schema import FROM_CONDITION
@@ -241,6 +242,7 @@ class FleetSummary(BaseModel):
     orphaned_cordons: list[str] = []  # remedy's cordon, no ladder owns it: a ladder started
     liveness: Sightings = Sightings()  # what the next scan judges heartbeats from
     silence: SilenceStorm | None = None  # many agents silent at once: no ladders for them
+    goodput: JobsGoodput | None = None  # guarded jobs' and pools' (with watch_jobs)
 
     def markdown(self) -> str:
         head = "| pool | nodes | " + " | ".join(s.value for s in NodeStatus) + " |"

@@ -41,6 +41,7 @@ with workflow.unsafe.imports_passed_through():
         plan_scan,
         summarise,
     )
+    from remedy.job_report import GoodputWatch
     from remedy.liveness import Sightings, agent_silent
     from remedy.models import NodeRef
     from remedy.quarantine import Alert, silence_alert, silence_over, silence_storm
@@ -53,6 +54,7 @@ AGENT_SILENT = "agent-silent-ladders"  # workflow.patched: scans from before did
 # workflow.patched: scans from before read a problem condition as current however old it was
 STALE_PROBLEMS = "stale-problem-conditions"
 SILENCE_STORMS = "judge-silence-fleet-wide"  # scans from before started a ladder per silent node
+JOB_GOODPUT = "measure-job-goodput"  # workflow.patched: scans from before measured no goodput
 
 
 @workflow.defn(name=FLEET_SCAN_WORKFLOW)
@@ -147,6 +149,8 @@ class FleetScan:
                 summary.job_failures_reported, summary.guards_finished = await self._watch_jobs(inp)
             except ActivityError as err:  # the nodes' side of the scan still counts
                 summary.job_watch_error = str(err.cause or err)
+            if workflow.patched(JOB_GOODPUT):
+                await self._goodput(summary, inp)
         workflow.set_current_details(summary.markdown())
         return summary
 
@@ -262,6 +266,27 @@ class FleetScan:
             summary="end the guards of finished jobs",
         )
         return [f"{f.job}: {f.failure.pod}" for f in failures], finished.jobs
+
+    async def _goodput(self, summary: FleetSummary, inp: ScanInput) -> None:
+        """Each guarded job's goodput (to its guard) and each pool's: the summary and gauges."""
+        watch = GoodputWatch(
+            policy=inp.guard_policy,
+            controller_task_queue=workflow.info().task_queue,
+            node_task_queue=inp.node_task_queue or "",
+        )
+        try:
+            summary.goodput = await act.JOB_GOODPUT.execute(
+                watch,
+                start_to_close_timeout=timedelta(minutes=2),
+                retry_policy=RETRY,
+                summary="goodput of guarded jobs",
+            )
+        except ActivityError as err:  # the failures' side of the watch still counts
+            summary.job_watch_error = str(err.cause or err)
+            return
+        for pool in summary.goodput.pools:
+            if pool.ratio is not None:
+                metrics.pool_goodput(pool.pool, pool.ratio)
 
 
 def _last_scan() -> FleetSummary | None:

@@ -20,13 +20,14 @@ from contract.messages import (
     GUARD_STATUS,
     JOB_FINISHED,
     JOB_LEDGER,
+    JOB_PROGRESS,
     POD_FAILED,
     RELEASE_JOB,
     RESUME_JOB,
 )
 from workflows import job_sizes
 from workflows.common import RIDE_OUT
-from workflows.metrics import job_failure
+from workflows.metrics import job_ended, job_failure, job_goodput
 from workflows.operator_updates import acted
 
 with workflow.unsafe.imports_passed_through():
@@ -41,6 +42,7 @@ with workflow.unsafe.imports_passed_through():
         GuardStatus,
         JobFinished,
         JobLedger,
+        JobProgress,
         NodeBlame,
         RestartRequest,
         ResumeRequest,
@@ -49,6 +51,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from remedy.attribution.model import Attribution, PodFailure, Verdict
     from remedy.durations import format_duration
+    from remedy.job_report import end_of, percent
     from remedy.models import NodeRef
 
 Attributed = tuple[PodFailure, Attribution]
@@ -109,6 +112,14 @@ class JobGuard:
     def job_finished(self, finished: JobFinished) -> None:
         """The job completed or was deleted (the job watch saw it): nothing left to guard."""
         self._finished = finished.reason
+
+    @JOB_PROGRESS.handler
+    def job_progress(self, progress: JobProgress) -> None:
+        """The scan's measure of the job's goodput: kept, shown, and a gauge."""
+        self._ledger.goodput = progress.goodput
+        if progress.goodput.ratio is not None:
+            job_goodput(progress.goodput.pool, str(self._input.job), progress.goodput.ratio)
+        self._show()
 
     @JOB_LEDGER.handler
     def ledger(self) -> JobLedger:
@@ -334,6 +345,11 @@ class JobGuard:
 
     def _end(self, phase: GuardPhase, reason: str) -> GuardResult:
         self._phase = phase
+        acted = [f for f in self._ledger.failures if f.decision.action is not GuardAction.JOINED]
+        cause = acted[-1].attribution.verdict.value if acted else ""
+        end = end_of(phase is GuardPhase.FINISHED, reason, cause)
+        self._ledger.end = end
+        job_ended(end.outcome.value, end.cause)  # once: a guard ends once, replays record none
         self._show(reason)
         return GuardResult(job=self._input.job, phase=phase, reason=reason, ledger=self._ledger)
 
@@ -348,6 +364,15 @@ class JobGuard:
                 for v in Verdict
             )
         )
+        if ledger.goodput is not None:
+            g = ledger.goodput
+            lines.append(
+                f"goodput {percent(g.ratio)} of {g.paid_s / 3600:.1f} GPU-h"
+                + (f" · step {g.step}" if g.step is not None else "")
+                + (f" · checkpoint at step {g.checkpoint_step}" if g.checkpoint_step else "")
+            )
+        if ledger.end is not None:
+            lines.append(f"ended: {ledger.end.outcome.value} {ledger.end.cause}".rstrip())
         shape = ledger.shape
         if shape is not None and shape.elastic is not None:
             lines.append(f"elastic {shape.elastic}: at {shape.size}, capacity for {shape.fits}")

@@ -85,6 +85,27 @@ def job_failure(verdict: str, action: str) -> None:
     ).add(1, {"verdict": verdict, "action": action})
 
 
+def job_goodput(pool: str, job: str, ratio: float) -> None:
+    """A guarded job's productive share of its own GPU-time (remedy/goodput.py)."""
+    workflow.metric_meter().create_gauge_float(
+        "remedy_job_goodput_ratio", "Kept training progress over paid GPU-time, per job."
+    ).set(ratio, {"pool": pool or "unknown", "job": job})
+
+
+def pool_goodput(pool: str, ratio: float) -> None:
+    """Guarded jobs' productive GPU-time over the pool's GPUs in the last day."""
+    workflow.metric_meter().create_gauge_float(
+        "remedy_pool_goodput_ratio", "Productive GPU-time of guarded jobs over the pool's."
+    ).set(ratio, {"pool": pool})
+
+
+def job_ended(outcome: str, cause: str) -> None:
+    """A guarded job's end: succeeded, failed (by the verdict that ended it) or deleted."""
+    workflow.metric_meter().create_counter(
+        "remedy_jobs_ended", "Guarded jobs that ended, by outcome and cause."
+    ).add(1, {"outcome": outcome, "cause": cause or "none"})
+
+
 def active_check(pool: str, result: str) -> None:
     """One node's scheduled deep diagnose, by result (passed, failed, deferred, skipped)."""
     workflow.metric_meter().create_counter(

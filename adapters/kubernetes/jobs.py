@@ -28,6 +28,7 @@ from kubernetes import client as k8s
 from adapters.kubernetes import job_sizes
 from adapters.kubernetes.errors import api_errors
 from adapters.kubernetes.job_failures import JOB_LABEL, LOG_LINES, REPORTED, FailedPods
+from adapters.kubernetes.job_times import JobTimesReader
 from adapters.kubernetes.listing import list_pages
 from adapters.kubernetes.objects import (
     CONTROLLER_MANAGER,
@@ -42,6 +43,7 @@ from remedy.attribution.evidence import GuardedFailure
 from remedy.attribution.guard import JobRef
 from remedy.attribution.jobs import JobState
 from remedy.errors import ActionFailed, ActionRefused, Conflict, NodeGone, RemedyError
+from remedy.goodput import JobTimes
 
 RESTART_MODE = "remedy.io/restart"
 RESTART_ATTEMPT = "remedy.io/restart-attempt"
@@ -85,6 +87,13 @@ class KubernetesJobs:
         self.core, self.batch = k8s.CoreV1Api(api), k8s.BatchV1Api(api)
         self._api, self.dry_run, self._clock = api, dry_run, clock
         self._failures = FailedPods(api, clock=clock, log_lines=log_lines)
+        self._times = JobTimesReader(self._failures, clock)
+
+    def job_times(self) -> list[JobTimes]:
+        return self._times.job_times()
+
+    def pool_gpus(self) -> dict[str, int]:
+        return self._times.pool_gpus()
 
     # -- failures ------------------------------------------------------------------------
     def failed_pods(self) -> list[GuardedFailure]:

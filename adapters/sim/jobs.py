@@ -4,7 +4,8 @@ there or what a fault on a running job's node causes, and no restart fails unles
 from __future__ import annotations
 
 import threading
-from datetime import datetime, timedelta
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
 
 from remedy.attribution.elastic import ElasticRange, JobShape
 from remedy.attribution.evidence import GuardedFailure
@@ -12,6 +13,7 @@ from remedy.attribution.guard import JobRef
 from remedy.attribution.jobs import JobState
 from remedy.attribution.model import PodFailure, Termination, XidSeen
 from remedy.errors import ActionFailed, ActionRefused, PermissionDenied
+from remedy.goodput import Event, JobTimes, PodTime, Progress
 from remedy.models import Finding
 
 # What each rank's log ends with: the rank on the faulty GPU, and the ranks left waiting on it.
@@ -22,9 +24,32 @@ NCCL_TIMEOUT = (
 )
 
 
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+class _Run:
+    """One incarnation of a job: its ranks' nodes, from when, until when, how it ended."""
+
+    def __init__(self, nodes: list[str], at: datetime) -> None:
+        self.nodes, self.started_at = nodes, at
+        self.ended_at: datetime | None = None
+        self.succeeded = False
+
+
 class SimJobs:
-    def __init__(self) -> None:
+    def __init__(
+        self,
+        clock: Callable[[], datetime] = _now,
+        checkpoint_every: timedelta = timedelta(seconds=10),
+    ) -> None:
         self._lock = threading.Lock()
+        # Pod times and progress: each job's runs, its loop checkpointing every
+        # ``checkpoint_every`` (a second's write); the pools' GPUs (a demo sets them).
+        self._clock, self.checkpoint_every = clock, checkpoint_every
+        self.runs: dict[str, list[_Run]] = {}
+        self.pool, self.pools = "default", dict[str, int]()
+        self.gpus_per_node = 8
         self.restarts: list[tuple[str, str]] = []  # (namespace/name, reason)
         self.stops: list[tuple[str, str]] = []
         self.broken: set[str] = set()  # jobs whose restart fails
@@ -48,6 +73,18 @@ class SimJobs:
         with self._lock:
             self.running[job] = nodes
             self.states[str(job)] = JobState.RUNNING
+            self.runs.setdefault(str(job), []).append(_Run(nodes, self._clock()))
+
+    def finish(self, job: JobRef) -> None:
+        """The job completed: its run ends, succeeded."""
+        with self._lock:
+            self.states[str(job)] = JobState.SUCCEEDED
+            self._end_run(str(job), self._clock(), succeeded=True)
+
+    def _end_run(self, key: str, at: datetime, *, succeeded: bool = False) -> None:
+        runs = self.runs.get(key, [])
+        if runs and runs[-1].ended_at is None:
+            runs[-1].ended_at, runs[-1].succeeded = at, succeeded
 
     def fault(self, finding: Finding) -> list[JobRef]:
         """A fault on a node a running job uses ends every rank of it: the rank on that node
@@ -61,6 +98,7 @@ class SimJobs:
                 if finding.node not in nodes or self.states.get(str(job)) is not JobState.RUNNING:
                     continue
                 self.states[str(job)] = JobState.FAILED
+                self._end_run(str(job), finding.observed_at)
                 hit.append(job)
                 run = sum(1 for key, _ in self.restarts if key == str(job))
                 xids = [
@@ -119,6 +157,7 @@ class SimJobs:
                 if size is not None:
                     self.sizes[key] = size
                     self.started_at.append((key, size))
+                self._rerun(job, size)
             self.states[key] = JobState.RUNNING
             return f"{key} restarted ({attempt})"
 
@@ -137,7 +176,56 @@ class SimJobs:
         with self._lock:
             self.stops.append((str(job), reason))
             self.states[str(job)] = JobState.SUSPENDED
+            self._end_run(str(job), self._clock())
             return f"{job} suspended"
+
+    def _rerun(self, job: JobRef, size: int | None) -> None:
+        """A restart's new run, on the job's nodes (its first ``size`` of them)."""
+        runs, now = self.runs.get(str(job)), self._clock()
+        if not runs:
+            return
+        self._end_run(str(job), now)
+        nodes = self.running.get(job, runs[-1].nodes)
+        runs.append(_Run(nodes[:size] if size else nodes, now))
+
+    # -- goodput: pod times and the loop's reports ------------------------------------------
+    def job_times(self) -> list[JobTimes]:
+        with self._lock:
+            now = self._clock()
+            return [
+                JobTimes(
+                    job=key, pool="default", pods=[p for r in runs for p in self._pods(key, r, now)]
+                )
+                for key, runs in sorted(self.runs.items())
+            ]
+
+    def _pods(self, key: str, run: _Run, now: datetime) -> list[PodTime]:
+        """One pod per rank; rank 0 reports for all (they move together)."""
+        until = run.ended_at or now
+        reports = [Progress(event=Event.RESUMED, at=run.started_at)]
+        at, step = run.started_at + self.checkpoint_every, 0
+        while at <= until:
+            step += 100
+            reports.append(Progress(event=Event.CHECKPOINT, at=at, step=step, seconds=1.0))
+            at += self.checkpoint_every
+        name = key.split("/", 1)[-1]
+        return [
+            PodTime(
+                pod=f"{name}-{run.started_at:%H%M%S%f}-{rank}",
+                node=node,
+                gpus=self.gpus_per_node,
+                started_at=run.started_at,
+                ended_at=run.ended_at,
+                succeeded=run.succeeded,
+                progress=reports if rank == 0 else [],
+            )
+            for rank, node in enumerate(run.nodes)
+        ]
+
+    def pool_gpus(self) -> dict[str, int]:
+        with self._lock:
+            nodes = {n for runs in self.runs.values() for r in runs for n in r.nodes}
+            return self.pools or {self.pool: len(nodes) * self.gpus_per_node}
 
     def failed_pods(self) -> list[GuardedFailure]:
         if self.forbidden:

@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from remedy.attribution.elastic import ElasticPolicy, JobShape
 from remedy.attribution.model import Attribution, Verdict
+from remedy.goodput import JobEnd, JobGoodput
 from remedy.models import NodeRef, Wraps, signed
 
 
@@ -69,6 +70,8 @@ class JobLedger(BaseModel):
     restarted_at: datetime | None = None  # a pod that failed before this was of an older run
     shape: JobShape | None = None  # an elastic job's range and size, as of its last restart
     resizes: list[Resize] = []
+    goodput: JobGoodput | None = None  # as the fleet scan last measured it
+    end: JobEnd | None = None  # how the job ended (the guard's end)
 
     @property
     def attempts(self) -> int:
@@ -228,6 +231,12 @@ class JobFinished(Wraps):
     """The job completed or was deleted (the job watch saw it): nothing left to guard."""
 
     reason: str
+
+
+class JobProgress(BaseModel):
+    """The fleet scan's measure of the job's goodput (each pass)."""
+
+    goodput: JobGoodput
 
 
 class GuardStatus(Wraps):

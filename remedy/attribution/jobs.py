@@ -10,6 +10,7 @@ from typing import Protocol
 from remedy.attribution.elastic import JobShape
 from remedy.attribution.evidence import GuardedFailure
 from remedy.attribution.guard import JobRef
+from remedy.job_report import ProgressSource
 
 
 class JobState(StrEnum):
@@ -53,8 +54,8 @@ class JobControl(Protocol):
         """Keep the job from running again until a human decides (a restart undoes it)."""
 
 
-class GuardedJobs(Protocol):
-    """Where guarded jobs' failures come from."""
+class GuardedJobs(ProgressSource, Protocol):
+    """Where guarded jobs' failures, and their pods' times and reports, come from."""
 
     def failed_pods(self) -> list[GuardedFailure]:
         """Failed pods of guarded jobs not yet handed to their guard."""
