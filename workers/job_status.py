@@ -1,5 +1,6 @@
-"""`remedy status --jobs`: every guarded job — its guard's phase and the time it lost to
-platform, application and unknown failures — from the JobGuard workflows."""
+"""`remedy status --jobs`: every guarded job — its guard's phase, its goodput, size and end, and
+the time it lost to platform, application and unknown failures — from the JobGuard workflows;
+then job success over the jobs that ended."""
 
 from __future__ import annotations
 
@@ -19,6 +20,8 @@ from contract.names import JOB_GUARD_WORKFLOW
 from remedy.attribution.guard import GuardAction, GuardPhase, GuardResult, JobLedger
 from remedy.attribution.model import Verdict
 from remedy.durations import format_duration
+from remedy.goodput import Outcome, success_rate
+from remedy.job_report import percent
 from workflows.job_guard import JobGuard
 
 RECENT = 200  # guards listed at most, newest first
@@ -62,13 +65,21 @@ async def _running_row(handle: WorkflowHandle[JobGuard, GuardResult], workflow_i
     return JobRow(job=ledger.job, phase=status.phase.value, ledger=ledger)
 
 
-HEADERS = ["job", "guard", "platform", "lost", "application", "lost", "unknown", "lost", "last"]
+HEADERS = ["job", "guard", "goodput", "size", "ended", "platform", "lost", "application", "lost", "unknown", "lost", "last"]
 
 
 def table_rows(rows: list[JobRow]) -> list[list[str]]:
     out = []
     for row in rows:
-        cells = [row.job, row.phase.replace("_", " ")]
+        ledger, shape = row.ledger, row.ledger.shape
+        end = ledger.end
+        cells = [
+            row.job,
+            row.phase.replace("_", " "),
+            percent(ledger.goodput.ratio if ledger.goodput else None),
+            f"{shape.size}/{shape.elastic.max}" if shape and shape.elastic else "-",
+            f"{end.outcome.value} {end.cause}".rstrip() if end else "-",
+        ]
         for verdict in (Verdict.PLATFORM, Verdict.APPLICATION, Verdict.UNKNOWN):
             cells += [str(row.ledger.count(verdict)), format_duration(row.lost(verdict))]
         acted = [f for f in row.ledger.failures if f.decision.action is not GuardAction.JOINED]
@@ -80,3 +91,18 @@ def table_rows(rows: list[JobRow]) -> list[list[str]]:
 
 def held(rows: list[JobRow]) -> list[str]:
     return [r.job for r in rows if r.phase == GuardPhase.HELD.value]
+
+
+def job_success(rows: list[JobRow]) -> str:
+    """Succeeded over succeeded and failed, and the failures by cause."""
+    ends = [r.ledger.end for r in rows if r.ledger.end is not None]
+    causes: dict[str, int] = {}
+    for end in ends:
+        if end.outcome is Outcome.FAILED:
+            causes[end.cause] = causes.get(end.cause, 0) + 1
+    counted = sum(1 for e in ends if e.outcome is not Outcome.DELETED)
+    failed = ", ".join(f"{cause} {n}" for cause, n in sorted(causes.items())) or "none"
+    return (
+        f"job success: {percent(success_rate(ends))} of {counted} ended "
+        f"(failed by cause: {failed})"
+    )

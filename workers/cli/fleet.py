@@ -39,8 +39,8 @@ def status(
         bool,
         typer.Option(
             "--jobs",
-            help="Guarded jobs instead: each guard's phase and the time lost to "
-            "platform, application and unknown failures.",
+            help="Guarded jobs instead: each guard's phase, the job's goodput, size and end, "
+            "the time lost to platform, application and unknown failures, and job success.",
         ),
     ] = False,
 ) -> None:
@@ -79,7 +79,7 @@ def _job_status(address: str | None, as_json: bool) -> None:
     import json
 
     from workers.client import connect_with
-    from workers.job_status import HEADERS, JobRow, held, job_rows, table_rows
+    from workers.job_status import HEADERS, JobRow, held, job_rows, job_success, table_rows
     from workers.tables import show as show_table
 
     async def read() -> list[JobRow]:
@@ -97,6 +97,7 @@ def _job_status(address: str | None, as_json: bool) -> None:
         typer.echo(json.dumps([r.model_dump(mode="json") for r in rows], indent=2))
     else:
         show_table(HEADERS, table_rows(rows), title="guarded jobs")
+        typer.echo(job_success(rows))
         for job in held(rows):
             namespace, name = job.split("/", 1)
             typer.echo(f"HELD {job}: remedy resume-job {name} --namespace {namespace} [--stop]")
