@@ -197,6 +197,7 @@ async def _active_checks(
 def _launch_jobs(config: DemoConfig, fleet: SimFleet, echo: Callable[[str], None]) -> SimJobs:
     """Guarded lockstep jobs on the first nodes, one rank per node, 4 nodes each."""
     jobs, nodes = SimJobs(), sorted(fleet.nodes)
+    jobs.pool, jobs.pools = config.pool, {config.pool: len(nodes) * jobs.gpus_per_node}
     for i in range(min(config.jobs, len(nodes) // JOB_NODES)):
         job = JobRef(namespace=config.job_namespace, name=f"llm-pretrain-{i}")
         jobs.launch(job, nodes[i * JOB_NODES : (i + 1) * JOB_NODES])

@@ -10,7 +10,7 @@ from temporalio.client import Client, WorkflowExecutionStatus
 
 from contract.messages import REMEDIATION_STATE
 from workers.job_status import HEADERS as JOB_HEADERS
-from workers.job_status import JobRow
+from workers.job_status import JobRow, job_success
 from workers.job_status import table_rows as job_table
 from workers.tables import plain
 from workflows.node_remediation import NodeRemediation
@@ -38,6 +38,7 @@ class DemoSummary:
                 "",
                 "Guarded jobs (remedy status --jobs):",
                 *(f"  {line}" for line in plain(JOB_HEADERS, job_table(self.jobs))),
+                f"  {job_success(self.jobs)}",
             ]
         return out
 

@@ -65,7 +65,20 @@ async def _running_row(handle: WorkflowHandle[JobGuard, GuardResult], workflow_i
     return JobRow(job=ledger.job, phase=status.phase.value, ledger=ledger)
 
 
-HEADERS = ["job", "guard", "goodput", "size", "ended", "platform", "lost", "application", "lost", "unknown", "lost", "last"]
+HEADERS = [
+    "job",
+    "guard",
+    "goodput",
+    "size",
+    "ended",
+    "platform",
+    "lost",
+    "application",
+    "lost",
+    "unknown",
+    "lost",
+    "last",
+]
 
 
 def table_rows(rows: list[JobRow]) -> list[list[str]]:
@@ -103,6 +116,5 @@ def job_success(rows: list[JobRow]) -> str:
     counted = sum(1 for e in ends if e.outcome is not Outcome.DELETED)
     failed = ", ".join(f"{cause} {n}" for cause, n in sorted(causes.items())) or "none"
     return (
-        f"job success: {percent(success_rate(ends))} of {counted} ended "
-        f"(failed by cause: {failed})"
+        f"job success: {percent(success_rate(ends))} of {counted} ended (failed by cause: {failed})"
     )
