@@ -21,6 +21,7 @@ from datetime import datetime
 
 from remedy.budget import CLUSTER_POOL, BudgetState, storm
 from remedy.fleet import NodeFacts, SilenceStorm
+from remedy.held_by_people import out_of_scheduling
 from remedy.models import Frozen
 
 QUARANTINE_EVENT = "RemedyQuarantine"  # the breaker tripped: cordons wait
@@ -52,13 +53,17 @@ class Alert(Frozen):
     warning: bool = True
 
 
-def out_of_sorts(state: BudgetState) -> set[str]:
+def out_of_sorts(state: BudgetState, out: bool = False) -> set[str]:
     """The nodes the breaker counts: reported within the window, or still waiting to be
-    cordoned (a held node is no less unhealthy for the window having passed)."""
-    return set(state.unhealthy) | {a.node for a in state.asking}
+    cordoned (a held node is no less unhealthy for the window having passed) — and with
+    ``out``, every node the budget knows is out of scheduling (leased, held for a person,
+    cordoned and waiting for a lease): the breaker limits the pool's unschedulable share, so
+    four nodes waiting for people in a pool of ten keep new cordons waiting too."""
+    sick = set(state.unhealthy) | {a.node for a in state.asking}
+    return sick | set(out_of_scheduling(state)) if out else sick
 
 
-def breaker_tripped(state: BudgetState) -> bool:
+def breaker_tripped(state: BudgetState, out: bool = False) -> bool:
     """Whether the budget's breaker holds cordons and leases now.
 
     A pool: more than ``storm_share`` of it out of sorts, at least ``storm_min_nodes`` — in a
@@ -69,7 +74,7 @@ def breaker_tripped(state: BudgetState) -> bool:
     fleet, from more than one pool — a storm confined to one pool is that pool's breaker's, so
     a cluster of one pool never trips twice. 5 pools of 10 at 20 %: 11 nodes across 2 or more
     pools trip it."""
-    policy, sick = state.policy, out_of_sorts(state)
+    policy, sick = state.policy, out_of_sorts(state, out)
     if state.pool != CLUSTER_POOL:
         return storm(len(sick), state.pool_size, policy.storm_share, policy.storm_min_nodes)
     if policy.cluster_share is None:
@@ -85,11 +90,12 @@ def scope(pool: str) -> str:
     return "the cluster" if pool == CLUSTER_POOL else f"pool {pool}"
 
 
-def trip_note(state: BudgetState) -> str:
-    sick = out_of_sorts(state)
+def trip_note(state: BudgetState, out: bool = False) -> str:
+    sick = out_of_sorts(state, out)
+    within = f"within {state.policy.storm_window}" + (" or out of scheduling" if out else "")
     return (
-        f"storm: {len(sick)} of {state.pool_size} nodes unhealthy within "
-        f"{state.policy.storm_window} ({_names(sorted(sick))}); no node is taken out of "
+        f"storm: {len(sick)} of {state.pool_size} nodes unhealthy {within} "
+        f"({_names(sorted(sick))}); no node is taken out of "
         f"service: cordons and disruptive work wait"
     )
 

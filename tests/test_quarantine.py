@@ -220,3 +220,36 @@ async def test_a_held_ladder_whose_node_probes_clean_ends_and_stops_counting(
     assert ended.outcome_detail == "clean re-probe while the breaker held the cordon"
     assert not fleet.node(third).unschedulable and (third, "cordon") not in fleet.actions
     assert budget.tripped and budget.asking == []  # withdrawn; the window still counts it
+
+
+async def test_nodes_out_of_scheduling_count_toward_the_share_the_breaker_limits(
+    time_env: WorkflowEnvironment,
+) -> None:
+    """Two nodes drained and waiting for a person's replace approval, long past the window:
+    they are still out of scheduling, so a third bad node in the pool of ten tips the breaker
+    (before, only the reports within the window counted, and the third was cordoned too)."""
+    waits = Runbook(
+        name="replace-once-approved",
+        match=Match(xids=[48]),
+        ladder=[Rung(action=Action.DRAIN), Rung(action=Action.REPLACE, approval="required")],
+    )
+    fleet = SimFleet(nodes=10, pool=f"pool-{uuid.uuid4().hex[:8]}")
+    first, second, third = sorted(fleet.nodes)[:3]
+    async with running_workers(time_env.client, fleet, policy=POLICY) as queues:
+        for name in (first, second):
+            handle = await report_finding(
+                time_env.client,
+                NodeRef(name=name, pool=fleet.node(name).pool),
+                FindingReport(finding=fleet.inject(name, "ecc_dbe", gpu=0), runbook=waits),
+                node_task_queue=queues.agents,
+                task_queue=queues.controller,
+            )
+            await wait_for_phase(time_env, handle, Phase.AWAITING_APPROVAL)
+            await time_env.sleep(timedelta(minutes=35))  # its report leaves the window
+        held = await _sick(time_env, queues, fleet, third)
+        state = await wait_for_phase(time_env, held, Phase.HELD_BY_BREAKER)
+        tripped = await budget_state(time_env.client, queues.pool)
+    assert state.cordon is None and not fleet.node(third).unschedulable
+    assert tripped.tripped and list(tripped.unhealthy) == [third]
+    assert "3 of 10 nodes unhealthy within 0:30:00 or out of scheduling" in tripped.breaker_note
+    assert f"({first}, {second}, {third})" in tripped.breaker_note

@@ -73,16 +73,15 @@ with workflow.unsafe.imports_passed_through():
 GRANTS_TOGETHER = "grant-signals-together"  # workflow.patched: runs before it sent one by one
 REGRANT = "regrant-to-a-new-run-of-the-holder"
 REBUILD = "rebuild-holders-from-running-ladders"
-# Runs before: a ladder on a node held over the cap took a lease at once (found by the ladder
-# model: two holders in a pool whose cap is one).
+# Runs before: a ladder on a node held over the cap took a lease at once (two holders, cap 1).
 HOLD_WITHIN_CAP = "take-over-a-hold-within-the-cap"
 HUMAN_HOLDS = "hold-nodes-left-for-a-human"  # runs before: a ladder's end freed its node's share
 KEEP_OUT = "track-nodes-out-whose-share-went-back"  # runs before: such a node was forgotten
 REBUILD_WAITERS = "rebuild-waiters-in-order"  # runs before: waiters waited for their re-ask
-# Runs before: the breaker paused leases only; no leave to cordon was given, no Event recorded.
-# Asked only once there is an ask: only ladders of this release ask, so a history from before
-# never gets here (and a run from before, replayed, does not stay on its old path for good).
+# Runs before: the breaker paused leases only; no leave to cordon, no Event. Asked only once
+# there is an ask (only ladders of this release ask): a history from before never gets here.
 QUARANTINE = "breaker-holds-cordons"
+OUT_SHARE = "breaker-limits-the-unschedulable-share"  # runs before: only recent reports counted
 
 
 @workflow.defn(name=DISRUPTION_BUDGET_WORKFLOW)
@@ -251,17 +250,18 @@ class DisruptionBudget:
         state = self._state
         now = workflow.now()
         state.forget_old_reports(now)
-        tripped = breaker_tripped(state)
+        out = bool(state.holders or state.held or state.waiting) and workflow.patched(OUT_SHARE)
+        tripped = breaker_tripped(state, out)
         if tripped and not state.tripped:
             state.tripped, state.tripped_at = True, now
             state.trips += 1
-            state.breaker_note = trip_note(state)
+            state.breaker_note = trip_note(state, out)
             self._alert = trip_alert(state) if state.asking else None  # one ask held: this one
             metrics.breaker_tripped(state.pool)
             workflow.logger.warning("%s: %s", scope(state.pool), state.breaker_note)
         elif state.tripped and not tripped:
             state.tripped = False
-            sick = len(out_of_sorts(state))
+            sick = len(out_of_sorts(state, out))
             state.breaker_note = f"storm over at {now.isoformat()}: {sick} unhealthy"
             if state.asking:  # the ladders it held cordon now
                 self._alert = Alert(
