@@ -9,7 +9,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from temporalio.client import Client, WorkflowExecution, WorkflowExecutionStatus
+from temporalio.client import Client, WorkflowExecution, WorkflowExecutionStatus, WorkflowHandle
 from temporalio.service import RPCError, RPCStatusCode
 
 from activities.errors import temporal_errors
@@ -99,22 +99,29 @@ class JobWatchActivities:
             with temporal_errors():
                 await asyncio.to_thread(self._jobs.mark_reported, report.failure, workflow_id)
             return Started(workflow_id=workflow_id)
-        handle = await self._client.start_workflow(
-            JOB_GUARD_WORKFLOW,
-            GuardInput(
-                job=job,
-                policy=report.policy,
-                controller_task_queue=report.controller_task_queue,
-                node_task_queue=report.node_task_queue,
-            ),
-            id=workflow_id,
-            task_queue=report.controller_task_queue,
-            **POD_FAILED.start_with(report.failure.failure),
-            static_summary=f"guard of job {job}",
+        guard = GuardInput(
+            job=job,
+            policy=report.policy,
+            controller_task_queue=report.controller_task_queue,
+            node_task_queue=report.node_task_queue,
         )
+        handle = await self._start_guard(guard, POD_FAILED.start_with(report.failure.failure))
         with temporal_errors():
             await asyncio.to_thread(self._jobs.mark_reported, report.failure, handle.id)
         return Started(workflow_id=handle.id)
+
+    async def _start_guard(
+        self, guard: GuardInput, first: dict[str, Any]
+    ) -> WorkflowHandle[Any, Any]:
+        """The job's guard, started with its first signal (``start_with``: signal-with-start)."""
+        return await self._client.start_workflow(
+            JOB_GUARD_WORKFLOW,
+            guard,
+            id=job_guard_workflow_id(guard.job.namespace, guard.job.name),
+            task_queue=guard.controller_task_queue,
+            **first,
+            static_summary=f"guard of job {guard.job}",
+        )
 
     async def _ended_after(self, workflow_id: str, failed_at: datetime) -> bool:
         guard = await described(self._client, workflow_id)  # None: the job's first failure
@@ -159,19 +166,13 @@ class JobWatchActivities:
         progress = JobProgress(goodput=job.goodput)
         # A guard that ended after the job's newest pod started stopped it or saw it end.
         if job.running and not await self._ended_after(workflow_id, job.since or datetime.now(UTC)):
-            await self._client.start_workflow(
-                JOB_GUARD_WORKFLOW,
-                GuardInput(
-                    job=JobRef(namespace=namespace, name=name),
-                    policy=watch.policy,
-                    controller_task_queue=watch.controller_task_queue,
-                    node_task_queue=watch.node_task_queue,
-                ),
-                id=workflow_id,
-                task_queue=watch.controller_task_queue,
-                **JOB_PROGRESS.start_with(progress),
-                static_summary=f"guard of job {namespace}/{name}",
+            guard = GuardInput(
+                job=JobRef(namespace=namespace, name=name),
+                policy=watch.policy,
+                controller_task_queue=watch.controller_task_queue,
+                node_task_queue=watch.node_task_queue,
             )
+            await self._start_guard(guard, JOB_PROGRESS.start_with(progress))
             return
         try:
             await JOB_PROGRESS.send(self._client.get_workflow_handle(workflow_id), progress)
