@@ -258,6 +258,9 @@ class BudgetState(BaseModel):
     waiting_for_human: list[HumanWait] = []  # lease holders whose ladders wait for a person
     # Ladders waiting for leave to cordon while the breaker is tripped (remedy.quarantine).
     asking: list[CordonAsk] = []
+    # Out of scheduling when an operator resumed the breaker: the share it limits leaves them
+    # out until it trips again (else a resume would trip it again at once).
+    accepted_out: list[str] = []
     trips: int = 0  # times the breaker tripped
     unhealthy_pools: dict[str, str] = {}  # node → its pool (the cluster's budget counts pools)
 

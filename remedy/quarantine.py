@@ -60,7 +60,13 @@ def out_of_sorts(state: BudgetState, out: bool = False) -> set[str]:
     cordoned and waiting for a lease): the breaker limits the pool's unschedulable share, so
     four nodes waiting for people in a pool of ten keep new cordons waiting too."""
     sick = set(state.unhealthy) | {a.node for a in state.asking}
-    return sick | set(out_of_scheduling(state)) if out else sick
+    return sick | (set(out_of_scheduling(state)) - set(state.accepted_out)) if out else sick
+
+
+def accept_what_is_out(state: BudgetState) -> None:
+    """An operator resumed the breaker: the nodes out of scheduling now, and those about to be
+    cordoned, are what they accepted — counted again only once the breaker trips anew."""
+    state.accepted_out = sorted(set(out_of_scheduling(state)) | {a.node for a in state.asking})
 
 
 def breaker_tripped(state: BudgetState, out: bool = False) -> bool:

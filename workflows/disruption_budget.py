@@ -63,6 +63,7 @@ with workflow.unsafe.imports_passed_through():
         QUARANTINE_OVER_EVENT,
         Alert,
         CordonLeave,
+        accept_what_is_out,
         breaker_tripped,
         out_of_sorts,
         scope,
@@ -73,8 +74,7 @@ with workflow.unsafe.imports_passed_through():
 GRANTS_TOGETHER = "grant-signals-together"  # workflow.patched: runs before it sent one by one
 REGRANT = "regrant-to-a-new-run-of-the-holder"
 REBUILD = "rebuild-holders-from-running-ladders"
-# Runs before: a ladder on a node held over the cap took a lease at once (two holders, cap 1).
-HOLD_WITHIN_CAP = "take-over-a-hold-within-the-cap"
+HOLD_WITHIN_CAP = "take-over-a-hold-within-the-cap"  # runs before: held over the cap, leased
 HUMAN_HOLDS = "hold-nodes-left-for-a-human"  # runs before: a ladder's end freed its node's share
 KEEP_OUT = "track-nodes-out-whose-share-went-back"  # runs before: such a node was forgotten
 REBUILD_WAITERS = "rebuild-waiters-in-order"  # runs before: waiters waited for their re-ask
@@ -173,6 +173,7 @@ class DisruptionBudget:
         state = self._state
         state.tripped, state.unhealthy = False, {}
         state.breaker_note = f"resumed by {req.who} at {workflow.now().isoformat()}"
+        accept_what_is_out(state)
         self._leave, state.asking = [*self._leave, *state.asking], []  # they cordon now
         self._changed = True
 
@@ -253,7 +254,7 @@ class DisruptionBudget:
         out = bool(state.holders or state.held or state.waiting) and workflow.patched(OUT_SHARE)
         tripped = breaker_tripped(state, out)
         if tripped and not state.tripped:
-            state.tripped, state.tripped_at = True, now
+            state.tripped, state.tripped_at, state.accepted_out = True, now, []
             state.trips += 1
             state.breaker_note = trip_note(state, out)
             self._alert = trip_alert(state) if state.asking else None  # one ask held: this one
