@@ -36,6 +36,16 @@ RESOURCES = (
     Resource("apps/v1", "statefulsets", "StatefulSet", namespaced=True),
     Resource("batch/v1", "jobs", "Job", namespaced=True),
     Resource("policy/v1", "poddisruptionbudgets", "PodDisruptionBudget", namespaced=True),
+    # Dynamic Resource Allocation: which device a pod's claim was given, and the devices each
+    # node's driver publishes (a slice has no status).
+    Resource("resource.k8s.io/v1", "resourceclaims", "ResourceClaim", namespaced=True),
+    Resource(
+        "resource.k8s.io/v1",
+        "resourceslices",
+        "ResourceSlice",
+        namespaced=False,
+        status_subresource=False,
+    ),
     Resource("karpenter.sh/v1", "nodeclaims", "NodeClaim", namespaced=False, builtin=False),
 )
 BY_KEY = {r.key: r for r in RESOURCES}

@@ -23,6 +23,10 @@ FIELDS: dict[str, dict[str, Callable[[Json], str]]] = {
     "nodes": {
         "spec.unschedulable": lambda o: str(bool(o.get("spec", {}).get("unschedulable"))).lower()
     },
+    "resourceslices": {
+        "spec.nodeName": lambda o: o.get("spec", {}).get("nodeName", ""),
+        "spec.driver": lambda o: o.get("spec", {}).get("driver", ""),
+    },
     "events": {
         "involvedObject.name": lambda o: o.get("involvedObject", {}).get("name", ""),
         "involvedObject.kind": lambda o: o.get("involvedObject", {}).get("kind", ""),
