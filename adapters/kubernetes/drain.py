@@ -24,10 +24,10 @@ from adapters.kubernetes.drain_rules import (
     plan,
     stuck_terminating,
     terminating,
-    uses_gpus,
 )
 from adapters.kubernetes.errors import NotFound, api_errors
 from adapters.kubernetes.eviction import Answer
+from adapters.kubernetes.gpu_use import KubernetesGpuUse
 from adapters.kubernetes.nodes import PREFIX, NodeApi, ready
 from adapters.kubernetes.objects import Json, meta
 from remedy.errors import DrainBlocked, RemedyError, TransientError
@@ -71,10 +71,16 @@ class Drain:
         self._eviction_retry_s, self._drain_timeout_s = eviction_retry_s, drain_timeout_s
         self._kill_grace_s, self._checkpoint_grace_s = kill_grace_s, checkpoint_grace_s
         self._rules, self._modes = rules or DrainRules(), modes or DrainModes()
+        self.use = KubernetesGpuUse(nodes)
 
     def gpu_pods(self, node: str) -> list[str]:
-        """The uids of the running pods that use the node's GPUs: what a job kill is for."""
-        return [meta(p)["uid"] for p in self._nodes.pods(node) if _kill(p)]
+        """The uids of the running pods that use the node's GPUs (whole, MIG instances or
+        DRA claims): what a job kill is for, and what makes a node busy."""
+        return self._gpu_uids(node, self._nodes.pods(node))
+
+    def _gpu_uids(self, node: str, pods: list[Json]) -> list[str]:
+        using = {(u.namespace, u.pod) for u in self.use.of_pods(node, pods).uses}
+        return [meta(p)["uid"] for p in pods if (meta(p).get("namespace"), name_of(p)) in using]
 
     def evictable(self, node: str) -> list[str]:
         """The uids of the pods a drain is for: those it evicts and those it must refuse (a
@@ -86,7 +92,7 @@ class Drain:
         """Delete the pods of ``only`` still on the node (a pod scheduled since is not the
         job this kill was for)."""
         nodes = self._nodes
-        victims = [p for p in nodes.pods(node) if _kill(p) and meta(p)["uid"] in only]
+        victims = [p for p in nodes.pods(node) if meta(p)["uid"] in only and not finished(p)]
         if not nodes.sends(node, f"delete {len(victims)} pods using GPUs"):
             return f"dry run: would delete {len(victims)} pods using the node's GPUs"
         for pod in victims:
@@ -110,7 +116,8 @@ class Drain:
         if not nodes.sends(node, f"evict {len(targets)} pods"):
             return f"dry run: would evict {len(targets)} pods, leave {left}"
         started = time.monotonic()
-        self._checkpoint_grace(node, [p for p in targets.values() if uses_gpus(p)], on_progress)
+        gpu = set(self._gpu_uids(node, list(targets.values())))
+        self._checkpoint_grace(node, [p for u, p in targets.items() if u in gpu], on_progress)
         done = self._until_gone(node, targets, started, on_progress)
         nodes.event(node, "RemedyDrained", f"evicted {len(targets)} pods, left {left}")
         said = f"evicted {len(targets)} pods, left {left} DaemonSet/mirror pods"
@@ -277,5 +284,5 @@ def _of(pods: list[Json], only: set[str]) -> list[Json]:
     return [p for p in pods if meta(p)["uid"] in only]
 
 
-def _kill(pod: Json) -> bool:
-    return uses_gpus(pod) and not finished(pod)
+def name_of(pod: Json) -> str:
+    return str(meta(pod).get("name", ""))

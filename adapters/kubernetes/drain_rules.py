@@ -8,7 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from adapters.kubernetes.objects import Json, gpu_count, meta, timestamp
+from adapters.kubernetes.objects import Json, meta, timestamp
 from remedy.errors import ActionRefused
 
 MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
@@ -111,10 +111,6 @@ def local_storage(pod: Json) -> bool:
 
 def finished(pod: Json) -> bool:
     return pod.get("status", {}).get("phase") in ("Succeeded", "Failed")
-
-
-def uses_gpus(pod: Json) -> bool:
-    return gpu_count(pod) > 0
 
 
 def name(pod: Json) -> str:

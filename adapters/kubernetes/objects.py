@@ -19,6 +19,7 @@ log = logging.getLogger(__name__)
 
 Json = dict[str, Any]
 GPU_RESOURCE = "nvidia.com/gpu"
+MIG_RESOURCE = "nvidia.com/mig-"  # a prefix: nvidia.com/mig-1g.10gb, one MIG instance each
 # The Xids a node's agent keeps on its node (JSON, oldest first): job attribution reads them.
 RECENT_XIDS = "remedy.io/recent-xids"
 NAME_MAX = 253  # an object name: a DNS subdomain
@@ -70,18 +71,41 @@ def meta(obj: Json) -> Json:
     return found
 
 
+def container_asks(container: Json) -> dict[str, int]:
+    """The GPU devices a container asked for (limits, else requests), by resource: whole
+    GPUs (``nvidia.com/gpu``) and MIG instances (``nvidia.com/mig-<profile>``)."""
+    resources = container.get("resources", {})
+    asked = resources.get("requests", {}) | resources.get("limits", {})
+    return {
+        name: int(count)
+        for name, count in asked.items()
+        if (name == GPU_RESOURCE or name.startswith(MIG_RESOURCE)) and int(count) > 0
+    }
+
+
 def gpu_count(pod: Json) -> int:
-    """GPUs the pod's containers asked for (limits, else requests)."""
-    total = 0
-    for container in pod.get("spec", {}).get("containers", []):
-        resources = container.get("resources", {})
-        asked = (
-            resources.get("limits", {}).get(GPU_RESOURCE)
-            or resources.get("requests", {}).get(GPU_RESOURCE)
-            or 0
-        )
-        total += int(asked)
-    return total
+    """Whole GPUs the pod's containers asked for (limits, else requests): what a job's size
+    and its GPU-hours count. A MIG instance is a share of a GPU, not one: see ``uses_gpus``."""
+    containers = pod.get("spec", {}).get("containers", [])
+    return sum(container_asks(c).get(GPU_RESOURCE, 0) for c in containers)
+
+
+def claim_names(pod: Json) -> dict[str, str | None]:
+    """The pod's DRA claims: its name for each → the ResourceClaim object's name (None: made
+    from a template and not named in the pod's status yet)."""
+    spec = pod.get("spec", {}).get("resourceClaims") or []
+    made = {
+        s.get("name"): s.get("resourceClaimName")
+        for s in pod.get("status", {}).get("resourceClaimStatuses") or []
+    }
+    return {c["name"]: c.get("resourceClaimName") or made.get(c["name"]) for c in spec}
+
+
+def uses_gpus(pod: Json) -> bool:
+    """Asks for GPUs or MIG instances, or holds a DRA claim (which may be a GPU's: where the
+    claim is not read, a claim counts as one, failing closed)."""
+    containers = pod.get("spec", {}).get("containers", [])
+    return any(container_asks(c) for c in containers) or bool(claim_names(pod))
 
 
 def timestamp(value: str | None) -> datetime | None:
