@@ -7,12 +7,14 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import TYPE_CHECKING
 
+from adapters.sim import layouts
 from remedy.attribution.evidence import RecentXid, remember
 from remedy.budget import CLUSTER_POOL
 from remedy.cluster import Cluster, CordonOwner
 from remedy.conditions import GPU_ACTIVE_CHECK, NodeCondition, is_problem
 from remedy.errors import ActionRefused
 from remedy.fleet import NodeFacts
+from remedy.gpu_use import NodeGpuUse
 from remedy.models import Action, CordonState, NodeBoot
 from remedy.once import LedgerEntry, once
 
@@ -125,9 +127,12 @@ class SimWorkload:
         self._fleet = fleet
 
     def gpu_pods(self, node: str) -> list[str]:
+        return list(dict.fromkeys(u.pod for u in self.gpu_use(node).uses))
+
+    def gpu_use(self, node: str) -> NodeGpuUse:
         with self._fleet._lock:
             self._fleet._call("gpu_pods")
-            return [p.name for p in self._fleet.node(node).pods if p.uses_gpus]
+            return layouts.gpu_use(self._fleet.node(node))
 
 
 class SimAdmission:

@@ -13,6 +13,7 @@ from datetime import UTC, datetime, timedelta
 from adapters.sim.cluster import sim_cluster
 from adapters.sim.faults import FAULTS
 from adapters.sim.host import SimHost
+from adapters.sim.layouts import LAYOUTS
 from adapters.sim.node import ActiveFault, SimGpu, SimNode, SimPod
 from remedy.capabilities import Dependency
 from remedy.cluster import Cluster
@@ -151,6 +152,13 @@ class SimFleet:
         with self._lock:
             sim = self.node(node)
             sim.pods = [p for p in sim.pods if not p.uses_gpus]
+
+    def place(self, node: str, layout: str) -> None:
+        """Replace the node's GPU work with a layout of adapters/sim/layouts.py: ``shared``
+        (eight one-GPU inference pods), ``mig`` (MIG instances), ``dra`` (DRA claims)."""
+        with self._lock:
+            sim = self.node(node)
+            sim.pods = [p for p in sim.pods if not p.uses_gpus] + LAYOUTS[layout](sim)
 
     def clear_faults(self, node: str) -> None:
         with self._lock:

@@ -11,6 +11,7 @@ from datetime import datetime, timedelta
 from adapters.sim.faults import FAULTS, Effect
 from remedy.attribution.evidence import RecentXid
 from remedy.conditions import NodeCondition
+from remedy.gpu_use import GpuClaim
 from remedy.models import Action
 from remedy.once import LedgerEntry
 from remedy.probe.nics import NicPort
@@ -43,6 +44,9 @@ class SimPod:
     name: str
     uses_gpus: bool
     daemonset: bool = False
+    gpus: tuple[int, ...] = ()  # which GPUs (empty with uses_gpus: the whole node's)
+    via: GpuClaim = GpuClaim.DEVICE_PLUGIN
+    mig: str | None = None  # the MIG instance ("GPU-I:nn") when via MIG
 
 
 @dataclass
