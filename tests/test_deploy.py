@@ -24,6 +24,7 @@ from remedy.cluster import CordonOwner
 from remedy.conditions import NodeCondition
 from tests.conftest import ROOT
 from tests.kube import DAEMONSETS, JOBS, NODECLAIMS, NODES, PODS, call, daemonset, node, pod
+from tests.test_gpu_use import CLAIMS, SLICES, claim, dra_pod, gpu_slice
 from tests.test_kubernetes_jobs import failed_job, job_pod
 from workers.manifests.needs import agent_params
 from workers.manifests.render import AgentFeatures, Install, load, render
@@ -133,6 +134,8 @@ def controller_scenario(api: k8s.ApiClient) -> None:
     cluster.gpus.return_gpus("n1")
     cluster.control.node_boot("n1")
     cluster.fleet.pool_size("gpu")
+    assert cluster.workload is not None
+    cluster.workload.gpu_pods("n3")  # its DRA pod's claim, and the slice with its GPU
     cluster.fleet.nodes()  # the fleet scan
     cluster.admission.hold_for_admission("n2")
     cluster.admission.admit("n2", ["SN1"])
@@ -201,6 +204,9 @@ def seed(api: ApiServer) -> None:
     api.objects[PODS, "ml", "llm-0"] = job_pod("llm-0", "n3")
     api.objects[JOBS, "ml", "llm"] = failed_job()
     api.logs["ml", "llm-0"] = "Traceback"
+    api.objects[CLAIMS, "jobs", "c3"] = claim("c3", "gpu-3")
+    api.objects[SLICES, None, "n3-gpus"] = gpu_slice("n3")
+    api.objects[PODS, "jobs", "dra"] = dra_pod("dra", "c3", node_name="n3")
 
 
 async def test_controller_roles_grant_exactly_what_the_adapter_calls(
