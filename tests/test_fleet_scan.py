@@ -297,7 +297,9 @@ async def test_the_scan_gives_an_orphaned_cordon_a_ladder_and_leaves_a_persons_a
         ladder=[Rung(action=Action.DRAIN, approval="required")],
     )
     fast = RunbookSet(r.scaled(3600) for r in shipped_runbooks)
-    async with running_workers(client, fleet, runbooks=fast) as queues:
+    # Three of three nodes out of sorts would trip the quarantine breaker: not what is tried here.
+    calm = BudgetPolicy(storm_share=1.0)
+    async with running_workers(client, fleet, runbooks=fast, policy=calm) as queues:
         cut = await report(client, queues, fleet.inject(orphan, "ecc_dbe"), wait)
         await wait_for_phase(dev_env, cut, Phase.AWAITING_APPROVAL, step=timedelta(seconds=0.2))
         await cut.terminate("an operator's mistake")
