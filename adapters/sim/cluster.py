@@ -223,6 +223,8 @@ class SimAlerts:
 
 
 def sim_cluster(fleet: SimFleet) -> Cluster:
+    from adapters.sim.gpu_scope import SimGpuScope  # it builds on this module's ledger rule
+
     return Cluster(
         control=SimNodeControl(fleet),
         marks=SimNodeMarks(fleet),
@@ -232,4 +234,5 @@ def sim_cluster(fleet: SimFleet) -> Cluster:
         replacer=SimReplacer(fleet),
         workload=SimWorkload(fleet),
         alerts=SimAlerts(fleet),
+        gpu_scope=SimGpuScope(fleet),
     )

@@ -43,6 +43,8 @@ class SimPod:
     name: str
     uses_gpus: bool
     daemonset: bool = False
+    gpu: int | None = None  # the GPU it uses (None: every GPU of the node, or which unknown)
+    mig: str | None = None  # its MIG instance on that GPU ("GPU-I:nn"), if it uses one
 
 
 @dataclass
@@ -55,6 +57,7 @@ class SimNode:
     unschedulable: bool = False
     annotations: dict[str, str] = field(default_factory=dict)
     pods: list[SimPod] = field(default_factory=list)
+    quarantined: dict[int, str] = field(default_factory=dict)  # GPU → the ladder holding it
     boot_id: int = 0
     generation: int = 0  # bumps on replacement: new hardware, new serials
     nics: int = 8
