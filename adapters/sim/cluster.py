@@ -202,6 +202,7 @@ def _facts(n: SimNode, now: datetime) -> NodeFacts:
         rejected=n.rejected,
         active_check=n.conditions.get(GPU_ACTIVE_CHECK),
         last_heartbeat=beat,
+        gpus_out=sorted(n.quarantined),
     )
 
 
