@@ -36,6 +36,8 @@ RESOURCES = (
     Resource("apps/v1", "statefulsets", "StatefulSet", namespaced=True),
     Resource("batch/v1", "jobs", "Job", namespaced=True),
     Resource("policy/v1", "poddisruptionbudgets", "PodDisruptionBudget", namespaced=True),
+    # DRA device taints: remedy's per-GPU quarantine (adapters/kubernetes/gpu_scope.py)
+    Resource("resource.k8s.io/v1beta2", "devicetaintrules", "DeviceTaintRule", namespaced=False),
     Resource("karpenter.sh/v1", "nodeclaims", "NodeClaim", namespaced=False, builtin=False),
 )
 BY_KEY = {r.key: r for r in RESOURCES}
