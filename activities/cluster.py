@@ -26,6 +26,8 @@ from remedy.cluster import (
     Replacer,
 )
 from remedy.conditions import recovered_conditions
+from remedy.errors import ActionRefused
+from remedy.gpu_scope import GpuScopedControl
 from remedy.models import (
     ActionRequest,
     ActionResult,
@@ -33,6 +35,7 @@ from remedy.models import (
     ConditionsUpdate,
     CordonResult,
     NodeBoot,
+    Scope,
 )
 from remedy.quarantine import Alert
 from remedy.verification import SeenXids, XidsSince
@@ -41,9 +44,12 @@ log = logging.getLogger(__name__)
 
 
 class NodeControlActivities:
-    def __init__(self, control: NodeControl, poll_s: float = 5.0) -> None:
+    def __init__(
+        self, control: NodeControl, poll_s: float = 5.0, gpus: GpuScopedControl | None = None
+    ) -> None:
         self._control = control
         self._poll_s = poll_s
+        self._gpus = gpus  # GPU-scoped rungs (remedy/gpu_scope.py)
 
     @act.CORDON.defn
     def cordon(self, req: ActionRequest) -> CordonResult:
@@ -56,12 +62,19 @@ class NodeControlActivities:
     def restore(self, req: ActionRequest) -> ActionResult:
         with temporal_errors():
             undone = self._control.restore(req.node.name)
+            lifted = (
+                self._gpus.lift_quarantine(req.node.name, req.workflow_id) if self._gpus else []
+            )
         detail = "uncordoned" if undone else "no remedy cordon to undo; node left as it is"
+        if lifted:
+            detail += f"; GPU {', '.join(map(str, lifted))} back in allocation"
         return ActionResult(ok=True, detail=detail)
 
     @act.DRAIN.defn
     def drain(self, req: ActionRequest) -> ActionResult:
         with temporal_errors():
+            if req.scope is Scope.GPU:
+                return self._on_gpu(req, kill=False)
             # Heartbeats carry the pods left, so a long drain is visible and can be cancelled.
             detail = self._control.drain(req.node.name, activity.heartbeat, req.key)
         return ActionResult(ok=True, detail=detail)
@@ -69,7 +82,18 @@ class NodeControlActivities:
     @act.KILL_JOB.defn
     def kill_job(self, req: ActionRequest) -> ActionResult:
         with temporal_errors():
+            if req.scope is Scope.GPU:
+                return self._on_gpu(req, kill=True)
             detail = self._control.kill_gpu_pods(req.node.name, req.key)
+        return ActionResult(ok=True, detail=detail)
+
+    def _on_gpu(self, req: ActionRequest, kill: bool) -> ActionResult:
+        """A GPU-scoped drain or kill: the faulty GPU's pods only, the node stays schedulable."""
+        if self._gpus is None:
+            raise ActionRefused("this cluster adapter has no GPU-scoped actions (scope: gpu)")
+        detail = self._gpus.evict_gpu_pods(
+            req.node.name, req.gpu_indices, req.key, kill, req.workflow_id
+        )
         return ActionResult(ok=True, detail=detail)
 
     @act.BOOT_ID.defn
@@ -209,7 +233,7 @@ class AlertActivities:
 def cluster_activities(cluster: Cluster, poll_s: float = 5.0) -> list[Callable[..., Any]]:
     """Every cluster-side activity, each class given only the seam it acts through."""
     return [
-        *NodeControlActivities(cluster.control, poll_s).all(),
+        *NodeControlActivities(cluster.control, poll_s, cluster.gpu_scope).all(),
         *ReplaceActivities(cluster.replacer).all(),
         *GpuHandoffActivities(cluster.gpus).all(),
         *MarkActivities(cluster.marks).all(),

@@ -46,6 +46,8 @@ RESOURCES = (
         namespaced=False,
         status_subresource=False,
     ),
+    # DRA device taints: remedy's per-GPU quarantine (adapters/kubernetes/gpu_scope.py)
+    Resource("resource.k8s.io/v1beta2", "devicetaintrules", "DeviceTaintRule", namespaced=False),
     Resource("karpenter.sh/v1", "nodeclaims", "NodeClaim", namespaced=False, builtin=False),
 )
 BY_KEY = {r.key: r for r in RESOURCES}

@@ -13,6 +13,7 @@ from typing import Protocol
 from remedy.attribution.evidence import RecentXid
 from remedy.conditions import NodeCondition
 from remedy.fleet import NodeFacts
+from remedy.gpu_scope import GpuScopedControl
 from remedy.models import CordonState, NodeBoot
 
 
@@ -126,3 +127,4 @@ class Cluster:
     replacer: Replacer
     workload: GpuWorkload | None = None  # None: unknown, so every node counts as busy
     alerts: Alerts | None = None  # None: alerts go to the controller's log only
+    gpu_scope: GpuScopedControl | None = None  # None: GPU-scoped rungs are refused

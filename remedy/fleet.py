@@ -43,11 +43,13 @@ class NodeFacts(BaseModel):
     last_heartbeat: datetime | None = None
     silent_for: timedelta | None = None
     clock_skew: timedelta | None = None
+    gpus_out: list[int] = []  # GPUs remedy quarantined (scope: gpu); the node stays schedulable
 
 
 class NodeStatus(StrEnum):
     HEALTHY = "healthy"
     IN_REMEDIATION = "in_remediation"
+    DEGRADED = "degraded"  # GPUs quarantined, the node schedulable: the other GPUs still serve
     ADMITTING = "admitting"
     NEEDS_HUMAN = "needs_human"  # remedy's cordon, nothing running: the ladder ran out
     CORDONED = "cordoned"  # cordoned by someone else
@@ -112,8 +114,10 @@ def status_of(
     how scans before that judged them (any problem condition, however old), kept for replay."""
     if not node.managed:
         return NodeStatus.UNMANAGED
+    degraded = bool(node.gpus_out) and not node.unschedulable
     if node.name in work.remediating or node.name in work.checking:
-        return NodeStatus.IN_REMEDIATION  # remedy is at work on it: a ladder or a check
+        # remedy is at work on it: a ladder or a check; on GPUs only, the node still serves
+        return NodeStatus.DEGRADED if degraded else NodeStatus.IN_REMEDIATION
     if node.name in work.admitting:
         return NodeStatus.ADMITTING
     if node.rejected is not None:
@@ -122,6 +126,8 @@ def status_of(
         return NodeStatus.NEEDS_HUMAN
     if current_problems(node, silent_after) if stale_problems else node.problems:
         return NodeStatus.UNHEALTHY
+    if degraded:  # a quarantine no ladder holds: someone looks at that GPU
+        return NodeStatus.DEGRADED
     if node.awaiting_admission:
         return NodeStatus.ADMITTING
     if node.unschedulable:
@@ -184,6 +190,7 @@ def finding_from_condition(node: str, condition: NodeCondition) -> Finding:
 # Nodes no running workflow owns that still need someone: `remedy status` lists them by name.
 ATTENTION = (
     NodeStatus.NEEDS_HUMAN,
+    NodeStatus.DEGRADED,
     NodeStatus.REJECTED,
     NodeStatus.UNHEALTHY,
     NodeStatus.SILENT,
@@ -197,6 +204,7 @@ class PoolSummary(BaseModel):
     pool: str
     nodes: int = 0
     counts: dict[NodeStatus, int] = {}
+    gpus_out: int = 0  # GPUs quarantined on nodes that still serve (whole nodes: the counts)
     attention: dict[str, NodeStatus] = {}
     # Clocks off the controller's by more than remedy.liveness.SKEW_TOLERANCE: how many, and
     # node → skew in seconds (+ ahead, − behind; at most MAX_ATTENTION); and the largest skew
@@ -300,6 +308,7 @@ def summarise(
         status = status_of(node, work, silent_after, stale_problems)
         pool.nodes += 1
         pool.counts[status] = pool.count(status) + 1
+        pool.gpus_out += len(node.gpus_out)
         if status in ATTENTION and len(pool.attention) < MAX_ATTENTION:
             pool.attention[node.name] = status
         if node.clock_skew is not None:

@@ -49,6 +49,13 @@ class Action(StrEnum):
     RESTORE = "restore"  # undo what remedy did to a node that recovered
 
 
+class Scope(StrEnum):
+    """What a rung acts on (remedy/gpu_scope.py)."""
+
+    NODE = "node"  # the whole node (the default)
+    GPU = "gpu"  # the faulty GPU only: its pods, its MIG instances, its allocation
+
+
 class Wire(BaseModel):
     """A message between workflows, activities and processes. A field that a newer remedy added
     is ignored, not an error: an older worker must still read a newer payload or history
@@ -199,6 +206,7 @@ class ActionRequest(Frozen):
     # request from a ladder that predates keys.
     key: str = ""
     node_uid: str = ""  # a replacement: the node object it is for (another one: done already)
+    scope: Scope = Scope.NODE  # gpu: only the pods on gpu_indices (remedy/gpu_scope.py)
 
 
 class ActionResult(Frozen):

@@ -258,6 +258,7 @@ async def _budget(client: Client, pool: str) -> BudgetState | None:
 COLUMNS = [
     NodeStatus.HEALTHY,
     NodeStatus.IN_REMEDIATION,
+    NodeStatus.DEGRADED,
     NodeStatus.NEEDS_HUMAN,
     NodeStatus.CORDONED,
     NodeStatus.ADMITTING,
@@ -273,6 +274,7 @@ POOL_HEADERS = [
     "pool",
     "nodes",
     *(c.value.replace("_", " ") for c in COLUMNS),
+    "GPUs out",
     "leases",
     "waiting",
     "people",
@@ -291,6 +293,7 @@ def pool_rows(status: FleetStatus) -> list[list[str]]:
                 pool.summary.pool,
                 str(pool.summary.nodes),
                 *(str(pool.summary.count(c)) for c in COLUMNS),
+                str(pool.summary.gpus_out),
                 leases,
                 str(len(budget.waiting)) if budget else "-",
                 f"{len(pool.held_by_people)}{' SEIZED' if pool.seized else ''}" if budget else "-",

@@ -38,6 +38,7 @@ from workflows.remediation_view import RemediationView
 
 with workflow.unsafe.imports_passed_through():
     from remedy.actions import ACTIONS, Where
+    from remedy.gpu_scope import holds_gpus
     from remedy.hardware import Incident, IncidentReport, InService
     from remedy.models import (
         Action,
@@ -72,19 +73,17 @@ DIAGNOSE_EVERY_GPU = "diagnose-every-gpu"  # before: only the GPUs the findings 
 WAIT_FOR_CANCELLED = "wait-for-a-cancelled-drain"  # before: the ladder ended while it ran
 UNANSWERED = "restore-after-an-unanswered-cordon"  # before: such a cordon stayed, unowned
 END_IF_GONE = "end-when-the-node-is-gone"  # before: a failed cordon, and the ladder went on
-# Outcomes that count against the GPU: a fault that cleared by itself, or an abort, does not.
+# Outcomes that count against the GPU (not a fault that cleared by itself, nor an abort).
 INCIDENT_OUTCOMES = (Outcome.RECOVERED, Outcome.REPLACED, Outcome.NEEDS_HUMAN)
 CLUSTER_CALL = timedelta(seconds=60)
 PROBE_DEADLINE = timedelta(minutes=5)
 
 Step = Callable[["NodeSteps", Rung], Awaitable[ActionResult]]
+R = TypeVar("R")
 
 
 def gone(node: str) -> str:
     return f"the cluster has no node {node} (deleted, or never there)"
-
-
-R = TypeVar("R")
 
 
 class NodeSteps:
@@ -131,16 +130,16 @@ class NodeSteps:
         return await self._action(rung)
 
     async def _action(self, rung: Rung, node_uid: str = "") -> ActionResult:
-        """The action's own activity, with the rung's timeout and retries. A disruptive one
-        carries its key (this run, this rung): a retry of the activity after a lost answer
-        finds it recorded where the effect landed and does not act again (remedy/once.py).
-        One that reports progress is cancelled and waited for (an abort): the ladder ends
-        once it stopped, never while it still evicts pods."""
+        """The action's own activity, with the rung's timeout, retries and scope. A disruptive
+        one carries its key (this run, this rung): a retry after a lost answer finds it done
+        where the effect landed (remedy/once.py). One that reports progress is cancelled and
+        waited for (an abort): the ladder ends once it stopped, never while it evicts pods."""
         spec, state, again = ACTIONS[rung.action], self._state, self._again
         on_node = spec.where is Where.NODE
         at = state.rung if again is None else again
         key = rung_key(at, state.epoch, again is not None) if spec.disruptive else ""
-        request = self.request(rung.action).model_copy(update={"key": key, "node_uid": node_uid})
+        update = {"key": key, "node_uid": node_uid, "scope": rung.scope}
+        request = self.request(rung.action).model_copy(update=update)
         waits = spec.reports_progress and workflow.patched(WAIT_FOR_CANCELLED)
         return await act.ACTION[rung.action].execute(
             request,
@@ -295,7 +294,8 @@ class NodeSteps:
         # deadline) may have landed: the restore undoes only remedy's own cordon, so ask it.
         unanswered = state.cordon is None and state.cordon_asked
         if not state.cordoned_by_remedy and not (unanswered and workflow.patched(UNANSWERED)):
-            return  # never undo a cordon someone else set
+            if not holds_gpus(state.runbook, state.attempts):  # a GPU quarantine to lift
+                return  # never undo a cordon someone else set
         self._view.enter(Phase.RESTORING)
         # A failure leaves the node cordoned and annotated as remedy's: owned, and visible.
         await self._outside_ladder(act.RESTORE, Action.RESTORE, "recovered", lambda r: r.detail)

@@ -19,6 +19,7 @@ from adapters.kubernetes.drain_modes import DrainModes
 from adapters.kubernetes.drain_rules import DrainRules
 from adapters.kubernetes.fleet import KubernetesFleetView
 from adapters.kubernetes.gpu_operator import GpuOperatorHandoff
+from adapters.kubernetes.gpu_scope import KubernetesGpuScope
 from adapters.kubernetes.marks import KubernetesNodeMarks
 from adapters.kubernetes.nodes import NodeApi, utcnow
 from adapters.kubernetes.objects import CONTROLLER_MANAGER
@@ -59,8 +60,9 @@ def kubernetes_cluster(
         rules=drain_rules,
         modes=modes,
     )
+    control = KubernetesNodeControl(nodes, drain)
     return Cluster(
-        control=KubernetesNodeControl(nodes, drain),
+        control=control,
         marks=KubernetesNodeMarks(nodes),
         fleet=KubernetesFleetView(nodes),
         admission=KubernetesAdmission(nodes),
@@ -70,4 +72,5 @@ def kubernetes_cluster(
         replacer=replacer_named(replacer, nodes),
         workload=drain,  # its running GPU pods: what a job kill is for, and what makes it busy
         alerts=nodes,  # an Event on the node that tipped the breaker (a Warning)
+        gpu_scope=KubernetesGpuScope(nodes, drain, control),  # a DRA device taint per GPU
     )

@@ -110,16 +110,16 @@ class KubernetesNodeControl:
             return self._drain.drain(node, on_progress, only=set(uids))
 
         self._nodes.managed(self._nodes.node(node))
-        return self._once(node, key, Action.DRAIN, self._drain.evictable(node), evict)
+        return self.keyed(node, key, Action.DRAIN, self._drain.evictable(node), evict)
 
     def kill_gpu_pods(self, node: str, key: str) -> str:
         def kill(uids: Sequence[str]) -> str:
             return self._drain.kill_gpu_pods(node, only=set(uids))
 
         self._nodes.managed(self._nodes.node(node))
-        return self._once(node, key, Action.KILL_JOB, self._drain.gpu_pods(node), kill)
+        return self.keyed(node, key, Action.KILL_JOB, self._drain.gpu_pods(node), kill)
 
-    def _once(
+    def keyed(
         self,
         node: str,
         key: str,

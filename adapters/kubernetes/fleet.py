@@ -11,6 +11,7 @@ from datetime import datetime, timedelta
 
 from adapters.kubernetes.admission import ADMISSION_REJECTED, ADMISSION_TAINT, VALIDATED_LABEL
 from adapters.kubernetes.control import CORDONED_BY
+from adapters.kubernetes.gpu_scope import gpus_out
 from adapters.kubernetes.listing import count, list_pages
 from adapters.kubernetes.marks import remedy_conditions
 from adapters.kubernetes.nodes import OPT_OUT_LABEL, PREFIX, NodeApi, has_taint
@@ -76,6 +77,7 @@ class KubernetesFleetView:
             validated=labels.get(VALIDATED_LABEL) == "true",
             rejected=annotations.get(ADMISSION_REJECTED),
             last_heartbeat=beat,  # judged by the scan, on the controller's clock
+            gpus_out=sorted(gpus_out(node)),
         )
 
 

@@ -207,6 +207,7 @@ def _facts(n: SimNode, now: datetime) -> NodeFacts:
         rejected=n.rejected,
         active_check=n.conditions.get(GPU_ACTIVE_CHECK),
         last_heartbeat=beat,
+        gpus_out=sorted(n.quarantined),
     )
 
 
@@ -228,6 +229,8 @@ class SimAlerts:
 
 
 def sim_cluster(fleet: SimFleet) -> Cluster:
+    from adapters.sim.gpu_scope import SimGpuScope  # it builds on this module's ledger rule
+
     return Cluster(
         control=SimNodeControl(fleet),
         marks=SimNodeMarks(fleet),
@@ -237,4 +240,5 @@ def sim_cluster(fleet: SimFleet) -> Cluster:
         replacer=SimReplacer(fleet),
         workload=SimWorkload(fleet),
         alerts=SimAlerts(fleet),
+        gpu_scope=SimGpuScope(fleet),
     )

@@ -60,8 +60,17 @@ class SimHost:
             lost = [g for g in targets if Effect.LOST in sim.effects(g)]
             if lost:
                 raise ActionFailed(f"GPU {lost[0]} is lost from the bus: a reset cannot reach it")
-            if any(p.uses_gpus for p in sim.pods):
-                raise ActionFailed("processes still hold the GPU: drain or kill the job first")
+            # Only the pods on the GPUs reset hold them (a pod whose GPU is unknown: any GPU);
+            # a MIG instance in use holds its whole GPU: a reset needs every instance idle.
+            held = [p for p in sim.pods if p.uses_gpus and (p.gpu is None or p.gpu in targets)]
+            if held:
+                mig = next((p for p in held if p.mig), None)
+                raise ActionFailed(
+                    f"MIG instance {mig.mig} of GPU {mig.gpu} is in use by {mig.name}: a reset "
+                    "needs every instance idle"
+                    if mig
+                    else "processes still hold the GPU: drain or kill the job first"
+                )
             # The machine's own book: the reset and its record land together.
             clock = self._fleet.clock
             done = once(sim, key, Action.RESET_GPU, clock, reset, unsure_not_repeated)

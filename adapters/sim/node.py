@@ -48,6 +48,11 @@ class SimPod:
     via: GpuClaim = GpuClaim.DEVICE_PLUGIN
     mig: str | None = None  # the MIG instance ("GPU-I:nn") when via MIG
 
+    @property
+    def gpu(self) -> int | None:
+        """The one GPU it uses (None: every GPU of the node, or more than one)."""
+        return self.gpus[0] if len(self.gpus) == 1 else None
+
 
 @dataclass
 class SimNode:
@@ -59,6 +64,7 @@ class SimNode:
     unschedulable: bool = False
     annotations: dict[str, str] = field(default_factory=dict)
     pods: list[SimPod] = field(default_factory=list)
+    quarantined: dict[int, str] = field(default_factory=dict)  # GPU → the ladder holding it
     boot_id: int = 0
     generation: int = 0  # bumps on replacement: new hardware, new serials
     nics: int = 8

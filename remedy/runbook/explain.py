@@ -13,7 +13,8 @@ from pydantic import BaseModel
 
 from remedy.actions import ACTIONS
 from remedy.durations import format_duration
-from remedy.models import Action
+from remedy.gpu_scope import SCOPED_DOES
+from remedy.models import Action, Scope
 from remedy.runbook.schema import Approval, Match, OnApprovalTimeout, Runbook, Rung
 
 WAIT = OnApprovalTimeout.WAIT
@@ -117,7 +118,8 @@ def explain(runbook: Runbook) -> list[str]:
         lines.append(step.format("0s", "no tolerance window: the ladder starts at once"))
     for timing, rung in zip(timings(runbook), runbook.ladder, strict=True):
         by = f"by {format_duration(timing.starts_by)}"
-        lines.append(step.format(by, f"rung {timing.index + 1}: {ACTIONS[rung.action].does}"))
+        does = SCOPED_DOES[rung.action] if rung.scope is Scope.GPU else ACTIONS[rung.action].does
+        lines.append(step.format(by, f"rung {timing.index + 1}: {does}"))
         if rung.approval is Approval.REQUIRED:
             lines.append(
                 step.format(

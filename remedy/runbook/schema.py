@@ -23,7 +23,8 @@ from pydantic_core import CoreSchema
 from remedy import vocabulary
 from remedy.actions import ACTIONS
 from remedy.durations import Duration, format_duration
-from remedy.models import Action, Finding, Severity
+from remedy.gpu_scope import GPU_SCOPED
+from remedy.models import Action, Finding, Scope, Severity
 
 # The loader validates with this context (and extra="forbid"): what a person wrote is checked
 # strictly — unknown fields, checks and reasons are errors. A runbook that travels inside a
@@ -148,6 +149,8 @@ class Rung(Authored):
     # Declared after what they are checked against (a field's validator sees those before it).
     on_approval_timeout: OnApprovalTimeout = OnApprovalTimeout.NEEDS_HUMAN
     approval_timeout: Duration = timedelta(hours=4)
+    # gpu: the faulty GPU only (remedy/gpu_scope.py); drain, kill_job and reset_gpu.
+    scope: Scope = Scope.NODE
 
     @model_validator(mode="after")
     def _check(self, info: ValidationInfo) -> Rung:
@@ -176,6 +179,15 @@ class Rung(Authored):
                 "on_approval_timeout is for a rung that asks for an approval (approval: "
                 f"required, or {_DRAINED} with if_drain_failed: ask)"
             )
+        return value
+
+    @field_validator("scope")
+    @classmethod
+    def _scoped(cls, value: Scope, info: ValidationInfo) -> Scope:
+        action = info.data.get("action")
+        if value is Scope.GPU and action is not None and action not in GPU_SCOPED:
+            allowed = ", ".join(a.value for a in GPU_SCOPED)
+            raise ValueError(f"scope: gpu is for {allowed}; {action.value} acts on the whole node")
         return value
 
     @field_validator("approval_timeout")

@@ -1,0 +1,65 @@
+"""GPU-scoped actions over the twin: which pod uses which GPU (a minimal GpuUseSource over the
+sim's own pods, until the gpumap side's shared and MIG nodes land), the per-GPU quarantine and
+the eviction of only the pods on the faulty GPU."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from adapters.sim import layouts
+from adapters.sim.cluster import _atomic
+from remedy.errors import ActionRefused
+from remedy.gpu_scope import pods_on
+from remedy.gpu_use import NodeGpuUse
+from remedy.models import Action
+from remedy.once import once
+
+if TYPE_CHECKING:
+    from adapters.sim.fleet import SimFleet
+    from adapters.sim.node import SimNode
+
+
+def node_gpu_use(sim: SimNode) -> NodeGpuUse:
+    return layouts.gpu_use(sim)
+
+
+class SimGpuScope:
+    def __init__(self, fleet: SimFleet) -> None:
+        self._fleet = fleet
+
+    def gpu_use(self, node: str) -> NodeGpuUse:
+        with self._fleet._lock:
+            return node_gpu_use(self._fleet.node(node))
+
+    def evict_gpu_pods(self, node: str, gpus: list[int], key: str, kill: bool, owner: str) -> str:
+        action = Action.KILL_JOB if kill else Action.DRAIN
+
+        def evict() -> str:
+            if not gpus:
+                raise ActionRefused("a GPU-scoped rung needs the faulty GPU's index")
+            for g in gpus:
+                sim.quarantined.setdefault(g, owner)
+            gone = {u.pod for u in pods_on(node_gpu_use(sim), gpus)}
+            sim.pods = [p for p in sim.pods if p.name not in gone]
+            if kill:
+                sim.clear(Action.KILL_JOB)  # a hung job's hang goes with it
+            self._fleet._record(node, action.value, key)
+            verb = "deleted" if kill else "evicted"
+            on = ", ".join(map(str, gpus))
+            return f"GPU {on} quarantined; {verb} {len(gone)} pods using it: {sorted(gone)}"
+
+        self._fleet.pause_point(action.value)
+        with self._fleet._lock:
+            sim = self._fleet._act(node, action.value)
+            done = once(
+                sim, key, action, self._fleet.clock, evict, _atomic, raised_means_failed=True
+            )
+            return self._fleet._answer(action.value, done)
+
+    def lift_quarantine(self, node: str, workflow_id: str) -> list[int]:
+        with self._fleet._lock:
+            sim = self._fleet._act(node, "restore")
+            lifted = sorted(g for g, by in sim.quarantined.items() if by == workflow_id)
+            for g in lifted:
+                del sim.quarantined[g]
+            return lifted

@@ -1,0 +1,85 @@
+"""GPU-scoped rungs: a drain, a job kill or a reset that acts on the faulty GPU only.
+
+A rung with ``scope: gpu`` takes the trigger's GPU out of allocation (a per-GPU quarantine:
+new pods do not land on it, the node stays schedulable) and evicts or kills only the pods
+using that GPU or its MIG instances; the other GPUs' pods keep running. Node-level rungs
+(reboot, replace) always take the whole node. The quarantine is lifted by the ladder's
+restore once a rung verified the GPU healthy.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Protocol
+
+from remedy.gpu_use import GpuUse, NodeGpuUse
+from remedy.models import Action, Scope
+
+if TYPE_CHECKING:
+    from remedy.remediation import Attempt
+    from remedy.runbook.schema import Runbook
+
+__all__ = ["GPU_SCOPED", "SCOPED_DOES", "GpuScopedControl", "Scope", "holds_gpus", "pods_on"]
+
+# The rungs that may be GPU-scoped; the others act on the node by nature.
+GPU_SCOPED = (Action.DRAIN, Action.KILL_JOB, Action.RESET_GPU)
+
+# What a GPU-scoped rung does instead, for `remedy runbooks explain` and docs/runbooks.md.
+SCOPED_DOES = {
+    Action.DRAIN: (
+        "quarantine the faulty GPU (no new pods on it; the node stays schedulable) and "
+        "evict only the pods using it or its MIG instances"
+    ),
+    Action.KILL_JOB: (
+        "quarantine the faulty GPU and stop only the pods using it or its MIG instances"
+    ),
+    Action.RESET_GPU: (
+        "reset the faulty GPU once its pods and MIG instances are idle, then restore its MIG "
+        "layout; it returns to allocation when verified"
+    ),
+}
+
+
+def pods_on(use: NodeGpuUse, gpus: list[int]) -> list[GpuUse]:
+    """The uses to evict for a fault on ``gpus`` (empty: the GPU is not known, so every one).
+    A use whose GPU is unknown counts on every GPU, and so does a node whose use could not
+    be read (fail closed): then the caller must take the node, not guess.
+
+    >>> u = NodeGpuUse(node="n", uses=[
+    ...     GpuUse(namespace="a", pod="p0", gpu=0, via="device_plugin"),
+    ...     GpuUse(namespace="a", pod="p3", gpu=3, via="device_plugin")])
+    >>> [x.pod for x in pods_on(u, [3])]
+    ['p3']
+    """
+    if not gpus:
+        return list(use.uses)
+    return [u for u in use.uses if u.gpu is None or u.gpu in gpus]
+
+
+def holds_gpus(runbook: Runbook | None, attempts: Sequence[Attempt]) -> bool:
+    """Whether the ladder ran a GPU-scoped drain or kill, so its restore has a quarantine to
+    lift even where it never cordoned the node."""
+    if runbook is None:
+        return False
+    ladder = runbook.ladder
+    return any(
+        0 <= a.rung < len(ladder)
+        and ladder[a.rung].scope is Scope.GPU
+        and ladder[a.rung].action in (Action.DRAIN, Action.KILL_JOB)
+        for a in attempts
+    )
+
+
+class GpuScopedControl(Protocol):
+    """The cluster side of a GPU-scoped rung. Each disruptive call carries its idempotency key
+    (remedy/once.py): a retry after a lost answer finds it done and answers what it did."""
+
+    def evict_gpu_pods(self, node: str, gpus: list[int], key: str, kill: bool, owner: str) -> str:
+        """Quarantine ``gpus`` (held by ``owner``, the ladder's workflow id), then evict (or,
+        ``kill``, delete) the pods using them; say what was done. ActionRefused when the
+        node's GPU use cannot be read: a GPU-scoped rung never guesses which pods to spare."""
+        ...
+
+    def lift_quarantine(self, node: str, workflow_id: str) -> list[int]:
+        """Return to allocation the GPUs that ladder quarantined; the GPUs lifted."""
+        ...

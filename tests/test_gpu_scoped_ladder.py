@@ -1,0 +1,77 @@
+"""A GPU-scoped ladder on the time-skipping server over the twin: one GPU of eight fails on a
+node shared by eight one-GPU pods; only the pod on that GPU is evicted, the node is never
+cordoned, the GPU is quarantined, reset, and returned to allocation."""
+
+from __future__ import annotations
+
+import pytest
+from temporalio.testing import WorkflowEnvironment
+
+from adapters.sim import SimFleet
+from adapters.sim.node import SimPod
+from remedy.gpu_use import GpuClaim
+from remedy.models import Action, Scope
+from remedy.remediation import AttemptResult, Outcome
+from remedy.runbook import Match, Runbook, Rung
+from tests.ladder import remediate
+
+NODE = "gpu-node-001"
+BAD = 3
+
+
+def shared(fleet: SimFleet, mig: bool = False) -> list[str]:
+    """Eight one-GPU inference pods (or, ``mig``, two MIG instances of each GPU)."""
+    sim = fleet.node(NODE)
+    per_gpu = [f"GPU-I:{i:02d}" for i in (1, 2)] if mig else [None]
+    pods = [
+        SimPod(
+            f"infer-{g}-{n}",
+            uses_gpus=True,
+            gpus=(g,),
+            mig=m,
+            via=GpuClaim.MIG if m else GpuClaim.DEVICE_PLUGIN,
+        )
+        for g in range(8)
+        for n, m in enumerate(per_gpu)
+    ]
+    sim.pods = [p for p in sim.pods if not p.uses_gpus] + pods
+    return [p.name for p in pods]
+
+
+def gpu_ladder() -> Runbook:
+    return Runbook(
+        name="single-gpu-ecc",
+        match=Match(xids=[48]),
+        cordon=False,  # the GPU's quarantine keeps new work off it; the node keeps serving
+        ladder=[
+            Rung(action=Action.DRAIN, scope=Scope.GPU),
+            Rung(action=Action.RESET_GPU, scope=Scope.GPU),
+            Rung(action=Action.REBOOT),
+        ],
+    )
+
+
+@pytest.mark.parametrize("mig", [False, True], ids=["whole-gpus", "mig-instances"])
+async def test_one_bad_gpu_of_eight_evicts_only_its_pods_and_returns_the_gpu(
+    time_env: WorkflowEnvironment, fleet: SimFleet, mig: bool
+) -> None:
+    pods = shared(fleet, mig)
+    on_bad = [p for p in pods if p.startswith(f"infer-{BAD}-")]
+    finding = fleet.inject(NODE, "ecc_dbe", gpu=BAD)
+
+    ran = await remediate(time_env, fleet, finding, gpu_ladder())
+
+    assert ran.result.outcome is Outcome.RECOVERED
+    left = [p.name for p in fleet.node(NODE).pods if p.uses_gpus]
+    assert left == [p for p in pods if p not in on_bad]  # the other GPUs' pods kept running
+    assert len(left) == len(pods) - len(on_bad)
+    sim = fleet.node(NODE)
+    assert not sim.unschedulable  # never cordoned
+    assert "cordon" not in [a for n, a in fleet.actions if n == NODE]
+    assert sim.quarantined == {}  # returned to allocation once verified
+    reset = next(a for a in ran.state.attempts if a.action is Action.RESET_GPU)
+    assert reset.result is AttemptResult.VERIFIED
+    drain = next(a for a in ran.state.attempts if a.action is Action.DRAIN)
+    assert f"GPU {BAD} quarantined" in drain.detail
+    restore = ran.state.attempts[-1]
+    assert restore.action is Action.RESTORE and f"GPU {BAD} back in allocation" in restore.detail
