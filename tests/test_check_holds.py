@@ -90,7 +90,9 @@ async def test_a_busy_node_that_fails_its_check_keeps_the_pool_full_until_it_is_
     )
     drain = Runbook(name="drain-only", match=Match(xids=[48]), ladder=[Rung(action=Action.DRAIN)])
     runbooks = RunbookSet([replace, *(r for r in shipped_runbooks if r.name != "fails-under-load")])
-    policy = BudgetPolicy(max_disruption="1", storm_share=1.0)
+    # The budget's sweep every 5 minutes, not every one: the two hours waited stay a few dozen
+    # workflow tasks, not hundreds (each one slow on a busy machine).
+    policy = BudgetPolicy(max_disruption="1", storm_share=1.0, reclaim_every=timedelta(minutes=5))
     async with running_workers(client, fleet, policy=policy, runbooks=runbooks) as queues:
         summary = await _round(client, queues, ActiveCheckPolicy())
         held = await budget_state(client, queues.pool)

@@ -339,7 +339,8 @@ async def test_a_node_left_for_a_human_before_any_lease_holds_its_share_until_re
     was asked for, and the node, out under remedy's cordon, still counts against the pool."""
     fleet = SimFleet(nodes=2, pool=f"pool-{uuid.uuid4().hex[:8]}")
     first, second = sorted(fleet.nodes)
-    policy = BudgetPolicy(max_disruption="1", storm_share=1.0)
+    # The sweep every 5 minutes: the hour waited stays a few workflow tasks on a busy machine.
+    policy = BudgetPolicy(max_disruption="1", storm_share=1.0, reclaim_every=timedelta(minutes=5))
     approve = Runbook(
         name="replace-once-approved",
         match=Match(xids=[48]),
