@@ -70,6 +70,13 @@ class BudgetActivities:
         with temporal_errors():
             return await asyncio.to_thread(self._pool_size, pool)
 
+    async def _gpus(self, pool: str) -> dict[str, int]:
+        """The GPUs of each node of the pool (none known without a fleet view)."""
+        if self._fleet is None:
+            return {}
+        with temporal_errors():
+            return await asyncio.to_thread(self._fleet.pool_gpus, pool)
+
     async def _signal(self, pool: str, task_queue: str, start: dict[str, Any]) -> None:
         """Signal-with-start of the pool's budget (``start``: the signal and its payload)."""
         await self._client.start_workflow(
@@ -83,8 +90,14 @@ class BudgetActivities:
 
     @act.REQUEST_LEASE.defn
     async def request_lease(self, wanted: LeaseWanted) -> None:
-        size = await self._size(wanted.pool)
-        full = LeaseRequest(**wanted.model_dump(), pool_size=size, policy=self._policy)
+        size, gpus = await self._size(wanted.pool), await self._gpus(wanted.pool)
+        full = LeaseRequest(
+            **wanted.model_dump(),
+            pool_size=size,
+            policy=self._policy,
+            pool_gpus=sum(gpus.values()),
+            node_gpus=gpus.get(wanted.node, 0),
+        )
         await self._signal(wanted.pool, wanted.task_queue, LEASE_REQUEST.start_with(full))
 
     @act.REPORT_UNHEALTHY.defn
@@ -144,6 +157,7 @@ class BudgetActivities:
                 if attrs.get(LEASE) != HELD:  # waiting for a lease (asked, or about to)
                     asked.append((since, w.id, node, w.task_queue))
                     continue
+                # Its scope is not listed: a node lease (the cap errs on the safe side).
                 leases.append(Lease(holder=w.id, node=node, granted_at=w.start_time))
                 if attrs.get(PHASE) == Phase.AWAITING_APPROVAL.value:
                     what = f"approval for {attrs.get(RUNG)}" if attrs.get(RUNG) else "approval"
@@ -157,6 +171,8 @@ class BudgetActivities:
         nodes = await self._nodes(pool.pool)
         cordoned = set(held_by_remedy(nodes))
         size = await self._size(pool.pool) if asked else 0
+        gpus = await self._gpus(pool.pool)
+        leases = [le.model_copy(update={"node_gpus": gpus.get(le.node, 0)}) for le in leases]
         waiting = [
             LeaseRequest(
                 holder=holder,
@@ -166,12 +182,15 @@ class BudgetActivities:
                 cordoned=node in cordoned,
                 pool_size=size,
                 policy=self._policy,
+                pool_gpus=sum(gpus.values()),
+                node_gpus=gpus.get(node, 0),
             )
             for _, holder, node, queue in sorted(asked)
         ]
+        held = await self._held_for_human(cordoned)
         return Holders(
             leases=leases,
-            held=await self._held_for_human(cordoned),
+            held=[h.model_copy(update={"gpus": gpus.get(h.node, 0)}) for h in held],
             waiting=waiting,
             waiting_for_human=people,
         )

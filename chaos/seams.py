@@ -143,6 +143,11 @@ class StoredFleetView:
             "pool_size", lambda f: f.cluster.fleet.pool_size(pool), cluster=True
         )
 
+    def pool_gpus(self, pool: str) -> dict[str, int]:
+        return self._calls.call(
+            "pool_gpus", lambda f: f.cluster.fleet.pool_gpus(pool), cluster=True
+        )
+
 
 class StoredAdmission:
     def __init__(self, calls: StoredCalls) -> None:

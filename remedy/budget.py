@@ -13,7 +13,7 @@ from datetime import datetime, timedelta
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from remedy.fleet import NodeFacts
-from remedy.models import Wraps, signed
+from remedy.models import Scope, Wraps, signed
 
 HELD_FOR_HUMAN = "held-for-human/"  # the holder of a hold: "held-for-human/<node>"
 # The budget whose breaker counts every pool's reports against the whole fleet (no pool label
@@ -63,11 +63,12 @@ class BudgetPolicy(BaseModel):
     # The share of the whole fleet, across pools, that trips the cluster's breaker (None: no
     # cluster-wide breaker; `remedy controller --cluster-storm-share` sets it).
     cluster_share: float | None = Field(default=None, gt=0, le=1)
+    max_gpus_out: str | None = None  # GPUs out at once, as max_disruption; None: no cap
 
-    @field_validator("max_disruption")
+    @field_validator("max_disruption", "max_gpus_out")
     @classmethod
-    def _parses(cls, value: str) -> str:
-        allowed_disruptions(value, 1)
+    def _parses(cls, value: str | None) -> str | None:
+        allowed_disruptions("0" if value is None else value, 1)
         return value
 
 
@@ -79,6 +80,8 @@ class LeaseWanted(BaseModel):
     pool: str
     task_queue: str  # where the budget workflow runs
     cordoned: bool = False  # under remedy's cordon as it asks: out of scheduling while it waits
+    scope: Scope = Scope.NODE  # GPU: a GPU-scoped rung's lease, for ``gpus`` only
+    gpus: list[int] = []  # the faulty GPUs a GPU-scoped lease takes out
 
 
 class LeaseRequest(LeaseWanted):
@@ -86,18 +89,24 @@ class LeaseRequest(LeaseWanted):
 
     pool_size: int
     policy: BudgetPolicy = BudgetPolicy()
+    pool_gpus: int = 0  # the pool's GPUs (the base of ``max_gpus_out``)
+    node_gpus: int = 0  # the node's GPUs: what a node lease takes out
 
 
 class LeaseGrant(Wraps):
     """The budget tells a ladder its lease is granted."""
 
     pool: str
+    scope: Scope = Scope.NODE  # a budget from before grants node leases only
 
 
 class Lease(BaseModel):
     holder: str
     node: str
     granted_at: datetime
+    scope: Scope = Scope.NODE  # GPU: counts in GPUs only (remedy/budget_gpus.py), not as a node
+    gpus: list[int] = []  # a GPU lease's GPUs
+    node_gpus: int = 0  # the node's GPUs: what a node lease (or a node left for a person) takes
 
 
 class LeaseRelease(BaseModel):
@@ -126,6 +135,7 @@ class HumanHold(BaseModel):
     # False: its share went back to the pool (``on_approval_timeout: release``); the node is
     # out of scheduling all the same (``BudgetState.out_of_scheduling``).
     counted: bool = True
+    gpus: int = 0  # the node's GPUs, out with it
 
     @property
     def holder(self) -> str:
@@ -243,6 +253,7 @@ class BudgetState(BaseModel):
     pool: str
     policy: BudgetPolicy = BudgetPolicy()
     pool_size: int = 0
+    pool_gpus: int = 0
     holders: list[Lease] = []
     waiting: list[LeaseRequest] = []
     unhealthy: dict[str, datetime] = {}  # node → last reported, inside the storm window
@@ -273,10 +284,15 @@ class BudgetState(BaseModel):
         return [h for h in self.held if h.counted]
 
     @property
+    def node_leases(self) -> int:
+        return sum(1 for lease in self.holders if lease.scope is Scope.NODE)
+
+    @property
     def in_use(self) -> int:
-        """Leases and holds: a pool of 10 at 20 % allows 2, so one node held for a human and
-        one lease leave none for a third node (a hold whose share went back counts for none)."""
-        return len(self.holders) + len(self.counted_holds)
+        """Node leases and holds: a pool of 10 at 20 % allows 2, so one node held for a human
+        and one lease leave none for a third node (a hold whose share went back counts for
+        none; a GPU lease only in GPUs)."""
+        return self.node_leases + len(self.counted_holds)
 
     def note_human_wait(self, wait: HumanWait) -> None:
         """A ladder waits for a person (or no longer). Only a lease holder's wait holds the
@@ -295,11 +311,12 @@ class BudgetState(BaseModel):
         it to): its lease becomes a hold, and so does ``node`` when the holder had no lease —
         remedy's cordon is on it all the same, and a budget started afresh would count it. A
         node another holder's lease covers is counted already."""
+        gpus = {le.node: le.node_gpus for le in self.holders if le.holder == holder}
         for name in self._nodes_of(holder, node):
             covered = any(le.node == name and le.holder != holder for le in self.holders)
             if not covered and all(h.node != name for h in self.counted_holds):
                 others = [h for h in self.held if h.node != name]  # an uncounted one: counted
-                self.held = [*others, HumanHold(node=name, since=since)]
+                self.held = [*others, HumanHold(node=name, since=since, gpus=gpus.get(name, 0))]
 
     def keep_out(self, holder: str, since: datetime, node: str = "") -> None:
         """The holder's node stays cordoned for a person, but its share goes back to the pool
@@ -342,11 +359,12 @@ class BudgetState(BaseModel):
         release, then takes its hold over."""
         if all(h.node != req.node for h in self.counted_holds):
             return False
-        if within_cap and len(self.holders) >= self.allowed:
+        if within_cap and self.node_leases >= self.allowed:
             return False
         self.held = [h for h in self.held if h.node != req.node]
         self.waiting = [w for w in self.waiting if w.holder != req.holder]
-        self.holders = [*self.holders, Lease(holder=req.holder, node=req.node, granted_at=now)]
+        lease = Lease(holder=req.holder, node=req.node, granted_at=now, node_gpus=req.node_gpus)
+        self.holders = [*self.holders, lease]
         self.grants += 1
         return True
 

@@ -66,6 +66,10 @@ class FleetView(Protocol):
         """How many nodes the pool has (the base of its disruption budget); the pool
         ``remedy.budget.CLUSTER_POOL``: every node of the fleet."""
 
+    def pool_gpus(self, pool: str) -> dict[str, int]:
+        """The GPUs of each node of the pool (the base of its GPU budget, and what a node
+        lease takes out)."""
+
 
 class GpuWorkload(Protocol):
     """What runs on a node's GPUs: the active checks take idle nodes without disrupting."""

@@ -14,6 +14,7 @@ from pydantic import BaseModel
 
 from remedy.budget import BudgetState
 from remedy.durations import format_duration
+from remedy.models import Scope
 
 SHOWN = 10  # nodes named, each with its commands, before "and N more"
 
@@ -125,5 +126,6 @@ def out_of_scheduling(state: BudgetState) -> list[str]:
     a person (their share given back or not), and waiters under remedy's cordon — the
     unschedulable share a breaker limits. Four ladders waiting for replace approvals and
     thirteen cordoned nodes waiting for a lease: all seventeen."""
-    nodes = {lease.node for lease in state.holders} | {h.node for h in state.held}
+    leased = {lease.node for lease in state.holders if lease.scope is Scope.NODE}
+    nodes = leased | {h.node for h in state.held}  # a GPU lease's node still schedules
     return sorted(nodes | {w.node for w in state.waiting if w.cordoned})

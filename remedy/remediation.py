@@ -17,6 +17,7 @@ from remedy.models import (
     Frozen,
     NodeRef,
     ProbeReport,
+    Scope,
     Severity,
     signed,
 )
@@ -191,6 +192,7 @@ class RemediationState(BaseModel):
     last_probe: ProbeReport | None = None  # the latest re-probe, failed ones included
     lease_requested_at: datetime | None = None  # disruption budget of the node's pool
     lease_granted_at: datetime | None = None
+    lease_scope: Scope = Scope.NODE  # a GPU lease is widened to the node before a node rung
     lease_released_at: datetime | None = None
     # An approval no one answered ended the ladder with ``on_approval_timeout: release``: the
     # node stays cordoned for a person, its share of the pool goes back.

@@ -29,6 +29,7 @@ from contract.names import (
 from remedy import held_by_people as people
 from remedy.admission import AdmissionPhase
 from remedy.budget import CLUSTER_POOL, BudgetState
+from remedy.budget_gpus import gpu_note
 from remedy.fleet import FleetSummary, NodeStatus, PoolSummary, SilenceStorm
 from remedy.remediation import Phase
 from workers.tables import plain, show
@@ -276,6 +277,7 @@ POOL_HEADERS = [
     *(c.value.replace("_", " ") for c in COLUMNS),
     "GPUs out",
     "leases",
+    "GPU leases",
     "waiting",
     "people",
     "breaker",
@@ -295,6 +297,7 @@ def pool_rows(status: FleetStatus) -> list[list[str]]:
                 *(str(pool.summary.count(c)) for c in COLUMNS),
                 str(pool.summary.gpus_out),
                 leases,
+                gpu_note(budget) if budget else "-",
                 str(len(budget.waiting)) if budget else "-",
                 f"{len(pool.held_by_people)}{' SEIZED' if pool.seized else ''}" if budget else "-",
                 "TRIPPED" if pool.tripped else "ok",

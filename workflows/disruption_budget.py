@@ -49,7 +49,6 @@ with workflow.unsafe.imports_passed_through():
         HolderCheck,
         HoldReleased,
         HumanWait,
-        Lease,
         LeaseGrant,
         LeaseRelease,
         LeaseRequest,
@@ -58,6 +57,7 @@ with workflow.unsafe.imports_passed_through():
         ResumeResult,
         UnhealthyReport,
     )
+    from remedy.budget_gpus import covered, fits, granted_scope, take
     from remedy.budget_view import budget_details
     from remedy.quarantine import (
         QUARANTINE_OVER_EVENT,
@@ -98,11 +98,11 @@ class DisruptionBudget:
     @LEASE_REQUEST.handler
     def request(self, req: LeaseRequest) -> None:
         state = self._state
-        state.pool_size, state.policy = req.pool_size, req.policy
+        state.pool_size, state.pool_gpus, state.policy = req.pool_size, req.pool_gpus, req.policy
         capped = bool(state.held) and workflow.patched(HOLD_WITHIN_CAP)
         if state.take_over_hold(req, workflow.now(), within_cap=capped):
             self._regrant.append(req)  # its node was held for a human: it is out already
-        elif any(lease.holder == req.holder for lease in state.holders):
+        elif covered(state, req):  # a GPU lease asking for its node waits (remedy.budget_gpus)
             # The holder asks again: a new run for the same node (the last one was terminated
             # before it released) or a retried request. The node still holds its one lease;
             # tell the run that asks, or it would wait for a grant that went to the old run.
@@ -317,10 +317,9 @@ class DisruptionBudget:
                 if state.take_over_hold(waiting, workflow.now(), within_cap=True):
                     self._regrant.append(waiting)
         granted: list[LeaseRequest] = []
-        while not state.tripped and state.waiting and state.in_use < state.allowed:
+        while not state.tripped and state.waiting and fits(state, state.waiting[0]):
             req = state.waiting.pop(0)  # first come, first served
-            state.holders.append(Lease(holder=req.holder, node=req.node, granted_at=workflow.now()))
-            state.grants += 1
+            take(state, req, workflow.now())  # in nodes and GPUs (remedy.budget_gpus)
             granted.append(req)
         if not workflow.patched(GRANTS_TOGETHER):
             for req in granted:  # one workflow task per grant: slow under a burst
@@ -332,7 +331,8 @@ class DisruptionBudget:
 
     async def _tell(self, req: LeaseRequest) -> None:
         try:
-            await LEASE_GRANTED.send_to(req.holder, LeaseGrant(pool=self._state.pool))
+            scope = granted_scope(self._state, req.holder)
+            await LEASE_GRANTED.send_to(req.holder, LeaseGrant(pool=self._state.pool, scope=scope))
         except Exception:  # noqa: BLE001 - the holder is gone: its lease is free again
             self._state.holders = [h for h in self._state.holders if h.holder != req.holder]
             self._changed = True

@@ -19,8 +19,8 @@ from workflows.remediation_view import RemediationView
 
 with workflow.unsafe.imports_passed_through():
     from contract.names import budget_workflow_id
-    from remedy.budget import HumanWait, LeaseRelease, LeaseWanted, NodeUnhealthy
-    from remedy.models import Action
+    from remedy.budget import HumanWait, LeaseGrant, LeaseRelease, LeaseWanted, NodeUnhealthy
+    from remedy.models import Action, Scope
     from remedy.remediation import AttemptResult, Outcome, Phase, RemediationState
 
 BUDGET_CALL = timedelta(seconds=30)
@@ -30,6 +30,8 @@ HOLD_FOR_HUMAN = "lease-held-for-a-human"  # workflow.patched: runs before freed
 HOLD_WITHOUT_LEASE = "held-for-a-human-without-a-lease"  # runs before: no lease, no hold
 # Runs before: a holder's wait for a person was not said to the budget (nor in `remedy status`).
 WAITS_FOR_PEOPLE = "tell-the-budget-a-holder-waits-for-a-person"
+# Runs before asked a GPU-scoped rung's lease for the node (remedy/budget_gpus.py).
+GPU_LEASES = "gpu-sized-leases"
 # Endings that leave the node as it is: cordoned by remedy, drained, for a person.
 LEFT_AS_IT_IS = (Outcome.NEEDS_HUMAN, Outcome.ABORTED)
 
@@ -52,14 +54,23 @@ class DisruptionLease:
         except ActivityError as err:
             workflow.logger.warning("%s: unhealthy report not delivered: %s", state.node.name, err)
 
-    async def hold(self, interrupted: Callable[[], bool] = lambda: False) -> None:
+    async def hold(
+        self,
+        interrupted: Callable[[], bool] = lambda: False,
+        scope: Scope = Scope.NODE,
+        gpus: list[int] | None = None,
+    ) -> None:
         """Wait for the pool's budget to grant this node a lease (kept until the remediation
         ends; the `lease_granted` signal sets ``lease_granted_at``). While the storm breaker
         is tripped, the wait goes on; it ends with ``Interrupted`` once ``interrupted()`` (a
-        worse fault came: the ladder switches runbooks first)."""
+        worse fault came: the ladder switches runbooks first). ``scope`` GPU: a GPU-scoped
+        rung's lease, for ``gpus`` only; a node rung after one asks for the node, keeping
+        its GPU lease until the budget widens it (remedy/budget_gpus.py)."""
         state = self._state
-        if state.lease_granted_at:
+        if self._holds(scope):
             return
+        if scope is Scope.GPU and not (gpus and workflow.patched(GPU_LEASES)):
+            scope = Scope.NODE  # which GPU is not known: the node
         if not workflow.patched(REASK):  # a ladder from before: as it was
             if state.lease_requested_at is None:
                 state.lease_requested_at = workflow.now()
@@ -70,24 +81,38 @@ class DisruptionLease:
             )
             return
         self._view.enter(Phase.AWAITING_LEASE)  # while it asks, too: an outage may be long
-        if state.lease_requested_at is None:
-            state.lease_requested_at = workflow.now()
-            await self._ask()
-        while state.lease_granted_at is None:
+        if state.lease_requested_at is None or state.lease_granted_at is not None:
+            state.lease_requested_at = state.lease_requested_at or workflow.now()
+            await self._ask(scope, gpus or [])  # first, or the node after a GPU lease
+        while not self._holds(scope):
             if interrupted():
                 raise Interrupted("a worse fault came while waiting for the lease")
             try:
                 await workflow.wait_condition(
-                    lambda: state.lease_granted_at is not None or interrupted(),
+                    lambda: self._holds(scope) or interrupted(),
                     timeout=REASK_EVERY,
                     timeout_summary=f"disruption lease (asked again every {REASK_EVERY})",
                 )
             except TimeoutError:
                 # The budget may have been restarted and forgotten this ladder: ask again
                 # (a budget that has it waiting, or holding, does not count it twice).
-                await self._ask()
+                await self._ask(scope, gpus or [])
 
-    async def _ask(self) -> None:
+    def _holds(self, scope: Scope) -> bool:
+        """A lease as wide as ``scope``: a node lease covers a GPU-scoped rung."""
+        state = self._state
+        granted = state.lease_granted_at is not None
+        return granted and (scope is Scope.GPU or state.lease_scope is Scope.NODE)
+
+    def granted(self, grant: LeaseGrant) -> None:
+        """The budget's grant (again: a re-grant, or the node after a GPU lease): a lease only
+        widens."""
+        state = self._state
+        if state.lease_granted_at is None or grant.scope is Scope.NODE:
+            state.lease_scope = grant.scope
+        state.lease_granted_at = state.lease_granted_at or workflow.now()
+
+    async def _ask(self, scope: Scope = Scope.NODE, gpus: list[int] | None = None) -> None:
         """A request that cannot get through before its deadline (an outage) is given up: the
         wait goes on and the ladder asks again. One refused for good (a permission the
         controller lacks) ends the ladder: asking again cannot help. A ladder from before the
@@ -99,6 +124,8 @@ class DisruptionLease:
             pool=state.node.pool,
             task_queue=workflow.info().task_queue,
             cordoned=state.cordoned_by_remedy,
+            scope=scope,
+            gpus=gpus or [],
         )
         try:
             await REQUEST_LEASE.execute(

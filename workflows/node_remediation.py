@@ -104,7 +104,7 @@ class NodeRemediation(OperatorMessages, QuarantineMessages):  # decisions; a bud
 
     @LEASE_GRANTED.handler
     def lease_granted(self, grant: LeaseGrant) -> None:
-        self._state.lease_granted_at = self._state.lease_granted_at or workflow.now()
+        self._lease.granted(grant)  # a GPU lease, or the node (workflows.disruption_lease)
         self._view.publish()
 
     @REMEDIATION_STATE.handler
@@ -319,7 +319,8 @@ class NodeRemediation(OperatorMessages, QuarantineMessages):  # decisions; a bud
             return ""
         await self._gates.confirm_fault()
         if workflow.patched(DISRUPTION_BUDGET):
-            await self._lease.hold(self._worse_waiting)
+            gpus = self._steps.request(rung.action).gpu_indices  # a GPU-scoped rung's
+            await self._lease.hold(self._worse_waiting, rung.scope, gpus)
         return await self._gates.drained(index, rung) if self._at_once else ""
 
     # -- endings ---------------------------------------------------------------------------

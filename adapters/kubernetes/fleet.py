@@ -15,7 +15,7 @@ from adapters.kubernetes.gpu_scope import gpus_out
 from adapters.kubernetes.listing import count, list_pages
 from adapters.kubernetes.marks import remedy_conditions
 from adapters.kubernetes.nodes import OPT_OUT_LABEL, PREFIX, NodeApi, has_taint
-from adapters.kubernetes.objects import Json, meta
+from adapters.kubernetes.objects import GPU_RESOURCE, Json, meta
 from remedy.budget import CLUSTER_POOL
 from remedy.conditions import AGENT_CONDITIONS, GPU_ACTIVE_CHECK, is_problem
 from remedy.fleet import NodeFacts
@@ -28,11 +28,15 @@ POOL_LABEL = f"{PREFIX}/pool"
 SIZES_FOR = timedelta(minutes=2)
 
 
+GPU_COUNT_LABEL = "nvidia.com/gpu.count"  # GPU feature discovery: the node's physical GPUs
+
+
 @dataclass(frozen=True)
 class _Sizes:
     at: datetime
     total: int
     pools: Counter[str]
+    gpus: dict[str, tuple[str, int]]  # node → its pool, its GPUs
 
 
 class KubernetesFleetView:
@@ -53,10 +57,24 @@ class KubernetesFleetView:
         selector = None if whole else f"{POOL_LABEL}={pool}"
         return count(self._nodes.core.list_node, what="nodes", label_selector=selector)
 
+    def pool_gpus(self, pool: str) -> dict[str, int]:
+        """The GPUs of each node of the pool (``node_gpus``), from the last scan's list when it
+        is recent, as ``pool_size``."""
+        whole = pool in ("default", CLUSTER_POOL)
+        sizes = self._sizes
+        if sizes is not None and self._nodes.clock() - sizes.at <= self._sizes_for:
+            return {n: g for n, (p, g) in sizes.gpus.items() if whole or p == pool}
+        selector = None if whole else f"{POOL_LABEL}={pool}"
+        nodes = list_pages(self._nodes.core.list_node, what="nodes", label_selector=selector)
+        return {meta(node)["name"]: node_gpus(node) for node in nodes}
+
     def nodes(self) -> list[NodeFacts]:
         at = self._nodes.clock()
-        facts = [self._facts(node) for node in list_pages(self._nodes.core.list_node, what="nodes")]
-        self._sizes = _Sizes(at, len(facts), Counter(f.pool for f in facts))
+        facts, gpus = [], {}
+        for node in list_pages(self._nodes.core.list_node, what="nodes"):
+            facts.append(self._facts(node))
+            gpus[facts[-1].name] = (facts[-1].pool, node_gpus(node))
+        self._sizes = _Sizes(at, len(facts), Counter(f.pool for f in facts), gpus)
         return facts
 
     def _facts(self, node: Json) -> NodeFacts:
@@ -93,3 +111,13 @@ def agent_heartbeat(node: Json) -> datetime | None:
         ),
         default=None,
     )
+
+
+def node_gpus(node: Json) -> int:
+    """The node's physical GPUs: GPU feature discovery's count (it stays the GPUs under MIG),
+    else the device plugin's ``nvidia.com/gpu`` capacity; 0 when neither says."""
+    said = meta(node).get("labels", {}).get(GPU_COUNT_LABEL, "")
+    if said.isdigit():
+        return int(said)
+    capacity = node.get("status", {}).get("capacity", {}).get(GPU_RESOURCE, "0")
+    return int(capacity) if str(capacity).isdigit() else 0

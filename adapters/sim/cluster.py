@@ -121,6 +121,12 @@ class SimFleetView:
             self._fleet._call("pool_size")
             return sum(1 for n in self._fleet.nodes.values() if pool in (n.pool, CLUSTER_POOL))
 
+    def pool_gpus(self, pool: str) -> dict[str, int]:
+        with self._fleet._lock:
+            self._fleet._call("pool_gpus")
+            nodes = self._fleet.nodes.values()
+            return {n.name: len(n.gpus) for n in nodes if pool in (n.pool, CLUSTER_POOL)}
+
 
 class SimWorkload:
     def __init__(self, fleet: SimFleet) -> None:

@@ -70,6 +70,13 @@ def controller(
             help="Nodes of a pool disrupted at once: a count (2), a share (20%) or all-but-N."
         ),
     ] = "20%",
+    max_gpus_out: Annotated[
+        str | None,
+        typer.Option(
+            help="GPUs of a pool out at once: a count (4), a share (10%) or all-but-N. With it, "
+            "a GPU-scoped rung's lease takes its GPU, not its node. Default: no GPU cap.",
+        ),
+    ] = None,
     storm_share: Annotated[
         float,
         typer.Option(
@@ -184,6 +191,7 @@ def controller(
     try:
         policy = BudgetPolicy(
             max_disruption=max_disruption,
+            max_gpus_out=max_gpus_out,
             storm_share=storm_share,
             cluster_share=cluster_storm_share or None,
         )
