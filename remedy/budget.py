@@ -97,7 +97,7 @@ class LeaseGrant(Wraps):
     """The budget tells a ladder its lease is granted."""
 
     pool: str
-    scope: Scope = Scope.NODE  # a budget from before grants node leases only
+    scope: Scope = Scope.NODE  # sent (the model form) only for a GPU lease: a node's is bare
 
 
 class Lease(BaseModel):

@@ -75,7 +75,8 @@ class Wraps(Frozen):
     Written bare for this one release (read both, write old; then write new): a rollback to
     the release before, which reads only the bare form, must still understand what this one
     wrote into its histories. The next release writes the model, which this one already reads
-    — with any fields that one added ignored."""
+    — with any fields that one added ignored. A field added since is written (the model form)
+    only when it says more than its default: what the release before could not have sent."""
 
     @model_validator(mode="before")
     @classmethod
@@ -84,7 +85,10 @@ class Wraps(Frozen):
 
     @model_serializer(mode="wrap")
     def _to_bare(self, handler: SerializerFunctionWrapHandler) -> Any:
-        return handler(self)[next(iter(type(self).model_fields))]
+        first, *added = type(self).model_fields.items()
+        full = handler(self)
+        said = any(getattr(self, name) != field.default for name, field in added)
+        return full if said else full[first[0]]
 
 
 class Started(Wraps):

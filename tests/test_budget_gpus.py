@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 import pytest
 from pydantic import ValidationError
 
-from remedy.budget import BudgetPolicy, BudgetState, HumanHold, LeaseRequest
+from remedy.budget import BudgetPolicy, BudgetState, HumanHold, LeaseGrant, LeaseRequest
 from remedy.budget_gpus import allowed_gpus, covered, fits, gpu_note, gpus_out, take
 from remedy.budget_view import budget_details
 from remedy.models import Scope
@@ -114,3 +114,12 @@ def test_without_a_gpu_cap_a_gpu_scoped_rung_takes_a_node_lease() -> None:
     assert state.holders[0].scope is Scope.NODE and state.in_use == 1
     assert not fits(state, ask("b", Scope.GPU, policy))
     assert gpu_note(state) == "8"
+
+
+def test_a_node_grant_stays_bare_and_a_gpu_grant_says_its_scope() -> None:
+    """Releases before read only the bare grant (the pool): a node lease's is written so; a
+    GPU lease's says its scope, and a bare one reads as the node."""
+    assert LeaseGrant(pool="p").model_dump() == "p"
+    gpu = LeaseGrant(pool="p", scope=Scope.GPU)
+    assert LeaseGrant.model_validate(gpu.model_dump()) == gpu
+    assert LeaseGrant.model_validate("p").scope is Scope.NODE
