@@ -7,10 +7,13 @@ from datetime import UTC, datetime
 import pytest
 from pydantic import ValidationError
 
+from adapters.kubernetes.fleet import node_gpus
 from remedy.budget import BudgetPolicy, BudgetState, HumanHold, LeaseGrant, LeaseRequest
 from remedy.budget_gpus import allowed_gpus, covered, fits, gpu_note, gpus_out, take
 from remedy.budget_view import budget_details
+from remedy.fleet import PoolSummary
 from remedy.models import Scope
+from workers.status import POOL_HEADERS, FleetStatus, PoolStatus, pool_rows
 
 NOW = datetime(2026, 11, 1, tzinfo=UTC)
 CAPPED = BudgetPolicy(max_disruption="1", max_gpus_out="2")
@@ -59,8 +62,10 @@ def test_gpu_leases_count_gpus_not_nodes_and_stop_at_the_gpu_cap() -> None:
     assert state.in_use == 0 and gpus_out(state) == 2  # no node out: max_disruption untouched
     assert not fits(state, ask("c", Scope.GPU))  # the third GPU would pass max_gpus_out
     assert not fits(state, ask("c"))  # a node lease: its 8 GPUs too
-    assert gpu_note(state) == "2/2"
     assert "2/2 GPUs out" in budget_details(state)
+    row = pool_rows(FleetStatus(pools=[PoolStatus(summary=PoolSummary(pool="p"), budget=state)]))
+    assert row[0][POOL_HEADERS.index("GPU leases")] == "2/2"
+    assert row[0][POOL_HEADERS.index("leases")] == "0/1"  # no node out
 
 
 def test_a_node_lease_takes_every_gpu_of_its_node() -> None:
@@ -123,3 +128,16 @@ def test_a_node_grant_stays_bare_and_a_gpu_grant_says_its_scope() -> None:
     gpu = LeaseGrant(pool="p", scope=Scope.GPU)
     assert LeaseGrant.model_validate(gpu.model_dump()) == gpu
     assert LeaseGrant.model_validate("p").scope is Scope.NODE
+
+
+def test_a_kubernetes_node_counts_its_physical_gpus() -> None:
+    """GPU feature discovery's count (it stays 8 under MIG), else the device plugin's."""
+    labelled = {"metadata": {"name": "n", "labels": {"nvidia.com/gpu.count": "8"}}}
+    mig = {**labelled, "status": {"capacity": {"nvidia.com/mig-1g.10gb": "56"}}}
+    plugin = {"metadata": {"name": "n"}, "status": {"capacity": {"nvidia.com/gpu": "4"}}}
+    assert [node_gpus(n) for n in (labelled, mig, plugin, {"metadata": {"name": "n"}})] == [
+        8,
+        8,
+        4,
+        0,
+    ]
