@@ -22,6 +22,7 @@ from kubeapi import ApiServer
 from remedy.attribution.evidence import RecentXid
 from remedy.cluster import CordonOwner
 from remedy.conditions import NodeCondition
+from remedy.gpu_use import NodeGpuUse
 from tests.conftest import ROOT
 from tests.kube import DAEMONSETS, JOBS, NODECLAIMS, NODES, PODS, call, daemonset, node, pod
 from tests.test_gpu_use import CLAIMS, SLICES, claim, dra_pod, gpu_slice
@@ -178,6 +179,7 @@ def agent_scenario(api: k8s.ApiClient) -> None:
         ],
     )
     marks.record_xids("n1", [RecentXid(code=13, gpu="SN1", at=NOW, pid=1, process="python")])
+    marks.publish_gpu_use("n1", NodeGpuUse(node="n1"))  # which pod uses which GPU
 
 
 def seed(api: ApiServer) -> None:

@@ -29,13 +29,12 @@ from adapters.kubernetes.drain import Drain
 from adapters.kubernetes.edits import as_read, patch
 from adapters.kubernetes.errors import NotFound, api_errors
 from adapters.kubernetes.nodes import PREFIX, NodeApi
-from adapters.kubernetes.objects import Json, create_raw, meta
+from adapters.kubernetes.objects import GPU_USE, Json, create_raw, meta
 from remedy.errors import ActionRefused, Conflict
 from remedy.gpu_scope import GpuReleased, pods_on
 from remedy.gpu_use import NodeGpuUse
 from remedy.models import Action
 
-GPU_USE = f"{PREFIX}/gpu-use"  # the agent's NodeGpuUse, as JSON
 GPUS_OUT = f"{PREFIX}/gpus-out"  # {"<gpu index>": "<the ladder's workflow id>"}
 DRA_DRIVER = "gpu.nvidia.com"
 RULES_PATH = "/apis/resource.k8s.io/v1beta2/devicetaintrules"
