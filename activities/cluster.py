@@ -27,7 +27,7 @@ from remedy.cluster import (
 )
 from remedy.conditions import recovered_conditions
 from remedy.errors import ActionRefused
-from remedy.gpu_scope import GpuScopedControl
+from remedy.gpu_scope import GpuRelease, GpuReleased, GpuScopedControl
 from remedy.models import (
     ActionRequest,
     ActionResult,
@@ -96,6 +96,15 @@ class NodeControlActivities:
         )
         return ActionResult(ok=True, detail=detail)
 
+    @act.RELEASE_GPU.defn
+    def release_gpu(self, req: GpuRelease) -> GpuReleased:
+        if self._gpus is None:
+            raise ActionRefused("this cluster adapter has no per-GPU quarantine to lift")
+        with temporal_errors():
+            done = self._gpus.release_gpu(req.node, req.gpu)
+        log.info("release GPU %s of %s by %s: %s", req.gpu, req.node, req.by, done.detail)
+        return done
+
     @act.BOOT_ID.defn
     def boot_id(self, req: BootRequest) -> NodeBoot:
         with temporal_errors():
@@ -128,6 +137,7 @@ class NodeControlActivities:
             self.restore,
             self.drain,
             self.kill_job,
+            self.release_gpu,
             self.boot_id,
             self.confirm_reboot,
         ]

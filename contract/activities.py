@@ -44,6 +44,7 @@ from remedy.fleet import (
     OpenWork,
     OrphanCheck,
 )
+from remedy.gpu_scope import GpuRelease, GpuReleased
 from remedy.hardware import Blocklisted, IncidentReport, SerialsCheck
 from remedy.job_report import GoodputWatch, JobsGoodput
 from remedy.models import (
@@ -93,6 +94,8 @@ DEEP_DIAGNOSE = ActivityDef("deep_diagnose", ProbeRequest, ProbeReport, NODE)
 CAPABILITIES = ActivityDef("capabilities", ProbeRequest, Capabilities, NODE)
 RELEASE_GPUS = ActivityDef("release_gpus", ActionRequest, ActionResult, CONTROLLER)
 RETURN_GPUS = ActivityDef("return_gpus", ActionRequest, ActionResult, CONTROLLER)
+# A person returns a GPU a finished ladder left quarantined (`remedy release-gpu`).
+RELEASE_GPU = ActivityDef("release_gpu", GpuRelease, GpuReleased, CONTROLLER)
 BOOT_ID = ActivityDef("boot_id", BootRequest, NodeBoot, CONTROLLER)
 CONFIRM_REBOOT = ActivityDef("confirm_reboot", BootRequest, ActionResult, CONTROLLER)
 PUBLISH_CONDITIONS = ActivityDef[ConditionsUpdate, None](

@@ -10,6 +10,7 @@ JOB_GUARD_WORKFLOW = "JobGuard"
 FLEET_SCAN_SCHEDULE = "remedy-fleet-scan"
 ACTIVE_CHECKS_WORKFLOW = "ActiveChecks"  # one round over a pool, started by its schedule
 ACTIVE_CHECK_WORKFLOW = "ActiveCheck"  # one node's scheduled deep diagnose
+GPU_RELEASE_WORKFLOW = "GpuRelease"  # a person returns a quarantined GPU (remedy release-gpu)
 
 
 def node_task_queue(node: str) -> str:
@@ -61,3 +62,8 @@ def active_checks_workflow_id(pool: str) -> str:
 def active_check_workflow_id(node: str) -> str:
     """One check of a node at a time: a round that finds one still running starts none."""
     return f"active-check/{node}"
+
+
+def gpu_release_workflow_id(node: str, gpu: int) -> str:
+    """One release of a GPU at a time; its history records who asked and why."""
+    return f"gpu-release/{node}/{gpu}"

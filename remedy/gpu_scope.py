@@ -13,13 +13,22 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Protocol
 
 from remedy.gpu_use import GpuUse, NodeGpuUse
-from remedy.models import Action, Scope
+from remedy.models import Action, Frozen, Scope
 
 if TYPE_CHECKING:
     from remedy.remediation import Attempt
     from remedy.runbook.schema import Runbook
 
-__all__ = ["GPU_SCOPED", "SCOPED_DOES", "GpuScopedControl", "Scope", "holds_gpus", "pods_on"]
+__all__ = [
+    "GPU_SCOPED",
+    "SCOPED_DOES",
+    "GpuRelease",
+    "GpuReleased",
+    "GpuScopedControl",
+    "Scope",
+    "holds_gpus",
+    "pods_on",
+]
 
 # The rungs that may be GPU-scoped; the others act on the node by nature.
 GPU_SCOPED = (Action.DRAIN, Action.KILL_JOB, Action.RESET_GPU)
@@ -70,6 +79,25 @@ def holds_gpus(runbook: Runbook | None, attempts: Sequence[Attempt]) -> bool:
     )
 
 
+class GpuRelease(Frozen):
+    """A person lifts remedy's quarantine of one GPU (``remedy release-gpu``): the ladder that
+    took it out ended without returning it (needs_human, aborted) and nothing else will."""
+
+    node: str
+    gpu: int
+    by: str = ""
+    note: str = ""
+    identity: str = ""  # the caller's Temporal client identity
+
+
+class GpuReleased(Frozen):
+    node: str
+    gpu: int
+    lifted: bool = False  # False: remedy held no quarantine of that GPU
+    held_by: str = ""  # the ladder that held it ("" when its record was gone)
+    detail: str = ""
+
+
 class GpuScopedControl(Protocol):
     """The cluster side of a GPU-scoped rung. Each disruptive call carries its idempotency key
     (remedy/once.py): a retry after a lost answer finds it done and answers what it did."""
@@ -82,4 +110,9 @@ class GpuScopedControl(Protocol):
 
     def lift_quarantine(self, node: str, workflow_id: str) -> list[int]:
         """Return to allocation the GPUs that ladder quarantined; the GPUs lifted."""
+        ...
+
+    def release_gpu(self, node: str, gpu: int) -> GpuReleased:
+        """Return one GPU to allocation whichever ladder quarantined it (a person's call);
+        ``lifted`` False when remedy held no quarantine of it. Idempotent."""
         ...

@@ -11,10 +11,11 @@ from typing import Any
 import celpy
 import pytest
 
-from adapters.kubernetes.objects import RECENT_XIDS
+from adapters.kubernetes.objects import GPU_USE, RECENT_XIDS
 from kubeapi import ApiServer
 from remedy.attribution.evidence import RecentXid
 from remedy.conditions import AGENT_CONDITIONS, GPU_PROBLEM, REMEDY_READY, NodeCondition
+from remedy.gpu_use import NodeGpuUse
 from tests.kube import NODES, NOW, call, kube
 from tests.test_deploy import by_kind
 
@@ -155,7 +156,8 @@ def test_the_policy_names_what_the_agent_writes() -> None:
     text = "\n".join(v["expression"] for v in policy()["spec"]["validations"])
     for listed in re.findall(r"c\.type in \[([^\]]*)\]", text):
         assert set(re.findall(r"'([^']+)'", listed)) == set(AGENT_CONDITIONS)
-    assert set(re.findall(r"k == '([^']+)'", text)) == {RECENT_XIDS}
+    for listed in re.findall(r"k in \[([^\]]*)\]", text):
+        assert set(re.findall(r"'([^']+)'", listed)) == {RECENT_XIDS, GPU_USE}
 
 
 async def test_the_writes_the_agent_makes_are_admitted_on_its_own_node_only(
@@ -169,6 +171,7 @@ async def test_the_writes_the_agent_makes_are_admitted_on_its_own_node_only(
         (marks.set_conditions, [agent_condition(GPU_PROBLEM), agent_condition(REMEDY_READY)]),
         (marks.set_conditions, [agent_condition(GPU_PROBLEM, "True")]),
         (marks.record_xids, [RecentXid(code=79, gpu="SN-3", at=NOW)]),
+        (marks.publish_gpu_use, NodeGpuUse(node="n1", known=False)),  # KubernetesNodeMarks'
     ]
     for write, what in writes:
         old = api.objects[NODES, None, "n1"]

@@ -22,6 +22,7 @@ from kubeapi import ApiServer
 from remedy.attribution.evidence import RecentXid
 from remedy.cluster import CordonOwner
 from remedy.conditions import NodeCondition
+from remedy.gpu_use import NodeGpuUse
 from tests.conftest import ROOT
 from tests.kube import DAEMONSETS, JOBS, NODECLAIMS, NODES, PODS, call, daemonset, node, pod
 from tests.test_gpu_use import CLAIMS, SLICES, claim, dra_pod, gpu_slice
@@ -136,6 +137,12 @@ def controller_scenario(api: k8s.ApiClient) -> None:
     cluster.fleet.pool_size("gpu")
     assert cluster.workload is not None
     cluster.workload.gpu_pods("n3")  # its DRA pod's claim, and the slice with its GPU
+    gpus = cluster.gpu_scope  # a GPU-scoped drain: a DRA device taint, the GPU's pod evicted
+    assert gpus is not None
+    gpus.evict_gpu_pods("n3", [3], "key-3", kill=False, owner="wf")
+    gpus.lift_quarantine("n3", "wf")  # the ladder's restore deletes its rule
+    gpus.evict_gpu_pods("n3", [5], "key-5", kill=False, owner="wf")
+    gpus.release_gpu("n3", 5)  # `remedy release-gpu`
     cluster.fleet.nodes()  # the fleet scan
     cluster.admission.hold_for_admission("n2")
     cluster.admission.admit("n2", ["SN1"])
@@ -172,6 +179,7 @@ def agent_scenario(api: k8s.ApiClient) -> None:
         ],
     )
     marks.record_xids("n1", [RecentXid(code=13, gpu="SN1", at=NOW, pid=1, process="python")])
+    marks.publish_gpu_use("n1", NodeGpuUse(node="n1"))  # which pod uses which GPU
 
 
 def seed(api: ApiServer) -> None:
@@ -313,6 +321,16 @@ def test_the_agents_args_are_what_the_agent_takes_and_its_reboot_reaches_the_hos
         ("GET", "/api/v1/namespaces/ml/pods/p/log", ("", "pods/log", "get")),
         ("POST", "/apis/batch/v1/namespaces/ml/jobs", ("batch", "jobs", "create")),
         ("DELETE", "/apis/karpenter.sh/v1/nodeclaims/c", ("karpenter.sh", "nodeclaims", "delete")),
+        (
+            "POST",
+            "/apis/resource.k8s.io/v1beta2/devicetaintrules",
+            ("resource.k8s.io", "devicetaintrules", "create"),
+        ),
+        (
+            "DELETE",
+            "/apis/resource.k8s.io/v1beta2/devicetaintrules/r",
+            ("resource.k8s.io", "devicetaintrules", "delete"),
+        ),
     ],
 )
 def test_request_paths_map_to_rbac_rules(method: str, path: str, rule: Rule) -> None:

@@ -76,3 +76,31 @@ def test_without_the_agents_gpu_use_a_pod_of_unknown_gpu_is_evicted_and_no_gpu_i
     gpus.evict_gpu_pods("n1", [BAD], "k", kill=False, owner="remediate/n1")
     assert (PODS, "jobs", "infer-0") not in api.objects
     assert len(list(api.objects.keys(RULES))) == 1
+
+
+def test_a_person_releases_one_gpu_whichever_ladder_held_it(api: ApiServer) -> None:
+    """`remedy release-gpu` on Kubernetes: that GPU's device taint and record go, another
+    GPU's hold stays; a second release finds nothing; a rule whose record on the node was lost
+    is still lifted."""
+    shared_node(api)
+    gpus = kube(api).gpu_scope
+    assert gpus is not None
+    gpus.evict_gpu_pods("n1", [BAD], "k3", kill=False, owner="node-remediation/n1")
+    gpus.evict_gpu_pods("n1", [5], "k5", kill=False, owner="node-remediation/other")
+
+    done = gpus.release_gpu("n1", BAD)
+    again = gpus.release_gpu("n1", BAD)
+
+    assert done.lifted and done.held_by == "node-remediation/n1", done
+    assert again.lifted is False
+    assert (RULES, None, f"remedy-n1-gpu-{BAD}") not in api.objects
+    assert (RULES, None, "remedy-n1-gpu-5") in api.objects  # not asked for: held still
+    annotations = api.objects[NODES, None, "n1"]["metadata"]["annotations"]
+    assert annotations[GPUS_OUT] == '{"5":"node-remediation/other"}'
+
+    lost = api.objects[NODES, None, "n1"]
+    del lost["metadata"]["annotations"][GPUS_OUT]  # the record lost, the rule still there
+    api.objects[NODES, None, "n1"] = lost
+    orphan = gpus.release_gpu("n1", 5)
+    assert orphan.lifted and orphan.held_by == ""
+    assert (RULES, None, "remedy-n1-gpu-5") not in api.objects

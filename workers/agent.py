@@ -6,7 +6,8 @@ probe every interval, results published as node conditions, and a signal-with-st
 node's remediation when a finding newly matches a runbook. Reports are edge-triggered: a fault
 that persists (a node held for a human) is reported once, not every interval; so are the
 conditions, written when they change and otherwise once per heartbeat (remedy.liveness), and
-the node's Xids, written only when one is new. Its dependency
+the node's Xids, written only when one is new; so is which pod uses which GPU (the kubelet's
+pod-resources API, remedy/pod_resources.py). Its dependency
 checks (remedy/capabilities.py) are logged at start and published with every probe, as the
 ``RemedyReady`` condition and the ``remedy_dependency_ok`` gauge.
 """
@@ -32,6 +33,7 @@ from remedy.errors import NodeGone
 from remedy.host import NodeHost
 from remedy.liveness import AGENT_HEARTBEAT, publish_due
 from remedy.models import Finding, NodeRef, ProbeReport
+from remedy.pod_resources import GpuUseReporter
 from remedy.probe import probe_node
 from remedy.probe.xid_events import XidWatcher
 from remedy.redaction import Redactor, redacted
@@ -75,10 +77,13 @@ class NodeAgent:
         marks: NodeMarks | None,
         config: AgentConfig,
         clock: Callable[[], datetime] = _utcnow,
+        gpu_use: GpuUseReporter | None = None,
     ) -> None:
-        """``marks``: where the node's conditions and Xids are published (None: nowhere)."""
+        """``marks``: where the node's conditions and Xids are published (None: nowhere).
+        ``gpu_use``: which pod uses which GPU, published every round (None: not published)."""
         self._client, self._host, self._runbooks = client, host, runbooks
         self._marks, self.config, self._clock = marks, config, clock
+        self._gpu_use = gpu_use
         self._active: set[FindingKey] = set()
         self._written: list[NodeCondition] | None = None  # what the node held when last seen
         self.reports_sent = 0
@@ -178,6 +183,11 @@ class NodeAgent:
             await asyncio.to_thread(marks.record_xids, node, xids)
         except Exception:  # noqa: BLE001 - conditions are best effort; the report still goes
             log.exception("could not publish node conditions for %s", node)
+        if self._gpu_use is not None:
+            try:
+                await asyncio.to_thread(self._gpu_use.report)
+            except Exception:  # noqa: BLE001 - the controller then reads the API's view
+                log.exception("could not publish the GPU use of %s", node)
 
     async def _publish_conditions(self, marks: NodeMarks, report: ProbeReport) -> None:
         """Written on change and once per heartbeat; the node is read only when what the agent

@@ -32,6 +32,7 @@ from workflows.active_check import ActiveCheck
 from workflows.active_checks import ActiveChecks
 from workflows.disruption_budget import DisruptionBudget
 from workflows.fleet_scan import FleetScan
+from workflows.gpu_release import GpuRelease
 from workflows.hardware_record import HardwareRecord
 from workflows.job_guard import JobGuard
 from workflows.node_admission import NodeAdmission
@@ -46,6 +47,7 @@ WORKFLOWS = [
     JobGuard,
     ActiveChecks,
     ActiveCheck,
+    GpuRelease,
 ]
 # The sandbox re-imports a workflow's modules for every run it starts; remedy's domain package
 # (pydantic models, pure functions) and the workflows' helper modules are deterministic and free

@@ -19,7 +19,7 @@ guessed."""
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from kubernetes import client as k8s
 from pydantic import ValidationError
@@ -29,13 +29,12 @@ from adapters.kubernetes.drain import Drain
 from adapters.kubernetes.edits import as_read, patch
 from adapters.kubernetes.errors import NotFound, api_errors
 from adapters.kubernetes.nodes import PREFIX, NodeApi
-from adapters.kubernetes.objects import Json, create_raw, meta
+from adapters.kubernetes.objects import GPU_USE, Json, create_raw, meta
 from remedy.errors import ActionRefused, Conflict
-from remedy.gpu_scope import pods_on
+from remedy.gpu_scope import GpuReleased, pods_on
 from remedy.gpu_use import NodeGpuUse
 from remedy.models import Action
 
-GPU_USE = f"{PREFIX}/gpu-use"  # the agent's NodeGpuUse, as JSON
 GPUS_OUT = f"{PREFIX}/gpus-out"  # {"<gpu index>": "<the ladder's workflow id>"}
 DRA_DRIVER = "gpu.nvidia.com"
 RULES_PATH = "/apis/resource.k8s.io/v1beta2/devicetaintrules"
@@ -135,25 +134,52 @@ class KubernetesGpuScope:
         self._nodes.event(node, "RemedyGpuQuarantined", f"GPU {gpus} out of allocation")
 
     def lift_quarantine(self, node: str, workflow_id: str) -> list[int]:
-        def lift(current: Json) -> list[int]:
+        lifted = self._lift(node, lambda held: [g for g, by in held.items() if by == workflow_id])
+        return sorted(lifted)
+
+    def release_gpu(self, node: str, gpu: int) -> GpuReleased:
+        """Also a rule whose record on the node is gone (a hold interrupted between the
+        two writes): a quarantine nobody would ever lift otherwise."""
+        if not self._nodes.sends(node, f"return GPU {gpu} to allocation"):
+            return GpuReleased(node=node, gpu=gpu, detail="dry run: would return it")
+        lifted = self._lift(node, lambda _: [gpu])
+        if gpu not in lifted:
+            return GpuReleased(node=node, gpu=gpu, detail=f"GPU {gpu} is not quarantined")
+        held_by = lifted[gpu]
+        return GpuReleased(
+            node=node,
+            gpu=gpu,
+            lifted=True,
+            held_by=held_by,
+            detail=f"GPU {gpu} back in allocation (device taint {rule_name(node, gpu)} deleted)",
+        )
+
+    def _lift(self, node: str, pick: Callable[[dict[int, str]], list[int]]) -> dict[int, str]:
+        """Delete the picked GPUs' device taints and their record on the node: the GPUs
+        lifted (held in the record, or only a rule), each with its holder ("" unrecorded)."""
+
+        def lift(current: Json) -> dict[int, str]:
             held = gpus_out(current)
-            mine = sorted(g for g, by in held.items() if by == workflow_id)
-            if not mine or not self._nodes.sends(node, f"return GPU {mine} to allocation"):
-                return []
-            for gpu in mine:
+            picked = pick(held)
+            if not picked or not self._nodes.sends(node, f"return GPU {picked} to allocation"):
+                return {}
+            lifted = {g: held.pop(g) for g in picked if g in held}
+            for gpu in picked:
                 try:
                     with api_errors("delete", "devicetaintrules", missing=NotFound):
                         self._dra.delete_device_taint_rule(rule_name(node, gpu))
+                    lifted.setdefault(gpu, "")
                 except NotFound:
                     pass  # gone already: as wanted
-                del held[gpu]
-            body = {"metadata": {"annotations": {GPUS_OUT: _dump(held) if held else None}}}
-            patch(self._nodes, current, body)
-            return mine
+            if len(held) < len(gpus_out(current)):
+                body = {"metadata": {"annotations": {GPUS_OUT: _dump(held) if held else None}}}
+                patch(self._nodes, current, body)
+            return lifted
 
         lifted = as_read(self._nodes, node, lift)
         if lifted:
-            self._nodes.event(node, "RemedyGpuReturned", f"GPU {lifted} back in allocation")
+            on = sorted(lifted)
+            self._nodes.event(node, "RemedyGpuReturned", f"GPU {on} back in allocation")
         return lifted
 
 

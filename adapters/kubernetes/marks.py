@@ -11,9 +11,10 @@ from pydantic import TypeAdapter, ValidationError
 
 from adapters.kubernetes.errors import api_errors
 from adapters.kubernetes.nodes import NodeApi
-from adapters.kubernetes.objects import RECENT_XIDS, Json, meta
+from adapters.kubernetes.objects import GPU_USE, RECENT_XIDS, Json, meta
 from remedy.attribution.evidence import RecentXid, remember
 from remedy.conditions import GPU_ACTIVE_CHECK, PROBLEM_CONDITIONS, REMEDY_READY, NodeCondition
+from remedy.gpu_use import NodeGpuUse
 
 REMEDY_CONDITIONS = (*PROBLEM_CONDITIONS, REMEDY_READY, GPU_ACTIVE_CHECK)
 
@@ -66,6 +67,16 @@ class KubernetesNodeMarks:
             self._nodes.core.patch_node(
                 node,
                 {"metadata": {"annotations": {RECENT_XIDS: body}}},
+                field_manager=self._nodes.field_manager,
+            )
+
+    def publish_gpu_use(self, node: str, use: NodeGpuUse) -> None:
+        """The agent's word on which pod uses which GPU (the GpuUsePublisher of
+        remedy/pod_resources.py): GPU-scoped rungs and the active checks read it."""
+        with api_errors("patch", f"nodes/{node}"):
+            self._nodes.core.patch_node(
+                node,
+                {"metadata": {"annotations": {GPU_USE: use.model_dump_json()}}},
                 field_manager=self._nodes.field_manager,
             )
 

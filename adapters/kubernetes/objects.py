@@ -22,6 +22,7 @@ GPU_RESOURCE = "nvidia.com/gpu"
 MIG_RESOURCE = "nvidia.com/mig-"  # a prefix: nvidia.com/mig-1g.10gb, one MIG instance each
 # The Xids a node's agent keeps on its node (JSON, oldest first): job attribution reads them.
 RECENT_XIDS = "remedy.io/recent-xids"
+GPU_USE = "remedy.io/gpu-use"  # the agent's NodeGpuUse, as JSON (from the kubelet's pod-resources)
 NAME_MAX = 253  # an object name: a DNS subdomain
 # Who writes, as every write names it (fieldManager): the API server's managedFields then tell
 # the controller's changes from the agent's, and both from kubectl's. The controller's is the

@@ -4,12 +4,13 @@ the eviction of only the pods on the faulty GPU."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from adapters.sim import layouts
 from adapters.sim.cluster import _atomic
 from remedy.errors import ActionRefused
-from remedy.gpu_scope import pods_on
+from remedy.gpu_scope import GpuReleased, pods_on
 from remedy.gpu_use import NodeGpuUse
 from remedy.models import Action
 from remedy.once import once
@@ -57,9 +58,24 @@ class SimGpuScope:
             return self._fleet._answer(action.value, done)
 
     def lift_quarantine(self, node: str, workflow_id: str) -> list[int]:
+        mine = self._lift(
+            node, "restore", lambda held: [g for g, by in held.items() if by == workflow_id]
+        )
+        return sorted(mine)
+
+    def release_gpu(self, node: str, gpu: int) -> GpuReleased:
+        lifted = self._lift(node, "release_gpu", lambda held: [gpu])
+        if gpu not in lifted:
+            return GpuReleased(node=node, gpu=gpu, detail=f"GPU {gpu} is not quarantined")
+        return GpuReleased(
+            node=node, gpu=gpu, lifted=True, held_by=lifted[gpu], detail=f"GPU {gpu} returned"
+        )
+
+    def _lift(
+        self, node: str, action: str, pick: Callable[[dict[int, str]], list[int]]
+    ) -> dict[int, str]:
+        """Take the picked GPUs out of the node's quarantine; the ones lifted and their holder."""
         with self._fleet._lock:
-            sim = self._fleet._act(node, "restore")
-            lifted = sorted(g for g, by in sim.quarantined.items() if by == workflow_id)
-            for g in lifted:
-                del sim.quarantined[g]
-            return lifted
+            sim = self._fleet._act(node, action)
+            held = sim.quarantined
+            return {g: held.pop(g) for g in pick(dict(held)) if g in held}

@@ -2,7 +2,8 @@
 
 The commands live by group: runbooks.py (`remedy runbooks ...`), xid.py (`remedy xid ...`),
 node.py (probe, agent), doctor.py (doctor), controller.py (controller, demo), fleet.py (status,
-show), operate.py (approve, abort, clear, resume-pool, release-hold, resume-job), trigger.py
+show), operate.py (approve, abort, clear, resume-pool, release-hold, resume-job), gpus.py
+(release-gpu), trigger.py
 (trigger), codec.py (codec-server) and manifests.py (render-manifests); options.py declares the
 options they share, common.py the helpers and connection.py the Temporal connection options
 `remedy` takes before any command."""
@@ -20,6 +21,7 @@ from workers.cli import (
     controller,
     doctor,
     fleet,
+    gpus,
     manifests,
     node,
     operate,
@@ -53,6 +55,7 @@ app.command()(fleet.show)
 app.command()(trigger.trigger)
 app.command("resume-pool")(operate.resume_pool)
 app.command("release-hold")(operate.release_hold)
+app.command("release-gpu")(gpus.release_gpu)
 app.command("resume-job")(operate.resume_job)
 app.command("codec-server")(codec.codec_server)
 app.command("render-manifests")(manifests.render_manifests)

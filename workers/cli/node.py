@@ -17,6 +17,7 @@ from adapters.sim import FAULTS, SimFleet
 from remedy.host import NodeHost
 from remedy.liveness import AGENT_HEARTBEAT
 from remedy.models import NodeRef
+from remedy.pod_resources import KUBELET_SOCKET
 from remedy.probe import ProbeConfig, probe_node
 from remedy.probe.diagnose import deep_diagnose
 from remedy.probe.throughput import REFERENCE_FILE, load_references
@@ -209,10 +210,20 @@ def agent(
         ),
     ] = REFERENCE_FILE,
     redact_patterns: RedactPatternsOption = None,
+    pod_resources: Annotated[
+        str,
+        typer.Option(
+            help="The kubelet's pod-resources socket: which pod uses which GPU, published on "
+            "the node for GPU-scoped rungs and active checks (with --kubernetes; empty: not read)."
+        ),
+    ] = KUBELET_SOCKET,
 ) -> None:
     """Run the node agent: host-local activities on this node's queue, and the probe loop."""
-    from adapters.kubernetes.cluster import kubernetes_cluster
+    from adapters.host.pod_resources import KubeletPodResources, device_ids
+    from adapters.kubernetes.marks import KubernetesNodeMarks
+    from adapters.kubernetes.nodes import NodeApi
     from adapters.kubernetes.objects import AGENT_MANAGER
+    from remedy.pod_resources import GpuUseReporter
     from workers.agent import AgentConfig, NodeAgent
     from workers.client import connect_with, metrics_runtime
 
@@ -255,18 +266,23 @@ def agent(
             "agent",
             runtime=metrics_runtime(metrics_bind, "agent") if metrics_bind else None,
         )
-        cluster = kubernetes_cluster(api, field_manager=AGENT_MANAGER).marks if api else None
+        marks = KubernetesNodeMarks(NodeApi(api, field_manager=AGENT_MANAGER)) if api else None
+        gpu_use = None
+        if marks is not None and pod_resources:
+            source = KubeletPodResources(pod_resources)
+            gpu_use = GpuUseReporter(node, source, lambda: device_ids(host.nvml()), marks)
         await NodeAgent(
             client,
             host,
             loaded,
-            cluster,
+            marks,
             AgentConfig(
                 node=NodeRef(name=node, pool=pool),
                 interval_s=interval,
                 heartbeat_s=heartbeat_s,
                 redactor=redactor,
             ),
+            gpu_use=gpu_use,
         ).run()
 
     serve(main)

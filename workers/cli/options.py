@@ -20,6 +20,7 @@ AddressOption = Annotated[
     ),
 ]
 RunbooksOption = Annotated[Path, typer.Option(help="Runbook folder.")]
+TaskQueueOption = Annotated[str, typer.Option(help="The controller's task queue.")]
 JsonOption = Annotated[bool, typer.Option("--json", help="Machine-readable output.")]
 ByOption = Annotated[str, typer.Option(help="Who does it (recorded in the workflow).")]
 KubeconfigOption = Annotated[

@@ -29,7 +29,7 @@ from remedy.models import NodeRef
 from remedy.remediation import Outcome, Phase
 from workers.cli.common import on_temporal, runbook_or_exit
 from workers.cli.connection import temporal
-from workers.cli.options import DEFAULT_RUNBOOKS, AddressOption, RunbooksOption
+from workers.cli.options import DEFAULT_RUNBOOKS, AddressOption, RunbooksOption, TaskQueueOption
 
 if TYPE_CHECKING:
     from remedy.remediation import RemediationResult
@@ -49,9 +49,7 @@ def trigger(
     pool: Annotated[str, typer.Option(help="The node's pool (its disruption budget).")] = "default",
     address: AddressOption = None,
     runbooks: RunbooksOption = DEFAULT_RUNBOOKS,
-    task_queue: Annotated[
-        str, typer.Option(help="The controller's task queue.")
-    ] = CONTROLLER_TASK_QUEUE,
+    task_queue: TaskQueueOption = CONTROLLER_TASK_QUEUE,
     node_task_queue: Annotated[
         str | None, typer.Option(help="The node agent's queue (default: remedy-node/<node>).")
     ] = None,

@@ -105,6 +105,11 @@ def agent_needs(params: Mapping[str, Any]) -> list[Needs]:
             cursor = str(PurePosixPath(params["cursor"]).parent)
             mount = Mount(cursor, writable=True, kind="DirectoryOrCreate")
             needs.append(Needs("the kernel-log cursor (--cursor)", root=True, mounts=(mount,)))
+    if params["kubernetes"] and params["pod_resources"]:
+        mount = Mount(str(PurePosixPath(params["pod_resources"]).parent), kind="Directory")
+        needs.append(
+            Needs("which pod uses which GPU (--pod-resources)", root=True, mounts=(mount,))
+        )
     if params["allow_reset"]:
         needs.append(Needs("GPU resets (--allow-reset)", root=True, privileged=True))
     if params["allow_reboot"]:
