@@ -51,7 +51,9 @@ async def test_agent_finds_a_fault_starts_the_ladder_and_a_dead_agent_fails_clos
     dev_env: WorkflowEnvironment, fast_runbooks: RunbookSet
 ) -> None:
     name = f"agent-{uuid.uuid4().hex[:8]}"
-    fleet = SimFleet(nodes=1, name_prefix=name, check_timeout_s=0.5, pool=name)
+    # A check's bound as in production, not 0.5 s: on a busy machine a healthy check that took
+    # longer failed closed, and its ProbeFailure became an extra transition of the condition.
+    fleet = SimFleet(nodes=1, name_prefix=name, check_timeout_s=10.0, pool=name)
     node = f"{name}-000"
     client = dev_env.client
     conditions: list[NodeCondition] = []  # each change of status or reason, as seen

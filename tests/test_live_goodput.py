@@ -22,7 +22,7 @@ from tests.conftest import Queues, own_fleet, running_workers
 from tests.test_cli import cli
 from tests.test_job_guard import oom
 from tests.test_job_watch import eventually, scan
-from tests.test_metrics import scrape, scraped_client, value
+from tests.test_metrics import scrape, scraped_client, scraped_when, value
 
 HOUR = timedelta(hours=1)
 
@@ -128,13 +128,13 @@ async def test_the_metrics_endpoint_shows_goodput_and_jobs_ended(
     jobs, clock = sim_jobs()
     async with running_workers(client, fleet, jobs=jobs) as queues:
         launched = await three_jobs_at(client, queues, jobs, clock, sorted(fleet.nodes))
-        for _ in range(600):  # a bound against a hang (60 s), not a timing: until it is there
-            lines = await asyncio.to_thread(scrape, port)
-            if value(lines, "remedy_pool_goodput_ratio") and value(
-                lines, "remedy_job_goodput_ratio", job=str(launched.running)
-            ):
-                break
-            await asyncio.sleep(0.1)
+        lines = await scraped_when(
+            port,
+            lambda lines: (
+                value(lines, "remedy_pool_goodput_ratio")
+                and value(lines, "remedy_job_goodput_ratio", job=str(launched.running))
+            ),
+        )
     job = value(lines, "remedy_job_goodput_ratio", job=str(launched.running), pool="default")
     assert job is not None and 0.80 < job < 0.84
     assert (value(lines, "remedy_pool_goodput_ratio", pool="default") or 0) > 0

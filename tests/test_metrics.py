@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import socket
 import urllib.request
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
 from temporalio.client import Client
@@ -52,6 +53,18 @@ def scrape(port: int) -> list[str]:
         return response.read().decode().splitlines()
 
 
+async def scraped_when(port: int, ready: Callable[[list[str]], object]) -> list[str]:
+    """The endpoint's lines once ``ready`` holds of them. The worker records its metrics as
+    workflow tasks complete, the SDK's own a little later than remedy's: 60 s is a bound
+    against a hang on a busy machine, not a timing."""
+    for _ in range(600):
+        lines = await asyncio.to_thread(scrape, port)
+        if ready(lines):
+            break
+        await asyncio.sleep(0.1)
+    return lines
+
+
 def value(lines: list[str], name: str, **labels: str) -> float | None:
     """The sample of ``name`` whose labels include ``labels`` (None: no such sample)."""
     for line in lines:
@@ -81,11 +94,15 @@ async def test_a_ladder_shows_up_in_the_prometheus_endpoint(dev_env: WorkflowEnv
         await agent.tick([])  # probes, finds the ECC error, reports it: a ladder starts
         handle = client.get_workflow_handle_for(NodeRemediation.run, remediation_workflow_id(node))
         result = await handle.result()
-        for _ in range(50):  # recorded by the worker as the workflow task completes
-            lines = await asyncio.to_thread(scrape, port)
-            if value(lines, "remedy_remediations_total", pool=queues.pool):
-                break
-            await asyncio.sleep(0.1)
+        lines = await scraped_when(
+            port,
+            lambda lines: (
+                value(lines, "remedy_remediations_total", pool=queues.pool)
+                and value(
+                    lines, "temporal_workflow_completed_total", workflow_type="NodeRemediation"
+                )
+            ),
+        )
 
     assert result.outcome is Outcome.RECOVERED, result.model_dump_json(indent=1)
     pool = queues.pool
@@ -127,9 +144,5 @@ async def test_a_guarded_job_failure_is_counted_by_verdict_and_action(
             JobGuard.pod_failed, oom(sorted(fleet.nodes)[0], job, datetime.now(UTC))
         )
         await handle.result()
-        for _ in range(50):
-            lines = await asyncio.to_thread(scrape, port)
-            if value(lines, "remedy_job_failures_total"):
-                break
-            await asyncio.sleep(0.1)
+        lines = await scraped_when(port, lambda lines: value(lines, "remedy_job_failures_total"))
     assert value(lines, "remedy_job_failures_total", verdict="application", action="stop") == 1
