@@ -125,6 +125,35 @@ async def test_a_terminated_holder_loses_its_lease_to_the_next_in_line(
     assert [h.node for h in budget.holders] == [second]
 
 
+async def test_a_busy_pool_still_reclaims_a_dead_holders_lease(
+    time_env: WorkflowEnvironment,
+) -> None:
+    """Signals every 30 s (a pool whose many waiting ladders ask again) and a sweep every
+    minute: the budget used to start its minute afresh after each signal and never swept, so
+    a terminated holder kept the only lease for good. The sweep runs on its own clock now."""
+    fleet = SimFleet(nodes=2, pool=f"pool-{uuid.uuid4().hex[:8]}")
+    first, second = sorted(fleet.nodes)
+    runbook = Runbook(
+        name="hold",
+        match=Match(xids=[48]),
+        ladder=[Rung(action=Action.DRAIN), Rung(action=Action.RESET_GPU, approval="required")],
+    )
+    policy = BudgetPolicy(max_disruption="1", storm_share=1.0, reclaim_every=timedelta(minutes=1))
+    async with running_workers(time_env.client, fleet, policy=policy) as queues:
+        budget = time_env.client.get_workflow_handle(budget_workflow_id(queues.pool))
+        holder = await report(time_env.client, queues, fleet.inject(first, "ecc_dbe"), runbook)
+        await wait_for_phase(time_env, holder, Phase.AWAITING_APPROVAL)
+        waiter = await report(time_env.client, queues, fleet.inject(second, "ecc_dbe"), runbook)
+        await wait_for_phase(time_env, waiter, Phase.AWAITING_LEASE)
+        await holder.terminate("operator killed it")  # no release signal ever comes
+        for _ in range(10):  # 5 minutes of a busy pool: five sweeps due
+            await LEASE_RELEASE.send(budget, LeaseRelease(holder="a-ladder-long-gone"))
+            await time_env.sleep(timedelta(seconds=30))
+        state = await budget_state(time_env.client, queues.pool)
+        await waiter.terminate("test over")
+    assert state.reclaimed == 1 and [h.node for h in state.holders] == [second]
+
+
 async def test_storm_breaker_trips_holds_disruption_and_cordons_and_resumes(
     time_env: WorkflowEnvironment, shipped_runbooks: RunbookSet
 ) -> None:

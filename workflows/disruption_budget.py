@@ -20,7 +20,7 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError
 
 from contract import search_attributes
-from contract.activities import ALERT, CLOSED_WORKFLOWS, HELD_NODES, LEASE_HOLDERS
+from contract.activities import ALERT, LEASE_HOLDERS
 from contract.messages import (
     BUDGET_STATE,
     CLOSE_BREAKER,
@@ -34,6 +34,7 @@ from contract.messages import (
     RESUME_POOL,
 )
 from workflows import metrics
+from workflows.budget_sweep import SWEEP_ON_ITS_OWN_CLOCK, Alarm, BudgetSweep, wake_at
 from workflows.common import PATIENT_RETRY
 from workflows.operator_updates import acted
 
@@ -41,12 +42,9 @@ with workflow.unsafe.imports_passed_through():
     from contract.names import DISRUPTION_BUDGET_WORKFLOW
     from remedy import held_by_people
     from remedy.budget import (
-        ASK_KEPT_FOR,
         HELD_FOR_HUMAN,
         BudgetState,
         CordonAsk,
-        HeldCheck,
-        HolderCheck,
         HoldReleased,
         HumanWait,
         LeaseGrant,
@@ -82,10 +80,11 @@ REBUILD_WAITERS = "rebuild-waiters-in-order"  # runs before: waiters waited for 
 # there is an ask (only ladders of this release ask): a history from before never gets here.
 QUARANTINE = "breaker-holds-cordons"
 OUT_SHARE = "breaker-limits-the-unschedulable-share"  # runs before: only recent reports counted
+SWEEP = "reclaim dead holders, give back restored nodes, age out asks and unhealthy reports"
 
 
 @workflow.defn(name=DISRUPTION_BUDGET_WORKFLOW)
-class DisruptionBudget:
+class DisruptionBudget(BudgetSweep):
     @workflow.init
     def __init__(self, state: BudgetState) -> None:
         self._state = state
@@ -93,6 +92,7 @@ class DisruptionBudget:
         self._regrant: list[LeaseRequest] = []
         self._leave: list[CordonAsk] = []  # asks to tell they may cordon (a resume)
         self._alert: Alert | None = None  # the breaker tripped or closed: an Event to record
+        self._alarm, self._swept_at = Alarm(), workflow.now()
 
     # -- messages --------------------------------------------------------------------------
     @LEASE_REQUEST.handler
@@ -208,17 +208,24 @@ class DisruptionBudget:
         if not state.rebuilt and workflow.patched(REBUILD):
             await self._rebuild()
         while True:
-            try:
-                await workflow.wait_condition(
-                    lambda: self._changed,
-                    timeout=self._next_wake(),
-                    timeout_summary="reclaim dead holders, age out unhealthy reports",
-                )
-            except TimeoutError:
-                if self._state.holders:
-                    await self._reclaim()
-                if self._state.held and workflow.patched(HUMAN_HOLDS):
-                    await self._end_holds()
+            if workflow.patched(SWEEP_ON_ITS_OWN_CLOCK):  # budget_sweep: not put off by signals
+                if not (self._state.holders or self._state.held):
+                    self._swept_at = workflow.now()  # nothing to sweep until someone holds
+                self._alarm.set(wake_at(self._state, self._swept_at, workflow.now()), SWEEP)
+                await workflow.wait_condition(lambda: self._changed or self._alarm.due())
+                if self._alarm.ring():
+                    await self._sweep()
+            else:
+                try:
+                    now = workflow.now()
+                    wake = wake_at(self._state, now, now)
+                    await workflow.wait_condition(
+                        lambda: self._changed,
+                        timeout=None if wake is None else wake - now,
+                        timeout_summary=SWEEP,
+                    )
+                except TimeoutError:
+                    await self._sweep()
             self._changed = False
             self._check_breaker()
             await self._grant()
@@ -232,20 +239,12 @@ class DisruptionBudget:
                 await workflow.wait_condition(workflow.all_handlers_finished)
                 workflow.continue_as_new(self._state)
 
-    def _next_wake(self) -> timedelta | None:
-        """Wake to reclaim leases of dead holders, and when the oldest unhealthy report leaves
-        the storm window (a tripped breaker must close by itself once the storm passes)."""
-        state = self._state
-        waits = [state.policy.reclaim_every] if state.holders or state.held else []
-        if state.asking:  # an ask its ladder stopped renewing is dropped
-            oldest_ask = min(a.renewed_at for a in state.asking)
-            waits.append(max(timedelta(seconds=1), oldest_ask + ASK_KEPT_FOR - workflow.now()))
-        if state.unhealthy:
-            oldest = min(state.unhealthy.values())
-            waits.append(
-                max(timedelta(seconds=1), oldest + state.policy.storm_window - workflow.now())
-            )
-        return min(waits) if waits else None
+    async def _sweep(self) -> None:
+        if self._state.holders:
+            await self._reclaim()
+        if self._state.held and workflow.patched(HUMAN_HOLDS):
+            await self._end_holds()
+        self._swept_at = workflow.now()
 
     def _check_breaker(self) -> None:
         state = self._state
@@ -364,37 +363,3 @@ class DisruptionBudget:
             state.note_human_wait(wait)
         state.rebuilt = True
         self._changed = True
-
-    async def _end_holds(self) -> None:
-        """A node held for a human is given back when remedy's cordon is gone from it (it was
-        restored, or replaced by a node that never had it)."""
-        state = self._state
-        try:
-            answer = await HELD_NODES.execute(
-                HeldCheck(nodes=[h.node for h in state.held]),
-                start_to_close_timeout=timedelta(seconds=60),
-                retry_policy=RetryPolicy(maximum_attempts=3),
-                summary=f"which of {len(state.held)} nodes held for a human are still cordoned",
-            )
-        except ActivityError as err:  # unsure: the holds stay (the cap errs on the safe side)
-            workflow.logger.warning("pool %s: holds not checked: %s", state.pool, err)
-            return
-        still = set(answer.nodes)
-        if any(h.node not in still for h in state.held):
-            state.held = [h for h in state.held if h.node in still]
-            self._changed = True
-
-    async def _reclaim(self) -> None:
-        """Free the leases of holders whose workflows closed without releasing them."""
-        state = self._state
-        answer = await CLOSED_WORKFLOWS.execute(
-            HolderCheck(workflow_ids=[h.holder for h in state.holders]),
-            start_to_close_timeout=timedelta(seconds=30),
-            retry_policy=RetryPolicy(maximum_attempts=3),
-            summary=f"which of {len(state.holders)} lease holders have closed",
-        )
-        closed = answer.workflow_ids
-        if closed:
-            state.reclaimed += len(closed)
-            state.holders = [h for h in state.holders if h.holder not in closed]
-            self._changed = True

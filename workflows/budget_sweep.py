@@ -1,0 +1,119 @@
+"""The pool budget's housekeeping — reclaim the leases of closed holders, give back nodes a
+person restored — on a clock of its own.
+
+Until this release the budget waited for a signal *or* ``reclaim_every``, whichever came first,
+and started that wait afresh after every signal. A pool with ladders signalling more often than
+``reclaim_every`` (a waiting ladder asks again every 5 minutes; a hundred of them ask every few
+seconds) never swept: dead holders kept their leases, restored nodes stayed held. The ``Alarm``
+keeps one wake-up across the loop's turns instead, so the sweep runs on time however busy the
+pool is. Its timers are never cancelled (one that is no longer needed fires into a loop that
+ignores it), which also keeps the time-skipping test server off a path where it strands a
+workflow whose task cancels a timer that fired meanwhile ("invalid history builder state for
+action", temporalio/sdk-java#3088).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import datetime, timedelta
+
+from temporalio import workflow
+from temporalio.common import RetryPolicy
+from temporalio.exceptions import ActivityError
+
+from contract.activities import CLOSED_WORKFLOWS, HELD_NODES
+
+with workflow.unsafe.imports_passed_through():
+    from remedy.budget import ASK_KEPT_FOR, BudgetState, HeldCheck, HolderCheck
+
+SWEEP_ON_ITS_OWN_CLOCK = "budget-sweeps-on-its-own-clock"  # runs before: a signal put it off
+SOONEST = timedelta(seconds=1)
+
+
+def wake_at(state: BudgetState, swept_at: datetime, now: datetime) -> datetime | None:
+    """When the loop must wake by itself: the next sweep while anyone holds a lease or a node
+    is held, and when the oldest ask or unhealthy report ages out (a tripped breaker must
+    close by itself once the storm passes). Never sooner than ``SOONEST`` from ``now``."""
+    wakes = [swept_at + state.policy.reclaim_every] if state.holders or state.held else []
+    if state.asking:  # an ask its ladder stopped renewing is dropped
+        wakes.append(min(a.renewed_at for a in state.asking) + ASK_KEPT_FOR)
+    if state.unhealthy:
+        wakes.append(min(state.unhealthy.values()) + state.policy.storm_window)
+    return max(now + SOONEST, min(wakes)) if wakes else None
+
+
+class Alarm:
+    """One wake-up time, kept until it is due; an earlier one replaces it, a later one waits
+    for it. ``due()`` goes in the loop's wait condition."""
+
+    def __init__(self) -> None:
+        self._at: datetime | None = None
+        self._fired: datetime | None = None  # the latest wake-up whose timer fired
+        self._timers: set[asyncio.Task[None]] = set()
+
+    def set(self, at: datetime | None, summary: str) -> None:
+        if at is None or (self._at is not None and self._at <= at):
+            return
+        self._at = at
+        timer = asyncio.create_task(self._wake(at, summary))
+        self._timers.add(timer)  # kept until it fires: a task nobody holds may be collected
+        timer.add_done_callback(self._timers.discard)
+
+    async def _wake(self, at: datetime, summary: str) -> None:
+        await workflow.sleep(at - workflow.now(), summary=summary)
+        self._fired = at if self._fired is None else max(self._fired, at)
+
+    def due(self) -> bool:
+        """Its time has come: by the clock, or its timer fired (the clock of the task that
+        saw it may read a hair earlier than the time the timer was set for)."""
+        if self._at is None:
+            return False
+        return workflow.now() >= self._at or (self._fired is not None and self._fired >= self._at)
+
+    def ring(self) -> bool:
+        """True once when the wake-up is due; the next one is set afresh."""
+        if not self.due():
+            return False
+        self._at = None
+        return True
+
+
+class BudgetSweep:
+    """Mixed into DisruptionBudget: the sweep's two steps."""
+
+    _state: BudgetState
+    _changed: bool
+
+    async def _end_holds(self) -> None:
+        """A node held for a human is given back when remedy's cordon is gone from it (it was
+        restored, or replaced by a node that never had it)."""
+        state = self._state
+        try:
+            answer = await HELD_NODES.execute(
+                HeldCheck(nodes=[h.node for h in state.held]),
+                start_to_close_timeout=timedelta(seconds=60),
+                retry_policy=RetryPolicy(maximum_attempts=3),
+                summary=f"which of {len(state.held)} nodes held for a human are still cordoned",
+            )
+        except ActivityError as err:  # unsure: the holds stay (the cap errs on the safe side)
+            workflow.logger.warning("pool %s: holds not checked: %s", state.pool, err)
+            return
+        still = set(answer.nodes)
+        if any(h.node not in still for h in state.held):
+            state.held = [h for h in state.held if h.node in still]
+            self._changed = True
+
+    async def _reclaim(self) -> None:
+        """Free the leases of holders whose workflows closed without releasing them."""
+        state = self._state
+        answer = await CLOSED_WORKFLOWS.execute(
+            HolderCheck(workflow_ids=[h.holder for h in state.holders]),
+            start_to_close_timeout=timedelta(seconds=30),
+            retry_policy=RetryPolicy(maximum_attempts=3),
+            summary=f"which of {len(state.holders)} lease holders have closed",
+        )
+        closed = answer.workflow_ids
+        if closed:
+            state.reclaimed += len(closed)
+            state.holders = [h for h in state.holders if h.holder not in closed]
+            self._changed = True
