@@ -25,8 +25,10 @@ COPY activities activities
 COPY workers workers
 COPY adapters adapters
 COPY runbooks runbooks
+# Runbooks for particular pools (the demo's shared inference node loads them beside the shipped).
+COPY examples/runbooks examples/runbooks
 RUN pip install --no-deps -e . && python -m compileall -q /app \
-    && remedy runbooks validate /app/runbooks
+    && remedy runbooks validate /app/runbooks /app/examples/runbooks
 
 # Unprivileged; the node agent's DaemonSet grants what resets and reboots need (deploy/agent.yaml).
 USER 10001

@@ -16,7 +16,7 @@ import matplotlib
 
 matplotlib.use("Agg")  # no screen: write the file
 import matplotlib.pyplot as plt  # noqa: E402
-from fleet_twin import POLICY_HEADERS, TwinReport, policy_rows  # noqa: E402 - bench/ is on sys.path
+from fleet_twin import POLICY_HEADERS, TwinReport, gpu_hours_section, policy_rows  # noqa: E402
 from kube_scale_bench import KubeScaleReport, markdown_section  # noqa: E402
 from scale_bench import SHARE_HEADERS, ScaleReport, at_ten_percent, share_rows  # noqa: E402
 
@@ -120,7 +120,8 @@ def twin_section(twin: TwinReport) -> list[str]:
         "the oracle sees the same fault events, but which nodes are in the job differs with "
         "each policy's swaps, a difference of a few interruptions either way.",
     ]
-    return lines + _options_lines(twin) + _checkpoint_lines(twin) + _population_lines(twin)
+    lines += _options_lines(twin) + _checkpoint_lines(twin) + _population_lines(twin)
+    return lines + (gpu_hours_section(twin.gpu_hours) if twin.gpu_hours else [])
 
 
 def _met(ok: bool) -> str:
@@ -248,7 +249,6 @@ def _population_lines(twin: TwinReport) -> list[str]:
             "runs the same jobs. remedy's failures are the restart cap on the largest, "
             "longest jobs, which the oracle meets too.",
         ]
-    return lines
     return lines
 
 

@@ -19,7 +19,7 @@ from pydantic import BaseModel, Field
 
 from adapters.sim.faults import FAULTS
 from remedy.actions import ACTIONS
-from remedy.models import Action
+from remedy.models import Action, Scope
 from twin.generator import FaultEvent, FaultKind
 
 ZERO = timedelta(0)
@@ -31,6 +31,7 @@ class Step(BaseModel):
     rung: int  # -1: cordon or restore around the ladder
     took: timedelta  # workflow time (settle included; actions themselves take none in the sim)
     approval: bool = False  # the rung needed an approval
+    scope: Scope = Scope.NODE  # the rung's (gpu: it took only the faulty GPU out)
 
 
 class LadderRun(BaseModel):

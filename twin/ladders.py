@@ -13,7 +13,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
 from adapters.sim import FAULTS
-from remedy.models import Action, Severity
+from remedy.models import Action, Scope, Severity
 from remedy.runbook import DEFAULT_RUNBOOK, Match, Runbook, RunbookSet, Rung
 from remedy.runbook.schema import Approval
 from twin.generator import FaultKind
@@ -88,11 +88,6 @@ def policies(
 ) -> list[tuple[Policy, Chooser]]:
     """The three policies compared: remedy's runbooks, and the two baselines."""
     manual = manual_operations(manual_detect)
-
-    def remedy_runbook(fault: str) -> Runbook:
-        spec = FAULTS[fault]
-        return shipped.match(spec.report("twin", 0, "SN0", datetime.now(UTC))) or DEFAULT_RUNBOOK
-
     return [
         (
             Policy(
@@ -101,7 +96,7 @@ def policies(
                 approval_delay=approval,
                 description="the shipped runbooks; a person approves replacements",
             ),
-            remedy_runbook,
+            matching(shipped),
         ),
         (
             Policy(
@@ -124,6 +119,16 @@ def policies(
     ]
 
 
+def matching(runbooks: RunbookSet) -> Chooser:
+    """The runbook an agent loaded with ``runbooks`` climbs for a simulated fault."""
+
+    def runbook(fault: str) -> Runbook:
+        spec = FAULTS[fault]
+        return runbooks.match(spec.report("twin", 0, "SN0", datetime.now(UTC))) or DEFAULT_RUNBOOK
+
+    return runbook
+
+
 async def ladders_for(kinds: set[FaultKind], choose: Chooser) -> dict[FaultKind, LadderRun]:
     """Run the policy's ladder once for each kind of fault, for real."""
     out: dict[FaultKind, LadderRun] = {}
@@ -142,6 +147,8 @@ async def ladders_for(kinds: set[FaultKind], choose: Chooser) -> dict[FaultKind,
                 rung=a.rung,
                 took=a.finished_at - a.started_at,
                 approval=a.rung in needs,
+                # An escalation's rungs are another runbook's: counted whole-node.
+                scope=runbook.ladder[a.rung].scope if a.rung >= 0 and a.epoch == 0 else Scope.NODE,
             )
             for a in result.attempts
         ]

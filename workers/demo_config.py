@@ -31,6 +31,8 @@ FAULT_WEIGHTS = {
 }
 STATUS_EVERY_S = 5.0
 JOB_NODES = 4
+# Runbooks for particular pools (inference-gpu-ecc: scope gpu), loaded beside the shipped ones.
+EXAMPLE_RUNBOOKS = Path(__file__).resolve().parents[1] / "examples" / "runbooks"
 SCAN_EVERY = timedelta(seconds=5)
 
 
@@ -43,6 +45,9 @@ class DemoConfig:
     duration_s: float | None = None
     seed: int = 1
     runbooks: Path = Path("runbooks")
+    # A shared inference pool's runbooks, loaded beside ``runbooks`` for the demo's shared node
+    # (eight one-GPU pods; workers/demo_shared.py). None: no shared node.
+    shared_runbooks: Path | None = EXAMPLE_RUNBOOKS
     node_prefix: str = "gpu-node"
     pool: str = "default"
     task_queue: str = CONTROLLER_TASK_QUEUE
@@ -85,9 +90,30 @@ def demo_fleet(config: DemoConfig) -> SimFleet:
     )
 
 
-def demo_runbooks(config: DemoConfig) -> RunbookSet:
-    """The runbooks, their tolerances and settle times divided by the speedup."""
-    return RunbookSet(r.scaled(config.speedup) for r in load_runbooks([config.runbooks]))
+@dataclass(frozen=True)
+class DemoRunbooks:
+    fleet: RunbookSet  # what the fleet's agents match findings with
+    shared: RunbookSet | None  # the shared node's agent: the fleet's and its pool's own
+
+
+def demo_runbooks(config: DemoConfig) -> DemoRunbooks:
+    """The runbooks, their tolerances and settle times divided by the speedup; all loaded
+    here, so a broken one fails before anything starts."""
+
+    def scaled(paths: list[Path]) -> RunbookSet:
+        return RunbookSet(r.scaled(config.speedup) for r in load_runbooks(paths))
+
+    shared = config.shared_runbooks
+    return DemoRunbooks(
+        fleet=scaled([config.runbooks]),
+        shared=scaled([config.runbooks, shared]) if shared is not None else None,
+    )
+
+
+def spare_nodes(config: DemoConfig, fleet: SimFleet) -> list[str]:
+    """The nodes no guarded job runs on (jobs take the first ones, JOB_NODES each)."""
+    nodes = sorted(fleet.nodes)
+    return nodes[min(config.jobs, len(nodes) // JOB_NODES) * JOB_NODES :]
 
 
 def guard_policy(config: DemoConfig) -> GuardPolicy:

@@ -20,9 +20,10 @@ from remedy.admission import AdmissionPolicy
 from remedy.attribution.guard import JobRef
 from remedy.durations import format_duration
 from remedy.fleet import ScanInput
-from remedy.models import NodeRef
+from remedy.models import Finding, NodeRef
 from remedy.remediation import FindingReport
-from remedy.runbook import RunbookSet
+from remedy.runbook import Runbook, RunbookSet
+from workers import demo_shared
 from workers.client import report_finding
 from workers.controller import controller_worker, node_agent_worker
 from workers.demo_config import (
@@ -31,12 +32,15 @@ from workers.demo_config import (
     SCAN_EVERY,
     STATUS_EVERY_S,
     DemoConfig,
+    DemoRunbooks,
     budget_policy,
     demo_fleet,
     demo_runbooks,
     guard_policy,
+    spare_nodes,
 )
 from workers.demo_console import one_line_events
+from workers.demo_shared import SharedNode, shared_node
 from workers.demo_summary import DemoSummary, summarise
 from workers.job_status import job_rows
 from workers.schedules import ensure_active_checks, ensure_fleet_scan
@@ -46,7 +50,7 @@ from workers.status import NoScanYet, fleet_status, render
 async def run_demo(
     client: Client,
     config: DemoConfig,
-    runbooks: RunbookSet | None = None,
+    runbooks: DemoRunbooks | None = None,
     echo: Callable[[str], None] = print,
 ) -> DemoSummary:
     """Inject faults into a simulated fleet and let real workflows remediate them, until
@@ -60,8 +64,11 @@ async def run_demo(
         f"Simulated fleet  {config.nodes} nodes × {config.gpus_per_node} GPUs, a fault every "
         f"{config.fault_every_s:g}s, runbook time {config.speedup:g}× faster"
     )
+    shared = shared_node(config, fleet, runbooks)
+    if shared is not None:
+        echo(demo_shared.introduce(shared, fleet))
     with one_line_events(echo):
-        summary, fleet_lines = await _run(client, config, fleet, runbooks, echo)
+        summary, fleet_lines = await _run(client, config, fleet, runbooks, shared, echo)
     for line in [*summary.lines(), "", *fleet_lines]:
         echo(line)
     return summary
@@ -71,7 +78,8 @@ async def _run(
     client: Client,
     config: DemoConfig,
     fleet: SimFleet,
-    runbooks: RunbookSet,
+    runbooks: DemoRunbooks,
+    shared: SharedNode | None,
     echo: Callable[[str], None],
 ) -> tuple[DemoSummary, list[str]]:
     summary = DemoSummary()
@@ -84,7 +92,7 @@ async def _run(
                 executor,
                 config.task_queue,
                 budget_policy(config),
-                runbooks,
+                runbooks.fleet,
                 jobs=jobs,
             ),
             node_agent_worker(client, fleet.host, executor, config.agents_task_queue),
@@ -105,10 +113,18 @@ async def _run(
             schedules = [config.scan_schedule]
             if config.active_checks is not None:
                 schedules.append(await _active_checks(client, config, fleet, echo))
+            watching = None
             try:
-                await _inject_until_done(client, config, fleet, jobs, runbooks, summary, echo)
+                if shared is not None:  # the first fault, while the budget has room
+                    await _report(client, config, summary, echo, *demo_shared.inject(fleet, shared))
+                    watching = asyncio.create_task(demo_shared.watch(fleet, shared, echo))
+                await _inject_until_done(
+                    client, config, fleet, jobs, runbooks.fleet, shared, summary, echo
+                )
             except asyncio.CancelledError:
                 echo("stopping…")
+            if watching is not None:
+                watching.cancel()
             try:
                 await summarise(client, summary)
                 summary.jobs = [
@@ -135,29 +151,19 @@ async def _inject_until_done(
     fleet: SimFleet,
     jobs: SimJobs,
     runbooks: RunbookSet,
+    shared: SharedNode | None,
     summary: DemoSummary,
     echo: Callable[[str], None],
 ) -> None:
+    """Random faults on every node but the shared one (its one fault tells its story)."""
     loop = asyncio.get_running_loop()
     start = loop.time()
     next_status = start + STATUS_EVERY_S
     joined = 0
     while config.duration_s is None or loop.time() - start < config.duration_s:
-        finding = fleet.inject_random(FAULT_WEIGHTS)
-        runbook = runbooks.match(finding)
-        if runbook is not None:
-            summary.faults_injected += 1
-            handle = await report_finding(
-                client,
-                NodeRef(name=finding.node, pool=config.pool),
-                FindingReport(finding=finding, runbook=runbook),
-                node_task_queue=config.agents_task_queue,
-                task_queue=config.task_queue,
-            )
-            run = (handle.id, handle.result_run_id or "")
-            if run not in summary.runs:  # a report that joined a running ladder is not new
-                summary.runs.append(run)
-            echo(f"  fault  {finding.node}: {finding.headline()} → {runbook.name}")
+        others = [n for n in fleet.nodes if n != shared.name] if shared else None
+        finding = fleet.inject_random(FAULT_WEIGHTS, nodes=others)
+        await _report(client, config, summary, echo, finding, runbooks.match(finding))
         for job in jobs.fault(finding):
             echo(f"  job    {job}: every rank failed with {finding.node} (its guard decides)")
         if loop.time() >= next_status:
@@ -172,12 +178,36 @@ async def _inject_until_done(
         await asyncio.sleep(config.fault_every_s)
 
 
+async def _report(
+    client: Client,
+    config: DemoConfig,
+    summary: DemoSummary,
+    echo: Callable[[str], None],
+    finding: Finding,
+    runbook: Runbook | None,
+) -> None:
+    """Report the finding as the node's agent would, when its runbook asks for a ladder."""
+    if runbook is None:
+        return
+    summary.faults_injected += 1
+    handle = await report_finding(
+        client,
+        NodeRef(name=finding.node, pool=config.pool),
+        FindingReport(finding=finding, runbook=runbook),
+        node_task_queue=config.agents_task_queue,
+        task_queue=config.task_queue,
+    )
+    run = (handle.id, handle.result_run_id or "")
+    if run not in summary.runs:  # a report that joined a running ladder is not new
+        summary.runs.append(run)
+    echo(f"  fault  {finding.node}: {finding.headline()} → {runbook.name}")
+
+
 async def _active_checks(
     client: Client, config: DemoConfig, fleet: SimFleet, echo: Callable[[str], None]
 ) -> str:
     policy = config.active_checks or ActiveCheckPolicy()
-    nodes = sorted(fleet.nodes)
-    spare = nodes[min(config.jobs, len(nodes) // JOB_NODES) * JOB_NODES :]  # no job's ranks
+    spare = spare_nodes(config, fleet)
     silent = f"; {spare[-1]} is idle with a fault only load shows" if spare else ""
     if spare:
         fleet.idle(spare[-1])

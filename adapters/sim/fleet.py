@@ -139,11 +139,14 @@ class SimFleet:
             sim.kernel_log_read += len(lines)
             return lines
 
-    def inject_random(self, weights: dict[str, float] | None = None) -> Finding:
-        """A seeded random fault on a random GPU; ``weights`` maps fault kinds to odds."""
+    def inject_random(
+        self, weights: dict[str, float] | None = None, nodes: list[str] | None = None
+    ) -> Finding:
+        """A seeded random fault on a random GPU; ``weights`` maps fault kinds to odds, ``nodes``
+        the nodes it may hit (default: all)."""
         weights = weights or dict.fromkeys(sorted(FAULTS), 1.0)
         with self._lock:
-            node = self._rng.choice(sorted(self.nodes))
+            node = self._rng.choice(sorted(self.nodes if nodes is None else nodes))
             kind = self._rng.choices(list(weights), weights=list(weights.values()))[0]
             return self.inject(node, kind, self._rng.randrange(self.gpus_per_node))
 

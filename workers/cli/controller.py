@@ -294,6 +294,13 @@ def demo(
         ),
     ] = False,
     runbooks: RunbooksOption = DEFAULT_RUNBOOKS,
+    shared_runbooks: Annotated[
+        Path | None,
+        typer.Option(
+            help="Runbooks the shared inference node's agent loads beside --runbooks (default: "
+            "examples/runbooks, whose inference-gpu-ecc takes out only the faulty GPU)."
+        ),
+    ] = None,
     seed: Annotated[int, typer.Option(help="Seed of the fault injector.")] = 1,
     address: Annotated[
         str | None,
@@ -311,7 +318,7 @@ def demo(
 ) -> None:
     """Run the embedded default: dev Temporal server + Web UI + worker + a simulated GPU fleet."""
     from workers.demo import PortInUse, run_demo_on, run_embedded_demo
-    from workers.demo_config import DemoConfig
+    from workers.demo_config import EXAMPLE_RUNBOOKS, DemoConfig
 
     if resume and address:
         typer.echo(
@@ -333,6 +340,7 @@ def demo(
         duration_s=duration,
         seed=seed,
         runbooks=runbooks,
+        shared_runbooks=shared_runbooks or EXAMPLE_RUNBOOKS,
         # Wall time, like the demo's: a busy node waits a lease half a minute, not half an hour.
         active_checks=active[0].model_copy(update={"lease_wait": timedelta(seconds=30)})
         if active
