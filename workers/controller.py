@@ -51,10 +51,11 @@ WORKFLOWS = [
 ]
 # The sandbox re-imports a workflow's modules for every run it starts; remedy's domain package
 # (pydantic models, pure functions) and the workflows' helper modules are deterministic and free
-# of side effects at import, so every run shares them instead of rebuilding them.
+# of side effects at import, so every run shares them instead of rebuilding them. cryptography
+# (an operator's signature checked in a validator) imports its exceptions as it raises them.
 WORKFLOW_RUNNER = SandboxedWorkflowRunner(
     restrictions=SandboxRestrictions.default.with_passthrough_modules(
-        "remedy", "contract", "workflows.common", "workflows.metrics"
+        "remedy", "contract", "workflows.common", "workflows.metrics", "cryptography"
     )
 )
 
