@@ -21,6 +21,7 @@ from remedy.runbook import Match, Runbook, Rung
 from remedy.signing import Decision, Keyring, Operator, Signature, Verb, public_blob, sign
 from tests.conftest import own_fleet, running_workers
 from tests.ladder import Handle, report, state_of, wait_for_phase
+from workers.show import NodeLadder, timeline
 
 ALICE, MALLORY = Ed25519PrivateKey.generate(), Ed25519PrivateKey.generate()
 KEYRING = Keyring(operators=[Operator(name="alice", key=public_blob(ALICE))], required=True)
@@ -122,3 +123,25 @@ async def test_only_a_decision_signed_by_a_key_in_the_keyring_counts(
     [approval] = result.approvals
     assert (approval.by, approval.key, approval.rung) == ("alice", fingerprint, 1)
     assert result.outcome is Outcome.RECOVERED
+
+
+async def test_without_a_keyring_a_signal_is_checked_as_the_update_is_and_show_says_why(
+    time_env: WorkflowEnvironment,
+) -> None:
+    client = time_env.client
+    fleet = own_fleet("signals", 1)
+    [node] = sorted(fleet.nodes)
+    async with running_workers(client, fleet) as queues:
+        handle = await report(client, queues, fleet.inject(node, "ecc_dbe"), WAITS)
+        await wait_for_phase(time_env, handle, Phase.AWAITING_APPROVAL)
+        await APPROVE.send(handle, ApproveRequest(by="mallory", rung=99, key="forged"))
+        refused = await state_of(handle)
+        await APPROVE.send(handle, ApproveRequest(by="carol", key="forged"))
+        result = await handle.result()
+    assert refused.approvals == [] and refused.phase is Phase.AWAITING_APPROVAL
+    [refusal] = refused.refused
+    assert (refusal.verb, refusal.why) == ("approve", "no rung 99 in the ladder (2 rungs)")
+    lines = timeline(NodeLadder(node=node, runbook=None, status="x", refused=refused.refused))
+    assert lines[-1].endswith("approve signal refused: no rung 99 in the ladder (2 rungs)")
+    [approval] = result.approvals  # the signal for the waiting rung counts, unverified
+    assert approval.who == "carol [unverified]" and approval.key == ""
