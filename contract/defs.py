@@ -118,16 +118,6 @@ class ActivityDef(Generic[A, R]):
             raise asyncio.CancelledError(f"{self.name} finished after the workflow was stopped")
         return result
 
-    async def execute_local(self, arg: A, **options: Any) -> R:
-        """Call it as a local activity: in the worker that runs the workflow (a controller
-        activity only), recorded as one marker instead of a task of its own."""
-        if self.queue is Queue.NODE:
-            raise ContractError(f"{self.name} runs on the node: it cannot be a local activity")
-        result: R = await workflow.execute_local_activity(
-            self.name, args=[] if self.arg is None else [arg], result_type=self.result, **options
-        )
-        return result
-
 
 @dataclass(frozen=True)
 class SignalDef(Generic[P]):

@@ -1,13 +1,14 @@
 """The keyring a NodeRemediation checks operators' decisions against (remedy.signing).
 
 A ladder loads the controller's keyring once, at its start and before its first step,
-through a local activity (in the controller that runs it): the answer is in the history, so
+through a controller activity (a local one broke replays of the first workflow task's
+patch markers in tests: not understood, so not used): the answer is in the history, so
 a replay checks against the same keys, and no one who can start or signal the workflow (a
 node's agent) can hand it keys of their own. A continue-as-new carries the keys to the next
 run (a changed keyring applies to the ladders that start after the controller loaded it).
-Until the answer is in, a decision is refused with "send it again". Checking a signature is
-pure computation on the request, the workflow's own id and run, and workflow.now(): a
-validator runs it.
+A decision that comes before the answer is in (a validator cannot wait) is checked by its
+handler once it is. Checking a signature is pure computation on the request, the workflow's
+own id and run, and workflow.now(): a validator runs it.
 """
 
 from __future__ import annotations
@@ -50,17 +51,28 @@ class OperatorKeys:
         return self._checks
 
     async def loaded(self, inp: RemediationInput) -> RemediationInput:
+        """Wait until the keys are known: the ladder takes no step before it knows whose
+        decisions count. Returns ``inp`` with the keyring, for a continue-as-new to carry."""
+        await self.ready()
+        return inp.model_copy(update={"keyring": self._keyring})
+
+    async def ready(self) -> None:
         """Start the run's checks and wait for the keyring (a run that checks no decisions
-        has none to wait for): the ladder takes no step before it knows whose count. Returns
-        ``inp`` with the keyring, for a continue-as-new to carry."""
+        has none to wait for)."""
         self.start()
         if self._loading is not None:
             await self._loading
-        return inp.model_copy(update={"keyring": self._keyring})
+
+    @property
+    def settled(self) -> bool:
+        """Whether ``check`` can say yet: the run decided, and its keyring is in (or failed)."""
+        return self._checks is False or (
+            self._checks is True and (self._keyring is not None or bool(self._failed))
+        )
 
     async def _load(self) -> None:
         try:
-            self._keyring = await act.OPERATOR_KEYRING.execute_local(
+            self._keyring = await act.OPERATOR_KEYRING.execute(
                 None,
                 start_to_close_timeout=KEYRING_CALL,
                 retry_policy=PATIENT_RETRY,
@@ -86,15 +98,12 @@ class OperatorKeys:
         restore: bool = False,
     ) -> tuple[str, Operator | None]:
         """Why the decision does not count (empty: it does), and who signed it (None: no
-        keyring, so the decision is recorded unverified)."""
-        if self._checks is None:
-            return "the ladder is starting: send it again", None
-        if not self._checks:
-            return "", None  # a run from before signed decisions
+        keyring, so the decision is recorded unverified). Not ``settled`` yet (a ladder's
+        first moments): empty, and the handler waits for the keys and asks again."""
+        if not self._checks or not self.settled:
+            return "", None  # a run from before signed decisions, or not known yet
         if self._keyring is None:
-            if self._failed:
-                return f"the operator keyring could not be loaded ({self._failed})", None
-            return "the ladder is loading its operator keyring: send it again", None
+            return f"the operator keyring could not be loaded ({self._failed})", None
         if not self._keyring.required:
             return "", None
         info, now = workflow.info(), workflow.now()

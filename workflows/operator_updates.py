@@ -19,7 +19,9 @@ from collections.abc import Callable
 from datetime import timedelta
 
 from temporalio import workflow
+from temporalio.exceptions import ApplicationError
 
+from contract.defs import REJECTED
 from contract.messages import ABORT, ABORT_LADDER, APPROVE, APPROVE_RUNG, CLEAR, CLEAR_LADDER
 from workflows.operator_keys import OperatorKeys as OperatorKeys  # with the messages
 from workflows.remediation_view import RemediationView
@@ -69,12 +71,14 @@ class OperatorMessages:
 
     # -- approve ---------------------------------------------------------------------------
     @APPROVE.handler
-    def approve(self, req: ApproveRequest) -> None:
+    async def approve(self, req: ApproveRequest) -> None:
+        await self._keys.ready()
         if not self._signal_refused(Verb.APPROVE, self.why_not_approve(req)):
             self._approve(req)
 
     @APPROVE_RUNG.handler
     async def approve_rung(self, req: ApproveRequest) -> ApproveResult:
+        await self._checked_once_keys_known(lambda: self.why_not_approve(req))
         state = self._state
         waiting = state.phase is Phase.AWAITING_APPROVAL
         rung = self._approve(req)
@@ -126,12 +130,14 @@ class OperatorMessages:
 
     # -- clear and abort: the ladder stops ---------------------------------------------------
     @CLEAR.handler
-    def clear(self, req: ClearRequest) -> None:
+    async def clear(self, req: ClearRequest) -> None:
+        await self._keys.ready()
         if not self._signal_refused(Verb.CLEAR, self.why_not_clear(req)):
             self._stop(Verb.CLEAR, req)
 
     @ABORT.handler
-    def abort(self, req: AbortRequest) -> None:
+    async def abort(self, req: AbortRequest) -> None:
+        await self._keys.ready()
         if not self._signal_refused(Verb.ABORT, self.why_not_abort(req)):
             self._stop(Verb.ABORT, req)
 
@@ -140,6 +146,7 @@ class OperatorMessages:
 
     @CLEAR_LADDER.handler
     async def clear_ladder(self, req: ClearRequest) -> StopResult:
+        await self._checked_once_keys_known(lambda: self.why_not_clear(req))
         self._stop(Verb.CLEAR, req)
         return await self._stopped()
 
@@ -149,6 +156,7 @@ class OperatorMessages:
 
     @ABORT_LADDER.handler
     async def abort_ladder(self, req: AbortRequest) -> StopResult:
+        await self._checked_once_keys_known(lambda: self.why_not_abort(req))
         first = self._stop_request
         self._stop(Verb.ABORT, req)
         return await self._stopped(first.who if isinstance(first, AbortRequest) else "")
@@ -181,6 +189,16 @@ class OperatorMessages:
         if operator is None:
             return {"key": ""}
         return {"by": operator.name, "key": operator.fingerprint}
+
+    async def _checked_once_keys_known(self, why_not: Callable[[], str]) -> None:
+        """An update that came before the ladder knew its keys (its first moments: the
+        validator could not check the signature): once they are in, the validator's checks
+        again, refused as the validator refuses (this once, the request is in the history)."""
+        if self._keys.settled:
+            return
+        await self._keys.ready()
+        if why := why_not():
+            raise ApplicationError(why, type=REJECTED, non_retryable=True)
 
     def _signal_refused(self, verb: Verb, why: str) -> bool:
         """A decision sent as a signal: refused with a keyring (it is never signed for an
