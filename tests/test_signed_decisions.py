@@ -2,11 +2,13 @@
 it: an unsigned approval, one signed by a key not in it, one signed for another rung or another
 workflow, a stale one and one sent as a plain signal are refused, and the ladder records
 nothing of them but the signal's refusal; a signed one records the keyring's name and the
-key's fingerprint, whatever ``by`` said. On the time-skipping server."""
+key's fingerprint, whatever ``by`` said. On the time-skipping server, and the CLI's signing on
+the dev server."""
 
 from __future__ import annotations
 
 from datetime import timedelta
+from pathlib import Path
 
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
@@ -18,9 +20,20 @@ from contract.messages import ABORT, ABORT_LADDER, APPROVE, APPROVE_RUNG
 from remedy.models import Action
 from remedy.remediation import AbortRequest, ApproveRequest, Outcome, Phase
 from remedy.runbook import Match, Runbook, Rung
-from remedy.signing import Decision, Keyring, Operator, Signature, Verb, public_blob, sign
+from remedy.signing import (
+    Decision,
+    Keyring,
+    Operator,
+    Signature,
+    Verb,
+    private_key_bytes,
+    public_blob,
+    sign,
+)
 from tests.conftest import own_fleet, running_workers
 from tests.ladder import Handle, report, state_of, wait_for_phase
+from tests.test_cli import cli
+from tests.test_operator_updates import until_phase
 from workers.show import NodeLadder, timeline
 
 ALICE, MALLORY = Ed25519PrivateKey.generate(), Ed25519PrivateKey.generate()
@@ -145,3 +158,28 @@ async def test_without_a_keyring_a_signal_is_checked_as_the_update_is_and_show_s
     assert lines[-1].endswith("approve signal refused: no rung 99 in the ladder (2 rungs)")
     [approval] = result.approvals  # the signal for the waiting rung counts, unverified
     assert approval.who == "carol [unverified]" and approval.key == ""
+
+
+async def test_the_cli_signs_with_its_key_and_the_ladder_records_the_keyrings_name(
+    dev_env: WorkflowEnvironment, tmp_path: Path
+) -> None:
+    """On the dev server (the CLI signs with the wall clock, which the server's is)."""
+    client = dev_env.client
+    address = client.service_client.config.target_host
+    key = tmp_path / "alice.key"
+    key.write_bytes(private_key_bytes(ALICE))
+    fleet = own_fleet("signed-cli", 1)
+    [node] = sorted(fleet.nodes)
+    async with running_workers(client, fleet, keyring=KEYRING) as queues:
+        handle = await report(client, queues, fleet.inject(node, "ecc_dbe"), WAITS)
+        await until_phase(handle, Phase.AWAITING_APPROVAL)
+        unsigned = await cli("approve", node, "--address", address, "--by", "alice")
+        signed = await cli("approve", node, "--address", address, "--key", str(key))
+        result = await handle.result()
+    fingerprint = KEYRING.operators[0].fingerprint
+    assert unsigned[0] == 2 and unsigned[1].startswith(f"error: {node}: unsigned")
+    assert signed == (
+        0,
+        f"{node}: approved rung 1 (reset_gpu) by alice [key {fingerprint}]; ladder now acting\n",
+    )
+    assert [(a.by, a.key) for a in result.approvals] == [("alice", fingerprint)]

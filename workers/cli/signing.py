@@ -11,7 +11,7 @@ import os
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
 
@@ -44,6 +44,7 @@ KeyOption = Annotated[
         "unverified.",
     ),
 ]
+T = TypeVar("T")
 Signer = Callable[[Any, "WorkflowHandle[Any, Any]"], Awaitable[Any]]
 
 app = typer.Typer(help="Operators' signing keys (see docs/operations.md).", no_args_is_help=True)
@@ -78,23 +79,25 @@ def generate(
 
 def key_or_exit(path: Path | None) -> Ed25519PrivateKey | None:
     """The operator's key, or one line and exit 2."""
-    if path is None:
-        return None
-    try:
-        return load_private_key(path.read_bytes(), str(path))
-    except OSError as exc:
-        typer.echo(f"error: {path}: {exc.strerror}", err=True)
-    except SigningError as exc:
-        typer.echo(f"error: {exc}", err=True)
-    raise typer.Exit(2)
+    return (
+        None
+        if path is None
+        else _read_or_exit(path, lambda p: load_private_key(p.read_bytes(), str(p)))
+    )
 
 
 def keyring_or_exit(path: Path | None) -> Keyring | None:
     """The controller's keyring, or one line (every problem, with its line) and exit 2."""
-    if path is None:
-        return None
+    return (
+        None
+        if path is None
+        else _read_or_exit(path, lambda p: parse_keyring(p.read_text(), str(p)))
+    )
+
+
+def _read_or_exit(path: Path, load: Callable[[Path], T]) -> T:
     try:
-        return parse_keyring(path.read_text(), str(path))
+        return load(path)
     except OSError as exc:
         typer.echo(f"error: {path}: {exc.strerror}", err=True)
     except SigningError as exc:
