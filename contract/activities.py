@@ -64,6 +64,7 @@ from remedy.models import (
 from remedy.quarantine import Alert, CordonAsked
 from remedy.recurrence import PastIncidents
 from remedy.remediation import MatchedRunbook, RemediationStart
+from remedy.signing import Keyring
 from remedy.verification import SeenXids, XidsSince
 
 CONTROLLER, NODE = Queue.CONTROLLER, Queue.NODE
@@ -121,6 +122,10 @@ RECORD_INCIDENTS = ActivityDef[IncidentReport, None](
 )
 BLOCKED_SERIALS = ActivityDef("blocked_serials", SerialsCheck, Blocklisted, CONTROLLER)
 PAST_INCIDENTS = ActivityDef("past_incidents", SerialsCheck, PastIncidents, CONTROLLER)
+
+# The operators whose signed decisions a ladder takes (remedy.signing): the controller's, read
+# by an activity so that it is recorded in the history and a replay sees the same keys.
+OPERATOR_KEYRING = ActivityDef[None, Keyring]("operator_keyring", None, Keyring, CONTROLLER)
 
 # -- admission ------------------------------------------------------------------------------
 HOLD_FOR_ADMISSION = ActivityDef[AdmissionStep, None](

@@ -260,3 +260,10 @@ def signed(by: str, identity: str) -> str:
     """Who acted, as records say it: the name an operator gave (``--by``) and beside it the
     identity their client connected with — "alice (remedy-cli:alice@host)"."""
     return f"{by} ({identity})" if identity and identity != by else by
+
+
+def vouched(by: str, identity: str, key: str) -> str:
+    """Who made an operator's decision: with ``key`` (a signature the workflow verified) the
+    keyring's name and the key's fingerprint, a fact; else what the caller claimed, marked
+    so — "alice (remedy-cli:alice@host) [unverified]"."""
+    return f"{by} [key {key}]" if key else f"{signed(by, identity)} [unverified]"

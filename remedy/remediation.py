@@ -19,12 +19,14 @@ from remedy.models import (
     ProbeReport,
     Scope,
     Severity,
-    signed,
+    vouched,
 )
 from remedy.runbook.schema import Approval as ApprovalMode
 from remedy.runbook.schema import Runbook
+from remedy.signing import Keyring, Signature
 
 MAX_KEPT_FINDINGS = 50  # an agent re-reporting every probe must not grow the state forever
+MAX_REFUSALS = 10  # a flood of forged signals must not grow the state either
 
 
 class Phase(StrEnum):
@@ -71,16 +73,22 @@ class ApproveRequest(Frozen):
     rung: int | None = None  # None: the rung waiting for approval now; else approve it ahead
     note: str = ""
     identity: str = ""  # the caller's client identity, recorded beside ``by``
+    signature: Signature | None = None  # the operator's (remedy.signing)
+    # The fingerprint of the key the workflow verified the signature with: set by the workflow
+    # only (it overwrites whatever a caller sends), so a record with a key is a fact.
+    key: str = ""
 
 
 class ClearRequest(Frozen):
     by: str
     reason: str = ""
     identity: str = ""
+    signature: Signature | None = None
+    key: str = ""  # as ApproveRequest's: the workflow's, never the caller's
 
     @property
     def who(self) -> str:
-        return signed(self.by, self.identity)
+        return vouched(self.by, self.identity, self.key)
 
 
 class AbortRequest(Frozen):
@@ -88,10 +96,12 @@ class AbortRequest(Frozen):
     reason: str
     restore: bool = False  # also undo remedy's cordon; by default the node stays as it is
     identity: str = ""
+    signature: Signature | None = None
+    key: str = ""  # as ApproveRequest's: the workflow's, never the caller's
 
     @property
     def who(self) -> str:
-        return signed(self.by, self.identity)
+        return vouched(self.by, self.identity, self.key)
 
 
 class Attempt(Frozen):
@@ -123,10 +133,20 @@ class Approval(Frozen):
     identity: str = ""  # the approver's client identity (empty from older clients)
     epoch: int = 0  # the runbook it was given under: an escalation's new ladder asks again
     consent: Consent = Consent.RUNG
+    key: str = ""  # the verified key's fingerprint (by is then the keyring's name)
 
     @property
     def who(self) -> str:
-        return signed(self.by, self.identity)
+        return vouched(self.by, self.identity, self.key)
+
+
+class Refusal(Frozen):
+    """A decision sent as a signal that the workflow refused (a signal cannot answer, so the
+    reason is kept where ``remedy show`` reads it)."""
+
+    at: datetime
+    verb: str
+    why: str
 
 
 class ApproveResult(Frozen):
@@ -212,6 +232,7 @@ class RemediationState(BaseModel):
     consent: Consent = Consent.RUNG  # what the approval being waited for agrees to
     # Other parts' faults the last verification saw (its probe, its diagnose): next in line.
     elsewhere: list[Finding] = []
+    refused: list[Refusal] = []  # the latest MAX_REFUSALS decisions refused as signals
 
     @property
     def cordoned_by_remedy(self) -> bool:
@@ -318,6 +339,9 @@ class RemediationInput(BaseModel):
     # What the node's earlier ladders handled (fingerprints, newest last): a report of an older
     # ladder's finding delivered late is as stale as one of the last ladder's.
     handled_before: list[str] = []
+    # The operator keyring the ladder loaded, carried by continue-as-new (taken only in a run
+    # continued from one: whoever starts a workflow cannot hand it keys of their own).
+    keyring: Keyring | None = None
 
 
 class RemediationResult(BaseModel):

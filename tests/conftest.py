@@ -33,6 +33,7 @@ from remedy.budget import BudgetPolicy
 from remedy.cluster import Cluster
 from remedy.hardware import BlocklistPolicy
 from remedy.runbook import RunbookSet, load_runbooks
+from remedy.signing import Keyring
 from tests.processes import Children, stop_tasks_since
 from tests.servers import STARTUP, clock_sleep, started
 from workers.binaries import installed_binary
@@ -131,6 +132,7 @@ async def running_workers(
     blocklist: BlocklistPolicy | None = None,
     runbooks: RunbookSet | None = None,
     jobs: JobSide | None = None,
+    keyring: Keyring | None = None,
 ) -> AsyncIterator[Queues]:
     """The controller worker (with the shipped runbooks) and the simulated node agents, on
     queues unique to this test. ``cluster`` replaces the twin's cluster (e.g. the Kubernetes
@@ -149,6 +151,7 @@ async def running_workers(
                 runbooks or _shipped(),
                 blocklist,
                 jobs,
+                keyring=keyring,
             )
         ]
         if agents:  # else: a fleet whose agents are dead

@@ -17,6 +17,7 @@ from activities.fleet import FleetActivities
 from activities.hardware import HardwareActivities
 from activities.job_watch import JobWatchActivities
 from activities.jobs import JobActivities
+from activities.keyring import KeyringActivities
 from activities.node import NodeActivities
 from activities.starts import StartActivities
 from contract.names import CONTROLLER_TASK_QUEUE
@@ -28,6 +29,7 @@ from remedy.hardware import BlocklistPolicy
 from remedy.host import NodeHost
 from remedy.redaction import Redactor
 from remedy.runbook import RunbookSet
+from remedy.signing import Keyring
 from workflows.active_check import ActiveCheck
 from workflows.active_checks import ActiveChecks
 from workflows.disruption_budget import DisruptionBudget
@@ -51,10 +53,11 @@ WORKFLOWS = [
 ]
 # The sandbox re-imports a workflow's modules for every run it starts; remedy's domain package
 # (pydantic models, pure functions) and the workflows' helper modules are deterministic and free
-# of side effects at import, so every run shares them instead of rebuilding them.
+# of side effects at import, so every run shares them instead of rebuilding them. cryptography
+# (an operator's signature checked in a validator) imports its exceptions as it raises them.
 WORKFLOW_RUNNER = SandboxedWorkflowRunner(
     restrictions=SandboxRestrictions.default.with_passthrough_modules(
-        "remedy", "contract", "workflows.common", "workflows.metrics"
+        "remedy", "contract", "workflows.common", "workflows.metrics", "cryptography"
     )
 )
 
@@ -70,6 +73,7 @@ def controller_worker(
     jobs: JobSide | None = None,
     attributor: Attributor | None = None,
     redactor: Redactor | None = None,
+    keyring: Keyring | None = None,
 ) -> Worker:
     """The fleet-level workflows and the controller's activities on ``task_queue``."""
     activities = controller_activities(
@@ -81,6 +85,7 @@ def controller_worker(
         jobs=jobs,
         attributor=attributor,
         redactor=redactor,
+        keyring=keyring,
     )
     return Worker(
         client,
@@ -102,19 +107,22 @@ def controller_activities(
     jobs: JobSide | None = None,
     attributor: Attributor | None = None,
     redactor: Redactor | None = None,
+    keyring: Keyring | None = None,
 ) -> list[Callable[..., Any]]:
     """``runbooks`` choose the ladder for what the controller starts itself (a problem
     condition no agent reported, a node that failed admission, a node a job guard blamed);
     agents bring their own. ``jobs``: the cluster's guarded jobs (no job guards without), judged
     by ``attributor`` (default: the shipped attribution rules). ``redactor`` hides secrets in
     what pods and nodes wrote (log tails, condition messages) before a workflow gets it
-    (default: remedy's default rules)."""
+    (default: remedy's default rules). ``keyring``: the operators whose signed decisions
+    ladders take (none: decisions are recorded unverified)."""
     return [
         *cluster_activities(cluster),
         *BudgetActivities(
             client, cluster.fleet.pool_size, policy or BudgetPolicy(), cluster.fleet
         ).all(),
         *HardwareActivities(client, blocklist or BlocklistPolicy()).all(),
+        *KeyringActivities(keyring).all(),
         *StartActivities(client, runbooks or RunbookSet([])).all(),
         *FleetActivities(client, cluster.fleet, redactor).all(),
         *ActiveCheckActivities(
@@ -139,6 +147,7 @@ def node_agent_worker(
     executor: ThreadPoolExecutor,
     task_queue: str,
     redactor: Redactor | None = None,
+    keyring: Keyring | None = None,
 ) -> Worker:
     """The host-local activities on a node queue (the real agent, or every simulated node)."""
     return Worker(

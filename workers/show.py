@@ -1,6 +1,7 @@
 """`remedy show NODE`: a node's ladder as a timeline, from the running workflow's query or the
-closed workflow's result: each attempt, and each approval with who gave it (the name given and
-the identity of the client that sent it)."""
+closed workflow's result: each attempt, and each approval with who gave it (the keyring's name
+and key, or the name and client identity the caller gave, unverified), and the decisions sent
+as signals that the running ladder refused."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from temporalio.client import Client, WorkflowExecutionStatus
 from contract.messages import REMEDIATION_STATE
 from contract.names import remediation_workflow_id
 from remedy.durations import format_duration
-from remedy.remediation import Approval, Attempt, Escalation
+from remedy.remediation import Approval, Attempt, Escalation, Refusal
 from workflows.node_remediation import NodeRemediation
 
 
@@ -23,6 +24,7 @@ class NodeLadder(BaseModel):
     attempts: list[Attempt] = []
     approvals: list[Approval] = []
     escalations: list[Escalation] = []
+    refused: list[Refusal] = []  # decisions sent as signals that the ladder refused
 
 
 async def node_ladder(client: Client, node: str) -> NodeLadder:
@@ -38,6 +40,7 @@ async def node_ladder(client: Client, node: str) -> NodeLadder:
             attempts=state.attempts,
             approvals=state.approvals,
             escalations=state.escalations,
+            refused=state.refused,
         )
     if status is WorkflowExecutionStatus.COMPLETED:
         result = await handle.result()
@@ -74,6 +77,7 @@ def timeline(ladder: NodeLadder) -> list[str]:
         )
     lines += [_approval(a) for a in approvals]
     lines += [_escalation(e) for e in escalations]
+    lines += [f"  x {r.at:%H:%M:%S} {r.verb} signal refused: {r.why}" for r in ladder.refused]
     if ladder.detail:
         lines.append(f"    {ladder.detail}")
     return lines

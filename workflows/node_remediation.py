@@ -25,7 +25,7 @@ from workflows.capabilities import NodeCapabilities
 from workflows.common import Interrupted, LadderStop, cause_of, node_gone
 from workflows.disruption_lease import DisruptionLease
 from workflows.node_steps import NodeSteps, gone
-from workflows.operator_updates import OperatorMessages
+from workflows.operator_updates import OperatorKeys, OperatorMessages
 from workflows.quarantine_gate import ASK_BEFORE_CORDON, QuarantineGate, QuarantineMessages
 from workflows.remediation_view import RemediationView
 from workflows.runbook_changes import RunbookChanges, next_ladder_state
@@ -73,6 +73,7 @@ class NodeRemediation(OperatorMessages, QuarantineMessages):  # decisions; a bud
         self._stop_request: AbortRequest | ClearRequest | None = None
         self._stopped_by_failure = False
         self._view = RemediationView(self._state)
+        self._keys = OperatorKeys(inp)  # whose signed decisions count (operator_keys)
         self._steps = NodeSteps(inp, self._state, self._view)
         self._gate = QuarantineGate(self._state, self._view, self._steps.probe)
         self._steps.before_cordon = self._gate.before_cordon  # every cordon waits for leave
@@ -126,6 +127,7 @@ class NodeRemediation(OperatorMessages, QuarantineMessages):  # decisions; a bud
 
     async def _remediate(self) -> tuple[Outcome, str]:
         state = self._state
+        self._input = await self._keys.loaded(self._input)
         self._at_once = workflow.patched(MANY_AT_ONCE)
         if self._at_once:  # once stopped, this task starts no activity but those giving back
             stop_when(lambda: self._stop_request is not None)

@@ -6,6 +6,11 @@ the ladder passed, already approved, the ladder finished or already stopping): t
 the reason and nothing reaches the history. Its handler makes the same change as the signal
 (one method each) and waits, bounded, until the ladder acted on it, so the answer says what
 happened: the phase the ladder moved to, or how it ended.
+
+With a keyring (``workflows.operator_keys``) a decision counts only when signed by a key in
+it, and the record names the keyring's operator and key; the signals, which cannot be signed
+for an answer, are refused. Without one, decisions are recorded unverified, and the signals are
+checked as the updates are (a refused one is kept in the state's ``refused``).
 """
 
 from __future__ import annotations
@@ -14,13 +19,16 @@ from collections.abc import Callable
 from datetime import timedelta
 
 from temporalio import workflow
+from temporalio.exceptions import ApplicationError
 
+from contract.defs import REJECTED
 from contract.messages import ABORT, ABORT_LADDER, APPROVE, APPROVE_RUNG, CLEAR, CLEAR_LADDER
+from workflows.operator_keys import OperatorKeys as OperatorKeys  # with the messages
 from workflows.remediation_view import RemediationView
 
 with workflow.unsafe.imports_passed_through():
-    from remedy.models import signed
     from remedy.remediation import (
+        MAX_REFUSALS,
         AbortRequest,
         Approval,
         ApproveRequest,
@@ -28,9 +36,13 @@ with workflow.unsafe.imports_passed_through():
         ClearRequest,
         Consent,
         Phase,
+        Refusal,
         RemediationState,
         StopResult,
     )
+    from remedy.signing import Operator, Verb
+
+Request = ApproveRequest | AbortRequest | ClearRequest
 
 # How long an update waits for the workflow to act on it before it answers with where things
 # stand: an approval is acted on at once, unless a re-probe or a lease comes first.
@@ -49,19 +61,24 @@ async def acted(done: Callable[[], bool], summary: str) -> bool:
 
 
 class OperatorMessages:
-    """Mixed into NodeRemediation: its state, its view and the stop request it acts on."""
+    """Mixed into NodeRemediation: its state, its view, its keys and the stop request it acts
+    on."""
 
     _state: RemediationState
     _view: RemediationView
+    _keys: OperatorKeys
     _stop_request: AbortRequest | ClearRequest | None
 
     # -- approve ---------------------------------------------------------------------------
     @APPROVE.handler
-    def approve(self, req: ApproveRequest) -> None:
-        self._approve(req)
+    async def approve(self, req: ApproveRequest) -> None:
+        await self._keys.ready()
+        if not self._signal_refused(Verb.APPROVE, self.why_not_approve(req)):
+            self._approve(req)
 
     @APPROVE_RUNG.handler
     async def approve_rung(self, req: ApproveRequest) -> ApproveResult:
+        await self._checked_once_keys_known(lambda: self.why_not_approve(req))
         state = self._state
         waiting = state.phase is Phase.AWAITING_APPROVAL
         rung = self._approve(req)
@@ -71,11 +88,12 @@ class OperatorMessages:
             f"the ladder acts on the approval of rung {rung}",
         )
         ladder = state.runbook.ladder if state.runbook else []
+        approval = next(a for a in reversed(state.approvals) if a.rung == rung)
         return ApproveResult(
             node=state.node.name,
             rung=rung,
             action=ladder[rung].action,
-            by=signed(req.by, req.identity),
+            by=approval.who,
             phase=state.phase,
             ahead=ahead,
             moved=moved,
@@ -83,13 +101,18 @@ class OperatorMessages:
 
     @APPROVE_RUNG.validator(approve_rung)
     def why_not_approve(self, req: ApproveRequest) -> str:
-        return self._why_not_stop("approve") or self._state.why_not_approve(req)
+        return (
+            self._signer(Verb.APPROVE, req)[0]
+            or self._why_not_stop("approve")
+            or self._state.why_not_approve(req)
+        )
 
     def _approve(self, req: ApproveRequest) -> int:
         state = self._state
         rung = req.rung if req.rung is not None else state.rung
         consent = state.waits_for(rung) or Consent.RUNG
         if not state.approved(rung, consent):
+            req = req.model_copy(update=self._vouched(Verb.APPROVE, req))
             state.approvals.append(
                 Approval(
                     rung=rung,
@@ -99,6 +122,7 @@ class OperatorMessages:
                     identity=req.identity,
                     epoch=state.epoch,
                     consent=consent,
+                    key=req.key,
                 )
             )
             self._view.publish()
@@ -106,33 +130,91 @@ class OperatorMessages:
 
     # -- clear and abort: the ladder stops ---------------------------------------------------
     @CLEAR.handler
-    def clear(self, req: ClearRequest) -> None:
-        self._stop_request = self._stop_request or req
+    async def clear(self, req: ClearRequest) -> None:
+        await self._keys.ready()
+        if not self._signal_refused(Verb.CLEAR, self.why_not_clear(req)):
+            self._stop(Verb.CLEAR, req)
 
     @ABORT.handler
-    def abort(self, req: AbortRequest) -> None:
-        self._stop_request = self._stop_request or req
+    async def abort(self, req: AbortRequest) -> None:
+        await self._keys.ready()
+        if not self._signal_refused(Verb.ABORT, self.why_not_abort(req)):
+            self._stop(Verb.ABORT, req)
+
+    def _stop(self, verb: Verb, req: AbortRequest | ClearRequest) -> None:
+        self._stop_request = self._stop_request or req.model_copy(update=self._vouched(verb, req))
 
     @CLEAR_LADDER.handler
     async def clear_ladder(self, req: ClearRequest) -> StopResult:
-        self.clear(req)
+        await self._checked_once_keys_known(lambda: self.why_not_clear(req))
+        self._stop(Verb.CLEAR, req)
         return await self._stopped()
 
     @CLEAR_LADDER.validator(clear_ladder)
     def why_not_clear(self, req: ClearRequest) -> str:
-        return self._why_not_stop("clear")
+        return self._signer(Verb.CLEAR, req)[0] or self._why_not_stop("clear")
 
     @ABORT_LADDER.handler
     async def abort_ladder(self, req: AbortRequest) -> StopResult:
+        await self._checked_once_keys_known(lambda: self.why_not_abort(req))
         first = self._stop_request
-        self.abort(req)
+        self._stop(Verb.ABORT, req)
         return await self._stopped(first.who if isinstance(first, AbortRequest) else "")
 
     @ABORT_LADDER.validator(abort_ladder)
     def why_not_abort(self, req: AbortRequest) -> str:
+        if why := self._signer(Verb.ABORT, req)[0]:
+            return why
         if isinstance(self._stop_request, AbortRequest) and self._state.phase is not Phase.DONE:
             return ""  # aborted already and still stopping: harmless, answered as such
         return self._why_not_stop("abort")
+
+    # -- who decided -------------------------------------------------------------------------
+    def _signer(self, verb: Verb, req: Request) -> tuple[str, Operator | None]:
+        """Why the request's signature does not count, and whose it is (remedy.signing)."""
+        if isinstance(req, ApproveRequest):
+            state = self._state
+            rung = req.rung if req.rung is not None else state.rung
+            return self._keys.check(
+                verb, req.signature, rung=rung, epoch=state.epoch, text=req.note
+            )
+        restore = isinstance(req, AbortRequest) and req.restore
+        return self._keys.check(verb, req.signature, text=req.reason, restore=restore)
+
+    def _vouched(self, verb: Verb, req: Request) -> dict[str, str]:
+        """What to record of who sent the request: the keyring's operator and their key's
+        fingerprint when signed, else the caller's word (the key is the workflow's to set,
+        never the caller's)."""
+        operator = self._signer(verb, req)[1]
+        if operator is None:
+            return {"key": ""}
+        return {"by": operator.name, "key": operator.fingerprint}
+
+    async def _checked_once_keys_known(self, why_not: Callable[[], str]) -> None:
+        """An update that came before the ladder knew its keys (its first moments: the
+        validator could not check the signature): once they are in, the validator's checks
+        again, refused as the validator refuses (this once, the request is in the history)."""
+        if self._keys.settled:
+            return
+        await self._keys.ready()
+        if why := why_not():
+            raise ApplicationError(why, type=REJECTED, non_retryable=True)
+
+    def _signal_refused(self, verb: Verb, why: str) -> bool:
+        """A decision sent as a signal: refused with a keyring (it is never signed for an
+        answer), else checked as its update is. A refusal is kept (a signal cannot answer)."""
+        if not self._keys.start():
+            return False  # a run from before: signals as they were
+        if self._keys.required:
+            why = f"a {verb} signal is not taken with a keyring: send the signed update"
+        if not why:
+            return False
+        state = self._state
+        refusal = Refusal(at=workflow.now(), verb=verb.value, why=why)
+        state.refused = [*state.refused, refusal][-MAX_REFUSALS:]
+        workflow.logger.warning("%s: %s signal refused: %s", state.node.name, verb, why)
+        self._view.publish()
+        return True
 
     async def _stopped(self, already: str = "") -> StopResult:
         state = self._state

@@ -3,10 +3,10 @@
 The commands live by group: runbooks.py (`remedy runbooks ...`), xid.py (`remedy xid ...`),
 node.py (probe, agent), doctor.py (doctor), controller.py (controller, demo), fleet.py (status,
 show), operate.py (approve, abort, clear, resume-pool, release-hold, resume-job), gpus.py
-(release-gpu), trigger.py
-(trigger), codec.py (codec-server) and manifests.py (render-manifests); options.py declares the
-options they share, common.py the helpers and connection.py the Temporal connection options
-`remedy` takes before any command."""
+(release-gpu), trigger.py (trigger), codec.py (codec-server), manifests.py (render-manifests)
+and signing.py (`remedy keys ...`, operators' keys); options.py declares the options they share,
+common.py the helpers and connection.py the Temporal connection options `remedy` takes before
+any command."""
 
 from __future__ import annotations
 
@@ -26,6 +26,7 @@ from workers.cli import (
     node,
     operate,
     runbooks,
+    signing,
     trigger,
     xid,
 )
@@ -61,6 +62,7 @@ app.command("codec-server")(codec.codec_server)
 app.command("render-manifests")(manifests.render_manifests)
 app.add_typer(runbooks.app, name="runbooks")
 app.add_typer(xid.app, name="xid")
+app.add_typer(signing.app, name="keys")
 
 
 def main() -> None:

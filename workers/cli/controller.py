@@ -39,6 +39,7 @@ from workers.cli.options import (
     MetricsOption,
     RunbooksOption,
 )
+from workers.cli.signing import keyring_or_exit
 
 
 def controller(
@@ -154,6 +155,15 @@ def controller(
     active_check_idle_at_once: checks.IdleAtOnceOption = None,
     metrics_bind: MetricsOption = None,
     redact_patterns: RedactPatternsOption = None,
+    keyring: Annotated[
+        Path | None,
+        typer.Option(
+            envvar="REMEDY_KEYRING",
+            help="Operators' public keys (one 'ssh-ed25519 KEY NAME' line each; env "
+            "REMEDY_KEYRING): ladders then take only decisions signed by one of them. "
+            "Without: decisions are recorded unverified.",
+        ),
+    ] = None,
 ) -> None:
     """Run the controller worker against a Kubernetes cluster."""
     from concurrent.futures import ThreadPoolExecutor
@@ -180,6 +190,7 @@ def controller(
     loaded = runbooks_or_exit(runbooks)
     attributor = attributor_or_exit(job_rules)
     redactor = redactor_or_exit(redact_patterns)
+    operators = keyring_or_exit(keyring)
     drain_rules, drain_modes = drain.drain_settings(
         drain_delete_emptydir_data,
         drain_force,
@@ -263,6 +274,7 @@ def controller(
                 jobs=jobs,
                 attributor=attributor,
                 redactor=redactor,
+                keyring=operators,
             ).run()
 
     serve(main)

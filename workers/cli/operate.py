@@ -32,12 +32,20 @@ from contract.messages import (
     RESUME_JOB,
     RESUME_POOL,
 )
+from remedy.signing import Verb
 from workers.cli.common import on_temporal
 from workers.cli.connection import temporal
 from workers.cli.options import (
     USER,
     AddressOption,
     ByOption,
+)
+from workers.cli.signing import (
+    KeyOption,
+    Signer,
+    approval_signer,
+    key_or_exit,
+    stop_signer,
 )
 
 if TYPE_CHECKING:
@@ -76,13 +84,17 @@ def _decide(
     request: Callable[[str], P],
     what: str,
     missing: str,
+    signer: Signer | None = None,
 ) -> R | None:
-    """Send ``request`` (made with the client's identity) as the update and return its answer:
-    exit 2 with ``error: WHAT: reason`` when the workflow refuses it, with ``missing`` when no
-    such workflow runs. None: the workflow predates the update and got the signal."""
+    """Send ``request`` (made with the client's identity, signed by ``signer``) as the update
+    and return its answer: exit 2 with ``error: WHAT: reason`` when the workflow refuses it,
+    with ``missing`` when no such workflow runs. None: the workflow predates the update and
+    got the signal."""
 
     async def send(client: Client, handle: WorkflowHandle[Any, Any]) -> R | None:
         payload = request(client.identity)
+        if signer is not None:
+            payload = await signer(payload, handle)
         try:
             return await update.execute(handle, payload)
         except UpdateUnknown:
@@ -110,11 +122,13 @@ def _decide_node(
     update: UpdateDef[P, R],
     signal: SignalDef[P],
     request: Callable[[str], P],
+    signer: Signer | None,
 ) -> R | None:
     from contract.names import remediation_workflow_id
 
     missing = f"{node}: no running remediation"
-    return _decide(address, remediation_workflow_id(node), update, signal, request, node, missing)
+    workflow_id = remediation_workflow_id(node)
+    return _decide(address, workflow_id, update, signal, request, node, missing, signer)
 
 
 def approve(
@@ -126,6 +140,7 @@ def approve(
     ] = None,
     by: ByOption = USER,
     note: Annotated[str, typer.Option(help="Why (recorded).")] = "",
+    key: KeyOption = None,
 ) -> None:
     """Approve the rung a node's remediation waits for (e.g. a replacement). Exit 2 when
     nothing waits for approval, or the rung is behind the ladder or approved already."""
@@ -134,7 +149,8 @@ def approve(
     def request(identity: str) -> ApproveRequest:
         return ApproveRequest(by=by, rung=rung, note=note, identity=identity)
 
-    done = _decide_node(address, node, APPROVE_RUNG, APPROVE, request)
+    signer = approval_signer(key_or_exit(key))
+    done = _decide_node(address, node, APPROVE_RUNG, APPROVE, request, signer)
     if done is None:
         typer.echo(f"{node}: approval sent by {by}")
         return
@@ -154,6 +170,7 @@ def abort(
         bool, typer.Option(help="Also undo remedy's cordon (default: leave the node as it is).")
     ] = False,
     by: ByOption = USER,
+    key: KeyOption = None,
 ) -> None:
     """Stop a node's remediation where it stands. An abort after an abort is harmless (exit 0,
     "already stopped"); exit 2 when the ladder finished otherwise or is being cleared."""
@@ -162,11 +179,13 @@ def abort(
     def request(identity: str) -> AbortRequest:
         return AbortRequest(by=by, reason=reason, restore=restore, identity=identity)
 
+    signer = stop_signer(key_or_exit(key), Verb.ABORT)
     ended = _aborted_already(address, node)
     if ended:
         typer.echo(f"{node}: already stopped: ladder aborted: {ended}")
         return
-    _say_stopped(node, "abort", by, _decide_node(address, node, ABORT_LADDER, ABORT, request))
+    done = _decide_node(address, node, ABORT_LADDER, ABORT, request, signer)
+    _say_stopped(node, "abort", by, done)
 
 
 def _aborted_already(address: str | None, node: str) -> str:
@@ -192,6 +211,7 @@ def clear(
     reason: Annotated[str, typer.Option(help="Why (recorded).")] = "",
     address: AddressOption = None,
     by: ByOption = USER,
+    key: KeyOption = None,
 ) -> None:
     """The fault is gone (fixed by hand): end the node's remediation and give the node back
     (uncordon). Exit 2 when it finished or is stopping."""
@@ -200,7 +220,9 @@ def clear(
     def request(identity: str) -> ClearRequest:
         return ClearRequest(by=by, reason=reason, identity=identity)
 
-    _say_stopped(node, "clear", by, _decide_node(address, node, CLEAR_LADDER, CLEAR, request))
+    signer = stop_signer(key_or_exit(key), Verb.CLEAR)
+    done = _decide_node(address, node, CLEAR_LADDER, CLEAR, request, signer)
+    _say_stopped(node, "clear", by, done)
 
 
 def _say_stopped(node: str, verb: str, by: str, done: StopResult | None) -> None:

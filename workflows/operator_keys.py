@@ -1,0 +1,123 @@
+"""The keyring a NodeRemediation checks operators' decisions against (remedy.signing).
+
+A ladder loads the controller's keyring once, at its start and before its first step,
+through a controller activity (a local one broke replays of the first workflow task's
+patch markers in tests: not understood, so not used): the answer is in the history, so
+a replay checks against the same keys, and no one who can start or signal the workflow (a
+node's agent) can hand it keys of their own. A continue-as-new carries the keys to the next
+run (a changed keyring applies to the ladders that start after the controller loaded it).
+A decision that comes before the answer is in (a validator cannot wait) is checked by its
+handler once it is. Checking a signature is pure computation on the request, the workflow's
+own id and run, and workflow.now(): a validator runs it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import timedelta
+
+from temporalio import workflow
+from temporalio.exceptions import ActivityError
+
+from contract import activities as act
+from workflows.common import PATIENT_RETRY, cause_of
+
+with workflow.unsafe.imports_passed_through():
+    from remedy.remediation import RemediationInput
+    from remedy.signing import Decision, Keyring, Operator, Signature, Verb
+
+# workflow.patched: runs before recorded every decision unverified and took the signals of
+# approve, abort and clear unchecked (a signal approved any rung, even one not in the ladder).
+SIGNED_DECISIONS = "signed-operator-decisions"
+KEYRING_CALL = timedelta(seconds=30)
+
+
+class OperatorKeys:
+    def __init__(self, inp: RemediationInput) -> None:
+        self._checks: bool | None = None  # decided once per run (workflow.patched)
+        self._keyring: Keyring | None = None
+        self._failed = ""
+        self._loading: asyncio.Task[None] | None = None
+        if inp.keyring is not None and workflow.info().continued_run_id:
+            self._checks, self._keyring = True, inp.keyring  # the run before checked
+
+    def start(self) -> bool:
+        """Whether this run checks decisions; the first call (the ladder's start, or a signal
+        that came with the start) decides it and, in a run that checks, loads the keyring."""
+        if self._checks is None:
+            self._checks = workflow.patched(SIGNED_DECISIONS)
+            if self._checks:
+                self._loading = asyncio.create_task(self._load())
+        return self._checks
+
+    async def loaded(self, inp: RemediationInput) -> RemediationInput:
+        """Wait until the keys are known: the ladder takes no step before it knows whose
+        decisions count. Returns ``inp`` with the keyring, for a continue-as-new to carry."""
+        await self.ready()
+        return inp.model_copy(update={"keyring": self._keyring})
+
+    async def ready(self) -> None:
+        """Start the run's checks and wait for the keyring (a run that checks no decisions
+        has none to wait for)."""
+        self.start()
+        if self._loading is not None:
+            await self._loading
+
+    @property
+    def settled(self) -> bool:
+        """Whether ``check`` can say yet: the run decided, and its keyring is in (or failed)."""
+        return self._checks is False or (
+            self._checks is True and (self._keyring is not None or bool(self._failed))
+        )
+
+    async def _load(self) -> None:
+        try:
+            self._keyring = await act.OPERATOR_KEYRING.execute(
+                None,
+                start_to_close_timeout=KEYRING_CALL,
+                retry_policy=PATIENT_RETRY,
+                summary="the operator keyring",
+            )
+        except ActivityError as err:  # fail closed: no keys, no signed decision counts
+            self._failed = cause_of(err)
+            workflow.logger.warning("operator keyring not loaded: %s", self._failed)
+
+    @property
+    def required(self) -> bool:
+        """A keyring is configured: only signed decisions count, and signals never do."""
+        return self._keyring is not None and self._keyring.required
+
+    def check(
+        self,
+        verb: Verb,
+        signature: Signature | None,
+        *,
+        rung: int | None = None,
+        epoch: int | None = None,
+        text: str = "",
+        restore: bool = False,
+    ) -> tuple[str, Operator | None]:
+        """Why the decision does not count (empty: it does), and who signed it (None: no
+        keyring, so the decision is recorded unverified). Not ``settled`` yet (a ladder's
+        first moments): empty, and the handler waits for the keys and asks again."""
+        if not self._checks or not self.settled:
+            return "", None  # a run from before signed decisions, or not known yet
+        if self._keyring is None:
+            return f"the operator keyring could not be loaded ({self._failed})", None
+        if not self._keyring.required:
+            return "", None
+        info, now = workflow.info(), workflow.now()
+        expected = Decision(
+            workflow_id=info.workflow_id,
+            run_id=info.run_id,
+            verb=verb,
+            rung=rung,
+            epoch=epoch,
+            text=text,
+            restore=restore,
+            at=now,
+        )
+        why = self._keyring.why_not(signature, expected, now)
+        if why or signature is None:
+            return why, None
+        return "", self._keyring.signer(signature.key)
