@@ -186,6 +186,21 @@ def data_converter(key_file: Path | None) -> DataConverter:
     )
 
 
+def codec_problem(exc: BaseException) -> str | None:
+    """What ``exc`` says about this process's key, in one line: a payload sealed with a key the
+    key file lacks, or sealed while this process has no key file; None for anything else."""
+    seen: BaseException | None = exc
+    for _ in range(8):  # the SDK wraps a decode failure once or twice
+        if seen is None:
+            return None
+        if isinstance(seen, CodecError):
+            return f"{KEY_FILE_ENV}: {seen}"
+        if isinstance(seen, KeyError) and ENCODING.decode() in str(seen):
+            return f"{KEY_FILE_ENV}: the payloads are encrypted and this process has no key file"
+        seen = seen.__cause__ or seen.__context__
+    return None
+
+
 def data_converter_from_env(environ: Mapping[str, str] = os.environ) -> DataConverter:
     """As ``data_converter``, the key file named by ``REMEDY_CODEC_KEY_FILE`` (unset or empty:
     no encryption). Raises CodecKeyError for a file it cannot use."""
