@@ -8,7 +8,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from enum import StrEnum
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from remedy.models import (
     Action,
@@ -21,6 +21,7 @@ from remedy.models import (
     Severity,
     vouched,
 )
+from remedy.redaction.operator import OperatorReason, OperatorText
 from remedy.runbook.schema import Approval as ApprovalMode
 from remedy.runbook.schema import Runbook
 from remedy.signing import Keyring, Signature
@@ -68,10 +69,17 @@ class FindingReport(Frozen):
     runbook: Runbook
 
 
-class ApproveRequest(Frozen):
+class OperatorRequest(Frozen):
+    """What an operator sends a ladder: a refusal never quotes the text it refused (a secret
+    in a note would reach the sender's and the worker's logs)."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore", hide_input_in_errors=True)
+
+
+class ApproveRequest(OperatorRequest):
     by: str
     rung: int | None = None  # None: the rung waiting for approval now; else approve it ahead
-    note: str = ""
+    note: OperatorText = ""
     identity: str = ""  # the caller's client identity, recorded beside ``by``
     signature: Signature | None = None  # the operator's (remedy.signing)
     # The fingerprint of the key the workflow verified the signature with: set by the workflow
@@ -79,9 +87,9 @@ class ApproveRequest(Frozen):
     key: str = ""
 
 
-class ClearRequest(Frozen):
+class ClearRequest(OperatorRequest):
     by: str
-    reason: str = ""
+    reason: OperatorText = ""
     identity: str = ""
     signature: Signature | None = None
     key: str = ""  # as ApproveRequest's: the workflow's, never the caller's
@@ -91,9 +99,9 @@ class ClearRequest(Frozen):
         return vouched(self.by, self.identity, self.key)
 
 
-class AbortRequest(Frozen):
+class AbortRequest(OperatorRequest):
     by: str
-    reason: str
+    reason: OperatorReason
     restore: bool = False  # also undo remedy's cordon; by default the node stays as it is
     identity: str = ""
     signature: Signature | None = None

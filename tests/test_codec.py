@@ -163,7 +163,8 @@ async def test_the_codec_server_decodes_for_the_web_ui(key_file: Path) -> None:
     plain = Payload(metadata={"encoding": b"json/plain"}, data=b'{"log_tail": "x"}')
     sealed = await codec.encode([plain])
     body = json_format.MessageToJson(Payloads(payloads=sealed))
-    async with TestClient(TestServer(codec_app(codec, origins=[UI], token="t0k"))) as http:
+    app = codec_app(codec, origins=[UI], token="t0k", encode=True)
+    async with TestClient(TestServer(app)) as http:
         preflight = await http.options(
             "/decode", headers={"Origin": UI, "Access-Control-Request-Method": "POST"}
         )

@@ -20,6 +20,7 @@ from workers.connection import (
     Connection,
     ConnectOptions,
     TemporalAuthError,
+    TemporalConfigError,
     TemporalUnreachable,
     failure,
     identity,
@@ -78,8 +79,14 @@ def test_an_api_key_implies_tls_unless_tls_is_turned_off(profile_file: Path) -> 
     cloud = resolve(ConnectOptions(), "cli", env)
     assert (cloud.api_key, cloud.tls) == ("from-file", True)
     assert resolve(ConnectOptions(api_key="given"), "cli", env).api_key == "given"
-    assert resolve(ConnectOptions(tls=False), "cli", env).tls is False
-    assert resolve(ConnectOptions(), "cli", env | {"TEMPORAL_TLS": "false"}).tls is False
+    insecure = ConnectOptions(tls=False, allow_insecure_api_key=True)
+    assert resolve(insecure, "cli", env).tls is False
+    plain = ConnectOptions(allow_insecure_api_key=True)
+    assert resolve(plain, "cli", env | {"TEMPORAL_TLS": "false"}).tls is False
+    for refused in ({"TEMPORAL_TLS": "false"}, {}):  # never the key in clear by accident
+        options = ConnectOptions(tls=False if not refused else None)
+        with pytest.raises(TemporalConfigError, match="--allow-insecure-api-key"):
+            resolve(options, "cli", env | refused)
 
 
 def test_the_identity_names_the_role_the_user_the_host_and_the_certificate() -> None:

@@ -128,7 +128,7 @@ def write(tmp_path: Path, text: str) -> Path:
 def test_an_operators_patterns_add_replace_and_disable_defaults(tmp_path: Path) -> None:
     path = write(
         tmp_path,
-        "disable: [email]\n"
+        "disable: [email, url-password]\n"  # the db-url pattern stands in for the default
         "patterns:\n"
         "  - name: customer-id\n"
         "    pattern: 'CUST-[0-9]{8}'\n"

@@ -23,12 +23,21 @@ import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import ClassVar
 
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from temporalio.api.common.v1 import Payload
+from temporalio.api.failure.v1 import Failure
 from temporalio.contrib.pydantic import pydantic_data_converter
-from temporalio.converter import DataConverter, PayloadCodec
+from temporalio.converter import (
+    DataConverter,
+    DefaultFailureConverter,
+    PayloadCodec,
+    PayloadConverter,
+)
+
+from remedy.redaction import Redactor
 
 ENCODING = b"binary/encrypted"
 KEY_ID = "encryption-key-id"
@@ -131,12 +140,65 @@ class EncryptionCodec(PayloadCodec):
         return Payload.FromString(plain)
 
 
+class RedactingFailureConverter(DefaultFailureConverter):
+    """Temporal's failure converter, each failure's message and stack trace redacted (the
+    default rules) before they are written: an activity's error quotes a tool's stderr, and a
+    failure is no payload, so redaction is all that stands between it and the history."""
+
+    encrypting: ClassVar[bool] = False
+    _redactor = Redactor()
+
+    def __init__(self) -> None:
+        super().__init__(encode_common_attributes=False)  # done below, after redacting
+
+    def to_failure(
+        self, exception: BaseException, payload_converter: PayloadConverter, failure: Failure
+    ) -> None:
+        super().to_failure(exception, payload_converter, failure)  # causes come back through here
+        message = self._redactor.text(failure.message)
+        stack_trace = self._redactor.text(failure.stack_trace)
+        if not self.encrypting:
+            failure.message, failure.stack_trace = message, stack_trace
+            return
+        # As encode_common_attributes does: the text moves into a payload, which the codec seals.
+        common = {"message": message, "stack_trace": stack_trace}
+        failure.encoded_attributes.CopyFrom(payload_converter.to_payloads([common])[0])
+        failure.message, failure.stack_trace = "Encoded failure", ""
+
+
+class EncryptedFailureConverter(RedactingFailureConverter):
+    """With the codec on: a failure's message and stack trace encrypted as payloads are."""
+
+    encrypting = True
+
+
 def data_converter(key_file: Path | None) -> DataConverter:
-    """remedy's converter (pydantic), encrypting with the keys of ``key_file`` (None: plain)."""
+    """remedy's converter (pydantic, failures redacted), encrypting with the keys of
+    ``key_file`` (None: plain), failure messages included."""
     if key_file is None:
-        return pydantic_data_converter
-    codec = EncryptionCodec(load_keys(key_file))
-    return dataclasses.replace(pydantic_data_converter, payload_codec=codec)
+        return dataclasses.replace(
+            pydantic_data_converter, failure_converter_class=RedactingFailureConverter
+        )
+    return dataclasses.replace(
+        pydantic_data_converter,
+        payload_codec=EncryptionCodec(load_keys(key_file)),
+        failure_converter_class=EncryptedFailureConverter,
+    )
+
+
+def codec_problem(exc: BaseException) -> str | None:
+    """What ``exc`` says about this process's key, in one line: a payload sealed with a key the
+    key file lacks, or sealed while this process has no key file; None for anything else."""
+    seen: BaseException | None = exc
+    for _ in range(8):  # the SDK wraps a decode failure once or twice
+        if seen is None:
+            return None
+        if isinstance(seen, CodecError):
+            return f"{KEY_FILE_ENV}: {seen}"
+        if isinstance(seen, KeyError) and ENCODING.decode() in str(seen):
+            return f"{KEY_FILE_ENV}: the payloads are encrypted and this process has no key file"
+        seen = seen.__cause__ or seen.__context__
+    return None
 
 
 def data_converter_from_env(environ: Mapping[str, str] = os.environ) -> DataConverter:

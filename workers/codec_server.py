@@ -1,12 +1,15 @@
 """The codec server the Temporal Web UI and CLI call to show encrypted payloads in clear
-(``remedy codec-server``): POST /decode and /encode with ``{"payloads": [...]}`` in proto3
-JSON, answered in kind. The browser calls it from the UI's origin, so it answers CORS for the
-origins it is given; with a token, a request without ``Authorization: Bearer TOKEN`` is refused.
-It holds the keys: run it where only the people allowed to read histories can reach it."""
+(``remedy codec-server``): POST /decode (and /encode when allowed: it is an encryption oracle)
+with ``{"payloads": [...]}`` in proto3 JSON, answered in kind. The browser calls it from the
+UI's origin, so it answers CORS for the origins it is given; with a token, a request without
+``Authorization: Bearer TOKEN`` is refused, and the command wants one unless it binds
+loopback. It holds the keys: run it where only the people allowed to read histories can reach
+it."""
 
 from __future__ import annotations
 
 import hmac
+import ipaddress
 from collections.abc import Awaitable, Callable, Sequence
 
 from aiohttp import web
@@ -23,10 +26,24 @@ ALLOWED_HEADERS = "Content-Type, X-Namespace, Authorization"
 Codec = Callable[[Sequence[Payload]], Awaitable[list[Payload]]]
 
 
+def loopback(host: str) -> bool:
+    """Whether ``host`` (as --bind names it) is reachable from this machine only."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:  # a name: it may resolve anywhere
+        return False
+
+
 def codec_app(
-    codec: PayloadCodec, origins: Sequence[str] = (), token: str | None = None
+    codec: PayloadCodec,
+    origins: Sequence[str] = (),
+    token: str | None = None,
+    encode: bool = False,
 ) -> web.Application:
-    """The server's routes; ``origins``: the Web UI's (``http://localhost:8233``), ``*`` any."""
+    """The server's routes; ``origins``: the Web UI's (``http://localhost:8233``), ``*`` any;
+    ``encode``: serve /encode too."""
 
     def cors(request: web.Request, response: web.StreamResponse) -> web.StreamResponse:
         origin = request.headers.get("Origin", "")
@@ -63,9 +80,9 @@ def codec_app(
 
     app = web.Application(client_max_size=MAX_BODY)
     # Also under a namespace segment, for an endpoint templated with {namespace}.
+    served = {"decode": codec.decode, **({"encode": codec.encode} if encode else {})}
     for prefix in ("", "/{namespace}"):
-        app.router.add_post(f"{prefix}/encode", route(codec.encode))
-        app.router.add_post(f"{prefix}/decode", route(codec.decode))
-        app.router.add_route("OPTIONS", f"{prefix}/encode", preflight)
-        app.router.add_route("OPTIONS", f"{prefix}/decode", preflight)
+        for name, apply in served.items():
+            app.router.add_post(f"{prefix}/{name}", route(apply))
+            app.router.add_route("OPTIONS", f"{prefix}/{name}", preflight)
     return app

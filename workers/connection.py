@@ -78,23 +78,25 @@ class ConnectOptions:
     namespace: str | None = None
     profile: str | None = None
     config_file: Path | None = None
-    api_key: str | None = None
+    api_key: str | None = field(default=None, repr=False)
     tls: bool | None = None
     tls_ca_path: Path | None = None
     tls_cert_path: Path | None = None
     tls_key_path: Path | None = None
     tls_server_name: str | None = None
+    allow_insecure_api_key: bool = False  # an API key over a connection without TLS
 
 
 @dataclass(frozen=True)
 class Connection:
-    """A resolved connection: what Client.connect is given."""
+    """A resolved connection: what Client.connect is given. Its repr holds no secret (the API
+    key, the client key in the TLS settings, headers that may carry a token)."""
 
     address: str
     namespace: str = DEFAULT_NAMESPACE
-    tls: TLSConfig | bool = False
-    api_key: str | None = None
-    rpc_metadata: Mapping[str, str] = field(default_factory=dict)
+    tls: TLSConfig | bool = field(default=False, repr=False)
+    api_key: str | None = field(default=None, repr=False)
+    rpc_metadata: Mapping[str, str] = field(default_factory=dict, repr=False)
     identity: str = ""
     client_cn: str | None = None  # the client certificate's subject CN, when there is one
 
@@ -136,6 +138,12 @@ def resolve(options: ConnectOptions, role: str, env: Mapping[str, str] | None = 
         tls, client_cn = _tls_config(tls_profile, address)
     elif tls_profile is None and api_key:
         tls = True  # an API key implies TLS (the SDK's and the CLI's convention)
+    if api_key and tls is False and not options.allow_insecure_api_key:
+        raise TemporalConfigError(
+            address,
+            "an API key with TLS off (--no-tls, TEMPORAL_TLS=false) would cross the network in "
+            "clear text: turn TLS on, or say --allow-insecure-api-key",
+        )
     return Connection(
         address=address,
         namespace=options.namespace or profile.namespace or DEFAULT_NAMESPACE,

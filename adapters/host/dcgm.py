@@ -10,6 +10,7 @@ import signal
 import subprocess
 from collections.abc import Callable, Sequence
 
+from adapters.host.output import tool_output
 from remedy.models import Severity
 from remedy.probe.dcgm import ENGINE, parse_diag
 from remedy.probe.load import LoadReport, could_not_run
@@ -90,4 +91,4 @@ def run_bounded(
         return None, ""
     if keep_stdout:
         return child.returncode, out if out.strip() else err
-    return child.returncode, " ".join((out + err).split())[-300:]
+    return child.returncode, tool_output(" ".join((out + err).split()), 300)

@@ -20,6 +20,7 @@ from adapters.host.dcgm import dcgm_unavailable
 from adapters.host.kernel_log import KernelLogTail
 from adapters.host.kernel_sources import AutoSource, JournalSource, KmsgSource
 from adapters.host.nics import INFINIBAND
+from adapters.host.output import tool_output
 from remedy.capabilities import EXPENSIVE, Dependency, DependencyCheck
 from remedy.gpu import NvmlApi
 from remedy.probe.runner import ProbeConfig
@@ -302,4 +303,4 @@ def _run(command: Sequence[str]) -> tuple[int, str]:
         return 127, f"{command[0]} is not installed"
     except subprocess.TimeoutExpired:
         return 124, f"no answer within {ENTER_TIMEOUT_S:g}s"
-    return done.returncode, (done.stdout + done.stderr).strip()[-300:]
+    return done.returncode, tool_output(done.stdout + done.stderr, 300)

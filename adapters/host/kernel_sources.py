@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from adapters.host.kernel_log import MAX_READ_BYTES, KernelLogTail
+from adapters.host.output import command_line, tool_output
 from remedy.xid.kernel_log import KernelLogSource
 
 KMSG = Path("/dev/kmsg")
@@ -160,8 +161,8 @@ class JournalSource:
                     f"{self._journalctl} gave no answer in {self._timeout_s:g}s"
                 ) from None
             if done.returncode != 0:
-                why = done.stderr.strip()[-300:] or "no output"
-                raise OSError(f"{' '.join(command)} exited {done.returncode}: {why}")
+                why = tool_output(done.stderr, 300) or "no output"
+                raise OSError(f"{command_line(command)} exited {done.returncode}: {why}")
             lines = done.stdout.splitlines()
             cursors = [line for line in lines if line.startswith(_JOURNAL_CURSOR)]
             if cursors:

@@ -12,6 +12,7 @@ from adapters.host.dependencies import REBOOT_COMMAND, HostDependencies, Machine
 from adapters.host.ledger import FileLedger
 from adapters.host.load_test import DEFAULT_LOAD_TEST, LoadTestConfig, run_load_test
 from adapters.host.nvml import real_nvml
+from adapters.host.output import command_line, tool_output
 from remedy.capabilities import DependencyCheck
 from remedy.errors import ActionFailed, ActionRefused
 from remedy.gpu import NvmlApi
@@ -148,7 +149,7 @@ def _utcnow() -> datetime:
 def _run(command: list[str], timeout_s: float) -> None:
     """Run a command that must work: a missing tool, a non-zero exit or a hang is a failure
     with its reason (permanent: running it again will not help)."""
-    tool = command[0]
+    tool, shown = command[0], command_line(command)
     try:
         done = subprocess.run(command, capture_output=True, text=True, timeout=timeout_s)
     except FileNotFoundError:
@@ -156,8 +157,8 @@ def _run(command: list[str], timeout_s: float) -> None:
     except PermissionError:
         raise ActionFailed(f"{tool} cannot be run on this node: permission denied") from None
     except subprocess.TimeoutExpired:
-        raise ActionFailed(f"{' '.join(command)} did not finish within {timeout_s:g}s") from None
+        raise ActionFailed(f"{shown} did not finish within {timeout_s:g}s") from None
     if done.returncode != 0:
         # stderr says why; stdout only when the tool wrote its error there (nvidia-smi does)
-        output = (done.stderr.strip() or done.stdout.strip())[-500:] or "no output"
-        raise ActionFailed(f"{' '.join(command)} exited {done.returncode}: {output}")
+        output = tool_output(done.stderr.strip() or done.stdout, 500) or "no output"
+        raise ActionFailed(f"{shown} exited {done.returncode}: {output}")

@@ -112,6 +112,10 @@ _KEYS = (
     r"[A-Za-z0-9_.-]*(?i:password|passwd|passphrase|secret|token|api[_-]?key|apikey"
     r"|access[_-]?key|private[_-]?key|credentials?)"
 )
+# Base64 that holds a digit, "+", "/" or padding: "Basic dXNlcjpodW50ZXIy", not "Basic checks".
+_BASIC = r"(?:[A-Za-z0-9+/]*[0-9+/][A-Za-z0-9+/]*={0,2}|[A-Za-z0-9+/]+={1,2})"
+# A password-like flag's value, ``--password hunter2`` (``--password=…`` is the ``secret`` rule's).
+_FLAG_KEYS = r"(?i:password|passwd|passphrase|secret|token|api[_-]?key|apikey|access[_-]?key)"
 _DEFAULTS = [
     # "Authorization: Bearer …", "Basic …" after the header, and a bare "Bearer …".
     (
@@ -120,6 +124,17 @@ _DEFAULTS = [
         r"|\bbearer\s+)(?P<secret>[A-Za-z0-9._~+/-]{8,}=*)",
         None,
     ),
+    # A bare "Basic …" (curl -H 'Basic …', a proxy's log): only what looks like base64.
+    ("basic-auth", rf"\b(?i:basic)\s+(?P<secret>{_BASIC})(?:[^A-Za-z0-9+/=]|\z)", r"\s\S{1,7}\W?$"),
+    # Headers that carry a key: "X-Api-Key: …", "X-Auth-Token: …", "X-Vault-Token: …".
+    (
+        "api-key-header",
+        r"(?i)\bx-[a-z0-9-]*(?:api-?key|token|secret|auth)[a-z0-9-]*\s*[:=]\s*"
+        r"(?P<secret>[^\s,;\"']{4,})",
+        None,
+    ),
+    # A URL's password, whatever the host: "postgres://app:pw@10.0.0.5/db", "redis://:pw@localhost".
+    ("url-password", r"(?i)\b[a-z][a-z0-9+.-]*://[^\s:/@]*:(?P<secret>[^\s@/]+)@", None),
     ("jwt", r"\beyJ[A-Za-z0-9_-]{5,}\.eyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]*", None),
     ("private-key", _PEM, None),
     ("aws-access-key", r"\b(?:AKIA|ASIA|ABIA|ACCA)[A-Z0-9]{16}\b", None),
@@ -130,6 +145,8 @@ _DEFAULTS = [
     ),
     ("github-token", r"\b(?:gh[pousr]_[A-Za-z0-9]{36,}|github_pat_[A-Za-z0-9_]{22,})", None),
     ("slack-token", r"\bxox[abposr]-[A-Za-z0-9-]{10,}", None),
+    ("gitlab-token", r"\bgl(?:pat|dt|rt|ptt|cbt|oas)-[A-Za-z0-9_-]{20,}", None),
+    ("huggingface-token", r"\bhf_[A-Za-z0-9]{30,}", None),
     (
         "api-key",
         r"\b(?:sk-(?:proj-|ant-|live-|test-)?[A-Za-z0-9_-]{20,}|[rs]k_(?:live|test)_[A-Za-z0-9]{16,}"
@@ -140,7 +157,10 @@ _DEFAULTS = [
         "secret",
         rf"\b{_KEYS}\s*=\s*(?:\"(?P<secret>[^\"\n]+)\"|'(?P<secret_q>[^'\n]+)'"
         r"|(?P<secret_b>[^\s&;,'\"]+))"
-        rf"|\"{_KEYS}\"\s*:\s*\"(?P<secret_j>(?:[^\"\\\n]|\\.)+)\"",
+        rf"|\"{_KEYS}\"\s*:\s*\"(?P<secret_j>(?:[^\"\\\n]|\\.)+)\""
+        # YAML's and a config dump's "password: x" (passwords only: "token: expired" is prose)
+        r"|\b[A-Za-z0-9_.-]*(?i:password|passwd|passphrase)\s*:[ \t]*(?P<secret_y>[^\s,;'\"]+)"
+        rf"|(?:^|\s)--?[A-Za-z0-9_.-]*{_FLAG_KEYS}[ \t]+(?P<secret_f>[^\s-][^\s]*)",
         None,
     ),
     (

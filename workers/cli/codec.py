@@ -31,15 +31,26 @@ def codec_server(
         Path | None,
         typer.Option(
             envvar="REMEDY_CODEC_TOKEN_FILE",
-            help="A file holding a token every request must carry (Authorization: Bearer).",
+            help="A file holding a token every request must carry (Authorization: Bearer); "
+            "required unless --bind is a loopback address.",
         ),
     ] = None,
+    allow_encode: Annotated[
+        bool,
+        typer.Option(
+            help="Also serve /encode (off: anyone who reaches it could have the key seal "
+            "payloads of their choosing). The Web UI needs it only to send signals or updates "
+            "through an encrypted namespace."
+        ),
+    ] = False,
 ) -> None:
-    """Serve /encode and /decode for the Temporal Web UI's and CLI's codec endpoint."""
+    """Serve /decode (and with --allow-encode, /encode) for the Temporal Web UI's and CLI's
+    codec endpoint. It decrypts for whoever reaches it: a token is required unless it binds
+    loopback."""
     from aiohttp import web
 
     from workers.codec import CodecKeyError, EncryptionCodec, load_keys
-    from workers.codec_server import codec_app
+    from workers.codec_server import codec_app, loopback
 
     host, _, port = bind.rpartition(":")
     if not host or not port.isdigit():
@@ -57,5 +68,12 @@ def codec_server(
     if token == "":
         typer.echo(f"error: --token-file {token_file}: empty", err=True)
         raise typer.Exit(2)
-    app = codec_app(codec, origins=ui_origin or [], token=token)
+    if token is None and not loopback(host):
+        typer.echo(
+            f"error: --bind {bind}: not a loopback address, and no --token-file: anyone who "
+            "reaches it could read every history in clear",
+            err=True,
+        )
+        raise typer.Exit(2)
+    app = codec_app(codec, origins=ui_origin or [], token=token, encode=allow_encode)
     web.run_app(app, host=host, port=int(port), print=lambda _: None)

@@ -90,16 +90,23 @@ def on_temporal(main: Coroutine[Any, Any, T]) -> T:
     """Run what a command does against Temporal. Every command that connects goes through here
     (or serve): a connection that fails is one line naming what failed, e.g. ``error: cannot
     reach Temporal at ADDRESS: reason`` or ``error: TLS with Temporal at ADDRESS: reason``, and
-    exit 2, as is a call the server refuses for the credentials; what the command itself
+    exit 2, as is a call the server refuses for the credentials, and a payload this process's
+    codec key cannot open (a wrong key file, or none); what the command itself
     catches (RPCError: "not found") it still says in its own words."""
     from temporalio.service import RPCError, RPCStatusCode
 
+    from workers.codec import codec_problem
     from workers.connection import TemporalConnectError
 
     try:
         return asyncio.run(main)
     except TemporalConnectError as exc:
         typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+    except (KeyError, ValueError, RuntimeError) as exc:  # a payload this process cannot open
+        if (problem := codec_problem(exc)) is None:
+            raise
+        typer.echo(f"error: {problem}", err=True)
         raise typer.Exit(2) from None
     except RPCError as exc:  # credentials the server refused on a later call, not "not found"
         if exc.status not in (RPCStatusCode.UNAUTHENTICATED, RPCStatusCode.PERMISSION_DENIED):

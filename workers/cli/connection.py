@@ -81,6 +81,14 @@ def temporal_options(
             rich_help_panel=_PANEL,
         ),
     ] = None,
+    allow_insecure_api_key: Annotated[
+        bool,
+        typer.Option(
+            help="Send the API key even with TLS off (refused otherwise: it would cross the "
+            "network in clear text).",
+            rich_help_panel=_PANEL,
+        ),
+    ] = False,
 ) -> None:
     """remedy keeps GPU fleets healthy."""
     global _given
@@ -94,6 +102,7 @@ def temporal_options(
         tls_cert_path=tls_cert_path,
         tls_key_path=tls_key_path,
         tls_server_name=tls_server_name,
+        allow_insecure_api_key=allow_insecure_api_key,
     )
 
 

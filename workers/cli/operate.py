@@ -39,6 +39,8 @@ from workers.cli.options import (
     USER,
     AddressOption,
     ByOption,
+    RequiredWhyOption,
+    WhyOption,
 )
 from workers.cli.signing import (
     KeyOption,
@@ -139,7 +141,7 @@ def approve(
         typer.Option(help="Approve this rung ahead of time (default: the rung waiting now)."),
     ] = None,
     by: ByOption = USER,
-    note: Annotated[str, typer.Option(help="Why (recorded).")] = "",
+    note: WhyOption = "",
     key: KeyOption = None,
 ) -> None:
     """Approve the rung a node's remediation waits for (e.g. a replacement). Exit 2 when
@@ -164,7 +166,7 @@ def approve(
 
 def abort(
     node: Annotated[str, typer.Argument(help="The node whose ladder to stop.")],
-    reason: Annotated[str, typer.Option(help="Why (recorded; required).")],
+    reason: RequiredWhyOption,
     address: AddressOption = None,
     restore: Annotated[
         bool, typer.Option(help="Also undo remedy's cordon (default: leave the node as it is).")
@@ -208,7 +210,7 @@ def _aborted_already(address: str | None, node: str) -> str:
 
 def clear(
     node: Annotated[str, typer.Argument(help="The node whose fault is gone.")],
-    reason: Annotated[str, typer.Option(help="Why (recorded).")] = "",
+    reason: WhyOption = "",
     address: AddressOption = None,
     by: ByOption = USER,
     key: KeyOption = None,

@@ -23,6 +23,32 @@ RunbooksOption = Annotated[Path, typer.Option(help="Runbook folder.")]
 TaskQueueOption = Annotated[str, typer.Option(help="The controller's task queue.")]
 JsonOption = Annotated[bool, typer.Option("--json", help="Machine-readable output.")]
 ByOption = Annotated[str, typer.Option(help="Who does it (recorded in the workflow).")]
+
+
+def operator_text_option(value: str) -> str:
+    """What an operator typed, redacted (remedy/redaction/operator.py); a control character or
+    a text over the limit is a usage error, exit 2."""
+    from remedy.redaction import operator_text
+
+    try:
+        return operator_text(value)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc)) from None
+
+
+def _reason(value: str) -> str:
+    if not value.strip():
+        raise typer.BadParameter("empty: say why")
+    return operator_text_option(value)
+
+
+_BOUNDED = "one line, at most 500 characters; secrets in it are redacted"
+WhyOption = Annotated[
+    str, typer.Option(help=f"Why (recorded; {_BOUNDED}).", callback=operator_text_option)
+]
+RequiredWhyOption = Annotated[
+    str, typer.Option(help=f"Why (recorded; required; {_BOUNDED}).", callback=_reason)
+]
 KubeconfigOption = Annotated[
     str | None,
     typer.Option(help="Kubeconfig file (default: in-cluster config, then ~/.kube/config)."),

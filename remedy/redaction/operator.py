@@ -1,0 +1,58 @@
+"""What an operator types that a workflow records (``--note``, ``--reason``, a trigger's
+reason): one line of at most MAX_OPERATOR_TEXT characters. remedy's commands redact it (the
+default rules) before they send it. A workflow cannot redact what it is sent — the request's
+payload is in the history as the client wrote it (an update's acceptance, a signal) — so where
+the text enters a workflow (``OperatorText`` on the wire models) a text that still holds a
+secret is refused, and a refused update leaves nothing in the history: a request from another
+client (the `temporal` CLI, the Web UI) is held to the same rules."""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from typing import Annotated
+
+from pydantic import AfterValidator
+
+from remedy.redaction.rules import Redactor
+
+MAX_OPERATOR_TEXT = 500  # a sentence or two: a note, not a log
+
+_DEFAULT = Redactor()
+_KIND = re.compile(r"\[REDACTED:([a-z0-9-]+)\]")
+
+
+def _one_line(text: str) -> None:
+    """ValueError for a text over the limit, or with a control character (a newline or an
+    escape sequence would rewrite the lines `remedy show` prints)."""
+    if len(text) > MAX_OPERATOR_TEXT:
+        raise ValueError(f"{len(text)} characters, over the limit of {MAX_OPERATOR_TEXT}")
+    if bad := next((c for c in text if unicodedata.category(c) == "Cc"), None):
+        raise ValueError(f"control character {bad!r} at {text.index(bad)} (one line of text)")
+
+
+def operator_text(text: str) -> str:
+    """``text`` redacted, as remedy's commands send it; ValueError naming the problem."""
+    _one_line(text)
+    return _DEFAULT.text(text)
+
+
+def _clean(text: str) -> str:
+    _one_line(text)
+    if (hidden := _DEFAULT.text(text)) != text:
+        kinds = sorted(set(_KIND.findall(hidden)) - set(_KIND.findall(text)))
+        raise ValueError(
+            f"holds what looks like a secret ({', '.join(kinds)}): it would stay in the "
+            "history; remove it (remedy's commands redact it)"
+        )
+    return text
+
+
+def _said(text: str) -> str:
+    if not text.strip():
+        raise ValueError("empty: say why")
+    return text
+
+
+OperatorText = Annotated[str, AfterValidator(_clean)]
+OperatorReason = Annotated[str, AfterValidator(_clean), AfterValidator(_said)]  # required
