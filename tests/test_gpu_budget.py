@@ -43,6 +43,22 @@ def pool(nodes: int) -> tuple[SimFleet, list[str]]:
     return fleet, sorted(fleet.nodes)
 
 
+async def two_run_one_waits(
+    env: WorkflowEnvironment, by_node: dict[str, Handle]
+) -> tuple[list[str], str]:
+    """The two nodes whose ladders got a GPU lease (waiting for the reset's approval) and the
+    one whose ladder waits for a lease: in whatever order their requests reached the budget
+    (on a busy machine a later report may ask first)."""
+    for _ in range(200):
+        phases = {n: (await state_of(h)).phase for n, h in by_node.items()}
+        running = sorted(n for n, p in phases.items() if p is Phase.AWAITING_APPROVAL)
+        waiting = [n for n, p in phases.items() if p is Phase.AWAITING_LEASE]
+        if len(running) == 2 and len(waiting) == 1:
+            return running, waiting[0]
+        await env.sleep(timedelta(seconds=5))
+    raise AssertionError(f"not two running and one waiting: {phases}")
+
+
 async def test_two_gpu_scoped_ladders_run_at_once_under_one_node_and_a_third_waits(
     time_env: WorkflowEnvironment,
 ) -> None:
@@ -51,31 +67,28 @@ async def test_two_gpu_scoped_ladders_run_at_once_under_one_node_and_a_third_wai
         max_disruption="1", max_gpus_out="2", storm_share=1.0, reclaim_every=SWEEP
     )
     async with running_workers(time_env.client, fleet, policy=policy) as queues:
-        handles: list[Handle] = []
+        by_node: dict[str, Handle] = {}
         for node in (a, b, c):
             finding = fleet.inject(node, "ecc_dbe", gpu=BAD)
-            handles.append(await report(time_env.client, queues, finding, held(Scope.GPU)))
-        first, second, third = handles
-        await wait_for_phase(time_env, first, Phase.AWAITING_APPROVAL)
-        await wait_for_phase(time_env, second, Phase.AWAITING_APPROVAL)  # with the first
-        await wait_for_phase(time_env, third, Phase.AWAITING_LEASE)
+            by_node[node] = await report(time_env.client, queues, finding, held(Scope.GPU))
+        (first, second), third = await two_run_one_waits(time_env, by_node)
         during = await budget_state(time_env.client, queues.pool)
-        await APPROVE.send(first, ApproveRequest(by="test"))
-        assert (await first.result()).outcome is Outcome.RECOVERED
-        await wait_for_phase(time_env, third, Phase.AWAITING_APPROVAL)
-        for handle in (second, third):
-            await APPROVE.send(handle, ApproveRequest(by="test"))
-        results = [(await h.result()).outcome for h in (second, third)]
-        states = [await state_of(h) for h in handles]
+        await APPROVE.send(by_node[first], ApproveRequest(by="test"))
+        assert (await by_node[first].result()).outcome is Outcome.RECOVERED
+        await wait_for_phase(time_env, by_node[third], Phase.AWAITING_APPROVAL)
+        for node in (second, third):
+            await APPROVE.send(by_node[node], ApproveRequest(by="test"))
+        results = [(await by_node[n].result()).outcome for n in (second, third)]
+        states = {n: await state_of(h) for n, h in by_node.items()}
         after = await budget_state(time_env.client, queues.pool)
     assert sorted((le.node, le.scope, le.gpus) for le in during.holders) == [
-        (a, Scope.GPU, [BAD]),
-        (b, Scope.GPU, [BAD]),
+        (first, Scope.GPU, [BAD]),
+        (second, Scope.GPU, [BAD]),
     ]
     assert during.in_use == 0 and gpus_out(during) == 2  # no node out: GPUs only
-    assert [w.node for w in during.waiting] == [c]
+    assert [w.node for w in during.waiting] == [third]
     assert results == [Outcome.RECOVERED] * 2
-    released, granted = states[0].lease_released_at, states[2].lease_granted_at
+    released, granted = states[first].lease_released_at, states[third].lease_granted_at
     assert released and granted and granted >= released  # the third waited for a GPU back
     assert not any(fleet.node(n).unschedulable for n in (a, b, c))  # never a node out
     assert after.holders == [] and after.waiting == [] and after.grants == 3
