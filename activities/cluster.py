@@ -92,7 +92,7 @@ class NodeControlActivities:
         if self._gpus is None:
             raise ActionRefused("this cluster adapter has no GPU-scoped actions (scope: gpu)")
         detail = self._gpus.evict_gpu_pods(
-            req.node.name, req.gpu_indices, req.key, kill, req.workflow_id
+            req.node.name, req.gpu_indices, req.key, kill, req.workflow_id, req.gpu_instance
         )
         return ActionResult(ok=True, detail=detail)
 
