@@ -23,6 +23,8 @@ class SimGpu:
     serial: str
     uuid: str
     architecture: int = 9  # NVML_DEVICE_ARCH_HOPPER (H100/H200)
+    mig: bool = False  # MIG mode enabled
+    mig_instances: list[int] = field(default_factory=list)  # its GPU instances' ids (GPU-I)
 
 
 @dataclass
