@@ -13,6 +13,7 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from activities.errors import temporal_errors
+from activities.mig_layout import MigLayoutActivities
 from contract import activities as act
 from remedy.admission import AdmissionStep
 from remedy.cluster import (
@@ -249,4 +250,5 @@ def cluster_activities(cluster: Cluster, poll_s: float = 5.0) -> list[Callable[.
         *MarkActivities(cluster.marks).all(),
         *AdmissionActivities(cluster.admission).all(),
         *AlertActivities(cluster.alerts).all(),
+        *MigLayoutActivities(cluster.mig, poll_s).all(),
     ]

@@ -33,6 +33,7 @@ from workflows.common import (
     node_gone,
     rung_key,
 )
+from workflows.mig_layout import with_mig_layout
 from workflows.remediation_view import RemediationView
 
 with workflow.unsafe.imports_passed_through():
@@ -47,6 +48,7 @@ with workflow.unsafe.imports_passed_through():
         CordonResult,
         CordonState,
         Finding,
+        NodeRef,
         ProbeReport,
         ProbeRequest,
         Scope,
@@ -89,6 +91,10 @@ class NodeSteps:
         self._input, self._state, self._view = inp, state, view
         self._again: int | None = None  # the rung tried once more by the current act()
         self.before_cordon: Callable[[bool], Awaitable[None]] | None = None  # the breaker
+
+    @property
+    def node(self) -> NodeRef:
+        return self._state.node
 
     def request(self, action: Action, reason: str = "") -> ActionRequest:
         state = self._state
@@ -327,8 +333,8 @@ class NodeSteps:
 
 # The actions that need more than their own activity (with the patch that introduced each).
 STEPS: dict[Action, tuple[str | None, Step]] = {
-    Action.REBOOT: (CONFIRM_REBOOT, NodeSteps._reboot),
-    Action.RESET_GPU: (RELEASE_GPUS, NodeSteps._reset),
+    Action.REBOOT: (CONFIRM_REBOOT, with_mig_layout(NodeSteps._reboot)),
+    Action.RESET_GPU: (RELEASE_GPUS, with_mig_layout(NodeSteps._reset)),
     Action.CORDON: (None, NodeSteps._cordon_rung),
     Action.REPLACE: (REPLACE_ONCE, NodeSteps._replace),
 }

@@ -67,6 +67,10 @@ class SimNode:
     annotations: dict[str, str] = field(default_factory=dict)
     pods: list[SimPod] = field(default_factory=list)
     quarantined: dict[int, str] = field(default_factory=dict)  # GPU → the ladder holding it
+    # nvidia.com/mig.config and .state, as the MIG manager keeps them (adapters/sim/mig.py)
+    mig_config: str = ""
+    mig_state: str = ""
+    mig_manager_fails: bool = False
     boot_id: int = 0
     generation: int = 0  # bumps on replacement: new hardware, new serials
     nics: int = 8
