@@ -13,6 +13,7 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from activities.errors import temporal_errors
+from activities.mig_layout import MigLayoutActivities
 from contract import activities as act
 from remedy.admission import AdmissionStep
 from remedy.cluster import (
@@ -92,7 +93,7 @@ class NodeControlActivities:
         if self._gpus is None:
             raise ActionRefused("this cluster adapter has no GPU-scoped actions (scope: gpu)")
         detail = self._gpus.evict_gpu_pods(
-            req.node.name, req.gpu_indices, req.key, kill, req.workflow_id
+            req.node.name, req.gpu_indices, req.key, kill, req.workflow_id, req.gpu_instance
         )
         return ActionResult(ok=True, detail=detail)
 
@@ -249,4 +250,5 @@ def cluster_activities(cluster: Cluster, poll_s: float = 5.0) -> list[Callable[.
         *MarkActivities(cluster.marks).all(),
         *AdmissionActivities(cluster.admission).all(),
         *AlertActivities(cluster.alerts).all(),
+        *MigLayoutActivities(cluster.mig, poll_s).all(),
     ]

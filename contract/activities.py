@@ -47,6 +47,7 @@ from remedy.fleet import (
 from remedy.gpu_scope import GpuRelease, GpuReleased
 from remedy.hardware import Blocklisted, IncidentReport, SerialsCheck
 from remedy.job_report import GoodputWatch, JobsGoodput
+from remedy.mig_layout import MigLayout, MigLayoutStep
 from remedy.models import (
     Action,
     ActionRequest,
@@ -99,6 +100,13 @@ RETURN_GPUS = ActivityDef("return_gpus", ActionRequest, ActionResult, CONTROLLER
 RELEASE_GPU = ActivityDef("release_gpu", GpuRelease, GpuReleased, CONTROLLER)
 BOOT_ID = ActivityDef("boot_id", BootRequest, NodeBoot, CONTROLLER)
 CONFIRM_REBOOT = ActivityDef("confirm_reboot", BootRequest, ActionResult, CONTROLLER)
+# A MIG node's layout around a reset or a reboot (remedy/mig_layout.py): marked pending before,
+# put back if the action did not run, waited for after.
+ASK_MIG_LAYOUT = ActivityDef("ask_mig_layout", MigLayoutStep, MigLayout, CONTROLLER)
+KEEP_MIG_LAYOUT = ActivityDef[MigLayoutStep, None](
+    "keep_mig_layout", MigLayoutStep, None, CONTROLLER
+)
+MIG_LAYOUT_RESTORED = ActivityDef("mig_layout_restored", MigLayoutStep, ActionResult, CONTROLLER)
 PUBLISH_CONDITIONS = ActivityDef[ConditionsUpdate, None](
     "publish_conditions", ConditionsUpdate, None, CONTROLLER
 )

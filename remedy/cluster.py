@@ -14,6 +14,7 @@ from remedy.attribution.evidence import RecentXid
 from remedy.conditions import NodeCondition
 from remedy.fleet import NodeFacts
 from remedy.gpu_scope import GpuScopedControl
+from remedy.mig_layout import MigLayouts
 from remedy.models import CordonState, NodeBoot
 
 
@@ -132,3 +133,4 @@ class Cluster:
     workload: GpuWorkload | None = None  # None: unknown, so every node counts as busy
     alerts: Alerts | None = None  # None: alerts go to the controller's log only
     gpu_scope: GpuScopedControl | None = None  # None: GPU-scoped rungs are refused
+    mig: MigLayouts | None = None  # None: no MIG layout is checked after a reset or a reboot

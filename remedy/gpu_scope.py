@@ -9,6 +9,7 @@ restore once a rung verified the GPU healthy.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Protocol
 
@@ -27,8 +28,11 @@ __all__ = [
     "GpuScopedControl",
     "Scope",
     "holds_gpus",
+    "mig_instance",
     "pods_on",
 ]
+
+_GPU_INSTANCE = re.compile(r"GPU-I:(\d{1,6})")
 
 # The rungs that may be GPU-scoped; the others act on the node by nature.
 GPU_SCOPED = (Action.DRAIN, Action.KILL_JOB, Action.RESET_GPU)
@@ -37,7 +41,8 @@ GPU_SCOPED = (Action.DRAIN, Action.KILL_JOB, Action.RESET_GPU)
 SCOPED_DOES = {
     Action.DRAIN: (
         "quarantine the faulty GPU (no new pods on it; the node stays schedulable) and "
-        "evict only the pods using it or its MIG instances"
+        "evict only the pods using it or its MIG instances (only the MIG instance an Xid "
+        "names, where the node says which pods use it)"
     ),
     Action.KILL_JOB: (
         "quarantine the faulty GPU and stop only the pods using it or its MIG instances"
@@ -49,20 +54,38 @@ SCOPED_DOES = {
 }
 
 
-def pods_on(use: NodeGpuUse, gpus: list[int]) -> list[GpuUse]:
+def pods_on(use: NodeGpuUse, gpus: list[int], instance: int | None = None) -> list[GpuUse]:
     """The uses to evict for a fault on ``gpus`` (empty: the GPU is not known, so every one).
     A use whose GPU is unknown counts on every GPU, and so does a node whose use could not
-    be read (fail closed): then the caller must take the node, not guess.
+    be read (fail closed): then the caller must take the node, not guess. ``instance``, the
+    MIG GPU instance an Xid named, narrows it to that instance's pods where the GPU use says
+    which instance each pod has; a use on those GPUs whose instance is not known stays in.
 
     >>> u = NodeGpuUse(node="n", uses=[
     ...     GpuUse(namespace="a", pod="p0", gpu=0, via="device_plugin"),
     ...     GpuUse(namespace="a", pod="p3", gpu=3, via="device_plugin")])
     >>> [x.pod for x in pods_on(u, [3])]
     ['p3']
+    >>> m = NodeGpuUse(node="n", uses=[
+    ...     GpuUse(namespace="a", pod="m1", gpu=3, mig="GPU-I:01", via="mig"),
+    ...     GpuUse(namespace="a", pod="m2", gpu=3, mig="GPU-I:02", via="mig"),
+    ...     GpuUse(namespace="a", pod="mx", gpu=3, mig="MIG-4f1c", via="mig")])
+    >>> [x.pod for x in pods_on(m, [3], instance=2)]
+    ['m2', 'mx']
     """
     if not gpus:
         return list(use.uses)
-    return [u for u in use.uses if u.gpu is None or u.gpu in gpus]
+    on = [u for u in use.uses if u.gpu is None or u.gpu in gpus]
+    if instance is None:
+        return on
+    return [u for u in on if mig_instance(u) in (None, instance)]
+
+
+def mig_instance(use: GpuUse) -> int | None:
+    """The MIG GPU instance a use names (``GPU-I:nn``, as the Xid lines spell it); None when
+    it is not via MIG or names its MIG device another way (a UUID): not known."""
+    found = _GPU_INSTANCE.fullmatch(use.mig or "")
+    return int(found[1]) if found else None
 
 
 def holds_gpus(runbook: Runbook | None, attempts: Sequence[Attempt]) -> bool:
@@ -102,10 +125,19 @@ class GpuScopedControl(Protocol):
     """The cluster side of a GPU-scoped rung. Each disruptive call carries its idempotency key
     (remedy/once.py): a retry after a lost answer finds it done and answers what it did."""
 
-    def evict_gpu_pods(self, node: str, gpus: list[int], key: str, kill: bool, owner: str) -> str:
+    def evict_gpu_pods(
+        self,
+        node: str,
+        gpus: list[int],
+        key: str,
+        kill: bool,
+        owner: str,
+        instance: int | None = None,
+    ) -> str:
         """Quarantine ``gpus`` (held by ``owner``, the ladder's workflow id), then evict (or,
-        ``kill``, delete) the pods using them; say what was done. ActionRefused when the
-        node's GPU use cannot be read: a GPU-scoped rung never guesses which pods to spare."""
+        ``kill``, delete) the pods using them (``instance``: only that MIG instance's, see
+        ``pods_on``); say what was done. ActionRefused when the node's GPU use cannot be
+        read: a GPU-scoped rung never guesses which pods to spare."""
         ...
 
     def lift_quarantine(self, node: str, workflow_id: str) -> list[int]:

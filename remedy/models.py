@@ -156,6 +156,8 @@ class Finding(Frozen):
     # from the message where it says (Xid 154's requested recovery), else the catalog's.
     # Runbooks route on it; a str so that a value a newer remedy adds never breaks this one.
     nvidia_action: str | None = None
+    # The MIG GPU instance an Xid's line names (``GPU-I:nn``): a GPU-scoped rung acts on its pods.
+    gpu_instance: int | None = None
 
     @property
     def unhealthy(self) -> bool:
@@ -211,6 +213,7 @@ class ActionRequest(Frozen):
     key: str = ""
     node_uid: str = ""  # a replacement: the node object it is for (another one: done already)
     scope: Scope = Scope.NODE  # gpu: only the pods on gpu_indices (remedy/gpu_scope.py)
+    gpu_instance: int | None = None  # with scope gpu: only that MIG instance's pods, when known
 
 
 class ActionResult(Frozen):

@@ -33,12 +33,24 @@ def script(path: Path, body: str) -> Path:
     return path
 
 
-def host(tmp_path: Path, **kw: object) -> LocalHost:
+class TwinNvmlHost(LocalHost):
+    """The real host actions over the twin's NVML (the probe's seam): what a reset asks NVML
+    first (adapters/host/mig.py) is answered by a simulated GPU table, not a missing driver."""
+
+    fleet: SimFleet
+
+    def nvml(self) -> NvmlApi:
+        return self.fleet.host(NODE).nvml()
+
+
+def host(tmp_path: Path, fleet: SimFleet | None = None, **kw: object) -> LocalHost:
     boot_id = tmp_path / "boot_id"
     boot_id.write_text("boot-a\n")
-    return LocalHost(
+    local = TwinNvmlHost(
         NODE, ProbeConfig(expected_gpus=1), state_dir=tmp_path, boot_id_file=boot_id, **kw
     )  # type: ignore[arg-type]
+    local.fleet = fleet or SimFleet(nodes=1)
+    return local
 
 
 def through_activity(local: LocalHost, action: str, gpus: list[int] | None = None) -> Exception:

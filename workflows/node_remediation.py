@@ -24,6 +24,7 @@ from workflows import metrics
 from workflows.capabilities import NodeCapabilities
 from workflows.common import Interrupted, LadderStop, cause_of, node_gone
 from workflows.disruption_lease import DisruptionLease
+from workflows.ladder_records import publish_healthy, record_incidents
 from workflows.node_steps import NodeSteps, gone
 from workflows.operator_updates import OperatorKeys, OperatorMessages
 from workflows.quarantine_gate import ASK_BEFORE_CORDON, QuarantineGate, QuarantineMessages
@@ -343,9 +344,9 @@ class NodeRemediation(OperatorMessages, QuarantineMessages):  # decisions; a bud
         await self._lease.release(outcome)
         await self._gate.withdraw()  # an ask still held: it no longer counts
         if workflow.patched(HARDWARE_RECORD) and not self._stopped_by_failure:
-            await self._steps.record_incidents(outcome)
+            await record_incidents(self._input, state, outcome)
         if workflow.patched(PUBLISH_CONDITIONS):
-            await self._steps.publish_healthy()
+            await publish_healthy(state)
         self._next_ladder_if_left_over(outcome)
         last = state.attempts[-1] if state.attempts else None
         if last and last.action is Action.RESTORE and last.result is AttemptResult.FAILED:

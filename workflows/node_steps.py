@@ -1,6 +1,6 @@
 """The steps a ladder takes on its node, each an activity with its timeouts and retries: a
-rung's action, the re-probe, cordon and restore, and what it leaves behind (conditions, the
-hardware record).
+rung's action, the re-probe, cordon and restore (what a finished ladder leaves behind:
+``workflows.ladder_records``).
 
 Most actions are one activity, the one the action table names. A few need more around them —
 the ``STEPS`` map: a reset lets the cluster's GPU pods step aside, a reboot is confirmed from
@@ -32,26 +32,26 @@ from workflows.common import (
     cause_of,
     node_gone,
     rung_key,
-    this_run,
 )
+from workflows.mig_layout import with_mig_layout
 from workflows.remediation_view import RemediationView
 
 with workflow.unsafe.imports_passed_through():
     from remedy.actions import ACTIONS, Where
     from remedy.gpu_scope import holds_gpus
-    from remedy.hardware import Incident, IncidentReport, InService
     from remedy.models import (
         Action,
         ActionRequest,
         ActionResult,
         BootRequest,
         ComponentKind,
-        ConditionsUpdate,
         CordonResult,
         CordonState,
         Finding,
+        NodeRef,
         ProbeReport,
         ProbeRequest,
+        Scope,
         Severity,
     )
     from remedy.remediation import (
@@ -61,7 +61,7 @@ with workflow.unsafe.imports_passed_through():
         RemediationInput,
         RemediationState,
     )
-    from remedy.runbook.schema import Cause, Rung
+    from remedy.runbook.schema import Rung
     from remedy.verification import on_part_of
 
 # workflow.patched ids: runs started before each step existed took the plain action instead.
@@ -73,8 +73,6 @@ DIAGNOSE_EVERY_GPU = "diagnose-every-gpu"  # before: only the GPUs the findings 
 WAIT_FOR_CANCELLED = "wait-for-a-cancelled-drain"  # before: the ladder ended while it ran
 UNANSWERED = "restore-after-an-unanswered-cordon"  # before: such a cordon stayed, unowned
 END_IF_GONE = "end-when-the-node-is-gone"  # before: a failed cordon, and the ladder went on
-# Outcomes that count against the GPU (not a fault that cleared by itself, nor an abort).
-INCIDENT_OUTCOMES = (Outcome.RECOVERED, Outcome.REPLACED, Outcome.NEEDS_HUMAN)
 CLUSTER_CALL = timedelta(seconds=60)
 PROBE_DEADLINE = timedelta(minutes=5)
 
@@ -93,6 +91,10 @@ class NodeSteps:
         self._input, self._state, self._view = inp, state, view
         self._again: int | None = None  # the rung tried once more by the current act()
         self.before_cordon: Callable[[bool], Awaitable[None]] | None = None  # the breaker
+
+    @property
+    def node(self) -> NodeRef:
+        return self._state.node
 
     def request(self, action: Action, reason: str = "") -> ActionRequest:
         state = self._state
@@ -138,7 +140,9 @@ class NodeSteps:
         on_node = spec.where is Where.NODE
         at = state.rung if again is None else again
         key = rung_key(at, state.epoch, again is not None) if spec.disruptive else ""
-        update = {"key": key, "node_uid": node_uid, "scope": rung.scope}
+        update: dict[str, object] = {"key": key, "node_uid": node_uid, "scope": rung.scope}
+        if rung.scope is Scope.GPU and state.trigger is not None:  # its Xid's MIG instance
+            update["gpu_instance"] = state.trigger.gpu_instance
         request = self.request(rung.action).model_copy(update=update)
         waits = spec.reports_progress and workflow.patched(WAIT_FOR_CANCELLED)
         return await act.ACTION[rung.action].execute(
@@ -326,75 +330,11 @@ class NodeSteps:
             return
         self._view.record(-1, action, started, AttemptResult.DONE, done(result))
 
-    # -- what a finished ladder leaves behind --------------------------------------------------
-    async def publish_healthy(self) -> None:
-        """A verified-clean probe ended the ladder: say so in the node's conditions now, not at
-        the agent's next round, or the fleet scan would start a second ladder on the old ones."""
-        state = self._state
-        probe = state.last_probe
-        if probe is None or not probe.healthy:
-            return
-        try:
-            await act.PUBLISH_CONDITIONS.execute(
-                ConditionsUpdate(node=state.node, report=probe),
-                start_to_close_timeout=timedelta(seconds=30),
-                **RIDE_OUT,
-                summary=f"conditions of {state.node.name}: healthy",
-            )
-        except ActivityError as err:  # the agent's next round publishes them anyway
-            workflow.logger.warning("could not publish conditions: %s", err)
-
-    async def record_incidents(self, outcome: Outcome) -> None:
-        """Count a platform fault against every GPU serial it named (repeat offenders)."""
-        state = self._state
-        if (
-            outcome not in INCIDENT_OUTCOMES
-            or state.runbook is None
-            or state.trigger is None
-            or state.runbook.cause is not Cause.PLATFORM
-        ):
-            return
-        serials = sorted(
-            dict.fromkeys(
-                f.component.serial for f in state.findings if f.unhealthy and f.component.serial
-            )
-        )
-        if not serials:
-            return
-        # The rung that declared the recovery: a fault back soon resumes above it.
-        recovered_by = state.rung if outcome is Outcome.RECOVERED else None
-        by = state.runbook.ladder[recovered_by].action.value if recovered_by is not None else ""
-        incident = Incident(
-            at=workflow.now(),
-            node=state.node.name,
-            fault=state.trigger.headline(),
-            outcome=outcome.value,
-            source=this_run(),
-            runbook=state.runbook.name,
-            rung=recovered_by,
-            action=by,
-        )
-        try:
-            await act.RECORD_INCIDENTS.execute(
-                IncidentReport(
-                    serials=serials,
-                    incident=incident,
-                    in_service=InService(
-                        node=state.node, node_task_queue=self._input.node_task_queue
-                    ),
-                ),
-                start_to_close_timeout=timedelta(seconds=30),
-                **RIDE_OUT,
-                summary=f"hardware record of {', '.join(serials)}",
-            )
-        except ActivityError as err:  # the node's outcome stands; the record is best effort
-            workflow.logger.warning("could not record incidents for %s: %s", serials, err)
-
 
 # The actions that need more than their own activity (with the patch that introduced each).
 STEPS: dict[Action, tuple[str | None, Step]] = {
-    Action.REBOOT: (CONFIRM_REBOOT, NodeSteps._reboot),
-    Action.RESET_GPU: (RELEASE_GPUS, NodeSteps._reset),
+    Action.REBOOT: (CONFIRM_REBOOT, with_mig_layout(NodeSteps._reboot)),
+    Action.RESET_GPU: (RELEASE_GPUS, with_mig_layout(NodeSteps._reset)),
     Action.CORDON: (None, NodeSteps._cordon_rung),
     Action.REPLACE: (REPLACE_ONCE, NodeSteps._replace),
 }

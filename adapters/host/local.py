@@ -11,6 +11,7 @@ from pathlib import Path
 from adapters.host.dependencies import REBOOT_COMMAND, HostDependencies, Machine, Setup
 from adapters.host.ledger import FileLedger
 from adapters.host.load_test import DEFAULT_LOAD_TEST, LoadTestConfig, run_load_test
+from adapters.host.mig import refuse_unless_idle
 from adapters.host.nvml import real_nvml
 from adapters.host.output import command_line, tool_output
 from remedy.capabilities import DependencyCheck
@@ -90,6 +91,8 @@ class LocalHost:
         which = ", ".join(map(str, targets))
         if self.dry_run:
             return f"dry run: would reset GPU {which}"
+        # A reset destroys every MIG instance of the GPU: refuse while any has processes.
+        refuse_unless_idle(self.nvml(), targets, self.name)
 
         def reset() -> str:
             for gpu in targets:

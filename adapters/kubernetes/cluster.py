@@ -21,6 +21,7 @@ from adapters.kubernetes.fleet import KubernetesFleetView
 from adapters.kubernetes.gpu_operator import GpuOperatorHandoff
 from adapters.kubernetes.gpu_scope import KubernetesGpuScope
 from adapters.kubernetes.marks import KubernetesNodeMarks
+from adapters.kubernetes.mig_layout import KubernetesMigLayouts
 from adapters.kubernetes.nodes import NodeApi, utcnow
 from adapters.kubernetes.objects import CONTROLLER_MANAGER
 from adapters.kubernetes.replace import replacer_named
@@ -73,4 +74,5 @@ def kubernetes_cluster(
         workload=drain,  # its running GPU pods: what a job kill is for, and what makes it busy
         alerts=nodes,  # an Event on the node that tipped the breaker (a Warning)
         gpu_scope=KubernetesGpuScope(nodes, drain, control),  # a DRA device taint per GPU
+        mig=KubernetesMigLayouts(nodes),  # the MIG manager's labels around a reset or reboot
     )

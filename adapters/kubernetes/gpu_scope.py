@@ -80,7 +80,15 @@ class KubernetesGpuScope:
         use = gpu_use_of(node)
         return use if use.known else self._drain.use.gpu_use(meta(node)["name"])
 
-    def evict_gpu_pods(self, node: str, gpus: list[int], key: str, kill: bool, owner: str) -> str:
+    def evict_gpu_pods(
+        self,
+        node: str,
+        gpus: list[int],
+        key: str,
+        kill: bool,
+        owner: str,
+        instance: int | None = None,
+    ) -> str:
         nodes = self._nodes
         current = nodes.node(node)
         nodes.managed(current)
@@ -91,7 +99,7 @@ class KubernetesGpuScope:
         if not nodes.sends(node, f"quarantine GPU {on} and {'kill' if kill else 'evict'} its pods"):
             return f"dry run: would quarantine GPU {on} and evict the pods using it"
         self._quarantine(node, gpus, owner)
-        wanted = {(u.namespace, u.pod) for u in pods_on(use, gpus)}
+        wanted = {(u.namespace, u.pod) for u in pods_on(use, gpus, instance)}
         planned = [
             meta(p)["uid"]
             for p in nodes.pods(node)

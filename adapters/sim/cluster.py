@@ -8,6 +8,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 
 from adapters.sim import layouts
+from adapters.sim.mig import mig_manager_starts
 from remedy.attribution.evidence import RecentXid, remember
 from remedy.budget import CLUSTER_POOL
 from remedy.cluster import Cluster, CordonOwner
@@ -165,13 +166,19 @@ class SimAdmission:
 
 
 class SimGpuHandoff:
-    """The twin's GPU operands never hold the GPU: nothing to stop or bring back."""
+    """The twin's GPU operands never hold the GPU: nothing to stop. Their return restarts the
+    MIG manager, which applies the node's MIG layout (``fleet``: of that twin)."""
+
+    def __init__(self, fleet: SimFleet | None = None) -> None:
+        self._fleet = fleet
 
     def release_gpus(self, node: str) -> str:
         return "no GPU operator pods on a simulated node"
 
     def return_gpus(self, node: str) -> None:
-        pass
+        if self._fleet is not None:
+            with self._fleet._lock:
+                mig_manager_starts(self._fleet.node(node))
 
 
 class SimReplacer:
@@ -236,15 +243,17 @@ class SimAlerts:
 
 def sim_cluster(fleet: SimFleet) -> Cluster:
     from adapters.sim.gpu_scope import SimGpuScope  # it builds on this module's ledger rule
+    from adapters.sim.mig import SimMigLayouts
 
     return Cluster(
         control=SimNodeControl(fleet),
         marks=SimNodeMarks(fleet),
         fleet=SimFleetView(fleet),
         admission=SimAdmission(fleet),
-        gpus=SimGpuHandoff(),
+        gpus=SimGpuHandoff(fleet),
         replacer=SimReplacer(fleet),
         workload=SimWorkload(fleet),
         alerts=SimAlerts(fleet),
         gpu_scope=SimGpuScope(fleet),
+        mig=SimMigLayouts(fleet),
     )

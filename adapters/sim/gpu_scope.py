@@ -32,7 +32,15 @@ class SimGpuScope:
         with self._fleet._lock:
             return node_gpu_use(self._fleet.node(node))
 
-    def evict_gpu_pods(self, node: str, gpus: list[int], key: str, kill: bool, owner: str) -> str:
+    def evict_gpu_pods(
+        self,
+        node: str,
+        gpus: list[int],
+        key: str,
+        kill: bool,
+        owner: str,
+        instance: int | None = None,
+    ) -> str:
         action = Action.KILL_JOB if kill else Action.DRAIN
 
         def evict() -> str:
@@ -40,13 +48,15 @@ class SimGpuScope:
                 raise ActionRefused("a GPU-scoped rung needs the faulty GPU's index")
             for g in gpus:
                 sim.quarantined.setdefault(g, owner)
-            gone = {u.pod for u in pods_on(node_gpu_use(sim), gpus)}
+            gone = {u.pod for u in pods_on(node_gpu_use(sim), gpus, instance)}
             sim.pods = [p for p in sim.pods if p.name not in gone]
             if kill:
                 sim.clear(Action.KILL_JOB)  # a hung job's hang goes with it
             self._fleet._record(node, action.value, key)
             verb = "deleted" if kill else "evicted"
             on = ", ".join(map(str, gpus))
+            if instance is not None:
+                on += f" (MIG GPU-I:{instance:02d})"
             return f"GPU {on} quarantined; {verb} {len(gone)} pods using it: {sorted(gone)}"
 
         self._fleet.pause_point(action.value)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from adapters.sim.faults import Effect
+from adapters.sim.mig import destroy_instances, mig_manager_starts
 from adapters.sim.nvml import SimNvml
 from remedy.capabilities import Dependency, DependencyCheck
 from remedy.errors import ActionFailed
@@ -50,6 +51,7 @@ class SimHost:
     def reset_gpus(self, indices: list[int], key: str) -> str:
         def reset() -> str:
             sim.clear(Action.RESET_GPU, targets)
+            destroy_instances(sim, targets)
             self._fleet._record(self.name, "reset_gpu", key)
             return f"reset GPU {', '.join(map(str, indices)) or 'all'}"
 
@@ -83,6 +85,8 @@ class SimHost:
                 return "reboot issued; the node is not coming back"
             sim.clear(Action.REBOOT)
             sim.boot_id += 1
+            destroy_instances(sim, [g.index for g in sim.gpus])
+            mig_manager_starts(sim)  # as the node comes up
             sim.pods = [p for p in sim.pods if p.daemonset]
             return "rebooted"
 

@@ -23,6 +23,8 @@ class SimGpu:
     serial: str
     uuid: str
     architecture: int = 9  # NVML_DEVICE_ARCH_HOPPER (H100/H200)
+    mig: bool = False  # MIG mode enabled
+    mig_instances: list[int] = field(default_factory=list)  # its GPU instances' ids (GPU-I)
 
 
 @dataclass
@@ -65,6 +67,10 @@ class SimNode:
     annotations: dict[str, str] = field(default_factory=dict)
     pods: list[SimPod] = field(default_factory=list)
     quarantined: dict[int, str] = field(default_factory=dict)  # GPU → the ladder holding it
+    # nvidia.com/mig.config and .state, as the MIG manager keeps them (adapters/sim/mig.py)
+    mig_config: str = ""
+    mig_state: str = ""
+    mig_manager_fails: bool = False
     boot_id: int = 0
     generation: int = 0  # bumps on replacement: new hardware, new serials
     nics: int = 8

@@ -16,6 +16,15 @@ if TYPE_CHECKING:
 
 NVLINKS = 18  # links per H100/H200 GPU
 PCIE_WIDTH = 16
+MIG_SLOTS = 7  # MIG devices an H100/H200 can hold
+
+
+@dataclass(frozen=True)
+class SimMigHandle:
+    """A MIG device: GPU instance ``instance`` of GPU ``gpu``."""
+
+    gpu: int
+    instance: int
 
 
 @dataclass
@@ -75,7 +84,10 @@ class SimNvml:
     def nvmlDeviceGetIndex(self, handle: int) -> int:
         return handle
 
-    def nvmlDeviceGetUUID(self, handle: int) -> str:
+    def nvmlDeviceGetUUID(self, handle: int | SimMigHandle) -> str:
+        if isinstance(handle, SimMigHandle):
+            self._effects(handle.gpu)
+            return f"MIG-{self._node.gpus[handle.gpu].uuid[4:]}-{handle.instance}"
         self._effects(handle)
         return self._node.gpus[handle].uuid
 
@@ -160,6 +172,46 @@ class SimNvml:
         self._effects(handle)
         info._obj.state = pynvml.NVML_GPU_FABRIC_STATE_NOT_SUPPORTED  # no NVSwitch here
         return int(pynvml.NVML_SUCCESS)
+
+    # -- MIG ----------------------------------------------------------------------------------
+    def nvmlDeviceGetMigMode(self, handle: int) -> list[int]:
+        self._effects(handle)
+        mode = pynvml.NVML_DEVICE_MIG_ENABLE if self._node.gpus[handle].mig else 0
+        return [mode, mode]
+
+    def nvmlDeviceGetMaxMigDeviceCount(self, handle: int) -> int:
+        self._effects(handle)
+        return MIG_SLOTS if self._node.gpus[handle].mig else 0
+
+    def nvmlDeviceGetMigDeviceHandleByIndex(self, handle: int, index: int) -> SimMigHandle:
+        self._effects(handle)
+        gpu = self._node.gpus[handle]
+        if not gpu.mig or not 0 <= index < MIG_SLOTS:
+            raise pynvml.NVMLError(pynvml.NVML_ERROR_INVALID_ARGUMENT)
+        if index >= len(gpu.mig_instances):
+            raise pynvml.NVMLError(pynvml.NVML_ERROR_NOT_FOUND)  # an empty slot
+        return SimMigHandle(handle, gpu.mig_instances[index])
+
+    def nvmlDeviceGetGpuInstanceId(self, handle: SimMigHandle) -> int:
+        self._effects(handle.gpu)
+        return handle.instance
+
+    def nvmlDeviceGetComputeRunningProcesses(self, handle: int | SimMigHandle) -> list[Any]:
+        """A process per pod on the device: on a MIG device, the pods on that instance."""
+        gpu = handle.gpu if isinstance(handle, SimMigHandle) else handle
+        self._effects(gpu)
+        name = f"GPU-I:{handle.instance:02d}" if isinstance(handle, SimMigHandle) else None
+        pods = [
+            p
+            for p in self._node.pods
+            if p.uses_gpus and (not p.gpus or gpu in p.gpus) and (name is None or p.mig == name)
+        ]
+        procs = []
+        for n, _pod in enumerate(pods):
+            info = pynvml.c_nvmlProcessInfo_t()
+            info.pid, info.usedGpuMemory = 4000 + 100 * gpu + n, 1 << 30
+            procs.append(info)
+        return procs
 
     # -- Xid events -----------------------------------------------------------------------
     def nvmlEventSetCreate(self) -> list[SimEvent]:

@@ -44,6 +44,7 @@ def xid_findings(
                 pid=event.pid,
                 process=event.process,
                 nvidia_action=event.action.value,
+                gpu_instance=event.gpu_instance,
             )
         )
     return out
