@@ -10,11 +10,9 @@ import uuid
 from temporalio.testing import WorkflowEnvironment
 
 from adapters.sim import SimFleet
-from remedy.remediation import Phase
 from tests.conftest import running_workers
-from tests.ladder import report, wait_for_phase
 from tests.test_cli import cli
-from tests.test_pool_held_by_people import ONE_AT_A_TIME, replace_after_approval
+from tests.test_pool_held_by_people import ONE_AT_A_TIME, held_and_waiting, replace_after_approval
 
 
 async def test_status_blocking_names_the_holder_its_commands_and_the_waiter_in_line(
@@ -27,10 +25,7 @@ async def test_status_blocking_names_the_holder_its_commands_and_the_waiter_in_l
     runbook = replace_after_approval()
     async with running_workers(client, fleet, policy=ONE_AT_A_TIME) as queues:
         pool = queues.pool
-        holder = await report(client, queues, fleet.inject(first, "ecc_dbe"), runbook)
-        await wait_for_phase(time_env, holder, Phase.AWAITING_APPROVAL)
-        waiter = await report(client, queues, fleet.inject(second, "ecc_dbe"), runbook)
-        await wait_for_phase(time_env, waiter, Phase.AWAITING_LEASE)
+        await held_and_waiting(time_env, queues, fleet, runbook)
         asked = ("status", "--address", address, "--schedule", "none", "--pool", pool)
         code, text = await cli(*asked, "--blocking")
         json_code, raw = await cli(*asked, "--blocking", "--json")
