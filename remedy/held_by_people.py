@@ -83,30 +83,20 @@ def headline(state: BudgetState) -> str:
     return f"pool {state.pool}: {held} of {state.allowed} shares held by people"
 
 
-def details(state: BudgetState) -> str:
-    """The budget's details (Markdown, for the Web UI): the headline, each node with since
-    when and its commands."""
+def alert(state: BudgetState) -> str:
+    """The headline, with ALERT when the pool is seized (the budget's details show it in
+    bold above its holders, remedy/blocking.py)."""
     line = headline(state)
-    if not line:
-        return ""
-    rows = held_by_people(state)
-    out = [f"**{_alert(state, line)}**", ""]
-    for row in rows[:SHOWN]:
-        commands = ", or ".join(f"`{c}`" for c in row.commands)
-        since = f"{row.since:%Y-%m-%d %H:%M:%S} UTC"
-        out.append(f"- `{row.node}`: {row.waits_for} since {since} — {commands}")
-    if len(rows) > SHOWN:
-        out.append(f"- and {len(rows) - SHOWN} more")
-    return "\n".join(out)
+    return _alert(state, line) if line else ""
 
 
 def status_lines(state: BudgetState, now: datetime) -> list[str]:
     """What `remedy status` prints for the pool: ALERT when it is seized."""
-    line = headline(state)
+    line = alert(state)
     if not line:
         return []
     rows = held_by_people(state)
-    out = [_alert(state, line)]
+    out = [line]
     for row in rows[:SHOWN]:
         waited = format_duration(max(now - row.since, timedelta(0)))
         since = f"{row.since:%m-%d %H:%M:%S}"

@@ -18,6 +18,7 @@ from remedy.budget import (
     Lease,
     LeaseRequest,
 )
+from remedy.budget_view import budget_details
 from remedy.models import Action
 from remedy.runbook import Match, Runbook, RunbookError, Rung, load_runbooks
 from remedy.runbook.explain import explain, timings
@@ -78,9 +79,9 @@ def test_a_pool_whose_every_share_waits_for_people_is_seized_and_says_what_frees
     assert "      gpu-0: approval for replace since 11-01 10:00:00 (2h)" in lines
     assert "      gpu-3: left cordoned for a person since 11-01 09:00:00 (3h)" in lines
     assert "          remedy approve gpu-2" in lines
-    details = held_by_people.details(state)
+    details = budget_details(state)
     assert "`remedy approve gpu-1`, or `remedy abort gpu-1 --reason WHY && " in details
-    assert "- `gpu-2`: approval for replace since 2026-11-01 10:02:00 UTC" in details
+    assert "- `gpu-2` holds a lease since 2026-11-01 10:02:00 UTC, waits for approval" in details
 
 
 def test_a_pool_with_a_share_left_or_no_one_behind_is_held_but_not_seized() -> None:
@@ -106,7 +107,8 @@ def test_a_ladder_without_a_lease_holds_no_one_up_and_a_wait_ends_when_it_says_s
 def test_nothing_to_say_of_a_pool_no_person_holds() -> None:
     state = BudgetState(pool="a", pool_size=4, holders=[lease("gpu-0")])
     assert held_by_people.status_lines(state, T0) == []
-    assert held_by_people.details(state) == "" and not held_by_people.seized(state)
+    assert held_by_people.alert(state) == "" and not held_by_people.seized(state)
+    assert "held by people" not in budget_details(state)
 
 
 def test_the_cordoned_and_waiting_count_toward_the_unschedulable_share() -> None:

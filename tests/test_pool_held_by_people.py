@@ -23,7 +23,7 @@ from remedy.models import Action
 from remedy.remediation import ApproveRequest, AttemptResult, Outcome, Phase
 from remedy.runbook import Match, Runbook, Rung
 from remedy.runbook.schema import OnApprovalTimeout
-from tests.conftest import own_fleet, running_workers
+from tests.conftest import Queues, own_fleet, running_workers
 from tests.ladder import Handle, report, state_of, wait_for_phase
 from tests.servers import finished
 from tests.test_cli import cli
@@ -58,6 +58,19 @@ def replace_after_approval(
     )
 
 
+async def held_and_waiting(
+    env: WorkflowEnvironment, queues: Queues, fleet: SimFleet, runbook: Runbook
+) -> tuple[Handle, Handle]:
+    """The first node's ladder holds the pool's one lease, waiting for its approval; the
+    second's waits for the lease behind it."""
+    first, second = sorted(fleet.nodes)[:2]
+    holder = await report(env.client, queues, fleet.inject(first, "ecc_dbe"), runbook)
+    await wait_for_phase(env, holder, Phase.AWAITING_APPROVAL)
+    waiter = await report(env.client, queues, fleet.inject(second, "ecc_dbe"), runbook)
+    await wait_for_phase(env, waiter, Phase.AWAITING_LEASE)
+    return holder, waiter
+
+
 async def details(client: Client, workflow_id: str) -> str:
     handle = client.get_workflow_handle(workflow_id)
     metadata = await handle.query("__temporal_workflow_metadata", result_type=WorkflowMetadata)
@@ -73,10 +86,7 @@ async def test_an_unanswered_approval_holds_the_pool_until_release_gives_its_sha
     runbook = replace_after_approval(OnApprovalTimeout.RELEASE, approval_timeout=HOUR)
     async with running_workers(client, fleet, policy=ONE_AT_A_TIME) as queues:
         pool = queues.pool
-        holder = await report(client, queues, fleet.inject(first, "ecc_dbe"), runbook)
-        await wait_for_phase(time_env, holder, Phase.AWAITING_APPROVAL)
-        waiter = await report(client, queues, fleet.inject(second, "ecc_dbe"), runbook)
-        await wait_for_phase(time_env, waiter, Phase.AWAITING_LEASE)
+        holder, waiter = await held_and_waiting(time_env, queues, fleet, runbook)
         held = await budget_state(client, pool)
         said = await details(client, budget_workflow_id(pool))
         await time_env.sleep(HOUR)  # nobody answered: the share goes back, the node stays out

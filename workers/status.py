@@ -139,7 +139,7 @@ async def fleet_status(
     if summary is None and not rows:
         raise missing
     pools = [
-        _pool(pool, await _budget(client, pool.pool))
+        _pool(pool, await read_budget(client, pool.pool))
         for pool in (summary.pools if summary else [])
         if only.pool is None or pool.pool == only.pool
     ]
@@ -149,7 +149,7 @@ async def fleet_status(
         pools=pools,
         nodes=rows,
         job_watch_error=summary.job_watch_error if summary else "",
-        cluster=await _budget(client, CLUSTER_POOL),
+        cluster=await read_budget(client, CLUSTER_POOL),
         silence=summary.silence if summary else None,
     )
 
@@ -246,7 +246,7 @@ def scans_started(
     ]
 
 
-async def _budget(client: Client, pool: str) -> BudgetState | None:
+async def read_budget(client: Client, pool: str) -> BudgetState | None:
     handle = client.get_workflow_handle_for(DisruptionBudget.run, budget_workflow_id(pool))
     try:
         return await BUDGET_STATE.ask(handle)

@@ -3,10 +3,10 @@
 The commands live by group: runbooks.py (`remedy runbooks ...`), xid.py (`remedy xid ...`),
 node.py (probe, agent), doctor.py (doctor), controller.py (controller, demo), fleet.py (status,
 show), operate.py (approve, abort, clear, resume-pool, release-hold, resume-job), gpus.py
-(release-gpu), trigger.py (trigger), codec.py (codec-server), manifests.py (render-manifests)
-and signing.py (`remedy keys ...`, operators' keys); options.py declares the options they share,
-common.py the helpers and connection.py the Temporal connection options `remedy` takes before
-any command."""
+(release-gpu), trigger.py (trigger), codec.py (codec-server), manifests.py (render-manifests),
+ui.py (ui: the Web UI's views to save) and signing.py (`remedy keys ...`, operators' keys);
+options.py declares the options they share, common.py the helpers and connection.py the
+Temporal connection options `remedy` takes before any command."""
 
 from __future__ import annotations
 
@@ -28,6 +28,7 @@ from workers.cli import (
     runbooks,
     signing,
     trigger,
+    ui,
     xid,
 )
 
@@ -53,6 +54,7 @@ app.command()(operate.approve)
 app.command()(operate.abort)
 app.command()(operate.clear)
 app.command()(fleet.show)
+app.command()(ui.ui)
 app.command()(trigger.trigger)
 app.command("resume-pool")(operate.resume_pool)
 app.command("release-hold")(operate.release_hold)

@@ -35,6 +35,15 @@ def status(
     schedule: Annotated[
         str, typer.Option(help="The fleet-scan schedule id.")
     ] = FLEET_SCAN_SCHEDULE,
+    blocking: Annotated[
+        bool,
+        typer.Option(
+            "--blocking",
+            help="Who blocks whom instead: each pool's holders (node, phase, since, what each "
+            "waits for, the commands that free it), its waiters in the order served, and its "
+            "breaker, with the time of the read.",
+        ),
+    ] = False,
     jobs: Annotated[
         bool,
         typer.Option(
@@ -54,6 +63,8 @@ def status(
 
     if jobs:
         _job_status(address, as_json)
+    if blocking:
+        _blocking_status(address, as_json, schedule, pool)
     if state is not None and (why := why_not_state(state)):
         typer.echo(f"error: {why}", err=True)
         raise typer.Exit(2)
@@ -72,6 +83,25 @@ def status(
     else:
         show_status(shown)
     raise typer.Exit(3 if shown.breaker_tripped else 0)
+
+
+def _blocking_status(address: str | None, as_json: bool, schedule: str, pool: str | None) -> None:
+    """Exit 0: shown; 3: a breaker is tripped; 2: no pool known (no scan, no ladder, no
+    --pool)."""
+    from workers.blocking_status import PoolsBlocking, pools_blocking, render
+    from workers.client import connect_with
+    from workers.status import NoScanYet
+
+    async def read() -> PoolsBlocking:
+        return await pools_blocking(await connect_with(temporal(address), "cli"), schedule, pool)
+
+    try:
+        shown = on_temporal(read())
+    except (NoScanYet, RPCError) as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+    typer.echo(shown.model_dump_json(indent=2) if as_json else "\n".join(render(shown)))
+    raise typer.Exit(3 if shown.tripped else 0)
 
 
 def _job_status(address: str | None, as_json: bool) -> None:
