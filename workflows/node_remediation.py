@@ -5,10 +5,9 @@ cordon (if the runbook says so) → tolerance window (ends early on `clear` or a
 disruption lease if the action is disruptive → action → settle → verify (with what saw the
 fault: ``workflows.verification``) → stop at the first rung that leaves the node healthy and
 restore it. Past the last rung the node stays cordoned and the outcome is "needs a human".
-Deterministic: time comes from workflow.now(), side effects from activities only (the steps on
-the node: ``workflows.node_steps``; the lease: ``workflows.disruption_lease``; what the node can
-do: ``workflows.capabilities``).
-"""
+Deterministic: time from workflow.now(), side effects from activities only (the steps on the
+node: ``workflows.node_steps``; the lease: ``workflows.disruption_lease``; what it can do:
+``workflows.capabilities``)."""
 
 from __future__ import annotations
 
