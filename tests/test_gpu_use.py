@@ -44,8 +44,9 @@ def dra_pod(name: str, claim: str, node_name: str = "n1") -> dict[str, Any]:
     return made
 
 
-def claim(name: str, device: str, driver: str = DRIVER) -> dict[str, Any]:
-    result = {"request": "gpu", "driver": driver, "pool": "n1", "device": device}
+def claim(name: str, device: str, driver: str = DRIVER, pool: str = "n1") -> dict[str, Any]:
+    """A claim the scheduler allocated ``device`` of the DRA driver's pool (the node's name)."""
+    result = {"request": "gpu", "driver": driver, "pool": pool, "device": device}
     return {
         "apiVersion": "resource.k8s.io/v1",
         "kind": "ResourceClaim",
