@@ -73,13 +73,16 @@ async def test_approve_and_abort_from_the_command_line(dev_env: WorkflowEnvironm
     missing = await cli("approve", "no-such-node", "--address", address)
     [approval] = first_state.approvals
     who = f"alice ({approval.identity})"  # the name given, and the identity the CLI connected as
-    assert approved == (0, f"{first}: approved rung 1 (reset_gpu) by {who}; ladder now acting\n")
+    assert approved == (
+        0,
+        f"{first}: approved rung 1 (reset_gpu) by {who} [unverified]; ladder now acting\n",
+    )
     assert first_result.outcome is Outcome.RECOVERED
     assert (approval.by, approval.note) == ("alice", "ticket 42") and approval.identity
     assert aborted == (0, f"{second}: ladder aborted: {second_result.detail}\n")
     assert second_result.outcome is Outcome.ABORTED
     assert second_result.detail.startswith("aborted by bob (")
-    assert "): vendor on site" in second_result.detail
+    assert ") [unverified]: vendor on site" in second_result.detail
     assert fleet.node(second).unschedulable  # abort leaves the node as it is by default
     assert missing[0] == 2 and "no running remediation" in missing[1]
 
