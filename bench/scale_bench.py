@@ -19,15 +19,15 @@ from __future__ import annotations
 import argparse
 import asyncio
 import dataclasses
-import subprocess
-import sys
 import tempfile
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
 
+from burst import IN_FLIGHT, pct, report_all
+from memory_bench import MemoryRun, memory_run
 from pydantic import BaseModel
 from temporalio import activity, workflow
 from temporalio.client import Client
@@ -37,10 +37,7 @@ from adapters.sim import SimFleet
 from adapters.sim.cluster import SimNodeControl
 from remedy.budget import BudgetPolicy
 from remedy.cluster import CordonOwner
-from remedy.models import CordonState, Finding, NodeRef, Severity
-from remedy.remediation import FindingReport
-from remedy.runbook import Match, Runbook
-from workers.client import connect, report_finding
+from remedy.models import CordonState
 from workers.controller import controller_worker
 from workers.demo import _free_port
 from workers.dev_server import dev_server
@@ -48,11 +45,6 @@ from workers.tables import plain
 
 RESULTS = Path(__file__).resolve().parent / "results"
 TARGET_P90_S = 2.0
-# Cordon at once, then park in a long tolerance window: what is measured ends at the cordon.
-PARK = Runbook(
-    name="bench-cordon", match=[Match(reasons=["Bench"])], cordon=True, tolerance=timedelta(hours=6)
-)
-IN_FLIGHT = 256  # reports on the wire at once (the agents of the failing nodes)
 
 
 class TimedControl(SimNodeControl):
@@ -127,54 +119,10 @@ async def floor_run(client: Client, nodes: list[str]) -> list[float]:
     return [done[n] - sent[n] for n in nodes if n in done]
 
 
-class MemoryRun(BaseModel):
-    nodes: int
-    rss_idle_mb: float
-    rss_loaded_mb: float
-    rss_peak_mb: float
-    starts_per_s: float
-    wall_s: float
-
-
 class ScaleReport(BaseModel):
     shares: list[ShareRun]
     memory: MemoryRun | None
     target_p90_s: float = TARGET_P90_S
-
-
-def pct(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
-
-
-def finding(node: str) -> Finding:
-    return Finding(
-        node=node,
-        check="bench",
-        reason="Bench",
-        severity=Severity.CRITICAL,
-        observed_at=datetime.now(UTC),
-    )
-
-
-async def report_all(client: Client, nodes: list[str], pool: str, queue: str) -> dict[str, float]:
-    """Every node reports at once (at most IN_FLIGHT on the wire); returns when each was sent."""
-    gate = asyncio.Semaphore(IN_FLIGHT)
-    sent: dict[str, float] = {}
-
-    async def one(node: str) -> None:
-        async with gate:
-            sent[node] = time.perf_counter()
-            await report_finding(
-                client,
-                NodeRef(name=node, pool=pool),
-                FindingReport(finding=finding(node), runbook=PARK),
-                node_task_queue=f"{queue}-agents",
-                task_queue=queue,
-            )
-
-    await asyncio.gather(*(one(n) for n in nodes))
-    return sent
 
 
 async def share_run(client: Client, nodes: int, share: float) -> ShareRun:
@@ -211,68 +159,6 @@ async def share_run(client: Client, nodes: int, share: float) -> ShareRun:
         floor_p50_s=pct(floor, 0.5),
         floor_p90_s=pct(floor, 0.9),
     )
-
-
-def rss_mb(pid: int) -> tuple[float, float]:
-    """(resident, peak resident) of a process, MB."""
-    fields = dict(
-        line.split(":", 1)
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines()
-        if ":" in line
-    )
-    return (int(fields["VmRSS"].split()[0]) / 1024, int(fields["VmHWM"].split()[0]) / 1024)
-
-
-async def memory_run(client: Client, address: str, nodes: int) -> MemoryRun:
-    tag = uuid.uuid4().hex[:6]
-    queue, pool = f"memory-{tag}", f"memory-{tag}"
-    child = subprocess.Popen(
-        [sys.executable, __file__, "--serve", address, queue, pool, str(nodes)],
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert child.stdout is not None
-        if child.stdout.readline().strip() != "ready":
-            raise RuntimeError("the controller process did not start")
-        idle, _ = rss_mb(child.pid)
-        names = sorted(SimFleet(nodes=nodes, gpus_per_node=1, name_prefix=f"m{tag}").nodes)
-        start = time.perf_counter()
-        await report_all(client, names, pool, queue)
-        started = time.perf_counter() - start
-        query = f"TaskQueue = '{queue}' AND RemedyPhase = 'tolerating'"
-        deadline = time.perf_counter() + 900
-        while (await client.count_workflows(query)).count < nodes:
-            if time.perf_counter() > deadline:
-                raise RuntimeError("the ladders did not all reach their tolerance windows")
-            await asyncio.sleep(1)
-        wall = time.perf_counter() - start
-        loaded, peak = rss_mb(child.pid)
-    finally:
-        child.terminate()
-        child.wait(30)
-    return MemoryRun(
-        nodes=nodes,
-        rss_idle_mb=idle,
-        rss_loaded_mb=loaded,
-        rss_peak_mb=peak,
-        starts_per_s=nodes / started,
-        wall_s=wall,
-    )
-
-
-async def serve(address: str, queue: str, pool: str, nodes: int) -> None:
-    """The child: a controller worker over a simulated cluster of ``nodes`` nodes."""
-    client = await connect(address)
-    fleet = SimFleet(
-        nodes=nodes, gpus_per_node=1, pool=pool, name_prefix=f"m{queue.removeprefix('memory-')}"
-    )
-    with ThreadPoolExecutor(max_workers=32) as executor:
-        async with controller_worker(
-            client, fleet.cluster, executor, queue, BudgetPolicy(storm_share=1.0)
-        ):
-            print("ready", flush=True)
-            await asyncio.Event().wait()
 
 
 SHARE_HEADERS = [
@@ -357,18 +243,14 @@ async def main(nodes: int, shares: list[float], memory_nodes: int) -> None:
 
 
 if __name__ == "__main__":
-    if len(sys.argv) > 1 and sys.argv[1] == "--serve":
-        _, _, address, queue, pool, count = sys.argv
-        asyncio.run(serve(address, queue, pool, int(count)))
-    else:
-        parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-        parser.add_argument("--nodes", type=int, default=1500)
-        parser.add_argument("--shares", type=float, nargs="+", default=[0.10, 0.25, 0.50])
-        parser.add_argument(
-            "--memory-nodes",
-            type=int,
-            default=10000,
-            help="nodes in remediation for the memory figure (0: skip)",
-        )
-        args = parser.parse_args()
-        asyncio.run(main(args.nodes, args.shares, args.memory_nodes))
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--nodes", type=int, default=1500)
+    parser.add_argument("--shares", type=float, nargs="+", default=[0.10, 0.25, 0.50])
+    parser.add_argument(
+        "--memory-nodes",
+        type=int,
+        default=10000,
+        help="nodes in remediation for the memory figure (0: skip)",
+    )
+    args = parser.parse_args()
+    asyncio.run(main(args.nodes, args.shares, args.memory_nodes))

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
 
 from temporalio.client import Client
-from temporalio.worker import Worker
+from temporalio.worker import PollerBehaviorSimpleMaximum, Worker
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
 from activities.active_checks import ActiveCheckActivities
@@ -62,6 +64,20 @@ WORKFLOW_RUNNER = SandboxedWorkflowRunner(
 )
 
 
+@dataclass(frozen=True)
+class WorkerTuning:
+    """How much of the fleet the controller keeps in memory. Every cached run holds its own
+    sandboxed copy of the workflow modules and its history (a few hundred KB), so RSS grows with
+    ``max_cached_workflows``, not with the nodes in remediation; a ladder evicted from the cache
+    is replayed from its history when its next signal, timer or query comes (bench/scale_bench.py
+    measures both). The SDK's default cache is 1,000 runs."""
+
+    max_cached_workflows: int = 1000
+    # How long a task waits on this worker's sticky queue before any worker may take it.
+    sticky_queue_timeout: timedelta = timedelta(seconds=10)
+    workflow_pollers: int = 5
+
+
 def controller_worker(
     client: Client,
     cluster: Cluster,
@@ -74,8 +90,10 @@ def controller_worker(
     attributor: Attributor | None = None,
     redactor: Redactor | None = None,
     keyring: Keyring | None = None,
+    tuning: WorkerTuning | None = None,
 ) -> Worker:
     """The fleet-level workflows and the controller's activities on ``task_queue``."""
+    tuning = tuning or WorkerTuning()
     activities = controller_activities(
         client,
         cluster,
@@ -94,6 +112,9 @@ def controller_worker(
         activities=activities,
         workflow_runner=WORKFLOW_RUNNER,
         activity_executor=executor,
+        max_cached_workflows=tuning.max_cached_workflows,
+        sticky_queue_schedule_to_start_timeout=tuning.sticky_queue_timeout,
+        workflow_task_poller_behavior=PollerBehaviorSimpleMaximum(tuning.workflow_pollers),
     )
 
 

@@ -38,6 +38,7 @@ from workers.cli.options import (
     KubeTimeoutOption,
     MetricsOption,
     RunbooksOption,
+    WorkflowCacheOption,
 )
 from workers.cli.signing import keyring_or_exit
 
@@ -154,6 +155,7 @@ def controller(
     active_check_pool: checks.PoolOption = None,
     active_check_idle_at_once: checks.IdleAtOnceOption = None,
     metrics_bind: MetricsOption = None,
+    workflow_cache: WorkflowCacheOption = None,
     redact_patterns: RedactPatternsOption = None,
     keyring: Annotated[
         Path | None,
@@ -175,7 +177,7 @@ def controller(
     from remedy.fleet import ScanInput
     from remedy.hardware import BlocklistPolicy
     from workers.client import connect_with, ensure_search_attributes, metrics_runtime
-    from workers.controller import controller_worker
+    from workers.controller import WorkerTuning, controller_worker
     from workers.schedules import ensure_fleet_scan, ensure_pool_checks
 
     heartbeat = timedelta(seconds=agent_heartbeat_s)
@@ -250,6 +252,10 @@ def controller(
         silence_share=storm_share,
     )
 
+    tuning = WorkerTuning()
+    if workflow_cache:
+        tuning = WorkerTuning(max_cached_workflows=workflow_cache)
+
     async def main() -> None:
         client = await connect_with(
             temporal(address),
@@ -275,6 +281,7 @@ def controller(
                 attributor=attributor,
                 redactor=redactor,
                 keyring=operators,
+                tuning=tuning,
             ).run()
 
     serve(main)

@@ -75,3 +75,12 @@ MetricsOption = Annotated[
         help="Serve Prometheus metrics on this host:port at /metrics (e.g. 0.0.0.0:9464)."
     ),
 ]
+WorkflowCacheOption = Annotated[
+    int | None,
+    typer.Option(
+        min=1,
+        help="Workflow runs the controller keeps in memory (its RSS grows with it, not with the "
+        "nodes in remediation); one evicted is replayed from its history when it next wakes. "
+        "Default: 1000. See docs/operations.md.",
+    ),
+]

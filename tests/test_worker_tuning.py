@@ -1,0 +1,36 @@
+"""The controller's worker tuning reaches its Worker: the workflow cache is what bounds its
+memory at fleet scale (bench/memory_bench.py), so an operator's setting must take effect."""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from datetime import timedelta
+
+from temporalio.testing import WorkflowEnvironment
+
+from adapters.sim import SimFleet
+from workers.controller import WorkerTuning, controller_worker
+
+
+async def test_the_controller_worker_takes_its_cache_sticky_timeout_and_pollers(
+    time_env: WorkflowEnvironment,
+) -> None:
+    tuning = WorkerTuning(
+        max_cached_workflows=250, sticky_queue_timeout=timedelta(seconds=3), workflow_pollers=2
+    )
+    with ThreadPoolExecutor(max_workers=2) as executor:
+        worker = controller_worker(
+            time_env.client, SimFleet(nodes=1).cluster, executor, "tuned", tuning=tuning
+        )
+        config = worker.config()
+    assert config["max_cached_workflows"] == 250
+    assert config["sticky_queue_schedule_to_start_timeout"] == timedelta(seconds=3)
+    assert config["workflow_task_poller_behavior"].maximum == 2
+
+
+async def test_by_default_the_controller_keeps_the_sdk_cache(
+    time_env: WorkflowEnvironment,
+) -> None:
+    with ThreadPoolExecutor(max_workers=2) as executor:
+        worker = controller_worker(time_env.client, SimFleet(nodes=1).cluster, executor, "plain")
+        assert worker.config()["max_cached_workflows"] == WorkerTuning().max_cached_workflows
