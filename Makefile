@@ -4,8 +4,9 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 BENCH_STAMP := $(VENV)/.bench-installed
+UI_STAMP    := $(VENV)/.ui-installed
 
-.PHONY: demo test test-fast test-stress bench chaos lint venv clean
+.PHONY: demo test test-fast test-stress bench chaos ui-check lint venv clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -49,6 +50,18 @@ bench: $(BENCH_STAMP)
 	$(BIN)/python bench/scale_bench.py
 	$(BIN)/python bench/kube_scale_bench.py
 	$(BIN)/python bench/report.py
+
+$(UI_STAMP): $(STAMP)
+	$(BIN)/pip install --quiet -e '.[dev,ui]'
+	touch $(UI_STAMP)
+
+# The Web UI in a headless browser (not in `make test`: a minute or two of the demo): the demo,
+# then the fleet view `remedy ui` prints, a ladder's page and the budget naming its holders,
+# asserted on and screenshotted to docs/screenshots/. Needs Debian's chromium (apt-get install
+# chromium) or UI_CHECK_ARGS='--chromium PATH'; downloads no browser.
+ui-check: $(UI_STAMP)
+	$(BIN)/python -m compileall -q remedy contract workflows activities workers adapters
+	$(BIN)/python -m tests.ui_check $(UI_CHECK_ARGS)
 
 # Crash tests with real processes (chaos/): every experiment at full size, four side by side
 # (about 15 minutes on 2 cores); prints the table, writes bench/results/chaos.md and its section
