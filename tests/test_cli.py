@@ -73,7 +73,7 @@ async def test_approve_and_abort_from_the_command_line(dev_env: WorkflowEnvironm
     missing = await cli("approve", "no-such-node", "--address", address)
     [approval] = first_state.approvals
     who = f"alice ({approval.identity})"  # the name given, and the identity the CLI connected as
-    assert approved == (0, f"{first}: approved rung 1 (reset_gpu) by {who}; ladder now acting\n")
+    assert approved == (0, f"{first}: approved rung 2 (reset_gpu) by {who}; ladder now acting\n")
     assert first_result.outcome is Outcome.RECOVERED
     assert (approval.by, approval.note) == ("alice", "ticket 42") and approval.identity
     assert aborted == (0, f"{second}: ladder aborted: {second_result.detail}\n")
