@@ -9,8 +9,9 @@ from datetime import datetime
 from pydantic import BaseModel
 
 from remedy.durations import format_duration
-from remedy.models import Finding
-from remedy.remediation import Consent, Phase, RemediationState
+from remedy.models import Action, Finding
+from remedy.numbering import rung_number
+from remedy.remediation import Attempt, Consent, Phase, RemediationState
 from remedy.runbook.schema import Approval, OnApprovalTimeout, Runbook, Rung
 
 
@@ -94,15 +95,19 @@ def static_summary(node: str, finding: Finding, runbook: Runbook) -> str:
 
 
 def remediation_details(state: RemediationState) -> str:
-    """The workflow's current details (Markdown) in the Web UI."""
+    """The workflow's current details (Markdown) in the Web UI. Plain lines and a list: this
+    UI's renderer runs a table's cells together. Rungs count from 1 (remedy.numbering)."""
     node = state.node.name
     if state.runbook is None or state.trigger is None:
         return f"### {node}\nWaiting for the first finding."
     runbook, trigger = state.runbook, state.trigger
+    began = first_fault(state)
     lines = [
-        f"### {node}: {trigger.headline()}",
+        f"### {node}: {trigger.headline()}"
+        + (f" (the ladder began with {began})" if began != trigger.headline() else ""),
         f"**Runbook** `{runbook.name}` ({runbook.cause.value}) · **pool** `{state.node.pool}`"
-        f" · **phase** {state.phase.value.replace('_', ' ')}",
+        f" · **phase** {phase_name(state)}"
+        + (f" since {at(state.phase_since)}" if state.phase_since else ""),
     ]
     if trigger.evidence:
         lines.append(f"**Evidence** {trigger.evidence}")
@@ -114,23 +119,64 @@ def remediation_details(state: RemediationState) -> str:
         lines.append(f"**Also seen** {kept} (handled after this fault)")
     lines.append(f"**Rung** {_rung_line(state)}")
     lines.append(f"**Next** {_next_step(state)}")
-    if state.outcome is None:
-        lines.append(
-            f'**Approve** `remedy approve {node}` · **abort** `remedy abort {node} --reason "..."`'
-        )
+    abort = f'`remedy abort {node} --reason "..."`'
+    if state.phase is Phase.AWAITING_APPROVAL:  # only then is there anything to approve
+        lines.append(f"**Approve** `remedy approve {node}` · **abort** {abort}")
+    elif state.outcome is None:
+        lines.append(f"**Abort** {abort}")
     lines += [
-        f"**Approved** rung {a.rung} by {a.who} at {a.at:%Y-%m-%d %H:%M:%S} UTC"
+        f"**Approved** rung {rung_number(a.rung)} by {a.who} at {at(a.at)}"
         + (f": {a.note}" if a.note else "")
         for a in state.approvals
     ]
     if state.attempts:
-        lines += ["", "| rung | action | result | detail |", "|---|---|---|---|"]
-        lines += [
-            f"| {'-' if a.rung < 0 else a.rung} | {a.action.value} | {a.result.value} | "
-            f"{a.detail.replace('|', '/')[:120]} |"
-            for a in state.attempts
-        ]
+        lines += ["", "**Ladder so far**", ""]
+        lines += [_attempt_line(a) for a in state.attempts]
     return "\n".join(lines)
+
+
+def at(when: datetime) -> str:
+    return f"{when:%Y-%m-%d %H:%M:%S} UTC"
+
+
+def first_fault(state: RemediationState) -> str:
+    """The fault the ladder began with: the trigger, unless another took over since."""
+    began = next((e.from_fault for e in state.escalations if e.from_fault), "")
+    return began or (state.trigger.headline() if state.trigger else "")
+
+
+def phase_name(state: RemediationState) -> str:
+    if state.phase is Phase.RESTORING:  # past the ladder, though the workflow still runs
+        return "restoring (giving the node back; the ladder ends after it)"
+    return state.phase.value.replace("_", " ")
+
+
+def approval_deadline(state: RemediationState) -> datetime | None:
+    """When the approval waited for now runs out (None: none waits, or it never does)."""
+    ladder = state.runbook.ladder if state.runbook else []
+    if state.phase is not Phase.AWAITING_APPROVAL or state.phase_since is None:
+        return None
+    if state.rung >= len(ladder):
+        return None
+    rung = ladder[state.rung]
+    if rung.on_approval_timeout is OnApprovalTimeout.WAIT:
+        return None
+    return state.phase_since + rung.approval_timeout
+
+
+def _attempt_line(a: Attempt) -> str:
+    step = f"rung {rung_number(a.rung)} {a.action.value}" if a.rung >= 0 else a.action.value
+    return f"- **{step}**: {a.result.value.replace('_', ' ')} at {at(a.started_at)} — " + clip(
+        a.detail.replace("\n", " ")
+    )
+
+
+def clip(text: str, limit: int = 160) -> str:
+    """At most ``limit`` characters, cut between words."""
+    if len(text) <= limit:
+        return text
+    cut = text[:limit].rsplit(" ", 1)[0]
+    return cut + " …"
 
 
 def _rung_line(state: RemediationState) -> str:
@@ -139,17 +185,21 @@ def _rung_line(state: RemediationState) -> str:
         return "none (the runbook holds the node for a human)"
     if state.phase in (Phase.WAITING, Phase.TOLERATING):
         return f"not climbing yet; first rung {ladder[0].action.value}"
+    if state.phase is Phase.RESTORING:
+        return f"none: past the ladder ({len(ladder)} rungs), restoring the node"
     if state.rung >= len(ladder):
         return f"past the last of {len(ladder)}"
-    return f"{state.rung + 1} of {len(ladder)}: {ladder[state.rung].action.value}"
+    return f"{rung_number(state.rung)} of {len(ladder)}: {ladder[state.rung].action.value}"
 
 
-def _deadline(rung: Rung) -> str:
-    """What an unanswered approval of the rung comes to (``on_approval_timeout``)."""
+def _deadline(state: RemediationState, rung: Rung) -> str:
+    """What an unanswered approval of the rung comes to (``on_approval_timeout``), and when."""
     if rung.on_approval_timeout is OnApprovalTimeout.WAIT:
         return "no deadline"
     timeout = format_duration(rung.approval_timeout)
-    return f"times out after {timeout}: {rung.on_approval_timeout.comes_to()}"
+    deadline = approval_deadline(state)
+    by = f"at {at(deadline)}, {timeout} after it was asked" if deadline else f"after {timeout}"
+    return f"times out {by}: {rung.on_approval_timeout.comes_to()}"
 
 
 def _next_step(state: RemediationState) -> str:
@@ -160,20 +210,16 @@ def _next_step(state: RemediationState) -> str:
     action = rung.action.value if rung else "the end of the ladder"
     match state.phase:
         case Phase.TOLERATING:
-            ends = (
-                f"{state.tolerance_ends_at:%Y-%m-%d %H:%M:%S} UTC"
-                if state.tolerance_ends_at
-                else "soon"
-            )
+            ends = at(state.tolerance_ends_at) if state.tolerance_ends_at else "soon"
             return f"tolerance window until {ends}; a clean re-probe ends it, else {action}"
         case Phase.AWAITING_APPROVAL if rung is not None and state.consent is Consent.UNDRAINED:
             return (
                 f"**waiting for approval** to {action} the node undrained (its drain failed; "
-                f"{_deadline(rung)}): `remedy approve {state.node.name}`"
+                f"{_deadline(state, rung)}): `remedy approve {state.node.name}`"
             )
         case Phase.AWAITING_APPROVAL if rung is not None:
             return (
-                f"**waiting for approval** of {action} ({_deadline(rung)}): "
+                f"**waiting for approval** of {action} ({_deadline(state, rung)}): "
                 f"`remedy approve {state.node.name}`"
             )
         case Phase.AWAITING_LEASE:
@@ -190,7 +236,10 @@ def _next_step(state: RemediationState) -> str:
         case Phase.VERIFYING:
             return f"verification probe after {action}"
         case Phase.RESTORING:
-            return "restoring the node (uncordon)"
+            restored = bool(state.attempts) and state.attempts[-1].action is Action.RESTORE
+            if restored:
+                return "the node is given back; the ladder closes (its lease, its record)"
+            return "restore the node (uncordon, return its GPUs); then the ladder ends"
         case Phase.ACTING:
             needs = " (approval required)" if rung and rung.approval is Approval.REQUIRED else ""
             return f"{action}{needs}, then a verification probe"

@@ -21,6 +21,7 @@ from remedy.models import (
     Severity,
     vouched,
 )
+from remedy.numbering import rung_number
 from remedy.redaction.operator import OperatorReason, OperatorText
 from remedy.runbook.schema import Approval as ApprovalMode
 from remedy.runbook.schema import Runbook
@@ -191,11 +192,13 @@ class Escalation(Frozen):
     kind: str = "escalated"  # "escalated" (a worse fault) or "continued" (the next part's)
     from_rung: int = 0
     to_rung: int = 0  # where the new runbook's ladder starts: past what was already done
+    from_fault: str = ""  # the fault that drove the ladder until then (empty: a run before)
 
     def describe(self) -> str:
+        start = rung_number(self.to_rung)
         return (
             f"{self.kind} from {self.from_runbook} to {self.to_runbook} because {self.because}"
-            + (f" (from rung {self.to_rung}: the rungs below were done)" if self.to_rung else "")
+            + (f" (from rung {start}: the rungs below were done)" if self.to_rung else "")
         )
 
 
@@ -270,14 +273,15 @@ class RemediationState(BaseModel):
         if req.rung is None and self.phase is not Phase.AWAITING_APPROVAL:
             return f"nothing waits for approval (the ladder is {self.phase.value})"
         rung = self.rung if req.rung is None else req.rung
+        said = f"rung {rung_number(rung)}"  # people count rungs from 1 (remedy.numbering)
         if not 0 <= rung < len(ladder):
-            return f"no rung {rung} in the ladder ({len(ladder)} rungs)"
+            return f"no {said} in the ladder ({len(ladder)} rungs)"
         action = ladder[rung].action.value
         consent = self.waits_for(rung)
         if consent is None:
-            return f"rung {rung} ({action}) needs no approval"
+            return f"{said} ({action}) needs no approval"
         if rung < self.rung:
-            return f"rung {rung} ({action}) is behind the ladder (now at rung {self.rung})"
+            return f"{said} ({action}) is behind the ladder (now at rung {rung_number(self.rung)})"
         done = next(
             (
                 a
@@ -287,9 +291,7 @@ class RemediationState(BaseModel):
             None,
         )
         if done is not None:
-            return (
-                f"rung {rung} ({action}) was already approved by {done.who} at {done.at:%H:%M:%S}"
-            )
+            return f"{said} ({action}) was already approved by {done.who} at {done.at:%H:%M:%S}"
         return ""
 
     def record_finding(self, finding: Finding) -> None:

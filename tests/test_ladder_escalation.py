@@ -99,6 +99,11 @@ async def test_another_gpus_fault_is_its_own_finding_not_a_failed_verification(
         "gpu-memory-ecc",
         "gpu-row-remap-failure",
     )
+    # The details' heading names the fault that drives the ladder now, and the one it began with.
+    assert remediation_details(state).splitlines()[0] == (
+        f"### {NODE}: {state.trigger.headline() if state.trigger else ''}"
+        f" (the ladder began with {ecc.headline()})"
+    )
     assert "reboot" not in on_node(fleet)  # GPU 6 was fixed; GPU 0 needs new hardware
     assert result.runbook == "gpu-row-remap-failure"
     assert result.outcome is Outcome.NEEDS_HUMAN  # replace waits for an approval nobody gave

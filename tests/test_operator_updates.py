@@ -102,9 +102,9 @@ async def test_an_approve_when_nothing_waits_is_refused_with_why_and_leaves_no_t
         await until_phase(handle, Phase.TOLERATING)
         before = await idle_events(client, handle.id)
         refused = await cli("approve", node, "--address", address, "--by", "alice")
-        with pytest.raises(UpdateRejected, match=r"rung 0 \(drain\) needs no approval"):
+        with pytest.raises(UpdateRejected, match=r"rung 1 \(drain\) needs no approval"):
             await APPROVE_RUNG.execute(handle, ApproveRequest(by="alice", rung=0))
-        with pytest.raises(UpdateRejected, match="no rung 7 in the ladder"):
+        with pytest.raises(UpdateRejected, match="no rung 8 in the ladder"):
             await APPROVE_RUNG.execute(handle, ApproveRequest(by="alice", rung=7))
         pool = await cli("resume-pool", queues.pool, "--address", address)
         budget = client.get_workflow_handle(budget_workflow_id(queues.pool))
@@ -152,11 +152,11 @@ async def test_an_approve_for_the_waiting_rung_answers_with_the_new_phase_and_sh
     [approval] = result.approvals
     assert approval.by == "alice" and approval.note == "RMA 7" and approval.identity
     who = f"alice ({approval.identity}) [unverified]"  # no keyring: the caller's word
-    assert approved == (0, f"{node}: approved rung 1 (reset_gpu) by {who}; ladder now acting\n")
-    assert f"  1 {approval.at:%H:%M:%S} approved by {who}: RMA 7" in running[1].splitlines()
+    assert approved == (0, f"{node}: approved rung 2 (reset_gpu) by {who}; ladder now acting\n")
+    assert f"  2 {approval.at:%H:%M:%S} approved by {who}: RMA 7" in running[1].splitlines()
     assert result.outcome is Outcome.RECOVERED
     lines = closed[1].splitlines()
-    approved_at = lines.index(f"  1 {approval.at:%H:%M:%S} approved by {who}: RMA 7")
+    approved_at = lines.index(f"  2 {approval.at:%H:%M:%S} approved by {who}: RMA 7")
     assert lines[approved_at + 1].split()[2] == "reset_gpu"  # in time: then the rung ran
 
 
@@ -240,8 +240,8 @@ def _ladder(phase: Phase, rung: int, approvals: list[Approval] | None = None) ->
         (Phase.TOLERATING, 0, 1, ""),  # ahead of time: an existing feature
         (Phase.AWAITING_APPROVAL, 1, None, ""),
         (Phase.AWAITING_APPROVAL, 1, 1, ""),
-        (Phase.AWAITING_APPROVAL, 1, 0, "rung 0 (drain) needs no approval"),
-        (Phase.ACTING, 2, 1, "rung 1 (reset_gpu) is behind the ladder (now at rung 2)"),
+        (Phase.AWAITING_APPROVAL, 1, 0, "rung 1 (drain) needs no approval"),
+        (Phase.ACTING, 2, 1, "rung 2 (reset_gpu) is behind the ladder (now at rung 3)"),
         (Phase.DONE, 2, None, "the ladder is finished (done): nothing to approve"),
     ],
 )
@@ -257,7 +257,7 @@ def test_an_approval_already_given_is_refused_naming_who_gave_it() -> None:
     given = Approval(rung=1, by="alice", at=at, identity="remedy-cli:alice@host")
     ladder = _ladder(Phase.TOLERATING, 0, [given])
     assert ladder.why_not_approve(ApproveRequest(by="bob", rung=1)) == (
-        "rung 1 (reset_gpu) was already approved by "
+        "rung 2 (reset_gpu) was already approved by "
         "alice (remedy-cli:alice@host) [unverified] at 12:00:00"
     )
 

@@ -126,7 +126,7 @@ async def test_a_waiting_ladder_is_found_by_its_search_attributes_and_tells_its_
     assert f"### {node}: Xid 48 on GPU 3" in details
     assert "**waiting for approval** of reset_gpu" in details
     assert f"`remedy approve {node}`" in details
-    assert "| 0 | drain | done |" in details  # the ladder so far
+    assert "- **rung 1 drain**: done at " in details  # the ladder so far
 
     assert status_code == 0
     [row] = json.loads(status_out)["nodes"]

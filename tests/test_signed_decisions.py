@@ -153,9 +153,9 @@ async def test_without_a_keyring_a_signal_is_checked_as_the_update_is_and_show_s
         result = await handle.result()
     assert refused.approvals == [] and refused.phase is Phase.AWAITING_APPROVAL
     [refusal] = refused.refused
-    assert (refusal.verb, refusal.why) == ("approve", "no rung 99 in the ladder (2 rungs)")
+    assert (refusal.verb, refusal.why) == ("approve", "no rung 100 in the ladder (2 rungs)")
     lines = timeline(NodeLadder(node=node, runbook=None, status="x", refused=refused.refused))
-    assert lines[-1].endswith("approve signal refused: no rung 99 in the ladder (2 rungs)")
+    assert lines[-1].endswith("approve signal refused: no rung 100 in the ladder (2 rungs)")
     [approval] = result.approvals  # the signal for the waiting rung counts, unverified
     assert approval.who == "carol [unverified]" and approval.key == ""
 
@@ -180,6 +180,6 @@ async def test_the_cli_signs_with_its_key_and_the_ladder_records_the_keyrings_na
     assert unsigned[0] == 2 and unsigned[1].startswith(f"error: {node}: unsigned")
     assert signed == (
         0,
-        f"{node}: approved rung 1 (reset_gpu) by alice [key {fingerprint}]; ladder now acting\n",
+        f"{node}: approved rung 2 (reset_gpu) by alice [key {fingerprint}]; ladder now acting\n",
     )
     assert [(a.by, a.key) for a in result.approvals] == [("alice", fingerprint)]

@@ -23,6 +23,7 @@ from contract.messages import APPROVE, REMEDIATION_STATE
 from remedy.budget import BudgetPolicy
 from remedy.durations import format_duration
 from remedy.models import Action, Component, Finding, NodeRef, Severity
+from remedy.numbering import rung_label
 from remedy.remediation import ApproveRequest, Attempt, FindingReport, RemediationResult
 from remedy.runbook import Runbook, RunbookSet
 from remedy.runbook.schema import Approval
@@ -205,7 +206,7 @@ def timeline(rehearsal: Rehearsal) -> list[str]:
 
 
 def _line(start: datetime, attempt: Attempt) -> str:
-    rung = "-" if attempt.rung < 0 else str(attempt.rung + 1)
+    rung = rung_label(attempt.rung)
     took = format_duration(attempt.finished_at - attempt.started_at)
     return (
         f"  T+{_at(start, attempt.started_at):<9} rung {rung:<2} "

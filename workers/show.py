@@ -5,20 +5,29 @@ as signals that the running ladder refused."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
+
 from pydantic import BaseModel
 from temporalio.client import Client, WorkflowExecutionStatus
 
 from contract.messages import REMEDIATION_STATE
 from contract.names import remediation_workflow_id
+from remedy.describe import approval_deadline, at
 from remedy.durations import format_duration
+from remedy.numbering import rung_label, rung_number
 from remedy.remediation import Approval, Attempt, Escalation, Refusal
 from workflows.node_remediation import NodeRemediation
+
+ZERO = timedelta(0)
 
 
 class NodeLadder(BaseModel):
     node: str
     runbook: str | None
     status: str  # the phase while it runs, the outcome once closed
+    since: datetime | None = None  # when the phase began (workflow time)
+    deadline: datetime | None = None  # when the approval waited for runs out
+    read_at: datetime | None = None  # the caller's clock at the read: "4m ago", "in 8h"
     detail: str = ""
     trigger: str = ""
     attempts: list[Attempt] = []
@@ -36,6 +45,9 @@ async def node_ladder(client: Client, node: str) -> NodeLadder:
             node=node,
             runbook=state.runbook.name if state.runbook else None,
             status=state.phase.value,
+            since=state.phase_since,
+            deadline=approval_deadline(state),
+            read_at=datetime.now(UTC),
             trigger=state.trigger.headline() if state.trigger else "",
             attempts=state.attempts,
             approvals=state.approvals,
@@ -61,6 +73,7 @@ def timeline(ladder: NodeLadder) -> list[str]:
         f"{ladder.node}: {ladder.status}"
         + (f" — runbook {ladder.runbook}" if ladder.runbook else "")
         + (f", trigger {ladder.trigger}" if ladder.trigger else "")
+        + _when(ladder)
     ]
     approvals = sorted(ladder.approvals, key=lambda a: a.at)
     escalations = sorted(ladder.escalations, key=lambda e: e.at)
@@ -69,7 +82,7 @@ def timeline(ladder: NodeLadder) -> list[str]:
             lines.append(_approval(approvals.pop(0)))
         while escalations and escalations[0].at <= a.started_at:
             lines.append(_escalation(escalations.pop(0)))
-        rung = "  -" if a.rung < 0 else f"{a.rung:>3}"
+        rung = f"{rung_label(a.rung):>3}"  # people count rungs from 1
         took = format_duration(a.finished_at - a.started_at)
         lines.append(
             f"{rung} {a.started_at:%H:%M:%S} {a.action.value:<10} {a.result.value:<18} "
@@ -89,4 +102,21 @@ def _escalation(e: Escalation) -> str:
 
 def _approval(a: Approval) -> str:
     note = f": {a.note}" if a.note else ""
-    return f"{a.rung:>3} {a.at:%H:%M:%S} approved by {a.who}{note}"
+    return f"{rung_number(a.rung):>3} {a.at:%H:%M:%S} approved by {a.who}{note}"
+
+
+def _when(ladder: NodeLadder) -> str:
+    """Since when the phase holds, and an approval's deadline: absolute, and relative to the
+    read."""
+    said = ""
+    if ladder.since is not None:
+        said += f"; since {at(ladder.since)}" + _ago(ladder.since, ladder.read_at)
+    if ladder.deadline is not None:
+        said += f"; approval times out at {at(ladder.deadline)}"
+        if ladder.read_at is not None:
+            said += f" (in {format_duration(max(ladder.deadline - ladder.read_at, ZERO))})"
+    return said
+
+
+def _ago(when: datetime, now: datetime | None) -> str:
+    return f" ({format_duration(max(now - when, ZERO))} ago)" if now is not None else ""

@@ -109,6 +109,7 @@ class RunbookChanges:
             kind=kind,
             from_rung=state.rung,
             to_rung=start,
+            from_fault=state.trigger.headline() if state.trigger else "",
         )
         state.escalations = [*state.escalations, escalation]
         state.runbook, state.trigger = report.runbook, report.finding

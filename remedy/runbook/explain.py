@@ -15,6 +15,7 @@ from remedy.actions import ACTIONS
 from remedy.durations import format_duration
 from remedy.gpu_scope import SCOPED_DOES
 from remedy.models import Action, Scope
+from remedy.numbering import rung_number
 from remedy.runbook.schema import Approval, Match, OnApprovalTimeout, Runbook, Rung
 
 WAIT = OnApprovalTimeout.WAIT
@@ -119,7 +120,7 @@ def explain(runbook: Runbook) -> list[str]:
     for timing, rung in zip(timings(runbook), runbook.ladder, strict=True):
         by = f"by {format_duration(timing.starts_by)}"
         does = SCOPED_DOES[rung.action] if rung.scope is Scope.GPU else ACTIONS[rung.action].does
-        lines.append(step.format(by, f"rung {timing.index + 1}: {does}"))
+        lines.append(step.format(by, f"rung {rung_number(timing.index)}: {does}"))
         if rung.approval is Approval.REQUIRED:
             lines.append(
                 step.format(

@@ -138,7 +138,11 @@ def approve(
     address: AddressOption = None,
     rung: Annotated[
         int | None,
-        typer.Option(help="Approve this rung ahead of time (default: the rung waiting now)."),
+        typer.Option(
+            min=1,
+            help="Approve this rung ahead of time, counted from 1 as `remedy show` and the Web "
+            "UI count (default: the rung waiting now).",
+        ),
     ] = None,
     by: ByOption = USER,
     note: WhyOption = "",
@@ -146,10 +150,13 @@ def approve(
 ) -> None:
     """Approve the rung a node's remediation waits for (e.g. a replacement). Exit 2 when
     nothing waits for approval, or the rung is behind the ladder or approved already."""
+    from remedy.numbering import rung_index, rung_number
     from remedy.remediation import ApproveRequest
 
+    wire = None if rung is None else rung_index(rung)  # the wire and signatures count from 0
+
     def request(identity: str) -> ApproveRequest:
-        return ApproveRequest(by=by, rung=rung, note=note, identity=identity)
+        return ApproveRequest(by=by, rung=wire, note=note, identity=identity)
 
     signer = approval_signer(key_or_exit(key))
     done = _decide_node(address, node, APPROVE_RUNG, APPROVE, request, signer)
@@ -160,7 +167,8 @@ def approve(
     moved = f"ladder now {phase}" if done.moved else f"ladder still {phase} (not acted on yet)"
     ahead = " ahead" if done.ahead else ""
     typer.echo(
-        f"{node}: approved rung {done.rung} ({done.action.value}){ahead} by {done.by}; {moved}"
+        f"{node}: approved rung {rung_number(done.rung)} ({done.action.value}){ahead} by "
+        f"{done.by}; {moved}"
     )
 
 
