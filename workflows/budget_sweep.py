@@ -115,17 +115,22 @@ class BudgetSweep:
     _changed: bool
     _quiet_sweeps = 0  # sweeps in a row that found nothing, for the same holders
     _swept_for: frozenset[str] = frozenset()  # who held a share at the last sweep
+    _swept_at: datetime
+    _holders_changed_at: datetime | None = None  # first seen to differ since that sweep
 
     def _sweep_every(self) -> timedelta:
-        """``reclaim_every``, doubled per quiet sweep (``SWEEP_BACKS_OFF``) while the same
-        holders hold and nobody waits: a new holder is checked ``reclaim_every`` after it came,
-        and a waiting ladder is freed as soon as a sweep can free it."""
+        """How long after the last sweep the next is due: ``reclaim_every``, doubled per
+        quiet sweep (``SWEEP_BACKS_OFF``) while nobody waits for a share (a waiting ladder is
+        freed as soon as a sweep can free it). A new holder is checked ``reclaim_every`` after
+        the holders changed, not at once: it just got its share."""
         state, every = self._state, self._state.policy.reclaim_every
         if not workflow.patched(SWEEP_BACKS_OFF) or state.waiting:
             return every
-        if _holding(state) != self._swept_for:
-            return every
-        return sweep_every(every, self._quiet_sweeps)
+        backed_off = sweep_every(every, self._quiet_sweeps)
+        if _holding(state) == self._swept_for:
+            return backed_off
+        self._holders_changed_at = self._holders_changed_at or workflow.now()
+        return min(backed_off, self._holders_changed_at + every - self._swept_at)
 
     async def _housekeep(self, sweep: Callable[[], Awaitable[None]]) -> None:
         """``sweep``, counting whether it was quiet: nothing reclaimed or given back, for the
@@ -135,7 +140,7 @@ class BudgetSweep:
         after = _holding(self._state)
         quiet = after == before == self._swept_for
         self._quiet_sweeps = self._quiet_sweeps + 1 if quiet else 0
-        self._swept_for = after
+        self._swept_for, self._holders_changed_at = after, None
 
     async def _end_holds(self) -> None:
         """A node held for a human is given back when remedy's cordon is gone from it (it was
