@@ -4,7 +4,8 @@ It serves the node's host-local activities (probe, diagnose, reset GPU, reboot, 
 on the node's own task queue, and runs the probe loop: NVML Xid events as they happen, a full
 probe every interval, results published as node conditions, and a signal-with-start of the
 node's remediation when a finding newly matches a runbook. Reports are edge-triggered: a fault
-that persists (a node held for a human) is reported once, not every interval; so are the
+that persists (a node held for a human) is reported once per change, not every interval, and
+a repeat the node's running ladder already has is folded (remedy/report_changes.py); so are the
 conditions, written when they change and otherwise once per heartbeat (remedy.liveness), and
 the node's Xids, written only when one is new; so is which pod uses which GPU (the kubelet's
 pod-resources API, remedy/pod_resources.py). Its dependency
@@ -20,9 +21,11 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
-from temporalio.client import Client
+from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle
 from temporalio.runtime import Runtime
+from temporalio.service import RPCError
 
 from contract.names import CONTROLLER_TASK_QUEUE, node_task_queue
 from remedy.attribution.evidence import recent_xid
@@ -38,13 +41,12 @@ from remedy.probe import probe_node
 from remedy.probe.xid_events import XidWatcher
 from remedy.redaction import Redactor, redacted
 from remedy.remediation import FindingReport
+from remedy.report_changes import Changes, ReportKey, Routing, report_key, routing
 from remedy.runbook import RunbookSet
 from workers.client import report_finding
 from workers.controller import node_agent_worker
 
 log = logging.getLogger(__name__)
-
-FindingKey = tuple[str, str, int | None, str | None]
 
 
 def _utcnow() -> datetime:
@@ -84,7 +86,10 @@ class NodeAgent:
         self._client, self._host, self._runbooks = client, host, runbooks
         self._marks, self.config, self._clock = marks, config, clock
         self._gpu_use = gpu_use
-        self._active: set[FindingKey] = set()
+        self._changes = Changes()  # the unhealthy findings of the last round
+        # Each fault as last reported, and the ladder run it went to.
+        self._sent: dict[tuple[ReportKey, Routing], WorkflowHandle[Any, Any]] = {}
+        self.reports_folded = 0  # repeats the running ladder already had: not sent
         self._written: list[NodeCondition] | None = None  # what the node held when last seen
         self.reports_sent = 0
         self.last_report: ProbeReport | None = None
@@ -96,6 +101,10 @@ class NodeAgent:
         )
         self._findings = meter.create_counter(
             "remedy_findings_reported", "Unhealthy findings reported, by check and reason."
+        )
+        self._folded = meter.create_counter(
+            "remedy_findings_folded",
+            "Repeats of a finding not sent: the node's running ladder already has it.",
         )
         self._dependency_ok = meter.create_gauge(
             "remedy_dependency_ok", "1 when a dependency remedy relies on is there, else 0."
@@ -160,16 +169,11 @@ class NodeAgent:
         self._probes.add(1, {"verdict": verdict})
         self._probe_seconds.record(report.duration_s)
         await self._publish(report, xids)
-        for finding in xids + self._newly_unhealthy(report):
-            self._findings.add(1, {"check": finding.check, "reason": finding.reason})
+        # Xid events are news each time; a probe's findings only when they changed.
+        changed = self._changes.round([f for f in report.findings if f.unhealthy])
+        for finding in xids + changed:
             await self._report(finding)
         return report
-
-    def _newly_unhealthy(self, report: ProbeReport) -> list[Finding]:
-        current = {_key(f): f for f in report.findings if f.unhealthy}
-        new = [finding for key, finding in current.items() if key not in self._active]
-        self._active = set(current)  # a fault that went away and comes back is new again
-        return new
 
     async def _publish(self, report: ProbeReport, pushed: list[Finding]) -> None:
         """Conditions for the cluster, and every Xid (application ones too: a job guard ties
@@ -218,8 +222,15 @@ class NodeAgent:
         runbook = self._runbooks.match(finding)
         if runbook is None:
             return  # informational: nothing to remediate
+        labels = {"check": finding.check, "reason": finding.reason}
+        fault = (report_key(finding), routing(finding))
+        if await self._ladder_has(fault):
+            self.reports_folded += 1
+            self._folded.add(1, labels)
+            return
+        self._findings.add(1, labels)
         try:
-            await report_finding(
+            self._sent[fault] = await report_finding(
                 self._client,
                 self.config.node,
                 FindingReport(finding=finding, runbook=runbook),
@@ -230,8 +241,20 @@ class NodeAgent:
             self.reports_sent += 1
         except Exception:  # noqa: BLE001 - forget it so the next round reports it again
             log.exception("could not report %s on %s", finding.headline(), self._host.name)
-            self._active.discard(_key(finding))
+            self._changes.forget(finding)
 
-
-def _key(finding: Finding) -> FindingKey:
-    return (finding.check, finding.reason, finding.component.index, finding.component.device)
+    async def _ladder_has(self, fault: tuple[ReportKey, Routing]) -> bool:
+        """Whether the ladder run this fault was last reported to still runs: it has the
+        fault (a repeat adds nothing; its own re-probes see the fault). A finished run, or
+        one the server cannot describe, gets the report: a new ladder decides."""
+        sent = self._sent.get(fault)
+        if sent is None:
+            return False
+        run = self._client.get_workflow_handle(sent.id, run_id=sent.result_run_id)
+        try:
+            running = (await run.describe()).status is WorkflowExecutionStatus.RUNNING
+        except RPCError:
+            running = False
+        if not running:
+            del self._sent[fault]
+        return running

@@ -37,6 +37,7 @@ from temporalio.converter import (
     PayloadConverter,
 )
 
+from contract.defs import REJECTED
 from remedy.redaction import Redactor
 
 ENCODING = b"binary/encrypted"
@@ -143,7 +144,11 @@ class EncryptionCodec(PayloadCodec):
 class RedactingFailureConverter(DefaultFailureConverter):
     """Temporal's failure converter, each failure's message and stack trace redacted (the
     default rules) before they are written: an activity's error quotes a tool's stderr, and a
-    failure is no payload, so redaction is all that stands between it and the history."""
+    failure is no payload, so redaction is all that stands between it and the history.
+
+    A refusal (a validator's ``REJECTED``: nothing to approve, the ladder is finished) is an
+    answer, not a fault: it keeps its reason and loses its stack trace, which the Web UI would
+    show the operator as the worker's traceback and file paths."""
 
     encrypting: ClassVar[bool] = False
     _redactor = Redactor()
@@ -156,7 +161,8 @@ class RedactingFailureConverter(DefaultFailureConverter):
     ) -> None:
         super().to_failure(exception, payload_converter, failure)  # causes come back through here
         message = self._redactor.text(failure.message)
-        stack_trace = self._redactor.text(failure.stack_trace)
+        refusal = failure.application_failure_info.type == REJECTED
+        stack_trace = "" if refusal else self._redactor.text(failure.stack_trace)
         if not self.encrypting:
             failure.message, failure.stack_trace = message, stack_trace
             return

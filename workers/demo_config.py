@@ -34,6 +34,9 @@ JOB_NODES = 4
 # Runbooks for particular pools (inference-gpu-ecc: scope gpu), loaded beside the shipped ones.
 EXAMPLE_RUNBOOKS = Path(__file__).resolve().parents[1] / "examples" / "runbooks"
 SCAN_EVERY = timedelta(seconds=5)
+# The budget's sweep is a safety net (a holder terminated by hand, a node a person restored):
+# sped up like the rest it ran every second and filled the budget's history (issue 32).
+SWEEP_AT_MOST_EVERY = timedelta(seconds=15)
 
 
 @dataclass
@@ -132,6 +135,6 @@ def budget_policy(config: DemoConfig) -> BudgetPolicy:
     return default.model_copy(
         update={
             "storm_window": default.storm_window / config.speedup,
-            "reclaim_every": default.reclaim_every / config.speedup,
+            "reclaim_every": max(default.reclaim_every / config.speedup, SWEEP_AT_MOST_EVERY),
         }
     )

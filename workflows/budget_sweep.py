@@ -10,11 +10,20 @@ pool is. Its timers are never cancelled (one that is no longer needed fires into
 ignores it), which also keeps the time-skipping test server off a path where it strands a
 workflow whose task cancels a timer that fired meanwhile ("invalid history builder state for
 action", temporalio/sdk-java#3088).
+
+A sweep that finds nothing doubles the wait for the next (``SWEEP_BACKS_OFF``), up to
+``MAX_DOUBLINGS``: a pool whose holders all wait for people (a night with nobody on call)
+swept every ``reclaim_every`` and filled its history with a timer and an activity each time.
+The wait is ``reclaim_every`` again as soon as who holds a share changes, a sweep finds
+something, or a ladder waits for a share (then a dead holder or a restored node is what
+keeps it waiting): a dead holder nobody waits behind is reclaimed within
+``reclaim_every × 2^MAX_DOUBLINGS`` at worst.
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 from datetime import datetime, timedelta
 
 from temporalio import workflow
@@ -27,14 +36,20 @@ with workflow.unsafe.imports_passed_through():
     from remedy.budget import ASK_KEPT_FOR, BudgetState, HeldCheck, HolderCheck
 
 SWEEP_ON_ITS_OWN_CLOCK = "budget-sweeps-on-its-own-clock"  # runs before: a signal put it off
+SWEEP_BACKS_OFF = "budget-sweep-backs-off"  # runs before: every reclaim_every, found or not
 SOONEST = timedelta(seconds=1)
+MAX_DOUBLINGS = 3  # a quiet pool sweeps every 8 × reclaim_every (8 minutes by default)
 
 
-def wake_at(state: BudgetState, swept_at: datetime, now: datetime) -> datetime | None:
-    """When the loop must wake by itself: the next sweep while anyone holds a lease or a node
-    is held, and when the oldest ask or unhealthy report ages out (a tripped breaker must
-    close by itself once the storm passes). Never sooner than ``SOONEST`` from ``now``."""
-    wakes = [swept_at + state.policy.reclaim_every] if state.holders or state.held else []
+def wake_at(
+    state: BudgetState, swept_at: datetime, now: datetime, every: timedelta | None = None
+) -> datetime | None:
+    """When the loop must wake by itself: the next sweep (``every`` after the last; default
+    ``reclaim_every``) while anyone holds a lease or a node is held, and when the oldest ask
+    or unhealthy report ages out (a tripped breaker must close by itself once the storm
+    passes). Never sooner than ``SOONEST`` from ``now``."""
+    every = state.policy.reclaim_every if every is None else every
+    wakes = [swept_at + every] if state.holders or state.held else []
     if state.asking:  # an ask its ladder stopped renewing is dropped
         wakes.append(min(a.renewed_at for a in state.asking) + ASK_KEPT_FOR)
     if state.unhealthy:
@@ -78,11 +93,54 @@ class Alarm:
         return True
 
 
+def sweep_every(every: timedelta, quiet_sweeps: int) -> timedelta:
+    """The wait after ``quiet_sweeps`` sweeps in a row that found nothing.
+
+    >>> [sweep_every(timedelta(minutes=1), n).seconds // 60 for n in range(6)]
+    [1, 2, 4, 8, 8, 8]
+    """
+    doublings: int = 2 ** min(quiet_sweeps, MAX_DOUBLINGS)
+    return every * doublings
+
+
+def _holding(state: BudgetState) -> frozenset[str]:
+    """Who holds a share: the lease holders and the nodes held for a person."""
+    return frozenset(h.holder for h in state.holders) | {f"held:{h.node}" for h in state.held}
+
+
 class BudgetSweep:
-    """Mixed into DisruptionBudget: the sweep's two steps."""
+    """Mixed into DisruptionBudget: the sweep's two steps, and how often it runs."""
 
     _state: BudgetState
     _changed: bool
+    _quiet_sweeps = 0  # sweeps in a row that found nothing, for the same holders
+    _swept_for: frozenset[str] = frozenset()  # who held a share at the last sweep
+    _swept_at: datetime
+    _holders_changed_at: datetime | None = None  # first seen to differ since that sweep
+
+    def _sweep_every(self) -> timedelta:
+        """How long after the last sweep the next is due: ``reclaim_every``, doubled per
+        quiet sweep (``SWEEP_BACKS_OFF``) while nobody waits for a share (a waiting ladder is
+        freed as soon as a sweep can free it). A new holder is checked ``reclaim_every`` after
+        the holders changed, not at once: it just got its share."""
+        state, every = self._state, self._state.policy.reclaim_every
+        if not workflow.patched(SWEEP_BACKS_OFF) or state.waiting:
+            return every
+        backed_off = sweep_every(every, self._quiet_sweeps)
+        if _holding(state) == self._swept_for:
+            return backed_off
+        self._holders_changed_at = self._holders_changed_at or workflow.now()
+        return min(backed_off, self._holders_changed_at + every - self._swept_at)
+
+    async def _housekeep(self, sweep: Callable[[], Awaitable[None]]) -> None:
+        """``sweep``, counting whether it was quiet: nothing reclaimed or given back, for the
+        same holders as the sweep before."""
+        before = _holding(self._state)
+        await sweep()
+        after = _holding(self._state)
+        quiet = after == before == self._swept_for
+        self._quiet_sweeps = self._quiet_sweeps + 1 if quiet else 0
+        self._swept_for, self._holders_changed_at = after, None
 
     async def _end_holds(self) -> None:
         """A node held for a human is given back when remedy's cordon is gone from it (it was

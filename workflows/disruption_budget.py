@@ -211,10 +211,11 @@ class DisruptionBudget(BudgetSweep):
             if workflow.patched(SWEEP_ON_ITS_OWN_CLOCK):  # budget_sweep: not put off by signals
                 if not (self._state.holders or self._state.held):
                     self._swept_at = workflow.now()  # nothing to sweep until someone holds
-                self._alarm.set(wake_at(self._state, self._swept_at, workflow.now()), SWEEP)
+                wake = wake_at(self._state, self._swept_at, workflow.now(), self._sweep_every())
+                self._alarm.set(wake, SWEEP)
                 await workflow.wait_condition(lambda: self._changed or self._alarm.due())
                 if self._alarm.ring():
-                    await self._sweep()
+                    await self._housekeep(self._sweep)  # budget_sweep: less often when quiet
             else:
                 try:
                     now = workflow.now()
