@@ -75,8 +75,7 @@ async def test_approve_and_abort_from_the_command_line(dev_env: WorkflowEnvironm
     who = f"alice ({approval.identity})"  # the name given, and the identity the CLI connected as
     assert approved == (
         0,
-        f"{first}: approved rung 2 (reset_gpu) by {who} [unverified]; ladder now acting
-",
+        f"{first}: approved rung 2 (reset_gpu) by {who} [unverified]; ladder now acting\n",
     )
     assert first_result.outcome is Outcome.RECOVERED
     assert (approval.by, approval.note) == ("alice", "ticket 42") and approval.identity
