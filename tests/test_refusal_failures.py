@@ -39,7 +39,7 @@ async def test_a_refused_approval_is_its_reason_alone(
     cause = refused.value.cause
     assert isinstance(cause, ApplicationError) and cause.type == REJECTED
     assert cause.non_retryable
-    assert cause.message.startswith("rung 0 (drain) needs no approval")
+    assert cause.message.startswith("rung 1 (drain) needs no approval")
     # What the server keeps and the UI shows (the codec's, once its codec server opened it).
     assert cause.failure is not None and cause.failure.application_failure_info.type == REJECTED
     assert "Traceback" not in cause.message and ".py" not in cause.message
