@@ -120,7 +120,7 @@ async def test_only_a_decision_signed_by_a_key_in_the_keyring_counts(
         accepted = [e async for e in handle.fetch_history_events() if e.event_type in UPDATES]
     assert reasons[0].startswith("unsigned")
     assert "not in the keyring" in reasons[1]
-    assert "signed for rung 1, not 2" in reasons[2]
+    assert "signed for rung 2, not 3" in reasons[2]
     assert "signed for workflow 'remediation/other-node'" in reasons[3]
     assert "stale" in reasons[4]
     assert reasons[5].startswith("the signature does not verify with alice's key")

@@ -49,7 +49,7 @@ def test_a_signed_decision_verifies_and_names_the_keyrings_operator() -> None:
         ({"workflow_id": "remediation/n2"}, "signed for workflow 'remediation/n1', not"),
         ({"run_id": "r2"}, "signed for run 'r1', not 'r2'"),
         ({"verb": Verb.ABORT}, "signed for verb"),
-        ({"rung": 3}, "signed for rung 2, not 3"),
+        ({"rung": 3}, "signed for rung 3, not 4"),
         ({"epoch": 1}, "signed for epoch 0, not 1"),
         ({"text": "other words"}, "signed for text '', not 'other words'"),
     ],
