@@ -11,6 +11,7 @@ import uuid
 from datetime import timedelta
 from pathlib import Path
 
+from temporalio.client import Client, WorkflowHandle
 from temporalio.service import RPCError
 from temporalio.testing import WorkflowEnvironment
 from typer.testing import CliRunner
@@ -18,7 +19,7 @@ from typer.testing import CliRunner
 from contract.names import remediation_workflow_id
 from remedy.budget import BudgetPolicy
 from remedy.models import Action
-from remedy.remediation import Outcome, Phase
+from remedy.remediation import Outcome, Phase, RemediationResult
 from remedy.runbook import Match, Runbook, Rung
 from tests.conftest import ROOT, Queues, own_fleet, running_workers
 from tests.ladder import report, state_of
@@ -36,6 +37,7 @@ WAITS = Runbook(
 
 
 Said = tuple[int, str]  # a command's exit code and what it printed
+NodeHandle = WorkflowHandle[NodeRemediation, RemediationResult]
 
 
 async def cli(*args: str) -> Said:
@@ -115,6 +117,17 @@ async def trigger(node: str, runbooks: Path, address: str, queues: Queues, *more
     )
 
 
+async def awaiting_approval(client: Client, node: str) -> NodeHandle:
+    """The node's ladder once it waits for an approval (a bound of 10 s against a hang on the
+    dev server's real clock)."""
+    handle = client.get_workflow_handle_for(NodeRemediation.run, remediation_workflow_id(node))
+    for _ in range(200):
+        if (await state_of(handle)).phase is Phase.AWAITING_APPROVAL:
+            return handle
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"{node}: the ladder never reached its approval")
+
+
 async def test_trigger_then_show_the_timeline_then_approve(
     dev_env: WorkflowEnvironment, tmp_path: Path
 ) -> None:
@@ -126,11 +139,7 @@ async def test_trigger_then_show_the_timeline_then_approve(
     fleet.inject(node, "ecc_dbe", gpu=2)
     async with running_workers(client, fleet) as queues:
         started = await trigger(node, tmp_path, address, queues, "--reason", "flaky rank")
-        handle = client.get_workflow_handle_for(NodeRemediation.run, remediation_workflow_id(node))
-        for _ in range(100):
-            if (await state_of(handle)).phase is Phase.AWAITING_APPROVAL:
-                break
-            await asyncio.sleep(0.05)
+        handle = await awaiting_approval(client, node)
         waiting = await cli("show", node, "--address", address)
         await cli("approve", node, "--address", address)
         result = await handle.result()

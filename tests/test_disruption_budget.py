@@ -27,7 +27,7 @@ from remedy.budget import (
 from remedy.models import Action
 from remedy.remediation import ApproveRequest, Outcome, Phase
 from remedy.runbook import Match, Runbook, RunbookSet, Rung
-from tests.conftest import own_fleet, running_workers
+from tests.conftest import Queues, own_fleet, running_workers
 from tests.ladder import Handle, report, state_of, wait_for_phase
 from tests.test_job_watch import eventually
 from workflows.disruption_budget import DisruptionBudget
@@ -96,26 +96,36 @@ async def test_budget_of_two_never_lets_more_than_two_nodes_be_disrupted(
     assert len(drains) == 10
 
 
+# Drained, then waiting for an approval that never comes while holding the only lease.
+HOLD = Runbook(
+    name="hold",
+    match=Match(xids=[48]),
+    ladder=[Rung(action=Action.DRAIN), Rung(action=Action.RESET_GPU, approval="required")],
+)
+
+
+async def _waiting_behind_a_dead_holder(
+    env: WorkflowEnvironment, fleet: SimFleet, queues: Queues
+) -> Handle:
+    """The first node's ladder holds the pool's only lease (``HOLD``), the second's waits for
+    it, and the first is terminated: no release signal ever comes. The waiter's handle."""
+    first, second = sorted(fleet.nodes)
+    holder = await report(env.client, queues, fleet.inject(first, "ecc_dbe"), HOLD)
+    await wait_for_phase(env, holder, Phase.AWAITING_APPROVAL)
+    waiter = await report(env.client, queues, fleet.inject(second, "ecc_dbe"), HOLD)
+    await wait_for_phase(env, waiter, Phase.AWAITING_LEASE)
+    await holder.terminate("operator killed it")
+    return waiter
+
+
 async def test_a_terminated_holder_loses_its_lease_to_the_next_in_line(
     time_env: WorkflowEnvironment,
 ) -> None:
     fleet = SimFleet(nodes=2, pool=f"pool-{uuid.uuid4().hex[:8]}")
-    first, second = sorted(fleet.nodes)
-    # Drained, then waiting for an approval that never comes while holding the only lease.
-    runbook = Runbook(
-        name="hold",
-        match=Match(xids=[48]),
-        ladder=[Rung(action=Action.DRAIN), Rung(action=Action.RESET_GPU, approval="required")],
-    )
+    second = sorted(fleet.nodes)[1]
     policy = BudgetPolicy(max_disruption="1", storm_share=1.0)
     async with running_workers(time_env.client, fleet, policy=policy) as queues:
-        holder = await report(time_env.client, queues, fleet.inject(first, "ecc_dbe"), runbook)
-        await wait_for_phase(time_env, holder, Phase.AWAITING_APPROVAL)
-        waiter: Handle = await report(
-            time_env.client, queues, fleet.inject(second, "ecc_dbe"), runbook
-        )
-        await wait_for_phase(time_env, waiter, Phase.AWAITING_LEASE)
-        await holder.terminate("operator killed it")  # no release signal ever comes
+        waiter = await _waiting_behind_a_dead_holder(time_env, fleet, queues)
         state = await wait_for_phase(time_env, waiter, Phase.AWAITING_APPROVAL)
         assert state.lease_granted_at is not None
         budget = await budget_state(time_env.client, queues.pool)
@@ -132,20 +142,11 @@ async def test_a_busy_pool_still_reclaims_a_dead_holders_lease(
     minute: the budget used to start its minute afresh after each signal and never swept, so
     a terminated holder kept the only lease for good. The sweep runs on its own clock now."""
     fleet = SimFleet(nodes=2, pool=f"pool-{uuid.uuid4().hex[:8]}")
-    first, second = sorted(fleet.nodes)
-    runbook = Runbook(
-        name="hold",
-        match=Match(xids=[48]),
-        ladder=[Rung(action=Action.DRAIN), Rung(action=Action.RESET_GPU, approval="required")],
-    )
+    second = sorted(fleet.nodes)[1]
     policy = BudgetPolicy(max_disruption="1", storm_share=1.0, reclaim_every=timedelta(minutes=1))
     async with running_workers(time_env.client, fleet, policy=policy) as queues:
         budget = time_env.client.get_workflow_handle(budget_workflow_id(queues.pool))
-        holder = await report(time_env.client, queues, fleet.inject(first, "ecc_dbe"), runbook)
-        await wait_for_phase(time_env, holder, Phase.AWAITING_APPROVAL)
-        waiter = await report(time_env.client, queues, fleet.inject(second, "ecc_dbe"), runbook)
-        await wait_for_phase(time_env, waiter, Phase.AWAITING_LEASE)
-        await holder.terminate("operator killed it")  # no release signal ever comes
+        waiter = await _waiting_behind_a_dead_holder(time_env, fleet, queues)
         for _ in range(10):  # 5 minutes of a busy pool: five sweeps due
             await LEASE_RELEASE.send(budget, LeaseRelease(holder="a-ladder-long-gone"))
             await time_env.sleep(timedelta(seconds=30))
@@ -209,11 +210,7 @@ async def test_a_new_run_for_a_node_whose_old_run_was_terminated_gets_its_lease(
 ) -> None:
     fleet = SimFleet(nodes=2, pool=f"pool-{uuid.uuid4().hex[:8]}")
     node = sorted(fleet.nodes)[0]
-    runbook = Runbook(
-        name="hold",
-        match=Match(xids=[48]),
-        ladder=[Rung(action=Action.DRAIN), Rung(action=Action.RESET_GPU, approval="required")],
-    )
+    runbook = HOLD
     policy = BudgetPolicy(max_disruption="1", storm_share=1.0)
     async with running_workers(time_env.client, fleet, policy=policy) as queues:
         old = await report(time_env.client, queues, fleet.inject(node, "ecc_dbe"), runbook)

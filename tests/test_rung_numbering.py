@@ -4,28 +4,15 @@ keeps the ladder's index."""
 
 from __future__ import annotations
 
-import asyncio
 import re
 from pathlib import Path
 
 from temporalio.api.sdk.v1 import WorkflowMetadata
 from temporalio.testing import WorkflowEnvironment
 
-from contract.names import remediation_workflow_id
-from remedy.remediation import Outcome, Phase
+from remedy.remediation import Outcome
 from tests.conftest import own_fleet, running_workers
-from tests.ladder import state_of
-from tests.test_cli import cli, trigger
-from workflows.node_remediation import NodeRemediation
-
-RUNBOOK = """name: hand-reset
-match: {reasons: [ManualTrigger]}
-cordon: true
-ladder:
-  - action: drain
-  - action: reset_gpu
-    approval: required
-"""
+from tests.test_cli import RUNBOOK, awaiting_approval, cli, trigger
 
 
 async def test_show_the_details_approve_and_explain_name_the_same_rung_number(
@@ -39,13 +26,7 @@ async def test_show_the_details_approve_and_explain_name_the_same_rung_number(
     fleet.inject(node, "ecc_dbe", gpu=2)
     async with running_workers(client, fleet) as queues:
         await trigger(node, tmp_path, address, queues)
-        handle = client.get_workflow_handle_for(NodeRemediation.run, remediation_workflow_id(node))
-        for _ in range(200):
-            if (await state_of(handle)).phase is Phase.AWAITING_APPROVAL:
-                break
-            await asyncio.sleep(0.05)
-        else:
-            raise AssertionError("never reached the approval")
+        handle = await awaiting_approval(client, node)
         metadata = await handle.query("__temporal_workflow_metadata", result_type=WorkflowMetadata)
         waiting = await cli("show", node, "--address", address)
         approved = await cli("approve", node, "--rung", "2", "--address", address, "--by", "al")
