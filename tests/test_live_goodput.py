@@ -138,6 +138,9 @@ async def test_the_metrics_endpoint_shows_goodput_and_jobs_ended(
     job = value(lines, "remedy_job_goodput_ratio", job=str(launched.running), pool="default")
     assert job is not None and 0.80 < job < 0.84
     assert (value(lines, "remedy_pool_goodput_ratio", pool="default") or 0) > 0
+    # Workflow metrics are at least once: a guard's workflow task that timed out on a loaded
+    # machine runs again and counts its job's end again (seen: 2 under make test-stress).
     for labels in ({"outcome": "succeeded"}, {"outcome": "failed", "cause": "application"}):
         ended = value(lines, "remedy_jobs_ended_total", **labels) or 0
-        assert ended - (value(before, "remedy_jobs_ended_total", **labels) or 0) == 1, labels
+        assert ended - (value(before, "remedy_jobs_ended_total", **labels) or 0) >= 1, labels
+    assert value(lines, "remedy_jobs_ended_total", outcome="deleted") is None  # nothing else
