@@ -7,8 +7,11 @@ import asyncio
 import uuid
 from collections.abc import Callable
 from datetime import timedelta
+from typing import Any
 
 import pytest
+from temporalio.client import WorkflowHandle
+from temporalio.service import RPCError, RPCStatusCode
 from temporalio.testing import WorkflowEnvironment
 
 from adapters.sim import SimFleet
@@ -33,6 +36,20 @@ async def eventually(check: Callable[[], bool], seconds: float = PATIENCE_S) -> 
             return
         await asyncio.sleep(0.05)
     raise AssertionError("condition never became true")
+
+
+async def started(handle: WorkflowHandle[Any, Any], seconds: float = PATIENCE_S) -> None:
+    """Wait until the workflow exists: the agent writes the node's condition before it
+    signals-with-start the ladder, so a True condition does not mean the ladder is there yet."""
+    for _ in range(int(seconds / 0.1)):
+        try:
+            await handle.describe()
+            return
+        except RPCError as err:
+            if err.status is not RPCStatusCode.NOT_FOUND:
+                raise
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"workflow {handle.id} never started")
 
 
 async def rounds(agent: NodeAgent, count: int) -> None:
@@ -88,6 +105,7 @@ async def test_agent_finds_a_fault_starts_the_ladder_and_a_dead_agent_fails_clos
         fleet.inject(node, "ecc_dbe", gpu=3)  # the agent is told nothing: it must find it
         handle = client.get_workflow_handle_for(NodeRemediation.run, remediation_workflow_id(node))
         await eventually(lambda: (gpu_condition() or conditions[0]).status == "True")
+        await started(handle)
         result = await asyncio.wait_for(handle.result(), timeout=PATIENCE_S)
         assert result.runbook == "gpu-memory-ecc"
         assert result.outcome is Outcome.RECOVERED  # the agent served the reset itself
