@@ -4,6 +4,7 @@ server against a simulated node; the fault decides where the ladder stops."""
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 from typer.testing import CliRunner
@@ -64,8 +65,14 @@ def test_the_fault_decides_which_rung_fixes_the_node() -> None:
         "reset_gpu",
         "restore",
     ]
-    # 30s settle, then the quiet watch for Xid 48 (10m) before it counts as recovered
-    assert "outcome recovered after 10m30s of workflow time: healthy after reset_gpu" in ecc
+    # 30s settle, then the quiet watch for Xid 48 (10m) before it counts as recovered; the
+    # server skips only the waits, so the activities' own wall time comes on top (a loaded
+    # machine's make test-stress saw 10m31s)
+    took = re.search(
+        r"outcome recovered after (\d+)m(\d+)s of workflow time: healthy after reset_gpu", ecc
+    )
+    assert took, ecc
+    assert 630 <= int(took[1]) * 60 + int(took[2]) < 690, took[0]
     steps = [line.split()[3:5] for line in lost.splitlines() if line.startswith("  T+")]
     assert steps == [
         ["cordon", "done"],
