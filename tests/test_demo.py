@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import re
@@ -14,7 +15,7 @@ import uuid
 from pathlib import Path
 
 import pytest
-from temporalio.client import WorkflowExecutionStatus
+from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.testing import WorkflowEnvironment
 from typer.testing import CliRunner
 
@@ -26,6 +27,18 @@ from workers.demo_config import DemoConfig
 from workers.demo_run import run_demo
 
 
+async def a_ladder_finished(client: Client, pool: str, patience_s: float = 180) -> None:
+    query = (
+        f"WorkflowType = 'NodeRemediation' AND RemedyPool = '{pool}' "
+        "AND ExecutionStatus = 'Completed'"
+    )
+    for _ in range(int(patience_s / 0.5)):
+        async for _finished in client.list_workflows(query, limit=1):
+            return
+        await asyncio.sleep(0.5)
+    raise AssertionError(f"no ladder of pool {pool} finished within {patience_s:g} s")
+
+
 async def test_short_demo_starts_workflows_visible_through_the_client(
     dev_env: WorkflowEnvironment,
 ) -> None:
@@ -35,7 +48,7 @@ async def test_short_demo_starts_workflows_visible_through_the_client(
         nodes=4,
         fault_every_s=0.25,
         speedup=3600,
-        duration_s=12,  # 8 s once ended, on a loaded machine, with every ladder still running
+        duration_s=None,  # until the test stops it (Ctrl-C's path): a ladder must finish first
         runbooks=ROOT / "runbooks",
         node_prefix=name,
         pool=name,
@@ -44,7 +57,12 @@ async def test_short_demo_starts_workflows_visible_through_the_client(
         job_namespace=name,
     )
     said: list[str] = []
-    summary = await run_demo(dev_env.client, config, echo=said.append)
+    demo = asyncio.create_task(run_demo(dev_env.client, config, echo=said.append))
+    # A fixed duration ended, on a loaded machine, with every ladder still running: run at
+    # least 12 s, and on until one of its ladders has finished (bounded against a hang).
+    await asyncio.gather(asyncio.sleep(12), a_ladder_finished(dev_env.client, name))
+    demo.cancel()  # caught inside: the demo stops injecting, then summarises
+    summary = await demo
 
     assert summary.faults_injected >= 8
     assert summary.workflow_ids and all(
