@@ -6,9 +6,9 @@ MIG instance) — not its evidence text or its time, which differ every round. A
 away and comes back is a change; so is one whose routing changed. A repeat the ladder it was
 reported to already holds (that ladder still runs) is folded: not sent again, counted. What
 several checks see of one fault in one round (Xid 48, and the probe's EccUncorrectable,
-RowRemapPending and RecoveryActionGpuReset on that GPU) goes as one report (``one_per_fault``). The
-agent's liveness is no report's business: it is the heartbeat on its node conditions
-(``remedy.liveness``), so a quiet node needs no keep-alive report.
+RowRemapPending and RecoveryActionGpuReset on that GPU) goes as one report
+(``one_per_fault``). The agent's liveness is no report's business: it is the heartbeat on its
+node conditions (``remedy.liveness``), so a quiet node needs no keep-alive report.
 """
 
 from __future__ import annotations
