@@ -18,12 +18,12 @@ from temporalio.testing import WorkflowEnvironment
 from adapters.sim import SimFleet
 from contract.names import remediation_workflow_id
 from remedy import report_changes
-from remedy.models import NodeRef
+from remedy.models import Finding, NodeRef
 from remedy.probe.xid_events import XidWatcher
 from remedy.remediation import FindingReport
 from remedy.runbook import RunbookSet, load_runbooks
 from tests.conftest import ROOT, running_workers
-from tests.ladder import state_of
+from tests.ladder import Handle, state_of
 from tests.test_agent_writes import Clock
 from workers.agent import AgentConfig, NodeAgent
 from workers.client import report_finding
@@ -126,3 +126,36 @@ async def test_a_ladder_keeps_the_findings_folded_into_its_report(
         state = await state_of(handle)
         await handle.terminate("seen enough")
     assert state.reports_received == 1 and state.findings == [xid, ecc]
+
+
+async def test_a_late_report_starts_nothing_unless_a_finding_folded_into_it_is_new(
+    time_env: WorkflowEnvironment, fleet: SimFleet, shipped_runbooks: RunbookSet
+) -> None:
+    """The stale-report check looks at every finding of a report: one the node's last ladder
+    never had starts a new ladder, even when the lead is old news."""
+    node = sorted(fleet.nodes)[0]
+    xid = fleet.inject(node, "ecc_dbe", gpu=2)
+    ecc = xid.model_copy(update={"check": "memory", "reason": "EccUncorrectable", "xid": None})
+    runbook = shipped_runbooks.match(xid)
+    assert runbook is not None
+    async with running_workers(time_env.client, fleet) as queues:
+
+        async def send(also: list[Finding]) -> Handle:
+            return await report_finding(
+                time_env.client,
+                NodeRef(name=node, pool=queues.pool),
+                FindingReport(finding=xid, runbook=runbook, also=also),
+                node_task_queue=queues.agents,
+                task_queue=queues.controller,
+            )
+
+        first = await send([ecc])
+        await first.result()
+        late = await send([ecc])  # the same report, delivered again after the ladder ended
+        later = ecc.model_copy(update={"observed_at": ecc.observed_at + timedelta(hours=1)})
+        fresh = await send([later])  # an old lead, a new observation folded into it
+        started = fresh.result_run_id != first.result_run_id
+        if started:
+            await fresh.terminate("seen enough")
+    assert late.run_id == first.result_run_id  # every finding handled: nothing started
+    assert started  # a new ladder
