@@ -11,11 +11,9 @@ from temporalio.testing import WorkflowEnvironment
 from contract.messages import NODE_UNHEALTHY
 from contract.names import budget_workflow_id
 from remedy.budget import BudgetPolicy, UnhealthyReport
-from remedy.remediation import Phase
 from tests.conftest import own_fleet, running_workers
-from tests.ladder import report, wait_for_phase
 from tests.test_job_watch import eventually
-from tests.test_pool_held_by_people import details, replace_after_approval
+from tests.test_pool_held_by_people import details, held_and_waiting, replace_after_approval
 
 POLICY = BudgetPolicy(max_disruption="1", storm_share=1.0)
 
@@ -26,14 +24,11 @@ async def test_the_budget_names_its_holders_and_waiters_after_it_continued_as_ne
     client = dev_env.client
     fleet = own_fleet("budget-can", 3)
     first, second, _ = sorted(fleet.nodes)
-    step = timedelta(seconds=0.2)
     runbook = replace_after_approval()
     async with running_workers(client, fleet, policy=POLICY) as queues:
         pool = queues.pool
-        holder = await report(client, queues, fleet.inject(first, "ecc_dbe"), runbook)
-        await wait_for_phase(dev_env, holder, Phase.AWAITING_APPROVAL, step=step)
-        waiter = await report(client, queues, fleet.inject(second, "ecc_dbe"), runbook)
-        await wait_for_phase(dev_env, waiter, Phase.AWAITING_LEASE, step=step)
+        step = timedelta(seconds=0.2)  # the dev server's clock is real
+        await held_and_waiting(dev_env, queues, fleet, runbook, step=step)
         budget = client.get_workflow_handle(budget_workflow_id(pool))
         first_run = (await budget.describe()).run_id
 
