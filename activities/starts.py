@@ -110,16 +110,16 @@ async def start_remediation(
     """``workflow``: the type's name, or its run method for a typed handle.
 
     A stale report starts nothing: when the node's last ladder finished having received this
-    very finding (a duplicate delivered late, a report retried after the ladder was over), its
-    own verification already superseded it — the finished ladder's handle comes back. So does a
-    finding an earlier ladder received: each ladder passes on what the node's ladders handled
-    (``handled_before``). Told apart by the finding itself, not by comparing the reporter's
-    clock with the server's: a new fault seen a second after a recovery must start a ladder. A
-    ladder that did not finish (terminated, failed) handled nothing: any report starts a new
-    one."""
+    very finding, and each one folded into it (a duplicate delivered late, a report retried
+    after the ladder was over), its own verification already superseded it — the finished
+    ladder's handle comes back. So does a finding an earlier ladder received: each ladder
+    passes on what the node's ladders handled (``handled_before``). Told apart by the finding
+    itself, not by comparing the reporter's clock with the server's: a new fault seen a second
+    after a recovery must start a ladder. A ladder that did not finish (terminated, failed)
+    handled nothing: any report starts a new one."""
     workflow_id = remediation_workflow_id(node.name)
     last = await _last_finished(client, workflow_id)
-    if last is not None and report.finding.fingerprint() in last[1].handled:
+    if last is not None and all(f.fingerprint() in last[1].handled for f in report.findings()):
         log.info("%s: stale report of %s: nothing started", node.name, report.finding.headline())
         return last[0]
     inp = RemediationInput(node=node, node_task_queue=node_task_queue)

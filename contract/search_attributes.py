@@ -33,6 +33,11 @@ PHASE_SINCE = SearchAttributeKey.for_datetime("RemedyPhaseSince")
 OUTCOME = SearchAttributeKey.for_keyword("RemedyOutcome")
 GPU_SERIALS = SearchAttributeKey.for_keyword_list("RemedyGpuSerials")
 LEASE = SearchAttributeKey.for_keyword("RemedyLease")
+# A JobGuard's: which job ("namespace/name") and what the guard does with it (the guard's
+# phase: watching, restarting, held, ...). A held guard also sets OUTCOME to needs_human and
+# PHASE_SINCE, so "left for a human" lists it beside the ladders and says since when.
+JOB = SearchAttributeKey.for_keyword("RemedyJob")
+JOB_STATE = SearchAttributeKey.for_keyword("RemedyJobState")
 
 ALL: list[SearchAttributeKey[Any]] = [
     NODE,
@@ -45,6 +50,8 @@ ALL: list[SearchAttributeKey[Any]] = [
     OUTCOME,
     GPU_SERIALS,
     LEASE,
+    JOB,
+    JOB_STATE,
 ]
 # workflow.patched id: ladders index whether they hold a lease (runs from before do not).
 INDEX_LEASE = "remedy-index-lease"

@@ -167,6 +167,32 @@ def lines(blocking: Blocking, now: datetime) -> list[str]:
     return out + _more(len(blocking.waiters), "    ")
 
 
+def place_in_line(blocking: Blocking, node: str) -> str:
+    """Where a waiting ladder stands, from the budget's one answer: ``waiting for a lease in
+    pool a: place 2 of 3; held by gpu-0 (approval for replace since 12-02 00:10:05 UTC:
+    `remedy approve gpu-0`), gpu-5 (its ladder (draining) since ...: `remedy abort ...`)``.
+    Every holder is ahead of every waiter. Empty when the node is not in line (served, or its
+    request not there yet)."""
+    place = next((w.position for w in blocking.waiters if w.node == node), None)
+    if place is None:
+        return ""
+    held = [
+        f"{h.node} ({h.waits_for} since {h.since:%m-%d %H:%M:%S} UTC: `{h.commands[0]}`)"
+        for h in blocking.holders[:SHOWN]
+    ]
+    more = len(blocking.holders) - SHOWN
+    line = (
+        f"waiting for a lease in pool {blocking.pool}: place {place} of {len(blocking.waiters)}; "
+        + (f"held by {', '.join(held)}" if held else "no share held")
+        + (f" and {more} more" if more > 0 else "")
+    )
+    if blocking.seized:
+        line += "; people hold every share: nothing moves until they answer"
+    if blocking.breaker.startswith(TRIPPED):
+        line += f"; breaker {blocking.breaker}"
+    return line
+
+
 def _leased(state: BudgetState) -> set[str]:
     return {lease.node for lease in state.holders}
 

@@ -223,7 +223,14 @@ def _next_step(state: RemediationState) -> str:
                 f"`remedy approve {state.node.name}`"
             )
         case Phase.AWAITING_LEASE:
-            return f"waiting for a disruption lease in pool `{state.node.pool}`, then {action}"
+            # The place in line changes with every grant: read from the budget when asked,
+            # not signalled to every waiter (their histories stay quiet).
+            pool, node = state.node.pool, state.node.name
+            return (
+                f"waiting for a disruption lease in pool `{pool}`, then {action}; its place in "
+                f"line and who holds the pool: `remedy show {node}`, "
+                f"`remedy status --blocking --pool {pool}`, or the pool's DisruptionBudget page"
+            )
         case Phase.HELD_BY_BREAKER:
             held = [p for p in state.cordon_asked_of or [] if p not in state.cordon_leave]
             return (

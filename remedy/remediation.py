@@ -64,10 +64,17 @@ class AttemptResult(StrEnum):
 
 
 class FindingReport(Frozen):
-    """The signal that starts or joins a remediation: a finding and the runbook it matched."""
+    """The signal that starts or joins a remediation: a finding and the runbook it matched.
+    ``also``: what other checks saw of the same fault in the same round (Xid 48, then the
+    probe's EccUncorrectable and RowRemapPending on that GPU), folded into this one signal;
+    the ladder keeps them with the finding (a release before ignores them)."""
 
     finding: Finding
     runbook: Runbook
+    also: list[Finding] = []
+
+    def findings(self) -> list[Finding]:
+        return [self.finding, *self.also]
 
 
 class OperatorRequest(Frozen):
@@ -294,9 +301,9 @@ class RemediationState(BaseModel):
             return f"{said} ({action}) was already approved by {done.who} at {done.at:%H:%M:%S}"
         return ""
 
-    def record_finding(self, finding: Finding) -> None:
+    def record_report(self, report: FindingReport) -> None:
         self.reports_received += 1
-        self.findings = [*self.findings, finding][-MAX_KEPT_FINDINGS:]
+        self.findings = [*self.findings, *report.findings()][-MAX_KEPT_FINDINGS:]
 
     def outranks_trigger(self, report: FindingReport) -> bool:
         """Whether a new report is worse than the one driving the ladder: a higher severity,

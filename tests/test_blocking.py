@@ -106,3 +106,22 @@ def test_a_seized_pool_says_so_in_both() -> None:
     assert "**ALERT pool a is held by people: 4 of 4 shares" in budget_details(state)
     shown = blocking.lines(blocking.who_blocks(state), T0)
     assert "  ALERT people hold every share: nothing in the pool moves until they answer" in shown
+
+
+def test_a_waiter_reads_its_place_and_the_holders_ahead() -> None:
+    found = blocking.who_blocks(mixed_pool(), phases={"gpu-5": "draining"})
+    said = blocking.place_in_line(found, "gpu-6") + blocking.place_in_line(found, "gpu-99")
+    assert said == ""  # a holder, and a node not in line: no place
+    line = blocking.place_in_line(found, "gpu-7")
+    assert line.startswith(
+        "waiting for a lease in pool a: place 2 of 11; held by gpu-3 (left cordoned for a "
+        "person since 11-01 09:00:00 UTC: `remedy release-hold gpu-3 --pool a`), gpu-0 "
+        "(approval for replace since 11-01 10:00:00 UTC: `remedy approve gpu-0`), "
+    )
+    assert "gpu-5 (its ladder (draining) since 11-01 08:00:00 UTC: `remedy abort gpu-5" in line
+    assert "people hold every share" not in line  # gpu-5 and gpu-6 work
+    tripped = mixed_pool()
+    tripped.tripped, tripped.breaker_note = True, "storm"
+    assert "; breaker TRIPPED (condition Quarantine=True): storm; resume with `remedy" in (
+        blocking.place_in_line(blocking.who_blocks(tripped), "gpu-7")
+    )

@@ -12,7 +12,12 @@ from temporalio.testing import WorkflowEnvironment
 from adapters.sim import SimFleet
 from tests.conftest import running_workers
 from tests.test_cli import cli
-from tests.test_pool_held_by_people import ONE_AT_A_TIME, held_and_waiting, replace_after_approval
+from tests.test_pool_held_by_people import (
+    ONE_AT_A_TIME,
+    details,
+    held_and_waiting,
+    replace_after_approval,
+)
 
 
 async def test_status_blocking_names_the_holder_its_commands_and_the_waiter_in_line(
@@ -49,3 +54,33 @@ async def test_status_blocking_names_the_holder_its_commands_and_the_waiter_in_l
     assert [(h["node"], h["by_people"]) for h in shown["holders"]] == [(first, True)]
     assert [(w["position"], w["node"]) for w in shown["waiters"]] == [(1, second)]
     assert none_code == 0  # a pool that never asked for a lease: nothing held, said so
+
+
+async def test_a_waiting_ladder_names_its_place_in_line_and_the_holders_ahead(
+    time_env: WorkflowEnvironment,
+) -> None:
+    """`remedy show` of the waiter reads the budget once: its place, the holder ahead with
+    what it waits for and the command that frees it; the waiter's own details say where the
+    line is read (no signal to each waiter: their histories stay quiet)."""
+    client = time_env.client
+    address = client.service_client.config.target_host
+    fleet = SimFleet(nodes=3, pool=f"pool-{uuid.uuid4().hex[:8]}")
+    first, second, _ = sorted(fleet.nodes)
+    async with running_workers(client, fleet, policy=ONE_AT_A_TIME) as queues:
+        pool = queues.pool
+        _, waiter = await held_and_waiting(time_env, queues, fleet, replace_after_approval())
+        code, text = await cli("show", second, "--address", address)
+        json_code, raw = await cli("show", second, "--address", address, "--json")
+        said = await details(client, waiter.id)
+    assert code == 0, text
+    line = text.splitlines()[1].strip()
+    assert line.startswith(
+        f"waiting for a lease in pool {pool}: place 1 of 1; held by {first} "
+        "(approval for replace since "
+    ), text
+    assert line.endswith(
+        f"UTC: `remedy approve {first}`); people hold every share: nothing moves until they answer"
+    ), text
+    assert json_code == 0 and json.loads(raw)["in_line"] == line
+    assert f"its place in line and who holds the pool: `remedy show {second}`" in said
+    assert f"`remedy status --blocking --pool {pool}`" in said

@@ -59,15 +59,20 @@ def replace_after_approval(
 
 
 async def held_and_waiting(
-    env: WorkflowEnvironment, queues: Queues, fleet: SimFleet, runbook: Runbook
+    env: WorkflowEnvironment,
+    queues: Queues,
+    fleet: SimFleet,
+    runbook: Runbook,
+    step: timedelta = timedelta(seconds=5),
 ) -> tuple[Handle, Handle]:
     """The first node's ladder holds the pool's one lease, waiting for its approval; the
-    second's waits for the lease behind it."""
+    second's waits for the lease behind it. ``step``: as wait_for_phase's (short on the dev
+    server, whose clock is real)."""
     first, second = sorted(fleet.nodes)[:2]
     holder = await report(env.client, queues, fleet.inject(first, "ecc_dbe"), runbook)
-    await wait_for_phase(env, holder, Phase.AWAITING_APPROVAL)
+    await wait_for_phase(env, holder, Phase.AWAITING_APPROVAL, step=step)
     waiter = await report(env.client, queues, fleet.inject(second, "ecc_dbe"), runbook)
-    await wait_for_phase(env, waiter, Phase.AWAITING_LEASE)
+    await wait_for_phase(env, waiter, Phase.AWAITING_LEASE, step=step)
     return holder, waiter
 
 

@@ -47,6 +47,7 @@ def test_histories_are_recorded() -> None:
         *(f"{n}_v4" for n in LADDERS),
         *(f"{n}_v5" for n in LADDERS),
         "job_guard_restart_then_stop",
+        "job_guard_restart_then_stop_v2",  # indexed: RemedyJob, RemedyJobState (upserts)
         "budget_v3",
         "budget_v4",
         "budget_v5",
@@ -88,6 +89,11 @@ def test_histories_are_recorded() -> None:
     for budget in ("budget_v5", "budget_people_v5"):
         assert "rebuild-waiters-in-order" in _patches(HISTORY_DIR / f"{budget}.json")
     assert "holder_waits" in (HISTORY_DIR / "budget_people_v5.json").read_text()
+    # Job guards index themselves behind a patch: the history from before upserts nothing.
+    for tag, indexed in (("", False), ("_v2", True)):
+        guard = HISTORY_DIR / f"job_guard_restart_then_stop{tag}.json"
+        assert ("remedy-index-job-guards" in _patches(guard)) == indexed
+        assert ("UPSERT_WORKFLOW_SEARCH_ATTRIBUTES" in guard.read_text()) == indexed
 
 
 @pytest.mark.parametrize("path", HISTORIES, ids=lambda p: p.stem)

@@ -5,7 +5,8 @@ on the node's own task queue, and runs the probe loop: NVML Xid events as they h
 probe every interval, results published as node conditions, and a signal-with-start of the
 node's remediation when a finding newly matches a runbook. Reports are edge-triggered: a fault
 that persists (a node held for a human) is reported once per change, not every interval, and
-a repeat the node's running ladder already has is folded (remedy/report_changes.py); so are the
+a repeat the node's running ladder already has is folded, and what several checks saw of one
+fault in one round goes as one report (remedy/report_changes.py); so are the
 conditions, written when they change and otherwise once per heartbeat (remedy.liveness), and
 the node's Xids, written only when one is new; so is which pod uses which GPU (the kubelet's
 pod-resources API, remedy/pod_resources.py). Its dependency
@@ -41,8 +42,15 @@ from remedy.probe import probe_node
 from remedy.probe.xid_events import XidWatcher
 from remedy.redaction import Redactor, redacted
 from remedy.remediation import FindingReport
-from remedy.report_changes import Changes, ReportKey, Routing, report_key, routing
-from remedy.runbook import RunbookSet
+from remedy.report_changes import (
+    Changes,
+    ReportKey,
+    Routing,
+    one_per_fault,
+    report_key,
+    routing,
+)
+from remedy.runbook import Runbook, RunbookSet
 from workers.client import report_finding
 from workers.controller import node_agent_worker
 
@@ -169,10 +177,12 @@ class NodeAgent:
         self._probes.add(1, {"verdict": verdict})
         self._probe_seconds.record(report.duration_s)
         await self._publish(report, xids)
-        # Xid events are news each time; a probe's findings only when they changed.
+        # Xid events are news each time; a probe's findings only when they changed. What
+        # several checks saw of one fault goes as one report.
         changed = self._changes.round([f for f in report.findings if f.unhealthy])
-        for finding in xids + changed:
-            await self._report(finding)
+        matched = [(f, rb) for f in xids + changed if (rb := self._runbooks.match(f))]
+        for runbook, fault in one_per_fault(matched):  # unmatched: informational
+            await self._report(runbook, fault)
         return report
 
     async def _publish(self, report: ProbeReport, pushed: list[Finding]) -> None:
@@ -218,30 +228,35 @@ class NodeAgent:
         conditions = conditions_from(report, previous, now)
         return [*conditions, ready_condition(self.capabilities, previous, now)]
 
-    async def _report(self, finding: Finding) -> None:
-        runbook = self._runbooks.match(finding)
-        if runbook is None:
-            return  # informational: nothing to remediate
-        labels = {"check": finding.check, "reason": finding.reason}
-        fault = (report_key(finding), routing(finding))
-        if await self._ladder_has(fault):
-            self.reports_folded += 1
-            self._folded.add(1, labels)
+    async def _report(self, runbook: Runbook, fault: list[Finding]) -> None:
+        """One report for the findings of one fault that the node's running ladder lacks."""
+        news = []
+        for finding in fault:
+            labels = {"check": finding.check, "reason": finding.reason}
+            if await self._ladder_has(_key(finding)):
+                self.reports_folded += 1
+                self._folded.add(1, labels)
+            else:
+                self._findings.add(1, labels)
+                news.append(finding)
+        if not news:
             return
-        self._findings.add(1, labels)
+        lead, *also = news
         try:
-            self._sent[fault] = await report_finding(
+            sent = await report_finding(
                 self._client,
                 self.config.node,
-                FindingReport(finding=finding, runbook=runbook),
+                FindingReport(finding=lead, runbook=runbook, also=also),
                 node_task_queue=self.config.queue,
                 task_queue=self.config.controller_task_queue,
                 node_pickup_timeout=self.config.node_pickup_timeout,
             )
             self.reports_sent += 1
-        except Exception:  # noqa: BLE001 - forget it so the next round reports it again
-            log.exception("could not report %s on %s", finding.headline(), self._host.name)
-            self._changes.forget(finding)
+            self._sent.update({_key(f): sent for f in news})
+        except Exception:  # noqa: BLE001 - forget them so the next round reports them again
+            log.exception("could not report %s on %s", lead.headline(), self._host.name)
+            for finding in news:
+                self._changes.forget(finding)
 
     async def _ladder_has(self, fault: tuple[ReportKey, Routing]) -> bool:
         """Whether the ladder run this fault was last reported to still runs: it has the
@@ -258,3 +273,7 @@ class NodeAgent:
         if not running:
             del self._sent[fault]
         return running
+
+
+def _key(finding: Finding) -> tuple[ReportKey, Routing]:
+    return (report_key(finding), routing(finding))

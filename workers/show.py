@@ -12,10 +12,12 @@ from temporalio.client import Client, WorkflowExecutionStatus
 
 from contract.messages import REMEDIATION_STATE
 from contract.names import remediation_workflow_id
+from remedy.blocking import place_in_line
 from remedy.describe import approval_deadline, at
 from remedy.durations import format_duration
 from remedy.numbering import rung_label, rung_number
-from remedy.remediation import Approval, Attempt, Escalation, Refusal
+from remedy.remediation import Approval, Attempt, Escalation, Phase, Refusal
+from workers.blocking_status import pools_blocking
 from workflows.node_remediation import NodeRemediation
 
 ZERO = timedelta(0)
@@ -34,6 +36,8 @@ class NodeLadder(BaseModel):
     approvals: list[Approval] = []
     escalations: list[Escalation] = []
     refused: list[Refusal] = []  # decisions sent as signals that the ladder refused
+    # Waiting for a lease: its place in line and the holders ahead (the budget's answer).
+    in_line: str = ""
 
 
 async def node_ladder(client: Client, node: str) -> NodeLadder:
@@ -53,6 +57,11 @@ async def node_ladder(client: Client, node: str) -> NodeLadder:
             approvals=state.approvals,
             escalations=state.escalations,
             refused=state.refused,
+            in_line=(
+                await _in_line(client, node, state.node.pool)
+                if state.phase is Phase.AWAITING_LEASE
+                else ""
+            ),
         )
     if status is WorkflowExecutionStatus.COMPLETED:
         result = await handle.result()
@@ -68,6 +77,13 @@ async def node_ladder(client: Client, node: str) -> NodeLadder:
     return NodeLadder(node=node, runbook=None, status=status.name.lower() if status else "?")
 
 
+async def _in_line(client: Client, node: str, pool: str) -> str:
+    """Read as `remedy status --blocking --pool` reads it: one answer of the pool's budget, so
+    the place and the holders are of the same moment."""
+    read = await pools_blocking(client, "", pool)
+    return place_in_line(read.pools[0], node) if read.pools else ""
+
+
 def timeline(ladder: NodeLadder) -> list[str]:
     lines = [
         f"{ladder.node}: {ladder.status}"
@@ -75,6 +91,8 @@ def timeline(ladder: NodeLadder) -> list[str]:
         + (f", trigger {ladder.trigger}" if ladder.trigger else "")
         + _when(ladder)
     ]
+    if ladder.in_line:
+        lines.append(f"    {ladder.in_line}")
     approvals = sorted(ladder.approvals, key=lambda a: a.at)
     escalations = sorted(ladder.escalations, key=lambda e: e.at)
     for a in ladder.attempts:

@@ -17,6 +17,7 @@ from contract.names import (
     NODE_ADMISSION_WORKFLOW,
     NODE_REMEDIATION_WORKFLOW,
 )
+from remedy.attribution.guard import GuardPhase
 from remedy.describe import HELD
 from remedy.remediation import Outcome, Phase
 
@@ -25,6 +26,9 @@ RUNNING = "ExecutionStatus = 'Running'"
 COLUMNS: list[str] = [
     key.name for key in (sa.NODE, sa.POOL, sa.PHASE, sa.RUNG, sa.FAULT, sa.LEASE, sa.PHASE_SINCE)
 ]
+
+# A job guard's: which job, what the guard does (held: a person resumes or stops it), since when.
+GUARD_COLUMNS: list[str] = [key.name for key in (sa.JOB, sa.JOB_STATE, sa.PHASE_SINCE)]
 
 
 class View(BaseModel):
@@ -54,10 +58,10 @@ VIEWS = [
         name="remedy: holding a lease",
         query=f"{sa.LEASE.name} = '{HELD}' AND {RUNNING}",
     ),
-    View(
+    View(  # ladders that ended so, and job guards held for a person now
         name="remedy: left for a human",
         query=f"{sa.OUTCOME.name} = '{Outcome.NEEDS_HUMAN.value}'",
-        columns=[sa.NODE.name, sa.POOL.name, sa.FAULT.name, sa.RUNG.name, sa.OUTCOME.name],
+        columns=[key.name for key in (sa.NODE, sa.POOL, sa.FAULT, sa.RUNG, sa.OUTCOME, sa.JOB)],
     ),
     View(
         name="remedy: budgets",
@@ -67,7 +71,12 @@ VIEWS = [
     View(
         name="remedy: job guards",
         query=f"WorkflowType = '{JOB_GUARD_WORKFLOW}' AND {RUNNING}",
-        columns=[],  # no search attributes yet: `remedy status --jobs` says which are held
+        columns=GUARD_COLUMNS,
+    ),
+    View(
+        name="remedy: jobs held for a human",
+        query=f"{sa.JOB_STATE.name} = '{GuardPhase.HELD.value}' AND {RUNNING}",
+        columns=GUARD_COLUMNS,
     ),
 ]
 

@@ -27,6 +27,7 @@ from contract.messages import (
 )
 from workflows import job_sizes
 from workflows.common import RIDE_OUT
+from workflows.guard_index import GuardIndex
 from workflows.metrics import job_ended, job_failure, job_goodput
 from workflows.operator_updates import acted
 
@@ -71,6 +72,7 @@ class JobGuard:
         self._resume: ResumeRequest | None = None
         self._finished: str | None = None
         self._phase = GuardPhase.WATCHING
+        self._index = GuardIndex(inp.job)
 
     @POD_FAILED.handler
     def pod_failed(self, failure: PodFailure) -> None:
@@ -388,3 +390,4 @@ class JobGuard:
             for f in ledger.failures[-10:]
         ]
         workflow.set_current_details("\n".join(lines))
+        self._index.publish(self._phase)

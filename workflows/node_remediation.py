@@ -90,7 +90,7 @@ class NodeRemediation(OperatorMessages, QuarantineMessages):  # decisions; a bud
     @REPORT_FINDING.handler
     def report_finding(self, report: FindingReport) -> None:
         state = self._state
-        state.record_finding(report.finding)
+        state.record_report(report)  # with the findings folded into it
         if state.phase in (Phase.WAITING, Phase.TOLERATING) and state.outranks_trigger(report):
             if self._at_once and state.runbook is not None:  # said in the ladder's record
                 self._changes.record(report, "escalated")

@@ -22,4 +22,6 @@ add RemedyPhaseSince Datetime
 add RemedyOutcome Keyword
 add RemedyGpuSerials KeywordList
 add RemedyLease Keyword
+add RemedyJob Keyword
+add RemedyJobState Keyword
 echo "namespace $ns and remedy's search attributes are ready"
