@@ -37,9 +37,11 @@ from workers.tables import plain
 RESULTS = Path(__file__).resolve().parent / "results"
 TARGET_RSS_MB = 300.0
 PROBES = 10  # ladders queried on each side of the cache
-# How long the ladders may take to park: one pool's budget hears every ladder's report, and a
-# shared 2-core machine is slow at 10,000.
+# How long the ladders may take to park: a shared 2-core machine is slow at 10,000.
 PARK_S, PARK_S_PER_NODE = 900.0, 0.1
+# Nodes per pool, as in a fleet of node groups: each pool's budget (one workflow) hears its
+# ladders' reports. One budget for 10,000 nodes takes far longer than the ladders to park.
+POOL_NODES = 250
 
 
 class MemoryRun(BaseModel):
@@ -73,9 +75,9 @@ async def memory_run(
     client: Client, address: str, nodes: int, cache: int = WorkerTuning().max_cached_workflows
 ) -> MemoryRun:
     tag = uuid.uuid4().hex[:6]
-    queue, pool = f"memory-{tag}", f"memory-{tag}"
+    queue = f"memory-{tag}"
     child = subprocess.Popen(
-        [sys.executable, __file__, "--serve", address, queue, pool, str(nodes), str(cache)],
+        [sys.executable, __file__, "--serve", address, queue, str(nodes), str(cache)],
         stdout=subprocess.PIPE,
         text=True,
     )
@@ -84,9 +86,10 @@ async def memory_run(
         if child.stdout.readline().strip() != "ready":
             raise RuntimeError("the controller process did not start")
         idle, _ = rss_mb(child.pid)
-        names = sorted(SimFleet(nodes=nodes, gpus_per_node=1, name_prefix=f"m{tag}").nodes)
+        names = sorted(pooled_fleet(nodes, tag).nodes)
         start = time.perf_counter()
-        await report_all(client, names, pool, queue)
+        for pool in range(0, nodes, POOL_NODES):
+            await report_all(client, names[pool : pool + POOL_NODES], pool_of(tag, pool), queue)
         started = time.perf_counter() - start
         query = f"TaskQueue = '{queue}' AND RemedyPhase = 'tolerating'"
         deadline = time.perf_counter() + PARK_S + nodes * PARK_S_PER_NODE
@@ -116,12 +119,23 @@ async def memory_run(
     )
 
 
-async def serve(address: str, queue: str, pool: str, nodes: int, cache: int) -> None:
+def pool_of(tag: str, index: int) -> str:
+    """The pool of the node at ``index`` (sorted by name)."""
+    return f"memory-{tag}-{index // POOL_NODES}"
+
+
+def pooled_fleet(nodes: int, tag: str) -> SimFleet:
+    """``nodes`` simulated nodes, POOL_NODES to a pool."""
+    fleet = SimFleet(nodes=nodes, gpus_per_node=1, name_prefix=f"m{tag}")
+    for index, name in enumerate(sorted(fleet.nodes)):
+        fleet.nodes[name].pool = pool_of(tag, index)
+    return fleet
+
+
+async def serve(address: str, queue: str, nodes: int, cache: int) -> None:
     """The child: a controller worker over a simulated cluster of ``nodes`` nodes."""
     client = await connect(address)
-    fleet = SimFleet(
-        nodes=nodes, gpus_per_node=1, pool=pool, name_prefix=f"m{queue.removeprefix('memory-')}"
-    )
+    fleet = pooled_fleet(nodes, queue.removeprefix("memory-"))
     with ThreadPoolExecutor(max_workers=32) as executor:
         async with controller_worker(
             client,
@@ -196,8 +210,8 @@ async def main(nodes: list[int], caches: list[int]) -> None:
 
 if __name__ == "__main__":
     if len(sys.argv) > 1 and sys.argv[1] == "--serve":
-        _, _, address, queue, pool, count, cache = sys.argv
-        asyncio.run(serve(address, queue, pool, int(count), int(cache)))
+        _, _, address, queue, count, cache = sys.argv
+        asyncio.run(serve(address, queue, int(count), int(cache)))
     else:
         parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
         parser.add_argument("--nodes", type=int, nargs="+", default=[10000])

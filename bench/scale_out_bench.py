@@ -13,7 +13,7 @@ dead. Then: which worker completed each ladder's workflow tasks and started its 
 (B's sticky queue times out first), and what the crash tests measure: ladders lost or stuck,
 keyed effects applied twice, cordons no ladder owns, the lease cap.
 
-    .venv/bin/python bench/scale_out_bench.py [--nodes 120] [--no-kill]
+    .venv/bin/python bench/scale_out_bench.py [--nodes 100] [--no-kill]
 """
 
 from __future__ import annotations
@@ -75,6 +75,7 @@ class ScaleOutReport(BaseModel):
     # latest of those timeouts after the kill.
     stranded: dict[str, int] = {}
     stranded_until_s: float | None = None
+    survivor_timeouts: int = 0  # the survivor's own workflow tasks timed out (a busy machine)
     activities_retried: int = 0  # started again on the controller's queue (attempt > 1)
     workers: list[Worker]
     lost: int
@@ -126,34 +127,42 @@ class Tasks(BaseModel):
 
     workflow: list[tuple[datetime, str]]
     activities: list[str]
-    # Workflow tasks that timed out (when, and whether on a sticky queue nobody polled any
-    # more or started by a worker that then died), and activities started again (attempt > 1).
-    timed_out: list[tuple[datetime, str]] = []
-    retried: int = 0
+    # Workflow tasks that timed out: when, how (TIMEOUTS), and whose: the identity that
+    # started it (in flight), or the sticky queue it waited on (whose: ``sticky`` says).
+    timed_out: list[tuple[datetime, str, str]] = []
+    sticky: dict[str, str] = {}  # a worker's sticky queue → its identity
+    retried: int = 0  # activities started again on the controller's queue (attempt > 1)
 
 
 async def tasks_of(client: Client, run: WorkflowExecution, queue: str) -> Tasks:
     handle = client.get_workflow_handle(run.id, run_id=run.run_id)
-    workflow: list[tuple[datetime, str]] = []
-    activities: list[str] = []
-    timed_out: list[tuple[datetime, str]] = []
-    retried = 0
-    queue_of: dict[int, str] = {}
+    tasks = Tasks(workflow=[], activities=[])
+    queue_of: dict[int, str] = {}  # a scheduled task's (workflow or activity) queue
+    started_by: dict[int, str] = {}  # a started workflow task's worker
     async for e in handle.fetch_history_events():
         at = e.event_time.ToDatetime(UTC)
-        if e.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED:
-            workflow.append((at, e.workflow_task_completed_event_attributes.identity))
+        if e.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_SCHEDULED:
+            queue_of[e.event_id] = e.workflow_task_scheduled_event_attributes.task_queue.name
+        elif e.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_STARTED:
+            started = e.workflow_task_started_event_attributes
+            started_by[e.event_id] = started.identity
+            tasks.sticky.setdefault(queue_of.get(started.scheduled_event_id, ""), started.identity)
+        elif e.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED:
+            tasks.workflow.append((at, e.workflow_task_completed_event_attributes.identity))
         elif e.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_TIMED_OUT:
-            kind = e.workflow_task_timed_out_event_attributes.timeout_type
-            timed_out.append((at, TIMEOUTS.get(kind, "other")))
+            out = e.workflow_task_timed_out_event_attributes
+            kind = TIMEOUTS.get(out.timeout_type, "other")
+            whose = started_by.get(out.started_event_id) or queue_of.get(out.scheduled_event_id)
+            tasks.timed_out.append((at, kind, whose or ""))
         elif e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
             queue_of[e.event_id] = e.activity_task_scheduled_event_attributes.task_queue.name
         elif e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED:
-            started = e.activity_task_started_event_attributes
-            if queue_of.get(started.scheduled_event_id) == queue:
-                activities.append(started.identity)
-                retried += started.attempt > 1
-    return Tasks(workflow=workflow, activities=activities, timed_out=timed_out, retried=retried)
+            started_activity = e.activity_task_started_event_attributes
+            if queue_of.get(started_activity.scheduled_event_id) == queue:
+                tasks.activities.append(started_activity.identity)
+                tasks.retried += started_activity.attempt > 1
+    tasks.sticky.pop(queue, None)  # the shared queue is nobody's own
+    return tasks
 
 
 def named(identity: str) -> str:
@@ -164,13 +173,14 @@ def named(identity: str) -> str:
 def spread(runs: list[Tasks], killed_at: datetime | None) -> tuple[list[Worker], dict[str, Any]]:
     """Per worker: ladders, workflow tasks, activities; and what the kill left: the ladders
     the victim had served last, its workflow tasks that timed out before the survivor took
-    them, activities started again."""
+    them (and the survivor's own that timed out, a machine too busy), activities retried."""
     ladders_of: Counter[str] = Counter()
     wft: Counter[str] = Counter()
     acts: Counter[str] = Counter()
     after: Counter[str] = Counter()
     stranded: Counter[str] = Counter()
-    until = 0.0
+    owner = {q: who for tasks in runs for q, who in tasks.sticky.items()}
+    until, own = 0.0, 0
     running = held = 0
     for tasks in runs:
         done = [(t, named(who)) for t, who in tasks.workflow]
@@ -184,10 +194,14 @@ def spread(runs: list[Tasks], killed_at: datetime | None) -> tuple[list[Worker],
         if any(t > killed_at for t, _ in done):
             running += 1
             held += bool(before) and before[-1] == VICTIM
-        for t, kind in tasks.timed_out:
-            if t > killed_at:
+        for t, kind, whose in tasks.timed_out:
+            if t <= killed_at:
+                continue
+            if named(owner.get(whose, whose)) == VICTIM:
                 stranded[kind] += 1
                 until = max(until, (t - killed_at).total_seconds())
+            else:
+                own += 1
     workers = [
         Worker(
             identity=who,
@@ -205,6 +219,7 @@ def spread(runs: list[Tasks], killed_at: datetime | None) -> tuple[list[Worker],
             "held_by_killed": held,
             "stranded": dict(stranded),
             "stranded_until_s": until if stranded else None,
+            "survivor_timeouts": own,
         }
     return workers, figures
 
@@ -289,8 +304,9 @@ def verdict(report: ScaleOutReport) -> list[str]:
         lines.append(
             f"{report.killed} SIGKILLed {report.killed_at_s:.0f} s into the burst: "
             f"{report.running_at_kill} ladders still running, {report.held_by_killed} of them "
-            f"last served by it. Its workflow tasks that timed "
-            f"out before {SURVIVOR} took them: {kinds}{until}; controller activities started "
+            f"last served by it. Its workflow tasks that timed out before {SURVIVOR} took "
+            f"them: {kinds}{until}; {SURVIVOR}'s own that timed out after the kill (the "
+            f"machine too busy): {report.survivor_timeouts}; controller activities started "
             f"again: {report.activities_retried}."
         )
     found = report.lost + report.stuck + report.doubled + report.orphaned
@@ -339,7 +355,7 @@ async def main(nodes: int, kill: bool) -> int:
 if __name__ == "__main__":
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(message)s")
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--nodes", type=int, default=120, help="in the pool; each fails once")
+    parser.add_argument("--nodes", type=int, default=100, help="in the pool; each fails once")
     parser.add_argument("--no-kill", action="store_true", help="both controllers run to the end")
     args = parser.parse_args()
     with sigterm_as_interrupt():
