@@ -36,7 +36,7 @@ async def test_the_controller_worker_takes_its_cache_sticky_timeout_and_pollers(
 async def test_by_default_the_controller_caches_500_runs_not_the_sdks_1000(
     time_env: WorkflowEnvironment,
 ) -> None:
-    # 10,000 parked ladders in under 300 MB (bench/results/memory.md).
+    # About 0.2 MB per cached ladder: 1,500 parked ladders in 242 MB (bench/results/memory.md).
     with ThreadPoolExecutor(max_workers=2) as executor:
         worker = controller_worker(time_env.client, SimFleet(nodes=1).cluster, executor, "plain")
         assert worker.config()["max_cached_workflows"] == 500

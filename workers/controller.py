@@ -79,9 +79,9 @@ class WorkerTuning:
     workflow's state and the SDK's for it (about 0.2 MB), so RSS grows with
     ``max_cached_workflows``, not with the nodes in remediation; a ladder evicted from the cache
     is replayed from its history when its next signal, timer or query comes (a few ms to tens of
-    ms for a ladder's short history). 500, not the SDK's 1,000: 10,000 ladders parked in their
-    tolerance windows then fit in under 300 MB (bench/results/memory.md), and a busy pool's
-    budget, touched by every lease, stays in the cache."""
+    ms for a ladder's short history). 500, not the SDK's 1,000: 1,500 parked ladders held 242 MB
+    (bench/results/memory.md; 10,000 is not measured yet), and a busy pool's budget, touched by
+    every lease, stays in the cache."""
 
     max_cached_workflows: int = 500
     # How long a task waits on this worker's sticky queue before any worker may take it.
