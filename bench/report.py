@@ -18,6 +18,7 @@ matplotlib.use("Agg")  # no screen: write the file
 import matplotlib.pyplot as plt  # noqa: E402
 from fleet_twin import POLICY_HEADERS, TwinReport, gpu_hours_section, policy_rows  # noqa: E402
 from kube_scale_bench import KubeScaleReport, markdown_section  # noqa: E402
+from memory_bench import summary as memory_summary  # noqa: E402
 from scale_bench import SHARE_HEADERS, ScaleReport, at_ten_percent, share_rows  # noqa: E402
 
 from chaos.table import keep_section, section_in  # noqa: E402
@@ -281,14 +282,8 @@ def scale_section(scale: ScaleReport) -> list[str]:
             "/ P90 28.2 s for 150 of 1,500.",
         ]
     if scale.memory:
-        m = scale.memory
-        lines += [
-            "",
-            f"Controller worker memory with {m.nodes} nodes in remediation (ladders "
-            f"parked in their tolerance windows): RSS **{m.rss_loaded_mb:.0f} MB** "
-            f"(idle {m.rss_idle_mb:.0f} MB, peak {m.rss_peak_mb:.0f} MB); "
-            f"{m.starts_per_s:.0f} remediations started per second.",
-        ]
+        said = memory_summary(scale.memory)
+        lines += ["", said[0].upper() + said[1:] + "."]
     return lines
 
 

@@ -15,24 +15,28 @@ from temporalio.client import Client
 from chaos.config import blocklist_policy, budget_policy, runbooks
 from chaos.seams import StoredHost, stored_cluster
 from chaos.store import FleetStore
-from workers.client import TemporalUnreachable, connect
+from workers.client import TemporalUnreachable, connect_to
+from workers.connection import plain
 from workers.controller import controller_worker, node_agent_worker
 
 CONNECT_EVERY_S = 0.5
 
 
-async def _client(address: str) -> Client:
-    """The server may be down (an experiment stops it): keep trying."""
+async def _client(address: str, name: str) -> Client:
+    """The server may be down (an experiment stops it): keep trying. ``name``: what the
+    histories say did each task (the worker's identity, remedy-NAME:USER@HOST)."""
     while True:
         try:
-            return await connect(address)
+            return await connect_to(plain(address, role=name))
         except TemporalUnreachable as err:
             logging.warning("%s; trying again", err)
             await asyncio.sleep(CONNECT_EVERY_S)
 
 
-async def run_controller(address: str, fleet: Path, task_queue: str, speedup: float) -> None:
-    client = await _client(address)
+async def run_controller(
+    address: str, fleet: Path, task_queue: str, speedup: float, name: str = "controller"
+) -> None:
+    client = await _client(address, name)
     with ThreadPoolExecutor(max_workers=16) as executor:
         worker = controller_worker(
             client,
@@ -46,8 +50,8 @@ async def run_controller(address: str, fleet: Path, task_queue: str, speedup: fl
         await worker.run()
 
 
-async def run_agents(address: str, fleet: Path, task_queue: str) -> None:
-    client = await _client(address)
+async def run_agents(address: str, fleet: Path, task_queue: str, name: str = "agents") -> None:
+    client = await _client(address, name)
     store = FleetStore(fleet)
     with ThreadPoolExecutor(max_workers=16) as executor:
         worker = node_agent_worker(

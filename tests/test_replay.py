@@ -15,7 +15,7 @@ from temporalio.client import WorkflowHistory
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer
 
-from workers.controller import WORKFLOW_RUNNER
+from workers.controller import STRICT_WORKFLOW_RUNNER
 from workflows.active_check import ActiveCheck
 from workflows.active_checks import ActiveChecks
 from workflows.disruption_budget import DisruptionBudget
@@ -109,7 +109,7 @@ async def test_recorded_history_replays(path: Path) -> None:
             FleetScan,
         ],
         data_converter=pydantic_data_converter,
-        workflow_runner=WORKFLOW_RUNNER,  # the controller's sandbox (cryptography passes through)
+        workflow_runner=STRICT_WORKFLOW_RUNNER,  # every module re-imported, every call checked
     )
     result = await replayer.replay_workflow(history, raise_on_replay_failure=False)
     assert result.replay_failure is None, result.replay_failure

@@ -9,7 +9,12 @@ from datetime import timedelta
 from temporalio.testing import WorkflowEnvironment
 
 from adapters.sim import SimFleet
-from workers.controller import WorkerTuning, controller_worker
+from workers.controller import (
+    STRICT_WORKFLOW_RUNNER,
+    WORKFLOW_RUNNER,
+    WorkerTuning,
+    controller_worker,
+)
 
 
 async def test_the_controller_worker_takes_its_cache_sticky_timeout_and_pollers(
@@ -28,9 +33,18 @@ async def test_the_controller_worker_takes_its_cache_sticky_timeout_and_pollers(
     assert config["workflow_task_poller_behavior"].maximum == 2
 
 
-async def test_by_default_the_controller_keeps_the_sdk_cache(
+async def test_by_default_the_controller_caches_500_runs_not_the_sdks_1000(
     time_env: WorkflowEnvironment,
 ) -> None:
+    # About 0.2 MB per cached ladder: 1,500 parked ladders in 242 MB (bench/results/memory.md).
     with ThreadPoolExecutor(max_workers=2) as executor:
         worker = controller_worker(time_env.client, SimFleet(nodes=1).cluster, executor, "plain")
-        assert worker.config()["max_cached_workflows"] == WorkerTuning().max_cached_workflows
+        assert worker.config()["max_cached_workflows"] == 500
+
+
+def test_runs_share_the_workflow_modules_and_replays_check_them_afresh() -> None:
+    """Shared: no copy of the modules per cached run. The replay test's runner still
+    re-imports every workflow module and checks its calls (tests/test_replay.py)."""
+    assert "workflows" in WORKFLOW_RUNNER.restrictions.passthrough_modules
+    strict = STRICT_WORKFLOW_RUNNER.restrictions.passthrough_modules
+    assert not {"workflows", "workflows.node_remediation", "workflows.node_steps"} & strict

@@ -53,11 +53,20 @@ WORKFLOWS = [
     ActiveCheck,
     GpuRelease,
 ]
-# The sandbox re-imports a workflow's modules for every run it starts; remedy's domain package
-# (pydantic models, pure functions) and the workflows' helper modules are deterministic and free
-# of side effects at import, so every run shares them instead of rebuilding them. cryptography
-# (an operator's signature checked in a validator) imports its exceptions as it raises them.
+# The sandbox re-imports a workflow's modules for every run it starts and keeps that copy while
+# the run is cached: about 0.3 MB a run for remedy's workflows, more than everything else a
+# cached ladder holds (bench/memory_bench.py). remedy's domain package (pydantic models, pure
+# functions), the contract and the workflows are deterministic and free of side effects at
+# import, so every run shares them. What that gives up: the sandbox's checks (a clock, random,
+# I/O) do not reach code it did not import itself. The import contract in pyproject.toml keeps
+# such modules out of workflows/, and tests/test_replay.py replays the recorded histories under
+# STRICT_WORKFLOW_RUNNER, which re-imports and checks them. cryptography (an operator's
+# signature checked in a validator) imports its exceptions as it raises them.
+SHARED_BY_RUNS = ("remedy", "contract", "workflows", "cryptography")
 WORKFLOW_RUNNER = SandboxedWorkflowRunner(
+    restrictions=SandboxRestrictions.default.with_passthrough_modules(*SHARED_BY_RUNS)
+)
+STRICT_WORKFLOW_RUNNER = SandboxedWorkflowRunner(
     restrictions=SandboxRestrictions.default.with_passthrough_modules(
         "remedy", "contract", "workflows.common", "workflows.metrics", "cryptography"
     )
@@ -66,13 +75,15 @@ WORKFLOW_RUNNER = SandboxedWorkflowRunner(
 
 @dataclass(frozen=True)
 class WorkerTuning:
-    """How much of the fleet the controller keeps in memory. Every cached run holds its own
-    sandboxed copy of the workflow modules and its history (a few hundred KB), so RSS grows with
+    """How much of the fleet the controller keeps in memory. Every cached run holds its
+    workflow's state and the SDK's for it (about 0.2 MB), so RSS grows with
     ``max_cached_workflows``, not with the nodes in remediation; a ladder evicted from the cache
-    is replayed from its history when its next signal, timer or query comes (bench/scale_bench.py
-    measures both). The SDK's default cache is 1,000 runs."""
+    is replayed from its history when its next signal, timer or query comes (a few ms to tens of
+    ms for a ladder's short history). 500, not the SDK's 1,000: 1,500 parked ladders held 242 MB
+    (bench/results/memory.md; 10,000 is not measured yet), and a busy pool's budget, touched by
+    every lease, stays in the cache."""
 
-    max_cached_workflows: int = 1000
+    max_cached_workflows: int = 500
     # How long a task waits on this worker's sticky queue before any worker may take it.
     sticky_queue_timeout: timedelta = timedelta(seconds=10)
     workflow_pollers: int = 5
