@@ -12,7 +12,6 @@ pool, with no leases.
 
 from __future__ import annotations
 
-import asyncio
 from datetime import timedelta
 
 from temporalio import workflow
@@ -34,6 +33,7 @@ from contract.messages import (
     RESUME_POOL,
 )
 from workflows import metrics
+from workflows.budget_outbox import Outbox
 from workflows.budget_sweep import SWEEP_ON_ITS_OWN_CLOCK, Alarm, BudgetSweep, wake_at
 from workflows.common import PATIENT_RETRY
 from workflows.operator_updates import acted
@@ -55,7 +55,7 @@ with workflow.unsafe.imports_passed_through():
         ResumeResult,
         UnhealthyReport,
     )
-    from remedy.budget_gpus import covered, fits, granted_scope, take
+    from remedy.budget_gpus import covered, grant_waiting, granted_scope
     from remedy.budget_view import budget_details
     from remedy.quarantine import (
         QUARANTINE_OVER_EVENT,
@@ -93,6 +93,7 @@ class DisruptionBudget(BudgetSweep):
         self._leave: list[CordonAsk] = []  # asks to tell they may cordon (a resume)
         self._alert: Alert | None = None  # the breaker tripped or closed: an Event to record
         self._alarm, self._swept_at = Alarm(), workflow.now()
+        self._outbox = Outbox()  # grants and leave, sent without the loop waiting (outbox)
 
     # -- messages --------------------------------------------------------------------------
     @LEASE_REQUEST.handler
@@ -235,9 +236,11 @@ class DisruptionBudget(BudgetSweep):
             self._publish()
             if self._regrant and workflow.patched(REGRANT):
                 regrant, self._regrant = self._regrant, []
-                await asyncio.gather(*(self._tell(req) for req in regrant))
+                await self._outbox.send(self._tell(req) for req in regrant)
             if workflow.info().is_continue_as_new_suggested():
-                await workflow.wait_condition(workflow.all_handlers_finished)
+                await workflow.wait_condition(
+                    lambda: workflow.all_handlers_finished() and self._outbox.idle()
+                )
                 workflow.continue_as_new(self._state)
 
     async def _sweep(self) -> None:
@@ -302,7 +305,7 @@ class DisruptionBudget(BudgetSweep):
         leave, self._leave = self._leave, []
         if not state.tripped:
             leave, state.asking = [*leave, *state.asking], []
-        await asyncio.gather(*(self._give_leave(ask) for ask in leave))
+        await self._outbox.send(self._give_leave(ask) for ask in leave)
 
     async def _give_leave(self, ask: CordonAsk) -> None:
         try:
@@ -316,18 +319,14 @@ class DisruptionBudget(BudgetSweep):
             for waiting in state.waiting_on_held():  # a lease freed (reclaimed, say): first
                 if state.take_over_hold(waiting, workflow.now(), within_cap=True):
                     self._regrant.append(waiting)
-        granted: list[LeaseRequest] = []
-        while not state.tripped and state.waiting and fits(state, state.waiting[0]):
-            req = state.waiting.pop(0)  # first come, first served
-            take(state, req, workflow.now())  # in nodes and GPUs (remedy.budget_gpus)
-            granted.append(req)
+        granted = grant_waiting(state, workflow.now())  # in nodes and GPUs (budget_gpus)
         if not workflow.patched(GRANTS_TOGETHER):
             for req in granted:  # one workflow task per grant: slow under a burst
                 await self._tell(req)
             return
         # Every grant's signal in one workflow task: a burst of 1,000 requests is served in
         # a few round trips, not one per node.
-        await asyncio.gather(*(self._tell(req) for req in granted))
+        await self._outbox.send(self._tell(req) for req in granted)
 
     async def _tell(self, req: LeaseRequest) -> None:
         try:
