@@ -27,7 +27,7 @@ import time
 import uuid
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from pydantic import BaseModel
@@ -50,7 +50,9 @@ from workflows.node_remediation import NodeRemediation
 
 RESULTS = Path(__file__).resolve().parent / "results"
 TARGET_GRANTS_PER_S, TARGET_ADDED_S = 100.0, 2.0
-DIAGNOSE = Rung(action=Action.DIAGNOSE)
+# A diagnose attempt that never finishes is retried after a minute, not the default 10: on a
+# machine at load 10, one attempt of 200 started and never finished, holding its run 10 min.
+DIAGNOSE = Rung(action=Action.DIAGNOSE, timeout=timedelta(minutes=1))
 LEASED = [Rung(action=Action.DRAIN), DIAGNOSE]
 LADDERS = {"baseline": [DIAGNOSE], "free": LEASED, "contended": LEASED, "burst": LEASED}
 FREE = BudgetPolicy(max_disruption="100%", storm_share=1.0)  # no storm: measure leases
