@@ -8,9 +8,11 @@ Four runs over N simulated nodes failing at once (default 1,000), each in its ow
   burst      the same ladder, every ladder waiting at once behind a budget of 0 (a freeze),
              then one request raises it to 100 %: the grants of the whole pool at once
 
-Grants per second is the burst's: N grants over the time from the raise to the last ladder
-told. The free run's rate is bounded by how fast N ladders reach their request on this
-machine, not by the budget (printed beside it). The added latency is the free run's ladder
+Grants per second is the burst's: N grants over the time from the raise to the last grant
+delivered into a ladder's history (the budget's record of each delivery); how fast the
+ladders' worker takes them up (its backlog of every ladder's tasks) is printed beside it. The
+free run's rate is bounded by how fast N ladders reach their request on this machine, not by
+the budget (printed beside it too). The added latency is the free run's ladder
 p50 less the baseline's (a drain rung and its lease). The peak is the cluster's record: nodes
 drained and not yet restored at once, in the order the simulated API served the calls.
 
@@ -66,6 +68,11 @@ class BudgetRun(BaseModel):
     ladders_s: list[float]
     lease_waits_s: list[float]
     grants_per_s: float | None  # over the span of the grants (the burst: from the raise)
+    # The burst: grants in the ladders' histories per second from the raise (the budget's
+    # record of each delivery), before each ladder's worker has taken its grant up.
+    delivered_per_s: float | None = None
+    decided_after_s: float | None = None  # the burst: raise → the budget's first grant sent
+    deciding_tasks: int = 0  # the burst: the budget's workflow tasks that sent its grants
     peak_disrupted: int  # the cluster's record: drained and not yet restored at once
     outcomes: list[str]
     budget_tasks: int  # the budget's workflow tasks, all runs
@@ -111,15 +118,24 @@ def peak_disrupted(actions: list[tuple[str, str]]) -> int:
     return peak
 
 
-async def history_of(client: Client, workflow_id: str) -> Counter[str]:
-    """Events by type over every run of ``workflow_id`` (continue-as-new included)."""
+async def history_of(
+    client: Client, workflow_id: str
+) -> tuple[Counter[str], list[datetime], dict[int, datetime]]:
+    """Events by type over every run of ``workflow_id`` (continue-as-new included), when each
+    of its signals to other workflows was delivered, and when each was sent (by the event id
+    of the workflow task that sent it)."""
     counts: Counter[str] = Counter()
+    delivered, sent = [], {}
     async for run in client.list_workflows(f"WorkflowId = '{workflow_id}'"):
         history = await client.get_workflow_handle(workflow_id, run_id=run.run_id).fetch_history()
-        counts.update(
-            EventType.Name(e.event_type).removeprefix("EVENT_TYPE_") for e in history.events
-        )
-    return counts
+        for e in history.events:
+            counts[EventType.Name(e.event_type).removeprefix("EVENT_TYPE_")] += 1
+            if e.event_type == EventType.EVENT_TYPE_EXTERNAL_WORKFLOW_EXECUTION_SIGNALED:
+                delivered.append(e.event_time.ToDatetime(tzinfo=UTC))
+            if e.event_type == EventType.EVENT_TYPE_SIGNAL_EXTERNAL_WORKFLOW_EXECUTION_INITIATED:
+                task = e.signal_external_workflow_execution_initiated_event_attributes
+                sent[task.workflow_task_completed_event_id] = e.event_time.ToDatetime(tzinfo=UTC)
+    return counts, delivered, sent
 
 
 async def all_waiting(client: Client, pool: str, nodes: int) -> None:
@@ -183,7 +199,9 @@ async def one_run(client: Client, name: str, nodes: int, budget: str) -> BudgetR
             results = await asyncio.gather(*(h.result() for h in handles))
             wall = time.perf_counter() - start
             states: list[RemediationState] = [await h.query(NodeRemediation.state) for h in handles]
-    events = await history_of(client, budget_workflow_id(pool))
+    events, delivered, sent = await history_of(client, budget_workflow_id(pool))
+    after = [at for at in delivered if raised and at >= raised]  # the burst's grants
+    deciding = sorted(at for at in sent.values() if raised and at >= raised)
     ladders = [
         (s.attempts[-1].finished_at - s.started_at).total_seconds()
         for s in states
@@ -205,6 +223,11 @@ async def one_run(client: Client, name: str, nodes: int, budget: str) -> BudgetR
         ladders_s=ladders,
         lease_waits_s=waits,
         grants_per_s=len(grants) / span if span > 0 else None,
+        delivered_per_s=len(after) / (max(after) - raised).total_seconds()
+        if after and raised
+        else None,
+        decided_after_s=(deciding[0] - raised).total_seconds() if deciding and raised else None,
+        deciding_tasks=len(deciding),
         peak_disrupted=peak_disrupted(fleet.actions),
         outcomes=sorted({r.outcome.value for r in results}),
         budget_tasks=events["WORKFLOW_TASK_COMPLETED"],
@@ -224,13 +247,15 @@ def met(ok: bool) -> str:
 
 def verdicts(report: BudgetReport) -> list[str]:
     burst, free, contended = report.run("burst"), report.run("free"), report.run("contended")
-    rate = burst.grants_per_s or 0.0
+    rate, told = burst.delivered_per_s or 0.0, burst.grants_per_s or 0.0
     lines = [
-        f"lease grants per second, {report.nodes} nodes at once, free budget (the burst): "
-        f"{rate:.1f} (target ≥ {report.target_grants_per_s:g}: "
-        f"{met(rate >= report.target_grants_per_s)}); free run, as fast as the ladders ask: "
-        f"{free.grants_per_s or 0:.1f}; contended (budget {contended.budget}): "
-        f"{contended.grants_per_s or 0:.1f}",
+        f"lease grants per second, {report.nodes} nodes at once, free budget (the burst, "
+        f"in the ladders' histories): {rate:.1f} (target ≥ {report.target_grants_per_s:g}: "
+        f"{met(rate >= report.target_grants_per_s)}); taken up by the ladders: {told:.1f}; "
+        f"free run, as fast as the ladders ask: {free.grants_per_s or 0:.1f}; contended "
+        f"(budget {contended.budget}): {contended.grants_per_s or 0:.1f}",
+        f"the burst: the budget sent its first grant {burst.decided_after_s or 0:.2f} s after "
+        f"the raise, its grants in {burst.deciding_tasks} workflow task(s)",
         f"latency a lease adds to a ladder (free − baseline, p50): {report.added_s:.2f} s "
         f"(target ≤ {report.target_added_s:g} s: {met(report.added_s <= report.target_added_s)});"
         f" lease wait alone p50 {free.p(0.5, free.lease_waits_s) * 1000:.0f} ms",

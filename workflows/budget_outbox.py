@@ -20,6 +20,10 @@ from temporalio import workflow
 
 # workflow.patched: runs before awaited each batch of sends before granting the next.
 SENDS_WITHOUT_WAITING = "budget-sends-without-waiting"
+# The server fails a workflow task that leaves more than 2,000 signals to other workflows
+# pending (limit.numPendingSignals.error): a pool granting more at once sends the rest as the
+# first are delivered.
+MAX_IN_FLIGHT = 1000
 
 
 class Outbox:
@@ -39,6 +43,8 @@ class Outbox:
             await asyncio.gather(*pending)
             return
         for send in pending:
+            if len(self._sending) >= MAX_IN_FLIGHT:
+                await workflow.wait_condition(lambda: len(self._sending) < MAX_IN_FLIGHT)
             task = asyncio.create_task(send)
             self._sending.add(task)
             task.add_done_callback(self._sending.discard)
