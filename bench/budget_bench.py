@@ -1,10 +1,20 @@
-"""What the disruption budget costs, at fleet scale: lease acquire/release throughput and the
-latency a lease adds to a ladder, through the real dev server and the real workflows.
+"""What the disruption budget costs, at fleet scale: lease grants per second and the latency a
+lease adds to a ladder, through the real dev server and the real workflows.
 
-Three runs over N simulated nodes failing at once (default 1,000), each in its own pool:
+Four runs over N simulated nodes failing at once (default 1,000), each in its own pool:
   baseline   cordon → diagnose → restore          (no disruptive rung: no lease)
   free       cordon → drain → diagnose → restore  (budget 100 %: a lease never waits on others)
-  contended  the same ladder, budget 50 nodes     (leases queue: grants per second)
+  contended  the same ladder, budget 50 nodes     (leases queue behind each other)
+  burst      the same ladder, every ladder waiting at once behind a budget of 0 (a freeze),
+             then one request raises it to 100 %: the grants of the whole pool at once
+
+Grants per second is the burst's: N grants over the time from the raise to the last grant
+delivered into a ladder's history (the budget's record of each delivery); how fast the
+ladders' worker takes them up (its backlog of every ladder's tasks) is printed beside it. The
+free run's rate is bounded by how fast N ladders reach their request on this machine, not by
+the budget (printed beside it too). The added latency is the free run's ladder
+p50 less the baseline's (a drain rung and its lease). The peak is the cluster's record: nodes
+drained and not yet restored at once, in the order the simulated API served the calls.
 
     .venv/bin/python bench/budget_bench.py [--nodes 1000] [--contended-budget 50]
 """
@@ -17,43 +27,75 @@ import statistics
 import tempfile
 import time
 import uuid
+from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+from pydantic import BaseModel
+from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 
 from adapters.sim import SimFleet
-from remedy.budget import BudgetPolicy, peak_concurrency
+from contract.messages import NODE_UNHEALTHY
+from contract.names import budget_workflow_id
+from remedy.budget import BudgetPolicy, BudgetState, UnhealthyReport, allowed_disruptions
 from remedy.models import Action, Finding, NodeRef, Severity
-from remedy.remediation import FindingReport, Outcome, RemediationState
+from remedy.remediation import FindingReport, RemediationState
 from remedy.runbook import Match, Runbook, Rung
 from workers.client import report_finding
 from workers.controller import controller_worker, node_agent_worker
 from workers.demo import _free_port
 from workers.dev_server import dev_server
+from workflows.disruption_budget import DisruptionBudget
 from workflows.node_remediation import NodeRemediation
 
-DIAGNOSE = Rung(action=Action.DIAGNOSE)
-LADDERS = {
-    "baseline": [DIAGNOSE],
-    "free": [Rung(action=Action.DRAIN), DIAGNOSE],
-    "contended": [Rung(action=Action.DRAIN), DIAGNOSE],
-}
+RESULTS = Path(__file__).resolve().parent / "results"
+TARGET_GRANTS_PER_S, TARGET_ADDED_S = 100.0, 2.0
+# A diagnose attempt that never finishes is retried after a minute, not the default 10: on a
+# machine at load 10, one attempt of 200 started and never finished, holding its run 10 min.
+DIAGNOSE = Rung(action=Action.DIAGNOSE, timeout=timedelta(minutes=1))
+LEASED = [Rung(action=Action.DRAIN), DIAGNOSE]
+LADDERS = {"baseline": [DIAGNOSE], "free": LEASED, "contended": LEASED, "burst": LEASED}
+FREE = BudgetPolicy(max_disruption="100%", storm_share=1.0)  # no storm: measure leases
 
 
-@dataclass
-class Run:
+class BudgetRun(BaseModel):
     name: str
     nodes: int
     budget: str
     wall_s: float
     ladders_s: list[float]
     lease_waits_s: list[float]
-    grants_per_s: float | None
-    peak_holders: int
-    outcomes: set[Outcome]
+    grants_per_s: float | None  # over the span of the grants (the burst: from the raise)
+    # The burst: grants in the ladders' histories per second from the raise (the budget's
+    # record of each delivery), before each ladder's worker has taken its grant up.
+    delivered_per_s: float | None = None
+    decided_after_s: float | None = None  # the burst: raise → the budget's first grant sent
+    deciding_tasks: int = 0  # the burst: the budget's workflow tasks that sent its grants
+    peak_disrupted: int  # the cluster's record: drained and not yet restored at once
+    outcomes: list[str]
+    budget_tasks: int  # the budget's workflow tasks, all runs
+    budget_events: dict[str, int]  # its history's events by type
+
+    def p(self, q: float, values: list[float] | None = None) -> float:
+        return pct(self.ladders_s if values is None else values, q)
+
+
+class BudgetReport(BaseModel):
+    nodes: int
+    runs: list[BudgetRun]
+    target_grants_per_s: float = TARGET_GRANTS_PER_S
+    target_added_s: float = TARGET_ADDED_S
+
+    def run(self, name: str) -> BudgetRun:
+        return next(r for r in self.runs if r.name == name)
+
+    @property
+    def added_s(self) -> float:
+        return statistics.median(self.run("free").ladders_s) - statistics.median(
+            self.run("baseline").ladders_s
+        )
 
 
 def pct(values: list[float], q: float) -> float:
@@ -63,7 +105,65 @@ def pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
-async def one_run(client: Client, name: str, nodes: int, budget: str) -> Run:
+def peak_disrupted(actions: list[tuple[str, str]]) -> int:
+    """The most nodes drained and not yet restored at once, from the cluster's own record."""
+    out: set[str] = set()
+    peak = 0
+    for node, action in actions:
+        if action == "drain":
+            out.add(node)
+        elif action == "restore":
+            out.discard(node)
+        peak = max(peak, len(out))
+    return peak
+
+
+async def history_of(
+    client: Client, workflow_id: str
+) -> tuple[Counter[str], list[datetime], dict[int, datetime]]:
+    """Events by type over every run of ``workflow_id`` (continue-as-new included), when each
+    of its signals to other workflows was delivered, and when each was sent (by the event id
+    of the workflow task that sent it)."""
+    counts: Counter[str] = Counter()
+    delivered, sent = [], {}
+    async for run in client.list_workflows(f"WorkflowId = '{workflow_id}'"):
+        history = await client.get_workflow_handle(workflow_id, run_id=run.run_id).fetch_history()
+        for e in history.events:
+            counts[EventType.Name(e.event_type).removeprefix("EVENT_TYPE_")] += 1
+            if e.event_type == EventType.EVENT_TYPE_EXTERNAL_WORKFLOW_EXECUTION_SIGNALED:
+                delivered.append(e.event_time.ToDatetime(tzinfo=UTC))
+            if e.event_type == EventType.EVENT_TYPE_SIGNAL_EXTERNAL_WORKFLOW_EXECUTION_INITIATED:
+                task = e.signal_external_workflow_execution_initiated_event_attributes
+                sent[task.workflow_task_completed_event_id] = e.event_time.ToDatetime(tzinfo=UTC)
+    return counts, delivered, sent
+
+
+async def all_waiting(client: Client, pool: str, nodes: int) -> None:
+    """Until every ladder of the pool waits for a lease (the budget's own record)."""
+    budget = client.get_workflow_handle_for(DisruptionBudget.run, budget_workflow_id(pool))
+    while True:
+        try:
+            state: BudgetState = await budget.query(DisruptionBudget.state)
+            if len(state.waiting) >= nodes:
+                return
+        except Exception:  # noqa: BLE001 - not started yet
+            pass
+        await asyncio.sleep(1)
+
+
+async def raise_budget(client: Client, pool: str, queue: str, node: str, nodes: int) -> datetime:
+    """The burst: one of the pool's nodes reports again, and its report carries a budget of
+    100 % (a pool's policy comes with every report and request); the budget grants every
+    waiter in the workflow task that takes it."""
+    raised = datetime.now(UTC)
+    again = UnhealthyReport(
+        node=node, pool=pool, task_queue=queue, at=raised, pool_size=nodes, policy=FREE
+    )
+    await NODE_UNHEALTHY.send(client.get_workflow_handle(budget_workflow_id(pool)), again)
+    return raised
+
+
+async def one_run(client: Client, name: str, nodes: int, budget: str) -> BudgetRun:
     tag = uuid.uuid4().hex[:6]
     queue, pool = f"bench-{tag}", f"bench-{name}-{tag}"
     # One GPU per node: the probe is not what this measures.
@@ -71,8 +171,9 @@ async def one_run(client: Client, name: str, nodes: int, budget: str) -> Run:
     runbook = Runbook(
         name=f"bench-{name}", match=Match(reasons=["Bench"]), cordon=True, ladder=LADDERS[name]
     )
-    policy = BudgetPolicy(max_disruption=budget, storm_share=1.0)  # no storm: measure leases
+    policy = FREE.model_copy(update={"max_disruption": budget})
     now = datetime.now(UTC)
+    raised: datetime | None = None
     with ThreadPoolExecutor(max_workers=32) as executor:
         async with (
             controller_worker(client, fleet.cluster, executor, queue, policy),
@@ -82,26 +183,25 @@ async def one_run(client: Client, name: str, nodes: int, budget: str) -> Run:
             gate = asyncio.Semaphore(64)
 
             async def report(node: str):  # type: ignore[no-untyped-def]
-                finding = Finding(
-                    node=node,
-                    check="bench",
-                    reason="Bench",
-                    severity=Severity.CRITICAL,
-                    observed_at=now,
-                )
                 async with gate:
                     return await report_finding(
                         client,
                         NodeRef(name=node, pool=pool),
-                        FindingReport(finding=finding, runbook=runbook),
+                        FindingReport(finding=finding(node, now), runbook=runbook),
                         node_task_queue=f"{queue}-agents",
                         task_queue=queue,
                     )
 
             handles = await asyncio.gather(*(report(n) for n in sorted(fleet.nodes)))
+            if name == "burst":
+                await all_waiting(client, pool, nodes)
+                raised = await raise_budget(client, pool, queue, min(fleet.nodes), nodes)
             results = await asyncio.gather(*(h.result() for h in handles))
             wall = time.perf_counter() - start
             states: list[RemediationState] = [await h.query(NodeRemediation.state) for h in handles]
+    events, delivered, sent = await history_of(client, budget_workflow_id(pool))
+    after = [at for at in delivered if raised and at >= raised]  # the burst's grants
+    deciding = sorted(at for at in sent.values() if raised and at >= raised)
     ladders = [
         (s.attempts[-1].finished_at - s.started_at).total_seconds()
         for s in states
@@ -113,53 +213,96 @@ async def one_run(client: Client, name: str, nodes: int, budget: str) -> Run:
         for s in leased
     ]
     grants = sorted(s.lease_granted_at for s in leased if s.lease_granted_at)
-    span = (grants[-1] - grants[0]).total_seconds() if len(grants) > 1 else 0.0
-    holders = [
-        (s.lease_granted_at, s.lease_released_at)
-        for s in leased
-        if s.lease_granted_at and s.lease_released_at
-    ]
-    return Run(
+    first = raised or (grants[0] if grants else None)
+    span = (grants[-1] - first).total_seconds() if grants and first else 0.0
+    return BudgetRun(
         name=name,
         nodes=nodes,
         budget=budget if name != "baseline" else "-",
         wall_s=wall,
         ladders_s=ladders,
         lease_waits_s=waits,
-        grants_per_s=len(grants) / span if span else None,
-        peak_holders=peak_concurrency(holders),  # type: ignore[arg-type]
-        outcomes={r.outcome for r in results},
+        grants_per_s=len(grants) / span if span > 0 else None,
+        delivered_per_s=len(after) / (max(after) - raised).total_seconds()
+        if after and raised
+        else None,
+        decided_after_s=(deciding[0] - raised).total_seconds() if deciding and raised else None,
+        deciding_tasks=len(deciding),
+        peak_disrupted=peak_disrupted(fleet.actions),
+        outcomes=sorted({r.outcome.value for r in results}),
+        budget_tasks=events["WORKFLOW_TASK_COMPLETED"],
+        budget_events=dict(events),
     )
 
 
-def report_lines(runs: list[Run]) -> list[str]:
+def finding(node: str, at: datetime) -> Finding:
+    return Finding(
+        node=node, check="bench", reason="Bench", severity=Severity.CRITICAL, observed_at=at
+    )
+
+
+def met(ok: bool) -> str:
+    return "met" if ok else "not met"
+
+
+def verdicts(report: BudgetReport) -> list[str]:
+    burst, free, contended = report.run("burst"), report.run("free"), report.run("contended")
+    rate, told = burst.delivered_per_s or 0.0, burst.grants_per_s or 0.0
+    lines = [
+        f"lease grants per second, {report.nodes} nodes at once, free budget (the burst, "
+        f"in the ladders' histories): {rate:.1f} (target ≥ {report.target_grants_per_s:g}: "
+        f"{met(rate >= report.target_grants_per_s)}); taken up by the ladders: {told:.1f}; "
+        f"free run, as fast as the ladders ask: {free.grants_per_s or 0:.1f}; contended "
+        f"(budget {contended.budget}): {contended.grants_per_s or 0:.1f}",
+        f"the burst: the budget sent its first grant {burst.decided_after_s or 0:.2f} s after "
+        f"the raise, its grants in {burst.deciding_tasks} workflow task(s)",
+        f"latency a lease adds to a ladder (free − baseline, p50): {report.added_s:.2f} s "
+        f"(target ≤ {report.target_added_s:g} s: {met(report.added_s <= report.target_added_s)});"
+        f" lease wait alone p50 {free.p(0.5, free.lease_waits_s) * 1000:.0f} ms",
+    ]
+    for run in (free, contended, burst):
+        cap = run.nodes if run.name == "burst" else allowed_disruptions(run.budget, run.nodes)
+        lines.append(
+            f"{run.name}: at most {run.peak_disrupted} nodes disrupted at once (the cluster's "
+            f"record), budget {cap}{' (raised to 100 %)' if run.name == 'burst' else ''}: "
+            f"never above: {'yes' if run.peak_disrupted <= cap else 'no'}"
+            f"; {run.budget_tasks} budget workflow tasks for {len(run.lease_waits_s)} leases"
+        )
+    return lines
+
+
+def report_lines(report: BudgetReport) -> list[str]:
     head = (
         f"{'run':<10} {'nodes':>5} {'budget':>6} {'wall s':>7} {'ladder p50':>10} "
         f"{'p90':>6} {'p99':>6} {'lease wait p50':>14} {'p99':>6} {'grants/s':>8} "
         f"{'peak':>5}  outcomes"
     )
     lines = [head, "-" * len(head)]
-    for r in runs:
+    for r in report.runs:
         grants = f"{r.grants_per_s:8.1f}" if r.grants_per_s else f"{'-':>8}"
-        wait50 = f"{pct(r.lease_waits_s, 0.5) * 1000:11.0f} ms" if r.lease_waits_s else f"{'-':>14}"
-        wait99 = f"{pct(r.lease_waits_s, 0.99):6.2f}" if r.lease_waits_s else f"{'-':>6}"
+        waits = r.lease_waits_s
+        wait50 = f"{r.p(0.5, waits) * 1000:11.0f} ms" if waits else f"{'-':>14}"
+        wait99 = f"{r.p(0.99, waits):6.2f}" if waits else f"{'-':>6}"
         lines.append(
-            f"{r.name:<10} {r.nodes:>5} {r.budget:>6} {r.wall_s:7.1f} "
-            f"{pct(r.ladders_s, 0.5):9.2f}s {pct(r.ladders_s, 0.9):6.2f} "
-            f"{pct(r.ladders_s, 0.99):6.2f} "
-            f"{wait50} {wait99} {grants} {r.peak_holders:>5}  "
-            + ",".join(sorted(o.value for o in r.outcomes))
+            f"{r.name:<10} {r.nodes:>5} {r.budget:>6} {r.wall_s:7.1f} {r.p(0.5):9.2f}s "
+            f"{r.p(0.9):6.2f} {r.p(0.99):6.2f} {wait50} {wait99} {grants} "
+            f"{r.peak_disrupted:>5}  " + ",".join(r.outcomes)
         )
-    base, free = runs[0], runs[1]
-    added = statistics.median(free.ladders_s) - statistics.median(base.ladders_s)
-    lines += [
+    return [*lines, "", *verdicts(report)]
+
+
+def budget_section(report: BudgetReport) -> list[str]:
+    """The figures in Markdown: budget.md, and its section of report.md."""
+    return [
+        "## The disruption budget: lease grants per second and the latency a lease adds",
         "",
-        f"latency a lease adds to a ladder (free − baseline, p50): {added:.2f} s; "
-        f"lease wait alone p50 {pct(free.lease_waits_s, 0.5) * 1000:.0f} ms",
-        f"contended: at most {runs[2].peak_holders} nodes held a lease at once "
-        f"(budget {runs[2].budget})",
+        f"{report.nodes} simulated nodes failing at once per run, each run in its own pool, "
+        "the dev server and the real workflows on one machine (bench/budget_bench.py).",
+        "",
+        "```",
+        *report_lines(report),
+        "```",
     ]
-    return lines
 
 
 async def main(nodes: int, contended: str) -> None:
@@ -167,14 +310,23 @@ async def main(nodes: int, contended: str) -> None:
         # History in memory: the figures are the workflows' cost, not this disk's fsyncs.
         async with dev_server(_free_port(), _free_port(), None, Path(tmp) / "bench.log") as client:
             runs = []
-            for name, budget in (("baseline", "100%"), ("free", "100%"), ("contended", contended)):
+            for name, budget in (
+                ("baseline", "100%"),
+                ("free", "100%"),
+                ("contended", contended),
+                ("burst", "0"),
+            ):
                 runs.append(await one_run(client, name, nodes, budget))
                 print(f"  {name}: {runs[-1].wall_s:.1f} s", flush=True)
+    report = BudgetReport(nodes=nodes, runs=runs)
     print(
         f"\nDisruption budget at {nodes} nodes failing at once "
         "(dev server + real workflows, one machine):\n"
     )
-    print("\n".join(report_lines(runs)))
+    print("\n".join(report_lines(report)))
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    (RESULTS / "budget.json").write_text(report.model_dump_json(indent=2))
+    (RESULTS / "budget.md").write_text("\n".join(budget_section(report)) + "\n")
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 """Write bench/results/report.md and bench/results/fleet.png from the figures the benchmarks
 left in bench/results (twin.json from fleet_twin.py, scale.json from scale_bench.py,
-kube_scale.json from kube_scale_bench.py): each target next to what was measured and next to
-the baselines of the same run.
+kube_scale.json from kube_scale_bench.py, budget.json from budget_bench.py): each target next
+to what was measured and next to the baselines of the same run.
 
     .venv/bin/python bench/report.py
 """
@@ -16,6 +16,7 @@ import matplotlib
 
 matplotlib.use("Agg")  # no screen: write the file
 import matplotlib.pyplot as plt  # noqa: E402
+from budget_bench import BudgetReport, budget_section  # noqa: E402
 from fleet_twin import POLICY_HEADERS, TwinReport, gpu_hours_section, policy_rows  # noqa: E402
 from kube_scale_bench import KubeScaleReport, markdown_section  # noqa: E402
 from memory_bench import summary as memory_summary  # noqa: E402
@@ -376,6 +377,8 @@ def main() -> None:
     if kube_file.exists():
         lines += markdown_section(KubeScaleReport.model_validate_json(kube_file.read_text()))
         lines += [""]
+    if (budget_file := RESULTS / "budget.json").exists():
+        lines += budget_section(BudgetReport.model_validate_json(budget_file.read_text())) + [""]
     plot(twin, scale, RESULTS / "fleet.png")
     report = RESULTS / "report.md"
     chaos = section_in(report.read_text()) if report.exists() else []  # `make chaos` writes it

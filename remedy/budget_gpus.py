@@ -106,6 +106,40 @@ def take(state: BudgetState, req: LeaseRequest, now: datetime) -> Lease:
     return lease
 
 
+def grant_waiting(state: BudgetState, now: datetime) -> list[LeaseRequest]:
+    """Grant the waiters first come, first served, while the next one ``fits`` (none while the
+    breaker is tripped): the same grants, in the same order, as ``take`` one by one, counted
+    in one pass (a burst of 1,000 requests took 0.3 s of the budget's workflow task one by one,
+    each grant recounting every lease). In a pool of 10 at 20 % with one lease held, of three
+    waiters the first is granted and the other two wait."""
+    if state.tripped:
+        return []
+    cap = gpu_cap(state)
+    nodes, gpus = state.in_use, gpus_out(state)
+    leases = {lease.holder: lease for lease in state.holders}  # a holder holds one lease
+    new: dict[str, Lease] = {}  # in the order granted, as ``take`` appends them
+    served = 0
+    for req in state.waiting:
+        own = leases.get(req.holder)
+        own_node = 1 if own is not None and own.scope is Scope.NODE else 0
+        if scope_of(req) is Scope.NODE and nodes - own_node + 1 > state.allowed:
+            break
+        others = gpus - (gpus_of(own) if own else 0)
+        if cap is not None and not (others + size_of(req) <= cap or others == 0):
+            break
+        lease = lease_for(req, now)
+        nodes += (1 if lease.scope is Scope.NODE else 0) - own_node
+        gpus = others + gpus_of(lease)
+        new.pop(req.holder, None)  # granted again in this pass: it moves to the end
+        leases[req.holder] = new[req.holder] = lease
+        served += 1
+    granted, state.waiting = state.waiting[:served], state.waiting[served:]
+    kept = [lease for lease in state.holders if lease.holder not in new]
+    state.holders = [*kept, *new.values()]
+    state.grants += served
+    return granted
+
+
 def granted_scope(state: BudgetState, holder: str) -> Scope:
     """What the holder is told it holds (a node lease when the budget knows none)."""
     lease = own_lease(state, holder)

@@ -1,0 +1,158 @@
+"""A burst of lease requests (issue 31): the pool's budget grants what fits in one workflow
+task, sends those grants together and never lets more than the cap hold a lease. The grants
+are counted one pass at a time (``grant_waiting``), the same as one by one."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import uuid
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime
+
+from temporalio.api.enums.v1 import EventType
+from temporalio.client import Client
+from temporalio.testing import WorkflowEnvironment
+
+from adapters.sim import SimFleet
+from contract.messages import LEASE_RELEASE, LEASE_REQUEST
+from contract.names import DISRUPTION_BUDGET_WORKFLOW, budget_workflow_id
+from remedy.budget import BudgetPolicy, BudgetState, Lease, LeaseRelease, LeaseRequest
+from remedy.budget_gpus import fits, grant_waiting, take
+from remedy.models import NodeRef, Scope
+from remedy.remediation import RemediationInput
+from tests.test_disruption_budget import budget_state
+from tests.test_job_watch import eventually
+from workers.controller import controller_worker
+from workflows.node_remediation import NodeRemediation
+
+NOW = datetime(2026, 12, 1, tzinfo=UTC)
+
+
+def _request(i: int, policy: BudgetPolicy, rng: random.Random) -> LeaseRequest:
+    gpu = rng.random() < 0.4
+    return LeaseRequest(
+        holder=f"remediation/n{i % 12}",  # some holders ask again: an upgrade, a re-ask
+        node=f"n{i % 12}",
+        pool="p",
+        task_queue="q",
+        scope=Scope.GPU if gpu else Scope.NODE,
+        gpus=sorted(rng.sample(range(8), rng.randint(1, 3))) if gpu else [],
+        pool_size=12,
+        policy=policy,
+        pool_gpus=96,
+        node_gpus=8,
+    )
+
+
+def _state(rng: random.Random) -> BudgetState:
+    policy = BudgetPolicy(
+        max_disruption=rng.choice(["1", "3", "50%", "100%"]),
+        storm_share=1.0,
+        max_gpus_out=rng.choice([None, "2", "10", "30%"]),
+    )
+    state = BudgetState(pool="p", policy=policy, pool_size=12, pool_gpus=96)
+    for i in range(rng.randint(0, 3)):  # leases held already, some on GPUs
+        req = _request(i, policy, rng)
+        state.holders.append(Lease(**take(state.model_copy(deep=True), req, NOW).model_dump()))
+    waiting = [_request(rng.randint(0, 40), policy, rng) for _ in range(rng.randint(0, 15))]
+    unique = {r.holder: r for r in waiting}  # the budget keeps one request per holder
+    state.waiting = list(unique.values())
+    return state
+
+
+def test_a_pass_grants_what_one_by_one_would() -> None:
+    rng = random.Random(31)
+    for _ in range(500):
+        state = _state(rng)
+        one_by_one = state.model_copy(deep=True)
+        granted = []
+        while one_by_one.waiting and fits(one_by_one, one_by_one.waiting[0]):
+            req = one_by_one.waiting.pop(0)
+            take(one_by_one, req, NOW)
+            granted.append(req)
+        assert grant_waiting(state, NOW) == granted
+        assert state == one_by_one
+
+
+def test_a_tripped_breaker_grants_nothing() -> None:
+    state = _state(random.Random(1))
+    state.tripped = True
+    assert grant_waiting(state, NOW) == [] and state.grants == 0
+
+
+async def _holders(client: Client, pool: str, count: int) -> list[str]:
+    """Ladders that ask for nothing themselves: runs on a queue no worker polls (a grant is
+    recorded in their history all the same)."""
+    idle = f"idle-{uuid.uuid4()}"
+    ids = []
+    for i in range(count):
+        node = NodeRef(name=f"{pool}-n{i:02d}", pool=pool)
+        handle = await client.start_workflow(
+            NodeRemediation.run,
+            RemediationInput(node=node, node_task_queue=idle),
+            id=f"burst/{uuid.uuid4()}",
+            task_queue=idle,
+        )
+        ids.append(handle.id)
+    return ids
+
+
+async def _grants_by_task(client: Client, pool: str) -> Counter[int]:
+    """The budget's grant signals, counted by the workflow task that sent them."""
+    history = await client.get_workflow_handle(budget_workflow_id(pool)).fetch_history()
+    sent = EventType.EVENT_TYPE_SIGNAL_EXTERNAL_WORKFLOW_EXECUTION_INITIATED
+    return Counter(
+        e.signal_external_workflow_execution_initiated_event_attributes.workflow_task_completed_event_id
+        for e in history.events
+        if e.event_type == sent
+    )
+
+
+async def test_a_burst_is_granted_within_the_cap_in_few_workflow_tasks(
+    time_env: WorkflowEnvironment,
+) -> None:
+    client = time_env.client
+    nodes, cap = 30, 10
+    pool, queue = f"pool-{uuid.uuid4().hex[:8]}", f"test-{uuid.uuid4()}"
+    fleet = SimFleet(nodes=1, pool=pool)
+    policy = BudgetPolicy(max_disruption=str(cap), storm_share=1.0)
+    holders = await _holders(client, pool, nodes)
+    # Every request is in before the budget runs a single workflow task: one burst.
+    for i, holder in enumerate(holders):
+        req = LeaseRequest(
+            holder=holder, node=f"{pool}-n{i:02d}", pool=pool, task_queue=queue, pool_size=nodes
+        )
+        await client.start_workflow(
+            DISRUPTION_BUDGET_WORKFLOW,
+            BudgetState(pool=pool, policy=policy),
+            id=budget_workflow_id(pool),
+            task_queue=queue,
+            **LEASE_REQUEST.start_with(req.model_copy(update={"policy": policy})),
+        )
+    peak, released = 0, 0
+    budget = client.get_workflow_handle(budget_workflow_id(pool))
+    with ThreadPoolExecutor(max_workers=4) as executor:
+        async with controller_worker(client, fleet.cluster, executor, queue, policy):
+            while released < nodes:
+
+                async def granted(want: int = min(released + cap, nodes)) -> BudgetState | None:
+                    state = await budget_state(client, pool)
+                    return state if state.grants >= want else None
+
+                state = await eventually(granted)
+                peak = max(peak, len(state.holders))
+                # Every holder done at once: the grants follow the releases as they come.
+                await asyncio.gather(
+                    *(
+                        LEASE_RELEASE.send(budget, LeaseRelease(holder=lease.holder))
+                        for lease in state.holders
+                    )
+                )
+                released += len(state.holders)
+    by_task = await _grants_by_task(client, pool)
+    assert peak == cap  # the cap held, and was used
+    assert sum(by_task.values()) == nodes  # every holder was told, once
+    first_burst = by_task[min(by_task)]
+    assert first_burst == cap, by_task  # the burst's grants went out together, in one task
