@@ -34,6 +34,7 @@ from contract.messages import (
     RESUME_POOL,
 )
 from workflows import metrics
+from workflows.breaker_board import BreakerBoard
 from workflows.budget_sweep import SWEEP_ON_ITS_OWN_CLOCK, Alarm, BudgetSweep, wake_at
 from workflows.common import PATIENT_RETRY
 from workflows.operator_updates import acted
@@ -93,6 +94,7 @@ class DisruptionBudget(BudgetSweep):
         self._leave: list[CordonAsk] = []  # asks to tell they may cordon (a resume)
         self._alert: Alert | None = None  # the breaker tripped or closed: an Event to record
         self._alarm, self._swept_at = Alarm(), workflow.now()
+        self._board = BreakerBoard()  # the breaker where cordons read it (breaker_board)
 
     # -- messages --------------------------------------------------------------------------
     @LEASE_REQUEST.handler
@@ -230,6 +232,7 @@ class DisruptionBudget(BudgetSweep):
             self._changed = False
             self._check_breaker()
             await self._grant()
+            await self._board.publish(self._state)  # after the grants (an update waits on them)
             if (self._state.asking or self._leave) and workflow.patched(QUARANTINE):
                 await self._quarantine()
             self._publish()
