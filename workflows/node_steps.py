@@ -297,7 +297,8 @@ class NodeSteps:
         self._state.cordon_asked = True
         request = self.request(Action.CORDON, reason)
         request = request.model_copy(update={"breakers": breakers or []})
-        await self._outside_ladder(act.CORDON, Action.CORDON, request, held)
+        # The first cordon runs as a local activity: in the workflow task that asks for it.
+        await self._outside_ladder(act.CORDON, Action.CORDON, request, held, breakers is not None)
         return not refused
 
     async def hold_cordoned(self) -> None:
@@ -324,6 +325,7 @@ class NodeSteps:
         action: Action,
         request: ActionRequest,
         done: Callable[[R], str | None],
+        local: bool = False,
     ) -> None:
         """Cordon and restore: recorded as attempts outside the ladder (rung -1); a failure is
         recorded, not raised (``done`` takes the answer and says what happened; None: nothing
@@ -334,6 +336,7 @@ class NodeSteps:
             result = await step.execute(
                 request,
                 gives_back=action is Action.RESTORE,
+                local=local,
                 start_to_close_timeout=CLUSTER_CALL,
                 **RIDE_OUT,
                 summary=f"{action.value} {self._state.node.name}",
