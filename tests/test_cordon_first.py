@@ -6,7 +6,6 @@ the Kubernetes board is a ConfigMap, read and written through the real client.""
 
 from __future__ import annotations
 
-import json
 import uuid
 from datetime import timedelta
 
@@ -41,10 +40,6 @@ async def _steps(handle: Handle) -> list[str]:
     async for e in handle.fetch_history_events():
         if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
             steps.append(e.activity_task_scheduled_event_attributes.activity_type.name)
-        elif e.event_type == EventType.EVENT_TYPE_MARKER_RECORDED:  # a local activity's
-            data = e.marker_recorded_event_attributes.details.get("data")
-            if data is not None and data.payloads:
-                steps.append(json.loads(data.payloads[0].data).get("activity_type", "marker"))
         elif e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED:
             steps.append("completed")
         elif e.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED:

@@ -297,8 +297,7 @@ class NodeSteps:
         self._state.cordon_asked = True
         request = self.request(Action.CORDON, reason)
         request = request.model_copy(update={"breakers": breakers or []})
-        # The first cordon runs as a local activity: in the workflow task that asks for it.
-        await self._outside_ladder(act.CORDON, Action.CORDON, request, held, breakers is not None)
+        await self._outside_ladder(act.CORDON, Action.CORDON, request, held)
         return not refused
 
     async def hold_cordoned(self) -> None:
@@ -325,7 +324,6 @@ class NodeSteps:
         action: Action,
         request: ActionRequest,
         done: Callable[[R], str | None],
-        local: bool = False,
     ) -> None:
         """Cordon and restore: recorded as attempts outside the ladder (rung -1); a failure is
         recorded, not raised (``done`` takes the answer and says what happened; None: nothing
@@ -336,7 +334,6 @@ class NodeSteps:
             result = await step.execute(
                 request,
                 gives_back=action is Action.RESTORE,
-                local=local,
                 start_to_close_timeout=CLUSTER_CALL,
                 **RIDE_OUT,
                 summary=f"{action.value} {self._state.node.name}",
