@@ -19,10 +19,10 @@ from contract import activities as act
 from contract.messages import CORDON_LEAVE
 from kubeapi import ApiServer
 from remedy.cluster import CordonOwner, held_by
-from remedy.errors import PermissionDenied
+from remedy.errors import ActionRefused, NodeGone, PermissionDenied
 from remedy.models import Action, CordonState
 from remedy.quarantine import BreakerState
-from remedy.remediation import AttemptResult, Phase
+from remedy.remediation import AttemptResult, Outcome, Phase
 from tests.breakers import published
 from tests.conftest import running_workers
 from tests.kube import NODES, OWNER, call, kube, node
@@ -152,3 +152,22 @@ def test_a_board_that_cannot_be_read_holds_the_cordon_and_no_board_holds_every_o
     assert held_by(_Unread(), ["a"])() is True
     assert held_by(None, ["a"])() is True
     assert held_by(_Unread(), [])() is False  # a cordon with leave reads nothing
+
+
+async def test_a_first_cordon_that_fails_is_recorded_and_one_for_a_gone_node_ends_the_ladder(
+    time_env: WorkflowEnvironment,
+) -> None:
+    """Recorded like any failed cordon, or the end of a ladder whose node is gone: never a
+    failed workflow (a local activity for it failed this way, so it is a regular one)."""
+    fleet = SimFleet(nodes=10, pool=f"pool-{uuid.uuid4().hex[:8]}")
+    refused, gone = sorted(fleet.nodes)[:2]
+    async with running_workers(time_env.client, fleet, policy=POLICY) as queues:
+        fleet.break_action("cordon", ActionRefused("node opted out of remedy"))
+        held = await _sick(time_env, queues, fleet, refused)
+        state = await wait_for_phase(time_env, held, Phase.TOLERATING)
+        fleet.break_action("cordon", NodeGone(f"nodes/{gone}: 404"))
+        ended = await (await _sick(time_env, queues, fleet, gone)).result()
+    first = state.attempts[0]
+    assert (first.action, first.result) == (Action.CORDON, AttemptResult.FAILED)
+    assert "opted out" in first.detail and state.cordon is None
+    assert ended.outcome is Outcome.NODE_GONE
