@@ -19,12 +19,14 @@ from remedy.admission import AdmissionStep
 from remedy.cluster import (
     AdmissionGate,
     Alerts,
+    BreakerBoard,
     Cluster,
     CordonOwner,
     GpuHandoff,
     NodeControl,
     NodeMarks,
     Replacer,
+    held_by,
 )
 from remedy.conditions import recovered_conditions
 from remedy.errors import ActionRefused
@@ -38,7 +40,7 @@ from remedy.models import (
     NodeBoot,
     Scope,
 )
-from remedy.quarantine import Alert
+from remedy.quarantine import Alert, BreakerNotice
 from remedy.verification import SeenXids, XidsSince
 
 log = logging.getLogger(__name__)
@@ -46,16 +48,22 @@ log = logging.getLogger(__name__)
 
 class NodeControlActivities:
     def __init__(
-        self, control: NodeControl, poll_s: float = 5.0, gpus: GpuScopedControl | None = None
+        self,
+        control: NodeControl,
+        poll_s: float = 5.0,
+        gpus: GpuScopedControl | None = None,
+        breakers: BreakerBoard | None = None,
     ) -> None:
         self._control = control
         self._poll_s = poll_s
         self._gpus = gpus  # GPU-scoped rungs (remedy/gpu_scope.py)
+        self._breakers = breakers  # read by a cordon sent before its budget's leave
 
     @act.CORDON.defn
     def cordon(self, req: ActionRequest) -> CordonResult:
+        owner = CordonOwner(req.workflow_id, req.reason, held_by(self._breakers, req.breakers))
         with temporal_errors():
-            state = self._control.cordon(req.node.name, CordonOwner(req.workflow_id, req.reason))
+            state = self._control.cordon(req.node.name, owner)
         log.info("cordon %s: %s", req.node.name, state.value)
         return CordonResult(state=state)
 
@@ -227,8 +235,16 @@ class AdmissionActivities:
 
 
 class AlertActivities:
-    def __init__(self, alerts: Alerts | None) -> None:
+    def __init__(self, alerts: Alerts | None, breakers: BreakerBoard | None = None) -> None:
         self._alerts = alerts
+        self._breakers = breakers
+
+    @act.PUBLISH_BREAKER.defn
+    def publish_breaker(self, notice: BreakerNotice) -> None:
+        log.info("breaker of %s: %s", notice.pool, notice.state.value)
+        if self._breakers is not None:
+            with temporal_errors():
+                self._breakers.publish(notice.pool, notice.state)
 
     @act.ALERT.defn
     def alert(self, alert: Alert) -> None:
@@ -238,17 +254,17 @@ class AlertActivities:
                 self._alerts.event(alert.node, alert.reason, alert.message, alert.warning)
 
     def all(self) -> list[Callable[..., Any]]:
-        return [self.alert]
+        return [self.alert, self.publish_breaker]
 
 
 def cluster_activities(cluster: Cluster, poll_s: float = 5.0) -> list[Callable[..., Any]]:
     """Every cluster-side activity, each class given only the seam it acts through."""
     return [
-        *NodeControlActivities(cluster.control, poll_s, cluster.gpu_scope).all(),
+        *NodeControlActivities(cluster.control, poll_s, cluster.gpu_scope, cluster.breakers).all(),
         *ReplaceActivities(cluster.replacer).all(),
         *GpuHandoffActivities(cluster.gpus).all(),
         *MarkActivities(cluster.marks).all(),
         *AdmissionActivities(cluster.admission).all(),
-        *AlertActivities(cluster.alerts).all(),
+        *AlertActivities(cluster.alerts, cluster.breakers).all(),
         *MigLayoutActivities(cluster.mig, poll_s).all(),
     ]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -47,18 +48,28 @@ def finding(node: str) -> Finding:
     )
 
 
-async def report_all(client: Client, nodes: list[str], pool: str, queue: str) -> dict[str, float]:
-    """Every node reports at once (at most IN_FLIGHT on the wire); returns when each was sent."""
+async def report_all(
+    client: Client,
+    nodes: list[str],
+    pool: str,
+    queue: str,
+    first: Callable[[str, Finding], Awaitable[object]] | None = None,
+) -> dict[str, float]:
+    """Every node reports at once (at most IN_FLIGHT on the wire); returns when each agent saw
+    its finding. ``first``: what the agent does with it before it reports (its own cordon)."""
     gate = asyncio.Semaphore(IN_FLIGHT)
     sent: dict[str, float] = {}
 
     async def one(node: str) -> None:
         async with gate:
             sent[node] = time.perf_counter()
+            seen = finding(node)
+            if first is not None:
+                await first(node, seen)
             await report_finding(
                 client,
                 NodeRef(name=node, pool=pool),
-                FindingReport(finding=finding(node), runbook=PARK),
+                FindingReport(finding=seen, runbook=PARK),
                 node_task_queue=f"{queue}-agents",
                 task_queue=queue,
             )

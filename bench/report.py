@@ -20,7 +20,13 @@ from budget_bench import BudgetReport, budget_section  # noqa: E402
 from fleet_twin import POLICY_HEADERS, TwinReport, gpu_hours_section, policy_rows  # noqa: E402
 from kube_scale_bench import KubeScaleReport, markdown_section  # noqa: E402
 from memory_bench import summary as memory_summary  # noqa: E402
-from scale_bench import SHARE_HEADERS, ScaleReport, at_ten_percent, share_rows  # noqa: E402
+from scale_bench import (  # noqa: E402
+    SHARE_HEADERS,
+    ScaleReport,
+    agent_line,
+    at_ten_percent,
+    share_rows,
+)
 
 from chaos.table import keep_section, section_in  # noqa: E402
 from remedy.durations import format_duration  # noqa: E402
@@ -268,10 +274,12 @@ def scale_section(scale: ScaleReport) -> list[str]:
         "NodeRemediation); latency is from a node's report to its cordon taking effect. "
         "The baseline is the same burst of a workflow that does nothing but run one "
         "activity, on the same server in the same run: the floor this server and machine "
-        "allow.",
+        f"allow. Target: remedy's P90 within {scale.target_ratio:g}× the baseline's.",
         "",
         *markdown(SHARE_HEADERS, share_rows(scale)),
     ]
+    if (agents := agent_line(scale)) is not None:
+        lines += ["", "Below the floor: " + agents + "."]
     at_10 = at_ten_percent(scale)
     if at_10:
         met = "met" if at_10.p90_s <= scale.target_p90_s else "not met"

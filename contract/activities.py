@@ -62,7 +62,7 @@ from remedy.models import (
     ProbeRequest,
     Started,
 )
-from remedy.quarantine import Alert, CordonAsked
+from remedy.quarantine import Alert, BreakerNotice, CordonAsked
 from remedy.recurrence import PastIncidents
 from remedy.remediation import MatchedRunbook, RemediationStart
 from remedy.signing import Keyring
@@ -120,6 +120,10 @@ REPORT_UNHEALTHY = ActivityDef[NodeUnhealthy, None](
 )
 # The report that also asks the pool's (and the cluster's) breaker for leave to cordon.
 ASK_TO_CORDON = ActivityDef("ask_to_cordon", NodeUnhealthy, CordonAsked, CONTROLLER)
+# A budget's breaker, published where a cordon reads it cheaply (remedy.cluster.BreakerBoard).
+PUBLISH_BREAKER = ActivityDef[BreakerNotice, None](
+    "publish_breaker", BreakerNotice, None, CONTROLLER
+)
 # An Event for people: a breaker tripped, a silence storm began or ended.
 ALERT = ActivityDef[Alert, None]("alert", Alert, None, CONTROLLER)
 CLOSED_WORKFLOWS = ActivityDef("closed_workflows", HolderCheck, ClosedHolders, CONTROLLER)

@@ -5,8 +5,9 @@ protocols it changes; the rest of the bundle stays as it is."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Protocol
 
@@ -16,12 +17,22 @@ from remedy.fleet import NodeFacts
 from remedy.gpu_scope import GpuScopedControl
 from remedy.mig_layout import MigLayouts
 from remedy.models import CordonState, NodeBoot
+from remedy.quarantine import BreakerState
+
+log = logging.getLogger(__name__)
+
+
+def _free() -> bool:
+    return False
 
 
 @dataclass(frozen=True)
 class CordonOwner:
     workflow_id: str
     reason: str
+    # Asked just before a new cordon is written (never for a node already cordoned, which is
+    # adopted or left alone): True refuses it with HELD_BY_BREAKER (a published breaker).
+    held: Callable[[], bool] = field(default=_free, compare=False)
 
 
 class NodeControl(Protocol):
@@ -110,6 +121,18 @@ class Alerts(Protocol):
     def event(self, node: str, reason: str, message: str, warning: bool = False) -> None: ...
 
 
+class BreakerBoard(Protocol):
+    """Where each budget publishes its breaker (remedy.quarantine.BreakerState) so that a
+    ladder's first cordon and a node's agent read it in one cheap call instead of asking the
+    budget workflow and waiting for its answer."""
+
+    def publish(self, pool: str, state: BreakerState) -> None: ...
+
+    def holding(self, pools: list[str]) -> list[str]:
+        """Those of ``pools`` whose published breaker holds new cordons (never published:
+        closed)."""
+
+
 class Replacer(Protocol):
     """Whatever provisions nodes: Karpenter, a cloud's API, a person with a ticket."""
 
@@ -134,3 +157,32 @@ class Cluster:
     alerts: Alerts | None = None  # None: alerts go to the controller's log only
     gpu_scope: GpuScopedControl | None = None  # None: GPU-scoped rungs are refused
     mig: MigLayouts | None = None  # None: no MIG layout is checked after a reset or a reboot
+    breakers: BreakerBoard | None = None  # None: no cordon goes before its budget's leave
+
+
+@dataclass(frozen=True)
+class OwnNode:
+    """What a node's agent may do to its own node besides publishing: cordon it for its ladder,
+    with remedy's own marks, once the published breakers let it (the admission policy confines
+    it to that node and those marks: deploy/agent-policy.yaml)."""
+
+    control: NodeControl
+    breakers: BreakerBoard
+
+
+def held_by(board: BreakerBoard | None, pools: list[str]) -> Callable[[], bool]:
+    """A cordon's ``held``: the published breakers of ``pools`` (none: never held). Without a
+    board, or when it cannot be read, the cordon is held: it waits for leave, as before."""
+    if not pools:
+        return _free
+    if board is None:
+        return lambda: True
+
+    def held() -> bool:
+        try:
+            return bool(board.holding(pools))
+        except Exception:  # noqa: BLE001 - unread (no rights, API down): ask first, as before
+            log.warning("breakers of %s unread: the cordon asks first", pools, exc_info=True)
+            return True
+
+    return held

@@ -214,6 +214,9 @@ class ActionRequest(Frozen):
     node_uid: str = ""  # a replacement: the node object it is for (another one: done already)
     scope: Scope = Scope.NODE  # gpu: only the pods on gpu_indices (remedy/gpu_scope.py)
     gpu_instance: int | None = None  # with scope gpu: only that MIG instance's pods, when known
+    # A cordon sent before any leave: the pools whose published breaker it reads first; one
+    # that holds new cordons refuses it (HELD_BY_BREAKER). Empty: none read (a cordon with leave).
+    breakers: list[str] = []
 
 
 class ActionResult(Frozen):
@@ -246,6 +249,9 @@ class CordonState(StrEnum):
     ALREADY_OURS = "already_ours"  # an earlier remedy action holds the cordon
     BY_OTHER = "cordoned_by_other"  # someone else cordoned it: never undo that
     WOULD_CORDON = "would_cordon"  # dry run: nothing was cordoned, so nothing is restored
+    # A published breaker holds new cordons (remedy.quarantine.BreakerState): nothing was done;
+    # the ladder asks its budgets and cordons once they give leave.
+    HELD_BY_BREAKER = "held_by_breaker"
 
 
 class CordonResult(Frozen):

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections import Counter
 from datetime import datetime
+from enum import StrEnum
 
 from remedy.budget import CLUSTER_POOL, BudgetState, storm
 from remedy.fleet import NodeFacts, SilenceStorm
@@ -69,7 +70,7 @@ def accept_what_is_out(state: BudgetState) -> None:
     state.accepted_out = sorted(set(out_of_scheduling(state)) | {a.node for a in state.asking})
 
 
-def breaker_tripped(state: BudgetState, out: bool = False) -> bool:
+def breaker_tripped(state: BudgetState, out: bool = False, extra: int = 0) -> bool:
     """Whether the budget's breaker holds cordons and leases now.
 
     A pool: more than ``storm_share`` of it out of sorts, at least ``storm_min_nodes`` — in a
@@ -79,17 +80,45 @@ def breaker_tripped(state: BudgetState, out: bool = False) -> bool:
     The cluster (``CLUSTER_POOL``, on with ``cluster_share``): more than that share of the whole
     fleet, from more than one pool — a storm confined to one pool is that pool's breaker's, so
     a cluster of one pool never trips twice. 5 pools of 10 at 20 %: 11 nodes across 2 or more
-    pools trip it."""
-    policy, sick = state.policy, out_of_sorts(state, out)
+    pools trip it. ``extra``: that many more unhealthy nodes, each of a pool not counted yet
+    (would they trip it?)."""
+    policy, sick = state.policy, len(out_of_sorts(state, out)) + extra
     if state.pool != CLUSTER_POOL:
-        return storm(len(sick), state.pool_size, policy.storm_share, policy.storm_min_nodes)
+        return storm(sick, state.pool_size, policy.storm_share, policy.storm_min_nodes)
     if policy.cluster_share is None:
         return False
     pools = {state.unhealthy_pools.get(n, "") for n in state.unhealthy}
     pools |= {a.pool for a in state.asking}
-    return len(pools) > 1 and storm(
-        len(sick), state.pool_size, policy.cluster_share, policy.storm_min_nodes
+    return len(pools) + min(extra, 1) > 1 and storm(
+        sick, state.pool_size, policy.cluster_share, policy.storm_min_nodes
     )
+
+
+class BreakerState(StrEnum):
+    """A breaker as its budget publishes it where a cordon can read it cheaply
+    (``remedy.cluster.BreakerBoard``): a ladder's first cordon, and a node's agent, go at once
+    only while it is closed; else they ask the budget first and wait for its leave."""
+
+    CLOSED = "closed"
+    NEAR = "near"  # one more unhealthy node would trip it
+    TRIPPED = "tripped"
+
+
+class BreakerNotice(Frozen):
+    pool: str
+    state: BreakerState
+
+
+def published_state(state: BudgetState, out: bool = False) -> BreakerState:
+    """What the budget publishes. NEAR, not CLOSED, one node before it trips: a cordon that
+    went without asking can only be counted after it, so the node that would tip the breaker
+    asks first, as every ladder once did. In a pool of 10 at 20 %: 1 node out of sorts is
+    CLOSED, 2 are NEAR (a third would trip it), 3 are TRIPPED. What slips past is only what
+    is in flight: cordons that read CLOSED before the budget counted the reports before them
+    and published (bounded by the reports that reach the pool within that latency)."""
+    if state.tripped:
+        return BreakerState.TRIPPED
+    return BreakerState.NEAR if breaker_tripped(state, out, extra=1) else BreakerState.CLOSED
 
 
 def scope(pool: str) -> str:

@@ -11,6 +11,14 @@ from typing import Any
 import celpy
 import pytest
 
+from adapters.kubernetes.control import (
+    CORDON_REASON,
+    CORDONED_AT,
+    CORDONED_BY,
+    DO_NOT_DISRUPT,
+    DO_NOT_DISRUPT_SET,
+    TAINT,
+)
 from adapters.kubernetes.objects import GPU_USE, RECENT_XIDS
 from kubeapi import ApiServer
 from remedy.attribution.evidence import RecentXid
@@ -58,12 +66,12 @@ def refusals(
     }
     if not all(_evaluate(m["expression"], activation) for m in spec["matchConditions"]):
         return None
-    variables: dict[str, Any] = {}
+    # Kept as CEL values (a JSON round trip would turn a bool into an int).
+    variables = celpy.celtypes.MapType()
     for variable in spec.get("variables", []):
-        variables[variable["name"]] = _evaluate(
-            variable["expression"], activation | {"variables": celpy.json_to_cel(variables)}
-        )
-    activation["variables"] = celpy.json_to_cel(variables)
+        value = _evaluate(variable["expression"], activation | {"variables": variables})
+        variables[celpy.celtypes.StringType(variable["name"])] = value
+    activation["variables"] = variables
     return [
         str(
             _evaluate(v["messageExpression"], activation)
@@ -156,8 +164,10 @@ def test_the_policy_names_what_the_agent_writes() -> None:
     text = "\n".join(v["expression"] for v in policy()["spec"]["validations"])
     for listed in re.findall(r"c\.type in \[([^\]]*)\]", text):
         assert set(re.findall(r"'([^']+)'", listed)) == set(AGENT_CONDITIONS)
+    cordon_marks = {CORDONED_BY, CORDON_REASON, CORDONED_AT, DO_NOT_DISRUPT, DO_NOT_DISRUPT_SET}
     for listed in re.findall(r"k in \[([^\]]*)\]", text):
-        assert set(re.findall(r"'([^']+)'", listed)) == {RECENT_XIDS, GPU_USE}
+        assert set(re.findall(r"'([^']+)'", listed)) in ({RECENT_XIDS, GPU_USE}, cordon_marks)
+    assert TAINT["key"] in policy()["spec"]["variables"][1]["expression"]  # its own cordon
 
 
 async def test_the_writes_the_agent_makes_are_admitted_on_its_own_node_only(

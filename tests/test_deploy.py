@@ -18,15 +18,19 @@ from adapters.kubernetes.admission import ADMISSION_TAINT
 from adapters.kubernetes.cluster import kubernetes_cluster
 from adapters.kubernetes.control import TAINT
 from adapters.kubernetes.jobs import KubernetesJobs
+from adapters.kubernetes.objects import AGENT_MANAGER
 from kubeapi import ApiServer
 from remedy.attribution.evidence import RecentXid
-from remedy.cluster import CordonOwner
+from remedy.cluster import CordonOwner, OwnNode
 from remedy.conditions import NodeCondition
 from remedy.gpu_use import NodeGpuUse
+from remedy.models import Finding, NodeRef, Severity
+from remedy.quarantine import BreakerState
 from tests.conftest import ROOT
 from tests.kube import DAEMONSETS, JOBS, NODECLAIMS, NODES, PODS, call, daemonset, node, pod
 from tests.test_gpu_use import CLAIMS, SLICES, claim, dra_pod, gpu_slice
 from tests.test_kubernetes_jobs import failed_job, job_pod
+from workers.agent import cordon_own_node
 from workers.manifests.needs import agent_params
 from workers.manifests.render import AgentFeatures, Install, load, render
 
@@ -144,6 +148,10 @@ def controller_scenario(api: k8s.ApiClient) -> None:
     gpus.evict_gpu_pods("n3", [5], "key-5", kill=False, owner="wf")
     gpus.release_gpu("n3", 5)  # `remedy release-gpu`
     cluster.fleet.nodes()  # the fleet scan
+    assert cluster.breakers is not None  # a budget publishes its breaker; a cordon reads it
+    cluster.breakers.publish("gpu", BreakerState.NEAR)  # the first: created
+    cluster.breakers.publish("gpu", BreakerState.CLOSED)
+    cluster.breakers.holding(["gpu"])
     cluster.admission.hold_for_admission("n2")
     cluster.admission.admit("n2", ["SN1"])
     cluster.admission.reject("n2", "failed")
@@ -180,9 +188,16 @@ def agent_scenario(api: k8s.ApiClient) -> None:
     )
     marks.record_xids("n1", [RecentXid(code=13, gpu="SN1", at=NOW, pid=1, process="python")])
     marks.publish_gpu_use("n1", NodeGpuUse(node="n1"))  # which pod uses which GPU
+    on = kubernetes_cluster(api, field_manager=AGENT_MANAGER)  # its own cordon, breakers read
+    assert on.breakers is not None
+    finding = Finding(
+        node="n1", check="xid", reason="Xid79", severity=Severity.CRITICAL, observed_at=NOW
+    )
+    cordon_own_node(OwnNode(on.control, on.breakers), NodeRef(name="n1", pool="gpu"), finding)
 
 
 def seed(api: ApiServer) -> None:
+    api.objects["v1/namespaces", None, "remedy"] = {"metadata": {"name": "remedy"}}
     n1, n4 = (node(name, labels={"karpenter.sh/nodepool": "gpu"}) for name in ("n1", "n4"))
     n1["metadata"]["ownerReferences"] = [  # Karpenter's NodeClaim owns the node it registered
         {"apiVersion": "karpenter.sh/v1", "kind": "NodeClaim", "name": "claim", "uid": "c1"}
@@ -231,7 +246,10 @@ def test_the_controllers_job_rights_are_granted_per_namespace_never_cluster_wide
     namespaced = granted_per_namespace("remedy-controller")
     job_rights = {r for r in granted("remedy-controller") if r[0] == "batch"}
     assert not job_rights  # no Job rights in any namespace that did not opt in
-    assert namespaced == {"ml": {("batch", "jobs", v) for v in ("get", "list", "create", "patch")}}
+    assert namespaced["ml"] == {("batch", "jobs", v) for v in ("get", "list", "create", "patch")}
+    # In its own namespace: the breakers it publishes (one ConfigMap), nothing of Jobs.
+    assert namespaced["remedy"] == {("", "configmaps", v) for v in ("get", "create", "patch")}
+    assert set(namespaced) == {"ml", "remedy"}
     assert "kube-system" not in namespaced
     for binding in by_kind("ClusterRoleBinding").values():
         assert binding["roleRef"]["kind"] == "ClusterRole"
@@ -243,9 +261,9 @@ async def test_agent_role_grants_exactly_what_the_agent_calls(
 ) -> None:
     seed(api)
     calls = await calls_made(api, agent_scenario)
-    assert {ns for ns, _ in calls} == {None}
-    assert {rule for _, rule in calls} == granted("remedy-agent")
-    assert not granted_per_namespace("remedy-agent")
+    cluster, namespaced = granted("remedy-agent"), granted_per_namespace("remedy-agent")
+    assert ungranted_and_unused(calls, cluster, namespaced) == (set(), set())
+    assert namespaced == {"remedy": {("", "configmaps", "get")}}  # the breakers, read only
 
 
 @pytest.mark.parametrize("version", ["1.32.0", kubernetes_validate.latest_version()])

@@ -27,6 +27,7 @@ from remedy.budget import (
 from remedy.models import Action
 from remedy.remediation import ApproveRequest, Outcome, Phase
 from remedy.runbook import Match, Runbook, RunbookSet, Rung
+from tests.breakers import published
 from tests.conftest import Queues, own_fleet, running_workers
 from tests.ladder import Handle, report, state_of, wait_for_phase
 from tests.test_job_watch import eventually
@@ -170,6 +171,7 @@ async def test_storm_breaker_trips_holds_disruption_and_cordons_and_resumes(
             finding = fleet.inject(name, "ecc_dbe", gpu=0)
             handles.append(await report(time_env.client, queues, finding, _tolerating()))
             await wait_for_phase(time_env, handles[-1], phase, step=timedelta(seconds=1))
+            await published(time_env, fleet, queues.pool, len(handles))  # what cordons read
         await time_env.sleep(timedelta(minutes=15))  # past the tolerance: they want leases
         for handle in handles[:2]:
             await wait_for_phase(time_env, handle, Phase.AWAITING_LEASE)

@@ -25,6 +25,7 @@ from remedy.quarantine import (
 )
 from remedy.remediation import FindingReport, Outcome, Phase
 from remedy.runbook import Match, Runbook, Rung
+from tests.breakers import published
 from tests.conftest import Queues, running_workers
 from tests.ladder import Handle, state_of, wait_for_phase
 from tests.test_cli import cli
@@ -111,13 +112,15 @@ async def _sick(
 async def _trip(
     env: WorkflowEnvironment, queues: Queues, fleet: SimFleet, last: str = "ecc_dbe"
 ) -> list[Handle]:
-    """Three of the pool's ten nodes go bad one after the other: two are cordoned, and the
-    third (its fault: ``last``), which tips the breaker, waits with its node in service."""
+    """Three of the pool's ten nodes go bad one after the other (each once the budget published
+    what the last one changed): two are cordoned, and the third (its fault: ``last``), which
+    tips the breaker, waits with its node in service."""
     handles = []
     for i, name in enumerate(sorted(fleet.nodes)[:3]):
         handles.append(await _sick(env, queues, fleet, name, last if i == 2 else "ecc_dbe"))
         phase = Phase.TOLERATING if len(handles) < 3 else Phase.HELD_BY_BREAKER
         await wait_for_phase(env, handles[-1], phase, step=timedelta(seconds=1))
+        await published(env, fleet, queues.pool, len(handles))
     return handles
 
 
@@ -188,6 +191,7 @@ async def test_the_cluster_breaker_holds_a_cordon_that_no_pool_would(
             handles.append(await _sick(time_env, queues, fleet, name))
             phase = Phase.TOLERATING if len(handles) < 4 else Phase.HELD_BY_BREAKER
             await wait_for_phase(time_env, handles[-1], phase, step=timedelta(seconds=1))
+            await published(time_env, fleet, CLUSTER_POOL, len(handles))
         held = await state_of(handles[3])
         in_service = not fleet.node("other-001").unschedulable
         cluster = await budget_state(time_env.client, CLUSTER_POOL)
@@ -246,6 +250,7 @@ async def test_nodes_out_of_scheduling_count_toward_the_share_the_breaker_limits
             )
             await wait_for_phase(time_env, handle, Phase.AWAITING_APPROVAL)
             await time_env.sleep(timedelta(minutes=35))  # its report leaves the window
+        await published(time_env, fleet, queues.pool, 0)  # two out of scheduling: near
         held = await _sick(time_env, queues, fleet, third)
         state = await wait_for_phase(time_env, held, Phase.HELD_BY_BREAKER)
         tripped = await budget_state(time_env.client, queues.pool)

@@ -9,7 +9,8 @@ a repeat the node's running ladder already has is folded, and what several check
 fault in one round goes as one report (remedy/report_changes.py); so are the
 conditions, written when they change and otherwise once per heartbeat (remedy.liveness), and
 the node's Xids, written only when one is new; so is which pod uses which GPU (the kubelet's
-pod-resources API, remedy/pod_resources.py). Its dependency
+pod-resources API, remedy/pod_resources.py). A fault whose runbook cordons at once is
+cordoned by the agent itself before it reports (``cordon_own_node``). Its dependency
 checks (remedy/capabilities.py) are logged at start and published with every probe, as the
 ``RemedyReady`` condition and the ``remedy_dependency_ok`` gauge.
 """
@@ -28,15 +29,16 @@ from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle
 from temporalio.runtime import Runtime
 from temporalio.service import RPCError
 
-from contract.names import CONTROLLER_TASK_QUEUE, node_task_queue
+from contract.names import CONTROLLER_TASK_QUEUE, node_task_queue, remediation_workflow_id
 from remedy.attribution.evidence import recent_xid
+from remedy.budget import CLUSTER_POOL
 from remedy.capabilities import Capabilities, capabilities_from
-from remedy.cluster import NodeMarks
+from remedy.cluster import CordonOwner, NodeMarks, OwnNode, held_by
 from remedy.conditions import NodeCondition, conditions_from, ready_condition
 from remedy.errors import NodeGone
 from remedy.host import NodeHost
 from remedy.liveness import AGENT_HEARTBEAT, publish_due
-from remedy.models import Finding, NodeRef, ProbeReport
+from remedy.models import CordonState, Finding, NodeRef, ProbeReport
 from remedy.pod_resources import GpuUseReporter
 from remedy.probe import probe_node
 from remedy.probe.xid_events import XidWatcher
@@ -72,6 +74,9 @@ class AgentConfig:
     node_pickup_timeout: timedelta = timedelta(minutes=2)
     # Hides secrets in what the node wrote (kernel lines, tools' output) before it is reported.
     redactor: Redactor = field(default_factory=Redactor)
+    # Cordon the node at once for a fault whose runbook cordons (with ``own``): its ladder
+    # would do the same first, a report and a workflow task later.
+    self_cordon: bool = True
 
     @property
     def queue(self) -> str:
@@ -88,12 +93,16 @@ class NodeAgent:
         config: AgentConfig,
         clock: Callable[[], datetime] = _utcnow,
         gpu_use: GpuUseReporter | None = None,
+        own: OwnNode | None = None,
     ) -> None:
         """``marks``: where the node's conditions and Xids are published (None: nowhere).
-        ``gpu_use``: which pod uses which GPU, published every round (None: not published)."""
+        ``gpu_use``: which pod uses which GPU, published every round (None: not published).
+        ``own``: what it may do to its own node (None: no cordon of its own)."""
         self._client, self._host, self._runbooks = client, host, runbooks
         self._marks, self.config, self._clock = marks, config, clock
         self._gpu_use = gpu_use
+        self._own = own if config.self_cordon else None
+        self.self_cordons: list[CordonState] = []  # what each cordon of its own did
         self._changes = Changes()  # the unhealthy findings of the last round
         # Each fault as last reported, and the ladder run it went to.
         self._sent: dict[tuple[ReportKey, Routing], WorkflowHandle[Any, Any]] = {}
@@ -242,6 +251,7 @@ class NodeAgent:
         if not news:
             return
         lead, *also = news
+        await self._cordon_own(lead, runbook)
         try:
             sent = await report_finding(
                 self._client,
@@ -257,6 +267,19 @@ class NodeAgent:
             log.exception("could not report %s on %s", lead.headline(), self._host.name)
             for finding in news:
                 self._changes.forget(finding)
+
+    async def _cordon_own(self, finding: Finding, runbook: Runbook) -> None:
+        """Before the report, for a runbook that cordons at once: best effort, the ladder
+        cordons if this did not."""
+        if self._own is None or not runbook.cordon:
+            return
+        try:
+            done = await asyncio.to_thread(cordon_own_node, self._own, self.config.node, finding)
+        except Exception:  # noqa: BLE001 - the ladder's own cordon follows
+            log.exception("could not cordon %s for %s", self._host.name, finding.headline())
+            return
+        self.self_cordons.append(done)
+        log.info("cordon of %s for %s: %s", self._host.name, finding.headline(), done.value)
 
     async def _ladder_has(self, fault: tuple[ReportKey, Routing]) -> bool:
         """Whether the ladder run this fault was last reported to still runs: it has the
@@ -277,3 +300,16 @@ class NodeAgent:
 
 def _key(finding: Finding) -> tuple[ReportKey, Routing]:
     return (report_key(finding), routing(finding))
+
+
+def cordon_own_node(own: OwnNode, node: NodeRef, finding: Finding) -> CordonState:
+    """The agent's cordon of its own node, in one write: remedy's cordon under the id of the
+    node's ladder and the reason that ladder gives, so the ladder's cordon finds it its own
+    (ALREADY_OURS), restores it and owns what comes next. Not while the published breaker of
+    its pool or of the cluster holds new cordons (HELD_BY_BREAKER): the ladder asks first."""
+    owner = CordonOwner(
+        remediation_workflow_id(node.name),
+        "finding: " + finding.headline(),
+        held_by(own.breakers, [node.pool, CLUSTER_POOL]),
+    )
+    return own.control.cordon(node.name, owner)

@@ -38,6 +38,7 @@ from contract.messages import (
     RESUME_POOL,
 )
 from workflows import metrics
+from workflows.breaker_board import BreakerBoard
 from workflows.budget_outbox import Outbox
 from workflows.budget_sweep import SWEEP_ON_ITS_OWN_CLOCK, Alarm, BudgetSweep, wake_at
 from workflows.common import PATIENT_RETRY
@@ -99,6 +100,7 @@ class DisruptionBudget(BudgetSweep):
         self._alert: Alert | None = None  # the breaker tripped or closed: an Event to record
         self._alarm, self._swept_at = Alarm(), workflow.now()
         self._outbox = Outbox()  # grants and leave, sent without the loop waiting (outbox)
+        self._board = BreakerBoard()  # the breaker where cordons read it (breaker_board)
 
     # -- messages --------------------------------------------------------------------------
     @LEASE_REQUEST.handler
@@ -236,6 +238,7 @@ class DisruptionBudget(BudgetSweep):
             self._changed = False
             self._check_breaker()
             await self._grant()
+            await self._board.publish(self._state)  # after the grants (an update waits on them)
             if (self._state.asking or self._leave) and workflow.patched(QUARANTINE):
                 await self._quarantine()
             self._publish()

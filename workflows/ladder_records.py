@@ -1,5 +1,5 @@
-"""What a finished ladder leaves behind: the node's conditions after a verified recovery, and
-the hardware record of the GPUs its fault named (repeat offenders)."""
+"""What a finished ladder leaves behind: the node's conditions after a verified recovery, the
+hardware record of the GPUs its fault named (repeat offenders), and what its records say."""
 
 from __future__ import annotations
 
@@ -12,10 +12,11 @@ from contract import activities as act
 from workflows.common import RIDE_OUT, this_run
 
 with workflow.unsafe.imports_passed_through():
+    from remedy.actions import ACTIONS
     from remedy.hardware import Incident, IncidentReport, InService
-    from remedy.models import ConditionsUpdate
-    from remedy.remediation import Outcome, RemediationInput, RemediationState
-    from remedy.runbook.schema import Cause
+    from remedy.models import ConditionsUpdate, Finding
+    from remedy.remediation import HANDLED_KEPT, Outcome, RemediationInput, RemediationState
+    from remedy.runbook.schema import Cause, Rung
 
 # Outcomes that count against the GPU (not a fault that cleared by itself, nor an abort).
 INCIDENT_OUTCOMES = (Outcome.RECOVERED, Outcome.REPLACED, Outcome.NEEDS_HUMAN)
@@ -82,3 +83,16 @@ async def record_incidents(
         )
     except ActivityError as err:  # the node's outcome stands; the record is best effort
         workflow.logger.warning("could not record incidents for %s: %s", serials, err)
+
+
+def cancelled(rung: Rung) -> str:
+    """An attempt the ladder's stop cut short."""
+    if ACTIONS[rung.action].reports_progress:
+        return "stopped: the ladder was stopped while it ran"
+    return "the ladder was stopped while it ran: asked to stop, it may still finish on the node"
+
+
+def handled(before: list[str], findings: list[Finding]) -> list[str]:
+    """The fingerprints of the findings handled, the run's own last (HANDLED_KEPT at most)."""
+    own = [f.fingerprint() for f in findings]
+    return [*[f for f in before if f not in own], *own][-HANDLED_KEPT:]

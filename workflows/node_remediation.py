@@ -23,10 +23,15 @@ from workflows import metrics
 from workflows.capabilities import NodeCapabilities
 from workflows.common import Interrupted, LadderStop, cause_of, node_gone
 from workflows.disruption_lease import DisruptionLease
-from workflows.ladder_records import publish_healthy, record_incidents
+from workflows.ladder_records import cancelled, handled, publish_healthy, record_incidents
 from workflows.node_steps import NodeSteps, gone
 from workflows.operator_updates import OperatorKeys, OperatorMessages
-from workflows.quarantine_gate import ASK_BEFORE_CORDON, QuarantineGate, QuarantineMessages
+from workflows.quarantine_gate import (
+    ASK_BEFORE_CORDON,
+    CORDON_FIRST,
+    QuarantineGate,
+    QuarantineMessages,
+)
 from workflows.remediation_view import RemediationView
 from workflows.runbook_changes import RunbookChanges, next_ladder_state
 from workflows.rung_gates import RungGates, SkipRung
@@ -37,9 +42,8 @@ with workflow.unsafe.imports_passed_through():
     from remedy.actions import ACTIONS
     from remedy.budget import LeaseGrant
     from remedy.durations import format_duration
-    from remedy.models import Action, Finding
+    from remedy.models import Action
     from remedy.remediation import (
-        HANDLED_KEPT,
         AbortRequest,
         AttemptResult,
         ClearRequest,
@@ -127,7 +131,9 @@ class NodeRemediation(OperatorMessages, QuarantineMessages):  # decisions; a bud
 
     async def _remediate(self) -> tuple[Outcome, str]:
         state = self._state
-        self._input = await self._keys.loaded(self._input)
+        first = workflow.patched(CORDON_FIRST)  # the keyring loads beside the first cordon
+        if not (first and self._keys.start()):
+            self._input = await self._keys.loaded(self._input)
         self._at_once = workflow.patched(MANY_AT_ONCE)
         if self._at_once:  # once stopped, this task starts no activity but those giving back
             stop_when(lambda: self._stop_request is not None)
@@ -135,7 +141,8 @@ class NodeRemediation(OperatorMessages, QuarantineMessages):  # decisions; a bud
             if state.runbook is None:
                 await self._wait_for_first_report()
             if state.phase is Phase.WAITING:
-                await self._begin()
+                await self._begin(first)
+            self._input = await self._keys.loaded(self._input)  # before any decision counts
             if state.phase is Phase.TOLERATING:
                 await self._tolerate()
                 if workflow.patched(RESUME_ABOVE):  # the runbook is settled now
@@ -172,7 +179,7 @@ class NodeRemediation(OperatorMessages, QuarantineMessages):  # decisions; a bud
         except TimeoutError:
             raise LadderStop(Outcome.CLEARED, "started without a finding; nothing to do") from None
 
-    async def _begin(self) -> None:
+    async def _begin(self, first: bool) -> None:
         state = self._state
         assert state.runbook is not None and state.trigger is not None
         now = workflow.now()
@@ -181,12 +188,15 @@ class NodeRemediation(OperatorMessages, QuarantineMessages):  # decisions; a bud
         workflow.logger.info(
             "%s: %s → runbook %s", state.node.name, state.trigger.headline(), state.runbook.name
         )
-        asks = workflow.patched(ASK_BEFORE_CORDON)  # the report asks leave to cordon, first
+        reason, first = "finding: " + state.trigger.headline(), first and state.runbook.cordon
+        asks = not first and workflow.patched(ASK_BEFORE_CORDON)  # the report asks leave, first
         if asks:
             await self._gate.ask(at=now)
-        if state.runbook.cordon:
-            await self._steps.cordon("finding: " + state.trigger.headline())
-        if not asks and workflow.patched(DISRUPTION_BUDGET):
+        if first:  # at the floor, the report after it (quarantine_gate)
+            await self._gate.cordon_first(self._steps.cordon, reason, at=now)
+        elif state.runbook.cordon:
+            await self._steps.cordon(reason)
+        if not (asks or first) and workflow.patched(DISRUPTION_BUDGET):
             await self._lease.report_unhealthy(at=now)
         self._view.enter(Phase.TOLERATING)
 
@@ -287,7 +297,7 @@ class NodeRemediation(OperatorMessages, QuarantineMessages):  # decisions; a bud
             view.record(index, rung.action, started, AttemptResult.FAILED, cause_of(err))
             return False
         except asyncio.CancelledError:
-            view.record(index, rung.action, started, AttemptResult.CANCELLED, _cancelled(rung))
+            view.record(index, rung.action, started, AttemptResult.CANCELLED, cancelled(rung))
             raise
         detail = result.detail + undrained
         if not result.ok:
@@ -362,7 +372,7 @@ class NodeRemediation(OperatorMessages, QuarantineMessages):  # decisions; a bud
             detail=detail,
             runbook=runbook,
             attempts=state.attempts,
-            handled=_handled(self._input.handled_before, state.findings),
+            handled=handled(self._input.handled_before, state.findings),
             approvals=state.approvals,
             escalations=state.escalations,
         )
@@ -378,23 +388,12 @@ class NodeRemediation(OperatorMessages, QuarantineMessages):  # decisions; a bud
         state = self._state
         workflow.logger.info("%s: next ladder for %s", state.node.name, report.finding.headline())
         fresh = next_ladder_state(state, report)
-        handled = _handled(self._input.handled_before, state.findings)
+        kept = handled(self._input.handled_before, state.findings)
         workflow.continue_as_new(
-            self._input.model_copy(update={"state": fresh, "handled_before": handled})
+            self._input.model_copy(update={"state": fresh, "handled_before": kept})
         )
 
     def _continue_as_new_if_suggested(self) -> None:
         if workflow.info().is_continue_as_new_suggested() and self._stop_request is None:
             state = self._state.model_copy(update={"runs": self._state.runs + 1})
             workflow.continue_as_new(self._input.model_copy(update={"state": state}))
-
-
-def _cancelled(rung: Rung) -> str:
-    if ACTIONS[rung.action].reports_progress:
-        return "stopped: the ladder was stopped while it ran"
-    return "the ladder was stopped while it ran: asked to stop, it may still finish on the node"
-
-
-def _handled(before: list[str], findings: list[Finding]) -> list[str]:
-    own = [f.fingerprint() for f in findings]
-    return [*[f for f in before if f not in own], *own][-HANDLED_KEPT:]

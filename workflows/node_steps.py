@@ -274,18 +274,31 @@ class NodeSteps:
         state.last_probe = report
         return report
 
-    async def cordon(self, reason: str, recheck: bool = True) -> None:
-        if self.before_cordon is not None:  # the breaker's leave first (quarantine_gate)
+    async def cordon(
+        self, reason: str, recheck: bool = True, breakers: list[str] | None = None
+    ) -> bool:
+        """``breakers``: a cordon sent before any leave, which reads those pools' published
+        breakers first; False when one held it (nothing done, nothing recorded). Else the
+        breaker's leave comes first (quarantine_gate)."""
+        if breakers is None and self.before_cordon is not None:
             await self.before_cordon(recheck)
+        refused = False
 
-        def held(result: CordonResult) -> str:
+        def held(result: CordonResult) -> str | None:
+            nonlocal refused
+            if result.state is CordonState.HELD_BY_BREAKER:
+                refused = True
+                return None
             self._state.cordon = result.state
             if result.state is CordonState.CORDONED:
                 metrics.node_cordoned(self._state.node.pool)
             return result.state.value
 
         self._state.cordon_asked = True
-        await self._outside_ladder(act.CORDON, Action.CORDON, reason, held)
+        request = self.request(Action.CORDON, reason)
+        request = request.model_copy(update={"breakers": breakers or []})
+        await self._outside_ladder(act.CORDON, Action.CORDON, request, held)
+        return not refused
 
     async def hold_cordoned(self) -> None:
         """A node nobody could fix must not take work, whether or not the runbook cordoned."""
@@ -302,22 +315,24 @@ class NodeSteps:
                 return  # never undo a cordon someone else set
         self._view.enter(Phase.RESTORING)
         # A failure leaves the node cordoned and annotated as remedy's: owned, and visible.
-        await self._outside_ladder(act.RESTORE, Action.RESTORE, "recovered", lambda r: r.detail)
+        restore = self.request(Action.RESTORE, "recovered")
+        await self._outside_ladder(act.RESTORE, Action.RESTORE, restore, lambda r: r.detail)
 
     async def _outside_ladder(
         self,
         step: ActivityDef[ActionRequest, R],
         action: Action,
-        reason: str,
-        done: Callable[[R], str],
+        request: ActionRequest,
+        done: Callable[[R], str | None],
     ) -> None:
         """Cordon and restore: recorded as attempts outside the ladder (rung -1); a failure is
-        recorded, not raised (``done`` takes the answer and says what happened), but for a
-        node the cluster does not have: the ladder ends (``node_gone``)."""
+        recorded, not raised (``done`` takes the answer and says what happened; None: nothing
+        happened, nothing recorded), but for a node the cluster does not have: the ladder ends
+        (``node_gone``)."""
         started = workflow.now()
         try:
             result = await step.execute(
-                self.request(action, reason),
+                request,
                 gives_back=action is Action.RESTORE,
                 start_to_close_timeout=CLUSTER_CALL,
                 **RIDE_OUT,
@@ -328,7 +343,8 @@ class NodeSteps:
             if node_gone(err) and action is Action.CORDON and workflow.patched(END_IF_GONE):
                 raise LadderStop(Outcome.NODE_GONE, gone(self._state.node.name)) from None
             return
-        self._view.record(-1, action, started, AttemptResult.DONE, done(result))
+        if (detail := done(result)) is not None:
+            self._view.record(-1, action, started, AttemptResult.DONE, detail)
 
 
 # The actions that need more than their own activity (with the patch that introduced each).

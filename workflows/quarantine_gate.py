@@ -1,10 +1,11 @@
-"""A ladder's side of the quarantine breaker (remedy.quarantine): as it begins, it reports its
-node to its pool's budget (and the cluster's) and asks leave to cordon; every cordon it makes
-waits for that leave. While a breaker is tripped the ladder waits in ``held_by_breaker``, and
-says so; an abort ends the wait like any other. A clean re-probe while it waits ends the
-ladder (the storm subsides node by node); else it asks again, in case the budget started
-afresh and forgot the ask. An ask that cannot be delivered is given up: the ladder cordons as
-ladders did before."""
+"""A ladder's side of the quarantine breaker (remedy.quarantine): as it begins, it cordons at
+once where the budgets' published breakers are closed, and reports its node to its pool's
+budget (and the cluster's) right after (``cordon_first``); where one holds new cordons it asks
+leave to cordon, and every cordon it makes waits for that leave. While a breaker is tripped
+the ladder waits in ``held_by_breaker``, and says so; an abort ends the wait like any other. A
+clean re-probe while it waits ends the ladder (the storm subsides node by node); else it asks
+again, in case the budget started afresh and forgot the ask. An ask that cannot be delivered
+is given up: the ladder cordons as ladders did before."""
 
 from __future__ import annotations
 
@@ -22,14 +23,21 @@ from workflows.remediation_view import RemediationView
 
 with workflow.unsafe.imports_passed_through():
     from contract.names import budget_workflow_id
-    from remedy.budget import ASK_AGAIN_EVERY, LeaseRelease
+    from remedy.budget import ASK_AGAIN_EVERY, CLUSTER_POOL, LeaseRelease
     from remedy.models import ProbeReport
     from remedy.quarantine import CordonAsked, CordonLeave
     from remedy.remediation import Outcome, Phase, RemediationState
 
 # workflow.patched: runs before cordoned first, then reported (the breaker held no cordon).
 ASK_BEFORE_CORDON = "ask-the-breaker-before-a-cordon"
+# Runs before asked first and waited for leave (an activity and two signals through the
+# budget, which serialises its pool, before every cordon), and loaded the keyring first.
+CORDON_FIRST = "cordon-first-where-the-published-breaker-is-closed"
 ASK_CALL = timedelta(seconds=30)
+
+
+# NodeSteps.cordon: (reason, recheck, breakers read first) → whether it was not held.
+Cordon = Callable[[str, bool, list[str] | None], Awaitable[bool]]
 
 
 class QuarantineGate:
@@ -41,19 +49,36 @@ class QuarantineGate:
     ) -> None:
         self._state, self._view, self._probe = state, view, probe
 
-    async def ask(self, at: datetime) -> None:
-        """The ladder began at ``at``: the report that also asks leave to cordon."""
+    async def cordon_first(self, cordon: Cordon, reason: str, at: datetime) -> None:
+        """The ladder's first cordon, before anything that can wait: it reads the published
+        breakers of the node's pool and the cluster, and goes at once where they are closed;
+        the report follows it. Held (one tripped, or one node from tripping): the ladder asks
+        leave, and cordons once given it, as every ladder did before."""
         state = self._state
+        if await cordon(reason, True, [state.node.pool, CLUSTER_POOL]):
+            await self.ask(at, leave=False)
+            return
+        await self.ask(at)
+        await cordon(reason, True, None)
+
+    async def ask(self, at: datetime, leave: bool = True) -> None:
+        """The ladder began at ``at``: the report that also asks leave to cordon (``leave``;
+        else the report alone, of a ladder that cordoned without asking)."""
+        state = self._state
+        holder = workflow.info().workflow_id if leave else ""
         try:
             asked = await ASK_TO_CORDON.execute(
-                unhealthy(state, at, holder=workflow.info().workflow_id),
+                unhealthy(state, at, holder=holder),
                 start_to_close_timeout=ASK_CALL,
                 **RIDE_OUT,
-                summary=f"report unhealthy, ask leave to cordon (pool {state.node.pool})",
+                summary=f"report unhealthy{', ask leave to cordon' if leave else ''} "
+                f"(pool {state.node.pool})",
             )
         except ActivityError as err:
             workflow.logger.warning("%s: no leave asked: %s", state.node.name, err)
             asked = CordonAsked()
+        if not leave:
+            return  # nothing to wait for: its later cordons go at once, as before the breaker
         if state.cordon_asked_of is None:  # asked again: the same budgets answer
             state.cordon_asked_of = asked.budgets
 

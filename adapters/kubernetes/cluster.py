@@ -13,6 +13,7 @@ from datetime import datetime
 from kubernetes import client as k8s
 
 from adapters.kubernetes.admission import KubernetesAdmission
+from adapters.kubernetes.breakers import NAMESPACE, KubernetesBreakerBoard
 from adapters.kubernetes.control import KubernetesNodeControl
 from adapters.kubernetes.drain import DRAIN_TIMEOUT_S, Drain
 from adapters.kubernetes.drain_modes import DrainModes
@@ -41,13 +42,14 @@ def kubernetes_cluster(
     drain_rules: DrainRules | None = None,
     drain_modes: DrainModes | None = None,
     field_manager: str = CONTROLLER_MANAGER,
+    namespace: str = NAMESPACE,
 ) -> Cluster:
     """``replacer``: a name in ``adapters.kubernetes.replace.REPLACERS`` (ValueError if none).
     A drain gives up after ``drain_timeout_s``, retrying evictions a PodDisruptionBudget
     refused every ``eviction_retry_s``; the GPU operator's pods get as long to leave. Which
     pods a drain may evict (kubectl's defaults unless ``drain_rules`` says otherwise) and how,
     per namespace: drain_rules.py, drain_modes.py (ValueError if the modes' delete-after is not
-    within the drain timeout)."""
+    within the drain timeout). ``namespace``: remedy's own, where the breakers are published."""
     modes = drain_modes or DrainModes()
     if too_long := modes.too_long_for(drain_timeout_s):
         raise ValueError(too_long)
@@ -75,4 +77,5 @@ def kubernetes_cluster(
         alerts=nodes,  # an Event on the node that tipped the breaker (a Warning)
         gpu_scope=KubernetesGpuScope(nodes, drain, control),  # a DRA device taint per GPU
         mig=KubernetesMigLayouts(nodes),  # the MIG manager's labels around a reset or reboot
+        breakers=KubernetesBreakerBoard(nodes, namespace),  # a ConfigMap, one key per pool
     )

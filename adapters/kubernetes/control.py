@@ -50,6 +50,8 @@ class KubernetesNodeControl:
         if current.get("spec", {}).get("unschedulable"):
             ours = CORDONED_BY in annotations
             return CordonState.ALREADY_OURS if ours else CordonState.BY_OTHER
+        if owner.held():
+            return CordonState.HELD_BY_BREAKER
         if not nodes.sends(node, f"cordon: {owner.reason}"):
             return CordonState.WOULD_CORDON
         marks = {

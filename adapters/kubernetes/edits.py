@@ -9,14 +9,15 @@ from typing import TypeVar
 
 from adapters.kubernetes.errors import api_errors
 from adapters.kubernetes.nodes import NodeApi
-from adapters.kubernetes.objects import CONTROLLER_MANAGER, Json, meta
+from adapters.kubernetes.objects import AGENT_MANAGER, CONTROLLER_MANAGER, Json, meta
 from remedy.errors import Conflict, TransientError
 
 T = TypeVar("T")
 CONFLICT_RETRIES = 5
-# The field manager remedy's controller's node changes carry: the API server then records which
-# fields remedy set last (metadata.managedFields), and who set them since.
-FIELD_MANAGER = CONTROLLER_MANAGER
+# The field managers remedy's node changes carry (the controller's, and a node's agent that
+# cordons its own node for its ladder to adopt): the API server then records which fields remedy
+# set last (metadata.managedFields), and who set them since.
+OWN_MANAGERS = (CONTROLLER_MANAGER, AGENT_MANAGER)
 
 
 def as_read(nodes: NodeApi, node: str, decide: Callable[[Json], T]) -> T:
@@ -47,7 +48,7 @@ def set_by_others_since(node: Json, *path: str) -> bool:
     remedy's (a server without field tracking, a cordon by an older remedy) nothing can be
     told from it, and the answer is False."""
     entries = meta(node).get("managedFields") or []
-    if not any(e.get("manager") == FIELD_MANAGER for e in entries):
+    if not any(e.get("manager") in OWN_MANAGERS for e in entries):
         return False
 
     def owns(entry: Json) -> bool:
@@ -58,7 +59,7 @@ def set_by_others_since(node: Json, *path: str) -> bool:
                 return False
         return True
 
-    return any(e.get("manager") != FIELD_MANAGER and owns(e) for e in entries)
+    return any(e.get("manager") not in OWN_MANAGERS and owns(e) for e in entries)
 
 
 def _same(a: Json, b: Json) -> bool:

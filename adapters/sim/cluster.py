@@ -18,6 +18,7 @@ from remedy.fleet import NodeFacts
 from remedy.gpu_use import NodeGpuUse
 from remedy.models import Action, CordonState, NodeBoot
 from remedy.once import LedgerEntry, once
+from remedy.quarantine import BreakerState
 
 if TYPE_CHECKING:
     from adapters.sim.fleet import SimFleet
@@ -36,6 +37,8 @@ class SimNodeControl:
             if sim.unschedulable:
                 ours = REMEDY_CORDON in sim.annotations
                 return CordonState.ALREADY_OURS if ours else CordonState.BY_OTHER
+            if owner.held():
+                return CordonState.HELD_BY_BREAKER
             sim.unschedulable = True
             sim.annotations[REMEDY_CORDON] = f"{owner.workflow_id}: {owner.reason}"
             self._fleet._record(node, "cordon")
@@ -231,6 +234,22 @@ def _atomic(started: LedgerEntry) -> str:
     )
 
 
+class SimBreakerBoard:
+    def __init__(self, fleet: SimFleet) -> None:
+        self._fleet = fleet
+
+    def publish(self, pool: str, state: BreakerState) -> None:
+        with self._fleet._lock:
+            self._fleet._call("publish_breaker")
+            self._fleet.breakers[pool] = state
+
+    def holding(self, pools: list[str]) -> list[str]:
+        with self._fleet._lock:
+            self._fleet._call("breakers")
+            known = self._fleet.breakers
+            return [p for p in pools if known.get(p, BreakerState.CLOSED) != BreakerState.CLOSED]
+
+
 class SimAlerts:
     def __init__(self, fleet: SimFleet) -> None:
         self._fleet = fleet
@@ -256,4 +275,5 @@ def sim_cluster(fleet: SimFleet) -> Cluster:
         alerts=SimAlerts(fleet),
         gpu_scope=SimGpuScope(fleet),
         mig=SimMigLayouts(fleet),
+        breakers=SimBreakerBoard(fleet),
     )

@@ -19,6 +19,7 @@ from remedy.capabilities import Dependency
 from remedy.cluster import Cluster
 from remedy.errors import NodeGone, RemedyError, TransientError
 from remedy.models import Finding
+from remedy.quarantine import BreakerState
 
 
 def _serial(pool: str, node: str, generation: int, gpu: int) -> str:
@@ -71,6 +72,7 @@ class SimFleet:
         self.serials: list[str] = []  # every GPU serial ever installed, replacements included
         self.holds: dict[str, Held] = {}  # action → a gate it waits at (tests: mid-action)
         self.alerts: list[tuple[str, str, str]] = []  # (node, reason, message) of each alert
+        self.breakers: dict[str, BreakerState] = {}  # pool → its breaker as its budget published
         for i in range(nodes):
             name = f"{name_prefix}-{i:03d}"
             self.nodes[name] = self._provision(name, pool, generation=0)

@@ -47,6 +47,9 @@ def controller(
     address: AddressOption = None,
     kubeconfig: KubeconfigOption = None,
     kube_timeout: KubeTimeoutOption = None,
+    namespace: Annotated[
+        str, typer.Option(envvar="POD_NAMESPACE", help="remedy's namespace: its breakers.")
+    ] = "remedy",
     dry_run: Annotated[
         bool, typer.Option(help="Record what each destructive action would do; change nothing.")
     ] = False,
@@ -240,6 +243,7 @@ def controller(
             checkpoint_grace_s=checkpoint_grace,
             drain_rules=drain_rules,
             drain_modes=drain_modes,
+            namespace=namespace,
         )
     except ValueError as exc:  # an unknown replace provider
         typer.echo(f"error: --replace-provider: {exc}", err=True)

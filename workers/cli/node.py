@@ -191,6 +191,17 @@ def agent(
     ] = False,
     kubeconfig: KubeconfigOption = None,
     kube_timeout: KubeTimeoutOption = None,
+    self_cordon: Annotated[
+        bool,
+        typer.Option(
+            help="With --kubernetes: cordon this node at once for a fault whose runbook cordons "
+            "(as its ladder would, a report later), unless the published breaker holds cordons."
+        ),
+    ] = True,
+    namespace: Annotated[
+        str,
+        typer.Option(envvar="POD_NAMESPACE", help="remedy's namespace: its published breakers."),
+    ] = "remedy",
     metrics_bind: MetricsOption = None,
     dcgm_level: Annotated[
         int,
@@ -220,9 +231,11 @@ def agent(
 ) -> None:
     """Run the node agent: host-local activities on this node's queue, and the probe loop."""
     from adapters.host.pod_resources import KubeletPodResources, device_ids
+    from adapters.kubernetes.cluster import kubernetes_cluster
     from adapters.kubernetes.marks import KubernetesNodeMarks
     from adapters.kubernetes.nodes import NodeApi
     from adapters.kubernetes.objects import AGENT_MANAGER
+    from remedy.cluster import OwnNode
     from remedy.pod_resources import GpuUseReporter
     from workers.agent import AgentConfig, NodeAgent
     from workers.client import connect_with, metrics_runtime
@@ -267,6 +280,10 @@ def agent(
             runtime=metrics_runtime(metrics_bind, "agent") if metrics_bind else None,
         )
         marks = KubernetesNodeMarks(NodeApi(api, field_manager=AGENT_MANAGER)) if api else None
+        own = None
+        if api and self_cordon:  # the same cordon as the controller's, written as the agent
+            on = kubernetes_cluster(api, field_manager=AGENT_MANAGER, namespace=namespace)
+            own = OwnNode(on.control, on.breakers) if on.breakers else None
         gpu_use = None
         if marks is not None and pod_resources:
             source = KubeletPodResources(pod_resources)
@@ -281,8 +298,10 @@ def agent(
                 interval_s=interval,
                 heartbeat_s=heartbeat_s,
                 redactor=redactor,
+                self_cordon=self_cordon,
             ),
             gpu_use=gpu_use,
+            own=own,
         ).run()
 
     serve(main)
