@@ -16,6 +16,7 @@ from pydantic import TypeAdapter
 from adapters.sim import SimFleet
 from adapters.sim.node import SimNode
 from remedy.errors import RemedyError
+from remedy.quarantine import BreakerState
 
 NOT_STORED = frozenset({"clock", "_xids", "_xid_ready"})
 # SimFleet's attributes that each process makes for itself: the wall clock, its own lock (the
@@ -38,6 +39,7 @@ _FLEET_FIELDS: dict[str, TypeAdapter[Any]] = {
     "lost_answers": TypeAdapter(dict[str, int]),
     "serials": TypeAdapter(list[str]),
     "alerts": TypeAdapter(list[tuple[str, str, str]]),  # the breakers' Events
+    "breakers": TypeAdapter(dict[str, BreakerState]),  # as each pool's budget published it
 }
 FLEET_STORED = frozenset({*_FLEET_FIELDS, "nodes", "broken", "failing"})
 
