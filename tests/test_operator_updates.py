@@ -79,6 +79,22 @@ async def events(client: Client, workflow_id: str) -> list[int]:
     ]
 
 
+async def settled_events(client: Client, workflow_id: str) -> list[int]:
+    """The history once no workflow task is scheduled or running: the budget sends its grants
+    without waiting for their delivery (budget_outbox), so its history may still be growing
+    when a ladder's result is in."""
+    in_task = (
+        EventType.EVENT_TYPE_WORKFLOW_TASK_SCHEDULED,
+        EventType.EVENT_TYPE_WORKFLOW_TASK_STARTED,
+    )
+    for _ in range(600):
+        seen = await events(client, workflow_id)
+        if seen[-1] not in in_task and seen == await events(client, workflow_id):
+            return seen
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"{workflow_id} never settled")
+
+
 async def idle_events(client: Client, workflow_id: str) -> list[int]:
     """The history once its run waits on its tolerance timer: a ladder may continue-as-new
     as it enters the window (the dev server suggests it early), and the new run writes on."""

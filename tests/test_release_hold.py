@@ -15,7 +15,7 @@ from remedy.runbook import Match, Runbook, Rung
 from tests.conftest import own_fleet, running_workers
 from tests.ladder import report
 from tests.test_cli import cli
-from tests.test_operator_updates import events
+from tests.test_operator_updates import events, settled_events
 
 # Drained, and nothing left to try: the node is left cordoned for a person.
 DRAIN_ONLY = Runbook(name="drain-only", match=Match(xids=[48]), ladder=[Rung(action=Action.DRAIN)])
@@ -34,7 +34,7 @@ async def test_release_hold_frees_a_held_node_and_refuses_one_that_is_not(
         left = await ladder.result()
         pool = ["--pool", queues.pool, "--address", address]
         budget = budget_workflow_id(queues.pool)
-        before = await events(client, budget)
+        before = await settled_events(client, budget)
         refused = await cli("release-hold", free, *pool)
         after = await events(client, budget)
         released = await cli("release-hold", held, *pool)
