@@ -101,6 +101,8 @@ class LadderModel(ModelFleet):
             return handle.result_run_id or ""
 
         run_id = self.run(send(), f"fault({name}, {kind}, gpu {gpu})")
+        if self.set_aside:
+            return node
         ladders = self.ladders[name]
         COUNTS.reports += 1
         if not ladders or ladders[-1].run_id != run_id:
@@ -171,12 +173,16 @@ class LadderModel(ModelFleet):
     # -- invariants --------------------------------------------------------------------------
     @invariant()
     def exactly_once(self) -> None:
+        if self.set_aside:
+            return
         COUNTS.steps += 1
         with self.recorded():
             assert self.fleet.doubled() == [], f"effects applied twice: {self.fleet.doubled()}"
 
     @invariant()
     def nothing_disruptive_after_an_abort(self) -> None:
+        if self.set_aside:
+            return
         with self.recorded():
             self._nothing_after_aborts()
 
