@@ -105,19 +105,6 @@ def pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
-def peak_disrupted(actions: list[tuple[str, str]]) -> int:
-    """The most nodes drained and not yet restored at once, from the cluster's own record."""
-    out: set[str] = set()
-    peak = 0
-    for node, action in actions:
-        if action == "drain":
-            out.add(node)
-        elif action == "restore":
-            out.discard(node)
-        peak = max(peak, len(out))
-    return peak
-
-
 async def history_of(
     client: Client, workflow_id: str
 ) -> tuple[Counter[str], list[datetime], dict[int, datetime]]:
@@ -228,7 +215,7 @@ async def one_run(client: Client, name: str, nodes: int, budget: str) -> BudgetR
         else None,
         decided_after_s=(deciding[0] - raised).total_seconds() if deciding and raised else None,
         deciding_tasks=len(deciding),
-        peak_disrupted=peak_disrupted(fleet.actions),
+        peak_disrupted=fleet.most_out_at_once("drain"),
         outcomes=sorted({r.outcome.value for r in results}),
         budget_tasks=events["WORKFLOW_TASK_COMPLETED"],
         budget_events=dict(events),

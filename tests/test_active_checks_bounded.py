@@ -40,18 +40,6 @@ from workers.cli.active_checks import active_check_policies
 NOW = datetime(2026, 11, 30, 12, tzinfo=UTC)
 
 
-def _most_cordoned(actions: list[tuple[str, str]]) -> int:
-    out: set[str] = set()
-    most = 0
-    for node, action in actions:
-        if action == "cordon":
-            out.add(node)
-        elif action == "restore":
-            out.discard(node)
-        most = max(most, len(out))
-    return most
-
-
 # -- the idle cap, pure ----------------------------------------------------------------------
 def test_the_idle_cap_follows_the_budget_share_and_is_at_least_one() -> None:
     policy = ActiveCheckPolicy()  # 20 %, the budget's default share
@@ -91,10 +79,10 @@ async def test_a_round_cordons_no_more_idle_nodes_at_once_than_its_cap(
     policy = ActiveCheckPolicy(idle_at_once="2")
     async with running_workers(time_env.client, fleet) as queues:
         summary = await _round(time_env.client, queues, policy)
-        most_first = _most_cordoned(fleet.actions)
+        most_first = fleet.most_out_at_once("cordon")
         fleet.actions.clear()
         again = await _round(time_env.client, queues, policy)
-    assert most_first <= 2 and _most_cordoned(fleet.actions) <= 2
+    assert most_first <= 2 and fleet.most_out_at_once("cordon") <= 2
     assert _results(summary) == dict.fromkeys(names[3:], CheckResult.PASSED)
     assert summary.plan.idle_later == names[2::-1]
     assert _results(again) == dict.fromkeys(names[1:3], CheckResult.PASSED)

@@ -259,6 +259,19 @@ class SimFleet:
         keyed = [e for e in self.effects if e[2]]
         return sorted({e for e in keyed if keyed.count(e) > 1})
 
+    def most_out_at_once(self, taken: str) -> int:
+        """The most nodes out at once by the cluster's record: ``taken`` (a cordon, a drain)
+        and not yet restored."""
+        out: set[str] = set()
+        most = 0
+        for node, action in self.actions:
+            if action == taken:
+                out.add(node)
+            elif action == "restore":
+                out.discard(node)
+            most = max(most, len(out))
+        return most
+
     # -- the seams ---------------------------------------------------------------------------
     @property
     def cluster(self) -> Cluster:
