@@ -43,6 +43,7 @@ from remedy.fleet import (
     finding_from_condition,
     orphaned_cordon,
 )
+from remedy.liveness import SKEW_TOLERANCE
 from remedy.models import Finding, NodeRef, Severity, Started
 from remedy.remediation import (
     FindingReport,
@@ -159,6 +160,18 @@ def _orphaned_by(last: WorkflowExecutionDescription) -> bool:
     return last.status is WorkflowExecutionStatus.COMPLETED and outcome in GAVE_IT_BACK
 
 
+def _agent_left_it(cordoned_at: datetime | None, last: WorkflowExecutionDescription | None) -> bool:
+    """The node's agent cordoned it and no ladder took the cordon up (its report never
+    arrived): no ladder on record, or the last one closed before the cordon, by more than the
+    clocks may disagree (the agent wrote the time on its node's clock)."""
+    if cordoned_at is None:
+        return False
+    if last is None:
+        return True
+    closed = last.close_time
+    return closed is not None and closed + SKEW_TOLERANCE < cordoned_at
+
+
 def _replaced_since(last: WorkflowExecutionDescription, at: datetime) -> bool:
     outcome = last.typed_search_attributes.get(OUTCOME)
     closed = last.close_time
@@ -241,7 +254,9 @@ class StartActivities:
         """remedy's cordon on a node with no ladder running is adopted only on evidence that
         nobody owns it: its last ladder failed, was terminated, timed out or was cancelled, or
         finished as recovered or cleared yet left the cordon (its restore failed), or an active
-        check begun since failed or was terminated (it held the cordon). A ladder
+        check begun since failed or was terminated (it held the cordon), or the node's agent
+        cordoned it after its last ladder closed (the report that would start one was lost). A
+        ladder
         that ended needing a human, aborted or replaced left the node to a person or to its
         replacement; a node whose history is gone is left alone too. Each orphan gets a ladder
         that probes it and gives it back if healthy, or holds it for a person."""
@@ -249,6 +264,7 @@ class StartActivities:
         for node in check.nodes:
             last = await described(self._client, remediation_workflow_id(node.name))
             orphaned = last is not None and _orphaned_by(last)
+            orphaned |= _agent_left_it(check.agent_cordoned_at.get(node.name), last)
             if not orphaned and not await self._check_left_it(node.name, last):
                 continue
             finding = orphaned_cordon(node.name, datetime.now(UTC))

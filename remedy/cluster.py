@@ -33,6 +33,9 @@ class CordonOwner:
     # Asked just before a new cordon is written (never for a node already cordoned, which is
     # adopted or left alone): True refuses it with HELD_BY_BREAKER (a published breaker).
     held: Callable[[], bool] = field(default=_free, compare=False)
+    # The node's agent writes it ahead of any ladder: marked, so that the scan can tell a
+    # cordon no ladder ever took up (the agent's report never arrived) from a person's.
+    by_agent: bool = False
 
 
 class NodeControl(Protocol):

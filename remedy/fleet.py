@@ -32,6 +32,7 @@ class NodeFacts(BaseModel):
     managed: bool = True  # False: opted out of remedy; never acted on
     unschedulable: bool = False
     cordoned_by_remedy: bool = False
+    agent_cordoned_at: datetime | None = None  # remedy's cordon, written by the node's agent
     problems: list[NodeCondition] = []  # conditions whose status is "True" (a problem)
     awaiting_admission: bool = False  # carries the admission taint
     validated: bool = False
@@ -359,6 +360,9 @@ class OrphanCheck(BaseModel):
     nodes: list[NodeRef]
     task_queue: str
     node_task_queue: str | None = None  # None: each node's own agent queue
+    # When each node's agent wrote its cordon (NodeFacts.agent_cordoned_at): a cordon written
+    # after the node's last ladder closed was never taken up by a ladder.
+    agent_cordoned_at: dict[str, datetime] = {}
 
 
 def orphaned_cordon(node: str, now: datetime) -> Finding:

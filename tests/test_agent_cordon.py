@@ -8,23 +8,28 @@ from __future__ import annotations
 
 import uuid
 
+from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
-from adapters.kubernetes.control import CORDONED_BY, TAINT
+from adapters.kubernetes.control import CORDONED_BY, CORDONED_BY_AGENT, TAINT
 from adapters.kubernetes.objects import AGENT_MANAGER
 from adapters.sim import SimFleet
 from adapters.sim.cluster import REMEDY_CORDON
 from contract.names import remediation_workflow_id
 from kubeapi import ApiServer
+from remedy.budget import BudgetPolicy
 from remedy.cluster import CordonOwner, OwnNode
+from remedy.fleet import ScanInput
 from remedy.models import Action, CordonState, Finding, NodeRef, Severity
 from remedy.quarantine import BreakerState
-from remedy.remediation import AttemptResult, Outcome
-from remedy.runbook import RunbookSet, load_runbooks
-from tests.conftest import ROOT, running_workers
+from remedy.remediation import AttemptResult, Outcome, RemediationResult
+from remedy.runbook import Match, Runbook, RunbookSet, load_runbooks
+from tests.conftest import ROOT, own_fleet, running_workers
 from tests.kube import NODES, NOW, call, kube
 from tests.test_agent_policy import kubelets_node, refusals
+from tests.test_fleet_scan import closed
 from workers.agent import AgentConfig, NodeAgent, cordon_own_node
+from workflows.fleet_scan import FleetScan
 from workflows.node_remediation import NodeRemediation
 
 
@@ -104,6 +109,7 @@ async def test_on_kubernetes_the_agents_cordon_is_admitted_adopted_and_restored(
     before = api.objects[NODES, None, "n1"]
     done = await call(cordon_own_node, own, NodeRef(name="n1", pool="gpu"), finding)
     after = api.objects[NODES, None, "n1"]
+    [facts] = await call(controller.fleet.nodes)
     owner = CordonOwner(remediation_workflow_id("n1"), "finding: Xid48")
     adopted = await call(controller.control.cordon, "n1", owner)
     await call(controller.marks.set_conditions, "n1", [])  # the controller writes too
@@ -113,5 +119,60 @@ async def test_on_kubernetes_the_agents_cordon_is_admitted_adopted_and_restored(
     assert refusals(after, before, node="n2") == ["remedy-agent on n2 may not change node n1"]
     assert after["metadata"]["annotations"][CORDONED_BY] == remediation_workflow_id("n1")
     assert TAINT in after["spec"]["taints"]
+    assert after["metadata"]["annotations"][CORDONED_BY_AGENT] == "true"
+    assert facts.agent_cordoned_at is not None  # the scan can tell it from a person's cordon
     assert adopted is CordonState.ALREADY_OURS and restored
-    assert not api.objects[NODES, None, "n1"]["spec"]["unschedulable"]
+    restored_node = api.objects[NODES, None, "n1"]
+    assert not restored_node["spec"]["unschedulable"]
+    assert CORDONED_BY_AGENT not in restored_node["metadata"].get("annotations", {})
+
+
+async def test_an_agents_cordon_whose_report_was_lost_is_adopted_by_the_scan(
+    dev_env: WorkflowEnvironment, shipped_runbooks: RunbookSet
+) -> None:
+    """The agent cordons, its report is refused (the server cannot take it), and the agent is
+    gone: no ladder owns the cordon, and none is on record. The scan adopts it, as it adopts a
+    failed ladder's, on the agent's mark; the agent's cordon that a ladder took up and left to
+    a person (ended needing a human) stays that person's."""
+    client = dev_env.client
+    fleet = own_fleet("lost", 4)
+    lost, persons, *_ = sorted(fleet.nodes)
+    hold = RunbookSet([Runbook(name="hold-now", match=Match(xids=[48]), ladder=[])])
+    refused = client.config()
+    refused["namespace"] = "no-such-namespace"  # every report is refused, as by a server gone
+    fast = RunbookSet(r.scaled(3600) for r in shipped_runbooks)
+    calm = BudgetPolicy(storm_share=1.0)  # two of four nodes failing is no storm here
+    async with running_workers(client, fleet, runbooks=fast, policy=calm) as queues:
+
+        def agent(name: str, reports_to: Client) -> NodeAgent:
+            config = AgentConfig(
+                node=NodeRef(name=name, pool=queues.pool),
+                task_queue=queues.agents,
+                controller_task_queue=queues.controller,
+            )
+            assert fleet.cluster.breakers is not None
+            own = OwnNode(fleet.cluster.control, fleet.cluster.breakers)
+            return NodeAgent(reports_to, fleet.host(name), hold, None, config, own=own)
+
+        fleet.inject(lost, "ecc_dbe", gpu=1)
+        await agent(lost, Client(**refused)).tick([])  # cordoned; the report never arrives
+        fleet.inject(persons, "ecc_dbe", gpu=2)
+        await agent(persons, client).tick([])
+        left = await client.get_workflow_handle(
+            remediation_workflow_id(persons), result_type=RemediationResult
+        ).result()
+        summary = await client.execute_workflow(
+            FleetScan.run,
+            ScanInput(node_task_queue=queues.agents),
+            id=f"scan-{uuid.uuid4().hex[:8]}",
+            task_queue=queues.controller,
+        )
+        await closed(client, remediation_workflow_id(lost))
+        adopted = await client.get_workflow_handle(
+            remediation_workflow_id(lost), result_type=RemediationResult
+        ).result()
+    assert left.outcome is Outcome.NEEDS_HUMAN
+    assert summary.orphaned_cordons == [lost]
+    # The fault is still there: the adopting ladder looked again and holds it for a person.
+    assert adopted.runbook == "orphaned-cordon" and adopted.outcome is Outcome.NEEDS_HUMAN
+    assert fleet.node(lost).unschedulable and fleet.node(persons).unschedulable

@@ -15,6 +15,7 @@ from adapters.kubernetes.control import (
     CORDON_REASON,
     CORDONED_AT,
     CORDONED_BY,
+    CORDONED_BY_AGENT,
     DO_NOT_DISRUPT,
     DO_NOT_DISRUPT_SET,
     TAINT,
@@ -164,7 +165,8 @@ def test_the_policy_names_what_the_agent_writes() -> None:
     text = "\n".join(v["expression"] for v in policy()["spec"]["validations"])
     for listed in re.findall(r"c\.type in \[([^\]]*)\]", text):
         assert set(re.findall(r"'([^']+)'", listed)) == set(AGENT_CONDITIONS)
-    cordon_marks = {CORDONED_BY, CORDON_REASON, CORDONED_AT, DO_NOT_DISRUPT, DO_NOT_DISRUPT_SET}
+    cordon_marks = {CORDONED_BY, CORDON_REASON, CORDONED_AT, CORDONED_BY_AGENT}
+    cordon_marks |= {DO_NOT_DISRUPT, DO_NOT_DISRUPT_SET}
     for listed in re.findall(r"k in \[([^\]]*)\]", text):
         assert set(re.findall(r"'([^']+)'", listed)) in ({RECENT_XIDS, GPU_USE}, cordon_marks)
     assert TAINT["key"] in policy()["spec"]["variables"][1]["expression"]  # its own cordon

@@ -10,7 +10,8 @@ fault in one round goes as one report (remedy/report_changes.py); so are the
 conditions, written when they change and otherwise once per heartbeat (remedy.liveness), and
 the node's Xids, written only when one is new; so is which pod uses which GPU (the kubelet's
 pod-resources API, remedy/pod_resources.py). A fault whose runbook cordons at once is
-cordoned by the agent itself before it reports (``cordon_own_node``). Its dependency
+cordoned by the agent itself before it reports (``cordon_own_node``), marked as the agent's:
+if the report is lost and the agent gone, the fleet scan adopts the cordon. Its dependency
 checks (remedy/capabilities.py) are logged at start and published with every probe, as the
 ``RemedyReady`` condition and the ``remedy_dependency_ok`` gauge.
 """
@@ -311,5 +312,6 @@ def cordon_own_node(own: OwnNode, node: NodeRef, finding: Finding) -> CordonStat
         remediation_workflow_id(node.name),
         "finding: " + finding.headline(),
         held_by(own.breakers, [node.pool, CLUSTER_POOL]),
+        by_agent=True,
     )
     return own.control.cordon(node.name, owner)

@@ -163,6 +163,9 @@ class FleetScan:
                 nodes=[NodeRef(name=n.name, pool=n.pool) for n in cordoned],
                 task_queue=workflow.info().task_queue,
                 node_task_queue=inp.node_task_queue,
+                agent_cordoned_at={
+                    n.name: n.agent_cordoned_at for n in cordoned if n.agent_cordoned_at
+                },
             ),
             start_to_close_timeout=timedelta(minutes=2),
             retry_policy=RETRY,

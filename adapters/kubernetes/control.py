@@ -27,6 +27,7 @@ from remedy.once import LedgerEntry, once
 CORDONED_BY = f"{PREFIX}/cordoned-by"
 CORDON_REASON = f"{PREFIX}/cordon-reason"
 CORDONED_AT = f"{PREFIX}/cordoned-at"
+CORDONED_BY_AGENT = f"{PREFIX}/cordoned-by-agent"  # the node's agent wrote the cordon
 TAINT = {"key": f"{PREFIX}/remediating", "value": "true", "effect": "NoSchedule"}
 # Karpenter's opt-out of voluntary disruption (consolidation, drift) on a Node or NodeClaim;
 # it does not hold off expiry, Karpenter's own repair, or a deletion (remedy's replace).
@@ -59,6 +60,8 @@ class KubernetesNodeControl:
             CORDON_REASON: owner.reason[:256],
             CORDONED_AT: nodes.clock().isoformat(),
         }
+        if owner.by_agent:
+            marks[CORDONED_BY_AGENT] = "true"
         # Karpenter consolidates or replaces a drifted node, cordoned or not, unless it says
         # do-not-disrupt; someone else's stays theirs (restore removes only what remedy set).
         if DO_NOT_DISRUPT not in annotations:
@@ -85,7 +88,9 @@ class KubernetesNodeControl:
             return False
         unschedulable = bool(current.get("spec", {}).get("unschedulable"))
         intact = _intact(current)
-        marks: dict[str, str | None] = dict.fromkeys((CORDONED_BY, CORDON_REASON, CORDONED_AT))
+        marks: dict[str, str | None] = dict.fromkeys(
+            (CORDONED_BY, CORDON_REASON, CORDONED_AT, CORDONED_BY_AGENT)
+        )
         if DO_NOT_DISRUPT_SET in annotations:
             marks |= dict.fromkeys((DO_NOT_DISRUPT, DO_NOT_DISRUPT_SET))
         spec: Json = {"taints": without_taint(current, TAINT)}

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from adapters.kubernetes.admission import ADMISSION_REJECTED, ADMISSION_TAINT, VALIDATED_LABEL
-from adapters.kubernetes.control import CORDONED_BY
+from adapters.kubernetes.control import CORDONED_AT, CORDONED_BY, CORDONED_BY_AGENT
 from adapters.kubernetes.gpu_scope import gpus_out
 from adapters.kubernetes.listing import count, list_pages
 from adapters.kubernetes.marks import remedy_conditions
@@ -89,6 +89,7 @@ class KubernetesFleetView:
             managed=labels.get(OPT_OUT_LABEL) != "false",
             unschedulable=bool(spec.get("unschedulable")),
             cordoned_by_remedy=CORDONED_BY in annotations,
+            agent_cordoned_at=agent_cordoned_at(annotations),
             problems=[c for c in conditions if is_problem(c)],
             active_check=next((c for c in conditions if c.type == GPU_ACTIVE_CHECK), None),
             awaiting_admission=has_taint(node, ADMISSION_TAINT),
@@ -97,6 +98,18 @@ class KubernetesFleetView:
             last_heartbeat=beat,  # judged by the scan, on the controller's clock
             gpus_out=sorted(gpus_out(node)),
         )
+
+
+def agent_cordoned_at(annotations: dict[str, str]) -> datetime | None:
+    """When the node's agent wrote remedy's cordon; None for a ladder's or a check's cordon,
+    or a time nobody can read (left alone: the scan adopts only on evidence)."""
+    if CORDONED_BY_AGENT not in annotations:
+        return None
+    try:
+        at = datetime.fromisoformat(annotations.get(CORDONED_AT, ""))
+    except ValueError:
+        return None
+    return at if at.tzinfo is not None else None
 
 
 def agent_heartbeat(node: Json) -> datetime | None:

@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from adapters.sim.node import SimNode
 
 REMEDY_CORDON = "remedy.io/cordoned-by"
+AGENT_CORDON_AT = "remedy.io/cordoned-by-agent-at"  # when the node's agent wrote remedy's cordon
 
 
 class SimNodeControl:
@@ -41,6 +42,8 @@ class SimNodeControl:
                 return CordonState.HELD_BY_BREAKER
             sim.unschedulable = True
             sim.annotations[REMEDY_CORDON] = f"{owner.workflow_id}: {owner.reason}"
+            if owner.by_agent:
+                sim.annotations[AGENT_CORDON_AT] = self._fleet.clock().isoformat()
             self._fleet._record(node, "cordon")
             return CordonState.CORDONED
 
@@ -50,6 +53,7 @@ class SimNodeControl:
             if REMEDY_CORDON not in sim.annotations:
                 return False
             del sim.annotations[REMEDY_CORDON]
+            sim.annotations.pop(AGENT_CORDON_AT, None)
             sim.unschedulable = False
             self._fleet._record(node, "restore")
             return True
@@ -217,6 +221,7 @@ def _facts(n: SimNode, now: datetime) -> NodeFacts:
         managed=n.managed,
         unschedulable=n.unschedulable,
         cordoned_by_remedy=REMEDY_CORDON in n.annotations,
+        agent_cordoned_at=_agent_cordoned_at(n),
         problems=problems,
         awaiting_admission=n.awaiting_admission,
         validated=n.validated_serials is not None,
@@ -225,6 +230,11 @@ def _facts(n: SimNode, now: datetime) -> NodeFacts:
         last_heartbeat=beat,
         gpus_out=sorted(n.quarantined),
     )
+
+
+def _agent_cordoned_at(n: SimNode) -> datetime | None:
+    at = n.annotations.get(AGENT_CORDON_AT) if REMEDY_CORDON in n.annotations else None
+    return datetime.fromisoformat(at) if at else None
 
 
 def _atomic(started: LedgerEntry) -> str:
