@@ -87,7 +87,13 @@ class ActivityDef(Generic[A, R]):
         return activity.defn(name=self.name)(fn)
 
     async def execute(
-        self, arg: A, *, task_queue: str | None = None, gives_back: bool = False, **options: Any
+        self,
+        arg: A,
+        *,
+        task_queue: str | None = None,
+        gives_back: bool = False,
+        local: bool = False,
+        **options: Any,
     ) -> R:
         """Call it from a workflow; ``options`` are ``workflow.execute_activity``'s (timeouts,
         retry policy, summary). A node activity needs the node's task queue.
@@ -96,20 +102,26 @@ class ActivityDef(Generic[A, R]):
         SDK ends the activity with an ``ActivityError`` whose cause is a ``CancelledError``;
         it is raised as ``asyncio.CancelledError``, so no ``except ActivityError`` reads it as
         a failed step or a failed probe. ``gives_back``: a step that undoes what remedy took
-        (the GPUs back after a reset) still runs once the task was told to stop."""
+        (the GPUs back after a reset) still runs once the task was told to stop. ``local``:
+        a local activity, run by the worker that runs the workflow within its task (no task
+        queue, no round trip to the server): for a short controller call that must not wait."""
         if self.queue is Queue.NODE and task_queue is None:
             raise ContractError(f"{self.name} runs on the node: pass the node's task queue")
         stopped = _never if gives_back else _STOPPED.get()
         if stopped():
             raise asyncio.CancelledError(f"{self.name} not started: the workflow was stopped")
+        args = [] if self.arg is None else [arg]
         try:
-            result: R = await workflow.execute_activity(
-                self.name,
-                args=[] if self.arg is None else [arg],
-                task_queue=task_queue,
-                result_type=self.result,
-                **options,
-            )
+            if local:
+                if self.queue is not Queue.CONTROLLER:
+                    raise ContractError(f"{self.name} runs on the node: never a local activity")
+                result: R = await workflow.execute_local_activity(
+                    self.name, args=args, result_type=self.result, **options
+                )
+            else:
+                result = await workflow.execute_activity(
+                    self.name, args=args, task_queue=task_queue, result_type=self.result, **options
+                )
         except ActivityError as err:
             if isinstance(err.cause, CancelledError) and workflow.patched(CANCELLED_IS_NOT_FAILED):
                 raise asyncio.CancelledError(f"{self.name} cancelled") from err
