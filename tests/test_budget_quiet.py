@@ -1,9 +1,10 @@
 """The budget's housekeeping runs when something changed, not on every tick (issue 32): a
 pool whose only lease is held by a ladder waiting for a person swept every ``reclaim_every``
 — in the demo, sped up, every second: 3,165 events in 4.5 minutes. A sweep that finds nothing
-now doubles the wait for the next (to 8 × ``reclaim_every``) while nobody waits for a share;
-once a ladder waits, a dead holder is reclaimed at the next ``reclaim_every``. Real ladders
-and budget on the time-skipping server."""
+now doubles the wait for the next (to 8 × ``reclaim_every``) while nobody waits for a share,
+and once (to 2 × ``reclaim_every``) while a ladder waits: a dead holder is reclaimed within
+that. Each sweep's checks are local activities (a marker each, no task of their own). Real
+ladders and budget on the time-skipping server."""
 
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ from tests.conftest import running_workers
 from tests.ladder import report, wait_for_phase
 from tests.test_disruption_budget import budget_state
 from workflows import budget_sweep
+from workflows.budget_sweep import WAITING_DOUBLINGS
 
 EVERY = timedelta(minutes=1)
 HOLD = Runbook(
@@ -51,15 +53,21 @@ async def test_a_pool_held_by_people_sweeps_less_and_still_reclaims_a_dead_holde
         before = await events(client, budget)
         await time_env.sleep(timedelta(hours=1))  # nobody answers: nothing changes
         quiet_hour = await events(client, budget) - before
-        # A ladder waits now, behind a dead holder: the next sweep reclaims its lease.
+        # A ladder waits now, behind the holder: the pool is seized, and still quiet.
         waiter = await report(client, queues, fleet.inject(second, "ecc_dbe"), HOLD)
         await wait_for_phase(time_env, waiter, Phase.AWAITING_LEASE)
+        before = await events(client, budget)
+        await time_env.sleep(timedelta(hours=1))
+        seized_hour = await events(client, budget) - before
+        # The holder dies: a sweep reclaims its lease for the waiter within 2 × reclaim_every.
         await holder.terminate("operator killed it")
-        await time_env.sleep(EVERY * 2)
+        await time_env.sleep(EVERY * 2**WAITING_DOUBLINGS + timedelta(seconds=5))
         state = await budget_state(client, queues.pool)
         await waiter.terminate("test over")
     # 60 sweeps of a timer, an activity and two workflow tasks each was ~660 events.
     assert quiet_hour < 200, quiet_hour
+    # Swept every minute with a waiter, an activity each: ~700 events (its asks included).
+    assert seized_hour < 300, seized_hour
     assert state.reclaimed == 1 and [h.node for h in state.holders] == [second]
 
 

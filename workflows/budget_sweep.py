@@ -18,6 +18,12 @@ The wait is ``reclaim_every`` again as soon as who holds a share changes, a swee
 something, or a ladder waits for a share (then a dead holder or a restored node is what
 keeps it waiting): a dead holder nobody waits behind is reclaimed within
 ``reclaim_every × 2^MAX_DOUBLINGS`` at worst.
+
+Since ``SWEEP_LOCALLY`` the sweep backs off while ladders wait too, by one doubling at most
+(``WAITING_DOUBLINGS``: a pool seized by holders that wait for people, its waiters asking
+again, swept every ``reclaim_every`` for hours), and its two checks are local activities, run
+within the workflow task the alarm wakes: a marker each in the history instead of an activity's
+three events and a workflow task of its own.
 """
 
 from __future__ import annotations
@@ -37,8 +43,10 @@ with workflow.unsafe.imports_passed_through():
 
 SWEEP_ON_ITS_OWN_CLOCK = "budget-sweeps-on-its-own-clock"  # runs before: a signal put it off
 SWEEP_BACKS_OFF = "budget-sweep-backs-off"  # runs before: every reclaim_every, found or not
+SWEEP_LOCALLY = "budget-sweeps-locally"  # runs before: activities, and no backing off if waited
 SOONEST = timedelta(seconds=1)
 MAX_DOUBLINGS = 3  # a quiet pool sweeps every 8 × reclaim_every (8 minutes by default)
+WAITING_DOUBLINGS = 1  # with ladders waiting: every 2 × reclaim_every at most
 
 
 def wake_at(
@@ -93,13 +101,16 @@ class Alarm:
         return True
 
 
-def sweep_every(every: timedelta, quiet_sweeps: int) -> timedelta:
-    """The wait after ``quiet_sweeps`` sweeps in a row that found nothing.
+def sweep_every(every: timedelta, quiet_sweeps: int, most: int = MAX_DOUBLINGS) -> timedelta:
+    """The wait after ``quiet_sweeps`` sweeps in a row that found nothing, doubled ``most``
+    times at most.
 
     >>> [sweep_every(timedelta(minutes=1), n).seconds // 60 for n in range(6)]
     [1, 2, 4, 8, 8, 8]
+    >>> [sweep_every(timedelta(minutes=1), n, WAITING_DOUBLINGS).seconds // 60 for n in range(3)]
+    [1, 2, 2]
     """
-    doublings: int = 2 ** min(quiet_sweeps, MAX_DOUBLINGS)
+    doublings: int = 2 ** min(quiet_sweeps, most)
     return every * doublings
 
 
@@ -120,13 +131,19 @@ class BudgetSweep:
 
     def _sweep_every(self) -> timedelta:
         """How long after the last sweep the next is due: ``reclaim_every``, doubled per
-        quiet sweep (``SWEEP_BACKS_OFF``) while nobody waits for a share (a waiting ladder is
-        freed as soon as a sweep can free it). A new holder is checked ``reclaim_every`` after
-        the holders changed, not at once: it just got its share."""
+        quiet sweep (``SWEEP_BACKS_OFF``), once at most while a ladder waits for a share (it
+        is freed as soon as a sweep can free it; before ``SWEEP_LOCALLY``, not at all). A new
+        holder is checked ``reclaim_every`` after the holders changed, not at once: it just got
+        its share."""
         state, every = self._state, self._state.policy.reclaim_every
-        if not workflow.patched(SWEEP_BACKS_OFF) or state.waiting:
+        if not workflow.patched(SWEEP_BACKS_OFF):
             return every
-        backed_off = sweep_every(every, self._quiet_sweeps)
+        most = MAX_DOUBLINGS
+        if state.waiting:
+            if not workflow.patched(SWEEP_LOCALLY):
+                return every
+            most = WAITING_DOUBLINGS
+        backed_off = sweep_every(every, self._quiet_sweeps, most)
         if _holding(state) == self._swept_for:
             return backed_off
         self._holders_changed_at = self._holders_changed_at or workflow.now()
@@ -142,13 +159,14 @@ class BudgetSweep:
         self._quiet_sweeps = self._quiet_sweeps + 1 if quiet else 0
         self._swept_for, self._holders_changed_at = after, None
 
-    async def _end_holds(self) -> None:
+    async def _end_holds(self, local: bool = False) -> None:
         """A node held for a human is given back when remedy's cordon is gone from it (it was
         restored, or replaced by a node that never had it)."""
         state = self._state
         try:
             answer = await HELD_NODES.execute(
                 HeldCheck(nodes=[h.node for h in state.held]),
+                local=local,
                 start_to_close_timeout=timedelta(seconds=60),
                 retry_policy=RetryPolicy(maximum_attempts=3),
                 summary=f"which of {len(state.held)} nodes held for a human are still cordoned",
@@ -161,11 +179,12 @@ class BudgetSweep:
             state.held = [h for h in state.held if h.node in still]
             self._changed = True
 
-    async def _reclaim(self) -> None:
+    async def _reclaim(self, local: bool = False) -> None:
         """Free the leases of holders whose workflows closed without releasing them."""
         state = self._state
         answer = await CLOSED_WORKFLOWS.execute(
             HolderCheck(workflow_ids=[h.holder for h in state.holders]),
+            local=local,
             start_to_close_timeout=timedelta(seconds=30),
             retry_policy=RetryPolicy(maximum_attempts=3),
             summary=f"which of {len(state.holders)} lease holders have closed",
