@@ -35,7 +35,10 @@ def _patches(path: Path) -> set[str]:
         json.loads(base64.b64decode(payload["data"]))["id"]
         for e in events
         if "markerRecordedEventAttributes" in e
-        for payload in e["markerRecordedEventAttributes"]["details"]["patch-data"]["payloads"]
+        # a local activity's marker holds its result, not a patch
+        for payload in e["markerRecordedEventAttributes"]["details"]
+        .get("patch-data", {})
+        .get("payloads", [])
     }
 
 
@@ -46,12 +49,15 @@ def test_histories_are_recorded() -> None:
         *(f"{n}_v3" for n in LADDERS),
         *(f"{n}_v4" for n in LADDERS),
         *(f"{n}_v5" for n in LADDERS),
+        *(f"{n}_v6" for n in LADDERS),
         "job_guard_restart_then_stop",
         "job_guard_restart_then_stop_v2",  # indexed: RemedyJob, RemedyJobState (upserts)
         "budget_v3",
         "budget_v4",
         "budget_v5",
         "budget_people_v5",
+        "budget_v6",
+        "budget_people_v6",
         "active_checks_round",  # a pool's round, and a busy node's check under the budget
         "active_check_taken_out",
         "fleet_scan",  # a problem condition and a silent agent, each given a ladder
@@ -89,6 +95,16 @@ def test_histories_are_recorded() -> None:
     for budget in ("budget_v5", "budget_people_v5"):
         assert "rebuild-waiters-in-order" in _patches(HISTORY_DIR / f"{budget}.json")
     assert "holder_waits" in (HISTORY_DIR / "budget_people_v5.json").read_text()
+    # v6: fleet-scale speed — the first cordon before anything that can wait, as a local
+    # activity; the budget publishes its breaker, sends without waiting, sweeps locally.
+    for name in LADDERS:
+        fast = {"cordon-first-where-the-published-breaker-is-closed", "cordon-as-a-local-activity"}
+        assert fast <= _patches(HISTORY_DIR / f"{name}_v6.json")
+        assert "core_local_activity" in (HISTORY_DIR / f"{name}_v6.json").read_text()
+    budget_v6 = {"publish-the-breaker-for-cordons", "budget-sends-without-waiting"}
+    for budget in ("budget_v6", "budget_people_v6"):
+        assert budget_v6 | {"budget-sweeps-locally"} <= _patches(HISTORY_DIR / f"{budget}.json")
+    assert "core_local_activity" in (HISTORY_DIR / "budget_v6.json").read_text()  # a sweep
     # Job guards index themselves behind a patch: the history from before upserts nothing.
     for tag, indexed in (("", False), ("_v2", True)):
         guard = HISTORY_DIR / f"job_guard_restart_then_stop{tag}.json"
