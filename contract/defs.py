@@ -23,7 +23,7 @@ from typing import Any, Generic, TypeVar, get_type_hints
 
 from temporalio import activity, workflow
 from temporalio.client import WorkflowHandle, WorkflowUpdateFailedError
-from temporalio.exceptions import ActivityError, ApplicationError, CancelledError
+from temporalio.exceptions import ActivityError, ApplicationError, CancelledError, FailureError
 from temporalio.workflow import UpdateMethodMultiParam
 
 A = TypeVar("A")
@@ -115,9 +115,7 @@ class ActivityDef(Generic[A, R]):
             if local:
                 if self.queue is not Queue.CONTROLLER:
                     raise ContractError(f"{self.name} runs on the node: never a local activity")
-                result: R = await workflow.execute_local_activity(
-                    self.name, args=args, result_type=self.result, **options
-                )
+                result: R = await self._locally(args, options)
             else:
                 result = await workflow.execute_activity(
                     self.name, args=args, task_queue=task_queue, result_type=self.result, **options
@@ -128,6 +126,28 @@ class ActivityDef(Generic[A, R]):
             raise
         if stopped():  # it finished as the stop came in: its answer must not drive a next step
             raise asyncio.CancelledError(f"{self.name} finished after the workflow was stopped")
+        return result
+
+    async def _locally(self, args: list[Any], options: dict[str, Any]) -> R:
+        """A local activity's failure comes back bare (an ApplicationError, a TimeoutError),
+        not inside an ActivityError as a regular one's does: wrapped here, so that every
+        ``except ActivityError`` of the workflows reads it the same way."""
+        try:
+            result: R = await workflow.execute_local_activity(
+                self.name, args=args, result_type=self.result, **options
+            )
+        except FailureError as err:
+            if isinstance(err, ActivityError):
+                raise
+            raise ActivityError(
+                f"local activity {self.name} failed",
+                scheduled_event_id=0,
+                started_event_id=0,
+                identity="",
+                activity_type=self.name,
+                activity_id="",
+                retry_state=None,
+            ) from err
         return result
 
 
