@@ -166,7 +166,8 @@ async def test_a_first_cordon_that_fails_is_recorded_and_one_for_a_gone_node_end
     time_env: WorkflowEnvironment,
 ) -> None:
     """Recorded like any failed cordon, or the end of a ladder whose node is gone: never a
-    failed workflow (a local activity for it failed this way, so it is a regular one)."""
+    failed workflow. The cordon is a local activity, whose failure the SDK returns bare, not
+    in an ActivityError: before ActivityDef wrapped it, this ladder failed."""
     fleet = SimFleet(nodes=10, pool=f"pool-{uuid.uuid4().hex[:8]}")
     refused, gone = sorted(fleet.nodes)[:2]
     async with running_workers(time_env.client, fleet, policy=POLICY) as queues:
