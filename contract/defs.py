@@ -18,6 +18,7 @@ import inspect
 from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
 from dataclasses import dataclass
+from datetime import timedelta
 from enum import StrEnum
 from typing import Any, Generic, TypeVar, get_type_hints
 
@@ -46,6 +47,8 @@ class ContractError(TypeError):
 REJECTED = "Rejected"  # the failure type of a validator's refusal
 # workflow.patched: runs from before read a cancelled activity as a failed one.
 CANCELLED_IS_NOT_FAILED = "cancelled-activity-is-not-a-failure"
+# A local activity's retry that waits longer than this waits on a timer, its task closed.
+LOCAL_RETRY_THRESHOLD = timedelta(seconds=1)
 
 
 # Whether the workflow task calling an activity has been told to stop (an operator's abort or
@@ -131,7 +134,11 @@ class ActivityDef(Generic[A, R]):
     async def _locally(self, args: list[Any], options: dict[str, Any]) -> R:
         """A local activity's failure comes back bare (an ApplicationError, a TimeoutError),
         not inside an ActivityError as a regular one's does: wrapped here, so that every
-        ``except ActivityError`` of the workflows reads it the same way."""
+        ``except ActivityError`` of the workflows reads it the same way. Its retries wait on
+        a server timer (``LOCAL_RETRY_THRESHOLD``), not in the worker: the workflow task
+        closes meanwhile, so queries (``remedy show``, the demo's summary) and signals are
+        answered while a cordon rides out an API outage."""
+        options.setdefault("local_retry_threshold", LOCAL_RETRY_THRESHOLD)
         try:
             result: R = await workflow.execute_local_activity(
                 self.name, args=args, result_type=self.result, **options

@@ -154,8 +154,10 @@ class ModelFleet(RuleBasedStateMachine):
         for held in self.fleet.holds.values():
             held.release()
         try:
-            if hasattr(self, "env"):
-                self.run(asyncio.wait_for(self.stack.aclose(), timeout=120))
+            if hasattr(self, "env"):  # also when set aside: its server and workers stop too
+                with self.recorded():
+                    closing = asyncio.wait_for(self.stack.aclose(), timeout=120)
+                    self.loop.run_until_complete(closing)
         finally:
             self.loop.close()
 
