@@ -18,13 +18,12 @@ import inspect
 from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
 from dataclasses import dataclass
-from datetime import timedelta
 from enum import StrEnum
 from typing import Any, Generic, TypeVar, get_type_hints
 
 from temporalio import activity, workflow
 from temporalio.client import WorkflowHandle, WorkflowUpdateFailedError
-from temporalio.exceptions import ActivityError, ApplicationError, CancelledError, FailureError
+from temporalio.exceptions import ActivityError, ApplicationError, CancelledError
 from temporalio.workflow import UpdateMethodMultiParam
 
 A = TypeVar("A")
@@ -47,8 +46,6 @@ class ContractError(TypeError):
 REJECTED = "Rejected"  # the failure type of a validator's refusal
 # workflow.patched: runs from before read a cancelled activity as a failed one.
 CANCELLED_IS_NOT_FAILED = "cancelled-activity-is-not-a-failure"
-# A local activity's retry that waits longer than this waits on a timer, its task closed.
-LOCAL_RETRY_THRESHOLD = timedelta(seconds=1)
 
 
 # Whether the workflow task calling an activity has been told to stop (an operator's abort or
@@ -90,13 +87,7 @@ class ActivityDef(Generic[A, R]):
         return activity.defn(name=self.name)(fn)
 
     async def execute(
-        self,
-        arg: A,
-        *,
-        task_queue: str | None = None,
-        gives_back: bool = False,
-        local: bool = False,
-        **options: Any,
+        self, arg: A, *, task_queue: str | None = None, gives_back: bool = False, **options: Any
     ) -> R:
         """Call it from a workflow; ``options`` are ``workflow.execute_activity``'s (timeouts,
         retry policy, summary). A node activity needs the node's task queue.
@@ -105,56 +96,26 @@ class ActivityDef(Generic[A, R]):
         SDK ends the activity with an ``ActivityError`` whose cause is a ``CancelledError``;
         it is raised as ``asyncio.CancelledError``, so no ``except ActivityError`` reads it as
         a failed step or a failed probe. ``gives_back``: a step that undoes what remedy took
-        (the GPUs back after a reset) still runs once the task was told to stop. ``local``:
-        a local activity, run by the worker that runs the workflow within its task (no task
-        queue, no round trip to the server): for a short controller call that must not wait."""
+        (the GPUs back after a reset) still runs once the task was told to stop."""
         if self.queue is Queue.NODE and task_queue is None:
             raise ContractError(f"{self.name} runs on the node: pass the node's task queue")
         stopped = _never if gives_back else _STOPPED.get()
         if stopped():
             raise asyncio.CancelledError(f"{self.name} not started: the workflow was stopped")
-        args = [] if self.arg is None else [arg]
         try:
-            if local:
-                if self.queue is not Queue.CONTROLLER:
-                    raise ContractError(f"{self.name} runs on the node: never a local activity")
-                result: R = await self._locally(args, options)
-            else:
-                result = await workflow.execute_activity(
-                    self.name, args=args, task_queue=task_queue, result_type=self.result, **options
-                )
+            result: R = await workflow.execute_activity(
+                self.name,
+                args=[] if self.arg is None else [arg],
+                task_queue=task_queue,
+                result_type=self.result,
+                **options,
+            )
         except ActivityError as err:
             if isinstance(err.cause, CancelledError) and workflow.patched(CANCELLED_IS_NOT_FAILED):
                 raise asyncio.CancelledError(f"{self.name} cancelled") from err
             raise
         if stopped():  # it finished as the stop came in: its answer must not drive a next step
             raise asyncio.CancelledError(f"{self.name} finished after the workflow was stopped")
-        return result
-
-    async def _locally(self, args: list[Any], options: dict[str, Any]) -> R:
-        """A local activity's failure comes back bare (an ApplicationError, a TimeoutError),
-        not inside an ActivityError as a regular one's does: wrapped here, so that every
-        ``except ActivityError`` of the workflows reads it the same way. Its retries wait on
-        a server timer (``LOCAL_RETRY_THRESHOLD``), not in the worker: the workflow task
-        closes meanwhile, so queries (``remedy show``, the demo's summary) and signals are
-        answered while a cordon rides out an API outage."""
-        options.setdefault("local_retry_threshold", LOCAL_RETRY_THRESHOLD)
-        try:
-            result: R = await workflow.execute_local_activity(
-                self.name, args=args, result_type=self.result, **options
-            )
-        except FailureError as err:
-            if isinstance(err, ActivityError):
-                raise
-            raise ActivityError(
-                f"local activity {self.name} failed",
-                scheduled_event_id=0,
-                started_event_id=0,
-                identity="",
-                activity_type=self.name,
-                activity_id="",
-                retry_state=None,
-            ) from err
         return result
 
 

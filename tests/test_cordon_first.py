@@ -6,7 +6,6 @@ the Kubernetes board is a ConfigMap, read and written through the real client.""
 
 from __future__ import annotations
 
-import json
 import uuid
 from datetime import timedelta
 
@@ -32,22 +31,15 @@ from tests.test_disruption_budget import budget_state
 from tests.test_quarantine import POLICY, _sick
 
 CONFIGMAPS = "v1/configmaps"
-LOCAL_ACTIVITY_MARKER = "core_local_activity"  # the SDK core's marker of a local activity
 
 
 async def _steps(handle: Handle) -> list[str]:
-    """The ladder's history as it went: each activity scheduled (its name) or run locally (its
-    marker: it ran and completed within a workflow task), and each signal received
-    (``signal:`` its name)."""
+    """The ladder's history as it went: each activity scheduled (its name) and each signal
+    received (``signal:`` its name)."""
     steps = []
     async for e in handle.fetch_history_events():
         if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
             steps.append(e.activity_task_scheduled_event_attributes.activity_type.name)
-        elif (
-            e.event_type == EventType.EVENT_TYPE_MARKER_RECORDED
-            and (local := e.marker_recorded_event_attributes).marker_name == LOCAL_ACTIVITY_MARKER
-        ):
-            steps += [json.loads(local.details["data"].payloads[0].data)["activity_type"], "ran"]
         elif e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED:
             steps.append("completed")
         elif e.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED:
@@ -166,8 +158,7 @@ async def test_a_first_cordon_that_fails_is_recorded_and_one_for_a_gone_node_end
     time_env: WorkflowEnvironment,
 ) -> None:
     """Recorded like any failed cordon, or the end of a ladder whose node is gone: never a
-    failed workflow. The cordon is a local activity, whose failure the SDK returns bare, not
-    in an ActivityError: before ActivityDef wrapped it, this ladder failed."""
+    failed workflow (a local activity for it failed this way, so it is a regular one)."""
     fleet = SimFleet(nodes=10, pool=f"pool-{uuid.uuid4().hex[:8]}")
     refused, gone = sorted(fleet.nodes)[:2]
     async with running_workers(time_env.client, fleet, policy=POLICY) as queues:

@@ -241,13 +241,23 @@ def test_ctrl_c_stops_the_demo_cleanly_with_a_summary(tmp_path: Path, processes:
             break
     server = next(line.split()[2] for line in lines if line.startswith("Temporal server"))
     demo.send_signal(signal.SIGINT)
-    out, err = demo.communicate(timeout=60)
+    try:
+        out, err = demo.communicate(timeout=60)
+    except subprocess.TimeoutExpired as late:  # say where it stuck, not a truncated repr
+        raise AssertionError(
+            "the demo did not stop within 60 s of Ctrl-C; its output's end:\n"
+            f"{_text(late.output)[-3000:]}\nstderr's end:\n{_text(late.stderr)[-2000:]}"
+        ) from None
     assert demo.returncode == 0, err[-2000:]
     assert "Traceback" not in err
     assert "Remediations by outcome (" in out
     host, port = server.split(":")
     with socket.socket() as probe:  # the dev server went down with the demo
         assert probe.connect_ex((host, int(port))) != 0
+
+
+def _text(output: str | bytes | None) -> str:
+    return output.decode(errors="replace") if isinstance(output, bytes) else output or ""
 
 
 def test_demo_on_a_busy_port_says_so_without_a_traceback() -> None:

@@ -95,16 +95,14 @@ def test_histories_are_recorded() -> None:
     for budget in ("budget_v5", "budget_people_v5"):
         assert "rebuild-waiters-in-order" in _patches(HISTORY_DIR / f"{budget}.json")
     assert "holder_waits" in (HISTORY_DIR / "budget_people_v5.json").read_text()
-    # v6: fleet-scale speed — the first cordon before anything that can wait, as a local
-    # activity; the budget publishes its breaker, sends without waiting, sweeps locally.
+    # v6: fleet-scale speed — the first cordon before anything that can wait; the budget
+    # publishes its breaker, sends without waiting, backs its sweep off while ladders wait.
     for name in LADDERS:
-        fast = {"cordon-first-where-the-published-breaker-is-closed", "cordon-as-a-local-activity"}
-        assert fast <= _patches(HISTORY_DIR / f"{name}_v6.json")
-        assert "core_local_activity" in (HISTORY_DIR / f"{name}_v6.json").read_text()
+        first = "cordon-first-where-the-published-breaker-is-closed"
+        assert first in _patches(HISTORY_DIR / f"{name}_v6.json")
     budget_v6 = {"publish-the-breaker-for-cordons", "budget-sends-without-waiting"}
     for budget in ("budget_v6", "budget_people_v6"):
-        assert budget_v6 | {"budget-sweeps-locally"} <= _patches(HISTORY_DIR / f"{budget}.json")
-    assert "core_local_activity" in (HISTORY_DIR / "budget_v6.json").read_text()  # a sweep
+        assert budget_v6 <= _patches(HISTORY_DIR / f"{budget}.json")
     # Job guards index themselves behind a patch: the history from before upserts nothing.
     for tag, indexed in (("", False), ("_v2", True)):
         guard = HISTORY_DIR / f"job_guard_restart_then_stop{tag}.json"

@@ -19,11 +19,11 @@ something, or a ladder waits for a share (then a dead holder or a restored node 
 keeps it waiting): a dead holder nobody waits behind is reclaimed within
 ``reclaim_every × 2^MAX_DOUBLINGS`` at worst.
 
-Since ``SWEEP_LOCALLY`` the sweep backs off while ladders wait too, by one doubling at most
-(``WAITING_DOUBLINGS``: a pool seized by holders that wait for people, its waiters asking
-again, swept every ``reclaim_every`` for hours), and its two checks are local activities, run
-within the workflow task the alarm wakes: a marker each in the history instead of an activity's
-three events and a workflow task of its own.
+Since ``SWEEP_BACKS_OFF_WHILE_WAITING`` the sweep backs off while ladders wait too, by one
+doubling at most (``WAITING_DOUBLINGS``): a pool seized by holders that wait for people, its
+waiters asking again, was swept every ``reclaim_every`` for as long as the people took.
+(Local activities for the sweep's checks would save more events, but a worker that shuts down
+while a task asks for one may never finish: kept as activities.)
 """
 
 from __future__ import annotations
@@ -43,7 +43,8 @@ with workflow.unsafe.imports_passed_through():
 
 SWEEP_ON_ITS_OWN_CLOCK = "budget-sweeps-on-its-own-clock"  # runs before: a signal put it off
 SWEEP_BACKS_OFF = "budget-sweep-backs-off"  # runs before: every reclaim_every, found or not
-SWEEP_LOCALLY = "budget-sweeps-locally"  # runs before: activities, and no backing off if waited
+# Runs before swept every reclaim_every while a ladder waited, however long people took.
+SWEEP_BACKS_OFF_WHILE_WAITING = "budget-sweep-backs-off-while-ladders-wait"
 SOONEST = timedelta(seconds=1)
 MAX_DOUBLINGS = 3  # a quiet pool sweeps every 8 × reclaim_every (8 minutes by default)
 WAITING_DOUBLINGS = 1  # with ladders waiting: every 2 × reclaim_every at most
@@ -132,7 +133,8 @@ class BudgetSweep:
     def _sweep_every(self) -> timedelta:
         """How long after the last sweep the next is due: ``reclaim_every``, doubled per
         quiet sweep (``SWEEP_BACKS_OFF``), once at most while a ladder waits for a share (it
-        is freed as soon as a sweep can free it; before ``SWEEP_LOCALLY``, not at all). A new
+        is freed as soon as a sweep can free it; before ``SWEEP_BACKS_OFF_WHILE_WAITING``, not at
+        all). A new
         holder is checked ``reclaim_every`` after the holders changed, not at once: it just got
         its share."""
         state, every = self._state, self._state.policy.reclaim_every
@@ -140,7 +142,7 @@ class BudgetSweep:
             return every
         most = MAX_DOUBLINGS
         if state.waiting:
-            if not workflow.patched(SWEEP_LOCALLY):
+            if not workflow.patched(SWEEP_BACKS_OFF_WHILE_WAITING):
                 return every
             most = WAITING_DOUBLINGS
         backed_off = sweep_every(every, self._quiet_sweeps, most)
@@ -159,14 +161,13 @@ class BudgetSweep:
         self._quiet_sweeps = self._quiet_sweeps + 1 if quiet else 0
         self._swept_for, self._holders_changed_at = after, None
 
-    async def _end_holds(self, local: bool = False) -> None:
+    async def _end_holds(self) -> None:
         """A node held for a human is given back when remedy's cordon is gone from it (it was
         restored, or replaced by a node that never had it)."""
         state = self._state
         try:
             answer = await HELD_NODES.execute(
                 HeldCheck(nodes=[h.node for h in state.held]),
-                local=local,
                 start_to_close_timeout=timedelta(seconds=60),
                 retry_policy=RetryPolicy(maximum_attempts=3),
                 summary=f"which of {len(state.held)} nodes held for a human are still cordoned",
@@ -179,12 +180,11 @@ class BudgetSweep:
             state.held = [h for h in state.held if h.node in still]
             self._changed = True
 
-    async def _reclaim(self, local: bool = False) -> None:
+    async def _reclaim(self) -> None:
         """Free the leases of holders whose workflows closed without releasing them."""
         state = self._state
         answer = await CLOSED_WORKFLOWS.execute(
             HolderCheck(workflow_ids=[h.holder for h in state.holders]),
-            local=local,
             start_to_close_timeout=timedelta(seconds=30),
             retry_policy=RetryPolicy(maximum_attempts=3),
             summary=f"which of {len(state.holders)} lease holders have closed",

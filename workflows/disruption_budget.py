@@ -40,13 +40,7 @@ from contract.messages import (
 from workflows import metrics
 from workflows.breaker_board import BreakerBoard
 from workflows.budget_outbox import Outbox
-from workflows.budget_sweep import (
-    SWEEP_LOCALLY,
-    SWEEP_ON_ITS_OWN_CLOCK,
-    Alarm,
-    BudgetSweep,
-    wake_at,
-)
+from workflows.budget_sweep import SWEEP_ON_ITS_OWN_CLOCK, Alarm, BudgetSweep, wake_at
 from workflows.common import PATIENT_RETRY
 from workflows.operator_updates import acted
 
@@ -258,11 +252,10 @@ class DisruptionBudget(BudgetSweep):
                 workflow.continue_as_new(self._state)
 
     async def _sweep(self) -> None:
-        local = workflow.patched(SWEEP_LOCALLY)  # budget_sweep: a marker, not a task, each
         if self._state.holders:
-            await self._reclaim(local)
+            await self._reclaim()
         if self._state.held and workflow.patched(HUMAN_HOLDS):
-            await self._end_holds(local)
+            await self._end_holds()
         self._swept_at = workflow.now()
 
     def _check_breaker(self) -> None:

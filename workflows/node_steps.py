@@ -73,9 +73,6 @@ DIAGNOSE_EVERY_GPU = "diagnose-every-gpu"  # before: only the GPUs the findings 
 WAIT_FOR_CANCELLED = "wait-for-a-cancelled-drain"  # before: the ladder ended while it ran
 UNANSWERED = "restore-after-an-unanswered-cordon"  # before: such a cordon stayed, unowned
 END_IF_GONE = "end-when-the-node-is-gone"  # before: a failed cordon, and the ladder went on
-# Before: the cordon was an activity task, a round trip through the server after the ladder's
-# first task; as a local activity it runs within that task (idempotent: a rerun finds it ours).
-LOCAL_CORDON = "cordon-as-a-local-activity"
 CLUSTER_CALL = timedelta(seconds=60)
 PROBE_DEADLINE = timedelta(minutes=5)
 
@@ -332,13 +329,11 @@ class NodeSteps:
         recorded, not raised (``done`` takes the answer and says what happened; None: nothing
         happened, nothing recorded), but for a node the cluster does not have: the ladder ends
         (``node_gone``)."""
-        local = action is Action.CORDON and workflow.patched(LOCAL_CORDON)
         started = workflow.now()
         try:
             result = await step.execute(
                 request,
                 gives_back=action is Action.RESTORE,
-                local=local,
                 start_to_close_timeout=CLUSTER_CALL,
                 **RIDE_OUT,
                 summary=f"{action.value} {self._state.node.name}",
