@@ -19,7 +19,6 @@ from contract.names import remediation_workflow_id
 from kubeapi import ApiServer
 from remedy.budget import BudgetPolicy
 from remedy.cluster import CordonOwner, OwnNode
-from remedy.fleet import ScanInput
 from remedy.models import Action, CordonState, Finding, NodeRef, Severity
 from remedy.quarantine import BreakerState
 from remedy.remediation import AttemptResult, Outcome, RemediationResult
@@ -27,9 +26,8 @@ from remedy.runbook import Match, Runbook, RunbookSet, load_runbooks
 from tests.conftest import ROOT, own_fleet, running_workers
 from tests.kube import NODES, NOW, call, kube
 from tests.test_agent_policy import kubelets_node, refusals
-from tests.test_fleet_scan import closed
+from tests.test_fleet_scan import scan_and_adoption
 from workers.agent import AgentConfig, NodeAgent, cordon_own_node
-from workflows.fleet_scan import FleetScan
 from workflows.node_remediation import NodeRemediation
 
 
@@ -161,16 +159,7 @@ async def test_an_agents_cordon_whose_report_was_lost_is_adopted_by_the_scan(
         left = await client.get_workflow_handle(
             remediation_workflow_id(persons), result_type=RemediationResult
         ).result()
-        summary = await client.execute_workflow(
-            FleetScan.run,
-            ScanInput(node_task_queue=queues.agents),
-            id=f"scan-{uuid.uuid4().hex[:8]}",
-            task_queue=queues.controller,
-        )
-        await closed(client, remediation_workflow_id(lost))
-        adopted = await client.get_workflow_handle(
-            remediation_workflow_id(lost), result_type=RemediationResult
-        ).result()
+        summary, adopted = await scan_and_adoption(client, queues, lost)
     assert left.outcome is Outcome.NEEDS_HUMAN
     assert summary.orphaned_cordons == [lost]
     # The fault is still there: the adopting ladder looked again and holds it for a person.

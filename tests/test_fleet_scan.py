@@ -279,6 +279,23 @@ def test_remedy_status_without_a_scan_says_so_with_exit_2(dev_env: WorkflowEnvir
     assert result.exit_code == 2 and "no fleet-scan schedule 'nope'" in result.output
 
 
+async def scan_and_adoption(
+    client: Client, queues: Queues, node: str
+) -> tuple[FleetSummary, RemediationResult]:
+    """One scan, and the result of the ladder it gave ``node`` (once that ladder closed)."""
+    summary = await client.execute_workflow(
+        FleetScan.run,
+        ScanInput(node_task_queue=queues.agents),
+        id=f"scan-{uuid.uuid4().hex[:8]}",
+        task_queue=queues.controller,
+    )
+    await closed(client, remediation_workflow_id(node))
+    result = await client.get_workflow_handle(
+        remediation_workflow_id(node), result_type=RemediationResult
+    ).result()
+    return summary, result
+
+
 async def test_the_scan_gives_an_orphaned_cordon_a_ladder_and_leaves_a_persons_alone(
     dev_env: WorkflowEnvironment, shipped_runbooks: RunbookSet
 ) -> None:
@@ -306,16 +323,7 @@ async def test_the_scan_gives_an_orphaned_cordon_a_ladder_and_leaves_a_persons_a
         fleet.clear_faults(orphan)  # the fault passed meanwhile; the cordon stayed
         held = await report(client, queues, fleet.inject(persons, "ecc_dbe"), hold)
         assert (await held.result()).outcome is Outcome.NEEDS_HUMAN
-        summary = await client.execute_workflow(
-            FleetScan.run,
-            ScanInput(node_task_queue=queues.agents),
-            id=f"scan-{uuid.uuid4().hex[:8]}",
-            task_queue=queues.controller,
-        )
-        await closed(client, remediation_workflow_id(orphan))
-        result = await client.get_workflow_handle(
-            remediation_workflow_id(orphan), result_type=RemediationResult
-        ).result()
+        summary, result = await scan_and_adoption(client, queues, orphan)
     assert summary.orphaned_cordons == [orphan]
     assert result.runbook == "orphaned-cordon" and result.outcome is Outcome.CLEARED
     assert not fleet.node(orphan).unschedulable  # looked at again and given back
