@@ -256,9 +256,8 @@ class StartActivities:
         finished as recovered or cleared yet left the cordon (its restore failed), or an active
         check begun since failed or was terminated (it held the cordon), or the node's agent
         cordoned it after its last ladder closed (the report that would start one was lost). A
-        ladder
-        that ended needing a human, aborted or replaced left the node to a person or to its
-        replacement; a node whose history is gone is left alone too. Each orphan gets a ladder
+        ladder that ended needing a human, aborted or replaced left the node to a person or to
+        its replacement; a node whose history is gone is left alone too. Each orphan gets a ladder
         that probes it and gives it back if healthy, or holds it for a person."""
         adopted = []
         for node in check.nodes:
