@@ -40,9 +40,11 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHandle
 
 from adapters.sim import SimFleet
+from contract.activities import DELIVER_BUDGET_SIGNALS
 from contract.messages import LEASE_GRANTED, NODE_UNHEALTHY
 from contract.names import budget_workflow_id
 from remedy.budget import BudgetPolicy, BudgetState, UnhealthyReport, allowed_disruptions
+from remedy.budget_signals import BudgetSignals
 from remedy.models import Action, Finding, NodeRef, Severity
 from remedy.remediation import FindingReport, RemediationState
 from remedy.runbook import Match, Runbook, Rung
@@ -115,19 +117,33 @@ async def history_of(
     client: Client, workflow_id: str
 ) -> tuple[Counter[str], list[datetime], dict[int, datetime]]:
     """Events by type over every run of ``workflow_id`` (continue-as-new included), when each
-    of its signals to other workflows was delivered, and when each was sent (by the event id
-    of the workflow task that sent it)."""
+    of its grants was delivered (the delivery activity's completion, once per grant in it; a
+    signal's own event in a run from before), and when each was sent (by the event id of the
+    workflow task that sent it)."""
     counts: Counter[str] = Counter()
     delivered, sent = [], {}
     async for run in client.list_workflows(f"WorkflowId = '{workflow_id}'"):
         history = await client.get_workflow_handle(workflow_id, run_id=run.run_id).fetch_history()
+        grants: dict[int, int] = {}  # delivery activity's scheduled event id → its grants
         for e in history.events:
+            at = e.event_time.ToDatetime(tzinfo=UTC)
             counts[EventType.Name(e.event_type).removeprefix("EVENT_TYPE_")] += 1
+            scheduled = e.activity_task_scheduled_event_attributes
+            if (
+                e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
+                and scheduled.activity_type.name == DELIVER_BUDGET_SIGNALS.name
+            ):
+                out = BudgetSignals.model_validate_json(scheduled.input.payloads[0].data)
+                grants[e.event_id] = len(out.grants)
+                sent[scheduled.workflow_task_completed_event_id] = at
+            if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED:
+                done = e.activity_task_completed_event_attributes.scheduled_event_id
+                delivered += [at] * grants.get(done, 0)
             if e.event_type == EventType.EVENT_TYPE_EXTERNAL_WORKFLOW_EXECUTION_SIGNALED:
-                delivered.append(e.event_time.ToDatetime(tzinfo=UTC))
+                delivered.append(at)
             if e.event_type == EventType.EVENT_TYPE_SIGNAL_EXTERNAL_WORKFLOW_EXECUTION_INITIATED:
                 task = e.signal_external_workflow_execution_initiated_event_attributes
-                sent[task.workflow_task_completed_event_id] = e.event_time.ToDatetime(tzinfo=UTC)
+                sent[task.workflow_task_completed_event_id] = at
     return counts, delivered, sent
 
 

@@ -35,6 +35,7 @@ from remedy.budget import (
     NodeUnhealthy,
     PoolHolders,
 )
+from remedy.budget_signals import BudgetSignals, Undelivered
 from remedy.capabilities import Capabilities
 from remedy.fleet import (
     ConditionStart,
@@ -126,6 +127,10 @@ PUBLISH_BREAKER = ActivityDef[BreakerNotice, None](
 )
 # An Event for people: a breaker tripped, a silence storm began or ended.
 ALERT = ActivityDef[Alert, None]("alert", Alert, None, CONTROLLER)
+# A budget's grants and leave to cordon, signalled side by side (remedy.budget_signals).
+DELIVER_BUDGET_SIGNALS = ActivityDef(
+    "deliver_budget_signals", BudgetSignals, Undelivered, CONTROLLER
+)
 CLOSED_WORKFLOWS = ActivityDef("closed_workflows", HolderCheck, ClosedHolders, CONTROLLER)
 LEASE_HOLDERS = ActivityDef("lease_holders", PoolHolders, Holders, CONTROLLER)
 HELD_NODES = ActivityDef("held_nodes", HeldCheck, HeldNodes, CONTROLLER)

@@ -11,15 +11,16 @@ from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 
-from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
 from adapters.sim import SimFleet
-from contract.messages import LEASE_RELEASE, LEASE_REQUEST
+from contract.activities import DELIVER_BUDGET_SIGNALS
+from contract.messages import LEASE_GRANTED, LEASE_RELEASE, LEASE_REQUEST
 from contract.names import DISRUPTION_BUDGET_WORKFLOW, budget_workflow_id
 from remedy.budget import BudgetPolicy, BudgetState, Lease, LeaseRelease, LeaseRequest
 from remedy.budget_gpus import fits, grant_waiting, take
+from remedy.budget_signals import BudgetSignals
 from remedy.models import NodeRef, Scope
 from remedy.remediation import RemediationInput
 from tests.test_disruption_budget import budget_state
@@ -100,14 +101,16 @@ async def _holders(client: Client, pool: str, count: int) -> list[str]:
 
 
 async def _grants_by_task(client: Client, pool: str) -> Counter[int]:
-    """The budget's grant signals, counted by the workflow task that sent them."""
+    """The budget's grants, counted by the workflow task that sent them (the input of each
+    delivery activity it scheduled: remedy.budget_signals)."""
     history = await client.get_workflow_handle(budget_workflow_id(pool)).fetch_history()
-    sent = EventType.EVENT_TYPE_SIGNAL_EXTERNAL_WORKFLOW_EXECUTION_INITIATED
-    return Counter(
-        e.signal_external_workflow_execution_initiated_event_attributes.workflow_task_completed_event_id
-        for e in history.events
-        if e.event_type == sent
-    )
+    by_task: Counter[int] = Counter()
+    for e in history.events:
+        scheduled = e.activity_task_scheduled_event_attributes
+        if scheduled.activity_type.name == DELIVER_BUDGET_SIGNALS.name:
+            out = BudgetSignals.model_validate_json(scheduled.input.payloads[0].data)
+            by_task[scheduled.workflow_task_completed_event_id] += len(out.grants)
+    return by_task
 
 
 async def test_a_burst_is_granted_within_the_cap_in_few_workflow_tasks(
@@ -156,3 +159,39 @@ async def test_a_burst_is_granted_within_the_cap_in_few_workflow_tasks(
     assert sum(by_task.values()) == nodes  # every holder was told, once
     first_burst = by_task[min(by_task)]
     assert first_burst == cap, by_task  # the burst's grants went out together, in one task
+
+
+async def test_a_grant_to_a_holder_that_is_gone_frees_its_lease_for_the_next(
+    time_env: WorkflowEnvironment,
+) -> None:
+    """The delivery activity finds the first holder gone (never ran, or closed): the budget
+    takes its lease back and grants the next in line, who is told."""
+    client = time_env.client
+    pool, queue = f"pool-{uuid.uuid4().hex[:8]}", f"test-{uuid.uuid4()}"
+    policy = BudgetPolicy(max_disruption="1", storm_share=1.0)
+    (waiter,) = await _holders(client, pool, 1)
+    for i, holder in enumerate([f"burst/{uuid.uuid4()}", waiter]):  # the first never ran
+        req = LeaseRequest(
+            holder=holder, node=f"{pool}-n{i}", pool=pool, task_queue=queue, pool_size=2
+        )
+        await client.start_workflow(
+            DISRUPTION_BUDGET_WORKFLOW,
+            BudgetState(pool=pool, policy=policy),
+            id=budget_workflow_id(pool),
+            task_queue=queue,
+            **LEASE_REQUEST.start_with(req.model_copy(update={"policy": policy})),
+        )
+    with ThreadPoolExecutor(max_workers=4) as executor:
+        async with controller_worker(client, SimFleet(nodes=1, pool=pool).cluster, executor, queue):
+
+            async def both_granted() -> BudgetState | None:
+                state = await budget_state(client, pool)
+                return state if state.grants == 2 and not state.waiting else None
+
+            state = await eventually(both_granted)
+    assert [h.holder for h in state.holders] == [waiter]
+    signals = [
+        e.workflow_execution_signaled_event_attributes.signal_name
+        async for e in client.get_workflow_handle(waiter).fetch_history_events()
+    ]
+    assert signals.count(LEASE_GRANTED.name) == 1

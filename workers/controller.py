@@ -14,6 +14,7 @@ from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxR
 
 from activities.active_checks import ActiveCheckActivities
 from activities.budget import BudgetActivities
+from activities.budget_signals import BudgetSignalActivities
 from activities.cluster import cluster_activities
 from activities.fleet import FleetActivities
 from activities.hardware import HardwareActivities
@@ -153,6 +154,7 @@ def controller_activities(
         *BudgetActivities(
             client, cluster.fleet.pool_size, policy or BudgetPolicy(), cluster.fleet
         ).all(),
+        *BudgetSignalActivities(client).all(),
         *HardwareActivities(client, blocklist or BlocklistPolicy()).all(),
         *KeyringActivities(keyring).all(),
         *StartActivities(client, runbooks or RunbookSet([])).all(),

@@ -8,22 +8,44 @@ failing nodes (bench/budget_bench.py, a busy 2-core machine): 166 budget workflo
 100 leases, lease wait p50 22 s. Now the sends of one task go out together and the loop goes
 straight back to the requests that wait; a delivery that fails (the holder is gone) frees its
 lease as before, from the send's own task. Continue-as-new waits for the sends in flight.
+
+Since ``SIGNALS_IN_ONE_ACTIVITY`` the sends of a turn are one activity (``deliver``: up to
+``PER_DELIVERY`` signals each) instead of a signal from the workflow each, which the server
+delivers one after another (remedy.budget_signals); a holder found gone is reported back and
+its lease freed.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Coroutine, Iterable
+from collections.abc import Callable, Coroutine, Iterable, Sequence
+from datetime import timedelta
 from typing import Any
 
 from temporalio import workflow
+from temporalio.exceptions import ActivityError
 
+from contract.activities import DELIVER_BUDGET_SIGNALS
+from contract.messages import CORDON_LEAVE, LEASE_GRANTED
+from workflows.common import PATIENT_RETRY
+
+with workflow.unsafe.imports_passed_through():
+    from remedy.budget import BudgetState, CordonAsk, LeaseGrant, LeaseRequest
+    from remedy.budget_gpus import granted_scope
+    from remedy.budget_signals import BudgetSignals, GrantTo
+    from remedy.quarantine import CordonLeave, scope
+
+# Runs before: one signal from the workflow per grant and leave (remedy.budget_signals).
+SIGNALS_IN_ONE_ACTIVITY = "budget-signals-in-one-activity"
 # workflow.patched: runs before awaited each batch of sends before granting the next.
 SENDS_WITHOUT_WAITING = "budget-sends-without-waiting"
 # The server fails a workflow task that leaves more than 2,000 signals to other workflows
 # pending (limit.numPendingSignals.error): a pool granting more at once sends the rest as the
 # first are delivered.
 MAX_IN_FLIGHT = 1000
+# Signals per delivery activity: a burst of 10,000 grants is 20 activities side by side, each
+# input well under the server's payload limits.
+PER_DELIVERY = 500
 
 
 class Outbox:
@@ -49,5 +71,91 @@ class Outbox:
             self._sending.add(task)
             task.add_done_callback(self._sending.discard)
 
+    async def deliver(self, out: BudgetSignals, gone: Callable[[list[str]], None]) -> None:
+        """Start the activities that signal ``out`` (remedy.budget_signals); ``gone`` is told
+        the holders of grants that were no longer running."""
+        sends = [*((g, None) for g in out.grants), *((None, h) for h in out.leave)]
+        batches = [sends[i : i + PER_DELIVERY] for i in range(0, len(sends), PER_DELIVERY)]
+        await self.send(
+            _delivered(
+                BudgetSignals(
+                    pool=out.pool,
+                    grants=[g for g, _ in batch if g is not None],
+                    leave=[h for _, h in batch if h is not None],
+                ),
+                gone,
+            )
+            for batch in batches
+        )
+
     def idle(self) -> bool:
         return not self._sending
+
+
+class TellsHolders:
+    """The budget's side of the outbox: whom it grants and gives leave, told together."""
+
+    _state: BudgetState
+    _changed: bool
+    _outbox: Outbox
+
+    async def _send_out(
+        self, grants: Sequence[LeaseRequest] = (), leave: Sequence[CordonAsk] = ()
+    ) -> None:
+        """Tell the holders granted and the ladders given leave, without waiting for it."""
+        if not (grants or leave):
+            return
+        if not workflow.patched(SIGNALS_IN_ONE_ACTIVITY):
+            await self._outbox.send(
+                [*(self._tell(req) for req in grants), *(self._give_leave(a) for a in leave)]
+            )
+            return
+        pool = self._state.pool
+        out = BudgetSignals(
+            pool=pool,
+            grants=[
+                GrantTo(
+                    holder=req.holder,
+                    grant=LeaseGrant(pool=pool, scope=granted_scope(self._state, req.holder)),
+                )
+                for req in grants
+            ],
+            leave=[ask.holder for ask in leave],
+        )
+        await self._outbox.deliver(out, self._gone)
+
+    def _gone(self, holders: list[str]) -> None:
+        """Granted to workflows that were no longer running: their leases are free again."""
+        self._state.holders = [h for h in self._state.holders if h.holder not in holders]
+        self._changed = True
+
+    async def _tell(self, req: LeaseRequest) -> None:
+        try:
+            scope = granted_scope(self._state, req.holder)
+            await LEASE_GRANTED.send_to(req.holder, LeaseGrant(pool=self._state.pool, scope=scope))
+        except Exception:  # noqa: BLE001 - the holder is gone: its lease is free again
+            self._state.holders = [h for h in self._state.holders if h.holder != req.holder]
+            self._changed = True
+
+    async def _give_leave(self, ask: CordonAsk) -> None:
+        try:
+            await CORDON_LEAVE.send_to(ask.holder, CordonLeave(pool=self._state.pool))
+        except Exception:  # noqa: BLE001 - the ladder is gone: nothing to cordon
+            workflow.logger.info("%s: %s is gone", scope(self._state.pool), ask.holder)
+
+
+async def _delivered(out: BudgetSignals, gone: Callable[[list[str]], None]) -> None:
+    signals = len(out.grants) + len(out.leave)
+    try:
+        undelivered = await DELIVER_BUDGET_SIGNALS.execute(
+            out,
+            start_to_close_timeout=timedelta(minutes=2),
+            heartbeat_timeout=timedelta(seconds=30),
+            retry_policy=PATIENT_RETRY,  # until the server takes them: the leases are counted
+            summary=f"{len(out.grants)} grants, {len(out.leave)} leave to cordon",
+        )
+    except ActivityError as err:  # refused for good: the ladders ask again (their re-ask)
+        workflow.logger.warning("pool %s: %d signals not delivered: %s", out.pool, signals, err)
+        return
+    if undelivered.gone:
+        gone(undelivered.gone)
