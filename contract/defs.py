@@ -26,6 +26,8 @@ from temporalio.client import WorkflowHandle, WorkflowUpdateFailedError
 from temporalio.exceptions import ActivityError, ApplicationError, CancelledError
 from temporalio.workflow import UpdateMethodMultiParam
 
+from contract.patches import patched
+
 A = TypeVar("A")
 R = TypeVar("R")
 P = TypeVar("P")
@@ -111,7 +113,7 @@ class ActivityDef(Generic[A, R]):
                 **options,
             )
         except ActivityError as err:
-            if isinstance(err.cause, CancelledError) and workflow.patched(CANCELLED_IS_NOT_FAILED):
+            if isinstance(err.cause, CancelledError) and patched(CANCELLED_IS_NOT_FAILED):
                 raise asyncio.CancelledError(f"{self.name} cancelled") from err
             raise
         if stopped():  # it finished as the stop came in: its answer must not drive a next step

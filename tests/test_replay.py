@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -15,6 +16,8 @@ from temporalio.client import WorkflowHistory
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer
 
+from contract.activities import DELIVER_BUDGET_SIGNALS
+from contract.patches import FOLDED, FOLDED_INTO
 from workers.controller import STRICT_WORKFLOW_RUNNER
 from workflows.active_check import ActiveCheck
 from workflows.active_checks import ActiveChecks
@@ -26,6 +29,7 @@ from workflows.node_remediation import NodeRemediation
 HISTORY_DIR = Path(__file__).parent / "histories"
 HISTORIES = sorted(HISTORY_DIR.glob("*.json"))
 LADDERS = {"reset_fixes_ecc", "replace_after_approval"}
+CONTRACT = ("defs.py", "search_attributes.py")  # where the contract names changes
 
 
 def _patches(path: Path) -> set[str]:
@@ -50,6 +54,7 @@ def test_histories_are_recorded() -> None:
         *(f"{n}_v4" for n in LADDERS),
         *(f"{n}_v5" for n in LADDERS),
         *(f"{n}_v6" for n in LADDERS),
+        *(f"{n}_v7" for n in LADDERS),
         "job_guard_restart_then_stop",
         "job_guard_restart_then_stop_v2",  # indexed: RemedyJob, RemedyJobState (upserts)
         "budget_v3",
@@ -58,6 +63,8 @@ def test_histories_are_recorded() -> None:
         "budget_people_v5",
         "budget_v6",
         "budget_people_v6",
+        "budget_v7",
+        "budget_people_v7",
         "active_checks_round",  # a pool's round, and a busy node's check under the budget
         "active_check_taken_out",
         "fleet_scan",  # a problem condition and a silent agent, each given a ladder
@@ -103,6 +110,12 @@ def test_histories_are_recorded() -> None:
     budget_v6 = {"publish-the-breaker-for-cordons", "budget-sends-without-waiting"}
     for budget in ("budget_v6", "budget_people_v6"):
         assert budget_v6 <= _patches(HISTORY_DIR / f"{budget}.json")
+    # v7: every change so far folded into one marker per run (contract.patches); the budget's
+    # grants go out in one activity that signals the holders side by side.
+    for name in (*(f"{n}_v7" for n in LADDERS), "budget_v7", "budget_people_v7"):
+        assert _patches(HISTORY_DIR / f"{name}.json") == {FOLDED_INTO}, name
+    for budget in ("budget_v7", "budget_people_v7"):
+        assert DELIVER_BUDGET_SIGNALS.name in (HISTORY_DIR / f"{budget}.json").read_text()
     # Job guards index themselves behind a patch: the history from before upserts nothing.
     for tag, indexed in (("", False), ("_v2", True)):
         guard = HISTORY_DIR / f"job_guard_restart_then_stop{tag}.json"
@@ -127,3 +140,12 @@ async def test_recorded_history_replays(path: Path) -> None:
     )
     result = await replayer.replay_workflow(history, raise_on_replay_failure=False)
     assert result.replay_failure is None, result.replay_failure
+
+
+def test_every_folded_change_is_one_the_workflows_ask() -> None:
+    """A misspelt id in contract.patches.FOLDED would fold nothing: its change would record
+    its own marker again (and one no longer asked must leave the list with its branch)."""
+    root = HISTORY_DIR.parents[1]
+    sources = [*root.glob("workflows/*.py"), *(root / "contract" / f for f in CONTRACT)]
+    asked = {m for f in sources for m in re.findall(r'"([a-z0-9-]+)"', f.read_text())}
+    assert sorted(FOLDED - asked) == []

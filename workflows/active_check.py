@@ -18,6 +18,7 @@ from temporalio.exceptions import ActivityError
 
 from contract import activities as act
 from contract.messages import CHECK_LEASE_GRANTED, LEASE_RELEASE
+from contract.patches import patched
 from contract.search_attributes import LEASE
 from workflows import metrics
 from workflows.common import PATIENT_RETRY, RIDE_OUT, cause_of, permanent
@@ -138,7 +139,7 @@ class ActiveCheck:
         if not self._asked:
             return
         node = self._inp.node
-        for_human = self._cordoned and workflow.patched(CHECK_HOLDS)
+        for_human = self._cordoned and patched(CHECK_HOLDS)
         try:
             await LEASE_RELEASE.send_to(
                 budget_workflow_id(node.pool),
@@ -163,7 +164,7 @@ class ActiveCheck:
             # Someone else's cordon, a ladder's, or a dry run: not this check's node to test.
             raise _Done(CheckResult.SKIPPED, f"not checked: cordon {held.state.value}")
         self._cordoned = True
-        if not self._inp.take_out and workflow.patched(IDLE_RECHECK):
+        if not self._inp.take_out and patched(IDLE_RECHECK):
             await self._still_idle()
 
     async def _still_idle(self) -> None:

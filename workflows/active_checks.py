@@ -19,6 +19,7 @@ from temporalio.exceptions import ActivityError, ChildWorkflowError, WorkflowAlr
 from temporalio.workflow import ParentClosePolicy
 
 from contract import activities as act
+from contract.patches import patched
 from contract.search_attributes import NODE, POOL
 from workflows import metrics
 from workflows.active_check import ActiveCheck
@@ -60,7 +61,7 @@ class ActiveChecks:
             summary="list the fleet's nodes",
         )
         nodes = [n for n in fleet.nodes if n.pool == inp.pool]
-        bounded = workflow.patched(BOUNDED_ROUND)
+        bounded = patched(BOUNDED_ROUND)
         await self._mark_all_seen(unseen(nodes), inp.pool, tolerant=bounded)
         now = workflow.now()
         due = due_nodes(nodes, inp.policy, now)

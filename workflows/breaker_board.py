@@ -13,6 +13,7 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError
 
 from contract.activities import PUBLISH_BREAKER
+from contract.patches import patched
 
 with workflow.unsafe.imports_passed_through():
     from remedy.budget import BudgetState
@@ -33,7 +34,7 @@ class BreakerBoard:
         past a breaker about to trip, so it goes out as early as that allows."""
         out = bool(state.holders or state.held or state.waiting)
         now = published_state(state, out)
-        if now is self._published or not workflow.patched(PUBLISH):
+        if now is self._published or not patched(PUBLISH):
             return
         try:
             await PUBLISH_BREAKER.execute(

@@ -27,6 +27,7 @@ from temporalio.exceptions import ActivityError
 
 from contract.activities import DELIVER_BUDGET_SIGNALS
 from contract.messages import CORDON_LEAVE, LEASE_GRANTED
+from contract.patches import patched
 from workflows.common import PATIENT_RETRY
 
 with workflow.unsafe.imports_passed_through():
@@ -61,7 +62,7 @@ class Outbox:
         pending = list(sends)
         if not pending:
             return
-        if not workflow.patched(SENDS_WITHOUT_WAITING):
+        if not patched(SENDS_WITHOUT_WAITING):
             await asyncio.gather(*pending)
             return
         for send in pending:
@@ -105,7 +106,7 @@ class TellsHolders:
         """Tell the holders granted and the ladders given leave, without waiting for it."""
         if not (grants or leave):
             return
-        if not workflow.patched(SIGNALS_IN_ONE_ACTIVITY):
+        if not patched(SIGNALS_IN_ONE_ACTIVITY):
             await self._outbox.send(
                 [*(self._tell(req) for req in grants), *(self._give_leave(a) for a in leave)]
             )

@@ -37,6 +37,7 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError
 
 from contract.activities import CLOSED_WORKFLOWS, HELD_NODES
+from contract.patches import patched
 
 with workflow.unsafe.imports_passed_through():
     from remedy.budget import ASK_KEPT_FOR, BudgetState, HeldCheck, HolderCheck
@@ -137,11 +138,11 @@ class BudgetSweep:
         at all). A new holder is checked ``reclaim_every`` after the holders changed, not at
         once: it just got its share."""
         state, every = self._state, self._state.policy.reclaim_every
-        if not workflow.patched(SWEEP_BACKS_OFF):
+        if not patched(SWEEP_BACKS_OFF):
             return every
         most = MAX_DOUBLINGS
         if state.waiting:
-            if not workflow.patched(SWEEP_BACKS_OFF_WHILE_WAITING):
+            if not patched(SWEEP_BACKS_OFF_WHILE_WAITING):
                 return every
             most = WAITING_DOUBLINGS
         backed_off = sweep_every(every, self._quiet_sweeps, most)

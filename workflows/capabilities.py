@@ -15,6 +15,7 @@ from temporalio import workflow
 from temporalio.exceptions import ActivityError
 
 from contract import activities as act
+from contract.patches import patched
 from workflows.common import PATIENT_RETRY, cause_of
 from workflows.remediation_view import RemediationView
 
@@ -37,7 +38,7 @@ class NodeCapabilities:
 
     async def skips(self, index: int, action: Action) -> bool:
         """Whether rung ``index`` is skipped: recorded, with why, when the node cannot do it."""
-        if ACTIONS[action].where is not Where.NODE or not workflow.patched(SKIP_RUNGS):
+        if ACTIONS[action].where is not Where.NODE or not patched(SKIP_RUNGS):
             return False
         asked = workflow.now()
         why = await self._why_not(action)

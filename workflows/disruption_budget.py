@@ -35,6 +35,7 @@ from contract.messages import (
     RELEASE_HOLD,
     RESUME_POOL,
 )
+from contract.patches import patched
 from workflows import metrics
 from workflows.breaker_board import BreakerBoard
 from workflows.budget_outbox import Outbox, TellsHolders
@@ -103,7 +104,7 @@ class DisruptionBudget(BudgetSweep, TellsHolders):
     def request(self, req: LeaseRequest) -> None:
         state = self._state
         state.pool_size, state.pool_gpus, state.policy = req.pool_size, req.pool_gpus, req.policy
-        capped = bool(state.held) and workflow.patched(HOLD_WITHIN_CAP)
+        capped = bool(state.held) and patched(HOLD_WITHIN_CAP)
         if state.take_over_hold(req, workflow.now(), within_cap=capped):
             self._regrant.append(req)  # its node was held for a human: it is out already
         elif covered(state, req):  # a GPU lease asking for its node waits (remedy.budget_gpus)
@@ -120,7 +121,7 @@ class DisruptionBudget(BudgetSweep, TellsHolders):
         state = self._state
         if req.for_human:
             state.hand_to_human(req.holder, workflow.now(), req.node)
-        elif req.still_out and workflow.patched(KEEP_OUT):
+        elif req.still_out and patched(KEEP_OUT):
             state.keep_out(req.holder, workflow.now(), req.node)
         state.holders = [h for h in state.holders if h.holder != req.holder]
         state.waiting = [w for w in state.waiting if w.holder != req.holder]
@@ -129,8 +130,8 @@ class DisruptionBudget(BudgetSweep, TellsHolders):
         # The node's own ladder asked while an active check held it: it must not wait on the
         # node's own hold (that ends only when the ladder gives the node back).
         for waiting in state.waiting_on_held():
-            capped = workflow.patched(HOLD_WITHIN_CAP)
-            if workflow.patched(HUMAN_HOLDS) and state.take_over_hold(
+            capped = patched(HOLD_WITHIN_CAP)
+            if patched(HUMAN_HOLDS) and state.take_over_hold(
                 waiting, workflow.now(), within_cap=capped
             ):
                 self._regrant.append(waiting)
@@ -207,12 +208,12 @@ class DisruptionBudget(BudgetSweep, TellsHolders):
     # -- the loop --------------------------------------------------------------------------
     @workflow.run
     async def run(self, state: BudgetState) -> None:
-        if workflow.patched(search_attributes.PATCH):  # `RemedyPool = '...'` finds it too
+        if patched(search_attributes.PATCH):  # `RemedyPool = '...'` finds it too
             workflow.upsert_search_attributes([search_attributes.POOL.value_set(state.pool)])
-        if not state.rebuilt and workflow.patched(REBUILD):
+        if not state.rebuilt and patched(REBUILD):
             await self._rebuild()
         while True:
-            if workflow.patched(SWEEP_ON_ITS_OWN_CLOCK):  # budget_sweep: not put off by signals
+            if patched(SWEEP_ON_ITS_OWN_CLOCK):  # budget_sweep: not put off by signals
                 if not (self._state.holders or self._state.held):
                     self._swept_at = workflow.now()  # nothing to sweep until someone holds
                 wake = wake_at(self._state, self._swept_at, workflow.now(), self._sweep_every())
@@ -235,10 +236,10 @@ class DisruptionBudget(BudgetSweep, TellsHolders):
             self._check_breaker()
             await self._grant()
             await self._board.publish(self._state)  # after the grants (an update waits on them)
-            if (self._state.asking or self._leave) and workflow.patched(QUARANTINE):
+            if (self._state.asking or self._leave) and patched(QUARANTINE):
                 await self._quarantine()
             self._publish()
-            if self._regrant and workflow.patched(REGRANT):
+            if self._regrant and patched(REGRANT):
                 regrant, self._regrant = self._regrant, []
                 await self._send_out(grants=regrant)
             if workflow.info().is_continue_as_new_suggested():
@@ -250,7 +251,7 @@ class DisruptionBudget(BudgetSweep, TellsHolders):
     async def _sweep(self) -> None:
         if self._state.holders:
             await self._reclaim()
-        if self._state.held and workflow.patched(HUMAN_HOLDS):
+        if self._state.held and patched(HUMAN_HOLDS):
             await self._end_holds()
         self._swept_at = workflow.now()
 
@@ -258,7 +259,7 @@ class DisruptionBudget(BudgetSweep, TellsHolders):
         state = self._state
         now = workflow.now()
         state.forget_old_reports(now)
-        out = bool(state.holders or state.held or state.waiting) and workflow.patched(OUT_SHARE)
+        out = bool(state.holders or state.held or state.waiting) and patched(OUT_SHARE)
         tripped = breaker_tripped(state, out)
         if tripped and not state.tripped:
             state.tripped, state.tripped_at, state.accepted_out = True, now, []
@@ -313,12 +314,12 @@ class DisruptionBudget(BudgetSweep, TellsHolders):
 
     async def _grant(self) -> None:
         state = self._state
-        if state.held and workflow.patched(HOLD_WITHIN_CAP):
+        if state.held and patched(HOLD_WITHIN_CAP):
             for waiting in state.waiting_on_held():  # a lease freed (reclaimed, say): first
                 if state.take_over_hold(waiting, workflow.now(), within_cap=True):
                     self._regrant.append(waiting)
         granted = grant_waiting(state, workflow.now())  # in nodes and GPUs (budget_gpus)
-        if not workflow.patched(GRANTS_TOGETHER):
+        if not patched(GRANTS_TOGETHER):
             for req in granted:  # one workflow task per grant: slow under a burst
                 await self._tell(req)
             return
@@ -345,7 +346,7 @@ class DisruptionBudget(BudgetSweep, TellsHolders):
         state.held += [h for h in found.held if h.node not in busy]
         holding = known | {lease.holder for lease in found.leases}
         state.waiting = [w for w in state.waiting if w.holder not in holding]
-        if workflow.patched(REBUILD_WAITERS):
+        if patched(REBUILD_WAITERS):
             listed = [w for w in found.waiting if w.holder not in holding]
             asked = {w.holder for w in listed}  # a request that started this run: in its place
             state.waiting = listed + [w for w in state.waiting if w.holder not in asked]

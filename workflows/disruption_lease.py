@@ -14,6 +14,7 @@ from temporalio.exceptions import ActivityError
 
 from contract.activities import REPORT_UNHEALTHY, REQUEST_LEASE
 from contract.messages import HOLDER_WAITS, LEASE_RELEASE
+from contract.patches import patched
 from workflows.common import RIDE_OUT, Interrupted, permanent
 from workflows.remediation_view import RemediationView
 
@@ -69,9 +70,9 @@ class DisruptionLease:
         state = self._state
         if self._holds(scope):
             return
-        if scope is Scope.GPU and not (gpus and workflow.patched(GPU_LEASES)):
+        if scope is Scope.GPU and not (gpus and patched(GPU_LEASES)):
             scope = Scope.NODE  # which GPU is not known: the node
-        if not workflow.patched(REASK):  # a ladder from before: as it was
+        if not patched(REASK):  # a ladder from before: as it was
             if state.lease_requested_at is None:
                 state.lease_requested_at = workflow.now()
                 await self._ask()
@@ -135,7 +136,7 @@ class DisruptionLease:
                 summary=f"request lease (pool {state.node.pool})",
             )
         except ActivityError as err:
-            if permanent(err) or not workflow.patched(REASK):
+            if permanent(err) or not patched(REASK):
                 raise
             workflow.logger.warning("%s: lease request not delivered: %s", state.node.name, err)
 
@@ -146,7 +147,7 @@ class DisruptionLease:
         is said. Returns whether it told (then it must tell the end too)."""
         state = self._state
         holds = state.lease_granted_at is not None and state.lease_released_at is None
-        if not holds or not workflow.patched(WAITS_FOR_PEOPLE):
+        if not holds or not patched(WAITS_FOR_PEOPLE):
             return False
         node = state.node
         wait = HumanWait(holder=workflow.info().workflow_id, node=node.name, what=what, since=since)
@@ -168,10 +169,10 @@ class DisruptionLease:
         left = outcome in LEFT_AS_IT_IS and state.cordoned_by_remedy and not _restored(state)
         still_out = left and state.share_given_back
         if state.lease_requested_at is None:
-            if left and workflow.patched(HOLD_WITHOUT_LEASE):
+            if left and patched(HOLD_WITHOUT_LEASE):
                 await self._send(for_human=not still_out, still_out=still_out)
             return
-        for_human = left and not still_out and workflow.patched(HOLD_FOR_HUMAN)
+        for_human = left and not still_out and patched(HOLD_FOR_HUMAN)
         released = workflow.now()  # when it let go: the budget may grant before the send returns
         await self._send(for_human, still_out)
         state.lease_released_at = released

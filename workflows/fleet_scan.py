@@ -21,6 +21,7 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError
 
 from contract import activities as act
+from contract.patches import patched
 from workflows import metrics
 
 with workflow.unsafe.imports_passed_through():
@@ -75,9 +76,9 @@ class FleetScan:
             retry_policy=RETRY,
             summary="running remediations and admissions",
         )
-        stale = workflow.patched(STALE_PROBLEMS)
+        stale = patched(STALE_PROBLEMS)
         seen = None
-        if workflow.patched(CONTROLLER_CLOCK):
+        if patched(CONTROLLER_CLOCK):
             nodes, seen = judge_liveness(nodes, _seen_before(), listing_from, workflow.now())
         plan = plan_scan(nodes, work, inp.agent_silent_after, stale)
         here = workflow.info().task_queue
@@ -120,11 +121,7 @@ class FleetScan:
                 orphans = await self._adopt_orphans(plan.cordoned, inp)
             except ActivityError as err:  # the rest of the scan still counts
                 workflow.logger.warning("orphaned cordons not adopted: %s", err)
-        quiet = (
-            await self._silence(nodes, plan.silent, inp)
-            if workflow.patched(SILENCE_STORMS)
-            else None
-        )
+        quiet = await self._silence(nodes, plan.silent, inp) if patched(SILENCE_STORMS) else None
         laddered = [n for n in plan.silent if quiet is None or n.pool not in quiet.pools]
         silent = await self._silent(laddered, inp) if laddered else []
         started_remediations = [n.name for n in plan.remediate] + orphans + silent
@@ -149,14 +146,14 @@ class FleetScan:
                 summary.job_failures_reported, summary.guards_finished = await self._watch_jobs(inp)
             except ActivityError as err:  # the nodes' side of the scan still counts
                 summary.job_watch_error = str(err.cause or err)
-            if workflow.patched(JOB_GOODPUT):
+            if patched(JOB_GOODPUT):
                 await self._goodput(summary, inp)
         workflow.set_current_details(summary.markdown())
         return summary
 
     async def _adopt_orphans(self, cordoned: list[NodeFacts], inp: ScanInput) -> list[str]:
         """remedy's cordon with no ladder running: each one nobody owns gets a ladder."""
-        if not workflow.patched(ADOPT_ORPHANS):
+        if not patched(ADOPT_ORPHANS):
             return []
         adopted = await act.ADOPT_ORPHANS.execute(
             OrphanCheck(
@@ -206,7 +203,7 @@ class FleetScan:
 
     async def _silent(self, silent: list[NodeFacts], inp: ScanInput) -> list[str]:
         """Agents whose heartbeat went stale: each node gets an AgentSilent ladder."""
-        if not workflow.patched(AGENT_SILENT):
+        if not patched(AGENT_SILENT):
             return []
         here = workflow.info().task_queue
         started = await asyncio.gather(

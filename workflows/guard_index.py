@@ -11,6 +11,7 @@ from temporalio import workflow
 from temporalio.common import SearchAttributeUpdate
 
 from contract import search_attributes as sa
+from contract.patches import patched
 
 with workflow.unsafe.imports_passed_through():
     from remedy.attribution.guard import GuardPhase, JobRef
@@ -43,7 +44,7 @@ class GuardIndex:
         self._indexed = workflow.info().typed_search_attributes.get(sa.JOB_STATE)
 
     def publish(self, phase: GuardPhase) -> None:
-        if phase.value == self._indexed or not workflow.patched(INDEX_JOB_GUARDS):
+        if phase.value == self._indexed or not patched(INDEX_JOB_GUARDS):
             return
         workflow.upsert_search_attributes(guard_updates(self._job, phase, workflow.now()))
         self._indexed = phase.value

@@ -13,6 +13,7 @@ from temporalio import workflow
 
 from contract import search_attributes
 from contract.messages import HARDWARE_RECORD, INCIDENT, UNBLOCK
+from contract.patches import patched
 from workflows.blocklist import TAKE_OUT, take_out_of_service
 
 TAKE_OUT_IN_OLD_RECORDS = "take-blocklisted-gpus-out-of-service-in-older-records"
@@ -72,11 +73,11 @@ class HardwareRecord:
 
     @workflow.run
     async def run(self, state: HardwareRecordState) -> None:
-        if workflow.patched(search_attributes.PATCH):  # find the GPU's record and ladders by serial
+        if patched(search_attributes.PATCH):  # find the GPU's record and ladders by serial
             workflow.upsert_search_attributes(
                 [search_attributes.GPU_SERIALS.value_set([state.serial])]
             )
-        if workflow.patched(TAKE_OUT):
+        if patched(TAKE_OUT):
             await self._take_out_until_continue_as_new()
         else:
             # A record started before blocklisting in service: a GPU blocked in it from now on
@@ -84,7 +85,7 @@ class HardwareRecord:
             await workflow.wait_condition(
                 lambda: self._state.take_out is not None or self._continue_as_new_suggested()
             )
-            if self._state.take_out is not None and workflow.patched(TAKE_OUT_IN_OLD_RECORDS):
+            if self._state.take_out is not None and patched(TAKE_OUT_IN_OLD_RECORDS):
                 await self._take_out_until_continue_as_new()
             else:
                 await workflow.wait_condition(self._continue_as_new_suggested)

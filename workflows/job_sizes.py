@@ -10,6 +10,7 @@ from temporalio import workflow
 from temporalio.exceptions import ActivityError
 
 from contract import activities as act
+from contract.patches import patched
 from workflows.common import RIDE_OUT
 
 with workflow.unsafe.imports_passed_through():
@@ -44,7 +45,7 @@ async def shape_of(job: JobRef) -> JobShape | None:
 
 async def size_for_restart(job: JobRef, ledger: JobLedger) -> Sizing | None:
     """An elastic job restarts at the size capacity allows; a fixed one as it was (None)."""
-    if not workflow.patched(ELASTIC):
+    if not patched(ELASTIC):
         return None
     shape = await shape_of(job)
     if shape is None:
@@ -55,7 +56,7 @@ async def size_for_restart(job: JobRef, ledger: JobLedger) -> Sizing | None:
 
 def grow_check(ledger: JobLedger, policy: ElasticPolicy) -> timedelta | None:
     """How long to wait for a failure before looking for capacity (None: wait for ever)."""
-    return policy.grow_check if below_max(ledger.shape) and workflow.patched(ELASTIC) else None
+    return policy.grow_check if below_max(ledger.shape) and patched(ELASTIC) else None
 
 
 async def size_to_grow(job: JobRef, ledger: JobLedger, policy: ElasticPolicy) -> Sizing | None:

@@ -14,6 +14,7 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError
 
 from contract import activities as act
+from contract.patches import patched
 from workflows.common import RIDE_OUT, cause_of
 
 with workflow.unsafe.imports_passed_through():
@@ -33,7 +34,7 @@ def with_mig_layout(step: Step) -> Step:
     """``step`` (a reset's or a reboot's), with the node's MIG layout around it."""
 
     async def run(steps: NodeSteps, rung: Rung) -> ActionResult:
-        if not workflow.patched(RESTORE_MIG_LAYOUT):
+        if not patched(RESTORE_MIG_LAYOUT):
             return await step(steps, rung)
         node = steps.node
         ask = MigLayoutStep(node=node)

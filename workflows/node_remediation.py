@@ -19,6 +19,7 @@ from temporalio.exceptions import ActivityError
 
 from contract.defs import stop_when
 from contract.messages import LEASE_GRANTED, REMEDIATION_STATE, REPORT_FINDING
+from contract.patches import patched
 from workflows import metrics
 from workflows.capabilities import NodeCapabilities
 from workflows.common import Interrupted, LadderStop, cause_of, node_gone
@@ -131,10 +132,10 @@ class NodeRemediation(OperatorMessages, QuarantineMessages):  # decisions; a bud
 
     async def _remediate(self) -> tuple[Outcome, str]:
         state = self._state
-        first = workflow.patched(CORDON_FIRST)  # the keyring loads beside the first cordon
+        first = patched(CORDON_FIRST)  # the keyring loads beside the first cordon
         if not (first and self._keys.start()):
             self._input = await self._keys.loaded(self._input)
-        self._at_once = workflow.patched(MANY_AT_ONCE)
+        self._at_once = patched(MANY_AT_ONCE)
         if self._at_once:  # once stopped, this task starts no activity but those giving back
             stop_when(lambda: self._stop_request is not None)
         try:
@@ -145,7 +146,7 @@ class NodeRemediation(OperatorMessages, QuarantineMessages):  # decisions; a bud
             self._input = await self._keys.loaded(self._input)  # before any decision counts
             if state.phase is Phase.TOLERATING:
                 await self._tolerate()
-                if workflow.patched(RESUME_ABOVE):  # the runbook is settled now
+                if patched(RESUME_ABOVE):  # the runbook is settled now
                     await self._verification.resume()
                 self._view.enter(Phase.ACTING)
             return await self._climb()
@@ -189,14 +190,14 @@ class NodeRemediation(OperatorMessages, QuarantineMessages):  # decisions; a bud
             "%s: %s → runbook %s", state.node.name, state.trigger.headline(), state.runbook.name
         )
         reason, first = "finding: " + state.trigger.headline(), first and state.runbook.cordon
-        asks = not first and workflow.patched(ASK_BEFORE_CORDON)  # the report asks leave, first
+        asks = not first and patched(ASK_BEFORE_CORDON)  # the report asks leave, first
         if asks:
             await self._gate.ask(at=now)
         if first:  # at the floor, the report after it (quarantine_gate)
             await self._gate.cordon_first(self._steps.cordon, reason, at=now)
         elif state.runbook.cordon:
             await self._steps.cordon(reason)
-        if not (asks or first) and workflow.patched(DISRUPTION_BUDGET):
+        if not (asks or first) and patched(DISRUPTION_BUDGET):
             await self._lease.report_unhealthy(at=now)
         self._view.enter(Phase.TOLERATING)
 
@@ -313,7 +314,7 @@ class NodeRemediation(OperatorMessages, QuarantineMessages):  # decisions; a bud
                 summary=f"settle {format_duration(rung.settle)} after {rung.action.value}",
             )
         view.enter(Phase.VERIFYING)
-        if workflow.patched(VERIFY_WITH_WHAT_SAW):
+        if patched(VERIFY_WITH_WHAT_SAW):
             healthy, detail = await self._verification.verify(rung, result)
         else:
             report = await self._steps.probe()
@@ -330,7 +331,7 @@ class NodeRemediation(OperatorMessages, QuarantineMessages):  # decisions; a bud
         if not ACTIONS[rung.action].disruptive:
             return ""
         await self._gates.confirm_fault()
-        if workflow.patched(DISRUPTION_BUDGET):
+        if patched(DISRUPTION_BUDGET):
             gpus = self._steps.request(rung.action).gpu_indices  # a GPU-scoped rung's
             await self._lease.hold(self._worse_waiting, rung.scope, gpus)
         return await self._gates.drained(index, rung) if self._at_once else ""
@@ -352,9 +353,9 @@ class NodeRemediation(OperatorMessages, QuarantineMessages):  # decisions; a bud
         state = self._state
         await self._lease.release(outcome)
         await self._gate.withdraw()  # an ask still held: it no longer counts
-        if workflow.patched(HARDWARE_RECORD) and not self._stopped_by_failure:
+        if patched(HARDWARE_RECORD) and not self._stopped_by_failure:
             await record_incidents(self._input, state, outcome)
-        if workflow.patched(PUBLISH_CONDITIONS):
+        if patched(PUBLISH_CONDITIONS):
             await publish_healthy(state)
         self._next_ladder_if_left_over(outcome)
         last = state.attempts[-1] if state.attempts else None

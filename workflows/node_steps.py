@@ -22,6 +22,7 @@ from temporalio.workflow import ActivityCancellationType
 
 from contract import activities as act
 from contract.defs import ActivityDef
+from contract.patches import patched
 from workflows import metrics
 from workflows.common import (
     PATIENT_RETRY,
@@ -111,7 +112,7 @@ class NodeSteps:
                 and (trigger is None or on_part_of(trigger, f))
             )
         )
-        if action is Action.DIAGNOSE and workflow.patched(DIAGNOSE_EVERY_GPU):
+        if action is Action.DIAGNOSE and patched(DIAGNOSE_EVERY_GPU):
             gpus = []  # every GPU: a slow rank or a bad GPU the findings did not name shows
         return ActionRequest(
             node=state.node,
@@ -127,7 +128,7 @@ class NodeSteps:
         tried once more, under a key of its own)."""
         self._again = index
         special = STEPS.get(rung.action)
-        if special is not None and (special[0] is None or workflow.patched(special[0])):
+        if special is not None and (special[0] is None or patched(special[0])):
             return await special[1](self, rung)
         return await self._action(rung)
 
@@ -144,7 +145,7 @@ class NodeSteps:
         if rung.scope is Scope.GPU and state.trigger is not None:  # its Xid's MIG instance
             update["gpu_instance"] = state.trigger.gpu_instance
         request = self.request(rung.action).model_copy(update=update)
-        waits = spec.reports_progress and workflow.patched(WAIT_FOR_CANCELLED)
+        waits = spec.reports_progress and patched(WAIT_FOR_CANCELLED)
         return await act.ACTION[rung.action].execute(
             request,
             task_queue=self._input.node_task_queue if on_node else None,
@@ -169,10 +170,10 @@ class NodeSteps:
     async def _reset(self, rung: Rung) -> ActionResult:
         """The cluster's own GPU pods (device plugin, DCGM) hold the GPU too: stop them for
         the reset and always let them back, whatever the reset (or the release) did."""
-        if not workflow.patched(RETURN_AFTER_FAILED_RELEASE):
+        if not patched(RETURN_AFTER_FAILED_RELEASE):
             await self._gpu_operands(act.RELEASE_GPUS, rung.timeout)
         try:
-            if workflow.patched(RETURN_AFTER_FAILED_RELEASE):
+            if patched(RETURN_AFTER_FAILED_RELEASE):
                 await self._gpu_operands(act.RELEASE_GPUS, rung.timeout)
             result = await self._action(rung)
         except (ActivityError, asyncio.CancelledError):
@@ -310,7 +311,7 @@ class NodeSteps:
         # A cordon sent whose answer never came (cancelled by an abort or clear, or past its
         # deadline) may have landed: the restore undoes only remedy's own cordon, so ask it.
         unanswered = state.cordon is None and state.cordon_asked
-        if not state.cordoned_by_remedy and not (unanswered and workflow.patched(UNANSWERED)):
+        if not state.cordoned_by_remedy and not (unanswered and patched(UNANSWERED)):
             if not holds_gpus(state.runbook, state.attempts):  # a GPU quarantine to lift
                 return  # never undo a cordon someone else set
         self._view.enter(Phase.RESTORING)
@@ -340,7 +341,7 @@ class NodeSteps:
             )
         except ActivityError as err:
             self._view.record(-1, action, started, AttemptResult.FAILED, cause_of(err))
-            if node_gone(err) and action is Action.CORDON and workflow.patched(END_IF_GONE):
+            if node_gone(err) and action is Action.CORDON and patched(END_IF_GONE):
                 raise LadderStop(Outcome.NODE_GONE, gone(self._state.node.name)) from None
             return
         if (detail := done(result)) is not None:

@@ -20,6 +20,7 @@ from temporalio import workflow
 from temporalio.exceptions import ActivityError
 
 from contract import activities as act
+from contract.patches import patched
 from workflows.common import PATIENT_RETRY, cause_of
 
 with workflow.unsafe.imports_passed_through():
@@ -45,7 +46,7 @@ class OperatorKeys:
         """Whether this run checks decisions; the first call (the ladder's start, or a signal
         that came with the start) decides it and, in a run that checks, loads the keyring."""
         if self._checks is None:
-            self._checks = workflow.patched(SIGNED_DECISIONS)
+            self._checks = patched(SIGNED_DECISIONS)
             if self._checks:
                 self._loading = asyncio.create_task(self._load())
         return self._checks

@@ -8,6 +8,7 @@ from datetime import datetime
 from temporalio import workflow
 
 from contract import search_attributes
+from contract.patches import patched
 from workflows import metrics
 
 with workflow.unsafe.imports_passed_through():
@@ -34,10 +35,10 @@ class RemediationView:
         index = remediation_index(state, since=state.phase_since)
         if last is not None and (index.phase, index.rung) == (last.phase, last.rung):
             index.phase_since = last.phase_since  # a rung's settle or verify: same phase
-        lease = workflow.patched(search_attributes.INDEX_LEASE)
+        lease = patched(search_attributes.INDEX_LEASE)
         if not lease:
             index.lease = ""  # a run from before: its upserts as they were
-        if index != self._indexed and workflow.patched(search_attributes.PATCH):
+        if index != self._indexed and patched(search_attributes.PATCH):
             workflow.upsert_search_attributes(search_attributes.updates(index, lease))
             self._indexed = index
 

@@ -18,6 +18,7 @@ from temporalio import workflow
 from temporalio.exceptions import ActivityError
 
 from contract import activities as act
+from contract.patches import patched
 from workflows.common import RIDE_OUT, LadderStop, cause_of
 from workflows.node_steps import NodeSteps
 from workflows.remediation_view import RemediationView
@@ -71,7 +72,7 @@ class RunbookChanges:
 
     async def take_over(self) -> bool:
         """Before a rung: switch to the worst kept report if it outranks the trigger."""
-        if not self.worse_waiting() or not workflow.patched(CHANGE_RUNBOOKS):
+        if not self.worse_waiting() or not patched(CHANGE_RUNBOOKS):
             return False
         await self._switch(self._state.pending[0], "escalated")
         return True
@@ -81,7 +82,7 @@ class RunbookChanges:
         report or seen by the verification (``state.elsewhere``), is next (with its runbook).
         False: none is left."""
         state = self._state
-        if not workflow.patched(CHANGE_RUNBOOKS):
+        if not patched(CHANGE_RUNBOOKS):
             return False
         seen = state.elsewhere
         state.pending = [p for p in state.pending if _still_there(p.finding, seen)]

@@ -16,6 +16,7 @@ from datetime import datetime, timedelta
 from temporalio import workflow
 from temporalio.exceptions import ActivityError
 
+from contract.patches import patched
 from workflows.common import Interrupted, LadderStop, cause_of
 from workflows.disruption_lease import DisruptionLease
 from workflows.node_steps import NodeSteps
@@ -88,7 +89,7 @@ class RungGates:
             state.fault_confirmed
             or state.runbook.tolerance > timedelta(0)
             or not vocabulary.seen_by_probe(trigger.check, trigger.reason)
-            or not workflow.patched(CONFIRM_FAULT)
+            or not patched(CONFIRM_FAULT)
         ):
             return
         state.fault_confirmed = True
@@ -131,7 +132,7 @@ class RungGates:
         asked = workflow.now()
         told = await self._lease.waits_for_person(what, asked)
         on_timeout = rung.on_approval_timeout
-        if on_timeout is not OnApprovalTimeout.NEEDS_HUMAN and not workflow.patched(CHOICES):
+        if on_timeout is not OnApprovalTimeout.NEEDS_HUMAN and not patched(CHOICES):
             on_timeout = OnApprovalTimeout.NEEDS_HUMAN  # a ladder from before: as it was
         forever = on_timeout is OnApprovalTimeout.WAIT
         deadline = (

@@ -11,6 +11,7 @@ from temporalio import workflow
 from temporalio.exceptions import ActivityError
 
 from contract import activities as act
+from contract.patches import patched
 from workflows.common import PATIENT_RETRY, RIDE_OUT, cause_of
 from workflows.node_steps import CLUSTER_CALL, NodeSteps
 
@@ -53,7 +54,7 @@ class Verification:
         ended = workflow.now() - rung.settle  # the settle began as the action ended
         report = await self._steps.probe()
         how = verify_by(trigger)
-        part = workflow.patched(VERIFY_PER_PART)
+        part = patched(VERIFY_PER_PART)
         state.elsewhere = other_parts(trigger, report) if part else []
         healthy = healthy_for(trigger, report) if part else report.healthy
         if not healthy or how is VerifyBy.PROBE:
@@ -103,9 +104,7 @@ class Verification:
         assert trigger is not None
         # Another GPU failing under load is a finding of its own, not this rung's failure.
         mine = [f for f in diagnosed.findings if on_part_of(trigger, f)]
-        ok = diagnosed.ok or (
-            bool(diagnosed.findings) and not mine and workflow.patched(VERIFY_PER_PART)
-        )
+        ok = diagnosed.ok or (bool(diagnosed.findings) and not mine and patched(VERIFY_PER_PART))
         if ok:
             others = [f for f in diagnosed.findings if f not in mine]
             self._state.elsewhere = [*self._state.elsewhere, *others]

@@ -1,0 +1,97 @@
+"""One patch marker per run for every change made before the fold, instead of one per change.
+
+A ladder's history carried 9 to 11 `core_patch` markers, one per ``workflow.patched`` change
+it went through, noise between the steps an operator reads. Each marker only says "this run
+takes the code after change X"; a run that starts on a release with every change in ``FOLDED``
+says it once, with ``FOLDED_INTO``, and asks no more (``patched``).
+
+Safe for histories from before: a run that did not record ``FOLDED_INTO`` in its first workflow
+task asks each change as it did (every call goes through ``patched``, the first in the run's
+first task, so an old run replayed on this code decides "not folded" before any change is
+asked). A change made after the fold is not in ``FOLDED`` and records its own marker until the
+next fold.
+
+Deprecation, when the histories from before the fold no longer run (no open workflow started
+before the release that folded, `remedy status` and `ExecutionStatus = 'Running' AND StartTime
+< '<release date>'` in the Web UI say so; keep the recorded histories of tests/histories until
+then): replace each folded change's old branch by its new one, delete its constant and its
+replay histories, and ``patched(X)`` becomes ``True`` — in one release, with the replay test of
+the new histories green. docs/operations.md ("Upgrades") has the steps.
+"""
+
+from __future__ import annotations
+
+from temporalio import workflow
+
+FOLDED_INTO = "remedy-changes-to-2026-12"
+FOLDED = frozenset(
+    {
+        "abort-wins-worse-fault-escalates-drain-first",
+        "active-check-holds-the-node-it-leaves-cordoned",
+        "active-check-idle-recheck",
+        "active-checks-bounded-round",
+        "adopt-orphaned-cordons",
+        "agent-silent-ladders",
+        "ask-the-breaker-before-a-cordon",
+        "breaker-holds-cordons",
+        "breaker-limits-the-unschedulable-share",
+        "budget-sends-without-waiting",
+        "budget-signals-in-one-activity",
+        "budget-sweep-backs-off",
+        "budget-sweep-backs-off-while-ladders-wait",
+        "budget-sweeps-on-its-own-clock",
+        "cancelled-activity-is-not-a-failure",
+        "change-runbooks-mid-ladder",
+        "confirm-fault-before-disrupting",
+        "confirm-reboot-from-boot-id",
+        "cordon-first-where-the-published-breaker-is-closed",
+        "diagnose-every-gpu",
+        "disruption-budget-leases",
+        "elastic-restarts",
+        "end-when-the-node-is-gone",
+        "gpu-sized-leases",
+        "grant-signals-together",
+        "hardware-record-incidents",
+        "held-for-a-human-without-a-lease",
+        "hold-nodes-left-for-a-human",
+        "judge-silence-fleet-wide",
+        "lease-held-for-a-human",
+        "liveness-on-the-controllers-clock",
+        "measure-job-goodput",
+        "on-approval-timeout-choices",
+        "publish-conditions-on-recovery",
+        "publish-the-breaker-for-cordons",
+        "re-ask-for-lease",
+        "rebuild-holders-from-running-ladders",
+        "rebuild-waiters-in-order",
+        "regrant-to-a-new-run-of-the-holder",
+        "release-gpu-operands-for-reset",
+        "remedy-index-job-guards",
+        "remedy-index-lease",
+        "remedy-search-attributes",
+        "replace-once-per-node-object",
+        "restore-after-an-unanswered-cordon",
+        "restore-the-mig-layout",
+        "resume-above-a-recovery-that-did-not-hold",
+        "return-gpus-after-a-failed-release",
+        "signed-operator-decisions",
+        "skip-rungs-the-node-cannot-perform",
+        "stale-problem-conditions",
+        "take-blocklisted-gpus-out-of-service",
+        "take-blocklisted-gpus-out-of-service-in-older-records",
+        "take-over-a-hold-within-the-cap",
+        "tell-the-budget-a-holder-waits-for-a-person",
+        "track-nodes-out-whose-share-went-back",
+        "verify-the-trigger-part",
+        "verify-with-what-saw-the-fault",
+        "wait-for-a-cancelled-drain",
+    }
+)
+
+
+def patched(change: str) -> bool:
+    """``workflow.patched(change)``, answered by the run's one ``FOLDED_INTO`` marker where it
+    has it (the SDK remembers that answer for the run) and ``change`` is folded."""
+    if change in FOLDED and workflow.patched(FOLDED_INTO):
+        return True
+    return workflow.patched(change)
