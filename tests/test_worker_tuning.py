@@ -33,13 +33,13 @@ async def test_the_controller_worker_takes_its_cache_sticky_timeout_and_pollers(
     assert config["workflow_task_poller_behavior"].maximum == 2
 
 
-async def test_by_default_the_controller_caches_250_runs_not_the_sdks_1000(
+async def test_by_default_the_controller_caches_500_runs_not_the_sdks_1000(
     time_env: WorkflowEnvironment,
 ) -> None:
-    # About 0.2 MB per cached ladder: 10,000 parked ladders in 294 MB (bench/results/memory.md).
+    # About 0.2 MB per cached ladder (bench/results/memory.md).
     with ThreadPoolExecutor(max_workers=2) as executor:
         worker = controller_worker(time_env.client, SimFleet(nodes=1).cluster, executor, "plain")
-        assert worker.config()["max_cached_workflows"] == 250
+        assert worker.config()["max_cached_workflows"] == 500
 
 
 def test_runs_share_the_workflow_modules_and_replays_check_them_afresh() -> None:

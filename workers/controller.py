@@ -80,14 +80,14 @@ class WorkerTuning:
     workflow's state and the SDK's for it (about 0.2 MB), so RSS grows with
     ``max_cached_workflows``, not with the nodes in remediation; a ladder evicted from the cache
     is replayed from its history when its next signal, timer or query comes (a few ms to tens of
-    ms for a ladder's short history). 250, not the SDK's 1,000: 10,000 ladders parked in their
-    tolerance windows held 294 MB at most with 250, 316-323 MB with 500 (bench/results/
-    memory.md); a parked ladder is evicted whatever the size, and a burst of 750 failing nodes
-    reached its cordons as fast with 250 as with 500 (P90 ratios 1.68 and 1.48, within the
-    spread of runs: bench/results/cordon_ratio.md). A busy pool's budget, touched by every
-    lease, stays in the cache."""
+    ms for a ladder's short history, seconds for a busy budget's). 500, not the SDK's 1,000.
+    10,000 ladders parked in their tolerance windows: 310-323 MB with 500, 294 MB at most with
+    250 (bench/results/memory.md); but 1,000 ladders climbing at once took 146 s with 250
+    against 101 s with 500 (ladder p50 69 s against 49 s: runs evicted and replayed, the pool's
+    budget among them). `remedy controller --workflow-cache 250` suits a fleet whose ladders
+    mostly wait."""
 
-    max_cached_workflows: int = 250
+    max_cached_workflows: int = 500
     # How long a task waits on this worker's sticky queue before any worker may take it.
     sticky_queue_timeout: timedelta = timedelta(seconds=10)
     workflow_pollers: int = 5

@@ -81,6 +81,6 @@ WorkflowCacheOption = Annotated[
         min=1,
         help="Workflow runs the controller keeps in memory (its RSS grows with it, not with the "
         "nodes in remediation); one evicted is replayed from its history when it next wakes. "
-        "Default: 250. See docs/operations.md.",
+        "Default: 500 (250 for fleets whose ladders mostly wait). See docs/operations.md.",
     ),
 ]
