@@ -1,22 +1,23 @@
 """One patch marker per run for every change made before the fold, instead of one per change.
 
-A ladder's history carried 9 to 11 `core_patch` markers, one per ``workflow.patched`` change
+A ladder's history carried up to 18 `core_patch` markers, one per ``workflow.patched`` change
 it went through, noise between the steps an operator reads. Each marker only says "this run
 takes the code after change X"; a run that starts on a release with every change in ``FOLDED``
 says it once, with ``FOLDED_INTO``, and asks no more (``patched``).
 
-Safe for histories from before: a run that did not record ``FOLDED_INTO`` in its first workflow
-task asks each change as it did (every call goes through ``patched``, the first in the run's
-first task, so an old run replayed on this code decides "not folded" before any change is
-asked). A change made after the fold is not in ``FOLDED`` and records its own marker until the
-next fold.
+Safe for histories from before: every ask goes through ``patched``, the SDK keeps the answer
+of a run's first ask of ``FOLDED_INTO`` for the run, and a run from before never recorded it,
+so replayed on this code it answers "not folded" and asks each change as it did. Not for a
+rollback: the release before, which asks each change, cannot replay a run started on this one
+(docs/operations.md, "Rollout"). A change made after the fold is not in ``FOLDED`` and records
+its own marker until the next fold.
 
 Deprecation, when the histories from before the fold no longer run (no open workflow started
 before the release that folded, `remedy status` and `ExecutionStatus = 'Running' AND StartTime
 < '<release date>'` in the Web UI say so; keep the recorded histories of tests/histories until
 then): replace each folded change's old branch by its new one, delete its constant and its
 replay histories, and ``patched(X)`` becomes ``True`` — in one release, with the replay test of
-the new histories green. docs/operations.md ("Upgrades") has the steps.
+the new histories green. docs/operations.md ("Retiring patches") has the steps.
 """
 
 from __future__ import annotations
