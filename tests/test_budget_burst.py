@@ -83,7 +83,7 @@ def test_a_tripped_breaker_grants_nothing() -> None:
     assert grant_waiting(state, NOW) == [] and state.grants == 0
 
 
-async def _holders(client: Client, pool: str, count: int) -> list[str]:
+async def idle_ladders(client: Client, pool: str, count: int) -> list[str]:
     """Ladders that ask for nothing themselves: runs on a queue no worker polls (a grant is
     recorded in their history all the same)."""
     idle = f"idle-{uuid.uuid4()}"
@@ -121,7 +121,7 @@ async def test_a_burst_is_granted_within_the_cap_in_few_workflow_tasks(
     pool, queue = f"pool-{uuid.uuid4().hex[:8]}", f"test-{uuid.uuid4()}"
     fleet = SimFleet(nodes=1, pool=pool)
     policy = BudgetPolicy(max_disruption=str(cap), storm_share=1.0)
-    holders = await _holders(client, pool, nodes)
+    holders = await idle_ladders(client, pool, nodes)
     # Every request is in before the budget runs a single workflow task: one burst.
     for i, holder in enumerate(holders):
         req = LeaseRequest(
@@ -169,7 +169,7 @@ async def test_a_grant_to_a_holder_that_is_gone_frees_its_lease_for_the_next(
     client = time_env.client
     pool, queue = f"pool-{uuid.uuid4().hex[:8]}", f"test-{uuid.uuid4()}"
     policy = BudgetPolicy(max_disruption="1", storm_share=1.0)
-    (waiter,) = await _holders(client, pool, 1)
+    (waiter,) = await idle_ladders(client, pool, 1)
     for i, holder in enumerate([f"burst/{uuid.uuid4()}", waiter]):  # the first never ran
         req = LeaseRequest(
             holder=holder, node=f"{pool}-n{i}", pool=pool, task_queue=queue, pool_size=2

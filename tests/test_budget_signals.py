@@ -14,7 +14,7 @@ from activities.budget_signals import BudgetSignalActivities
 from contract.messages import CORDON_LEAVE, LEASE_GRANTED
 from remedy.budget import LeaseGrant
 from remedy.budget_signals import BudgetSignals, GrantTo
-from tests.test_budget_burst import _holders
+from tests.test_budget_burst import idle_ladders
 
 
 async def _signals(client: Client, workflow_id: str) -> list[str]:
@@ -30,7 +30,7 @@ async def test_a_retry_resumes_after_its_last_heartbeat_and_reports_who_is_gone(
 ) -> None:
     client = time_env.client
     pool = f"pool-{uuid.uuid4().hex[:8]}"
-    done, todo, asked = await _holders(client, pool, 3)
+    done, todo, asked = await idle_ladders(client, pool, 3)
     never_ran = f"burst/{uuid.uuid4()}"
     grant = LeaseGrant(pool=pool)
     out = BudgetSignals(

@@ -73,21 +73,20 @@ class Outbox:
             task.add_done_callback(self._sending.discard)
 
     async def deliver(self, out: BudgetSignals, gone: Callable[[list[str]], None]) -> None:
-        """Start the activities that signal ``out`` (remedy.budget_signals); ``gone`` is told
-        the holders of grants that were no longer running."""
-        sends = [*((g, None) for g in out.grants), *((None, h) for h in out.leave)]
-        batches = [sends[i : i + PER_DELIVERY] for i in range(0, len(sends), PER_DELIVERY)]
-        await self.send(
-            _delivered(
-                BudgetSignals(
-                    pool=out.pool,
-                    grants=[g for g, _ in batch if g is not None],
-                    leave=[h for _, h in batch if h is not None],
-                ),
-                gone,
-            )
-            for batch in batches
-        )
+        """Start the activities that signal ``out`` (remedy.budget_signals), ``PER_DELIVERY``
+        signals each; ``gone`` is told the holders of grants that were no longer running."""
+        grants, leave = out.grants, out.leave
+        batches = [
+            *(
+                BudgetSignals(pool=out.pool, grants=grants[i : i + PER_DELIVERY])
+                for i in range(0, len(grants), PER_DELIVERY)
+            ),
+            *(
+                BudgetSignals(pool=out.pool, leave=leave[i : i + PER_DELIVERY])
+                for i in range(0, len(leave), PER_DELIVERY)
+            ),
+        ]
+        await self.send(_delivered(batch, gone) for batch in batches)
 
     def idle(self) -> bool:
         return not self._sending
@@ -135,8 +134,7 @@ class TellsHolders:
             scope = granted_scope(self._state, req.holder)
             await LEASE_GRANTED.send_to(req.holder, LeaseGrant(pool=self._state.pool, scope=scope))
         except Exception:  # noqa: BLE001 - the holder is gone: its lease is free again
-            self._state.holders = [h for h in self._state.holders if h.holder != req.holder]
-            self._changed = True
+            self._gone([req.holder])
 
     async def _give_leave(self, ask: CordonAsk) -> None:
         try:
