@@ -17,6 +17,7 @@ from temporalio.service import RPCError, RPCStatusCode
 from activities.errors import temporal_errors
 from activities.starts import described
 from contract import activities as act
+from contract.defs import URGENT
 from contract.messages import LEASE_REQUEST, NODE_UNHEALTHY
 from contract.names import (
     ACTIVE_CHECK_WORKFLOW,
@@ -85,6 +86,7 @@ class BudgetActivities:
             id=budget_workflow_id(pool),
             task_queue=task_queue,
             static_summary=f"disruption budget of pool {pool}",
+            priority=URGENT,  # its tasks go ahead of the ladders' that wait on them
             **start,
         )
 

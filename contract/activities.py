@@ -115,12 +115,15 @@ PUBLISH_CONDITIONS = ActivityDef[ConditionsUpdate, None](
 XIDS_SINCE = ActivityDef("xids_since", XidsSince, SeenXids, CONTROLLER)
 
 # -- the disruption budget and the hardware record ----------------------------------------------
-REQUEST_LEASE = ActivityDef[LeaseWanted, None]("request_lease", LeaseWanted, None, CONTROLLER)
+# Urgent: each is a hop of a lease (or of leave to cordon) that waits for none of the ladders.
+REQUEST_LEASE = ActivityDef[LeaseWanted, None](
+    "request_lease", LeaseWanted, None, CONTROLLER, urgent=True
+)
 REPORT_UNHEALTHY = ActivityDef[NodeUnhealthy, None](
     "report_unhealthy", NodeUnhealthy, None, CONTROLLER
 )
 # The report that also asks the pool's (and the cluster's) breaker for leave to cordon.
-ASK_TO_CORDON = ActivityDef("ask_to_cordon", NodeUnhealthy, CordonAsked, CONTROLLER)
+ASK_TO_CORDON = ActivityDef("ask_to_cordon", NodeUnhealthy, CordonAsked, CONTROLLER, urgent=True)
 # A budget's breaker, published where a cordon reads it cheaply (remedy.cluster.BreakerBoard).
 PUBLISH_BREAKER = ActivityDef[BreakerNotice, None](
     "publish_breaker", BreakerNotice, None, CONTROLLER
@@ -129,7 +132,7 @@ PUBLISH_BREAKER = ActivityDef[BreakerNotice, None](
 ALERT = ActivityDef[Alert, None]("alert", Alert, None, CONTROLLER)
 # A budget's grants and leave to cordon, signalled side by side (remedy.budget_signals).
 DELIVER_BUDGET_SIGNALS = ActivityDef(
-    "deliver_budget_signals", BudgetSignals, Undelivered, CONTROLLER
+    "deliver_budget_signals", BudgetSignals, Undelivered, CONTROLLER, urgent=True
 )
 CLOSED_WORKFLOWS = ActivityDef("closed_workflows", HolderCheck, ClosedHolders, CONTROLLER)
 LEASE_HOLDERS = ActivityDef("lease_holders", PoolHolders, Holders, CONTROLLER)

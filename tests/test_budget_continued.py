@@ -1,15 +1,20 @@
 """A DisruptionBudget that continued as new still says who blocks whom on its page: the new
 run's current details name the holder, what frees it, and the waiter in line (the dev server
-suggests continue-as-new at 40 events)."""
+suggests continue-as-new at 40 events). And it keeps its place ahead of the ladders' backlog:
+the budget's runs, its deliveries and a ladder's lease request carry the urgent priority."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+from temporalio.api.enums.v1 import EventType
+from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
+from contract.activities import CORDON, REQUEST_LEASE
+from contract.defs import URGENT
 from contract.messages import NODE_UNHEALTHY
-from contract.names import budget_workflow_id
+from contract.names import budget_workflow_id, remediation_workflow_id
 from remedy.budget import BudgetPolicy, UnhealthyReport
 from tests.conftest import own_fleet, running_workers
 from tests.test_job_watch import eventually
@@ -49,8 +54,14 @@ async def test_the_budget_names_its_holders_and_waiters_after_it_continued_as_ne
             await NODE_UNHEALTHY.send(budget, again)
             return None
 
-        await eventually(continued, within_s=60)
+        second_run = await eventually(continued, within_s=60)
         said = await eventually(lambda: details(client, budget.id), within_s=30)
+        first_keys = await priorities(client, budget.id, first_run)
+        second_keys = await priorities(client, budget.id, second_run)
+        ladder_keys: dict[str, set[int]] = {}
+        async for run in client.list_workflows(f"WorkflowId = '{remediation_workflow_id(first)}'"):
+            for name, keys in (await priorities(client, run.id, run.run_id)).items():
+                ladder_keys.setdefault(name, set()).update(keys)
     # The first line stands in for the summary, which continue-as-new cannot carry (the SDK
     # has no way to pass it on): the page says the pool and its shares all the same.
     assert said.startswith(f"**pool {pool}**: 1/1 leases, 1 waiting"), said
@@ -58,3 +69,29 @@ async def test_the_budget_names_its_holders_and_waiters_after_it_continued_as_ne
     assert "waits for approval for replace" in said and f"`remedy approve {first}`" in said
     assert f"- 1. `{second}`" in said
     assert "Breaker: ok" in said
+    urgent = URGENT.priority_key
+    # Both runs of the budget (continue-as-new keeps it), and each hop of a lease.
+    assert first_keys["started"] == second_keys["started"] == {urgent}, (first_keys, second_keys)
+    # What the budget scheduled inherits its priority (0), or says urgent itself.
+    assert set().union(*(v for k, v in first_keys.items() if k != "started")) <= {0, urgent}
+    assert ladder_keys[REQUEST_LEASE.name] == {urgent}, ladder_keys
+    assert ladder_keys[CORDON.name] == {0}, ladder_keys  # the ladder's own work: its own place
+
+
+async def priorities(
+    client: Client, workflow_id: str, run_id: str | None = None
+) -> dict[str, set[int]]:
+    """The priority keys a run's history gave its start ("started") and each activity type
+    it scheduled (0: none of its own, the workflow's)."""
+    keys: dict[str, set[int]] = {}
+    handle = client.get_workflow_handle(workflow_id, run_id=run_id)
+    async for event in handle.fetch_history_events():
+        if event.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED:
+            started = event.workflow_execution_started_event_attributes
+            keys.setdefault("started", set()).add(started.priority.priority_key)
+        elif event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
+            scheduled = event.activity_task_scheduled_event_attributes
+            keys.setdefault(scheduled.activity_type.name, set()).add(
+                scheduled.priority.priority_key
+            )
+    return keys
