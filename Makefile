@@ -49,6 +49,7 @@ bench: $(BENCH_STAMP)
 	$(BIN)/python bench/fleet_twin.py
 	$(BIN)/python bench/scale_bench.py
 	$(BIN)/python bench/kube_scale_bench.py
+	$(BIN)/python bench/scale_out_bench.py
 	$(BIN)/python bench/report.py
 
 $(UI_STAMP): $(STAMP)

@@ -274,7 +274,9 @@ def scale_section(scale: ScaleReport) -> list[str]:
         "NodeRemediation); latency is from a node's report to its cordon taking effect. "
         "The baseline is the same burst of a workflow that does nothing but run one "
         "activity, on the same server in the same run: the floor this server and machine "
-        f"allow. Target: remedy's P90 within {scale.target_ratio:g}× the baseline's.",
+        f"allow. Target: remedy's P90 within {scale.target_ratio:g}× the baseline's. "
+        "The baseline is started by a plain start; the last two columns start it the way an "
+        "agent reports, by signal-with-start (what that delivery itself costs this server).",
         "",
         *markdown(SHARE_HEADERS, share_rows(scale)),
     ]
@@ -387,6 +389,8 @@ def main() -> None:
         lines += [""]
     if (budget_file := RESULTS / "budget.json").exists():
         lines += budget_section(BudgetReport.model_validate_json(budget_file.read_text())) + [""]
+    if (scale_out := RESULTS / "scale_out.md").exists():  # bench/scale_out_bench.py writes it
+        lines += scale_out.read_text().splitlines() + [""]
     plot(twin, scale, RESULTS / "fleet.png")
     report = RESULTS / "report.md"
     chaos = section_in(report.read_text()) if report.exists() else []  # `make chaos` writes it
