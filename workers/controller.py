@@ -81,7 +81,7 @@ class WorkerTuning:
     ``max_cached_workflows``, not with the nodes in remediation; a ladder evicted from the cache
     is replayed from its history when its next signal, timer or query comes (a few ms to tens of
     ms for a ladder's short history, seconds for a busy budget's). 500, not the SDK's 1,000.
-    10,000 ladders parked in their tolerance windows: 310-323 MB with 500, 294 MB at most with
+    10,000 ladders parked in their tolerance windows: 275-323 MB with 500, 294 MB at most with
     250 (bench/results/memory.md); but 1,000 ladders climbing at once took 146 s with 250
     against 101 s with 500 (ladder p50 69 s against 49 s: runs evicted and replayed, the pool's
     budget among them). `remedy controller --workflow-cache 250` suits a fleet whose ladders
