@@ -1,7 +1,8 @@
 """Write bench/results/report.md and bench/results/fleet.png from the figures the benchmarks
 left in bench/results (twin.json from fleet_twin.py, scale.json from scale_bench.py,
-kube_scale.json from kube_scale_bench.py, budget.json from budget_bench.py): each target next
-to what was measured and next to the baselines of the same run.
+kube_scale.json from kube_scale_bench.py, budget.json from budget_bench.py, scale_out.md from
+scale_out_bench.py): each target next to what was measured and next to the baselines of the
+same run.
 
     .venv/bin/python bench/report.py
 """
@@ -71,11 +72,10 @@ def twin_section(twin: TwinReport) -> list[str]:
         "Targets (remedy's shipped runbooks, next to the two baselines above):",
         "",
         f"- goodput ≥ {GOODPUT_TARGET:.0%}: **{remedy.goodput:.2%}** "
-        f"({'met' if remedy.goodput >= GOODPUT_TARGET else 'not met'})",
+        f"({_met(remedy.goodput >= GOODPUT_TARGET)})",
         f"- node availability ≥ {AVAILABILITY_TARGET:.2%}: **{remedy.availability:.3%}** "
         f"({'met' if remedy.availability >= AVAILABILITY_TARGET else 'not met'})",
-        f"- zero needless replacements: **{remedy.needless_replacements}** "
-        f"({'met' if remedy.needless_replacements == 0 else 'not met'})",
+        f"- zero needless replacements: **{(n := remedy.needless_replacements)}** ({_met(n == 0)})",
         "- zero false recoveries (a ladder declared the node recovered or cleared with its "
         f"fault still there; each comes back and stops the job again): "
         f"**{remedy.false_recoveries}** ({'met' if remedy.false_recoveries == 0 else 'not met'})",
@@ -275,8 +275,7 @@ def scale_section(scale: ScaleReport) -> list[str]:
         "The baseline is the same burst of a workflow that does nothing but run one "
         "activity, on the same server in the same run: the floor this server and machine "
         f"allow. Target: remedy's P90 within {scale.target_ratio:g}× the baseline's. "
-        "The baseline is started by a plain start; the last two columns start it the way an "
-        "agent reports, by signal-with-start (what that delivery itself costs this server).",
+        "The last two columns: the baseline started as agents report, by signal-with-start.",
         "",
         *markdown(SHARE_HEADERS, share_rows(scale)),
     ]
@@ -284,13 +283,12 @@ def scale_section(scale: ScaleReport) -> list[str]:
         lines += ["", "Below the floor: " + agents + "."]
     at_10 = at_ten_percent(scale)
     if at_10:
-        met = "met" if at_10.p90_s <= scale.target_p90_s else "not met"
         lines += [
             "",
-            f"Target P90 ≤ {scale.target_p90_s:g} s at {at_10.failing} of "
-            f"{at_10.nodes}: **{at_10.p90_s:.2f} s** ({met}); the baseline's P90 in "
-            f"the same run: {at_10.floor_p90_s:.2f} s. NVSentinel reports P50 16.8 s "
-            "/ P90 28.2 s for 150 of 1,500.",
+            f"Target P90 ≤ {scale.target_p90_s:g} s at {at_10.failing} of {at_10.nodes}: "
+            f"**{at_10.p90_s:.2f} s** ({_met(at_10.p90_s <= scale.target_p90_s)}); the "
+            f"baseline's P90 in the same run: {at_10.floor_p90_s:.2f} s. NVSentinel reports "
+            "P50 16.8 s / P90 28.2 s for 150 of 1,500.",
         ]
     if scale.memory:
         said = memory_summary(scale.memory)
@@ -383,10 +381,8 @@ def main() -> None:
         lines += twin_section(twin) + [""]
     if scale:
         lines += scale_section(scale) + [""]
-    kube_file = RESULTS / "kube_scale.json"
-    if kube_file.exists():
-        lines += markdown_section(KubeScaleReport.model_validate_json(kube_file.read_text()))
-        lines += [""]
+    if (kube_file := RESULTS / "kube_scale.json").exists():
+        lines += markdown_section(KubeScaleReport.model_validate_json(kube_file.read_text())) + [""]
     if (budget_file := RESULTS / "budget.json").exists():
         lines += budget_section(BudgetReport.model_validate_json(budget_file.read_text())) + [""]
     if (scale_out := RESULTS / "scale_out.md").exists():  # bench/scale_out_bench.py writes it
