@@ -74,11 +74,11 @@ def twin_section(twin: TwinReport) -> list[str]:
         f"- goodput ≥ {GOODPUT_TARGET:.0%}: **{remedy.goodput:.2%}** "
         f"({_met(remedy.goodput >= GOODPUT_TARGET)})",
         f"- node availability ≥ {AVAILABILITY_TARGET:.2%}: **{remedy.availability:.3%}** "
-        f"({'met' if remedy.availability >= AVAILABILITY_TARGET else 'not met'})",
+        f"({_met(remedy.availability >= AVAILABILITY_TARGET)})",
         f"- zero needless replacements: **{(n := remedy.needless_replacements)}** ({_met(n == 0)})",
         "- zero false recoveries (a ladder declared the node recovered or cleared with its "
         f"fault still there; each comes back and stops the job again): "
-        f"**{remedy.false_recoveries}** ({'met' if remedy.false_recoveries == 0 else 'not met'})",
+        f"**{remedy.false_recoveries}** ({_met(remedy.false_recoveries == 0)})",
         *_oracle_lines(twin),
         "",
         "Where the goodput goes (remedy): the job itself pays "
