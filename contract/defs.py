@@ -13,18 +13,20 @@ to do for (``UpdateRejected`` on the client); its handler returns what it change
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import functools
 import inspect
 from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
 from dataclasses import dataclass
+from datetime import timedelta
 from enum import StrEnum
 from typing import Any, Generic, TypeVar, get_type_hints
 
 from temporalio import activity, workflow
 from temporalio.client import WorkflowHandle, WorkflowUpdateFailedError
 from temporalio.common import Priority
-from temporalio.exceptions import ActivityError, ApplicationError, CancelledError
+from temporalio.exceptions import ActivityError, ApplicationError, CancelledError, FailureError
 from temporalio.workflow import UpdateMethodMultiParam
 
 from contract.patches import patched
@@ -47,6 +49,13 @@ class Queue(StrEnum):
 # queue (the server's task queue priority: 1 goes first, unset is 3). A burst of 1,000 ladders
 # otherwise queues each hop of a lease behind every ladder's tasks.
 URGENT = Priority(priority_key=1)
+
+
+# A local activity's retry with a backoff longer than this waits on a timer of the server, not
+# in the worker: in the history, the workflow task closed meanwhile, and a test's time-skipping
+# clock moves it (the SDK's default, a minute, would retry a failing call in the worker, in
+# wall time, for every backoff of remedy's retry policies).
+LOCAL_RETRY_BY_TIMER = timedelta(seconds=1)
 
 
 class ContractError(TypeError):
@@ -98,7 +107,13 @@ class ActivityDef(Generic[A, R]):
         return activity.defn(name=self.name)(fn)
 
     async def execute(
-        self, arg: A, *, task_queue: str | None = None, gives_back: bool = False, **options: Any
+        self,
+        arg: A,
+        *,
+        task_queue: str | None = None,
+        gives_back: bool = False,
+        local: bool = False,
+        **options: Any,
     ) -> R:
         """Call it from a workflow; ``options`` are ``workflow.execute_activity``'s (timeouts,
         retry policy, summary). A node activity needs the node's task queue.
@@ -107,22 +122,35 @@ class ActivityDef(Generic[A, R]):
         SDK ends the activity with an ``ActivityError`` whose cause is a ``CancelledError``;
         it is raised as ``asyncio.CancelledError``, so no ``except ActivityError`` reads it as
         a failed step or a failed probe. ``gives_back``: a step that undoes what remedy took
-        (the GPUs back after a reset) still runs once the task was told to stop."""
-        if self.queue is Queue.NODE and task_queue is None:
-            raise ContractError(f"{self.name} runs on the node: pass the node's task queue")
+        (the GPUs back after a reset) still runs once the task was told to stop. ``local``:
+        a controller activity run by this worker inside the workflow task (a local activity):
+        no task of its own on the server, its answer a marker in the history."""
+        if self.queue is Queue.NODE and (task_queue is None or local):
+            why = "cannot run in the controller" if local else "pass the node's task queue"
+            raise ContractError(f"{self.name} runs on the node: {why}")
         stopped = _never if gives_back else _STOPPED.get()
         if stopped():
             raise asyncio.CancelledError(f"{self.name} not started: the workflow was stopped")
-        if self.urgent:
+        if self.urgent and not local:  # a local one runs at once, in this worker
             options.setdefault("priority", URGENT)
+        if local:  # its retries wait on the server's timers, as a regular one's do
+            options.setdefault("local_retry_threshold", LOCAL_RETRY_BY_TIMER)
+            _deadline_in_attempts(options)
+        else:
+            options["task_queue"] = task_queue
+        run = workflow.execute_local_activity if local else workflow.execute_activity
         try:
-            result: R = await workflow.execute_activity(
-                self.name,
-                args=[] if self.arg is None else [arg],
-                task_queue=task_queue,
-                result_type=self.result,
-                **options,
-            )
+            try:
+                result: R = await run(
+                    self.name,
+                    args=[] if self.arg is None else [arg],
+                    result_type=self.result,
+                    **options,
+                )
+            except FailureError as err:
+                if not local or isinstance(err, ActivityError):
+                    raise
+                raise _failed_locally(self.name, err) from err
         except ActivityError as err:
             if isinstance(err.cause, CancelledError) and patched(CANCELLED_IS_NOT_FAILED):
                 raise asyncio.CancelledError(f"{self.name} cancelled") from err
@@ -130,6 +158,38 @@ class ActivityDef(Generic[A, R]):
         if stopped():  # it finished as the stop came in: its answer must not drive a next step
             raise asyncio.CancelledError(f"{self.name} finished after the workflow was stopped")
         return result
+
+
+def _deadline_in_attempts(options: dict[str, Any]) -> None:
+    """A local activity's schedule-to-close deadline is kept by the worker's clock, which a
+    test's time-skipping server does not move (nor a replay): it is also spelt as the number
+    of attempts whose backoffs fit in it, so that it ends on workflow time too, after the same
+    retries as a regular activity's."""
+    deadline, policy = options.get("schedule_to_close_timeout"), options.get("retry_policy")
+    if deadline is None or policy is None or policy.maximum_attempts:
+        return
+    cap = policy.maximum_interval or policy.initial_interval * 100  # the SDK's default cap
+    waited, interval, attempts = timedelta(0), policy.initial_interval, 1
+    while waited + interval <= deadline:
+        waited += interval
+        attempts += 1
+        interval = min(interval * policy.backoff_coefficient, cap)
+    options["retry_policy"] = dataclasses.replace(policy, maximum_attempts=attempts)
+
+
+def _failed_locally(name: str, err: FailureError) -> ActivityError:
+    """A local activity's failure comes unwrapped (its ApplicationError, timeout or
+    cancellation): wrapped as a regular one's, so every ``except ActivityError`` and
+    ``err.cause`` reads both alike."""
+    return ActivityError(
+        f"local activity {name} failed",
+        scheduled_event_id=0,
+        started_event_id=0,
+        identity="",
+        activity_type=name,
+        activity_id="",
+        retry_state=None,
+    )
 
 
 @dataclass(frozen=True)

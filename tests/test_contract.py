@@ -11,6 +11,7 @@ import json
 import typing
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +24,7 @@ from temporalio.testing import WorkflowEnvironment
 from adapters.sim import SimFleet
 from adapters.sim.jobs import SimJobs
 from contract.activities import ACTION, CORDON, all_activities
-from contract.defs import ActivityDef, ContractError, Queue, UpdateDef
+from contract.defs import ActivityDef, ContractError, Queue, UpdateDef, _deadline_in_attempts
 from contract.messages import all_queries, all_signals, all_updates
 from remedy.budget import LeaseGrant
 from remedy.models import Action, Started
@@ -31,6 +32,7 @@ from remedy.remediation import FindingReport
 from remedy.runbook import load_runbooks
 from tests.conftest import ROOT
 from workers.controller import WORKFLOWS, controller_activities, node_activities
+from workflows.common import PATIENT_RETRY
 
 
 def _names(activities: list[Callable[..., Any]]) -> set[str]:
@@ -221,3 +223,23 @@ def test_an_implementation_that_does_not_match_its_declaration_is_refused() -> N
 
     with pytest.raises(ContractError, match=r"takes \[<class 'str'>\]"):
         spec.defn(probe_twice)
+
+
+async def test_a_node_activity_is_never_run_by_the_controller_as_a_local_one() -> None:
+    """A local activity runs in the worker that runs the workflow: the controller's. A node's
+    steps run on the node's own queue, so ``local`` is refused before anything is scheduled."""
+    spec = ActivityDef("probe_twice", Started, Started, Queue.NODE)
+    with pytest.raises(ContractError, match="cannot run in the controller"):
+        await spec.execute(Started(workflow_id="w"), task_queue="node-q", local=True)
+    with pytest.raises(ContractError, match="pass the node's task queue"):
+        await spec.execute(Started(workflow_id="w"))
+
+
+def test_a_local_activitys_deadline_is_also_a_count_of_attempts() -> None:
+    """The worker keeps a local activity's deadline on its own clock, which time-skipping does
+    not move: 10 minutes of remedy's patient retries (2, 4, 8, 16, then 30 s apart) are 24
+    attempts, after which it fails as a regular one would at its deadline."""
+    options = {"retry_policy": PATIENT_RETRY, "schedule_to_close_timeout": timedelta(minutes=10)}
+    _deadline_in_attempts(options)
+    assert options["retry_policy"].maximum_attempts == 24
+    assert PATIENT_RETRY.maximum_attempts == 0  # the shared policy is left as it was

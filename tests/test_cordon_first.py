@@ -6,6 +6,7 @@ the Kubernetes board is a ConfigMap, read and written through the real client.""
 
 from __future__ import annotations
 
+import json
 import uuid
 from datetime import timedelta
 
@@ -34,8 +35,9 @@ CONFIGMAPS = "v1/configmaps"
 
 
 async def _steps(handle: Handle) -> list[str]:
-    """The ladder's history as it went: each activity scheduled (its name) and each signal
-    received (``signal:`` its name)."""
+    """The ladder's history as it went: each activity scheduled (its name; a local one's
+    marker: ``local:`` its name), each signal received (``signal:`` its name), each workflow
+    task completed (``task``) and timer started (``timer``)."""
     steps = []
     async for e in handle.fetch_history_events():
         if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
@@ -44,6 +46,13 @@ async def _steps(handle: Handle) -> list[str]:
             steps.append("completed")
         elif e.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED:
             steps.append("signal:" + e.workflow_execution_signaled_event_attributes.signal_name)
+        elif e.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED:
+            steps.append("task")
+        elif e.event_type == EventType.EVENT_TYPE_TIMER_STARTED:
+            steps.append("timer")
+        elif e.marker_recorded_event_attributes.marker_name == "core_local_activity":
+            data = e.marker_recorded_event_attributes.details["data"].payloads[0].data
+            steps.append("local:" + json.loads(data)["activity_type"])
     return steps
 
 
@@ -51,7 +60,9 @@ async def test_the_first_cordon_goes_before_the_report_and_waits_for_no_leave(
     time_env: WorkflowEnvironment,
 ) -> None:
     """Before: the ladder asked its budget first (an activity) and cordoned only once the
-    budget's leave came back (a signal), after loading its keyring (another activity)."""
+    budget's leave came back (a signal), after loading its keyring (another activity). Then
+    each of the three was an activity with a task of its own; now the ladder cordons, loads
+    its keyring and reports in its first workflow task (local activities), and parks."""
     fleet = SimFleet(nodes=10, pool=f"pool-{uuid.uuid4().hex[:8]}")
     sick = sorted(fleet.nodes)[0]
     async with running_workers(time_env.client, fleet, policy=POLICY) as queues:
@@ -59,9 +70,12 @@ async def test_the_first_cordon_goes_before_the_report_and_waits_for_no_leave(
         state = await wait_for_phase(time_env, handle, Phase.TOLERATING)
         steps = await _steps(handle)
         budget = await budget_state(time_env.client, queues.pool)
-    cordon = steps.index(act.CORDON.name)
+    cordon = steps.index("local:" + act.CORDON.name)
     assert "completed" not in steps[:cordon]  # no activity's answer awaited before it
-    assert steps.index(act.ASK_TO_CORDON.name) > cordon  # the report follows the cordon
+    assert steps.index("local:" + act.ASK_TO_CORDON.name) > cordon  # the report follows it
+    parked = steps.index("timer")  # the tolerance window
+    assert steps[:parked].count("task") == 1  # all of it in the ladder's first workflow task
+    assert "local:" + act.OPERATOR_KEYRING.name in steps[:parked]
     assert "signal:" + CORDON_LEAVE.name not in steps  # no leave asked, none waited for
     assert fleet.node(sick).unschedulable and state.cordon is CordonState.CORDONED
     assert state.cordon_asked_of is None and list(budget.unhealthy) == [sick]  # counted
@@ -81,8 +95,8 @@ async def test_a_published_breaker_holds_the_first_cordon_until_the_budgets_leav
         handle = await _sick(time_env, queues, fleet, sick)
         state = await wait_for_phase(time_env, handle, Phase.TOLERATING)
         steps = await _steps(handle)
-    first, leave = steps.index(act.CORDON.name), steps.index("signal:" + CORDON_LEAVE.name)
-    assert first < steps.index(act.ASK_TO_CORDON.name) < leave
+    first, leave = steps.index("local:cordon"), steps.index("signal:" + CORDON_LEAVE.name)
+    assert first < steps.index(act.ASK_TO_CORDON.name) < leave  # asks leave: not local
     assert steps.index(act.CORDON.name, first + 1) > leave  # the cordon that landed: with leave
     assert [(a.action, a.result) for a in state.attempts] == [(Action.CORDON, AttemptResult.DONE)]
     assert state.cordon is CordonState.CORDONED and state.cordon_asked_of == [queues.pool]
@@ -158,7 +172,9 @@ async def test_a_first_cordon_that_fails_is_recorded_and_one_for_a_gone_node_end
     time_env: WorkflowEnvironment,
 ) -> None:
     """Recorded like any failed cordon, or the end of a ladder whose node is gone: never a
-    failed workflow (a local activity for it failed this way, so it is a regular one)."""
+    failed workflow. A local activity's failure comes unwrapped (contract.defs wraps it), and
+    a ladder that ended beside its keyring's local activity was refused by the server (it
+    waits for the keyring: OperatorKeys.idle); both failed this test."""
     fleet = SimFleet(nodes=10, pool=f"pool-{uuid.uuid4().hex[:8]}")
     refused, gone = sorted(fleet.nodes)[:2]
     async with running_workers(time_env.client, fleet, policy=POLICY) as queues:

@@ -130,7 +130,9 @@ async def test_a_ladder_shows_up_in_the_prometheus_endpoint(dev_env: WorkflowEnv
     assert value(lines, "remedy_dependency_ok", dependency="reset_tool") == 1
     # The SDK's own runtime metrics come out of the same endpoint.
     assert value(lines, "temporal_workflow_completed_total", workflow_type="NodeRemediation")
-    assert value(lines, "temporal_activity_execution_latency_count", activity_type="cordon")
+    # The first cordon runs in the ladder's first workflow task: a local activity's metrics.
+    assert value(lines, "temporal_local_activity_execution_latency_count", activity_type="cordon")
+    assert value(lines, "temporal_activity_execution_latency_count", activity_type="reset_gpu")
 
 
 async def test_a_guarded_job_failure_is_counted_by_verdict_and_action(

@@ -16,11 +16,17 @@ from temporalio.client import WorkflowHistory
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer
 
-from contract.activities import DELIVER_BUDGET_SIGNALS
+from contract.activities import (
+    ASK_TO_CORDON,
+    CORDON,
+    DELIVER_BUDGET_SIGNALS,
+    OPERATOR_KEYRING,
+)
 from contract.patches import FOLDED, FOLDED_INTO
 from workers.controller import STRICT_WORKFLOW_RUNNER
 from workflows.active_check import ActiveCheck
 from workflows.active_checks import ActiveChecks
+from workflows.common import FIRST_TASK
 from workflows.disruption_budget import DisruptionBudget
 from workflows.fleet_scan import CONTROLLER_CLOCK, FleetScan
 from workflows.job_guard import JobGuard
@@ -55,6 +61,7 @@ def test_histories_are_recorded() -> None:
         *(f"{n}_v5" for n in LADDERS),
         *(f"{n}_v6" for n in LADDERS),
         *(f"{n}_v7" for n in LADDERS),
+        *(f"{n}_v8" for n in LADDERS),
         "job_guard_restart_then_stop",
         "job_guard_restart_then_stop_v2",  # indexed: RemedyJob, RemedyJobState (upserts)
         "budget_v3",
@@ -65,6 +72,8 @@ def test_histories_are_recorded() -> None:
         "budget_people_v6",
         "budget_v7",
         "budget_people_v7",
+        "budget_v8",
+        "budget_people_v8",
         "active_checks_round",  # a pool's round, and a busy node's check under the budget
         "active_check_taken_out",
         "fleet_scan",  # a problem condition and a silent agent, each given a ladder
@@ -116,11 +125,28 @@ def test_histories_are_recorded() -> None:
         assert _patches(HISTORY_DIR / f"{name}.json") == {FOLDED_INTO}, name
     for budget in ("budget_v7", "budget_people_v7"):
         assert DELIVER_BUDGET_SIGNALS.name in (HISTORY_DIR / f"{budget}.json").read_text()
+    # v8: a ladder's first steps (its keyring, its first cordon, the report after it) run in
+    # its first workflow task, as local activities: their answers are markers, no task each.
+    for name in LADDERS:
+        v8 = HISTORY_DIR / f"{name}_v8.json"
+        assert _patches(v8) == {FOLDED_INTO, FIRST_TASK}, name
+        assert _local_activities(v8)[:3] == [CORDON.name, OPERATOR_KEYRING.name, ASK_TO_CORDON.name]
     # Job guards index themselves behind a patch: the history from before upserts nothing.
     for tag, indexed in (("", False), ("_v2", True)):
         guard = HISTORY_DIR / f"job_guard_restart_then_stop{tag}.json"
         assert ("remedy-index-job-guards" in _patches(guard)) == indexed
         assert ("UPSERT_WORKFLOW_SEARCH_ATTRIBUTES" in guard.read_text()) == indexed
+
+
+def _local_activities(path: Path) -> list[str]:
+    """The activity types of a history's local-activity markers, in order."""
+    events = json.loads(path.read_text())["events"]
+    markers = [
+        e["markerRecordedEventAttributes"]["details"]["data"]["payloads"][0]["data"]
+        for e in events
+        if e.get("markerRecordedEventAttributes", {}).get("markerName") == "core_local_activity"
+    ]
+    return [json.loads(base64.b64decode(m))["activity_type"] for m in markers]
 
 
 @pytest.mark.parametrize("path", HISTORIES, ids=lambda p: p.stem)

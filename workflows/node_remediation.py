@@ -365,7 +365,7 @@ class NodeRemediation(OperatorMessages, QuarantineMessages):  # decisions; a bud
         self._view.enter(Phase.DONE)
         runbook = state.runbook.name if state.runbook else None
         metrics.remediation_finished(state.node.pool, runbook or "", outcome.value)
-        await workflow.wait_condition(workflow.all_handlers_finished)
+        await workflow.wait_condition(lambda: workflow.all_handlers_finished() and self._keys.idle)
         workflow.logger.info("%s: %s — %s", state.node.name, outcome.value, detail)
         return RemediationResult(
             node=state.node.name,

@@ -31,6 +31,7 @@ from workflows.common import (
     RIDE_OUT_DEADLINE,
     LadderStop,
     cause_of,
+    in_first_task,
     node_gone,
     rung_key,
 )
@@ -279,8 +280,9 @@ class NodeSteps:
         self, reason: str, recheck: bool = True, breakers: list[str] | None = None
     ) -> bool:
         """``breakers``: a cordon sent before any leave, which reads those pools' published
-        breakers first; False when one held it (nothing done, nothing recorded). Else the
-        breaker's leave comes first (quarantine_gate)."""
+        breakers first, inside the workflow task (``FIRST_TASK``); False when one held it
+        (nothing done, nothing recorded). Else the breaker's leave comes first
+        (quarantine_gate)."""
         if breakers is None and self.before_cordon is not None:
             await self.before_cordon(recheck)
         refused = False
@@ -298,7 +300,8 @@ class NodeSteps:
         self._state.cordon_asked = True
         request = self.request(Action.CORDON, reason)
         request = request.model_copy(update={"breakers": breakers or []})
-        await self._outside_ladder(act.CORDON, Action.CORDON, request, held)
+        local = breakers is not None and in_first_task()
+        await self._outside_ladder(act.CORDON, Action.CORDON, request, held, local)
         return not refused
 
     async def hold_cordoned(self) -> None:
@@ -325,16 +328,18 @@ class NodeSteps:
         action: Action,
         request: ActionRequest,
         done: Callable[[R], str | None],
+        local: bool = False,
     ) -> None:
         """Cordon and restore: recorded as attempts outside the ladder (rung -1); a failure is
         recorded, not raised (``done`` takes the answer and says what happened; None: nothing
         happened, nothing recorded), but for a node the cluster does not have: the ladder ends
-        (``node_gone``)."""
+        (``node_gone``). ``local``: inside the workflow task (``FIRST_TASK``)."""
         started = workflow.now()
         try:
             result = await step.execute(
                 request,
                 gives_back=action is Action.RESTORE,
+                local=local,
                 start_to_close_timeout=CLUSTER_CALL,
                 **RIDE_OUT,
                 summary=f"{action.value} {self._state.node.name}",

@@ -1,8 +1,9 @@
 """The keyring a NodeRemediation checks operators' decisions against (remedy.signing).
 
 A ladder loads the controller's keyring once, at its start and before its first step,
-through a controller activity (a local one broke replays of the first workflow task's
-patch markers in tests: not understood, so not used): the answer is in the history, so
+through a controller activity, a local one inside the first workflow task since
+``FIRST_TASK`` (its patch asked before the activity is scheduled, so the marker precedes the
+activity's; tests/histories/*_v8 replay it): the answer is in the history, so
 a replay checks against the same keys, and no one who can start or signal the workflow (a
 node's agent) can hand it keys of their own. A continue-as-new carries the keys to the next
 run (a changed keyring applies to the ladders that start after the controller loaded it).
@@ -21,7 +22,7 @@ from temporalio.exceptions import ActivityError
 
 from contract import activities as act
 from contract.patches import patched
-from workflows.common import PATIENT_RETRY, cause_of
+from workflows.common import PATIENT_RETRY, cause_of, in_first_task
 
 with workflow.unsafe.imports_passed_through():
     from remedy.remediation import RemediationInput
@@ -48,7 +49,7 @@ class OperatorKeys:
         if self._checks is None:
             self._checks = patched(SIGNED_DECISIONS)
             if self._checks:
-                self._loading = asyncio.create_task(self._load())
+                self._loading = asyncio.create_task(self._load(in_first_task()))
         return self._checks
 
     async def loaded(self, inp: RemediationInput) -> RemediationInput:
@@ -65,16 +66,24 @@ class OperatorKeys:
             await self._loading
 
     @property
+    def idle(self) -> bool:
+        """No load of the keyring under way. A ladder ends only then: its local activity in
+        flight as the run completes, the SDK orders its marker after the completion, which
+        the server refuses (a ladder whose first cordon found its node gone, say)."""
+        return self._loading is None or self._loading.done()
+
+    @property
     def settled(self) -> bool:
         """Whether ``check`` can say yet: the run decided, and its keyring is in (or failed)."""
         return self._checks is False or (
             self._checks is True and (self._keyring is not None or bool(self._failed))
         )
 
-    async def _load(self) -> None:
+    async def _load(self, local: bool) -> None:
         try:
             self._keyring = await act.OPERATOR_KEYRING.execute(
                 None,
+                local=local,
                 start_to_close_timeout=KEYRING_CALL,
                 retry_policy=PATIENT_RETRY,
                 summary="the operator keyring",

@@ -17,7 +17,7 @@ from temporalio.exceptions import ActivityError
 
 from contract.activities import ASK_TO_CORDON
 from contract.messages import CORDON_LEAVE, LEASE_RELEASE
-from workflows.common import RIDE_OUT, LadderStop
+from workflows.common import RIDE_OUT, LadderStop, in_first_task
 from workflows.disruption_lease import unhealthy
 from workflows.remediation_view import RemediationView
 
@@ -69,6 +69,7 @@ class QuarantineGate:
         try:
             asked = await ASK_TO_CORDON.execute(
                 unhealthy(state, at, holder=holder),
+                local=not leave and in_first_task(),  # right after the first cordon
                 start_to_close_timeout=ASK_CALL,
                 **RIDE_OUT,
                 summary=f"report unhealthy{', ask leave to cordon' if leave else ''} "
