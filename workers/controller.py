@@ -9,7 +9,7 @@ from datetime import timedelta
 from typing import Any
 
 from temporalio.client import Client
-from temporalio.worker import PollerBehaviorSimpleMaximum, Worker
+from temporalio.worker import PollerBehaviorSimpleMaximum, UnsandboxedWorkflowRunner, Worker
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
 from activities.active_checks import ActiveCheckActivities
@@ -54,19 +54,17 @@ WORKFLOWS = [
     ActiveCheck,
     GpuRelease,
 ]
-# The sandbox re-imports a workflow's modules for every run it starts and keeps that copy while
-# the run is cached: about 0.3 MB a run for remedy's workflows, more than everything else a
-# cached ladder holds (bench/memory_bench.py). remedy's domain package (pydantic models, pure
-# functions), the contract and the workflows are deterministic and free of side effects at
-# import, so every run shares them. What that gives up: the sandbox's checks (a clock, random,
-# I/O) do not reach code it did not import itself. The import contract in pyproject.toml keeps
-# such modules out of workflows/, and tests/test_replay.py replays the recorded histories under
-# STRICT_WORKFLOW_RUNNER, which re-imports and checks them. cryptography (an operator's
-# signature checked in a validator) imports its exceptions as it raises them.
-SHARED_BY_RUNS = ("remedy", "contract", "workflows", "cryptography")
-WORKFLOW_RUNNER = SandboxedWorkflowRunner(
-    restrictions=SandboxRestrictions.default.with_passthrough_modules(*SHARED_BY_RUNS)
-)
+# No sandbox in the controller. A sandbox re-imports a workflow's modules for every run it
+# starts and keeps that copy while the run is cached (about 0.3 MB a ladder); passed through it,
+# remedy's modules are shared by every run, and then its checks (a clock, random, I/O) reach
+# none of remedy's code: code runs with the modules it imported, outside. What was left of it
+# was its cost, about 4 ms of the controller's CPU a ladder (a burst of 375 ladders: 6.0-6.3 s
+# against 4.1-4.7 s, bench/results/cordon_ratio.md). The checks are kept where they can see:
+# the import contract in pyproject.toml keeps I/O modules out of workflows/, and
+# tests/test_replay.py replays the recorded histories under STRICT_WORKFLOW_RUNNER, which
+# re-imports every workflow module and checks its calls. cryptography (an operator's signature
+# checked in a validator) imports its exceptions as it raises them.
+WORKFLOW_RUNNER = UnsandboxedWorkflowRunner()
 STRICT_WORKFLOW_RUNNER = SandboxedWorkflowRunner(
     restrictions=SandboxRestrictions.default.with_passthrough_modules(
         "remedy", "contract", "workflows.common", "workflows.metrics", "cryptography"
