@@ -62,8 +62,8 @@ WORKFLOWS = [
 # against 4.1-4.7 s, bench/results/cordon_ratio.md). The checks are kept where they can see:
 # the import contract in pyproject.toml keeps I/O modules out of workflows/, and
 # tests/test_replay.py replays the recorded histories under STRICT_WORKFLOW_RUNNER, which
-# re-imports every workflow module and checks its calls. cryptography (an operator's signature
-# checked in a validator) imports its exceptions as it raises them.
+# re-imports every workflow module and checks its calls (passing cryptography through: an
+# operator's signature, checked in a validator, imports its exceptions as it raises them).
 WORKFLOW_RUNNER = UnsandboxedWorkflowRunner()
 STRICT_WORKFLOW_RUNNER = SandboxedWorkflowRunner(
     restrictions=SandboxRestrictions.default.with_passthrough_modules(
