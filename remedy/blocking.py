@@ -8,7 +8,9 @@ Pure functions of the budget's state; the time and the ladders' phases come in a
 
 from __future__ import annotations
 
+import heapq
 from datetime import datetime, timedelta
+from functools import partial
 
 from pydantic import BaseModel
 
@@ -50,24 +52,38 @@ class Blocking(BaseModel):
     waiters: list[Waiter]
     breaker: str  # "ok" or "TRIPPED since ...: why; resume with ..."
     seized: bool  # every share held by people, ladders waiting behind them
+    # Holders and waiters left out of the lists (a summary of the first ones: the details).
+    more_holders: int = 0
+    more_waiters: int = 0
+
+    @property
+    def holding(self) -> int:
+        return len(self.holders) + self.more_holders
+
+    @property
+    def in_line(self) -> int:
+        return len(self.waiters) + self.more_waiters
 
 
 def who_blocks(
     state: BudgetState,
     phases: dict[str, str] | None = None,
     waiting_since: dict[str, datetime] | None = None,
+    first: int | None = None,
 ) -> Blocking:
     """The pool's holders (people's shares first, then working ladders, oldest first in each)
     and its waiters in the order the budget serves them. ``phases``: node → its ladder's phase;
     ``waiting_since``: node → since when it waits (both from visibility; the budget keeps
-    neither)."""
+    neither). ``first``: only so many of each, the rest counted (the budget's details, every
+    workflow task of a pool of thousands: its cost was every holder's, replays included)."""
     phases = phases or {}
     by_people = people.held_by_people(state)
     waiting = {h.node for h in by_people}
+    leased = _leased(state)
     holders = [
         Holder(
             node=h.node,
-            holds="a lease" if h.node in _leased(state) else "a hold (left cordoned)",
+            holds="a lease" if h.node in leased else "a hold (left cordoned)",
             since=h.since,
             waits_for=h.waits_for,
             commands=h.commands,
@@ -76,21 +92,19 @@ def who_blocks(
         )
         for h in by_people
     ]
-    holders += sorted(
-        (
-            Holder(
-                node=lease.node,
-                holds=_holds(lease.scope, lease.gpus),
-                since=lease.granted_at,
-                waits_for=f"its ladder ({_words(phases.get(lease.node, '')) or 'working'})",
-                commands=[f"remedy abort {lease.node} --reason WHY"],
-                phase=phases.get(lease.node, ""),
-            )
-            for lease in state.holders
-            if lease.node not in waiting
-        ),
-        key=lambda h: (h.since, h.node),
-    )
+    working = [lease for lease in state.holders if lease.node not in waiting]
+    oldest = sorted if first is None else partial(heapq.nsmallest, max(first - len(holders), 0))
+    holders += [
+        Holder(
+            node=lease.node,
+            holds=_holds(lease.scope, lease.gpus),
+            since=lease.granted_at,
+            waits_for=f"its ladder ({_words(phases.get(lease.node, '')) or 'working'})",
+            commands=[f"remedy abort {lease.node} --reason WHY"],
+            phase=phases.get(lease.node, ""),
+        )
+        for lease in oldest(working, key=lambda le: (le.granted_at, le.node))
+    ]
     since = waiting_since or {}
     waiters = [
         Waiter(
@@ -100,15 +114,17 @@ def who_blocks(
             gpus=w.gpus if w.scope is Scope.GPU else [],
             since=since.get(w.node),
         )
-        for place, w in enumerate(state.waiting, start=1)
+        for place, w in enumerate(state.waiting[:first], start=1)
     ]
     return Blocking(
         pool=state.pool,
         allowed=state.allowed,
-        holders=holders,
+        holders=holders[:first],
         waiters=waiters,
         breaker=breaker(state),
         seized=people.seized(state),
+        more_holders=len(by_people) + len(working) - len(holders[:first]),
+        more_waiters=len(state.waiting) - len(waiters),
     )
 
 
@@ -129,24 +145,24 @@ def markdown(blocking: Blocking) -> str:
     """The budget's details (Web UI): the breaker, then each holder and each waiter."""
     tripped = blocking.breaker.removeprefix(TRIPPED)
     shown = f"**BREAKER {TRIPPED}**{tripped}" if tripped != blocking.breaker else blocking.breaker
-    out = [f"Breaker: {shown}", "", f"**Holders** ({len(blocking.holders)}):"]
+    out = [f"Breaker: {shown}", "", f"**Holders** ({blocking.holding}):"]
     for h in blocking.holders[:SHOWN]:
         commands = ", or ".join(f"`{c}`" for c in h.commands)
         out.append(
             f"- `{h.node}` holds {h.holds} since {h.since:%Y-%m-%d %H:%M:%S} UTC, waits for "
             f"{h.waits_for} — {commands}"
         )
-    out += _more(len(blocking.holders))
-    out += ["", f"**Waiting** ({len(blocking.waiters)}, served in this order):"]
+    out += _more(blocking.holding)
+    out += ["", f"**Waiting** ({blocking.in_line}, served in this order):"]
     out += [f"- {w.position}. `{w.node}`{_waiter_note(w)}" for w in blocking.waiters[:SHOWN]]
-    return "\n".join(out + _more(len(blocking.waiters)))
+    return "\n".join(out + _more(blocking.in_line))
 
 
 def lines(blocking: Blocking, now: datetime) -> list[str]:
     """What `remedy status --blocking` prints for the pool (``now``: the time of the read)."""
     out = [
-        f"pool {blocking.pool}: {len(blocking.holders)}/{blocking.allowed} shares held, "
-        f"{len(blocking.waiters)} waiting (read at {now:%Y-%m-%d %H:%M:%S} UTC)",
+        f"pool {blocking.pool}: {blocking.holding}/{blocking.allowed} shares held, "
+        f"{blocking.in_line} waiting (read at {now:%Y-%m-%d %H:%M:%S} UTC)",
         f"  breaker: {blocking.breaker.replace('`', '')}",
     ]
     if blocking.seized:
@@ -159,12 +175,12 @@ def lines(blocking: Blocking, now: datetime) -> list[str]:
             f"waits for {h.waits_for}"
         )
         out += [f"        {c}" for c in h.commands]
-    out += _more(len(blocking.holders), "    ")
+    out += _more(blocking.holding, "    ")
     out.append("  waiting (served in this order):" if blocking.waiters else "  waiting: none")
     for w in blocking.waiters[:SHOWN]:
         waited = f" since {w.since:%m-%d %H:%M:%S}" if w.since else ""
         out.append(f"    {w.position}. {w.node}{waited}{_waiter_note(w)}")
-    return out + _more(len(blocking.waiters), "    ")
+    return out + _more(blocking.in_line, "    ")
 
 
 def place_in_line(blocking: Blocking, node: str) -> str:
@@ -180,9 +196,9 @@ def place_in_line(blocking: Blocking, node: str) -> str:
         f"{h.node} ({h.waits_for} since {h.since:%m-%d %H:%M:%S} UTC: `{h.commands[0]}`)"
         for h in blocking.holders[:SHOWN]
     ]
-    more = len(blocking.holders) - SHOWN
+    more = blocking.holding - SHOWN
     line = (
-        f"waiting for a lease in pool {blocking.pool}: place {place} of {len(blocking.waiters)}; "
+        f"waiting for a lease in pool {blocking.pool}: place {place} of {blocking.in_line}; "
         + (f"held by {', '.join(held)}" if held else "no share held")
         + (f" and {more} more" if more > 0 else "")
     )

@@ -21,5 +21,5 @@ def budget_details(state: BudgetState) -> str:
         + f"; {len(held_by_people.out_of_scheduling(state))} of {state.pool_size} nodes "
         "out of scheduling"
         + (f"\n\n**{people}**" if people else "")
-        + f"\n\n{blocking.markdown(blocking.who_blocks(state))}"
+        + f"\n\n{blocking.markdown(blocking.who_blocks(state, first=blocking.SHOWN))}"
     )

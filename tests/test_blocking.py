@@ -125,3 +125,31 @@ def test_a_waiter_reads_its_place_and_the_holders_ahead() -> None:
     assert "; breaker TRIPPED (condition Quarantine=True): storm; resume with `remedy" in (
         blocking.place_in_line(blocking.who_blocks(tripped), "gpu-7")
     )
+
+
+def test_the_details_of_a_pool_of_thousands_build_only_what_they_show() -> None:
+    """The budget writes its details every workflow task (and again in every replay): built
+    from the first ten holders and waiters, they say what the whole lists would."""
+    state = mixed_pool()
+    state.policy = state.policy.model_copy(update={"max_disruption": "100%"})
+    state.pool_size = 3000
+    state.holders += [  # granted out of order: the oldest must still come first
+        Lease(
+            holder=f"node-remediation/n-{i}",
+            node=f"n-{i}",
+            granted_at=T0 + timedelta(seconds=(i * 7919) % 1000),
+        )
+        for i in range(1000)
+    ]
+    state.waiting += [request(f"w-{i}") for i in range(1000)]
+    whole, first = blocking.who_blocks(state), blocking.who_blocks(state, first=blocking.SHOWN)
+    assert len(first.holders) == len(first.waiters) == blocking.SHOWN
+    assert first.holders == whole.holders[: blocking.SHOWN]
+    assert first.waiters == whole.waiters[: blocking.SHOWN]
+    assert (
+        (first.holding, first.in_line) == (len(whole.holders), len(whole.waiters)) == (1006, 1011)
+    )
+    assert blocking.markdown(first) == blocking.markdown(whole)
+    assert blocking.lines(first, T0) == blocking.lines(whole, T0)
+    assert "**Holders** (1006):" in budget_details(state)
+    assert "- and 996 more (remedy status --blocking --json)" in budget_details(state)
