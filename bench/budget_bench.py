@@ -1,8 +1,9 @@
 """What the disruption budget costs, at fleet scale: lease grants per second and the latency a
 lease adds to a ladder, through the real dev server and the real workflows.
 
-Four runs over N simulated nodes failing at once (default 1,000), each in its own pool:
+Five runs over N simulated nodes failing at once (default 1,000), each in its own pool:
   baseline   cordon → diagnose → restore          (no disruptive rung: no lease)
+  unleased   cordon → drain → diagnose → restore  (the same drain, no lease: bench/unleased.py)
   free       cordon → drain → diagnose → restore  (budget 100 %: a lease never waits on others)
   contended  the same ladder, budget 50 nodes     (leases queue behind each other)
   burst      the same ladder, every ladder waiting at once behind a budget of 0 (a freeze),
@@ -38,6 +39,7 @@ from typing import Any
 from pydantic import BaseModel
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHandle
+from unleased import UnleasedRemediation
 
 from adapters.sim import SimFleet
 from contract.activities import DELIVER_BUDGET_SIGNALS
@@ -49,7 +51,7 @@ from remedy.models import Action, Finding, NodeRef, Severity
 from remedy.remediation import FindingReport, RemediationState
 from remedy.runbook import Match, Runbook, Rung
 from workers.client import report_finding
-from workers.controller import controller_worker, node_agent_worker
+from workers.controller import WORKFLOWS, controller_worker, node_agent_worker
 from workers.demo import _free_port
 from workers.dev_server import dev_server
 from workflows.disruption_budget import DisruptionBudget
@@ -61,7 +63,14 @@ TARGET_GRANTS_PER_S, TARGET_ADDED_S = 100.0, 2.0
 # machine at load 10, one attempt of 200 started and never finished, holding its run 10 min.
 DIAGNOSE = Rung(action=Action.DIAGNOSE, timeout=timedelta(minutes=1))
 LEASED = [Rung(action=Action.DRAIN), DIAGNOSE]
-LADDERS = {"baseline": [DIAGNOSE], "free": LEASED, "contended": LEASED, "burst": LEASED}
+LADDERS = {
+    "baseline": [DIAGNOSE],
+    "unleased": LEASED,
+    "free": LEASED,
+    "contended": LEASED,
+    "burst": LEASED,
+}
+UNLEASED = ("baseline", "unleased")  # no lease asked
 FREE = BudgetPolicy(max_disruption="100%", storm_share=1.0)  # no storm: measure leases
 
 
@@ -99,11 +108,22 @@ class BudgetReport(BaseModel):
     def run(self, name: str) -> BudgetRun:
         return next(r for r in self.runs if r.name == name)
 
+    def _p50_less(self, name: str) -> float:
+        return statistics.median(self.run("free").ladders_s) - statistics.median(
+            self.run(name).ladders_s
+        )
+
     @property
     def added_s(self) -> float:
-        return statistics.median(self.run("free").ladders_s) - statistics.median(
-            self.run("baseline").ladders_s
-        )
+        """What the lease alone adds: the same ladder without one (a report from before the
+        unleased run: with its drain rung)."""
+        names = {r.name for r in self.runs}
+        return self._p50_less("unleased" if "unleased" in names else "baseline")
+
+    @property
+    def with_drain_s(self) -> float:
+        """The drain rung and its lease together."""
+        return self._p50_less("baseline")
 
 
 def pct(values: list[float], q: float) -> float:
@@ -197,7 +217,9 @@ async def one_run(client: Client, name: str, nodes: int, budget: str) -> BudgetR
     raised: datetime | None = None
     with ThreadPoolExecutor(max_workers=32) as executor:
         async with (
-            controller_worker(client, fleet.cluster, executor, queue, policy),
+            controller_worker(
+                client, fleet.cluster, executor, queue, policy, workflows=workflows_for(name)
+            ),
             node_agent_worker(client, fleet.host, executor, f"{queue}-agents"),
         ):
             start = time.perf_counter()
@@ -240,7 +262,7 @@ async def one_run(client: Client, name: str, nodes: int, budget: str) -> BudgetR
     return BudgetRun(
         name=name,
         nodes=nodes,
-        budget=budget if name != "baseline" else "-",
+        budget=budget if name not in UNLEASED else "-",
         wall_s=wall,
         ladders_s=ladders,
         lease_waits_s=waits,
@@ -258,6 +280,13 @@ async def one_run(client: Client, name: str, nodes: int, budget: str) -> BudgetR
         budget_tasks=events["WORKFLOW_TASK_COMPLETED"],
         budget_events=dict(events),
     )
+
+
+def workflows_for(run: str) -> list[type]:
+    """The controller's workflows; the unleased run's ladder has no lease (bench/unleased.py)."""
+    if run != "unleased":
+        return WORKFLOWS
+    return [UnleasedRemediation if w is NodeRemediation else w for w in WORKFLOWS]
 
 
 def finding(node: str, at: datetime) -> Finding:
@@ -282,9 +311,10 @@ def verdicts(report: BudgetReport) -> list[str]:
         f"(budget {contended.budget}): {contended.grants_per_s or 0:.1f}",
         f"the burst: the budget sent its first grant {burst.decided_after_s or 0:.2f} s after "
         f"the raise, its grants in {burst.deciding_tasks} workflow task(s)",
-        f"latency a lease adds to a ladder (free − baseline, p50): {report.added_s:.2f} s "
+        f"latency a lease adds to a ladder (free − unleased, p50): {report.added_s:.2f} s "
         f"(target ≤ {report.target_added_s:g} s: {met(report.added_s <= report.target_added_s)});"
-        f" lease wait alone p50 {free.p(0.5, free.lease_waits_s) * 1000:.0f} ms",
+        f" lease wait alone p50 {free.p(0.5, free.lease_waits_s) * 1000:.0f} ms; the drain rung "
+        f"and its lease (free − baseline, p50): {report.with_drain_s:.2f} s",
     ]
     for run in (free, contended, burst):
         cap = run.nodes if run.name == "burst" else allowed_disruptions(run.budget, run.nodes)
@@ -338,6 +368,7 @@ async def main(nodes: int, contended: str) -> None:
             runs = []
             for name, budget in (
                 ("baseline", "100%"),
+                ("unleased", "100%"),
                 ("free", "100%"),
                 ("contended", contended),
                 ("burst", "0"),

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import timedelta
@@ -104,8 +104,10 @@ def controller_worker(
     redactor: Redactor | None = None,
     keyring: Keyring | None = None,
     tuning: WorkerTuning | None = None,
+    workflows: Sequence[type] = WORKFLOWS,
 ) -> Worker:
-    """The fleet-level workflows and the controller's activities on ``task_queue``."""
+    """The fleet-level workflows and the controller's activities on ``task_queue``
+    (``workflows``: a benchmark's variant of one, under its name)."""
     tuning = tuning or WorkerTuning()
     activities = controller_activities(
         client,
@@ -121,7 +123,7 @@ def controller_worker(
     return Worker(
         client,
         task_queue=task_queue,
-        workflows=WORKFLOWS,
+        workflows=workflows,
         activities=activities,
         workflow_runner=WORKFLOW_RUNNER,
         activity_executor=executor,
