@@ -18,7 +18,7 @@ from activities.errors import temporal_errors
 from activities.starts import described
 from contract import activities as act
 from contract.defs import URGENT
-from contract.messages import LEASE_REQUEST, NODE_UNHEALTHY
+from contract.messages import LEASE_RELEASE, LEASE_REQUEST, NODE_UNHEALTHY
 from contract.names import (
     ACTIVE_CHECK_WORKFLOW,
     DISRUPTION_BUDGET_WORKFLOW,
@@ -39,6 +39,7 @@ from remedy.budget import (
     HumanHold,
     HumanWait,
     Lease,
+    LeaseRelease,
     LeaseRequest,
     LeaseWanted,
     NodeUnhealthy,
@@ -101,6 +102,18 @@ class BudgetActivities:
             node_gpus=gpus.get(wanted.node, 0),
         )
         await self._signal(wanted.pool, wanted.task_queue, LEASE_REQUEST.start_with(full))
+
+    @act.RELEASE_LEASE.defn
+    async def release_lease(self, release: LeaseRelease) -> None:
+        """A ladder's release, signalled for it. A budget that is gone (terminated, never
+        started) holds no lease to give back: said, and done."""
+        handle = self._client.get_workflow_handle(budget_workflow_id(release.pool))
+        try:
+            await LEASE_RELEASE.send(handle, release)
+        except RPCError as err:
+            if err.status is not RPCStatusCode.NOT_FOUND:
+                raise
+            log.warning("pool %s has no budget to give %s back to", release.pool, release.holder)
 
     @act.REPORT_UNHEALTHY.defn
     async def report_unhealthy(self, report: NodeUnhealthy) -> None:
@@ -232,6 +245,7 @@ class BudgetActivities:
     def all(self) -> list[Callable[..., Any]]:
         return [
             self.request_lease,
+            self.release_lease,
             self.report_unhealthy,
             self.ask_to_cordon,
             self.closed_workflows,

@@ -31,6 +31,7 @@ from remedy.budget import (
     HeldNodes,
     HolderCheck,
     Holders,
+    LeaseRelease,
     LeaseWanted,
     NodeUnhealthy,
     PoolHolders,
@@ -118,6 +119,11 @@ XIDS_SINCE = ActivityDef("xids_since", XidsSince, SeenXids, CONTROLLER)
 # Urgent: each is a hop of a lease (or of leave to cordon) that waits for none of the ladders.
 REQUEST_LEASE = ActivityDef[LeaseWanted, None](
     "request_lease", LeaseWanted, None, CONTROLLER, urgent=True
+)
+# The lease given back; both, since LOCAL_LEASE_CALLS, local activities of the ladder's task
+# (workflows.disruption_lease): no task of their own, no workflow task for their answer.
+RELEASE_LEASE = ActivityDef[LeaseRelease, None](
+    "release_lease", LeaseRelease, None, CONTROLLER, urgent=True
 )
 REPORT_UNHEALTHY = ActivityDef[NodeUnhealthy, None](
     "report_unhealthy", NodeUnhealthy, None, CONTROLLER

@@ -110,19 +110,19 @@ class Lease(BaseModel):
 
 
 class LeaseRelease(BaseModel):
-    """Give a lease back; ``for_human``: the ladder ended with remedy's cordon still on its
-    node (left to a person), so the node keeps counting as a hold (``HumanHold``). An
-    operator ends a hold by releasing its holder, ``held-for-human/<node>``."""
+    """Give a lease back; ``for_human``: the ladder ended with remedy's cordon still on its node
+    (left to a person), so it keeps counting as a hold (``HumanHold``), which an operator ends
+    by releasing its holder, ``held-for-human/<node>``."""
 
     holder: str
     for_human: bool = False
-    # The holder's node: a hold even when it held no lease (a ladder left for a person before
-    # any disruptive rung, an active check handing its node on). Empty from senders before.
+    # The holder's node: a hold even with no lease (a ladder left for a person before any
+    # disruptive rung, an active check handing its node on). Empty from senders before.
     node: str = ""
-    # With ``for_human`` False: the node stays cordoned for a person all the same, but its
-    # share goes back to the pool (a rung's ``on_approval_timeout: release``). A budget from
-    # before reads a plain release: the share goes back, the node is not tracked.
+    # With ``for_human`` False: the node stays cordoned for a person, but its share goes back
+    # (a rung's ``on_approval_timeout: release``); a budget from before: not tracked.
     still_out: bool = False
+    pool: str = ""  # whose budget, for the activity that signals it (empty: signalled before)
 
 
 class HumanHold(BaseModel):

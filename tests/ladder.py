@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import timedelta
@@ -99,3 +100,14 @@ async def wait_for_phase(
             return state
         await env.sleep(step)
     raise AssertionError(f"workflow stuck in {state.phase}, expected {phase}")
+
+
+async def local_activities(client: Client, workflow_id: str) -> list[str]:
+    """The activity types of a run's local-activity markers, in order."""
+    found = []
+    async for event in client.get_workflow_handle(workflow_id).fetch_history_events():
+        marker = event.marker_recorded_event_attributes
+        if marker.marker_name == "core_local_activity":
+            data = json.loads(marker.details["data"].payloads[0].data)
+            found.append(str(data["activity_type"]))
+    return found

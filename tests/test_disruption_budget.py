@@ -9,9 +9,11 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from temporalio.client import Client
 from temporalio.service import RPCError
-from temporalio.testing import WorkflowEnvironment
+from temporalio.testing import ActivityEnvironment, WorkflowEnvironment
 
+from activities.budget import BudgetActivities
 from adapters.sim import SimFleet
+from contract.activities import RELEASE_LEASE, REQUEST_LEASE
 from contract.messages import APPROVE, CLOSE_BREAKER, LEASE_RELEASE
 from contract.names import budget_workflow_id
 from remedy.budget import (
@@ -29,7 +31,7 @@ from remedy.remediation import ApproveRequest, Outcome, Phase
 from remedy.runbook import Match, Runbook, RunbookSet, Rung
 from tests.breakers import published
 from tests.conftest import Queues, own_fleet, running_workers
-from tests.ladder import Handle, report, state_of, wait_for_phase
+from tests.ladder import Handle, local_activities, report, state_of, wait_for_phase
 from tests.test_job_watch import eventually
 from workflows.disruption_budget import DisruptionBudget
 
@@ -88,6 +90,8 @@ async def test_budget_of_two_never_lets_more_than_two_nodes_be_disrupted(
         results = [await h.result() for h in handles]  # one at a time: time skips while waiting
         states = [await state_of(h) for h in handles]
         budget = await budget_state(time_env.client, queues.pool)
+        history = await handles[0].fetch_history()
+        locals_ = await local_activities(time_env.client, handles[0].id)
     assert [r.outcome for r in results] == [Outcome.RECOVERED] * 10
     leases = [(s.lease_granted_at, s.lease_released_at) for s in states]
     assert all(granted and released for granted, released in leases)
@@ -95,6 +99,28 @@ async def test_budget_of_two_never_lets_more_than_two_nodes_be_disrupted(
     assert budget.grants == 10 and budget.holders == [] and budget.waiting == []
     drains = [a for n, a in fleet.actions if a == "drain"]
     assert len(drains) == 10
+    # Asked and given back in the ladder's own workflow tasks (local activities): no activity
+    # task for the request, no signal from the workflow (and its answer's task) for the release.
+    assert [REQUEST_LEASE.name, RELEASE_LEASE.name] == [
+        a for a in locals_ if a in (REQUEST_LEASE.name, RELEASE_LEASE.name)
+    ]
+    kinds = {e.WhichOneof("attributes") for e in history.events}
+    assert "signal_external_workflow_execution_initiated_event_attributes" not in kinds
+    scheduled = [
+        e.activity_task_scheduled_event_attributes.activity_type.name for e in history.events
+    ]
+    assert REQUEST_LEASE.name not in scheduled
+
+
+async def test_a_release_to_a_budget_that_is_gone_is_said_and_done(
+    time_env: WorkflowEnvironment, caplog: pytest.LogCaptureFixture
+) -> None:
+    """No budget (terminated, say): no lease to give back. The release is no failure that a
+    ladder's end would retry for ten minutes."""
+    activities = BudgetActivities(time_env.client, lambda _: 1, BudgetPolicy())
+    gone = LeaseRelease(holder="node-remediation/gpu-0", node="gpu-0", pool="nowhere")
+    await ActivityEnvironment().run(activities.release_lease, gone)
+    assert "pool nowhere has no budget to give node-remediation/gpu-0 back to" in caplog.text
 
 
 # Drained, then waiting for an approval that never comes while holding the only lease.

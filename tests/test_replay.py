@@ -21,6 +21,8 @@ from contract.activities import (
     CORDON,
     DELIVER_BUDGET_SIGNALS,
     OPERATOR_KEYRING,
+    RELEASE_LEASE,
+    REQUEST_LEASE,
 )
 from contract.patches import FOLDED, FOLDED_INTO
 from workers.controller import STRICT_WORKFLOW_RUNNER
@@ -28,6 +30,7 @@ from workflows.active_check import ActiveCheck
 from workflows.active_checks import ActiveChecks
 from workflows.common import FIRST_TASK
 from workflows.disruption_budget import DisruptionBudget
+from workflows.disruption_lease import LOCAL_LEASE_CALLS
 from workflows.fleet_scan import CONTROLLER_CLOCK, FleetScan
 from workflows.job_guard import JobGuard
 from workflows.node_remediation import NodeRemediation
@@ -62,6 +65,7 @@ def test_histories_are_recorded() -> None:
         *(f"{n}_v6" for n in LADDERS),
         *(f"{n}_v7" for n in LADDERS),
         *(f"{n}_v8" for n in LADDERS),
+        *(f"{n}_v9" for n in LADDERS),
         "job_guard_restart_then_stop",
         "job_guard_restart_then_stop_v2",  # indexed: RemedyJob, RemedyJobState (upserts)
         "budget_v3",
@@ -74,6 +78,8 @@ def test_histories_are_recorded() -> None:
         "budget_people_v7",
         "budget_v8",
         "budget_people_v8",
+        "budget_v9",  # the releases come from the controller (the ladders' local activities)
+        "budget_people_v9",
         "active_checks_round",  # a pool's round, and a busy node's check under the budget
         "active_check_taken_out",
         "fleet_scan",  # a problem condition and a silent agent, each given a ladder
@@ -131,6 +137,12 @@ def test_histories_are_recorded() -> None:
         v8 = HISTORY_DIR / f"{name}_v8.json"
         assert _patches(v8) == {FOLDED_INTO, FIRST_TASK}, name
         assert _local_activities(v8)[:3] == [CORDON.name, OPERATOR_KEYRING.name, ASK_TO_CORDON.name]
+    # v9: the lease asked and given back by local activities of the ladder's workflow tasks.
+    for name in LADDERS:
+        v9 = HISTORY_DIR / f"{name}_v9.json"
+        assert _patches(v9) == {FOLDED_INTO, FIRST_TASK, LOCAL_LEASE_CALLS}, name
+        assert _local_activities(v9)[3:] == [REQUEST_LEASE.name, RELEASE_LEASE.name], name
+        assert REQUEST_LEASE.name not in _local_activities(HISTORY_DIR / f"{name}_v8.json")
     # Job guards index themselves behind a patch: the history from before upserts nothing.
     for tag, indexed in (("", False), ("_v2", True)):
         guard = HISTORY_DIR / f"job_guard_restart_then_stop{tag}.json"

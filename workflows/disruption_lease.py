@@ -2,7 +2,11 @@
 counts it), hold a lease before the first disruptive rung, give it back at the end.
 
 A workflow can signal another but not start it, so the first two go through activities
-(signal-with-start of the budget); the release is a plain signal."""
+(signal-with-start of the budget). Since ``LOCAL_LEASE_CALLS`` the request and the release are
+local activities of the ladder's workflow task: a lease cost a ladder an activity task (the
+request) and a workflow task more (the answer of the release's signal from the workflow), and at
+1,000 nodes failing at once on one machine that work was most of what a lease added to a ladder
+(bench/results/lease_priority.md)."""
 
 from __future__ import annotations
 
@@ -12,7 +16,7 @@ from datetime import datetime, timedelta
 from temporalio import workflow
 from temporalio.exceptions import ActivityError
 
-from contract.activities import REPORT_UNHEALTHY, REQUEST_LEASE
+from contract.activities import RELEASE_LEASE, REPORT_UNHEALTHY, REQUEST_LEASE
 from contract.messages import HOLDER_WAITS, LEASE_RELEASE
 from contract.patches import patched
 from workflows.common import RIDE_OUT, Interrupted, permanent
@@ -33,6 +37,8 @@ HOLD_WITHOUT_LEASE = "held-for-a-human-without-a-lease"  # runs before: no lease
 WAITS_FOR_PEOPLE = "tell-the-budget-a-holder-waits-for-a-person"
 # Runs before asked a GPU-scoped rung's lease for the node (remedy/budget_gpus.py).
 GPU_LEASES = "gpu-sized-leases"
+# Runs before asked and gave back by an activity task and a signal from the workflow.
+LOCAL_LEASE_CALLS = "lease-asked-and-given-back-by-local-activities"
 # Endings that leave the node as it is: cordoned by remedy, drained, for a person.
 LEFT_AS_IT_IS = (Outcome.NEEDS_HUMAN, Outcome.ABORTED)
 
@@ -134,6 +140,7 @@ class DisruptionLease:
                 start_to_close_timeout=BUDGET_CALL,
                 **RIDE_OUT,
                 summary=f"request lease (pool {state.node.pool})",
+                local=patched(LOCAL_LEASE_CALLS),
             )
         except ActivityError as err:
             if permanent(err) or not patched(REASK):
@@ -185,7 +192,20 @@ class DisruptionLease:
             for_human=for_human,
             node=node.name,
             still_out=still_out,
+            pool=node.pool,
         )
+        if patched(LOCAL_LEASE_CALLS):
+            try:  # a budget that is gone is no failure (activities.budget)
+                await RELEASE_LEASE.execute(
+                    release,
+                    start_to_close_timeout=BUDGET_CALL,
+                    **RIDE_OUT,
+                    summary=f"release lease (pool {node.pool})",
+                    local=True,
+                )
+            except ActivityError as err:  # given up: the budget's sweep reclaims it
+                workflow.logger.warning("could not release the lease of %s: %s", node.name, err)
+            return
         try:
             await LEASE_RELEASE.send_to(budget_workflow_id(node.pool), release)
         except Exception:  # noqa: BLE001 - a budget that is gone holds no lease to give back
