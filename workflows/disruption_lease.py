@@ -202,6 +202,7 @@ class DisruptionLease:
                     **RIDE_OUT,
                     summary=f"release lease (pool {node.pool})",
                     local=True,
+                    gives_back=True,  # a stopped ladder still gives its share back
                 )
             except ActivityError as err:  # given up: the budget's sweep reclaims it
                 workflow.logger.warning("could not release the lease of %s: %s", node.name, err)
