@@ -108,11 +108,7 @@ class BudgetActivities:
         """A ladder's release, signalled for it. A budget that is gone (terminated, never
         started) holds no lease to give back: said, and done."""
         handle = self._client.get_workflow_handle(budget_workflow_id(release.pool))
-        try:
-            await LEASE_RELEASE.send(handle, release)
-        except RPCError as err:
-            if err.status is not RPCStatusCode.NOT_FOUND:
-                raise
+        if not await LEASE_RELEASE.send_if_running(handle, release):
             log.warning("pool %s has no budget to give %s back to", release.pool, release.holder)
 
     @act.REPORT_UNHEALTHY.defn

@@ -13,7 +13,6 @@ from typing import Any
 
 from temporalio import activity
 from temporalio.client import Client
-from temporalio.service import RPCError, RPCStatusCode
 
 from contract import activities as act
 from contract.defs import SignalDef
@@ -50,14 +49,7 @@ class BudgetSignalActivities:
         return Undelivered(gone=gone)
 
     async def _send(self, workflow_id: str, signal: SignalDef[Any], payload: Any) -> bool:
-        """False when the workflow is not running (closed, or never was)."""
-        try:
-            await signal.send(self._client.get_workflow_handle(workflow_id), payload)
-        except RPCError as err:
-            if err.status is not RPCStatusCode.NOT_FOUND:
-                raise
-            return False
-        return True
+        return await signal.send_if_running(self._client.get_workflow_handle(workflow_id), payload)
 
     def all(self) -> list[Callable[..., Any]]:
         return [self.deliver_budget_signals]

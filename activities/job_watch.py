@@ -10,7 +10,6 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from temporalio.client import Client, WorkflowExecution, WorkflowExecutionStatus, WorkflowHandle
-from temporalio.service import RPCError, RPCStatusCode
 
 from activities.errors import temporal_errors
 from activities.starts import described
@@ -174,11 +173,8 @@ class JobWatchActivities:
             )
             await self._start_guard(guard, JOB_PROGRESS.start_with(progress))
             return
-        try:
-            await JOB_PROGRESS.send(self._client.get_workflow_handle(workflow_id), progress)
-        except RPCError as err:
-            if err.status is not RPCStatusCode.NOT_FOUND:  # no guard running: nothing to feed
-                raise
+        # No guard running: nothing to feed.
+        await JOB_PROGRESS.send_if_running(self._client.get_workflow_handle(workflow_id), progress)
 
     def all(self) -> list[Callable[..., Any]]:
         return [

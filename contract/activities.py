@@ -122,9 +122,7 @@ REQUEST_LEASE = ActivityDef[LeaseWanted, None](
 )
 # The lease given back; both, since LOCAL_LEASE_CALLS, local activities of the ladder's task
 # (workflows.disruption_lease): no task of their own, no workflow task for their answer.
-RELEASE_LEASE = ActivityDef[LeaseRelease, None](
-    "release_lease", LeaseRelease, None, CONTROLLER, urgent=True
-)
+RELEASE_LEASE = ActivityDef[LeaseRelease, None]("release_lease", LeaseRelease, None, CONTROLLER)
 REPORT_UNHEALTHY = ActivityDef[NodeUnhealthy, None](
     "report_unhealthy", NodeUnhealthy, None, CONTROLLER
 )

@@ -27,6 +27,7 @@ from temporalio import activity, workflow
 from temporalio.client import WorkflowHandle, WorkflowUpdateFailedError
 from temporalio.common import Priority
 from temporalio.exceptions import ActivityError, ApplicationError, CancelledError, FailureError
+from temporalio.service import RPCError, RPCStatusCode
 from temporalio.workflow import UpdateMethodMultiParam
 
 from contract.patches import patched
@@ -207,6 +208,17 @@ class SignalDef(Generic[P]):
     async def send(self, handle: WorkflowHandle[Any, Any], payload: P) -> None:
         """From a client (an activity, the CLI, a reporter)."""
         await handle.signal(self.name, payload)
+
+    async def send_if_running(self, handle: WorkflowHandle[Any, Any], payload: P) -> bool:
+        """From a client, to a workflow that may be gone: False when it is not running (closed,
+        or never was); any other refusal is raised."""
+        try:
+            await self.send(handle, payload)
+        except RPCError as err:
+            if err.status is not RPCStatusCode.NOT_FOUND:
+                raise
+            return False
+        return True
 
     async def send_to(self, workflow_id: str, payload: P) -> None:
         """From inside a workflow, to another one."""

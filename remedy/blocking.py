@@ -8,9 +8,7 @@ Pure functions of the budget's state; the time and the ladders' phases come in a
 
 from __future__ import annotations
 
-import heapq
 from datetime import datetime, timedelta
-from functools import partial
 
 from pydantic import BaseModel
 
@@ -92,8 +90,11 @@ def who_blocks(
         )
         for h in by_people
     ]
-    working = [lease for lease in state.holders if lease.node not in waiting]
-    oldest = sorted if first is None else partial(heapq.nsmallest, max(first - len(holders), 0))
+    working = sorted(
+        (lease for lease in state.holders if lease.node not in waiting),
+        key=lambda le: (le.granted_at, le.node),
+    )
+    room = None if first is None else max(first - len(holders), 0)
     holders += [
         Holder(
             node=lease.node,
@@ -103,7 +104,7 @@ def who_blocks(
             commands=[f"remedy abort {lease.node} --reason WHY"],
             phase=phases.get(lease.node, ""),
         )
-        for lease in oldest(working, key=lambda le: (le.granted_at, le.node))
+        for lease in working[:room]
     ]
     since = waiting_since or {}
     waiters = [
