@@ -36,7 +36,7 @@ from remedy.budget import (
     NodeUnhealthy,
     PoolHolders,
 )
-from remedy.budget_signals import BudgetSignals, Undelivered
+from remedy.budget_signals import BudgetSignals, LeaseAnswer, Undelivered
 from remedy.capabilities import Capabilities
 from remedy.fleet import (
     ConditionStart,
@@ -117,9 +117,9 @@ XIDS_SINCE = ActivityDef("xids_since", XidsSince, SeenXids, CONTROLLER)
 
 # -- the disruption budget and the hardware record ----------------------------------------------
 # Urgent: each is a hop of a lease (or of leave to cordon) that waits for none of the ladders.
-REQUEST_LEASE = ActivityDef[LeaseWanted, None](
-    "request_lease", LeaseWanted, None, CONTROLLER, urgent=True
-)
+# Since LEASE_ANSWERED it answers whether the budget granted the lease at once (a ladder from
+# before got nothing back: None, not yet).
+REQUEST_LEASE = ActivityDef("request_lease", LeaseWanted, LeaseAnswer, CONTROLLER, urgent=True)
 # The lease given back; both, since LOCAL_LEASE_CALLS, local activities of the ladder's task
 # (workflows.disruption_lease): no task of their own, no workflow task for their answer.
 RELEASE_LEASE = ActivityDef[LeaseRelease, None]("release_lease", LeaseRelease, None, CONTROLLER)

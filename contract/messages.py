@@ -23,6 +23,7 @@ from remedy import budget, quarantine, remediation
 from remedy.admission import AdmissionState
 from remedy.attribution import guard
 from remedy.attribution.model import PodFailure
+from remedy.budget_signals import LeaseAnswer
 from remedy.hardware import HardwareRecordState, IncidentReport, UnblockRequest
 
 # -- NodeRemediation: one per node ------------------------------------------------------------
@@ -46,6 +47,9 @@ ABORT_LADDER = UpdateDef(
 
 # -- DisruptionBudget: one per pool -------------------------------------------------------------
 LEASE_REQUEST = SignalDef("request", budget.LeaseRequest, DISRUPTION_BUDGET_WORKFLOW)
+# A lease asked and answered in one call: granted at once, or not yet (then LEASE_GRANTED, as
+# for LEASE_REQUEST). No workflow task, signal or timer in the ladder for a grant at once.
+ASK_LEASE = UpdateDef("ask_lease", budget.LeaseRequest, LeaseAnswer, DISRUPTION_BUDGET_WORKFLOW)
 LEASE_RELEASE = SignalDef("release", budget.LeaseRelease, DISRUPTION_BUDGET_WORKFLOW)
 NODE_UNHEALTHY = SignalDef("node_unhealthy", budget.UnhealthyReport, DISRUPTION_BUDGET_WORKFLOW)
 RESUME_POOL = SignalDef("resume", budget.ResumeRequest, DISRUPTION_BUDGET_WORKFLOW)

@@ -82,6 +82,7 @@ class LeaseWanted(BaseModel):
     cordoned: bool = False  # under remedy's cordon as it asks: out of scheduling while it waits
     scope: Scope = Scope.NODE  # GPU: a GPU-scoped rung's lease, for ``gpus`` only
     gpus: list[int] = []  # the faulty GPUs a GPU-scoped lease takes out
+    answer: bool = False  # it reads a grant in the request's answer (else: only by signal)
 
 
 class LeaseRequest(LeaseWanted):
@@ -117,8 +118,7 @@ class LeaseRelease(BaseModel):
     holder: str
     for_human: bool = False
     # The holder's node: a hold even with no lease (a ladder left for a person before any
-    # disruptive rung, an active check handing its node on). Empty from senders before.
-    node: str = ""
+    node: str = ""  # disruptive rung, an active check handing its node on); empty: from before
     # With ``for_human`` False: the node stays cordoned for a person, but its share goes back
     # (a rung's ``on_approval_timeout: release``); a budget from before: not tracked.
     still_out: bool = False

@@ -14,6 +14,7 @@ from __future__ import annotations
 from pydantic import BaseModel
 
 from remedy.budget import LeaseGrant
+from remedy.models import Scope
 
 
 class GrantTo(BaseModel):
@@ -31,3 +32,11 @@ class BudgetSignals(BaseModel):
 
 class Undelivered(BaseModel):
     gone: list[str] = []  # holders of grants that are no longer running: their leases are free
+
+
+class LeaseAnswer(BaseModel):
+    """The budget's answer to a lease asked by an update: granted now (its ``scope``), or not
+    yet (the grant comes later as a signal)."""
+
+    granted: bool = False
+    scope: Scope = Scope.NODE

@@ -24,6 +24,10 @@ from workers.binaries import installed_binary
 from workers.client import connect
 
 STARTUP_TIMEOUT_S = 60.0
+# A pool's budget answers each ladder's lease request in an update (activities/budget.py); past
+# the server's cap of updates in flight to one workflow (10 by default) a burst's requests go
+# by signal and their grants by signal too, a workflow task more for each ladder.
+UPDATES_IN_FLIGHT = 1000
 PR_SET_PDEATHSIG = 1  # linux/prctl.h
 
 
@@ -44,6 +48,8 @@ async def dev_server(port: int, ui_port: int, db: Path | None, log: Path) -> Asy
         "warn",
         *(["--db-filename", str(db)] if db else []),
         *dev_server_flags(),
+        "--dynamic-config-value",
+        f"history.maxInFlightUpdates={UPDATES_IN_FLIGHT}",
     ]
     with log.open("ab") as log_file:
         process = subprocess.Popen(

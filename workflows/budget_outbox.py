@@ -98,11 +98,13 @@ class TellsHolders:
     _state: BudgetState
     _changed: bool
     _outbox: Outbox
+    _answering: set[str]  # holders told by their update's answer (ask_lease): no signal
 
     async def _send_out(
         self, grants: Sequence[LeaseRequest] = (), leave: Sequence[CordonAsk] = ()
     ) -> None:
         """Tell the holders granted and the ladders given leave, without waiting for it."""
+        grants = [req for req in grants if req.holder not in self._answering]
         if not (grants or leave):
             return
         if not patched(SIGNALS_IN_ONE_ACTIVITY):

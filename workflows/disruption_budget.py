@@ -8,7 +8,9 @@ request that came meanwhile and sends all it grants together, without waiting fo
 delivery (workflows/budget_outbox.py), by one activity that signals the holders side by side
 (remedy.budget_signals): a pool of 1,000 ladders granted at once got its grants into their
 histories at 181/s (13.9/s as one server-side signal each; bench/budget_bench.py, 2 cores).
-What bounds a ladder then is its worker taking the grant up. The breaker (remedy.quarantine)
+What bounds a ladder then is its worker taking the grant up. A ladder asks by the update
+``ask_lease`` where it can: one the loop grants at once is told in the answer, not by a signal
+(workflows/disruption_lease.py). The breaker (remedy.quarantine)
 stops granting while too much of the pool is unhealthy within the window, and holds the cordons
 of the ladders that ask for leave until it closes: by itself once the storm subsides, or by
 `remedy resume-pool`. The cluster's budget (``CLUSTER_POOL``) is one more breaker over every
@@ -26,6 +28,7 @@ from temporalio.exceptions import ActivityError
 from contract import search_attributes
 from contract.activities import ALERT, LEASE_HOLDERS
 from contract.messages import (
+    ASK_LEASE,
     BUDGET_STATE,
     CLOSE_BREAKER,
     HOLDER_WAITS,
@@ -59,7 +62,8 @@ with workflow.unsafe.imports_passed_through():
         ResumeResult,
         UnhealthyReport,
     )
-    from remedy.budget_gpus import covered, grant_waiting
+    from remedy.budget_gpus import covered, grant_waiting, granted_scope
+    from remedy.budget_signals import LeaseAnswer
     from remedy.budget_view import budget_details
     from remedy.quarantine import (
         QUARANTINE_OVER_EVENT,
@@ -98,6 +102,8 @@ class DisruptionBudget(BudgetSweep, TellsHolders):
         self._alarm, self._swept_at = Alarm(), workflow.now()
         self._outbox = Outbox()  # grants and leave, sent without the loop waiting (outbox)
         self._board = BreakerBoard()  # the breaker where cordons read it (breaker_board)
+        self._answering: set[str] = set()  # holders whose update answers their grant
+        self._closing = False  # about to continue as new: what waits is decided by the next run
 
     # -- messages --------------------------------------------------------------------------
     @LEASE_REQUEST.handler
@@ -115,6 +121,31 @@ class DisruptionBudget(BudgetSweep, TellsHolders):
         elif all(w.holder != req.holder for w in state.waiting):
             state.waiting.append(req)
         self._changed = True
+
+    @ASK_LEASE.handler
+    async def ask_lease(self, req: LeaseRequest) -> LeaseAnswer:
+        """The request, answered once the loop has decided it: granted (then no signal tells
+        it), or not yet (the grant, when it comes, is signalled as for ``request``). No timer:
+        the loop's next turn decides it, or the next run if this one is continuing as new."""
+        self._answering.add(req.holder)
+        try:
+            self.request(req)
+            await workflow.wait_condition(lambda: not self._changed or self._closing)
+        finally:
+            self._answering.discard(req.holder)
+        state = self._state
+        if not covered(state, req):
+            return LeaseAnswer()
+        return LeaseAnswer(granted=True, scope=granted_scope(state, req.holder))
+
+    @ASK_LEASE.validator(ask_lease)
+    def why_not_ask(self, req: LeaseRequest) -> str:
+        """Refused, the asker signals instead (nothing reaches the history)."""
+        if self._closing:
+            return "the budget is continuing as new: ask by signal"
+        if req.pool != self._state.pool:
+            return f"this is the budget of pool {self._state.pool}, not {req.pool}"
+        return ""
 
     @LEASE_RELEASE.handler
     def release(self, req: LeaseRelease) -> None:
@@ -243,6 +274,7 @@ class DisruptionBudget(BudgetSweep, TellsHolders):
                 regrant, self._regrant = self._regrant, []
                 await self._send_out(grants=regrant)
             if workflow.info().is_continue_as_new_suggested():
+                self._closing = True  # an ask that comes now is answered "not yet"
                 await workflow.wait_condition(
                     lambda: workflow.all_handlers_finished() and self._outbox.idle()
                 )

@@ -6,7 +6,9 @@ A workflow can signal another but not start it, so the first two go through acti
 local activities of the ladder's workflow task: a lease cost a ladder an activity task (the
 request) and a workflow task more (the answer of the release's signal from the workflow), and at
 1,000 nodes failing at once on one machine that work was most of what a lease added to a ladder
-(bench/results/lease_priority.md)."""
+(bench/results/lease_priority.md). Since ``LEASE_ANSWERED`` a lease the budget can grant at once
+is the request's answer (the budget's update ``ask_lease``, activities/budget.py): no grant
+signal, no workflow task for it, no re-ask timer; one it cannot grant yet still comes by signal."""
 
 from __future__ import annotations
 
@@ -25,6 +27,7 @@ from workflows.remediation_view import RemediationView
 with workflow.unsafe.imports_passed_through():
     from contract.names import budget_workflow_id
     from remedy.budget import HumanWait, LeaseGrant, LeaseRelease, LeaseWanted, NodeUnhealthy
+    from remedy.budget_signals import LeaseAnswer
     from remedy.models import Action, Scope
     from remedy.remediation import AttemptResult, Outcome, Phase, RemediationState
 
@@ -39,6 +42,8 @@ WAITS_FOR_PEOPLE = "tell-the-budget-a-holder-waits-for-a-person"
 GPU_LEASES = "gpu-sized-leases"
 # Runs before asked and gave back by an activity task and a signal from the workflow.
 LOCAL_LEASE_CALLS = "lease-asked-and-given-back-by-local-activities"
+# Runs before waited for every grant as a signal; since, a grant at once is the request's answer.
+LEASE_ANSWERED = "lease-granted-in-the-answer-to-its-request"
 # Endings that leave the node as it is: cordoned by remedy, drained, for a person.
 LEFT_AS_IT_IS = (Outcome.NEEDS_HUMAN, Outcome.ABORTED)
 
@@ -125,6 +130,7 @@ class DisruptionLease:
         controller lacks) ends the ladder: asking again cannot help. A ladder from before the
         re-ask fails as it did."""
         state = self._state
+        answer = patched(LEASE_ANSWERED)
         wanted = LeaseWanted(
             holder=workflow.info().workflow_id,
             node=state.node.name,
@@ -133,9 +139,10 @@ class DisruptionLease:
             cordoned=state.cordoned_by_remedy,
             scope=scope,
             gpus=gpus or [],
+            answer=answer,
         )
         try:
-            await REQUEST_LEASE.execute(
+            told: LeaseAnswer | None = await REQUEST_LEASE.execute(
                 wanted,
                 start_to_close_timeout=BUDGET_CALL,
                 **RIDE_OUT,
@@ -146,6 +153,10 @@ class DisruptionLease:
             if permanent(err) or not patched(REASK):
                 raise
             workflow.logger.warning("%s: lease request not delivered: %s", state.node.name, err)
+            return
+        if answer and told is not None and told.granted:  # None: an answer from before
+            self.granted(LeaseGrant(pool=state.node.pool, scope=told.scope))
+            self._view.publish()  # as the signal's handler: 'held', for a rebuilt budget
 
     async def waits_for_person(self, what: str, since: datetime | None) -> bool:
         """Tell the pool's budget that this ladder, holding a lease, waits for a person
