@@ -94,12 +94,25 @@ async def wait_for_phase(
 ) -> RemediationState:
     """Poll until the workflow reaches ``phase``, moving the server's clock ``step`` per poll
     (settle timers pass; an hours-long approval window does not)."""
+    return await wait_until(env, handle, lambda state: state.phase is phase, phase, step, steps)
+
+
+async def wait_until(
+    env: WorkflowEnvironment,
+    handle: Handle,
+    holds: Callable[[RemediationState], bool],
+    expected: str,
+    step: timedelta = timedelta(seconds=5),
+    steps: int = 200,
+) -> RemediationState:
+    """Poll until the workflow's state ``holds``. A brief phase (the lease's, when the grant
+    comes at once) can pass between two polls on a busy machine: wait for what stays true."""
     for _ in range(steps):
         state = await state_of(handle)
-        if state.phase is phase:
+        if holds(state):
             return state
         await env.sleep(step)
-    raise AssertionError(f"workflow stuck in {state.phase}, expected {phase}")
+    raise AssertionError(f"workflow stuck in {state.phase}, expected {expected}")
 
 
 async def local_activities(client: Client, workflow_id: str) -> list[str]:

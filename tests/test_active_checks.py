@@ -47,7 +47,7 @@ from remedy.models import ProbeReport, ProbeRequest
 from remedy.remediation import Outcome, Phase
 from remedy.runbook import RunbookSet
 from tests.conftest import Queues, own_fleet, running_workers
-from tests.ladder import report, wait_for_phase
+from tests.ladder import report, wait_for_phase, wait_until
 from workers.cli.active_checks import active_check_policies
 from workers.schedules import active_checks_schedule, ensure_active_checks
 from workflows.active_checks import ActiveChecks
@@ -331,7 +331,12 @@ async def test_a_ladder_that_began_during_the_check_keeps_the_cordon(
         async def deep_diagnose(req: ProbeRequest) -> ProbeReport:
             finding = fleet.inject(node, "ecc_dbe", gpu=0)  # the Xid arrives mid-load
             handle = await report(client, queues, finding, shipped_runbooks.match(finding))
-            await wait_for_phase(time_env, handle, Phase.AWAITING_LEASE, step=timedelta(0))
+            # The ladder took the check's cordon as its own once it asks for its lease (a
+            # phase that can pass between two polls on a busy machine: CI, 2026-12-02).
+            asked = "a ladder that asked for its lease"
+            await wait_until(
+                time_env, handle, lambda s: s.lease_requested_at is not None, asked, timedelta(0)
+            )
             return ProbeReport(node=node, checks_run=["inventory", "load"], started_at=NOW)
 
         others = [a for a in agent.all() if a != agent.deep_diagnose]
