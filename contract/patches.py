@@ -90,9 +90,26 @@ FOLDED = frozenset(
 )
 
 
+# The second fold: the first's changes and every one since. A run that starts on a release with
+# it records this one marker (and one upsert of TemporalChangeVersion, which the server writes
+# to visibility too: five a ladder before); a run from the first fold on asks as it did.
+FOLDED_AGAIN_INTO = "remedy-changes-to-2026-12-02"
+FOLDED_AGAIN = FOLDED | frozenset(
+    {
+        "first-steps-in-the-first-workflow-task",
+        "lease-asked-and-given-back-by-local-activities",
+        "lease-granted-in-the-answer-to-its-request",
+        "one-upsert-per-turn-of-the-workflow",
+    }
+)
+
+
 def patched(change: str) -> bool:
-    """``workflow.patched(change)``, answered by the run's one ``FOLDED_INTO`` marker where it
-    has it (the SDK remembers that answer for the run) and ``change`` is folded."""
+    """``workflow.patched(change)``, answered by the run's one fold marker where it has it (the
+    SDK remembers that answer for the run) and ``change`` is folded into it: the second fold's
+    first, then the first's."""
+    if change in FOLDED_AGAIN and workflow.patched(FOLDED_AGAIN_INTO):
+        return True
     if change in FOLDED and workflow.patched(FOLDED_INTO):
         return True
     return workflow.patched(change)

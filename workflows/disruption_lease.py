@@ -123,6 +123,7 @@ class DisruptionLease:
         if state.lease_granted_at is None or grant.scope is Scope.NODE:
             state.lease_scope = grant.scope
         state.lease_granted_at = state.lease_granted_at or workflow.now()
+        self._view.publish()  # 'held': what a rebuilt budget counts
 
     async def _ask(self, scope: Scope = Scope.NODE, gpus: list[int] | None = None) -> None:
         """A request that cannot get through before its deadline (an outage) is given up: the
@@ -156,7 +157,6 @@ class DisruptionLease:
             return
         if answer and told is not None and told.granted:  # None: an answer from before
             self.granted(LeaseGrant(pool=state.node.pool, scope=told.scope))
-            self._view.publish()  # as the signal's handler: 'held', for a rebuilt budget
 
     async def waits_for_person(self, what: str, since: datetime | None) -> bool:
         """Tell the pool's budget that this ladder, holding a lease, waits for a person

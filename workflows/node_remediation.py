@@ -111,7 +111,6 @@ class NodeRemediation(OperatorMessages, QuarantineMessages):  # decisions; a bud
     @LEASE_GRANTED.handler
     def lease_granted(self, grant: LeaseGrant) -> None:
         self._lease.granted(grant)  # a GPU lease, or the node (workflows.disruption_lease)
-        self._view.publish()
 
     @REMEDIATION_STATE.handler
     def state(self) -> RemediationState:
@@ -122,13 +121,13 @@ class NodeRemediation(OperatorMessages, QuarantineMessages):  # decisions; a bud
     async def run(self, inp: RemediationInput) -> RemediationResult:
         ladder = asyncio.create_task(self._remediate())
         await workflow.wait_condition(lambda: ladder.done() or self._stop_request is not None)
-        if not ladder.done():
-            ladder.cancel()
-        try:
-            outcome, detail = await ladder
-        except asyncio.CancelledError:
-            outcome, detail = await self._on_stop_request()
-        return await self._finish(outcome, detail)
+        ladder.cancel()  # a stop request came first (a ladder done is left as it is)
+        with self._view.settling():  # its last word before the run ends, continues or fails
+            try:
+                outcome, detail = await ladder
+            except asyncio.CancelledError:
+                outcome, detail = await self._on_stop_request()
+            return await self._finish(outcome, detail)
 
     async def _remediate(self) -> tuple[Outcome, str]:
         state = self._state

@@ -3,6 +3,9 @@ attributes, and the record of each attempt — kept in step with the ladder's st
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+from collections.abc import Iterator
 from datetime import datetime
 
 from temporalio import workflow
@@ -16,19 +19,51 @@ with workflow.unsafe.imports_passed_through():
     from remedy.models import Action
     from remedy.remediation import Attempt, AttemptResult, Phase, RemediationState
 
+# Runs before upserted at every change. Since, the changes of one turn of the workflow's event
+# loop (a phase entered, the lease granted in the answer, the next phase) are one upsert: the
+# server writes each to the history and to visibility, and at 1,000 ladders at once the lease's
+# upserts were a third of what it added to a ladder (bench/results/lease_priority.md).
+ONE_UPSERT_A_TURN = "one-upsert-per-turn-of-the-workflow"
+
 
 class RemediationView:
     def __init__(self, state: RemediationState) -> None:
         self._state = state
         self._indexed: NodeIndex | None = None  # what the search attributes say now
+        self._due = False  # a publish waits for the end of this turn (ONE_UPSERT_A_TURN)
 
     def enter(self, phase: Phase) -> None:
         self._state.phase, self._state.phase_since = phase, workflow.now()
         self.publish()
 
     def publish(self) -> None:
-        """Keep the UI's current details and the search attributes in step with the state.
-        Upserts are commands, so only on a change, and only in runs that know the patch."""
+        """Keep the UI's current details and the search attributes in step with the state, at
+        the end of this turn of the workflow's event loop (a run from before: at once)."""
+        if self._due:
+            return
+        if not patched(ONE_UPSERT_A_TURN):
+            self._publish()
+            return
+        self._due = True
+        asyncio.get_running_loop().call_soon(self.settle)
+
+    def settle(self) -> None:
+        """Publish what waits, now."""
+        if self._due:
+            self._due = False
+            self._publish()
+
+    @contextlib.contextmanager
+    def settling(self) -> Iterator[None]:
+        """Around the run: what waits is published before it ends, continues as new or fails
+        (no command may follow the last)."""
+        try:
+            yield
+        finally:
+            self.settle()
+
+    def _publish(self) -> None:
+        """Upserts are commands, so only on a change, and only in runs that know the patch."""
         state = self._state
         workflow.set_current_details(remediation_details(state))
         last = self._indexed
