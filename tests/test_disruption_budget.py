@@ -101,9 +101,11 @@ async def test_budget_of_two_never_lets_more_than_two_nodes_be_disrupted(
     assert len(drains) == 10
     # Asked and given back in the ladder's own workflow tasks (local activities): no activity
     # task for the request, no signal from the workflow (and its answer's task) for the release.
-    assert [REQUEST_LEASE.name, RELEASE_LEASE.name] == [
-        a for a in locals_ if a in (REQUEST_LEASE.name, RELEASE_LEASE.name)
-    ]
+    # A request asked again is no defect: on a busy machine the server's clock can skip past
+    # the 5 min re-ask while the grant is on its way (make test-stress, 2026-12-03).
+    calls = [a for a in locals_ if a in (REQUEST_LEASE.name, RELEASE_LEASE.name)]
+    assert calls[0] == REQUEST_LEASE.name and calls[-1] == RELEASE_LEASE.name, calls
+    assert calls.count(RELEASE_LEASE.name) == 1, calls
     kinds = {e.WhichOneof("attributes") for e in history.events}
     assert "signal_external_workflow_execution_initiated_event_attributes" not in kinds
     scheduled = [
