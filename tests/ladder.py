@@ -8,7 +8,9 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from pydantic import BaseModel
-from temporalio.client import Client, WorkflowHandle
+from temporalio.api.enums.v1 import EventType
+from temporalio.client import Client, WorkflowHandle, WorkflowHistory
+from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
 from adapters.sim import SimFleet
@@ -124,3 +126,21 @@ async def local_activities(client: Client, workflow_id: str) -> list[str]:
             data = json.loads(marker.details["data"].payloads[0].data)
             found.append(str(data["activity_type"]))
     return found
+
+
+def reasks(history: WorkflowHistory) -> int:
+    """How often the ladder's wait for its lease ran out and it asked again (its re-ask timer
+    fired): on the time-skipping server the clock can pass it while a grant is on its way."""
+    summary = pydantic_data_converter.payload_converter.from_payload
+    started = {
+        e.event_id
+        for e in history.events
+        if e.event_type == EventType.EVENT_TYPE_TIMER_STARTED
+        and e.user_metadata.HasField("summary")
+        and "asked again" in summary(e.user_metadata.summary, str)
+    }
+    return sum(
+        e.event_type == EventType.EVENT_TYPE_TIMER_FIRED
+        and e.timer_fired_event_attributes.started_event_id in started
+        for e in history.events
+    )

@@ -31,7 +31,7 @@ from remedy.remediation import ApproveRequest, Outcome, Phase
 from remedy.runbook import Match, Runbook, RunbookSet, Rung
 from tests.breakers import published
 from tests.conftest import Queues, own_fleet, running_workers
-from tests.ladder import Handle, local_activities, report, state_of, wait_for_phase
+from tests.ladder import Handle, local_activities, reasks, report, state_of, wait_for_phase
 from tests.test_job_watch import eventually
 from workflows.disruption_budget import DisruptionBudget
 
@@ -101,11 +101,11 @@ async def test_budget_of_two_never_lets_more_than_two_nodes_be_disrupted(
     assert len(drains) == 10
     # Asked and given back in the ladder's own workflow tasks (local activities): no activity
     # task for the request, no signal from the workflow (and its answer's task) for the release.
-    # A request asked again is no defect: on a busy machine the server's clock can skip past
+    # One request, and one more for each re-ask: on a busy machine the server's clock can pass
     # the 5 min re-ask while the grant is on its way (make test-stress, 2026-12-03).
     calls = [a for a in locals_ if a in (REQUEST_LEASE.name, RELEASE_LEASE.name)]
-    assert calls[0] == REQUEST_LEASE.name and calls[-1] == RELEASE_LEASE.name, calls
-    assert calls.count(RELEASE_LEASE.name) == 1, calls
+    requests = [REQUEST_LEASE.name] * (1 + reasks(history))
+    assert calls == [*requests, RELEASE_LEASE.name], calls
     kinds = {e.WhichOneof("attributes") for e in history.events}
     assert "signal_external_workflow_execution_initiated_event_attributes" not in kinds
     scheduled = [
