@@ -40,6 +40,8 @@ with workflow.unsafe.imports_passed_through():
 SIGNALS_IN_ONE_ACTIVITY = "budget-signals-in-one-activity"
 # workflow.patched: runs before awaited each batch of sends before granting the next.
 SENDS_WITHOUT_WAITING = "budget-sends-without-waiting"
+# workflow.patched: runs before sent no signal to a holder whose update was in flight.
+SIGNAL_WHO_ASKED_BY_SIGNAL = "signal-a-grant-to-a-holder-that-asked-by-signal-too"
 # The server fails a workflow task that leaves more than 2,000 signals to other workflows
 # pending (limit.numPendingSignals.error): a pool granting more at once sends the rest as the
 # first are delivered.
@@ -99,12 +101,14 @@ class TellsHolders:
     _changed: bool
     _outbox: Outbox
     _answering: set[str]  # holders told by their update's answer (ask_lease): no signal
+    _by_signal: set[str]  # holders that asked by signal too: maybe nobody reads that answer
 
     async def _send_out(
         self, grants: Sequence[LeaseRequest] = (), leave: Sequence[CordonAsk] = ()
     ) -> None:
         """Tell the holders granted and the ladders given leave, without waiting for it."""
-        grants = [req for req in grants if req.holder not in self._answering]
+        grants = [req for req in grants if not self._told_in_answer(req.holder)]
+        self._by_signal.difference_update(req.holder for req in grants)
         if not (grants or leave):
             return
         if not patched(SIGNALS_IN_ONE_ACTIVITY):
@@ -125,6 +129,15 @@ class TellsHolders:
             leave=[ask.holder for ask in leave],
         )
         await self._outbox.deliver(out, self._gone)
+
+    def _told_in_answer(self, holder: str) -> bool:
+        """An update of the holder's in flight answers it: no signal. Unless it asked by signal
+        too: that is what a request does when its update's call failed (a timeout on a loaded
+        worker), and the update, still in the budget, answers nobody (a grant lost until the
+        holder's re-ask, 5 minutes on)."""
+        if holder not in self._answering:
+            return False
+        return holder not in self._by_signal or not patched(SIGNAL_WHO_ASKED_BY_SIGNAL)
 
     def _gone(self, holders: list[str]) -> None:
         """Granted to workflows that were no longer running: their leases are free again."""

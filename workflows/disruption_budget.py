@@ -103,11 +103,16 @@ class DisruptionBudget(BudgetSweep, TellsHolders):
         self._outbox = Outbox()  # grants and leave, sent without the loop waiting (outbox)
         self._board = BreakerBoard()  # the breaker where cordons read it (breaker_board)
         self._answering: set[str] = set()  # holders whose update answers their grant
+        self._by_signal: set[str] = set()  # holders that asked by signal too (budget_outbox)
         self._closing = False  # about to continue as new: what waits is decided by the next run
 
     # -- messages --------------------------------------------------------------------------
     @LEASE_REQUEST.handler
     def request(self, req: LeaseRequest) -> None:
+        self._by_signal.add(req.holder)  # an update of its in flight may be read by nobody
+        self._line_up(req)
+
+    def _line_up(self, req: LeaseRequest) -> None:
         state = self._state
         state.pool_size, state.pool_gpus, state.policy = req.pool_size, req.pool_gpus, req.policy
         capped = bool(state.held) and patched(HOLD_WITHIN_CAP)
@@ -129,7 +134,7 @@ class DisruptionBudget(BudgetSweep, TellsHolders):
         the loop's next turn decides it, or the next run if this one is continuing as new."""
         self._answering.add(req.holder)
         try:
-            self.request(req)
+            self._line_up(req)
             await workflow.wait_condition(lambda: not self._changed or self._closing)
         finally:
             self._answering.discard(req.holder)
@@ -158,6 +163,7 @@ class DisruptionBudget(BudgetSweep, TellsHolders):
         state.waiting = [w for w in state.waiting if w.holder != req.holder]
         state.held = [h for h in state.held if h.holder != req.holder]  # an operator's release
         state.asking = [a for a in state.asking if a.holder != req.holder]
+        self._by_signal.discard(req.holder)
         # The node's own ladder asked while an active check held it: it must not wait on the
         # node's own hold (that ends only when the ladder gives the node back).
         for waiting in state.waiting_on_held():
