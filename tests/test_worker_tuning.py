@@ -18,11 +18,14 @@ from workers.controller import (
 )
 
 
-async def test_the_controller_worker_takes_its_cache_sticky_timeout_and_pollers(
+async def test_the_controller_worker_takes_its_cache_sticky_timeout_pollers_and_slots(
     time_env: WorkflowEnvironment,
 ) -> None:
     tuning = WorkerTuning(
-        max_cached_workflows=400, sticky_queue_timeout=timedelta(seconds=3), workflow_pollers=2
+        max_cached_workflows=400,
+        sticky_queue_timeout=timedelta(seconds=3),
+        workflow_pollers=2,
+        max_concurrent_workflow_tasks=50,
     )
     with ThreadPoolExecutor(max_workers=2) as executor:
         worker = controller_worker(
@@ -32,6 +35,7 @@ async def test_the_controller_worker_takes_its_cache_sticky_timeout_and_pollers(
     assert config["max_cached_workflows"] == 400
     assert config["sticky_queue_schedule_to_start_timeout"] == timedelta(seconds=3)
     assert config["workflow_task_poller_behavior"].maximum == 2
+    assert config["max_concurrent_workflow_tasks"] == 50
 
 
 async def test_by_default_the_controller_caches_500_runs_not_the_sdks_1000(
@@ -40,7 +44,10 @@ async def test_by_default_the_controller_caches_500_runs_not_the_sdks_1000(
     # About 0.2 MB per cached ladder (bench/results/memory.md).
     with ThreadPoolExecutor(max_workers=2) as executor:
         worker = controller_worker(time_env.client, SimFleet(nodes=1).cluster, executor, "plain")
-        assert worker.config()["max_cached_workflows"] == 500
+        config = worker.config()
+    assert config["max_cached_workflows"] == 500
+    # Not the SDK's 100 workflow task slots: those waiting on local activities held them all.
+    assert config["max_concurrent_workflow_tasks"] == 400
 
 
 def test_runs_share_the_workflow_modules_and_replays_check_them_afresh() -> None:
