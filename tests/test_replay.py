@@ -155,26 +155,23 @@ def test_histories_are_recorded() -> None:
     for name in (*(f"{n}_v10" for n in LADDERS), "budget_v10", "budget_people_v10"):
         assert _patches(HISTORY_DIR / f"{name}.json") == {FOLDED_AGAIN_INTO}, name
     for name in LADDERS:
-        upserts = [
-            (HISTORY_DIR / f"{name}_{tag}.json").read_text().count("UPSERT_WORKFLOW_SEARCH")
-            for tag in ("v9", "v10")
-        ]
-        assert upserts[1] < upserts[0], (name, upserts)
+        assert _upserts(name, "v10") < _upserts(name, "v9"), name
     # v11: folded a third time; the lease's release goes out with the ladder's end (and a wait
     # for a lease granted in its answer is not shown: tests/test_lease_answered.py).
     for name in (*(f"{n}_v11" for n in LADDERS), "budget_v11", "budget_people_v11"):
         assert _patches(HISTORY_DIR / f"{name}.json") == {FOLDED_LAST_INTO}, name
     for name in LADDERS:
-        upserts = [
-            (HISTORY_DIR / f"{name}_{tag}.json").read_text().count("UPSERT_WORKFLOW_SEARCH")
-            for tag in ("v10", "v11")
-        ]
-        assert upserts[1] == upserts[0] - 1, (name, upserts)
+        assert _upserts(name, "v11") == _upserts(name, "v10") - 1, name
     # Job guards index themselves behind a patch: the history from before upserts nothing.
     for tag, indexed in (("", False), ("_v2", True)):
         guard = HISTORY_DIR / f"job_guard_restart_then_stop{tag}.json"
         assert ("remedy-index-job-guards" in _patches(guard)) == indexed
         assert ("UPSERT_WORKFLOW_SEARCH_ATTRIBUTES" in guard.read_text()) == indexed
+
+
+def _upserts(ladder: str, tag: str) -> int:
+    """The search attribute upserts in a recorded ladder's history."""
+    return (HISTORY_DIR / f"{ladder}_{tag}.json").read_text().count("UPSERT_WORKFLOW_SEARCH")
 
 
 def _local_activities(path: Path) -> list[str]:
