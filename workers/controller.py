@@ -89,14 +89,11 @@ class WorkerTuning:
     # How long a task waits on this worker's sticky queue before any worker may take it.
     sticky_queue_timeout: timedelta = timedelta(seconds=10)
     workflow_pollers: int = 5
-    # Workflow tasks this worker holds at once; the SDK's 100 were too few at 1,000 ladders
-    # climbing together. A task that runs local activities (a ladder's first steps, a lease's
-    # request and its release) holds its slot until they finish, so 100 slots went to tasks
-    # waiting on them, the others waited on the sticky queue past its 10 s and were replayed
-    # from the shared queue. 400: a free lease's p50 at 1,000 nodes 21-23 s against 25-43 s
-    # (bench/results/lease_priority.md). Local activities stay at the SDK's 100: 400 of them at
-    # once took the free run's p50 to 80 s (they starve the workflow tasks of the one core).
-    max_concurrent_workflow_tasks: int = 400
+    # Workflow tasks this worker holds at once: the SDK's 100. A task running local activities
+    # (a ladder's first steps, a lease's request and release) holds its slot until they end;
+    # 400 slots helped some 1,000-ladder bursts and slowed others by half (workflow tasks then
+    # share one core's GIL four times as widely): bench/results/lease_priority.md.
+    max_concurrent_workflow_tasks: int = 100
 
 
 def controller_worker(
