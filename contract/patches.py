@@ -104,27 +104,12 @@ FOLDED_AGAIN = FOLDED | frozenset(
 )
 
 
-# The third: the second's changes and the two since; the same reasons. Each fold stays for the
-# runs started on its release (their histories in tests/histories replay with it).
-FOLDED_LAST_INTO = "remedy-changes-to-2026-12-03"
-FOLDED_LAST = FOLDED_AGAIN | frozenset(
-    {
-        "lease-wait-and-release-shown-with-the-next-step",
-        "signal-a-grant-to-a-holder-that-asked-by-signal-too",
-    }
-)
-FOLDS = (
-    (FOLDED_LAST_INTO, FOLDED_LAST),
-    (FOLDED_AGAIN_INTO, FOLDED_AGAIN),
-    (FOLDED_INTO, FOLDED),
-)
-
-
 def patched(change: str) -> bool:
     """``workflow.patched(change)``, answered by the run's one fold marker where it has it (the
-    SDK remembers that answer for the run) and ``change`` is folded into it: the latest fold's
-    first, then each one before."""
-    for marker, changes in FOLDS:
-        if change in changes and workflow.patched(marker):
-            return True
+    SDK remembers that answer for the run) and ``change`` is folded into it: the second fold's
+    first, then the first's."""
+    if change in FOLDED_AGAIN and workflow.patched(FOLDED_AGAIN_INTO):
+        return True
+    if change in FOLDED and workflow.patched(FOLDED_INTO):
+        return True
     return workflow.patched(change)

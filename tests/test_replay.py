@@ -24,7 +24,7 @@ from contract.activities import (
     RELEASE_LEASE,
     REQUEST_LEASE,
 )
-from contract.patches import FOLDED_AGAIN_INTO, FOLDED_INTO, FOLDED_LAST, FOLDED_LAST_INTO
+from contract.patches import FOLDED_AGAIN, FOLDED_AGAIN_INTO, FOLDED_INTO
 from workers.controller import STRICT_WORKFLOW_RUNNER
 from workflows.active_check import ActiveCheck
 from workflows.active_checks import ActiveChecks
@@ -67,7 +67,6 @@ def test_histories_are_recorded() -> None:
         *(f"{n}_v8" for n in LADDERS),
         *(f"{n}_v9" for n in LADDERS),
         *(f"{n}_v10" for n in LADDERS),
-        *(f"{n}_v11" for n in LADDERS),
         "job_guard_restart_then_stop",
         "job_guard_restart_then_stop_v2",  # indexed: RemedyJob, RemedyJobState (upserts)
         "budget_v3",
@@ -84,8 +83,6 @@ def test_histories_are_recorded() -> None:
         "budget_people_v9",
         "budget_v10",  # the second fold: one marker for every change so far
         "budget_people_v10",
-        "budget_v11",  # the third fold: the lease's wait and release go with the next upsert
-        "budget_people_v11",
         "active_checks_round",  # a pool's round, and a busy node's check under the budget
         "active_check_taken_out",
         "fleet_scan",  # a problem condition and a silent agent, each given a ladder
@@ -156,12 +153,6 @@ def test_histories_are_recorded() -> None:
         assert _patches(HISTORY_DIR / f"{name}.json") == {FOLDED_AGAIN_INTO}, name
     for name in LADDERS:
         assert _upserts(name, "v10") < _upserts(name, "v9"), name
-    # v11: folded a third time; the lease's release goes out with the ladder's end (and a wait
-    # for a lease granted in its answer is not shown: tests/test_lease_answered.py).
-    for name in (*(f"{n}_v11" for n in LADDERS), "budget_v11", "budget_people_v11"):
-        assert _patches(HISTORY_DIR / f"{name}.json") == {FOLDED_LAST_INTO}, name
-    for name in LADDERS:
-        assert _upserts(name, "v11") == _upserts(name, "v10") - 1, name
     # Job guards index themselves behind a patch: the history from before upserts nothing.
     for tag, indexed in (("", False), ("_v2", True)):
         guard = HISTORY_DIR / f"job_guard_restart_then_stop{tag}.json"
@@ -210,4 +201,4 @@ def test_every_folded_change_is_one_the_workflows_ask() -> None:
     root = HISTORY_DIR.parents[1]
     sources = [*root.glob("workflows/*.py"), *(root / "contract" / f for f in CONTRACT)]
     asked = {m for f in sources for m in re.findall(r'"([a-z0-9-]+)"', f.read_text())}
-    assert sorted(FOLDED_LAST - asked) == []
+    assert sorted(FOLDED_AGAIN - asked) == []

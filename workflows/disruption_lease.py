@@ -44,9 +44,6 @@ GPU_LEASES = "gpu-sized-leases"
 LOCAL_LEASE_CALLS = "lease-asked-and-given-back-by-local-activities"
 # Runs before waited for every grant as a signal; since, a grant at once is the request's answer.
 LEASE_ANSWERED = "lease-granted-in-the-answer-to-its-request"
-# Runs before upserted the wait before asking and the release on its own; since, each goes with
-# the ladder's next upsert (a lease granted in its answer shows no wait at all).
-SHOWN_WITH_THE_NEXT_STEP = "lease-wait-and-release-shown-with-the-next-step"
 # Endings that leave the node as it is: cordoned by remedy, drained, for a person.
 LEFT_AS_IT_IS = (Outcome.NEEDS_HUMAN, Outcome.ABORTED)
 
@@ -95,13 +92,10 @@ class DisruptionLease:
                 lambda: state.lease_granted_at is not None, timeout_summary="disruption lease"
             )
             return
-        # Shown once the ask is answered: a lease granted in the answer shows no wait (a wait
-        # through an outage: the server that is down could not take the upsert either).
-        with self._view.holding_back(patched(SHOWN_WITH_THE_NEXT_STEP)):
-            self._view.enter(Phase.AWAITING_LEASE)
-            if state.lease_requested_at is None or state.lease_granted_at is not None:
-                state.lease_requested_at = state.lease_requested_at or workflow.now()
-                await self._ask(scope, gpus or [])  # first, or the node after a GPU lease
+        self._view.enter(Phase.AWAITING_LEASE)  # while it asks, too: an outage may be long
+        if state.lease_requested_at is None or state.lease_granted_at is not None:
+            state.lease_requested_at = state.lease_requested_at or workflow.now()
+            await self._ask(scope, gpus or [])  # first, or the node after a GPU lease
         while not self._holds(scope):
             if interrupted():
                 raise Interrupted("a worse fault came while waiting for the lease")
@@ -200,9 +194,7 @@ class DisruptionLease:
         released = workflow.now()  # when it let go: the budget may grant before the send returns
         await self._send(for_human, still_out)
         state.lease_released_at = released
-        # RemedyLease no longer 'held', with the ladder's end: a budget rebuilt before that
-        # counts the lease a moment longer (on the safe side), and frees it once the ladder ends.
-        self._view.publish(lazily=patched(SHOWN_WITH_THE_NEXT_STEP))
+        self._view.publish()  # RemedyLease no longer 'held': a rebuilt budget must not count it
 
     async def _send(self, for_human: bool, still_out: bool = False) -> None:
         node = self._state.node

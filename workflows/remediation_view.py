@@ -30,46 +30,28 @@ class RemediationView:
     def __init__(self, state: RemediationState) -> None:
         self._state = state
         self._indexed: NodeIndex | None = None  # what the search attributes say now
-        self._due = False  # the state changed since the last publish (ONE_UPSERT_A_TURN)
-        self._scheduled = False  # ... and it goes out at the end of this turn
-        self._held = False  # ... but not before ``holding_back`` ends
+        self._due = False  # a publish waits for the end of this turn (ONE_UPSERT_A_TURN)
 
     def enter(self, phase: Phase) -> None:
         self._state.phase, self._state.phase_since = phase, workflow.now()
         self.publish()
 
-    def publish(self, lazily: bool = False) -> None:
+    def publish(self) -> None:
         """Keep the UI's current details and the search attributes in step with the state, at
-        the end of this turn of the workflow's event loop (a run from before: at once).
-        ``lazily``: with the next publish, or as the run ends (a query sees it at once)."""
-        if self._scheduled:
+        the end of this turn of the workflow's event loop (a run from before: at once)."""
+        if self._due:
             return
         if not patched(ONE_UPSERT_A_TURN):
             self._publish()
             return
         self._due = True
-        if not lazily:
-            self._scheduled = True
-            asyncio.get_running_loop().call_soon(self.settle)
+        asyncio.get_running_loop().call_soon(self.settle)
 
     def settle(self) -> None:
-        """Publish what waits, now (``holding_back``: once it ends)."""
-        self._scheduled = False
-        if self._due and not self._held:
+        """Publish what waits, now."""
+        if self._due:
             self._due = False
             self._publish()
-
-    @contextlib.contextmanager
-    def holding_back(self, hold: bool) -> Iterator[None]:
-        """What changes inside goes out after it, with what follows in that turn: a lease asked
-        for and granted in the answer shows no wait at all."""
-        self._held = hold
-        try:
-            yield
-        finally:
-            self._held = False
-            if hold and self._due:
-                self.publish()
 
     @contextlib.contextmanager
     def settling(self) -> Iterator[None]:
