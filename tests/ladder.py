@@ -26,6 +26,7 @@ from remedy.remediation import (
 from remedy.runbook import Runbook
 from tests.conftest import Queues, running_workers
 from workers.client import report_finding
+from workflows.disruption_lease import REASK_EVERY
 from workflows.node_remediation import NodeRemediation
 
 Handle = WorkflowHandle[NodeRemediation, RemediationResult]
@@ -137,7 +138,7 @@ def reasks(history: WorkflowHistory) -> int:
         for e in history.events
         if e.event_type == EventType.EVENT_TYPE_TIMER_STARTED
         and e.user_metadata.HasField("summary")
-        and "asked again" in summary(e.user_metadata.summary, str)
+        and f"asked again every {REASK_EVERY}" in summary(e.user_metadata.summary, str)
     }
     return sum(
         e.event_type == EventType.EVENT_TYPE_TIMER_FIRED

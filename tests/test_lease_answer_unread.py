@@ -21,14 +21,16 @@ from temporalio.testing import WorkflowEnvironment
 from adapters.sim import SimFleet
 from contract.messages import ASK_LEASE, LEASE_GRANTED, LEASE_REQUEST
 from contract.names import DISRUPTION_BUDGET_WORKFLOW, budget_workflow_id
-from remedy.budget import BudgetPolicy, BudgetState, LeaseRequest
+from remedy.budget import BudgetState, LeaseRequest
 from tests.test_budget_burst import idle_ladders
 from tests.test_disruption_budget import budget_state
 from tests.test_job_watch import eventually
+from tests.test_lease_answered import FREE
 from workers.controller import controller_worker
 
-FREE = BudgetPolicy(max_disruption="100%", storm_share=1.0)
-WALK_AWAY = timedelta(seconds=5)  # no worker runs the budget: the update cannot finish
+# No worker runs the budget, so the update cannot finish; long enough on a busy machine for
+# the server to admit it first (the test checks that it did).
+WALK_AWAY = timedelta(seconds=10)
 
 
 async def ask_and_walk_away(budget: WorkflowHandle, req: LeaseRequest) -> None:

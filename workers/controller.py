@@ -91,8 +91,8 @@ class WorkerTuning:
     workflow_pollers: int = 5
     # Workflow tasks this worker holds at once: the SDK's 100. A task running local activities
     # (a ladder's first steps, a lease's request and release) holds its slot until they end;
-    # 400 slots helped some 1,000-ladder bursts and slowed others by half (workflow tasks then
-    # share one core's GIL four times as widely): bench/results/lease_priority.md.
+    # 400 slots helped some 1,000-ladder bursts and slowed others by half, the cause not
+    # measured: bench/results/lease_priority.md.
     max_concurrent_workflow_tasks: int = 100
 
 
