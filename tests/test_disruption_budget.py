@@ -17,7 +17,6 @@ from contract.activities import RELEASE_LEASE, REQUEST_LEASE
 from contract.messages import APPROVE, CLOSE_BREAKER, LEASE_RELEASE
 from contract.names import budget_workflow_id
 from remedy.budget import (
-    HELD_FOR_HUMAN,
     BudgetPolicy,
     BudgetState,
     LeaseRelease,
@@ -305,45 +304,6 @@ async def _listed(client: Client, query: str) -> bool:
     return bool([w async for w in client.list_workflows(query)])
 
 
-def _drain_then_human() -> Runbook:
-    """Drained, and nothing left to try: the node is left cordoned for a person."""
-    return Runbook(name="drain-only", match=Match(xids=[48]), ladder=[Rung(action=Action.DRAIN)])
-
-
-async def test_a_node_left_for_a_human_holds_its_share_until_it_is_restored(
-    time_env: WorkflowEnvironment,
-) -> None:
-    fleet = SimFleet(nodes=2, pool=f"pool-{uuid.uuid4().hex[:8]}")
-    first, second = sorted(fleet.nodes)
-    policy = BudgetPolicy(max_disruption="1", storm_share=1.0)
-    async with running_workers(time_env.client, fleet, policy=policy) as queues:
-        left = await report(
-            time_env.client, queues, fleet.inject(first, "ecc_dbe"), _drain_then_human()
-        )
-        assert (await left.result()).outcome is Outcome.NEEDS_HUMAN
-        held = await budget_state(time_env.client, queues.pool)
-        waiter: Handle = await report(
-            time_env.client, queues, fleet.inject(second, "ecc_dbe"), _drain_then_human()
-        )
-        await wait_for_phase(time_env, waiter, Phase.AWAITING_LEASE)
-        await time_env.sleep(timedelta(minutes=10))  # the budget looks again: still cordoned
-        still_waiting = await state_of(waiter)
-        fleet.cluster.control.restore(first)  # a person fixed it and gave it back
-        state = await wait_for_phase(time_env, waiter, Phase.DONE)
-        after = await budget_state(time_env.client, queues.pool)
-        budget = time_env.client.get_workflow_handle(budget_workflow_id(queues.pool))
-        await LEASE_RELEASE.send(budget, LeaseRelease(holder=HELD_FOR_HUMAN + second))
-        released = await eventually(
-            lambda: _held(time_env.client, queues.pool, []), within_s=5
-        )  # an operator's `remedy release-hold`
-    assert [h.node for h in held.held] == [first] and held.holders == [] and held.in_use == 1
-    assert still_waiting.phase is Phase.AWAITING_LEASE and still_waiting.lease_granted_at is None
-    assert state.lease_granted_at is not None  # granted once the first node was restored
-    assert [h.node for h in after.held] == [second]  # now the second one is left for a person
-    assert [a for n, a in fleet.actions if n == second] == ["cordon", "drain"]
-    assert released.in_use == 0
-
-
 async def _decided(client: Client, pool: str, holder: str) -> BudgetState | None:
     """The pool's budget, once a run that rebuilt its holders has decided on ``holder``'s
     request (granted it, or keeps it waiting); None before (the new run may not be up yet)."""
@@ -353,71 +313,3 @@ async def _decided(client: Client, pool: str, holder: str) -> BudgetState | None
         return None
     asked = [w.holder for w in state.waiting] + [h.holder for h in state.holders]
     return state if state.rebuilt and holder in asked else None
-
-
-async def _held(client: Client, pool: str, nodes: list[str]) -> BudgetState | None:
-    state = await budget_state(client, pool)
-    return state if [h.node for h in state.held] == nodes else None
-
-
-async def test_a_budget_started_afresh_still_counts_a_node_left_for_a_human(
-    dev_env: WorkflowEnvironment,
-) -> None:
-    """The budget is terminated after a ladder left its node cordoned for a person: the new
-    run finds the node from remedy's cordon on it, and the cap of one still holds. On the dev
-    server: terminating a workflow on the time-skipping server can leave its clock locked."""
-    client = dev_env.client
-    fleet = SimFleet(nodes=2, pool=f"pool-{uuid.uuid4().hex[:8]}")
-    first, second = sorted(fleet.nodes)
-    policy = BudgetPolicy(max_disruption="1", storm_share=1.0)
-    runbook = _drain_then_human().model_copy(update={"watch": timedelta(0)})  # no real waits
-    step = timedelta(seconds=0.2)
-    async with running_workers(client, fleet, policy=policy) as queues:
-        left = await report(client, queues, fleet.inject(first, "ecc_dbe"), runbook)
-        assert (await left.result()).outcome is Outcome.NEEDS_HUMAN
-        await eventually(lambda: _held(client, queues.pool, [first]))
-        await client.get_workflow_handle(budget_workflow_id(queues.pool)).terminate(
-            "an operator's mistake"
-        )
-        waiter: Handle = await report(client, queues, fleet.inject(second, "ecc_dbe"), runbook)
-        await wait_for_phase(dev_env, waiter, Phase.AWAITING_LEASE, step=step)
-        budget = await eventually(lambda: _decided(client, queues.pool, waiter.id))
-        still_waiting = await state_of(waiter)
-    assert budget.rebuilt and [h.node for h in budget.held] == [first]
-    assert [w.holder for w in budget.waiting] == [waiter.id] and budget.holders == []
-    assert still_waiting.phase is Phase.AWAITING_LEASE
-
-
-async def test_a_node_left_for_a_human_before_any_lease_holds_its_share_until_restored(
-    time_env: WorkflowEnvironment,
-) -> None:
-    """Cordoned, then a replace that needs approval: the approval times out before any lease
-    was asked for, and the node, out under remedy's cordon, still counts against the pool."""
-    fleet = SimFleet(nodes=2, pool=f"pool-{uuid.uuid4().hex[:8]}")
-    first, second = sorted(fleet.nodes)
-    # The sweep every 5 minutes: the hour waited stays a few workflow tasks on a busy machine.
-    policy = BudgetPolicy(max_disruption="1", storm_share=1.0, reclaim_every=timedelta(minutes=5))
-    approve = Runbook(
-        name="replace-once-approved",
-        match=Match(xids=[48]),
-        ladder=[
-            Rung(action=Action.REPLACE, approval="required", approval_timeout=timedelta(hours=1))
-        ],
-    )
-    async with running_workers(time_env.client, fleet, policy=policy) as queues:
-        left = await report(time_env.client, queues, fleet.inject(first, "ecc_dbe"), approve)
-        assert (await left.result()).outcome is Outcome.NEEDS_HUMAN
-        held = await budget_state(time_env.client, queues.pool)
-        waiter = await report(
-            time_env.client, queues, fleet.inject(second, "ecc_dbe"), _drain_then_human()
-        )
-        await wait_for_phase(time_env, waiter, Phase.AWAITING_LEASE)
-        await time_env.sleep(timedelta(minutes=10))  # the budget looks again: still cordoned
-        still_waiting = await state_of(waiter)
-        fleet.cluster.control.restore(first)  # a person fixed it and gave it back
-        state = await wait_for_phase(time_env, waiter, Phase.DONE)
-        never_asked = (await state_of(left)).lease_requested_at is None
-    assert never_asked
-    assert [h.node for h in held.held] == [first] and held.in_use == 1
-    assert still_waiting.phase is Phase.AWAITING_LEASE and still_waiting.lease_granted_at is None
-    assert state.lease_granted_at is not None  # granted once the first node was restored
