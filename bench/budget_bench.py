@@ -31,23 +31,19 @@ import statistics
 import tempfile
 import time
 import uuid
-from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
 
+from budget_history import all_waiting, history_of, received_at
 from pydantic import BaseModel
-from temporalio.api.enums.v1 import EventType
-from temporalio.client import Client, WorkflowHandle
+from temporalio.client import Client
 from unleased import UnleasedRemediation
 
 from adapters.sim import SimFleet
-from contract.activities import DELIVER_BUDGET_SIGNALS
-from contract.messages import LEASE_GRANTED, NODE_UNHEALTHY
+from contract.messages import NODE_UNHEALTHY
 from contract.names import budget_workflow_id
-from remedy.budget import BudgetPolicy, BudgetState, UnhealthyReport, allowed_disruptions
-from remedy.budget_signals import BudgetSignals
+from remedy.budget import BudgetPolicy, UnhealthyReport, allowed_disruptions
 from remedy.models import Action, Finding, NodeRef, Severity
 from remedy.remediation import FindingReport, RemediationState
 from remedy.runbook import Match, Runbook, Rung
@@ -55,7 +51,6 @@ from workers.client import report_finding
 from workers.controller import WORKFLOWS, controller_worker, node_agent_worker
 from workers.demo import _free_port
 from workers.dev_server import dev_server
-from workflows.disruption_budget import DisruptionBudget
 from workflows.node_remediation import NodeRemediation
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -152,65 +147,6 @@ def pct(values: list[float], q: float) -> float:
         return float("nan")
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
-
-
-async def history_of(
-    client: Client, workflow_id: str
-) -> tuple[Counter[str], list[datetime], dict[int, datetime]]:
-    """Events by type over every run of ``workflow_id`` (continue-as-new included), when each
-    of its grants was delivered (the delivery activity's completion, once per grant in it; a
-    signal's own event in a run from before), and when each was sent (by the event id of the
-    workflow task that sent it)."""
-    counts: Counter[str] = Counter()
-    delivered, sent = [], {}
-    async for run in client.list_workflows(f"WorkflowId = '{workflow_id}'"):
-        history = await client.get_workflow_handle(workflow_id, run_id=run.run_id).fetch_history()
-        grants: dict[int, int] = {}  # delivery activity's scheduled event id → its grants
-        for e in history.events:
-            at = e.event_time.ToDatetime(tzinfo=UTC)
-            counts[EventType.Name(e.event_type).removeprefix("EVENT_TYPE_")] += 1
-            scheduled = e.activity_task_scheduled_event_attributes
-            if (
-                e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
-                and scheduled.activity_type.name == DELIVER_BUDGET_SIGNALS.name
-            ):
-                out = BudgetSignals.model_validate_json(scheduled.input.payloads[0].data)
-                grants[e.event_id] = len(out.grants)
-                sent[scheduled.workflow_task_completed_event_id] = at
-            if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED:
-                done = e.activity_task_completed_event_attributes.scheduled_event_id
-                delivered += [at] * grants.get(done, 0)
-            if e.event_type == EventType.EVENT_TYPE_EXTERNAL_WORKFLOW_EXECUTION_SIGNALED:
-                delivered.append(at)
-            if e.event_type == EventType.EVENT_TYPE_SIGNAL_EXTERNAL_WORKFLOW_EXECUTION_INITIATED:
-                task = e.signal_external_workflow_execution_initiated_event_attributes
-                sent[task.workflow_task_completed_event_id] = at
-    return counts, delivered, sent
-
-
-async def received_at(client: Client, handle: WorkflowHandle[Any, Any]) -> datetime | None:
-    """When the ladder's history got its lease grant (the signal's event), if it did."""
-    async for e in client.get_workflow_handle(handle.id).fetch_history_events():
-        attributes = e.workflow_execution_signaled_event_attributes
-        if (
-            e.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED
-            and attributes.signal_name == LEASE_GRANTED.name
-        ):
-            return e.event_time.ToDatetime(tzinfo=UTC)
-    return None
-
-
-async def all_waiting(client: Client, pool: str, nodes: int) -> None:
-    """Until every ladder of the pool waits for a lease (the budget's own record)."""
-    budget = client.get_workflow_handle_for(DisruptionBudget.run, budget_workflow_id(pool))
-    while True:
-        try:
-            state: BudgetState = await budget.query(DisruptionBudget.state)
-            if len(state.waiting) >= nodes:
-                return
-        except Exception:  # noqa: BLE001 - not started yet
-            pass
-        await asyncio.sleep(1)
 
 
 async def raise_budget(client: Client, pool: str, queue: str, node: str, nodes: int) -> datetime:
@@ -343,12 +279,15 @@ def verdicts(report: BudgetReport) -> list[str]:
         f"and its lease (free − baseline, p50): {report.with_drain_s:.2f} s",
     ]
     for run in (free, contended, burst):
+        events = run.budget_events
         cap = run.nodes if run.name == "burst" else allowed_disruptions(run.budget, run.nodes)
         lines.append(
             f"{run.name}: at most {run.peak_disrupted} nodes disrupted at once (the cluster's "
             f"record), budget {cap}{' (raised to 100 %)' if run.name == 'burst' else ''}: "
             f"never above: {'yes' if run.peak_disrupted <= cap else 'no'}"
             f"; {run.budget_tasks} budget workflow tasks for {len(run.lease_waits_s)} leases"
+            f", {events.get('WORKFLOW_TASK_FAILED', 0)} failed; continued as new "
+            f"{events.get('WORKFLOW_EXECUTION_CONTINUED_AS_NEW', 0)} time(s)"
         )
     return lines
 

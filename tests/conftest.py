@@ -43,6 +43,9 @@ from workers.controller import controller_worker, node_agent_worker
 ROOT = Path(__file__).resolve().parent.parent
 # The lanes (fast, server) and the guards against leftover processes, threads and tasks.
 pytest_plugins = ["tests.suite"]
+# The dev server (dev_env) suggests continue-as-new from this many events, not 4K: that path
+# runs in seconds.
+SUGGEST_CONTINUE_AS_NEW_AT = 40
 
 
 @pytest.fixture
@@ -79,10 +82,9 @@ async def dev_env() -> AsyncIterator[WorkflowEnvironment]:
             dev_server_existing_path=installed_binary("temporal"),
             dev_server_startup_timeout=STARTUP,
             search_attributes=search_attributes.ALL,
-            # Suggest continue-as-new early so that path runs in seconds, not after 4k events.
             dev_server_extra_args=[
                 "--dynamic-config-value",
-                "limit.historyCount.suggestContinueAsNew=40",
+                f"limit.historyCount.suggestContinueAsNew={SUGGEST_CONTINUE_AS_NEW_AT}",
             ],
         )
     )

@@ -42,6 +42,7 @@ from contract.patches import patched
 from workflows import metrics
 from workflows.breaker_board import BreakerBoard
 from workflows.budget_outbox import Outbox, TellsHolders
+from workflows.budget_renewal import Renewal
 from workflows.budget_sweep import SWEEP_ON_ITS_OWN_CLOCK, Alarm, BudgetSweep, wake_at
 from workflows.common import PATIENT_RETRY
 from workflows.operator_updates import acted
@@ -105,6 +106,7 @@ class DisruptionBudget(BudgetSweep, TellsHolders):
         self._answering: set[str] = set()  # holders whose update answers their grant
         self._by_signal: set[str] = set()  # holders that asked by signal too (budget_outbox)
         self._closing = False  # about to continue as new: what waits is decided by the next run
+        self._renewal = Renewal()  # when it continues as new (budget_renewal)
 
     # -- messages --------------------------------------------------------------------------
     @LEASE_REQUEST.handler
@@ -255,7 +257,9 @@ class DisruptionBudget(BudgetSweep, TellsHolders):
                     self._swept_at = workflow.now()  # nothing to sweep until someone holds
                 wake = wake_at(self._state, self._swept_at, workflow.now(), self._sweep_every())
                 self._alarm.set(wake, SWEEP)
-                await workflow.wait_condition(lambda: self._changed or self._alarm.due())
+                await workflow.wait_condition(
+                    lambda: self._changed or self._alarm.due() or self._renewal.due()
+                )
                 if self._alarm.ring():
                     await self._housekeep(self._sweep)  # budget_sweep: less often when quiet
             else:
@@ -269,7 +273,7 @@ class DisruptionBudget(BudgetSweep, TellsHolders):
                     )
                 except TimeoutError:
                     await self._sweep()
-            self._changed = False
+            messages, self._changed = self._changed, False
             self._check_breaker()
             await self._grant()
             await self._board.publish(self._state)  # after the grants (an update waits on them)
@@ -279,7 +283,7 @@ class DisruptionBudget(BudgetSweep, TellsHolders):
             if self._regrant and patched(REGRANT):
                 regrant, self._regrant = self._regrant, []
                 await self._send_out(grants=regrant)
-            if workflow.info().is_continue_as_new_suggested():
+            if self._renewal.now(messages or self._changed):
                 self._closing = True  # an ask that comes now is answered "not yet"
                 await workflow.wait_condition(
                     lambda: workflow.all_handlers_finished() and self._outbox.idle()

@@ -1,0 +1,65 @@
+"""A pool's budget continues as new once a burst of messages is over, not in the middle of it.
+A try in the middle fails (the server will not close a run on messages it has not shown it) and
+each failure replays the run's whole history while the pool's ladders wait: 18.5 s without a
+grant in a 1,000-node storm (workflows/budget_renewal.py). The dev server suggests
+continue-as-new from 40 events (tests/conftest.py)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from temporalio.api.enums.v1 import EventType
+from temporalio.client import WorkflowHandle
+from temporalio.testing import WorkflowEnvironment
+
+from contract.messages import NODE_UNHEALTHY
+from contract.names import DISRUPTION_BUDGET_WORKFLOW, budget_workflow_id
+from remedy.budget import BudgetPolicy, BudgetState, UnhealthyReport
+from tests.conftest import SUGGEST_CONTINUE_AS_NEW_AT, own_fleet, running_workers
+from tests.test_job_watch import eventually
+
+POLICY = BudgetPolicy(max_disruption="1", storm_share=1.0)  # a report never trips it
+BURST = 3 * SUGGEST_CONTINUE_AS_NEW_AT  # reports, one after the other: past the suggestion
+
+
+async def test_a_burst_of_reports_ends_in_the_run_it_began_in(dev_env: WorkflowEnvironment) -> None:
+    client = dev_env.client
+    fleet = own_fleet("budget-burst", 1)
+    (node,) = fleet.nodes
+    async with running_workers(client, fleet, agents=False, policy=POLICY) as queues:
+        budget_id = budget_workflow_id(queues.pool)
+        started = await client.start_workflow(
+            DISRUPTION_BUDGET_WORKFLOW,
+            BudgetState(pool=queues.pool, policy=POLICY),
+            id=budget_id,
+            task_queue=queues.controller,
+        )
+        budget = client.get_workflow_handle(budget_id)  # whichever run is current
+        for _ in range(BURST):  # each awaited: the budget's tasks run between them
+            report = UnhealthyReport(
+                node=node,
+                pool=queues.pool,
+                task_queue=queues.controller,
+                at=datetime.now(UTC),
+                pool_size=1,
+                policy=POLICY,
+            )
+            await NODE_UNHEALTHY.send(budget, report)
+        await next_run(budget, started.first_execution_run_id)
+    first = client.get_workflow_handle(budget_id, run_id=started.first_execution_run_id)
+    kinds = [e.event_type async for e in first.fetch_history_events()]
+    signalled = kinds.count(EventType.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED)
+    failed = kinds.count(EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED)
+    assert (signalled, failed) == (BURST, 0), "a continue-as-new tried in the burst"
+    assert kinds[-1] == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW
+
+
+async def next_run(budget: WorkflowHandle[object, object], run: str) -> str:
+    """The run the budget continued as new into from ``run``: once quiet, seconds after the
+    messages stop (the dev server's clock is real)."""
+
+    async def continued() -> str | None:
+        current = (await budget.describe()).run_id
+        return current if current != run else None
+
+    return await eventually(continued, within_s=60)

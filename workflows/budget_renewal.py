@@ -1,0 +1,59 @@
+"""When the pool's budget continues as new: once the server suggests it and a turn of the loop
+found no message, or at the latest when its history reaches the server's warning.
+
+A continue-as-new fails when a message reaches the run while the task that continues is being
+worked on (the server will not close a run on messages it has not shown it: "UnhandledCommand"),
+and the worker then replays the run's whole history before it can try again. A storm of 1,000
+ladders that report, ask and release passes the server's suggestion (4K events by default) half
+way through: in bench/budget_bench.py's free run the budget tried three times, replayed 4,357
+events twice at 4.5 to 6.7 s a replay on the busy worker, and for 18.5 s granted nothing while
+its ladders waited (the server's side of it: temporalio/temporal#1289, #8097).
+
+Since ``CONTINUE_WHEN_QUIET`` the budget waits for a turn with no message: woken by its own clock
+alone — the sweep's, or a wake-up ``QUIET`` after the turn that found it busy. A storm's budget
+continues as new just after the storm, in a moment no ladder is speaking. A pool that never
+falls quiet continues as new at ``MOST_EVENTS`` / ``MOST_BYTES``, the server's default warnings,
+a fifth of its limits (51,200 events, 50 MB, where it terminates the run).
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from temporalio import workflow
+
+from contract.patches import patched
+from workflows.budget_sweep import Alarm
+
+# Runs before continued as new at the server's suggestion, a burst of messages or not.
+CONTINUE_WHEN_QUIET = "budget-continues-as-new-when-quiet"
+QUIET = timedelta(seconds=10)  # how long after a busy turn the loop looks again
+MOST_EVENTS = 10_240  # limit.historyCount.warn
+MOST_BYTES = 10 * 1024 * 1024  # limit.historySize.warn
+
+
+class Renewal:
+    """``due()`` goes in the loop's wait condition; ``now()`` ends each turn of the loop."""
+
+    def __init__(self) -> None:
+        self._alarm = Alarm()
+
+    def due(self) -> bool:
+        return self._alarm.due()
+
+    def now(self, messages: bool) -> bool:
+        """Whether to continue as new at the end of this turn; ``messages``: one came in it."""
+        info = workflow.info()
+        if not info.is_continue_as_new_suggested():
+            return False
+        if not patched(CONTINUE_WHEN_QUIET):
+            return True  # a run from before: at once, as it did
+        full = (
+            info.get_current_history_length() >= MOST_EVENTS
+            or info.get_current_history_size() >= MOST_BYTES
+        )
+        if full or not messages:
+            return True
+        self._alarm.ring()  # one that rang into a busy turn: set afresh
+        self._alarm.set(workflow.now() + QUIET, "continue as new when no message comes")
+        return False
