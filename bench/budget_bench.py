@@ -111,6 +111,7 @@ class BudgetReport(BaseModel):
     runs: list[BudgetRun]
     target_grants_per_s: float = TARGET_GRANTS_PER_S
     target_added_s: float = TARGET_ADDED_S
+    finished_at: datetime | None = None  # when the runs ended (a report from before: unknown)
 
     def run(self, name: str) -> BudgetRun:
         return next(r for r in self.runs if r.name == name)
@@ -318,7 +319,9 @@ def budget_section(report: BudgetReport) -> list[str]:
         "## The disruption budget: lease grants per second and the latency a lease adds",
         "",
         f"{report.nodes} simulated nodes failing at once per run, each run in its own pool, "
-        "the dev server and the real workflows on one machine (bench/budget_bench.py).",
+        "the dev server and the real workflows on one machine (bench/budget_bench.py"
+        + (f", finished {report.finished_at:%Y-%m-%d %H:%M} UTC" if report.finished_at else "")
+        + ").",
         "",
         "```",
         *report_lines(report),
@@ -345,7 +348,7 @@ async def main(nodes: int, contended: str) -> None:
             ):
                 runs.append(await one_run(client, name, nodes, budget))
                 print(f"  {name}: {runs[-1].wall_s:.1f} s", flush=True)
-    report = BudgetReport(nodes=nodes, runs=runs)
+    report = BudgetReport(nodes=nodes, runs=runs, finished_at=datetime.now(UTC))
     print(
         f"\nDisruption budget at {nodes} nodes failing at once "
         "(dev server + real workflows, one machine):\n"

@@ -371,8 +371,9 @@ def main() -> None:
         "# remedy benchmark report",
         "",
         f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC on {platform.node()} "
-        f"({platform.machine()}, Python {platform.python_version()}); figures from one "
-        "run of `make bench`.",
+        f"({platform.machine()}, Python {platform.python_version()}); figures from the last "
+        "run of each bench (`make bench` runs them all; a section that says when it finished "
+        "may have been run alone since).",
         "",
         "![goodput, availability and latency](fleet.png)",
         "",
