@@ -15,9 +15,9 @@ from contract.messages import LEASE_RELEASE
 from contract.names import budget_workflow_id
 from remedy.budget import HELD_FOR_HUMAN, BudgetPolicy, BudgetState, LeaseRelease
 from remedy.models import Action
-from remedy.remediation import Outcome, Phase
+from remedy.remediation import Outcome, Phase, RemediationState
 from remedy.runbook import Match, Runbook, Rung
-from tests.conftest import running_workers
+from tests.conftest import Queues, running_workers
 from tests.ladder import Handle, report, state_of, wait_for_phase
 from tests.test_disruption_budget import _decided, budget_state
 from tests.test_job_watch import eventually
@@ -26,6 +26,22 @@ from tests.test_job_watch import eventually
 def _drain_then_human() -> Runbook:
     """Drained, and nothing left to try: the node is left cordoned for a person."""
     return Runbook(name="drain-only", match=Match(xids=[48]), ladder=[Rung(action=Action.DRAIN)])
+
+
+async def _waits_until_restored(
+    env: WorkflowEnvironment, queues: Queues, fleet: SimFleet, held: str, node: str
+) -> tuple[RemediationState, RemediationState]:
+    """``node``'s ladder waits for a lease while ``held`` is out for a person, still waits
+    when the budget looks again, and climbs once a person restores ``held``: its state while
+    it waits, and at the end."""
+    waiter: Handle = await report(
+        env.client, queues, fleet.inject(node, "ecc_dbe"), _drain_then_human()
+    )
+    await wait_for_phase(env, waiter, Phase.AWAITING_LEASE)
+    await env.sleep(timedelta(minutes=10))  # the budget looks again: still cordoned
+    still_waiting = await state_of(waiter)
+    fleet.cluster.control.restore(held)  # a person fixed it and gave it back
+    return still_waiting, await wait_for_phase(env, waiter, Phase.DONE)
 
 
 async def test_a_node_left_for_a_human_holds_its_share_until_it_is_restored(
@@ -40,14 +56,7 @@ async def test_a_node_left_for_a_human_holds_its_share_until_it_is_restored(
         )
         assert (await left.result()).outcome is Outcome.NEEDS_HUMAN
         held = await budget_state(time_env.client, queues.pool)
-        waiter: Handle = await report(
-            time_env.client, queues, fleet.inject(second, "ecc_dbe"), _drain_then_human()
-        )
-        await wait_for_phase(time_env, waiter, Phase.AWAITING_LEASE)
-        await time_env.sleep(timedelta(minutes=10))  # the budget looks again: still cordoned
-        still_waiting = await state_of(waiter)
-        fleet.cluster.control.restore(first)  # a person fixed it and gave it back
-        state = await wait_for_phase(time_env, waiter, Phase.DONE)
+        still_waiting, state = await _waits_until_restored(time_env, queues, fleet, first, second)
         after = await budget_state(time_env.client, queues.pool)
         budget = time_env.client.get_workflow_handle(budget_workflow_id(queues.pool))
         await LEASE_RELEASE.send(budget, LeaseRelease(holder=HELD_FOR_HUMAN + second))
@@ -115,14 +124,7 @@ async def test_a_node_left_for_a_human_before_any_lease_holds_its_share_until_re
         left = await report(time_env.client, queues, fleet.inject(first, "ecc_dbe"), approve)
         assert (await left.result()).outcome is Outcome.NEEDS_HUMAN
         held = await budget_state(time_env.client, queues.pool)
-        waiter = await report(
-            time_env.client, queues, fleet.inject(second, "ecc_dbe"), _drain_then_human()
-        )
-        await wait_for_phase(time_env, waiter, Phase.AWAITING_LEASE)
-        await time_env.sleep(timedelta(minutes=10))  # the budget looks again: still cordoned
-        still_waiting = await state_of(waiter)
-        fleet.cluster.control.restore(first)  # a person fixed it and gave it back
-        state = await wait_for_phase(time_env, waiter, Phase.DONE)
+        still_waiting, state = await _waits_until_restored(time_env, queues, fleet, first, second)
         never_asked = (await state_of(left)).lease_requested_at is None
     assert never_asked
     assert [h.node for h in held.held] == [first] and held.in_use == 1
