@@ -9,7 +9,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from temporalio.api.enums.v1 import EventType
-from temporalio.client import WorkflowHandle
+from temporalio.client import Client, WorkflowHandle
 from temporalio.testing import WorkflowEnvironment
 
 from contract.messages import NODE_UNHEALTHY
@@ -17,6 +17,7 @@ from contract.names import DISRUPTION_BUDGET_WORKFLOW, budget_workflow_id
 from remedy.budget import BudgetPolicy, BudgetState, UnhealthyReport
 from tests.conftest import SUGGEST_CONTINUE_AS_NEW_AT, own_fleet, running_workers
 from tests.test_job_watch import eventually
+from workflows.budget_renewal import RENEWAL
 
 POLICY = BudgetPolicy(max_disruption="1", storm_share=1.0)  # a report never trips it
 BURST = 3 * SUGGEST_CONTINUE_AS_NEW_AT  # reports, one after the other: past the suggestion
@@ -35,7 +36,7 @@ async def test_a_burst_of_reports_ends_in_the_run_it_began_in(dev_env: WorkflowE
             task_queue=queues.controller,
         )
         budget = client.get_workflow_handle(budget_id)  # whichever run is current
-        for _ in range(BURST):  # each awaited: the budget's tasks run between them
+        for _ in range(BURST):  # one at a time: the budget's tasks run between them
             report = UnhealthyReport(
                 node=node,
                 pool=queues.pool,
@@ -47,11 +48,21 @@ async def test_a_burst_of_reports_ends_in_the_run_it_began_in(dev_env: WorkflowE
             await NODE_UNHEALTHY.send(budget, report)
         await next_run(budget, started.first_execution_run_id)
     first = client.get_workflow_handle(budget_id, run_id=started.first_execution_run_id)
-    kinds = [e.event_type async for e in first.fetch_history_events()]
+    events = [e async for e in first.fetch_history_events()]
+    kinds = [e.event_type for e in events]
     signalled = kinds.count(EventType.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED)
     failed = kinds.count(EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED)
     assert (signalled, failed) == (BURST, 0), "a continue-as-new tried in the burst"
     assert kinds[-1] == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW
+    # It saw the suggestion while the reports came (a burst taken in one task would pass on
+    # the old code too): it waited for a quiet turn.
+    waited = [
+        e
+        for e in events
+        if e.event_type == EventType.EVENT_TYPE_TIMER_STARTED
+        and RENEWAL.encode() in e.user_metadata.summary.data
+    ]
+    assert waited, "never past the suggestion while busy"
 
 
 async def next_run(budget: WorkflowHandle[object, object], run: str) -> str:
@@ -63,3 +74,8 @@ async def next_run(budget: WorkflowHandle[object, object], run: str) -> str:
         return current if current != run else None
 
     return await eventually(continued, within_s=60)
+
+
+async def runs_of(client: Client, workflow_id: str) -> bool:
+    """More than one run of ``workflow_id`` is listed: it continued as new."""
+    return len([w async for w in client.list_workflows(f"WorkflowId = '{workflow_id}'")]) > 1

@@ -10,7 +10,8 @@ events twice at 4.5 to 6.7 s a replay on the busy worker, and for 18.5 s granted
 its ladders waited (the server's side of it: temporalio/temporal#1289, #8097).
 
 Since ``CONTINUE_WHEN_QUIET`` the budget waits for a turn with no message: woken by its own clock
-alone — the sweep's, or a wake-up ``QUIET`` after the turn that found it busy. A storm's budget
+alone — the sweep's, or a wake-up ``QUIET`` after the first busy turn since the last such
+wake-up. A storm's budget
 continues as new just after the storm, in a moment no ladder is speaking. A pool that never
 falls quiet continues as new at ``MOST_EVENTS`` / ``MOST_BYTES``, the server's default warnings,
 a fifth of its limits (51,200 events, 50 MB, where it terminates the run).
@@ -28,6 +29,7 @@ from workflows.budget_sweep import Alarm
 # Runs before continued as new at the server's suggestion, a burst of messages or not.
 CONTINUE_WHEN_QUIET = "budget-continues-as-new-when-quiet"
 QUIET = timedelta(seconds=10)  # how long after a busy turn the loop looks again
+RENEWAL = "continue as new when no message comes"  # its timer's summary
 MOST_EVENTS = 10_240  # limit.historyCount.warn
 MOST_BYTES = 10 * 1024 * 1024  # limit.historySize.warn
 
@@ -44,8 +46,9 @@ class Renewal:
     def now(self, messages: bool) -> bool:
         """Whether to continue as new at the end of this turn; ``messages``: one came in it."""
         info = workflow.info()
+        self._alarm.ring()  # one that came due is spent: set afresh below, if still wanted
         if not info.is_continue_as_new_suggested():
-            return False
+            return False  # (the suggestion withdrawn: a server's limit raised while it ran)
         if not patched(CONTINUE_WHEN_QUIET):
             return True  # a run from before: at once, as it did
         full = (
@@ -54,6 +57,5 @@ class Renewal:
         )
         if full or not messages:
             return True
-        self._alarm.ring()  # one that rang into a busy turn: set afresh
-        self._alarm.set(workflow.now() + QUIET, "continue as new when no message comes")
+        self._alarm.set(workflow.now() + QUIET, RENEWAL)  # a pending one stays, if earlier
         return False
