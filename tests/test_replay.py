@@ -28,6 +28,7 @@ from contract.patches import FOLDED_AGAIN, FOLDED_AGAIN_INTO, FOLDED_INTO
 from workers.controller import STRICT_WORKFLOW_RUNNER
 from workflows.active_check import ActiveCheck
 from workflows.active_checks import ActiveChecks
+from workflows.budget_renewal import CONTINUE_WHEN_QUIET
 from workflows.common import FIRST_TASK
 from workflows.disruption_budget import DisruptionBudget
 from workflows.disruption_lease import LOCAL_LEASE_CALLS
@@ -87,6 +88,12 @@ def test_histories_are_recorded() -> None:
         "active_check_taken_out",
         "fleet_scan",  # a problem condition and a silent agent, each given a ladder
         "fleet_scan_v2",  # liveness judged on the scans' clock, from the scan before's result
+        # A budget's first run through a burst of reports past the suggestion to continue as
+        # new (the dev server's, at 40 events; /tmp recorder, the burst of
+        # tests/test_budget_renewal.py): before, it continued in the burst, a task failed;
+        # since, once quiet, behind its own marker.
+        "budget_continued_at_suggestion",
+        "budget_continued_when_quiet",
     }
     # v2: recorded after remedy began indexing ladders, so their replay covers the upserts.
     for name in LADDERS:
@@ -153,6 +160,12 @@ def test_histories_are_recorded() -> None:
         assert _patches(HISTORY_DIR / f"{name}.json") == {FOLDED_AGAIN_INTO}, name
     for name in LADDERS:
         assert _upserts(name, "v10") < _upserts(name, "v9"), name
+    before, since = (
+        HISTORY_DIR / f"budget_continued_{n}.json" for n in ("at_suggestion", "when_quiet")
+    )
+    assert _patches(before) == {FOLDED_AGAIN_INTO} and "WORKFLOW_TASK_FAILED" in before.read_text()
+    assert _patches(since) == {FOLDED_AGAIN_INTO, CONTINUE_WHEN_QUIET}
+    assert "WORKFLOW_TASK_FAILED" not in since.read_text()
     # Job guards index themselves behind a patch: the history from before upserts nothing.
     for tag, indexed in (("", False), ("_v2", True)):
         guard = HISTORY_DIR / f"job_guard_restart_then_stop{tag}.json"
