@@ -25,29 +25,7 @@ BURST = 3 * SUGGEST_CONTINUE_AS_NEW_AT  # reports, one after the other: past the
 
 async def test_a_burst_of_reports_ends_in_the_run_it_began_in(dev_env: WorkflowEnvironment) -> None:
     client = dev_env.client
-    fleet = own_fleet("budget-burst", 1)
-    (node,) = fleet.nodes
-    async with running_workers(client, fleet, agents=False, policy=POLICY) as queues:
-        budget_id = budget_workflow_id(queues.pool)
-        started = await client.start_workflow(
-            DISRUPTION_BUDGET_WORKFLOW,
-            BudgetState(pool=queues.pool, policy=POLICY),
-            id=budget_id,
-            task_queue=queues.controller,
-        )
-        budget = client.get_workflow_handle(budget_id)  # whichever run is current
-        for _ in range(BURST):  # one at a time: the budget's tasks run between them
-            report = UnhealthyReport(
-                node=node,
-                pool=queues.pool,
-                task_queue=queues.controller,
-                at=datetime.now(UTC),
-                pool_size=1,
-                policy=POLICY,
-            )
-            await NODE_UNHEALTHY.send(budget, report)
-        await next_run(budget, started.first_execution_run_id)
-    first = client.get_workflow_handle(budget_id, run_id=started.first_execution_run_id)
+    first = await burst_past_the_suggestion(client)
     events = [e async for e in first.fetch_history_events()]
     kinds = [e.event_type for e in events]
     signalled = kinds.count(EventType.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED)
@@ -63,6 +41,35 @@ async def test_a_burst_of_reports_ends_in_the_run_it_began_in(dev_env: WorkflowE
         and RENEWAL.encode() in e.user_metadata.summary.data
     ]
     assert waited, "never past the suggestion while busy"
+
+
+async def burst_past_the_suggestion(client: Client) -> WorkflowHandle[object, object]:
+    """A pool's budget started afresh, ``BURST`` reports of one node one at a time (the
+    budget's tasks run between them), until it continued as new: its first run.
+    tests/histories/record_continued.py records that run's history."""
+    fleet = own_fleet("budget-burst", 1)
+    (node,) = fleet.nodes
+    async with running_workers(client, fleet, agents=False, policy=POLICY) as queues:
+        budget_id = budget_workflow_id(queues.pool)
+        started = await client.start_workflow(
+            DISRUPTION_BUDGET_WORKFLOW,
+            BudgetState(pool=queues.pool, policy=POLICY),
+            id=budget_id,
+            task_queue=queues.controller,
+        )
+        budget = client.get_workflow_handle(budget_id)  # whichever run is current
+        for _ in range(BURST):
+            report = UnhealthyReport(
+                node=node,
+                pool=queues.pool,
+                task_queue=queues.controller,
+                at=datetime.now(UTC),
+                pool_size=1,
+                policy=POLICY,
+            )
+            await NODE_UNHEALTHY.send(budget, report)
+        await next_run(budget, started.first_execution_run_id)
+    return client.get_workflow_handle(budget_id, run_id=started.first_execution_run_id)
 
 
 async def next_run(budget: WorkflowHandle[object, object], run: str) -> str:

@@ -89,9 +89,8 @@ def test_histories_are_recorded() -> None:
         "fleet_scan",  # a problem condition and a silent agent, each given a ladder
         "fleet_scan_v2",  # liveness judged on the scans' clock, from the scan before's result
         # A budget's first run through a burst of reports past the suggestion to continue as
-        # new (the dev server's, at 40 events; /tmp recorder, the burst of
-        # tests/test_budget_renewal.py): before, it continued in the burst, a task failed;
-        # since, once quiet, behind its own marker.
+        # new (tests/histories/record_continued.py): before, it continued in the burst, a
+        # task failed; since, once quiet, behind its own marker.
         "budget_continued_at_suggestion",
         "budget_continued_when_quiet",
     }
