@@ -7,7 +7,7 @@ import asyncio
 import contextlib
 import functools
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Awaitable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
@@ -72,22 +72,25 @@ async def time_env() -> AsyncIterator[WorkflowEnvironment]:
         await env.shutdown()
 
 
+def start_dev_server() -> Awaitable[WorkflowEnvironment]:
+    """The real dev server (SQLite, full visibility), for what the time-skipping one lacks:
+    schedule-to-start timeouts with no worker, continue-as-new suggestions, listing workflows.
+    (tests/histories/record_continued.py records on the same.)"""
+    return WorkflowEnvironment.start_local(
+        data_converter=pydantic_data_converter,
+        dev_server_existing_path=installed_binary("temporal"),
+        dev_server_startup_timeout=STARTUP,
+        search_attributes=search_attributes.ALL,
+        dev_server_extra_args=[
+            "--dynamic-config-value",
+            f"limit.historyCount.suggestContinueAsNew={SUGGEST_CONTINUE_AS_NEW_AT}",
+        ],
+    )
+
+
 @pytest.fixture(scope="session")
 async def dev_env() -> AsyncIterator[WorkflowEnvironment]:
-    """The real dev server (SQLite, full visibility), for what the time-skipping one lacks:
-    schedule-to-start timeouts with no worker, continue-as-new suggestions, listing workflows."""
-    env = await started(
-        lambda: WorkflowEnvironment.start_local(
-            data_converter=pydantic_data_converter,
-            dev_server_existing_path=installed_binary("temporal"),
-            dev_server_startup_timeout=STARTUP,
-            search_attributes=search_attributes.ALL,
-            dev_server_extra_args=[
-                "--dynamic-config-value",
-                f"limit.historyCount.suggestContinueAsNew={SUGGEST_CONTINUE_AS_NEW_AT}",
-            ],
-        )
-    )
+    env = await started(start_dev_server)
     yield env
     await env.shutdown()
 

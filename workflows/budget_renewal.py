@@ -11,10 +11,11 @@ its ladders waited (the server's side of it: temporalio/temporal#1289, #8097).
 
 Since ``CONTINUE_WHEN_QUIET`` the budget waits for a turn with no message: woken by its own clock
 alone — the sweep's, or a wake-up ``QUIET`` after the first busy turn since the last such
-wake-up. A storm's budget
-continues as new just after the storm, in a moment no ladder is speaking. A pool that never
-falls quiet continues as new at ``MOST_EVENTS`` / ``MOST_BYTES``, the server's default warnings,
-a fifth of its limits (51,200 events, 50 MB, where it terminates the run).
+wake-up. A storm's budget continues as new just after the storm, in a moment no ladder is
+speaking. A pool that never falls quiet continues as new at ``MOST_EVENTS`` / ``MOST_BYTES``,
+the server's default warnings, a fifth of its limits (51,200 events, 50 MB, where it terminates
+the run). A run from before ``SWEEP_ON_ITS_OWN_CLOCK`` (budget_sweep) waits without the
+renewal's wake-up: its sweep's timeout, or the ceiling.
 """
 
 from __future__ import annotations

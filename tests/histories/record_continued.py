@@ -11,27 +11,14 @@ from __future__ import annotations
 import argparse
 import asyncio
 
-from temporalio.contrib.pydantic import pydantic_data_converter
-from temporalio.testing import WorkflowEnvironment
-
-from contract import search_attributes
-from tests.conftest import SUGGEST_CONTINUE_AS_NEW_AT
+from tests.conftest import start_dev_server
 from tests.histories.record import HERE
 from tests.test_budget_renewal import burst_past_the_suggestion
-from workers.binaries import installed_binary
 from workers.client import ensure_search_attributes
 
 
 async def main(name: str) -> None:
-    env = await WorkflowEnvironment.start_local(
-        data_converter=pydantic_data_converter,
-        dev_server_existing_path=installed_binary("temporal"),
-        search_attributes=search_attributes.ALL,
-        dev_server_extra_args=[
-            "--dynamic-config-value",
-            f"limit.historyCount.suggestContinueAsNew={SUGGEST_CONTINUE_AS_NEW_AT}",
-        ],
-    )
+    env = await start_dev_server()
     try:
         await ensure_search_attributes(env.client)
         history = await (await burst_past_the_suggestion(env.client)).fetch_history()
