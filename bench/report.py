@@ -17,33 +17,19 @@ import matplotlib
 
 matplotlib.use("Agg")  # no screen: write the file
 import matplotlib.pyplot as plt  # noqa: E402
-from budget_bench import BudgetReport, budget_section  # noqa: E402
+from budget_figures import BudgetReport, budget_section  # noqa: E402
 from fleet_twin import POLICY_HEADERS, TwinReport, gpu_hours_section, policy_rows  # noqa: E402
 from kube_scale_bench import KubeScaleReport, markdown_section  # noqa: E402
-from memory_bench import summary as memory_summary  # noqa: E402
-from scale_bench import (  # noqa: E402
-    SHARE_HEADERS,
-    ScaleReport,
-    agent_line,
-    at_ten_percent,
-    share_rows,
-)
+from scale_figures import ScaleReport, scale_section  # noqa: E402
 
 from chaos.table import keep_section, section_in  # noqa: E402
 from remedy.durations import format_duration  # noqa: E402
 from twin.job import LadderRun  # noqa: E402
+from workers.tables import markdown  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
 GOODPUT_TARGET, AVAILABILITY_TARGET = 0.95, 0.9995
 ORACLE_GAP_TARGET, JOB_SUCCESS_TARGET, MANUAL_JOB_SUCCESS = 0.005, 0.995, 0.98
-
-
-def markdown(headers: list[str], rows: list[list[str]]) -> list[str]:
-    return [
-        "| " + " | ".join(headers) + " |",
-        "|---" * len(headers) + "|",
-        *("| " + " | ".join(row) + " |" for row in rows),
-    ]
 
 
 def hours(delta: timedelta) -> str:
@@ -264,36 +250,6 @@ def _ladder_cell(ladder: LadderRun) -> str:
     climbed = [s.action.value for s in ladder.steps if s.rung >= 0]
     left = " — fault still there" if ladder.false_recovery else ""
     return ladder.outcome + (f" ({', '.join(climbed)})" if climbed else "") + left
-
-
-def scale_section(scale: ScaleReport) -> list[str]:
-    lines = [
-        "## Detection → cordon at scale",
-        "",
-        "Every failing node's agent reports at once (signal-with-start of its "
-        "NodeRemediation); latency is from a node's report to its cordon taking effect. "
-        "The baseline is the same burst of a workflow that does nothing but run one "
-        "activity, on the same server in the same run: the floor this server and machine "
-        f"allow. Target: remedy's P90 within {scale.target_ratio:g}× the baseline's. "
-        "The last two columns: the baseline started as agents report, by signal-with-start.",
-        "",
-        *markdown(SHARE_HEADERS, share_rows(scale)),
-    ]
-    if (agents := agent_line(scale)) is not None:
-        lines += ["", "Below the floor: " + agents + "."]
-    at_10 = at_ten_percent(scale)
-    if at_10:
-        lines += [
-            "",
-            f"Target P90 ≤ {scale.target_p90_s:g} s at {at_10.failing} of {at_10.nodes}: "
-            f"**{at_10.p90_s:.2f} s** ({_met(at_10.p90_s <= scale.target_p90_s)}); the "
-            f"baseline's P90 in the same run: {at_10.floor_p90_s:.2f} s. NVSentinel reports "
-            "P50 16.8 s / P90 28.2 s for 150 of 1,500.",
-        ]
-    if scale.memory:
-        said = memory_summary(scale.memory)
-        lines += ["", said[0].upper() + said[1:] + "."]
-    return lines
 
 
 def plot(twin: TwinReport | None, scale: ScaleReport | None, path: Path) -> None:

@@ -19,6 +19,15 @@ def plain(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
     ]
 
 
+def markdown(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
+    """A Markdown table, for the benchmark report."""
+    return [
+        "| " + " | ".join(headers) + " |",
+        "|---" * len(headers) + "|",
+        *("| " + " | ".join(row) + " |" for row in rows),
+    ]
+
+
 def show(headers: Sequence[str], rows: Sequence[Sequence[str]], title: str = "") -> None:
     """Print a table to stdout: rich when it is a terminal, else ``plain``."""
     if sys.stdout.isatty():
