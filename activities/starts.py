@@ -18,7 +18,8 @@ from temporalio.client import (
     WorkflowExecutionStatus,
     WorkflowHandle,
 )
-from temporalio.common import WorkflowIDConflictPolicy
+from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
+from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
 from contract import activities as act
@@ -119,24 +120,33 @@ async def start_remediation(
     after a recovery must start a ladder. A ladder that did not finish (terminated, failed)
     handled nothing: any report starts a new one."""
     workflow_id = remediation_workflow_id(node.name)
+    inp = RemediationInput(node=node, node_task_queue=node_task_queue)
+    if node_pickup_timeout is not None:
+        inp.node_pickup_timeout = node_pickup_timeout
+    start: dict[str, Any] = {
+        "id": workflow_id,
+        "task_queue": task_queue,
+        **REPORT_FINDING.start_with(report),
+        # What the UI's workflow list shows; ignored when the report joins a running ladder.
+        "static_summary": static_summary(node.name, report.finding, report.runbook),
+    }
+    # One call for what a storm's reports mostly are: a node that never had a ladder (a new
+    # one starts) or one whose ladder is running (the report joins it). The server refuses it
+    # only when the node's last ladder is over; that ladder's result then says whether the
+    # report is stale.
+    try:
+        return await client.start_workflow(
+            workflow, inp, id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE, **start
+        )
+    except WorkflowAlreadyStartedError:
+        pass
     last = await _last_finished(client, workflow_id)
     if last is not None and all(f.fingerprint() in last[1].handled for f in report.findings()):
         log.info("%s: stale report of %s: nothing started", node.name, report.finding.headline())
         return last[0]
-    inp = RemediationInput(node=node, node_task_queue=node_task_queue)
     if last is not None:  # the new ladder carries what the node's ladders handled so far
         inp.handled_before = last[1].handled
-    if node_pickup_timeout is not None:
-        inp.node_pickup_timeout = node_pickup_timeout
-    return await client.start_workflow(
-        workflow,
-        inp,
-        id=workflow_id,
-        task_queue=task_queue,
-        **REPORT_FINDING.start_with(report),
-        # What the UI's workflow list shows; ignored when the report joins a running ladder.
-        static_summary=static_summary(node.name, report.finding, report.runbook),
-    )
+    return await client.start_workflow(workflow, inp, **start)
 
 
 async def start_admission(

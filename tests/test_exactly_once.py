@@ -7,6 +7,13 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
+from temporalio.client import (
+    Client,
+    DescribeWorkflowInput,
+    Interceptor,
+    OutboundInterceptor,
+    WorkflowExecutionDescription,
+)
 from temporalio.testing import WorkflowEnvironment
 
 from adapters.sim import SimFleet
@@ -145,6 +152,47 @@ async def test_a_report_after_its_ladder_or_a_later_one_finished_starts_nothing(
     assert fleet.actions[len(before) :] == [
         (NODE, a) for a in ("cordon", "drain", "reset_gpu", "restore")
     ]
+
+
+class DescribesSeen(Interceptor):
+    """The client's own seam: the workflow ids it was asked to describe."""
+
+    def __init__(self) -> None:
+        self.ids: list[str] = []
+
+    def intercept_client(self, next: OutboundInterceptor) -> OutboundInterceptor:
+        return _Describes(next, self.ids)
+
+
+class _Describes(OutboundInterceptor):
+    def __init__(self, next: OutboundInterceptor, ids: list[str]) -> None:
+        super().__init__(next)
+        self._ids = ids
+
+    async def describe_workflow(self, input: DescribeWorkflowInput) -> WorkflowExecutionDescription:
+        self._ids.append(input.id)
+        return await super().describe_workflow(input)
+
+
+async def test_a_report_starts_or_joins_a_ladder_in_one_call_and_reads_a_finished_one_first(
+    time_env: WorkflowEnvironment, fleet: SimFleet, shipped_runbooks: RunbookSet
+) -> None:
+    """A storm's reports are new ladders and reports joining running ones: one call each, no
+    describe. Only a report after the node's last ladder finished reads that ladder (stale?)."""
+    seen, config = DescribesSeen(), time_env.client.config()
+    # After the environment's own: the one that lets time skip while a result is awaited.
+    client = Client(**{**config, "interceptors": [*config["interceptors"], seen]})
+    finding = fleet.inject(NODE, "ecc_dbe", gpu=2)
+    runbook = shipped_runbooks.match(finding)
+    async with running_workers(time_env.client, fleet) as queues:
+        first = await report(client, queues, finding, runbook)
+        again = await report(client, queues, finding, runbook)  # joins it, while it runs
+        assert seen.ids == []
+        assert (await first.result()).outcome is Outcome.RECOVERED
+        late = await report(client, queues, finding, runbook)
+    assert again.result_run_id == first.result_run_id
+    assert seen.ids == [first.id]  # the finished ladder, read once: the late report is stale
+    assert late.run_id == first.result_run_id
 
 
 async def test_a_fault_gone_before_the_first_disruptive_rung_disrupts_nothing(
