@@ -8,7 +8,8 @@
    Beside it, the same baseline started the way an agent reports (signal-with-start: a second
    report joins the running ladder): what that delivery costs this server, apart from remedy's
    own work. Each share runs ``--rounds`` bursts of each kind, the order alternating; every
-   figure is the median of its rounds', after one burst thrown away (the warm-up).
+   figure is the median of its rounds', after one burst thrown away (the warm-up), and the
+   ratio the median of the rounds' ratios (remedy's P90 over the same round's baseline's).
 2. The agents cordon their own nodes (50 % of the fleet failing, the breaker's limit raised as
    an operator who knows the faults are real would): from the agent seeing its finding to the
    cordon, target P90 ≤ 1 s; and how many ladders adopted their agent's cordon.
