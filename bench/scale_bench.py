@@ -208,11 +208,13 @@ async def main(
             agent = await agent_run(client, nodes, agent_share) if agent_share else None
             if agent:
                 print(f"  agents' own cordons: p90 {agent.p90_s:.3f} s", flush=True)
-            memory = (
-                await memory_run(client, f"127.0.0.1:{port}", memory_nodes)
-                if memory_nodes
-                else None
-            )
+        memory = None
+        if memory_nodes:
+            # A server of its own: the bursts above leave thousands of ladders parked on theirs
+            # (once, with them, the controller's workflow tasks timed out and it stopped polling).
+            port = _free_port()
+            async with dev_server(port, _free_port(), None, Path(tmp) / "memory.log") as client:
+                memory = await memory_run(client, f"127.0.0.1:{port}", memory_nodes)
     report = ScaleReport(shares=runs, memory=memory, agent=agent)
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / "scale.json").write_text(report.model_dump_json(indent=2))
