@@ -9,7 +9,8 @@ Runs over N simulated nodes failing at once (default 1,000), each in its own poo
   burst      the same ladder, every ladder waiting at once behind a budget of 0 (a freeze),
              then one request raises it to 100 %: the grants of the whole pool at once
   mixed      one burst, every other ladder free (budget 100 %) and the rest unleased, each
-             half on its own worker and queue in the one process
+             half on its own worker and queue in the one process; the pool's budget on the
+             leased half's (its tasks ahead of that half's ladders only: the pessimistic side)
 
 Grants per second is the burst's: N grants over the time from the raise to the last grant
 delivered into a ladder's history (the grant signal's event there); the budget's
@@ -47,8 +48,8 @@ from unleased import UnleasedRemediation
 
 from adapters.sim import SimFleet
 from contract.messages import NODE_UNHEALTHY
-from contract.names import budget_workflow_id
-from remedy.budget import BudgetPolicy, UnhealthyReport
+from contract.names import DISRUPTION_BUDGET_WORKFLOW, budget_workflow_id
+from remedy.budget import BudgetPolicy, BudgetState, UnhealthyReport
 from remedy.models import Action, Finding, NodeRef, Severity
 from remedy.remediation import FindingReport, RemediationState
 from remedy.runbook import Match, Runbook, Rung
@@ -118,6 +119,13 @@ async def one_run(client: Client, name: str, nodes: int, budget: str) -> BudgetR
             await workers.enter_async_context(
                 node_agent_worker(client, fleet.host, executor, f"{queue}-agents")
             )
+            if len(queues) > 1:  # the pool's budget on the leased half's worker, not by chance
+                await client.start_workflow(
+                    DISRUPTION_BUDGET_WORKFLOW,
+                    BudgetState(pool=pool, policy=policy, pool_size=nodes),
+                    id=budget_workflow_id(pool),
+                    task_queue=queue,
+                )
             start = time.perf_counter()
             gate = asyncio.Semaphore(64)
 
