@@ -7,6 +7,7 @@ from __future__ import annotations
 import statistics
 from datetime import datetime
 
+from burst import met, pct
 from pydantic import BaseModel
 
 from remedy.budget import allowed_disruptions
@@ -101,17 +102,6 @@ class BudgetReport(BaseModel):
     def with_drain_s(self) -> float:
         """The drain rung and its lease together."""
         return self._p50_less("baseline")
-
-
-def pct(values: list[float], q: float) -> float:
-    if not values:
-        return float("nan")
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
-
-
-def met(ok: bool) -> str:
-    return "met" if ok else "not met"
 
 
 def verdicts(report: BudgetReport) -> list[str]:

@@ -24,8 +24,15 @@ IN_FLIGHT = 256  # reports on the wire at once (the agents of the failing nodes)
 
 
 def pct(values: list[float], q: float) -> float:
+    """The ``q`` quantile (nearest rank); NaN when there is nothing to rank."""
+    if not values:
+        return float("nan")
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def met(ok: bool) -> str:
+    return "met" if ok else "not met"
 
 
 def rss_mb(pid: int) -> tuple[float, float]:

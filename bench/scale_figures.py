@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import statistics
 
+from burst import met
 from memory_bench import MemoryRun
 from memory_bench import summary as memory_summary
 from pydantic import BaseModel
@@ -116,10 +117,6 @@ def share_rows(report: ScaleReport) -> list[list[str]]:
         ]
         for r in report.shares
     ]
-
-
-def met(ok: bool) -> str:
-    return "met" if ok else "not met"
 
 
 def agent_line(report: ScaleReport) -> str | None:
