@@ -29,6 +29,7 @@ from contract.names import (
     ACTIVE_CHECK_WORKFLOW,
     DISRUPTION_BUDGET_WORKFLOW,
     NODE_REMEDIATION_WORKFLOW,
+    budget_task_queue,
     budget_workflow_id,
     remediation_workflow_id,
 )
@@ -98,12 +99,13 @@ class BudgetActivities:
             return await asyncio.to_thread(self._fleet.pool_gpus, pool)
 
     async def _signal(self, pool: str, task_queue: str, start: dict[str, Any]) -> None:
-        """Signal-with-start of the pool's budget (``start``: the signal and its payload)."""
+        """Signal-with-start of the pool's budget (``start``: the signal and its payload) on
+        the budgets' queue of the asker's controller (one running already stays where it is)."""
         await self._client.start_workflow(
             DISRUPTION_BUDGET_WORKFLOW,
             BudgetState(pool=pool, policy=self._policy),
             id=budget_workflow_id(pool),
-            task_queue=task_queue,
+            task_queue=budget_task_queue(task_queue),
             static_summary=f"disruption budget of pool {pool}",
             priority=URGENT,  # its tasks go ahead of the ladders' that wait on them
             **start,

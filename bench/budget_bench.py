@@ -48,7 +48,7 @@ from unleased import UnleasedRemediation
 
 from adapters.sim import SimFleet
 from contract.messages import NODE_UNHEALTHY
-from contract.names import DISRUPTION_BUDGET_WORKFLOW, budget_workflow_id
+from contract.names import DISRUPTION_BUDGET_WORKFLOW, budget_task_queue, budget_workflow_id
 from remedy.budget import BudgetPolicy, BudgetState, UnhealthyReport
 from remedy.models import Action, Finding, NodeRef, Severity
 from remedy.remediation import FindingReport, RemediationState
@@ -120,12 +120,12 @@ async def one_run(client: Client, name: str, nodes: int, budget: str) -> BudgetR
             await workers.enter_async_context(
                 node_agent_worker(client, fleet.host, executor, f"{queue}-agents")
             )
-            if len(queues) > 1:  # the pool's budget on the leased half's worker, not by chance
+            if len(queues) > 1:  # the pool's budget in the leased half's controller, not by chance
                 await client.start_workflow(
                     DISRUPTION_BUDGET_WORKFLOW,
                     BudgetState(pool=pool, policy=policy, pool_size=nodes),
                     id=budget_workflow_id(pool),
-                    task_queue=queue,
+                    task_queue=budget_task_queue(queue),
                 )
             start = time.perf_counter()
             gate = asyncio.Semaphore(64)

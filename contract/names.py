@@ -27,6 +27,14 @@ def remediation_workflow_id(node: str) -> str:
 SIM_AGENTS_TASK_QUEUE = "remedy-sim-agents"
 
 
+def budget_task_queue(controller_queue: str) -> str:
+    """The pools' budgets run on a queue of their own, polled by a worker of their own in every
+    controller: a ladder's first workflow task waits on its budget's answer, and on the ladders'
+    queue the budget's task could wait for a slot that those very tasks hold."""
+    suffix = "-budgets"
+    return controller_queue if controller_queue.endswith(suffix) else controller_queue + suffix
+
+
 def budget_workflow_id(pool: str) -> str:
     """One disruption budget per node pool."""
     return f"disruption-budget/{pool}"

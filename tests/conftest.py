@@ -38,7 +38,7 @@ from tests.processes import Children, stop_tasks_since
 from tests.servers import STARTUP, clock_sleep, started
 from workers.binaries import installed_binary
 from workers.client import ensure_search_attributes
-from workers.controller import controller_worker, node_agent_worker
+from workers.controller import WorkerTuning, controller_worker, node_agent_worker
 
 ROOT = Path(__file__).resolve().parent.parent
 # The lanes (fast, server) and the guards against leftover processes, threads and tasks.
@@ -138,6 +138,7 @@ async def running_workers(
     runbooks: RunbookSet | None = None,
     jobs: JobSide | None = None,
     keyring: Keyring | None = None,
+    tuning: WorkerTuning | None = None,
 ) -> AsyncIterator[Queues]:
     """The controller worker (with the shipped runbooks) and the simulated node agents, on
     queues unique to this test. ``cluster`` replaces the twin's cluster (e.g. the Kubernetes
@@ -157,6 +158,7 @@ async def running_workers(
                 blocklist,
                 jobs,
                 keyring=keyring,
+                tuning=tuning,
             )
         ]
         if agents:  # else: a fleet whose agents are dead

@@ -31,7 +31,7 @@ async def test_the_controller_worker_takes_its_cache_sticky_timeout_pollers_and_
         worker = controller_worker(
             time_env.client, SimFleet(nodes=1).cluster, executor, "tuned", tuning=tuning
         )
-        config = worker.config()
+        config = worker.ladders.config()
     assert config["max_cached_workflows"] == 400
     assert config["sticky_queue_schedule_to_start_timeout"] == timedelta(seconds=3)
     assert config["workflow_task_poller_behavior"].maximum == 2
@@ -44,7 +44,7 @@ async def test_by_default_the_controller_caches_500_runs_not_the_sdks_1000(
     # About 0.2 MB per cached ladder (bench/results/memory.md).
     with ThreadPoolExecutor(max_workers=2) as executor:
         worker = controller_worker(time_env.client, SimFleet(nodes=1).cluster, executor, "plain")
-        config = worker.config()
+        config = worker.ladders.config()
     assert config["max_cached_workflows"] == 500
     assert config["max_concurrent_workflow_tasks"] == 100  # the SDK's: 400 was no better
 

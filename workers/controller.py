@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
@@ -23,7 +25,7 @@ from activities.jobs import JobActivities
 from activities.keyring import KeyringActivities
 from activities.node import NodeActivities
 from activities.starts import StartActivities
-from contract.names import CONTROLLER_TASK_QUEUE
+from contract.names import CONTROLLER_TASK_QUEUE, budget_task_queue
 from remedy.attribution.jobs import JobSide
 from remedy.attribution.rules import Attributor
 from remedy.budget import BudgetPolicy
@@ -94,6 +96,39 @@ class WorkerTuning:
     # 400 slots helped some 1,000-ladder bursts and slowed others by half, the cause not
     # measured: bench/results/lease_priority.md.
     max_concurrent_workflow_tasks: int = 100
+    # The pools' budgets, on their own worker (ControllerWorkers): one run per pool.
+    budgets_cached: int = 100
+
+
+class ControllerWorkers:
+    """The controller's two workers in one process: the ladders and the fleet's workflows on
+    its task queue, the pools' budgets on theirs (contract.names.budget_task_queue), each with
+    its own pollers, slots and cache. On one worker a burst of ladders could hold every
+    workflow-task slot, each running its lease request, a local activity that waits for the
+    budget's answer, while the budget's own task waited for a slot: nothing moved until those
+    requests timed out (30 s) and fell back to signals. Seen at 1,000 nodes on 2 cores: lease
+    wait p50 36.6 s, a ladder's p50 116 s against 20 s unleased
+    (bench/results/lease_priority.md, "The budget's own worker")."""
+
+    def __init__(self, ladders: Worker, budgets: Worker) -> None:
+        self.ladders, self.budgets = ladders, budgets
+        self._running = AsyncExitStack()
+
+    async def run(self) -> None:
+        """Both, until either stops (the other is then shut down)."""
+        async with asyncio.TaskGroup() as both:
+            for worker in (self.ladders, self.budgets):
+                both.create_task(worker.run())
+
+    async def __aenter__(self) -> ControllerWorkers:
+        async with AsyncExitStack() as running:
+            for worker in (self.ladders, self.budgets):
+                await running.enter_async_context(worker)
+            self._running = running.pop_all()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self._running.aclose()
 
 
 def controller_worker(
@@ -110,9 +145,10 @@ def controller_worker(
     keyring: Keyring | None = None,
     tuning: WorkerTuning | None = None,
     workflows: Sequence[type] = WORKFLOWS,
-) -> Worker:
+) -> ControllerWorkers:
     """The fleet-level workflows and the controller's activities on ``task_queue``
-    (``workflows``: a benchmark's variant of one, under its name)."""
+    (``workflows``: a benchmark's variant of one, under its name), and the pools' budgets on
+    theirs. The ladders' worker runs budgets too: those started on its queue before their own."""
     tuning = tuning or WorkerTuning()
     activities = controller_activities(
         client,
@@ -125,7 +161,7 @@ def controller_worker(
         redactor=redactor,
         keyring=keyring,
     )
-    return Worker(
+    ladders = Worker(
         client,
         task_queue=task_queue,
         workflows=workflows,
@@ -137,6 +173,17 @@ def controller_worker(
         workflow_task_poller_behavior=PollerBehaviorSimpleMaximum(tuning.workflow_pollers),
         max_concurrent_workflow_tasks=tuning.max_concurrent_workflow_tasks,
     )
+    budgets = Worker(
+        client,
+        task_queue=budget_task_queue(task_queue),
+        workflows=[DisruptionBudget],
+        activities=activities,  # the budget's own: deliver grants, publish the breaker, ...
+        workflow_runner=WORKFLOW_RUNNER,
+        activity_executor=executor,
+        max_cached_workflows=tuning.budgets_cached,
+        sticky_queue_schedule_to_start_timeout=tuning.sticky_queue_timeout,
+    )
+    return ControllerWorkers(ladders, budgets)
 
 
 def controller_activities(
