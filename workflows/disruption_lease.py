@@ -44,8 +44,6 @@ GPU_LEASES = "gpu-sized-leases"
 LOCAL_LEASE_CALLS = "lease-asked-and-given-back-by-local-activities"
 # Runs before waited for every grant as a signal; since, a grant at once is the request's answer.
 LEASE_ANSWERED = "lease-granted-in-the-answer-to-its-request"
-# Runs before: a grant that came before the run's own request left it unasked, and unreleased.
-GRANTED_BEFORE_ASKED = "a-grant-before-the-request-counts-as-asked"
 # Endings that leave the node as it is: cordoned by remedy, drained, for a person.
 LEFT_AS_IT_IS = (Outcome.NEEDS_HUMAN, Outcome.ABORTED)
 
@@ -120,12 +118,8 @@ class DisruptionLease:
 
     def granted(self, grant: LeaseGrant) -> None:
         """The budget's grant (again: a re-grant, or the node after a GPU lease): a lease only
-        widens. A grant before this run asked is the answer to a request its workflow task made
-        and lost (the task timed out, its local activities' records with it): asked, then, or
-        the ladder, holding the lease, would never give it back."""
+        widens."""
         state = self._state
-        if state.lease_requested_at is None and patched(GRANTED_BEFORE_ASKED):
-            state.lease_requested_at = workflow.now()
         if state.lease_granted_at is None or grant.scope is Scope.NODE:
             state.lease_scope = grant.scope
         state.lease_granted_at = state.lease_granted_at or workflow.now()
