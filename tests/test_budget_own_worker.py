@@ -10,6 +10,8 @@ server, whose updates are real (tests/test_lease_answered.py)."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from concurrent.futures import ThreadPoolExecutor
 
 from temporalio.testing import WorkflowEnvironment
@@ -65,3 +67,17 @@ async def test_the_controller_runs_the_budgets_on_their_own_worker_and_queue(
     # A budget started on the ladders' queue before this release still has a worker there.
     assert DisruptionBudget in ladders["workflows"]
     assert budgets["max_cached_workflows"] == WorkerTuning().budgets_cached
+
+
+async def test_the_controller_runs_both_workers_until_it_is_stopped(
+    time_env: WorkflowEnvironment,
+) -> None:
+    with ThreadPoolExecutor(max_workers=2) as executor:
+        workers = controller_worker(time_env.client, own_fleet("run", 1).cluster, executor, "run")
+        running = asyncio.create_task(workers.run())
+        while not (workers.ladders.is_running and workers.budgets.is_running):
+            await asyncio.sleep(0.01)
+        running.cancel()  # what `remedy controller` gets on SIGTERM
+        with contextlib.suppress(asyncio.CancelledError):
+            await running
+    assert workers.ladders.is_shutdown and workers.budgets.is_shutdown

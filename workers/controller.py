@@ -115,20 +115,21 @@ class ControllerWorkers:
         self._running = AsyncExitStack()
 
     async def run(self) -> None:
-        """Both, until either stops (the other is then shut down)."""
-        async with asyncio.TaskGroup() as both:
-            for worker in (self.ladders, self.budgets):
-                both.create_task(worker.run())
+        """Both, until this is cancelled or either fails (its error raised here)."""
+        async with self:
+            await asyncio.Event().wait()  # a worker that fails cancels this task
 
     async def __aenter__(self) -> ControllerWorkers:
+        # The budgets first, so that they stop last: a ladder's task that asks for its lease
+        # ends only once its budget answers, and the ladders' worker waits for its tasks.
         async with AsyncExitStack() as running:
-            for worker in (self.ladders, self.budgets):
+            for worker in (self.budgets, self.ladders):
                 await running.enter_async_context(worker)
             self._running = running.pop_all()
         return self
 
-    async def __aexit__(self, *exc: object) -> None:
-        await self._running.aclose()
+    async def __aexit__(self, *exc: Any) -> None:
+        await self._running.__aexit__(*exc)  # a worker's fatal error is raised from here
 
 
 def controller_worker(
