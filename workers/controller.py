@@ -105,9 +105,9 @@ class ControllerWorkers:
     its task queue, the pools' budgets on theirs (contract.names.budget_task_queue), each with
     its own pollers, slots and cache. On one worker a burst of ladders could hold every
     workflow-task slot, each running its lease request, a local activity that waits for the
-    budget's answer, while the budget's own task waited for a slot: nothing moved until those
-    requests timed out (30 s) and fell back to signals. Seen at 1,000 nodes on 2 cores: lease
-    wait p50 36.6 s, a ladder's p50 116 s against 20 s unleased
+    budget's answer, while the budget's own task waited for a slot: little or nothing moved
+    until tasks and requests timed out (2 slots, 4 ladders: none finished in 90 s,
+    tests/test_budget_own_worker.py). At 1,000 nodes on 2 cores: lease wait p50 up to 253 s
     (bench/results/lease_priority.md, "The budget's own worker")."""
 
     def __init__(self, ladders: Worker, budgets: Worker) -> None:
