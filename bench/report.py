@@ -18,6 +18,7 @@ import matplotlib
 matplotlib.use("Agg")  # no screen: write the file
 import matplotlib.pyplot as plt  # noqa: E402
 from budget_figures import BudgetReport, budget_section  # noqa: E402
+from burst import met  # noqa: E402
 from fleet_twin import POLICY_HEADERS, TwinReport, gpu_hours_section, policy_rows  # noqa: E402
 from kube_scale_bench import KubeScaleReport, markdown_section  # noqa: E402
 from scale_figures import ScaleReport, scale_section  # noqa: E402
@@ -58,13 +59,13 @@ def twin_section(twin: TwinReport) -> list[str]:
         "Targets (remedy's shipped runbooks, next to the two baselines above):",
         "",
         f"- goodput ≥ {GOODPUT_TARGET:.0%}: **{remedy.goodput:.2%}** "
-        f"({_met(remedy.goodput >= GOODPUT_TARGET)})",
+        f"({met(remedy.goodput >= GOODPUT_TARGET)})",
         f"- node availability ≥ {AVAILABILITY_TARGET:.2%}: **{remedy.availability:.3%}** "
-        f"({_met(remedy.availability >= AVAILABILITY_TARGET)})",
-        f"- zero needless replacements: **{(n := remedy.needless_replacements)}** ({_met(n == 0)})",
+        f"({met(remedy.availability >= AVAILABILITY_TARGET)})",
+        f"- zero needless replacements: **{(n := remedy.needless_replacements)}** ({met(n == 0)})",
         "- zero false recoveries (a ladder declared the node recovered or cleared with its "
         f"fault still there; each comes back and stops the job again): "
-        f"**{remedy.false_recoveries}** ({_met(remedy.false_recoveries == 0)})",
+        f"**{remedy.false_recoveries}** ({met(remedy.false_recoveries == 0)})",
         *_oracle_lines(twin),
         "",
         "Where the goodput goes (remedy): the job itself pays "
@@ -118,10 +119,6 @@ def twin_section(twin: TwinReport) -> list[str]:
     return lines + (gpu_hours_section(twin.gpu_hours) if twin.gpu_hours else [])
 
 
-def _met(ok: bool) -> str:
-    return "met" if ok else "not met"
-
-
 def _oracle_lines(twin: TwinReport) -> list[str]:
     names = [run.result.policy for run in twin.policies]
     if "oracle" not in names:
@@ -131,7 +128,7 @@ def _oracle_lines(twin: TwinReport) -> list[str]:
     share = gap / (1 - remedy.goodput) if remedy.goodput < 1 else 0.0
     lines = [
         f"- remedy within {ORACLE_GAP_TARGET * 100:.1f} points of the oracle's goodput: "
-        f"**{gap * 100:.2f} points** ({_met(gap <= ORACLE_GAP_TARGET)}); remediation "
+        f"**{gap * 100:.2f} points** ({met(gap <= ORACLE_GAP_TARGET)}); remediation "
         f"itself causes **{share:.1%}** of remedy's lost goodput "
         f"({(1 - remedy.goodput) * 100:.2f} points lost in all), the rest is the faults "
         "themselves: checkpoints, work since the last one, restarts, idle spares.",
@@ -236,7 +233,7 @@ def _population_lines(twin: TwinReport) -> list[str]:
         lines += [
             "",
             f"- job success ≥ {JOB_SUCCESS_TARGET:.1%} with remedy: **{remedy.success:.2%}** "
-            f"({_met(remedy.success >= JOB_SUCCESS_TARGET)})",
+            f"({met(remedy.success >= JOB_SUCCESS_TARGET)})",
             f"- manual operations near {MANUAL_JOB_SUCCESS:.0%}: **{manual.success:.2%}**. "
             "This one is a calibration, not a result: the population's mix of sizes and "
             "lengths was chosen so that manual operations land there; every other policy "
