@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import json
 import re
+import time
 
 import pytest
 from typer.testing import CliRunner
 
+from adapters.sim.nvml import SimNvml
 from remedy.runbook import load_runbooks
 from tests.conftest import ROOT
 from workers.cli import app
@@ -102,6 +104,25 @@ def test_withheld_approval_times_out_and_leaves_the_node_for_a_human() -> None:
     assert result["outcome"] == "needs_human"
     assert result["attempts"][-1]["result"] == "approval_timed_out"
     assert "no approval for replace within" in result["detail"]
+
+
+def test_a_stalled_probe_is_not_a_hung_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every probe starts 0.4 s late, as when a busy process stalls (a garbage collection
+    holding the GIL: what escalated a working reset in a full test run). The reset is still
+    verified; with the old 0.2 s check timeout every probe timed out and the ladder climbed on
+    to a replacement."""
+    init = SimNvml.nvmlInit
+
+    def stalled(nvml: SimNvml) -> None:
+        time.sleep(0.4)
+        init(nvml)
+
+    monkeypatch.setattr(SimNvml, "nvmlInit", stalled)
+    code, out = rehearse("gpu-memory-ecc", "--json")
+    assert code == 0, out
+    result = json.loads(out)["result"]
+    climbed = [(a["action"], a["result"]) for a in result["attempts"] if a["rung"] >= 0]
+    assert climbed == [("drain", "done"), ("reset_gpu", "verified")], result["detail"]
 
 
 def test_bad_names_are_one_line_and_exit_2() -> None:

@@ -41,6 +41,11 @@ QUIET = Runtime(
 WALKS_THE_WHOLE_LADDER = "remap_failure"  # only a replacement fixes it
 QUEUE, AGENTS = "rehearsal", "rehearsal-agents"
 WALL_LIMIT_S = 120.0
+# Each check's timeout, in wall time. A hung GPU holds every probe to it (gpu_hang's five
+# rechecks: about 5 s), so it is short; but a stall of this process is not a hung GPU: at
+# 0.2 s, a busy test run's pause (a garbage collection holding the GIL) timed out a check and
+# escalated a reset that had worked. Five times that is a margin no such pause came near.
+CHECK_TIMEOUT_S = 1.0
 
 
 class RehearsalStuck(Exception):
@@ -118,9 +123,12 @@ async def rehearse(
     try:
         await ensure_search_attributes(env.client)
         await clock.sync(env)
-        # A hung GPU holds each check to its timeout in wall time: keep that short here.
         fleet = SimFleet(
-            nodes=1, pool="rehearsal", name_prefix="rehearsal", check_timeout_s=0.2, clock=clock
+            nodes=1,
+            pool="rehearsal",
+            name_prefix="rehearsal",
+            check_timeout_s=CHECK_TIMEOUT_S,
+            clock=clock,
         )
         [node] = sorted(fleet.nodes)
         now = clock()
