@@ -201,14 +201,14 @@ class BudgetActivities:
         )
         leases: list[Lease] = []
         people: list[HumanWait] = []
-        asked: list[tuple[datetime, str, str, str]] = []  # since, holder, node, task queue
+        asked: list[tuple[datetime, str, str, str, str]] = []  # since, holder, node, queue, run
         try:
             async for w in self._client.list_workflows(query):
                 attrs = w.typed_search_attributes
                 node = attrs.get(NODE) or w.id.split("/", 1)[-1]
                 since = attrs.get(PHASE_SINCE) or w.start_time
                 if attrs.get(LEASE) != HELD:  # waiting for a lease (asked, or about to)
-                    asked.append((since, w.id, node, w.task_queue))
+                    asked.append((since, w.id, node, w.task_queue, w.run_id))
                     continue
                 # Its scope is not listed: a node lease (the cap errs on the safe side).
                 leases.append(Lease(holder=w.id, node=node, granted_at=w.start_time))
@@ -237,8 +237,9 @@ class BudgetActivities:
                 policy=self._policy,
                 pool_gpus=sum(gpus.values()),
                 node_gpus=gpus.get(node, 0),
+                run=run,
             )
-            for _, holder, node, queue in sorted(asked)
+            for _, holder, node, queue, run in sorted(asked)
         ]
         held = await self._held_for_human(cordoned)
         return Holders(

@@ -24,7 +24,6 @@ from chaos.stage import Stage
 from contract.messages import LEASE_RELEASE, REMEDIATION_STATE
 from contract.names import NODE_REMEDIATION_WORKFLOW, remediation_workflow_id
 from contract.search_attributes import OUTCOME
-from remedy.budget import peak_concurrency
 from remedy.remediation import Outcome, RemediationResult, RemediationState
 
 LEFT_TO_A_PERSON = {Outcome.NEEDS_HUMAN.value, Outcome.ABORTED.value}
@@ -178,3 +177,13 @@ async def _release_sent(handle: WorkflowHandle[Any, Any]) -> datetime | None:
             if sent.signal_name == LEASE_RELEASE.name:
                 return event.event_time.ToDatetime(UTC)
     return None
+
+
+def peak_concurrency(intervals: list[tuple[datetime, datetime]]) -> int:
+    """The most intervals (lease granted → released) that overlap at any moment."""
+    edges = sorted([(start, 1) for start, _ in intervals] + [(end, -1) for _, end in intervals])
+    held = peak = 0
+    for _, step in edges:
+        held += step
+        peak = max(peak, held)
+    return peak

@@ -83,6 +83,7 @@ class LeaseWanted(BaseModel):
     scope: Scope = Scope.NODE  # GPU: a GPU-scoped rung's lease, for ``gpus`` only
     gpus: list[int] = []  # the faulty GPUs a GPU-scoped lease takes out
     answer: bool = False  # it reads a grant in the request's answer (else: only by signal)
+    run: str = ""  # the run that asks: its grant names it (empty: a ladder from before)
 
 
 class LeaseRequest(LeaseWanted):
@@ -99,6 +100,7 @@ class LeaseGrant(Wraps):
 
     pool: str
     scope: Scope = Scope.NODE  # sent (the model form) only for a GPU lease: a node's is bare
+    run: str = ""  # the run whose request it answers (empty: a budget from before)
 
 
 class Lease(BaseModel):
@@ -388,13 +390,3 @@ def held_by_remedy(nodes: list[NodeFacts], among: set[str] | None = None) -> lis
         for n in nodes
         if n.cordoned_by_remedy and n.unschedulable and (among is None or n.name in among)
     )
-
-
-def peak_concurrency(intervals: list[tuple[datetime, datetime]]) -> int:
-    """The most intervals (lease granted → released) that overlap at any moment."""
-    edges = sorted([(start, 1) for start, _ in intervals] + [(end, -1) for _, end in intervals])
-    held = peak = 0
-    for _, step in edges:
-        held += step
-        peak = max(peak, held)
-    return peak

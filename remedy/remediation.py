@@ -232,6 +232,7 @@ class RemediationState(BaseModel):
     lease_granted_at: datetime | None = None
     lease_scope: Scope = Scope.NODE  # a GPU lease is widened to the node before a node rung
     lease_released_at: datetime | None = None
+    lease_asked_in: str = ""  # the run that last asked: a grant for it is this ladder's
     # An approval no one answered ended the ladder with ``on_approval_timeout: release``: the
     # node stays cordoned for a person, its share of the pool goes back.
     share_given_back: bool = False

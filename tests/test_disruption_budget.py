@@ -13,6 +13,7 @@ from temporalio.testing import ActivityEnvironment, WorkflowEnvironment
 
 from activities.budget import BudgetActivities
 from adapters.sim import SimFleet
+from chaos.measure import peak_concurrency
 from contract.activities import RELEASE_LEASE, REQUEST_LEASE
 from contract.messages import APPROVE, CLOSE_BREAKER, LEASE_RELEASE
 from contract.names import budget_workflow_id
@@ -22,7 +23,6 @@ from remedy.budget import (
     LeaseRelease,
     ResumeRequest,
     allowed_disruptions,
-    peak_concurrency,
     storm,
 )
 from remedy.models import Action

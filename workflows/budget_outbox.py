@@ -122,7 +122,9 @@ class TellsHolders:
             grants=[
                 GrantTo(
                     holder=req.holder,
-                    grant=LeaseGrant(pool=pool, scope=granted_scope(self._state, req.holder)),
+                    grant=LeaseGrant(
+                        pool=pool, scope=granted_scope(self._state, req.holder), run=req.run
+                    ),
                 )
                 for req in grants
             ],
@@ -147,7 +149,8 @@ class TellsHolders:
     async def _tell(self, req: LeaseRequest) -> None:
         try:
             scope = granted_scope(self._state, req.holder)
-            await LEASE_GRANTED.send_to(req.holder, LeaseGrant(pool=self._state.pool, scope=scope))
+            grant = LeaseGrant(pool=self._state.pool, scope=scope, run=req.run)
+            await LEASE_GRANTED.send_to(req.holder, grant)
         except Exception:  # noqa: BLE001 - the holder is gone: its lease is free again
             self._gone([req.holder])
 

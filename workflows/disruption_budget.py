@@ -26,7 +26,7 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError
 
 from contract import search_attributes
-from contract.activities import ALERT, LEASE_HOLDERS
+from contract.activities import ALERT
 from contract.messages import (
     ASK_LEASE,
     BUDGET_STATE,
@@ -42,9 +42,9 @@ from contract.patches import patched
 from workflows import metrics
 from workflows.breaker_board import BreakerBoard
 from workflows.budget_outbox import Outbox, TellsHolders
+from workflows.budget_rebuild import rebuild
 from workflows.budget_renewal import Renewal
 from workflows.budget_sweep import SWEEP_ON_ITS_OWN_CLOCK, Alarm, BudgetSweep, wake_at
-from workflows.common import PATIENT_RETRY
 from workflows.operator_updates import acted
 
 with workflow.unsafe.imports_passed_through():
@@ -58,7 +58,6 @@ with workflow.unsafe.imports_passed_through():
         HumanWait,
         LeaseRelease,
         LeaseRequest,
-        PoolHolders,
         ResumeRequest,
         ResumeResult,
         UnhealthyReport,
@@ -83,7 +82,6 @@ REBUILD = "rebuild-holders-from-running-ladders"
 HOLD_WITHIN_CAP = "take-over-a-hold-within-the-cap"  # runs before: held over the cap, leased
 HUMAN_HOLDS = "hold-nodes-left-for-a-human"  # runs before: a ladder's end freed its node's share
 KEEP_OUT = "track-nodes-out-whose-share-went-back"  # runs before: such a node was forgotten
-REBUILD_WAITERS = "rebuild-waiters-in-order"  # runs before: waiters waited for their re-ask
 # Runs before: the breaker paused leases only; no leave to cordon, no Event. Asked only once
 # there is an ask (only ladders of this release ask): a history from before never gets here.
 QUARANTINE = "breaker-holds-cordons"
@@ -127,6 +125,11 @@ class DisruptionBudget(BudgetSweep, TellsHolders):
             self._regrant.append(req)
         elif all(w.holder != req.holder for w in state.waiting):
             state.waiting.append(req)
+        else:  # asked again (a new run, say): in its place, and the grant names the newest run
+            state.waiting = [
+                w.model_copy(update={"run": req.run}) if w.holder == req.holder else w
+                for w in state.waiting
+            ]
         self._changed = True
 
     @ASK_LEASE.handler
@@ -250,7 +253,8 @@ class DisruptionBudget(BudgetSweep, TellsHolders):
         if patched(search_attributes.PATCH):  # `RemedyPool = '...'` finds it too
             workflow.upsert_search_attributes([search_attributes.POOL.value_set(state.pool)])
         if not state.rebuilt and patched(REBUILD):
-            await self._rebuild()
+            await rebuild(self._state)  # who holds a share already (budget_rebuild)
+            self._changed = True
         while True:
             if patched(SWEEP_ON_ITS_OWN_CLOCK):  # budget_sweep: not put off by signals
                 if not (self._state.holders or self._state.held):
@@ -368,31 +372,3 @@ class DisruptionBudget(BudgetSweep, TellsHolders):
         # Every grant in one workflow task: a burst of 1,000 requests is served in a few
         # round trips, not one per node.
         await self._send_out(grants=granted)
-
-    async def _rebuild(self) -> None:
-        """Before granting anything, a run started afresh learns who holds a lease: the
-        running ladders of the pool that say so (their search attributes), which of them wait
-        for a person, and who waits for a lease, in the order they asked (else each would
-        wait for its next re-ask, and be served in that order)."""
-        state = self._state
-        found = await LEASE_HOLDERS.execute(
-            PoolHolders(pool=state.pool),
-            start_to_close_timeout=timedelta(seconds=60),
-            retry_policy=PATIENT_RETRY,  # no deadline: granting blind could exceed the cap
-            summary=f"who holds a lease in pool {state.pool}",
-        )
-        known = {h.holder for h in state.holders}
-        state.holders += [lease for lease in found.leases if lease.holder not in known]
-        # Nodes left cordoned for a person: remedy's cordon on the node is the record.
-        busy = {h.node for h in state.held} | {lease.node for lease in state.holders}
-        state.held += [h for h in found.held if h.node not in busy]
-        holding = known | {lease.holder for lease in found.leases}
-        state.waiting = [w for w in state.waiting if w.holder not in holding]
-        if patched(REBUILD_WAITERS):
-            listed = [w for w in found.waiting if w.holder not in holding]
-            asked = {w.holder for w in listed}  # a request that started this run: in its place
-            state.waiting = listed + [w for w in state.waiting if w.holder not in asked]
-        for wait in found.waiting_for_human:
-            state.note_human_wait(wait)
-        state.rebuilt = True
-        self._changed = True

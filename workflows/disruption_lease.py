@@ -44,6 +44,10 @@ GPU_LEASES = "gpu-sized-leases"
 LOCAL_LEASE_CALLS = "lease-asked-and-given-back-by-local-activities"
 # Runs before waited for every grant as a signal; since, a grant at once is the request's answer.
 LEASE_ANSWERED = "lease-granted-in-the-answer-to-its-request"
+# Runs before took any grant sent to their workflow id: an earlier run's (the node's last
+# ladder) as theirs, and one their own request won before its record was (a first workflow
+# task that timed out) as never asked for, never given back.
+GRANT_NAMES_ITS_RUN = "a-grant-is-for-the-run-that-asked"
 # Endings that leave the node as it is: cordoned by remedy, drained, for a person.
 LEFT_AS_IT_IS = (Outcome.NEEDS_HUMAN, Outcome.ABORTED)
 
@@ -118,8 +122,20 @@ class DisruptionLease:
 
     def granted(self, grant: LeaseGrant) -> None:
         """The budget's grant (again: a re-grant, or the node after a GPU lease): a lease only
-        widens."""
+        widens. One that names a run is this ladder's if this run asked, or the run it
+        continued from: an earlier ladder's is ignored (this one asks for its own), and one
+        for this run that finds no request on record answers a request whose record was lost
+        with a workflow task that timed out: asked, then, so that it is given back."""
         state = self._state
+        run = workflow.info().run_id
+        if grant.run and grant.run not in (run, state.lease_asked_in):
+            if patched(GRANT_NAMES_ITS_RUN):
+                workflow.logger.info("%s: a grant for run %s ignored", state.node.name, grant.run)
+                return
+        elif grant.run == run and state.lease_requested_at is None:
+            if patched(GRANT_NAMES_ITS_RUN):
+                state.lease_requested_at = workflow.now()
+                state.lease_asked_in = run
         if state.lease_granted_at is None or grant.scope is Scope.NODE:
             state.lease_scope = grant.scope
         state.lease_granted_at = state.lease_granted_at or workflow.now()
@@ -141,7 +157,9 @@ class DisruptionLease:
             scope=scope,
             gpus=gpus or [],
             answer=answer,
+            run=workflow.info().run_id,
         )
+        state.lease_asked_in = wanted.run
         try:
             told: LeaseAnswer | None = await REQUEST_LEASE.execute(
                 wanted,
