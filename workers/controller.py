@@ -92,9 +92,11 @@ class WorkerTuning:
     sticky_queue_timeout: timedelta = timedelta(seconds=10)
     workflow_pollers: int = 5
     # Workflow tasks this worker holds at once: the SDK's 100. A task running local activities
-    # (a ladder's first steps, a lease's request and release) holds its slot until they end;
-    # 400 slots helped some 1,000-ladder bursts and slowed others by half, the cause not
-    # measured: bench/results/lease_priority.md.
+    # (a ladder's first steps, a lease's request and release) holds its slot until they end:
+    # ladders waiting on their leases queue for slots, and a lease added 4.3-9.5 s to a
+    # ladder's p50 in 1,000-node mixed runs, none with 200. But with 200 or 400 (cache 500)
+    # the worker stopped polling for good while 10,000 ladders started; 100 never has
+    # (bench/results/lease_priority.md, "The ladders' slots, again").
     max_concurrent_workflow_tasks: int = 100
     # The pools' budgets, on their own worker (ControllerWorkers): one run per pool.
     budgets_cached: int = 100
