@@ -9,7 +9,7 @@ from collections import Counter
 from datetime import UTC, datetime
 from typing import Any
 
-from temporalio.api.enums.v1 import EventType
+from temporalio.api.enums.v1 import EventType, WorkflowTaskFailedCause
 from temporalio.client import Client, WorkflowHandle
 
 from contract.activities import DELIVER_BUDGET_SIGNALS
@@ -35,6 +35,9 @@ async def history_of(
         for e in history.events:
             at = e.event_time.ToDatetime(tzinfo=UTC)
             counts[EventType.Name(e.event_type).removeprefix("EVENT_TYPE_")] += 1
+            if e.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED:  # and why, beside it
+                cause = e.workflow_task_failed_event_attributes.cause
+                counts[f"WORKFLOW_TASK_FAILED {WorkflowTaskFailedCause.Name(cause)}"] += 1
             scheduled = e.activity_task_scheduled_event_attributes
             if (
                 e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
