@@ -75,8 +75,9 @@ async def test_the_controller_runs_both_workers_until_it_is_stopped(
     with ThreadPoolExecutor(max_workers=2) as executor:
         workers = controller_worker(time_env.client, own_fleet("run", 1).cluster, executor, "run")
         running = asyncio.create_task(workers.run())
-        while not (workers.ladders.is_running and workers.budgets.is_running):
-            await asyncio.sleep(0.01)
+        async with asyncio.timeout(120):  # a guard against a hang, not a figure
+            while not (workers.ladders.is_running and workers.budgets.is_running):
+                await asyncio.sleep(0.01)
         running.cancel()  # what `remedy controller` gets on SIGTERM
         with contextlib.suppress(asyncio.CancelledError):
             await running

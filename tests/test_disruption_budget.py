@@ -196,7 +196,7 @@ async def test_storm_breaker_trips_holds_disruption_and_cordons_and_resumes(
         phases = [Phase.TOLERATING, Phase.TOLERATING, Phase.HELD_BY_BREAKER]
         for name, phase in zip(sick, phases, strict=True):
             finding = fleet.inject(name, "ecc_dbe", gpu=0)
-            handles.append(await report(time_env.client, queues, finding, _tolerating()))
+            handles.append(await report(time_env.client, queues, finding, tolerating()))
             await wait_for_phase(time_env, handles[-1], phase, step=timedelta(seconds=1))
             await published(time_env, fleet, queues.pool, len(handles))  # what cordons read
         await time_env.sleep(timedelta(minutes=15))  # past the tolerance: they want leases
@@ -224,7 +224,7 @@ async def test_storm_breaker_trips_holds_disruption_and_cordons_and_resumes(
     assert not after.tripped and "sre-on-call" in after.breaker_note and after.trips == 1
 
 
-def _tolerating() -> Runbook:
+def tolerating() -> Runbook:
     """Cordon, wait a long tolerance window, then the shipped ECC ladder's reset."""
     return Runbook(
         name="tolerate",

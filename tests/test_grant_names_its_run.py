@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import uuid
 from concurrent.futures import ThreadPoolExecutor
-from datetime import timedelta
 
 from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
@@ -22,24 +21,15 @@ from contract.activities import RELEASE_LEASE, REQUEST_LEASE
 from contract.messages import LEASE_GRANTED, LEASE_RELEASE, LEASE_REQUEST
 from contract.names import DISRUPTION_BUDGET_WORKFLOW, budget_workflow_id
 from remedy.budget import BudgetPolicy, BudgetState, LeaseGrant, LeaseRelease, LeaseRequest
-from remedy.models import Action, Scope
+from remedy.models import Scope
 from remedy.remediation import Outcome, Phase, RemediationState
-from remedy.runbook import Match, Runbook, Rung
 from tests.conftest import Queues, own_fleet, running_workers
 from tests.ladder import local_activities, report, state_of, wait_for_phase
 from tests.test_budget_burst import idle_ladders
-from tests.test_disruption_budget import budget_state
+from tests.test_disruption_budget import budget_state, tolerating
 from tests.test_job_watch import eventually
+from tests.test_lease_answered import FREE
 from workers.controller import controller_worker
-
-WAIT_THEN_DRAIN = Runbook(
-    name="wait-then-drain",
-    match=Match(xids=[48]),
-    cordon=True,
-    tolerance=timedelta(minutes=10),
-    ladder=[Rung(action=Action.DRAIN), Rung(action=Action.RESET_GPU)],
-)
-FREE = BudgetPolicy(max_disruption="100%", storm_share=1.0)
 
 
 async def _ladder_granted(
@@ -50,7 +40,7 @@ async def _ladder_granted(
     fleet: SimFleet = own_fleet(prefix, 1)
     (node,) = sorted(fleet.nodes)
     async with running_workers(env.client, fleet, policy=FREE) as queues:
-        ladder = await report(env.client, queues, fleet.inject(node, "ecc_dbe"), WAIT_THEN_DRAIN)
+        ladder = await report(env.client, queues, fleet.inject(node, "ecc_dbe"), tolerating())
         await wait_for_phase(env, ladder, Phase.TOLERATING)
         run = run or (await ladder.describe()).run_id
         await LEASE_GRANTED.send(ladder, LeaseGrant(pool=queues.pool, scope=Scope.NODE, run=run))
