@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AsyncExitStack
@@ -35,6 +36,7 @@ from remedy.host import NodeHost
 from remedy.redaction import Redactor
 from remedy.runbook import RunbookSet
 from remedy.signing import Keyring
+from workers.stall_watch import until_stalled
 from workflows.active_check import ActiveCheck
 from workflows.active_checks import ActiveChecks
 from workflows.disruption_budget import DisruptionBudget
@@ -44,6 +46,9 @@ from workflows.hardware_record import HardwareRecord
 from workflows.job_guard import JobGuard
 from workflows.node_admission import NodeAdmission
 from workflows.node_remediation import NodeRemediation
+
+log = logging.getLogger(__name__)
+SHUTDOWN_LIMIT = 30.0  # seconds a stalled controller's workers get to stop before it exits
 
 WORKFLOWS = [
     NodeRemediation,
@@ -96,7 +101,8 @@ class WorkerTuning:
     # ladders waiting on their leases queue for slots, and a lease added 4.3-9.5 s to a
     # ladder's p50 in 1,000-node mixed runs, none with 200. But with 200 or 400 (cache 500)
     # the worker stopped polling for good while 10,000 ladders started; 100 never has
-    # (bench/results/lease_priority.md, "The ladders' slots, again").
+    # (bench/results/lease_priority.md, "The ladders' slots, again"); `run` watches for a
+    # stall and ends with WorkerStalled (workers/stall_watch.py).
     max_concurrent_workflow_tasks: int = 100
     # The pools' budgets, on their own worker (ControllerWorkers): one run per pool.
     budgets_cached: int = 100
@@ -116,10 +122,27 @@ class ControllerWorkers:
         self.ladders, self.budgets = ladders, budgets
         self._running = AsyncExitStack()
 
-    async def run(self) -> None:
-        """Both, until this is cancelled or either fails (its error raised here)."""
-        async with self:
-            await asyncio.Event().wait()  # a worker that fails cancels this task
+    async def run(self, stall_after: timedelta | None = None) -> None:
+        """Both, until this is cancelled or either fails (its error raised here); with
+        ``stall_after``, until the ladders' worker has stopped taking its tasks for that long
+        too (workers.stall_watch): WorkerStalled, once the workers were given
+        ``SHUTDOWN_LIMIT`` to stop (a stalled worker may never finish its shutdown)."""
+        if stall_after is None:
+            async with self:
+                await asyncio.Event().wait()  # a worker that fails cancels this task
+            return
+        await self.__aenter__()
+        try:
+            stalled = await until_stalled(self.ladders, after=stall_after)
+        except BaseException as exc:  # cancelled, or a worker failed: as without a watch
+            await self.__aexit__(type(exc), exc, exc.__traceback__)
+            raise
+        log.error("%s; shutting the workers down", stalled)
+        try:
+            await asyncio.wait_for(self.__aexit__(None, None, None), SHUTDOWN_LIMIT)
+        except TimeoutError:
+            log.error("the workers did not stop within %s s", SHUTDOWN_LIMIT)
+        raise stalled
 
     async def __aenter__(self) -> ControllerWorkers:
         # The budgets first, so that they stop last: a ladder's task that asks for its lease

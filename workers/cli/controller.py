@@ -33,11 +33,13 @@ from workers.cli.common import (
 from workers.cli.connection import temporal
 from workers.cli.options import (
     DEFAULT_RUNBOOKS,
+    STALL_AFTER_S,
     AddressOption,
     KubeconfigOption,
     KubeTimeoutOption,
     MetricsOption,
     RunbooksOption,
+    StallAfterOption,
     WorkflowCacheOption,
 )
 from workers.cli.signing import keyring_or_exit
@@ -159,6 +161,7 @@ def controller(
     active_check_idle_at_once: checks.IdleAtOnceOption = None,
     metrics_bind: MetricsOption = None,
     workflow_cache: WorkflowCacheOption = None,
+    stall_after: StallAfterOption = STALL_AFTER_S,
     redact_patterns: RedactPatternsOption = None,
     keyring: Annotated[
         Path | None,
@@ -182,6 +185,7 @@ def controller(
     from workers.client import connect_with, ensure_search_attributes, metrics_runtime
     from workers.controller import WorkerTuning, controller_worker
     from workers.schedules import ensure_fleet_scan, ensure_pool_checks
+    from workers.stall_watch import EXIT_STALLED, WorkerStalled
 
     heartbeat = timedelta(seconds=agent_heartbeat_s)
     silent_after = (
@@ -274,7 +278,7 @@ def controller(
         if active is not None:
             await ensure_pool_checks(client, cluster.fleet, *active, CONTROLLER_TASK_QUEUE)
         with ThreadPoolExecutor(max_workers=32) as executor:
-            await controller_worker(
+            workers = controller_worker(
                 client,
                 cluster,
                 executor,
@@ -286,7 +290,12 @@ def controller(
                 redactor=redactor,
                 keyring=operators,
                 tuning=tuning,
-            ).run()
+            )
+            try:
+                await workers.run(timedelta(seconds=stall_after) if stall_after else None)
+            except WorkerStalled as stalled:  # a fresh process takes over every ladder
+                typer.echo(f"error: {stalled}; exiting for a fresh start", err=True)
+                raise typer.Exit(EXIT_STALLED) from None
 
     serve(main)
 

@@ -9,6 +9,8 @@ from typing import Annotated
 
 import typer
 
+from remedy.worker_stall import STALL_AFTER
+
 DEFAULT_RUNBOOKS = Path(__file__).resolve().parents[2] / "runbooks"
 USER = os.environ.get("USER", "operator")
 
@@ -82,5 +84,15 @@ WorkflowCacheOption = Annotated[
         help="Workflow runs the controller keeps in memory (its RSS grows with it, not with the "
         "nodes in remediation); one evicted is replayed from its history when it next wakes. "
         "Default: 500 (250 for fleets whose ladders mostly wait). See docs/operations.md.",
+    ),
+]
+STALL_AFTER_S = STALL_AFTER.total_seconds()
+StallAfterOption = Annotated[
+    float,
+    typer.Option(
+        min=0,
+        help="Seconds the controller's workflow tasks may wait on its queue, unpolled by it, "
+        "before it exits (code 3) for its supervisor to start a fresh one: the SDK worker can "
+        "stop polling with nothing logged. 0: not watched. See docs/operations.md.",
     ),
 ]
