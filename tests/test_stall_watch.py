@@ -111,13 +111,15 @@ async def test_a_polling_worker_is_found_among_its_queues_pollers(
     assert seen.waiting == 0
 
 
+@pytest.mark.parametrize("stalls", ["", "-budgets"], ids=["ladders", "budgets"])
 async def test_the_controller_stops_with_worker_stalled_when_its_queue_is_not_taken(
-    dev_env: WorkflowEnvironment, monkeypatch: pytest.MonkeyPatch
+    dev_env: WorkflowEnvironment, monkeypatch: pytest.MonkeyPatch, stalls: str
 ) -> None:
-    """Two slots, held by tasks whose local activities do not end: the next workflow's task
-    waits on the queue and the worker does not poll for it. ``run`` must end with
-    WorkerStalled rather than wait for ever, even though the workers cannot finish their
-    shutdown while those tasks run (the SDK does not cancel a local activity)."""
+    """Two slots of the ladders' or the budgets' worker, held by tasks whose local activities
+    do not end: the next workflow's task waits on that queue and the worker does not poll for
+    it. ``run`` must end with WorkerStalled naming the queue rather than wait for ever, even
+    though the workers cannot finish their shutdown while those tasks run (the SDK does not
+    cancel a local activity)."""
     monkeypatch.setattr("workers.controller.SHUTDOWN_LIMIT", 1.0)
     client, queue = dev_env.client, f"stalled-{uuid.uuid4().hex[:8]}"
     slots = Slots()
@@ -127,16 +129,21 @@ async def test_the_controller_stops_with_worker_stalled_when_its_queue_is_not_ta
     try:
         async with asyncio.timeout(120):  # a guard against a hang, not a figure
             for n in range(3):  # two hold both slots; the third waits, unpolled
-                await client.start_workflow(SlotHolder.run, id=f"{queue}-{n}", task_queue=queue)
+                await client.start_workflow(
+                    SlotHolder.run, id=f"{queue}-{n}", task_queue=queue + stalls
+                )
             with pytest.raises(WorkerStalled) as stalled:
                 await running
-            assert workers.ladders.is_running  # its shutdown still waits on the held slots
+            stuck = workers.budgets if stalls else workers.ladders
+            assert stuck.is_running  # its shutdown still waits on the held slots
             slots.release.set()  # the held tasks end: now the workers can stop
             while workers.ladders.is_running or workers.budgets.is_running:
                 await asyncio.sleep(0.05)
     finally:
         slots.release.set()
         running.cancel()
-    assert stalled.value.task_queue == queue
+    assert stalled.value.task_queue == queue + stalls
     reason = str(stalled.value)
-    assert f"{queue} has stalled: " in reason and "this worker has not polled for" in reason
+    assert (
+        f"{queue + stalls} has stalled: " in reason and "this worker has not polled for" in reason
+    )

@@ -124,8 +124,8 @@ class ControllerWorkers:
 
     async def run(self, stall_after: timedelta | None = None) -> None:
         """Both, until this is cancelled or either fails (its error raised here); with
-        ``stall_after``, until the ladders' worker has stopped taking its tasks for that long
-        too (workers.stall_watch): WorkerStalled, once the workers were given
+        ``stall_after``, until either has stopped taking its tasks for that long too
+        (workers.stall_watch): WorkerStalled, once the workers were given
         ``SHUTDOWN_LIMIT`` to stop (a stalled worker may never finish its shutdown)."""
         if stall_after is None:
             async with self:
@@ -133,7 +133,7 @@ class ControllerWorkers:
             return
         await self.__aenter__()
         try:
-            stalled = await until_stalled(self.ladders, after=stall_after)
+            stalled = await until_stalled([self.ladders, self.budgets], after=stall_after)
         except BaseException as exc:  # cancelled, or a worker failed: as without a watch
             await self.__aexit__(type(exc), exc, exc.__traceback__)
             raise

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Sequence
 from datetime import timedelta
 
 from temporalio.api.enums.v1 import TaskQueueType
@@ -50,29 +51,27 @@ async def look(client: Client, task_queue: str, identity: str) -> QueueLook:
 
 
 async def until_stalled(
-    worker: Worker,
-    after: timedelta = STALL_AFTER,
-    every: timedelta | None = None,
+    workers: Sequence[Worker], after: timedelta = STALL_AFTER, every: timedelta | None = None
 ) -> WorkerStalled:
-    """Look at ``worker``'s workflow task queue every ``every`` (default ``LOOK_EVERY``, or a
-    fifth of ``after`` if shorter), and return once it has stalled for ``after``. A look the
-    server does not answer is skipped: an outage is the server's, not the worker's, and the
-    worker waits it out. A server that keeps no record of its queues (the time-skipping test
-    server) is not watched."""
-    queue = worker.task_queue
+    """Look at each of ``workers``' workflow task queues every ``every`` (default
+    ``LOOK_EVERY``, or a fifth of ``after`` if shorter), and return once one has stalled for
+    ``after``. A look the server does not answer is skipped: an outage is the server's, not the
+    worker's, and the worker waits it out. A server that keeps no record of its queues (the
+    time-skipping test server) is not watched."""
     every = every or min(LOOK_EVERY, after / 5)  # five looks at least within the window
-    identity = worker.config().get("identity") or worker.client.identity
     clock = asyncio.get_running_loop().time
-    judge = StallJudge(started=clock(), after=after)
+    judges = [(w, StallJudge(started=clock(), after=after)) for w in workers]
     while True:
         await asyncio.sleep(every.total_seconds())
-        try:
-            seen = await look(worker.client, queue, identity)
-        except RPCError as err:
-            if err.status is RPCStatusCode.UNIMPLEMENTED:  # the time-skipping test server
-                log.info("task queue %s cannot be watched for stalls here: %s", queue, err)
-                await asyncio.Event().wait()
-            log.warning("could not look at task queue %s: %s", queue, err)
-            continue
-        if (reason := judge.judge(seen, clock())) is not None:
-            return WorkerStalled(queue, reason)
+        for worker, judge in judges:
+            identity = worker.config().get("identity") or worker.client.identity
+            try:
+                seen = await look(worker.client, worker.task_queue, identity)
+            except RPCError as err:
+                if err.status is RPCStatusCode.UNIMPLEMENTED:  # the time-skipping test server
+                    log.info("task queues cannot be watched for stalls here: %s", err)
+                    await asyncio.Event().wait()
+                log.warning("could not look at task queue %s: %s", worker.task_queue, err)
+                continue
+            if (reason := judge.judge(seen, clock())) is not None:
+                return WorkerStalled(worker.task_queue, reason)
