@@ -1,4 +1,4 @@
-"""Watch the controller's own workflow worker from the server's side, and say when it has
+"""Watch the controller's own workflow workers from the server's side, and say when it has
 stopped taking its tasks (remedy.worker_stall): the SDK worker has been seen to stop polling
 for good with nothing logged. The controller then exits non-zero, so that its supervisor
 (Kubernetes, systemd) starts a fresh one: every ladder is durable, and what the stalled process
@@ -22,6 +22,7 @@ from remedy.worker_stall import LOOK_EVERY, STALL_AFTER, QueueLook, StallJudge
 
 log = logging.getLogger(__name__)
 EXIT_STALLED = 3  # `remedy controller`'s exit code when its worker stalled
+LOOK_WITHIN = timedelta(seconds=10)
 
 
 class WorkerStalled(RuntimeError):
@@ -40,7 +41,8 @@ async def look(client: Client, task_queue: str, identity: str) -> QueueLook:
             task_queue=TaskQueue(name=task_queue),
             task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW,
             report_stats=True,
-        )
+        ),
+        timeout=LOOK_WITHIN,  # a look that hangs must not stop the watch with it
     )
     polls = [p.last_access_time.ToDatetime() for p in answer.pollers if p.identity == identity]
     return QueueLook(
