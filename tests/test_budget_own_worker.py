@@ -13,7 +13,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from concurrent.futures import ThreadPoolExecutor
+from datetime import timedelta
 
+import pytest
 from temporalio.testing import WorkflowEnvironment
 
 from contract.messages import LEASE_REQUEST
@@ -69,15 +71,20 @@ async def test_the_controller_runs_the_budgets_on_their_own_worker_and_queue(
     assert budgets["max_cached_workflows"] == WorkerTuning().budgets_cached
 
 
+@pytest.mark.parametrize("stall_after", [None, timedelta(seconds=1)], ids=["", "watched"])
 async def test_the_controller_runs_both_workers_until_it_is_stopped(
-    time_env: WorkflowEnvironment,
+    time_env: WorkflowEnvironment, stall_after: timedelta | None
 ) -> None:
+    """Watched or not (the time-skipping server keeps no record of its queues: the watch
+    waits), a stopped controller stops both its workers."""
     with ThreadPoolExecutor(max_workers=2) as executor:
         workers = controller_worker(time_env.client, own_fleet("run", 1).cluster, executor, "run")
-        running = asyncio.create_task(workers.run())
+        running = asyncio.create_task(workers.run(stall_after))
         async with asyncio.timeout(120):  # a guard against a hang, not a figure
             while not (workers.ladders.is_running and workers.budgets.is_running):
                 await asyncio.sleep(0.01)
+            await asyncio.sleep(0.5)  # the watch has looked, and found it cannot
+        assert not running.done()
         running.cancel()  # what `remedy controller` gets on SIGTERM
         with contextlib.suppress(asyncio.CancelledError):
             await running
