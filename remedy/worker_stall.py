@@ -20,6 +20,9 @@ from typing import NamedTuple
 
 STALL_AFTER = timedelta(minutes=5)
 LOOK_EVERY = timedelta(seconds=30)
+# A live worker's slot can be held for tens of seconds (a local activity waits up to 30 s for
+# a budget's answer): a shorter watch would restart a controller that is only busy.
+MIN_STALL_AFTER = timedelta(minutes=1)
 
 
 class QueueLook(NamedTuple):
@@ -51,6 +54,16 @@ class StallJudge:
             f"{look.waiting} workflow task(s) waiting, the oldest for {_s(look.oldest)}, "
             f"and this worker has not polled for {_s(silent)}{unlisted}"
         )
+
+
+def stall_after_problem(after: timedelta) -> str | None:
+    """Why ``after`` cannot be the watch's window (None: it can; zero turns the watch off)."""
+    if timedelta(0) < after < MIN_STALL_AFTER:
+        return (
+            f"{after.total_seconds():g}s is shorter than {_s(MIN_STALL_AFTER)}: a busy "
+            "controller would be restarted; 0 turns the watch off"
+        )
+    return None
 
 
 def _s(span: timedelta) -> str:

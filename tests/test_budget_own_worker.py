@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 
@@ -32,6 +33,7 @@ from tests.test_lease_answered import (
 from workers.controller import WorkerTuning, controller_worker
 from workflows.disruption_budget import DisruptionBudget
 
+UNWATCHED = "task queues cannot be watched for stalls here"
 TWO_SLOTS = WorkerTuning(max_concurrent_workflow_tasks=2)
 
 
@@ -73,17 +75,19 @@ async def test_the_controller_runs_the_budgets_on_their_own_worker_and_queue(
 
 @pytest.mark.parametrize("stall_after", [None, timedelta(seconds=1)], ids=["", "watched"])
 async def test_the_controller_runs_both_workers_until_it_is_stopped(
-    time_env: WorkflowEnvironment, stall_after: timedelta | None
+    time_env: WorkflowEnvironment, stall_after: timedelta | None, caplog: pytest.LogCaptureFixture
 ) -> None:
     """Watched or not (the time-skipping server keeps no record of its queues: the watch
     waits), a stopped controller stops both its workers."""
+    caplog.set_level(logging.INFO, logger="workers.stall_watch")
     with ThreadPoolExecutor(max_workers=2) as executor:
         workers = controller_worker(time_env.client, own_fleet("run", 1).cluster, executor, "run")
         running = asyncio.create_task(workers.run(stall_after))
         async with asyncio.timeout(120):  # a guard against a hang, not a figure
             while not (workers.ladders.is_running and workers.budgets.is_running):
                 await asyncio.sleep(0.01)
-            await asyncio.sleep(0.5)  # the watch has looked, and found it cannot
+            while stall_after and not any(UNWATCHED in r.getMessage() for r in caplog.records):
+                await asyncio.sleep(0.01)  # the watch has looked, and found it cannot
         assert not running.done()
         running.cancel()  # what `remedy controller` gets on SIGTERM
         with contextlib.suppress(asyncio.CancelledError):

@@ -7,14 +7,17 @@ from __future__ import annotations
 import asyncio
 import uuid
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import pytest
 from temporalio import activity, workflow
 from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
+from typer.testing import CliRunner
 
-from remedy.worker_stall import QueueLook, StallJudge
+from remedy.worker_stall import QueueLook, StallJudge, stall_after_problem
+from workers.cli import app
 from workers.controller import WORKFLOW_RUNNER, ControllerWorkers
 from workers.stall_watch import WorkerStalled, look
 
@@ -63,6 +66,23 @@ def test_a_worker_missing_from_the_pollers_is_silent_since_the_watch_began() -> 
     assert judge.judge(unlisted, now=349.0) is None
     stalled = judge.judge(unlisted, now=350.0)
     assert stalled is not None and stalled.endswith("(not among the queue's pollers)")
+
+
+@pytest.mark.parametrize(
+    ("seconds", "refused"), [(0.5, True), (59, True), (0, False), (60, False), (300, False)]
+)
+def test_the_controller_refuses_a_watch_under_a_minute_and_zero_turns_it_off(
+    seconds: float, refused: bool, tmp_path: Path
+) -> None:
+    """A busy worker's slot can be held for tens of seconds: a shorter watch would restart a
+    controller that is only busy."""
+    assert (stall_after_problem(timedelta(seconds=seconds)) is not None) is refused
+    # A missing runbook folder stops the command right after the checks, before connecting.
+    missing = str(tmp_path / "none")
+    args = ["controller", "--stall-after", str(seconds), "--runbooks", missing]
+    result = CliRunner().invoke(app, args)
+    assert ("error: --stall-after: " in result.output) is refused
+    assert result.exit_code == (2 if refused else 1)  # 1: the missing runbook folder
 
 
 @workflow.defn(name="SlotHolder")

@@ -36,7 +36,7 @@ from remedy.host import NodeHost
 from remedy.redaction import Redactor
 from remedy.runbook import RunbookSet
 from remedy.signing import Keyring
-from workers.stall_watch import until_stalled
+from workers.stall_watch import WorkerStalled, until_stalled
 from workflows.active_check import ActiveCheck
 from workflows.active_checks import ActiveChecks
 from workflows.disruption_budget import DisruptionBudget
@@ -127,14 +127,10 @@ class ControllerWorkers:
         ``stall_after``, until either has stopped taking its tasks for that long too
         (workers.stall_watch): WorkerStalled, once the workers were given
         ``SHUTDOWN_LIMIT`` to stop (a stalled worker may never finish its shutdown)."""
-        if stall_after is None:
-            async with self:
-                await asyncio.Event().wait()  # a worker that fails cancels this task
-            return
         await self.__aenter__()
-        try:
-            stalled = await until_stalled([self.ladders, self.budgets], after=stall_after)
-        except BaseException as exc:  # cancelled, or a worker failed: as without a watch
+        try:  # a worker that fails cancels this task; its error comes from __aexit__
+            stalled = await self._until_stalled(stall_after)
+        except BaseException as exc:
             await self.__aexit__(type(exc), exc, exc.__traceback__)
             raise
         log.error("%s; shutting the workers down", stalled)
@@ -143,6 +139,11 @@ class ControllerWorkers:
         except TimeoutError:
             log.error("the workers did not stop within %s s", SHUTDOWN_LIMIT)
         raise stalled
+
+    async def _until_stalled(self, after: timedelta | None) -> WorkerStalled:
+        while after is None:  # not watched: until cancelled
+            await asyncio.Event().wait()
+        return await until_stalled([self.ladders, self.budgets], after)
 
     async def __aenter__(self) -> ControllerWorkers:
         # The budgets first, so that they stop last: a ladder's task that asks for its lease

@@ -33,8 +33,9 @@ class WorkerStalled(RuntimeError):
         self.task_queue = task_queue
 
 
-async def look(client: Client, task_queue: str, identity: str) -> QueueLook:
-    """The queue's waiting workflow tasks and this worker's (``identity``) last poll of it."""
+async def look(client: Client, task_queue: str, identity: str | None = None) -> QueueLook:
+    """The queue's waiting workflow tasks and the last poll of it by the worker ``identity``
+    (None: by any worker)."""
     answer = await client.workflow_service.describe_task_queue(
         DescribeTaskQueueRequest(
             namespace=client.namespace,
@@ -44,7 +45,8 @@ async def look(client: Client, task_queue: str, identity: str) -> QueueLook:
         ),
         timeout=LOOK_WITHIN,  # a look that hangs must not stop the watch with it
     )
-    polls = [p.last_access_time.ToDatetime() for p in answer.pollers if p.identity == identity]
+    ours = [p for p in answer.pollers if identity in (None, p.identity)]
+    polls = [p.last_access_time.ToDatetime() for p in ours]
     return QueueLook(
         waiting=answer.stats.approximate_backlog_count,
         oldest=answer.stats.approximate_backlog_age.ToTimedelta(),

@@ -19,6 +19,7 @@ from remedy.liveness import (
     silent_after_problem,
 )
 from remedy.runbook import RunbookError
+from remedy.worker_stall import stall_after_problem
 from workers.cli import active_checks as checks
 from workers.cli import drain
 from workers.cli.common import (
@@ -195,6 +196,9 @@ def controller(
     )
     if problem := silent_after_problem(silent_after, heartbeat):
         typer.echo(f"error: --agent-silent-after: {problem}", err=True)
+        raise typer.Exit(2)
+    if problem := stall_after_problem(timedelta(seconds=stall_after)):
+        typer.echo(f"error: --stall-after: {problem}", err=True)
         raise typer.Exit(2)
     loaded = runbooks_or_exit(runbooks)
     attributor = attributor_or_exit(job_rules)

@@ -93,6 +93,6 @@ StallAfterOption = Annotated[
         min=0,
         help="Seconds the controller's workflow tasks may wait on its queue, unpolled by it, "
         "before it exits (code 3) for its supervisor to start a fresh one: the SDK worker can "
-        "stop polling with nothing logged. 0: not watched. See docs/operations.md.",
+        "stop polling with nothing logged. At least 60; 0: not watched. See docs/operations.md.",
     ),
 ]

@@ -11,9 +11,6 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Annotated, NamedTuple
 
 import typer
-from temporalio.api.enums.v1 import TaskQueueType
-from temporalio.api.taskqueue.v1 import TaskQueue
-from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
 from temporalio.client import (
     Client,
     WorkflowExecutionStatus,
@@ -36,6 +33,7 @@ from workers.cli.options import (
     TaskQueueOption,
     operator_text_option,
 )
+from workers.stall_watch import look
 
 if TYPE_CHECKING:
     from remedy.remediation import RemediationResult
@@ -157,18 +155,11 @@ async def _polled(client: Client, queue: str) -> bool:
     """Whether a worker polled the workflow task queue lately (the server's own record; a
     server that keeps none, the time-skipping test server, is taken at the ladder's word)."""
     try:
-        answer = await client.workflow_service.describe_task_queue(
-            DescribeTaskQueueRequest(
-                namespace=client.namespace,
-                task_queue=TaskQueue(name=queue),
-                task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW,
-            )
-        )
+        return (await look(client, queue)).last_poll is not None
     except RPCError as err:
         if err.status is not RPCStatusCode.UNIMPLEMENTED:
             raise
         return True
-    return bool(answer.pollers)
 
 
 async def _ended(handle: WorkflowHandle[NodeRemediation, RemediationResult]) -> Stand:
