@@ -61,8 +61,9 @@ async def test_the_first_cordon_goes_before_the_report_and_waits_for_no_leave(
 ) -> None:
     """Before: the ladder asked its budget first (an activity) and cordoned only once the
     budget's leave came back (a signal), after loading its keyring (another activity). Then
-    each of the three was an activity with a task of its own; now the ladder cordons, loads
-    its keyring and reports in its first workflow task (local activities), and parks."""
+    each of the three was an activity with a task of its own; now the ladder cordons and
+    reports in its first workflow task (local activities), and parks. Its keyring waits for a
+    decision or the first rung (tests/test_keyring_when_needed.py)."""
     fleet = SimFleet(nodes=10, pool=f"pool-{uuid.uuid4().hex[:8]}")
     sick = sorted(fleet.nodes)[0]
     async with running_workers(time_env.client, fleet, policy=POLICY) as queues:
@@ -75,7 +76,7 @@ async def test_the_first_cordon_goes_before_the_report_and_waits_for_no_leave(
     assert steps.index("local:" + act.ASK_TO_CORDON.name) > cordon  # the report follows it
     parked = steps.index("timer")  # the tolerance window
     assert steps[:parked].count("task") == 1  # all of it in the ladder's first workflow task
-    assert "local:" + act.OPERATOR_KEYRING.name in steps[:parked]
+    assert "local:" + act.OPERATOR_KEYRING.name not in steps[:parked]
     assert "signal:" + CORDON_LEAVE.name not in steps  # no leave asked, none waited for
     assert fleet.node(sick).unschedulable and state.cordon is CordonState.CORDONED
     assert state.cordon_asked_of is None and list(budget.unhealthy) == [sick]  # counted

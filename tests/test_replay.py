@@ -24,7 +24,7 @@ from contract.activities import (
     RELEASE_LEASE,
     REQUEST_LEASE,
 )
-from contract.patches import FOLDED_AGAIN, FOLDED_AGAIN_INTO, FOLDED_INTO
+from contract.patches import FOLDED_AGAIN_INTO, FOLDED_INTO, FOLDED_THRICE, FOLDED_THRICE_INTO
 from workers.controller import STRICT_WORKFLOW_RUNNER
 from workflows.active_check import ActiveCheck
 from workflows.active_checks import ActiveChecks
@@ -68,6 +68,7 @@ def test_histories_are_recorded() -> None:
         *(f"{n}_v8" for n in LADDERS),
         *(f"{n}_v9" for n in LADDERS),
         *(f"{n}_v10" for n in LADDERS),
+        *(f"{n}_v11" for n in LADDERS),
         "job_guard_restart_then_stop",
         "job_guard_restart_then_stop_v2",  # indexed: RemedyJob, RemedyJobState (upserts)
         "budget_v3",
@@ -84,6 +85,8 @@ def test_histories_are_recorded() -> None:
         "budget_people_v9",
         "budget_v10",  # the second fold: one marker for every change so far
         "budget_people_v10",
+        "budget_v11",  # the third fold; the ladders load their keyring when first needed
+        "budget_people_v11",
         "active_checks_round",  # a pool's round, and a busy node's check under the budget
         "active_check_taken_out",
         "fleet_scan",  # a problem condition and a silent agent, each given a ladder
@@ -165,6 +168,14 @@ def test_histories_are_recorded() -> None:
     assert _patches(before) == {FOLDED_AGAIN_INTO} and "WORKFLOW_TASK_FAILED" in before.read_text()
     assert _patches(since) == {FOLDED_AGAIN_INTO, CONTINUE_WHEN_QUIET}
     assert "WORKFLOW_TASK_FAILED" not in since.read_text()
+    # v11: folded a third time; the keyring loads when first needed (before the first rung,
+    # here), not in the ladder's first workflow task.
+    for name in (*(f"{n}_v11" for n in LADDERS), "budget_v11", "budget_people_v11"):
+        assert _patches(HISTORY_DIR / f"{name}.json") == {FOLDED_THRICE_INTO}, name
+    for name in LADDERS:
+        first = _local_activities(HISTORY_DIR / f"{name}_v11.json")
+        assert first[:3] == [CORDON.name, ASK_TO_CORDON.name, OPERATOR_KEYRING.name], name
+        assert _first_task_markers(name, "v11") < _first_task_markers(name, "v10"), name
     # Job guards index themselves behind a patch: the history from before upserts nothing.
     for tag, indexed in (("", False), ("_v2", True)):
         guard = HISTORY_DIR / f"job_guard_restart_then_stop{tag}.json"
@@ -175,6 +186,19 @@ def test_histories_are_recorded() -> None:
 def _upserts(ladder: str, tag: str) -> int:
     """The search attribute upserts in a recorded ladder's history."""
     return (HISTORY_DIR / f"{ladder}_{tag}.json").read_text().count("UPSERT_WORKFLOW_SEARCH")
+
+
+def _first_task_markers(ladder: str, tag: str) -> int:
+    """The markers in a recorded ladder's first workflow task completed (its patches and
+    local activities): what every ladder of a storm pays for before it parks."""
+    events = json.loads((HISTORY_DIR / f"{ladder}_{tag}.json").read_text())["events"]
+    types = [e["eventType"] for e in events]
+    first = types.index("EVENT_TYPE_WORKFLOW_TASK_COMPLETED")
+    end = next(
+        (i for i, t in enumerate(types) if i > first and t.startswith("EVENT_TYPE_WORKFLOW_TASK")),
+        len(types),
+    )
+    return types[first:end].count("EVENT_TYPE_MARKER_RECORDED")
 
 
 def _local_activities(path: Path) -> list[str]:
@@ -213,4 +237,4 @@ def test_every_folded_change_is_one_the_workflows_ask() -> None:
     root = HISTORY_DIR.parents[1]
     sources = [*root.glob("workflows/*.py"), *(root / "contract" / f for f in CONTRACT)]
     asked = {m for f in sources for m in re.findall(r'"([a-z0-9-]+)"', f.read_text())}
-    assert sorted(FOLDED_AGAIN - asked) == []
+    assert sorted(FOLDED_THRICE - asked) == []

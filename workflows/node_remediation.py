@@ -131,8 +131,8 @@ class NodeRemediation(OperatorMessages, QuarantineMessages):  # decisions; a bud
 
     async def _remediate(self) -> tuple[Outcome, str]:
         state = self._state
-        first = patched(CORDON_FIRST)  # the keyring loads beside the first cordon
-        if not (first and self._keys.start()):
+        first = patched(CORDON_FIRST)  # the keyring loads beside the first cordon, or later
+        if not (first and self._keys.start(later=True)):
             self._input = await self._keys.loaded(self._input)
         self._at_once = patched(MANY_AT_ONCE)
         if self._at_once:  # once stopped, this task starts no activity but those giving back
@@ -142,12 +142,13 @@ class NodeRemediation(OperatorMessages, QuarantineMessages):  # decisions; a bud
                 await self._wait_for_first_report()
             if state.phase is Phase.WAITING:
                 await self._begin(first)
-            self._input = await self._keys.loaded(self._input)  # before any decision counts
+            self._input = await self._keys.before_window(self._input)  # unless loaded later
             if state.phase is Phase.TOLERATING:
                 await self._tolerate()
                 if patched(RESUME_ABOVE):  # the runbook is settled now
                     await self._verification.resume()
                 self._view.enter(Phase.ACTING)
+            self._input = await self._keys.loaded(self._input)  # before the first rung
             return await self._climb()
         except LadderStop as stop:
             if stop.outcome is Outcome.CLEARED:

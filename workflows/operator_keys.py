@@ -1,13 +1,13 @@
 """The keyring a NodeRemediation checks operators' decisions against (remedy.signing).
 
-A ladder loads the controller's keyring once, at its start and before its first step,
-through a controller activity, a local one inside the first workflow task since
-``FIRST_TASK`` (its patch asked before the activity is scheduled, so the marker precedes the
-activity's; tests/histories/*_v8 replay it): the answer is in the history, so
-a replay checks against the same keys, and no one who can start or signal the workflow (a
-node's agent) can hand it keys of their own. A continue-as-new carries the keys to the next
-run (a changed keyring applies to the ladders that start after the controller loaded it).
-A decision that comes before the answer is in (a validator cannot wait) is checked by its
+A ladder loads the controller's keyring once, before its first step (since
+``KEYS_WHEN_NEEDED``: before its first rung, or as soon as a decision comes, whichever is
+first; not in its first workflow task, where every ladder of a storm paid a local activity
+for it), through a controller activity, a local one since ``FIRST_TASK``: the answer is in
+the history, so a replay checks against the same keys, and no one who can start or signal the
+workflow (a node's agent) can hand it keys of their own. A continue-as-new carries the keys to
+the next run (a changed keyring applies to the ladders that start after the controller loaded
+it). A decision that comes before the answer is in (a validator cannot wait) is checked by its
 handler once it is. Checking a signature is pure computation on the request, the workflow's
 own id and run, and workflow.now(): a validator runs it.
 """
@@ -31,6 +31,8 @@ with workflow.unsafe.imports_passed_through():
 # workflow.patched: runs before recorded every decision unverified and took the signals of
 # approve, abort and clear unchecked (a signal approved any rung, even one not in the ladder).
 SIGNED_DECISIONS = "signed-operator-decisions"
+# Runs before loaded the keyring at their start, beside the first cordon.
+KEYS_WHEN_NEEDED = "keyring-loaded-when-first-needed"
 KEYRING_CALL = timedelta(seconds=30)
 
 
@@ -40,17 +42,25 @@ class OperatorKeys:
         self._keyring: Keyring | None = None
         self._failed = ""
         self._loading: asyncio.Task[None] | None = None
+        self._when_needed = False  # KEYS_WHEN_NEEDED: loaded by ``ready``, not ``start``
         if inp.keyring is not None and workflow.info().continued_run_id:
             self._checks, self._keyring = True, inp.keyring  # the run before checked
 
-    def start(self) -> bool:
+    def start(self, later: bool = False) -> bool:
         """Whether this run checks decisions; the first call (the ladder's start, or a signal
-        that came with the start) decides it and, in a run that checks, loads the keyring."""
+        that came with the start) decides it and, in a run that checks, loads the keyring, or
+        leaves it to ``ready`` when the ladder's start asks it ``later`` (``KEYS_WHEN_NEEDED``;
+        a decision that came with the start has begun the load already)."""
         if self._checks is None:
             self._checks = patched(SIGNED_DECISIONS)
-            if self._checks:
-                self._loading = asyncio.create_task(self._load(in_first_task()))
+            self._when_needed = self._checks and later and patched(KEYS_WHEN_NEEDED)
+            if self._checks and not self._when_needed:
+                self._load_once()
         return self._checks
+
+    def _load_once(self) -> None:
+        if self._loading is None and self._keyring is None:
+            self._loading = asyncio.create_task(self._load(in_first_task()))
 
     async def loaded(self, inp: RemediationInput) -> RemediationInput:
         """Wait until the keys are known: the ladder takes no step before it knows whose
@@ -58,10 +68,16 @@ class OperatorKeys:
         await self.ready()
         return inp.model_copy(update={"keyring": self._keyring})
 
+    async def before_window(self, inp: RemediationInput) -> RemediationInput:
+        """``loaded``, where a run loads its keys before its tolerance window: a run that
+        loads them when needed goes on without them."""
+        return inp if self._when_needed else await self.loaded(inp)
+
     async def ready(self) -> None:
         """Start the run's checks and wait for the keyring (a run that checks no decisions
         has none to wait for)."""
-        self.start()
+        if self.start():
+            self._load_once()  # a run that loads when needed: now
         if self._loading is not None:
             await self._loading
 

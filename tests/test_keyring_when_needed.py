@@ -1,0 +1,70 @@
+"""A ladder loads the controller's keyring when it first needs it (``KEYS_WHEN_NEEDED``,
+workflows/operator_keys.py): not in its first workflow task, where every ladder of a storm paid
+a local activity for it, but before its first rung, or as soon as an operator's decision
+comes. A decision during the tolerance window is still checked against the keyring: the
+handler waits for the keys, then refuses what is not signed."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from temporalio.testing import WorkflowEnvironment
+
+from contract import activities as act
+from contract.defs import UpdateRejected
+from contract.messages import ABORT_LADDER
+from remedy.models import Action
+from remedy.remediation import AbortRequest, Phase
+from remedy.runbook import Match, Runbook, Rung
+from tests.conftest import own_fleet, running_workers
+from tests.ladder import report, state_of, wait_for_phase
+from tests.test_cordon_first import _steps
+from tests.test_signed_decisions import KEYRING
+
+KEYS = "local:" + act.OPERATOR_KEYRING.name
+TOLERATES = Runbook(
+    name="reset-after-a-window",
+    match=Match(xids=[48]),
+    tolerance=timedelta(minutes=10),
+    watch=timedelta(0),
+    ladder=[Rung(action=Action.DRAIN), Rung(action=Action.RESET_GPU, approval="required")],
+)
+
+
+async def test_the_keyring_loads_after_the_window_before_the_first_rung(
+    time_env: WorkflowEnvironment,
+) -> None:
+    client = time_env.client
+    fleet = own_fleet("keys-later", 1)
+    [node] = sorted(fleet.nodes)
+    async with running_workers(client, fleet, keyring=KEYRING) as queues:
+        handle = await report(client, queues, fleet.inject(node, "ecc_dbe"), TOLERATES)
+        await wait_for_phase(time_env, handle, Phase.TOLERATING)
+        parked = await _steps(handle)
+        await wait_for_phase(time_env, handle, Phase.AWAITING_APPROVAL)
+        steps = await _steps(handle)
+    assert "local:" + act.CORDON.name in parked and KEYS not in parked  # parked without it
+    window = steps.index("timer")
+    assert steps.count(KEYS) == 1  # once, when the window ended
+    assert window < steps.index(KEYS) < steps.index(act.DRAIN.name)  # before the first rung
+
+
+async def test_a_decision_in_the_window_loads_the_keyring_and_is_checked_against_it(
+    time_env: WorkflowEnvironment,
+) -> None:
+    client = time_env.client
+    fleet = own_fleet("keys-asked", 1)
+    [node] = sorted(fleet.nodes)
+    async with running_workers(client, fleet, keyring=KEYRING) as queues:
+        handle = await report(client, queues, fleet.inject(node, "ecc_dbe"), TOLERATES)
+        await wait_for_phase(time_env, handle, Phase.TOLERATING)
+        with pytest.raises(UpdateRejected, match="unsigned"):
+            await ABORT_LADDER.execute(handle, AbortRequest(by="mallory", reason="go away"))
+        during = await state_of(handle)
+        asked = await _steps(handle)
+        await wait_for_phase(time_env, handle, Phase.AWAITING_APPROVAL)
+        steps = await _steps(handle)
+    assert during.phase is Phase.TOLERATING  # the unsigned abort did not stop it
+    assert asked.count(KEYS) == 1 and act.DRAIN.name not in asked  # loaded for the decision
+    assert steps.count(KEYS) == 1  # and not again before the first rung
