@@ -21,10 +21,17 @@ from temporalio.client import (
 from temporalio.service import RPCError, RPCStatusCode
 
 from activities.errors import temporal_errors
+from activities.group_commit import GroupCommit
 from activities.starts import described
 from contract import activities as act
 from contract.defs import URGENT, UpdateRejected, UpdateUnknown
-from contract.messages import ASK_LEASE, LEASE_RELEASE, LEASE_REQUEST, NODE_UNHEALTHY
+from contract.messages import (
+    ASK_LEASE,
+    LEASE_RELEASE,
+    LEASE_REQUEST,
+    NODE_UNHEALTHY,
+    NODES_UNHEALTHY,
+)
 from contract.names import (
     ACTIVE_CHECK_WORKFLOW,
     DISRUPTION_BUDGET_WORKFLOW,
@@ -54,7 +61,7 @@ from remedy.budget import (
     UnhealthyReport,
     held_by_remedy,
 )
-from remedy.budget_signals import LeaseAnswer
+from remedy.budget_signals import LeaseAnswer, UnhealthyReports
 from remedy.cluster import FleetView
 from remedy.describe import GIVEN_BACK, HELD
 from remedy.fleet import NodeFacts
@@ -72,6 +79,8 @@ NOT_ASKED_BY_UPDATE = (
     WorkflowUpdateFailedError,
     WorkflowUpdateRPCTimeoutOrCancelledError,
 )
+# A storm's reports to one budget, together in one update at most (about 0.4 KB each).
+REPORTS_PER_CALL = 200
 
 
 class BudgetActivities:
@@ -85,6 +94,7 @@ class BudgetActivities:
         self._client, self._pool_size, self._policy = client, pool_size, policy
         self._fleet = fleet  # None: no holds for a human are found (nodes not readable)
         self._by_update: bool | None = None  # leases asked by update: not yet known
+        self._reports = GroupCommit(self._report, REPORTS_PER_CALL)  # per (budget, queue)
 
     async def _size(self, pool: str) -> int:
         # The cluster client is synchronous: keep it off the worker's event loop.
@@ -110,6 +120,21 @@ class BudgetActivities:
             priority=URGENT,  # its tasks go ahead of the ladders' that wait on them
             **start,
         )
+
+    async def _report(self, to: tuple[str, str], reports: list[UnhealthyReport]) -> None:
+        """Several reports in one update (a storm's); one alone, or where the update cannot
+        go (no budget running yet: the signal starts it; a budget from before; the
+        time-skipping server), each by signal-with-start, side by side."""
+        pool, task_queue = to
+        if len(reports) > 1 and await self.answers_by_update():
+            handle = self._client.get_workflow_handle(budget_workflow_id(pool))
+            try:
+                await NODES_UNHEALTHY.execute(handle, UnhealthyReports(reports=reports))
+                return
+            except NOT_ASKED_BY_UPDATE as err:
+                log.debug("pool %s: %d reports go one by one: %s", pool, len(reports), err)
+        signals = [NODE_UNHEALTHY.start_with(r) for r in reports]
+        await asyncio.gather(*(self._signal(pool, task_queue, s) for s in signals))
 
     @act.REQUEST_LEASE.defn
     async def request_lease(self, wanted: LeaseWanted) -> LeaseAnswer:
@@ -170,7 +195,7 @@ class BudgetActivities:
         for budget in pools:
             size = await self._size(budget)
             full = UnhealthyReport(**report.model_dump(), pool_size=size, policy=self._policy)
-            await self._signal(budget, report.task_queue, NODE_UNHEALTHY.start_with(full))
+            await self._reports.put((budget, report.task_queue), full)  # with others' reports
         return CordonAsked(budgets=pools)
 
     @act.CLOSED_WORKFLOWS.defn

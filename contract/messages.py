@@ -23,7 +23,7 @@ from remedy import budget, quarantine, remediation
 from remedy.admission import AdmissionState
 from remedy.attribution import guard
 from remedy.attribution.model import PodFailure
-from remedy.budget_signals import LeaseAnswer
+from remedy.budget_signals import LeaseAnswer, ReportsTaken, UnhealthyReports
 from remedy.hardware import HardwareRecordState, IncidentReport, UnblockRequest
 
 # -- NodeRemediation: one per node ------------------------------------------------------------
@@ -52,6 +52,11 @@ LEASE_REQUEST = SignalDef("request", budget.LeaseRequest, DISRUPTION_BUDGET_WORK
 ASK_LEASE = UpdateDef("ask_lease", budget.LeaseRequest, LeaseAnswer, DISRUPTION_BUDGET_WORKFLOW)
 LEASE_RELEASE = SignalDef("release", budget.LeaseRelease, DISRUPTION_BUDGET_WORKFLOW)
 NODE_UNHEALTHY = SignalDef("node_unhealthy", budget.UnhealthyReport, DISRUPTION_BUDGET_WORKFLOW)
+# Several ladders' reports in one call (a storm's): an update, so that a budget of the release
+# before (no handler) refuses it and the reports go one by one, as signals, and none is lost.
+NODES_UNHEALTHY = UpdateDef(
+    "nodes_unhealthy", UnhealthyReports, ReportsTaken, DISRUPTION_BUDGET_WORKFLOW
+)
 RESUME_POOL = SignalDef("resume", budget.ResumeRequest, DISRUPTION_BUDGET_WORKFLOW)
 # A lease holder's ladder begins or ends a wait for a person (the pool is held by people).
 HOLDER_WAITS = SignalDef("holder_waits", budget.HumanWait, DISRUPTION_BUDGET_WORKFLOW)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel
 
-from remedy.budget import LeaseGrant
+from remedy.budget import LeaseGrant, UnhealthyReport
 from remedy.models import Scope
 
 
@@ -40,3 +40,14 @@ class LeaseAnswer(BaseModel):
 
     granted: bool = False
     scope: Scope = Scope.NODE
+
+
+class UnhealthyReports(BaseModel):
+    """Reports to one budget sent together: the ladders' reports that came while the
+    controller's last send to that budget was on the wire (activities/group_commit.py)."""
+
+    reports: list[UnhealthyReport]
+
+
+class ReportsTaken(BaseModel):
+    reports: int = 0  # how many the budget counted

@@ -35,6 +35,7 @@ from contract.messages import (
     LEASE_RELEASE,
     LEASE_REQUEST,
     NODE_UNHEALTHY,
+    NODES_UNHEALTHY,
     RELEASE_HOLD,
     RESUME_POOL,
 )
@@ -63,7 +64,7 @@ with workflow.unsafe.imports_passed_through():
         UnhealthyReport,
     )
     from remedy.budget_gpus import covered, grant_waiting, granted_scope
-    from remedy.budget_signals import LeaseAnswer
+    from remedy.budget_signals import LeaseAnswer, ReportsTaken, UnhealthyReports
     from remedy.budget_view import budget_details
     from remedy.quarantine import (
         QUARANTINE_OVER_EVENT,
@@ -207,6 +208,13 @@ class DisruptionBudget(BudgetSweep, TellsHolders):
         if report.holder:  # it asks leave to cordon: given by the loop, once the breaker lets it
             state.ask(report, workflow.now())
         self._changed = True
+
+    @NODES_UNHEALTHY.handler
+    async def nodes_unhealthy(self, batch: UnhealthyReports) -> ReportsTaken:
+        """A storm's reports together (activities/group_commit.py), each as its signal's."""
+        for report in batch.reports:
+            self.node_unhealthy(report)
+        return ReportsTaken(reports=len(batch.reports))
 
     @HOLDER_WAITS.handler
     def holder_waits(self, wait: HumanWait) -> None:
