@@ -12,6 +12,7 @@ import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime
 
+import pytest
 from temporalio import workflow
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
@@ -19,9 +20,11 @@ from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
 from activities.budget import BudgetActivities
+from contract.defs import UpdateRejected
 from contract.messages import NODE_UNHEALTHY, NODES_UNHEALTHY
 from contract.names import DISRUPTION_BUDGET_WORKFLOW, budget_task_queue, budget_workflow_id
 from remedy.budget import BudgetPolicy, BudgetState, NodeUnhealthy, UnhealthyReport
+from remedy.budget_signals import UnhealthyReports
 from tests.conftest import own_fleet, running_workers
 from tests.test_disruption_budget import budget_state
 from tests.test_job_watch import eventually
@@ -78,8 +81,13 @@ async def test_reports_that_meet_go_in_one_update_and_each_is_counted(
     async with running_workers(client, fleet, policy=FREE) as queues:
         await one_then_together(client, queues.pool, queues.controller)
         state = await budget_state(client, queues.pool)
+        budget = client.get_workflow_handle(budget_workflow_id(queues.pool))
+        with pytest.raises(UpdateRejected) as refusal:
+            await NODES_UNHEALTHY.execute(budget, UnhealthyReports(reports=[]))
+        refused = str(refusal.value)
         signals, updates = await calls(client, queues.pool)
     assert sorted(state.unhealthy) == [f"node-{i}" for i in range(1 + AT_ONCE)]  # all counted
+    assert "no reports" in refused  # an empty update: refused, nothing in the history
     # The first alone; of the rest, those that met went together (how many met in one send
     # depends on when each woke: at least two of them did, as one of the sends is an update).
     assert updates >= 1 and signals + updates < 1 + AT_ONCE, (signals, updates)

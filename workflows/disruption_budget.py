@@ -216,6 +216,10 @@ class DisruptionBudget(BudgetSweep, TellsHolders):
             self.node_unhealthy(report)
         return ReportsTaken(reports=len(batch.reports))
 
+    @NODES_UNHEALTHY.validator(nodes_unhealthy)
+    def why_not_reports(self, batch: UnhealthyReports) -> str:
+        return "" if batch.reports else "no reports: nothing to count"
+
     @HOLDER_WAITS.handler
     def holder_waits(self, wait: HumanWait) -> None:
         """A lease holder's ladder waits for a person, or no longer: said in the details,
