@@ -75,7 +75,9 @@ async def test_the_first_cordon_goes_before_the_report_and_waits_for_no_leave(
     assert "completed" not in steps[:cordon]  # no activity's answer awaited before it
     assert steps.index("local:" + act.ASK_TO_CORDON.name) > cordon  # the report follows it
     parked = steps.index("timer")  # the tolerance window
-    assert steps[:parked].count("task") == 1  # all of it in the ladder's first workflow task
+    # All of it local activities of the ladder's workflow task: no activity task of its own
+    # (on a loaded machine the SDK may complete that task early and go on in the next).
+    assert [s for s in steps[:parked] if s.split(":")[0] not in ("task", "local", "signal")] == []
     assert "local:" + act.OPERATOR_KEYRING.name not in steps[:parked]
     assert "signal:" + CORDON_LEAVE.name not in steps  # no leave asked, none waited for
     assert fleet.node(sick).unschedulable and state.cordon is CordonState.CORDONED

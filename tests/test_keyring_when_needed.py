@@ -6,6 +6,8 @@ handler waits for the keys, then refuses what is not signed."""
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from datetime import timedelta
 
 import pytest
@@ -18,7 +20,7 @@ from remedy.models import Action
 from remedy.remediation import AbortRequest, Phase
 from remedy.runbook import Match, Runbook, Rung
 from tests.conftest import own_fleet, running_workers
-from tests.ladder import report, state_of, wait_for_phase
+from tests.ladder import Handle, report, state_of, wait_for_phase
 from tests.test_cordon_first import _steps
 from tests.test_signed_decisions import KEYRING
 
@@ -32,19 +34,25 @@ TOLERATES = Runbook(
 )
 
 
+@asynccontextmanager
+async def parked(env: WorkflowEnvironment, name: str) -> AsyncIterator[Handle]:
+    """A ladder on a controller with a keyring, parked in its tolerance window."""
+    fleet = own_fleet(name, 1)
+    [node] = sorted(fleet.nodes)
+    async with running_workers(env.client, fleet, keyring=KEYRING) as queues:
+        handle = await report(env.client, queues, fleet.inject(node, "ecc_dbe"), TOLERATES)
+        await wait_for_phase(env, handle, Phase.TOLERATING)
+        yield handle
+
+
 async def test_the_keyring_loads_after_the_window_before_the_first_rung(
     time_env: WorkflowEnvironment,
 ) -> None:
-    client = time_env.client
-    fleet = own_fleet("keys-later", 1)
-    [node] = sorted(fleet.nodes)
-    async with running_workers(client, fleet, keyring=KEYRING) as queues:
-        handle = await report(client, queues, fleet.inject(node, "ecc_dbe"), TOLERATES)
-        await wait_for_phase(time_env, handle, Phase.TOLERATING)
-        parked = await _steps(handle)
+    async with parked(time_env, "keys-later") as handle:
+        first = await _steps(handle)
         await wait_for_phase(time_env, handle, Phase.AWAITING_APPROVAL)
         steps = await _steps(handle)
-    assert "local:" + act.CORDON.name in parked and KEYS not in parked  # parked without it
+    assert "local:" + act.CORDON.name in first and KEYS not in first  # parked without it
     window = steps.index("timer")
     assert steps.count(KEYS) == 1  # once, when the window ended
     assert window < steps.index(KEYS) < steps.index(act.DRAIN.name)  # before the first rung
@@ -53,12 +61,7 @@ async def test_the_keyring_loads_after_the_window_before_the_first_rung(
 async def test_a_decision_in_the_window_loads_the_keyring_and_is_checked_against_it(
     time_env: WorkflowEnvironment,
 ) -> None:
-    client = time_env.client
-    fleet = own_fleet("keys-asked", 1)
-    [node] = sorted(fleet.nodes)
-    async with running_workers(client, fleet, keyring=KEYRING) as queues:
-        handle = await report(client, queues, fleet.inject(node, "ecc_dbe"), TOLERATES)
-        await wait_for_phase(time_env, handle, Phase.TOLERATING)
+    async with parked(time_env, "keys-asked") as handle:
         with pytest.raises(UpdateRejected, match="unsigned"):
             await ABORT_LADDER.execute(handle, AbortRequest(by="mallory", reason="go away"))
         during = await state_of(handle)
