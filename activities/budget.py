@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from google.protobuf.empty_pb2 import Empty
@@ -81,6 +81,9 @@ NOT_ASKED_BY_UPDATE = (
 )
 # A storm's reports to one budget, together in one update at most (about 0.4 KB each).
 REPORTS_PER_CALL = 200
+# How long they wait for the budget to take their update; then they go as signals, which the
+# server keeps while the budget cannot run (its worker stalled, say).
+REPORT_WAIT = timedelta(seconds=10)
 
 
 class BudgetActivities:
@@ -90,8 +93,10 @@ class BudgetActivities:
         pool_size: Callable[[str], int],
         policy: BudgetPolicy,
         fleet: FleetView | None = None,
+        report_wait: timedelta = REPORT_WAIT,
     ) -> None:
         self._client, self._pool_size, self._policy = client, pool_size, policy
+        self._report_wait = report_wait.total_seconds()
         self._fleet = fleet  # None: no holds for a human are found (nodes not readable)
         self._by_update: bool | None = None  # leases asked by update: not yet known
         self._reports = GroupCommit(self._report, REPORTS_PER_CALL)  # per (budget, queue)
@@ -124,14 +129,16 @@ class BudgetActivities:
     async def _report(self, to: tuple[str, str], reports: list[UnhealthyReport]) -> None:
         """Several reports in one update (a storm's); one alone, or where the update cannot
         go (no budget running yet: the signal starts it; a budget from before; the
-        time-skipping server), each by signal-with-start, side by side."""
+        time-skipping server; not taken in time), each by signal-with-start, side by side:
+        twice is no harm, a budget counts a node once."""
         pool, task_queue = to
         if len(reports) > 1 and await self.answers_by_update():
             handle = self._client.get_workflow_handle(budget_workflow_id(pool))
             try:
-                await NODES_UNHEALTHY.execute(handle, UnhealthyReports(reports=reports))
+                together = UnhealthyReports(reports=reports)
+                await asyncio.wait_for(NODES_UNHEALTHY.execute(handle, together), self._report_wait)
                 return
-            except NOT_ASKED_BY_UPDATE as err:
+            except (*NOT_ASKED_BY_UPDATE, TimeoutError) as err:
                 log.debug("pool %s: %d reports go one by one: %s", pool, len(reports), err)
         signals = [NODE_UNHEALTHY.start_with(r) for r in reports]
         await asyncio.gather(*(self._signal(pool, task_queue, s) for s in signals))

@@ -10,7 +10,7 @@ import asyncio
 import threading
 import uuid
 from collections.abc import Callable
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from temporalio import workflow
@@ -19,7 +19,7 @@ from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
-from activities.budget import BudgetActivities
+from activities.budget import REPORT_WAIT, BudgetActivities
 from contract.defs import UpdateRejected
 from contract.messages import NODE_UNHEALTHY, NODES_UNHEALTHY
 from contract.names import DISRUPTION_BUDGET_WORKFLOW, budget_task_queue, budget_workflow_id
@@ -48,11 +48,13 @@ def together(n: int, size: int) -> Callable[[str], int]:
     return pool_size
 
 
-async def one_then_together(client: Client, pool: str, queue: str) -> None:
+async def one_then_together(
+    client: Client, pool: str, queue: str, report_wait: timedelta = REPORT_WAIT
+) -> None:
     """A report alone (it starts the budget), then ``AT_ONCE`` reports that meet."""
     alone = BudgetActivities(client, together(1, 8), FREE)
     await alone.ask_to_cordon(report("node-0", pool, queue))
-    meet = BudgetActivities(client, together(AT_ONCE, 8), FREE)
+    meet = BudgetActivities(client, together(AT_ONCE, 8), FREE, report_wait=report_wait)
     await asyncio.gather(
         *(meet.ask_to_cordon(report(f"node-{i}", pool, queue)) for i in range(1, 1 + AT_ONCE))
     )
@@ -132,3 +134,20 @@ async def test_a_budget_from_before_refuses_the_update_and_gets_each_report_by_s
         finally:
             await handle.terminate("test over")
     assert (signals, updates) == (1 + AT_ONCE, 0)  # each by signal; no update taken
+
+
+async def test_reports_an_update_cannot_deliver_in_time_go_by_signal(
+    dev_env: WorkflowEnvironment,
+) -> None:
+    """The budget's worker is not polling (stalled, say): its update would wait with the
+    reports in the controller's memory. After ``report_wait`` they go as signals, which the
+    server keeps until the budget runs again."""
+    client = dev_env.client
+    pool, queue = f"pool-{uuid.uuid4().hex[:8]}", f"nobody-{uuid.uuid4().hex[:8]}"
+    handle = client.get_workflow_handle(budget_workflow_id(pool))
+    try:
+        await one_then_together(client, pool, queue, report_wait=timedelta(seconds=1))
+        signals, updates = await calls(client, pool)
+    finally:
+        await handle.terminate("test over")
+    assert (signals, updates) == (1 + AT_ONCE, 0)  # the update never taken; each signalled
