@@ -47,12 +47,12 @@ class GroupCommit(Generic[K, T]):
         try:
             while line.waiting:
                 batch, line.waiting = line.waiting[: self._most], line.waiting[self._most :]
+                failed: Exception | None = None
                 try:
                     await self._send(key, [item for item, _ in batch])
                 except Exception as err:  # noqa: BLE001 - each caller raises it
-                    _settle(batch, err)
-                else:
-                    _settle(batch, None)
+                    failed = err
+                _settle(batch, failed)
                 batch = []
         finally:
             stopped = RuntimeError("the send was cancelled: the worker is stopping")

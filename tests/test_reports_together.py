@@ -7,9 +7,7 @@ server (the time-skipping one sends reports as signals: tests/test_lease_answere
 from __future__ import annotations
 
 import asyncio
-import threading
 import uuid
-from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -30,34 +28,48 @@ from tests.test_disruption_budget import budget_state
 from tests.test_job_watch import eventually
 
 FREE = BudgetPolicy(max_disruption="100%", storm_share=1.0)
-AT_ONCE = 5  # reports let go together (the default executor has at least 5 threads)
+AT_ONCE = 5  # reports that meet
 
 
 def report(node: str, pool: str, queue: str) -> NodeUnhealthy:
     return NodeUnhealthy(node=node, pool=pool, task_queue=queue, at=datetime.now(UTC))
 
 
-def together(n: int, size: int) -> Callable[[str], int]:
-    """A pool size read that lets ``n`` callers through at once: their reports meet."""
-    barrier = threading.Barrier(n)
+class SlowServer(BudgetActivities):
+    """The budget's activities with a first send that lasts until ``asks`` reports are in line
+    behind it (a loaded server), and a record of each send's size. Everything else, the
+    grouping and the sends themselves, is the real code."""
 
-    def pool_size(_: str) -> int:
-        barrier.wait(timeout=30)
+    def __init__(self, client: Client, asks: int, report_wait: timedelta) -> None:
+        super().__init__(client, lambda _: 8, FREE, report_wait=report_wait)
+        self._asks, self._in_line, self.sends = asks, 0, list[int]()
+        self._all_in = asyncio.Event()
+
+    async def _size(self, pool: str) -> int:
+        size = await super()._size(pool)
+        self._in_line += 1  # its report joins the line as this returns, before the next turn
+        if self._in_line == self._asks:
+            asyncio.get_running_loop().call_soon(self._all_in.set)
         return size
 
-    return pool_size
+    async def _report(self, to: tuple[str, str], reports: list[UnhealthyReport]) -> None:
+        await self._all_in.wait()
+        self.sends.append(len(reports))
+        await super()._report(to, reports)
 
 
 async def one_then_together(
     client: Client, pool: str, queue: str, report_wait: timedelta = REPORT_WAIT
-) -> None:
-    """A report alone (it starts the budget), then ``AT_ONCE`` reports that meet."""
-    alone = BudgetActivities(client, together(1, 8), FREE)
-    await alone.ask_to_cordon(report("node-0", pool, queue))
-    meet = BudgetActivities(client, together(AT_ONCE, 8), FREE, report_wait=report_wait)
+) -> list[int]:
+    """A report alone (it starts the budget), then ``AT_ONCE`` reports that meet; the sizes
+    of the sends that carried those."""
+    await SlowServer(client, 1, report_wait).ask_to_cordon(report("node-0", pool, queue))
+    meet = SlowServer(client, AT_ONCE, report_wait)
     await asyncio.gather(
         *(meet.ask_to_cordon(report(f"node-{i}", pool, queue)) for i in range(1, 1 + AT_ONCE))
     )
+    assert sum(meet.sends) == AT_ONCE and max(meet.sends) > 1, meet.sends  # some went together
+    return meet.sends
 
 
 async def calls(client: Client, pool: str) -> tuple[int, int]:
@@ -90,8 +102,8 @@ async def test_reports_that_meet_go_in_one_update_and_each_is_counted(
         signals, updates = await calls(client, queues.pool)
     assert sorted(state.unhealthy) == [f"node-{i}" for i in range(1 + AT_ONCE)]  # all counted
     assert "no reports" in refused  # an empty update: refused, nothing in the history
-    # The first alone; of the rest, those that met went together (how many met in one send
-    # depends on when each woke: at least two of them did, as one of the sends is an update).
+    # The first alone; the rest, in line behind a slow first send, in at most two sends, at
+    # least one of them an update.
     assert updates >= 1 and signals + updates < 1 + AT_ONCE, (signals, updates)
 
 
