@@ -221,6 +221,72 @@ def test_a_render_for_gpu_ops_binds_the_policy_to_its_agent() -> None:
     assert ":remedy:" not in rendered and "namespace: remedy\n" not in rendered
 
 
+def schedulable(spec: Json, labels: dict[str, str]) -> bool:
+    """Whether the scheduler may place a pod of ``spec`` on a node labelled ``labels``: its
+    nodeSelector and its required node affinity (any one term, each expression of it)."""
+    if any(labels.get(k) != v for k, v in spec.get("nodeSelector", {}).items()):
+        return False
+    required = spec.get("affinity", {}).get("nodeAffinity", {})
+    terms = required.get("requiredDuringSchedulingIgnoredDuringExecution", {})
+    if "nodeSelectorTerms" not in terms:
+        return True
+    return any(
+        all(holds(e, labels) for e in t["matchExpressions"]) for t in terms["nodeSelectorTerms"]
+    )
+
+
+def holds(expression: Json, labels: dict[str, str]) -> bool:
+    key: str = expression["key"]
+    operator: str = expression["operator"]
+    if operator == "Exists":
+        return key in labels
+    if operator == "DoesNotExist":
+        return key not in labels
+    values: list[str] = expression["values"]
+    inside = key in labels and labels[key] in values
+    if operator in ("In", "NotIn"):
+        return inside == (operator == "In")
+    raise AssertionError(f"no test evaluates {operator}")
+
+
+def node_labels(spec: Json) -> list[dict[str, str]]:
+    """Every way a node can be labelled for the keys ``spec`` selects on: absent, each value
+    the spec names, and one it does not."""
+    named: dict[str, set[str]] = {k: {v} for k, v in spec.get("nodeSelector", {}).items()}
+    required = spec.get("affinity", {}).get("nodeAffinity", {})
+    terms = required.get("requiredDuringSchedulingIgnoredDuringExecution", {})
+    for term in terms.get("nodeSelectorTerms", []):
+        for expression in term["matchExpressions"]:
+            named.setdefault(expression["key"], set()).update(expression.get("values", []))
+    ways = [[(k, None), *((k, v) for v in sorted(vs | {"other"}))] for k, vs in named.items()]
+    return [{k: v for k, v in way if v is not None} for way in itertools.product(*ways)]
+
+
+@pytest.mark.parametrize("install", [Install(), GPU_OPS], ids=["remedy", "gpu-ops"])
+def test_the_controller_never_runs_where_an_agent_does(install: Install) -> None:
+    """An agent rendered to reset or reboot reaches the host's files, every pod's Secret
+    volumes included: beside it, the controller's Temporal credentials and codec key would be
+    the node's. Its Deployment is required off every node the agent's DaemonSet selects (read
+    from agent.yaml, so a change of the agent's nodes moves the controller too) and off any
+    node where an agent pod runs."""
+    docs = named(render(load(), install, AgentFeatures(allow_reset=True, allow_reboot=True)))
+    agents = docs["DaemonSet", "remedy-agent"]
+    controller = docs["Deployment", "remedy-controller"]
+    agent_spec, spec = pod(agents), controller["spec"]["template"]["spec"]
+    ways = node_labels(agent_spec) + node_labels(spec)
+    assert any(schedulable(agent_spec, labels) for labels in ways)
+    for labels in ways:
+        assert schedulable(spec, labels) != schedulable(agent_spec, labels), labels
+    [term] = spec["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    agent_labels = agents["spec"]["template"]["metadata"]["labels"]
+    assert term["labelSelector"]["matchLabels"].items() <= agent_labels.items()
+    assert term["labelSelector"]["matchLabels"] != controller["spec"]["selector"]["matchLabels"]
+    assert term["topologyKey"] == "kubernetes.io/hostname"
+    # No namespaces: the controller's own, which is the agent's in every render.
+    assert "namespaces" not in term and "namespaceSelector" not in term
+    assert agents["metadata"]["namespace"] == controller["metadata"]["namespace"]
+
+
 def test_render_manifests_prints_a_stream_kubectl_can_apply() -> None:
     args = ["render-manifests", "--namespace", "gpu-ops", "--agent-service-account", "gpu-agent"]
     result = CliRunner().invoke(app, [*args, "--allow-reboot"])
