@@ -32,7 +32,6 @@ RESOURCES = (
     Resource("v1", "events", "Event", namespaced=True, status_subresource=False),
     Resource("v1", "namespaces", "Namespace", namespaced=False),
     Resource("v1", "configmaps", "ConfigMap", namespaced=True, status_subresource=False),
-    Resource("v1", "serviceaccounts", "ServiceAccount", namespaced=True, status_subresource=False),
     Resource("apps/v1", "daemonsets", "DaemonSet", namespaced=True),
     Resource("apps/v1", "replicasets", "ReplicaSet", namespaced=True),
     Resource("apps/v1", "statefulsets", "StatefulSet", namespaced=True),

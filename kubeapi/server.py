@@ -1,6 +1,6 @@
 """The strict Kubernetes API emulator: real HTTP on 127.0.0.1 from a thread, serving the
 resources remedy uses the way kube-apiserver does (see ``store``, ``patch``, ``lifecycle``,
-``listing``, ``disruption``, and ``tokens`` for TokenRequest and TokenReview).
+``listing``, ``disruption``).
 
 Tests and benches seed and read objects through ``objects``, script the failures a real server
 gives under load or outage with ``fail``, and read every request from ``requests``. Time is
@@ -26,7 +26,6 @@ from kubeapi.objects import Objects
 from kubeapi.resources import BY_PATH, Resource
 from kubeapi.status import ApiError
 from kubeapi.store import Json, Store
-from kubeapi.tokens import Tokens
 
 __all__ = ["ApiServer", "Headers", "Request"]
 
@@ -71,7 +70,6 @@ class ApiServer:
         self.clock: Clock = self.store.clock
         self.kubelets = lifecycle.Kubelets(self.store)
         self.disruption = DisruptionController(self.store)
-        self.tokens = Tokens(self.store)  # TokenRequest and TokenReview
         self.requests: list[Request] = []
         self.warnings: list[str] = []
         self.crashes: list[str] = []  # requests the emulator itself failed on (answered 500)
@@ -161,11 +159,8 @@ class ApiServer:
             return scripted
         try:
             self.tick()
-            if self.tokens.serves(request.path):
-                strict = request.query.get("fieldValidation") == "Strict"
-                status, body, warnings = self.tokens.serve(request, strict=strict)
-            else:
-                status, body, warnings = self._serve(request, _route(request.path))
+            route = _route(request.path)
+            status, body, warnings = self._serve(request, route)
         except ApiError as error:
             return _answer(error)
         except ValueError as bad:  # a query parameter that is not a number, say

@@ -36,9 +36,6 @@ from workers.manifests.render import AgentFeatures, Install, load, render
 
 Rule = tuple[str, str, str]  # (apiGroup, resource[/subresource], verb)
 NOW = datetime(2026, 11, 29, tzinfo=UTC)
-# The controller's review of a sender's token (remedy/identity.py), cluster-wide: named here
-# until the Kubernetes NodeIdentity is wired into controller_scenario.
-REVIEW: Rule = ("authentication.k8s.io", "tokenreviews", "create")
 
 
 def manifests() -> list[dict[str, Any]]:
@@ -239,7 +236,7 @@ async def test_controller_roles_grant_exactly_what_the_adapter_calls(
     api: ApiServer,
 ) -> None:
     seed(api)
-    calls = await calls_made(api, controller_scenario) | {(None, REVIEW)}
+    calls = await calls_made(api, controller_scenario)
     cluster, namespaced = granted("remedy-controller"), granted_per_namespace("remedy-controller")
     assert ungranted_and_unused(calls, cluster, namespaced) == (set(), set())
     assert {ns for ns, (group, _, _) in calls if group == "batch"} == {"ml"}  # the job's
@@ -267,14 +264,6 @@ async def test_agent_role_grants_exactly_what_the_agent_calls(
     cluster, namespaced = granted("remedy-agent"), granted_per_namespace("remedy-agent")
     assert ungranted_and_unused(calls, cluster, namespaced) == (set(), set())
     assert namespaced == {"remedy": {("", "configmaps", "get")}}  # the breakers, read only
-
-
-def test_only_the_controller_may_review_tokens() -> None:
-    """Which node sent a finding is what TokenReview says of the sender's token; an agent
-    reviews nothing, and could not learn what another node's token proves."""
-    assert REVIEW in granted("remedy-controller")
-    assert REVIEW not in granted("remedy-agent")
-    assert not any(REVIEW in rules for rules in granted_per_namespace("remedy-agent").values())
 
 
 @pytest.mark.parametrize("version", ["1.32.0", kubernetes_validate.latest_version()])
@@ -344,7 +333,6 @@ def test_the_agents_args_are_what_the_agent_takes_and_its_reboot_reaches_the_hos
     [
         ("GET", "/api/v1/nodes/n1", ("", "nodes", "get")),
         ("GET", "/api/v1/pods", ("", "pods", "list")),
-        ("POST", "/apis/authentication.k8s.io/v1/tokenreviews", REVIEW),
         ("PATCH", "/api/v1/nodes/n1/status", ("", "nodes/status", "patch")),
         ("POST", "/api/v1/namespaces/jobs/pods/p/eviction", ("", "pods/eviction", "create")),
         ("POST", "/api/v1/namespaces/default/events", ("", "events", "create")),

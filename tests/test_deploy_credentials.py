@@ -70,39 +70,3 @@ def test_the_agent_mounts_no_controller_or_codec_credentials(features: AgentFeat
     assert not {v["secret"]["secretName"] for v in agent["volumes"] if "secret" in v} & (
         CONTROLLER_SECRETS
     )
-
-
-IDENTITY_DIR = "/var/run/secrets/remedy"
-IDENTITY_SETTING = "REMEDY_IDENTITY_TOKEN_FILE"
-
-
-@pytest.mark.parametrize(
-    "features",
-    [AgentFeatures(), AgentFeatures(allow_reset=True, allow_reboot=True, kernel_log="kmsg")],
-    ids=["defaults", "every-feature"],
-)
-def test_each_pod_proves_itself_with_its_own_short_lived_token(features: AgentFeatures) -> None:
-    """Node identity: each pod reads a service-account token for remedy's audience only (never
-    one the API server would take), bound to the pod and so to its node, expiring in 10
-    minutes (the least the API server issues); the kubelet rotates it in place."""
-    docs = render(load(), Install(namespace="gpu-ops"), features)
-    accounts = set()
-    for component in ("agent", "controller"):
-        pod = pod_of(docs, component)
-        accounts.add(pod["serviceAccountName"])  # a projected token is of the pod's own account
-        [volume] = [v for v in pod["volumes"] if "projected" in v]
-        assert volume["projected"]["sources"] == [
-            {
-                "serviceAccountToken": {
-                    "audience": "remedy",
-                    "expirationSeconds": 600,
-                    "path": "token",
-                }
-            }
-        ]
-        [container] = pod["containers"]
-        [mount] = [m for m in container["volumeMounts"] if m["name"] == volume["name"]]
-        assert mount == {"name": volume["name"], "mountPath": IDENTITY_DIR, "readOnly": True}
-        settings = {e["name"]: e.get("value") for e in container["env"]}
-        assert settings[IDENTITY_SETTING] == f"{IDENTITY_DIR}/token"
-    assert len(accounts) == 2
