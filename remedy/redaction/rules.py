@@ -100,11 +100,14 @@ class Rule(BaseModel):
 
 
 # A PEM private key: the whole block, or to the end of a text cut inside it, or the end of a
-# block whose start was cut off (a log tail begins mid-key).
+# block whose start was cut off (a log tail begins mid-key). A log writes each of its lines
+# after a prefix: dmesg's "[ 12.345678] ", syslog's "Dec  1 03:00:00 host kernel: ", kmsg's
+# "6,1234,5678,-;".
 _PEM_END = r"-----END[A-Z0-9 ]*PRIVATE KEY-----"
+_LINE_PREFIX = r"(?:[^\n]*[ \t\]:;])?"
 _PEM = (
     rf"-----BEGIN[A-Z0-9 ]*PRIVATE KEY-----(?s:.*?)(?:{_PEM_END}|\z)"
-    rf"|(?:[A-Za-z0-9+/=]{{16,}}\r?\n)+{_PEM_END}"
+    rf"|(?:{_LINE_PREFIX}[A-Za-z0-9+/=]{{16,}}\r?\n)+{_LINE_PREFIX}{_PEM_END}"
 )
 
 # Key names that hold a secret: ``password=…``, ``"api_key": "…"``, ``DB_TOKEN=…``.
@@ -116,6 +119,11 @@ _KEYS = (
 _BASIC = r"(?:[A-Za-z0-9+/]*[0-9+/][A-Za-z0-9+/]*={0,2}|[A-Za-z0-9+/]+={1,2})"
 # A password-like flag's value, ``--password hunter2`` (``--password=…`` is the ``secret`` rule's).
 _FLAG_KEYS = r"(?i:password|passwd|passphrase|secret|token|api[_-]?key|apikey|access[_-]?key)"
+# YAML's and INI's "token: …" (the keys beside passwords): "token: expired" is prose, so only a
+# quoted value, or one of 16+ characters of a token's alphabet that holds a digit and a letter
+# (the ``keep`` below leaves one without either alone: RE2 cannot say "and").
+_COLON_KEYS = r"[A-Za-z0-9_.-]*(?i:token|secret|api[_-]?key|apikey|access[_-]?key)"
+_COLON_PROSE = rf"^{_COLON_KEYS}\s*:[ \t]*(?:[^0-9\"']*|[^A-Za-z\"']*)$"
 _DEFAULTS = [
     # "Authorization: Bearer …", "Basic …" after the header, and a bare "Bearer …".
     (
@@ -143,6 +151,15 @@ _DEFAULTS = [
         r"(?i)aws_?secret_?access_?key[\"']?\s*[:=]\s*[\"']?(?P<secret>[A-Za-z0-9/+=]{40})",
         None,
     ),
+    # Azure: a storage account's or a Service Bus / Event Hubs key in a connection string
+    # ("AccountKey=…;", "SharedAccessKey=…"), and a SAS token's signature ("…&sig=…").
+    (
+        "azure-key",
+        r"(?i)\b[A-Za-z0-9_]*(?:account|sharedaccess)_?key\s*=\s*"
+        r"(?P<secret>[A-Za-z0-9+/]{16,}={0,2})",
+        None,
+    ),
+    ("azure-sas", r"(?i)(?:^|[?&;\s\"'])sig=(?P<secret>[A-Za-z0-9%+/_-]{16,}={0,2})", None),
     ("github-token", r"\b(?:gh[pousr]_[A-Za-z0-9]{36,}|github_pat_[A-Za-z0-9_]{22,})", None),
     ("slack-token", r"\bxox[abposr]-[A-Za-z0-9-]{10,}", None),
     ("gitlab-token", r"\bgl(?:pat|dt|rt|ptt|cbt|oas)-[A-Za-z0-9_-]{20,}", None),
@@ -160,8 +177,10 @@ _DEFAULTS = [
         rf"|\"{_KEYS}\"\s*:\s*\"(?P<secret_j>(?:[^\"\\\n]|\\.)+)\""
         # YAML's and a config dump's "password: x" (passwords only: "token: expired" is prose)
         r"|\b[A-Za-z0-9_.-]*(?i:password|passwd|passphrase)\s*:[ \t]*(?P<secret_y>[^\s,;'\"]+)"
+        rf"|\b{_COLON_KEYS}\s*:[ \t]*(?:\"(?P<secret_cq>[^\"\n]+)\"|'(?P<secret_cs>[^'\n]+)'"
+        r"|(?P<secret_c>[A-Za-z0-9_.~+/=-]{16,}))"
         rf"|(?:^|\s)--?[A-Za-z0-9_.-]*{_FLAG_KEYS}[ \t]+(?P<secret_f>[^\s-][^\s]*)",
-        None,
+        _COLON_PROSE,
     ),
     (
         "email",
@@ -201,21 +220,54 @@ class Redactor(BaseModel):
     def text(self, text: str) -> str:
         if len(text) > MAX_TEXT:
             text = text[:MAX_TEXT] + f" [cut: {len(text) - MAX_TEXT} more characters]"
-        if not text or not self.rules:
-            return text
-        hits = self._any.Match(text)
-        if not hits:
-            return text
-        spans = [(*span, i) for i in sorted(hits) for span in self.rules[i].spans(text)]
-        return _replaced(text, spans, self.rules)
+        return _replaced(text, self._spans(text), self.rules)
 
     def texts(self, texts: Sequence[str]) -> list[str]:
+        """Each text on its own (see ``lines`` for the lines of one log)."""
         return [self.text(t) for t in texts]
 
+    def lines(self, lines: Sequence[str]) -> list[str]:
+        """The lines of one log, as many as given, each with what a rule hides in the lines
+        together (joined by newlines) hidden: a key written over several lines (a PEM block in
+        the kernel log, one line per printk) is hidden in every line it covers, where each line
+        alone looks like nothing. Lines of more than MAX_TEXT characters together are taken in
+        groups (a key cut between two is hidden by its start and by its end)."""
+        out: list[str] = []
+        group: list[str] = []
+        size = 0
+        for line in lines:
+            if group and size + len(line) + 1 > MAX_TEXT:
+                out += self._together(group)
+                group, size = [], 0
+            group.append(line)
+            size += len(line) + 1
+        return out + (self._together(group) if group else [])
 
-def _replaced(text: str, spans: list[tuple[int, int, int]], rules: Sequence[Rule]) -> str:
-    """``text`` with each union of overlapping spans replaced by the marker of the first rule
-    (in the rules' order) among them."""
+    def _together(self, lines: list[str]) -> list[str]:
+        if len(lines) == 1:
+            return [self.text(lines[0])]
+        joined = "\n".join(lines)
+        spans = _merged(self._spans(joined))
+        out, start = [], 0
+        for line in lines:
+            end = start + len(line)
+            # Each span, cut to this line: a line it covers whole becomes its marker.
+            mine = [(max(a, start) - start, min(b, end) - start, r) for a, b, r in spans]
+            out.append(_replaced(line, [(a, b, r) for a, b, r in mine if a < b], self.rules))
+            start = end + 1
+        return out
+
+    def _spans(self, text: str) -> list[tuple[int, int, int]]:
+        """What the rules hide in ``text``: start, end and the rule's place."""
+        if not text or not self.rules:
+            return []
+        hits = self._any.Match(text)
+        return [(*span, i) for i in sorted(hits or ()) for span in self.rules[i].spans(text)]
+
+
+def _merged(spans: list[tuple[int, int, int]]) -> list[tuple[int, int, int]]:
+    """Each union of overlapping spans, named by the first rule (in the rules' order) among
+    them."""
     merged: list[list[int]] = []  # start, end, rule
     for start, end, rule in sorted(spans):
         if merged and start < merged[-1][1]:
@@ -223,8 +275,15 @@ def _replaced(text: str, spans: list[tuple[int, int, int]], rules: Sequence[Rule
             last[1], last[2] = max(last[1], end), min(last[2], rule)
         else:
             merged.append([start, end, rule])
+    return [(start, end, rule) for start, end, rule in merged]
+
+
+def _replaced(text: str, spans: list[tuple[int, int, int]], rules: Sequence[Rule]) -> str:
+    """``text`` with each union of overlapping spans replaced by its rule's marker."""
+    if not spans:
+        return text
     out, at = [], 0
-    for start, end, rule in merged:
+    for start, end, rule in _merged(spans):
         out += [text[at:start], marker(rules[rule].name)]
         at = end
     out.append(text[at:])
