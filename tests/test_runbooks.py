@@ -159,6 +159,24 @@ def test_replace_must_be_last(tmp_path: Path) -> None:
     assert "replace must be the last rung" in problem
 
 
+def test_a_secret_in_a_description_is_refused_and_loads_nothing(tmp_path: Path) -> None:
+    # The description is copied as written into every finding's ladder and the Web UI.
+    write(tmp_path, "a-good.yaml", GOOD)
+    secret = GOOD.replace(
+        "name: good\n",
+        "name: leaky\ndescription: >-\n  Ask ops; the bucket key is\n  AKIAIOSFODNN7EXAMPLE.\n",
+    )
+    bad = write(tmp_path, "b-leaky.yaml", secret)
+    assert problems(tmp_path) == [
+        f"{bad}:2: description: holds what looks like a secret (aws-access-key): it would be "
+        "copied into every finding's ladder and the Web UI; remove it"
+    ]
+    prose = GOOD.replace("name: good\n", "name: prose\ndescription: 'token: expired; reset'\n")
+    (tmp_path / "ok").mkdir()
+    [runbook] = load_runbooks([write(tmp_path / "ok", "prose.yaml", prose)])
+    assert runbook.description == "token: expired; reset"
+
+
 def test_unsafe_yaml_tag_is_refused_not_run(tmp_path: Path) -> None:
     marker = tmp_path / "pwned"
     path = write(

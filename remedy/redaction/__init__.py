@@ -8,6 +8,7 @@ from remedy.redaction.operator import (
     OperatorReason,
     OperatorText,
     operator_text,
+    secret_kinds,
 )
 from remedy.redaction.rules import DEFAULT_RULES, Redactor, Rule, marker
 from remedy.redaction.wire import redacted
@@ -24,4 +25,5 @@ __all__ = [
     "marker",
     "operator_text",
     "redacted",
+    "secret_kinds",
 ]

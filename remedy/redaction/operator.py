@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from collections import Counter
 from typing import Annotated
 
 from pydantic import AfterValidator
@@ -22,13 +23,31 @@ _DEFAULT = Redactor()
 _KIND = re.compile(r"\[REDACTED:([a-z0-9-]+)\]")
 
 
+# The bidi controls (embeddings, overrides, isolates, marks): one reorders what `remedy show`
+# and the Web UI print after it, so a note could show a reason other than the one recorded.
+BIDI_CONTROLS = frozenset(
+    "\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069"
+)
+
+
 def _one_line(text: str) -> None:
     """ValueError for a text over the limit, or with a control character (a newline or an
-    escape sequence would rewrite the lines `remedy show` prints)."""
+    escape sequence would rewrite the lines `remedy show` prints) or a bidi control."""
     if len(text) > MAX_OPERATOR_TEXT:
         raise ValueError(f"{len(text)} characters, over the limit of {MAX_OPERATOR_TEXT}")
     if bad := next((c for c in text if unicodedata.category(c) == "Cc"), None):
         raise ValueError(f"control character {bad!r} at {text.index(bad)} (one line of text)")
+    if bad := next((c for c in text if c in BIDI_CONTROLS), None):
+        raise ValueError(f"bidi control U+{ord(bad):04X} at {text.index(bad)}")
+
+
+def secret_kinds(text: str) -> list[str]:
+    """The kinds of what the default rules would hide in ``text`` (none: it is clean)."""
+    if (hidden := _DEFAULT.text(text)) == text:
+        return []
+    # Counted: a text that already holds a marker of the kind found again is no clean text.
+    new = Counter(_KIND.findall(hidden)) - Counter(_KIND.findall(text))
+    return sorted(new) or sorted(set(_KIND.findall(hidden)))
 
 
 def operator_text(text: str) -> str:
@@ -39,8 +58,7 @@ def operator_text(text: str) -> str:
 
 def _clean(text: str) -> str:
     _one_line(text)
-    if (hidden := _DEFAULT.text(text)) != text:
-        kinds = sorted(set(_KIND.findall(hidden)) - set(_KIND.findall(text)))
+    if kinds := secret_kinds(text):
         raise ValueError(
             f"holds what looks like a secret ({', '.join(kinds)}): it would stay in the "
             "history; remove it (remedy's commands redact it)"

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
+from remedy.redaction import secret_kinds
 from remedy.runbook.schema import AUTHORING, Match, RetryPolicy, Runbook, Rung
 from remedy.yaml_source import YamlDocument, YamlSyntaxError, read_yaml
 
@@ -124,9 +125,28 @@ def _load_file(file: Path) -> tuple[RunbookSource | None, list[RunbookProblem]]:
     except ValidationError as exc:
         problems.extend(_problems_from(name, doc, exc))
         return None, problems
+    problems += _secrets_in(name, doc, runbook)
     if problems:
         return None, problems
     return RunbookSource(runbook, name, doc), []
+
+
+# A runbook's free text: copied as written into every finding's ladder state (a workflow's
+# history) and the Web UI, where no redaction runs. A field that gains free text joins here.
+FREE_TEXT = ("description",)
+
+
+def _secrets_in(file: str, doc: YamlDocument, runbook: Runbook) -> list[RunbookProblem]:
+    """What the default redaction rules would hide in the runbook's free text, refused."""
+    out = []
+    for field in FREE_TEXT:
+        if kinds := secret_kinds(getattr(runbook, field)):
+            said = (
+                f"holds what looks like a secret ({', '.join(kinds)}): it would be copied "
+                "into every finding's ladder and the Web UI; remove it"
+            )
+            out.append(RunbookProblem(file, doc.line_of((field,)), field, said))
+    return out
 
 
 def _problems_from(file: str, doc: YamlDocument, exc: ValidationError) -> list[RunbookProblem]:
