@@ -8,6 +8,7 @@ from datetime import datetime
 
 from pydantic import BaseModel
 
+from remedy.display import visible
 from remedy.durations import format_duration
 from remedy.models import Action, Finding
 from remedy.numbering import rung_number
@@ -91,7 +92,7 @@ def static_summary(node: str, finding: Finding, runbook: Runbook) -> str:
     """The one line the UI's workflow list shows: "node-17: Xid 79 on GPU 3 → gpu-fallen-off-bus
     (reboot, replace)"."""
     ladder = ", ".join(r.action.value for r in runbook.ladder) or "hold for a human"
-    return f"{node}: {finding.headline()} → {runbook.name} ({ladder})"[:200]
+    return visible(f"{node}: {finding.headline()} → {runbook.name} ({ladder})")[:200]
 
 
 def remediation_details(state: RemediationState) -> str:
@@ -132,7 +133,8 @@ def remediation_details(state: RemediationState) -> str:
     if state.attempts:
         lines += ["", "**Ladder so far**", ""]
         lines += [_attempt_line(a) for a in state.attempts]
-    return "\n".join(lines)
+    # The evidence and the attempts' details are what nodes said: shown, never obeyed.
+    return visible("\n".join(lines))
 
 
 def at(when: datetime) -> str:

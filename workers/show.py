@@ -14,6 +14,7 @@ from contract.messages import REMEDIATION_STATE
 from contract.names import remediation_workflow_id
 from remedy.blocking import place_in_line
 from remedy.describe import approval_deadline, at
+from remedy.display import visible
 from remedy.durations import format_duration
 from remedy.numbering import rung_label, rung_number
 from remedy.remediation import Approval, Attempt, Escalation, Phase, Refusal
@@ -111,7 +112,8 @@ def timeline(ladder: NodeLadder) -> list[str]:
     lines += [f"  x {r.at:%H:%M:%S} {r.verb} signal refused: {r.why}" for r in ladder.refused]
     if ladder.detail:
         lines.append(f"    {ladder.detail}")
-    return lines
+    # Details and refusals quote what nodes said: nothing in them may reorder a line.
+    return [visible(line) for line in lines]
 
 
 def _escalation(e: Escalation) -> str:

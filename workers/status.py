@@ -30,6 +30,7 @@ from remedy import held_by_people as people
 from remedy.admission import AdmissionPhase
 from remedy.budget import CLUSTER_POOL, BudgetState
 from remedy.budget_gpus import gpu_note
+from remedy.display import visible
 from remedy.fleet import FleetSummary, NodeStatus, PoolSummary, SilenceStorm
 from remedy.remediation import Phase
 from workers.tables import plain, show
@@ -368,7 +369,7 @@ def show_status(status: FleetStatus) -> None:
     else:
         print("no node in remediation, admission or waiting for a human")
     for line in alerts(status):
-        print(line)
+        print(visible(line))  # an alert can quote an error or a person's note
 
 
 def render(status: FleetStatus) -> list[str]:
@@ -378,4 +379,4 @@ def render(status: FleetStatus) -> list[str]:
         lines += ["", *plain(POOL_HEADERS, pool_rows(status))]
     if status.nodes:
         lines += ["", *plain(NODE_HEADERS, node_rows(status))]
-    return lines + alerts(status)
+    return lines + [visible(line) for line in alerts(status)]

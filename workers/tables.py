@@ -9,14 +9,21 @@ from collections.abc import Sequence
 from rich.console import Console
 from rich.table import Table
 
+from remedy.display import visible
+
 
 def plain(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
-    table = [list(headers), *(list(row) for row in rows)]
+    table = [list(headers), *(_visible(row) for row in rows)]
     widths = [max(len(row[i]) for row in table) for i in range(len(headers))]
     return [
         "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
         for row in table
     ]
+
+
+def _visible(row: Sequence[str]) -> list[str]:
+    """A row's cells as a person may read them: a cell can quote a node (remedy.display)."""
+    return [visible(cell) for cell in row]
 
 
 def markdown(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
@@ -33,7 +40,7 @@ def show(headers: Sequence[str], rows: Sequence[Sequence[str]], title: str = "")
     if sys.stdout.isatty():
         table = Table(*headers, title=title or None, title_justify="left", header_style="bold")
         for row in rows:
-            table.add_row(*row)
+            table.add_row(*_visible(row))
         Console().print(table)
         return
     if title:
