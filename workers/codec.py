@@ -27,6 +27,7 @@ from typing import ClassVar
 
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+from google.protobuf.message import DecodeError
 from temporalio.api.common.v1 import Payload
 from temporalio.api.failure.v1 import Failure
 from temporalio.contrib.pydantic import pydantic_data_converter
@@ -45,6 +46,7 @@ KEY_ID = "encryption-key-id"
 KEY_FILE_ENV = "REMEDY_CODEC_KEY_FILE"
 KEY_BYTES = 32  # AES-256
 NONCE_BYTES = 12  # GCM's standard nonce, random per payload
+TAG_BYTES = 16  # GCM's tag, after the ciphertext
 MAX_KEY_FILE = 64 * 1024
 
 
@@ -53,7 +55,8 @@ class CodecKeyError(ValueError):
 
 
 class CodecError(ValueError):
-    """A payload that cannot be decrypted: its key is not in the key file, or it was altered."""
+    """A payload that cannot be decrypted: its key is not in the key file, it was altered, or
+    it is no ciphertext of this codec's at all. The message never quotes the payload's data."""
 
 
 @dataclass(frozen=True)
@@ -133,12 +136,20 @@ class EncryptionCodec(PayloadCodec):
         cipher = self._ciphers.get(key_id)
         if cipher is None:
             raise CodecError(f"payload encrypted with key {key_id!r}, which the key file lacks")
+        if len(payload.data) < NONCE_BYTES + TAG_BYTES:  # AESGCM raises ValueError on a short nonce
+            raise CodecError(
+                f"payload with key {key_id!r} has {len(payload.data)} bytes: too short to be a "
+                f"ciphertext (a {NONCE_BYTES}-byte nonce and a {TAG_BYTES}-byte tag at least)"
+            )
         nonce, sealed = payload.data[:NONCE_BYTES], payload.data[NONCE_BYTES:]
         try:
             plain = cipher.decrypt(nonce, sealed, key_id.encode())
         except InvalidTag:
             raise CodecError(f"payload with key {key_id!r} does not decrypt: altered") from None
-        return Payload.FromString(plain)
+        try:
+            return Payload.FromString(plain)
+        except DecodeError:  # sealed with our key, but not by this codec
+            raise CodecError(f"payload with key {key_id!r} decrypts to no payload") from None
 
 
 class RedactingFailureConverter(DefaultFailureConverter):

@@ -8,8 +8,10 @@ it."""
 
 from __future__ import annotations
 
+import binascii
 import hmac
 import ipaddress
+import json
 from collections.abc import Awaitable, Callable, Sequence
 
 from aiohttp import web
@@ -24,6 +26,33 @@ MAX_BODY = 16 * 1024 * 1024  # a history page of payloads (each at most 2 MiB in
 ALLOWED_HEADERS = "Content-Type, X-Namespace, Authorization"
 
 Codec = Callable[[Sequence[Payload]], Awaitable[list[Payload]]]
+SHAPE = '{"payloads": [{"metadata": {...}, "data": BASE64}]}'
+
+
+class BadBody(ValueError):
+    """A request body that is no Payloads message; the message says why, quoting none of it."""
+
+
+def payloads_of(body: bytes) -> Payloads:
+    """The Payloads message of a request body in proto3 JSON; BadBody saying what is wrong."""
+    if not body:
+        raise BadBody(f"the body is empty: send {SHAPE}")
+    try:
+        document = json.loads(body)
+    except (ValueError, RecursionError):  # bad UTF-8 is a ValueError too; RecursionError: nesting
+        raise BadBody("the body is not JSON") from None
+    if not isinstance(document, dict):  # ParseDict raises TypeError on a number or null
+        raise BadBody(f"the body is not a JSON object: send {SHAPE}")
+    try:
+        return json_format.ParseDict(document, Payloads())
+    except json_format.ParseError as exc:
+        # protobuf's messages quote the input: say which kind of problem, in words of our own.
+        cause: BaseException | None = exc
+        while cause is not None and not isinstance(cause, binascii.Error):
+            cause = cause.__cause__
+        if cause is not None:
+            raise BadBody("a payload's data or a metadata value is not base64") from None
+        raise BadBody(f"the body is not a Payloads message in proto3 JSON ({SHAPE})") from None
 
 
 def loopback(host: str) -> bool:
@@ -65,10 +94,12 @@ def codec_app(
         async def handle(request: web.Request) -> web.StreamResponse:
             if not authorized(request):
                 return cors(request, web.json_response({"error": "unauthorized"}, status=401))
+            # Malformed input is the caller's: 400 saying why. Anything else is a fault of ours
+            # and goes on to aiohttp, which logs it and answers 500.
             try:
-                payloads = json_format.Parse(await request.read(), Payloads())
+                payloads = payloads_of(await request.read())
                 done = Payloads(payloads=await apply(list(payloads.payloads)))
-            except (json_format.ParseError, UnicodeDecodeError, CodecError) as exc:
+            except (BadBody, CodecError) as exc:
                 return cors(request, web.json_response({"error": str(exc)}, status=400))
             text = json_format.MessageToJson(done)
             return cors(request, web.Response(text=text, content_type="application/json"))
