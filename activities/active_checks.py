@@ -48,9 +48,10 @@ class ActiveCheckActivities:
         marks: NodeMarks,
         workload: GpuWorkload | None,
         runbooks: RunbookSet,
+        seal: bytes,
     ) -> None:
         self._client, self._marks, self._workload = client, marks, workload
-        self._runbooks = runbooks
+        self._runbooks, self._seal = runbooks, seal  # its findings are the controller's own
 
     @act.NODE_WORKLOADS.defn
     async def node_workloads(self, names: NodeNames) -> Workloads:
@@ -119,6 +120,7 @@ class ActiveCheckActivities:
                 FindingReport(finding=finding, runbook=runbook),
                 node_task_queue=failure.node_task_queue,
                 task_queue=failure.task_queue,
+                seal=self._seal,
             )
             workflow_id = handle.id
             log.info(

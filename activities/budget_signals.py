@@ -31,10 +31,13 @@ class BudgetSignalActivities:
     @act.DELIVER_BUDGET_SIGNALS.defn
     async def deliver_budget_signals(self, out: BudgetSignals) -> Undelivered:
         """Every signal of ``out``; a retry starts after the part a heartbeat recorded."""
-        leave = CordonLeave(pool=out.pool)
+        tokens = out.leave_tokens
         sends: list[tuple[str, SignalDef[Any], Any]] = [
             *((g.holder, LEASE_GRANTED, g.grant) for g in out.grants),
-            *((holder, CORDON_LEAVE, leave) for holder in out.leave),
+            *(
+                (holder, CORDON_LEAVE, CordonLeave(pool=out.pool, token=tokens.get(holder, "")))
+                for holder in out.leave
+            ),
         ]
         granted = {g.holder for g in out.grants}
         done, gone = _resumed_from(activity.info().heartbeat_details)

@@ -39,8 +39,9 @@ class JobActivities:
         jobs: JobControl,
         runbooks: RunbookSet,
         attributor: Attributor | None = None,
+        seal: bytes = b"",
     ) -> None:
-        self._client, self._jobs, self._runbooks = client, jobs, runbooks
+        self._client, self._jobs, self._runbooks, self._seal = client, jobs, runbooks, seal
         self._attributor = attributor or Attributor()
 
     @act.ATTRIBUTE_FAILURE.defn
@@ -95,6 +96,7 @@ class JobActivities:
             FindingReport(finding=finding, runbook=runbook),
             node_task_queue=blame.node_task_queue,
             task_queue=blame.task_queue,
+            seal=self._seal,
         )
         return Started(workflow_id=handle.id)
 

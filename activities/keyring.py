@@ -11,12 +11,12 @@ from remedy.signing import Keyring
 
 
 class KeyringActivities:
-    def __init__(self, keyring: Keyring | None) -> None:
-        self._keyring = keyring or Keyring()  # none: decisions recorded unverified (the demo)
+    def __init__(self, keyring: Callable[[], Keyring]) -> None:
+        self._keyring = keyring  # read at each load: a key removed stops counting
 
     @act.OPERATOR_KEYRING.defn
     async def operator_keyring(self) -> Keyring:
-        return self._keyring
+        return self._keyring()
 
     def all(self) -> list[Callable[..., Any]]:
         return [self.operator_keyring]

@@ -35,7 +35,7 @@ from contract.names import (
 from contract.search_attributes import OUTCOME
 from remedy.admission import ADMISSION_FAILED, AdmissionInput
 from remedy.describe import static_summary
-from remedy.errors import TransientError
+from remedy.errors import ActionRefused, TransientError
 from remedy.fleet import (
     ConditionStart,
     FindingStart,
@@ -44,15 +44,15 @@ from remedy.fleet import (
     finding_from_condition,
     orphaned_cordon,
 )
+from remedy.intake import MatchedRunbook, RemediationStart, by_controller
 from remedy.liveness import SKEW_TOLERANCE
 from remedy.models import Finding, NodeRef, Severity, Started
 from remedy.remediation import (
+    MAX_REPORT_BYTES,
     FindingReport,
-    MatchedRunbook,
     Outcome,
     RemediationInput,
     RemediationResult,
-    RemediationStart,
 )
 from remedy.runbook import DEFAULT_RUNBOOK, RunbookSet
 
@@ -108,8 +108,11 @@ async def start_remediation(
     task_queue: str,
     node_pickup_timeout: timedelta | None = None,
     workflow: Any = NODE_REMEDIATION_WORKFLOW,
+    seal: bytes | None = None,
 ) -> WorkflowHandle[Any, Any]:
-    """``workflow``: the type's name, or its run method for a typed handle.
+    """``workflow``: the type's name, or its run method for a typed handle. ``seal``: the
+    report is the controller's own, sealed with it (remedy.intake); else it carries its
+    sender's proof already.
 
     A stale report starts nothing: when the node's last ladder finished having received this
     very finding, and each one folded into it (a duplicate delivered late, a report retried
@@ -120,6 +123,10 @@ async def start_remediation(
     after a recovery must start a ladder. A ladder that did not finish (terminated, failed)
     handled nothing: any report starts a new one."""
     workflow_id = remediation_workflow_id(node.name)
+    if seal is not None:
+        report = by_controller(report, seal, datetime.now(UTC))
+    if (size := len(report.model_dump_json())) > MAX_REPORT_BYTES:  # the ladder reads none
+        raise ActionRefused(f"a report of {size:,} bytes, over the limit of {MAX_REPORT_BYTES:,}")
     inp = RemediationInput(node=node, node_task_queue=node_task_queue)
     if node_pickup_timeout is not None:
         inp.node_pickup_timeout = node_pickup_timeout
@@ -204,8 +211,8 @@ async def _last_finished(
 class StartActivities:
     """The same starts, as activities: a workflow can signal another but not start it."""
 
-    def __init__(self, client: Client, runbooks: RunbookSet) -> None:
-        self._client, self._runbooks = client, runbooks
+    def __init__(self, client: Client, runbooks: RunbookSet, seal: bytes) -> None:
+        self._client, self._runbooks, self._seal = client, runbooks, seal
 
     @act.START_REMEDIATION.defn
     async def start_remediation(self, start: RemediationStart) -> Started:
@@ -215,6 +222,7 @@ class StartActivities:
             start.report,
             node_task_queue=start.node_task_queue,
             task_queue=start.task_queue,
+            seal=self._seal,
         )
         return Started(workflow_id=handle.id)
 
@@ -230,6 +238,7 @@ class StartActivities:
             FindingReport(finding=finding, runbook=runbook),
             node_task_queue=start.node_task_queue,
             task_queue=start.task_queue,
+            seal=self._seal,
         )
         return Started(workflow_id=handle.id)
 
@@ -252,6 +261,7 @@ class StartActivities:
             FindingReport(finding=start.finding, runbook=runbook),
             node_task_queue=start.node_task_queue,
             task_queue=start.task_queue,
+            seal=self._seal,
         )
         return Started(workflow_id=handle.id)
 
@@ -284,6 +294,7 @@ class StartActivities:
                 FindingReport(finding=finding, runbook=runbook),
                 node_task_queue=check.node_task_queue or node_task_queue(node.name),
                 task_queue=check.task_queue,
+                seal=self._seal,
             )
             adopted.append(node.name)
         return NodeNames(nodes=adopted)

@@ -47,6 +47,7 @@ from temporalio.client import Client
 from unleased import UnleasedRemediation
 
 from adapters.sim import SimFleet
+from adapters.sim.identity import as_agent
 from contract.messages import NODE_UNHEALTHY
 from contract.names import DISRUPTION_BUDGET_WORKFLOW, budget_task_queue, budget_workflow_id
 from remedy.budget import BudgetPolicy, BudgetState, UnhealthyReport
@@ -135,7 +136,10 @@ async def one_run(client: Client, name: str, nodes: int, budget: str) -> BudgetR
                     return await report_finding(
                         client,
                         NodeRef(name=node, pool=pool),
-                        FindingReport(finding=finding(node, now), runbook=runbook),
+                        as_agent(
+                            FindingReport(finding=finding(node, now), runbook=runbook),
+                            datetime.now(UTC),
+                        ),
                         node_task_queue=f"{queue}-agents",
                         task_queue=to,
                     )

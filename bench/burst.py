@@ -11,6 +11,7 @@ from pathlib import Path
 
 from temporalio.client import Client
 
+from adapters.sim.identity import as_agent
 from remedy.models import Finding, NodeRef, Severity
 from remedy.remediation import FindingReport
 from remedy.runbook import Match, Runbook
@@ -76,7 +77,7 @@ async def report_all(
             await report_finding(
                 client,
                 NodeRef(name=node, pool=pool),
-                FindingReport(finding=seen, runbook=PARK),
+                as_agent(FindingReport(finding=seen, runbook=PARK), datetime.now(UTC)),
                 node_task_queue=f"{queue}-agents",
                 task_queue=queue,
             )

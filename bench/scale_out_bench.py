@@ -234,7 +234,7 @@ async def run(nodes: int, kill: bool, workdir: Path) -> ScaleOutReport:
                 "controller",
                 *("--address", st.server.address, "--fleet", str(st.store.path)),
                 *("--task-queue", st.controller_queue, "--speedup", str(size.speedup)),
-                *("--name", VICTIM),
+                *("--agents-queue", st.agents_queue, "--name", VICTIM),
             )
             victim.start()
             await until_polling(st.client, st.controller_queue, {SURVIVOR, VICTIM})

@@ -61,10 +61,18 @@ def _role(role: str, argv: list[str]) -> int:
     parser.add_argument("--task-queue", required=True)
     parser.add_argument("--speedup", type=float, default=60.0)
     parser.add_argument("--name", default=role, help="the worker's identity: remedy-NAME:USER@HOST")
+    parser.add_argument("--agents-queue", help="the controller's: the queue the agents poll")
     args = parser.parse_args(argv)
     if role == "controller":
         asyncio.run(
-            run_controller(args.address, args.fleet, args.task_queue, args.speedup, args.name)
+            run_controller(
+                args.address,
+                args.fleet,
+                args.task_queue,
+                args.speedup,
+                args.name,
+                args.agents_queue,
+            )
         )
     else:
         asyncio.run(run_agents(args.address, args.fleet, args.task_queue, args.name))

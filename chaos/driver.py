@@ -8,11 +8,13 @@ from __future__ import annotations
 import asyncio
 import logging
 from dataclasses import dataclass
+from datetime import UTC, datetime
 
 from temporalio.client import WorkflowExecutionStatus
 from temporalio.service import RPCError
 
 from adapters.sim.cluster import REMEDY_CORDON
+from adapters.sim.identity import as_agent
 from adapters.sim.node import SimPod
 from chaos.stage import Stage
 from contract.messages import APPROVE
@@ -75,7 +77,7 @@ class Driver:
         await report_finding(
             self.st.client,
             NodeRef(name=injected.node, pool=self.st.pool),
-            injected.report,
+            as_agent(injected.report, datetime.now(UTC)),
             node_task_queue=self.st.agents_queue,
             task_queue=self.st.controller_queue,
         )

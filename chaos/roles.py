@@ -6,6 +6,7 @@ until it is killed; the harness restarts it."""
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import logging
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -18,6 +19,7 @@ from chaos.store import FleetStore
 from workers.client import TemporalUnreachable, connect_to
 from workers.connection import plain
 from workers.controller import controller_worker, node_agent_worker
+from workers.door import DoorSettings
 
 CONNECT_EVERY_S = 0.5
 
@@ -33,8 +35,19 @@ async def _client(address: str, name: str) -> Client:
             await asyncio.sleep(CONNECT_EVERY_S)
 
 
+def fleet_seal(fleet: Path) -> bytes:
+    """The controllers' seal of one chaos run: every controller process of the run shares it
+    (workers/door.py), none of another run's."""
+    return hashlib.sha256(f"remedy-chaos-seal/{fleet.resolve()}".encode()).digest()
+
+
 async def run_controller(
-    address: str, fleet: Path, task_queue: str, speedup: float, name: str = "controller"
+    address: str,
+    fleet: Path,
+    task_queue: str,
+    speedup: float,
+    name: str = "controller",
+    agents_queue: str | None = None,
 ) -> None:
     client = await _client(address, name)
     with ThreadPoolExecutor(max_workers=16) as executor:
@@ -46,6 +59,7 @@ async def run_controller(
             budget_policy(speedup),
             runbooks(speedup),
             blocklist=blocklist_policy(),
+            door=DoorSettings(seal=fleet_seal(fleet), agents_queue=agents_queue),
         )
         await worker.run()
 

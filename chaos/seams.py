@@ -130,6 +130,18 @@ class StoredMarks:
             "xids_since", lambda f: f.cluster.marks.xids_since(node, since), cluster=True
         )
 
+    def publish_agent_key(self, node: str, key: str) -> None:
+        self._calls.call(
+            "publish_agent_key",
+            lambda f: f.cluster.marks.publish_agent_key(node, key),
+            cluster=True,
+        )
+
+    def agent_key(self, node: str) -> str | None:
+        return self._calls.call(
+            "agent_key", lambda f: f.cluster.marks.agent_key(node), cluster=True
+        )
+
 
 class StoredFleetView:
     def __init__(self, calls: StoredCalls) -> None:

@@ -80,6 +80,8 @@ async def stage(
         *common,
         "--task-queue",
         controller_queue,
+        "--agents-queue",
+        agents_queue,
         "--speedup",
         str(size.speedup),
     )

@@ -48,6 +48,7 @@ from remedy.fleet import (
 )
 from remedy.gpu_scope import GpuRelease, GpuReleased
 from remedy.hardware import Blocklisted, IncidentReport, SerialsCheck
+from remedy.intake import Admission, MatchedRunbook, RemediationStart, ReportToAdmit
 from remedy.job_report import GoodputWatch, JobsGoodput
 from remedy.mig_layout import MigLayout, MigLayoutStep
 from remedy.models import (
@@ -66,7 +67,6 @@ from remedy.models import (
 )
 from remedy.quarantine import Alert, BreakerNotice, CordonAsked
 from remedy.recurrence import PastIncidents
-from remedy.remediation import MatchedRunbook, RemediationStart
 from remedy.signing import Keyring
 from remedy.verification import SeenXids, XidsSince
 
@@ -150,6 +150,8 @@ PAST_INCIDENTS = ActivityDef("past_incidents", SerialsCheck, PastIncidents, CONT
 # The operators whose signed decisions a ladder takes (remedy.signing): the controller's, read
 # by an activity so that it is recorded in the history and a replay sees the same keys.
 OPERATOR_KEYRING = ActivityDef[None, Keyring]("operator_keyring", None, Keyring, CONTROLLER)
+# The door (remedy.intake): who sent a report, and the controller's runbook of the name it asks.
+ADMIT_REPORT = ActivityDef("admit_report", ReportToAdmit, Admission, CONTROLLER, urgent=True)
 
 # -- admission ------------------------------------------------------------------------------
 HOLD_FOR_ADMISSION = ActivityDef[AdmissionStep, None](

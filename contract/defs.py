@@ -25,12 +25,13 @@ from typing import Any, Generic, TypeVar, get_type_hints
 
 from temporalio import activity, workflow
 from temporalio.client import WorkflowHandle, WorkflowUpdateFailedError
-from temporalio.common import Priority
+from temporalio.common import Priority, RawValue
 from temporalio.exceptions import ActivityError, ApplicationError, CancelledError, FailureError
 from temporalio.service import RPCError, RPCStatusCode
 from temporalio.workflow import UpdateMethodMultiParam
 
 from contract.patches import patched
+from contract.unreadable import Unreadable, read
 
 A = TypeVar("A")
 R = TypeVar("R")
@@ -64,6 +65,18 @@ class ContractError(TypeError):
 
 
 REJECTED = "Rejected"  # the failure type of a validator's refusal
+RETRY = "RetryLater"  # one that asks the caller to send it again: the workflow is not ready
+READY_WITHIN_S = 30.0  # how long a caller keeps sending an update the workflow asks again for
+READY_RETRY_S = 0.25
+
+
+class Retry(str):
+    """A validator's reason to send the update again a little later (the workflow is not ready
+    to judge it: a ladder reading its operator keyring). Nothing reaches the history."""
+
+    __slots__ = ()
+
+
 # workflow.patched: runs from before read a cancelled activity as a failed one.
 CANCELLED_IS_NOT_FAILED = "cancelled-activity-is-not-a-failure"
 
@@ -85,8 +98,21 @@ def stop_when(stopped: Callable[[], bool]) -> None:
     _STOPPED.set(stopped)
 
 
+class FinishedAfterStop(asyncio.CancelledError):
+    """An activity that finished after its workflow was told to stop: cancelled all the same
+    (its answer drives no next step), carrying the answer for the record of what it did."""
+
+    def __init__(self, name: str, result: Any) -> None:
+        super().__init__(f"{name} finished after the workflow was stopped")
+        self.result = result
+
+
 class UpdateRejected(Exception):
     """The workflow's validator refused the update; the message says why (nothing changed)."""
+
+
+class UpdateRetry(UpdateRejected):
+    """The workflow asks for the update again a little later; the message says why."""
 
 
 class UpdateUnknown(Exception):
@@ -157,7 +183,7 @@ class ActivityDef(Generic[A, R]):
                 raise asyncio.CancelledError(f"{self.name} cancelled") from err
             raise
         if stopped():  # it finished as the stop came in: its answer must not drive a next step
-            raise asyncio.CancelledError(f"{self.name} finished after the workflow was stopped")
+            raise FinishedAfterStop(self.name, result)
         return result
 
 
@@ -205,6 +231,29 @@ class SignalDef(Generic[P]):
         handled: F = workflow.signal(name=self.name)(fn)
         return handled
 
+    def guarded(self, max_bytes: int) -> Callable[[F], F]:
+        """Declare a workflow method as this signal's handler, given ``Unreadable`` instead of
+        the payload when it is over ``max_bytes`` (not read at all) or does not read as the
+        payload's type: a signal cannot be refused before it reaches the history, but it can be
+        refused with a reason the handler records and counts, instead of a decoding traceback
+        in the worker's log for anyone to send."""
+
+        def declare(fn: F) -> F:
+            _check_payload(self.name, self.payload | Unreadable, fn)  # type: ignore[arg-type]
+            payload = self.payload
+
+            # "self" unannotated: the SDK reads only such a first parameter as the workflow's.
+            async def handle(self, raw: RawValue) -> None:  # type: ignore[no-untyped-def]
+                result = fn(self, read(raw, payload, max_bytes))
+                if inspect.isawaitable(result):
+                    await result
+
+            handle.__name__, handle.__qualname__ = fn.__name__, fn.__qualname__
+            handled: F = workflow.signal(name=self.name)(handle)  # type: ignore[assignment]
+            return handled
+
+        return declare
+
     async def send(self, handle: WorkflowHandle[Any, Any], payload: P) -> None:
         """From a client (an activity, the CLI, a reporter)."""
         await handle.signal(self.name, payload)
@@ -250,6 +299,9 @@ class UpdateDef(Generic[P, R]):
     payload: type[P]
     result: type[R]
     workflow: str
+    # What the caller signals when the workflow asks for the update again (``Retry``): the
+    # signal that makes it ready (a ladder reads its operator keyring), sent before each try.
+    ready: SignalDef[Any] | None = None
 
     def handler(
         self, fn: Callable[[Any, P], Awaitable[R]]
@@ -274,7 +326,8 @@ class UpdateDef(Generic[P, R]):
             def validate(wf: Any, payload: P) -> None:
                 reason = why_not(wf, payload)
                 if reason:
-                    raise ApplicationError(reason, type=REJECTED, non_retryable=True)
+                    kind = RETRY if isinstance(reason, Retry) else REJECTED
+                    raise ApplicationError(str(reason), type=kind, non_retryable=True)
 
             handler.validator(validate)
             return why_not
@@ -283,11 +336,27 @@ class UpdateDef(Generic[P, R]):
 
     async def execute(self, handle: WorkflowHandle[Any, Any], payload: P) -> R:
         """From a client: what the workflow did, or ``UpdateRejected`` with its reason, or
-        ``UpdateUnknown`` when the workflow predates the update."""
+        ``UpdateUnknown`` when the workflow predates the update. One the workflow asks for
+        again (``UpdateRetry``: nothing reached its history) goes again, after the ``ready``
+        signal, for up to ``READY_WITHIN_S``."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + READY_WITHIN_S
+        while True:
+            try:
+                return await self._execute_once(handle, payload)
+            except UpdateRetry:
+                if self.ready is None or loop.time() > deadline:
+                    raise
+                await self.ready.send(handle, self.ready.payload())
+                await asyncio.sleep(READY_RETRY_S)
+
+    async def _execute_once(self, handle: WorkflowHandle[Any, Any], payload: P) -> R:
         try:
             result: R = await handle.execute_update(self.name, payload, result_type=self.result)
         except WorkflowUpdateFailedError as err:
             cause = err.cause
+            if isinstance(cause, ApplicationError) and cause.type == RETRY:
+                raise UpdateRetry(cause.message) from None
             if isinstance(cause, ApplicationError) and cause.type == REJECTED:
                 raise UpdateRejected(cause.message) from None
             if isinstance(cause, ApplicationError) and "expected but not found" in cause.message:

@@ -19,7 +19,7 @@ from contract.names import (
     NODE_ADMISSION_WORKFLOW,
     NODE_REMEDIATION_WORKFLOW,
 )
-from remedy import budget, quarantine, remediation
+from remedy import budget, quarantine, remediation, signing
 from remedy.admission import AdmissionState
 from remedy.attribution import guard
 from remedy.attribution.model import PodFailure
@@ -34,15 +34,31 @@ CORDON_LEAVE = SignalDef("cordon_leave", quarantine.CordonLeave, NODE_REMEDIATIO
 APPROVE = SignalDef("approve", remediation.ApproveRequest, NODE_REMEDIATION_WORKFLOW)
 CLEAR = SignalDef("clear", remediation.ClearRequest, NODE_REMEDIATION_WORKFLOW)
 ABORT = SignalDef("abort", remediation.AbortRequest, NODE_REMEDIATION_WORKFLOW)
+# Read the operator keyring anew: what a decision refused with "send it again" asks first.
+LOAD_KEYRING = SignalDef("load_keyring", signing.KeyringWanted, NODE_REMEDIATION_WORKFLOW)
 REMEDIATION_STATE = QueryDef("state", remediation.RemediationState, NODE_REMEDIATION_WORKFLOW)
+# A decision the ladder cannot judge yet (its keyring not read, or read too long ago) is asked
+# for again: the caller signals LOAD_KEYRING first (contract.defs.UpdateDef.execute).
 APPROVE_RUNG = UpdateDef(
-    "approve", remediation.ApproveRequest, remediation.ApproveResult, NODE_REMEDIATION_WORKFLOW
+    "approve",
+    remediation.ApproveRequest,
+    remediation.ApproveResult,
+    NODE_REMEDIATION_WORKFLOW,
+    ready=LOAD_KEYRING,
 )
 CLEAR_LADDER = UpdateDef(
-    "clear", remediation.ClearRequest, remediation.StopResult, NODE_REMEDIATION_WORKFLOW
+    "clear",
+    remediation.ClearRequest,
+    remediation.StopResult,
+    NODE_REMEDIATION_WORKFLOW,
+    ready=LOAD_KEYRING,
 )
 ABORT_LADDER = UpdateDef(
-    "abort", remediation.AbortRequest, remediation.StopResult, NODE_REMEDIATION_WORKFLOW
+    "abort",
+    remediation.AbortRequest,
+    remediation.StopResult,
+    NODE_REMEDIATION_WORKFLOW,
+    ready=LOAD_KEYRING,
 )
 
 # -- DisruptionBudget: one per pool -------------------------------------------------------------

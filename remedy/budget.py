@@ -84,6 +84,7 @@ class LeaseWanted(BaseModel):
     gpus: list[int] = []  # the faulty GPUs a GPU-scoped lease takes out
     answer: bool = False  # it reads a grant in the request's answer (else: only by signal)
     run: str = ""  # the run that asks: its grant names it (empty: a ladder from before)
+    token: str = ""  # the ladder's for this request: its grant carries it back (empty: before)
 
 
 class LeaseRequest(LeaseWanted):
@@ -101,6 +102,7 @@ class LeaseGrant(Wraps):
     pool: str
     scope: Scope = Scope.NODE  # sent (the model form) only for a GPU lease: a node's is bare
     run: str = ""  # the run whose request it answers (empty: a budget from before)
+    token: str = ""  # the request's token, carried back (empty: a budget or request from before)
 
 
 class Lease(BaseModel):
@@ -175,6 +177,7 @@ class NodeUnhealthy(BaseModel):
     # The ladder's workflow id when it also asks leave to cordon (remedy.quarantine): empty
     # from ladders before the breaker held cordons.
     holder: str = ""
+    token: str = ""  # what the ladder drew for its ask: the leave carries it back
 
 
 class UnhealthyReport(NodeUnhealthy):
@@ -197,6 +200,7 @@ class CordonAsk(BaseModel):
     node: str
     pool: str
     renewed_at: datetime  # when it last asked (budget time)
+    token: str = ""  # the ask's token, for the leave (empty: a ladder from before)
 
 
 class HolderCheck(Wraps):
@@ -372,7 +376,8 @@ class BudgetState(BaseModel):
 
     def ask(self, report: NodeUnhealthy, now: datetime) -> None:
         """The ladder asks leave to cordon (again: its ask is renewed)."""
-        ask = CordonAsk(holder=report.holder, node=report.node, pool=report.pool, renewed_at=now)
+        asked = report.model_dump(include={"holder", "node", "pool", "token"})
+        ask = CordonAsk(**asked, renewed_at=now)
         self.asking = [a for a in self.asking if a.holder != report.holder] + [ask]
 
     def forget_old_reports(self, now: datetime) -> None:

@@ -28,6 +28,7 @@ class BudgetSignals(BaseModel):
     pool: str
     grants: list[GrantTo] = []
     leave: list[str] = []  # ladders told they may cordon (the breaker let them)
+    leave_tokens: dict[str, str] = {}  # each one's ask's token, carried back in its leave
 
 
 class Undelivered(BaseModel):

@@ -70,6 +70,13 @@ class NodeMarks(Protocol):
     def xids_since(self, node: str, since: datetime) -> list[RecentXid]:
         """The Xids kept on the node raised at or after ``since`` (a rung's quiet watch)."""
 
+    def publish_agent_key(self, node: str, key: str) -> None:
+        """The node's agent publishes the public key its reports are signed with (an OpenSSH
+        Ed25519 blob, remedy.identity) on its own node."""
+
+    def agent_key(self, node: str) -> str | None:
+        """The key the node's agent published (None: none, or no such node)."""
+
 
 class FleetView(Protocol):
     """The fleet as a whole: what the scan and the disruption budget count."""

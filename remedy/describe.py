@@ -10,6 +10,7 @@ from pydantic import BaseModel
 
 from remedy.display import visible
 from remedy.durations import format_duration
+from remedy.intake import version
 from remedy.models import Action, Finding
 from remedy.numbering import rung_number
 from remedy.remediation import Attempt, Consent, Phase, RemediationState
@@ -100,7 +101,9 @@ def remediation_details(state: RemediationState) -> str:
     UI's renderer runs a table's cells together. Rungs count from 1 (remedy.numbering)."""
     node = state.node.name
     if state.runbook is None or state.trigger is None:
-        return f"### {node}\nWaiting for the first finding."
+        return visible(
+            "\n".join([f"### {node}", "Waiting for the first finding.", *_refusals(state)])
+        )
     runbook, trigger = state.runbook, state.trigger
     began = first_fault(state)
     lines = [
@@ -112,6 +115,8 @@ def remediation_details(state: RemediationState) -> str:
     ]
     if trigger.evidence:
         lines.append(f"**Evidence** {trigger.evidence}")
+    if state.sent_by:  # the door checked who (remedy.intake); the runbook is the controller's
+        lines.append(f"**Reported by** {state.sent_by} · **runbook version** {version(runbook)}")
     if state.resumed:
         lines.append(f"**Recurrence** {state.resumed}")
     lines += [f"**{e.kind.capitalize()}** {e.describe()}" for e in state.escalations]
@@ -133,8 +138,17 @@ def remediation_details(state: RemediationState) -> str:
     if state.attempts:
         lines += ["", "**Ladder so far**", ""]
         lines += [_attempt_line(a) for a in state.attempts]
+    lines += _refusals(state)
     # The evidence and the attempts' details are what nodes said: shown, never obeyed.
     return visible("\n".join(lines))
+
+
+def _refusals(state: RemediationState) -> list[str]:
+    """What the ladder refused (workflows/door.py): the latest, and how many in all."""
+    if not state.refusals:
+        return []
+    lines = ["", f"**Refused** {state.refusals} message(s), the latest:", ""]
+    return lines + [f"- {at(r.at)} {r.verb}: {r.why}" for r in state.refused]
 
 
 def at(when: datetime) -> str:

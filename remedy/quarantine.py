@@ -36,6 +36,7 @@ class CordonLeave(Frozen):
     """A budget's word to a ladder that asked: its node may be cordoned."""
 
     pool: str
+    token: str = ""  # the ask's token, carried back (empty: a budget or an ask from before)
 
 
 class CordonAsked(Frozen):

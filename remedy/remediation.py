@@ -10,6 +10,7 @@ from enum import StrEnum
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from remedy.identity import ReportProof
 from remedy.models import (
     Action,
     CordonState,
@@ -22,13 +23,15 @@ from remedy.models import (
     vouched,
 )
 from remedy.numbering import rung_number
-from remedy.redaction.operator import OperatorReason, OperatorText
+from remedy.redaction.operator import ClientIdentity, OperatorName, OperatorReason, OperatorText
 from remedy.runbook.schema import Approval as ApprovalMode
 from remedy.runbook.schema import Runbook
 from remedy.signing import Keyring, Signature
 
 MAX_KEPT_FINDINGS = 50  # an agent re-reporting every probe must not grow the state forever
 MAX_REFUSALS = 10  # a flood of forged signals must not grow the state either
+MAX_ALSO = 32  # findings folded into one report: a round of one fault, not a log
+MAX_REPORT_BYTES = 64 * 1024  # a report a ladder reads at all: evidence is lines, not a log
 
 
 class Phase(StrEnum):
@@ -67,11 +70,17 @@ class FindingReport(Frozen):
     """The signal that starts or joins a remediation: a finding and the runbook it matched.
     ``also``: what other checks saw of the same fault in the same round (Xid 48, then the
     probe's EccUncorrectable and RowRemapPending on that GPU), folded into this one signal;
-    the ladder keeps them with the finding (a release before ignores them)."""
+    the ladder keeps them with the finding (a release before ignores them).
+
+    Sent, the runbook is a request by name: the ladder climbs the controller's own runbook of
+    that name, once the controller checked ``proof`` (remedy.intake); the rest of what the
+    sender wrote of it is dropped (it stays on the wire for the controllers of the release
+    before, which climb it). Kept by a ladder, the runbook is the controller's."""
 
     finding: Finding
     runbook: Runbook
-    also: list[Finding] = []
+    also: list[Finding] = Field(default=[], max_length=MAX_ALSO)
+    proof: ReportProof | None = None  # who sent it (remedy.identity); a ladder keeps none
 
     def findings(self) -> list[Finding]:
         return [self.finding, *self.also]
@@ -85,10 +94,10 @@ class OperatorRequest(Frozen):
 
 
 class ApproveRequest(OperatorRequest):
-    by: str
+    by: OperatorName
     rung: int | None = None  # None: the rung waiting for approval now; else approve it ahead
     note: OperatorText = ""
-    identity: str = ""  # the caller's client identity, recorded beside ``by``
+    identity: ClientIdentity = ""  # the caller's client identity, recorded beside ``by``
     signature: Signature | None = None  # the operator's (remedy.signing)
     # The fingerprint of the key the workflow verified the signature with: set by the workflow
     # only (it overwrites whatever a caller sends), so a record with a key is a fact.
@@ -96,9 +105,9 @@ class ApproveRequest(OperatorRequest):
 
 
 class ClearRequest(OperatorRequest):
-    by: str
+    by: OperatorName
     reason: OperatorText = ""
-    identity: str = ""
+    identity: ClientIdentity = ""
     signature: Signature | None = None
     key: str = ""  # as ApproveRequest's: the workflow's, never the caller's
 
@@ -108,10 +117,10 @@ class ClearRequest(OperatorRequest):
 
 
 class AbortRequest(OperatorRequest):
-    by: str
+    by: OperatorName
     reason: OperatorReason
     restore: bool = False  # also undo remedy's cordon; by default the node stays as it is
-    identity: str = ""
+    identity: ClientIdentity = ""
     signature: Signature | None = None
     key: str = ""  # as ApproveRequest's: the workflow's, never the caller's
 
@@ -233,6 +242,10 @@ class RemediationState(BaseModel):
     lease_scope: Scope = Scope.NODE  # a GPU lease is widened to the node before a node rung
     lease_released_at: datetime | None = None
     lease_asked_in: str = ""  # the run that last asked: a grant for it is this ladder's
+    # What the ladder drew for its lease request (and for its ask of leave to cordon): a grant
+    # (a leave) is taken only when it carries it back (workflows/door.py).
+    lease_token: str = ""
+    cordon_token: str = ""
     # An approval no one answered ended the ladder with ``on_approval_timeout: release``: the
     # node stays cordoned for a person, its share of the pool goes back.
     share_given_back: bool = False
@@ -251,7 +264,11 @@ class RemediationState(BaseModel):
     consent: Consent = Consent.RUNG  # what the approval being waited for agrees to
     # Other parts' faults the last verification saw (its probe, its diagnose): next in line.
     elsewhere: list[Finding] = []
-    refused: list[Refusal] = []  # the latest MAX_REFUSALS decisions refused as signals
+    # The latest MAX_REFUSALS messages refused: decisions sent as signals, and what the door
+    # turned away (workflows/door.py): reports, grants and leave that did not prove themselves.
+    refused: list[Refusal] = []
+    refusals: int = 0  # every message refused, not only the latest kept
+    sent_by: str = ""  # who sent the report that started the ladder (remedy.intake)
 
     @property
     def cordoned_by_remedy(self) -> bool:
@@ -352,7 +369,9 @@ class RemediationInput(BaseModel):
     node: NodeRef
     node_task_queue: str
     # A node agent that has not picked a task up within this long is dead: fail closed.
-    node_pickup_timeout: timedelta = timedelta(minutes=2)
+    node_pickup_timeout: timedelta = Field(
+        default=timedelta(minutes=2), gt=timedelta(0), le=timedelta(hours=1)
+    )
     state: RemediationState | None = None  # set by continue-as-new
     # What the node's earlier ladders handled (fingerprints, newest last): a report of an older
     # ladder's finding delivered late is as stale as one of the last ladder's.
@@ -360,6 +379,9 @@ class RemediationInput(BaseModel):
     # The operator keyring the ladder loaded, carried by continue-as-new (taken only in a run
     # continued from one: whoever starts a workflow cannot hand it keys of their own).
     keyring: Keyring | None = None
+    keyring_read_at: datetime | None = (
+        None  # when the controller's keyring was read (workflow time)
+    )
 
 
 class RemediationResult(BaseModel):
@@ -373,18 +395,6 @@ class RemediationResult(BaseModel):
     handled: list[str] = []
     approvals: list[Approval] = []  # who approved what (the ladder's record of decisions)
     escalations: list[Escalation] = []  # when and why it changed runbooks
-
-
-class MatchedRunbook(Frozen):
-    """The controller's runbook for a finding (None: an informational one, nothing to do)."""
-
-    runbook: Runbook | None = None
-
-
-class RemediationStart(BaseModel):
-    """Start (or join) a node's remediation on behalf of a workflow (admission, fleet scan)."""
-
-    node: NodeRef
-    report: FindingReport
-    node_task_queue: str
-    task_queue: str
+    refused: list[Refusal] = []  # the latest messages it refused (its state's ``refused``)
+    refusals: int = 0  # every message it refused
+    sent_by: str = ""  # who sent the report that started it

@@ -42,6 +42,7 @@ class Verb(StrEnum):
     APPROVE = "approve"
     ABORT = "abort"
     CLEAR = "clear"
+    TRIGGER = "trigger"  # a ladder started by hand (remedy trigger): its report's digest signed
 
 
 class SigningError(ValueError):
@@ -76,6 +77,10 @@ class Signature(Frozen):
     decision: Decision
     key: str
     value: str
+
+
+class KeyringWanted(Frozen):
+    """The ``load_keyring`` signal: read the operator keyring anew (no input)."""
 
 
 class Operator(Frozen):
@@ -123,7 +128,7 @@ class Keyring(Frozen):
             )
         message = expected.model_copy(update={"at": claim.at}).message()
         try:
-            _public(operator.key).verify(base64.b64decode(signature.value), message)
+            public_key(operator.key).verify(base64.b64decode(signature.value), message)
         except (InvalidSignature, ValueError):
             return f"the signature does not verify with {operator.name}'s key {operator.key[:8]}…"
         return ""
@@ -139,7 +144,7 @@ def fingerprint(key: str) -> str:
     return "SHA256:" + base64.b64encode(digest).decode().rstrip("=")
 
 
-def _public(key: str) -> Ed25519PublicKey:
+def public_key(key: str) -> Ed25519PublicKey:
     """The key of an OpenSSH ``ssh-ed25519`` blob: two length-prefixed strings, the type and
     the 32 key bytes (RFC 8709). Parsed here rather than by cryptography's OpenSSH loader,
     which imports as it goes: a workflow's sandbox must not import."""
@@ -214,7 +219,7 @@ def parse_keyring(text: str, source: str) -> Keyring:
             errors.append(f"line {number}: name {name!r}: letters, digits and ._@+- only")
             continue
         try:
-            _public(key)
+            public_key(key)
         except (ValueError, UnsupportedAlgorithm):
             errors.append(f"line {number}: not an Ed25519 public key")
             continue

@@ -7,10 +7,10 @@ import asyncio
 import contextlib
 import functools
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AsyncExitStack, asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
@@ -32,13 +32,14 @@ from remedy.attribution.jobs import JobSide
 from remedy.budget import BudgetPolicy
 from remedy.cluster import Cluster
 from remedy.hardware import BlocklistPolicy
-from remedy.runbook import RunbookSet, load_runbooks
+from remedy.runbook import Runbook, RunbookSet, load_runbooks
 from remedy.signing import Keyring
 from tests.processes import Children, stop_tasks_since
 from tests.servers import STARTUP, clock_sleep, started
 from workers.binaries import installed_binary
 from workers.client import ensure_search_attributes
 from workers.controller import WorkerTuning, controller_worker, node_agent_worker
+from workers.door import DoorSettings, new_seal
 
 ROOT = Path(__file__).resolve().parent.parent
 # The lanes (fast, server) and the guards against leftover processes, threads and tasks.
@@ -120,6 +121,21 @@ class Queues:
     controller: str
     agents: str
     pool: str
+    # The controller's runbooks: a test adds (or replaces) those it reports, as an operator
+    # gives the controller a runbook before an agent may ask for it (remedy.intake).
+    known: TestRunbooks = field(default_factory=lambda: TestRunbooks([]))
+    seal: bytes = field(default_factory=new_seal, repr=False)  # the controller's (workers/door.py)
+
+
+class TestRunbooks(RunbookSet):
+    """A runbook set a test adds to while the controller runs."""
+
+    __test__ = False  # not a test class
+
+    def add(self, *runbooks: Runbook) -> None:
+        for runbook in runbooks:
+            self._runbooks = [r for r in self._runbooks if r.name != runbook.name] + [runbook]
+            self._by_name[runbook.name] = runbook
 
 
 @functools.cache
@@ -137,7 +153,7 @@ async def running_workers(
     blocklist: BlocklistPolicy | None = None,
     runbooks: RunbookSet | None = None,
     jobs: JobSide | None = None,
-    keyring: Keyring | None = None,
+    keyring: Keyring | Callable[[], Keyring] | None = None,
     tuning: WorkerTuning | None = None,
 ) -> AsyncIterator[Queues]:
     """The controller worker (with the shipped runbooks) and the simulated node agents, on
@@ -145,7 +161,8 @@ async def running_workers(
     adapter on an emulator)."""
     name = f"test-{uuid.uuid4()}"
     pool = next(iter(fleet.nodes.values())).pool
-    queues = Queues(controller=name, agents=f"{name}-agents", pool=pool)
+    known = TestRunbooks(runbooks or _shipped())
+    queues = Queues(controller=name, agents=f"{name}-agents", pool=pool, known=known)
     with ThreadPoolExecutor(max_workers=8) as executor:
         workers = [
             controller_worker(
@@ -154,11 +171,12 @@ async def running_workers(
                 executor,
                 queues.controller,
                 policy,
-                runbooks or _shipped(),
+                known,
                 blocklist,
                 jobs,
                 keyring=keyring,
                 tuning=tuning,
+                door=DoorSettings(seal=queues.seal, agents_queue=queues.agents),
             )
         ]
         if agents:  # else: a fleet whose agents are dead

@@ -14,9 +14,12 @@ from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
 from adapters.kubernetes.cluster import kubernetes_cluster
+from adapters.sim.identity import agent_signing_key
 from kubeapi import ApiServer, Request
 from remedy.cluster import Cluster, CordonOwner
 from remedy.conditions import NodeCondition
+from remedy.identity import AGENT_KEY_ANNOTATION
+from remedy.signing import public_blob
 
 T = TypeVar("T")
 NOW = datetime(2026, 11, 29, 8, 0, tzinfo=UTC)
@@ -44,10 +47,17 @@ def node(
     taints: list[dict[str, str]] | None = None,
     ready: bool = True,
 ) -> dict[str, Any]:
+    # Its agent's key, as the agent publishes it (the simulated agents sign with it: tests that
+    # report for a node on the emulator report as its agent; adapters/sim/identity.py).
+    published = {AGENT_KEY_ANNOTATION: public_blob(agent_signing_key(name))}
     return {
         "apiVersion": "v1",
         "kind": "Node",
-        "metadata": {"name": name, "labels": labels or {}, "annotations": annotations or {}},
+        "metadata": {
+            "name": name,
+            "labels": labels or {},
+            "annotations": published | (annotations or {}),
+        },
         "spec": {"unschedulable": unschedulable, "taints": taints or []},
         "status": {"conditions": [{"type": "Ready", "status": "True" if ready else "Unknown"}]},
     }

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
 from pydantic import BaseModel
 from temporalio.api.enums.v1 import EventType
@@ -14,7 +14,11 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
 from adapters.sim import SimFleet
+from adapters.sim.identity import as_agent
+from contract.messages import REPORT_FINDING
+from contract.names import remediation_workflow_id
 from remedy.cluster import Cluster
+from remedy.intake import by_operator
 from remedy.models import Action, Finding, NodeRef
 from remedy.remediation import (
     AttemptResult,
@@ -23,7 +27,7 @@ from remedy.remediation import (
     RemediationResult,
     RemediationState,
 )
-from remedy.runbook import Runbook
+from remedy.runbook import Runbook, RunbookSet
 from tests.conftest import Queues, running_workers
 from workers.client import report_finding
 from workflows.disruption_lease import REASK_EVERY
@@ -48,14 +52,34 @@ async def report(
     client: Client, queues: Queues, finding: Finding, runbook: Runbook | None, **options: object
 ) -> Handle:
     assert runbook is not None, "no runbook for the finding"
+    sent = signed(queues, FindingReport(finding=finding, runbook=runbook))
     return await report_finding(
         client,
         NodeRef(name=finding.node, pool=queues.pool),
-        FindingReport(finding=finding, runbook=runbook),
+        sent,
         node_task_queue=queues.agents,
         task_queue=queues.controller,
         **options,
     )  # type: ignore[arg-type]
+
+
+def signed(queues: Queues, report: FindingReport) -> FindingReport:
+    """As the node's agent sends it; a runbook picked by hand for a finding it does not match
+    goes as an operator's trigger does (taken unverified by a controller without a keyring).
+    The controller is given the runbook first, as an operator would add it."""
+    queues.known.add(report.runbook)
+    now = datetime.now(UTC)
+    try:
+        RunbookSet([report.runbook]).named_for(report.runbook.name, report.finding)
+    except ValueError:
+        return by_operator(report, remediation_workflow_id(report.finding.node), "test", None, now)
+    return as_agent(report, now)
+
+
+async def send_report(handle: Handle, finding: Finding, runbook: Runbook) -> None:
+    """A report to a running ladder, as the node's agent sends it."""
+    sent = as_agent(FindingReport(finding=finding, runbook=runbook), datetime.now(UTC))
+    await REPORT_FINDING.send(handle, sent)
 
 
 async def remediate(

@@ -36,6 +36,7 @@ from remedy.runbook import RunbookSet
 from tests.conftest import running_workers
 from tests.test_active_checks import _check, _mark, _results, _round
 from workers.cli.active_checks import active_check_policies
+from workers.door import new_seal
 
 NOW = datetime(2026, 11, 30, 12, tzinfo=UTC)
 
@@ -162,7 +163,7 @@ async def test_the_workloads_of_a_pool_are_read_concurrently_with_heartbeats(
     for node in names[:4]:
         fleet.idle(node)
     acts = ActiveCheckActivities(
-        time_env.client, fleet.cluster.marks, _Together(fleet, 4), shipped_runbooks
+        time_env.client, fleet.cluster.marks, _Together(fleet, 4), shipped_runbooks, new_seal()
     )
     env = ActivityEnvironment()
     beats: list[object] = []

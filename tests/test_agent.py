@@ -15,6 +15,7 @@ from temporalio.service import RPCError, RPCStatusCode
 from temporalio.testing import WorkflowEnvironment
 
 from adapters.sim import SimFleet
+from adapters.sim.identity import agent_signing_key
 from contract.names import remediation_workflow_id
 from remedy.conditions import GPU_NETWORK_PROBLEM, GPU_PROBLEM, NodeCondition
 from remedy.models import NodeRef
@@ -92,7 +93,12 @@ async def test_agent_finds_a_fault_starts_the_ladder_and_a_dead_agent_fails_clos
             controller_task_queue=queues.controller,
             node_pickup_timeout=timedelta(seconds=1),
         )
-        agent = NodeAgent(client, fleet.host(node), fast_runbooks, fleet.cluster.marks, config)
+        queues.known.add(*fast_runbooks)  # the controller climbs these, not the shipped ones
+        # The simulated node's own key (it publishes it again): the test reports as it later.
+        key = agent_signing_key(node)
+        agent = NodeAgent(
+            client, fleet.host(node), fast_runbooks, fleet.cluster.marks, config, key=key
+        )
         running = asyncio.create_task(agent.run())
 
         await eventually(lambda: gpu_condition() is not None)

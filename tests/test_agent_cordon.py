@@ -15,6 +15,7 @@ from adapters.kubernetes.control import CORDONED_BY, CORDONED_BY_AGENT, TAINT
 from adapters.kubernetes.objects import AGENT_MANAGER
 from adapters.sim import SimFleet
 from adapters.sim.cluster import REMEDY_CORDON
+from adapters.sim.identity import agent_signing_key
 from contract.names import remediation_workflow_id
 from kubeapi import ApiServer
 from remedy.budget import BudgetPolicy
@@ -50,6 +51,7 @@ async def test_the_agent_cordons_before_its_ladder_which_adopts_and_restores_the
                 task_queue=queues.agents,
                 controller_task_queue=queues.controller,
             )
+            queues.known.add(*_runbooks())
             return NodeAgent(
                 time_env.client,
                 fleet.host(name),
@@ -57,6 +59,7 @@ async def test_the_agent_cordons_before_its_ladder_which_adopts_and_restores_the
                 None,
                 config,
                 own=OwnNode(own.control, own.breakers),
+                key=agent_signing_key(name),  # the key its node carries (no marks to publish)
             )
 
         first = agent(sick)
@@ -150,7 +153,9 @@ async def test_an_agents_cordon_whose_report_was_lost_is_adopted_by_the_scan(
             )
             assert fleet.cluster.breakers is not None
             own = OwnNode(fleet.cluster.control, fleet.cluster.breakers)
-            return NodeAgent(reports_to, fleet.host(name), hold, None, config, own=own)
+            queues.known.add(*hold)
+            key = agent_signing_key(name)  # the key its node carries (no marks to publish)
+            return NodeAgent(reports_to, fleet.host(name), hold, None, config, own=own, key=key)
 
         fleet.inject(lost, "ecc_dbe", gpu=1)
         await agent(lost, Client(**refused)).tick([])  # cordoned; the report never arrives

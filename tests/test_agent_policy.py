@@ -10,6 +10,7 @@ from typing import Any
 
 import celpy
 import pytest
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from adapters.kubernetes.control import (
     CORDON_REASON,
@@ -25,10 +26,14 @@ from kubeapi import ApiServer
 from remedy.attribution.evidence import RecentXid
 from remedy.conditions import AGENT_CONDITIONS, GPU_PROBLEM, REMEDY_READY, NodeCondition
 from remedy.gpu_use import NodeGpuUse
+from remedy.identity import AGENT_KEY_ANNOTATION
+from remedy.signing import public_blob
 from tests.kube import NODES, NOW, call, kube
 from tests.test_deploy import by_kind
 
 NODE_NAME = "authentication.kubernetes.io/node-name"
+AGENT_KEY = public_blob(Ed25519PrivateKey.from_private_bytes(bytes(32)))
+OTHER_KEY = public_blob(Ed25519PrivateKey.from_private_bytes(bytes(range(32))))
 POLICY = "remedy-agent-own-node"
 Json = dict[str, Any]
 
@@ -168,7 +173,8 @@ def test_the_policy_names_what_the_agent_writes() -> None:
     cordon_marks = {CORDONED_BY, CORDON_REASON, CORDONED_AT, CORDONED_BY_AGENT}
     cordon_marks |= {DO_NOT_DISRUPT, DO_NOT_DISRUPT_SET}
     for listed in re.findall(r"k in \[([^\]]*)\]", text):
-        assert set(re.findall(r"'([^']+)'", listed)) in ({RECENT_XIDS, GPU_USE}, cordon_marks)
+        published = {RECENT_XIDS, GPU_USE, AGENT_KEY_ANNOTATION}
+        assert set(re.findall(r"'([^']+)'", listed)) in (published, cordon_marks)
     assert TAINT["key"] in policy()["spec"]["variables"][1]["expression"]  # its own cordon
 
 
@@ -184,6 +190,8 @@ async def test_the_writes_the_agent_makes_are_admitted_on_its_own_node_only(
         (marks.set_conditions, [agent_condition(GPU_PROBLEM, "True")]),
         (marks.record_xids, [RecentXid(code=79, gpu="SN-3", at=NOW)]),
         (marks.publish_gpu_use, NodeGpuUse(node="n1", known=False)),  # KubernetesNodeMarks'
+        (marks.publish_agent_key, AGENT_KEY),  # what its reports are signed with
+        (marks.publish_agent_key, OTHER_KEY),  # a restarted agent's new key
     ]
     for write, what in writes:
         old = api.objects[NODES, None, "n1"]

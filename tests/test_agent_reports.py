@@ -23,7 +23,7 @@ from remedy.probe.xid_events import XidWatcher
 from remedy.remediation import FindingReport
 from remedy.runbook import RunbookSet, load_runbooks
 from tests.conftest import ROOT, running_workers
-from tests.ladder import Handle, state_of
+from tests.ladder import Handle, signed, state_of
 from tests.test_agent_writes import Clock
 from workers.agent import AgentConfig, NodeAgent
 from workers.client import report_finding
@@ -119,7 +119,7 @@ async def test_a_ladder_keeps_the_findings_folded_into_its_report(
         handle = await report_finding(
             time_env.client,
             NodeRef(name=node, pool=queues.pool),
-            FindingReport(finding=xid, runbook=runbook, also=[ecc]),
+            signed(queues, FindingReport(finding=xid, runbook=runbook, also=[ecc])),
             node_task_queue=queues.agents,
             task_queue=queues.controller,
         )
@@ -144,7 +144,7 @@ async def test_a_late_report_starts_nothing_unless_a_finding_folded_into_it_is_n
             return await report_finding(
                 time_env.client,
                 NodeRef(name=node, pool=queues.pool),
-                FindingReport(finding=xid, runbook=runbook, also=also),
+                signed(queues, FindingReport(finding=xid, runbook=runbook, also=also)),
                 node_task_queue=queues.agents,
                 task_queue=queues.controller,
             )

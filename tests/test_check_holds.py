@@ -137,7 +137,8 @@ async def test_a_check_that_fails_with_its_cordon_on_leaves_an_orphan_the_scan_a
             pass
         cordoned = fleet.node(node).unschedulable
         fleet.broken.pop("restore")
-        adopted = await StartActivities(client, shipped_runbooks).adopt_orphaned_cordons(
+        starts = StartActivities(client, shipped_runbooks, queues.seal)  # the controller's
+        adopted = await starts.adopt_orphaned_cordons(
             OrphanCheck(nodes=[ref], task_queue=queues.controller, node_task_queue=queues.agents)
         )
         ladder = client.get_workflow_handle(remediation_workflow_id(node))

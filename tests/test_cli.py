@@ -20,7 +20,7 @@ from contract.names import remediation_workflow_id
 from remedy.budget import BudgetPolicy
 from remedy.models import Action
 from remedy.remediation import Outcome, Phase, RemediationResult
-from remedy.runbook import Match, Runbook, Rung
+from remedy.runbook import Match, Runbook, Rung, load_runbooks
 from tests.conftest import ROOT, Queues, own_fleet, running_workers
 from tests.ladder import report, state_of
 from tests.processes import Children
@@ -105,7 +105,9 @@ ladder:
 
 
 async def trigger(node: str, runbooks: Path, address: str, queues: Queues, *more: str) -> Said:
-    """`remedy trigger NODE --runbook hand-reset` for the test's own workers."""
+    """`remedy trigger NODE --runbook hand-reset` for the test's own workers (given the runbooks
+    first: the ladder climbs the controller's own)."""
+    queues.known.add(*load_runbooks([runbooks]))
     return await cli(
         "trigger",
         node,

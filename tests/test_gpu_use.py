@@ -22,6 +22,7 @@ from remedy.runbook import RunbookSet
 from tests.conftest import running_workers
 from tests.kube import NODES, PODS, call, kube, node, pod
 from tests.test_active_checks import _check, _mark, _results, _round
+from workers.door import new_seal
 
 CLAIMS = "resource.k8s.io/v1/resourceclaims"
 SLICES = "resource.k8s.io/v1/resourceslices"
@@ -151,7 +152,9 @@ async def test_an_active_check_sees_a_node_of_mig_or_dra_pods_as_busy_on_the_api
     api.objects[PODS, "jobs", "mig"] = mig_pod("mig", node_name="mig-node")
     api.objects[PODS, "jobs", "dra"] = dra_pod("dra", "c3", node_name="dra-node")
     cluster = kube(api)
-    acts = ActiveCheckActivities(time_env.client, cluster.marks, cluster.workload, shipped_runbooks)
+    acts = ActiveCheckActivities(
+        time_env.client, cluster.marks, cluster.workload, shipped_runbooks, new_seal()
+    )
     names = ["mig-node", "dra-node", "idle-node"]
     loads = await ActivityEnvironment().run(acts.node_workloads, NodeNames(nodes=names))
     assert {n: w.gpu_pods for n, w in loads.nodes.items()} == {

@@ -9,13 +9,12 @@ import asyncio
 from temporalio.testing import WorkflowEnvironment
 
 from adapters.sim import SimFleet
-from contract.messages import REPORT_FINDING
 from remedy.describe import remediation_details
 from remedy.models import Action
-from remedy.remediation import AttemptResult, FindingReport, Outcome
+from remedy.remediation import AttemptResult, Outcome
 from remedy.runbook import RunbookSet
 from tests.conftest import running_workers
-from tests.ladder import report, state_of
+from tests.ladder import report, send_report, state_of
 from tests.servers import finished
 from workers.show import NodeLadder, timeline
 
@@ -41,7 +40,7 @@ async def test_an_application_xid_then_a_gpu_off_the_bus_ends_with_a_reboot(
             lost = fleet.inject(NODE, "gpu_lost", gpu=6)
             runbook = shipped_runbooks.match(lost)
             assert runbook is not None and runbook.name == "gpu-fallen-off-bus"
-            await REPORT_FINDING.send(handle, FindingReport(finding=lost, runbook=runbook))
+            await send_report(handle, lost, runbook)
         finally:
             held.release()
         result = await finished(time_env, handle)

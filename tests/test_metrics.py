@@ -13,6 +13,7 @@ from datetime import UTC, datetime, timedelta
 from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
+from adapters.sim.identity import agent_signing_key
 from adapters.sim.jobs import SimJobs
 from contract.names import remediation_workflow_id
 from remedy.attribution.guard import GuardPolicy
@@ -79,6 +80,7 @@ async def test_a_ladder_shows_up_in_the_prometheus_endpoint(dev_env: WorkflowEnv
     node = sorted(fleet.nodes)[0]
     policy = BudgetPolicy(max_disruption="2", storm_share=1.0)
     async with running_workers(client, fleet, policy=policy) as queues:
+        queues.known.add(QUICK_RESET)
         agent = NodeAgent(
             client,
             fleet.host(node),
@@ -89,6 +91,7 @@ async def test_a_ladder_shows_up_in_the_prometheus_endpoint(dev_env: WorkflowEnv
                 task_queue=queues.agents,
                 controller_task_queue=queues.controller,
             ),
+            key=agent_signing_key(node),  # the key its node carries (no marks to publish)
         )
         fleet.inject(node, "ecc_dbe", gpu=1)
         await agent.tick([])  # probes, finds the ECC error, reports it: a ladder starts

@@ -12,7 +12,7 @@ from temporalio.testing import WorkflowEnvironment
 
 from adapters.sim import SimFleet
 from adapters.sim.cluster import REMEDY_CORDON
-from contract.messages import APPROVE, REPORT_FINDING
+from contract.messages import APPROVE
 from remedy.errors import DrainBlocked, PermissionDenied
 from remedy.models import Action
 from remedy.remediation import (
@@ -20,13 +20,20 @@ from remedy.remediation import (
     ApproveRequest,
     AttemptResult,
     ClearRequest,
-    FindingReport,
     Outcome,
     Phase,
 )
 from remedy.runbook import Match, Runbook, RunbookSet, Rung
 from tests.conftest import running_workers
-from tests.ladder import Handle, remediate, report, signal_at, state_of, wait_for_phase
+from tests.ladder import (
+    Handle,
+    remediate,
+    report,
+    send_report,
+    signal_at,
+    wait_for_phase,
+    wait_until,
+)
 
 NODE = "gpu-node-001"
 HARDWARE = {"reset_gpu", "reboot", "replace"}
@@ -210,8 +217,10 @@ async def test_second_report_for_the_same_node_joins_the_running_workflow(
         await wait_for_phase(time_env, handle, Phase.TOLERATING)
         again = await report(time_env.client, queues, second, shipped_runbooks.match(second))
         assert again.result_run_id == handle.result_run_id  # the same run, not a second ladder
-        state = await state_of(handle)
-        assert state.reports_received == 2
+        # Taken once the controller checked who sent it (an activity: not at once).
+        state = await wait_until(
+            time_env, handle, lambda s: s.reports_received == 2, "the second report taken"
+        )
         assert [f.component.index for f in state.findings] == [0, 1]
         fleet.clear_faults(NODE)
         result = await handle.result()
@@ -230,7 +239,7 @@ async def test_more_severe_report_during_the_window_takes_over(
         lost = fleet.inject(NODE, "gpu_lost", gpu=4)
         runbook = shipped_runbooks.match(lost)
         assert runbook is not None
-        await REPORT_FINDING.send(handle, FindingReport(finding=lost, runbook=runbook))
+        await send_report(handle, lost, runbook)
 
     ran = await remediate(
         time_env, fleet, slow, shipped_runbooks.match(slow), gpu_falls_off_the_bus

@@ -20,6 +20,7 @@ from remedy.runbook import Match, Runbook, Rung
 from tests.conftest import Queues, running_workers
 from tests.ladder import report, state_of
 from workers.controller import controller_worker, node_agent_worker
+from workers.door import DoorSettings
 from workflows.node_remediation import NodeRemediation
 
 NODE = "gpu-node-002"
@@ -115,12 +116,18 @@ async def test_a_ladder_evicted_mid_reset_closes_cleanly_and_resumes_elsewhere(
         async with node_agent_worker(
             client, lambda n: _SlowReset(fleet, n, started, finish), executor, queues.agents
         ):
-            async with controller_worker(client, fleet.cluster, executor, queue, policy):
+            door = DoorSettings(seal=queues.seal, agents_queue=queues.agents)
+            known = queues.known
+            async with controller_worker(
+                client, fleet.cluster, executor, queue, policy, known, door=door
+            ):
                 handle = await report(client, queues, finding, runbook)
                 assert await asyncio.to_thread(started.wait, 30)
             gc.collect()  # the evicted ladder's coroutine is closed here, at the latest
             finish.set()
-            async with controller_worker(client, fleet.cluster, executor, queue, policy):
+            async with controller_worker(
+                client, fleet.cluster, executor, queue, policy, known, door=door
+            ):
                 result = await asyncio.wait_for(handle.result(), 60)
     assert result.outcome is Outcome.RECOVERED
     assert [a for n, a in fleet.actions if n == NODE][-2:] == ["reset_gpu", "restore"]

@@ -20,7 +20,14 @@ from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
 from contract.defs import UpdateRejected
-from contract.messages import APPROVE, APPROVE_RUNG, BUDGET_STATE, CLOSE_BREAKER, RESUME_POOL
+from contract.messages import (
+    APPROVE,
+    APPROVE_RUNG,
+    BUDGET_STATE,
+    CLOSE_BREAKER,
+    LOAD_KEYRING,
+    RESUME_POOL,
+)
 from contract.names import NODE_REMEDIATION_WORKFLOW, budget_workflow_id, remediation_workflow_id
 from remedy.budget import ResumeRequest
 from remedy.models import Action, NodeRef
@@ -35,6 +42,7 @@ from remedy.remediation import (
     RemediationState,
 )
 from remedy.runbook import Match, Runbook, Rung
+from remedy.signing import KeyringWanted
 from tests.conftest import own_fleet, running_workers
 from tests.ladder import Handle, report, state_of
 from tests.test_cli import cli
@@ -106,6 +114,20 @@ async def idle_events(client: Client, workflow_id: str) -> list[int]:
     raise AssertionError("the ladder never waited on its timer")
 
 
+async def keyring_read(client: Client, workflow_id: str) -> list[int]:
+    """The history once the ladder read its keyring as the last signal asked (an activity),
+    and the workflow task after it is done."""
+    signaled = EventType.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED
+    for _ in range(200):
+        seen = await events(client, workflow_id)
+        since = seen[len(seen) - 1 - seen[::-1].index(signaled) :] if signaled in seen else []
+        read = EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED in since
+        if read and seen[-1] == EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED:
+            return seen
+        await asyncio.sleep(0.05)
+    raise AssertionError("the ladder never read its keyring")
+
+
 async def test_an_approve_when_nothing_waits_is_refused_with_why_and_leaves_no_trace(
     dev_env: WorkflowEnvironment,
 ) -> None:
@@ -116,7 +138,11 @@ async def test_an_approve_when_nothing_waits_is_refused_with_why_and_leaves_no_t
     async with running_workers(client, fleet) as queues:
         handle = await report(client, queues, fleet.inject(node, "ecc_dbe"), TOLERATES)
         await until_phase(handle, Phase.TOLERATING)
-        before = await idle_events(client, handle.id)
+        # The ladder reads its keyring first (else a decision is asked for again, its words
+        # nowhere): then a refused one leaves not a single event.
+        await idle_events(client, handle.id)
+        await LOAD_KEYRING.send(handle, KeyringWanted())
+        before = await keyring_read(client, handle.id)
         refused = await cli("approve", node, "--address", address, "--by", "alice")
         with pytest.raises(UpdateRejected, match=r"rung 1 \(drain\) needs no approval"):
             await APPROVE_RUNG.execute(handle, ApproveRequest(by="alice", rung=0))

@@ -11,7 +11,7 @@ from datetime import UTC, datetime, timedelta
 from temporalio.testing import WorkflowEnvironment
 
 from adapters.sim import SimFleet
-from contract.messages import CLOSE_BREAKER
+from contract.messages import CLOSE_BREAKER, CORDON_LEAVE
 from contract.names import budget_workflow_id
 from remedy.budget import CLUSTER_POOL, BudgetPolicy, BudgetState, CordonAsk, ResumeRequest
 from remedy.describe import remediation_details
@@ -20,6 +20,7 @@ from remedy.models import Action, NodeRef
 from remedy.quarantine import (
     QUARANTINE_EVENT,
     QUARANTINE_OVER_EVENT,
+    CordonLeave,
     breaker_tripped,
     silence_storm,
 )
@@ -27,7 +28,7 @@ from remedy.remediation import FindingReport, Outcome, Phase
 from remedy.runbook import Match, Runbook, Rung
 from tests.breakers import published
 from tests.conftest import Queues, running_workers
-from tests.ladder import Handle, state_of, wait_for_phase
+from tests.ladder import Handle, signed, state_of, wait_for_phase
 from tests.test_cli import cli
 from tests.test_disruption_budget import budget_state
 from workers.client import report_finding
@@ -102,7 +103,7 @@ async def _sick(
     handle: Handle = await report_finding(
         env.client,
         NodeRef(name=name, pool=fleet.node(name).pool),
-        FindingReport(finding=finding, runbook=HOLDS),
+        signed(queues, FindingReport(finding=finding, runbook=HOLDS)),
         node_task_queue=queues.agents,
         task_queue=queues.controller,
     )
@@ -244,7 +245,10 @@ async def test_nodes_out_of_scheduling_count_toward_the_share_the_breaker_limits
             handle = await report_finding(
                 time_env.client,
                 NodeRef(name=name, pool=fleet.node(name).pool),
-                FindingReport(finding=fleet.inject(name, "ecc_dbe", gpu=0), runbook=waits),
+                signed(
+                    queues,
+                    FindingReport(finding=fleet.inject(name, "ecc_dbe", gpu=0), runbook=waits),
+                ),
                 node_task_queue=queues.agents,
                 task_queue=queues.controller,
             )
@@ -258,3 +262,26 @@ async def test_nodes_out_of_scheduling_count_toward_the_share_the_breaker_limits
     assert tripped.tripped and list(tripped.unhealthy) == [third]
     assert "3 of 10 nodes unhealthy within 0:30:00 or out of scheduling" in tripped.breaker_note
     assert f"({first}, {second}, {third})" in tripped.breaker_note
+
+
+async def test_leave_to_cordon_sent_by_hand_is_refused_and_the_budgets_is_taken(
+    time_env: WorkflowEnvironment,
+) -> None:
+    """The ladder the breaker holds asked its budget with a token: leave sent by hand (as the
+    Web UI's "Send a Signal" offers) without it is refused and the cordon keeps waiting; the
+    budget's own leave, once the storm passed, carries it and is taken."""
+    fleet = SimFleet(nodes=10, pool=f"pool-{uuid.uuid4().hex[:8]}")
+    held_node = sorted(fleet.nodes)[2]
+    async with running_workers(time_env.client, fleet, policy=POLICY) as queues:
+        held = (await _trip(time_env, queues, fleet))[2]
+        await CORDON_LEAVE.send(held, CordonLeave(pool=queues.pool))
+        await held.signal("cordon_leave", {"pool": queues.pool, "token": "guess"})
+        await time_env.sleep(timedelta(seconds=30))
+        refused = await state_of(held)
+        in_service = not fleet.node(held_node).unschedulable
+        await time_env.sleep(timedelta(minutes=35))  # the storm passes: the budget's leave
+        cordoned = await wait_for_phase(time_env, held, Phase.TOLERATING)
+    assert refused.phase is Phase.HELD_BY_BREAKER and refused.cordon_leave == []
+    assert [r.verb for r in refused.refused] == ["cordon_leave", "cordon_leave"]
+    assert in_service  # the forged leave cordoned nothing
+    assert cordoned.cordon_leave == [queues.pool] and cordoned.cordon is not None

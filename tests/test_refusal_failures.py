@@ -11,7 +11,7 @@ from temporalio.client import Client, WorkflowUpdateFailedError
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import WorkflowEnvironment
 
-from contract.defs import REJECTED
+from contract.defs import REJECTED, UpdateRejected
 from contract.messages import APPROVE_RUNG
 from remedy.remediation import ApproveRequest, Phase
 from tests.conftest import own_fleet, running_workers
@@ -34,6 +34,8 @@ async def test_a_refused_approval_is_its_reason_alone(
     async with running_workers(client, fleet) as queues:
         handle = await report(client, queues, fleet.inject(node, "ecc_dbe"), TOLERATES)
         await until_phase(handle, Phase.TOLERATING)
+        with pytest.raises(UpdateRejected):  # the ladder reads its keyring: judged from now on
+            await APPROVE_RUNG.execute(handle, ApproveRequest(by="alice", rung=0))
         with pytest.raises(WorkflowUpdateFailedError) as refused:
             await handle.execute_update(APPROVE_RUNG.name, ApproveRequest(by="alice", rung=0))
     cause = refused.value.cause

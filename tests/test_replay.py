@@ -17,6 +17,7 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer
 
 from contract.activities import (
+    ADMIT_REPORT,
     ASK_TO_CORDON,
     CORDON,
     DELIVER_BUDGET_SIGNALS,
@@ -24,6 +25,7 @@ from contract.activities import (
     RELEASE_LEASE,
     REQUEST_LEASE,
 )
+from contract.names import NODE_REMEDIATION_WORKFLOW, remediation_workflow_id
 from contract.patches import FOLDED_AGAIN_INTO, FOLDED_INTO, FOLDED_THRICE, FOLDED_THRICE_INTO
 from workers.controller import STRICT_WORKFLOW_RUNNER
 from workflows.active_check import ActiveCheck
@@ -32,6 +34,7 @@ from workflows.budget_renewal import CONTINUE_WHEN_QUIET
 from workflows.common import FIRST_TASK
 from workflows.disruption_budget import DisruptionBudget
 from workflows.disruption_lease import LOCAL_LEASE_CALLS
+from workflows.door import DOOR
 from workflows.fleet_scan import CONTROLLER_CLOCK, FleetScan
 from workflows.job_guard import JobGuard
 from workflows.node_remediation import NodeRemediation
@@ -69,6 +72,7 @@ def test_histories_are_recorded() -> None:
         *(f"{n}_v9" for n in LADDERS),
         *(f"{n}_v10" for n in LADDERS),
         *(f"{n}_v11" for n in LADDERS),
+        *(f"{n}_v12" for n in LADDERS),
         "job_guard_restart_then_stop",
         "job_guard_restart_then_stop_v2",  # indexed: RemedyJob, RemedyJobState (upserts)
         "budget_v3",
@@ -87,6 +91,8 @@ def test_histories_are_recorded() -> None:
         "budget_people_v10",
         "budget_v11",  # the third fold; the ladders load their keyring when first needed
         "budget_people_v11",
+        "budget_v12",  # the ladders keep their door (reports through the controller's check)
+        "budget_people_v12",
         "active_checks_round",  # a pool's round, and a busy node's check under the budget
         "active_check_taken_out",
         "fleet_scan",  # a problem condition and a silent agent, each given a ladder
@@ -176,6 +182,14 @@ def test_histories_are_recorded() -> None:
         first = _local_activities(HISTORY_DIR / f"{name}_v11.json")
         assert first[:3] == [CORDON.name, ASK_TO_CORDON.name, OPERATOR_KEYRING.name], name
         assert _first_task_markers(name, "v11") < _first_task_markers(name, "v10"), name
+    # v12: the door, one marker more; the report goes through the controller's check
+    # (admit_report) before the ladder's first cordon.
+    for name in LADDERS:
+        path = HISTORY_DIR / f"{name}_v12.json"
+        assert _patches(path) == {FOLDED_THRICE_INTO, DOOR}, name
+        assert _local_activities(path)[:3] == [ADMIT_REPORT.name, CORDON.name, ASK_TO_CORDON.name]
+    for name in ("budget_v12", "budget_people_v12"):
+        assert _patches(HISTORY_DIR / f"{name}.json") == {FOLDED_THRICE_INTO}, name
     # Job guards index themselves behind a patch: the history from before upserts nothing.
     for tag, indexed in (("", False), ("_v2", True)):
         guard = HISTORY_DIR / f"job_guard_restart_then_stop{tag}.json"
@@ -212,9 +226,19 @@ def _local_activities(path: Path) -> list[str]:
     return [json.loads(base64.b64decode(m))["activity_type"] for m in markers]
 
 
+def _workflow_id(path: Path) -> str:
+    """The id the history ran under, for a ladder (since the door a ladder checks it is its
+    node's); else the file's name."""
+    started = json.loads(path.read_text())["events"][0]["workflowExecutionStartedEventAttributes"]
+    if started["workflowType"]["name"] != NODE_REMEDIATION_WORKFLOW:
+        return path.stem
+    data = json.loads(base64.b64decode(started["input"]["payloads"][0]["data"]))
+    return remediation_workflow_id(data["node"]["name"])
+
+
 @pytest.mark.parametrize("path", HISTORIES, ids=lambda p: p.stem)
 async def test_recorded_history_replays(path: Path) -> None:
-    history = WorkflowHistory.from_json(path.stem, path.read_text())
+    history = WorkflowHistory.from_json(_workflow_id(path), path.read_text())
     replayer = Replayer(
         workflows=[
             NodeRemediation,

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle
 from temporalio.runtime import Runtime
 from temporalio.service import RPCError
@@ -38,6 +39,7 @@ from remedy.cluster import CordonOwner, NodeMarks, OwnNode, held_by
 from remedy.conditions import NodeCondition, conditions_from, ready_condition
 from remedy.errors import NodeGone
 from remedy.host import NodeHost
+from remedy.intake import by_agent
 from remedy.liveness import AGENT_HEARTBEAT, publish_due
 from remedy.models import CordonState, Finding, NodeRef, ProbeReport
 from remedy.pod_resources import GpuUseReporter
@@ -54,6 +56,7 @@ from remedy.report_changes import (
     routing,
 )
 from remedy.runbook import Runbook, RunbookSet
+from remedy.signing import fingerprint, public_blob
 from workers.client import report_finding
 from workers.controller import node_agent_worker
 
@@ -95,11 +98,16 @@ class NodeAgent:
         clock: Callable[[], datetime] = _utcnow,
         gpu_use: GpuUseReporter | None = None,
         own: OwnNode | None = None,
+        key: Ed25519PrivateKey | None = None,
     ) -> None:
         """``marks``: where the node's conditions and Xids are published (None: nowhere).
         ``gpu_use``: which pod uses which GPU, published every round (None: not published).
-        ``own``: what it may do to its own node (None: no cordon of its own)."""
+        ``own``: what it may do to its own node (None: no cordon of its own). ``key``: what its
+        reports are signed with (default: a new one), published on its node before the first
+        (remedy.identity): without ``marks`` nothing it reports is taken."""
         self._client, self._host, self._runbooks = client, host, runbooks
+        self._key = key or Ed25519PrivateKey.generate()
+        self._key_published = False
         self._marks, self.config, self._clock = marks, config, clock
         self._gpu_use = gpu_use
         self._own = own if config.self_cordon else None
@@ -254,10 +262,12 @@ class NodeAgent:
         lead, *also = news
         await self._cordon_own(lead, runbook)
         try:
+            await self._publish_key()
+            report = FindingReport(finding=lead, runbook=runbook, also=also)
             sent = await report_finding(
                 self._client,
                 self.config.node,
-                FindingReport(finding=lead, runbook=runbook, also=also),
+                by_agent(report, self._key, datetime.now(UTC)),  # checked in wall time
                 node_task_queue=self.config.queue,
                 task_queue=self.config.controller_task_queue,
                 node_pickup_timeout=self.config.node_pickup_timeout,
@@ -268,6 +278,16 @@ class NodeAgent:
             log.exception("could not report %s on %s", lead.headline(), self._host.name)
             for finding in news:
                 self._changes.forget(finding)
+
+    async def _publish_key(self) -> None:
+        """The key its reports are signed with, on its own node, once (a failure is raised:
+        the report is not sent, and goes again next round)."""
+        if self._key_published or self._marks is None:
+            return
+        key = public_blob(self._key)
+        await asyncio.to_thread(self._marks.publish_agent_key, self._host.name, key)
+        self._key_published = True
+        log.info("agent key of %s published: %s", self._host.name, fingerprint(key))
 
     async def _cordon_own(self, finding: Finding, runbook: Runbook) -> None:
         """Before the report, for a runbook that cordons at once: best effort, the ladder

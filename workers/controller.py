@@ -21,6 +21,7 @@ from activities.budget_signals import BudgetSignalActivities
 from activities.cluster import cluster_activities
 from activities.fleet import FleetActivities
 from activities.hardware import HardwareActivities
+from activities.intake import IntakeActivities
 from activities.job_watch import JobWatchActivities
 from activities.jobs import JobActivities
 from activities.keyring import KeyringActivities
@@ -36,6 +37,7 @@ from remedy.host import NodeHost
 from remedy.redaction import Redactor
 from remedy.runbook import RunbookSet
 from remedy.signing import Keyring
+from workers.door import DoorSettings, keyring_source
 from workers.stall_watch import WorkerStalled, until_stalled
 from workflows.active_check import ActiveCheck
 from workflows.active_checks import ActiveChecks
@@ -169,9 +171,10 @@ def controller_worker(
     jobs: JobSide | None = None,
     attributor: Attributor | None = None,
     redactor: Redactor | None = None,
-    keyring: Keyring | None = None,
+    keyring: Keyring | Callable[[], Keyring] | None = None,
     tuning: WorkerTuning | None = None,
     workflows: Sequence[type] = WORKFLOWS,
+    door: DoorSettings | None = None,
 ) -> ControllerWorkers:
     """The fleet-level workflows and the controller's activities on ``task_queue``
     (``workflows``: a benchmark's variant of one, under its name), and the pools' budgets on
@@ -187,6 +190,7 @@ def controller_worker(
         attributor=attributor,
         redactor=redactor,
         keyring=keyring,
+        door=door,
     )
     ladders = Worker(
         client,
@@ -223,7 +227,8 @@ def controller_activities(
     jobs: JobSide | None = None,
     attributor: Attributor | None = None,
     redactor: Redactor | None = None,
-    keyring: Keyring | None = None,
+    keyring: Keyring | Callable[[], Keyring] | None = None,
+    door: DoorSettings | None = None,
 ) -> list[Callable[..., Any]]:
     """``runbooks`` choose the ladder for what the controller starts itself (a problem
     condition no agent reported, a node that failed admission, a node a job guard blamed);
@@ -231,30 +236,26 @@ def controller_activities(
     by ``attributor`` (default: the shipped attribution rules). ``redactor`` hides secrets in
     what pods and nodes wrote (log tails, condition messages) before a workflow gets it
     (default: remedy's default rules). ``keyring``: the operators whose signed decisions
-    ladders take (none: decisions are recorded unverified)."""
+    ladders take (none: decisions are recorded unverified), or how to read it anew (a file, so
+    that a key removed stops counting). ``door``: how reports are checked (workers/door.py;
+    default: each node's agent on its own queue, a seal of this process's own)."""
+    door = door or DoorSettings()
+    runbooks = runbooks if runbooks is not None else RunbookSet([])
+    keys = keyring_source(keyring)
     return [
         *cluster_activities(cluster),
+        *IntakeActivities(door.door(runbooks, keys()), cluster.marks, keys).all(),
         *BudgetActivities(
             client, cluster.fleet.pool_size, policy or BudgetPolicy(), cluster.fleet
         ).all(),
         *BudgetSignalActivities(client).all(),
         *HardwareActivities(client, blocklist or BlocklistPolicy()).all(),
-        *KeyringActivities(keyring).all(),
-        *StartActivities(client, runbooks or RunbookSet([])).all(),
+        *KeyringActivities(keys).all(),
+        *StartActivities(client, runbooks, door.seal).all(),
         *FleetActivities(client, cluster.fleet, redactor).all(),
-        *ActiveCheckActivities(
-            client, cluster.marks, cluster.workload, runbooks or RunbookSet([])
-        ).all(),
-        *(
-            JobActivities(client, jobs, runbooks or RunbookSet([]), attributor).all()
-            if jobs
-            else []
-        ),
-        *(
-            JobWatchActivities(client, jobs, runbooks or RunbookSet([]), redactor).all()
-            if jobs
-            else []
-        ),
+        *ActiveCheckActivities(client, cluster.marks, cluster.workload, runbooks, door.seal).all(),
+        *(JobActivities(client, jobs, runbooks, attributor, door.seal).all() if jobs else []),
+        *(JobWatchActivities(client, jobs, runbooks, redactor).all() if jobs else []),
     ]
 
 

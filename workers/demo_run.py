@@ -8,12 +8,14 @@ import asyncio
 import contextlib
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime
 
 from temporalio import workflow as temporal_workflow
 from temporalio.client import Client
 from temporalio.service import RPCError
 
 from adapters.sim import SimFleet
+from adapters.sim.identity import as_agent
 from adapters.sim.jobs import SimJobs
 from remedy.active_checks import ActiveCheckPolicy, ActiveChecksInput
 from remedy.admission import AdmissionPolicy
@@ -42,6 +44,7 @@ from workers.demo_config import (
 from workers.demo_console import one_line_events
 from workers.demo_shared import SharedNode, shared_node
 from workers.demo_summary import DemoSummary, summarise
+from workers.door import DoorSettings
 from workers.job_status import job_rows
 from workers.schedules import ensure_active_checks, ensure_fleet_scan
 from workers.status import NoScanYet, fleet_status, render
@@ -94,6 +97,10 @@ async def _run(
                 budget_policy(config),
                 runbooks.fleet,
                 jobs=jobs,
+                # The fleet's agents share one queue; the shared node's asks for its pool's own.
+                door=DoorSettings(
+                    agents_queue=config.agents_task_queue, pool_runbooks=runbooks.shared
+                ),
             ),
             node_agent_worker(client, fleet.host, executor, config.agents_task_queue),
         ):
@@ -193,7 +200,7 @@ async def _report(
     handle = await report_finding(
         client,
         NodeRef(name=finding.node, pool=config.pool),
-        FindingReport(finding=finding, runbook=runbook),
+        as_agent(FindingReport(finding=finding, runbook=runbook), datetime.now(UTC)),
         node_task_queue=config.agents_task_queue,
         task_queue=config.task_queue,
     )

@@ -19,6 +19,7 @@ from temporalio.runtime import LoggingConfig, Runtime, TelemetryConfig, Telemetr
 from temporalio.testing import WorkflowEnvironment
 
 from adapters.sim import FAULTS, SimFleet
+from adapters.sim.identity import as_agent
 from contract.messages import APPROVE, REMEDIATION_STATE
 from remedy.budget import BudgetPolicy
 from remedy.durations import format_duration
@@ -30,6 +31,7 @@ from remedy.runbook.schema import Approval
 from workers.binaries import installed_binary
 from workers.client import ensure_search_attributes, report_finding
 from workers.controller import controller_worker, node_agent_worker
+from workers.door import DoorSettings
 from workers.rehearsal_clock import ServerClock
 
 NO_FAULT = "none"
@@ -144,14 +146,23 @@ async def rehearse(
         with ThreadPoolExecutor(max_workers=4) as executor:
             async with (
                 controller_worker(
-                    env.client, fleet.cluster, executor, QUEUE, policy, RunbookSet([runbook])
+                    env.client,
+                    fleet.cluster,
+                    executor,
+                    QUEUE,
+                    policy,
+                    RunbookSet([runbook]),
+                    door=DoorSettings(agents_queue=AGENTS),
                 ),
                 node_agent_worker(env.client, fleet.host, executor, AGENTS),
             ):
                 handle = await report_finding(
                     env.client,
                     NodeRef(name=node, pool="rehearsal"),
-                    FindingReport(finding=finding, runbook=runbook),
+                    as_agent(
+                        FindingReport(finding=finding, runbook=runbook),
+                        datetime.now(UTC),
+                    ),
                     node_task_queue=AGENTS,
                     task_queue=QUEUE,
                 )

@@ -36,7 +36,11 @@ class NodeLadder(BaseModel):
     attempts: list[Attempt] = []
     approvals: list[Approval] = []
     escalations: list[Escalation] = []
-    refused: list[Refusal] = []  # decisions sent as signals that the ladder refused
+    # Messages the ladder refused (decisions sent as signals, what its door turned away): the
+    # latest kept, and how many in all.
+    refused: list[Refusal] = []
+    refusals: int = 0
+    sent_by: str = ""  # who sent the report that started it
     # Waiting for a lease: its place in line and the holders ahead (the budget's answer).
     in_line: str = ""
 
@@ -58,6 +62,8 @@ async def node_ladder(client: Client, node: str) -> NodeLadder:
             approvals=state.approvals,
             escalations=state.escalations,
             refused=state.refused,
+            refusals=state.refusals,
+            sent_by=state.sent_by,
             in_line=(
                 await _in_line(client, node, state.node.pool)
                 if state.phase is Phase.AWAITING_LEASE
@@ -74,6 +80,9 @@ async def node_ladder(client: Client, node: str) -> NodeLadder:
             attempts=result.attempts,
             approvals=result.approvals,
             escalations=result.escalations,
+            refused=result.refused,
+            refusals=result.refusals,
+            sent_by=result.sent_by,
         )
     return NodeLadder(node=node, runbook=None, status=status.name.lower() if status else "?")
 
@@ -90,6 +99,7 @@ def timeline(ladder: NodeLadder) -> list[str]:
         f"{ladder.node}: {ladder.status}"
         + (f" — runbook {ladder.runbook}" if ladder.runbook else "")
         + (f", trigger {ladder.trigger}" if ladder.trigger else "")
+        + (f", reported by {ladder.sent_by}" if ladder.sent_by else "")
         + _when(ladder)
     ]
     if ladder.in_line:
@@ -109,7 +119,9 @@ def timeline(ladder: NodeLadder) -> list[str]:
         )
     lines += [_approval(a) for a in approvals]
     lines += [_escalation(e) for e in escalations]
-    lines += [f"  x {r.at:%H:%M:%S} {r.verb} signal refused: {r.why}" for r in ladder.refused]
+    lines += [f"  x {r.at:%H:%M:%S} {r.verb} refused: {r.why}" for r in ladder.refused]
+    if ladder.refusals > len(ladder.refused):
+        lines.append(f"  x {ladder.refusals} messages refused in all (the latest shown)")
     if ladder.detail:
         lines.append(f"    {ladder.detail}")
     # Details and refusals quote what nodes said: nothing in them may reorder a line.

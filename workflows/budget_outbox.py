@@ -84,7 +84,15 @@ class Outbox:
                 for i in range(0, len(grants), PER_DELIVERY)
             ),
             *(
-                BudgetSignals(pool=out.pool, leave=leave[i : i + PER_DELIVERY])
+                BudgetSignals(
+                    pool=out.pool,
+                    leave=leave[i : i + PER_DELIVERY],
+                    leave_tokens={
+                        h: out.leave_tokens[h]
+                        for h in leave[i : i + PER_DELIVERY]
+                        if h in out.leave_tokens
+                    },
+                )
                 for i in range(0, len(leave), PER_DELIVERY)
             ),
         ]
@@ -123,12 +131,16 @@ class TellsHolders:
                 GrantTo(
                     holder=req.holder,
                     grant=LeaseGrant(
-                        pool=pool, scope=granted_scope(self._state, req.holder), run=req.run
+                        pool=pool,
+                        scope=granted_scope(self._state, req.holder),
+                        run=req.run,
+                        token=req.token,
                     ),
                 )
                 for req in grants
             ],
             leave=[ask.holder for ask in leave],
+            leave_tokens={ask.holder: ask.token for ask in leave if ask.token},
         )
         await self._outbox.deliver(out, self._gone)
 
@@ -149,14 +161,15 @@ class TellsHolders:
     async def _tell(self, req: LeaseRequest) -> None:
         try:
             scope = granted_scope(self._state, req.holder)
-            grant = LeaseGrant(pool=self._state.pool, scope=scope, run=req.run)
+            grant = LeaseGrant(pool=self._state.pool, scope=scope, run=req.run, token=req.token)
             await LEASE_GRANTED.send_to(req.holder, grant)
         except Exception:  # noqa: BLE001 - the holder is gone: its lease is free again
             self._gone([req.holder])
 
     async def _give_leave(self, ask: CordonAsk) -> None:
         try:
-            await CORDON_LEAVE.send_to(ask.holder, CordonLeave(pool=self._state.pool))
+            leave = CordonLeave(pool=self._state.pool, token=ask.token)
+            await CORDON_LEAVE.send_to(ask.holder, leave)
         except Exception:  # noqa: BLE001 - the ladder is gone: nothing to cordon
             workflow.logger.info("%s: %s is gone", scope(self._state.pool), ask.holder)
 

@@ -128,7 +128,9 @@ class DisruptionBudget(BudgetSweep, TellsHolders):
             state.waiting.append(req)
         else:  # asked again (a new run, say): in its place, and the grant names the newest run
             state.waiting = [
-                w.model_copy(update={"run": req.run}) if w.holder == req.holder else w
+                w.model_copy(update={"run": req.run, "token": req.token})
+                if w.holder == req.holder
+                else w
                 for w in state.waiting
             ]
         self._changed = True

@@ -22,6 +22,7 @@ from contract.activities import RELEASE_LEASE, REPORT_UNHEALTHY, REQUEST_LEASE
 from contract.messages import HOLDER_WAITS, LEASE_RELEASE
 from contract.patches import patched
 from workflows.common import RIDE_OUT, Interrupted, permanent
+from workflows.door import checks_the_door
 from workflows.remediation_view import RemediationView
 
 with workflow.unsafe.imports_passed_through():
@@ -34,6 +35,7 @@ with workflow.unsafe.imports_passed_through():
 BUDGET_CALL = timedelta(seconds=30)
 REASK = "re-ask-for-lease"  # workflow.patched: runs from before waited without a timer
 REASK_EVERY = timedelta(minutes=5)
+REASK_AFTER_REFUSAL = timedelta(minutes=1)  # refused grants make it ask at most this often
 HOLD_FOR_HUMAN = "lease-held-for-a-human"  # workflow.patched: runs before freed it at the end
 HOLD_WITHOUT_LEASE = "held-for-a-human-without-a-lease"  # runs before: no lease, no hold
 # Runs before: a holder's wait for a person was not said to the budget (nor in `remedy status`).
@@ -55,6 +57,11 @@ LEFT_AS_IT_IS = (Outcome.NEEDS_HUMAN, Outcome.ABORTED)
 class DisruptionLease:
     def __init__(self, state: RemediationState, view: RemediationView) -> None:
         self._state, self._view = state, view
+        # A grant without this request's token came while it waited: a budget that started
+        # afresh knows the ladder but not its token, and a re-ask tells it (at most once a
+        # minute: grants sent by hand must not make it ask without end).
+        self._ask_again = False
+        self._reasked_at: datetime | None = None  # when a refused grant last made it ask
 
     async def report_unhealthy(self, at: datetime) -> None:
         """The ladder began at ``at``. Bookkeeping for the storm breaker: a report that cannot
@@ -99,19 +106,25 @@ class DisruptionLease:
         self._view.enter(Phase.AWAITING_LEASE)  # while it asks, too: an outage may be long
         if state.lease_requested_at is None or state.lease_granted_at is not None:
             state.lease_requested_at = state.lease_requested_at or workflow.now()
+            if checks_the_door():  # a new request: its own token (a re-ask keeps it)
+                state.lease_token = str(workflow.uuid4())
             await self._ask(scope, gpus or [])  # first, or the node after a GPU lease
         while not self._holds(scope):
             if interrupted():
                 raise Interrupted("a worse fault came while waiting for the lease")
             try:
                 await workflow.wait_condition(
-                    lambda: self._holds(scope) or interrupted(),
+                    lambda: self._holds(scope) or interrupted() or self._ask_again,
                     timeout=REASK_EVERY,
                     timeout_summary=f"disruption lease (asked again every {REASK_EVERY})",
                 )
             except TimeoutError:
                 # The budget may have been restarted and forgotten this ladder: ask again
                 # (a budget that has it waiting, or holding, does not count it twice).
+                await self._ask(scope, gpus or [])
+                continue
+            if self._ask_again and not self._holds(scope):
+                self._ask_again = False
                 await self._ask(scope, gpus or [])
 
     def _holds(self, scope: Scope) -> bool:
@@ -128,7 +141,19 @@ class DisruptionLease:
         with a workflow task that timed out: asked, then, so that it is given back."""
         state = self._state
         run = workflow.info().run_id
-        if grant.run and grant.run not in (run, state.lease_asked_in):
+        if state.lease_token and checks_the_door():
+            if grant.token != state.lease_token:
+                said = "no token" if not grant.token else "another request's token"
+                self._view.refused(
+                    "lease_granted", f"a grant for pool {grant.pool} with {said}: not this ladder's"
+                )
+                last, now = self._reasked_at, workflow.now()
+                if state.lease_granted_at is None and (
+                    last is None or now - last >= REASK_AFTER_REFUSAL
+                ):
+                    self._ask_again, self._reasked_at = True, now
+                return
+        elif grant.run and grant.run not in (run, state.lease_asked_in):
             if patched(GRANT_NAMES_ITS_RUN):
                 workflow.logger.info("%s: a grant for run %s ignored", state.node.name, grant.run)
                 return
@@ -158,6 +183,7 @@ class DisruptionLease:
             gpus=gpus or [],
             answer=answer,
             run=workflow.info().run_id,
+            token=state.lease_token,
         )
         state.lease_asked_in = wanted.run
         try:
@@ -174,7 +200,9 @@ class DisruptionLease:
             workflow.logger.warning("%s: lease request not delivered: %s", state.node.name, err)
             return
         if answer and told is not None and told.granted:  # None: an answer from before
-            self.granted(LeaseGrant(pool=state.node.pool, scope=told.scope))
+            self.granted(
+                LeaseGrant(pool=state.node.pool, scope=told.scope, token=state.lease_token)
+            )
 
     async def waits_for_person(self, what: str, since: datetime | None) -> bool:
         """Tell the pool's budget that this ladder, holding a lease, waits for a person
@@ -242,14 +270,18 @@ class DisruptionLease:
             workflow.logger.warning("could not release the lease of %s", node.name)
 
 
-def unhealthy(state: RemediationState, at: datetime, holder: str = "") -> NodeUnhealthy:
-    """The ladder's report to its pool's budget (``holder``: it asks leave to cordon too)."""
+def unhealthy(
+    state: RemediationState, at: datetime, holder: str = "", token: str = ""
+) -> NodeUnhealthy:
+    """The ladder's report to its pool's budget (``holder``: it asks leave to cordon too, and
+    ``token`` is what its leave must carry back)."""
     return NodeUnhealthy(
         node=state.node.name,
         pool=state.node.pool,
         task_queue=workflow.info().task_queue,
         at=at,
         holder=holder,
+        token=token,
     )
 
 

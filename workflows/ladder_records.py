@@ -3,21 +3,32 @@ hardware record of the GPUs its fault named (repeat offenders), and what its rec
 
 from __future__ import annotations
 
+import asyncio
 from datetime import timedelta
 
 from temporalio import workflow
 from temporalio.exceptions import ActivityError
 
 from contract import activities as act
+from contract.defs import FinishedAfterStop
+from contract.patches import patched
 from workflows.common import RIDE_OUT, this_run
 
 with workflow.unsafe.imports_passed_through():
     from remedy.actions import ACTIONS
     from remedy.hardware import Incident, IncidentReport, InService
     from remedy.models import ConditionsUpdate, Finding
-    from remedy.remediation import HANDLED_KEPT, Outcome, RemediationInput, RemediationState
+    from remedy.remediation import (
+        HANDLED_KEPT,
+        AttemptResult,
+        Outcome,
+        RemediationInput,
+        RemediationState,
+    )
     from remedy.runbook.schema import Cause, Rung
 
+# workflow.patched: runs before recorded an action that finished after an abort as cut short.
+RECORD_FINISHED = "record-an-action-that-finished-after-a-stop"
 # Outcomes that count against the GPU (not a fault that cleared by itself, nor an abort).
 INCIDENT_OUTCOMES = (Outcome.RECOVERED, Outcome.REPLACED, Outcome.NEEDS_HUMAN)
 
@@ -90,6 +101,18 @@ def cancelled(rung: Rung) -> str:
     if ACTIONS[rung.action].reports_progress:
         return "stopped: the ladder was stopped while it ran"
     return "the ladder was stopped while it ran: asked to stop, it may still finish on the node"
+
+
+def stopped_while(rung: Rung, stop: asyncio.CancelledError) -> tuple[AttemptResult, str]:
+    """What the record says of a rung the ladder's stop came during: what it did when it
+    finished all the same (a drain whose last eviction landed as the abort came), else cut
+    short. Runs before ``RECORD_FINISHED`` said cut short either way."""
+    if isinstance(stop, FinishedAfterStop) and patched(RECORD_FINISHED):
+        result = stop.result
+        detail = getattr(result, "detail", "") or "done"
+        verdict = AttemptResult.DONE if getattr(result, "ok", True) else AttemptResult.FAILED
+        return verdict, f"{detail} (it finished after the ladder was stopped)"
+    return AttemptResult.CANCELLED, cancelled(rung)
 
 
 def handled(before: list[str], findings: list[Finding]) -> list[str]:

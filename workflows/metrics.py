@@ -20,6 +20,14 @@ def rung_finished(pool: str, action: str, result: str, seconds: float) -> None:
     ).record(seconds, {"pool": pool, "action": action, "result": result})
 
 
+def message_refused(pool: str, message: str) -> None:
+    """A message a ladder did not take: a report that did not prove who sent it, a grant or
+    leave that did not answer its request, an operator's signal refused (workflows/door.py)."""
+    workflow.metric_meter().create_counter(
+        "remedy_messages_refused", "Messages a ladder refused, by message."
+    ).add(1, {"pool": pool, "message": message})
+
+
 def node_cordoned(pool: str) -> None:
     workflow.metric_meter().create_counter("remedy_nodes_cordoned", "Nodes remedy cordoned.").add(
         1, {"pool": pool}

@@ -35,8 +35,9 @@ with workflow.unsafe.imports_passed_through():
     from remedy.describe import NodeIndex
     from remedy.durations import format_duration
     from remedy.hardware import Incident, IncidentReport, SerialsCheck
+    from remedy.intake import RemediationStart
     from remedy.models import ComponentKind, Finding, ProbeReport, ProbeRequest, Severity
-    from remedy.remediation import FindingReport, RemediationStart
+    from remedy.remediation import FindingReport
 
 
 class _Rejected(Exception):

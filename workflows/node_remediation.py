@@ -7,7 +7,8 @@ fault: ``workflows.verification``) → stop at the first rung that leaves the no
 restore it. Past the last rung the node stays cordoned and the outcome is "needs a human".
 Deterministic: time from workflow.now(), side effects from activities only (the steps on the
 node: ``workflows.node_steps``; the lease: ``workflows.disruption_lease``; what it can do:
-``workflows.capabilities``)."""
+``workflows.capabilities``). It believes only what the controller loaded or a key signed: its
+start, reports and grants pass its door (``workflows.door``, ``workflows.ladder_messages``)."""
 
 from __future__ import annotations
 
@@ -15,16 +16,19 @@ import asyncio
 from datetime import timedelta
 
 from temporalio import workflow
+from temporalio.common import RawValue
 from temporalio.exceptions import ActivityError
 
 from contract.defs import stop_when
-from contract.messages import LEASE_GRANTED, REMEDIATION_STATE, REPORT_FINDING
+from contract.messages import REMEDIATION_STATE
 from contract.patches import patched
 from workflows import metrics
 from workflows.capabilities import NodeCapabilities
 from workflows.common import Interrupted, LadderStop, cause_of, node_gone
 from workflows.disruption_lease import DisruptionLease
-from workflows.ladder_records import cancelled, handled, publish_healthy, record_incidents
+from workflows.door import ReportIntake, checks_the_door, failed, start_input
+from workflows.ladder_messages import LadderMessages
+from workflows.ladder_records import handled, publish_healthy, record_incidents, stopped_while
 from workflows.node_steps import NodeSteps, gone
 from workflows.operator_updates import OperatorKeys, OperatorMessages
 from workflows.quarantine_gate import (
@@ -41,23 +45,20 @@ from workflows.verification import RESUME_ABOVE, VERIFY_WITH_WHAT_SAW, Verificat
 with workflow.unsafe.imports_passed_through():
     from contract.names import NODE_REMEDIATION_WORKFLOW
     from remedy.actions import ACTIONS
-    from remedy.budget import LeaseGrant
     from remedy.durations import format_duration
     from remedy.models import Action
     from remedy.remediation import (
         AbortRequest,
         AttemptResult,
         ClearRequest,
-        FindingReport,
         Outcome,
         Phase,
-        RemediationInput,
+        Refusal,
         RemediationResult,
         RemediationState,
     )
     from remedy.runbook.schema import Rung
 
-FIRST_REPORT_TIMEOUT = timedelta(minutes=5)
 GAVE_BACK = (Outcome.RECOVERED, Outcome.CLEARED)  # the node back in service: nobody holds it
 # workflow.patched ids: runs started before each existed differ.
 DISRUPTION_BUDGET = "disruption-budget-leases"
@@ -69,11 +70,15 @@ MANY_AT_ONCE = "abort-wins-worse-fault-escalates-drain-first"
 
 
 @workflow.defn(name=NODE_REMEDIATION_WORKFLOW)
-class NodeRemediation(OperatorMessages, QuarantineMessages):  # decisions; a budget's leave
+class NodeRemediation(LadderMessages, OperatorMessages, QuarantineMessages):
     @workflow.init
-    def __init__(self, inp: RemediationInput) -> None:
+    def __init__(self, raw: RawValue) -> None:
+        inp, dropped, self._bad_start = start_input(raw)  # the node, nothing more (door)
         self._input = inp
         self._state = inp.state or RemediationState(node=inp.node)
+        if dropped:  # said once the ladder publishes
+            self._state.refused = [Refusal(at=workflow.now(), verb="start", why=dropped)]
+            self._state.refusals += 1
         self._runbook_changed = False
         self._stop_request: AbortRequest | ClearRequest | None = None
         self._stopped_by_failure = False
@@ -87,30 +92,14 @@ class NodeRemediation(OperatorMessages, QuarantineMessages):  # decisions; a bud
         self._verification = Verification(self._state, self._steps)
         self._changes = RunbookChanges(self._state, self._steps, self._view)
         self._gates = RungGates(
-            self._state, self._steps, self._view, self._lease, self._worse_waiting
+            self._state, self._steps, self._view, self._lease, self._worse_waiting, self._keys
         )
         self._at_once = False  # MANY_AT_ONCE, decided when the ladder starts
+        self._intake = ReportIntake(self._state, self._view, inp.node_task_queue)
 
-    # -- messages --------------------------------------------------------------------------
-    @REPORT_FINDING.handler
-    def report_finding(self, report: FindingReport) -> None:
-        state = self._state
-        state.record_report(report)  # with the findings folded into it
-        if state.phase in (Phase.WAITING, Phase.TOLERATING) and state.outranks_trigger(report):
-            if self._at_once and state.runbook is not None:  # said in the ladder's record
-                self._changes.record(report, "escalated")
-            state.runbook, state.trigger = report.runbook, report.finding
-            self._runbook_changed = True
-        elif self._stop_request is None:
-            self._changes.note(report)  # acted on between rungs (workflows.runbook_changes)
-        self._view.publish()
-
+    # -- messages (the reports and grants: workflows.ladder_messages) --------------------------
     def _worse_waiting(self) -> bool:
         return self._at_once and self._changes.worse_waiting()
-
-    @LEASE_GRANTED.handler
-    def lease_granted(self, grant: LeaseGrant) -> None:
-        self._lease.granted(grant)  # a GPU lease, or the node (workflows.disruption_lease)
 
     @REMEDIATION_STATE.handler
     def state(self) -> RemediationState:
@@ -118,7 +107,9 @@ class NodeRemediation(OperatorMessages, QuarantineMessages):  # decisions; a bud
 
     # -- the run ---------------------------------------------------------------------------
     @workflow.run
-    async def run(self, inp: RemediationInput) -> RemediationResult:
+    async def run(self, raw: RawValue) -> RemediationResult:
+        if self._bad_start:  # fails once, said (workflows/door.py), no task-failure loop
+            raise failed(self._bad_start)
         ladder = asyncio.create_task(self._remediate())
         await workflow.wait_condition(lambda: ladder.done() or self._stop_request is not None)
         ladder.cancel()  # a stop request came first (a ladder done is left as it is)
@@ -131,6 +122,7 @@ class NodeRemediation(OperatorMessages, QuarantineMessages):  # decisions; a bud
 
     async def _remediate(self) -> tuple[Outcome, str]:
         state = self._state
+        self._keys.door = checks_the_door()  # decisions wait until the keys are in
         first = patched(CORDON_FIRST)  # the keyring loads beside the first cordon, or later
         if not (first and self._keys.start(later=True)):
             self._input = await self._keys.loaded(self._input)
@@ -139,7 +131,7 @@ class NodeRemediation(OperatorMessages, QuarantineMessages):  # decisions; a bud
             stop_when(lambda: self._stop_request is not None)
         try:
             if state.runbook is None:
-                await self._wait_for_first_report()
+                await self._intake.first_report(self._take)
             if state.phase is Phase.WAITING:
                 await self._begin(first)
             self._input = await self._keys.before_window(self._input)  # unless loaded later
@@ -169,16 +161,6 @@ class NodeRemediation(OperatorMessages, QuarantineMessages):  # decisions; a bud
                 Outcome.NEEDS_HUMAN,
                 f"a step failed past its deadline: {cause_of(err)}; node {held}",
             )
-
-    async def _wait_for_first_report(self) -> None:
-        try:
-            await workflow.wait_condition(
-                lambda: self._state.runbook is not None,
-                timeout=FIRST_REPORT_TIMEOUT,
-                timeout_summary="wait for the first finding",
-            )
-        except TimeoutError:
-            raise LadderStop(Outcome.CLEARED, "started without a finding; nothing to do") from None
 
     async def _begin(self, first: bool) -> None:
         state = self._state
@@ -297,8 +279,8 @@ class NodeRemediation(OperatorMessages, QuarantineMessages):  # decisions; a bud
                 raise LadderStop(Outcome.NODE_GONE, gone(self._state.node.name)) from None
             view.record(index, rung.action, started, AttemptResult.FAILED, cause_of(err))
             return False
-        except asyncio.CancelledError:
-            view.record(index, rung.action, started, AttemptResult.CANCELLED, cancelled(rung))
+        except asyncio.CancelledError as stopped:  # it may have finished all the same
+            view.record(index, rung.action, started, *stopped_while(rung, stopped))
             raise
         detail = result.detail + undrained
         if not result.ok:
@@ -357,6 +339,7 @@ class NodeRemediation(OperatorMessages, QuarantineMessages):  # decisions; a bud
             await record_incidents(self._input, state, outcome)
         if patched(PUBLISH_CONDITIONS):
             await publish_healthy(state)
+        await workflow.wait_condition(lambda: self._intake.idle)  # a report in the door: kept
         self._next_ladder_if_left_over(outcome)
         last = state.attempts[-1] if state.attempts else None
         if last and last.action is Action.RESTORE and last.result is AttemptResult.FAILED:
@@ -376,6 +359,9 @@ class NodeRemediation(OperatorMessages, QuarantineMessages):  # decisions; a bud
             handled=handled(self._input.handled_before, state.findings),
             approvals=state.approvals,
             escalations=state.escalations,
+            refused=state.refused,
+            refusals=state.refusals,
+            sent_by=state.sent_by,
         )
 
     def _next_ladder_if_left_over(self, outcome: Outcome) -> None:
@@ -395,6 +381,7 @@ class NodeRemediation(OperatorMessages, QuarantineMessages):  # decisions; a bud
         )
 
     def _continue_as_new_if_suggested(self) -> None:
-        if workflow.info().is_continue_as_new_suggested() and self._stop_request is None:
+        suggested = workflow.info().is_continue_as_new_suggested()
+        if suggested and self._stop_request is None and self._intake.idle:  # none in the door
             state = self._state.model_copy(update={"runs": self._state.runs + 1})
             workflow.continue_as_new(self._input.model_copy(update={"state": state}))

@@ -10,22 +10,30 @@ the next run (a changed keyring applies to the ladders that start after the cont
 it). A decision that comes before the answer is in (a validator cannot wait) is checked by its
 handler once it is. Checking a signature is pure computation on the request, the workflow's
 own id and run, and workflow.now(): a validator runs it.
+
+Since ``DOOR`` (workflows/door.py) nothing refused reaches the history: while the keys are not
+in, or where a keyring is required and the ladder's copy is older than ``FRESH_FOR``, an
+update's validator asks the caller to send it again (``Retry``) once it signalled
+``load_keyring``, which reads the keyring anew — remedy's commands do both. A key removed from
+the controller's keyring so stops counting within minutes on running ladders too, and an
+approval signed with it is dropped before its rung acts (``still_counts``).
 """
 
 from __future__ import annotations
 
 import asyncio
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from temporalio import workflow
 from temporalio.exceptions import ActivityError
 
 from contract import activities as act
+from contract.defs import Retry
 from contract.patches import patched
 from workflows.common import PATIENT_RETRY, cause_of, in_first_task
 
 with workflow.unsafe.imports_passed_through():
-    from remedy.remediation import RemediationInput
+    from remedy.remediation import Approval, RemediationInput
     from remedy.signing import Decision, Keyring, Operator, Signature, Verb
 
 # workflow.patched: runs before recorded every decision unverified and took the signals of
@@ -34,6 +42,7 @@ SIGNED_DECISIONS = "signed-operator-decisions"
 # Runs before loaded the keyring at their start, beside the first cordon.
 KEYS_WHEN_NEEDED = "keyring-loaded-when-first-needed"
 KEYRING_CALL = timedelta(seconds=30)
+FRESH_FOR = timedelta(minutes=5)  # a required keyring older than this is read again first
 
 
 class OperatorKeys:
@@ -43,8 +52,11 @@ class OperatorKeys:
         self._failed = ""
         self._loading: asyncio.Task[None] | None = None
         self._when_needed = False  # KEYS_WHEN_NEEDED: loaded by ``ready``, not ``start``
+        self._loaded_at: datetime | None = None  # when the keyring in hand was read
+        self.door = False  # DOOR: decisions wait, refused for now, until the keys are in
         if inp.keyring is not None and workflow.info().continued_run_id:
             self._checks, self._keyring = True, inp.keyring  # the run before checked
+            self._loaded_at = inp.keyring_read_at
 
     def start(self, later: bool = False) -> bool:
         """Whether this run checks decisions; the first call (the ladder's start, or a signal
@@ -66,7 +78,53 @@ class OperatorKeys:
         """Wait until the keys are known: the ladder takes no step before it knows whose
         decisions count. Returns ``inp`` with the keyring, for a continue-as-new to carry."""
         await self.ready()
-        return inp.model_copy(update={"keyring": self._keyring})
+        return inp.model_copy(update={"keyring": self._keyring, "keyring_read_at": self._loaded_at})
+
+    def refresh(self) -> None:
+        """Read the keyring anew unless the copy in hand is fresh or a read is under way (the
+        ``load_keyring`` signal: anyone may send it, and it costs one read at most)."""
+        if self._checks is not True or not (self._loading is None or self._loading.done()):
+            return
+        if self._keyring is not None and self._fresh():
+            return
+        # A regular activity: a local one from a handler, while the ladder goes on, would land
+        # in the history where its answer happened to come (workflows/door.py).
+        self._loading = asyncio.create_task(self._load(local=False))
+
+    async def fresh(self) -> None:
+        """A keyring read within ``FRESH_FOR`` (a rung about to act on an approval)."""
+        self.refresh()
+        if self._loading is not None:
+            await self._loading
+
+    def _fresh(self) -> bool:
+        read = self._loaded_at
+        return read is not None and workflow.now() - read <= FRESH_FOR
+
+    def not_ready(self) -> str:
+        """Why a decision must come again later (``Retry``; empty: it can be judged now):
+        the ladder has not read its keys yet, or holds a required keyring read too long ago."""
+        if not self.door or self._checks is False:
+            return ""
+        again = "signal load_keyring (no input), then send this again (remedy's commands do)"
+        if self._checks is None or not self.settled:
+            return Retry(f"the ladder has not read the operator keyring yet: {again}")
+        if self._keyring is not None and self._keyring.required and not self._fresh():
+            read = f"{self._loaded_at:%H:%M:%S}" if self._loaded_at else "never"
+            return Retry(f"the ladder's operator keyring was read at {read}: {again}")
+        return ""
+
+    def still_counts(self, approval: Approval) -> str:
+        """Why a recorded approval no longer counts (empty: it does): the key it was signed
+        with is no longer in the keyring, or a keyring is required now and it was unsigned."""
+        keyring = self._keyring
+        if not self.door or keyring is None or not keyring.required:
+            return ""
+        if not approval.key:
+            return f"{approval.who}'s approval was not signed, and the keyring now requires it"
+        if keyring.signer(approval.key) is None:
+            return f"{approval.who}'s key is no longer in the operator keyring"
+        return ""
 
     async def before_window(self, inp: RemediationInput) -> RemediationInput:
         """``loaded``, where a run loads its keys before its tolerance window: a run that
@@ -97,7 +155,7 @@ class OperatorKeys:
 
     async def _load(self, local: bool) -> None:
         try:
-            self._keyring = await act.OPERATOR_KEYRING.execute(
+            keyring = await act.OPERATOR_KEYRING.execute(
                 None,
                 local=local,
                 start_to_close_timeout=KEYRING_CALL,
@@ -107,6 +165,8 @@ class OperatorKeys:
         except ActivityError as err:  # fail closed: no keys, no signed decision counts
             self._failed = cause_of(err)
             workflow.logger.warning("operator keyring not loaded: %s", self._failed)
+            return
+        self._keyring, self._loaded_at, self._failed = keyring, workflow.now(), ""
 
     @property
     def required(self) -> bool:

@@ -22,13 +22,21 @@ from temporalio import workflow
 from temporalio.exceptions import ApplicationError
 
 from contract.defs import REJECTED
-from contract.messages import ABORT, ABORT_LADDER, APPROVE, APPROVE_RUNG, CLEAR, CLEAR_LADDER
+from contract.messages import (
+    ABORT,
+    ABORT_LADDER,
+    APPROVE,
+    APPROVE_RUNG,
+    CLEAR,
+    CLEAR_LADDER,
+    LOAD_KEYRING,
+)
+from contract.unreadable import Unreadable
 from workflows.operator_keys import OperatorKeys as OperatorKeys  # with the messages
 from workflows.remediation_view import RemediationView
 
 with workflow.unsafe.imports_passed_through():
     from remedy.remediation import (
-        MAX_REFUSALS,
         AbortRequest,
         Approval,
         ApproveRequest,
@@ -36,11 +44,10 @@ with workflow.unsafe.imports_passed_through():
         ClearRequest,
         Consent,
         Phase,
-        Refusal,
         RemediationState,
         StopResult,
     )
-    from remedy.signing import Operator, Verb
+    from remedy.signing import KeyringWanted, Operator, Verb
 
 Request = ApproveRequest | AbortRequest | ClearRequest
 
@@ -102,7 +109,8 @@ class OperatorMessages:
     @APPROVE_RUNG.validator(approve_rung)
     def why_not_approve(self, req: ApproveRequest) -> str:
         return (
-            self._signer(Verb.APPROVE, req)[0]
+            self._keys.not_ready()
+            or self._signer(Verb.APPROVE, req)[0]
             or self._why_not_stop("approve")
             or self._state.why_not_approve(req)
         )
@@ -152,7 +160,11 @@ class OperatorMessages:
 
     @CLEAR_LADDER.validator(clear_ladder)
     def why_not_clear(self, req: ClearRequest) -> str:
-        return self._signer(Verb.CLEAR, req)[0] or self._why_not_stop("clear")
+        return (
+            self._keys.not_ready()
+            or self._signer(Verb.CLEAR, req)[0]
+            or self._why_not_stop("clear")
+        )
 
     @ABORT_LADDER.handler
     async def abort_ladder(self, req: AbortRequest) -> StopResult:
@@ -163,11 +175,15 @@ class OperatorMessages:
 
     @ABORT_LADDER.validator(abort_ladder)
     def why_not_abort(self, req: AbortRequest) -> str:
-        if why := self._signer(Verb.ABORT, req)[0]:
+        if why := self._keys.not_ready() or self._signer(Verb.ABORT, req)[0]:
             return why
         if isinstance(self._stop_request, AbortRequest) and self._state.phase is not Phase.DONE:
             return ""  # aborted already and still stopping: harmless, answered as such
         return self._why_not_stop("abort")
+
+    @LOAD_KEYRING.guarded(max_bytes=1024)
+    def load_keyring(self, _: KeyringWanted | Unreadable) -> None:
+        self._keys.refresh()  # whatever it said: reading the keyring again is all it can do
 
     # -- who decided -------------------------------------------------------------------------
     def _signer(self, verb: Verb, req: Request) -> tuple[str, Operator | None]:
@@ -209,11 +225,7 @@ class OperatorMessages:
             why = f"a {verb} signal is not taken with a keyring: send the signed update"
         if not why:
             return False
-        state = self._state
-        refusal = Refusal(at=workflow.now(), verb=verb.value, why=why)
-        state.refused = [*state.refused, refusal][-MAX_REFUSALS:]
-        workflow.logger.warning("%s: %s signal refused: %s", state.node.name, verb, why)
-        self._view.publish()
+        self._view.refused(verb.value, why)
         return True
 
     async def _stopped(self, already: str = "") -> StopResult:

@@ -17,8 +17,10 @@ from temporalio.exceptions import ActivityError
 
 from contract.activities import ASK_TO_CORDON
 from contract.messages import CORDON_LEAVE, LEASE_RELEASE
+from contract.unreadable import Unreadable
 from workflows.common import RIDE_OUT, LadderStop, in_first_task
 from workflows.disruption_lease import unhealthy
+from workflows.door import checks_the_door
 from workflows.remediation_view import RemediationView
 
 with workflow.unsafe.imports_passed_through():
@@ -66,9 +68,11 @@ class QuarantineGate:
         else the report alone, of a ladder that cordoned without asking)."""
         state = self._state
         holder = workflow.info().workflow_id if leave else ""
+        if leave and not state.cordon_token and checks_the_door():
+            state.cordon_token = str(workflow.uuid4())  # the leave carries it back
         try:
             asked = await ASK_TO_CORDON.execute(
-                unhealthy(state, at, holder=holder),
+                unhealthy(state, at, holder=holder, token=state.cordon_token if leave else ""),
                 local=not leave and in_first_task(),  # right after the first cordon
                 start_to_close_timeout=ASK_CALL,
                 **RIDE_OUT,
@@ -132,8 +136,17 @@ class QuarantineMessages:
     _state: RemediationState
     _view: RemediationView
 
-    @CORDON_LEAVE.handler
-    def cordon_leave(self, leave: CordonLeave) -> None:
+    @CORDON_LEAVE.guarded(max_bytes=4096)
+    def cordon_leave(self, leave: CordonLeave | Unreadable) -> None:
+        token = self._state.cordon_token
+        if isinstance(leave, Unreadable):
+            if token:  # a ladder that keeps its door: said and counted
+                self._view.refused("cordon_leave", leave.why)
+            return
+        if token and leave.token != token and checks_the_door():
+            said = "no token" if not leave.token else "another ask's token"
+            self._view.refused("cordon_leave", f"leave from pool {leave.pool} with {said}")
+            return
         if leave.pool not in self._state.cordon_leave:
             self._state.cordon_leave = [*self._state.cordon_leave, leave.pool]
         self._view.publish()

@@ -17,7 +17,14 @@ from workflows import metrics
 with workflow.unsafe.imports_passed_through():
     from remedy.describe import NodeIndex, remediation_details, remediation_index
     from remedy.models import Action
-    from remedy.remediation import Attempt, AttemptResult, Phase, RemediationState
+    from remedy.remediation import (
+        MAX_REFUSALS,
+        Attempt,
+        AttemptResult,
+        Phase,
+        Refusal,
+        RemediationState,
+    )
 
 # Runs before upserted at every change. Since, the changes of one turn of the workflow's event
 # loop (a phase entered, the lease granted in the answer, the next phase) are one upsert: the
@@ -76,6 +83,17 @@ class RemediationView:
         if index != self._indexed and patched(search_attributes.PATCH):
             workflow.upsert_search_attributes(search_attributes.updates(index, lease))
             self._indexed = index
+
+    def refused(self, message: str, why: str) -> None:
+        """A message the ladder did not take: kept (the latest MAX_REFUSALS), counted, logged
+        and published where operators look."""
+        state = self._state
+        refusal = Refusal(at=workflow.now(), verb=message, why=why)
+        state.refused = [*state.refused, refusal][-MAX_REFUSALS:]
+        state.refusals += 1
+        metrics.message_refused(state.node.pool, message)
+        workflow.logger.warning("%s: %s refused: %s", state.node.name, message, why)
+        self.publish()
 
     def record(
         self, rung: int, action: Action, started: datetime, result: AttemptResult, detail: str

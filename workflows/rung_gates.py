@@ -20,6 +20,7 @@ from contract.patches import patched
 from workflows.common import Interrupted, LadderStop, cause_of
 from workflows.disruption_lease import DisruptionLease
 from workflows.node_steps import NodeSteps
+from workflows.operator_keys import OperatorKeys
 from workflows.remediation_view import RemediationView
 
 with workflow.unsafe.imports_passed_through():
@@ -27,6 +28,7 @@ with workflow.unsafe.imports_passed_through():
     from remedy.actions import ACTIONS
     from remedy.durations import format_duration
     from remedy.models import Action
+    from remedy.numbering import rung_number
     from remedy.remediation import AttemptResult, Consent, Outcome, Phase, RemediationState
     from remedy.runbook.schema import Approval as ApprovalMode
     from remedy.runbook.schema import IfDrainFailed, OnApprovalTimeout, Rung
@@ -49,14 +51,36 @@ class RungGates:
         view: RemediationView,
         lease: DisruptionLease,
         interrupted: Callable[[], bool],
+        keys: OperatorKeys,
     ) -> None:
         self._state, self._steps, self._view = state, steps, view
-        self._lease, self._interrupted = lease, interrupted
+        self._lease, self._interrupted, self._keys = lease, interrupted, keys
 
     async def approval(self, index: int, rung: Rung) -> None:
         """The rung's own approval, when its runbook asks for one."""
-        if rung.approval is ApprovalMode.REQUIRED and not self._state.approved(index):
-            await self._ask(index, rung, Consent.RUNG, f"approval for {rung.action.value}")
+        if rung.approval is ApprovalMode.REQUIRED:
+            await self._approved(index, rung, Consent.RUNG, f"approval for {rung.action.value}")
+
+    async def _approved(self, index: int, rung: Rung, consent: Consent, what: str) -> None:
+        """An approval that still counts once the keyring is read again: one signed with a
+        key removed since is dropped, said, and asked for again."""
+        state = self._state
+        while True:
+            if not state.approved(index, consent):
+                await self._ask(index, rung, consent, what)
+            if not self._keys.door:
+                return  # a run from before: as it was
+            await self._keys.fresh()
+            given = next(
+                a
+                for a in reversed(state.approvals)
+                if a.rung == index and a.epoch == state.epoch and a.consent is consent
+            )
+            why = self._keys.still_counts(given)
+            if not why:
+                return
+            state.approvals = [a for a in state.approvals if a is not given]
+            self._view.refused("approve", f"{why}: rung {rung_number(index)} asks again")
 
     async def drained(self, index: int, rung: Rung) -> str:
         """For a rung that needs a drained node, after the ladder's drain failed: the drain
@@ -74,7 +98,7 @@ class RungGates:
             case IfDrainFailed.STOP:
                 await self._steps.hold_cordoned()
                 raise LadderStop(Outcome.NEEDS_HUMAN, f"{because}; held for a person")
-        await self._ask(index, rung, Consent.UNDRAINED, f"approval to {action} undrained")
+        await self._approved(index, rung, Consent.UNDRAINED, f"approval to {action} undrained")
         who = next(a.who for a in reversed(self._state.approvals) if a.rung == index)
         return f"; ran on an undrained node, approved by {who} ({because})"
 

@@ -14,7 +14,9 @@ from adapters.kubernetes.nodes import NodeApi
 from adapters.kubernetes.objects import GPU_USE, RECENT_XIDS, Json, meta
 from remedy.attribution.evidence import RecentXid, remember
 from remedy.conditions import GPU_ACTIVE_CHECK, PROBLEM_CONDITIONS, REMEDY_READY, NodeCondition
+from remedy.errors import NodeGone
 from remedy.gpu_use import NodeGpuUse
+from remedy.identity import AGENT_KEY_ANNOTATION
 
 REMEDY_CONDITIONS = (*PROBLEM_CONDITIONS, REMEDY_READY, GPU_ACTIVE_CHECK)
 
@@ -79,6 +81,24 @@ class KubernetesNodeMarks:
                 {"metadata": {"annotations": {GPU_USE: use.model_dump_json()}}},
                 field_manager=self._nodes.field_manager,
             )
+
+    def publish_agent_key(self, node: str, key: str) -> None:
+        """The agent's key on its own node: deploy/agent-policy.yaml lets an agent write this
+        annotation on the node its pod runs on only, which is what makes the key that node's."""
+        with api_errors("patch", f"nodes/{node}"):
+            self._nodes.core.patch_node(
+                node,
+                {"metadata": {"annotations": {AGENT_KEY_ANNOTATION: key}}},
+                field_manager=self._nodes.field_manager,
+            )
+
+    def agent_key(self, node: str) -> str | None:
+        try:
+            found = self._nodes.node(node)
+        except NodeGone:
+            return None
+        key = meta(found).get("annotations", {}).get(AGENT_KEY_ANNOTATION)
+        return str(key) if key else None
 
     def xids_since(self, node: str, since: datetime) -> list[RecentXid]:
         """An unreadable annotation raises (ValidationError): a watch that cannot read the

@@ -16,6 +16,7 @@ from remedy.conditions import GPU_ACTIVE_CHECK, NodeCondition, is_problem
 from remedy.errors import ActionRefused
 from remedy.fleet import NodeFacts
 from remedy.gpu_use import NodeGpuUse
+from remedy.identity import AGENT_KEY_ANNOTATION
 from remedy.models import Action, CordonState, NodeBoot
 from remedy.once import LedgerEntry, once
 from remedy.quarantine import BreakerState
@@ -113,6 +114,15 @@ class SimNodeMarks:
     def xids_since(self, node: str, since: datetime) -> list[RecentXid]:
         with self._fleet._lock:
             return self._fleet.node(node).xids_since(since)
+
+    def publish_agent_key(self, node: str, key: str) -> None:
+        with self._fleet._lock:
+            self._fleet.node(node).annotations[AGENT_KEY_ANNOTATION] = key
+
+    def agent_key(self, node: str) -> str | None:
+        with self._fleet._lock:
+            sim = self._fleet.nodes.get(node)
+            return sim.annotations.get(AGENT_KEY_ANNOTATION) if sim is not None else None
 
 
 class SimFleetView:

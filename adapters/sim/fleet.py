@@ -13,13 +13,16 @@ from datetime import UTC, datetime, timedelta
 from adapters.sim.cluster import sim_cluster
 from adapters.sim.faults import FAULTS
 from adapters.sim.host import SimHost
+from adapters.sim.identity import agent_signing_key
 from adapters.sim.layouts import LAYOUTS
 from adapters.sim.node import ActiveFault, SimGpu, SimNode, SimPod
 from remedy.capabilities import Dependency
 from remedy.cluster import Cluster
 from remedy.errors import NodeGone, RemedyError, TransientError
+from remedy.identity import AGENT_KEY_ANNOTATION
 from remedy.models import Finding
 from remedy.quarantine import BreakerState
+from remedy.signing import public_blob
 
 
 def _serial(pool: str, node: str, generation: int, gpu: int) -> str:
@@ -93,8 +96,16 @@ class SimFleet:
             SimPod("dcgm-exporter", uses_gpus=False, daemonset=True),
             SimPod(f"train-{name}", uses_gpus=True),
         ]
+        # Its agent's key, published as the agent does at its start (adapters/sim/identity.py).
+        key = public_blob(agent_signing_key(name))
         return SimNode(
-            name=name, pool=pool, gpus=gpus, clock=self.clock, pods=pods, generation=generation
+            name=name,
+            pool=pool,
+            gpus=gpus,
+            clock=self.clock,
+            pods=pods,
+            generation=generation,
+            annotations={AGENT_KEY_ANNOTATION: key},
         )
 
     def join(self, name: str, pool: str | None = None) -> SimNode:

@@ -5,6 +5,8 @@ it to a message's free-text fields (wire.py), and what an operator types (operat
 from remedy.redaction.config import RedactionError, load_redactor
 from remedy.redaction.operator import (
     MAX_OPERATOR_TEXT,
+    ClientIdentity,
+    OperatorName,
     OperatorReason,
     OperatorText,
     operator_text,
@@ -16,6 +18,8 @@ from remedy.redaction.wire import redacted
 __all__ = [
     "DEFAULT_RULES",
     "MAX_OPERATOR_TEXT",
+    "ClientIdentity",
+    "OperatorName",
     "OperatorReason",
     "OperatorText",
     "RedactionError",

@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 import unicodedata
 from collections import Counter
+from collections.abc import Callable
 from typing import Annotated
 
 from pydantic import AfterValidator
@@ -18,6 +19,8 @@ from pydantic import AfterValidator
 from remedy.redaction.rules import Redactor
 
 MAX_OPERATOR_TEXT = 500  # a sentence or two: a note, not a log
+MAX_OPERATOR_NAME = 64  # a person's name, as the keyring's names are
+MAX_CLIENT_IDENTITY = 256  # remedy-cli:USER@HOST, or another client's identity
 
 _DEFAULT = Redactor()
 _KIND = re.compile(r"\[REDACTED:([a-z0-9-]+)\]")
@@ -72,5 +75,18 @@ def _said(text: str) -> str:
     return text
 
 
+def _within(limit: int) -> Callable[[str], str]:
+    def bounded(text: str) -> str:
+        if len(text) > limit:
+            raise ValueError(f"{len(text)} characters, over the limit of {limit}")
+        return _clean(text)
+
+    return bounded
+
+
 OperatorText = Annotated[str, AfterValidator(_clean)]
+# Who says they decided (``--by``) and the client identity they connected with: one line each,
+# bounded, and never a secret (``remedy approve --by ghp_…`` would write the token to history).
+OperatorName = Annotated[str, AfterValidator(_within(MAX_OPERATOR_NAME))]
+ClientIdentity = Annotated[str, AfterValidator(_within(MAX_CLIENT_IDENTITY))]
 OperatorReason = Annotated[str, AfterValidator(_clean), AfterValidator(_said)]  # required

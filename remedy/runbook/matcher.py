@@ -61,6 +61,28 @@ class RunbookSet:
             return DEFAULT_RUNBOOK if finding.unhealthy else None
         return max(scored, key=lambda s: rank(*s))[1]
 
+    def named_for(self, name: str, finding: Finding) -> Runbook:
+        """The runbook ``name`` of this set when it matches ``finding`` — what a node's agent
+        may ask for: a runbook the controller has, for the fault it reports (the default one
+        for any unhealthy finding). ValueError saying why not: for example, an agent asking for
+        gpu-fallen-off-bus with an Xid 13 is refused with "runbook gpu-fallen-off-bus does not
+        match Xid 13 on GPU 0"."""
+        if name == DEFAULT_RUNBOOK.name and finding.unhealthy:
+            return DEFAULT_RUNBOOK
+        runbook = self._by_name.get(name)
+        if runbook is None:
+            raise ValueError(f"asks for runbook {name!r}, which the controller does not have")
+        scoring = as_scored(finding)
+        if scoring is None:
+            raise ValueError(f"{finding.headline()} needs no remediation (NVIDIA: ignore)")
+        if runbook.specificity(*scoring) is None:
+            raise ValueError(f"runbook {name!r} does not match {finding.headline()}")
+        return runbook
+
+    def has(self, name: str) -> Runbook | None:
+        """The runbook ``name`` (the default one by its name too); None: not in this set."""
+        return DEFAULT_RUNBOOK if name == DEFAULT_RUNBOOK.name else self._by_name.get(name)
+
 
 def as_scored(finding: Finding) -> tuple[Finding, bool] | None:
     """The finding as runbooks are scored against it — NVIDIA's action filled in — and whether

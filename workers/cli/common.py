@@ -22,10 +22,10 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 
 
-def runbooks_or_exit(folder: Path) -> RunbookSet:
+def runbooks_or_exit(*folders: Path) -> RunbookSet:
     """The runbooks, all or nothing: a broken one is FILE:LINE: FIELD lines and exit 1."""
     try:
-        return RunbookSet(load_runbooks([folder]))
+        return RunbookSet(load_runbooks(list(folders)))
     except RunbookError as exc:
         for problem in exc.problems:
             typer.echo(str(problem), err=True)

@@ -32,6 +32,7 @@ from workers.cli.common import (
     serve,
 )
 from workers.cli.connection import temporal
+from workers.cli.door import KeyringOption, PoolRunbooksOption, SealKeyOption, door_or_exit
 from workers.cli.options import (
     DEFAULT_RUNBOOKS,
     STALL_AFTER_S,
@@ -164,15 +165,9 @@ def controller(
     workflow_cache: WorkflowCacheOption = None,
     stall_after: StallAfterOption = STALL_AFTER_S,
     redact_patterns: RedactPatternsOption = None,
-    keyring: Annotated[
-        Path | None,
-        typer.Option(
-            envvar="REMEDY_KEYRING",
-            help="Operators' public keys (one 'ssh-ed25519 KEY NAME' line each; env "
-            "REMEDY_KEYRING): ladders then take only decisions signed by one of them. "
-            "Without: decisions are recorded unverified.",
-        ),
-    ] = None,
+    keyring: KeyringOption = None,
+    seal_key_file: SealKeyOption = None,
+    pool_runbooks: PoolRunbooksOption = None,
 ) -> None:
     """Run the controller worker against a Kubernetes cluster."""
     from concurrent.futures import ThreadPoolExecutor
@@ -185,6 +180,7 @@ def controller(
     from remedy.hardware import BlocklistPolicy
     from workers.client import connect_with, ensure_search_attributes, metrics_runtime
     from workers.controller import WorkerTuning, controller_worker
+    from workers.keyring_file import KeyringFile
     from workers.schedules import ensure_fleet_scan, ensure_pool_checks
     from workers.stall_watch import EXIT_STALLED, WorkerStalled
 
@@ -203,7 +199,8 @@ def controller(
     loaded = runbooks_or_exit(runbooks)
     attributor = attributor_or_exit(job_rules)
     redactor = redactor_or_exit(redact_patterns)
-    operators = keyring_or_exit(keyring)
+    operators = keyring_or_exit(keyring)  # a broken file stops the start; later, fails closed
+    door = door_or_exit(seal_key_file, pool_runbooks)
     drain_rules, drain_modes = drain.drain_settings(
         drain_delete_emptydir_data,
         drain_force,
@@ -292,8 +289,9 @@ def controller(
                 jobs=jobs,
                 attributor=attributor,
                 redactor=redactor,
-                keyring=operators,
+                keyring=KeyringFile(keyring) if keyring and operators else None,
                 tuning=tuning,
+                door=door,
             )
             try:
                 await workers.run(timedelta(seconds=stall_after) if stall_after else None)

@@ -28,11 +28,14 @@ from workers.cli.common import on_temporal, runbook_or_exit
 from workers.cli.connection import temporal
 from workers.cli.options import (
     DEFAULT_RUNBOOKS,
+    USER,
     AddressOption,
+    ByOption,
     RunbooksOption,
     TaskQueueOption,
     operator_text_option,
 )
+from workers.cli.signing import KeyOption, key_or_exit
 from workers.stall_watch import look
 
 if TYPE_CHECKING:
@@ -64,6 +67,8 @@ def trigger(
     node_task_queue: Annotated[
         str | None, typer.Option(help="The node agent's queue (default: remedy-node/<node>).")
     ] = None,
+    by: ByOption = USER,
+    key: KeyOption = None,
 ) -> None:
     """Start a remediation by hand, or join the one running on the node; then wait (up to 30 s)
     for the ladder to take the finding and print its phase. Exit 2 when the cluster has no such
@@ -71,11 +76,14 @@ def trigger(
     from datetime import UTC, datetime
 
     from contract.names import node_task_queue as agent_queue
+    from contract.names import remediation_workflow_id
+    from remedy.intake import by_operator
     from remedy.models import Finding, Severity
     from remedy.remediation import FindingReport
     from workers.client import connect_with, report_finding
 
     chosen = runbook_or_exit(runbooks, runbook)
+    signing = key_or_exit(key)
     finding = Finding(
         node=node,
         check="manual",
@@ -87,10 +95,16 @@ def trigger(
 
     async def start() -> tuple[str, Stand]:
         client = await connect_with(temporal(address), "cli")
+        # Signed for the node's ladder (no run yet): the controller takes it from an operator
+        # of its keyring, or from anyone where it has none (remedy.intake).
+        ladder = remediation_workflow_id(node)
+        sent = by_operator(
+            FindingReport(finding=finding, runbook=chosen), ladder, by, signing, datetime.now(UTC)
+        )
         handle = await report_finding(
             client,
             NodeRef(name=node, pool=pool),
-            FindingReport(finding=finding, runbook=chosen),
+            sent,
             node_task_queue=node_task_queue or agent_queue(node),
             task_queue=task_queue,
         )
