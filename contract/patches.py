@@ -117,10 +117,24 @@ FOLDED_THRICE = FOLDED_AGAIN | frozenset(
 )
 
 
+# The fourth fold: the third's changes and the door's (workflows/door.py), asked by every new
+# ladder in its first activation, so that the door adds no marker (nor its visibility upsert)
+# to every ladder of a storm.
+FOLDED_FOUR_INTO = "remedy-changes-to-2026-12-07"
+FOLDED_FOUR = FOLDED_THRICE | frozenset(
+    {
+        "record-an-action-that-finished-after-a-stop",
+        "trust-nothing-at-the-door",
+    }
+)
+
+
 def patched(change: str) -> bool:
     """``workflow.patched(change)``, answered by the run's one fold marker where it has it (the
     SDK remembers that answer for the run) and ``change`` is folded into it: the newest fold's
     first, then the older ones'."""
+    if change in FOLDED_FOUR and workflow.patched(FOLDED_FOUR_INTO):
+        return True
     if change in FOLDED_THRICE and workflow.patched(FOLDED_THRICE_INTO):
         return True
     if change in FOLDED_AGAIN and workflow.patched(FOLDED_AGAIN_INTO):
