@@ -133,5 +133,5 @@ async def test_an_approval_given_before_its_key_was_removed_is_dropped_before_th
         await handle.terminate("seen enough")
     assert state.approvals == []
     refusal = state.refused[-1]
-    assert refusal.verb == "approve" and "no longer in the operator keyring" in refusal.why
+    assert refusal.verb == "approval" and "no longer in the operator keyring" in refusal.why
     assert "drain" not in [a for n, a in fleet.actions if n == node]

@@ -18,6 +18,7 @@ from remedy.display import visible
 from remedy.durations import format_duration
 from remedy.numbering import rung_label, rung_number
 from remedy.remediation import Approval, Attempt, Escalation, Phase, Refusal
+from remedy.signing import Verb
 from workers.blocking_status import pools_blocking
 from workflows.node_remediation import NodeRemediation
 
@@ -119,13 +120,18 @@ def timeline(ladder: NodeLadder) -> list[str]:
         )
     lines += [_approval(a) for a in approvals]
     lines += [_escalation(e) for e in escalations]
-    lines += [f"  x {r.at:%H:%M:%S} {r.verb} refused: {r.why}" for r in ladder.refused]
+    lines += [f"  x {r.at:%H:%M:%S} {_refused(r.verb)} refused: {r.why}" for r in ladder.refused]
     if ladder.refusals > len(ladder.refused):
         lines.append(f"  x {ladder.refusals} messages refused in all (the latest shown)")
     if ladder.detail:
         lines.append(f"    {ladder.detail}")
     # Details and refusals quote what nodes said: nothing in them may reorder a line.
     return [visible(line) for line in lines]
+
+
+def _refused(verb: str) -> str:
+    """A decision refused as a signal is said so; the door's refusals name their message."""
+    return f"{verb} signal" if verb in {v.value for v in Verb} else verb
 
 
 def _escalation(e: Escalation) -> str:

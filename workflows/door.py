@@ -164,6 +164,13 @@ class ReportIntake:
         finally:
             self._checking -= 1
 
+    async def settled(self) -> None:
+        """Until no report is being checked: what the ladder decides next (a worse fault taking
+        over, the next part's fault) takes every report that came. Idle: not even a yield (a
+        run from before, replayed, must interleave as it did)."""
+        if not self.idle:
+            await workflow.wait_condition(lambda: self.idle)
+
     @property
     def idle(self) -> bool:
         """No report is being checked or waits to be: the run may continue as new."""

@@ -236,6 +236,7 @@ class NodeRemediation(LadderMessages, OperatorMessages, QuarantineMessages):
             await self._climb_rung(state.rung, state.runbook.ladder[state.rung])
             state.rung = resume_at
         while True:
+            await self._intake.settled()  # a report still being checked is judged first
             self._continue_as_new_if_suggested()
             if self._at_once and await self._changes.take_over():
                 continue  # a worse fault: its runbook, past what is done (runbook_changes)
@@ -250,6 +251,7 @@ class NodeRemediation(LadderMessages, OperatorMessages, QuarantineMessages):
             if healthy:
                 if rung.action is Action.REPLACE:
                     return Outcome.REPLACED, state.attempts[-1].detail
+                await self._intake.settled()
                 if self._at_once and (
                     await self._changes.take_over() or await self._changes.next_fault()
                 ):
@@ -339,7 +341,7 @@ class NodeRemediation(LadderMessages, OperatorMessages, QuarantineMessages):
             await record_incidents(self._input, state, outcome)
         if patched(PUBLISH_CONDITIONS):
             await publish_healthy(state)
-        await workflow.wait_condition(lambda: self._intake.idle)  # a report in the door: kept
+        await self._intake.settled()  # a report in the door: kept for the next ladder
         self._next_ladder_if_left_over(outcome)
         last = state.attempts[-1] if state.attempts else None
         if last and last.action is Action.RESTORE and last.result is AttemptResult.FAILED:

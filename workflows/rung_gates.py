@@ -80,7 +80,7 @@ class RungGates:
             if not why:
                 return
             state.approvals = [a for a in state.approvals if a is not given]
-            self._view.refused("approve", f"{why}: rung {rung_number(index)} asks again")
+            self._view.refused("approval", f"{why}: rung {rung_number(index)} asks again")
 
     async def drained(self, index: int, rung: Rung) -> str:
         """For a rung that needs a drained node, after the ladder's drain failed: the drain
