@@ -53,11 +53,12 @@ from contract.names import DISRUPTION_BUDGET_WORKFLOW, budget_task_queue, budget
 from remedy.budget import BudgetPolicy, BudgetState, UnhealthyReport
 from remedy.models import Action, Finding, NodeRef, Severity
 from remedy.remediation import FindingReport, RemediationState
-from remedy.runbook import Match, Runbook, Rung
+from remedy.runbook import Match, Runbook, RunbookSet, Rung
 from workers.client import report_finding
 from workers.controller import WORKFLOWS, controller_worker, node_agent_worker
 from workers.demo import _free_port
 from workers.dev_server import dev_server
+from workers.door import DoorSettings
 from workflows.node_remediation import NodeRemediation
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -115,7 +116,14 @@ async def one_run(client: Client, name: str, nodes: int, budget: str) -> BudgetR
             for to, ladder in queues.items():
                 await workers.enter_async_context(
                     controller_worker(
-                        client, fleet.cluster, executor, to, policy, workflows=workflows_for(ladder)
+                        client,
+                        fleet.cluster,
+                        executor,
+                        to,
+                        policy,
+                        RunbookSet([runbook]),
+                        workflows=workflows_for(ladder),
+                        door=DoorSettings(agents_queue=f"{queue}-agents"),
                     )
                 )
             await workers.enter_async_context(

@@ -20,7 +20,7 @@ import uuid
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from burst import report_all, rss_mb
+from burst import PARK, report_all, rss_mb
 from pydantic import BaseModel
 from temporalio.client import Client
 
@@ -28,10 +28,12 @@ from adapters.sim import SimFleet
 from contract.messages import REMEDIATION_STATE
 from contract.names import remediation_workflow_id
 from remedy.budget import BudgetPolicy
+from remedy.runbook import RunbookSet
 from workers.client import connect
 from workers.controller import WorkerTuning, controller_worker
 from workers.demo import _free_port
 from workers.dev_server import dev_server
+from workers.door import DoorSettings
 from workers.tables import plain
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -143,7 +145,9 @@ async def serve(address: str, queue: str, nodes: int, cache: int) -> None:
             executor,
             queue,
             BudgetPolicy(storm_share=1.0),
+            RunbookSet([PARK]),
             tuning=WorkerTuning(max_cached_workflows=cache),
+            door=DoorSettings(agents_queue=f"{queue}-agents"),
         ):
             print("ready", flush=True)
             await asyncio.Event().wait()

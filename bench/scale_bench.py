@@ -38,7 +38,7 @@ import uuid
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from burst import pct, report_all
+from burst import PARK, pct, report_all
 from cordon_floor import floor_run
 from memory_bench import memory_run
 from pydantic import BaseModel
@@ -56,10 +56,12 @@ from adapters.sim.cluster import SimNodeControl
 from remedy.budget import BudgetPolicy
 from remedy.cluster import CordonOwner, OwnNode
 from remedy.models import CordonState, Finding, NodeRef
+from remedy.runbook import RunbookSet
 from workers.agent import cordon_own_node
 from workers.controller import controller_worker
 from workers.demo import _free_port
 from workers.dev_server import dev_server
+from workers.door import DoorSettings
 
 RESULTS = Path(__file__).resolve().parent / "results"
 # Bursts of each kind per share; every figure is the median of its rounds'. One burst's P90
@@ -117,7 +119,10 @@ async def burst(client: Client, nodes: int, share: float, agents_cordon: bool) -
         return sum(len(control.answers.get(n, [])) >= 2 for n in failing) >= len(failing)
 
     with ThreadPoolExecutor(max_workers=32) as executor:
-        async with controller_worker(client, cluster, executor, queue, policy):
+        door = DoorSettings(agents_queue=f"{queue}-agents")  # the controller knows PARK
+        async with controller_worker(
+            client, cluster, executor, queue, policy, RunbookSet([PARK]), door=door
+        ):
             start = time.perf_counter()
             first = agent_cordon if agents_cordon else None
             sent = await report_all(client, failing, pool, queue, first)

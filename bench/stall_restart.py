@@ -26,13 +26,15 @@ from datetime import timedelta
 from pathlib import Path
 
 import memory_bench as mb
-from burst import report_all
+from burst import PARK, report_all
 
 from remedy.budget import BudgetPolicy
+from remedy.runbook import RunbookSet
 from workers.client import connect
 from workers.controller import WorkerTuning, controller_worker
 from workers.demo import _free_port
 from workers.dev_server import dev_server
+from workers.door import DoorSettings
 from workers.stall_watch import EXIT_STALLED, WorkerStalled
 
 LOOK_EVERY_S = 10.0
@@ -45,7 +47,14 @@ async def child(address: str, queue: str, nodes: int, slots: int, after_s: float
     tuning = WorkerTuning(max_concurrent_workflow_tasks=slots)
     with ThreadPoolExecutor(max_workers=32) as executor:
         workers = controller_worker(
-            client, fleet.cluster, executor, queue, BudgetPolicy(storm_share=1.0), tuning=tuning
+            client,
+            fleet.cluster,
+            executor,
+            queue,
+            BudgetPolicy(storm_share=1.0),
+            RunbookSet([PARK]),
+            tuning=tuning,
+            door=DoorSettings(agents_queue=f"{queue}-agents"),
         )
         print("ready", flush=True)
         try:

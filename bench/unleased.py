@@ -8,9 +8,10 @@ from __future__ import annotations
 from typing import Any
 
 from temporalio import workflow
+from temporalio.common import RawValue
 
 from contract.names import NODE_REMEDIATION_WORKFLOW
-from remedy.remediation import Outcome, RemediationInput, RemediationResult
+from remedy.remediation import Outcome, RemediationResult
 from workflows.disruption_lease import DisruptionLease
 from workflows.node_remediation import NodeRemediation
 
@@ -28,10 +29,10 @@ class NoLease(DisruptionLease):
 @workflow.defn(name=NODE_REMEDIATION_WORKFLOW)
 class UnleasedRemediation(NodeRemediation):
     @workflow.init
-    def __init__(self, inp: RemediationInput) -> None:
-        super().__init__(inp)
+    def __init__(self, raw: RawValue) -> None:
+        super().__init__(raw)
         self._lease = NoLease(self._state, self._view)  # what _gated holds before a drain
 
     @workflow.run
-    async def run(self, inp: RemediationInput) -> RemediationResult:
-        return await super().run(inp)
+    async def run(self, raw: RawValue) -> RemediationResult:
+        return await super().run(raw)
