@@ -67,7 +67,7 @@ class ContractError(TypeError):
 REJECTED = "Rejected"  # the failure type of a validator's refusal
 RETRY = "RetryLater"  # one that asks the caller to send it again: the workflow is not ready
 READY_WITHIN_S = 30.0  # how long a caller keeps sending an update the workflow asks again for
-READY_RETRY_S = 0.25
+READY_RETRY_S, READY_RETRY_MAX_S = 0.05, 1.0
 
 
 class Retry(str):
@@ -340,7 +340,7 @@ class UpdateDef(Generic[P, R]):
         again (``UpdateRetry``: nothing reached its history) goes again, after the ``ready``
         signal, for up to ``READY_WITHIN_S``."""
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + READY_WITHIN_S
+        deadline, pause = loop.time() + READY_WITHIN_S, READY_RETRY_S
         while True:
             try:
                 return await self._execute_once(handle, payload)
@@ -348,7 +348,8 @@ class UpdateDef(Generic[P, R]):
                 if self.ready is None or loop.time() > deadline:
                     raise
                 await self.ready.send(handle, self.ready.payload())
-                await asyncio.sleep(READY_RETRY_S)
+                await asyncio.sleep(pause)  # a keyring read is a workflow task and an activity
+                pause = min(pause * 2, READY_RETRY_MAX_S)
 
     async def _execute_once(self, handle: WorkflowHandle[Any, Any], payload: P) -> R:
         try:
