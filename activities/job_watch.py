@@ -9,7 +9,13 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from temporalio.client import Client, WorkflowExecution, WorkflowExecutionStatus, WorkflowHandle
+from temporalio.client import (
+    Client,
+    WorkflowExecution,
+    WorkflowExecutionDescription,
+    WorkflowExecutionStatus,
+    WorkflowHandle,
+)
 
 from activities.errors import temporal_errors
 from activities.starts import described
@@ -20,12 +26,13 @@ from contract.names import (
     NODE_REMEDIATION_WORKFLOW,
     job_guard_workflow_id,
 )
-from contract.search_attributes import NODE, OUTCOME, RUNBOOK
+from contract.search_attributes import JOB_STATE, NODE, OUTCOME, RUNBOOK
 from remedy.attribution.evidence import FinishedGuards, GuardedFailures, JobFailureReport
-from remedy.attribution.guard import GuardInput, JobFinished, JobProgress, JobRef
+from remedy.attribution.guard import GuardInput, GuardPhase, JobFinished, JobProgress, JobRef
 from remedy.attribution.jobs import GuardedJobs
 from remedy.attribution.model import RemediationSeen
-from remedy.job_report import GoodputWatch, JobsGoodput, MeasuredJob, measure
+from remedy.goodput import JobGoodput
+from remedy.job_report import GoodputWatch, JobsGoodput, MeasuredJob, measure, progress_due
 from remedy.models import Started
 from remedy.redaction import Redactor, redacted
 from remedy.runbook import RunbookSet
@@ -40,9 +47,15 @@ class JobWatchActivities:
         jobs: GuardedJobs,
         runbooks: RunbookSet,
         redactor: Redactor | None = None,
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
     ) -> None:
         self._client, self._jobs, self._runbooks = client, jobs, runbooks
         self._redactor = redactor or Redactor()
+        self._clock = clock
+        # What this process last handed each running guard (by workflow id): progress is
+        # coalesced against it (remedy.job_report.progress_due). Lost on a restart: each guard
+        # then hears once more.
+        self._handed: dict[str, JobGoodput] = {}
 
     @act.GUARDED_JOB_FAILURES.defn
     async def guarded_job_failures(self) -> GuardedFailures:
@@ -124,12 +137,7 @@ class JobWatchActivities:
 
     async def _ended_after(self, workflow_id: str, failed_at: datetime) -> bool:
         guard = await described(self._client, workflow_id)  # None: the job's first failure
-        return (
-            guard is not None
-            and guard.status is not WorkflowExecutionStatus.RUNNING
-            and guard.close_time is not None
-            and failed_at <= guard.close_time
-        )
+        return _ended_after(guard, failed_at)
 
     @act.END_FINISHED_GUARDS.defn
     async def end_finished_guards(self) -> FinishedGuards:
@@ -154,27 +162,43 @@ class JobWatchActivities:
         with temporal_errors():
             times = await asyncio.to_thread(self._jobs.job_times)
             gpus = await asyncio.to_thread(self._jobs.pool_gpus)
-        measured = measure(times, gpus, datetime.now(UTC))
+        measured = measure(times, gpus, self._clock())
+        handed: dict[str, JobGoodput] = {}
         for job in measured.jobs:
-            await self._hand(job, watch)
+            workflow_id, goodput = await self._hand(job, watch)
+            if goodput is not None:
+                handed[workflow_id] = goodput
+        self._handed = handed  # jobs no longer measured are forgotten
         return measured
 
-    async def _hand(self, job: MeasuredJob, watch: GoodputWatch) -> None:
+    async def _hand(self, job: MeasuredJob, watch: GoodputWatch) -> tuple[str, JobGoodput | None]:
+        """A running guard gets the figures when they are due and it is not held; a running
+        job with no guard gets one. Returns the figures the guard holds now (None: no guard)."""
         namespace, name = job.goodput.job.split("/", 1)
         workflow_id = job_guard_workflow_id(namespace, name)
         progress = JobProgress(goodput=job.goodput)
-        # A guard that ended after the job's newest pod started stopped it or saw it end.
-        if job.running and not await self._ended_after(workflow_id, job.since or datetime.now(UTC)):
-            guard = GuardInput(
-                job=JobRef(namespace=namespace, name=name),
-                policy=watch.policy,
-                controller_task_queue=watch.controller_task_queue,
-                node_task_queue=watch.node_task_queue,
+        guard = await described(self._client, workflow_id)
+        last = self._handed.get(workflow_id)
+        if guard is not None and guard.status is WorkflowExecutionStatus.RUNNING:
+            if guard.typed_search_attributes.get(JOB_STATE) == GuardPhase.HELD.value:
+                return workflow_id, last  # stopped, waiting for a person: nothing to measure
+            if not progress_due(last, job.goodput):
+                return workflow_id, last
+            await JOB_PROGRESS.send_if_running(
+                self._client.get_workflow_handle(workflow_id), progress
             )
-            await self._start_guard(guard, JOB_PROGRESS.start_with(progress))
-            return
-        # No guard running: nothing to feed.
-        await JOB_PROGRESS.send_if_running(self._client.get_workflow_handle(workflow_id), progress)
+            return workflow_id, job.goodput
+        # A guard that ended after the job's newest pod started stopped it or saw it end.
+        if not job.running or _ended_after(guard, job.since or self._clock()):
+            return workflow_id, None
+        start = GuardInput(
+            job=JobRef(namespace=namespace, name=name),
+            policy=watch.policy,
+            controller_task_queue=watch.controller_task_queue,
+            node_task_queue=watch.node_task_queue,
+        )
+        await self._start_guard(start, JOB_PROGRESS.start_with(progress))
+        return workflow_id, job.goodput
 
     def all(self) -> list[Callable[..., Any]]:
         return [
@@ -183,3 +207,13 @@ class JobWatchActivities:
             self.end_finished_guards,
             self.job_goodput,
         ]
+
+
+def _ended_after(guard: WorkflowExecutionDescription | None, at: datetime) -> bool:
+    """The guard (None: none ever ran) closed at or after ``at``."""
+    return (
+        guard is not None
+        and guard.status is not WorkflowExecutionStatus.RUNNING
+        and guard.close_time is not None
+        and at <= guard.close_time
+    )

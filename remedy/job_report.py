@@ -3,7 +3,7 @@ comes from (``ProgressSource``), and how a guard's end reads as a job's outcome.
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Protocol
 
 from pydantic import BaseModel
@@ -21,6 +21,13 @@ from remedy.goodput import (
 )
 
 SUCCEEDED_REASON = "the job succeeded"  # what the job watch tells a guard (JobState's value)
+# A guard hears of its job's progress when it changed (a checkpoint, or goodput moved by
+# PROGRESS_MOVE) but no sooner than PROGRESS_SOONEST after the last, and at least every
+# PROGRESS_EVERY: each signal is four events in the guard's history, and the scan measures
+# every 5 s in the demo. At most 12 signals (48 events) an hour, 4 for a steady job.
+PROGRESS_EVERY = timedelta(minutes=15)
+PROGRESS_SOONEST = timedelta(minutes=5)
+PROGRESS_MOVE = 0.05
 
 
 class ProgressSource(Protocol):
@@ -69,6 +76,22 @@ def measure(times: list[JobTimes], pool_gpus: dict[str, int], now: datetime) -> 
         ],
         pools=pool_goodput(works, pool_gpus, now),
     )
+
+
+def progress_due(last: JobGoodput | None, now: JobGoodput) -> bool:
+    """Whether the guard that holds ``last`` (None: nothing this controller handed it) should
+    be handed ``now``."""
+    if last is None:
+        return True
+    since = now.at - last.at
+    if since >= PROGRESS_EVERY:
+        return True
+    moved = (
+        now.checkpoint_step != last.checkpoint_step
+        or (now.ratio is None) != (last.ratio is None)
+        or abs((now.ratio or 0) - (last.ratio or 0)) >= PROGRESS_MOVE
+    )
+    return moved and since >= PROGRESS_SOONEST
 
 
 def end_of(finished: bool, reason: str, cause: str) -> JobEnd:
