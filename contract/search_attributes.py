@@ -32,6 +32,9 @@ PHASE = SearchAttributeKey.for_keyword("RemedyPhase")
 PHASE_SINCE = SearchAttributeKey.for_datetime("RemedyPhaseSince")
 OUTCOME = SearchAttributeKey.for_keyword("RemedyOutcome")
 GPU_SERIALS = SearchAttributeKey.for_keyword_list("RemedyGpuSerials")
+# Every rung the ladder ran so far (RUNG is only the current one): "all reboots in a pool" is
+# ``RemedyPool = 'default' AND RemedyRungsRun = 'reboot'``.
+RUNGS_RUN = SearchAttributeKey.for_keyword_list("RemedyRungsRun")
 LEASE = SearchAttributeKey.for_keyword("RemedyLease")
 # A JobGuard's: which job ("namespace/name") and what the guard does with it (the guard's
 # phase: watching, restarting, held, ...). A held guard also sets OUTCOME to needs_human and
@@ -52,6 +55,7 @@ ALL: list[SearchAttributeKey[Any]] = [
     LEASE,
     JOB,
     JOB_STATE,
+    RUNGS_RUN,
 ]
 # workflow.patched id: ladders index whether they hold a lease (runs from before do not).
 INDEX_LEASE = "remedy-index-lease"
@@ -94,4 +98,6 @@ def updates(index: NodeIndex, lease: bool = True) -> list[SearchAttributeUpdate[
     )
     if lease:
         out.append(LEASE.value_set(index.lease) if index.lease else LEASE.value_unset())
+    if index.rungs_run:  # only grows: never unset, and absent from the upserts of runs before
+        out.append(RUNGS_RUN.value_set(index.rungs_run))
     return out

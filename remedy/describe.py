@@ -13,7 +13,7 @@ from remedy.durations import format_duration
 from remedy.intake import version
 from remedy.models import Action, Finding
 from remedy.numbering import rung_number
-from remedy.remediation import Attempt, Consent, Phase, RemediationState
+from remedy.remediation import Attempt, AttemptResult, Consent, Phase, RemediationState
 from remedy.runbook.schema import Approval, OnApprovalTimeout, Runbook, Rung
 
 
@@ -30,6 +30,7 @@ class NodeIndex(BaseModel):
     outcome: str = ""
     gpu_serials: list[str] = []
     lease: str = ""  # "held" or "waiting": a restarted budget finds its holders by this
+    rungs_run: list[str] = []  # the actions of the rungs run so far, each once, in order
 
 
 def fault_code(finding: Finding) -> str:
@@ -41,6 +42,19 @@ def current_rung(state: RemediationState) -> str:
     if state.phase in (Phase.WAITING, Phase.TOLERATING):
         return "tolerance" if ladder else ""
     return ladder[state.rung].action.value if state.rung < len(ladder) else ""
+
+
+# A rung that did not run: the node cannot perform it, or nobody approved it in time.
+_NOT_RUN = frozenset({AttemptResult.SKIPPED, AttemptResult.APPROVAL_TIMED_OUT})
+
+
+def rungs_run(state: RemediationState) -> list[str]:
+    """The actions of the ladder's rungs that ran (cordon and restore are not rungs)."""
+    return list(
+        dict.fromkeys(
+            a.action.value for a in state.attempts if a.rung >= 0 and a.result not in _NOT_RUN
+        )
+    )
 
 
 def gpu_serials(state: RemediationState) -> list[str]:
@@ -69,6 +83,7 @@ def remediation_index(state: RemediationState, since: datetime | None = None) ->
         outcome=state.outcome.value if state.outcome else "",
         gpu_serials=gpu_serials(state),
         lease=lease_held(state),
+        rungs_run=rungs_run(state),
     )
 
 

@@ -31,6 +31,9 @@ with workflow.unsafe.imports_passed_through():
 # server writes each to the history and to visibility, and at 1,000 ladders at once the lease's
 # upserts were a third of what it added to a ladder (bench/results/lease_priority.md).
 ONE_UPSERT_A_TURN = "one-upsert-per-turn-of-the-workflow"
+# Ladders index every rung they ran (RemedyRungsRun) from the first one: runs from before only
+# the current rung, so "all reboots" missed the ladders that had moved past theirs.
+INDEX_RUNGS_RUN = "remedy-index-rungs-run"
 
 
 class RemediationView:
@@ -80,6 +83,8 @@ class RemediationView:
         lease = patched(search_attributes.INDEX_LEASE)
         if not lease:
             index.lease = ""  # a run from before: its upserts as they were
+        if index.rungs_run and not patched(INDEX_RUNGS_RUN):
+            index.rungs_run = []  # likewise
         if index != self._indexed and patched(search_attributes.PATCH):
             workflow.upsert_search_attributes(search_attributes.updates(index, lease))
             self._indexed = index
