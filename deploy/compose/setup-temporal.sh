@@ -24,4 +24,5 @@ add RemedyGpuSerials KeywordList
 add RemedyLease Keyword
 add RemedyJob Keyword
 add RemedyJobState Keyword
+add RemedyRungsRun KeywordList
 echo "namespace $ns and remedy's search attributes are ready"
