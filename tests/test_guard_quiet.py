@@ -6,7 +6,7 @@ nothing while it waits for a person."""
 from __future__ import annotations
 
 import uuid
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
@@ -19,7 +19,8 @@ from contract.messages import JOB_PROGRESS
 from contract.names import job_guard_workflow_id
 from remedy.attribution.guard import GuardPhase, GuardPolicy, JobRef
 from remedy.attribution.model import PodFailure, Termination
-from remedy.job_report import GoodputWatch
+from remedy.goodput import JobGoodput
+from remedy.job_report import GoodputWatch, progress_due
 from remedy.runbook import RunbookSet
 from tests.conftest import Queues, running_workers
 from workflows.job_guard import JobGuard
@@ -126,3 +127,24 @@ async def test_a_held_guard_hears_no_progress(
         after = progress(await events_of(time_env.client, job))
     assert phase is GuardPhase.HELD
     assert after == before
+
+
+def test_progress_is_due_when_it_changed_but_not_sooner_than_5_minutes_nor_later_than_15() -> None:
+    at = datetime(2026, 12, 7, tzinfo=UTC)
+
+    def figures(minutes: float, ratio: float = 0.9, checkpoint: int = 100) -> JobGoodput:
+        return JobGoodput(
+            job="ml/a",
+            at=at + timedelta(minutes=minutes),
+            productive_s=ratio * 1000,
+            paid_s=1000,
+            checkpoint_step=checkpoint,
+        )
+
+    last = figures(0)
+    assert progress_due(None, last)  # nothing handed yet
+    assert not progress_due(last, figures(4, ratio=0.5, checkpoint=200))  # too soon
+    assert progress_due(last, figures(5, checkpoint=200))  # a new checkpoint
+    assert progress_due(last, figures(5, ratio=0.84))  # moved 6 points
+    assert not progress_due(last, figures(14, ratio=0.88))  # steady
+    assert progress_due(last, figures(15, ratio=0.88))  # at least every 15 minutes
