@@ -46,23 +46,31 @@ SWEEP_ON_ITS_OWN_CLOCK = "budget-sweeps-on-its-own-clock"  # runs before: a sign
 SWEEP_BACKS_OFF = "budget-sweep-backs-off"  # runs before: every reclaim_every, found or not
 # Runs before swept every reclaim_every while a ladder waited, however long people took.
 SWEEP_BACKS_OFF_WHILE_WAITING = "budget-sweep-backs-off-while-ladders-wait"
+# Runs before also woke whenever the oldest unhealthy report aged out, tripped or not: in the
+# demo a timer and a workflow task every few seconds. Only a tripped breaker needs it (to close
+# by itself); a closed one cannot trip on fewer reports, and every turn ages them out first.
+AGE_REPORTS_WHILE_TRIPPED = "budget-ages-reports-only-while-tripped"
 SOONEST = timedelta(seconds=1)
 MAX_DOUBLINGS = 3  # a quiet pool sweeps every 8 × reclaim_every (8 minutes by default)
 WAITING_DOUBLINGS = 1  # with ladders waiting: every 2 × reclaim_every at most
 
 
 def wake_at(
-    state: BudgetState, swept_at: datetime, now: datetime, every: timedelta | None = None
+    state: BudgetState,
+    swept_at: datetime,
+    now: datetime,
+    every: timedelta | None = None,
+    tripped_only: bool = False,
 ) -> datetime | None:
     """When the loop must wake by itself: the next sweep (``every`` after the last; default
     ``reclaim_every``) while anyone holds a lease or a node is held, and when the oldest ask
     or unhealthy report ages out (a tripped breaker must close by itself once the storm
-    passes). Never sooner than ``SOONEST`` from ``now``."""
+    passes; ``tripped_only``: only then). Never sooner than ``SOONEST`` from ``now``."""
     every = state.policy.reclaim_every if every is None else every
     wakes = [swept_at + every] if state.holders or state.held else []
     if state.asking:  # an ask its ladder stopped renewing is dropped
         wakes.append(min(a.renewed_at for a in state.asking) + ASK_KEPT_FOR)
-    if state.unhealthy:
+    if state.unhealthy and (state.tripped or not tripped_only):
         wakes.append(min(state.unhealthy.values()) + state.policy.storm_window)
     return max(now + SOONEST, min(wakes)) if wakes else None
 
@@ -130,6 +138,13 @@ class BudgetSweep:
     _swept_for: frozenset[str] = frozenset()  # who held a share at the last sweep
     _swept_at: datetime
     _holders_changed_at: datetime | None = None  # first seen to differ since that sweep
+
+    def _wake_at(self) -> datetime | None:
+        """When the loop wakes by itself next (``wake_at``): unhealthy reports age out on a
+        timer only while the breaker is tripped (``AGE_REPORTS_WHILE_TRIPPED``)."""
+        tripped_only = patched(AGE_REPORTS_WHILE_TRIPPED)
+        now, every = workflow.now(), self._sweep_every()
+        return wake_at(self._state, self._swept_at, now, every, tripped_only)
 
     def _sweep_every(self) -> timedelta:
         """How long after the last sweep the next is due: ``reclaim_every``, doubled per

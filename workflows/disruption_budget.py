@@ -273,7 +273,7 @@ class DisruptionBudget(BudgetSweep, TellsHolders):
             if patched(SWEEP_ON_ITS_OWN_CLOCK):  # budget_sweep: not put off by signals
                 if not (self._state.holders or self._state.held):
                     self._swept_at = workflow.now()  # nothing to sweep until someone holds
-                wake = wake_at(self._state, self._swept_at, workflow.now(), self._sweep_every())
+                wake = self._wake_at()  # budget_sweep
                 self._alarm.set(wake, SWEEP)
                 await workflow.wait_condition(
                     lambda: self._changed or self._alarm.due() or self._renewal.due()
