@@ -9,7 +9,9 @@ in their tolerance window keeps admitting one at a time. An admitted cordon that
 real nor ends within the storm window frees its place without growing the window. The slow
 start ends when no cordon waits and none admitted is unproven; while it runs the budget
 publishes NEAR, so new ladders ask before they cordon and wait their turn behind the held ones.
-An operator's `remedy resume-pool` ends it at once: every held cordon goes.
+An operator's `remedy resume-pool` ends it at once: every held cordon goes. The cluster's
+breaker (``CLUSTER_POOL``) grants no leases, so it would never see a proof: it lets its held
+cordons go at once, as before, and each pool's own breaker paces what is its.
 
 Pure functions of the budget's state; the time comes in as an argument.
 """
@@ -18,14 +20,14 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from remedy.budget import BudgetState, CordonAsk
+from remedy.budget import CLUSTER_POOL, BudgetState, CordonAsk
 
 FIRST = 1  # cordons admitted first after a trip
 
 
 def begin(state: BudgetState) -> None:
-    """The breaker closed by itself with cordons held: admit them slowly."""
-    if state.asking:
+    """The breaker closed by itself with cordons held: admit them slowly (a pool's)."""
+    if state.asking and state.pool != CLUSTER_POOL:
         state.slow_start, state.admitted = FIRST, []
 
 

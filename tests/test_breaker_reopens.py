@@ -13,7 +13,7 @@ from temporalio.testing import WorkflowEnvironment
 from adapters.sim import SimFleet
 from remedy import slow_start
 from remedy.blocking import breaker
-from remedy.budget import BudgetState, CordonAsk
+from remedy.budget import CLUSTER_POOL, BudgetState, CordonAsk
 from remedy.models import Action
 from remedy.quarantine import reprobe_every
 from remedy.remediation import Outcome, Phase
@@ -129,6 +129,10 @@ def test_a_slow_start_admits_one_then_two_then_four_as_each_proves_real() -> Non
     # unproven, the slow start ends and cordons go at once again.
     slow_start.settle(state, T0 + POLICY.storm_window + timedelta(seconds=1))
     assert state.slow_start == 0 and state.admitted == []
+    # The cluster's breaker grants no leases, so no cordon could prove real there: all go.
+    cluster = BudgetState(pool=CLUSTER_POOL, pool_size=20, asking=_asks("a", "b"))
+    slow_start.begin(cluster)
+    assert [a.node for a in slow_start.leave_now(cluster, T0)] == ["a", "b"]
 
 
 def test_a_held_ladder_re_probes_on_its_runbooks_clock() -> None:
