@@ -13,6 +13,7 @@ from datetime import datetime, timedelta
 from pydantic import BaseModel
 
 from remedy import held_by_people as people
+from remedy import slow_start
 from remedy.budget import BudgetState
 from remedy.durations import format_duration
 from remedy.models import Scope
@@ -133,7 +134,10 @@ def breaker(state: BudgetState) -> str:
     """``ok (2 unhealthy in the storm window)``, or tripped: since when (the node condition it
     set), why, the cordons it holds back, how to resume."""
     if not state.tripped:
-        return f"ok ({len(state.unhealthy)} unhealthy in the storm window)"
+        reopening = slow_start.note(state)  # after a trip: the held cordons go slowly
+        return f"ok ({len(state.unhealthy)} unhealthy in the storm window" + (
+            f"; {reopening})" if reopening else ")"
+        )
     since = f" since {state.tripped_at:%Y-%m-%d %H:%M:%S} UTC" if state.tripped_at else ""
     asking = f"; {len(state.asking)} cordons held" if state.asking else ""
     return (

@@ -9,27 +9,32 @@ Two judgements, both pure; the workflows interpret them:
   gets its ladder.
 - **The breaker over cordons** (``breaker_tripped``): each pool's DisruptionBudget, and the
   cluster's (``CLUSTER_POOL``), counts the nodes whose ladders began within the storm window
-  and those whose ladders wait for leave to cordon. Past the share, a ladder asks before its
-  cordon and waits (``workflows/quarantine_gate.py``); leases wait too. Nodes already out stay
-  out: the breaker restores nothing.
+  and the nodes held for people. Past the share, a ladder asks before its cordon and waits
+  (``workflows/quarantine_gate.py``), re-probing on its runbook's clock (``reprobe_every``);
+  leases wait too. Nodes already out stay out: the breaker restores nothing. What the breaker
+  itself holds — the ladders waiting for leave, the cordoned ones waiting for a lease it does
+  not grant — does not count, or a storm it holds could never subside; once it subsides the
+  breaker reopens by itself, slowly (``remedy.slow_start``).
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from datetime import datetime
+from datetime import datetime, timedelta
 from enum import StrEnum
 
-from remedy.budget import CLUSTER_POOL, BudgetState, storm
+from remedy.budget import ASK_AGAIN_EVERY, CLUSTER_POOL, BudgetState, storm
 from remedy.fleet import NodeFacts, SilenceStorm
 from remedy.held_by_people import out_of_scheduling
 from remedy.models import Frozen
+from remedy.runbook import Runbook
 
 QUARANTINE_EVENT = "RemedyQuarantine"  # the breaker tripped: cordons wait
 QUARANTINE_OVER_EVENT = "RemedyQuarantineOver"
 SILENCE_EVENT = "RemedyAgentsSilent"  # a silence storm: no AgentSilent ladders
 SILENCE_OVER_EVENT = "RemedyAgentsSilentOver"
 NAMED = 20  # nodes an alert or a summary names; the counts say how many there are
+REPROBE_AT_MOST_EVERY = timedelta(seconds=1)  # a held ladder's re-probe, however fast its clock
 
 
 class CordonLeave(Frozen):
@@ -55,14 +60,39 @@ class Alert(Frozen):
     warning: bool = True
 
 
-def out_of_sorts(state: BudgetState, out: bool = False) -> set[str]:
-    """The nodes the breaker counts: reported within the window, or still waiting to be
-    cordoned (a held node is no less unhealthy for the window having passed) — and with
-    ``out``, every node the budget knows is out of scheduling (leased, held for a person,
-    cordoned and waiting for a lease): the breaker limits the pool's unschedulable share, so
-    four nodes waiting for people in a pool of ten keep new cordons waiting too."""
-    sick = set(state.unhealthy) | {a.node for a in state.asking}
-    return sick | (set(out_of_scheduling(state)) - set(state.accepted_out)) if out else sick
+def out_of_sorts(state: BudgetState, out: bool = False, reopens: bool = False) -> set[str]:
+    """The nodes the breaker counts: reported within the window — and with ``out``, the nodes
+    held for people (waiting for an approval with their lease, left cordoned for a person):
+    the breaker limits the share of the pool that only people can give back, so four nodes
+    waiting for people in a pool of ten keep new cordons waiting too.
+
+    ``reopens``: only these. Without (a budget from before), also the ladders it held past
+    the window and every node out of scheduling (working leases, cordoned waiters whose grants
+    it held): what it held kept it tripped, and the default demo's breaker never closed by
+    itself."""
+    if not reopens:
+        sick = set(state.unhealthy) | {a.node for a in state.asking}
+        return sick | (set(out_of_scheduling(state)) - set(state.accepted_out)) if out else sick
+    sick = set(state.unhealthy)
+    return sick | (held_for_people(state) - set(state.accepted_out)) if out else sick
+
+
+def held_for_people(state: BudgetState) -> set[str]:
+    """Out of scheduling until a person answers: holders waiting for an approval, nodes left
+    cordoned for a person (their share given back or not)."""
+    waiting = {w.node for w in state.waiting_for_human if w.since is not None}
+    return waiting | {h.node for h in state.held}
+
+
+def reprobe_every(runbook: Runbook | None) -> timedelta:
+    """How often a ladder the breaker holds re-probes its node: on its runbook's clock — its
+    recheck, else its tolerance, else its verification watch — and at least every
+    ``ASK_AGAIN_EVERY``. A 2 s thermal transient (thermal: recheck every minute; the demo's,
+    every second) ends ``cleared`` at its next re-probe, not minutes later."""
+    if runbook is None:
+        return ASK_AGAIN_EVERY
+    clock = runbook.recheck_every or runbook.tolerance or runbook.watch
+    return max(REPROBE_AT_MOST_EVERY, min(clock, ASK_AGAIN_EVERY))
 
 
 def accept_what_is_out(state: BudgetState) -> None:
@@ -71,7 +101,9 @@ def accept_what_is_out(state: BudgetState) -> None:
     state.accepted_out = sorted(set(out_of_scheduling(state)) | {a.node for a in state.asking})
 
 
-def breaker_tripped(state: BudgetState, out: bool = False, extra: int = 0) -> bool:
+def breaker_tripped(
+    state: BudgetState, out: bool = False, extra: int = 0, reopens: bool = False
+) -> bool:
     """Whether the budget's breaker holds cordons and leases now.
 
     A pool: more than ``storm_share`` of it out of sorts, at least ``storm_min_nodes`` — in a
@@ -82,14 +114,14 @@ def breaker_tripped(state: BudgetState, out: bool = False, extra: int = 0) -> bo
     fleet, from more than one pool — a storm confined to one pool is that pool's breaker's, so
     a cluster of one pool never trips twice. 5 pools of 10 at 20 %: 11 nodes across 2 or more
     pools trip it. ``extra``: that many more unhealthy nodes, each of a pool not counted yet
-    (would they trip it?)."""
-    policy, sick = state.policy, len(out_of_sorts(state, out)) + extra
+    (would they trip it?). ``reopens``: as ``out_of_sorts``."""
+    policy, sick = state.policy, len(out_of_sorts(state, out, reopens)) + extra
     if state.pool != CLUSTER_POOL:
         return storm(sick, state.pool_size, policy.storm_share, policy.storm_min_nodes)
     if policy.cluster_share is None:
         return False
     pools = {state.unhealthy_pools.get(n, "") for n in state.unhealthy}
-    pools |= {a.pool for a in state.asking}
+    pools |= set() if reopens else {a.pool for a in state.asking}
     return len(pools) + min(extra, 1) > 1 and storm(
         sick, state.pool_size, policy.cluster_share, policy.storm_min_nodes
     )
@@ -116,19 +148,54 @@ def published_state(state: BudgetState, out: bool = False) -> BreakerState:
     asks first, as every ladder once did. In a pool of 10 at 20 %: 1 node out of sorts is
     CLOSED, 2 are NEAR (a third would trip it), 3 are TRIPPED. What slips past is only what
     is in flight: cordons that read CLOSED before the budget counted the reports before them
-    and published (bounded by the reports that reach the pool within that latency)."""
+    and published (bounded by the reports that reach the pool within that latency). NEAR too
+    while it reopens slowly (``remedy.slow_start``): new cordons wait behind the held ones."""
     if state.tripped:
         return BreakerState.TRIPPED
+    if state.slow_start:
+        return BreakerState.NEAR
     return BreakerState.NEAR if breaker_tripped(state, out, extra=1) else BreakerState.CLOSED
+
+
+def over_note(state: BudgetState, now: datetime, out: bool, reopens: bool) -> str:
+    """The breaker closed by itself: when, and how many it counts still."""
+    sick = len(out_of_sorts(state, out, reopens))
+    return f"storm over at {now.isoformat()}: {sick} unhealthy" + (
+        "; the breaker closed by itself" if reopens else ""
+    )
+
+
+def over_alert(state: BudgetState) -> Alert:
+    """The Event when the breaker closes by itself with cordons held: they go on (slowly,
+    one first, while ``remedy.slow_start`` runs)."""
+    slowly = ", one first, then one more as each proves real" if state.slow_start else ""
+    return Alert(
+        node=min(a.node for a in state.asking),
+        reason=QUARANTINE_OVER_EVENT,
+        message=f"{scope(state.pool)}: {state.breaker_note}; held cordons go on{slowly}",
+        warning=False,
+    )
+
+
+def forget_recovered(state: BudgetState, holder: str, node: str = "") -> None:
+    """The holder's ladder ended with its node back in service (or gone): no longer unhealthy
+    now, so the breaker stops counting and naming it (a held ladder whose node probed clean,
+    a leased one that recovered)."""
+    nodes = {lease.node for lease in state.holders if lease.holder == holder}
+    nodes |= {a.node for a in state.asking if a.holder == holder} | ({node} if node else set())
+    state.unhealthy = {n: at for n, at in state.unhealthy.items() if n not in nodes}
 
 
 def scope(pool: str) -> str:
     return "the cluster" if pool == CLUSTER_POOL else f"pool {pool}"
 
 
-def trip_note(state: BudgetState, out: bool = False) -> str:
-    sick = out_of_sorts(state, out)
-    within = f"within {state.policy.storm_window}" + (" or out of scheduling" if out else "")
+def trip_note(state: BudgetState, out: bool = False, reopens: bool = False) -> str:
+    """Why it is tripped, naming the nodes it counts (``reopens``: said afresh each round, so
+    a node that recovered leaves it)."""
+    sick = out_of_sorts(state, out, reopens)
+    held = " or held for people" if reopens else " or out of scheduling"
+    within = f"within {state.policy.storm_window}" + (held if out else "")
     return (
         f"storm: {len(sick)} of {state.pool_size} nodes unhealthy {within} "
         f"({_names(sorted(sick))}); no node is taken out of "

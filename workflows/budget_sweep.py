@@ -72,6 +72,8 @@ def wake_at(
         wakes.append(min(a.renewed_at for a in state.asking) + ASK_KEPT_FOR)
     if state.unhealthy and (state.tripped or not tripped_only):
         wakes.append(min(state.unhealthy.values()) + state.policy.storm_window)
+    if state.admitted:  # a slow start's unproven cordon frees its place (remedy.slow_start)
+        wakes.append(min(a.renewed_at for a in state.admitted) + state.policy.storm_window)
     return max(now + SOONEST, min(wakes)) if wakes else None
 
 

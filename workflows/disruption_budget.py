@@ -12,9 +12,9 @@ What bounds a ladder then is its worker taking the grant up. A ladder asks by th
 ``ask_lease`` where it can: one the loop grants at once is told in the answer, not by a signal
 (workflows/disruption_lease.py). The breaker (remedy.quarantine)
 stops granting while too much of the pool is unhealthy within the window, and holds the cordons
-of the ladders that ask for leave until it closes: by itself once the storm subsides, or by
-`remedy resume-pool`. The cluster's budget (``CLUSTER_POOL``) is one more breaker over every
-pool, with no leases.
+of the ladders that ask for leave until it closes: by itself once the storm subsides (letting
+them go slowly, remedy.slow_start), or by `remedy resume-pool`. The cluster's budget
+(``CLUSTER_POOL``) is one more breaker over every pool, with no leases.
 """
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ from workflows.operator_updates import acted
 
 with workflow.unsafe.imports_passed_through():
     from contract.names import DISRUPTION_BUDGET_WORKFLOW
-    from remedy import held_by_people
+    from remedy import held_by_people, slow_start
     from remedy.budget import (
         HELD_FOR_HUMAN,
         BudgetState,
@@ -67,11 +67,12 @@ with workflow.unsafe.imports_passed_through():
     from remedy.budget_signals import LeaseAnswer, ReportsTaken, UnhealthyReports
     from remedy.budget_view import budget_details
     from remedy.quarantine import (
-        QUARANTINE_OVER_EVENT,
         Alert,
         accept_what_is_out,
         breaker_tripped,
-        out_of_sorts,
+        forget_recovered,
+        over_alert,
+        over_note,
         scope,
         trip_alert,
         trip_note,
@@ -87,6 +88,9 @@ KEEP_OUT = "track-nodes-out-whose-share-went-back"  # runs before: such a node w
 # there is an ask (only ladders of this release ask): a history from before never gets here.
 QUARANTINE = "breaker-holds-cordons"
 OUT_SHARE = "breaker-limits-the-unschedulable-share"  # runs before: only recent reports counted
+# Runs before: what the breaker held counted towards tripping it, it let every held cordon go at
+# once when it closed, and its note named the nodes of the trip (remedy.quarantine, slow_start).
+REOPENS = "breaker-reopens-by-itself-slowly"
 SWEEP = "reclaim dead holders, give back restored nodes, age out asks and unhealthy reports"
 
 
@@ -116,6 +120,7 @@ class DisruptionBudget(BudgetSweep, TellsHolders):
     def _line_up(self, req: LeaseRequest) -> None:
         state = self._state
         state.pool_size, state.pool_gpus, state.policy = req.pool_size, req.pool_gpus, req.policy
+        slow_start.proven(state, req.holder)  # an admitted cordon's ladder: its fault is real
         capped = bool(state.held) and patched(HOLD_WITHIN_CAP)
         if state.take_over_hold(req, workflow.now(), within_cap=capped):
             self._regrant.append(req)  # its node was held for a human: it is out already
@@ -163,6 +168,9 @@ class DisruptionBudget(BudgetSweep, TellsHolders):
     @LEASE_RELEASE.handler
     def release(self, req: LeaseRelease) -> None:
         state = self._state
+        if not (req.for_human or req.still_out) and patched(REOPENS):
+            forget_recovered(state, req.holder, req.node)  # back in service, or gone
+        slow_start.gone(state, req.holder)
         if req.for_human:
             state.hand_to_human(req.holder, workflow.now(), req.node)
         elif req.still_out and patched(KEEP_OUT):
@@ -235,6 +243,7 @@ class DisruptionBudget(BudgetSweep, TellsHolders):
         state.tripped, state.unhealthy = False, {}
         state.breaker_note = f"resumed by {req.who} at {workflow.now().isoformat()}"
         accept_what_is_out(state)
+        slow_start.end(state)  # the operator's word: every held cordon goes
         self._leave, state.asking = [*self._leave, *state.asking], []  # they cordon now
         self._changed = True
 
@@ -320,25 +329,26 @@ class DisruptionBudget(BudgetSweep, TellsHolders):
         now = workflow.now()
         state.forget_old_reports(now)
         out = bool(state.holders or state.held or state.waiting) and patched(OUT_SHARE)
-        tripped = breaker_tripped(state, out)
-        if tripped and not state.tripped:
+        reopens = patched(REOPENS)
+        tripped = breaker_tripped(state, out, reopens=reopens)
+        if tripped and state.tripped and reopens:  # the nodes unhealthy now, not at the trip
+            state.breaker_note = trip_note(state, out, reopens)
+        elif tripped and not state.tripped:
             state.tripped, state.tripped_at, state.accepted_out = True, now, []
             state.trips += 1
-            state.breaker_note = trip_note(state, out)
+            state.breaker_note = trip_note(state, out, reopens)
+            slow_start.end(state)
             self._alert = trip_alert(state) if state.asking else None  # one ask held: this one
             metrics.breaker_tripped(state.pool)
             workflow.logger.warning("%s: %s", scope(state.pool), state.breaker_note)
         elif state.tripped and not tripped:
-            state.tripped = False
-            sick = len(out_of_sorts(state, out))
-            state.breaker_note = f"storm over at {now.isoformat()}: {sick} unhealthy"
+            state.tripped, state.breaker_note = False, over_note(state, now, out, reopens)
+            if reopens:  # said as the trip is (the demo's `warn` lines); held cordons go slowly
+                workflow.logger.warning("%s: %s", scope(state.pool), state.breaker_note)
+                slow_start.begin(state)
             if state.asking:  # the ladders it held cordon now
-                self._alert = Alert(
-                    node=min(a.node for a in state.asking),
-                    reason=QUARANTINE_OVER_EVENT,
-                    message=f"{scope(state.pool)}: {state.breaker_note}; held cordons go on",
-                    warning=False,
-                )
+                self._alert = over_alert(state)
+        slow_start.settle(state, now)
 
     def _publish(self) -> None:
         """The details and the metrics, after the grants: what the pool is now."""
@@ -368,8 +378,8 @@ class DisruptionBudget(BudgetSweep, TellsHolders):
             except ActivityError as err:  # the details and the metric still say it
                 workflow.logger.warning("%s: no Event: %s", scope(state.pool), err)
         leave, self._leave = self._leave, []
-        if not state.tripped:
-            leave, state.asking = [*leave, *state.asking], []
+        if not state.tripped:  # all of them, or as many as a slow start admits
+            leave = [*leave, *slow_start.leave_now(state, workflow.now())]
         await self._send_out(leave=leave)
 
     async def _grant(self) -> None:

@@ -3,9 +3,11 @@ once where the budgets' published breakers are closed, and reports its node to i
 budget (and the cluster's) right after (``cordon_first``); where one holds new cordons it asks
 leave to cordon, and every cordon it makes waits for that leave. While a breaker is tripped
 the ladder waits in ``held_by_breaker``, and says so; an abort ends the wait like any other. A
-clean re-probe while it waits ends the ladder (the storm subsides node by node); else it asks
-again, in case the budget started afresh and forgot the ask. An ask that cannot be delivered
-is given up: the ladder cordons as ladders did before."""
+clean re-probe while it waits ends the ladder ``cleared`` (the storm subsides node by node);
+it re-probes on its runbook's clock (``remedy.quarantine.reprobe_every``: a thermal transient
+held by the breaker ends at its next recheck, not 5 minutes later), and asks again every
+``ASK_AGAIN_EVERY``, in case the budget started afresh and forgot the ask. An ask that cannot
+be delivered is given up: the ladder cordons as ladders did before."""
 
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ from temporalio.exceptions import ActivityError
 
 from contract.activities import ASK_TO_CORDON
 from contract.messages import CORDON_LEAVE, LEASE_RELEASE
+from contract.patches import patched
 from contract.unreadable import Unreadable
 from workflows.common import RIDE_OUT, LadderStop, in_first_task
 from workflows.disruption_lease import unhealthy
@@ -27,7 +30,7 @@ with workflow.unsafe.imports_passed_through():
     from contract.names import budget_workflow_id
     from remedy.budget import ASK_AGAIN_EVERY, CLUSTER_POOL, LeaseRelease
     from remedy.models import ProbeReport
-    from remedy.quarantine import CordonAsked, CordonLeave
+    from remedy.quarantine import CordonAsked, CordonLeave, reprobe_every
     from remedy.remediation import Outcome, Phase, RemediationState
 
 # workflow.patched: runs before cordoned first, then reported (the breaker held no cordon).
@@ -35,6 +38,8 @@ ASK_BEFORE_CORDON = "ask-the-breaker-before-a-cordon"
 # Runs before asked first and waited for leave (an activity and two signals through the
 # budget, which serialises its pool, before every cordon), and loaded the keyring first.
 CORDON_FIRST = "cordon-first-where-the-published-breaker-is-closed"
+# Runs before re-probed a held node only every ASK_AGAIN_EVERY (5 minutes), asking again each time.
+REPROBE_ON_ITS_CLOCK = "held-by-the-breaker-re-probes-on-the-ladders-clock"
 ASK_CALL = timedelta(seconds=30)
 
 
@@ -99,11 +104,14 @@ class QuarantineGate:
         state = self._state
         was = state.phase
         self._view.enter(Phase.HELD_BY_BREAKER)
+        own = recheck and patched(REPROBE_ON_ITS_CLOCK)
+        every = reprobe_every(state.runbook) if own else ASK_AGAIN_EVERY
+        asked = workflow.now()
         while not self.cleared():
             try:
                 await workflow.wait_condition(
                     self.cleared,
-                    timeout=ASK_AGAIN_EVERY,
+                    timeout=every,
                     timeout_summary="leave to cordon (the quarantine breaker is tripped)",
                 )
             except TimeoutError:
@@ -111,7 +119,9 @@ class QuarantineGate:
                     raise LadderStop(
                         Outcome.CLEARED, "clean re-probe while the breaker held the cordon"
                     ) from None
-                await self.ask(state.started_at or workflow.now())
+                if not own or workflow.now() - asked >= ASK_AGAIN_EVERY:
+                    await self.ask(state.started_at or workflow.now())
+                    asked = workflow.now()
         self._view.enter(was)
 
     async def withdraw(self) -> None:
