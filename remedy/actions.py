@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
-from remedy.models import Action
+from remedy.models import Action, Scope
 
 
 class Where(StrEnum):
@@ -101,6 +101,13 @@ ACTIONS: dict[Action, ActionSpec] = {
         rung=False,
     ),
 }
+
+
+def needs_the_node_drained(action: Action, scope: Scope) -> bool:
+    """A node-level rung that needs the node's pods gone (a reboot, a replacement, a reset at
+    node scope): with no node drain before it, the ladder drains the node first (a drain of
+    one GPU leaves the other GPUs' pods on the node), unless its ``if_not_drained`` forces it."""
+    return ACTIONS[action].needs_drained and scope is Scope.NODE
 
 
 def actions_markdown() -> str:
