@@ -143,3 +143,18 @@ async def test_a_drain_first_that_fails_is_a_failed_drain(
     assert ran.ladder == [(Action.DRAIN, FAILED)]
     assert "reboot" not in [a for _, a in fleet.actions]
     assert ran.result.outcome is Outcome.NEEDS_HUMAN and fleet.node(NODE).unschedulable
+
+
+async def test_a_reset_after_the_jobs_pods_were_killed_needs_no_drain(
+    time_env: WorkflowEnvironment, fleet: SimFleet
+) -> None:
+    """A node-wide reset needs the GPUs free, which a killed job leaves them (hung-job)."""
+    finding = fleet.inject(NODE, "ecc_dbe", gpu=3)
+    runbook = Runbook(
+        name="kill-then-reset",
+        match=[Match(xids=[48])],
+        ladder=[Rung(action=Action.KILL_JOB), Rung(action=Action.RESET_GPU)],
+    )
+    ran = await remediate(time_env, fleet, finding, runbook)
+    assert [a for _, a in fleet.actions] == ["cordon", "kill_job", "reset_gpu", "restore"]
+    assert ran.result.outcome is Outcome.RECOVERED

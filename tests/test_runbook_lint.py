@@ -128,8 +128,8 @@ def test_a_node_level_rung_forced_on_an_undrained_node_is_warned(tmp_path: Path)
     )
     drained = FORCED.replace("    scope: gpu\n", "")
     assert warnings(tmp_path, forced=drained) == [
-        "forced.yaml:6: ladder[1].if_not_drained: force does nothing here: ladder[0] drains the "
-        "node before reboot"
+        "forced.yaml:6: ladder[1].if_not_drained: force does nothing here: the node is drained at "
+        "ladder[0], before reboot"
     ]
 
 

@@ -27,14 +27,14 @@ from workflows.remediation_view import RemediationView
 
 with workflow.unsafe.imports_passed_through():
     from remedy import vocabulary
-    from remedy.actions import ACTIONS, needs_the_node_drained
+    from remedy.actions import ACTIONS, cleared_by, needs_the_node_drained
     from remedy.durations import format_duration
-    from remedy.models import Action, Scope
+    from remedy.models import Action
     from remedy.numbering import rung_number
     from remedy.remediation import AttemptResult, Consent, Outcome, Phase, RemediationState
     from remedy.runbook.schema import Approval as ApprovalMode
     from remedy.runbook.schema import IfDrainFailed, OnApprovalTimeout, Rung
-    from remedy.runbook.undrained import IfNotDrained
+    from remedy.runbook.undrained import IfNotDrained, drain_like
 
 CONFIRM_FAULT = "confirm-fault-before-disrupting"  # workflow.patched: runs before acted at once
 # Runs before: an approval no one answered always ended the ladder (on_approval_timeout was
@@ -140,29 +140,30 @@ class RungGates:
         return bool(drains) and not drains[-1].succeeded
 
     def _never_drained(self, rung: Rung) -> bool:
-        """A node-level rung with no node drain in the ladder's record (a GPU's drain leaves
-        the other GPUs' pods on the node). Runs from before ran it as it came (DRAIN_FIRST)."""
-        node_drains = [
-            a
+        """A node-level rung with nothing in the ladder's record that cleared the node for it:
+        no node drain (a failed one is drained again), nor for a reset a job killed on the
+        node; a GPU's drain leaves the other GPUs' pods. Runs from before ran it (DRAIN_FIRST)."""
+        clears = cleared_by(rung.action)
+        cleared = any(
+            a.rung >= 0
+            and a.gpus is None
+            and a.action in clears
+            and (a.action is Action.DRAIN or a.succeeded)
             for a in self._state.attempts
-            if a.action is Action.DRAIN and a.rung >= 0 and a.gpus is None
-        ]
-        return (
-            needs_the_node_drained(rung.action, rung.scope)
-            and not node_drains
-            and patched(DRAIN_FIRST)
         )
+        node_level = needs_the_node_drained(rung.action, rung.scope)
+        return node_level and not cleared and patched(DRAIN_FIRST)
 
     async def _drain_first(self, index: int, before: Rung) -> str | None:
         """The node cordoned (else its pods come back) and drained before ``before``, with the
         ladder's own drain rung's timeout and retries where it has one, recorded at
         ``before``'s rung: None when it drained the node, else why not."""
         ladder = self._state.runbook.ladder if self._state.runbook else []
-        like = next((r for r in ladder if r.action is Action.DRAIN), Rung(action=Action.DRAIN))
+        drain = drain_like(ladder) or Rung(action=Action.DRAIN)
         if self._state.cordon is None:
             await self._steps.cordon(f"drain before {before.action.value}")
         why = f"before {before.action.value}, which needs the node drained (no node drain yet)"
-        return await self._drain(like.model_copy(update={"scope": Scope.NODE}), index, why)
+        return await self._drain(drain, index, why)
 
     async def _drain_again(self, before: Rung) -> str | None:
         """The ladder's drain rung once more (its own timeout and retries): None when it

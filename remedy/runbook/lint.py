@@ -40,20 +40,19 @@ from typing import NamedTuple
 
 from remedy import vocabulary
 from remedy.actions import ACTIONS
-from remedy.models import Action, Finding, Scope, Severity
+from remedy.models import Finding, Severity
 from remedy.probe.sxids import sxid_findings
 from remedy.runbook.advice import ARCHITECTURES
 from remedy.runbook.loader import RunbookProblem, RunbookSource
 from remedy.runbook.matcher import as_scored, rank
 from remedy.runbook.schema import Approval, Match, Rung
-from remedy.runbook.undrained import IfNotDrained
+from remedy.runbook.undrained import IfNotDrained, clearing_rung
 from remedy.xid.actions import SEVERITY, XidAction
 from remedy.xid.catalog import Decoder, load_catalog
 from remedy.xid.nvswitch import ACTIONS as NVSWITCH_ACTIONS
 from remedy.xid.nvswitch import SXidEvent
 
 EXAMPLES = 3  # findings named per overlap; the rest are counted
-NODE_DRAIN = (Action.DRAIN, Scope.NODE)
 
 
 def lint(sources: list[RunbookSource]) -> list[RunbookProblem]:
@@ -133,9 +132,9 @@ def forced_undrained(source: RunbookSource) -> list[RunbookProblem]:
 
 def _forced(ladder: list[Rung], at: int) -> str:
     action = ladder[at].action.value
-    drains = [i for i, r in enumerate(ladder[:at]) if (r.action, r.scope) == NODE_DRAIN]
-    if drains:
-        return f"force does nothing here: ladder[{drains[0]}] drains the node before {action}"
+    before = clearing_rung(ladder, at)
+    if before is not None:
+        return f"force does nothing here: the node is drained at ladder[{before}], before {action}"
     return (
         f"{action} runs on the node as it is, with its pods on it: no node drain comes before "
         "it, and force skips the one the ladder would run first (drop it, or add a drain rung)"
