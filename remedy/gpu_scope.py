@@ -113,7 +113,7 @@ def covers(done: Attempt, scope: Scope, gpus: list[int]) -> bool:
     another GPU's (GPU 1's quarantine leaves GPU 6 in allocation, its pods on it)."""
     if done.gpus is None:
         return True
-    return scope is Scope.GPU and (not done.gpus or bool(gpus) and set(gpus) <= set(done.gpus))
+    return scope is Scope.GPU and (not done.gpus or (bool(gpus) and set(gpus) <= set(done.gpus)))
 
 
 def holds_gpus(runbook: Runbook | None, attempts: Sequence[Attempt]) -> bool:
