@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
-from remedy.models import Action
+from remedy.models import Action, Scope
 
 
 class Where(StrEnum):
@@ -101,6 +101,21 @@ ACTIONS: dict[Action, ActionSpec] = {
         rung=False,
     ),
 }
+
+
+def needs_the_node_drained(action: Action, scope: Scope) -> bool:
+    """A node-level rung that needs the node's pods gone (a reboot, a replacement, a reset at
+    node scope): with nothing at node scope before it that clears the node for it
+    (``cleared_by``), the ladder drains the node first (a drain of one GPU leaves the other
+    GPUs' pods on the node), unless its ``if_not_drained`` forces it."""
+    return ACTIONS[action].needs_drained and scope is Scope.NODE
+
+
+def cleared_by(action: Action) -> tuple[Action, ...]:
+    """What, done at node scope before ``action``, leaves the node clear for it: a reset needs
+    the GPUs free (a drain, or the pods holding them killed); a reboot or a replacement needs
+    every pod gone (a drain)."""
+    return (Action.DRAIN, Action.KILL_JOB) if action is Action.RESET_GPU else (Action.DRAIN,)
 
 
 def actions_markdown() -> str:

@@ -137,6 +137,7 @@ class Attempt(Frozen):
     result: AttemptResult
     detail: str = ""
     epoch: int = 0  # which runbook of the ladder the rung is of (one more per escalation)
+    gpus: list[int] | None = None  # scope gpu: the GPUs it acted on ([]: all); None: the node
 
     @property
     def succeeded(self) -> bool:
@@ -379,9 +380,7 @@ class RemediationInput(BaseModel):
     # The operator keyring the ladder loaded, carried by continue-as-new (taken only in a run
     # continued from one: whoever starts a workflow cannot hand it keys of their own).
     keyring: Keyring | None = None
-    keyring_read_at: datetime | None = (
-        None  # when the controller's keyring was read (workflow time)
-    )
+    keyring_read_at: datetime | None = None  # the controller's keyring read at (workflow time)
 
 
 class RemediationResult(BaseModel):

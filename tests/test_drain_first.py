@@ -1,10 +1,12 @@
 """A rung that needs the node drained (reset, reboot, replace) never runs after a failed drain
 unless the runbook or a person says so: the drain is tried once more, then ``if_drain_failed``
-— ask (the default), stop, or force."""
+— ask (the default), stop, or force. A node-level one with no node drain before it drains the
+node first, unless its ``if_not_drained`` says force."""
 
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import Any
 
 import pytest
 from temporalio.testing import WorkflowEnvironment
@@ -16,8 +18,9 @@ from remedy.models import Action
 from remedy.remediation import ApproveRequest, AttemptResult, Outcome, Phase
 from remedy.runbook import Match, Runbook, Rung
 from remedy.runbook.schema import IfDrainFailed
+from remedy.runbook.undrained import IfNotDrained
 from tests.conftest import running_workers
-from tests.ladder import report, wait_for_phase
+from tests.ladder import remediate, report, wait_for_phase
 from tests.servers import finished
 
 NODE = "gpu-node-001"
@@ -98,3 +101,60 @@ async def test_a_drain_that_works_the_second_time_lets_the_rung_run(
     assert ladder == [(Action.DRAIN, FAILED), (Action.DRAIN, DONE), (Action.REBOOT, VERIFIED)]
     assert [a for _, a in fleet.actions] == ["cordon", "drain", "reboot", "restore"]
     assert result.outcome is Outcome.RECOVERED
+
+
+def reboot_only(**rung: Any) -> Runbook:
+    return Runbook(
+        name="reboot-only",
+        match=[Match(xids=[79])],
+        ladder=[Rung(action=Action.REBOOT, **rung)],
+    )
+
+
+async def test_a_node_level_rung_with_no_drain_before_it_drains_the_node_first(
+    time_env: WorkflowEnvironment, fleet: SimFleet
+) -> None:
+    finding = fleet.inject(NODE, "gpu_lost", gpu=3)
+    ran = await remediate(time_env, fleet, finding, reboot_only())
+    assert [a for _, a in fleet.actions] == ["cordon", "drain", "reboot", "restore"]
+    assert ran.ladder == [(Action.DRAIN, DONE), (Action.REBOOT, VERIFIED)]
+    assert ran.result.attempts[1].rung == 0  # under the reboot's rung, which asked for it
+    assert ran.result.outcome is Outcome.RECOVERED
+
+
+async def test_if_not_drained_force_runs_it_on_the_node_as_it_is_and_says_so(
+    time_env: WorkflowEnvironment, fleet: SimFleet
+) -> None:
+    finding = fleet.inject(NODE, "gpu_lost", gpu=3)
+    ran = await remediate(time_env, fleet, finding, reboot_only(if_not_drained=IfNotDrained.FORCE))
+    assert [a for _, a in fleet.actions] == ["cordon", "reboot", "restore"]
+    assert "ran on an undrained node (no node drain before it; if_not_drained: force)" in (
+        ran.result.attempts[-2].detail
+    )
+
+
+async def test_a_drain_first_that_fails_is_a_failed_drain(
+    time_env: WorkflowEnvironment, fleet: SimFleet
+) -> None:
+    """What ``if_drain_failed`` says applies to it too (here: stop, the node held)."""
+    fleet.break_action("drain", BLOCKED)
+    finding = fleet.inject(NODE, "gpu_lost", gpu=3)
+    ran = await remediate(time_env, fleet, finding, reboot_only(if_drain_failed=IfDrainFailed.STOP))
+    assert ran.ladder == [(Action.DRAIN, FAILED)]
+    assert "reboot" not in [a for _, a in fleet.actions]
+    assert ran.result.outcome is Outcome.NEEDS_HUMAN and fleet.node(NODE).unschedulable
+
+
+async def test_a_reset_after_the_jobs_pods_were_killed_needs_no_drain(
+    time_env: WorkflowEnvironment, fleet: SimFleet
+) -> None:
+    """A node-wide reset needs the GPUs free, which a killed job leaves them (hung-job)."""
+    finding = fleet.inject(NODE, "ecc_dbe", gpu=3)
+    runbook = Runbook(
+        name="kill-then-reset",
+        match=[Match(xids=[48])],
+        ladder=[Rung(action=Action.KILL_JOB), Rung(action=Action.RESET_GPU)],
+    )
+    ran = await remediate(time_env, fleet, finding, runbook)
+    assert [a for _, a in fleet.actions] == ["cordon", "kill_job", "reset_gpu", "restore"]
+    assert ran.result.outcome is Outcome.RECOVERED

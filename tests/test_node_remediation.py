@@ -357,8 +357,8 @@ async def test_reboot_that_never_comes_back_fails_the_rung(
     )
     ran = await remediate(time_env, fleet, finding, runbook)
     # The agent answered, but the node never reported a new boot id: not a recovery.
-    assert ran.ladder == [(Action.REBOOT, FAILED)]
-    assert "timeout" in ran.result.attempts[1].detail.lower()
+    assert ran.ladder == [(Action.DRAIN, DONE), (Action.REBOOT, FAILED)]  # drained first
+    assert "timeout" in ran.result.attempts[-1].detail.lower()
     assert ran.result.outcome is Outcome.NEEDS_HUMAN
 
 

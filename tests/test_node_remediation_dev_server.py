@@ -43,10 +43,12 @@ async def test_dead_node_agent_fails_closed(dev_env: WorkflowEnvironment, fleet:
     assert result.outcome is Outcome.NEEDS_HUMAN
     ladder = [(a.action, a.result) for a in result.attempts if a.rung >= 0]
     assert ladder == [
+        (Action.DRAIN, AttemptResult.DONE),  # the node's drain before the reboot: the cluster's
         (Action.REBOOT, AttemptResult.FAILED),
         (Action.DIAGNOSE, AttemptResult.FAILED),
     ]
-    assert "schedule" in result.attempts[1].detail.lower()
+    reboot = next(a for a in result.attempts if a.action is Action.REBOOT)
+    assert "schedule" in reboot.detail.lower()
     assert fleet.node(NODE).unschedulable and fleet.node(NODE).boot_id == 0
 
 

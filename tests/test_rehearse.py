@@ -12,6 +12,7 @@ from typer.testing import CliRunner
 
 from adapters.sim.nvml import SimNvml
 from remedy.runbook import load_runbooks
+from remedy.runbook.undrained import drains_first
 from tests.conftest import ROOT
 from workers.cli import app
 
@@ -34,9 +35,14 @@ def test_every_shipped_runbook_rehearses_to_an_outcome(name: str) -> None:
     result = done["result"]
     assert done["runbook"] == name and result["runbook"] == name
     assert result["outcome"] in ("recovered", "replaced", "needs_human", "cleared")
-    climbed = [a["action"] for a in result["attempts"] if a["rung"] >= 0]
     ladder = [r.action.value for r in RUNBOOKS[name].ladder]
+    rungs = [a for a in result["attempts"] if a["rung"] >= 0]
+    climbed = [a["action"] for a in rungs if a["action"] == ladder[a["rung"]]]
     assert climbed == ladder[: len(climbed)]
+    first = [a for a in rungs if a["action"] != ladder[a["rung"]]]  # the node's drain, first
+    assert all(
+        a["action"] == "drain" and drains_first(RUNBOOKS[name].ladder, a["rung"]) for a in first
+    )
     passes = "time" in done["fixed_by"] and result["outcome"] == "cleared"
     assert climbed or not ladder or passes, "climbed no rung for a fault that stays"
 

@@ -110,7 +110,7 @@ async def test_a_registered_replacer_is_chosen_by_name_on_kubernetes(
     assert result.outcome is Outcome.REPLACED, result
     assert cloud.terminated == ["aws:///us-east-1a/i-0abc"]
     reasons = [r.data["reason"] for r in api.requests if r.path.endswith("/events")]
-    assert reasons == ["RemedyCordoned", "RemedyReplaced"]
+    assert reasons == ["RemedyCordoned", "RemedyDrained", "RemedyReplaced"]  # drained first
 
 
 def test_an_unknown_replacer_name_says_which_there_are() -> None:

@@ -1,7 +1,8 @@
 """`remedy runbooks validate` warns (exit 0, or 1 with --strict) about runbooks that load but
 probably do not do what was meant: a disruptive rung without approval for a fault that passes
-by itself, an empty ladder that does next to nothing, and matches that overlap. Each warning
-names file, line and field as a loading error does (remedy/runbook/lint.py)."""
+by itself, an empty ladder that does next to nothing, matches that overlap, and a node-level
+rung forced on an undrained node. Each warning names file, line and field as a loading error
+does (remedy/runbook/lint.py)."""
 
 from __future__ import annotations
 
@@ -101,3 +102,42 @@ def test_shipped_runbooks_validate_clean_even_strictly() -> None:
     code, lines = validate(str(ROOT / "runbooks"), "--strict")
     assert code == 0, lines
     assert not [line for line in lines if not line.startswith("ok  ")]
+
+
+FORCED = """name: forced
+match: {xids: [79]}
+ladder:
+  - action: drain
+    scope: gpu
+  - action: reboot
+    if_not_drained: force
+"""
+
+
+def test_a_node_level_rung_forced_on_an_undrained_node_is_warned(tmp_path: Path) -> None:
+    (tmp_path / "forced.yaml").write_text(FORCED)
+    code, lines = validate(str(tmp_path), "--strict")
+    assert (code, lines[1:]) == (
+        1,
+        [
+            f"warning: {tmp_path}/forced.yaml:7: ladder[1].if_not_drained: reboot runs on the "
+            "node as it is, with its pods on it: no node drain comes before it, and force skips "
+            "the one the ladder would run first (drop it, or add a drain rung)",
+            "1 warnings (--strict)",
+        ],
+    )
+    drained = FORCED.replace("    scope: gpu\n", "")
+    assert warnings(tmp_path, forced=drained) == [
+        "forced.yaml:6: ladder[1].if_not_drained: force does nothing here: the node is drained at "
+        "ladder[0], before reboot"
+    ]
+
+
+def test_if_not_drained_is_only_for_node_level_rungs_that_need_a_drain(tmp_path: Path) -> None:
+    scoped = FORCED.replace("  - action: reboot\n", "  - action: reset_gpu\n    scope: gpu\n")
+    (tmp_path / "scoped.yaml").write_text(scoped)
+    code, lines = validate(str(tmp_path))
+    assert code == 1
+    assert "if_not_drained is for the node-level rungs that need the node drained" in "\n".join(
+        lines
+    )

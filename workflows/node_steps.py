@@ -40,13 +40,12 @@ from workflows.remediation_view import RemediationView
 
 with workflow.unsafe.imports_passed_through():
     from remedy.actions import ACTIONS, Where
-    from remedy.gpu_scope import holds_gpus
+    from remedy.gpu_scope import faulty_gpus, holds_gpus
     from remedy.models import (
         Action,
         ActionRequest,
         ActionResult,
         BootRequest,
-        ComponentKind,
         CordonResult,
         CordonState,
         Finding,
@@ -64,7 +63,6 @@ with workflow.unsafe.imports_passed_through():
         RemediationState,
     )
     from remedy.runbook.schema import Rung
-    from remedy.verification import on_part_of
 
 # workflow.patched ids: runs started before each step existed took the plain action instead.
 CONFIRM_REBOOT = "confirm-reboot-from-boot-id"
@@ -100,19 +98,7 @@ class NodeSteps:
 
     def request(self, action: Action, reason: str = "") -> ActionRequest:
         state = self._state
-        trigger = state.trigger
-        named = [trigger] if trigger is not None else []
-        gpus = sorted(
-            dict.fromkeys(
-                f.component.index
-                for f in [*named, *state.findings]
-                if f.unhealthy
-                and f.component.index is not None
-                and f.component.kind is ComponentKind.GPU
-                # The trigger's part: another GPU's fault gets its own runbook after this one.
-                and (trigger is None or on_part_of(trigger, f))
-            )
-        )
+        gpus = faulty_gpus(state.trigger, state.findings)
         if action is Action.DIAGNOSE and patched(DIAGNOSE_EVERY_GPU):
             gpus = []  # every GPU: a slow rank or a bad GPU the findings did not name shows
         return ActionRequest(

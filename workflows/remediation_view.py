@@ -16,7 +16,8 @@ from workflows import metrics
 
 with workflow.unsafe.imports_passed_through():
     from remedy.describe import NodeIndex, remediation_details, remediation_index
-    from remedy.models import Action
+    from remedy.gpu_scope import faulty_gpus
+    from remedy.models import Action, Scope
     from remedy.remediation import (
         MAX_REFUSALS,
         Attempt,
@@ -101,11 +102,22 @@ class RemediationView:
         self.publish()
 
     def record(
-        self, rung: int, action: Action, started: datetime, result: AttemptResult, detail: str
+        self,
+        rung: int,
+        action: Action,
+        started: datetime,
+        result: AttemptResult,
+        detail: str,
+        scope: Scope | None = None,
     ) -> None:
         """An attempt into the ladder's record (rung -1: cordon and restore, outside the
-        ladder), its duration into the metrics."""
-        now = workflow.now()
+        ladder), its duration into the metrics. ``scope``: by default the rung's; a GPU-scoped
+        attempt keeps the GPUs it acted on (what it did is not done for another GPU)."""
+        now, state = workflow.now(), self._state
+        ladder = state.runbook.ladder if state.runbook else []
+        if scope is None and 0 <= rung < len(ladder) and ladder[rung].action is action:
+            scope = ladder[rung].scope
+        gpus = faulty_gpus(state.trigger, state.findings) if scope is Scope.GPU else None
         self._state.attempts.append(
             Attempt(
                 rung=rung,
@@ -115,6 +127,7 @@ class RemediationView:
                 result=result,
                 detail=detail,
                 epoch=self._state.epoch,
+                gpus=gpus,
             )
         )
         seconds = (now - started).total_seconds()

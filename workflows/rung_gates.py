@@ -1,7 +1,9 @@
 """What must hold before a rung acts, besides the lease: a person's approval where the runbook
 asks for one, the fault still there (``confirm_fault``), and, for a rung that needs the node's
 pods gone (reset, reboot, replace), a drain that did not fail — else the drain once more, then
-what the rung's ``if_drain_failed`` says: ask a person (the default), stop, or force.
+what the rung's ``if_drain_failed`` says: ask a person (the default), stop, or force. A
+node-level one (remedy.actions.needs_the_node_drained) with no node drain before it, only GPU
+drains or none, cordons and drains the node first, unless its ``if_not_drained`` says force.
 
 A wait for a person ends early with ``Interrupted`` when a worse fault came (the ladder
 switches runbooks first). Deterministic: the clock is workflow.now(), waits are conditions
@@ -25,18 +27,22 @@ from workflows.remediation_view import RemediationView
 
 with workflow.unsafe.imports_passed_through():
     from remedy import vocabulary
-    from remedy.actions import ACTIONS
+    from remedy.actions import ACTIONS, cleared_by, needs_the_node_drained
     from remedy.durations import format_duration
     from remedy.models import Action
     from remedy.numbering import rung_number
     from remedy.remediation import AttemptResult, Consent, Outcome, Phase, RemediationState
     from remedy.runbook.schema import Approval as ApprovalMode
     from remedy.runbook.schema import IfDrainFailed, OnApprovalTimeout, Rung
+    from remedy.runbook.undrained import IfNotDrained, drain_like
 
 CONFIRM_FAULT = "confirm-fault-before-disrupting"  # workflow.patched: runs before acted at once
 # Runs before: an approval no one answered always ended the ladder (on_approval_timeout was
 # not read).
 CHOICES = "on-approval-timeout-choices"
+# Runs before ran a node-level rung (reboot, replace, a node-wide reset) on the node as it was
+# when no node drain came before it (a GPU-scoped drain, a killed job, or none at all).
+DRAIN_FIRST = "drain-the-node-before-a-node-level-rung"
 
 
 class SkipRung(Exception):  # noqa: N818 - a control-flow signal, as Interrupted is
@@ -83,12 +89,21 @@ class RungGates:
             self._view.refused("approval", f"{why}: rung {rung_number(index)} asks again")
 
     async def drained(self, index: int, rung: Rung) -> str:
-        """For a rung that needs a drained node, after the ladder's drain failed: the drain
-        again, then ``if_drain_failed``. Returns what the rung's attempt should say of it."""
-        if not ACTIONS[rung.action].needs_drained or not self._drain_failed():
+        """For a rung that needs a drained node: a node-level one with no node drain before it
+        drains the node first (unless ``if_not_drained: force``); after the ladder's drain
+        failed, the drain again. Then, failed, ``if_drain_failed``. Returns what the rung's
+        attempt should say of it."""
+        if not ACTIONS[rung.action].needs_drained:
             return ""
         action = rung.action.value
-        failed = await self._drain_again(rung)
+        if self._never_drained(rung):
+            if rung.if_not_drained is IfNotDrained.FORCE:
+                return "; ran on an undrained node (no node drain before it; if_not_drained: force)"
+            failed = await self._drain_first(index, rung)
+        elif self._drain_failed():
+            failed = await self._drain_again(rung)
+        else:
+            return ""
         if failed is None:
             return ""
         because = f"the drain failed ({failed}); {action} needs the node drained"
@@ -124,6 +139,32 @@ class RungGates:
         drains = [a for a in self._state.attempts if a.action is Action.DRAIN and a.rung >= 0]
         return bool(drains) and not drains[-1].succeeded
 
+    def _never_drained(self, rung: Rung) -> bool:
+        """A node-level rung with nothing in the ladder's record that cleared the node for it:
+        no node drain (a failed one is drained again), nor for a reset a job killed on the
+        node; a GPU's drain leaves the other GPUs' pods. Runs from before ran it (DRAIN_FIRST)."""
+        clears = cleared_by(rung.action)
+        cleared = any(
+            a.rung >= 0
+            and a.gpus is None
+            and a.action in clears
+            and (a.action is Action.DRAIN or a.succeeded)
+            for a in self._state.attempts
+        )
+        node_level = needs_the_node_drained(rung.action, rung.scope)
+        return node_level and not cleared and patched(DRAIN_FIRST)
+
+    async def _drain_first(self, index: int, before: Rung) -> str | None:
+        """The node cordoned (else its pods come back) and drained before ``before``, with the
+        ladder's own drain rung's timeout and retries where it has one, recorded at
+        ``before``'s rung: None when it drained the node, else why not."""
+        ladder = self._state.runbook.ladder if self._state.runbook else []
+        drain = drain_like(ladder) or Rung(action=Action.DRAIN)
+        if self._state.cordon is None:
+            await self._steps.cordon(f"drain before {before.action.value}")
+        why = f"before {before.action.value}, which needs the node drained (no node drain yet)"
+        return await self._drain(drain, index, why)
+
     async def _drain_again(self, before: Rung) -> str | None:
         """The ladder's drain rung once more (its own timeout and retries): None when it
         drained the node, else why not."""
@@ -133,6 +174,10 @@ class RungGates:
         index = next((i for i, r in enumerate(ladder) if r.action is Action.DRAIN), None)
         rung = ladder[index] if index is not None else Rung(action=Action.DRAIN)
         at = index if index is not None else state.rung
+        return await self._drain(rung, at, f"again before {before.action.value}")
+
+    async def _drain(self, rung: Rung, at: int, why: str) -> str | None:
+        """Run ``rung`` (a drain) under ``at``'s key, recorded there with ``why``."""
         started = workflow.now()
         self._view.enter(Phase.ACTING)
         try:
@@ -142,8 +187,7 @@ class RungGates:
         else:
             detail, ok = result.detail, result.ok
         verdict = AttemptResult.DONE if ok else AttemptResult.FAILED
-        why = f"again before {before.action.value}: {detail}"
-        self._view.record(at, Action.DRAIN, started, verdict, why)
+        self._view.record(at, Action.DRAIN, started, verdict, f"{why}: {detail}", rung.scope)
         return None if ok else detail
 
     async def _ask(self, index: int, rung: Rung, consent: Consent, what: str) -> None:

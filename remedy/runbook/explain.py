@@ -17,8 +17,11 @@ from remedy.gpu_scope import SCOPED_DOES
 from remedy.models import Action, Scope
 from remedy.numbering import rung_number
 from remedy.runbook.schema import Approval, Match, OnApprovalTimeout, Runbook, Rung
+from remedy.runbook.undrained import IfNotDrained, clearing_rung, drain_like, drains_first
 
 WAIT = OnApprovalTimeout.WAIT
+DRAINS_FIRST = "no node drain before it: the ladder cordons and drains the node first (by then)"
+FORCED = "no node drain before it, and if_not_drained: force: runs with the node's pods on it"
 
 # The verification probe: two attempts of 60 s with 5 s between (workflows/node_remediation.py).
 PROBE_WORST_CASE = timedelta(seconds=125)
@@ -53,6 +56,8 @@ def timings(runbook: Runbook) -> list[RungTiming]:
     for index, rung in enumerate(runbook.ladder):
         if rung.approval is Approval.REQUIRED and rung.on_approval_timeout is not WAIT:
             at += rung.approval_timeout  # it may come at the last moment (an endless one: named)
+        if drains_first(runbook.ladder, index):  # the node's drain, under the rung
+            at += action_worst_case(drain_like(runbook.ladder) or Rung(action=Action.DRAIN))
         worst = action_worst_case(rung)
         ends = at + worst + (rung.settle + PROBE_WORST_CASE if rung.verifies else timedelta(0))
         out.append(
@@ -118,6 +123,7 @@ def explain(runbook: Runbook) -> list[str]:
     else:
         lines.append(step.format("0s", "no tolerance window: the ladder starts at once"))
     for timing, rung in zip(timings(runbook), runbook.ladder, strict=True):
+        forced = rung.if_not_drained is IfNotDrained.FORCE
         by = f"by {format_duration(timing.starts_by)}"
         does = SCOPED_DOES[rung.action] if rung.scope is Scope.GPU else ACTIONS[rung.action].does
         lines.append(step.format(by, f"rung {rung_number(timing.index)}: {does}"))
@@ -141,6 +147,10 @@ def explain(runbook: Runbook) -> list[str]:
                     "  holds a disruption lease of the pool first (its wait is not counted here)",
                 )
             )
+        if drains_first(runbook.ladder, timing.index):
+            lines.append(step.format("", f"  {DRAINS_FIRST}"))
+        elif forced and clearing_rung(runbook.ladder, timing.index) is None:
+            lines.append(step.format("", f"  {FORCED}"))
         tries = rung.retry.max_attempts
         comeback = " + the wait to come back" if rung.action is Action.REBOOT else ""
         lines.append(

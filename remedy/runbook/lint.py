@@ -11,6 +11,9 @@ field as a loading error does. Pure functions of the loaded runbooks and their l
   the node; with a cordon and no tolerance window, the node is cordoned for a person and remedy
   never looks at it again. (``orphaned-cordon`` re-probes in its window and gives a healthy
   node back: not warned.)
+- **A node-level rung forced on an undrained node** (``if_not_drained: force``): a reboot, a
+  replace or a node-wide reset with no node drain before it runs with the node's pods on it,
+  where the ladder would otherwise drain the node first (remedy/runbook/undrained.py).
 - **Overlapping matches**: a finding two runbooks match at the same specificity, which the
   matcher gives to one by priority or, failing that, by name (warned at the other's clause,
   naming the winner and why); and a clause that loses every finding it matches to more
@@ -42,7 +45,8 @@ from remedy.probe.sxids import sxid_findings
 from remedy.runbook.advice import ARCHITECTURES
 from remedy.runbook.loader import RunbookProblem, RunbookSource
 from remedy.runbook.matcher import as_scored, rank
-from remedy.runbook.schema import Approval, Match
+from remedy.runbook.schema import Approval, Match, Rung
+from remedy.runbook.undrained import IfNotDrained, clearing_rung
 from remedy.xid.actions import SEVERITY, XidAction
 from remedy.xid.catalog import Decoder, load_catalog
 from remedy.xid.nvswitch import ACTIONS as NVSWITCH_ACTIONS
@@ -55,6 +59,7 @@ def lint(sources: list[RunbookSource]) -> list[RunbookProblem]:
     """Every warning about the runbooks, by file, then line."""
     warnings = [w for source in sources for w in disrupts_for_transient(source)]
     warnings += [w for source in sources if (w := empty_ladder(source)) is not None]
+    warnings += [w for source in sources for w in forced_undrained(source)]
     warnings += overlaps(sources)
     return sorted(warnings, key=lambda w: (w.file, w.line, w.field))
 
@@ -108,6 +113,32 @@ def empty_ladder(source: RunbookSource) -> RunbookProblem | None:
     else:
         return None
     return RunbookProblem(source.file, source.line_of(("ladder",)), "ladder", f"empty, {why}")
+
+
+# -- a node-level rung forced on an undrained node ------------------------------------------
+def forced_undrained(source: RunbookSource) -> list[RunbookProblem]:
+    ladder = source.runbook.ladder
+    return [
+        RunbookProblem(
+            source.file,
+            source.line_of(("ladder", i, "if_not_drained")),
+            f"ladder[{i}].if_not_drained",
+            _forced(ladder, i),
+        )
+        for i, rung in enumerate(ladder)
+        if rung.if_not_drained is IfNotDrained.FORCE
+    ]
+
+
+def _forced(ladder: list[Rung], at: int) -> str:
+    action = ladder[at].action.value
+    before = clearing_rung(ladder, at)
+    if before is not None:
+        return f"force does nothing here: the node is drained at ladder[{before}], before {action}"
+    return (
+        f"{action} runs on the node as it is, with its pods on it: no node drain comes before "
+        "it, and force skips the one the ladder would run first (drop it, or add a drain rung)"
+    )
 
 
 # -- overlapping matches --------------------------------------------------------------------

@@ -25,6 +25,7 @@ from remedy.actions import ACTIONS
 from remedy.durations import Duration, format_duration
 from remedy.gpu_scope import GPU_SCOPED
 from remedy.models import Action, Finding, Scope, Severity
+from remedy.runbook.undrained import IfNotDrained, node_level_only
 
 # The loader validates with this context (and extra="forbid"): what a person wrote is checked
 # strictly — unknown fields, checks and reasons are errors. A runbook that travels inside a
@@ -151,6 +152,7 @@ class Rung(Authored):
     approval_timeout: Duration = timedelta(hours=4)
     # gpu: the faulty GPU only (remedy/gpu_scope.py); drain, kill_job and reset_gpu.
     scope: Scope = Scope.NODE
+    if_not_drained: IfNotDrained = IfNotDrained.DRAIN  # after the scope it is checked against
 
     @model_validator(mode="after")
     def _check(self, info: ValidationInfo) -> Rung:
@@ -189,6 +191,11 @@ class Rung(Authored):
             allowed = ", ".join(a.value for a in GPU_SCOPED)
             raise ValueError(f"scope: gpu is for {allowed}; {action.value} acts on the whole node")
         return value
+
+    @field_validator("if_not_drained")
+    @classmethod
+    def _node_level(cls, value: IfNotDrained, info: ValidationInfo) -> IfNotDrained:
+        return node_level_only(value, info.data, _authoring(info))
 
     @field_validator("approval_timeout")
     @classmethod
