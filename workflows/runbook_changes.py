@@ -25,7 +25,6 @@ from workflows.remediation_view import RemediationView
 
 with workflow.unsafe.imports_passed_through():
     from remedy import vocabulary
-    from remedy.actions import ACTIONS
     from remedy.models import Finding
     from remedy.remediation import (
         Escalation,
@@ -36,6 +35,7 @@ with workflow.unsafe.imports_passed_through():
         outranks,
     )
     from remedy.runbook.schema import Runbook
+    from remedy.under_way import first_not_done
     from remedy.verification import on_part_of
 
 # workflow.patched: runs from before kept such reports as findings and never acted on them.
@@ -136,7 +136,7 @@ class RunbookChanges:
                 "ladder; held for a person",
             )
         state.pending = [p for p in state.pending if p is not report]
-        start = _first_not_done(report.runbook, state)
+        start = first_not_done(report.runbook, state.attempts)
         self.record(report, kind, start)
         state.rung, state.prepare, state.resumed = start, [], ""
         state.fault_confirmed = False
@@ -167,16 +167,6 @@ def _still_there(finding: Finding, seen: list[Finding]) -> bool:
     if not vocabulary.seen_by_probe(finding.check, finding.reason):
         return True
     return any(f.reason == finding.reason and on_part_of(finding, f) for f in seen)
-
-
-def _first_not_done(runbook: Runbook, state: RemediationState) -> int:
-    """The new ladder starts past its leading rungs whose lasting effect is already there
-    (a drain that succeeded under the old runbook is not done again)."""
-    done = {a.action for a in state.attempts if a.succeeded and ACTIONS[a.action].lasting}
-    start = 0
-    while start < len(runbook.ladder) and runbook.ladder[start].action in done:
-        start += 1
-    return start
 
 
 def next_ladder_state(state: RemediationState, report: FindingReport) -> RemediationState:
