@@ -16,10 +16,18 @@ def budget_details(state: BudgetState) -> str:
     return (
         f"**{scope(state.pool)}**: {len(state.holders)}/"
         f"{state.allowed} leases, {len(state.waiting)} waiting, {gpu_note(state)} GPUs out"
-        + (f", {len(state.held)} held for a human" if state.held else "")
+        + (f", {len(state.held)} held for a human ({_named(state)})" if state.held else "")
         + (f", {len(state.asking)} cordons held" if state.asking else "")
         + f"; {len(held_by_people.out_of_scheduling(state))} of {state.pool_size} nodes "
         "out of scheduling"
         + (f"\n\n**{people}**" if people else "")
         + f"\n\n{blocking.markdown(blocking.who_blocks(state, first=blocking.SHOWN))}"
     )
+
+
+def _named(state: BudgetState) -> str:
+    """The nodes held for a human, the first ``SHOWN`` by name: a count alone sends the
+    operator looking for them."""
+    nodes = [h.node for h in state.held]
+    more = len(nodes) - held_by_people.SHOWN
+    return ", ".join(nodes[: held_by_people.SHOWN]) + (f" and {more} more" if more > 0 else "")

@@ -15,6 +15,7 @@ from remedy.models import Action, Finding
 from remedy.numbering import rung_number
 from remedy.remediation import Attempt, AttemptResult, Consent, Phase, RemediationState
 from remedy.runbook.schema import Approval, OnApprovalTimeout, Runbook, Rung
+from remedy.under_way import under_way, verification, waiting
 
 
 class NodeIndex(BaseModel):
@@ -106,9 +107,10 @@ def indexed_phase(state: RemediationState) -> Phase:
 
 def static_summary(node: str, finding: Finding, runbook: Runbook) -> str:
     """The one line the UI's workflow list shows: "node-17: Xid 79 on GPU 3 → gpu-fallen-off-bus
-    (reboot, replace)"."""
+    (reboot, replace), as it began". Set once at the start (the server keeps no later one), so it
+    says so: a worse fault's runbook that took over since is in the current details."""
     ladder = ", ".join(r.action.value for r in runbook.ladder) or "hold for a human"
-    return visible(f"{node}: {finding.headline()} → {runbook.name} ({ladder})")[:200]
+    return visible(f"{node}: {finding.headline()} → {runbook.name} ({ladder}), as it began")[:200]
 
 
 def remediation_details(state: RemediationState) -> str:
@@ -135,9 +137,6 @@ def remediation_details(state: RemediationState) -> str:
     if state.resumed:
         lines.append(f"**Recurrence** {state.resumed}")
     lines += [f"**{e.kind.capitalize()}** {e.describe()}" for e in state.escalations]
-    if state.pending:
-        kept = ", ".join(p.finding.headline() for p in state.pending)
-        lines.append(f"**Also seen** {kept} (handled after this fault)")
     lines.append(f"**Rung** {_rung_line(state)}")
     lines.append(f"**Next** {_next_step(state)}")
     abort = f'`remedy abort {node} --reason "..."`'
@@ -150,9 +149,17 @@ def remediation_details(state: RemediationState) -> str:
         + (f": {a.note}" if a.note else "")
         for a in state.approvals
     ]
-    if state.attempts:
+    now = under_way(state)
+    if state.attempts or now:
         lines += ["", "**Ladder so far**", ""]
         lines += [_attempt_line(a) for a in state.attempts]
+        if now is not None:
+            since = f" since {at(now.since)}" if now.since else ""
+            how = f" — {now.how}" if now.how else ""
+            lines.append(f"- **rung {now.number} {now.action}**: {now.phase}{since}{how}")
+    if faults := waiting(state):
+        lines += ["", "**Waiting their turn**", ""]
+        lines += [f"- {w.describe()}" for w in faults]
     lines += _refusals(state)
     # The evidence and the attempts' details are what nodes said: shown, never obeyed.
     return visible("\n".join(lines))
@@ -269,10 +276,10 @@ def _next_step(state: RemediationState) -> str:
                 f"many nodes went bad at once, so the cordon waits until the storm subsides "
                 f"(`remedy resume-pool {held[0] if held else state.node.pool}` ends it)"
             )
-        case Phase.SETTLING:
-            return f"settling after {action}, then a verification probe"
-        case Phase.VERIFYING:
-            return f"verification probe after {action}"
+        case Phase.SETTLING if rung is not None:
+            return f"settling after {action}, then {verification(state, rung)}"
+        case Phase.VERIFYING if rung is not None:
+            return f"verification of {action}: {verification(state, rung)}"
         case Phase.RESTORING:
             restored = bool(state.attempts) and state.attempts[-1].action is Action.RESTORE
             if restored:

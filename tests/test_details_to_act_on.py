@@ -96,7 +96,8 @@ def test_the_ladder_so_far_is_a_list_with_whole_words_and_rungs_from_1() -> None
         ),
     ]
     details = remediation_details(ladder(Phase.ACTING, 2, attempts=attempts))
-    rows = details.splitlines()[-2:]
+    *rows, now = details.splitlines()[-3:]
+    assert now == "- **rung 3 replace**: acting since 2026-11-30 03:00:00 UTC"  # under way
     assert rows[0].startswith("- **cordon**: done at 2026-11-30 03:00:00 UTC — ")
     assert rows[1].startswith("- **rung 2 reset_gpu**: unverified at 2026-11-30 03:00:00 UTC — ")
     cut = rows[1].removesuffix(" …")

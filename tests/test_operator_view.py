@@ -120,7 +120,7 @@ async def test_a_waiting_ladder_is_found_by_its_search_attributes_and_tells_its_
     assert handle.id in [w.id for w in by_serial]
     assert summary == (
         f"{node}: Xid 48 on GPU 3 ({finding.component.serial}) → "
-        "reset-after-approval (drain, reset_gpu)"
+        "reset-after-approval (drain, reset_gpu), as it began"
     )
     details = metadata.current_details
     assert f"### {node}: Xid 48 on GPU 3" in details

@@ -19,6 +19,7 @@ from remedy.durations import format_duration
 from remedy.numbering import rung_label, rung_number
 from remedy.remediation import Approval, Attempt, Escalation, Phase, Refusal
 from remedy.signing import Verb
+from remedy.under_way import UnderWay, Waiting, under_way, waiting
 from workers.blocking_status import pools_blocking
 from workflows.node_remediation import NodeRemediation
 
@@ -44,6 +45,8 @@ class NodeLadder(BaseModel):
     sent_by: str = ""  # who sent the report that started it
     # Waiting for a lease: its place in line and the holders ahead (the budget's answer).
     in_line: str = ""
+    now: UnderWay | None = None  # the rung under way (being verified, …) of a running ladder
+    waiting: list[Waiting] = []  # the faults waiting their turn, the next first
 
 
 async def node_ladder(client: Client, node: str) -> NodeLadder:
@@ -65,6 +68,8 @@ async def node_ladder(client: Client, node: str) -> NodeLadder:
             refused=state.refused,
             refusals=state.refusals,
             sent_by=state.sent_by,
+            now=under_way(state),
+            waiting=waiting(state),
             in_line=(
                 await _in_line(client, node, state.node.pool)
                 if state.phase is Phase.AWAITING_LEASE
@@ -120,6 +125,9 @@ def timeline(ladder: NodeLadder) -> list[str]:
         )
     lines += [_approval(a) for a in approvals]
     lines += [_escalation(e) for e in escalations]
+    if ladder.now is not None:
+        lines.append(_under_way(ladder.now, ladder.read_at))
+    lines += [f"  > waiting: {w.describe()}" for w in ladder.waiting]
     lines += [f"  x {r.at:%H:%M:%S} {_refused(r.verb)} refused: {r.why}" for r in ladder.refused]
     if ladder.refusals > len(ladder.refused):
         lines.append(f"  x {ladder.refusals} messages refused in all (the latest shown)")
@@ -127,6 +135,13 @@ def timeline(ladder: NodeLadder) -> list[str]:
         lines.append(f"    {ladder.detail}")
     # Details and refusals quote what nodes said: nothing in them may reorder a line.
     return [visible(line) for line in lines]
+
+
+def _under_way(now: UnderWay, read_at: datetime | None) -> str:
+    """The rung under way as a row of its own: since when its phase holds, for how long."""
+    since = f"{now.since:%H:%M:%S}" if now.since else " " * 8
+    took = format_duration(max(read_at - now.since, ZERO)) if read_at and now.since else ""
+    return f"{now.number:>3} {since} {now.action:<10} {now.phase:<18} {took:>6}  {now.how}".rstrip()
 
 
 def _refused(verb: str) -> str:

@@ -40,7 +40,7 @@ from workflows.quarantine_gate import (
 from workflows.remediation_view import RemediationView
 from workflows.runbook_changes import RunbookChanges, next_ladder_state
 from workflows.rung_gates import RungGates, SkipRung
-from workflows.verification import RESUME_ABOVE, VERIFY_WITH_WHAT_SAW, Verification, summary
+from workflows.verification import RECORD_STOPPED_CHECKS, RESUME_ABOVE, Verification
 
 with workflow.unsafe.imports_passed_through():
     from contract.names import NODE_REMEDIATION_WORKFLOW
@@ -89,7 +89,7 @@ class NodeRemediation(LadderMessages, OperatorMessages, QuarantineMessages):
         self._steps.before_cordon = self._gate.before_cordon  # every cordon waits for leave
         self._lease = DisruptionLease(self._state, self._view)
         self._capabilities = NodeCapabilities(inp, self._state, self._view)
-        self._verification = Verification(self._state, self._steps)
+        self._verification = Verification(self._state, self._steps, self._view, self._worse_waiting)
         self._changes = RunbookChanges(self._state, self._steps, self._view)
         self._gates = RungGates(
             self._state, self._steps, self._view, self._lease, self._worse_waiting, self._keys
@@ -291,18 +291,13 @@ class NodeRemediation(LadderMessages, OperatorMessages, QuarantineMessages):
         if not rung.verifies:
             view.record(index, rung.action, started, AttemptResult.DONE, detail)
             return rung.action is Action.REPLACE
-        if rung.settle > timedelta(0):
-            view.enter(Phase.SETTLING)
-            await workflow.sleep(
-                rung.settle,
-                summary=f"settle {format_duration(rung.settle)} after {rung.action.value}",
-            )
-        view.enter(Phase.VERIFYING)
-        if patched(VERIFY_WITH_WHAT_SAW):
-            healthy, detail = await self._verification.verify(rung, result)
-        else:
-            report = await self._steps.probe()
-            healthy, detail = report.healthy, summary(result, report)
+        try:
+            healthy, detail = await self._verification.after(rung, result)
+        except asyncio.CancelledError:  # stopped while settling or verifying: the rung ran
+            if patched(RECORD_STOPPED_CHECKS):
+                said = self._verification.stopped(result) + undrained
+                view.record(index, rung.action, started, AttemptResult.DONE, said)
+            raise
         verdict = AttemptResult.VERIFIED if healthy else AttemptResult.UNVERIFIED
         view.record(index, rung.action, started, verdict, detail + undrained)
         return healthy

@@ -25,8 +25,6 @@ from workflows.remediation_view import RemediationView
 
 with workflow.unsafe.imports_passed_through():
     from remedy import vocabulary
-    from remedy.actions import ACTIONS
-    from remedy.gpu_scope import covers, faulty_gpus
     from remedy.models import Finding
     from remedy.remediation import (
         Escalation,
@@ -36,7 +34,8 @@ with workflow.unsafe.imports_passed_through():
         RemediationState,
         outranks,
     )
-    from remedy.runbook.schema import Runbook, Rung
+    from remedy.runbook.schema import Runbook
+    from remedy.under_way import first_not_done
     from remedy.verification import on_part_of
 
 # workflow.patched: runs from before kept such reports as findings and never acted on them.
@@ -140,8 +139,8 @@ class RunbookChanges:
                 "ladder; held for a person",
             )
         state.pending = [p for p in state.pending if p is not report]
-        start = _first_not_done(report.runbook, state)
-        on_its_part = _first_not_done(report.runbook, state, report.finding)
+        start = first_not_done(report.runbook, state.attempts)
+        on_its_part = first_not_done(report.runbook, state.attempts, report.finding)
         if on_its_part != start and patched(OWN_SCOPED_RUNGS):
             start = on_its_part  # another GPU: its own quarantine and eviction first
         self.record(report, kind, start)
@@ -174,28 +173,6 @@ def _still_there(finding: Finding, seen: list[Finding]) -> bool:
     if not vocabulary.seen_by_probe(finding.check, finding.reason):
         return True
     return any(f.reason == finding.reason and on_part_of(finding, f) for f in seen)
-
-
-def _first_not_done(runbook: Runbook, state: RemediationState, fault: Finding | None = None) -> int:
-    """The new ladder starts past its leading rungs whose lasting effect is already there
-    (a drain that succeeded under the old runbook is not done again). ``fault``: the new
-    ladder's; a GPU-scoped rung's effect is there only for the GPUs it acted on (GPU 1's
-    drain quarantined GPU 1 and evicted its pods, not GPU 6's)."""
-    gpus = faulty_gpus(fault, []) if fault is not None else []
-
-    def done(rung: Rung) -> bool:
-        return any(
-            a.succeeded
-            and a.action is rung.action
-            and ACTIONS[a.action].lasting
-            and (fault is None or covers(a, rung.scope, gpus))
-            for a in state.attempts
-        )
-
-    start = 0
-    while start < len(runbook.ladder) and done(runbook.ladder[start]):
-        start += 1
-    return start
 
 
 def next_ladder_state(state: RemediationState, report: FindingReport) -> RemediationState:

@@ -5,6 +5,7 @@ come from activities."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import timedelta
 
 from temporalio import workflow
@@ -14,6 +15,7 @@ from contract import activities as act
 from contract.patches import patched
 from workflows.common import PATIENT_RETRY, RIDE_OUT, cause_of
 from workflows.node_steps import CLUSTER_CALL, NodeSteps
+from workflows.remediation_view import RemediationView
 
 with workflow.unsafe.imports_passed_through():
     from remedy.attribution.evidence import recent_xid
@@ -21,7 +23,7 @@ with workflow.unsafe.imports_passed_through():
     from remedy.hardware import SerialsCheck
     from remedy.models import Action, ActionResult, Finding, ProbeReport
     from remedy.recurrence import resume_rung
-    from remedy.remediation import RemediationState
+    from remedy.remediation import Phase, RemediationState
     from remedy.runbook.schema import Rung
     from remedy.verification import (
         VerifyBy,
@@ -37,12 +39,45 @@ with workflow.unsafe.imports_passed_through():
 VERIFY_WITH_WHAT_SAW = "verify-with-what-saw-the-fault"
 RESUME_ABOVE = "resume-above-a-recovery-that-did-not-hold"
 VERIFY_PER_PART = "verify-the-trigger-part"  # before: any fault on the node failed the rung
+# Runs before: a rung stopped while it settled or was verified left no record (it ran all the
+# same), and a worse fault waited for the end of the watch, the node uncordoned meanwhile.
+RECORD_STOPPED_CHECKS = "record-a-rung-stopped-while-settling-or-verifying"
+WORSE_ENDS_WATCH = "a-worse-fault-ends-the-watch"
 RECORD_LOOKUP = timedelta(minutes=2)  # a ladder waits no longer than this for the record
 
 
 class Verification:
-    def __init__(self, state: RemediationState, steps: NodeSteps) -> None:
-        self._state, self._steps = state, steps
+    def __init__(
+        self,
+        state: RemediationState,
+        steps: NodeSteps,
+        view: RemediationView,
+        worse: Callable[[], bool],
+    ) -> None:
+        self._state, self._steps, self._view, self._worse = state, steps, view, worse
+        self._doing = "its verification"  # what the checks do now: said if the ladder stops
+
+    async def after(self, rung: Rung, result: ActionResult) -> tuple[bool, str]:
+        """The rung's settle, then its verification: whether the node is healthy, and what the
+        attempt says."""
+        if rung.settle > timedelta(0):
+            self._view.enter(Phase.SETTLING)
+            self._doing = f"its {format_duration(rung.settle)} settle"
+            await workflow.sleep(
+                rung.settle,
+                summary=f"settle {format_duration(rung.settle)} after {rung.action.value}",
+            )
+        self._view.enter(Phase.VERIFYING)
+        self._doing = "its verification probe"
+        if patched(VERIFY_WITH_WHAT_SAW):
+            return await self.verify(rung, result)
+        report = await self._steps.probe()
+        return report.healthy, summary(result, report)
+
+    def stopped(self, result: ActionResult) -> str:
+        """What the record says of a rung that ran and that the ladder's stop came after: it
+        was done, and not verified."""
+        return f"{result.detail}; not verified: the ladder was stopped during {self._doing}"
 
     async def verify(self, rung: Rung, result: ActionResult) -> tuple[bool, str]:
         """After a rung and its settle: whether the fault is gone, and what the attempt says.
@@ -64,9 +99,10 @@ class Verification:
                 return True, summary(result, report)
             return await self._diagnose(result)
         if watch > timedelta(0):
-            await workflow.sleep(
-                watch, summary=f"watch {format_duration(watch)} for {trigger.headline()}"
-            )
+            self._doing = f"its {format_duration(watch)} watch for {trigger.headline()}"
+            if await self._watch(watch, f"watch {format_duration(watch)} for {trigger.headline()}"):
+                return False, self._worse_came(result)
+        self._doing = "its verification"
         try:
             seen = await act.XIDS_SINCE.execute(
                 XidsSince(node=state.node, since=ended),
@@ -90,12 +126,34 @@ class Verification:
         said = summary(result, report, trigger if part else None)
         return True, f"{said}; no {_code(trigger)} for {format_duration(watch)}"
 
+    async def _watch(self, watch: timedelta, said: str) -> bool:
+        """The quiet watch; True when a worse fault ended it: that fault's runbook takes over
+        at once (its cordon first), not after the watch (``WORSE_ENDS_WATCH``)."""
+        if not patched(WORSE_ENDS_WATCH):
+            await workflow.sleep(watch, summary=said)
+            return False
+        try:
+            await workflow.wait_condition(self._worse, timeout=watch, timeout_summary=said)
+        except TimeoutError:
+            return False
+        return True
+
+    def _worse_came(self, result: ActionResult) -> str:
+        state = self._state
+        worse = state.pending[0].finding.headline() if state.pending else "a worse fault"
+        now = state.trigger.headline() if state.trigger else "the fault"
+        return (
+            f"{result.detail}; not verified: {worse} came during the watch, worse than {now}; "
+            "its runbook takes over"
+        )
+
     async def _diagnose(self, result: ActionResult) -> tuple[bool, str]:
         """The deep diagnose again, on every GPU (``diagnose-every-gpu``), with the runbook's own
         diagnose rung (its timeout and retries) when it has one."""
         assert self._state.runbook is not None
         own = [r for r in self._state.runbook.ladder if r.action is Action.DIAGNOSE]
         rung = own[0] if own else Rung(action=Action.DIAGNOSE)
+        self._doing = "its verification diagnose"
         try:
             diagnosed = await self._steps.act(rung)
         except ActivityError as err:
