@@ -56,6 +56,10 @@ with workflow.unsafe.imports_passed_through():
 # handler (the ladder's keys not in yet), it is refused now, as the update's validator refuses
 # it, unless it names the rung waiting (remedy.approval_check).
 ONE_NUMBERING = "one-rung-numbering-on-the-wire"
+# workflow.patched: runs before dropped an approve signal that did not read as one (the Web UI's
+# JSON without "by") with a traceback in the worker's log; it is refused where people look.
+UNREADABLE_SAID = "unreadable-approve-signal-refused"
+DECISION_BYTES = 16 * 1024  # a decision with its note and signature is well under this
 Request = ApproveRequest | AbortRequest | ClearRequest
 
 # How long an update waits for the workflow to act on it before it answers with where things
@@ -85,8 +89,12 @@ class OperatorMessages:
     _one_numbering: bool | None = None  # ONE_NUMBERING, asked once per run
 
     # -- approve ---------------------------------------------------------------------------
-    @APPROVE.handler
-    async def approve(self, req: ApproveRequest) -> None:
+    @APPROVE.guarded(max_bytes=DECISION_BYTES)
+    async def approve(self, req: ApproveRequest | Unreadable) -> None:
+        if isinstance(req, Unreadable):  # a run from before: dropped by the SDK, unsaid
+            if patched(UNREADABLE_SAID):
+                self._view.refused(Verb.APPROVE.value, req.why)
+            return
         await self._keys.ready()
         why = self._why_not_approve(req, self._numbered())
         if not self._signal_refused(Verb.APPROVE, why):
