@@ -43,7 +43,9 @@ def _why_not_rung(state: RemediationState, req: ApproveRequest, old_form_strict:
             f"rung_number {req.rung_number} and rung {req.rung} (the old form, counted from 0) "
             "name different rungs: send rung_number alone"
         )
-    if not 0 <= rung < len(ladder):
+    if rung < 0:  # a rung of a runbook the ladder left (remedy.numbering)
+        return f"{said} is behind the ladder, in a runbook it left (now at {_now(state)})"
+    if rung >= len(ladder):
         first, last = state.number_of(0), state.number_of(len(ladder) - 1)
         return f"no {said} in the ladder (rungs {first} to {last}; now at {_now(state)})"
     action = ladder[rung].action.value
