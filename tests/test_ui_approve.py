@@ -13,8 +13,10 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
+from temporalio.api.enums.v1 import EventType
 from temporalio.api.sdk.v1 import WorkflowMetadata
 from temporalio.client import Client, WorkflowUpdateFailedError
+from temporalio.converter import DataConverter
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import WorkflowEnvironment
 
@@ -66,6 +68,17 @@ async def sent(handle: Handle, update_input: dict[str, Any]) -> ApproveResult | 
     return result
 
 
+async def timer_summaries(handle: Handle) -> list[str]:
+    """The summaries of the ladder's timers, as the UI's timeline shows them."""
+    converter = DataConverter.default.payload_converter
+    return [
+        converter.from_payload(event.user_metadata.summary, str)
+        async for event in handle.fetch_history_events()
+        if event.event_type == EventType.EVENT_TYPE_TIMER_STARTED
+        and event.user_metadata.HasField("summary")
+    ]
+
+
 def one_line_refusal(failure: ApproveResult | ApplicationError) -> str:
     assert isinstance(failure, ApplicationError), failure
     assert failure.type == REJECTED and failure.failure is not None
@@ -96,6 +109,7 @@ async def test_the_documented_ui_json_approves_the_waiting_rung_and_nothing_else
         untouched = await state_of(handle)
         answer = await sent(handle, {"by": "you", "rung_number": number})
         approved = await state_of(handle)
+        timers = await timer_summaries(handle)
         await handle.terminate("seen enough")
     assert "rung 3 (reboot) is not the rung waiting for approval" in one_line_refusal(other)
     assert '"ahead": true' in one_line_refusal(other)
@@ -105,6 +119,8 @@ async def test_the_documented_ui_json_approves_the_waiting_rung_and_nothing_else
     assert isinstance(answer, ApproveResult)
     assert (answer.rung_number, answer.action, answer.ahead) == (2, Action.RESET_GPU, False)
     assert [(a.rung, a.by) for a in approved.approvals] == [(1, "you")]  # index 1: rung 2
+    # The answer's wait, in the timeline beside "Approved rung 2" (it said "rung 1")
+    assert "the ladder acts on the approval of rung 2" in timers, timers
 
 
 async def test_ahead_must_be_said_and_then_approves_that_rung(
