@@ -28,6 +28,7 @@ from remedy.runbook import Match, Runbook, Rung
 from remedy.signing import KeyringWanted
 from tests.conftest import own_fleet, running_workers
 from tests.ladder import Handle, report, state_of
+from tests.test_cli import cli
 from tests.test_operator_updates import until_phase
 from workers.codec import data_converter
 
@@ -123,7 +124,7 @@ async def test_the_documented_ui_json_approves_the_waiting_rung_and_nothing_else
     assert "the ladder acts on the approval of rung 2" in timers, timers
 
 
-async def test_ahead_must_be_said_and_then_approves_that_rung(
+async def test_ahead_must_be_said_and_then_approves_that_rung_alone(
     dev_env: WorkflowEnvironment,
 ) -> None:
     client = remedy_client(dev_env)
@@ -133,11 +134,18 @@ async def test_ahead_must_be_said_and_then_approves_that_rung(
         handle = await report(client, queues, fleet.inject(node, "ecc_dbe"), ASKS_TWICE)
         await until_phase(handle, Phase.AWAITING_APPROVAL)
         await LOAD_KEYRING.send(handle, KeyringWanted())
-        answer = await sent(handle, {"by": "you", "rung_number": 3, "ahead": True})
+        address = client.service_client.config.target_host
+        unsaid = await cli("approve", node, "--rung", "3", "--address", address, "--by", "al")
+        said = await cli(
+            "approve", node, "--rung", "3", "--ahead", "--address", address, "--by", "al"
+        )
         state = await state_of(handle)
+        again = await sent(handle, {"by": "you", "rung_number": 3, "ahead": True})
         await handle.terminate("seen enough")
-    assert isinstance(answer, ApproveResult) and answer.ahead and answer.rung_number == 3
+    assert unsaid[0] == 2 and "rung 3 (reboot) is not the rung waiting" in unsaid[1]
+    assert said[0] == 0 and f"{node}: approved rung 3 (reboot) ahead by al" in said[1]
     assert [a.rung for a in state.approvals] == [2]  # the reboot's, and not the reset's
+    assert "rung 3 (reboot) was already approved by al" in one_line_refusal(again)
     assert state.phase is Phase.AWAITING_APPROVAL
 
 
