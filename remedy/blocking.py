@@ -157,10 +157,10 @@ def markdown(blocking: Blocking) -> str:
             f"- `{h.node}` holds {h.holds} since {h.since:%Y-%m-%d %H:%M:%S} UTC, waits for "
             f"{h.waits_for} — {commands}"
         )
-    out += _more(blocking.holding)
+    out += _more(blocking.holding, code=True)
     out += ["", f"**Waiting** ({blocking.in_line}, served in this order):"]
     out += [f"- {w.position}. `{w.node}`{_waiter_note(w)}" for w in blocking.waiters[:SHOWN]]
-    return "\n".join(out + _more(blocking.in_line))
+    return "\n".join(out + _more(blocking.in_line, code=True))
 
 
 def lines(blocking: Blocking, now: datetime) -> list[str]:
@@ -235,7 +235,10 @@ def _waiter_note(w: Waiter) -> str:
     return f" ({', '.join(notes)})" if notes else ""
 
 
-def _more(count: int, indent: str = "- ") -> list[str]:
+def _more(count: int, indent: str = "- ", code: bool = False) -> list[str]:
+    """``code``: the command as Markdown code, which the UI shows as typed (as prose, its
+    ``--`` became en dashes)."""
     if count <= SHOWN:
         return []
-    return [f"{indent}and {count - SHOWN} more (remedy status --blocking --json)"]
+    command = "`remedy status --blocking --json`" if code else "remedy status --blocking --json"
+    return [f"{indent}and {count - SHOWN} more ({command})"]

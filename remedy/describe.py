@@ -12,7 +12,7 @@ from remedy.display import visible
 from remedy.durations import format_duration
 from remedy.intake import version
 from remedy.models import Action, Finding
-from remedy.numbering import rung_number
+from remedy.numbering import first_number
 from remedy.remediation import Attempt, AttemptResult, Consent, Phase, RemediationState
 from remedy.runbook.schema import Approval, OnApprovalTimeout, Runbook, Rung
 from remedy.under_way import under_way, verification, waiting
@@ -115,7 +115,8 @@ def static_summary(node: str, finding: Finding, runbook: Runbook) -> str:
 
 def remediation_details(state: RemediationState) -> str:
     """The workflow's current details (Markdown) in the Web UI. Plain lines and a list: this
-    UI's renderer runs a table's cells together. Rungs count from 1 (remedy.numbering)."""
+    UI's renderer runs a table's cells together. Rungs count from 1, and on through a change of
+    runbooks (remedy.numbering)."""
     node = state.node.name
     if state.runbook is None or state.trigger is None:
         return visible(
@@ -136,7 +137,10 @@ def remediation_details(state: RemediationState) -> str:
         lines.append(f"**Reported by** {state.sent_by} · **runbook version** {version(runbook)}")
     if state.resumed:
         lines.append(f"**Recurrence** {state.resumed}")
-    lines += [f"**{e.kind.capitalize()}** {e.describe()}" for e in state.escalations]
+    lines += [
+        f"**{e.kind.capitalize()}** {e.describe(first_number(state.escalations, n))}"
+        for n, e in enumerate(state.escalations, start=1)
+    ]
     lines.append(f"**Rung** {_rung_line(state)}")
     lines.append(f"**Next** {_next_step(state)}")
     abort = f'`remedy abort {node} --reason "..."`'
@@ -145,14 +149,14 @@ def remediation_details(state: RemediationState) -> str:
     elif state.outcome is None:
         lines.append(f"**Abort** {abort}")
     lines += [
-        f"**Approved** rung {rung_number(a.rung)} by {a.who} at {at(a.at)}"
+        f"**Approved** rung {state.number_of(a.rung, a.epoch)} by {a.who} at {at(a.at)}"
         + (f": {a.note}" if a.note else "")
         for a in state.approvals
     ]
     now = under_way(state)
     if state.attempts or now:
         lines += ["", "**Ladder so far**", ""]
-        lines += [_attempt_line(a) for a in state.attempts]
+        lines += [_attempt_line(state, a) for a in state.attempts]
         if now is not None:
             since = f" since {at(now.since)}" if now.since else ""
             how = f" — {now.how}" if now.how else ""
@@ -202,8 +206,9 @@ def approval_deadline(state: RemediationState) -> datetime | None:
     return state.phase_since + rung.approval_timeout
 
 
-def _attempt_line(a: Attempt) -> str:
-    step = f"rung {rung_number(a.rung)} {a.action.value}" if a.rung >= 0 else a.action.value
+def _attempt_line(state: RemediationState, a: Attempt) -> str:
+    number = state.number_of(a.rung, a.epoch)
+    step = f"rung {number} {a.action.value}" if a.rung >= 0 else a.action.value
     return f"- **{step}**: {a.result.value.replace('_', ' ')} at {at(a.started_at)} — " + clip(
         a.detail.replace("\n", " ")
     )
@@ -227,7 +232,8 @@ def _rung_line(state: RemediationState) -> str:
         return f"none: past the ladder ({len(ladder)} rungs), restoring the node"
     if state.rung >= len(ladder):
         return f"past the last of {len(ladder)}"
-    return f"{rung_number(state.rung)} of {len(ladder)}: {ladder[state.rung].action.value}"
+    last = state.number_of(len(ladder) - 1)  # on from the runbooks before, if any
+    return f"{state.number_of(state.rung)} of {last}: {ladder[state.rung].action.value}"
 
 
 def _deadline(state: RemediationState, rung: Rung) -> str:

@@ -22,7 +22,7 @@ from remedy.models import (
     Severity,
     vouched,
 )
-from remedy.numbering import rung_number
+from remedy.numbering import rung_index, rung_number
 from remedy.redaction.operator import ClientIdentity, OperatorName, OperatorReason, OperatorText
 from remedy.runbook.schema import Approval as ApprovalMode
 from remedy.runbook.schema import Runbook
@@ -95,7 +95,13 @@ class OperatorRequest(Frozen):
 
 class ApproveRequest(OperatorRequest):
     by: OperatorName
-    rung: int | None = None  # None: the rung waiting for approval now; else approve it ahead
+    # The rung, counted from 1 as people see it (remedy.numbering); None: the rung waiting now.
+    # A rung other than the one waiting is approved only with ``ahead``.
+    rung_number: int | None = None
+    ahead: bool = False
+    # The old form (clients of the release before): the ladder's index, from 0. It approves
+    # only the rung waiting now; with ``rung_number`` it must name the same rung.
+    rung: int | None = None
     note: OperatorText = ""
     identity: ClientIdentity = ""  # the caller's client identity, recorded beside ``by``
     signature: Signature | None = None  # the operator's (remedy.signing)
@@ -179,12 +185,13 @@ class ApproveResult(Frozen):
     """What an approval did: the rung, who, and the phase the ladder moved to."""
 
     node: str
-    rung: int
+    rung: int  # the ladder's index, from 0, for clients of the release before
     action: Action
     by: str  # signed: the name given and the caller's identity
     phase: Phase  # after the workflow acted on the approval (or as it was, if it had not yet)
     ahead: bool = False  # approved before the ladder reached the rung
     moved: bool = True  # False: the ladder had not left the approval when the answer was due
+    rung_number: int = 0  # the rung as people count it, from 1 (0: a worker of the release before)
 
 
 class StopResult(Frozen):
@@ -211,8 +218,10 @@ class Escalation(Frozen):
     to_rung: int = 0  # where the new runbook's ladder starts: past what was already done
     from_fault: str = ""  # the fault that drove the ladder until then (empty: a run before)
 
-    def describe(self) -> str:
-        start = rung_number(self.to_rung)
+    def describe(self, first: int = 0) -> str:
+        """``first``: the numbers the ladder's runbooks before the new one took
+        (remedy.numbering.first_number)."""
+        start = first + rung_number(self.to_rung)
         return (
             f"{self.kind} from {self.from_runbook} to {self.to_runbook} because {self.because}"
             + (f" (from rung {start}: the rungs below were done)" if self.to_rung else "")
@@ -290,35 +299,17 @@ class RemediationState(BaseModel):
             return Consent.RUNG
         return None
 
-    def why_not_approve(self, req: ApproveRequest) -> str:
-        """Why an approval would change nothing (empty: it would). The rung waiting now, or a
-        rung above it approved ahead; never one the ladder passed, or one needing no approval."""
-        if self.outcome is not None or self.phase is Phase.DONE:
-            return f"the ladder is finished ({self.outcome or 'done'}): nothing to approve"
-        ladder = self.runbook.ladder if self.runbook else []
-        if req.rung is None and self.phase is not Phase.AWAITING_APPROVAL:
-            return f"nothing waits for approval (the ladder is {self.phase.value})"
-        rung = self.rung if req.rung is None else req.rung
-        said = f"rung {rung_number(rung)}"  # people count rungs from 1 (remedy.numbering)
-        if not 0 <= rung < len(ladder):
-            return f"no {said} in the ladder ({len(ladder)} rungs)"
-        action = ladder[rung].action.value
-        consent = self.waits_for(rung)
-        if consent is None:
-            return f"{said} ({action}) needs no approval"
-        if rung < self.rung:
-            return f"{said} ({action}) is behind the ladder (now at rung {rung_number(self.rung)})"
-        done = next(
-            (
-                a
-                for a in self.approvals
-                if a.rung == rung and a.epoch == self.epoch and a.consent is consent
-            ),
-            None,
-        )
-        if done is not None:
-            return f"{said} ({action}) was already approved by {done.who} at {done.at:%H:%M:%S}"
-        return ""
+    def number_of(self, rung: int, epoch: int | None = None) -> int:
+        """The number of the rung at index ``rung`` of runbook ``epoch`` (default: the one
+        climbed now), as people and the wire count it (remedy.numbering)."""
+        return rung_number(rung, self.escalations, self.epoch if epoch is None else epoch)
+
+    def requested_rung(self, req: ApproveRequest) -> int:
+        """The index of the rung an approval names: its ``rung_number``, else the old form's
+        index, else the rung the ladder is at."""
+        if req.rung_number is not None:
+            return rung_index(req.rung_number, self.escalations, self.epoch)
+        return self.rung if req.rung is None else req.rung
 
     def record_report(self, report: FindingReport) -> None:
         self.reports_received += 1

@@ -36,6 +36,8 @@ FRESH_FOR = timedelta(minutes=5)
 KEY_TYPE = "ssh-ed25519"
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@+-]{0,63}$")
 _VERSION = "remedy-decision-1"  # in the signed bytes: a signature for anything else never fits
+# An approval signed for its rung's number, from 1 (remedy.numbering), not the index from 0.
+_VERSION_NUMBERED = "remedy-decision-2"
 
 
 class Verb(StrEnum):
@@ -50,13 +52,15 @@ class SigningError(ValueError):
 
 
 class Decision(Frozen):
-    """What an operator signs. ``rung`` and ``epoch`` for an approval; ``text`` is the note or
-    reason (so a signature cannot be reused with other words); ``restore`` an abort's."""
+    """What an operator signs. ``rung_number`` and ``epoch`` for an approval; ``text`` is the
+    note or reason (so a signature cannot be reused with other words); ``restore`` an abort's.
+    ``rung``: the rung's index, from 0, as clients of the release before signed it."""
 
     workflow_id: str
     run_id: str
     verb: Verb
     rung: int | None = None
+    rung_number: int | None = None  # the rung as people count it, from 1
     epoch: int | None = None
     text: str = ""
     restore: bool = False
@@ -64,9 +68,10 @@ class Decision(Frozen):
 
     def message(self) -> bytes:
         """The canonical bytes signed: sorted JSON, the time in whole UTC seconds."""
-        fields = self.model_dump(mode="json", exclude={"at"})
+        numbered = self.rung_number is not None  # the bytes of the release before, else
+        fields = self.model_dump(mode="json", exclude={"at", "rung" if numbered else "rung_number"})
         fields["at"] = self.at.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-        fields["v"] = _VERSION
+        fields["v"] = _VERSION_NUMBERED if numbered else _VERSION
         return json.dumps(fields, sort_keys=True, separators=(",", ":")).encode()
 
 
@@ -107,18 +112,18 @@ class Keyring(Frozen):
     def why_not(self, signature: Signature | None, expected: Decision, now: datetime) -> str:
         """Why ``signature`` does not make ``expected`` (its ``at`` aside) an operator's
         decision at ``now`` (empty: it does). For example, a signature made for rung 2 sent
-        with an approval of rung 3 is refused with "signed for rung 2, not rung 3"."""
+        with an approval of rung 3 is refused with "signed for rung_number 2, not 3"."""
         if signature is None:
             return "unsigned: this workflow takes only decisions signed by a key in its keyring"
         operator = self.signer(signature.key)
         if operator is None:
             return f"signed by key {signature.key}, which is not in the keyring"
         claim = signature.decision
-        for field in ("workflow_id", "run_id", "verb", "rung", "epoch", "text", "restore"):
+        for field in Decision.model_fields:
             said, wanted = getattr(claim, field), getattr(expected, field)
             if said != wanted and field == "rung":  # as people count rungs (from 1)
                 said, wanted = _people(said), _people(wanted)
-            if said != wanted:
+            if said != wanted and field != "at":
                 return f"signed for {_field(field)} {said!r}, not {wanted!r}: sign it again"
         if abs(now - claim.at) > FRESH_FOR:
             return (
@@ -135,7 +140,7 @@ class Keyring(Frozen):
 
 
 def _field(name: str) -> str:
-    return {"workflow_id": "workflow", "run_id": "run"}.get(name, name)
+    return {"workflow_id": "workflow", "run_id": "run", "rung_number": "rung"}.get(name, name)
 
 
 def fingerprint(key: str) -> str:

@@ -87,7 +87,7 @@ def under_way(state: RemediationState) -> UnderWay | None:
         return None
     rung = ladder[state.rung]
     return UnderWay(
-        number=rung_number(state.rung),
+        number=state.number_of(state.rung),
         of=len(ladder),
         action=rung.action.value,
         phase=phase,

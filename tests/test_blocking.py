@@ -98,7 +98,9 @@ def test_the_budget_details_name_holders_and_waiters_with_positions() -> None:
     assert "**Waiting** (11, served in this order):" in details
     assert "- 1. `gpu-4` (cordoned while it waits)" in details
     assert "- 10. `gpu-15` (cordoned while it waits)" in details
-    assert "`gpu-16`" not in details and "- and 1 more (remedy status --blocking --json)" in details
+    assert (
+        "`gpu-16`" not in details and "- and 1 more (`remedy status --blocking --json`)" in details
+    )
 
 
 def test_a_seized_pool_says_so_in_both() -> None:
@@ -152,4 +154,4 @@ def test_the_details_of_a_pool_of_thousands_build_only_what_they_show() -> None:
     assert blocking.markdown(first) == blocking.markdown(whole)
     assert blocking.lines(first, T0) == blocking.lines(whole, T0)
     assert "**Holders** (1006):" in budget_details(state)
-    assert "- and 996 more (remedy status --blocking --json)" in budget_details(state)
+    assert "- and 996 more (`remedy status --blocking --json`)" in budget_details(state)

@@ -290,7 +290,7 @@ async def test_a_budget_started_afresh_knows_who_holds_a_lease(
         rebuilt = await eventually(lambda: _decided(client, queues.pool, waiter.id))
         still = await state_of(waiter)
         for handle in (holder, waiter):
-            await APPROVE.send(handle, ApproveRequest(by="test", rung=1))
+            await APPROVE.send(handle, ApproveRequest(by="test", rung_number=2, ahead=True))
         results = [await holder.result(), await waiter.result()]
         held_by, waited = await state_of(holder), await state_of(waiter)
     assert [h.holder for h in rebuilt.holders] == [holder.id] and rebuilt.rebuilt

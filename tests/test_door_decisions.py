@@ -121,9 +121,10 @@ async def test_an_approval_given_before_its_key_was_removed_is_dropped_before_th
     async with running_workers(client, fleet, keyring=lambda: keyring["now"]) as queues:
         handle = await report(client, queues, fleet.inject(node, "ecc_dbe"), WINDOW)
         await wait_for_phase(time_env, handle, Phase.TOLERATING)
-        ahead = await decision(time_env, handle, rung=0, text="")
+        ahead = await decision(time_env, handle, rung=None, rung_number=1, text="")
         await APPROVE_RUNG.execute(
-            handle, ApproveRequest(by="alice", rung=0, signature=sign(ALICE, ahead))
+            handle,
+            ApproveRequest(by="alice", rung_number=1, ahead=True, signature=sign(ALICE, ahead)),
         )
         assert [a.by for a in (await state_of(handle)).approvals] == ["alice"]
         keyring["now"] = Keyring(required=True)

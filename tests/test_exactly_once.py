@@ -235,7 +235,7 @@ async def test_a_waiting_ladder_asks_again_when_its_budget_was_lost(
         await budget.terminate("lost")
         await APPROVE.send(first, ApproveRequest(by="test"))
         assert (await first.result()).outcome is Outcome.RECOVERED
-        await APPROVE.send(waiter, ApproveRequest(by="test", rung=1))  # ahead of time
+        await APPROVE.send(waiter, ApproveRequest(by="test", rung_number=2, ahead=True))  # ahead
         result = await waiter.result()
         state = await state_of(waiter)
         new_run = (await budget.describe()).run_id

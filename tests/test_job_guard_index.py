@@ -18,8 +18,8 @@ from tests.test_job_guard import guard, hardware_failure
 from workers.ui_views import VIEWS
 from workflows.job_guard import JobGuard
 
-HELD_VIEW = next(v for v in VIEWS if v.name == "remedy: jobs held for a human")
-LEFT_VIEW = next(v for v in VIEWS if v.name == "remedy: left for a human")
+HELD_VIEW = next(v for v in VIEWS if v.name == "remedy jobs held for a human")
+LEFT_VIEW = next(v for v in VIEWS if v.name == "remedy left for a human")
 
 
 async def _listed(env: WorkflowEnvironment, query: str, job: str) -> WorkflowExecution | None:

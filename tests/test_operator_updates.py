@@ -145,9 +145,9 @@ async def test_an_approve_when_nothing_waits_is_refused_with_why_and_leaves_no_t
         before = await keyring_read(client, handle.id)
         refused = await cli("approve", node, "--address", address, "--by", "alice")
         with pytest.raises(UpdateRejected, match=r"rung 1 \(drain\) needs no approval"):
-            await APPROVE_RUNG.execute(handle, ApproveRequest(by="alice", rung=0))
+            await APPROVE_RUNG.execute(handle, ApproveRequest(by="alice", rung_number=1))
         with pytest.raises(UpdateRejected, match="no rung 8 in the ladder"):
-            await APPROVE_RUNG.execute(handle, ApproveRequest(by="alice", rung=7))
+            await APPROVE_RUNG.execute(handle, ApproveRequest(by="alice", rung_number=8))
         pool = await cli("resume-pool", queues.pool, "--address", address)
         budget = client.get_workflow_handle(budget_workflow_id(queues.pool))
         with pytest.raises(UpdateRejected, match="not tripped"):
@@ -275,30 +275,71 @@ def _ladder(phase: Phase, rung: int, approvals: list[Approval] | None = None) ->
     return messages
 
 
+NOT_WAITING = "is not the rung waiting for approval"
+AHEAD = 'to approve it ahead of time, say so ("ahead": true; remedy approve --ahead)'
+OLD = 'the old field "rung" counts from 0'
+
+
 @pytest.mark.parametrize(
     ("phase", "rung", "asked", "reason"),
     [
-        (Phase.TOLERATING, 0, None, "nothing waits for approval (the ladder is tolerating)"),
-        (Phase.TOLERATING, 0, 1, ""),  # ahead of time: an existing feature
-        (Phase.AWAITING_APPROVAL, 1, None, ""),
-        (Phase.AWAITING_APPROVAL, 1, 1, ""),
-        (Phase.AWAITING_APPROVAL, 1, 0, "rung 1 (drain) needs no approval"),
-        (Phase.ACTING, 2, 1, "rung 2 (reset_gpu) is behind the ladder (now at rung 3)"),
-        (Phase.DONE, 2, None, "the ladder is finished (done): nothing to approve"),
+        (Phase.TOLERATING, 0, {}, "nothing waits for approval (the ladder is tolerating)"),
+        (Phase.TOLERATING, 0, {"rung_number": 2, "ahead": True}, ""),  # ahead, said so
+        (
+            Phase.TOLERATING,
+            0,
+            {"rung_number": 2},
+            f"rung 2 (reset_gpu) {NOT_WAITING} (now rung 1 (drain), tolerating): {AHEAD}",
+        ),
+        (  # the old form ahead: a ladder of the release before took it; now refused
+            Phase.TOLERATING,
+            0,
+            {"rung": 1},
+            f"rung 2 (reset_gpu) {NOT_WAITING} (now rung 1 (drain), tolerating); {OLD} "
+            '({"rung": 1} is rung 2): send "rung_number", counted from 1 as shown',
+        ),
+        (Phase.AWAITING_APPROVAL, 1, {}, ""),
+        (Phase.AWAITING_APPROVAL, 1, {"rung_number": 2}, ""),
+        (Phase.AWAITING_APPROVAL, 1, {"rung": 1}, ""),  # the old form, naming the rung waiting
+        (Phase.AWAITING_APPROVAL, 1, {"rung_number": 1}, "rung 1 (drain) needs no approval"),
+        (  # what a person typed into the old form on "Rung 2 of 2"
+            Phase.AWAITING_APPROVAL,
+            1,
+            {"rung": 2},
+            "no rung 3 in the ladder (rungs 1 to 2; now at rung 2 (reset_gpu), awaiting "
+            f'approval); {OLD} ({{"rung": 2}} is rung 3): send "rung_number", counted from 1 '
+            "as shown",
+        ),
+        (
+            Phase.AWAITING_APPROVAL,
+            1,
+            {"rung_number": 2, "rung": 0},
+            "rung_number 2 and rung 0 (the old form, counted from 0) name different rungs: "
+            "send rung_number alone",
+        ),
+        (Phase.AWAITING_APPROVAL, 1, {"rung_number": 2, "rung": 1}, ""),  # both, agreeing
+        (
+            Phase.ACTING,
+            2,
+            {"rung_number": 2, "ahead": True},
+            "rung 2 (reset_gpu) is behind the ladder (now at rung 3, acting)",
+        ),
+        (Phase.DONE, 2, {}, "the ladder is finished (done): nothing to approve"),
     ],
 )
-def test_an_approval_is_refused_when_it_would_change_nothing(
-    phase: Phase, rung: int, asked: int | None, reason: str
+def test_an_approval_is_refused_when_it_would_change_nothing_or_names_another_rung(
+    phase: Phase, rung: int, asked: dict[str, Any], reason: str
 ) -> None:
     ladder = _ladder(phase, rung)
-    assert ladder.why_not_approve(ApproveRequest(by="a", rung=asked)) == reason
+    assert ladder.why_not_approve(ApproveRequest(by="a", **asked)) == reason
 
 
 def test_an_approval_already_given_is_refused_naming_who_gave_it() -> None:
     at = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
     given = Approval(rung=1, by="alice", at=at, identity="remedy-cli:alice@host")
     ladder = _ladder(Phase.TOLERATING, 0, [given])
-    assert ladder.why_not_approve(ApproveRequest(by="bob", rung=1)) == (
+    ahead = ApproveRequest(by="bob", rung_number=2, ahead=True)
+    assert ladder.why_not_approve(ahead) == (
         "rung 2 (reset_gpu) was already approved by "
         "alice (remedy-cli:alice@host) [unverified] at 12:00:00"
     )

@@ -147,15 +147,18 @@ async def test_without_a_keyring_a_signal_is_checked_as_the_update_is_and_show_s
     async with running_workers(client, fleet) as queues:
         handle = await report(client, queues, fleet.inject(node, "ecc_dbe"), WAITS)
         await wait_for_phase(time_env, handle, Phase.AWAITING_APPROVAL)
-        await APPROVE.send(handle, ApproveRequest(by="mallory", rung=99, key="forged"))
+        await APPROVE.send(handle, ApproveRequest(by="mallory", rung_number=100, key="forged"))
         refused = await state_of(handle)
         await APPROVE.send(handle, ApproveRequest(by="carol", key="forged"))
         result = await handle.result()
     assert refused.approvals == [] and refused.phase is Phase.AWAITING_APPROVAL
     [refusal] = refused.refused
-    assert (refusal.verb, refusal.why) == ("approve", "no rung 100 in the ladder (2 rungs)")
+    no_such = (
+        "no rung 100 in the ladder (rungs 1 to 2; now at rung 2 (reset_gpu), awaiting approval)"
+    )
+    assert (refusal.verb, refusal.why) == ("approve", no_such)
     lines = timeline(NodeLadder(node=node, runbook=None, status="x", refused=refused.refused))
-    assert lines[-1].endswith("approve signal refused: no rung 100 in the ladder (2 rungs)")
+    assert lines[-1].endswith(f"approve signal refused: {no_such}")
     [approval] = result.approvals  # the signal for the waiting rung counts, unverified
     assert approval.who == "carol [unverified]" and approval.key == ""
 

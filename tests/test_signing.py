@@ -144,3 +144,21 @@ def test_keys_generate_writes_a_private_key_and_its_keyring_line(tmp_path: Path)
     assert out.stat().st_mode & 0o777 == 0o600 and line in made.output
     again = CliRunner().invoke(app, ["keys", "generate", str(out), "--name", "alice"])
     assert again.exit_code == 2 and "exists: not overwritten" in again.output
+
+
+def test_an_approval_is_signed_for_its_rung_number_and_the_old_form_still_verifies() -> None:
+    """The new form signs the rung as people count it (``rung_number``, from 1) under a
+    version of its own; the release before's bytes (``rung``, an index from 0) are unchanged,
+    so a decision its CLI signed still verifies, and neither stands for the other."""
+    numbered = APPROVAL.model_copy(update={"rung": None, "rung_number": 3})
+    message = numbered.message().decode()
+    assert '"rung_number":3' in message and '"rung":' not in message
+    assert '"v":"remedy-decision-2"' in message
+    old = APPROVAL.message().decode()
+    assert '"rung":2' in old and "rung_number" not in old and '"v":"remedy-decision-1"' in old
+    signed = sign(ALICE, numbered)
+    assert KEYRING.why_not(signed, numbered, NOW) == ""
+    assert KEYRING.why_not(sign(ALICE, APPROVAL), APPROVAL, NOW) == ""
+    other = numbered.model_copy(update={"rung_number": 4})
+    assert KEYRING.why_not(signed, other, NOW) == "signed for rung 3, not 4: sign it again"
+    assert KEYRING.why_not(signed, APPROVAL, NOW).startswith("signed for rung None, not 3")

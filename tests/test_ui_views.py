@@ -4,6 +4,7 @@ README no longer claims a summary column this UI does not have."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
@@ -16,7 +17,7 @@ from contract.names import (
     NODE_REMEDIATION_WORKFLOW,
 )
 from tests.test_cli import cli
-from workers.ui_views import VIEWS, markdown
+from workers.ui_views import VIEWS, markdown, text
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -50,3 +51,12 @@ def test_the_docs_list_the_same_views_and_the_readme_claims_no_summary_column() 
     readme = (ROOT / "README.md").read_text()
     assert "The list shows each one's summary" not in readme
     assert "(docs/ui.md)" in readme
+
+
+def test_every_view_name_is_one_the_ui_saves() -> None:
+    """The UI refused to save "remedy: fleet" (a colon): the names printed are letters and
+    spaces, and `remedy ui` prints them so."""
+    for view in VIEWS:
+        assert re.fullmatch(r"[a-z][a-z ]*[a-z]", view.name), view.name
+    printed = text("http://ui", "default")
+    assert [line for line in printed if not line.startswith(" ")] == [v.name for v in VIEWS]

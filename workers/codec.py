@@ -28,6 +28,7 @@ from typing import ClassVar
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from google.protobuf.message import DecodeError
+from pydantic import ValidationError
 from temporalio.api.common.v1 import Payload
 from temporalio.api.failure.v1 import Failure
 from temporalio.contrib.pydantic import pydantic_data_converter
@@ -37,8 +38,9 @@ from temporalio.converter import (
     PayloadCodec,
     PayloadConverter,
 )
+from temporalio.exceptions import ApplicationError
 
-from contract.defs import REJECTED
+from contract.defs import REJECTED, RETRY
 from remedy.redaction import Redactor
 
 ENCODING = b"binary/encrypted"
@@ -170,9 +172,10 @@ class RedactingFailureConverter(DefaultFailureConverter):
     def to_failure(
         self, exception: BaseException, payload_converter: PayloadConverter, failure: Failure
     ) -> None:
+        exception = unreadable_input(exception) or exception
         super().to_failure(exception, payload_converter, failure)  # causes come back through here
         message = self._redactor.text(failure.message)
-        refusal = failure.application_failure_info.type == REJECTED
+        refusal = failure.application_failure_info.type in ANSWERS or _no_handler(exception)
         stack_trace = "" if refusal else self._redactor.text(failure.stack_trace)
         if not self.encrypting:
             failure.message, failure.stack_trace = message, stack_trace
@@ -181,6 +184,36 @@ class RedactingFailureConverter(DefaultFailureConverter):
         common = {"message": message, "stack_trace": stack_trace}
         failure.encoded_attributes.CopyFrom(payload_converter.to_payloads([common])[0])
         failure.message, failure.stack_trace = "Encoded failure", ""
+
+
+# Refusals that answer the caller (the Web UI shows their stack trace as the worker's): a
+# validator's reason, and "send it again" while the ladder reads its keyring.
+ANSWERS = frozenset({REJECTED, RETRY})
+
+
+def unreadable_input(exception: BaseException) -> ApplicationError | None:
+    """An update whose input does not read as its type (the Web UI's JSON without ``by``, a
+    number as text), as a refusal in one line: which fields and why, never the input (the
+    operator models hide it) nor the decoding traceback. None for anything else."""
+    cause = exception.__cause__
+    if not (
+        isinstance(exception, RuntimeError)
+        and str(exception) == "Failed decoding arguments"
+        and isinstance(cause, ValidationError)
+    ):
+        return None
+    fields = [
+        f"{'.'.join(str(p) for p in e['loc']) or '(the input)'}: {e['msg']}" for e in cause.errors()
+    ]
+    return ApplicationError(
+        f"not a valid {cause.title}: {'; '.join(fields[:5])}", type=REJECTED, non_retryable=True
+    )
+
+
+def _no_handler(exception: BaseException) -> bool:
+    """An update of a name the workflow has no handler for (a typo in the Web UI): its message
+    names the updates it knows; its stack trace is the SDK's."""
+    return isinstance(exception, RuntimeError) and "expected but not found" in str(exception)
 
 
 class EncryptedFailureConverter(RedactingFailureConverter):

@@ -24,8 +24,14 @@ from contract.messages import APPROVE, REMEDIATION_STATE
 from remedy.budget import BudgetPolicy
 from remedy.durations import format_duration
 from remedy.models import Action, Component, Finding, NodeRef, Severity
-from remedy.numbering import rung_label
-from remedy.remediation import ApproveRequest, Attempt, FindingReport, RemediationResult
+from remedy.numbering import rung_label, rung_number
+from remedy.remediation import (
+    ApproveRequest,
+    Attempt,
+    Escalation,
+    FindingReport,
+    RemediationResult,
+)
 from remedy.runbook import Runbook, RunbookSet
 from remedy.runbook.schema import Approval
 from workers.binaries import installed_binary
@@ -169,7 +175,10 @@ async def rehearse(
                 if approve:  # ahead of time: each approval is given the moment it is asked
                     for index, rung in enumerate(runbook.ladder):
                         if rung.approval is Approval.REQUIRED:
-                            await APPROVE.send(handle, ApproveRequest(by="rehearsal", rung=index))
+                            ahead = ApproveRequest(
+                                by="rehearsal", rung_number=rung_number(index), ahead=True
+                            )
+                            await APPROVE.send(handle, ahead)
                 try:  # hours of workflow time take about a second: minutes mean it is stuck
                     result = await asyncio.wait_for(handle.result(), WALL_LIMIT_S)
                 except TimeoutError:
@@ -213,7 +222,7 @@ def timeline(rehearsal: Rehearsal) -> list[str]:
     ]
     end = rehearsal.started_at
     for attempt in result.attempts:
-        lines.append(_line(rehearsal.started_at, attempt))
+        lines.append(_line(rehearsal.started_at, attempt, result.escalations))
         end = max(end, attempt.finished_at)
     lines += [
         "",
@@ -224,8 +233,8 @@ def timeline(rehearsal: Rehearsal) -> list[str]:
     return lines
 
 
-def _line(start: datetime, attempt: Attempt) -> str:
-    rung = rung_label(attempt.rung)
+def _line(start: datetime, attempt: Attempt, escalations: list[Escalation]) -> str:
+    rung = rung_label(attempt.rung, escalations, attempt.epoch)
     took = format_duration(attempt.finished_at - attempt.started_at)
     return (
         f"  T+{_at(start, attempt.started_at):<9} rung {rung:<2} "

@@ -16,7 +16,7 @@ from remedy.blocking import place_in_line
 from remedy.describe import approval_deadline, at
 from remedy.display import visible
 from remedy.durations import format_duration
-from remedy.numbering import rung_label, rung_number
+from remedy.numbering import first_number, rung_label, rung_number
 from remedy.remediation import Approval, Attempt, Escalation, Phase, Refusal
 from remedy.signing import Verb
 from remedy.under_way import UnderWay, Waiting, under_way, waiting
@@ -114,17 +114,18 @@ def timeline(ladder: NodeLadder) -> list[str]:
     escalations = sorted(ladder.escalations, key=lambda e: e.at)
     for a in ladder.attempts:
         while approvals and approvals[0].at <= a.started_at:  # in time, attempts as recorded
-            lines.append(_approval(approvals.pop(0)))
+            lines.append(_approval(approvals.pop(0), ladder.escalations))
         while escalations and escalations[0].at <= a.started_at:
-            lines.append(_escalation(escalations.pop(0)))
-        rung = f"{rung_label(a.rung):>3}"  # people count rungs from 1
+            lines.append(_escalation(escalations.pop(0), ladder.escalations))
+        # people count rungs from 1, on through a change of runbooks (remedy.numbering)
+        rung = f"{rung_label(a.rung, ladder.escalations, a.epoch):>3}"
         took = format_duration(a.finished_at - a.started_at)
         lines.append(
             f"{rung} {a.started_at:%H:%M:%S} {a.action.value:<10} {a.result.value:<18} "
             f"{took:>6}  {a.detail}"
         )
-    lines += [_approval(a) for a in approvals]
-    lines += [_escalation(e) for e in escalations]
+    lines += [_approval(a, ladder.escalations) for a in approvals]
+    lines += [_escalation(e, ladder.escalations) for e in escalations]
     if ladder.now is not None:
         lines.append(_under_way(ladder.now, ladder.read_at))
     lines += [f"  > waiting: {w.describe()}" for w in ladder.waiting]
@@ -149,13 +150,15 @@ def _refused(verb: str) -> str:
     return f"{verb} signal" if verb in {v.value for v in Verb} else verb
 
 
-def _escalation(e: Escalation) -> str:
-    return f"  ^ {e.at:%H:%M:%S} {e.describe()}"
+def _escalation(e: Escalation, every: list[Escalation]) -> str:
+    first = first_number(every, every.index(e) + 1) if e in every else 0
+    return f"  ^ {e.at:%H:%M:%S} {e.describe(first)}"
 
 
-def _approval(a: Approval) -> str:
+def _approval(a: Approval, escalations: list[Escalation]) -> str:
     note = f": {a.note}" if a.note else ""
-    return f"{rung_number(a.rung):>3} {a.at:%H:%M:%S} approved by {a.who}{note}"
+    number = rung_number(a.rung, escalations, a.epoch)
+    return f"{number:>3} {a.at:%H:%M:%S} approved by {a.who}{note}"
 
 
 def _when(ladder: NodeLadder) -> str:

@@ -2,7 +2,8 @@
 query each, and the columns that make the list readable — this UI shows workflow ids only, so
 remedy's search attributes are what tell one ladder from another. The first view is the fleet
 as an operator wants it by default: running ladders and admissions, without the hardware
-records and the schedules' runs that would bury them."""
+records and the schedules' runs that would bury them. A view's name is letters and spaces: the
+UI refuses a name with a colon."""
 
 from __future__ import annotations
 
@@ -43,38 +44,38 @@ def _types(*names: str) -> str:
 
 VIEWS = [
     View(
-        name="remedy: fleet",
+        name="remedy fleet",
         query=f"{_types(NODE_REMEDIATION_WORKFLOW, NODE_ADMISSION_WORKFLOW)} AND {RUNNING}",
     ),
     View(
-        name="remedy: waiting for an approval",
+        name="remedy waiting for an approval",
         query=f"{sa.PHASE.name} = '{Phase.AWAITING_APPROVAL.value}' AND {RUNNING}",
     ),
     View(
-        name="remedy: waiting for a lease",
+        name="remedy waiting for a lease",
         query=f"{sa.PHASE.name} = '{Phase.AWAITING_LEASE.value}' AND {RUNNING}",
     ),
     View(
-        name="remedy: holding a lease",
+        name="remedy holding a lease",
         query=f"{sa.LEASE.name} = '{HELD}' AND {RUNNING}",
     ),
     View(  # ladders that ended so, and job guards held for a person now
-        name="remedy: left for a human",
+        name="remedy left for a human",
         query=f"{sa.OUTCOME.name} = '{Outcome.NEEDS_HUMAN.value}'",
         columns=[key.name for key in (sa.NODE, sa.POOL, sa.FAULT, sa.RUNG, sa.OUTCOME, sa.JOB)],
     ),
     View(
-        name="remedy: budgets",
+        name="remedy budgets",
         query=f"WorkflowType = '{DISRUPTION_BUDGET_WORKFLOW}' AND {RUNNING}",
         columns=[],  # a budget says who blocks whom in its details (open it)
     ),
     View(
-        name="remedy: job guards",
+        name="remedy job guards",
         query=f"WorkflowType = '{JOB_GUARD_WORKFLOW}' AND {RUNNING}",
         columns=GUARD_COLUMNS,
     ),
     View(
-        name="remedy: jobs held for a human",
+        name="remedy jobs held for a human",
         query=f"{sa.JOB_STATE.name} = '{GuardPhase.HELD.value}' AND {RUNNING}",
         columns=GUARD_COLUMNS,
     ),

@@ -179,13 +179,16 @@ class OperatorKeys:
         signature: Signature | None,
         *,
         rung: int | None = None,
+        rung_number: int | None = None,
         epoch: int | None = None,
         text: str = "",
         restore: bool = False,
     ) -> tuple[str, Operator | None]:
         """Why the decision does not count (empty: it does), and who signed it (None: no
         keyring, so the decision is recorded unverified). Not ``settled`` yet (a ladder's
-        first moments): empty, and the handler waits for the keys and asks again."""
+        first moments): empty, and the handler waits for the keys and asks again. An approval
+        is checked in the form it was signed in: for its rung's number (``rung_number``, from
+        1), or, from a client of the release before, its index (``rung``, from 0)."""
         if not self._checks or not self.settled:
             return "", None  # a run from before signed decisions, or not known yet
         if self._keyring is None:
@@ -193,11 +196,13 @@ class OperatorKeys:
         if not self._keyring.required:
             return "", None
         info, now = workflow.info(), workflow.now()
+        numbered = signature is not None and signature.decision.rung_number is not None
         expected = Decision(
             workflow_id=info.workflow_id,
             run_id=info.run_id,
             verb=verb,
-            rung=rung,
+            rung=None if numbered else rung,
+            rung_number=rung_number if numbered else None,
             epoch=epoch,
             text=text,
             restore=restore,

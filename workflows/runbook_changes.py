@@ -26,6 +26,7 @@ from workflows.remediation_view import RemediationView
 with workflow.unsafe.imports_passed_through():
     from remedy import vocabulary
     from remedy.models import Finding
+    from remedy.numbering import first_number
     from remedy.remediation import (
         Escalation,
         FindingReport,
@@ -146,7 +147,8 @@ class RunbookChanges:
         self.record(report, kind, start)
         state.rung, state.prepare, state.resumed = start, [], ""
         state.fault_confirmed = False
-        workflow.logger.info("%s: %s", state.node.name, state.escalations[-1].describe())
+        first = first_number(state.escalations, state.epoch)
+        workflow.logger.info("%s: %s", state.node.name, state.escalations[-1].describe(first))
         if report.runbook.cordon and state.cordon is None:
             await self._steps.cordon("finding: " + report.finding.headline())
         self._view.enter(Phase.ACTING)

@@ -30,7 +30,6 @@ with workflow.unsafe.imports_passed_through():
     from remedy.actions import ACTIONS, cleared_by, needs_the_node_drained
     from remedy.durations import format_duration
     from remedy.models import Action
-    from remedy.numbering import rung_number
     from remedy.remediation import AttemptResult, Consent, Outcome, Phase, RemediationState
     from remedy.runbook.schema import Approval as ApprovalMode
     from remedy.runbook.schema import IfDrainFailed, OnApprovalTimeout, Rung
@@ -86,7 +85,7 @@ class RungGates:
             if not why:
                 return
             state.approvals = [a for a in state.approvals if a is not given]
-            self._view.refused("approval", f"{why}: rung {rung_number(index)} asks again")
+            self._view.refused("approval", f"{why}: rung {state.number_of(index)} asks again")
 
     async def drained(self, index: int, rung: Rung) -> str:
         """For a rung that needs a drained node: a node-level one with no node drain before it

@@ -140,36 +140,54 @@ def approve(
         int | None,
         typer.Option(
             min=1,
-            help="Approve this rung ahead of time, counted from 1 as `remedy show` and the Web "
-            "UI count (default: the rung waiting now).",
+            help="The rung to approve, counted from 1 as `remedy show` and the Web UI count "
+            "(default: the rung waiting now). Refused unless it is the rung waiting, or --ahead.",
         ),
     ] = None,
+    ahead: Annotated[
+        bool, typer.Option(help="Approve --rung ahead of time, before the ladder reaches it.")
+    ] = False,
     by: ByOption = USER,
     note: WhyOption = "",
     key: KeyOption = None,
 ) -> None:
     """Approve the rung a node's remediation waits for (e.g. a replacement). Exit 2 when
-    nothing waits for approval, or the rung is behind the ladder or approved already."""
-    from remedy.numbering import rung_index, rung_number
+    nothing waits for approval, or the rung is behind the ladder, not the one waiting (without
+    --ahead) or approved already."""
     from remedy.remediation import ApproveRequest
 
-    wire = None if rung is None else rung_index(rung)  # the wire and signatures count from 0
-
     def request(identity: str) -> ApproveRequest:
-        return ApproveRequest(by=by, rung=wire, note=note, identity=identity)
+        return ApproveRequest(by=by, rung_number=rung, ahead=ahead, note=note, identity=identity)
 
     signer = approval_signer(key_or_exit(key))
+    if rung is not None:
+        signer = _with_old_form(signer)
     done = _decide_node(address, node, APPROVE_RUNG, APPROVE, request, signer)
     if done is None:
         typer.echo(f"{node}: approval sent by {by}")
         return
     phase = done.phase.value.replace("_", " ")
     moved = f"ladder now {phase}" if done.moved else f"ladder still {phase} (not acted on yet)"
-    ahead = " ahead" if done.ahead else ""
+    ahead_said = " ahead" if done.ahead else ""
+    number = done.rung_number or done.rung + 1  # 0: a worker of the release before
     typer.echo(
-        f"{node}: approved rung {rung_number(done.rung)} ({done.action.value}){ahead} by "
-        f"{done.by}; {moved}"
+        f"{node}: approved rung {number} ({done.action.value}){ahead_said} by {done.by}; {moved}"
     )
+
+
+def _with_old_form(signer: Signer | None) -> Signer:
+    """An approval of a named rung also carries the old wire form (``rung``, the index from 0
+    in the runbook climbed now): a worker of the release before, which does not read
+    ``rung_number``, would otherwise approve the rung waiting instead."""
+    from contract.messages import REMEDIATION_STATE
+    from remedy.remediation import ApproveRequest
+
+    async def prepared(req: ApproveRequest, handle: WorkflowHandle[Any, Any]) -> ApproveRequest:
+        state = await REMEDIATION_STATE.ask(handle)
+        req = req.model_copy(update={"rung": state.requested_rung(req)})
+        return req if signer is None else await signer(req, handle)
+
+    return prepared
 
 
 def abort(

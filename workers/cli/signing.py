@@ -106,7 +106,8 @@ def _read_or_exit(path: Path, load: Callable[[Path], T]) -> T:
 
 
 def approval_signer(key: Ed25519PrivateKey | None) -> Signer | None:
-    """Signs an approval for the rung it names, else the rung the ladder is at now."""
+    """Signs an approval for the rung it names, else the rung the ladder is at now, by its
+    number (from 1; remedy.numbering)."""
     if key is None:
         return None
 
@@ -114,8 +115,10 @@ def approval_signer(key: Ed25519PrivateKey | None) -> Signer | None:
         from contract.messages import REMEDIATION_STATE
 
         state = await REMEDIATION_STATE.ask(handle)
-        rung = state.rung if req.rung is None else req.rung
-        decision = await _decision(handle, Verb.APPROVE, req.note, rung=rung, epoch=state.epoch)
+        number = state.number_of(state.requested_rung(req))  # signed as people count it
+        decision = await _decision(
+            handle, Verb.APPROVE, req.note, rung_number=number, epoch=state.epoch
+        )
         return req.model_copy(update={"signature": sign(key, decision)})
 
     return signed
