@@ -13,23 +13,25 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
 from temporalio.testing import WorkflowEnvironment
 
 from adapters.kubernetes.marks import KubernetesNodeMarks
 from adapters.kubernetes.nodes import NodeApi
 from adapters.sim import SimFleet
+from contract.messages import ABORT_LADDER
 from kubeapi import ApiServer
 from remedy.budget import BudgetPolicy
 from remedy.models import Action
 from remedy.person_hold import HOLD_ANNOTATION, read_hold
-from remedy.remediation import Outcome, Phase, RemediationState
+from remedy.remediation import AbortRequest, Outcome, Phase, RemediationState
 from remedy.runbook import Match, Runbook, Rung
 from tests.conftest import own_fleet, running_workers
 from tests.kube import NODES, node
-from tests.ladder import Handle, report, send_report, state_of
+from tests.ladder import Handle, report, send_report, state_of, wait_for_phase
 from tests.test_cli import cli
+from workflows.person_hold import RECHECK_EVERY
 
 # Cordons, then an hour's tolerance before it would reboot: a ladder to abort, and one that
 # shows at once whether a report started climbing (cordon, tolerating) or waits held.
@@ -138,3 +140,31 @@ def test_the_kubernetes_adapter_marks_reads_and_lifts_the_hold(api: ApiServer) -
     assert marks.set_person_hold("n1", None) is None  # lifted twice: nothing to lift
     annotations = api.objects[NODES, None, "n1"]["metadata"]["annotations"]
     assert HOLD_ANNOTATION not in annotations and annotations["keep"] == "me"
+
+
+async def test_a_hold_removed_by_hand_is_seen_on_the_ladders_clock(
+    time_env: WorkflowEnvironment, fleet: SimFleet
+) -> None:
+    """No resume-node, no nudge: `kubectl annotate node N remedy.io/held-for-person-`. The
+    held ladder reads the mark again every RECHECK_EVERY (the time-skipping server's clock),
+    and not before."""
+    name = sorted(fleet.nodes)[0]
+    async with running_workers(time_env.client, fleet, policy=POLICY) as queues:
+        first = await report(time_env.client, queues, fleet.inject(name, "ecc_dbe"), PATIENT)
+        await wait_for_phase(time_env, first, Phase.TOLERATING)
+        await ABORT_LADDER.execute(first, AbortRequest(by="carol", reason="vendor on site"))
+        held = await report(time_env.client, queues, fleet.inject(name, "gpu_lost"), PATIENT)
+        await wait_for_phase(time_env, held, Phase.HELD_FOR_PERSON)
+        del fleet.node(name).annotations[HOLD_ANNOTATION]  # by hand
+        await time_env.sleep(RECHECK_EVERY - timedelta(minutes=1))
+        still = await state_of(held)
+        climbing = await wait_for_phase(time_env, held, Phase.TOLERATING)
+    assert still.phase is Phase.HELD_FOR_PERSON and still.attempts == []
+    assert climbing.held is None and climbing.cordoned_by_remedy
+
+
+def test_an_annotation_written_by_hand_holds_all_the_same() -> None:
+    now = datetime(2026, 12, 7, 10, 53, tzinfo=UTC)
+    hold = read_hold("yes", now)
+    assert hold is not None and hold.by == "(by hand)" and hold.since == now
+    assert read_hold("", now) is None and read_hold(None, now) is None
