@@ -51,7 +51,9 @@ class SigningError(ValueError):
 
 class Decision(Frozen):
     """What an operator signs. ``rung`` and ``epoch`` for an approval; ``text`` is the note or
-    reason (so a signature cannot be reused with other words); ``restore`` an abort's."""
+    reason (so a signature cannot be reused with other words); ``restore`` and ``no_hold``
+    an abort's (``no_hold`` is in the signed bytes only when set: signatures made before it
+    still verify)."""
 
     workflow_id: str
     run_id: str
@@ -60,11 +62,12 @@ class Decision(Frozen):
     epoch: int | None = None
     text: str = ""
     restore: bool = False
+    no_hold: bool = False  # an abort that leaves the node to the next report (person_hold)
     at: datetime
 
     def message(self) -> bytes:
         """The canonical bytes signed: sorted JSON, the time in whole UTC seconds."""
-        fields = self.model_dump(mode="json", exclude={"at"})
+        fields = self.model_dump(mode="json", exclude={"at"} if self.no_hold else {"at", "no_hold"})
         fields["at"] = self.at.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         fields["v"] = _VERSION
         return json.dumps(fields, sort_keys=True, separators=(",", ":")).encode()
@@ -114,7 +117,16 @@ class Keyring(Frozen):
         if operator is None:
             return f"signed by key {signature.key}, which is not in the keyring"
         claim = signature.decision
-        for field in ("workflow_id", "run_id", "verb", "rung", "epoch", "text", "restore"):
+        for field in (
+            "workflow_id",
+            "run_id",
+            "verb",
+            "rung",
+            "epoch",
+            "text",
+            "restore",
+            "no_hold",
+        ):
             said, wanted = getattr(claim, field), getattr(expected, field)
             if said != wanted and field == "rung":  # as people count rungs (from 1)
                 said, wanted = _people(said), _people(wanted)
