@@ -12,6 +12,7 @@ simulated fleet; the Kubernetes adapter's mark on the kube-apiserver emulator.""
 from __future__ import annotations
 
 import asyncio
+import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
@@ -31,6 +32,7 @@ from tests.conftest import own_fleet, running_workers
 from tests.kube import NODES, node
 from tests.ladder import Handle, report, send_report, state_of, wait_for_phase
 from tests.test_cli import cli
+from tests.test_fleet_scan import scan_every_second
 from workflows.person_hold import RECHECK_EVERY
 
 # Cordons, then an hour's tolerance before it would reboot: a ladder to abort, and one that
@@ -168,3 +170,31 @@ def test_an_annotation_written_by_hand_holds_all_the_same() -> None:
     hold = read_hold("yes", now)
     assert hold is not None and hold.by == "(by hand)" and hold.since == now
     assert read_hold("", now) is None and read_hold(None, now) is None
+
+
+async def test_status_names_a_held_node_that_no_ladder_holds(dev_env: WorkflowEnvironment) -> None:
+    """Aborted with --restore: back in service, no ladder, no cordon — healthy to the scan, so
+    before it was in no row of `remedy status`. Held, it is listed: held for (a) person."""
+    client = dev_env.client
+    address = ["--address", client.service_client.config.target_host]
+    fleet = own_fleet("status", 3)
+    name = sorted(fleet.nodes)[0]
+    schedule_id = f"scan-{uuid.uuid4().hex[:8]}"
+    async with running_workers(client, fleet, policy=POLICY) as queues:
+        first = await report(client, queues, fleet.inject(name, "ecc_dbe"), PATIENT)
+        await until(first, lambda s: s.phase is Phase.TOLERATING)
+        await cli("abort", name, "--reason", "vendor on site", "--restore", *address)
+        fleet.node(name).faults.clear()  # the vendor's fix: healthy, but held
+        await scan_every_second(client, queues, schedule_id)
+        try:
+            asked = ["status", "--schedule", schedule_id, "--pool", queues.pool, *address]
+            for _ in range(100):  # until a scan after the abort has completed
+                shown = await cli(*asked)
+                if "held for person" in shown[1]:
+                    break
+                await asyncio.sleep(0.1)
+        finally:
+            await client.get_schedule_handle(schedule_id).delete()
+    assert not fleet.node(name).unschedulable
+    rows = [line for line in shown[1].splitlines() if line.startswith(name)]
+    assert len(rows) == 1 and "held for person" in rows[0], shown[1]

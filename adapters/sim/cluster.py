@@ -252,6 +252,7 @@ def _facts(n: SimNode, now: datetime) -> NodeFacts:
         active_check=n.conditions.get(GPU_ACTIVE_CHECK),
         last_heartbeat=beat,
         gpus_out=sorted(n.quarantined),
+        held_for_person=HOLD_ANNOTATION in n.annotations,
     )
 
 
