@@ -14,6 +14,7 @@ from temporalio.exceptions import ApplicationError
 
 from activities.errors import temporal_errors
 from activities.mig_layout import MigLayoutActivities
+from activities.person_hold import PersonHoldActivities
 from contract import activities as act
 from remedy.admission import AdmissionStep
 from remedy.cluster import (
@@ -264,6 +265,7 @@ def cluster_activities(cluster: Cluster, poll_s: float = 5.0) -> list[Callable[.
         *ReplaceActivities(cluster.replacer).all(),
         *GpuHandoffActivities(cluster.gpus).all(),
         *MarkActivities(cluster.marks).all(),
+        *PersonHoldActivities(cluster.marks).all(),
         *AdmissionActivities(cluster.admission).all(),
         *AlertActivities(cluster.alerts, cluster.breakers).all(),
         *MigLayoutActivities(cluster.mig, poll_s).all(),

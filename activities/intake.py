@@ -17,8 +17,10 @@ from typing import Any
 from activities.errors import temporal_errors
 from contract import activities as act
 from remedy.cluster import NodeMarks
+from remedy.errors import NodeGone
 from remedy.identity import Sender
 from remedy.intake import Admission, Door, ReportToAdmit, admit
+from remedy.person_hold import NodeHold, read_hold
 from remedy.signing import Keyring
 
 KEY_KEPT_S = 60.0  # how long a node's published key is taken as read
@@ -66,6 +68,7 @@ class IntakeActivities:
             keyring,
             clock,
         )
+        self._marks = marks
 
     @act.ADMIT_REPORT.defn
     def admit_report(self, req: ReportToAdmit) -> Admission:
@@ -85,7 +88,15 @@ class IntakeActivities:
                 fresh = self._keys.key(node, fresh=True)  # a key published since it was read
                 if fresh != published:
                     admission = admit(door, req, fresh, self._clock())
+            if req.first and admission.report is not None:  # a new ladder: is the node held?
+                admission = admission.model_copy(update={"held": self._held(node)})
         return admission
+
+    def _held(self, node: str) -> NodeHold | None:
+        try:
+            return read_hold(self._marks.person_hold(node), self._clock())
+        except NodeGone:
+            return None  # the ladder finds the node gone at its first step, as before
 
     def all(self) -> list[Callable[..., Any]]:
         return [self.admit_report]

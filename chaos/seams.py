@@ -142,6 +142,18 @@ class StoredMarks:
             "agent_key", lambda f: f.cluster.marks.agent_key(node), cluster=True
         )
 
+    def person_hold(self, node: str) -> str | None:
+        return self._calls.call(
+            "person_hold", lambda f: f.cluster.marks.person_hold(node), cluster=True
+        )
+
+    def set_person_hold(self, node: str, text: str | None) -> str | None:
+        return self._calls.call(
+            "set_person_hold",
+            lambda f: f.cluster.marks.set_person_hold(node, text),
+            cluster=True,
+        )
+
 
 class StoredFleetView:
     def __init__(self, calls: StoredCalls) -> None:

@@ -65,6 +65,7 @@ from remedy.models import (
     ProbeRequest,
     Started,
 )
+from remedy.person_hold import HoldLift, HoldNode, HoldQuery, NodeHeld
 from remedy.quarantine import Alert, BreakerNotice, CordonAsked
 from remedy.recurrence import PastIncidents
 from remedy.signing import Keyring
@@ -98,6 +99,11 @@ DEEP_DIAGNOSE = ActivityDef("deep_diagnose", ProbeRequest, ProbeReport, NODE)
 CAPABILITIES = ActivityDef("capabilities", ProbeRequest, Capabilities, NODE)
 RELEASE_GPUS = ActivityDef("release_gpus", ActionRequest, ActionResult, CONTROLLER)
 RETURN_GPUS = ActivityDef("return_gpus", ActionRequest, ActionResult, CONTROLLER)
+# A node held for a person after an abort (remedy.person_hold): marked by the ladder that
+# aborted, read by a ladder it holds, lifted by `remedy resume-node`.
+HOLD_NODE = ActivityDef("hold_node", HoldNode, NodeHeld, CONTROLLER)
+READ_HOLD = ActivityDef("read_hold", HoldQuery, NodeHeld, CONTROLLER)
+LIFT_HOLD = ActivityDef("lift_hold", HoldLift, NodeHeld, CONTROLLER)
 # A person returns a GPU a finished ladder left quarantined (`remedy release-gpu`).
 RELEASE_GPU = ActivityDef("release_gpu", GpuRelease, GpuReleased, CONTROLLER)
 BOOT_ID = ActivityDef("boot_id", BootRequest, NodeBoot, CONTROLLER)

@@ -19,7 +19,7 @@ from contract.names import (
     NODE_ADMISSION_WORKFLOW,
     NODE_REMEDIATION_WORKFLOW,
 )
-from remedy import budget, quarantine, remediation, signing
+from remedy import budget, person_hold, quarantine, remediation, signing
 from remedy.admission import AdmissionState
 from remedy.attribution import guard
 from remedy.attribution.model import PodFailure
@@ -29,6 +29,8 @@ from remedy.hardware import HardwareRecordState, IncidentReport, UnblockRequest
 # -- NodeRemediation: one per node ------------------------------------------------------------
 REPORT_FINDING = SignalDef("report_finding", remediation.FindingReport, NODE_REMEDIATION_WORKFLOW)
 LEASE_GRANTED = SignalDef("lease_granted", budget.LeaseGrant, NODE_REMEDIATION_WORKFLOW)
+# A nudge to a ladder held for a person: read the node's hold again (it takes only the node's).
+HOLD_LIFTED = SignalDef("hold_lifted", person_hold.HoldQuery, NODE_REMEDIATION_WORKFLOW)
 # A budget's leave to cordon, to a ladder that asked while its breaker was tripped.
 CORDON_LEAVE = SignalDef("cordon_leave", quarantine.CordonLeave, NODE_REMEDIATION_WORKFLOW)
 APPROVE = SignalDef("approve", remediation.ApproveRequest, NODE_REMEDIATION_WORKFLOW)

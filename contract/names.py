@@ -11,6 +11,7 @@ FLEET_SCAN_SCHEDULE = "remedy-fleet-scan"
 ACTIVE_CHECKS_WORKFLOW = "ActiveChecks"  # one round over a pool, started by its schedule
 ACTIVE_CHECK_WORKFLOW = "ActiveCheck"  # one node's scheduled deep diagnose
 GPU_RELEASE_WORKFLOW = "GpuRelease"  # a person returns a quarantined GPU (remedy release-gpu)
+HOLD_RELEASE_WORKFLOW = "HoldRelease"  # a person hands a held node back (remedy resume-node)
 
 
 def node_task_queue(node: str) -> str:
@@ -70,6 +71,11 @@ def active_checks_workflow_id(pool: str) -> str:
 def active_check_workflow_id(node: str) -> str:
     """One check of a node at a time: a round that finds one still running starts none."""
     return f"active-check/{node}"
+
+
+def hold_release_workflow_id(node: str) -> str:
+    """One hand-back of a node at a time; its history records who asked and why."""
+    return f"hold-release/{node}"
 
 
 def gpu_release_workflow_id(node: str, gpu: int) -> str:

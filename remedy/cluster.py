@@ -77,6 +77,12 @@ class NodeMarks(Protocol):
     def agent_key(self, node: str) -> str | None:
         """The key the node's agent published (None: none, or no such node)."""
 
+    def person_hold(self, node: str) -> str | None:
+        """The node's hold for a person as its annotation says (remedy.person_hold)."""
+
+    def set_person_hold(self, node: str, text: str | None) -> str | None:
+        """Write the node's hold for a person (None: remove it); what was there before."""
+
 
 class FleetView(Protocol):
     """The fleet as a whole: what the scan and the disruption budget count."""

@@ -13,6 +13,7 @@ from remedy.durations import format_duration
 from remedy.intake import version
 from remedy.models import Action, Finding
 from remedy.numbering import first_number
+from remedy.person_hold import held_note
 from remedy.remediation import Attempt, AttemptResult, Consent, Phase, RemediationState
 from remedy.runbook.schema import Approval, OnApprovalTimeout, Runbook, Rung
 from remedy.under_way import under_way, verification, waiting
@@ -226,7 +227,7 @@ def _rung_line(state: RemediationState) -> str:
     ladder = state.runbook.ladder if state.runbook else []
     if not ladder:
         return "none (the runbook holds the node for a human)"
-    if state.phase in (Phase.WAITING, Phase.TOLERATING):
+    if state.phase in (Phase.WAITING, Phase.HELD_FOR_PERSON, Phase.TOLERATING):
         return f"not climbing yet; first rung {ladder[0].action.value}"
     if state.phase is Phase.RESTORING:
         return f"none: past the ladder ({len(ladder)} rungs), restoring the node"
@@ -282,6 +283,8 @@ def _next_step(state: RemediationState) -> str:
                 f"many nodes went bad at once, so the cordon waits until the storm subsides "
                 f"(`remedy resume-pool {held[0] if held else state.node.pool}` ends it)"
             )
+        case Phase.HELD_FOR_PERSON if state.held is not None:
+            return held_note(state.held, state.node.name, state.reports_received)
         case Phase.SETTLING if rung is not None:
             return f"settling after {action}, then {verification(state, rung)}"
         case Phase.VERIFYING if rung is not None:

@@ -45,6 +45,7 @@ class NodeFacts(BaseModel):
     silent_for: timedelta | None = None
     clock_skew: timedelta | None = None
     gpus_out: list[int] = []  # GPUs remedy quarantined (scope: gpu); the node stays schedulable
+    held_for_person: bool = False  # an abort held it (remedy.person_hold): said in status
 
 
 class NodeStatus(StrEnum):
@@ -207,6 +208,7 @@ class PoolSummary(BaseModel):
     counts: dict[NodeStatus, int] = {}
     gpus_out: int = 0  # GPUs quarantined on nodes that still serve (whole nodes: the counts)
     attention: dict[str, NodeStatus] = {}
+    held: list[str] = []  # nodes an abort held for a person (at most MAX_ATTENTION)
     # Clocks off the controller's by more than remedy.liveness.SKEW_TOLERANCE: how many, and
     # node → skew in seconds (+ ahead, − behind; at most MAX_ATTENTION); and the largest skew
     # known in the pool, within the tolerance or not.
@@ -312,6 +314,8 @@ def summarise(
         pool.gpus_out += len(node.gpus_out)
         if status in ATTENTION and len(pool.attention) < MAX_ATTENTION:
             pool.attention[node.name] = status
+        if node.held_for_person and len(pool.held) < MAX_ATTENTION:
+            pool.held.append(node.name)
         if node.clock_skew is not None:
             _count_skew(pool, node.name, round(node.clock_skew.total_seconds()))
     return FleetSummary(at=at, pools=[pools[name] for name in sorted(pools)])

@@ -31,6 +31,7 @@ from remedy.identity import (
     why_stale,
 )
 from remedy.models import Frozen, NodeRef, signed
+from remedy.person_hold import NodeHold
 from remedy.remediation import FindingReport
 from remedy.runbook import DEFAULT_RUNBOOK, Runbook, RunbookSet
 from remedy.signing import Decision, Keyring, Signature, Verb, sign
@@ -58,6 +59,7 @@ class ReportToAdmit(Frozen):
     node: NodeRef
     node_task_queue: str  # the queue the ladder's node steps go to
     report: FindingReport
+    first: bool = False  # the ladder's first: the controller also reads the node's hold
 
 
 class Admission(Frozen):
@@ -68,6 +70,7 @@ class Admission(Frozen):
     why: str = ""
     sender: str = ""  # who sent it, in words
     runbook_version: str = ""  # the controller's runbook's digest (sha256, 12 hex digits)
+    held: NodeHold | None = None  # the node is held for a person (read for a first report)
 
 
 @dataclass(frozen=True)

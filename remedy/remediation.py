@@ -23,6 +23,7 @@ from remedy.models import (
     vouched,
 )
 from remedy.numbering import rung_index, rung_number
+from remedy.person_hold import NodeHold
 from remedy.redaction.operator import ClientIdentity, OperatorName, OperatorReason, OperatorText
 from remedy.runbook.schema import Approval as ApprovalMode
 from remedy.runbook.schema import Runbook
@@ -40,6 +41,7 @@ class Phase(StrEnum):
     AWAITING_APPROVAL = "awaiting_approval"
     AWAITING_LEASE = "awaiting_disruption_lease"
     HELD_BY_BREAKER = "held_by_breaker"  # its cordon waits for a tripped breaker to close
+    HELD_FOR_PERSON = "held_for_person"  # the node is held since an abort (person_hold)
     ACTING = "acting"
     SETTLING = "settling"
     VERIFYING = "verifying"
@@ -106,7 +108,7 @@ class ApproveRequest(OperatorRequest):
     identity: ClientIdentity = ""  # the caller's client identity, recorded beside ``by``
     signature: Signature | None = None  # the operator's (remedy.signing)
     # The fingerprint of the key the workflow verified the signature with: set by the workflow
-    # only (it overwrites whatever a caller sends), so a record with a key is a fact.
+    # only (it overwrites what a caller sends), so a record with a key is a fact.
     key: str = ""
 
 
@@ -126,6 +128,7 @@ class AbortRequest(OperatorRequest):
     by: OperatorName
     reason: OperatorReason
     restore: bool = False  # also undo remedy's cordon; by default the node stays as it is
+    hold: bool = True  # mark the node held for a person: no ladder acts until it is handed back
     identity: ClientIdentity = ""
     signature: Signature | None = None
     key: str = ""  # as ApproveRequest's: the workflow's, never the caller's
@@ -252,12 +255,9 @@ class RemediationState(BaseModel):
     lease_scope: Scope = Scope.NODE  # a GPU lease is widened to the node before a node rung
     lease_released_at: datetime | None = None
     lease_asked_in: str = ""  # the run that last asked: a grant for it is this ladder's
-    # What the ladder drew for its lease request (and for its ask of leave to cordon): a grant
-    # (a leave) is taken only when it carries it back (workflows/door.py).
-    lease_token: str = ""
-    cordon_token: str = ""
-    # An approval no one answered ended the ladder with ``on_approval_timeout: release``: the
-    # node stays cordoned for a person, its share of the pool goes back.
+    lease_token: str = ""  # drawn for its lease request: a grant carries it (workflows/door.py)
+    cordon_token: str = ""  # drawn for its ask of leave to cordon: a leave carries it back
+    # ``on_approval_timeout: release`` ended it: cordoned for a person, its share given back.
     share_given_back: bool = False
     # The budgets asked for leave to cordon (remedy.quarantine), and those that gave it. None:
     # never asked (a ladder from before the breaker held cordons): it cordons at once.
@@ -279,6 +279,7 @@ class RemediationState(BaseModel):
     refused: list[Refusal] = []
     refusals: int = 0  # every message refused, not only the latest kept
     sent_by: str = ""  # who sent the report that started the ladder (remedy.intake)
+    held: NodeHold | None = None  # the node held for a person: reports recorded, nothing done
 
     @property
     def cordoned_by_remedy(self) -> bool:

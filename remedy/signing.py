@@ -53,8 +53,10 @@ class SigningError(ValueError):
 
 class Decision(Frozen):
     """What an operator signs. ``rung_number`` and ``epoch`` for an approval; ``text`` is the
-    note or reason (so a signature cannot be reused with other words); ``restore`` an abort's.
-    ``rung``: the rung's index, from 0, as clients of the release before signed it."""
+    note or reason (so a signature cannot be reused with other words); ``restore`` and
+    ``no_hold`` an abort's (``no_hold`` is in the signed bytes only when set: signatures made
+    before it still verify). ``rung``: the rung's index, from 0, as clients of the release
+    before signed it."""
 
     workflow_id: str
     run_id: str
@@ -64,12 +66,16 @@ class Decision(Frozen):
     epoch: int | None = None
     text: str = ""
     restore: bool = False
+    no_hold: bool = False  # an abort that leaves the node to the next report (person_hold)
     at: datetime
 
     def message(self) -> bytes:
         """The canonical bytes signed: sorted JSON, the time in whole UTC seconds."""
         numbered = self.rung_number is not None  # the bytes of the release before, else
-        fields = self.model_dump(mode="json", exclude={"at", "rung" if numbered else "rung_number"})
+        left_out = {"at", "rung" if numbered else "rung_number"} | (
+            set() if self.no_hold else {"no_hold"}
+        )
+        fields = self.model_dump(mode="json", exclude=left_out)
         fields["at"] = self.at.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         fields["v"] = _VERSION_NUMBERED if numbered else _VERSION
         return json.dumps(fields, sort_keys=True, separators=(",", ":")).encode()

@@ -238,6 +238,8 @@ async def test_an_abort_right_after_the_report_wins_over_the_cordon_under_way(
             handle, AbortRequest(by="carol", reason="wrong node", restore=True)
         )
         result = await handle.result()
-    assert result.outcome is Outcome.ABORTED and result.detail.endswith("(node restored)")
+    assert result.outcome is Outcome.ABORTED and "(node restored); held for a person" in (
+        result.detail  # restored to service, and still held from automation (person_hold)
+    )
     assert not DISRUPTIVE & {action for name, action in fleet.actions if name == node}
     assert not fleet.node(node).unschedulable

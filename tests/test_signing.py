@@ -61,6 +61,19 @@ def test_a_signature_for_another_decision_is_refused_saying_which_part_differs(
     assert KEYRING.why_not(sign(ALICE, APPROVAL), expected, NOW).startswith(reason)
 
 
+def test_an_aborts_no_hold_is_signed_and_an_abort_that_holds_signs_as_before() -> None:
+    """`abort --no-hold` lets the next report act on the node: a signature for an abort that
+    holds cannot be sent with --no-hold, nor the other way round (remedy.person_hold)."""
+    holds = Decision(workflow_id="remediation/n1", run_id="r1", verb=Verb.ABORT, text="v", at=NOW)
+    loose = holds.model_copy(update={"no_hold": True})
+    assert b"no_hold" not in holds.message()  # the bytes signed before: those still verify
+    assert KEYRING.why_not(sign(ALICE, holds), loose, NOW).startswith(
+        "signed for no_hold False, not True"
+    )
+    assert KEYRING.why_not(sign(ALICE, loose), holds, NOW).startswith("signed for no_hold True")
+    assert KEYRING.why_not(sign(ALICE, loose), loose, NOW) == ""
+
+
 def test_unsigned_unknown_stale_and_forged_signatures_are_refused() -> None:
     good = sign(ALICE, APPROVAL)
     assert KEYRING.why_not(None, APPROVAL, NOW).startswith("unsigned")

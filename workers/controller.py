@@ -45,6 +45,7 @@ from workflows.disruption_budget import DisruptionBudget
 from workflows.fleet_scan import FleetScan
 from workflows.gpu_release import GpuRelease
 from workflows.hardware_record import HardwareRecord
+from workflows.hold_release import HoldRelease
 from workflows.job_guard import JobGuard
 from workflows.node_admission import NodeAdmission
 from workflows.node_remediation import NodeRemediation
@@ -62,6 +63,7 @@ WORKFLOWS = [
     ActiveChecks,
     ActiveCheck,
     GpuRelease,
+    HoldRelease,
 ]
 # No sandbox in the controller. A sandbox re-imports a workflow's modules for every run it
 # starts and keeps that copy while the run is cached (about 0.3 MB a ladder); passed through it,

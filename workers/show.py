@@ -17,6 +17,7 @@ from remedy.describe import approval_deadline, at
 from remedy.display import visible
 from remedy.durations import format_duration
 from remedy.numbering import first_number, rung_label, rung_number
+from remedy.person_hold import held_note
 from remedy.remediation import Approval, Attempt, Escalation, Phase, Refusal
 from remedy.signing import Verb
 from remedy.under_way import UnderWay, Waiting, under_way, waiting
@@ -70,6 +71,7 @@ async def node_ladder(client: Client, node: str) -> NodeLadder:
             sent_by=state.sent_by,
             now=under_way(state),
             waiting=waiting(state),
+            detail=held_note(state.held, node, state.reports_received) if state.held else "",
             in_line=(
                 await _in_line(client, node, state.node.pool)
                 if state.phase is Phase.AWAITING_LEASE

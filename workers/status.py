@@ -179,10 +179,12 @@ async def open_work_rows(client: Client) -> list[NodeRow]:
 
 
 async def _attention_rows(client: Client, summary: FleetSummary, seen: set[str]) -> list[NodeRow]:
-    """Nodes the scan says need someone and no workflow owns: what their last ladder said."""
+    """Nodes the scan says need someone and no workflow owns: what their last ladder said. A
+    node an abort held for a person is one of them, its state ``held_for_person``."""
     rows = []
     for pool in summary.pools:
-        for node, status in pool.attention.items():
+        held = dict.fromkeys(pool.held, Phase.HELD_FOR_PERSON)
+        for node, status in {**pool.attention, **held}.items():
             if node in seen:
                 continue
             last = [

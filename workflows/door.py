@@ -190,6 +190,7 @@ class ReportIntake:
                     node=state.node,
                     node_task_queue=self._node_task_queue,
                     report=sent,
+                    first=local,  # the ladder's first reports: the controller reads its hold
                 ),
                 local=local,
                 start_to_close_timeout=ADMIT_CALL,
@@ -202,6 +203,7 @@ class ReportIntake:
         if admission.report is None:
             return None, self._refused(admission.why)
         state.sent_by = state.sent_by or admission.sender
+        state.held = state.held or admission.held  # waits for a person (workflows.person_hold)
         return admission.report, ""
 
     def _refused(self, why: str) -> str:

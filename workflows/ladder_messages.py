@@ -29,6 +29,8 @@ with workflow.unsafe.imports_passed_through():
     )
 
 MAX_GRANT_BYTES = 4096  # a grant names a pool, a scope, a run and a token
+# A worse report takes over before the ladder climbs (a held one's too: workflows.person_hold).
+BEFORE_CLIMBING = (Phase.WAITING, Phase.HELD_FOR_PERSON, Phase.TOLERATING)
 
 
 class LadderMessages:
@@ -56,7 +58,7 @@ class LadderMessages:
     def _take(self, report: FindingReport) -> None:
         state = self._state
         state.record_report(report)  # with the findings folded into it
-        if state.phase in (Phase.WAITING, Phase.TOLERATING) and state.outranks_trigger(report):
+        if state.phase in BEFORE_CLIMBING and state.outranks_trigger(report):
             if self._at_once and state.runbook is not None:  # said in the ladder's record
                 self._changes.record(report, "escalated")
             state.runbook, state.trigger = report.runbook, report.finding

@@ -31,6 +31,7 @@ from workflows.ladder_messages import LadderMessages
 from workflows.ladder_records import handled, publish_healthy, record_incidents, stopped_while
 from workflows.node_steps import NodeSteps, gone
 from workflows.operator_updates import OperatorKeys, OperatorMessages
+from workflows.person_hold import PersonHold, PersonHoldMessages
 from workflows.quarantine_gate import (
     ASK_BEFORE_CORDON,
     CORDON_FIRST,
@@ -70,7 +71,7 @@ MANY_AT_ONCE = "abort-wins-worse-fault-escalates-drain-first"
 
 
 @workflow.defn(name=NODE_REMEDIATION_WORKFLOW)
-class NodeRemediation(LadderMessages, OperatorMessages, QuarantineMessages):
+class NodeRemediation(LadderMessages, OperatorMessages, QuarantineMessages, PersonHoldMessages):
     @workflow.init
     def __init__(self, raw: RawValue) -> None:
         inp, dropped, self._bad_start = start_input(raw)  # the node, nothing more (door)
@@ -96,6 +97,7 @@ class NodeRemediation(LadderMessages, OperatorMessages, QuarantineMessages):
         )
         self._at_once = False  # MANY_AT_ONCE, decided when the ladder starts
         self._intake = ReportIntake(self._state, self._view, inp.node_task_queue)
+        self._hold = PersonHold(self._state, self._view)  # a node held since an abort
 
     # -- messages (the reports and grants: workflows.ladder_messages) --------------------------
     def _worse_waiting(self) -> bool:
@@ -132,6 +134,7 @@ class NodeRemediation(LadderMessages, OperatorMessages, QuarantineMessages):
         try:
             if state.runbook is None:
                 await self._intake.first_report(self._take)
+            await self._hold.wait(self._continue_as_new_if_suggested)  # held: records, waits
             if state.phase is Phase.WAITING:
                 await self._begin(first)
             self._input = await self._keys.before_window(self._input)  # unless loaded later
@@ -326,7 +329,8 @@ class NodeRemediation(LadderMessages, OperatorMessages, QuarantineMessages):
         if req.restore:
             await self._steps.restore()
         left = "restored" if req.restore else "left as it is"
-        return Outcome.ABORTED, f"aborted by {req.who}: {req.reason} (node {left})"
+        held = await self._hold.on_abort(req)  # unless --no-hold: no ladder acts until resumed
+        return Outcome.ABORTED, f"aborted by {req.who}: {req.reason} (node {left}){held}"
 
     async def _finish(self, outcome: Outcome, detail: str) -> RemediationResult:
         state = self._state

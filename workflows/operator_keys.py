@@ -183,6 +183,7 @@ class OperatorKeys:
         epoch: int | None = None,
         text: str = "",
         restore: bool = False,
+        no_hold: bool = False,
     ) -> tuple[str, Operator | None]:
         """Why the decision does not count (empty: it does), and who signed it (None: no
         keyring, so the decision is recorded unverified). Not ``settled`` yet (a ladder's
@@ -206,6 +207,7 @@ class OperatorKeys:
             epoch=epoch,
             text=text,
             restore=restore,
+            no_hold=no_hold,
             at=now,
         )
         why = self._keyring.why_not(signature, expected, now)

@@ -231,7 +231,10 @@ class OperatorMessages:
                 text=req.note,
             )
         restore = isinstance(req, AbortRequest) and req.restore
-        return self._keys.check(verb, req.signature, text=req.reason, restore=restore)
+        no_hold = isinstance(req, AbortRequest) and not req.hold
+        return self._keys.check(
+            verb, req.signature, text=req.reason, restore=restore, no_hold=no_hold
+        )
 
     def _vouched(self, verb: Verb, req: Request) -> dict[str, str]:
         """What to record of who sent the request: the keyring's operator and their key's

@@ -19,6 +19,7 @@ from adapters.kubernetes.objects import GPU_RESOURCE, Json, meta
 from remedy.budget import CLUSTER_POOL
 from remedy.conditions import AGENT_CONDITIONS, GPU_ACTIVE_CHECK, is_problem
 from remedy.fleet import NodeFacts
+from remedy.person_hold import HOLD_ANNOTATION
 
 POOL_LABEL = f"{PREFIX}/pool"
 
@@ -97,6 +98,7 @@ class KubernetesFleetView:
             rejected=annotations.get(ADMISSION_REJECTED),
             last_heartbeat=beat,  # judged by the scan, on the controller's clock
             gpus_out=sorted(gpus_out(node)),
+            held_for_person=HOLD_ANNOTATION in annotations,
         )
 
 

@@ -1,6 +1,6 @@
 """What agents and the controller publish on a node: remedy's own node conditions (strategic
-merge keys them by type, so nothing else's are touched) and the agent's recent Xids (an
-annotation job attribution reads)."""
+merge keys them by type, so nothing else's are touched), the agent's recent Xids (an
+annotation job attribution reads) and a hold for a person (remedy.person_hold)."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from remedy.conditions import GPU_ACTIVE_CHECK, PROBLEM_CONDITIONS, REMEDY_READY
 from remedy.errors import NodeGone
 from remedy.gpu_use import NodeGpuUse
 from remedy.identity import AGENT_KEY_ANNOTATION
+from remedy.person_hold import HOLD_ANNOTATION
 
 REMEDY_CONDITIONS = (*PROBLEM_CONDITIONS, REMEDY_READY, GPU_ACTIVE_CHECK)
 
@@ -99,6 +100,24 @@ class KubernetesNodeMarks:
             return None
         key = meta(found).get("annotations", {}).get(AGENT_KEY_ANNOTATION)
         return str(key) if key else None
+
+    def person_hold(self, node: str) -> str | None:
+        held = meta(self._nodes.node(node)).get("annotations", {}).get(HOLD_ANNOTATION)
+        return str(held) if held is not None else None
+
+    def set_person_hold(self, node: str, text: str | None) -> str | None:
+        """A merge patch of the one annotation (null removes it): idempotent, and nothing
+        else of the node's is touched."""
+        before = self.person_hold(node)
+        if before == text:
+            return before  # already so: no write
+        with api_errors("patch", f"nodes/{node}"):
+            self._nodes.core.patch_node(
+                node,
+                {"metadata": {"annotations": {HOLD_ANNOTATION: text}}},
+                field_manager=self._nodes.field_manager,
+            )
+        return before
 
     def xids_since(self, node: str, since: datetime) -> list[RecentXid]:
         """An unreadable annotation raises (ValidationError): a watch that cannot read the

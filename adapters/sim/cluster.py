@@ -19,6 +19,7 @@ from remedy.gpu_use import NodeGpuUse
 from remedy.identity import AGENT_KEY_ANNOTATION
 from remedy.models import Action, CordonState, NodeBoot
 from remedy.once import LedgerEntry, once
+from remedy.person_hold import HOLD_ANNOTATION
 from remedy.quarantine import BreakerState
 
 if TYPE_CHECKING:
@@ -123,6 +124,18 @@ class SimNodeMarks:
         with self._fleet._lock:
             sim = self._fleet.nodes.get(node)
             return sim.annotations.get(AGENT_KEY_ANNOTATION) if sim is not None else None
+
+    def person_hold(self, node: str) -> str | None:
+        with self._fleet._lock:
+            return self._fleet.node(node).annotations.get(HOLD_ANNOTATION)
+
+    def set_person_hold(self, node: str, text: str | None) -> str | None:
+        with self._fleet._lock:
+            marks = self._fleet.node(node).annotations
+            before = marks.pop(HOLD_ANNOTATION, None)
+            if text is not None:
+                marks[HOLD_ANNOTATION] = text
+            return before
 
 
 class SimFleetView:
@@ -239,6 +252,7 @@ def _facts(n: SimNode, now: datetime) -> NodeFacts:
         active_check=n.conditions.get(GPU_ACTIVE_CHECK),
         last_heartbeat=beat,
         gpus_out=sorted(n.quarantined),
+        held_for_person=HOLD_ANNOTATION in n.annotations,
     )
 
 

@@ -3,10 +3,11 @@
 The commands live by group: runbooks.py (`remedy runbooks ...`), xid.py (`remedy xid ...`),
 node.py (probe, agent), doctor.py (doctor), controller.py (controller, demo), fleet.py (status,
 show), operate.py (approve, abort, clear, resume-pool, release-hold, resume-job), gpus.py
-(release-gpu), trigger.py (trigger), codec.py (codec-server), manifests.py (render-manifests),
-ui.py (ui: the Web UI's views to save) and signing.py (`remedy keys ...`, operators' keys);
-options.py declares the options they share, common.py the helpers and connection.py the
-Temporal connection options `remedy` takes before any command."""
+(release-gpu), hold.py (resume-node), trigger.py (trigger), codec.py (codec-server),
+manifests.py (render-manifests), ui.py (ui: the Web UI's views to save) and signing.py
+(`remedy keys ...`, operators' keys); options.py declares the options they share, common.py
+the helpers and connection.py the Temporal connection options `remedy` takes before any
+command."""
 
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ from workers.cli import (
     doctor,
     fleet,
     gpus,
+    hold,
     manifests,
     node,
     operate,
@@ -59,6 +61,7 @@ app.command()(trigger.trigger)
 app.command("resume-pool")(operate.resume_pool)
 app.command("release-hold")(operate.release_hold)
 app.command("release-gpu")(gpus.release_gpu)
+app.command("resume-node")(hold.resume_node)
 app.command("resume-job")(operate.resume_job)
 app.command("codec-server")(codec.codec_server)
 app.command("render-manifests")(manifests.render_manifests)

@@ -197,15 +197,23 @@ def abort(
     restore: Annotated[
         bool, typer.Option(help="Also undo remedy's cordon (default: leave the node as it is).")
     ] = False,
+    hold: Annotated[
+        bool,
+        typer.Option(
+            help="Hold the node for a person: later reports are recorded and wait until "
+            "`remedy resume-node NODE` (--no-hold: the next report starts a ladder).",
+        ),
+    ] = True,
     by: ByOption = USER,
     key: KeyOption = None,
 ) -> None:
-    """Stop a node's remediation where it stands. An abort after an abort is harmless (exit 0,
+    """Stop a node's remediation where it stands, and hold the node for a person (no ladder
+    acts on it until `remedy resume-node`). An abort after an abort is harmless (exit 0,
     "already stopped"); exit 2 when the ladder finished otherwise or is being cleared."""
     from remedy.remediation import AbortRequest
 
     def request(identity: str) -> AbortRequest:
-        return AbortRequest(by=by, reason=reason, restore=restore, identity=identity)
+        return AbortRequest(by=by, reason=reason, restore=restore, hold=hold, identity=identity)
 
     signer = stop_signer(key_or_exit(key), Verb.ABORT)
     ended = _aborted_already(address, node)

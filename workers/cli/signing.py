@@ -125,7 +125,7 @@ def approval_signer(key: Ed25519PrivateKey | None) -> Signer | None:
 
 
 def stop_signer(key: Ed25519PrivateKey | None, verb: Verb) -> Signer | None:
-    """Signs an abort or a clear (its reason, and an abort's --restore)."""
+    """Signs an abort or a clear (its reason, and an abort's --restore and --no-hold)."""
     if key is None:
         return None
 
@@ -133,7 +133,8 @@ def stop_signer(key: Ed25519PrivateKey | None, verb: Verb) -> Signer | None:
         req: AbortRequest | ClearRequest, handle: WorkflowHandle[Any, Any]
     ) -> AbortRequest | ClearRequest:
         restore = bool(getattr(req, "restore", False))
-        decision = await _decision(handle, verb, req.reason, restore=restore)
+        no_hold = not getattr(req, "hold", True)
+        decision = await _decision(handle, verb, req.reason, restore=restore, no_hold=no_hold)
         return req.model_copy(update={"signature": sign(key, decision)})
 
     return signed
