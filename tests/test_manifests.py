@@ -310,7 +310,7 @@ def test_render_manifests_prints_a_stream_kubectl_can_apply() -> None:
 )
 def test_render_manifests_refuses_what_it_cannot_render(args: list[str], said: str) -> None:
     result = CliRunner().invoke(app, ["render-manifests", *args])
-    assert result.exit_code == 2 and said in result.output, result.output
+    assert result.exit_code == 1 and said in result.output, result.output
 
 
 @pytest.mark.server

@@ -1,6 +1,6 @@
 """What an operator types for a workflow to record (``--note``, ``--reason``, a trigger's
 reason): remedy's commands refuse a control character, a text over the limit and an empty
-abort reason (usage error, exit 2, before connecting), and redact the rest; the wire models
+abort reason (usage error, exit 1, before connecting), and redact the rest; the wire models
 refuse what still holds a secret, since a request's text stays in the history as sent."""
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ UNREACHABLE = "127.0.0.1:1"  # nothing listens: a command that got past its opti
 )
 def test_a_command_refuses_bad_operator_text_before_connecting(args: list[str], said: str) -> None:
     result = CliRunner().invoke(app, [*args, "--address", UNREACHABLE])
-    assert result.exit_code == 2
+    assert result.exit_code == 1
     assert said in result.output
     assert "cannot reach" not in result.output
 

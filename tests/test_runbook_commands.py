@@ -72,7 +72,7 @@ def test_explain_knows_every_shipped_runbook_and_refuses_unknown_ones() -> None:
         result = CliRunner().invoke(app, ["runbooks", "explain", runbook.name])
         assert result.exit_code == 0 and "when it matches:" in result.output, runbook.name
     missing = CliRunner().invoke(app, ["runbooks", "explain", "nope"])
-    assert missing.exit_code == 2 and "no runbook named 'nope'" in missing.output
+    assert missing.exit_code == 1 and "no runbook named 'nope'" in missing.output
 
 
 def test_schema_accepts_every_shipped_runbook() -> None:

@@ -29,7 +29,7 @@ ByOption = Annotated[str, typer.Option(help="Who does it (recorded in the workfl
 
 def operator_text_option(value: str) -> str:
     """What an operator typed, redacted (remedy/redaction/operator.py); a control character or
-    a text over the limit is a usage error, exit 2."""
+    a text over the limit is a usage error, exit 1."""
     from remedy.redaction import operator_text
 
     try:

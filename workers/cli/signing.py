@@ -27,6 +27,7 @@ from remedy.signing import (
     public_blob,
     sign,
 )
+from workers.cli.exits import BAD_INPUT
 
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
@@ -60,14 +61,14 @@ def generate(
 
     if out.exists():
         typer.echo(f"error: {out} exists: not overwritten", err=True)
-        raise typer.Exit(2)
+        raise typer.Exit(BAD_INPUT)
     private = Ed25519PrivateKey.generate()
     line = f"ssh-ed25519 {public_blob(private)} {name}"
     try:
         parse_keyring(line, "the new key")  # the name as a keyring takes it
     except SigningError as exc:
         typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(2) from None
+        raise typer.Exit(BAD_INPUT) from None
     fd = os.open(out, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     with os.fdopen(fd, "wb") as file:
         file.write(private_key_bytes(private))
@@ -78,7 +79,7 @@ def generate(
 
 
 def key_or_exit(path: Path | None) -> Ed25519PrivateKey | None:
-    """The operator's key, or one line and exit 2."""
+    """The operator's key, or one line and exit 1."""
     return (
         None
         if path is None
@@ -87,7 +88,7 @@ def key_or_exit(path: Path | None) -> Ed25519PrivateKey | None:
 
 
 def keyring_or_exit(path: Path | None) -> Keyring | None:
-    """The controller's keyring, or one line (every problem, with its line) and exit 2."""
+    """The controller's keyring, or one line (every problem, with its line) and exit 1."""
     return (
         None
         if path is None
@@ -102,7 +103,7 @@ def _read_or_exit(path: Path, load: Callable[[Path], T]) -> T:
         typer.echo(f"error: {path}: {exc.strerror}", err=True)
     except SigningError as exc:
         typer.echo(f"error: {exc}", err=True)
-    raise typer.Exit(2)
+    raise typer.Exit(BAD_INPUT)
 
 
 def approval_signer(key: Ed25519PrivateKey | None) -> Signer | None:
