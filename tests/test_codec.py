@@ -213,7 +213,7 @@ async def test_the_codec_server_command_refuses_a_bad_key_file(tmp_path: Path) -
     bad = tmp_path / "keys"
     bad.write_text("k1 short\n")
     code, output = await cli("codec-server", "--key-file", str(bad))
-    assert code == 2
+    assert code == 1
     assert output.strip().startswith("error: --key-file:") and len(output.strip().splitlines()) == 1
 
 

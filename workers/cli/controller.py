@@ -44,6 +44,7 @@ from workers.cli.options import (
     RunbooksOption,
     StallAfterOption,
     WorkflowCacheOption,
+    bind_option,
 )
 from workers.cli.signing import keyring_or_exit
 
@@ -345,7 +346,11 @@ def demo(
         ),
     ] = None,
     metrics_bind: Annotated[
-        str | None, typer.Option(help="With --address: serve Prometheus metrics on this host:port.")
+        str | None,
+        typer.Option(
+            help="With --address: serve Prometheus metrics on this IP:port.",
+            callback=bind_option,
+        ),
     ] = None,
     active_check_every: checks.EveryOption = "15s",
     active_check_interval: checks.IntervalOption = "1m",

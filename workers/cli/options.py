@@ -71,10 +71,31 @@ KernelLogOption = Annotated[
         "journal, journal:DIR (a host's journal mounted here), file:PATH, or none."
     ),
 ]
+
+
+def bind_option(value: str | None) -> str | None:
+    """An address to serve on, IP:port (the metrics server takes no host name); anything else
+    is a usage error before anything starts."""
+    import ipaddress
+
+    if value is None:
+        return None
+    host, _, port = value.rpartition(":")
+    try:
+        ipaddress.ip_address(host.removeprefix("[").removesuffix("]"))
+        valid = port.isdigit() and int(port) < 65536
+    except ValueError:
+        valid = False
+    if not valid:
+        raise typer.BadParameter(f"{value!r}: expected IP:port, e.g. 0.0.0.0:9464")
+    return value
+
+
 MetricsOption = Annotated[
     str | None,
     typer.Option(
-        help="Serve Prometheus metrics on this host:port at /metrics (e.g. 0.0.0.0:9464)."
+        callback=bind_option,
+        help="Serve Prometheus metrics on this host:port at /metrics (e.g. 0.0.0.0:9464).",
     ),
 ]
 WorkflowCacheOption = Annotated[

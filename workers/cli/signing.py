@@ -69,10 +69,18 @@ def generate(
     except SigningError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(BAD_INPUT) from None
-    fd = os.open(out, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "wb") as file:
-        file.write(private_key_bytes(private))
-    Path(f"{out}.pub").write_text(line + "\n")
+    try:  # both files or neither: a .pub it cannot write takes the private key back
+        fd = os.open(out, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "wb") as file:
+            file.write(private_key_bytes(private))
+        try:
+            Path(f"{out}.pub").write_text(line + "\n")
+        except OSError:
+            out.unlink()
+            raise
+    except OSError as exc:
+        typer.echo(f"error: {exc.filename}: {exc.strerror}", err=True)
+        raise typer.Exit(BAD_INPUT) from None
     typer.echo(f"{out}: private key; {out}.pub: add its line to the controller's keyring:")
     typer.echo(line)
     typer.echo(f"fingerprint {fingerprint(public_blob(private))}")
