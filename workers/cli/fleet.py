@@ -12,7 +12,7 @@ from contract.names import FLEET_SCAN_SCHEDULE
 from workers.cli.common import on_temporal
 from workers.cli.connection import temporal
 from workers.cli.exits import BAD_INPUT
-from workers.cli.options import AddressOption, JsonOption
+from workers.cli.options import AddressOption, JsonOption, node_name
 
 if TYPE_CHECKING:
     from workers.status import FleetStatus
@@ -150,7 +150,7 @@ def _job_status(address: str | None, as_json: bool) -> None:
 
 
 def show(
-    node: Annotated[str, typer.Argument(help="The node.")],
+    node: Annotated[str, typer.Argument(help="The node.", callback=node_name)],
     address: AddressOption = None,
     as_json: JsonOption = False,
 ) -> None:

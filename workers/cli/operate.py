@@ -41,6 +41,7 @@ from workers.cli.options import (
     ByOption,
     RequiredWhyOption,
     WhyOption,
+    node_name,
 )
 from workers.cli.signing import (
     KeyOption,
@@ -134,7 +135,9 @@ def _decide_node(
 
 
 def approve(
-    node: Annotated[str, typer.Argument(help="The node whose ladder waits for approval.")],
+    node: Annotated[
+        str, typer.Argument(help="The node whose ladder waits for approval.", callback=node_name)
+    ],
     address: AddressOption = None,
     rung: Annotated[
         int | None,
@@ -173,7 +176,7 @@ def approve(
 
 
 def abort(
-    node: Annotated[str, typer.Argument(help="The node whose ladder to stop.")],
+    node: Annotated[str, typer.Argument(help="The node whose ladder to stop.", callback=node_name)],
     reason: RequiredWhyOption,
     address: AddressOption = None,
     restore: Annotated[
@@ -217,7 +220,7 @@ def _aborted_already(address: str | None, node: str) -> str:
 
 
 def clear(
-    node: Annotated[str, typer.Argument(help="The node whose fault is gone.")],
+    node: Annotated[str, typer.Argument(help="The node whose fault is gone.", callback=node_name)],
     reason: WhyOption = "",
     address: AddressOption = None,
     by: ByOption = USER,
@@ -281,7 +284,10 @@ def resume_pool(
 
 
 def release_hold(
-    node: Annotated[str, typer.Argument(help="The node a ladder left cordoned for a person.")],
+    node: Annotated[
+        str,
+        typer.Argument(help="The node a ladder left cordoned for a person.", callback=node_name),
+    ],
     pool: Annotated[str, typer.Option(help="The node's pool.")] = "default",
     address: AddressOption = None,
 ) -> None:

@@ -4,6 +4,7 @@ whose help says something different per command (the demo's --address) stays wit
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from typing import Annotated
 
@@ -25,6 +26,20 @@ RunbooksOption = Annotated[Path, typer.Option(help="Runbook folder.")]
 TaskQueueOption = Annotated[str, typer.Option(help="The controller's task queue.")]
 JsonOption = Annotated[bool, typer.Option("--json", help="Machine-readable output.")]
 ByOption = Annotated[str, typer.Option(help="Who does it (recorded in the workflow).")]
+
+
+# A Kubernetes node name: a DNS subdomain (RFC 1123), what every ladder and workflow id names.
+_NODE_NAME = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+
+
+def node_name(value: str) -> str:
+    """A node's name as Kubernetes allows it; anything else (empty, upper case, a space) is a
+    usage error before the command connects or starts anything."""
+    if len(value) > 253 or not _NODE_NAME.fullmatch(value):
+        raise typer.BadParameter(
+            f"{value!r} is not a node name (lower-case letters, digits, '-' and '.')"
+        )
+    return value
 
 
 def operator_text_option(value: str) -> str:

@@ -34,6 +34,7 @@ from workers.cli.options import (
     ByOption,
     RunbooksOption,
     TaskQueueOption,
+    node_name,
     operator_text_option,
 )
 from workers.cli.signing import KeyOption, key_or_exit
@@ -51,7 +52,7 @@ ASK_WITHIN = timedelta(seconds=2)  # a query no worker answers (no controller ye
 
 
 def trigger(
-    node: Annotated[str, typer.Argument(help="The node to remediate.")],
+    node: Annotated[str, typer.Argument(help="The node to remediate.", callback=node_name)],
     runbook: Annotated[str, typer.Option(help="The runbook to climb, by name.")],
     reason: Annotated[
         str,
