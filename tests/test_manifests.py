@@ -344,3 +344,15 @@ def test_nsenter_into_pid_1_needs_each_capability_the_table_grants(processes: Ch
             assert tried(NSENTER_CAPABILITIES - {left_out}) != 0, left_out
     finally:
         os.kill(target, signal.SIGKILL)  # the new namespace's pid 1 ignores SIGTERM
+
+
+@pytest.mark.parametrize("where", ["missing", "empty"])
+def test_render_manifests_refuses_a_deploy_folder_with_nothing_to_render(
+    tmp_path: Path, where: str
+) -> None:
+    folder = tmp_path / where
+    if where == "empty":
+        folder.mkdir()
+    result = CliRunner().invoke(app, ["render-manifests", "--deploy", str(folder)])
+    assert result.exit_code == 1, result.output
+    assert result.output == f"error: {folder}: no manifests (*.yaml) there\n"
