@@ -11,6 +11,7 @@ import os
 import shutil
 import signal
 import subprocess
+from pathlib import Path
 from typing import Any
 
 import kubernetes_validate
