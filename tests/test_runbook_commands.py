@@ -12,6 +12,7 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
+from remedy.durations import format_duration
 from remedy.models import Action
 from remedy.runbook import load_runbooks
 from remedy.runbook.explain import timings
@@ -49,6 +50,22 @@ def test_worst_case_adds_every_bound_of_the_ladder(tmp_path: Path) -> None:
     assert reboot.action is Action.REBOOT
     assert reboot.starts_by == timedelta(hours=1, minutes=22, seconds=45)
     assert reboot.action_worst_case == timedelta(minutes=41)  # 20m + 20m back + 60s boot id
+
+
+def test_worst_case_counts_the_watch_of_a_runbook_an_xid_triggers(tmp_path: Path) -> None:
+    thermal = "match: {checks: [thermal], reasons: [HwSlowdown]}"
+    xid = RUNBOOK.replace(thermal, "match: {xids: [62]}")
+    (tmp_path / "slow-gpu.yaml").write_text(xid + "watch: 10m\n")
+    [runbook] = load_runbooks([tmp_path])
+    reset, reboot = timings(runbook)
+    # as above, then the 10m watch, the read of the node's Xids (≤ 60s) and a probe (≤ 125s)
+    assert reset.ends_by == timedelta(minutes=22, seconds=45) + timedelta(minutes=13, seconds=5)
+    result = CliRunner().invoke(
+        app, ["runbooks", "explain", "slow-gpu", "--runbooks", str(tmp_path)]
+    )
+    assert "re-probe, then for an Xid a 10m watch for it again" in result.output
+    last = result.output.splitlines()[-1].split()
+    assert last[:2] == ["by", format_duration(reboot.ends_by)] and "needs_human" in last[-1]
 
 
 def test_explain_prints_the_ladder_in_words(tmp_path: Path) -> None:

@@ -2,8 +2,11 @@
 
 The worst case adds up every bound the ladder has: the tolerance window, each approval's
 timeout, each action's attempts × timeout plus the retry backoff between them, the settle
-time and the verification probe. A wait for a disruption lease has no bound (the pool's budget
-decides), nor has an approval with ``on_approval_timeout: wait``: named, never added."""
+time and the verification: the probe, and for a runbook an Xid can trigger its quiet ``watch``
+(no probe sees most Xids: the ladder waits that long for the Xid to come back, then reads the
+node's Xids and probes again; remedy/verification.py). A wait for a disruption lease has no
+bound (the pool's budget decides), nor has an approval with ``on_approval_timeout: wait``:
+named, never added."""
 
 from __future__ import annotations
 
@@ -22,6 +25,7 @@ WAIT = OnApprovalTimeout.WAIT
 
 # The verification probe: two attempts of 60 s with 5 s between (workflows/node_remediation.py).
 PROBE_WORST_CASE = timedelta(seconds=125)
+XIDS_READ = timedelta(seconds=60)  # the read of the node's Xids after a watch (CLUSTER_CALL)
 BOOT_ID_TIMEOUT = timedelta(seconds=60)
 
 
@@ -47,6 +51,23 @@ def action_worst_case(rung: Rung) -> timedelta:
     return worst
 
 
+def watched(runbook: Runbook) -> bool:
+    """Whether an Xid can trigger the runbook, so a verified rung waits out its watch (the worst
+    case: an Xid no probe sees)."""
+    return runbook.watch > timedelta(0) and any(
+        m.xids or m.nvidia_actions or any(r.startswith("Xid") for r in m.reasons)
+        for m in runbook.match
+    )
+
+
+def verification_worst_case(runbook: Runbook, rung: Rung) -> timedelta:
+    """The settle, the probe, and for a watched runbook the watch, the Xid read, a probe."""
+    if not rung.verifies:
+        return timedelta(0)
+    watch = runbook.watch + XIDS_READ + PROBE_WORST_CASE if watched(runbook) else timedelta(0)
+    return rung.settle + PROBE_WORST_CASE + watch
+
+
 def timings(runbook: Runbook) -> list[RungTiming]:
     at = runbook.tolerance
     out = []
@@ -54,7 +75,7 @@ def timings(runbook: Runbook) -> list[RungTiming]:
         if rung.approval is Approval.REQUIRED and rung.on_approval_timeout is not WAIT:
             at += rung.approval_timeout  # it may come at the last moment (an endless one: named)
         worst = action_worst_case(rung)
-        ends = at + worst + (rung.settle + PROBE_WORST_CASE if rung.verifies else timedelta(0))
+        ends = at + worst + verification_worst_case(runbook, rung)
         out.append(
             RungTiming(
                 index=index, action=rung.action, starts_by=at, action_worst_case=worst, ends_by=ends
@@ -153,10 +174,15 @@ def explain(runbook: Runbook) -> list[str]:
         )
         if rung.verifies:
             settle = f"settle {format_duration(rung.settle)}, then " if rung.settle else ""
+            watch = (
+                f", then for an Xid a {format_duration(runbook.watch)} watch for it again"
+                if watched(runbook)
+                else ""
+            )
             lines.append(
                 step.format(
                     "",
-                    f"  {settle}re-probe: healthy → restore and stop "
+                    f"  {settle}re-probe{watch}: healthy → restore and stop "
                     f"(recovered); else the next rung",
                 )
             )
