@@ -48,6 +48,7 @@ from workers.cli.signing import (
     Signer,
     approval_signer,
     key_or_exit,
+    note_if_unchecked,
     stop_signer,
 )
 
@@ -166,6 +167,7 @@ def approve(
     if done is None:
         typer.echo(f"{node}: approval sent by {by}")
         return
+    note_if_unchecked(key, node, done.by)
     phase = done.phase.value.replace("_", " ")
     moved = f"ladder now {phase}" if done.moved else f"ladder still {phase} (not acted on yet)"
     ahead = " ahead" if done.ahead else ""

@@ -114,6 +114,19 @@ def _read_or_exit(path: Path, load: Callable[[Path], T]) -> T:
     raise typer.Exit(BAD_INPUT)
 
 
+def note_if_unchecked(key: Path | None, what: str, by: str) -> None:
+    """A signed decision the workflow recorded unverified: the controller has no keyring of
+    operators' keys, so the signature was not checked. Said, not dropped silently."""
+    from remedy.models import UNVERIFIED
+
+    if key is not None and by.endswith(UNVERIFIED):
+        typer.echo(
+            f"note: {what}: signed with {key}, but the controller has no keyring of operators' "
+            f"keys: the signature was not checked and the decision is recorded {UNVERIFIED}",
+            err=True,
+        )
+
+
 def approval_signer(key: Ed25519PrivateKey | None) -> Signer | None:
     """Signs an approval for the rung it names, else the rung the ladder is at now."""
     if key is None:
