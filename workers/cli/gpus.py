@@ -13,7 +13,7 @@ from typing import Annotated
 
 import typer
 from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureError
-from temporalio.exceptions import ActivityError, WorkflowAlreadyStartedError
+from temporalio.exceptions import ActivityError, FailureError, WorkflowAlreadyStartedError
 from temporalio.service import RPCError
 
 from contract.names import (
@@ -73,9 +73,9 @@ def release_gpu(
             ) from None
         except WorkflowFailureError as exc:
             cause = exc.cause
-            raise _Refused(
-                str(cause.cause if isinstance(cause, ActivityError) else cause)
-            ) from None
+            why = cause.cause if isinstance(cause, ActivityError) else cause
+            # The refusal in its own words, without the error type the failure carries.
+            raise _Refused(why.message if isinstance(why, FailureError) else str(why)) from None
 
     try:
         done = on_temporal(release())
