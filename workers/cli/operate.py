@@ -321,7 +321,13 @@ def release_hold(
 
 
 def resume_job(
-    job: Annotated[str, typer.Argument(help="The guarded job whose guard holds it.")],
+    job: Annotated[
+        str,
+        typer.Argument(
+            help="The guarded job whose guard holds it: NAME, or NAMESPACE/NAME as "
+            "`status --jobs` prints it."
+        ),
+    ],
     namespace: Annotated[str, typer.Option(help="The job's namespace.")] = "default",
     address: AddressOption = None,
     stop: Annotated[
@@ -335,6 +341,7 @@ def resume_job(
     from remedy.attribution.guard import GuardPhase, ResumeRequest
     from workers.client import connect_with
 
+    namespace, _, job = job.rpartition("/") if "/" in job else (namespace, "", job)
     ref = f"job {namespace}/{job}"
     workflow_id = job_guard_workflow_id(namespace, job)
 
