@@ -22,6 +22,7 @@ UNREACHABLE = "127.0.0.1:1"  # nothing listens: a command that got past its opti
         (["abort", "n1", "--reason", ""], "empty: say why"),
         (["abort", "n1", "--reason", "   "], "empty: say why"),
         (["abort", "n1", "--reason", "oops\x1b[2Jcleared"], "control character '\\x1b'"),
+        (["abort", "n1", "--reason", "vendor\u202eon site"], "bidi control U+202E at 6"),
         (["approve", "n1", "--note", "line one\nline two"], "control character '\\n'"),
         (["clear", "n1", "--reason", "x" * (MAX_OPERATOR_TEXT + 1)], "over the limit of 500"),
         (["trigger", "n1", "--runbook", "gpu-reset-class", "--reason", "a\tb"], "control"),
