@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-import typer
+from typer._click.core import Context
 from typer._click.exceptions import UsageError  # typer parses with its own copy of click
 from typer.core import TyperGroup
 
@@ -29,19 +29,16 @@ class RemedyGroup(TyperGroup):
     """A click group whose usage errors (and those of every command and group under it) exit
     BAD_INPUT rather than click's 2, which `remedy` keeps for "nothing to act on"."""
 
-    def make_context(self, *args: Any, **kwargs: Any) -> typer.Context:
+    def make_context(self, *args: Any, **kwargs: Any) -> Context:
         try:
             return super().make_context(*args, **kwargs)
         except UsageError as exc:
-            raise _bad_input(exc) from exc.__cause__
+            exc.exit_code = BAD_INPUT
+            raise
 
-    def invoke(self, ctx: typer.Context) -> Any:
+    def invoke(self, ctx: Context) -> Any:
         try:
             return super().invoke(ctx)
         except UsageError as exc:  # a subcommand's arguments (parsed as it is invoked)
-            raise _bad_input(exc) from exc.__cause__
-
-
-def _bad_input(exc: UsageError) -> UsageError:
-    exc.exit_code = BAD_INPUT
-    return exc
+            exc.exit_code = BAD_INPUT
+            raise
