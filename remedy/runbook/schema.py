@@ -167,18 +167,10 @@ class Rung(Authored):
     @field_validator("approval")
     @classmethod
     def _needs_one(cls, value: Approval, info: ValidationInfo) -> Approval:
-        """An approval on a rung that takes nothing away from the node guards nothing."""
-        action = info.data.get("action")
-        if (
-            _authoring(info)
-            and value is Approval.REQUIRED
-            and action is not None
-            and not ACTIONS[action].disruptive
-        ):
-            raise ValueError(
-                f"approval: required is for a rung that takes work away from the node "
-                f"({_DISRUPTIVE}); {action.value} needs none"
-            )
+        action = ACTIONS[info.data["action"]] if "action" in info.data else None  # None: refused
+        if _authoring(info) and value is Approval.REQUIRED and action and not action.disruptive:
+            why = f"takes work away from the node ({_DISRUPTIVE}); {info.data['action']} needs none"
+            raise ValueError(f"approval: required is for a rung that {why}")
         return value
 
     @field_validator("on_approval_timeout")
@@ -345,12 +337,9 @@ class Runbook(Authored):
                 raise ValueError(
                     f"an application-caused fault must not reach hardware actions: {banned}"
                 )
-        if Action.REPLACE in actions[:-1]:
-            raise PydanticCustomError(  # ``rung``: the loader names that rung's line
-                "replace_not_last",
-                "replace must be the last rung: nothing runs after a replacement",
-                {"rung": actions.index(Action.REPLACE)},
-            )
+        if Action.REPLACE in actions[:-1]:  # ``rung``: the loader names that rung's line
+            last = "replace must be the last rung: nothing runs after a replacement"
+            raise PydanticCustomError("not_last", last, {"rung": actions.index(Action.REPLACE)})
         if self.recheck_every is not None and self.recheck_every <= timedelta(0):
             raise ValueError("recheck_every must be longer than 0s")
         if self.watch < timedelta(0) or self.recurrence_window < timedelta(0):

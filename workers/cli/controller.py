@@ -38,13 +38,13 @@ from workers.cli.options import (
     DEFAULT_RUNBOOKS,
     STALL_AFTER_S,
     AddressOption,
+    DemoMetricsOption,
     KubeconfigOption,
     KubeTimeoutOption,
     MetricsOption,
     RunbooksOption,
     StallAfterOption,
     WorkflowCacheOption,
-    bind_option,
 )
 from workers.cli.signing import keyring_or_exit
 
@@ -345,13 +345,7 @@ def demo(
             "the rest of the connection as for any command (`remedy --help`)."
         ),
     ] = None,
-    metrics_bind: Annotated[
-        str | None,
-        typer.Option(
-            help="With --address: serve Prometheus metrics on this IP:port.",
-            callback=bind_option,
-        ),
-    ] = None,
+    metrics_bind: DemoMetricsOption = None,
     active_check_every: checks.EveryOption = "15s",
     active_check_interval: checks.IntervalOption = "1m",
     active_check_max_age: checks.MaxAgeOption = "10m",

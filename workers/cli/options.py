@@ -122,6 +122,12 @@ WorkflowCacheOption = Annotated[
         "Default: 500 (250 for fleets whose ladders mostly wait). See docs/operations.md.",
     ),
 ]
+DemoMetricsOption = Annotated[
+    str | None,
+    typer.Option(
+        help="With --address: serve Prometheus metrics on this IP:port.", callback=bind_option
+    ),
+]
 STALL_AFTER_S = STALL_AFTER.total_seconds()
 StallAfterOption = Annotated[
     float,
