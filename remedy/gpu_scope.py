@@ -149,6 +149,15 @@ class GpuReleased(Frozen):
     detail: str = ""
 
 
+def check_gpu_index(node: str, gpu: int, gpus: int) -> None:
+    """Raise ActionRefused for a GPU index the node does not have (``gpus``: how many it has;
+    0: not known, nothing refused) — said as such, not as "no quarantine of it"."""
+    from remedy.errors import ActionRefused
+
+    if gpus and not 0 <= gpu < gpus:
+        raise ActionRefused(f"{node} has {gpus} GPUs (0-{gpus - 1}): no GPU {gpu}")
+
+
 class GpuScopedControl(Protocol):
     """The cluster side of a GPU-scoped rung. Each disruptive call carries its idempotency key
     (remedy/once.py): a retry after a lost answer finds it done and answers what it did."""

@@ -275,4 +275,7 @@ def vouched(by: str, identity: str, key: str) -> str:
     """Who made an operator's decision: with ``key`` (a signature the workflow verified) the
     keyring's name and the key's fingerprint, a fact; else what the caller claimed, marked
     so — "alice (remedy-cli:alice@host) [unverified]"."""
-    return f"{by} [key {key}]" if key else f"{signed(by, identity)} [unverified]"
+    return f"{by} [key {key}]" if key else f"{signed(by, identity)} {UNVERIFIED}"
+
+
+UNVERIFIED = "[unverified]"  # a decision no verified key signed (``vouched``)

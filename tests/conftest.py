@@ -126,6 +126,10 @@ class Queues:
     known: TestRunbooks = field(default_factory=lambda: TestRunbooks([]))
     seal: bytes = field(default_factory=new_seal, repr=False)  # the controller's (workers/door.py)
 
+    @property
+    def pool_queue(self) -> tuple[str, str]:
+        return self.pool, self.controller
+
 
 class TestRunbooks(RunbookSet):
     """A runbook set a test adds to while the controller runs."""
@@ -190,6 +194,25 @@ async def running_workers(
                 for held in fleet.holds.values():  # a worker waits for the activities it runs
                     held.release()
                 await _end_leftovers(client, pool, fleet, queues.controller)
+
+
+async def pool_known(
+    client: Client, queues: Queues | str, policy: BudgetPolicy | None = None
+) -> None:
+    """Start the test pool's disruption budget on its controller's queue, as the controller does
+    once a ladder in a pool asks for a share: `remedy trigger --pool` refuses a pool remedy does
+    not know (workers/known_pools.py), and a test's own pool is new to the server."""
+    from contract.names import DISRUPTION_BUDGET_WORKFLOW, budget_task_queue
+    from remedy.budget import BudgetState
+
+    # A pool alone: its budget waits on a queue no worker serves (the test ends it).
+    pool, queue = (queues, f"nobody-{queues}") if isinstance(queues, str) else queues.pool_queue
+    await client.start_workflow(
+        DISRUPTION_BUDGET_WORKFLOW,
+        BudgetState(pool=pool, policy=policy or BudgetPolicy()),
+        id=budget_workflow_id(pool),
+        task_queue=budget_task_queue(queue),
+    )
 
 
 async def _end_leftovers(client: Client, pool: str, fleet: SimFleet, queue: str) -> None:

@@ -21,7 +21,7 @@ from remedy.budget import BudgetPolicy
 from remedy.models import Action
 from remedy.remediation import Outcome, Phase, RemediationResult
 from remedy.runbook import Match, Runbook, Rung, load_runbooks
-from tests.conftest import ROOT, Queues, own_fleet, running_workers
+from tests.conftest import ROOT, Queues, own_fleet, pool_known, running_workers
 from tests.ladder import report, state_of
 from tests.processes import Children
 from workers.cli import app
@@ -91,7 +91,7 @@ async def test_approve_and_abort_from_the_command_line(dev_env: WorkflowEnvironm
 
 def test_abort_requires_a_reason() -> None:
     result = CliRunner().invoke(app, ["abort", "n1"])
-    assert result.exit_code == 2 and "--reason" in result.output
+    assert result.exit_code == 1 and "--reason" in result.output
 
 
 RUNBOOK = """name: hand-reset
@@ -104,10 +104,13 @@ ladder:
 """
 
 
-async def trigger(node: str, runbooks: Path, address: str, queues: Queues, *more: str) -> Said:
+async def trigger(
+    client: Client, node: str, runbooks: Path, address: str, queues: Queues, *more: str
+) -> Said:
     """`remedy trigger NODE --runbook hand-reset` for the test's own workers (given the runbooks
-    first: the ladder climbs the controller's own)."""
+    and the pool first: the ladder climbs the controller's own runbook, in a pool it knows)."""
     queues.known.add(*load_runbooks([runbooks]))
+    await pool_known(client, queues)
     return await cli(
         "trigger",
         node,
@@ -140,7 +143,7 @@ async def test_trigger_then_show_the_timeline_then_approve(
     [node] = sorted(fleet.nodes)
     fleet.inject(node, "ecc_dbe", gpu=2)
     async with running_workers(client, fleet) as queues:
-        started = await trigger(node, tmp_path, address, queues, "--reason", "flaky rank")
+        started = await trigger(client, node, tmp_path, address, queues, "--reason", "flaky rank")
         handle = await awaiting_approval(client, node)
         waiting = await cli("show", node, "--address", address)
         await cli("approve", node, "--address", address)
@@ -160,7 +163,7 @@ async def test_trigger_then_show_the_timeline_then_approve(
     shown = json.loads(done[1])
     assert shown["status"] == "recovered"
     assert [a["action"] for a in shown["attempts"]] == ["cordon", "drain", "reset_gpu", "restore"]
-    assert unknown[0] == 2 and "no runbook named 'nope'" in unknown[1]
+    assert unknown[0] == 1 and "no runbook named 'nope'" in unknown[1]
 
 
 async def test_trigger_refuses_a_node_the_cluster_does_not_have(
@@ -173,7 +176,7 @@ async def test_trigger_refuses_a_node_the_cluster_does_not_have(
     ghost = f"no-such-{uuid.uuid4().hex[:6]}"  # the fleet's cluster has no such node
     try:
         async with running_workers(client, fleet) as queues:
-            refused = await trigger(ghost, tmp_path, address, queues)
+            refused = await trigger(client, ghost, tmp_path, address, queues)
             assert refused == (
                 2,
                 f"error: {ghost}: the cluster has no node {ghost} (ladder ended node_gone)\n",

@@ -13,7 +13,7 @@ NOWHERE = "127.0.0.1:1"  # nothing listens: a command that connected would say s
 
 def test_a_state_no_node_can_be_in_is_refused_with_the_states() -> None:
     result = CliRunner().invoke(app, ["status", "--state", "bogus", "--address", NOWHERE])
-    assert result.exit_code == 2
+    assert result.exit_code == 1  # bad input
     [line] = result.output.splitlines()
     assert line.startswith("error: --state 'bogus' matches no node state; use one of: ")
     for state in ("tolerating", "needs_human", "admission: diagnosing", "starting"):

@@ -1,5 +1,5 @@
 """Every command that connects to Temporal, pointed where nothing listens: one line on stderr,
-``error: cannot reach Temporal at ADDRESS: reason``, exit 2, no traceback."""
+``error: cannot reach Temporal at ADDRESS: reason``, exit 4, no traceback."""
 
 from __future__ import annotations
 
@@ -69,7 +69,7 @@ def results(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[str, in
 
 
 @pytest.mark.parametrize("command", [*COMMANDS, "python -m workers status"])
-def test_an_unreachable_server_is_one_line_and_exit_2(
+def test_an_unreachable_server_is_one_line_and_exit_4(
     results: dict[str, tuple[str, int, str]], command: str
 ) -> None:
     address, code, stderr = results[command]
@@ -77,4 +77,4 @@ def test_an_unreachable_server_is_one_line_and_exit_2(
     [line] = stderr.splitlines()
     assert line.startswith(f"error: cannot reach Temporal at {address}: "), stderr
     assert line.endswith("Connection refused"), "the core's words, without its Rust debug dump"
-    assert code == 2, stderr
+    assert code == 4, stderr

@@ -213,7 +213,7 @@ async def test_the_codec_server_command_refuses_a_bad_key_file(tmp_path: Path) -
     bad = tmp_path / "keys"
     bad.write_text("k1 short\n")
     code, output = await cli("codec-server", "--key-file", str(bad))
-    assert code == 2
+    assert code == 1
     assert output.strip().startswith("error: --key-file:") and len(output.strip().splitlines()) == 1
 
 
@@ -228,7 +228,7 @@ def test_the_converter_is_remedys_with_the_codec(key_file: Path) -> None:
 def test_a_bad_codec_key_file_stops_a_command_with_one_line(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """connect_with reads REMEDY_CODEC_KEY_FILE: a key file it cannot use is one line, exit 2,
+    """connect_with reads REMEDY_CODEC_KEY_FILE: a key file it cannot use is one line, exit 4,
     before anything is sent."""
     from typer.testing import CliRunner
 
@@ -238,6 +238,6 @@ def test_a_bad_codec_key_file_stops_a_command_with_one_line(
     bad.write_text("k1 not-base64!\n")
     monkeypatch.setenv("REMEDY_CODEC_KEY_FILE", str(bad))
     result = CliRunner().invoke(app, ["status", "--address", "127.0.0.1:1"])
-    assert result.exit_code == 2
+    assert result.exit_code == 4
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and "REMEDY_CODEC_KEY_FILE" in lines[0] and str(bad) in lines[0]

@@ -95,7 +95,7 @@ def test_the_identity_names_the_role_the_user_the_host_and_the_certificate() -> 
     assert identity("cli", "alice") == f"remedy-cli:{who} [CN=alice]"
 
 
-def test_a_missing_profile_or_file_is_one_line_and_exit_2(
+def test_a_missing_profile_or_file_is_one_line_and_exit_4(
     tmp_path: Path, profile_file: Path
 ) -> None:
     runner = CliRunner(env={"TEMPORAL_CONFIG_FILE": str(profile_file)})
@@ -107,7 +107,7 @@ def test_a_missing_profile_or_file_is_one_line_and_exit_2(
     assert missing.stderr.splitlines() == [
         f"error: Temporal client configuration {tmp_path / 'gone.toml'}: no such file"
     ]
-    assert (unknown.exit_code, missing.exit_code) == (2, 2)
+    assert (unknown.exit_code, missing.exit_code) == (4, 4)
 
 
 def test_credentials_the_server_refuses_are_an_auth_error() -> None:
@@ -127,7 +127,7 @@ def test_credentials_the_server_refuses_are_an_auth_error() -> None:
     assert type(nobody) is TemporalUnreachable
 
 
-def test_a_call_refused_for_the_credentials_is_one_line_and_exit_2(
+def test_a_call_refused_for_the_credentials_is_one_line_and_exit_4(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     async def denied() -> None:
@@ -135,7 +135,7 @@ def test_a_call_refused_for_the_credentials_is_one_line_and_exit_2(
 
     with pytest.raises(typer.Exit) as exited:
         on_temporal(denied())
-    assert exited.value.exit_code == 2
+    assert exited.value.exit_code == 4
     assert capsys.readouterr().err.splitlines() == [
         "error: Temporal refused the credentials: namespace access denied"
     ]

@@ -266,14 +266,14 @@ def test_demo_on_a_busy_port_says_so_without_a_traceback() -> None:
         busy.listen()
         port = busy.getsockname()[1]
         result = CliRunner().invoke(app, ["demo", "--port", str(port), "--duration", "1"])
-    assert result.exit_code == 2
+    assert result.exit_code == 1
     assert f"port {port} is already in use" in result.output
     assert "Traceback" not in result.output
 
 
 def test_resume_is_refused_with_an_address() -> None:
     result = CliRunner().invoke(app, ["demo", "--address", "127.0.0.1:1", "--resume"])
-    assert result.exit_code == 2
+    assert result.exit_code == 1
     assert "--resume is for the embedded dev server" in result.output
 
 
@@ -300,18 +300,18 @@ def test_cli_bad_input_is_one_clear_line_not_a_traceback(tmp_path: Path) -> None
     rules = tmp_path / "rules.yaml"
     rules.write_text("rules:\n  - name: x\n    verdict: maybe\n    when: {}\n")
     cases = [
-        (["probe", "--simulate", "bogus"], 2, "--simulate: unknown fault 'bogus'"),
-        (["xid", "parse", str(tmp_path / "missing.log")], 2, "cannot read"),
+        (["probe", "--simulate", "bogus"], 1, "--simulate: unknown fault 'bogus'"),
+        (["xid", "parse", str(tmp_path / "missing.log")], 1, "cannot read"),
         (
             ["agent", "--node", "n1", "--runbooks", str(broken)],
             1,
             f"{broken / 'a.yaml'}:1: match: required field is missing",
         ),
         (["controller", "--runbooks", str(broken)], 1, "match: required field is missing"),
-        (["controller", "--max-disruption", "two"], 2, "--max-disruption: 'two' is not"),
-        (["controller", "--blocklist-incidents", "0"], 2, "--blocklist-incidents: "),
-        (["controller", "--blocklist-days", "-1"], 2, "--blocklist-days"),
-        (["controller", "--scan-every", "-5"], 2, "--scan-every"),
+        (["controller", "--max-disruption", "two"], 1, "--max-disruption: 'two' is not"),
+        (["controller", "--blocklist-incidents", "0"], 1, "--blocklist-incidents: "),
+        (["controller", "--blocklist-days", "-1"], 1, "--blocklist-days"),
+        (["controller", "--scan-every", "-5"], 1, "--scan-every"),
         (["controller", "--job-rules", str(rules)], 1, f"{rules}:3: rules.0.verdict: Input "),
     ]
     for args, code, message in cases:

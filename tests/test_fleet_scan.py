@@ -39,7 +39,7 @@ from remedy.models import Action
 from remedy.probe import probe_node
 from remedy.remediation import Outcome, Phase, RemediationResult
 from remedy.runbook import Match, Runbook, RunbookSet, Rung
-from tests.conftest import Queues, own_fleet, running_workers
+from tests.conftest import Queues, own_fleet, pool_known, running_workers
 from tests.ladder import report, wait_for_phase
 from tests.scans import completed_scans, scan_schedule, until
 from workers.cli import app
@@ -271,11 +271,21 @@ async def test_remedy_status_shows_the_tripped_breaker_and_resume_pool_closes_it
     assert resumed.exit_code == 0 and not state.tripped and "alice" in state.breaker_note
 
 
-def test_remedy_status_without_a_scan_says_so_with_exit_2(dev_env: WorkflowEnvironment) -> None:
-    address = dev_env.client.service_client.config.target_host
-    result = CliRunner().invoke(
-        app, ["status", "--address", address, "--schedule", "nope", "--pool", "no-such-pool"]
-    )
+async def test_remedy_status_without_a_scan_says_so_with_exit_2(
+    dev_env: WorkflowEnvironment,
+) -> None:
+    client = dev_env.client
+    address = client.service_client.config.target_host
+    empty = f"pool-{uuid.uuid4().hex[:8]}"  # a pool remedy knows (its budget runs), no node in it
+    await pool_known(client, empty)
+    try:
+        result = await asyncio.to_thread(
+            CliRunner().invoke,
+            app,
+            ["status", "--address", address, "--schedule", "nope", "--pool", empty],
+        )
+    finally:
+        await client.get_workflow_handle(budget_workflow_id(empty)).terminate("test over")
     assert result.exit_code == 2 and "no fleet-scan schedule 'nope'" in result.output
 
 

@@ -55,7 +55,8 @@ async def test_status_jobs_and_resume_job_from_the_command_line(
         resumed = await cli("resume-job", name, "--stop", "--by", "bob", "--address", address)
         ended = await held.result()
         missing = await cli("resume-job", "no-such-job", "--address", address)
-        not_held = await cli("resume-job", stopped_job.split("/", 1)[1], "--address", address)
+        # The job as `status --jobs` prints it, NAMESPACE/NAME: the guard is found.
+        not_held = await cli("resume-job", stopped_job, "--address", address)
     shown = {row["job"]: row for row in json.loads(out)}
     assert code == 3  # a job is held for a human
     assert shown[held_job]["phase"] == "held" and shown[stopped_job]["phase"] == "stopped"

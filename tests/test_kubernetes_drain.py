@@ -316,17 +316,17 @@ def test_drain_modes_match_names_then_globs_then_the_default() -> None:
         DrainModes.parse(["jobs=evict-harder"])
 
 
-def test_bad_drain_flags_exit_2_naming_the_flag() -> None:
+def test_bad_drain_flags_exit_1_naming_the_flag() -> None:
     result = CliRunner().invoke(app, ["controller", "--drain-mode", "jobs=evict-harder"])
-    assert result.exit_code == 2
+    assert result.exit_code == 1
     assert "--drain-mode" in result.output
     late = ["controller", "--drain-mode", "*=delete-after-timeout", "--drain-delete-after", "3600"]
     result = CliRunner().invoke(app, late)
-    assert result.exit_code == 2
+    assert result.exit_code == 1
     assert "--drain-delete-after" in result.output
     graceful = ["controller", "--drain-mode", "*=delete-after-timeout"]
     result = CliRunner().invoke(app, [*graceful, "--drain-delete-grace-max", "1500"])
-    assert result.exit_code == 2
+    assert result.exit_code == 1
     assert "--drain-delete-grace-max" in result.output
 
 

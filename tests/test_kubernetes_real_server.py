@@ -157,7 +157,7 @@ async def test_every_write_names_its_field_manager_and_the_agents_are_told_apart
 
 
 @pytest.mark.parametrize("kubeconfig", [None, "garbage: [", "current-context: nowhere"])
-def test_controller_without_a_usable_kubeconfig_is_one_line_and_exit_2(
+def test_controller_without_a_usable_kubeconfig_is_one_line_and_exit_4(
     kubeconfig: str | None, tmp_path: Path
 ) -> None:
     args = ["controller"]
@@ -166,7 +166,7 @@ def test_controller_without_a_usable_kubeconfig_is_one_line_and_exit_2(
         args += ["--kubeconfig", str(tmp_path / "config")]
     env = {"HOME": str(tmp_path), "KUBECONFIG": None, "KUBERNETES_SERVICE_HOST": None}
     result = CliRunner().invoke(app, args, env=env)
-    assert result.exit_code == 2, result.output
+    assert result.exit_code == 4, result.output
     [line] = result.output.splitlines()
     assert line.startswith("error: no usable Kubernetes configuration: not running in a pod")
     assert "Traceback" not in result.output

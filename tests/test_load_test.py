@@ -366,5 +366,5 @@ def test_the_agent_refuses_a_reference_file_it_cannot_read(tmp_path: Path) -> No
     bad = tmp_path / "ref.yaml"
     bad.write_text("floor: 2\n")
     result = CliRunner().invoke(app, ["agent", "--node", "n", "--gpu-reference", str(bad)])
-    assert result.exit_code == 2
+    assert result.exit_code == 1
     assert f"--gpu-reference {bad}" in result.output

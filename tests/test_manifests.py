@@ -11,6 +11,7 @@ import os
 import shutil
 import signal
 import subprocess
+from pathlib import Path
 from typing import Any
 
 import kubernetes_validate
@@ -310,7 +311,7 @@ def test_render_manifests_prints_a_stream_kubectl_can_apply() -> None:
 )
 def test_render_manifests_refuses_what_it_cannot_render(args: list[str], said: str) -> None:
     result = CliRunner().invoke(app, ["render-manifests", *args])
-    assert result.exit_code == 2 and said in result.output, result.output
+    assert result.exit_code == 1 and said in result.output, result.output
 
 
 @pytest.mark.server
@@ -344,3 +345,15 @@ def test_nsenter_into_pid_1_needs_each_capability_the_table_grants(processes: Ch
             assert tried(NSENTER_CAPABILITIES - {left_out}) != 0, left_out
     finally:
         os.kill(target, signal.SIGKILL)  # the new namespace's pid 1 ignores SIGTERM
+
+
+@pytest.mark.parametrize("where", ["missing", "empty"])
+def test_render_manifests_refuses_a_deploy_folder_with_nothing_to_render(
+    tmp_path: Path, where: str
+) -> None:
+    folder = tmp_path / where
+    if where == "empty":
+        folder.mkdir()
+    result = CliRunner().invoke(app, ["render-manifests", "--deploy", str(folder)])
+    assert result.exit_code == 1, result.output
+    assert result.output == f"error: {folder}: no manifests (*.yaml) there\n"

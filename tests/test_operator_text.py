@@ -1,6 +1,6 @@
 """What an operator types for a workflow to record (``--note``, ``--reason``, a trigger's
 reason): remedy's commands refuse a control character, a text over the limit and an empty
-abort reason (usage error, exit 2, before connecting), and redact the rest; the wire models
+abort reason (usage error, exit 1, before connecting), and redact the rest; the wire models
 refuse what still holds a secret, since a request's text stays in the history as sent."""
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ UNREACHABLE = "127.0.0.1:1"  # nothing listens: a command that got past its opti
         (["abort", "n1", "--reason", ""], "empty: say why"),
         (["abort", "n1", "--reason", "   "], "empty: say why"),
         (["abort", "n1", "--reason", "oops\x1b[2Jcleared"], "control character '\\x1b'"),
+        (["abort", "n1", "--reason", "vendor\u202eon site"], "bidi control U+202E at 6"),
         (["approve", "n1", "--note", "line one\nline two"], "control character '\\n'"),
         (["clear", "n1", "--reason", "x" * (MAX_OPERATOR_TEXT + 1)], "over the limit of 500"),
         (["trigger", "n1", "--runbook", "gpu-reset-class", "--reason", "a\tb"], "control"),
@@ -29,7 +30,7 @@ UNREACHABLE = "127.0.0.1:1"  # nothing listens: a command that got past its opti
 )
 def test_a_command_refuses_bad_operator_text_before_connecting(args: list[str], said: str) -> None:
     result = CliRunner().invoke(app, [*args, "--address", UNREACHABLE])
-    assert result.exit_code == 2
+    assert result.exit_code == 1
     assert said in result.output
     assert "cannot reach" not in result.output
 

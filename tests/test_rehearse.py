@@ -131,7 +131,7 @@ def test_a_stalled_probe_is_not_a_hung_gpu(monkeypatch: pytest.MonkeyPatch) -> N
     assert climbed == [("drain", "done"), ("reset_gpu", "verified")], result["detail"]
 
 
-def test_bad_names_are_one_line_and_exit_2() -> None:
-    assert rehearse("nope")[0] == 2
+def test_bad_names_are_one_line_and_exit_1() -> None:
+    assert rehearse("nope")[0] == 1
     code, out = rehearse("gpu-memory-ecc", "--fault", "cosmic_ray")
-    assert code == 2 and "unknown fault 'cosmic_ray'" in out
+    assert code == 1 and "unknown fault 'cosmic_ray'" in out

@@ -4,12 +4,14 @@ held exit 2 with why; a node whose ladder still runs is refused (its restore ret
 
 from __future__ import annotations
 
+import pytest
 from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
 from adapters.sim import SimFleet
 from contract.names import remediation_workflow_id
 from remedy.budget import BudgetPolicy
+from remedy.errors import ActionRefused
 from remedy.models import Action, Scope
 from remedy.remediation import Outcome
 from remedy.runbook import Approval, Match, Runbook, Rung
@@ -53,6 +55,8 @@ def test_the_twin_releases_any_ladders_gpu_once() -> None:
     again = gpus.release_gpu(node, BAD)
 
     assert not never.lifted
+    with pytest.raises(ActionRefused, match=rf"{node} has 8 GPUs \(0-7\): no GPU 99"):
+        gpus.release_gpu(node, 99)
     assert done.lifted and done.held_by == "node-remediation/x"
     assert fleet.node(node).quarantined == {}
     assert not again.lifted
@@ -73,6 +77,7 @@ async def test_release_gpu_returns_a_gpu_a_ladder_left_for_a_person(
         released = await release(client, queues, node, BAD, "--note", "RMA 7")
         again = await release(client, queues, node, BAD)
         never = await release(client, queues, node, 5)
+        beyond = await release(client, queues, node, 99)
 
     assert left.outcome is Outcome.NEEDS_HUMAN
     assert held == {BAD: remediation_workflow_id(node)}  # what the command is for
@@ -84,6 +89,7 @@ async def test_release_gpu_returns_a_gpu_a_ladder_left_for_a_person(
     assert fleet.node(node).quarantined == {}
     assert again == (2, f"error: {node}: GPU {BAD}: remedy holds no quarantine of it\n")
     assert never == (2, f"error: {node}: GPU 5: remedy holds no quarantine of it\n")
+    assert beyond == (2, f"error: {node}: GPU 99: {node} has 8 GPUs (0-7): no GPU 99\n")
 
 
 async def test_release_gpu_refuses_while_the_nodes_ladder_runs(

@@ -12,6 +12,7 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
+from remedy.durations import format_duration
 from remedy.models import Action
 from remedy.runbook import load_runbooks
 from remedy.runbook.explain import timings
@@ -51,6 +52,22 @@ def test_worst_case_adds_every_bound_of_the_ladder(tmp_path: Path) -> None:
     assert reboot.action_worst_case == timedelta(minutes=41)  # 20m + 20m back + 60s boot id
 
 
+def test_worst_case_counts_the_watch_of_a_runbook_an_xid_triggers(tmp_path: Path) -> None:
+    thermal = "match: {checks: [thermal], reasons: [HwSlowdown]}"
+    xid = RUNBOOK.replace(thermal, "match: {xids: [62]}")
+    (tmp_path / "slow-gpu.yaml").write_text(xid + "watch: 10m\n")
+    [runbook] = load_runbooks([tmp_path])
+    reset, reboot = timings(runbook)
+    # as above, then the 10m watch, the read of the node's Xids (≤ 60s) and a probe (≤ 125s)
+    assert reset.ends_by == timedelta(minutes=22, seconds=45) + timedelta(minutes=13, seconds=5)
+    result = CliRunner().invoke(
+        app, ["runbooks", "explain", "slow-gpu", "--runbooks", str(tmp_path)]
+    )
+    assert "re-probe, then for an Xid a 10m watch for it again" in result.output
+    last = result.output.splitlines()[-1].split()
+    assert last[:2] == ["by", format_duration(reboot.ends_by)] and "needs_human" in last[-1]
+
+
 def test_explain_prints_the_ladder_in_words(tmp_path: Path) -> None:
     (tmp_path / "slow-gpu.yaml").write_text(RUNBOOK)
     result = CliRunner().invoke(
@@ -72,7 +89,7 @@ def test_explain_knows_every_shipped_runbook_and_refuses_unknown_ones() -> None:
         result = CliRunner().invoke(app, ["runbooks", "explain", runbook.name])
         assert result.exit_code == 0 and "when it matches:" in result.output, runbook.name
     missing = CliRunner().invoke(app, ["runbooks", "explain", "nope"])
-    assert missing.exit_code == 2 and "no runbook named 'nope'" in missing.output
+    assert missing.exit_code == 1 and "no runbook named 'nope'" in missing.output
 
 
 def test_schema_accepts_every_shipped_runbook() -> None:

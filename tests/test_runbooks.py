@@ -153,10 +153,31 @@ def test_application_cause_with_hardware_action_is_rejected(tmp_path: Path) -> N
     assert "reset_gpu" in problem
 
 
-def test_replace_must_be_last(tmp_path: Path) -> None:
+def test_replace_must_be_last_at_the_line_of_that_rung(tmp_path: Path) -> None:
     text = GOOD.replace("  - action: reset_gpu", "  - action: replace\n  - action: reset_gpu")
-    [problem] = problems(write(tmp_path, "r.yaml", text))
-    assert "replace must be the last rung" in problem
+    [problem] = problems(path := write(tmp_path, "r.yaml", text))
+    assert problem == (
+        f"{path}:6: ladder[0]: replace must be the last rung: nothing runs after a replacement"
+    )
+
+
+def test_a_misspelt_action_gets_a_did_you_mean(tmp_path: Path) -> None:
+    text = GOOD.replace("  - action: reset_gpu", "  - action: resett_gpu")
+    [problem] = problems(path := write(tmp_path, "a.yaml", text))
+    assert problem.startswith(f"{path}:6: ladder[0].action: Input should be 'diagnose'")
+    assert problem.endswith("; did you mean 'reset_gpu'?")
+
+
+@pytest.mark.parametrize("action", ["diagnose", "cordon"])
+def test_an_approval_on_a_rung_that_takes_nothing_away_is_an_error(
+    tmp_path: Path, action: str
+) -> None:
+    text = GOOD + f"  - action: {action}\n    approval: required\n"
+    [problem] = problems(path := write(tmp_path, "a.yaml", text))
+    assert problem == (
+        f"{path}:9: ladder[1].approval: approval: required is for a rung that takes work away "
+        f"from the node (drain, kill_job, reset_gpu, reboot, replace); {action} needs none"
+    )
 
 
 def test_a_secret_in_a_description_is_refused_and_loads_nothing(tmp_path: Path) -> None:

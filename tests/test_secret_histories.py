@@ -29,7 +29,7 @@ from contract.names import remediation_workflow_id
 from remedy.redaction import MAX_OPERATOR_TEXT
 from remedy.remediation import Outcome, Phase
 from remedy.runbook import load_runbooks
-from tests.conftest import running_workers
+from tests.conftest import pool_known, running_workers
 from tests.ladder import state_of, wait_for_phase
 from tests.test_cli import cli
 from tests.test_codec import key_line, payloads_in
@@ -134,6 +134,7 @@ async def test_no_corpus_secret_reaches_a_history_by_any_path(
     )
     async with running_workers(client, fleet) as queues:
         queues.known.add(*load_runbooks([tmp_path / "runbooks"]))  # the controller climbs its own
+        await pool_known(client, queues)  # trigger takes only a pool remedy knows
         code, said = await cli(
             "trigger", node, "--runbook", "secret-ladder", "--reason", reason,
             "--pool", queues.pool, "--address", address,

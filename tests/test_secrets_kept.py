@@ -1,6 +1,6 @@
 """Keys and tokens kept where they belong: the codec server wants a token unless it binds
 loopback and serves no /encode unless asked; a codec key file that cannot open the payloads
-(wrong, or none) is one line and exit 2; an API key never crosses the network in clear text by
+(wrong, or none) is one line and exit 4; an API key never crosses the network in clear text by
 accident; no repr and no log line holds the API key, the codec key or the server's token."""
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ def key_file(tmp_path: Path) -> Path:
 @pytest.mark.parametrize("bind", ["0.0.0.0:8888", "10.1.2.3:8888", "codec.example.com:8888"])
 async def test_the_codec_server_wants_a_token_off_loopback(key_file: Path, bind: str) -> None:
     code, said = await cli("codec-server", "--key-file", str(key_file), "--bind", bind)
-    assert code == 2
+    assert code == 1
     [line] = said.strip().splitlines()
     assert line.startswith(f"error: --bind {bind}: not a loopback address, and no --token-file")
 
@@ -68,7 +68,7 @@ async def test_encode_is_served_only_when_asked(key_file: Path) -> None:
 
 
 @pytest.mark.parametrize("key", ["none", "wrong"])
-async def test_a_key_file_that_cannot_open_the_payloads_is_one_line_and_exit_2(
+async def test_a_key_file_that_cannot_open_the_payloads_is_one_line_and_exit_4(
     time_env: WorkflowEnvironment,
     key_file: Path,
     tmp_path: Path,
@@ -89,7 +89,7 @@ async def test_a_key_file_that_cannot_open_the_payloads_is_one_line_and_exit_2(
         result = await asyncio.to_thread(
             CliRunner().invoke, app, ["show", node, "--address", address]
         )
-    assert result.exit_code == 2
+    assert result.exit_code == 4  # no connection: the codec key cannot open what it reads
     [line] = result.stderr.strip().splitlines()
     words = "which the key file lacks" if key == "wrong" else "this process has no key file"
     assert line.startswith("error: REMEDY_CODEC_KEY_FILE: ") and words in line
@@ -105,10 +105,10 @@ def test_an_api_key_over_plain_text_is_refused_unless_allowed() -> None:
         ["--api-key", API_KEY, "--no-tls", "--allow-insecure-api-key", "status"]
         + ["--address", "127.0.0.1:1"],
     )
-    assert refused.exit_code == 2
+    assert refused.exit_code == 4
     [line] = refused.stderr.strip().splitlines()
     assert "clear text" in line and "--allow-insecure-api-key" in line
-    assert allowed.exit_code == 2 and "cannot reach Temporal" in allowed.stderr
+    assert allowed.exit_code == 4 and "cannot reach Temporal" in allowed.stderr
     assert API_KEY not in refused.output + allowed.output
 
 
@@ -127,7 +127,7 @@ async def test_no_repr_and_no_log_holds_a_key_or_a_token(
         await http.post("/decode", data=body, headers={"Authorization": "Bearer wrong"})
     code, said = await cli("--api-key", API_KEY, "status", "--address", "127.0.0.1:1")
     logging.getLogger("remedy.test").info("resolved %r from %r", connection, options)
-    assert code == 2 and API_KEY not in said
+    assert code == 4 and API_KEY not in said
     shown = repr(connection) + repr(options) + repr(load_keys(key_file)) + caplog.text
     assert "aiohttp.access" in caplog.text  # the server's requests were logged, and
     for kept in (API_KEY, TOKEN, secret, base64.b64decode(secret).hex()):

@@ -186,3 +186,24 @@ async def test_the_cli_signs_with_its_key_and_the_ladder_records_the_keyrings_na
         f"{node}: approved rung 2 (reset_gpu) by alice [key {fingerprint}]; ladder now acting\n",
     )
     assert [(a.by, a.key) for a in result.approvals] == [("alice", fingerprint)]
+
+
+async def test_a_key_the_controller_cannot_check_is_said_not_dropped(
+    dev_env: WorkflowEnvironment, tmp_path: Path
+) -> None:
+    """No keyring on the controller: the signed approval goes through, recorded unverified,
+    and the command says its --key was not checked."""
+    client = dev_env.client
+    address = client.service_client.config.target_host
+    key = tmp_path / "alice.key"
+    key.write_bytes(private_key_bytes(ALICE))
+    fleet = own_fleet("signed-cli", 1)
+    [node] = sorted(fleet.nodes)
+    async with running_workers(client, fleet) as queues:
+        handle = await report(client, queues, fleet.inject(node, "ecc_dbe"), WAITS)
+        await until_phase(handle, Phase.AWAITING_APPROVAL)
+        code, said = await cli("approve", node, "--address", address, "--key", str(key))
+        await handle.result()
+    assert code == 0, said
+    assert f"note: {node}: signed with {key}, but the controller has no keyring" in said
+    assert "the decision is recorded [unverified]" in said

@@ -156,7 +156,7 @@ def test_keys_generate_writes_a_private_key_and_its_keyring_line(tmp_path: Path)
     assert keyring.signer(sign(key, APPROVAL).key) is not None
     assert out.stat().st_mode & 0o777 == 0o600 and line in made.output
     again = CliRunner().invoke(app, ["keys", "generate", str(out), "--name", "alice"])
-    assert again.exit_code == 2 and "exists: not overwritten" in again.output
+    assert again.exit_code == 1 and "exists: not overwritten" in again.output
 
 
 def test_an_approval_is_signed_for_its_rung_number_and_the_old_form_still_verifies() -> None:

@@ -1,7 +1,7 @@
 """remedy through mutual TLS: a TLS-terminating forwarder (tests/tls_proxy.py) in front of the
 session's dev server requires a client certificate from a certificate authority made here.
 remedy connects with the certificate — given as options, as TEMPORAL_* variables, as a profile
-— and refuses without it (or with another CA's) in one line, exit 2."""
+— and refuses without it (or with another CA's) in one line, exit 4."""
 
 from __future__ import annotations
 
@@ -177,7 +177,7 @@ async def test_without_a_client_certificate_remedy_refuses_in_one_line(
         "handshake: no client certificate was given and it likely requires one "
         "(--tls-cert-path, TEMPORAL_TLS_CLIENT_CERT_PATH)"
     )
-    assert code == 2
+    assert code == 4
 
 
 async def test_a_certificate_from_another_authority_is_refused_by_name(
@@ -190,7 +190,7 @@ async def test_a_certificate_from_another_authority_is_refused_by_name(
         f"error: TLS with Temporal at {proxy}: the server closed the connection after the "
         "handshake: it likely refused the client certificate CN=mallory"
     ]
-    assert code == 2
+    assert code == 4
 
 
 async def test_a_server_certificate_from_an_untrusted_authority_is_named(
@@ -203,7 +203,7 @@ async def test_a_server_certificate_from_an_untrusted_authority_is_named(
         f"error: TLS with Temporal at {proxy}: the server's certificate is not signed by a CA "
         "this client trusts (--tls-ca-path, TEMPORAL_TLS_SERVER_CA_CERT_PATH)"
     ]
-    assert code == 2
+    assert code == 4
 
 
 @pytest.mark.parametrize(
@@ -249,7 +249,7 @@ async def test_a_bad_certificate_file_is_named_before_connecting(
     assert err.splitlines() == [
         f"error: TLS with Temporal at 127.0.0.1:1: {problem.format(dir=folder)}"
     ]
-    assert code == 2
+    assert code == 4
 
 
 async def test_the_long_lived_processes_take_the_manifests_variables(
@@ -278,4 +278,4 @@ async def test_the_long_lived_processes_take_the_manifests_variables(
             "error: TLS with Temporal at temporal.example:7233: cannot read the client "
             f"certificate {tmp_path / 'gone.pem'}: No such file or directory"
         ]
-        assert code == 2
+        assert code == 4

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from adapters.sim import layouts
 from adapters.sim.cluster import _atomic
 from remedy.errors import ActionRefused
-from remedy.gpu_scope import GpuReleased, pods_on
+from remedy.gpu_scope import GpuReleased, check_gpu_index, pods_on
 from remedy.gpu_use import NodeGpuUse
 from remedy.models import Action
 from remedy.once import once
@@ -74,6 +74,7 @@ class SimGpuScope:
         return sorted(mine)
 
     def release_gpu(self, node: str, gpu: int) -> GpuReleased:
+        check_gpu_index(node, gpu, len(self._fleet.node(node).gpus))
         lifted = self._lift(node, "release_gpu", lambda held: [gpu])
         if gpu not in lifted:
             return GpuReleased(node=node, gpu=gpu, detail=f"GPU {gpu} is not quarantined")

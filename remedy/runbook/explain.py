@@ -2,8 +2,11 @@
 
 The worst case adds up every bound the ladder has: the tolerance window, each approval's
 timeout, each action's attempts × timeout plus the retry backoff between them, the settle
-time and the verification probe. A wait for a disruption lease has no bound (the pool's budget
-decides), nor has an approval with ``on_approval_timeout: wait``: named, never added."""
+time and the verification: the probe, and for a runbook an Xid can trigger its quiet ``watch``
+(no probe sees most Xids: the ladder waits that long for the Xid to come back, then reads the
+node's Xids and probes again; remedy/verification.py). A wait for a disruption lease has no
+bound (the pool's budget decides), nor has an approval with ``on_approval_timeout: wait``:
+named, never added."""
 
 from __future__ import annotations
 
@@ -25,6 +28,7 @@ FORCED = "no node drain before it, and if_not_drained: force: runs with the node
 
 # The verification probe: two attempts of 60 s with 5 s between (workflows/node_remediation.py).
 PROBE_WORST_CASE = timedelta(seconds=125)
+XIDS_READ = timedelta(seconds=60)  # the read of the node's Xids after a watch (CLUSTER_CALL)
 BOOT_ID_TIMEOUT = timedelta(seconds=60)
 
 
@@ -50,6 +54,23 @@ def action_worst_case(rung: Rung) -> timedelta:
     return worst
 
 
+def watched(runbook: Runbook) -> bool:
+    """Whether an Xid can trigger the runbook, so a verified rung waits out its watch (the worst
+    case: an Xid no probe sees)."""
+    return runbook.watch > timedelta(0) and any(
+        m.xids or m.nvidia_actions or any(r.startswith("Xid") for r in m.reasons)
+        for m in runbook.match
+    )
+
+
+def verification_worst_case(runbook: Runbook, rung: Rung) -> timedelta:
+    """The settle, the probe, and for a watched runbook the watch, the Xid read, a probe."""
+    if not rung.verifies:
+        return timedelta(0)
+    watch = runbook.watch + XIDS_READ + PROBE_WORST_CASE if watched(runbook) else timedelta(0)
+    return rung.settle + PROBE_WORST_CASE + watch
+
+
 def timings(runbook: Runbook) -> list[RungTiming]:
     at = runbook.tolerance
     out = []
@@ -59,7 +80,7 @@ def timings(runbook: Runbook) -> list[RungTiming]:
         if drains_first(runbook.ladder, index):  # the node's drain, under the rung
             at += action_worst_case(drain_like(runbook.ladder) or Rung(action=Action.DRAIN))
         worst = action_worst_case(rung)
-        ends = at + worst + (rung.settle + PROBE_WORST_CASE if rung.verifies else timedelta(0))
+        ends = at + worst + verification_worst_case(runbook, rung)
         out.append(
             RungTiming(
                 index=index, action=rung.action, starts_by=at, action_worst_case=worst, ends_by=ends
@@ -163,10 +184,15 @@ def explain(runbook: Runbook) -> list[str]:
         )
         if rung.verifies:
             settle = f"settle {format_duration(rung.settle)}, then " if rung.settle else ""
+            watch = (
+                f", then for an Xid a {format_duration(runbook.watch)} watch for it again"
+                if watched(runbook)
+                else ""
+            )
             lines.append(
                 step.format(
                     "",
-                    f"  {settle}re-probe: healthy → restore and stop "
+                    f"  {settle}re-probe{watch}: healthy → restore and stop "
                     f"(recovered); else the next rung",
                 )
             )

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import difflib
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -152,14 +154,25 @@ def _secrets_in(file: str, doc: YamlDocument, runbook: Runbook) -> list[RunbookP
 def _problems_from(file: str, doc: YamlDocument, exc: ValidationError) -> list[RunbookProblem]:
     out = []
     for error in exc.errors():
-        path = _data_path(doc, error["loc"])
+        ctx = error.get("ctx", {})
+        # A runbook-wide problem that one rung makes (replace not last) points at that rung.
+        loc = (*error["loc"], "ladder", ctx["rung"]) if "rung" in ctx else error["loc"]
+        path = _data_path(doc, loc)
         message = error["msg"].removeprefix("Value error, ")
         if error["type"] == "missing":
             message = "required field is missing"
         elif error["type"] == "extra_forbidden":
             message = "unknown field"
+        elif error["type"] == "enum" and isinstance(error["input"], str):
+            message += _did_you_mean(error["input"], re.findall(r"'([^']*)'", ctx["expected"]))
         out.append(RunbookProblem(file, doc.line_of(path), _dotted(path), message))
     return out
+
+
+def _did_you_mean(word: str, choices: list[str]) -> str:
+    """``; did you mean 'reset_gpu'?`` for a word close to one it could be (else nothing)."""
+    close = difflib.get_close_matches(word, choices, n=1)
+    return f"; did you mean {close[0]!r}?" if close else ""
 
 
 def _data_path(doc: YamlDocument, loc: tuple[str | int, ...]) -> tuple[str | int, ...]:

@@ -18,7 +18,7 @@ from pydantic import (
     model_validator,
 )
 from pydantic.json_schema import GenerateJsonSchema, JsonSchemaValue
-from pydantic_core import CoreSchema
+from pydantic_core import CoreSchema, PydanticCustomError
 
 from remedy import vocabulary
 from remedy.actions import ACTIONS
@@ -134,6 +134,7 @@ class RetryPolicy(Authored):
 
 
 _DRAINED = ", ".join(a.value for a, spec in ACTIONS.items() if spec.needs_drained)
+_DISRUPTIVE = ", ".join(a.value for a, spec in ACTIONS.items() if spec.disruptive and spec.rung)
 
 
 class Rung(Authored):
@@ -164,6 +165,15 @@ class Rung(Authored):
         if written and not ACTIONS[self.action].needs_drained:
             raise ValueError(f"if_drain_failed is for the actions that need a drain ({_DRAINED})")
         return self
+
+    @field_validator("approval")
+    @classmethod
+    def _needs_one(cls, value: Approval, info: ValidationInfo) -> Approval:
+        action = ACTIONS[info.data["action"]] if "action" in info.data else None  # None: refused
+        if _authoring(info) and value is Approval.REQUIRED and action and not action.disruptive:
+            why = f"takes work away from the node ({_DISRUPTIVE}); {info.data['action']} needs none"
+            raise ValueError(f"approval: required is for a rung that {why}")
+        return value
 
     @field_validator("on_approval_timeout")
     @classmethod
@@ -334,8 +344,9 @@ class Runbook(Authored):
                 raise ValueError(
                     f"an application-caused fault must not reach hardware actions: {banned}"
                 )
-        if Action.REPLACE in actions[:-1]:
-            raise ValueError("replace must be the last rung: nothing runs after a replacement")
+        if Action.REPLACE in actions[:-1]:  # ``rung``: the loader names that rung's line
+            last = "replace must be the last rung: nothing runs after a replacement"
+            raise PydanticCustomError("not_last", last, {"rung": actions.index(Action.REPLACE)})
         if self.recheck_every is not None and self.recheck_every <= timedelta(0):
             raise ValueError("recheck_every must be longer than 0s")
         if self.watch < timedelta(0) or self.recurrence_window < timedelta(0):

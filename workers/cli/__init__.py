@@ -33,12 +33,14 @@ from workers.cli import (
     ui,
     xid,
 )
+from workers.cli.exits import RemedyGroup
 
 # Help as click lays it out, not typer's rich panels (rich_markup_mode=None, inherited by every
 # command and group): rich fits each option into one row of a six-column table and cuts a long
 # name to the width left over ("--checkpoint-gra…" at 80 columns), where click puts the help of
 # a long name on the next line and never cuts the name.
 app = typer.Typer(
+    cls=RemedyGroup,  # usage errors exit 1, as bad input does (exits.py)
     help="remedy keeps GPU fleets healthy.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,

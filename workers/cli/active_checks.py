@@ -11,6 +11,7 @@ import typer
 from remedy.active_checks import ActiveCheckPolicy
 from remedy.budget import allowed_disruptions
 from remedy.durations import parse_duration
+from workers.cli.exits import BAD_INPUT
 
 EveryOption = Annotated[
     str,
@@ -61,7 +62,7 @@ def active_check_policies(
     idle_at_once: str = "20%",
 ) -> tuple[ActiveCheckPolicy, dict[str, ActiveCheckPolicy]] | None:
     """The default policy and the per-pool ones; None when active checks are off. Bad input
-    is one line naming the option, and exit 2."""
+    is one line naming the option, and exit 1 (bad input)."""
     period = _duration("--active-check-every", every)
     if not period:
         return None
@@ -105,4 +106,4 @@ def _duration(option: str, value: str) -> timedelta:
 
 def _fail(option: str, exc: ValueError) -> NoReturn:
     typer.echo(f"error: {option}: {str(exc).splitlines()[0]}", err=True)
-    raise typer.Exit(2) from None
+    raise typer.Exit(BAD_INPUT) from None

@@ -8,6 +8,7 @@ from typing import Annotated
 
 import typer
 
+from workers.cli.exits import BAD_INPUT
 from workers.codec import KEY_FILE_ENV
 
 
@@ -55,25 +56,25 @@ def codec_server(
     host, _, port = bind.rpartition(":")
     if not host or not port.isdigit():
         typer.echo(f"error: --bind {bind!r}: expected host:port", err=True)
-        raise typer.Exit(2)
+        raise typer.Exit(BAD_INPUT)
     try:
         codec = EncryptionCodec(load_keys(key_file))
         token = token_file.read_text().strip() if token_file else None
     except CodecKeyError as exc:
         typer.echo(f"error: --key-file: {exc}", err=True)
-        raise typer.Exit(2) from None
+        raise typer.Exit(BAD_INPUT) from None
     except OSError as exc:
         typer.echo(f"error: --token-file: {exc}", err=True)
-        raise typer.Exit(2) from None
+        raise typer.Exit(BAD_INPUT) from None
     if token == "":
         typer.echo(f"error: --token-file {token_file}: empty", err=True)
-        raise typer.Exit(2)
+        raise typer.Exit(BAD_INPUT)
     if token is None and not loopback(host):
         typer.echo(
             f"error: --bind {bind}: not a loopback address, and no --token-file: anyone who "
             "reaches it could read every history in clear",
             err=True,
         )
-        raise typer.Exit(2)
+        raise typer.Exit(BAD_INPUT)
     app = codec_app(codec, origins=ui_origin or [], token=token, encode=allow_encode)
     web.run_app(app, host=host, port=int(port), print=lambda _: None)

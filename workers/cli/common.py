@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 import typer
 
 from remedy.runbook import Runbook, RunbookError, RunbookSet, load_runbooks
+from workers.cli.exits import BAD_INPUT, NO_CONNECTION
 
 if TYPE_CHECKING:
     from kubernetes import client as k8s
@@ -29,16 +30,16 @@ def runbooks_or_exit(*folders: Path) -> RunbookSet:
     except RunbookError as exc:
         for problem in exc.problems:
             typer.echo(str(problem), err=True)
-        raise typer.Exit(1) from None
+        raise typer.Exit(BAD_INPUT) from None
 
 
 def runbook_or_exit(folder: Path, name: str) -> Runbook:
-    """One runbook by name: exit 1 when a runbook is broken, 2 when none has that name."""
+    """One runbook by name: exit 1 (bad input) when a runbook is broken or none has that name."""
     try:
         return runbooks_or_exit(folder).get(name)
     except KeyError as exc:
         typer.echo(f"error: {exc.args[0]}", err=True)
-        raise typer.Exit(2) from None
+        raise typer.Exit(BAD_INPUT) from None
 
 
 def attributor_or_exit(rules: Path | None) -> Attributor:
@@ -49,7 +50,7 @@ def attributor_or_exit(rules: Path | None) -> Attributor:
         return Attributor(load_rules(rules) if rules else None)
     except RulesError as exc:
         typer.echo(str(exc), err=True)
-        raise typer.Exit(1) from None
+        raise typer.Exit(BAD_INPUT) from None
 
 
 RedactPatternsOption = Annotated[
@@ -71,28 +72,29 @@ def redactor_or_exit(patterns: Path | None) -> Redactor:
         return load_redactor(patterns)
     except RedactionError as exc:
         typer.echo(str(exc), err=True)
-        raise typer.Exit(1) from None
+        raise typer.Exit(BAD_INPUT) from None
 
 
 def kube_api_or_exit(kubeconfig: str | None, timeout_s: float | None) -> k8s.ApiClient:
     """The Kubernetes API client (in-cluster, else the kubeconfig); none usable: one line
-    saying why, and exit 2 (a traceback helps no operator here)."""
+    saying why, and exit 4 (no connection; a traceback helps no operator here)."""
     from adapters.kubernetes.config import KubeconfigError, api_client, request_timeout
 
     try:
         return api_client(kubeconfig, timeout=request_timeout(timeout_s))
     except KubeconfigError as exc:
         typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(2) from None
+        raise typer.Exit(NO_CONNECTION) from None
 
 
 def on_temporal(main: Coroutine[Any, Any, T]) -> T:
     """Run what a command does against Temporal. Every command that connects goes through here
     (or serve): a connection that fails is one line naming what failed, e.g. ``error: cannot
     reach Temporal at ADDRESS: reason`` or ``error: TLS with Temporal at ADDRESS: reason``, and
-    exit 2, as is a call the server refuses for the credentials, and a payload this process's
+    exit 4, as is a call the server refuses for the credentials, and a payload this process's
     codec key cannot open (a wrong key file, or none); what the command itself
-    catches (RPCError: "not found") it still says in its own words."""
+    catches (RPCError: "not found") it still says in its own words. Exit 4: no connection
+    (exits.py)."""
     from temporalio.service import RPCError, RPCStatusCode
 
     from workers.codec import codec_problem
@@ -102,22 +104,25 @@ def on_temporal(main: Coroutine[Any, Any, T]) -> T:
         return asyncio.run(main)
     except TemporalConnectError as exc:
         typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(2) from None
+        raise typer.Exit(NO_CONNECTION) from None
     except (KeyError, ValueError, RuntimeError) as exc:  # a payload this process cannot open
         if (problem := codec_problem(exc)) is None:
             raise
         typer.echo(f"error: {problem}", err=True)
-        raise typer.Exit(2) from None
+        raise typer.Exit(NO_CONNECTION) from None
     except RPCError as exc:  # credentials the server refused on a later call, not "not found"
-        if exc.status not in (RPCStatusCode.UNAUTHENTICATED, RPCStatusCode.PERMISSION_DENIED):
+        if exc.status is RPCStatusCode.UNAVAILABLE:  # the server went away after the connect
+            typer.echo(f"error: lost Temporal: {exc.message}", err=True)
+        elif exc.status in (RPCStatusCode.UNAUTHENTICATED, RPCStatusCode.PERMISSION_DENIED):
+            typer.echo(f"error: Temporal refused the credentials: {exc.message}", err=True)
+        else:
             raise
-        typer.echo(f"error: Temporal refused the credentials: {exc.message}", err=True)
-        raise typer.Exit(2) from None
+        raise typer.Exit(NO_CONNECTION) from None
 
 
 def serve(main: Callable[[], Coroutine[Any, Any, None]]) -> None:
     """Run a long-lived process (agent, controller) until Ctrl-C, logging to stderr; a
-    Temporal server it cannot reach at start-up is one line and exit 2 (see on_temporal)."""
+    Temporal server it cannot reach at start-up is one line and exit 4 (see on_temporal)."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     try:
         on_temporal(main())

@@ -33,10 +33,12 @@ from workers.cli.common import (
 )
 from workers.cli.connection import temporal
 from workers.cli.door import KeyringOption, PoolRunbooksOption, SealKeyOption, door_or_exit
+from workers.cli.exits import BAD_INPUT
 from workers.cli.options import (
     DEFAULT_RUNBOOKS,
     STALL_AFTER_S,
     AddressOption,
+    DemoMetricsOption,
     KubeconfigOption,
     KubeTimeoutOption,
     MetricsOption,
@@ -192,10 +194,10 @@ def controller(
     )
     if problem := silent_after_problem(silent_after, heartbeat):
         typer.echo(f"error: --agent-silent-after: {problem}", err=True)
-        raise typer.Exit(2)
+        raise typer.Exit(BAD_INPUT)
     if problem := stall_after_problem(timedelta(seconds=stall_after)):
         typer.echo(f"error: --stall-after: {problem}", err=True)
-        raise typer.Exit(2)
+        raise typer.Exit(BAD_INPUT)
     loaded = runbooks_or_exit(runbooks)
     attributor = attributor_or_exit(job_rules)
     redactor = redactor_or_exit(redact_patterns)
@@ -231,7 +233,7 @@ def controller(
                 f"error: --{field.replace('_', '-')}: {error['msg'].removeprefix('Value error, ')}",
                 err=True,
             )
-        raise typer.Exit(2) from None
+        raise typer.Exit(BAD_INPUT) from None
     active = checks.active_check_policies(
         active_check_every,
         active_check_interval,
@@ -252,7 +254,7 @@ def controller(
         )
     except ValueError as exc:  # an unknown replace provider
         typer.echo(f"error: --replace-provider: {exc}", err=True)
-        raise typer.Exit(2) from None
+        raise typer.Exit(BAD_INPUT) from None
     jobs = KubernetesJobs(api, dry_run=dry_run) if watch_jobs else None
     scan = ScanInput(
         watch_jobs=watch_jobs,
@@ -343,9 +345,7 @@ def demo(
             "the rest of the connection as for any command (`remedy --help`)."
         ),
     ] = None,
-    metrics_bind: Annotated[
-        str | None, typer.Option(help="With --address: serve Prometheus metrics on this host:port.")
-    ] = None,
+    metrics_bind: DemoMetricsOption = None,
     active_check_every: checks.EveryOption = "15s",
     active_check_interval: checks.IntervalOption = "1m",
     active_check_max_age: checks.MaxAgeOption = "10m",
@@ -360,7 +360,7 @@ def demo(
             "its history anyway",
             err=True,
         )
-        raise typer.Exit(2)
+        raise typer.Exit(BAD_INPUT)
 
     active = checks.active_check_policies(
         active_check_every, active_check_interval, active_check_max_age, None
@@ -387,7 +387,7 @@ def demo(
             asyncio.run(run_embedded_demo(config, port=port, ui_port=ui_port, db=db, resume=resume))
     except PortInUse as exc:
         typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(2) from None
+        raise typer.Exit(BAD_INPUT) from None
     except RunbookError as exc:
         typer.echo(str(exc), err=True)
         raise typer.Exit(1) from None

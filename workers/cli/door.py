@@ -9,6 +9,7 @@ from typing import Annotated
 import typer
 
 from workers.cli.common import runbooks_or_exit
+from workers.cli.exits import BAD_INPUT
 from workers.door import DoorSettings, SealError, seal_from_file
 
 KeyringOption = Annotated[
@@ -40,13 +41,13 @@ PoolRunbooksOption = Annotated[
 
 
 def door_or_exit(seal: Path | None, pool_runbooks: list[Path] | None) -> DoorSettings:
-    """How the controller checks reports, or one line and exit (2: a bad seal file; 1: a
+    """How the controller checks reports, or one line and exit (1: a bad seal file or a
     broken runbook)."""
     try:
         sealed = DoorSettings(seal=seal_from_file(seal)) if seal else DoorSettings()
     except SealError as exc:
         typer.echo(f"error: --seal-key-file: {exc}", err=True)
-        raise typer.Exit(2) from None
+        raise typer.Exit(BAD_INPUT) from None
     if not pool_runbooks:
         return sealed
     return DoorSettings(seal=sealed.seal, pool_runbooks=runbooks_or_exit(*pool_runbooks))

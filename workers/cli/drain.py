@@ -7,6 +7,8 @@ from typing import TYPE_CHECKING, Annotated, NoReturn
 
 import typer
 
+from workers.cli.exits import BAD_INPUT
+
 if TYPE_CHECKING:
     from adapters.kubernetes.drain_modes import DrainModes
     from adapters.kubernetes.drain_rules import DrainRules
@@ -72,7 +74,7 @@ def drain_settings(
     delete_after_s: float,
     delete_grace_max_s: int | None = None,
 ) -> tuple[DrainRules, DrainModes]:
-    """The rules and modes; bad input is one line naming the flag, and exit 2."""
+    """The rules and modes; bad input is one line naming the flag, and exit 1."""
     from adapters.kubernetes.drain import DRAIN_TIMEOUT_S
     from adapters.kubernetes.drain_modes import DrainModes
     from adapters.kubernetes.drain_rules import DrainRules
@@ -94,4 +96,4 @@ def drain_settings(
 
 def _fail(option: str, exc: ValueError) -> NoReturn:
     typer.echo(f"error: {option}: {str(exc).splitlines()[0]}", err=True)
-    raise typer.Exit(2) from None
+    raise typer.Exit(BAD_INPUT) from None

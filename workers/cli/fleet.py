@@ -11,7 +11,8 @@ from temporalio.service import RPCError
 from contract.names import FLEET_SCAN_SCHEDULE
 from workers.cli.common import on_temporal
 from workers.cli.connection import temporal
-from workers.cli.options import AddressOption, JsonOption
+from workers.cli.exits import BAD_INPUT
+from workers.cli.options import AddressOption, JsonOption, node_name
 
 if TYPE_CHECKING:
     from workers.status import FleetStatus
@@ -25,7 +26,7 @@ def status(
         str | None,
         typer.Option(
             help="Only nodes whose state contains this (e.g. tolerating, needs_human, admission); "
-            "a word no state contains is refused with the states (exit 2)."
+            "a word no state contains is refused with the states (exit 1)."
         ),
     ] = None,
     waiting: Annotated[
@@ -57,8 +58,9 @@ def status(
     every node in remediation, in admission or left for a human — state, fault, runbook, rung,
     since when, waiting for approval or not. Exit 0: shown; 3: a pool's breaker or the cluster's
     is tripped, or the latest scan saw many agents silent at once; 2: nothing to show (no scan
-    and no such node), or a --state no node can be in."""
+    and no such node); 1: a --pool remedy does not know, or a --state no node can be in."""
     from workers.client import connect_with
+    from workers.known_pools import UnknownPool, check_pool
     from workers.status import NodeFilter, NoScanYet, fleet_status, show_status, why_not_state
 
     if jobs:
@@ -67,14 +69,20 @@ def status(
         _blocking_status(address, as_json, schedule, pool)
     if state is not None and (why := why_not_state(state)):
         typer.echo(f"error: {why}", err=True)
-        raise typer.Exit(2)
+        raise typer.Exit(BAD_INPUT)
     only = NodeFilter(pool=pool, state=state, awaiting_approval=waiting)
 
     async def read() -> FleetStatus:
-        return await fleet_status(await connect_with(temporal(address), "cli"), schedule, only)
+        client = await connect_with(temporal(address), "cli")
+        if pool is not None:
+            await check_pool(client, pool, schedule)
+        return await fleet_status(client, schedule, only)
 
     try:
         shown = on_temporal(read())
+    except UnknownPool as exc:
+        typer.echo(f"error: --pool: {exc}", err=True)
+        raise typer.Exit(BAD_INPUT) from None
     except (NoScanYet, RPCError) as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
@@ -90,13 +98,20 @@ def _blocking_status(address: str | None, as_json: bool, schedule: str, pool: st
     --pool)."""
     from workers.blocking_status import PoolsBlocking, pools_blocking, render
     from workers.client import connect_with
+    from workers.known_pools import UnknownPool, check_pool
     from workers.status import NoScanYet
 
     async def read() -> PoolsBlocking:
-        return await pools_blocking(await connect_with(temporal(address), "cli"), schedule, pool)
+        client = await connect_with(temporal(address), "cli")
+        if pool is not None:
+            await check_pool(client, pool, schedule, cluster=True)
+        return await pools_blocking(client, schedule, pool)
 
     try:
         shown = on_temporal(read())
+    except UnknownPool as exc:
+        typer.echo(f"error: --pool: {exc}", err=True)
+        raise typer.Exit(BAD_INPUT) from None
     except (NoScanYet, RPCError) as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
@@ -135,7 +150,7 @@ def _job_status(address: str | None, as_json: bool) -> None:
 
 
 def show(
-    node: Annotated[str, typer.Argument(help="The node.")],
+    node: Annotated[str, typer.Argument(help="The node.", callback=node_name)],
     address: AddressOption = None,
     as_json: JsonOption = False,
 ) -> None:

@@ -13,7 +13,7 @@ from typing import Annotated
 
 import typer
 from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureError
-from temporalio.exceptions import ActivityError, WorkflowAlreadyStartedError
+from temporalio.exceptions import ActivityError, FailureError, WorkflowAlreadyStartedError
 from temporalio.service import RPCError
 
 from contract.names import (
@@ -25,7 +25,7 @@ from contract.names import (
 from remedy.gpu_scope import GpuRelease, GpuReleased
 from workers.cli.common import on_temporal
 from workers.cli.connection import temporal
-from workers.cli.options import USER, AddressOption, ByOption, TaskQueueOption
+from workers.cli.options import USER, AddressOption, ByOption, TaskQueueOption, node_name
 
 # How long, in real time, the command waits for the controller to lift it.
 ANSWER_WITHIN_S = 60.0
@@ -36,7 +36,9 @@ class _Refused(Exception):
 
 
 def release_gpu(
-    node: Annotated[str, typer.Argument(help="The node whose GPU remedy quarantined.")],
+    node: Annotated[
+        str, typer.Argument(help="The node whose GPU remedy quarantined.", callback=node_name)
+    ],
     gpu: Annotated[int, typer.Option(min=0, help="The GPU's index on the node (NVML's).")],
     note: Annotated[str, typer.Option(help="Why (recorded).")] = "",
     address: AddressOption = None,
@@ -71,9 +73,9 @@ def release_gpu(
             ) from None
         except WorkflowFailureError as exc:
             cause = exc.cause
-            raise _Refused(
-                str(cause.cause if isinstance(cause, ActivityError) else cause)
-            ) from None
+            why = cause.cause if isinstance(cause, ActivityError) else cause
+            # The refusal in its own words, without the error type the failure carries.
+            raise _Refused(why.message if isinstance(why, FailureError) else str(why)) from None
 
     try:
         done = on_temporal(release())

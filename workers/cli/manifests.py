@@ -7,6 +7,7 @@ from typing import Annotated
 
 import typer
 
+from workers.cli.exits import BAD_INPUT
 from workers.manifests.render import (
     AGENT,
     CONTROLLER,
@@ -51,12 +52,12 @@ def render_manifests(
     """Print deploy/'s manifests for this install, to pipe to `kubectl apply -f -`: the
     namespace and service accounts wherever a manifest names them (the agent's admission
     policy too), and the agent DaemonSet with exactly the privileges its features need.
-    Exit 2 naming what cannot be rendered."""
+    Exit 1 naming what cannot be rendered."""
     install = Install(namespace, agent_service_account, controller_service_account)
     features = AgentFeatures(kernel_log, allow_reset, allow_reboot)
     try:
         docs = render(load(deploy), install, features)
     except (OSError, ValueError) as exc:
         typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(2) from None
+        raise typer.Exit(BAD_INPUT) from None
     typer.echo(dump(docs), nl=False)

@@ -31,6 +31,7 @@ from workers.cli.common import (
     serve,
 )
 from workers.cli.connection import temporal
+from workers.cli.exits import BAD_INPUT
 from workers.cli.options import (
     DEFAULT_RUNBOOKS,
     AddressOption,
@@ -98,7 +99,7 @@ def probe(
             f"{', '.join(sorted(FAULTS))}",
             err=True,
         )
-        raise typer.Exit(2)
+        raise typer.Exit(BAD_INPUT)
     if simulate:
         fleet = SimFleet(nodes=1, name_prefix=node)
         node = next(iter(fleet.nodes))
@@ -247,7 +248,7 @@ def agent(
         load_references(gpu_reference)
     except (OSError, ValueError) as exc:
         typer.echo(f"error: --gpu-reference {gpu_reference}: {exc}", err=True)
-        raise typer.Exit(2) from None
+        raise typer.Exit(BAD_INPUT) from None
     config = ProbeConfig(
         expected_gpus=expected_gpus,
         nics=SysfsNics() if expected_nics else None,

@@ -41,12 +41,14 @@ from workers.cli.options import (
     ByOption,
     RequiredWhyOption,
     WhyOption,
+    node_name,
 )
 from workers.cli.signing import (
     KeyOption,
     Signer,
     approval_signer,
     key_or_exit,
+    note_if_unchecked,
     stop_signer,
 )
 
@@ -134,7 +136,9 @@ def _decide_node(
 
 
 def approve(
-    node: Annotated[str, typer.Argument(help="The node whose ladder waits for approval.")],
+    node: Annotated[
+        str, typer.Argument(help="The node whose ladder waits for approval.", callback=node_name)
+    ],
     address: AddressOption = None,
     rung: Annotated[
         int | None,
@@ -166,6 +170,7 @@ def approve(
     if done is None:
         typer.echo(f"{node}: approval sent by {by}")
         return
+    note_if_unchecked(key, node, done.by)
     phase = done.phase.value.replace("_", " ")
     moved = f"ladder now {phase}" if done.moved else f"ladder still {phase} (not acted on yet)"
     ahead_said = " ahead" if done.ahead else ""
@@ -191,7 +196,7 @@ def _with_old_form(signer: Signer | None) -> Signer:
 
 
 def abort(
-    node: Annotated[str, typer.Argument(help="The node whose ladder to stop.")],
+    node: Annotated[str, typer.Argument(help="The node whose ladder to stop.", callback=node_name)],
     reason: RequiredWhyOption,
     address: AddressOption = None,
     restore: Annotated[
@@ -243,7 +248,7 @@ def _aborted_already(address: str | None, node: str) -> str:
 
 
 def clear(
-    node: Annotated[str, typer.Argument(help="The node whose fault is gone.")],
+    node: Annotated[str, typer.Argument(help="The node whose fault is gone.", callback=node_name)],
     reason: WhyOption = "",
     address: AddressOption = None,
     by: ByOption = USER,
@@ -307,7 +312,10 @@ def resume_pool(
 
 
 def release_hold(
-    node: Annotated[str, typer.Argument(help="The node a ladder left cordoned for a person.")],
+    node: Annotated[
+        str,
+        typer.Argument(help="The node a ladder left cordoned for a person.", callback=node_name),
+    ],
     pool: Annotated[str, typer.Option(help="The node's pool.")] = "default",
     address: AddressOption = None,
 ) -> None:
@@ -339,7 +347,13 @@ def release_hold(
 
 
 def resume_job(
-    job: Annotated[str, typer.Argument(help="The guarded job whose guard holds it.")],
+    job: Annotated[
+        str,
+        typer.Argument(
+            help="The guarded job whose guard holds it: NAME, or NAMESPACE/NAME as "
+            "`status --jobs` prints it."
+        ),
+    ],
     namespace: Annotated[str, typer.Option(help="The job's namespace.")] = "default",
     address: AddressOption = None,
     stop: Annotated[
@@ -353,6 +367,7 @@ def resume_job(
     from remedy.attribution.guard import GuardPhase, ResumeRequest
     from workers.client import connect_with
 
+    namespace, _, job = job.rpartition("/") if "/" in job else (namespace, "", job)
     ref = f"job {namespace}/{job}"
     workflow_id = job_guard_workflow_id(namespace, job)
 

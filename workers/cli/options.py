@@ -4,6 +4,7 @@ whose help says something different per command (the demo's --address) stays wit
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from typing import Annotated
 
@@ -27,9 +28,23 @@ JsonOption = Annotated[bool, typer.Option("--json", help="Machine-readable outpu
 ByOption = Annotated[str, typer.Option(help="Who does it (recorded in the workflow).")]
 
 
+# A Kubernetes node name: a DNS subdomain (RFC 1123), what every ladder and workflow id names.
+_NODE_NAME = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+
+
+def node_name(value: str) -> str:
+    """A node's name as Kubernetes allows it; anything else (empty, upper case, a space) is a
+    usage error before the command connects or starts anything."""
+    if len(value) > 253 or not _NODE_NAME.fullmatch(value):
+        raise typer.BadParameter(
+            f"{value!r} is not a node name (lower-case letters, digits, '-' and '.')"
+        )
+    return value
+
+
 def operator_text_option(value: str) -> str:
     """What an operator typed, redacted (remedy/redaction/operator.py); a control character or
-    a text over the limit is a usage error, exit 2."""
+    a text over the limit is a usage error, exit 1."""
     from remedy.redaction import operator_text
 
     try:
@@ -71,10 +86,31 @@ KernelLogOption = Annotated[
         "journal, journal:DIR (a host's journal mounted here), file:PATH, or none."
     ),
 ]
+
+
+def bind_option(value: str | None) -> str | None:
+    """An address to serve on, IP:port (the metrics server takes no host name); anything else
+    is a usage error before anything starts."""
+    import ipaddress
+
+    if value is None:
+        return None
+    host, _, port = value.rpartition(":")
+    try:
+        ipaddress.ip_address(host.removeprefix("[").removesuffix("]"))
+        valid = port.isdigit() and int(port) < 65536
+    except ValueError:
+        valid = False
+    if not valid:
+        raise typer.BadParameter(f"{value!r}: expected IP:port, e.g. 0.0.0.0:9464")
+    return value
+
+
 MetricsOption = Annotated[
     str | None,
     typer.Option(
-        help="Serve Prometheus metrics on this host:port at /metrics (e.g. 0.0.0.0:9464)."
+        callback=bind_option,
+        help="Serve Prometheus metrics on this host:port at /metrics (e.g. 0.0.0.0:9464).",
     ),
 ]
 WorkflowCacheOption = Annotated[
@@ -84,6 +120,12 @@ WorkflowCacheOption = Annotated[
         help="Workflow runs the controller keeps in memory (its RSS grows with it, not with the "
         "nodes in remediation); one evicted is replayed from its history when it next wakes. "
         "Default: 500 (250 for fleets whose ladders mostly wait). See docs/operations.md.",
+    ),
+]
+DemoMetricsOption = Annotated[
+    str | None,
+    typer.Option(
+        help="With --address: serve Prometheus metrics on this IP:port.", callback=bind_option
     ),
 ]
 STALL_AFTER_S = STALL_AFTER.total_seconds()

@@ -14,6 +14,7 @@ from remedy.runbook.advice import disagreements
 from remedy.runbook.loader import load_runbook_sources
 from remedy.xid import load_catalog
 from workers.cli.common import runbook_or_exit
+from workers.cli.exits import BAD_INPUT
 from workers.cli.options import DEFAULT_RUNBOOKS, JsonOption, RunbooksOption
 
 app = typer.Typer(help="Author and check runbooks.", no_args_is_help=True)
@@ -98,7 +99,7 @@ def rehearse(
         done = asyncio.run(run_rehearsal(chosen, fault, approve=approve, gpu=gpu))
     except KeyError as exc:
         typer.echo(f"error: --fault: {exc.args[0]}", err=True)
-        raise typer.Exit(2) from None
+        raise typer.Exit(BAD_INPUT) from None
     except RehearsalStuck as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(1) from None

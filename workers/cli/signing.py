@@ -27,6 +27,7 @@ from remedy.signing import (
     public_blob,
     sign,
 )
+from workers.cli.exits import BAD_INPUT
 
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
@@ -60,25 +61,33 @@ def generate(
 
     if out.exists():
         typer.echo(f"error: {out} exists: not overwritten", err=True)
-        raise typer.Exit(2)
+        raise typer.Exit(BAD_INPUT)
     private = Ed25519PrivateKey.generate()
     line = f"ssh-ed25519 {public_blob(private)} {name}"
     try:
         parse_keyring(line, "the new key")  # the name as a keyring takes it
     except SigningError as exc:
         typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(2) from None
-    fd = os.open(out, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "wb") as file:
-        file.write(private_key_bytes(private))
-    Path(f"{out}.pub").write_text(line + "\n")
+        raise typer.Exit(BAD_INPUT) from None
+    try:  # both files or neither: a .pub it cannot write takes the private key back
+        fd = os.open(out, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "wb") as file:
+            file.write(private_key_bytes(private))
+        try:
+            Path(f"{out}.pub").write_text(line + "\n")
+        except OSError:
+            out.unlink()
+            raise
+    except OSError as exc:
+        typer.echo(f"error: {exc.filename}: {exc.strerror}", err=True)
+        raise typer.Exit(BAD_INPUT) from None
     typer.echo(f"{out}: private key; {out}.pub: add its line to the controller's keyring:")
     typer.echo(line)
     typer.echo(f"fingerprint {fingerprint(public_blob(private))}")
 
 
 def key_or_exit(path: Path | None) -> Ed25519PrivateKey | None:
-    """The operator's key, or one line and exit 2."""
+    """The operator's key, or one line and exit 1."""
     return (
         None
         if path is None
@@ -87,7 +96,7 @@ def key_or_exit(path: Path | None) -> Ed25519PrivateKey | None:
 
 
 def keyring_or_exit(path: Path | None) -> Keyring | None:
-    """The controller's keyring, or one line (every problem, with its line) and exit 2."""
+    """The controller's keyring, or one line (every problem, with its line) and exit 1."""
     return (
         None
         if path is None
@@ -102,7 +111,20 @@ def _read_or_exit(path: Path, load: Callable[[Path], T]) -> T:
         typer.echo(f"error: {path}: {exc.strerror}", err=True)
     except SigningError as exc:
         typer.echo(f"error: {exc}", err=True)
-    raise typer.Exit(2)
+    raise typer.Exit(BAD_INPUT)
+
+
+def note_if_unchecked(key: Path | None, what: str, by: str) -> None:
+    """A signed decision the workflow recorded unverified: the controller has no keyring of
+    operators' keys, so the signature was not checked. Said, not dropped silently."""
+    from remedy.models import UNVERIFIED
+
+    if key is not None and by.endswith(UNVERIFIED):
+        typer.echo(
+            f"note: {what}: signed with {key}, but the controller has no keyring of operators' "
+            f"keys: the signature was not checked and the decision is recorded {UNVERIFIED}",
+            err=True,
+        )
 
 
 def approval_signer(key: Ed25519PrivateKey | None) -> Signer | None:

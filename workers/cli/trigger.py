@@ -26,6 +26,7 @@ from remedy.models import NodeRef
 from remedy.remediation import Outcome, Phase
 from workers.cli.common import on_temporal, runbook_or_exit
 from workers.cli.connection import temporal
+from workers.cli.exits import BAD_INPUT
 from workers.cli.options import (
     DEFAULT_RUNBOOKS,
     USER,
@@ -33,6 +34,7 @@ from workers.cli.options import (
     ByOption,
     RunbooksOption,
     TaskQueueOption,
+    node_name,
     operator_text_option,
 )
 from workers.cli.signing import KeyOption, key_or_exit
@@ -50,7 +52,7 @@ ASK_WITHIN = timedelta(seconds=2)  # a query no worker answers (no controller ye
 
 
 def trigger(
-    node: Annotated[str, typer.Argument(help="The node to remediate.")],
+    node: Annotated[str, typer.Argument(help="The node to remediate.", callback=node_name)],
     runbook: Annotated[str, typer.Option(help="The runbook to climb, by name.")],
     reason: Annotated[
         str,
@@ -71,8 +73,9 @@ def trigger(
     key: KeyOption = None,
 ) -> None:
     """Start a remediation by hand, or join the one running on the node; then wait (up to 30 s)
-    for the ladder to take the finding and print its phase. Exit 2 when the cluster has no such
-    node (the ladder ended node_gone), or no runbook has that name."""
+    for the ladder to take the finding and print its phase. Exit 1 when no runbook or no pool
+    remedy knows has that name (nothing is started), 2 when the cluster has no such node (the
+    ladder ended node_gone)."""
     from datetime import UTC, datetime
 
     from contract.names import node_task_queue as agent_queue
@@ -81,6 +84,7 @@ def trigger(
     from remedy.models import Finding, Severity
     from remedy.remediation import FindingReport
     from workers.client import connect_with, report_finding
+    from workers.known_pools import UnknownPool, check_pool
 
     chosen = runbook_or_exit(runbooks, runbook)
     signing = key_or_exit(key)
@@ -95,6 +99,7 @@ def trigger(
 
     async def start() -> tuple[str, Stand]:
         client = await connect_with(temporal(address), "cli")
+        await check_pool(client, pool)  # a typo must not start a budget and cordon the node
         # Signed for the node's ladder (no run yet): the controller takes it from an operator
         # of its keyring, or from anyone where it has none (remedy.intake).
         ladder = remediation_workflow_id(node)
@@ -112,6 +117,9 @@ def trigger(
 
     try:
         workflow_id, stand = on_temporal(start())
+    except UnknownPool as exc:
+        typer.echo(f"error: --pool: {exc}", err=True)
+        raise typer.Exit(BAD_INPUT) from None
     except RPCError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None

@@ -11,6 +11,7 @@ import typer
 
 from remedy.xid.catalog import Family, XidInfo, family_of, load_catalog
 from remedy.xid.kernel_log import scan_kernel_log
+from workers.cli.exits import BAD_INPUT
 from workers.cli.options import JsonOption
 from workers.cli.xid_events import event_json, event_line
 
@@ -29,7 +30,7 @@ def parse(
         text = sys.stdin.read() if source == "-" else Path(source).read_text(errors="replace")
     except OSError as exc:
         typer.echo(f"error: cannot read {source}: {exc.strerror}", err=True)
-        raise typer.Exit(2) from None
+        raise typer.Exit(BAD_INPUT) from None
     for event in scan_kernel_log(text.splitlines()):
         typer.echo(event_json(event) if as_json else event_line(event))
 

@@ -75,9 +75,16 @@ def agent_user(namespace: str, account: str) -> str:
 
 
 def load(directory: Path = DEPLOY) -> list[Json]:
+    """The manifests in the folder; ValueError when it holds none (a wrong --deploy must not
+    print nothing and succeed) or one is not YAML."""
     docs: list[Json] = []
     for path in sorted(directory.glob("*.yaml")):
-        docs.extend(d for d in yaml.safe_load_all(path.read_text()) if d)
+        try:
+            docs.extend(d for d in yaml.safe_load_all(path.read_text()) if d)
+        except yaml.YAMLError as exc:
+            raise ValueError(f"{path}: not YAML ({str(exc).splitlines()[0]})") from None
+    if not docs:
+        raise ValueError(f"{directory}: no manifests (*.yaml) there")
     return docs
 
 
