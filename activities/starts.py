@@ -40,13 +40,12 @@ from remedy.fleet import (
     ConditionStart,
     FindingStart,
     NodeNames,
-    OrphanCheck,
     finding_from_condition,
-    orphaned_cordon,
 )
 from remedy.intake import MatchedRunbook, RemediationStart, by_controller
 from remedy.liveness import SKEW_TOLERANCE
 from remedy.models import Finding, NodeRef, Severity, Started
+from remedy.orphans import OrphanCheck, orphaned_cordon
 from remedy.remediation import (
     MAX_REPORT_BYTES,
     FindingReport,

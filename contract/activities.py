@@ -44,7 +44,6 @@ from remedy.fleet import (
     FleetNodes,
     NodeNames,
     OpenWork,
-    OrphanCheck,
 )
 from remedy.gpu_scope import GpuRelease, GpuReleased
 from remedy.hardware import Blocklisted, IncidentReport, SerialsCheck
@@ -65,6 +64,7 @@ from remedy.models import (
     ProbeRequest,
     Started,
 )
+from remedy.orphans import OrphanCheck
 from remedy.person_hold import HoldLift, HoldNode, HoldQuery, NodeHeld
 from remedy.quarantine import Alert, BreakerNotice, CordonAsked
 from remedy.recurrence import PastIncidents

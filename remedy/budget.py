@@ -279,9 +279,7 @@ class BudgetState(BaseModel):
     # out until it trips again (else a resume would trip it again at once).
     accepted_out: list[str] = []
     trips: int = 0  # times the breaker tripped
-    # After the breaker closed by itself: leave for at most this many cordons not yet proven
-    # real, one more per proof (remedy.slow_start); 0: no slow start, asks get leave at once.
-    slow_start: int = 0
+    slow_start: int = 0  # after a close by itself, cordons let go unproven (remedy.slow_start)
     admitted: list[CordonAsk] = []  # given leave in the slow start, not yet proven real
     unhealthy_pools: dict[str, str] = {}  # node → its pool (the cluster's budget counts pools)
 

@@ -18,7 +18,6 @@ from remedy.liveness import SILENT_AFTER, SKEW_TOLERANCE, Sightings, observe
 from remedy.models import Finding, NodeRef, Severity, Wraps
 from remedy.runbook.schema import FROM_CONDITION
 
-ORPHANED_CORDON = "OrphanedCordon"
 _XID_REASON = re.compile(r"^Xid(\d+)$")  # the agent's reason for an Xid finding: "Xid48"
 
 
@@ -355,31 +354,6 @@ class ScanInput(BaseModel):
 
 class NodeNames(BaseModel):
     nodes: list[str]
-
-
-class OrphanCheck(BaseModel):
-    """Nodes with remedy's cordon and no ladder running: start a ladder for each that no
-    ladder left to a person (the answer names them)."""
-
-    nodes: list[NodeRef]
-    task_queue: str
-    node_task_queue: str | None = None  # None: each node's own agent queue
-    # When each node's agent wrote its cordon (NodeFacts.agent_cordoned_at): a cordon written
-    # after the node's last ladder closed was never taken up by a ladder.
-    agent_cordoned_at: dict[str, datetime] = {}
-
-
-def orphaned_cordon(node: str, now: datetime) -> Finding:
-    """What the scan reports for remedy's cordon on a node no ladder owns."""
-    return Finding(
-        node=node,
-        check="scan",
-        reason=ORPHANED_CORDON,
-        severity=Severity.CRITICAL,
-        evidence="remedy's cordon is on the node and no ladder owns it (its ladder failed, "
-        "or was terminated, before it gave the node back or handed it to a person)",
-        observed_at=now,
-    )
 
 
 class FindingStart(BaseModel):

@@ -16,8 +16,8 @@ from contract.names import active_check_workflow_id, remediation_workflow_id
 from remedy.active_checks import ActiveCheckPolicy, CheckResult, NodeCheckInput
 from remedy.budget import BudgetPolicy, BudgetState, Lease, LeaseRequest
 from remedy.errors import ActionFailed
-from remedy.fleet import OrphanCheck
 from remedy.models import Action, NodeRef
+from remedy.orphans import OrphanCheck
 from remedy.remediation import Outcome, Phase
 from remedy.runbook import Match, Runbook, RunbookSet, Rung
 from tests.conftest import running_workers

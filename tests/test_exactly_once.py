@@ -22,8 +22,8 @@ from contract.messages import APPROVE
 from contract.names import budget_workflow_id
 from remedy.budget import BudgetPolicy
 from remedy.errors import PermissionDenied, TransientError
-from remedy.fleet import orphaned_cordon
 from remedy.models import Action
+from remedy.orphans import orphaned_cordon
 from remedy.remediation import ApproveRequest, AttemptResult, Outcome, Phase
 from remedy.runbook import Match, Runbook, RunbookSet, Rung
 from tests.conftest import running_workers

@@ -35,7 +35,6 @@ with workflow.unsafe.imports_passed_through():
         FleetSummary,
         NodeFacts,
         OpenWork,
-        OrphanCheck,
         ScanInput,
         SilenceStorm,
         judge_liveness,
@@ -45,6 +44,7 @@ with workflow.unsafe.imports_passed_through():
     from remedy.job_report import GoodputWatch
     from remedy.liveness import Sightings, agent_silent
     from remedy.models import NodeRef
+    from remedy.orphans import OrphanCheck
     from remedy.quarantine import Alert, silence_alert, silence_over, silence_storm
 
 RETRY = RetryPolicy(initial_interval=timedelta(seconds=2), maximum_attempts=3)

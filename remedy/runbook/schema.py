@@ -12,19 +12,20 @@ from pydantic import (
     BeforeValidator,
     ConfigDict,
     Field,
-    GetJsonSchemaHandler,
     ValidationInfo,
     field_validator,
     model_validator,
 )
-from pydantic.json_schema import GenerateJsonSchema, JsonSchemaValue
-from pydantic_core import CoreSchema, PydanticCustomError
+from pydantic.json_schema import GenerateJsonSchema
+from pydantic_core import PydanticCustomError
 
 from remedy import vocabulary
 from remedy.actions import ACTIONS
 from remedy.durations import Duration, format_duration
 from remedy.gpu_scope import GPU_SCOPED
 from remedy.models import Action, Finding, Scope, Severity
+from remedy.runbook.approval_rule import approval_fits
+from remedy.runbook.terms import Terms
 from remedy.runbook.undrained import IfNotDrained, node_level_only
 
 # The loader validates with this context (and extra="forbid"): what a person wrote is checked
@@ -53,37 +54,11 @@ def _nvidia_action(name: str, info: ValidationInfo) -> str:
     return vocabulary.known_nvidia_action(name) if _authoring(info) else name
 
 
-class _Terms:
-    """The JSON Schema of a check, a reason or an NVIDIA action: the registry's names with what
-    they mean, so an editor completes and checks them."""
-
-    def __init__(self, kind: str) -> None:
-        self.kind = kind
-
-    def __get_pydantic_json_schema__(
-        self, core_schema: CoreSchema, handler: GetJsonSchemaHandler
-    ) -> JsonSchemaValue:
-        if self.kind == "check":
-            return _one_of({t.check: t.says for t in vocabulary.TERMS})
-        if self.kind == "nvidia_action":
-            return _one_of(dict(vocabulary.NVIDIA_ACTIONS))
-        return {
-            "anyOf": [
-                _one_of(vocabulary.reasons()),
-                {"type": "string", "pattern": vocabulary.XID_REASON.pattern},
-            ]
-        }
-
-
-def _one_of(names: dict[str, str]) -> JsonSchemaValue:
-    return {"oneOf": [{"const": n, "description": says} for n, says in sorted(names.items())]}
-
-
-CheckName = Annotated[str, AfterValidator(_check_name), _Terms("check")]
-ReasonName = Annotated[str, AfterValidator(_reason_name), _Terms("reason")]
+CheckName = Annotated[str, AfterValidator(_check_name), Terms("check")]
+ReasonName = Annotated[str, AfterValidator(_reason_name), Terms("reason")]
 # An XidAction value; a str so that a runbook in a message from a newer remedy, naming an
 # action this one does not know, still decodes (the clause then matches nothing here).
-NvidiaAction = Annotated[str, AfterValidator(_nvidia_action), _Terms("nvidia_action")]
+NvidiaAction = Annotated[str, AfterValidator(_nvidia_action), Terms("nvidia_action")]
 
 
 class Cause(StrEnum):
@@ -134,7 +109,6 @@ class RetryPolicy(Authored):
 
 
 _DRAINED = ", ".join(a.value for a, spec in ACTIONS.items() if spec.needs_drained)
-_DISRUPTIVE = ", ".join(a.value for a, spec in ACTIONS.items() if spec.disruptive and spec.rung)
 
 
 class Rung(Authored):
@@ -169,10 +143,7 @@ class Rung(Authored):
     @field_validator("approval")
     @classmethod
     def _needs_one(cls, value: Approval, info: ValidationInfo) -> Approval:
-        action = ACTIONS[info.data["action"]] if "action" in info.data else None  # None: refused
-        if _authoring(info) and value is Approval.REQUIRED and action and not action.disruptive:
-            why = f"takes work away from the node ({_DISRUPTIVE}); {info.data['action']} needs none"
-            raise ValueError(f"approval: required is for a rung that {why}")
+        approval_fits(value is Approval.REQUIRED, info.data, _authoring(info))
         return value
 
     @field_validator("on_approval_timeout")
