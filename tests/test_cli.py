@@ -158,7 +158,9 @@ async def test_trigger_then_show_the_timeline_then_approve(
     assert waiting[1].startswith(
         f"{node}: awaiting_approval — runbook hand-reset, trigger ManualTrigger on node"
     )
-    assert [line.split()[2] for line in waiting[1].splitlines()[1:]] == ["cordon", "drain"]
+    rows = waiting[1].splitlines()[1:]
+    assert [line.split()[2] for line in rows] == ["cordon", "drain", "reset_gpu"]
+    assert "awaiting approval" in rows[-1], rows  # the rung under way (issue 52)
     assert result.outcome is Outcome.RECOVERED
     shown = json.loads(done[1])
     assert shown["status"] == "recovered"
