@@ -20,6 +20,8 @@ from remedy.runbook.schema import json_schema
 from tests.conftest import ROOT
 from workers.cli import app
 
+# Both rungs say `if_not_drained: force`: the bounds below are the ladder's own, without the
+# drain a node-level rung needs first (test_drain_first, test_runbook_lint count that one).
 RUNBOOK = """name: slow-gpu
 description: A GPU that keeps throttling.
 match: {checks: [thermal], reasons: [HwSlowdown]}
@@ -30,8 +32,10 @@ ladder:
     timeout: 5m
     retry: {max_attempts: 2, initial_interval: 10s}
     settle: 30s
+    if_not_drained: force
   - action: reboot
     timeout: 20m
+    if_not_drained: force
     retry: {max_attempts: 1}
     approval: required
     approval_timeout: 1h

@@ -41,7 +41,7 @@ async def test_show_the_details_approve_and_explain_name_the_same_rung_number(
     [node] = sorted(fleet.nodes)
     fleet.inject(node, "ecc_dbe", gpu=2)
     async with running_workers(client, fleet) as queues:
-        await trigger(node, tmp_path, address, queues)
+        await trigger(client, node, tmp_path, address, queues)
         handle = await awaiting_approval(client, node)
         metadata = await handle.query("__temporal_workflow_metadata", result_type=WorkflowMetadata)
         waiting = await cli("show", node, "--address", address)
@@ -59,7 +59,7 @@ async def test_show_the_details_approve_and_explain_name_the_same_rung_number(
     assert "- **rung 1 drain**: done" in details
     assert approved[0] == 0 and f"{node}: approved rung 2 (reset_gpu) by al (" in approved[1]
     shown = {line.split()[2]: line.split()[0] for line in waiting[1].splitlines()[1:]}
-    assert shown == {"cordon": "-", "drain": "1"}
+    assert shown == {"cordon": "-", "drain": "1", "reset_gpu": "2"}  # reset_gpu: under way
     after = done[1].splitlines()
     assert any(re.match(r"\s*2 \d\d:\d\d:\d\d approved by al ", line) for line in after)
     assert any(re.match(r"\s*2 \d\d:\d\d:\d\d reset_gpu ", line) for line in after)
@@ -113,7 +113,8 @@ def test_a_ladder_that_continues_into_another_runbook_keeps_one_numbering() -> N
     assert "**Rung** 5 of 5: reboot" in details
     assert "**Approved** rung 5 by al" in details
     steps = re.findall(r"\*\*rung (\d) (\w+)\*\*", details)
-    assert steps == [("1", "drain"), ("2", "reset_gpu"), ("4", "reset_gpu")]  # never 2 again
+    # never 2 again; the last: the rung under way, numbered as the details number it
+    assert steps == [("1", "drain"), ("2", "reset_gpu"), ("4", "reset_gpu"), ("5", "reboot")]
     shown = timeline(NodeLadder(node="n1", runbook="gpu-6", status="x", **state_parts(state)))
     assert [line.split()[0] for line in shown if "reset_gpu" in line] == ["2", "4"]
     assert state.requested_rung(ApproveRequest(by="al", rung_number=5)) == 2
