@@ -8,12 +8,10 @@ and the workflow's history keeps who asked and why."""
 
 from __future__ import annotations
 
-import asyncio
 from typing import Annotated
 
 import typer
-from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureError
-from temporalio.exceptions import ActivityError, FailureError, WorkflowAlreadyStartedError
+from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.service import RPCError
 
 from contract.names import (
@@ -25,14 +23,8 @@ from contract.names import (
 from remedy.gpu_scope import GpuRelease, GpuReleased
 from workers.cli.common import on_temporal
 from workers.cli.connection import temporal
+from workers.cli.controller_answer import Refused, controller_answer
 from workers.cli.options import USER, AddressOption, ByOption, TaskQueueOption, node_name
-
-# How long, in real time, the command waits for the controller to lift it.
-ANSWER_WITHIN_S = 60.0
-
-
-class _Refused(Exception):
-    pass
 
 
 def release_gpu(
@@ -54,32 +46,19 @@ def release_gpu(
         client = await connect_with(temporal(address), "cli")
         await _no_ladder_running(client, node)
         req = GpuRelease(node=node, gpu=gpu, by=by, note=note, identity=client.identity)
-        try:
-            handle = await client.start_workflow(
-                GPU_RELEASE_WORKFLOW,
-                req,
-                id=gpu_release_workflow_id(node, gpu),
-                task_queue=task_queue,
-                result_type=GpuReleased,
-            )
-        except WorkflowAlreadyStartedError:
-            raise _Refused("a release of that GPU is under way") from None
-        try:
-            return await asyncio.wait_for(handle.result(), ANSWER_WITHIN_S)
-        except TimeoutError:
-            raise _Refused(
-                f"no answer in {ANSWER_WITHIN_S:.0f} s (is the controller running?); "
-                f"workflow {handle.id} may still do it"
-            ) from None
-        except WorkflowFailureError as exc:
-            cause = exc.cause
-            why = cause.cause if isinstance(cause, ActivityError) else cause
-            # The refusal in its own words, without the error type the failure carries.
-            raise _Refused(why.message if isinstance(why, FailureError) else str(why)) from None
+        return await controller_answer(
+            client,
+            GPU_RELEASE_WORKFLOW,
+            req,
+            workflow_id=gpu_release_workflow_id(node, gpu),
+            task_queue=task_queue,
+            result_type=GpuReleased,
+            under_way="a release of that GPU is under way",
+        )
 
     try:
         done = on_temporal(release())
-    except _Refused as exc:
+    except Refused as exc:
         typer.echo(f"error: {node}: GPU {gpu}: {exc}", err=True)
         raise typer.Exit(2) from None
     if not done.lifted:
@@ -96,7 +75,7 @@ async def _no_ladder_running(client: Client, node: str) -> None:
     except RPCError:
         return  # never remediated: nothing runs
     if status is WorkflowExecutionStatus.RUNNING:
-        raise _Refused(
+        raise Refused(
             "a ladder still runs on the node: it returns its GPUs itself "
             "(remedy abort --restore or remedy clear)"
         )

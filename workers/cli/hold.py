@@ -9,12 +9,10 @@ and climbs for the reports it recorded."""
 
 from __future__ import annotations
 
-import asyncio
 from typing import Annotated
 
 import typer
-from temporalio.client import Client, WorkflowFailureError
-from temporalio.exceptions import ActivityError, WorkflowAlreadyStartedError
+from temporalio.client import Client
 from temporalio.service import RPCError
 
 from contract.messages import HOLD_LIFTED, REMEDIATION_STATE
@@ -28,13 +26,8 @@ from remedy.person_hold import HoldLift, HoldQuery, NodeHeld
 from remedy.remediation import Phase, RemediationState
 from workers.cli.common import on_temporal
 from workers.cli.connection import temporal
+from workers.cli.controller_answer import Refused, controller_answer
 from workers.cli.options import USER, AddressOption, ByOption, TaskQueueOption
-
-ANSWER_WITHIN_S = 60.0  # how long, in real time, the command waits for the controller
-
-
-class _Refused(Exception):
-    pass
 
 
 def resume_node(
@@ -67,7 +60,7 @@ def resume_node(
 
     try:
         lifted, waiting = on_temporal(resume())
-    except _Refused as exc:
+    except Refused as exc:
         typer.echo(f"error: {node}: {exc}", err=True)
         raise typer.Exit(2) from None
     if lifted.hold is None:
@@ -87,24 +80,14 @@ def resume_node(
 
 async def _lift(client: Client, req: HoldLift, task_queue: str) -> NodeHeld:
     try:
-        handle = await client.start_workflow(
+        return await controller_answer(
+            client,
             HOLD_RELEASE_WORKFLOW,
             req,
-            id=hold_release_workflow_id(req.node),
+            workflow_id=hold_release_workflow_id(req.node),
             task_queue=task_queue,
             result_type=NodeHeld,
+            under_way="a hand-back of the node is under way",
         )
-    except WorkflowAlreadyStartedError:
-        raise _Refused("a hand-back of the node is under way") from None
-    try:
-        return await asyncio.wait_for(handle.result(), ANSWER_WITHIN_S)
-    except TimeoutError:
-        raise _Refused(
-            f"no answer in {ANSWER_WITHIN_S:.0f} s (is the controller running?); "
-            f"workflow {handle.id} may still do it"
-        ) from None
-    except WorkflowFailureError as exc:
-        cause = exc.cause
-        raise _Refused(str(cause.cause if isinstance(cause, ActivityError) else cause)) from None
     except RPCError as exc:
-        raise _Refused(str(exc)) from None
+        raise Refused(str(exc)) from None
