@@ -6,7 +6,12 @@ STAMP  := $(VENV)/.installed
 BENCH_STAMP := $(VENV)/.bench-installed
 UI_STAMP    := $(VENV)/.ui-installed
 
-.PHONY: demo test test-fast test-stress bench chaos ui-check lint venv clean
+.PHONY: demo test test-slow test-fast test-stress bench chaos ui-check lint venv clean
+
+# pytest-xdist workers for the suite: the server-backed tests wait on their servers as much as
+# they compute, so a worker or two more than cores (2 here) keeps the cores busy.
+WORKERS ?= 4
+PYTEST  := $(BIN)/pytest -n $(WORKERS)
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -20,17 +25,23 @@ demo: $(STAMP)
 	$(BIN)/remedy demo $(DEMO_ARGS)
 
 # Lint (ruff check and format) first: a test run that passes on unformatted code is not green.
+# Then every test but the slow lane's (tests/suite.py), in parallel.
 test: lint
 	$(BIN)/mypy
 	$(BIN)/lint-imports
-	$(BIN)/pytest
+	$(PYTEST) --lane test
 
-# The fast lane: the tests that need no server and start no process (tests/suite.py sorts them
-# by the fixtures they use), in well under a minute. No lint.
+# The slow lane: the long scenarios (chaos, rehearsals, many-ladder runs). CI runs it after
+# `make test`, so every test runs there.
+test-slow: $(STAMP)
+	$(PYTEST) --lane slow
+
+# The tests that need no server and start no process (tests/suite.py sorts them by the
+# fixtures they use), out of the `test` lane. No lint.
 test-fast: $(STAMP)
-	$(BIN)/pytest -m fast -q
+	$(PYTEST) -m fast --lane test -q
 
-# The other lane, the server-backed tests, three runs in a row with a busy loop on every core
+# The server-backed tests of both lanes, three runs in a row with a busy loop on every core
 # (tests/stress.py); fails if any run fails. STRESS_ARGS: e.g. `--runs 1 -- -x tests/test_cli.py`.
 test-stress: $(STAMP)
 	$(BIN)/python -m tests.stress $(STRESS_ARGS)

@@ -1,10 +1,18 @@
 """The suite's own rules, a pytest plugin registered by tests/conftest.py.
 
-- **Two lanes.** A test is ``server`` when it uses a Temporal server (``time_env``,
+- **Two kinds.** A test is ``server`` when it uses a Temporal server (``time_env``,
   ``dev_env``), the Kubernetes API emulator (``api``) or child processes (``processes``), or is
-  marked so; every other test is ``fast``. ``make test-fast`` runs the fast lane, and a fast
-  test that starts a server or a process anyway fails, naming what it started: the lanes cannot
+  marked so; every other test is ``fast``. ``make test-fast`` runs the fast ones, and a fast
+  test that starts a server or a process anyway fails, naming what it started: the kinds cannot
   drift.
+- **Two lanes.** A test is ``slow`` when it is marked so or listed in ``SLOW`` (the long
+  scenarios: chaos, rehearsals, many-ladder runs); ``make test`` runs every other test and
+  ``make test-slow`` the slow ones, and CI (``.ci/run``) both. Collection fails when a test is
+  in no lane or in two (``LANES`` are the ``-m`` expressions the Makefile passes), or is both
+  fast and server, or when ``SLOW`` names a file that is not there.
+- **Parallel.** Under pytest-xdist (``-n``) every worker is a session of its own: its own
+  session servers, subreaper, SIGTERM handler and leak checks; a worker's leaks come back to
+  the controller, which fails the run with them.
 - **Nothing outlives the suite.** SIGTERM stops pytest as Ctrl-C does, so every fixture's
   teardown runs. pytest is a child subreaper, so an orphaned grandchild comes back to it. After
   the last test, a process still running, a thread that would keep the interpreter from exiting
@@ -15,12 +23,14 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 import subprocess
 import sys
 import threading
 from collections.abc import AsyncIterator, Generator
+from pathlib import Path
 from types import FrameType
 from typing import Any, NoReturn
 
@@ -38,6 +48,11 @@ TRIPWIRES: list[tuple[object, str, str]] = [
     (WorkflowEnvironment, "start_local", "a Temporal dev server"),
     (ApiServer, "__init__", "the Kubernetes API emulator"),
 ]
+# The slow lane (make test-slow; CI runs it after make test): test files, or node ids, of
+# scenarios that take a minute or more of wall time each.
+SLOW: tuple[str, ...] = ()
+ALL = "all"
+LANES = ("test", "slow")
 THREAD_GRACE_S = 10.0  # for a thread still finishing when the session ends
 LEAKS = pytest.StashKey[list[str]]()
 
@@ -53,13 +68,50 @@ def _interrupt(signum: int, frame: FrameType | None) -> NoReturn:
     raise KeyboardInterrupt(f"signal {signum}")
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--lane",
+        choices=[ALL, *LANES],
+        default=ALL,
+        help="run one lane: `test` (make test) or `slow` (make test-slow); default all",
+    )
+
+
+@pytest.hookimpl(tryfirst=True)  # before -m and -k read the markers
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    _check_slow_list(config.rootpath)
+    both = []
     for item in items:
-        if item.get_closest_marker("server") or item.get_closest_marker("fast"):
-            continue
-        uses = set(getattr(item, "fixturenames", ()))  # a Function's; other items use none
-        lane = "server" if SERVER_FIXTURES & uses else "fast"
-        item.add_marker(lane)
+        fast, server = (item.get_closest_marker(kind) is not None for kind in ("fast", "server"))
+        if fast and server:
+            both.append(item.nodeid)
+        elif not (fast or server):
+            uses = set(getattr(item, "fixturenames", ()))  # a Function's; other items use none
+            item.add_marker("server" if SERVER_FIXTURES & uses else "fast")
+        if _lane(item) == "slow" and not item.get_closest_marker("slow"):
+            item.add_marker("slow")
+    if both:
+        raise pytest.UsageError(f"marked both fast and server: {both}")
+    lanes = {lane: [i for i in items if _lane(i) == lane] for lane in LANES}
+    # Every test in exactly one lane: `make test` and `make test-slow` together run them all.
+    assert sum(map(len, lanes.values())) == len(items), "a test in no lane, or in two"
+    chosen = config.getoption("--lane", ALL)
+    if chosen != ALL:
+        config.hook.pytest_deselected(
+            items=[i for lane, its in lanes.items() if lane != chosen for i in its]
+        )
+        items[:] = lanes[chosen]
+
+
+def _lane(item: pytest.Item) -> str:
+    listed = any(item.nodeid == s or item.nodeid.startswith(f"{s}::") for s in SLOW)
+    return "slow" if listed or item.get_closest_marker("slow") else "test"
+
+
+def _check_slow_list(root: Path) -> None:
+    missing = [s for s in SLOW if not (root / s.split("::")[0]).is_file()]
+    if missing:
+        raise pytest.UsageError(f"tests/suite.py's SLOW names what is not there: {missing}")
 
 
 @pytest.hookimpl(wrapper=True)
@@ -128,7 +180,12 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     for child in leftover_children():
         leaks.append(f"process {child.pid} (killed): {child.command()}")
         kill_tree(child)
+        with contextlib.suppress(ChildProcessError):  # reaped here, not by a subreaper above
+            os.waitpid(child.pid, 0)
     leaks += [f"thread {t.name}" for t in _blocking_threads(THREAD_GRACE_S)]
+    if hasattr(session.config, "workerinput"):  # an xdist worker: the controller reports them
+        session.config.workeroutput["leaks"] = leaks  # type: ignore[attr-defined]
+        return
     if not leaks:
         return
     reporter = session.config.pluginmanager.get_plugin("terminalreporter")
@@ -140,6 +197,13 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     else:
         print("\n".join(lines), file=sys.stderr)
     session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: Any, error: object) -> None:
+    """An xdist worker is done: its leaks are the run's (pytest_sessionfinish reports them)."""
+    leaks = getattr(node, "workeroutput", {}).get("leaks", [])
+    node.config.stash[LEAKS] += [f"{node.gateway.id}: {leak}" for leak in leaks]
 
 
 @pytest.hookimpl(trylast=True)

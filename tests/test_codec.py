@@ -166,6 +166,7 @@ async def test_keys_rotate_and_a_payload_is_bound_to_its_key(tmp_path: Path) -> 
         ("k1 " + base64.b64encode(b"short").decode(), "key 'k1' has 5 bytes, not 32"),
         (key_line("k1") + key_line("k1"), "keys:2: key id 'k1' used twice"),
     ],
+    ids=["empty", "no-key", "not-base64", "short", "twice"],  # not the random keys: xdist's
 )
 def test_a_bad_key_file_says_where(tmp_path: Path, text: str, error: str) -> None:
     path = tmp_path / "keys"
