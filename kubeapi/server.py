@@ -29,6 +29,7 @@ from kubeapi.store import Json, Store
 
 __all__ = ["ApiServer", "Headers", "Request"]
 
+SHUTDOWN_POLL_S = 0.02
 PATCH_TYPES = {
     "application/strategic-merge-patch+json": "strategic",
     "application/merge-patch+json": "merge",
@@ -82,7 +83,11 @@ class ApiServer:
             self.objects["v1/namespaces", None, namespace] = {"metadata": {"name": namespace}}
         self._http = ThreadingHTTPServer(("127.0.0.1", 0), handler(self))
         self._http.daemon_threads = True
-        self._thread = threading.Thread(target=self._http.serve_forever, daemon=True)
+        # Polled every 20 ms for shutdown, not socketserver's 0.5 s: stop() waits for it,
+        # and every test with an emulator stops one.
+        self._thread = threading.Thread(
+            target=self._http.serve_forever, kwargs={"poll_interval": SHUTDOWN_POLL_S}, daemon=True
+        )
         self._thread.start()
 
     @property
