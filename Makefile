@@ -11,7 +11,11 @@ UI_STAMP    := $(VENV)/.ui-installed
 # pytest-xdist workers for the suite: the server-backed tests wait on their servers as much as
 # they compute, so a worker or two more than cores (2 here) keeps the cores busy.
 WORKERS ?= 4
-PYTEST  := $(BIN)/pytest -n $(WORKERS)
+PYTEST  := $(BIN)/pytest -n $(WORKERS) --dist worksteal
+# Bytecode written (where PYTHONDONTWRITEBYTECODE is set, as on these machines): each worker
+# then reads the test modules pytest has rewritten, and the workflow sandbox, which imports a
+# workflow's modules anew for every run, reads them compiled, instead of compiling from source.
+test test-slow test-fast test-stress: export PYTHONDONTWRITEBYTECODE =
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
