@@ -27,11 +27,13 @@ from remedy.remediation import Phase, RemediationState
 from workers.cli.common import on_temporal
 from workers.cli.connection import temporal
 from workers.cli.controller_answer import Refused, controller_answer
-from workers.cli.options import USER, AddressOption, ByOption, TaskQueueOption
+from workers.cli.options import USER, AddressOption, ByOption, TaskQueueOption, node_name
 
 
 def resume_node(
-    node: Annotated[str, typer.Argument(help="The node an abort held for a person.")],
+    node: Annotated[
+        str, typer.Argument(help="The node an abort held for a person.", callback=node_name)
+    ],
     note: Annotated[str, typer.Option(help="Why (recorded).")] = "",
     address: AddressOption = None,
     by: ByOption = USER,
