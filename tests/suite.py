@@ -48,9 +48,18 @@ TRIPWIRES: list[tuple[object, str, str]] = [
     (WorkflowEnvironment, "start_local", "a Temporal dev server"),
     (ApiServer, "__init__", "the Kubernetes API emulator"),
 ]
-# The slow lane (make test-slow; CI runs it after make test): test files, or node ids, of
-# scenarios that take a minute or more of wall time each.
-SLOW: tuple[str, ...] = ()
+# The slow lane (make test-slow; CI runs it after make test): test files, or node ids, of long
+# scenarios, most through real processes. Together about 60 % of the suite's CPU seconds
+# (bench/results/suite_time.md).
+SLOW: tuple[str, ...] = (
+    "tests/test_chaos.py",  # a dev server, a controller and agents killed and restarted
+    "tests/test_cli_unreachable.py",  # every command as a process
+    "tests/test_cli_no_traceback.py",  # every command's bad inputs, some as processes
+    "tests/test_demo.py",  # the demo as a process, for seconds each
+    "tests/test_ladder_model.py",  # interleavings, a server and workers each
+    "tests/test_recipes.py",  # each recipe applied to a copy of the tree, its tests run there
+    "tests/test_rehearse.py",  # every shipped runbook rehearsed end to end
+)
 ALL = "all"
 LANES = ("test", "slow")
 THREAD_GRACE_S = 10.0  # for a thread still finishing when the session ends
