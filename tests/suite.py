@@ -49,8 +49,8 @@ TRIPWIRES: list[tuple[object, str, str]] = [
     (ApiServer, "__init__", "the Kubernetes API emulator"),
 ]
 # The slow lane (make test-slow; CI runs it after make test): test files, or node ids, of long
-# scenarios, most through real processes. Together about 60 % of the suite's CPU seconds
-# (bench/results/suite_time.md).
+# scenarios, most through real processes or at scale. Together about two thirds of the suite's
+# CPU seconds (bench/results/suite_time.md).
 SLOW: tuple[str, ...] = (
     "tests/test_chaos.py",  # a dev server, a controller and agents killed and restarted
     "tests/test_cli_unreachable.py",  # every command as a process
@@ -59,6 +59,15 @@ SLOW: tuple[str, ...] = (
     "tests/test_ladder_model.py",  # interleavings, a server and workers each
     "tests/test_recipes.py",  # each recipe applied to a copy of the tree, its tests run there
     "tests/test_rehearse.py",  # every shipped runbook rehearsed end to end
+    "tests/test_chaos_store.py",  # processes writing the chaos fleet's file at once
+    "tests/test_compose.py",  # the compose setup script against a real server
+    "tests/test_job_side.py",  # the example job as a process
+    "tests/test_kubernetes_scale.py",  # big clusters on the emulator
+    "tests/test_silence_storm.py",  # twenty silent agents, then a fault
+    "tests/test_temporal_tls.py",  # the long-lived processes over TLS
+    "tests/test_twin.py",  # the fleet twin's many ladders
+    "tests/test_twin_gpu_hours.py",
+    "tests/test_yaml_limits.py",  # hostile files through the CLI's processes
 )
 ALL = "all"
 LANES = ("test", "slow")
