@@ -7,9 +7,9 @@
   drift.
 - **Two lanes.** A test is ``slow`` when it is marked so or listed in ``SLOW`` (the long
   scenarios: chaos, rehearsals, many-ladder runs); ``make test`` runs every other test and
-  ``make test-slow`` the slow ones, and CI (``.ci/run``) both. Collection fails when a test is
-  in no lane or in two (``LANES`` are the ``-m`` expressions the Makefile passes), or is both
-  fast and server, or when ``SLOW`` names a file that is not there.
+  ``make test-slow`` the slow ones (``--lane test``, ``--lane slow``; bare pytest runs both),
+  and CI (``.ci/run``) both. Every collected test is in exactly one lane; collection fails when
+  a test is marked both fast and server, or ``SLOW`` names a file that is not there.
 - **Parallel.** Under pytest-xdist (``-n``) every worker is a session of its own: its own
   session servers, subreaper, SIGTERM handler and leak checks; a worker's leaks come back to
   the controller, which fails the run with them.
@@ -66,7 +66,7 @@ SLOW: tuple[str, ...] = (
     "tests/test_silence_storm.py",  # twenty silent agents, then a fault
     "tests/test_temporal_tls.py",  # the long-lived processes over TLS
     "tests/test_twin.py",  # the fleet twin's many ladders
-    "tests/test_twin_gpu_hours.py",
+    "tests/test_twin_gpu_hours.py",  # the twin's ladders again, counting GPU-hours
     "tests/test_yaml_limits.py",  # hostile files through the CLI's processes
 )
 ALL = "all"
