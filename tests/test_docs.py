@@ -1,9 +1,10 @@
 """The README stays a page a newcomer finishes, every relative link in it, CHANGELOG.md and
-docs/ leads somewhere that exists (file and heading), and the repository paths they name
-exist."""
+docs/ leads somewhere that exists (file and heading), and docs/architecture.md's seams table
+and file references match the code."""
 
 from __future__ import annotations
 
+import ast
 import re
 from functools import cache
 from pathlib import Path
@@ -13,6 +14,7 @@ import pytest
 from tests.conftest import ROOT
 
 README = ROOT / "README.md"
+ARCHITECTURE = ROOT / "docs" / "architecture.md"
 PAGES = [README, ROOT / "CHANGELOG.md", *sorted((ROOT / "docs").glob("*.md"))]
 # The folders a path in the docs starts with; anything else in backticks with a slash is a
 # label, an image or a URL path (`remedy.io/pool`, `nvidia.com/gpu`).
@@ -75,6 +77,62 @@ def test_every_doc_page_is_linked_from_the_readme() -> None:
     linked = {(ROOT / t.partition("#")[0]).resolve() for t in links(README)}
     unlinked = [p.name for p in PAGES[1:] if p.resolve() not in linked]
     assert not unlinked, f"not reachable from README.md: {unlinked}"
+
+
+@cache
+def protocols() -> dict[str, Path]:
+    """Every ``typing.Protocol`` class under remedy/, by name."""
+    found = {}
+    for path in (ROOT / "remedy").rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ClassDef) and any(
+                (isinstance(b, ast.Name) and b.id == "Protocol")
+                or (isinstance(b, ast.Attribute) and b.attr == "Protocol")
+                for b in node.bases
+            ):
+                found[node.name] = path
+    return found
+
+
+def table_names(section: str) -> set[str]:
+    """The class names in backticks in the protocol column of a section's tables (the second
+    column, or the first of a two-column table), before any parenthesis."""
+    names = set()
+    for row in re.findall(r"^\|(.+)\|$", section, re.M):
+        cells = [c.strip() for c in row.split("|")]
+        column = cells[1] if len(cells) > 2 else cells[0]
+        names |= set(re.findall(r"`([A-Z][A-Za-z]+)`", column.split("(")[0]))
+    return names
+
+
+def seams_section() -> str:
+    text = ARCHITECTURE.read_text()
+    return text.split("## The seams", 1)[1].split("\n## ", 1)[0]
+
+
+def test_the_seams_table_names_every_protocol_and_only_protocols() -> None:
+    named = table_names(seams_section())
+    assert len(protocols()) >= 23
+    missing = sorted(set(protocols()) - named)
+    assert not missing, f"Protocols not in docs/architecture.md's seams tables: {missing}"
+    not_protocols = sorted(named - set(protocols()))
+    assert not not_protocols, f"in the seams tables but no Protocol in remedy/: {not_protocols}"
+
+
+# "the ``Replacer`` seam", "The NodeHost seam": a name in backticks, or a CamelCase one.
+SEAM_NAMED = re.compile(r"``?([A-Z]\w+)``? seam\b|\b([A-Z][a-z]+[A-Z]\w+) seam\b")
+
+
+def test_the_seams_the_code_names_are_in_the_table() -> None:
+    """A docstring that calls something "the X seam" names a protocol the table lists."""
+    named = table_names(seams_section())
+    said = set()
+    for folder in ("remedy", "adapters", "activities", "workers"):
+        for path in (ROOT / folder).rglob("*.py"):
+            for quoted, camel in SEAM_NAMED.findall(path.read_text()):
+                said.add(quoted or camel)
+    assert said, "no docstring names a seam: the pattern is stale"
+    assert not said - named, f"seams named in the code, missing from the table: {said - named}"
 
 
 def repo_paths(text: str) -> set[str]:
