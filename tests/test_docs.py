@@ -153,7 +153,11 @@ def recipe_files() -> set[str]:
     return out
 
 
-@pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(ROOT)))
+# CHANGELOG.md names files as they were when each issue landed: history, not a map.
+MAPS = [p for p in PAGES if p.name != "CHANGELOG.md"]
+
+
+@pytest.mark.parametrize("page", MAPS, ids=lambda p: p.name)
 def test_every_repository_path_a_page_names_exists(page: Path) -> None:
     named = repo_paths(page.read_text()) - recipe_files()
     missing = sorted(p for p in named if not (ROOT / p).exists())
