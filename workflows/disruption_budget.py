@@ -19,14 +19,9 @@ them go slowly, remedy.slow_start), or by `remedy resume-pool`. The cluster's bu
 
 from __future__ import annotations
 
-from datetime import timedelta
-
 from temporalio import workflow
-from temporalio.common import RetryPolicy
-from temporalio.exceptions import ActivityError
 
 from contract import search_attributes
-from contract.activities import ALERT
 from contract.messages import (
     ASK_LEASE,
     BUDGET_STATE,
@@ -41,7 +36,8 @@ from contract.messages import (
 )
 from workflows import metrics
 from workflows.breaker_board import BreakerBoard
-from workflows.budget_outbox import Outbox, TellsHolders
+from workflows.budget_breaker import BudgetBreaker
+from workflows.budget_outbox import Outbox
 from workflows.budget_rebuild import rebuild
 from workflows.budget_renewal import Renewal
 from workflows.budget_sweep import Alarm, BudgetSweep
@@ -68,20 +64,14 @@ with workflow.unsafe.imports_passed_through():
     from remedy.quarantine import (
         Alert,
         accept_what_is_out,
-        breaker_tripped,
         forget_recovered,
-        over_alert,
-        over_note,
-        scope,
-        trip_alert,
-        trip_note,
     )
 
 SWEEP = "reclaim dead holders, give back restored nodes, age out asks and unhealthy reports"
 
 
 @workflow.defn(name=DISRUPTION_BUDGET_WORKFLOW)
-class DisruptionBudget(BudgetSweep, TellsHolders):
+class DisruptionBudget(BudgetSweep, BudgetBreaker):
     @workflow.init
     def __init__(self, state: BudgetState) -> None:
         self._state = state
@@ -295,31 +285,6 @@ class DisruptionBudget(BudgetSweep, TellsHolders):
             await self._end_holds()
         self._swept_at = workflow.now()
 
-    def _check_breaker(self) -> None:
-        state = self._state
-        now = workflow.now()
-        state.forget_old_reports(now)
-        out = bool(state.holders or state.held or state.waiting)
-        tripped = breaker_tripped(state, out, reopens=True)  # it reopens by itself, slowly
-        if tripped and state.tripped:  # the nodes unhealthy now, not at the trip
-            state.breaker_note = trip_note(state, out, reopens=True)
-        elif tripped and not state.tripped:
-            state.tripped, state.tripped_at, state.accepted_out = True, now, []
-            state.trips += 1
-            state.breaker_note = trip_note(state, out, reopens=True)
-            slow_start.end(state)
-            self._alert = trip_alert(state) if state.asking else None  # one ask held: this one
-            metrics.breaker_tripped(state.pool)
-            workflow.logger.warning("%s: %s", scope(state.pool), state.breaker_note)
-        elif state.tripped and not tripped:
-            state.tripped, state.breaker_note = False, over_note(state, now, out, reopens=True)
-            # said as the trip is (the demo's `warn` lines); held cordons go slowly
-            workflow.logger.warning("%s: %s", scope(state.pool), state.breaker_note)
-            slow_start.begin(state)
-            if state.asking:  # the ladders it held cordon now
-                self._alert = over_alert(state)
-        slow_start.settle(state, now)
-
     def _publish(self) -> None:
         """The details and the metrics, after the grants: what the pool is now."""
         state = self._state
@@ -331,26 +296,6 @@ class DisruptionBudget(BudgetSweep, TellsHolders):
         metrics.held_by_people(
             state.pool, len(held_by_people.held_by_people(state)), held_by_people.seized(state)
         )
-
-    async def _quarantine(self) -> None:
-        """Record the breaker's Event, and give leave to cordon to the ladders that asked —
-        all of them once it is closed (or an operator closed it)."""
-        state = self._state
-        alert, self._alert = self._alert, None
-        if alert is not None and alert.node:
-            try:
-                await ALERT.execute(
-                    alert,
-                    start_to_close_timeout=timedelta(seconds=30),
-                    retry_policy=RetryPolicy(maximum_attempts=3),
-                    summary=f"alert: {alert.reason}",
-                )
-            except ActivityError as err:  # the details and the metric still say it
-                workflow.logger.warning("%s: no Event: %s", scope(state.pool), err)
-        leave, self._leave = self._leave, []
-        if not state.tripped:  # all of them, or as many as a slow start admits
-            leave = [*leave, *slow_start.leave_now(state, workflow.now())]
-        await self._send_out(leave=leave)
 
     async def _grant(self) -> None:
         state = self._state
