@@ -39,6 +39,7 @@ RUNBOOK = Runbook(
     ladder=[Rung(action=Action.DIAGNOSE, approval=Approval.REQUIRED)],
 )
 PATIENCE = 60.0  # seconds, on a loaded machine
+DEPLOYMENT = ("worker", "deployment", "--deployment-name", versioning.DEPLOYMENT)
 
 
 async def _until(what: str, check: Callable[[], Awaitable[bool]]) -> None:
@@ -76,12 +77,10 @@ async def _version(
 
 
 async def _cli(env: WorkflowEnvironment, *args: str) -> str:
-    """``temporal worker deployment ARGS`` against the test's server (its JSON output)."""
+    """``temporal ARGS`` against the test's server (its JSON output)."""
     address = env.client.service_client.config.target_host
     proc = await asyncio.create_subprocess_exec(
         installed_binary("temporal"),
-        "worker",
-        "deployment",
         *args,
         "--address",
         address,
@@ -118,11 +117,8 @@ async def _versioning(handle: WorkflowHandle) -> tuple[int, str]:
 
 async def _set_current(env: WorkflowEnvironment, build_id: str) -> bool:
     """As docs/operations.md says it: the CLI, once the version's workers polled."""
-    name = versioning.DEPLOYMENT
     try:
-        await _cli(
-            env, "set-current-version", "--deployment-name", name, "--build-id", build_id, "--yes"
-        )
+        await _cli(env, *DEPLOYMENT, "set-current-version", "--build-id", build_id, "--yes")
     except RuntimeError:
         return False
     return True
@@ -140,6 +136,7 @@ async def test_old_ladders_finish_on_n_new_ones_start_on_n1_and_the_budget_moves
     n, n1 = f"n-{run}", f"n1-{run}"
     fleet = own_fleet("rollout", nodes=3)
     old_node, new_node, _ = sorted(fleet.nodes)
+    name = versioning.DEPLOYMENT
     monkeypatch.setenv(versioning.SWITCH, "on")
     monkeypatch.setenv(versioning.BUILD_ID, n)
     async with running_workers(client, fleet) as queues:  # version N and the agents
@@ -153,10 +150,18 @@ async def test_old_ladders_finish_on_n_new_ones_start_on_n1_and_the_budget_moves
 
         async with _version(client, fleet, queues, n1, monkeypatch):  # deploy N+1
             await _until("N+1 is current", lambda: _set_current(dev_env, n1))
-            described = json.loads(await _cli(dev_env, "describe", "--name", versioning.DEPLOYMENT))
+            described = json.loads(await _cli(dev_env, *DEPLOYMENT[:2], "describe", "--name", name))
             assert described["routingConfig"]["currentVersionBuildID"] == n1
             drainage = {v["BuildID"]: v["drainageStatus"] for v in described["versionSummaries"]}
             assert drainage[n] == "draining"  # its pinned ladders still run: keep its pods
+
+            async def still_on_n() -> bool:  # the query docs/operations.md gives for it
+                query = f"TemporalWorkerDeploymentVersion = '{name}:{n}'"
+                query += " AND ExecutionStatus = 'Running'"
+                listed = await _cli(dev_env, "workflow", "list", "--query", query)
+                return old.id in listed
+
+            await _until("the ladder on N listed as running on N", still_on_n)
             new = await report(client, queues, fleet.inject(new_node, "gpu_lost", gpu=0), RUNBOOK)
             await _until("the ladder on N+1 waits for its approval", lambda: _approval_waits(new))
             for handle in (old, new):
