@@ -9,7 +9,7 @@ fails the workflow task of an unversioned worker that names a behavior ("version
 cannot be specified without deployment options being set with versioned mode"), so a versioned
 worker gets subclasses that name theirs (``behaving``).
 
-Off unless ``REMEDY_WORKER_VERSIONING`` is ``on`` (deploy/controller.yaml sets it): a versioned
+Off unless ``REMEDY_WORKER_VERSIONING`` is ``on`` (deploy/controller.yaml has the line): a versioned
 worker takes no task until its version is made current (``temporal worker deployment
 set-current-version``, or ``make_current`` here). The dev server (1.32) supports it
 (tests/test_rollout.py); the time-skipping test server does not ("Worker Versioning not yet
