@@ -179,3 +179,32 @@ async def test_old_ladders_finish_on_n_new_ones_start_on_n1_and_the_budget_moves
             assert builds == {n, n1} and failed == 0  # began on N, goes on on N+1, replayed
             moved = await _versioning(budget)
             assert moved == (VersioningBehavior.VERSIONING_BEHAVIOR_AUTO_UPGRADE, n1)
+
+
+async def test_the_first_versioned_release_takes_over_the_unversioned_runs(
+    dev_env: WorkflowEnvironment, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """0.12.0 to 0.13.0 (docs/operations.md): runs started on unversioned workers move to the
+    first version made current, ladders too, and replay there."""
+    client = dev_env.client
+    first_version = f"v-{uuid.uuid4().hex[:6]}"
+    fleet = own_fleet("unversioned", nodes=2)
+    node = sorted(fleet.nodes)[0]
+    monkeypatch.delenv(versioning.SWITCH, raising=False)
+    async with running_workers(client, fleet) as queues:  # unversioned, and the agents
+        ladder = await report(client, queues, fleet.inject(node, "gpu_lost", gpu=0), RUNBOOK)
+        await _until("the unversioned ladder waits", lambda: _approval_waits(ladder))
+        run = client.get_workflow_handle(ladder.id, run_id=(await ladder.describe()).run_id)
+        budget = client.get_workflow_handle(budget_workflow_id(queues.pool))
+        monkeypatch.setenv(versioning.SWITCH, "on")
+        async with _version(client, fleet, queues, first_version, monkeypatch):
+            await _until("it is current", lambda: _set_current(dev_env, first_version))
+            await APPROVE.send(ladder, ApproveRequest(by="rollout"))
+            await asyncio.wait_for(ladder.result(), PATIENCE)
+
+            async def budget_moved() -> bool:
+                return (await _versioning(budget))[1] == first_version
+
+            await _until("the budget runs on the first version", budget_moved)
+            assert await _ran_on(run) == ({"", first_version}, 0)  # moved, replayed there
+            assert await _ran_on(budget) == ({"", first_version}, 0)
