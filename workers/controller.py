@@ -39,6 +39,7 @@ from remedy.runbook import RunbookSet
 from remedy.signing import Keyring
 from workers.door import DoorSettings, keyring_source
 from workers.stall_watch import WorkerStalled, until_stalled
+from workers.versioning import behaving, deployment_config
 from workflows.active_check import ActiveCheck
 from workflows.active_checks import ActiveChecks
 from workflows.disruption_budget import DisruptionBudget
@@ -190,10 +191,11 @@ def controller_worker(
         keyring=keyring,
         door=door,
     )
+    versions = deployment_config()  # workers/versioning.py: None (unversioned) unless switched on
     ladders = Worker(
         client,
         task_queue=task_queue,
-        workflows=workflows,
+        workflows=behaving(workflows, versions),
         activities=activities,
         workflow_runner=WORKFLOW_RUNNER,
         activity_executor=executor,
@@ -201,16 +203,18 @@ def controller_worker(
         sticky_queue_schedule_to_start_timeout=tuning.sticky_queue_timeout,
         workflow_task_poller_behavior=PollerBehaviorSimpleMaximum(tuning.workflow_pollers),
         max_concurrent_workflow_tasks=tuning.max_concurrent_workflow_tasks,
+        deployment_config=versions,
     )
     budgets = Worker(
         client,
         task_queue=budget_task_queue(task_queue),
-        workflows=[DisruptionBudget],
+        workflows=behaving([DisruptionBudget], versions),
         activities=activities,  # the budget's own: deliver grants, publish the breaker, ...
         workflow_runner=WORKFLOW_RUNNER,
         activity_executor=executor,
         max_cached_workflows=tuning.budgets_cached,
         sticky_queue_schedule_to_start_timeout=tuning.sticky_queue_timeout,
+        deployment_config=versions,
     )
     return ControllerWorkers(ladders, budgets)
 

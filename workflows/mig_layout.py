@@ -14,7 +14,6 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError
 
 from contract import activities as act
-from contract.patches import patched
 from workflows.common import RIDE_OUT, cause_of
 
 with workflow.unsafe.imports_passed_through():
@@ -25,8 +24,6 @@ with workflow.unsafe.imports_passed_through():
 if TYPE_CHECKING:
     from workflows.node_steps import NodeSteps, Step
 
-# workflow.patched id: runs started before it ended a reset or a reboot at the action itself.
-RESTORE_MIG_LAYOUT = "restore-the-mig-layout"
 LAYOUT_CALL = timedelta(seconds=60)
 
 
@@ -34,8 +31,6 @@ def with_mig_layout(step: Step) -> Step:
     """``step`` (a reset's or a reboot's), with the node's MIG layout around it."""
 
     async def run(steps: NodeSteps, rung: Rung) -> ActionResult:
-        if not patched(RESTORE_MIG_LAYOUT):
-            return await step(steps, rung)
         node = steps.node
         ask = MigLayoutStep(node=node)
         before = await act.ASK_MIG_LAYOUT.execute(
