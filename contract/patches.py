@@ -130,15 +130,11 @@ FOLDED_FOUR = FOLDED_THRICE | frozenset(
 
 
 def patched(change: str) -> bool:
-    """``workflow.patched(change)``, answered by the run's one fold marker where it has it (the
-    SDK remembers that answer for the run) and ``change`` is folded into it: the newest fold's
-    first, then the older ones'."""
-    if change in FOLDED_FOUR and workflow.patched(FOLDED_FOUR_INTO):
-        return True
-    if change in FOLDED_THRICE and workflow.patched(FOLDED_THRICE_INTO):
-        return True
-    if change in FOLDED_AGAIN and workflow.patched(FOLDED_AGAIN_INTO):
-        return True
-    if change in FOLDED and workflow.patched(FOLDED_INTO):
-        return True
-    return workflow.patched(change)
+    """Release 0.12.0, the one that deprecates every change (the SDK's path: patched, then
+    deprecate_patch, then removed): each change is taken, as every run started on 0.1.0 took
+    it, and the marker 0.1.0 recorded for it (the newest fold's for a folded change, else the
+    change's own) is deprecated where 0.1.0 asked it. So 0.12.0 replays the runs 0.1.0 started,
+    and the runs it starts record deprecated markers, which 0.13.0, asking none, replays
+    (docs/operations.md, "Upgrading")."""
+    workflow.deprecate_patch(FOLDED_FOUR_INTO if change in FOLDED_FOUR else change)
+    return True
