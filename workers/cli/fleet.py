@@ -12,7 +12,7 @@ from contract.names import FLEET_SCAN_SCHEDULE
 from workers.cli.common import on_temporal
 from workers.cli.connection import temporal
 from workers.cli.exits import BAD_INPUT
-from workers.cli.options import AddressOption, JsonOption, node_name
+from workers.flags.options import AddressOption, JsonOption, node_name
 
 if TYPE_CHECKING:
     from workers.status import FleetStatus

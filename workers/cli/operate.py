@@ -35,14 +35,6 @@ from contract.messages import (
 from remedy.signing import Verb
 from workers.cli.common import on_temporal
 from workers.cli.connection import temporal
-from workers.cli.options import (
-    USER,
-    AddressOption,
-    ByOption,
-    RequiredWhyOption,
-    WhyOption,
-    node_name,
-)
 from workers.cli.signing import (
     KeyOption,
     Signer,
@@ -50,6 +42,14 @@ from workers.cli.signing import (
     key_or_exit,
     note_if_unchecked,
     stop_signer,
+)
+from workers.flags.options import (
+    USER,
+    AddressOption,
+    ByOption,
+    RequiredWhyOption,
+    WhyOption,
+    node_name,
 )
 
 if TYPE_CHECKING:
