@@ -46,7 +46,8 @@ from workers.door import DoorSettings
 from workers.job_status import job_rows
 from workers.providers.sim import SimFleet, SimJobs, SimProvider
 from workers.schedules import ensure_active_checks, ensure_fleet_scan
-from workers.status import NoScanYet, fleet_status, render
+from workers.status import NoScanYet, fleet_status
+from workers.status_table import render
 
 
 async def run_demo(

@@ -2,7 +2,7 @@
 
 The commands live by group: runbooks.py (`remedy runbooks ...`), xid.py (`remedy xid ...`),
 node.py (probe, agent), doctor.py (doctor), controller.py (controller), demo.py (demo),
-fleet.py (status, show), operate.py (approve, abort, clear, resume-pool, release-hold,
+fleet.py (status, show), operate.py (approve, abort, clear), resume.py (resume-pool, release-hold,
 resume-job), gpus.py (release-gpu), hold.py (resume-node), trigger.py (trigger), codec.py
 (codec-server), manifests.py (render-manifests), ui.py (ui: the Web UI's views to save) and
 signing.py (`remedy keys ...`, operators' keys); workers/flags declares the options they share
@@ -30,6 +30,7 @@ from workers.cli import (
     manifests,
     node,
     operate,
+    resume,
     runbooks,
     signing,
     trigger,
@@ -63,11 +64,11 @@ app.command()(operate.clear)
 app.command()(fleet.show)
 app.command()(ui.ui)
 app.command()(trigger.trigger)
-app.command("resume-pool")(operate.resume_pool)
-app.command("release-hold")(operate.release_hold)
+app.command("resume-pool")(resume.resume_pool)
+app.command("release-hold")(resume.release_hold)
 app.command("release-gpu")(gpus.release_gpu)
 app.command("resume-node")(hold.resume_node)
-app.command("resume-job")(operate.resume_job)
+app.command("resume-job")(resume.resume_job)
 app.command("codec-server")(codec.codec_server)
 app.command("render-manifests")(manifests.render_manifests)
 app.add_typer(runbooks.app, name="runbooks")

@@ -61,7 +61,8 @@ def status(
     and no such node); 1: a --pool remedy does not know, or a --state no node can be in."""
     from workers.client import connect_with
     from workers.known_pools import UnknownPool, check_pool
-    from workers.status import NodeFilter, NoScanYet, fleet_status, show_status, why_not_state
+    from workers.status import NodeFilter, NoScanYet, fleet_status, why_not_state
+    from workers.status_table import show_status
 
     if jobs:
         _job_status(address, as_json)
