@@ -1,7 +1,8 @@
 """The composition root (see __init__.py): every provider, one class each, registered in
 ``PROVIDERS`` by its settings model, built by ``build`` from the settings its adapter package's
 entry declares (``adapters/<provider>/provider.py``). Adding a provider is that entry and its
-class here."""
+class here (the simulated one's class is in sim.py, which loads no Kubernetes client, for the
+commands that only simulate)."""
 
 from __future__ import annotations
 
