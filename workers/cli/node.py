@@ -113,6 +113,7 @@ def _agent(flags: AgentFlags) -> None:
 
     runbooks = runbooks_or_exit(flags.runbooks)
     redactor = redactor_or_exit(flags.redact_patterns)
+    node = settings_or_exit(NodeRef, {"name": "node"}, name=flags.node, pool=flags.pool)
     host = flags.model_dump(include=HOST_FLAGS)
     kubernetes = flags.model_dump(include=KUBERNETES_FLAGS)
     settings = AgentSettings(
@@ -121,7 +122,7 @@ def _agent(flags: AgentFlags) -> None:
         connection=temporal(flags.address),
         runbooks=runbooks,
         config=AgentConfig(
-            node=NodeRef(name=flags.node, pool=flags.pool),
+            node=node,
             interval_s=flags.interval,
             heartbeat_s=flags.heartbeat_s,
             redactor=redactor,
