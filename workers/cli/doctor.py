@@ -41,20 +41,22 @@ def doctor(
     """Check what remedy needs here, with the agent's options: NVML and the expected GPUs, the
     reset tool, the reboot path (without rebooting), the load-test engine, the kernel log, NIC
     expectations. Exit 0 ready, 1 something missing, 2 could not check."""
-    host = local_host_or_exit(
-        node=node,
-        expected_gpus=expected_gpus,
-        expected_nics=expected_nics,
-        nic_rate=nic_rate,
-        timeout=timeout,
-        kernel_log=kernel_log,
-        allow_reset=allow_reset,
-        allow_reboot=allow_reboot,
-        reboot_command=reboot_command,
-        dcgm_host=dcgm_host,
-    )
-    try:
+    try:  # a bad flag: one line and exit 1; a host that cannot even be looked at: exit 2
+        host = local_host_or_exit(
+            node=node,
+            expected_gpus=expected_gpus,
+            expected_nics=expected_nics,
+            nic_rate=nic_rate,
+            timeout=timeout,
+            kernel_log=kernel_log,
+            allow_reset=allow_reset,
+            allow_reboot=allow_reboot,
+            reboot_command=reboot_command,
+            dcgm_host=dcgm_host,
+        )
         capabilities = capabilities_from(host.dependencies(refresh=True))
+    except typer.Exit:
+        raise
     except Exception as exc:  # noqa: BLE001 - a line and exit 2, never a traceback
         typer.echo(f"error: could not check {node}: {type(exc).__name__}: {exc}", err=True)
         raise typer.Exit(2) from None
