@@ -189,11 +189,7 @@ class ControllerFlags(BaseModel):
         from workers.providers.root import KubernetesSettings
         from workers.serving import ControllerSettings
 
-        heartbeat = timedelta(seconds=self.agent_heartbeat_s)
-        silent_after = SILENT_HEARTBEATS * heartbeat
-        if self.agent_silent_after is not None:
-            silent_after = timedelta(seconds=self.agent_silent_after)
-        _check("--agent-silent-after", silent_after_problem(silent_after, heartbeat))
+        silent_after = self._silent_after()
         stall_after = timedelta(seconds=self.stall_after)
         _check("--stall-after", stall_after_problem(stall_after))
         runbooks = runbooks_or_exit(self.runbooks)
@@ -206,20 +202,7 @@ class ControllerFlags(BaseModel):
             KubernetesSettings,
             **{**self.model_dump(include=kubernetes), "drain_mode": self.drain_mode or []},
         )
-        policy = settings_or_exit(
-            BudgetPolicy,
-            POLICY_FLAGS,
-            max_disruption=self.max_disruption,
-            max_gpus_out=self.max_gpus_out,
-            storm_share=self.storm_share,
-            cluster_share=self.cluster_storm_share or None,
-        )
-        blocklist = settings_or_exit(
-            BlocklistPolicy,
-            POLICY_FLAGS,
-            max_incidents=self.blocklist_incidents,
-            window=timedelta(days=self.blocklist_days),
-        )
+        policy, blocklist = self._policies()
         active = checks.active_check_policies(
             self.active_check_every,
             self.active_check_interval,
@@ -251,6 +234,33 @@ class ControllerFlags(BaseModel):
             stall_after=stall_after if self.stall_after else None,
             metrics_bind=self.metrics_bind,
         )
+
+    def _silent_after(self) -> timedelta:
+        """How long an agent may stay silent: at least two of its heartbeats."""
+        heartbeat = timedelta(seconds=self.agent_heartbeat_s)
+        silent_after = SILENT_HEARTBEATS * heartbeat
+        if self.agent_silent_after is not None:
+            silent_after = timedelta(seconds=self.agent_silent_after)
+        _check("--agent-silent-after", silent_after_problem(silent_after, heartbeat))
+        return silent_after
+
+    def _policies(self) -> tuple[BudgetPolicy, BlocklistPolicy]:
+        """The pools' disruption budget and the GPUs' blocklist."""
+        policy = settings_or_exit(
+            BudgetPolicy,
+            POLICY_FLAGS,
+            max_disruption=self.max_disruption,
+            max_gpus_out=self.max_gpus_out,
+            storm_share=self.storm_share,
+            cluster_share=self.cluster_storm_share or None,
+        )
+        blocklist = settings_or_exit(
+            BlocklistPolicy,
+            POLICY_FLAGS,
+            max_incidents=self.blocklist_incidents,
+            window=timedelta(days=self.blocklist_days),
+        )
+        return policy, blocklist
 
 
 def _check(flag: str, problem: str | None) -> None:
