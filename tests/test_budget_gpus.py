@@ -13,7 +13,8 @@ from remedy.budget_gpus import allowed_gpus, covered, fits, gpu_note, gpus_out, 
 from remedy.budget_view import budget_details
 from remedy.fleet import PoolSummary
 from remedy.models import Scope
-from workers.status import POOL_HEADERS, FleetStatus, PoolStatus, pool_rows
+from workers.status import FleetStatus, PoolStatus
+from workers.status_table import POOL_HEADERS, pool_rows
 
 NOW = datetime(2026, 11, 1, tzinfo=UTC)
 CAPPED = BudgetPolicy(max_disruption="1", max_gpus_out="2")

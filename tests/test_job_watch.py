@@ -39,7 +39,8 @@ from tests.kube import JOBS, NODES, PODS, node, sent
 from tests.ladder import report
 from tests.test_cli import WAITS
 from tests.test_kubernetes_jobs import failed_job, job_pod, xids_annotation
-from workers.status import FleetStatus, alerts
+from workers.status import FleetStatus
+from workers.status_table import alerts
 from workflows.fleet_scan import FleetScan
 from workflows.job_guard import JobGuard
 from workflows.node_remediation import NodeRemediation

@@ -18,7 +18,6 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.runtime import LoggingConfig, Runtime, TelemetryConfig, TelemetryFilter
 from temporalio.testing import WorkflowEnvironment
 
-from adapters.sim import FAULTS, SimFleet
 from adapters.sim.identity import as_agent
 from contract.messages import APPROVE, REMEDIATION_STATE
 from remedy.budget import BudgetPolicy
@@ -38,6 +37,7 @@ from workers.binaries import installed_binary
 from workers.client import ensure_search_attributes, report_finding
 from workers.controller import controller_worker, node_agent_worker
 from workers.door import DoorSettings
+from workers.providers.sim import FAULTS, SimProvider, SimSettings
 from workers.rehearsal_clock import ServerClock
 
 NO_FAULT = "none"
@@ -131,13 +131,12 @@ async def rehearse(
     try:
         await ensure_search_attributes(env.client)
         await clock.sync(env)
-        fleet = SimFleet(
-            nodes=1,
-            pool="rehearsal",
-            name_prefix="rehearsal",
-            check_timeout_s=CHECK_TIMEOUT_S,
-            clock=clock,
-        )
+        fleet = SimProvider(
+            SimSettings(
+                nodes=1, pool="rehearsal", name_prefix="rehearsal", check_timeout_s=CHECK_TIMEOUT_S
+            ),
+            clock,
+        ).fleet
         [node] = sorted(fleet.nodes)
         now = clock()
         if fault == NO_FAULT:

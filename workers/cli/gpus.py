@@ -24,7 +24,7 @@ from remedy.gpu_scope import GpuRelease, GpuReleased
 from workers.cli.common import on_temporal
 from workers.cli.connection import temporal
 from workers.cli.controller_answer import Refused, controller_answer
-from workers.cli.options import USER, AddressOption, ByOption, TaskQueueOption, node_name
+from workers.flags.options import USER, AddressOption, ByOption, TaskQueueOption, node_name
 
 
 def release_gpu(

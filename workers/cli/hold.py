@@ -27,7 +27,7 @@ from remedy.remediation import Phase, RemediationState
 from workers.cli.common import on_temporal
 from workers.cli.connection import temporal
 from workers.cli.controller_answer import Refused, controller_answer
-from workers.cli.options import USER, AddressOption, ByOption, TaskQueueOption
+from workers.flags.options import USER, AddressOption, ByOption, TaskQueueOption
 
 
 def resume_node(

@@ -27,7 +27,8 @@ from remedy.remediation import Outcome, Phase
 from workers.cli.common import on_temporal, runbook_or_exit
 from workers.cli.connection import temporal
 from workers.cli.exits import BAD_INPUT
-from workers.cli.options import (
+from workers.cli.signing import KeyOption, key_or_exit
+from workers.flags.options import (
     DEFAULT_RUNBOOKS,
     USER,
     AddressOption,
@@ -37,7 +38,6 @@ from workers.cli.options import (
     node_name,
     operator_text_option,
 )
-from workers.cli.signing import KeyOption, key_or_exit
 from workers.stall_watch import look
 
 if TYPE_CHECKING:

@@ -138,3 +138,11 @@ StallAfterOption = Annotated[
         "stop polling with nothing logged. At least 60; 0: not watched. See docs/operations.md.",
     ),
 ]
+RedactPatternsOption = Annotated[
+    Path | None,
+    typer.Option(
+        envvar="REMEDY_REDACT_PATTERNS",
+        help="Redaction patterns (YAML) added to the defaults: what pods and nodes wrote is "
+        "redacted by them before it reaches a workflow (see docs/operations.md).",
+    ),
+]
