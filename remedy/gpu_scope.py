@@ -11,15 +11,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
 from remedy.gpu_use import GpuUse, NodeGpuUse
 from remedy.models import Action, ComponentKind, Finding, Frozen, Scope
 from remedy.verification import on_part_of
-
-if TYPE_CHECKING:
-    from remedy.remediation import Attempt
-    from remedy.runbook.schema import Runbook
 
 __all__ = [
     "GPU_SCOPED",
@@ -28,9 +24,7 @@ __all__ = [
     "GpuReleased",
     "GpuScopedControl",
     "Scope",
-    "covers",
     "faulty_gpus",
-    "holds_gpus",
     "mig_instance",
     "pods_on",
 ]
@@ -104,29 +98,6 @@ def faulty_gpus(trigger: Finding | None, findings: Sequence[Finding]) -> list[in
             and f.component.kind is ComponentKind.GPU
             and (trigger is None or on_part_of(trigger, f))
         )
-    )
-
-
-def covers(done: Attempt, scope: Scope, gpus: list[int]) -> bool:
-    """Whether what ``done`` did (a drain, a killed job) is what a rung of ``scope`` would do
-    for ``gpus``: a node's drain does every GPU's; one GPU's drain does neither a node's nor
-    another GPU's (GPU 1's quarantine leaves GPU 6 in allocation, its pods on it)."""
-    if done.gpus is None:
-        return True
-    return scope is Scope.GPU and (not done.gpus or (bool(gpus) and set(gpus) <= set(done.gpus)))
-
-
-def holds_gpus(runbook: Runbook | None, attempts: Sequence[Attempt]) -> bool:
-    """Whether the ladder ran a GPU-scoped drain or kill, so its restore has a quarantine to
-    lift even where it never cordoned the node."""
-    if runbook is None:
-        return False
-    ladder = runbook.ladder
-    return any(
-        0 <= a.rung < len(ladder)
-        and ladder[a.rung].scope is Scope.GPU
-        and ladder[a.rung].action in (Action.DRAIN, Action.KILL_JOB)
-        for a in attempts
     )
 
 

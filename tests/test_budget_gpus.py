@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 import pytest
 from pydantic import ValidationError
 
-from adapters.kubernetes.fleet import node_gpus
+from adapters.kubernetes.objects import node_gpus
 from remedy.budget import BudgetPolicy, BudgetState, HumanHold, LeaseGrant, LeaseRequest
 from remedy.budget_gpus import allowed_gpus, covered, fits, gpu_note, gpus_out, take
 from remedy.budget_view import budget_details

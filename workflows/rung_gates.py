@@ -31,9 +31,10 @@ with workflow.unsafe.imports_passed_through():
     from remedy.durations import format_duration
     from remedy.models import Action
     from remedy.remediation import AttemptResult, Consent, Outcome, Phase, RemediationState
+    from remedy.runbook.drain_first import drain_like
     from remedy.runbook.schema import Approval as ApprovalMode
     from remedy.runbook.schema import IfDrainFailed, OnApprovalTimeout, Rung
-    from remedy.runbook.undrained import IfNotDrained, drain_like
+    from remedy.runbook.undrained import IfNotDrained
 
 CONFIRM_FAULT = "confirm-fault-before-disrupting"  # workflow.patched: runs before acted at once
 # Runs before: an approval no one answered always ended the ladder (on_approval_timeout was

@@ -29,7 +29,7 @@ from adapters.kubernetes.drain import Drain
 from adapters.kubernetes.edits import as_read, patch
 from adapters.kubernetes.errors import NotFound, api_errors
 from adapters.kubernetes.nodes import PREFIX, NodeApi
-from adapters.kubernetes.objects import GPU_USE, Json, create_raw, meta
+from adapters.kubernetes.objects import GPU_USE, Json, create_raw, meta, node_gpus
 from remedy.errors import ActionRefused, Conflict
 from remedy.gpu_scope import GpuReleased, check_gpu_index, pods_on
 from remedy.gpu_use import NodeGpuUse
@@ -148,8 +148,6 @@ class KubernetesGpuScope:
     def release_gpu(self, node: str, gpu: int) -> GpuReleased:
         """Also a rule whose record on the node is gone (a hold interrupted between the
         two writes): a quarantine nobody would ever lift otherwise."""
-        from adapters.kubernetes.fleet import node_gpus  # it reads this module's annotations
-
         check_gpu_index(node, gpu, node_gpus(self._nodes.node(node)))
         if not self._nodes.sends(node, f"return GPU {gpu} to allocation"):
             return GpuReleased(node=node, gpu=gpu, detail="dry run: would return it")
