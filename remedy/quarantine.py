@@ -24,15 +24,12 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 
 from remedy.budget import ASK_AGAIN_EVERY, CLUSTER_POOL, BudgetState, storm
+from remedy.events import EventReason
 from remedy.fleet import NodeFacts, SilenceStorm
 from remedy.held_by_people import out_of_scheduling
 from remedy.models import Frozen
 from remedy.runbook import Runbook
 
-QUARANTINE_EVENT = "RemedyQuarantine"  # the breaker tripped: cordons wait
-QUARANTINE_OVER_EVENT = "RemedyQuarantineOver"
-SILENCE_EVENT = "RemedyAgentsSilent"  # a silence storm: no AgentSilent ladders
-SILENCE_OVER_EVENT = "RemedyAgentsSilentOver"
 NAMED = 20  # nodes an alert or a summary names; the counts say how many there are
 REPROBE_AT_MOST_EVERY = timedelta(seconds=1)  # a held ladder's re-probe, however fast its clock
 
@@ -55,7 +52,7 @@ class Alert(Frozen):
     """An alert for people: a Kubernetes Event about ``node`` (the one that tipped it)."""
 
     node: str
-    reason: str
+    reason: EventReason
     message: str
     warning: bool = True
 
@@ -171,7 +168,7 @@ def over_alert(state: BudgetState) -> Alert:
     slowly = ", one first, then one more as each proves real" if state.slow_start else ""
     return Alert(
         node=min(a.node for a in state.asking),
-        reason=QUARANTINE_OVER_EVENT,
+        reason=EventReason.QUARANTINE_OVER,
         message=f"{scope(state.pool)}: {state.breaker_note}; held cordons go on{slowly}",
         warning=False,
     )
@@ -209,7 +206,7 @@ def trip_alert(state: BudgetState) -> Alert:
     node = newest or min(out_of_sorts(state), default="")
     return Alert(
         node=node,
-        reason=QUARANTINE_EVENT,
+        reason=EventReason.QUARANTINE,
         message=f"{scope(state.pool)}: {state.breaker_note}. Resumes when the storm subsides, "
         f"or: remedy resume-pool {state.pool}",
     )
@@ -251,13 +248,15 @@ def silence_storm(
 
 
 def silence_alert(storm_now: SilenceStorm) -> Alert:
-    return Alert(node=storm_now.nodes[0], reason=SILENCE_EVENT, message=storm_now.note())
+    return Alert(
+        node=storm_now.nodes[0], reason=EventReason.AGENTS_SILENT, message=storm_now.note()
+    )
 
 
 def silence_over(before: SilenceStorm, now: datetime) -> Alert:
     return Alert(
         node=before.nodes[0],
-        reason=SILENCE_OVER_EVENT,
+        reason=EventReason.AGENTS_SILENT_OVER,
         message=f"agents heartbeat again (silent since {before.since:%Y-%m-%d %H:%M:%S}Z, "
         f"over at {now:%H:%M:%S}Z): silent nodes get their AgentSilent ladders again",
         warning=False,

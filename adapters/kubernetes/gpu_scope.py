@@ -31,6 +31,7 @@ from adapters.kubernetes.errors import NotFound, api_errors
 from adapters.kubernetes.nodes import PREFIX, NodeApi
 from adapters.kubernetes.objects import GPU_USE, Json, create_raw, meta, node_gpus
 from remedy.errors import ActionRefused, Conflict
+from remedy.events import EventReason
 from remedy.gpu_scope import GpuReleased, check_gpu_index, pods_on
 from remedy.gpu_use import NodeGpuUse
 from remedy.models import Action
@@ -139,7 +140,7 @@ class KubernetesGpuScope:
             patch(self._nodes, current, {"metadata": {"annotations": {GPUS_OUT: _dump(held)}}})
 
         as_read(self._nodes, node, record)
-        self._nodes.event(node, "RemedyGpuQuarantined", f"GPU {gpus} out of allocation")
+        self._nodes.event(node, EventReason.GPU_QUARANTINED, f"GPU {gpus} out of allocation")
 
     def lift_quarantine(self, node: str, workflow_id: str) -> list[int]:
         lifted = self._lift(node, lambda held: [g for g, by in held.items() if by == workflow_id])
@@ -188,7 +189,7 @@ class KubernetesGpuScope:
         lifted = as_read(self._nodes, node, lift)
         if lifted:
             on = sorted(lifted)
-            self._nodes.event(node, "RemedyGpuReturned", f"GPU {on} back in allocation")
+            self._nodes.event(node, EventReason.GPU_RETURNED, f"GPU {on} back in allocation")
         return lifted
 
 
