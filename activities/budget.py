@@ -64,7 +64,7 @@ from remedy.budget import (
 from remedy.budget_signals import LeaseAnswer, UnhealthyReports
 from remedy.cluster import FleetView
 from remedy.describe import GIVEN_BACK, HELD
-from remedy.fleet import NodeFacts
+from remedy.node_facts import NodeFacts
 from remedy.quarantine import CordonAsked
 from remedy.remediation import Phase
 

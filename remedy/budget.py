@@ -12,8 +12,8 @@ from datetime import datetime, timedelta
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from remedy.fleet import NodeFacts
 from remedy.models import Scope, Wraps, signed
+from remedy.node_facts import NodeFacts
 
 HELD_FOR_HUMAN = "held-for-human/"  # the holder of a hold: "held-for-human/<node>"
 # The budget whose breaker counts every pool's reports against the whole fleet (no pool label

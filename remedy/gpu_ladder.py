@@ -1,13 +1,15 @@
-"""What a ladder's GPU-scoped rungs did (remedy/gpu_scope.py): whether an attempt already did
-what a rung would, and whether the ladder holds a GPU quarantine its restore must lift."""
+"""A ladder's GPU-scoped rungs (remedy/gpu_scope.py): the GPUs a rung acts on, whether an
+attempt already did what a rung would, and whether the ladder holds a GPU quarantine its
+restore must lift."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from remedy.models import Action, Scope
+from remedy.models import Action, ComponentKind, Finding, Scope
 from remedy.remediation import Attempt
 from remedy.runbook.schema import Runbook
+from remedy.verification import on_part_of
 
 
 def covers(done: Attempt, scope: Scope, gpus: list[int]) -> bool:
@@ -30,4 +32,20 @@ def holds_gpus(runbook: Runbook | None, attempts: Sequence[Attempt]) -> bool:
         and ladder[a.rung].scope is Scope.GPU
         and ladder[a.rung].action in (Action.DRAIN, Action.KILL_JOB)
         for a in attempts
+    )
+
+
+def faulty_gpus(trigger: Finding | None, findings: Sequence[Finding]) -> list[int]:
+    """The GPUs a rung acts on: the trigger's, and those its part's unhealthy findings name
+    (another GPU's fault gets its own runbook after this one)."""
+    named = [trigger] if trigger is not None else []
+    return sorted(
+        dict.fromkeys(
+            f.component.index
+            for f in [*named, *findings]
+            if f.unhealthy
+            and f.component.index is not None
+            and f.component.kind is ComponentKind.GPU
+            and (trigger is None or on_part_of(trigger, f))
+        )
     )

@@ -10,12 +10,10 @@ restore once a rung verified the GPU healthy.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
 from typing import Protocol
 
 from remedy.gpu_use import GpuUse, NodeGpuUse
-from remedy.models import Action, ComponentKind, Finding, Frozen, Scope
-from remedy.verification import on_part_of
+from remedy.models import Action, Frozen, Scope
 
 __all__ = [
     "GPU_SCOPED",
@@ -24,7 +22,6 @@ __all__ = [
     "GpuReleased",
     "GpuScopedControl",
     "Scope",
-    "faulty_gpus",
     "mig_instance",
     "pods_on",
 ]
@@ -83,22 +80,6 @@ def mig_instance(use: GpuUse) -> int | None:
     it is not via MIG or names its MIG device another way (a UUID): not known."""
     found = _GPU_INSTANCE.fullmatch(use.mig or "")
     return int(found[1]) if found else None
-
-
-def faulty_gpus(trigger: Finding | None, findings: Sequence[Finding]) -> list[int]:
-    """The GPUs a rung acts on: the trigger's, and those its part's unhealthy findings name
-    (another GPU's fault gets its own runbook after this one)."""
-    named = [trigger] if trigger is not None else []
-    return sorted(
-        dict.fromkeys(
-            f.component.index
-            for f in [*named, *findings]
-            if f.unhealthy
-            and f.component.index is not None
-            and f.component.kind is ComponentKind.GPU
-            and (trigger is None or on_part_of(trigger, f))
-        )
-    )
 
 
 class GpuRelease(Frozen):

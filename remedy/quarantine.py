@@ -23,11 +23,13 @@ from collections import Counter
 from datetime import datetime, timedelta
 from enum import StrEnum
 
+from pydantic import BaseModel
+
 from remedy.budget import ASK_AGAIN_EVERY, CLUSTER_POOL, BudgetState, storm
 from remedy.events import EventReason
-from remedy.fleet import NodeFacts, SilenceStorm
 from remedy.held_by_people import out_of_scheduling
 from remedy.models import Frozen
+from remedy.node_facts import NodeFacts
 from remedy.runbook import Runbook
 
 NAMED = 20  # nodes an alert or a summary names; the counts say how many there are
@@ -266,3 +268,25 @@ def silence_over(before: SilenceStorm, now: datetime) -> Alert:
 def _names(nodes: list[str]) -> str:
     more = f", and {len(nodes) - NAMED} more" if len(nodes) > NAMED else ""
     return ", ".join(nodes[:NAMED]) + more
+
+
+class SilenceStorm(BaseModel):
+    """Many agents silent at once (remedy.quarantine.silence_storm): an incident of the agents
+    or the control plane. Their nodes get no AgentSilent ladder while it lasts."""
+
+    since: datetime  # the first scan that saw it (carried from scan to scan)
+    fleet_wide: bool  # judged on the whole fleet (else on the pools named)
+    pools: list[str]
+    silent: int  # silent nodes withheld from ladders
+    of: int  # managed nodes they are counted against
+    nodes: list[str] = []  # the first few, by name
+
+    def note(self) -> str:
+        where = "fleet-wide" if self.fleet_wide else f"in pool {', '.join(self.pools)}"
+        unnamed = self.silent - len(self.nodes)
+        more = f", and {unnamed} more" if unnamed > 0 else ""
+        return (
+            f"{self.silent} of {self.of} agents silent {where} since "
+            f"{self.since:%Y-%m-%d %H:%M:%S}Z: an agent or control-plane incident, not a fault "
+            f"of the nodes; no AgentSilent ladder, nothing cordoned ({', '.join(self.nodes)}{more})"
+        )

@@ -16,8 +16,8 @@ from contract.names import budget_workflow_id
 from remedy.budget import CLUSTER_POOL, BudgetPolicy, BudgetState, CordonAsk, ResumeRequest
 from remedy.describe import remediation_details
 from remedy.events import EventReason
-from remedy.fleet import NodeFacts
 from remedy.models import Action, NodeRef
+from remedy.node_facts import NodeFacts
 from remedy.quarantine import (
     CordonLeave,
     breaker_tripped,

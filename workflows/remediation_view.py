@@ -16,7 +16,7 @@ from workflows import metrics
 
 with workflow.unsafe.imports_passed_through():
     from remedy.describe import NodeIndex, remediation_details, remediation_index
-    from remedy.gpu_scope import faulty_gpus
+    from remedy.gpu_ladder import faulty_gpus
     from remedy.models import Action, Scope
     from remedy.remediation import (
         MAX_REFUSALS,

@@ -18,7 +18,7 @@ from adapters.kubernetes.nodes import OPT_OUT_LABEL, PREFIX, NodeApi, has_taint
 from adapters.kubernetes.objects import Json, meta, node_gpus
 from remedy.budget import CLUSTER_POOL
 from remedy.conditions import AGENT_CONDITIONS, GPU_ACTIVE_CHECK, is_problem
-from remedy.fleet import NodeFacts
+from remedy.node_facts import NodeFacts
 from remedy.person_hold import HOLD_ANNOTATION
 
 POOL_LABEL = f"{PREFIX}/pool"

@@ -16,10 +16,10 @@ from remedy.budget import CLUSTER_POOL
 from remedy.cluster import Cluster, CordonOwner
 from remedy.conditions import GPU_ACTIVE_CHECK, NodeCondition, is_problem
 from remedy.errors import ActionRefused
-from remedy.fleet import NodeFacts
 from remedy.gpu_use import NodeGpuUse
 from remedy.identity import AGENT_KEY_ANNOTATION
 from remedy.models import Action, CordonState, NodeBoot
+from remedy.node_facts import NodeFacts
 from remedy.once import once
 from remedy.person_hold import HOLD_ANNOTATION
 from remedy.quarantine import BreakerState
