@@ -45,21 +45,23 @@ from remedy.budget import (
     CLUSTER_POOL,
     BudgetPolicy,
     BudgetState,
-    ClosedHolders,
-    HeldCheck,
-    HeldNodes,
-    HolderCheck,
     Holders,
-    HumanHold,
-    HumanWait,
     Lease,
     LeaseRelease,
     LeaseRequest,
     LeaseWanted,
     NodeUnhealthy,
-    PoolHolders,
     UnhealthyReport,
     held_by_remedy,
+)
+from remedy.budget_messages import (
+    ClosedHolders,
+    HeldCheck,
+    HeldNodes,
+    HolderCheck,
+    HumanHold,
+    HumanWait,
+    PoolHolders,
 )
 from remedy.budget_signals import LeaseAnswer, UnhealthyReports
 from remedy.cluster import FleetView

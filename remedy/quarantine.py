@@ -25,7 +25,8 @@ from enum import StrEnum
 
 from pydantic import BaseModel
 
-from remedy.budget import ASK_AGAIN_EVERY, CLUSTER_POOL, BudgetState, storm
+from remedy.budget import CLUSTER_POOL, BudgetState, storm
+from remedy.budget_messages import ASK_AGAIN_EVERY
 from remedy.events import EventReason
 from remedy.held_by_people import out_of_scheduling
 from remedy.models import Frozen

@@ -13,7 +13,8 @@ from temporalio.testing import WorkflowEnvironment
 from adapters.sim import SimFleet
 from contract.messages import CLOSE_BREAKER, CORDON_LEAVE
 from contract.names import budget_workflow_id
-from remedy.budget import CLUSTER_POOL, BudgetPolicy, BudgetState, CordonAsk, ResumeRequest
+from remedy.budget import CLUSTER_POOL, BudgetPolicy, BudgetState
+from remedy.budget_messages import CordonAsk, ResumeRequest
 from remedy.describe import remediation_details
 from remedy.events import EventReason
 from remedy.models import Action, NodeRef

@@ -14,7 +14,8 @@ from typing import TypeVar
 from remedy import gpu as nv
 from remedy.gpu import NvmlApi
 from remedy.models import Finding, ProbeReport, Severity
-from remedy.probe.checks import GPU_CHECKS, CheckContext, check_inventory, check_nics
+from remedy.probe.checks import GPU_CHECKS, CheckContext, check_inventory
+from remedy.probe.nic_check import check_nics
 from remedy.probe.nics import NicSource
 from remedy.probe.sxids import sxid_findings
 from remedy.probe.xid_dedup import XidDedup
