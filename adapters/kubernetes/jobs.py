@@ -297,13 +297,8 @@ class KubernetesJobs:
                     f"stop the job (it is {state.value} and stays so): {reason}",
                     warning=True,
                 )
-            return self._told(
-                job,
-                name,
-                EventReason.JOB_STOPPED,
-                f"{state.value}; stays so: {reason}",
-                warning=True,
-            )
+            stays = f"{state.value}; stays so: {reason}"
+            return self._told(job, name, EventReason.JOB_STOPPED, stays, warning=True)
         if self.dry_run:
             return self._would(job, name, f"suspend the Job: {reason}", warning=True)
         self._patch_job(
