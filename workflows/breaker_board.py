@@ -13,14 +13,11 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError
 
 from contract.activities import PUBLISH_BREAKER
-from contract.patches import patched
 
 with workflow.unsafe.imports_passed_through():
     from remedy.budget import BudgetState
     from remedy.quarantine import BreakerNotice, BreakerState, published_state, scope
 
-# workflow.patched: runs before published nothing (every ladder asked before its cordon).
-PUBLISH = "publish-the-breaker-for-cordons"
 PUBLISH_CALL = timedelta(seconds=30)
 
 
@@ -34,7 +31,7 @@ class BreakerBoard:
         past a breaker about to trip, so it goes out as early as that allows."""
         out = bool(state.holders or state.held or state.waiting)
         now = published_state(state, out)
-        if now is self._published or not patched(PUBLISH):
+        if now is self._published:
             return
         try:
             await PUBLISH_BREAKER.execute(

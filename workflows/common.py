@@ -10,8 +10,6 @@ from temporalio import workflow
 from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError
 
-from contract.patches import patched
-
 with workflow.unsafe.imports_passed_through():
     from remedy.errors import NodeGone, permanent_error_types
     from remedy.remediation import Outcome
@@ -52,19 +50,6 @@ def rung_key(rung: int, epoch: int = 0, again: bool = False) -> str:
     return f"{info.workflow_id}/{info.first_execution_run_id}{runbook}/rung-{rung}" + (
         "-again" if again else ""
     )
-
-
-# workflow.patched: runs before ran a ladder's first steps (the keyring, the cordon sent before
-# any leave, the report after it) as activities, each a task of its own on the server and a
-# workflow task more for its answer. Now they run inside the first workflow task (local
-# activities): a burst of ladders costs the server and the controller about what a burst of
-# one-activity workflows does. Asked in the run's first activation, before any of them.
-FIRST_TASK = "first-steps-in-the-first-workflow-task"
-
-
-def in_first_task() -> bool:
-    """Whether this run takes its first steps as local activities (``FIRST_TASK``)."""
-    return patched(FIRST_TASK)
 
 
 class LadderStop(Exception):

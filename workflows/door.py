@@ -14,7 +14,7 @@ a user of the Web UI — reaches the ladder, so the workflow is the last line, n
 
 Whatever is refused is said where operators look — the state's ``refused`` (``remedy show``,
 the Web UI's details), the count ``refusals``, the metric ``remedy_messages_refused`` — and the
-ladder goes on as if it never came. Runs from before ``DOOR`` took all of it as it came.
+ladder goes on as if it never came.
 """
 
 from __future__ import annotations
@@ -30,7 +30,6 @@ from temporalio.common import RawValue
 from temporalio.exceptions import ActivityError, ApplicationError
 
 from contract import activities as act
-from contract.patches import patched
 from contract.unreadable import Unreadable
 from workflows.common import PATIENT_RETRY, RIDE_OUT_DEADLINE, LadderStop, cause_of
 from workflows.remediation_view import RemediationView
@@ -41,9 +40,6 @@ with workflow.unsafe.imports_passed_through():
     from remedy.models import NodeRef
     from remedy.remediation import FindingReport, Outcome, RemediationInput, RemediationState
 
-# workflow.patched: runs before took every report as it came, with the runbook it carried, and
-# every grant and leave to cordon sent to their workflow id.
-DOOR = "trust-nothing-at-the-door"
 ADMIT_CALL = timedelta(seconds=30)
 FIRST_REPORT_TIMEOUT = timedelta(minutes=5)
 BAD_START = "BadStartInput"  # the failure type of a start input the ladder cannot take
@@ -67,8 +63,6 @@ def start_input(raw: RawValue) -> StartTaken:
     except (ValidationError, ValueError, TypeError) as exc:
         why = f"the start input is not a {RemediationInput.__name__}: {_fields(exc)}"
         return StartTaken(_STAND_IN, bad=why)
-    if not checks_the_door():
-        return StartTaken(inp)  # a run from before took its start as it came
     info = workflow.info()
     if info.workflow_id != remediation_workflow_id(inp.node.name):
         why = (
@@ -209,8 +203,3 @@ class ReportIntake:
     def _refused(self, why: str) -> str:
         self._view.refused("report_finding", why)
         return why
-
-
-def checks_the_door() -> bool:
-    """Whether this run keeps its door (``DOOR``)."""
-    return patched(DOOR)

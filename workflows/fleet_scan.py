@@ -21,7 +21,6 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError
 
 from contract import activities as act
-from contract.patches import patched
 from workflows import metrics
 
 with workflow.unsafe.imports_passed_through():
@@ -47,14 +46,6 @@ with workflow.unsafe.imports_passed_through():
     from remedy.quarantine import Alert, SilenceStorm, silence_alert, silence_over, silence_storm
 
 RETRY = RetryPolicy(initial_interval=timedelta(seconds=2), maximum_attempts=3)
-# workflow.patched: scans from before judged a heartbeat by its age on the node's clock
-CONTROLLER_CLOCK = "liveness-on-the-controllers-clock"
-ADOPT_ORPHANS = "adopt-orphaned-cordons"  # workflow.patched: scans from before did not
-AGENT_SILENT = "agent-silent-ladders"  # workflow.patched: scans from before did not
-# workflow.patched: scans from before read a problem condition as current however old it was
-STALE_PROBLEMS = "stale-problem-conditions"
-SILENCE_STORMS = "judge-silence-fleet-wide"  # scans from before started a ladder per silent node
-JOB_GOODPUT = "measure-job-goodput"  # workflow.patched: scans from before measured no goodput
 
 
 @workflow.defn(name=FLEET_SCAN_WORKFLOW)
@@ -75,11 +66,9 @@ class FleetScan:
             retry_policy=RETRY,
             summary="running remediations and admissions",
         )
-        stale = patched(STALE_PROBLEMS)
-        seen = None
-        if patched(CONTROLLER_CLOCK):
-            nodes, seen = judge_liveness(nodes, _seen_before(), listing_from, workflow.now())
-        plan = plan_scan(nodes, work, inp.agent_silent_after, stale)
+        # liveness on the controller's clock, from the scan before's result
+        nodes, seen = judge_liveness(nodes, _seen_before(), listing_from, workflow.now())
+        plan = plan_scan(nodes, work, inp.agent_silent_after)
         here = workflow.info().task_queue
         # All starts at once: 150 nodes whose agents died should not wait on each other.
         await asyncio.gather(
@@ -120,7 +109,7 @@ class FleetScan:
                 orphans = await self._adopt_orphans(plan.cordoned, inp)
             except ActivityError as err:  # the rest of the scan still counts
                 workflow.logger.warning("orphaned cordons not adopted: %s", err)
-        quiet = await self._silence(nodes, plan.silent, inp) if patched(SILENCE_STORMS) else None
+        quiet = await self._silence(nodes, plan.silent, inp)
         laddered = [n for n in plan.silent if quiet is None or n.pool not in quiet.pools]
         silent = await self._silent(laddered, inp) if laddered else []
         started_remediations = [n.name for n in plan.remediate] + orphans + silent
@@ -130,30 +119,26 @@ class FleetScan:
             admitting=sorted([*work.admitting, *started_admissions]),
             checking=work.checking,
         )
-        summary = summarise(nodes, work, workflow.now(), inp.agent_silent_after, stale)
+        summary = summarise(nodes, work, workflow.now(), inp.agent_silent_after)
         summary.started_remediations, summary.started_admissions = (
             started_remediations,
             started_admissions,
         )
         summary.orphaned_cordons, summary.silence = orphans, quiet
-        if seen is not None:
-            summary.liveness = seen
-            for pool in summary.pools:
-                metrics.clock_skew(pool.pool, pool.skewed, pool.largest_skew_s)
+        summary.liveness = seen
+        for pool in summary.pools:
+            metrics.clock_skew(pool.pool, pool.skewed, pool.largest_skew_s)
         if inp.watch_jobs:
             try:
                 summary.job_failures_reported, summary.guards_finished = await self._watch_jobs(inp)
             except ActivityError as err:  # the nodes' side of the scan still counts
                 summary.job_watch_error = str(err.cause or err)
-            if patched(JOB_GOODPUT):
-                await self._goodput(summary, inp)
+            await self._goodput(summary, inp)
         workflow.set_current_details(summary.markdown())
         return summary
 
     async def _adopt_orphans(self, cordoned: list[NodeFacts], inp: ScanInput) -> list[str]:
         """remedy's cordon with no ladder running: each one nobody owns gets a ladder."""
-        if not patched(ADOPT_ORPHANS):
-            return []
         adopted = await act.ADOPT_ORPHANS.execute(
             OrphanCheck(
                 nodes=[NodeRef(name=n.name, pool=n.pool) for n in cordoned],
@@ -202,8 +187,6 @@ class FleetScan:
 
     async def _silent(self, silent: list[NodeFacts], inp: ScanInput) -> list[str]:
         """Agents whose heartbeat went stale: each node gets an AgentSilent ladder."""
-        if not patched(AGENT_SILENT):
-            return []
         here = workflow.info().task_queue
         started = await asyncio.gather(
             *(

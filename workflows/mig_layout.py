@@ -15,7 +15,6 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError
 
 from contract import activities as act
-from contract.patches import patched
 from workflows.common import RIDE_OUT, cause_of
 
 with workflow.unsafe.imports_passed_through():
@@ -33,8 +32,6 @@ class OnNode(Protocol):
 
 S = TypeVar("S", bound=OnNode)
 
-# workflow.patched id: runs started before it ended a reset or a reboot at the action itself.
-RESTORE_MIG_LAYOUT = "restore-the-mig-layout"
 LAYOUT_CALL = timedelta(seconds=60)
 
 
@@ -44,8 +41,6 @@ def with_mig_layout(
     """``step`` (a reset's or a reboot's), with the node's MIG layout around it."""
 
     async def run(steps: S, rung: Rung) -> ActionResult:
-        if not patched(RESTORE_MIG_LAYOUT):
-            return await step(steps, rung)
         node = steps.node
         ask = MigLayoutStep(node=node)
         before = await act.ASK_MIG_LAYOUT.execute(

@@ -19,11 +19,9 @@ from temporalio.exceptions import ActivityError
 
 from contract.activities import ASK_TO_CORDON
 from contract.messages import CORDON_LEAVE, LEASE_RELEASE
-from contract.patches import patched
 from contract.unreadable import Unreadable
-from workflows.common import RIDE_OUT, LadderStop, in_first_task
+from workflows.common import RIDE_OUT, LadderStop
 from workflows.disruption_lease import unhealthy
-from workflows.door import checks_the_door
 from workflows.remediation_view import RemediationView
 
 with workflow.unsafe.imports_passed_through():
@@ -34,13 +32,6 @@ with workflow.unsafe.imports_passed_through():
     from remedy.quarantine import CordonAsked, CordonLeave, reprobe_every
     from remedy.remediation import Outcome, Phase, RemediationState
 
-# workflow.patched: runs before cordoned first, then reported (the breaker held no cordon).
-ASK_BEFORE_CORDON = "ask-the-breaker-before-a-cordon"
-# Runs before asked first and waited for leave (an activity and two signals through the
-# budget, which serialises its pool, before every cordon), and loaded the keyring first.
-CORDON_FIRST = "cordon-first-where-the-published-breaker-is-closed"
-# Runs before re-probed a held node only every ASK_AGAIN_EVERY (5 minutes), asking again each time.
-REPROBE_ON_ITS_CLOCK = "held-by-the-breaker-re-probes-on-the-ladders-clock"
 ASK_CALL = timedelta(seconds=30)
 
 
@@ -74,12 +65,12 @@ class QuarantineGate:
         else the report alone, of a ladder that cordoned without asking)."""
         state = self._state
         holder = workflow.info().workflow_id if leave else ""
-        if leave and not state.cordon_token and checks_the_door():
+        if leave and not state.cordon_token:
             state.cordon_token = str(workflow.uuid4())  # the leave carries it back
         try:
             asked = await ASK_TO_CORDON.execute(
                 unhealthy(state, at, holder=holder, token=state.cordon_token if leave else ""),
-                local=not leave and in_first_task(),  # right after the first cordon
+                local=not leave,  # right after the first cordon
                 start_to_close_timeout=ASK_CALL,
                 **RIDE_OUT,
                 summary=f"report unhealthy{', ask leave to cordon' if leave else ''} "
@@ -105,7 +96,7 @@ class QuarantineGate:
         state = self._state
         was = state.phase
         self._view.enter(Phase.HELD_BY_BREAKER)
-        own = recheck and patched(REPROBE_ON_ITS_CLOCK)
+        own = recheck  # on the runbook's clock; a node left for a person: ASK_AGAIN_EVERY
         every = reprobe_every(state.runbook) if own else ASK_AGAIN_EVERY
         asked = workflow.now()
         while not self.cleared():
@@ -154,7 +145,7 @@ class QuarantineMessages:
             if token:  # a ladder that keeps its door: said and counted
                 self._view.refused("cordon_leave", leave.why)
             return
-        if token and leave.token != token and checks_the_door():
+        if token and leave.token != token:
             said = "no token" if not leave.token else "another ask's token"
             self._view.refused("cordon_leave", f"leave from pool {leave.pool} with {said}")
             return

@@ -18,7 +18,6 @@ from temporalio import workflow
 from temporalio.exceptions import ActivityError
 
 from contract import activities as act
-from contract.patches import patched
 from workflows.common import RIDE_OUT, LadderStop, cause_of
 from workflows.node_steps import NodeSteps
 from workflows.remediation_view import RemediationView
@@ -39,11 +38,6 @@ with workflow.unsafe.imports_passed_through():
     from remedy.under_way import first_not_done
     from remedy.verification import on_part_of
 
-# workflow.patched: runs from before kept such reports as findings and never acted on them.
-CHANGE_RUNBOOKS = "change-runbooks-mid-ladder"
-# Runs before started a continuation for another GPU past the rungs done for the first one:
-# GPU 1's quarantine and eviction counted for GPU 6, which was reset with its pods on it.
-OWN_SCOPED_RUNGS = "a-continuation-runs-its-own-gpu-scoped-rungs"
 MATCH_CALL = timedelta(seconds=30)
 MAX_CHANGES = 8  # runbook changes in one ladder before it holds the node for a person
 
@@ -76,7 +70,7 @@ class RunbookChanges:
 
     async def take_over(self) -> bool:
         """Before a rung: switch to the worst kept report if it outranks the trigger."""
-        if not self.worse_waiting() or not patched(CHANGE_RUNBOOKS):
+        if not self.worse_waiting():
             return False
         await self._switch(self._state.pending[0], "escalated")
         return True
@@ -86,8 +80,6 @@ class RunbookChanges:
         report or seen by the verification (``state.elsewhere``), is next (with its runbook).
         False: none is left."""
         state = self._state
-        if not patched(CHANGE_RUNBOOKS):
-            return False
         seen = state.elsewhere
         state.pending = [p for p in state.pending if _still_there(p.finding, seen)]
         if not state.pending:
@@ -140,10 +132,8 @@ class RunbookChanges:
                 "ladder; held for a person",
             )
         state.pending = [p for p in state.pending if p is not report]
-        start = first_not_done(report.runbook, state.attempts)
-        on_its_part = first_not_done(report.runbook, state.attempts, report.finding)
-        if on_its_part != start and patched(OWN_SCOPED_RUNGS):
-            start = on_its_part  # another GPU: its own quarantine and eviction first
+        # on its own part: another GPU has its own quarantine and eviction first
+        start = first_not_done(report.runbook, state.attempts, report.finding)
         self.record(report, kind, start)
         state.rung, state.prepare, state.resumed = start, [], ""
         state.fault_confirmed = False

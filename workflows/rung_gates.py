@@ -18,7 +18,6 @@ from datetime import datetime, timedelta
 from temporalio import workflow
 from temporalio.exceptions import ActivityError
 
-from contract.patches import patched
 from workflows.common import Interrupted, LadderStop, cause_of
 from workflows.disruption_lease import DisruptionLease
 from workflows.node_steps import NodeSteps
@@ -37,14 +36,6 @@ with workflow.unsafe.imports_passed_through():
     from remedy.runbook.drain_first import drain_like
     from remedy.runbook.schema import Rung
     from remedy.runbook.undrained import IfNotDrained
-
-CONFIRM_FAULT = "confirm-fault-before-disrupting"  # workflow.patched: runs before acted at once
-# Runs before: an approval no one answered always ended the ladder (on_approval_timeout was
-# not read).
-CHOICES = "on-approval-timeout-choices"
-# Runs before ran a node-level rung (reboot, replace, a node-wide reset) on the node as it was
-# when no node drain came before it (a GPU-scoped drain, a killed job, or none at all).
-DRAIN_FIRST = "drain-the-node-before-a-node-level-rung"
 
 
 class SkipRung(Exception):  # noqa: N818 - a control-flow signal, as Interrupted is
@@ -130,7 +121,6 @@ class RungGates:
             state.fault_confirmed
             or state.runbook.tolerance > timedelta(0)
             or not vocabulary.seen_by_probe(trigger.check, trigger.reason)
-            or not patched(CONFIRM_FAULT)
         ):
             return
         state.fault_confirmed = True
@@ -154,7 +144,7 @@ class RungGates:
             for a in self._state.attempts
         )
         node_level = needs_the_node_drained(rung.action, rung.scope)
-        return node_level and not cleared and patched(DRAIN_FIRST)
+        return node_level and not cleared
 
     async def _drain_first(self, index: int, before: Rung) -> str | None:
         """The node cordoned (else its pods come back) and drained before ``before``, with the
@@ -202,8 +192,6 @@ class RungGates:
         asked = workflow.now()
         told = await self._lease.waits_for_person(what, asked)
         on_timeout = rung.on_approval_timeout
-        if on_timeout is not OnApprovalTimeout.NEEDS_HUMAN and not patched(CHOICES):
-            on_timeout = OnApprovalTimeout.NEEDS_HUMAN  # a ladder from before: as it was
         forever = on_timeout is OnApprovalTimeout.WAIT
         deadline = (
             "no deadline" if forever else f"times out in {format_duration(rung.approval_timeout)}"
