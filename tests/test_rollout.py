@@ -21,10 +21,11 @@ from temporalio.testing import WorkflowEnvironment
 from adapters.sim import SimFleet
 from contract.messages import APPROVE
 from contract.names import budget_workflow_id
+from remedy.decisions import ApproveRequest
 from remedy.models import Action
-from remedy.remediation import ApproveRequest, Phase
+from remedy.remediation import Phase
 from remedy.runbook import Match, Runbook, Rung
-from remedy.runbook.schema import Approval
+from remedy.runbook.authored import Approval
 from tests.conftest import Queues, own_fleet, running_workers
 from tests.ladder import report, state_of
 from workers import versioning

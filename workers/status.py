@@ -29,7 +29,8 @@ from contract.names import (
 from remedy import held_by_people as people
 from remedy.admission import AdmissionPhase
 from remedy.budget import CLUSTER_POOL, BudgetState
-from remedy.fleet import FleetSummary, NodeStatus, PoolSummary, SilenceStorm
+from remedy.fleet import FleetSummary, NodeStatus, PoolSummary
+from remedy.quarantine import SilenceStorm
 from remedy.remediation import Phase
 from workflows.disruption_budget import DisruptionBudget
 from workflows.fleet_scan import FleetScan

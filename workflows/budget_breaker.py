@@ -18,7 +18,7 @@ from workflows.budget_outbox import TellsHolders
 
 with workflow.unsafe.imports_passed_through():
     from remedy import slow_start
-    from remedy.budget import CordonAsk
+    from remedy.budget_messages import CordonAsk
     from remedy.quarantine import (
         Alert,
         breaker_tripped,

@@ -26,8 +26,9 @@ from contract.activities import DELIVER_BUDGET_SIGNALS
 from workflows.common import PATIENT_RETRY
 
 with workflow.unsafe.imports_passed_through():
-    from remedy.budget import BudgetState, CordonAsk, LeaseGrant, LeaseRequest
+    from remedy.budget import BudgetState, LeaseGrant, LeaseRequest
     from remedy.budget_gpus import granted_scope
+    from remedy.budget_messages import CordonAsk
     from remedy.budget_signals import BudgetSignals, GrantTo
 
 # The server fails a workflow task that leaves more than 2,000 signals to other workflows

@@ -11,7 +11,8 @@ from contract.activities import LEASE_HOLDERS
 from workflows.common import PATIENT_RETRY
 
 with workflow.unsafe.imports_passed_through():
-    from remedy.budget import BudgetState, PoolHolders
+    from remedy.budget import BudgetState
+    from remedy.budget_messages import PoolHolders
 
 
 async def rebuild(state: BudgetState) -> None:

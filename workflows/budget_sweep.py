@@ -38,7 +38,8 @@ from temporalio.exceptions import ActivityError
 from contract.activities import CLOSED_WORKFLOWS, HELD_NODES
 
 with workflow.unsafe.imports_passed_through():
-    from remedy.budget import ASK_KEPT_FOR, BudgetState, HeldCheck, HolderCheck
+    from remedy.budget import BudgetState
+    from remedy.budget_messages import ASK_KEPT_FOR, HeldCheck, HolderCheck
 
 SOONEST = timedelta(seconds=1)
 MAX_DOUBLINGS = 3  # a quiet pool sweeps every 8 × reclaim_every (8 minutes by default)

@@ -32,10 +32,8 @@ with workflow.unsafe.imports_passed_through():
         ConditionStart,
         FindingStart,
         FleetSummary,
-        NodeFacts,
         OpenWork,
         ScanInput,
-        SilenceStorm,
         judge_liveness,
         plan_scan,
         summarise,
@@ -43,8 +41,9 @@ with workflow.unsafe.imports_passed_through():
     from remedy.job_report import GoodputWatch
     from remedy.liveness import Sightings, agent_silent
     from remedy.models import NodeRef
+    from remedy.node_facts import NodeFacts
     from remedy.orphans import OrphanCheck
-    from remedy.quarantine import Alert, silence_alert, silence_over, silence_storm
+    from remedy.quarantine import Alert, SilenceStorm, silence_alert, silence_over, silence_storm
 
 RETRY = RetryPolicy(initial_interval=timedelta(seconds=2), maximum_attempts=3)
 

@@ -19,11 +19,10 @@ from workflows.remediation_view import RemediationView
 from workflows.runbook_changes import RunbookChanges, next_ladder_state
 
 with workflow.unsafe.imports_passed_through():
+    from remedy.decisions import AbortRequest, ClearRequest
     from remedy.models import Action
     from remedy.remediation import (
-        AbortRequest,
         AttemptResult,
-        ClearRequest,
         Outcome,
         Phase,
         RemediationInput,

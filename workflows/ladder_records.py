@@ -24,7 +24,8 @@ with workflow.unsafe.imports_passed_through():
         RemediationInput,
         RemediationState,
     )
-    from remedy.runbook.schema import Cause, Rung
+    from remedy.runbook.authored import Cause
+    from remedy.runbook.schema import Rung
 
 # Outcomes that count against the GPU (not a fault that cleared by itself, nor an abort).
 INCIDENT_OUTCOMES = (Outcome.RECOVERED, Outcome.REPLACED, Outcome.NEEDS_HUMAN)

@@ -31,7 +31,8 @@ from contract.defs import Retry
 from workflows.common import PATIENT_RETRY, cause_of
 
 with workflow.unsafe.imports_passed_through():
-    from remedy.remediation import Approval, RemediationInput
+    from remedy.decisions import Approval
+    from remedy.remediation import RemediationInput
     from remedy.signing import Decision, Keyring, Operator, Signature, Verb
 
 KEYRING_CALL = timedelta(seconds=30)

@@ -14,17 +14,11 @@ from contract import search_attributes
 from workflows import metrics
 
 with workflow.unsafe.imports_passed_through():
+    from remedy.decisions import Refusal
     from remedy.describe import NodeIndex, remediation_details, remediation_index
-    from remedy.gpu_scope import faulty_gpus
+    from remedy.gpu_ladder import faulty_gpus
     from remedy.models import Action, Scope
-    from remedy.remediation import (
-        MAX_REFUSALS,
-        Attempt,
-        AttemptResult,
-        Phase,
-        Refusal,
-        RemediationState,
-    )
+    from remedy.remediation import MAX_REFUSALS, Attempt, AttemptResult, Phase, RemediationState
 
 
 class RemediationView:

@@ -7,14 +7,12 @@ row remapping, most nodes lack NVSwitch fabric. Any other NVML error fails the c
 
 from __future__ import annotations
 
-import ctypes
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-import pynvml
-
+from remedy import gpu as nv
 from remedy.gpu import NvmlApi
 from remedy.models import Component, ComponentKind, Finding, Severity
 from remedy.probe.nics import NicSource
@@ -22,19 +20,19 @@ from remedy.probe.nics import NicSource
 NODE = Component(kind=ComponentKind.NODE)
 
 _THROTTLE_REASONS = (
-    (pynvml.nvmlClocksEventReasonHwThermalSlowdown, "HwThermalSlowdown"),
-    (pynvml.nvmlClocksEventReasonHwPowerBrakeSlowdown, "HwPowerBrakeSlowdown"),
-    (pynvml.nvmlClocksEventReasonHwSlowdown, "HwSlowdown"),
+    (nv.nvmlClocksEventReasonHwThermalSlowdown, "HwThermalSlowdown"),
+    (nv.nvmlClocksEventReasonHwPowerBrakeSlowdown, "HwPowerBrakeSlowdown"),
+    (nv.nvmlClocksEventReasonHwSlowdown, "HwSlowdown"),
 )
 _RECOVERY_ACTIONS = {
-    pynvml.NVML_GPU_RECOVERY_ACTION_GPU_RESET: ("RecoveryActionGpuReset", "a GPU reset"),
-    pynvml.NVML_GPU_RECOVERY_ACTION_NODE_REBOOT: ("RecoveryActionNodeReboot", "a node reboot"),
-    pynvml.NVML_GPU_RECOVERY_ACTION_DRAIN_P2P: ("RecoveryActionDrainP2P", "draining P2P traffic"),
-    pynvml.NVML_GPU_RECOVERY_ACTION_DRAIN_AND_RESET: (
+    nv.NVML_GPU_RECOVERY_ACTION_GPU_RESET: ("RecoveryActionGpuReset", "a GPU reset"),
+    nv.NVML_GPU_RECOVERY_ACTION_NODE_REBOOT: ("RecoveryActionNodeReboot", "a node reboot"),
+    nv.NVML_GPU_RECOVERY_ACTION_DRAIN_P2P: ("RecoveryActionDrainP2P", "draining P2P traffic"),
+    nv.NVML_GPU_RECOVERY_ACTION_DRAIN_AND_RESET: (
         "RecoveryActionDrainAndReset",
         "a drain and a GPU reset",
     ),
-    pynvml.NVML_GPU_RECOVERY_ACTION_SYSTEM_REBOOT: (
+    nv.NVML_GPU_RECOVERY_ACTION_SYSTEM_REBOOT: (
         "RecoveryActionSystemReboot",
         "a system reboot",
     ),
@@ -84,7 +82,7 @@ def _gpus(ctx: CheckContext) -> Iterator[tuple[Any, Component]]:
     for index in range(ctx.nvml.nvmlDeviceGetCount()):
         try:
             yield ctx.nvml.nvmlDeviceGetHandleByIndex(index), _component(ctx, index)
-        except pynvml.NVMLError_GpuIsLost:
+        except nv.NVMLError_GpuIsLost:
             continue
 
 
@@ -97,7 +95,7 @@ def _supported(call: Callable[..., Any], *args: Any) -> Any | None:
     """``call(*args)``, or None when this GPU does not support the query."""
     try:
         return call(*args)
-    except pynvml.NVMLError_NotSupported:
+    except nv.NVMLError_NotSupported:
         return None
 
 
@@ -119,7 +117,7 @@ def check_inventory(ctx: CheckContext) -> list[Finding]:
                     architecture=_architecture(ctx.nvml, handle),
                 )
             )
-        except pynvml.NVMLError_GpuIsLost:
+        except nv.NVMLError_GpuIsLost:
             findings.append(
                 ctx.finding(
                     "inventory",
@@ -146,9 +144,9 @@ def _architecture(nvml: NvmlApi, handle: Any) -> int | None:
     the current generation's table)."""
     try:
         return int(nvml.nvmlDeviceGetArchitecture(handle))
-    except pynvml.NVMLError_GpuIsLost:
+    except nv.NVMLError_GpuIsLost:
         raise
-    except pynvml.NVMLError:
+    except nv.NVMLError:
         return None
 
 
@@ -158,8 +156,8 @@ def check_memory(ctx: CheckContext) -> list[Finding]:
         uncorrected = _supported(
             ctx.nvml.nvmlDeviceGetTotalEccErrors,
             handle,
-            pynvml.NVML_MEMORY_ERROR_TYPE_UNCORRECTED,
-            pynvml.NVML_VOLATILE_ECC,
+            nv.NVML_MEMORY_ERROR_TYPE_UNCORRECTED,
+            nv.NVML_VOLATILE_ECC,
         )
         if uncorrected:
             out.append(
@@ -213,11 +211,9 @@ def check_memory(ctx: CheckContext) -> list[Finding]:
 def _recovery_action(ctx: CheckContext, handle: Any, gpu: Component) -> list[Finding]:
     """The driver's own verdict (NVML_FI_DEV_GET_GPU_RECOVERY_ACTION), where it exposes one."""
     values = _supported(
-        lambda: ctx.nvml.nvmlDeviceGetFieldValues(
-            handle, [pynvml.NVML_FI_DEV_GET_GPU_RECOVERY_ACTION]
-        )
+        lambda: ctx.nvml.nvmlDeviceGetFieldValues(handle, [nv.NVML_FI_DEV_GET_GPU_RECOVERY_ACTION])
     )
-    if not values or values[0].nvmlReturn != pynvml.NVML_SUCCESS:
+    if not values or values[0].nvmlReturn != nv.NVML_SUCCESS:
         return []
     action = int(values[0].value.uiVal)
     if action not in _RECOVERY_ACTIONS:
@@ -242,9 +238,7 @@ def check_throttle(ctx: CheckContext) -> list[Finding]:
                     )
                 )
                 break  # one slowdown finding per GPU; the bits tell the same story
-        temperature = _supported(
-            ctx.nvml.nvmlDeviceGetTemperature, handle, pynvml.NVML_TEMPERATURE_GPU
-        )
+        temperature = _supported(ctx.nvml.nvmlDeviceGetTemperature, handle, nv.NVML_TEMPERATURE_GPU)
         if temperature is not None and temperature >= ctx.max_temperature_c:
             out.append(
                 ctx.finding(
@@ -282,12 +276,12 @@ def check_nvlink(ctx: CheckContext) -> list[Finding]:
     out = []
     for handle, gpu in _gpus(ctx):
         down = []
-        for link in range(pynvml.NVML_NVLINK_MAX_LINKS):
+        for link in range(nv.NVML_NVLINK_MAX_LINKS):
             try:
                 state = ctx.nvml.nvmlDeviceGetNvLinkState(handle, link)
-            except (pynvml.NVMLError_NotSupported, pynvml.NVMLError_InvalidArgument):
+            except (nv.NVMLError_NotSupported, nv.NVMLError_InvalidArgument):
                 continue  # this link does not exist on this GPU
-            if state != pynvml.NVML_FEATURE_ENABLED:
+            if state != nv.NVML_FEATURE_ENABLED:
                 down.append(link)
         if down:
             out.append(
@@ -305,63 +299,20 @@ def check_nvlink(ctx: CheckContext) -> list[Finding]:
 
 def _fabric(ctx: CheckContext, handle: Any, gpu: Component) -> list[Finding]:
     """On NVSwitch systems the GPU must have joined the fabric (Fabric Manager up)."""
-    info = pynvml.c_nvmlGpuFabricInfo_t()
-    if (
-        _supported(lambda: ctx.nvml.nvmlDeviceGetGpuFabricInfo(handle, ctypes.byref(info))) is None
-        or info.state == pynvml.NVML_GPU_FABRIC_STATE_NOT_SUPPORTED
-    ):
+    state = _supported(lambda: ctx.nvml.gpu_fabric_state(handle))
+    if state is None or state == nv.NVML_GPU_FABRIC_STATE_NOT_SUPPORTED:
         return []
-    if info.state != pynvml.NVML_GPU_FABRIC_STATE_COMPLETED:
+    if state != nv.NVML_GPU_FABRIC_STATE_COMPLETED:
         return [
             ctx.finding(
                 "nvlink",
                 "FabricNotReady",
                 Severity.CRITICAL,
-                f"GPU fabric registration state {info.state}, not completed",
+                f"GPU fabric registration state {state}, not completed",
                 gpu,
             )
         ]
     return []
-
-
-def check_nics(ctx: CheckContext) -> list[Finding]:
-    """RDMA NICs: as many as expected, every port ACTIVE, at the expected rate."""
-    assert ctx.nics is not None
-    ports = ctx.nics.ports()
-    out = []
-    devices = sorted({p.device for p in ports})
-    if ctx.expected_nics is not None and len(devices) < ctx.expected_nics:
-        out.append(
-            ctx.finding(
-                "nic",
-                "NicMissing",
-                Severity.CRITICAL,
-                f"{len(devices)} RDMA devices, the node should have {ctx.expected_nics}",
-            )
-        )
-    for port in ports:
-        nic = Component(kind=ComponentKind.NIC, device=f"{port.device}/{port.port}")
-        if port.state != "ACTIVE":
-            out.append(
-                ctx.finding(
-                    "nic",
-                    "NicPortDown",
-                    Severity.CRITICAL,
-                    f"port state {port.state}, phys {port.phys_state}",
-                    nic,
-                )
-            )
-        elif ctx.expected_nic_rate_gbps and port.rate_gbps < ctx.expected_nic_rate_gbps:
-            out.append(
-                ctx.finding(
-                    "nic",
-                    "NicRateDegraded",
-                    Severity.WARNING,
-                    f"{port.rate_gbps:g} Gb/s, expected {ctx.expected_nic_rate_gbps:g} Gb/s",
-                    nic,
-                )
-            )
-    return out
 
 
 # Inventory runs first (it names the GPUs); the rest run side by side, each with its timeout.

@@ -11,11 +11,11 @@ from datetime import UTC, datetime
 from functools import partial
 from typing import TypeVar
 
-import pynvml
-
+from remedy import gpu as nv
 from remedy.gpu import NvmlApi
 from remedy.models import Finding, ProbeReport, Severity
-from remedy.probe.checks import GPU_CHECKS, CheckContext, check_inventory, check_nics
+from remedy.probe.checks import GPU_CHECKS, CheckContext, check_inventory
+from remedy.probe.nic_check import check_nics
 from remedy.probe.nics import NicSource
 from remedy.probe.sxids import sxid_findings
 from remedy.probe.xid_dedup import XidDedup
@@ -114,7 +114,7 @@ def probe_node(
 def _probe_gpus(run: _Run, nvml: NvmlApi, config: ProbeConfig) -> None:
     try:
         call_with_timeout(nvml.nvmlInit, config.check_timeout_s)
-    except (pynvml.NVMLError, OSError, TimeoutError) as exc:
+    except (nv.NVMLError, OSError, TimeoutError) as exc:
         run.fail("NvmlUnavailable", f"NVML cannot be used: {type(exc).__name__}: {exc}")
     else:
         try:
@@ -123,7 +123,7 @@ def _probe_gpus(run: _Run, nvml: NvmlApi, config: ProbeConfig) -> None:
         finally:
             try:
                 nvml.nvmlShutdown()
-            except pynvml.NVMLError:
+            except nv.NVMLError:
                 pass
     if config.kernel_log is not None:  # after the inventory: its GPUs name the log's PCI ids
         _read_kernel_log(run, config.kernel_log, config)
