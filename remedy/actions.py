@@ -162,16 +162,18 @@ def cleared_by(action: Action) -> tuple[Action, ...]:
 
 
 def actions_markdown() -> str:
-    """The table as docs/runbooks.md shows it (a test keeps the two the same)."""
+    """The table as docs/runbooks.md shows it (tests/generated_docs.py writes it there)."""
     rows = [
-        "| action | runs | disruptive | hardware | verified by default | what it does |",
-        "|---|---|---|---|---|---|",
+        "| action | runs | disruptive | hardware | verified by default | `scope: gpu` "
+        "| what it does |",
+        "|---|---|---|---|---|---|---|",
     ]
     for action, s in ACTIONS.items():
         if s.rung:
             rows.append(
                 f"| `{action.value}` | {'on the node' if s.where is Where.NODE else 'cluster'} "
-                f"| {_yes(s.disruptive)} | {_yes(s.hardware)} | {_yes(s.verifies)} | {s.does} |"
+                f"| {_yes(s.disruptive)} | {_yes(s.hardware)} | {_yes(s.verifies)} "
+                f"| {_yes(s.gpu_scoped)} | {s.does} |"
             )
     return "\n".join(rows)
 

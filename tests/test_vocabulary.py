@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 
 from adapters.sim import FAULTS, SimFleet
 from remedy import vocabulary
-from remedy.actions import ACTIONS, actions_markdown
+from remedy.actions import ACTIONS
 from remedy.admission import ADMISSION_FAILED
 from remedy.models import Action, Finding, Severity
 from remedy.probe import probe_node
@@ -195,10 +195,6 @@ def test_every_finding_the_code_makes_uses_registered_terms() -> None:
 
 
 # -- the action table ----------------------------------------------------------------------
-def test_the_docs_show_the_action_table() -> None:
-    assert actions_markdown() in (ROOT / "docs" / "runbooks.md").read_text()
-
-
 def test_every_action_is_in_the_table_and_restore_is_no_rung(tmp_path: Path) -> None:
     assert set(ACTIONS) == set(Action)
     (tmp_path / "r.yaml").write_text(
