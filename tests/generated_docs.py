@@ -12,12 +12,14 @@ from collections.abc import Callable
 from pathlib import Path
 
 from remedy.actions import actions_markdown
+from remedy.vocabulary import terms_markdown
 
 ROOT = Path(__file__).resolve().parent.parent
 
 # name → (the doc, what writes its table)
 REGIONS: dict[str, tuple[str, Callable[[], str]]] = {
     "actions": ("docs/runbooks.md", actions_markdown),
+    "checks": ("docs/runbooks.md", terms_markdown),
 }
 
 

@@ -1,5 +1,6 @@
-"""The docs' generated tables (tests/generated_docs.py) are what their code writes: the table of
-actions in docs/runbooks.md is the action table's (remedy/actions.py)."""
+"""The docs' generated tables (tests/generated_docs.py) are what their code writes: the tables
+of actions and of checks in docs/runbooks.md are the action table's (remedy/actions.py) and
+the checks' own terms (remedy/vocabulary.py gathers them)."""
 
 from __future__ import annotations
 
@@ -15,16 +16,15 @@ def test_every_committed_doc_is_what_its_code_generates() -> None:
     assert not stale, f"run `python -m tests.generated_docs`: {stale} differ from their code"
 
 
-def test_regenerating_rewrites_only_the_region(tmp_path: Path) -> None:
+def test_regenerating_rewrites_only_the_regions(tmp_path: Path) -> None:
     doc = tmp_path / REGIONS["actions"][0]
     doc.parent.mkdir(parents=True)
-    name = "actions"
-    old = with_region(f"before\n{_markers(name)}\nafter\n", name, "| stale |")
-    doc.write_text(old)
+    marked = "\n".join(_markers(n) for n, (d, _) in REGIONS.items() if d == REGIONS["actions"][0])
+    doc.write_text(with_region(f"before\n{marked}\nafter\n", "actions", "| stale |"))
     assert regenerate(tmp_path) == [doc]
     text = doc.read_text()
     assert text.startswith("before\n") and text.endswith("after\n")
-    assert "| stale |" not in text and "| `reboot` |" in text
+    assert "| stale |" not in text and "| `reboot` |" in text and "| `pcie` |" in text
     assert regenerate(tmp_path) == []
 
 

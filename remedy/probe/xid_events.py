@@ -12,7 +12,7 @@ import pynvml
 
 from remedy.gpu import NvmlApi
 from remedy.models import Component, ComponentKind, Finding
-from remedy.probe.checks import as_text
+from remedy.probe.context import as_text
 from remedy.xid.catalog import Decoder, XidCatalog, load_catalog
 
 log = logging.getLogger(__name__)
