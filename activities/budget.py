@@ -45,26 +45,28 @@ from remedy.budget import (
     CLUSTER_POOL,
     BudgetPolicy,
     BudgetState,
-    ClosedHolders,
-    HeldCheck,
-    HeldNodes,
-    HolderCheck,
     Holders,
-    HumanHold,
-    HumanWait,
     Lease,
     LeaseRelease,
     LeaseRequest,
     LeaseWanted,
     NodeUnhealthy,
-    PoolHolders,
     UnhealthyReport,
     held_by_remedy,
+)
+from remedy.budget_messages import (
+    ClosedHolders,
+    HeldCheck,
+    HeldNodes,
+    HolderCheck,
+    HumanHold,
+    HumanWait,
+    PoolHolders,
 )
 from remedy.budget_signals import LeaseAnswer, UnhealthyReports
 from remedy.cluster import FleetView
 from remedy.describe import GIVEN_BACK, HELD
-from remedy.fleet import NodeFacts
+from remedy.node_facts import NodeFacts
 from remedy.quarantine import CordonAsked
 from remedy.remediation import Phase
 

@@ -25,9 +25,9 @@ from remedy.capabilities import DependencyCheck
 from remedy.cluster import Cluster, CordonOwner
 from remedy.conditions import NodeCondition
 from remedy.errors import TransientError
-from remedy.fleet import NodeFacts
 from remedy.gpu import NvmlApi
 from remedy.models import Action, CordonState, NodeBoot
+from remedy.node_facts import NodeFacts
 from remedy.probe.load import LoadReport
 from remedy.probe.runner import ProbeConfig
 

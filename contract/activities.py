@@ -25,17 +25,8 @@ from remedy.attribution.guard import (
     StopRequest,
 )
 from remedy.attribution.model import Attribution, PodFailure
-from remedy.budget import (
-    ClosedHolders,
-    HeldCheck,
-    HeldNodes,
-    HolderCheck,
-    Holders,
-    LeaseRelease,
-    LeaseWanted,
-    NodeUnhealthy,
-    PoolHolders,
-)
+from remedy.budget import Holders, LeaseRelease, LeaseWanted, NodeUnhealthy
+from remedy.budget_messages import ClosedHolders, HeldCheck, HeldNodes, HolderCheck, PoolHolders
 from remedy.budget_signals import BudgetSignals, LeaseAnswer, Undelivered
 from remedy.capabilities import Capabilities
 from remedy.fleet import (

@@ -21,8 +21,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from remedy.budget import allowed_disruptions
 from remedy.conditions import GPU_ACTIVE_CHECK, MAX_MESSAGE, NodeCondition
-from remedy.fleet import NodeFacts
 from remedy.models import NodeRef, ProbeReport
+from remedy.node_facts import NodeFacts
 
 PASSED, NOT_CHECKED = "ActiveCheckPassed", "NotCheckedYet"
 

@@ -9,7 +9,8 @@ before took as an approval ahead of time."""
 
 from __future__ import annotations
 
-from remedy.remediation import ApproveRequest, Phase, RemediationState
+from remedy.decisions import ApproveRequest
+from remedy.remediation import Phase, RemediationState
 
 
 def why_not_approve(

@@ -13,10 +13,10 @@ from typing import Protocol
 
 from remedy.attribution.evidence import RecentXid
 from remedy.conditions import NodeCondition
-from remedy.fleet import NodeFacts
 from remedy.gpu_scope import GpuScopedControl
 from remedy.mig_layout import MigLayouts
 from remedy.models import CordonState, NodeBoot
+from remedy.node_facts import NodeFacts
 from remedy.quarantine import BreakerState
 
 log = logging.getLogger(__name__)

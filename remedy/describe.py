@@ -8,14 +8,16 @@ from datetime import datetime
 
 from pydantic import BaseModel
 
+from remedy.decisions import Consent
 from remedy.display import visible
 from remedy.durations import format_duration
 from remedy.intake import version
 from remedy.models import Action, Finding
 from remedy.numbering import first_number
 from remedy.person_hold import held_note
-from remedy.remediation import Attempt, AttemptResult, Consent, Phase, RemediationState
-from remedy.runbook.schema import Approval, OnApprovalTimeout, Runbook, Rung
+from remedy.remediation import Attempt, AttemptResult, Phase, RemediationState
+from remedy.runbook.authored import Approval, OnApprovalTimeout
+from remedy.runbook.schema import Runbook, Rung
 from remedy.under_way import under_way, verification, waiting
 
 

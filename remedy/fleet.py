@@ -7,7 +7,7 @@ import re
 from datetime import datetime, timedelta
 from enum import StrEnum
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel
 
 from remedy.admission import AdmissionPolicy
 from remedy.attribution.guard import GuardPolicy
@@ -16,35 +16,11 @@ from remedy.durations import format_duration
 from remedy.job_report import JobsGoodput
 from remedy.liveness import SILENT_AFTER, SKEW_TOLERANCE, Sightings, observe
 from remedy.models import Finding, NodeRef, Severity, Wraps
+from remedy.node_facts import NodeFacts
+from remedy.quarantine import SilenceStorm
 from remedy.runbook.schema import FROM_CONDITION
 
 _XID_REASON = re.compile(r"^Xid(\d+)$")  # the agent's reason for an Xid finding: "Xid48"
-
-
-class NodeFacts(BaseModel):
-    """One node, read from the cluster."""
-
-    model_config = ConfigDict(frozen=True)
-
-    name: str
-    pool: str
-    managed: bool = True  # False: opted out of remedy; never acted on
-    unschedulable: bool = False
-    cordoned_by_remedy: bool = False
-    agent_cordoned_at: datetime | None = None  # remedy's cordon, written by the node's agent
-    problems: list[NodeCondition] = []  # conditions whose status is "True" (a problem)
-    awaiting_admission: bool = False  # carries the admission taint
-    validated: bool = False
-    rejected: str | None = None  # why admission rejected it
-    active_check: NodeCondition | None = None  # its GpuActiveCheck (remedy/active_checks.py)
-    # The agent's heartbeat as it wrote it (its node's clock; None: it never wrote one), and
-    # what the scan judges of it on the controller's clock (``judge_liveness``): how long it
-    # has not changed, and how far the node's clock is off (None: not known yet).
-    last_heartbeat: datetime | None = None
-    silent_for: timedelta | None = None
-    clock_skew: timedelta | None = None
-    gpus_out: list[int] = []  # GPUs remedy quarantined (scope: gpu); the node stays schedulable
-    held_for_person: bool = False  # an abort held it (remedy.person_hold): said in status
 
 
 class NodeStatus(StrEnum):
@@ -217,28 +193,6 @@ class PoolSummary(BaseModel):
 
     def count(self, status: NodeStatus) -> int:
         return self.counts.get(status, 0)
-
-
-class SilenceStorm(BaseModel):
-    """Many agents silent at once (remedy.quarantine.silence_storm): an incident of the agents
-    or the control plane. Their nodes get no AgentSilent ladder while it lasts."""
-
-    since: datetime  # the first scan that saw it (carried from scan to scan)
-    fleet_wide: bool  # judged on the whole fleet (else on the pools named)
-    pools: list[str]
-    silent: int  # silent nodes withheld from ladders
-    of: int  # managed nodes they are counted against
-    nodes: list[str] = []  # the first few, by name
-
-    def note(self) -> str:
-        where = "fleet-wide" if self.fleet_wide else f"in pool {', '.join(self.pools)}"
-        unnamed = self.silent - len(self.nodes)
-        more = f", and {unnamed} more" if unnamed > 0 else ""
-        return (
-            f"{self.silent} of {self.of} agents silent {where} since "
-            f"{self.since:%Y-%m-%d %H:%M:%S}Z: an agent or control-plane incident, not a fault "
-            f"of the nodes; no AgentSilent ladder, nothing cordoned ({', '.join(self.nodes)}{more})"
-        )
 
 
 class FleetSummary(BaseModel):

@@ -11,25 +11,16 @@ is a column of the action table (``ActionSpec.on_one_gpu``, remedy/actions.py).
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
 from remedy.gpu_use import GpuUse, NodeGpuUse
-from remedy.models import Action, ComponentKind, Finding, Frozen, Scope
-from remedy.verification import on_part_of
-
-if TYPE_CHECKING:
-    from remedy.remediation import Attempt
-    from remedy.runbook.schema import Runbook
+from remedy.models import Frozen, Scope
 
 __all__ = [
     "GpuRelease",
     "GpuReleased",
     "GpuScopedControl",
     "Scope",
-    "covers",
-    "faulty_gpus",
-    "holds_gpus",
     "mig_instance",
     "pods_on",
 ]
@@ -69,45 +60,6 @@ def mig_instance(use: GpuUse) -> int | None:
     it is not via MIG or names its MIG device another way (a UUID): not known."""
     found = _GPU_INSTANCE.fullmatch(use.mig or "")
     return int(found[1]) if found else None
-
-
-def faulty_gpus(trigger: Finding | None, findings: Sequence[Finding]) -> list[int]:
-    """The GPUs a rung acts on: the trigger's, and those its part's unhealthy findings name
-    (another GPU's fault gets its own runbook after this one)."""
-    named = [trigger] if trigger is not None else []
-    return sorted(
-        dict.fromkeys(
-            f.component.index
-            for f in [*named, *findings]
-            if f.unhealthy
-            and f.component.index is not None
-            and f.component.kind is ComponentKind.GPU
-            and (trigger is None or on_part_of(trigger, f))
-        )
-    )
-
-
-def covers(done: Attempt, scope: Scope, gpus: list[int]) -> bool:
-    """Whether what ``done`` did (a drain, a killed job) is what a rung of ``scope`` would do
-    for ``gpus``: a node's drain does every GPU's; one GPU's drain does neither a node's nor
-    another GPU's (GPU 1's quarantine leaves GPU 6 in allocation, its pods on it)."""
-    if done.gpus is None:
-        return True
-    return scope is Scope.GPU and (not done.gpus or (bool(gpus) and set(gpus) <= set(done.gpus)))
-
-
-def holds_gpus(runbook: Runbook | None, attempts: Sequence[Attempt]) -> bool:
-    """Whether the ladder ran a GPU-scoped drain or kill, so its restore has a quarantine to
-    lift even where it never cordoned the node."""
-    if runbook is None:
-        return False
-    ladder = runbook.ladder
-    return any(
-        0 <= a.rung < len(ladder)
-        and ladder[a.rung].scope is Scope.GPU
-        and ladder[a.rung].action in (Action.DRAIN, Action.KILL_JOB)
-        for a in attempts
-    )
 
 
 class GpuRelease(Frozen):

@@ -23,16 +23,16 @@ from collections import Counter
 from datetime import datetime, timedelta
 from enum import StrEnum
 
-from remedy.budget import ASK_AGAIN_EVERY, CLUSTER_POOL, BudgetState, storm
-from remedy.fleet import NodeFacts, SilenceStorm
+from pydantic import BaseModel
+
+from remedy.budget import CLUSTER_POOL, BudgetState, storm
+from remedy.budget_messages import ASK_AGAIN_EVERY
+from remedy.events import EventReason
 from remedy.held_by_people import out_of_scheduling
 from remedy.models import Frozen
+from remedy.node_facts import NodeFacts
 from remedy.runbook import Runbook
 
-QUARANTINE_EVENT = "RemedyQuarantine"  # the breaker tripped: cordons wait
-QUARANTINE_OVER_EVENT = "RemedyQuarantineOver"
-SILENCE_EVENT = "RemedyAgentsSilent"  # a silence storm: no AgentSilent ladders
-SILENCE_OVER_EVENT = "RemedyAgentsSilentOver"
 NAMED = 20  # nodes an alert or a summary names; the counts say how many there are
 REPROBE_AT_MOST_EVERY = timedelta(seconds=1)  # a held ladder's re-probe, however fast its clock
 
@@ -55,7 +55,7 @@ class Alert(Frozen):
     """An alert for people: a Kubernetes Event about ``node`` (the one that tipped it)."""
 
     node: str
-    reason: str
+    reason: EventReason
     message: str
     warning: bool = True
 
@@ -171,7 +171,7 @@ def over_alert(state: BudgetState) -> Alert:
     slowly = ", one first, then one more as each proves real" if state.slow_start else ""
     return Alert(
         node=min(a.node for a in state.asking),
-        reason=QUARANTINE_OVER_EVENT,
+        reason=EventReason.QUARANTINE_OVER,
         message=f"{scope(state.pool)}: {state.breaker_note}; held cordons go on{slowly}",
         warning=False,
     )
@@ -209,7 +209,7 @@ def trip_alert(state: BudgetState) -> Alert:
     node = newest or min(out_of_sorts(state), default="")
     return Alert(
         node=node,
-        reason=QUARANTINE_EVENT,
+        reason=EventReason.QUARANTINE,
         message=f"{scope(state.pool)}: {state.breaker_note}. Resumes when the storm subsides, "
         f"or: remedy resume-pool {state.pool}",
     )
@@ -251,13 +251,15 @@ def silence_storm(
 
 
 def silence_alert(storm_now: SilenceStorm) -> Alert:
-    return Alert(node=storm_now.nodes[0], reason=SILENCE_EVENT, message=storm_now.note())
+    return Alert(
+        node=storm_now.nodes[0], reason=EventReason.AGENTS_SILENT, message=storm_now.note()
+    )
 
 
 def silence_over(before: SilenceStorm, now: datetime) -> Alert:
     return Alert(
         node=before.nodes[0],
-        reason=SILENCE_OVER_EVENT,
+        reason=EventReason.AGENTS_SILENT_OVER,
         message=f"agents heartbeat again (silent since {before.since:%Y-%m-%d %H:%M:%S}Z, "
         f"over at {now:%H:%M:%S}Z): silent nodes get their AgentSilent ladders again",
         warning=False,
@@ -267,3 +269,25 @@ def silence_over(before: SilenceStorm, now: datetime) -> Alert:
 def _names(nodes: list[str]) -> str:
     more = f", and {len(nodes) - NAMED} more" if len(nodes) > NAMED else ""
     return ", ".join(nodes[:NAMED]) + more
+
+
+class SilenceStorm(BaseModel):
+    """Many agents silent at once (remedy.quarantine.silence_storm): an incident of the agents
+    or the control plane. Their nodes get no AgentSilent ladder while it lasts."""
+
+    since: datetime  # the first scan that saw it (carried from scan to scan)
+    fleet_wide: bool  # judged on the whole fleet (else on the pools named)
+    pools: list[str]
+    silent: int  # silent nodes withheld from ladders
+    of: int  # managed nodes they are counted against
+    nodes: list[str] = []  # the first few, by name
+
+    def note(self) -> str:
+        where = "fleet-wide" if self.fleet_wide else f"in pool {', '.join(self.pools)}"
+        unnamed = self.silent - len(self.nodes)
+        more = f", and {unnamed} more" if unnamed > 0 else ""
+        return (
+            f"{self.silent} of {self.of} agents silent {where} since "
+            f"{self.since:%Y-%m-%d %H:%M:%S}Z: an agent or control-plane incident, not a fault "
+            f"of the nodes; no AgentSilent ladder, nothing cordoned ({', '.join(self.nodes)}{more})"
+        )

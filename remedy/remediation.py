@@ -8,8 +8,9 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from enum import StrEnum
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, Field
 
+from remedy.decisions import Approval, ApproveRequest, Consent, Refusal
 from remedy.identity import ReportProof
 from remedy.models import (
     Action,
@@ -20,14 +21,12 @@ from remedy.models import (
     ProbeReport,
     Scope,
     Severity,
-    vouched,
 )
 from remedy.numbering import rung_index, rung_number
 from remedy.person_hold import NodeHold
-from remedy.redaction.operator import ClientIdentity, OperatorName, OperatorReason, OperatorText
-from remedy.runbook.schema import Approval as ApprovalMode
+from remedy.runbook.authored import Approval as ApprovalMode
 from remedy.runbook.schema import Runbook
-from remedy.signing import Keyring, Signature
+from remedy.signing import Keyring
 
 MAX_KEPT_FINDINGS = 50  # an agent re-reporting every probe must not grow the state forever
 MAX_REFUSALS = 10  # a flood of forged signals must not grow the state either
@@ -88,56 +87,6 @@ class FindingReport(Frozen):
         return [self.finding, *self.also]
 
 
-class OperatorRequest(Frozen):
-    """What an operator sends a ladder: a refusal never quotes the text it refused (a secret
-    in a note would reach the sender's and the worker's logs)."""
-
-    model_config = ConfigDict(frozen=True, extra="ignore", hide_input_in_errors=True)
-
-
-class ApproveRequest(OperatorRequest):
-    by: OperatorName
-    # The rung, counted from 1 as people see it (remedy.numbering); None: the rung waiting now.
-    # A rung other than the one waiting is approved only with ``ahead``.
-    rung_number: int | None = None
-    ahead: bool = False
-    # The old form (clients of the release before): the ladder's index, from 0. It approves
-    # only the rung waiting now; with ``rung_number`` it must name the same rung.
-    rung: int | None = None
-    note: OperatorText = ""
-    identity: ClientIdentity = ""  # the caller's client identity, recorded beside ``by``
-    signature: Signature | None = None  # the operator's (remedy.signing)
-    # The fingerprint of the key the workflow verified the signature with: set by the workflow
-    # only (it overwrites what a caller sends), so a record with a key is a fact.
-    key: str = ""
-
-
-class ClearRequest(OperatorRequest):
-    by: OperatorName
-    reason: OperatorText = ""
-    identity: ClientIdentity = ""
-    signature: Signature | None = None
-    key: str = ""  # as ApproveRequest's: the workflow's, never the caller's
-
-    @property
-    def who(self) -> str:
-        return vouched(self.by, self.identity, self.key)
-
-
-class AbortRequest(OperatorRequest):
-    by: OperatorName
-    reason: OperatorReason
-    restore: bool = False  # also undo remedy's cordon; by default the node stays as it is
-    hold: bool = True  # mark the node held for a person: no ladder acts until it is handed back
-    identity: ClientIdentity = ""
-    signature: Signature | None = None
-    key: str = ""  # as ApproveRequest's: the workflow's, never the caller's
-
-    @property
-    def who(self) -> str:
-        return vouched(self.by, self.identity, self.key)
-
-
 class Attempt(Frozen):
     rung: int  # -1 for the actions outside the ladder (cordon, restore)
     action: Action
@@ -151,61 +100,6 @@ class Attempt(Frozen):
     @property
     def succeeded(self) -> bool:
         return self.result in (AttemptResult.DONE, AttemptResult.VERIFIED, AttemptResult.UNVERIFIED)
-
-
-class Consent(StrEnum):
-    """What an approval agrees to."""
-
-    RUNG = ""  # the rung itself (its runbook says `approval: required`)
-    UNDRAINED = "undrained"  # running a rung that needs a drained node after the drain failed
-
-
-class Approval(Frozen):
-    rung: int
-    by: str
-    at: datetime
-    note: str = ""
-    identity: str = ""  # the approver's client identity (empty from older clients)
-    epoch: int = 0  # the runbook it was given under: an escalation's new ladder asks again
-    consent: Consent = Consent.RUNG
-    key: str = ""  # the verified key's fingerprint (by is then the keyring's name)
-
-    @property
-    def who(self) -> str:
-        return vouched(self.by, self.identity, self.key)
-
-
-class Refusal(Frozen):
-    """A decision sent as a signal that the workflow refused (a signal cannot answer, so the
-    reason is kept where ``remedy show`` reads it)."""
-
-    at: datetime
-    verb: str
-    why: str
-
-
-class ApproveResult(Frozen):
-    """What an approval did: the rung, who, and the phase the ladder moved to."""
-
-    node: str
-    rung: int  # the ladder's index, from 0, for clients of the release before
-    action: Action
-    by: str  # signed: the name given and the caller's identity
-    phase: Phase  # after the workflow acted on the approval (or as it was, if it had not yet)
-    ahead: bool = False  # approved before the ladder reached the rung
-    moved: bool = True  # False: the ladder had not left the approval when the answer was due
-    rung_number: int = 0  # the rung as people count it, from 1 (0: a worker of the release before)
-
-
-class StopResult(Frozen):
-    """What an abort or clear did: the outcome once the ladder ended, or the phase it was in
-    when the answer was due (outcome None: still stopping)."""
-
-    node: str
-    phase: Phase
-    outcome: Outcome | None = None
-    detail: str = ""
-    already: str = ""  # an abort that came after another: who stopped the ladder first
 
 
 class Escalation(Frozen):
@@ -389,3 +283,27 @@ class RemediationResult(BaseModel):
     refused: list[Refusal] = []  # the latest messages it refused (its state's ``refused``)
     refusals: int = 0  # every message it refused
     sent_by: str = ""  # who sent the report that started it
+
+
+class ApproveResult(Frozen):
+    """What an approval did: the rung, who, and the phase the ladder moved to."""
+
+    node: str
+    rung: int  # the ladder's index, from 0, for clients of the release before
+    action: Action
+    by: str  # signed: the name given and the caller's identity
+    phase: Phase  # after the workflow acted on the approval (or as it was, if it had not yet)
+    ahead: bool = False  # approved before the ladder reached the rung
+    moved: bool = True  # False: the ladder had not left the approval when the answer was due
+    rung_number: int = 0  # the rung as people count it, from 1 (0: a worker of the release before)
+
+
+class StopResult(Frozen):
+    """What an abort or clear did: the outcome once the ladder ended, or the phase it was in
+    when the answer was due (outcome None: still stopping)."""
+
+    node: str
+    phase: Phase
+    outcome: Outcome | None = None
+    detail: str = ""
+    already: str = ""  # an abort that came after another: who stopped the ladder first

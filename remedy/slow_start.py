@@ -20,7 +20,8 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from remedy.budget import CLUSTER_POOL, BudgetState, CordonAsk
+from remedy.budget import CLUSTER_POOL, BudgetState
+from remedy.budget_messages import CordonAsk
 
 FIRST = 1  # cordons admitted first after a trip
 

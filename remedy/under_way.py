@@ -11,7 +11,7 @@ from pydantic import BaseModel
 
 from remedy.actions import ACTIONS
 from remedy.durations import format_duration
-from remedy.gpu_scope import covers, faulty_gpus
+from remedy.gpu_ladder import covers, faulty_gpus
 from remedy.models import Action, Finding
 from remedy.numbering import rung_number
 from remedy.remediation import Attempt, FindingReport, Phase, RemediationState, outranks

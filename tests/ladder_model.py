@@ -38,18 +38,10 @@ from adapters.sim.cluster import REMEDY_CORDON
 from contract.messages import ABORT, APPROVE, BUDGET_STATE, CLEAR
 from contract.names import budget_workflow_id
 from remedy.budget import BudgetState
+from remedy.decisions import AbortRequest, ApproveRequest, ClearRequest
 from remedy.errors import DrainBlocked, TransientError
 from remedy.models import Action
-from remedy.remediation import (
-    AbortRequest,
-    ApproveRequest,
-    AttemptResult,
-    ClearRequest,
-    FindingReport,
-    Outcome,
-    RemediationState,
-    outranks,
-)
+from remedy.remediation import AttemptResult, FindingReport, Outcome, RemediationState, outranks
 from tests.conftest import _shipped
 from tests.ladder import report
 from tests.ladder_model_fleet import (

@@ -24,9 +24,10 @@ from adapters.sim import SimFleet
 from contract.messages import ABORT_LADDER
 from kubeapi import ApiServer
 from remedy.budget import BudgetPolicy
+from remedy.decisions import AbortRequest
 from remedy.models import Action
 from remedy.person_hold import HOLD_ANNOTATION, read_hold
-from remedy.remediation import AbortRequest, Outcome, Phase, RemediationState
+from remedy.remediation import Outcome, Phase, RemediationState
 from remedy.runbook import Match, Runbook, Rung
 from tests.conftest import own_fleet, running_workers
 from tests.kube import NODES, node

@@ -24,8 +24,9 @@ from adapters.sim.fleet import Held
 from contract.messages import ABORT_LADDER
 from remedy.actions import ACTIONS
 from remedy.budget import BudgetPolicy
+from remedy.decisions import AbortRequest
 from remedy.models import Action, Finding, Severity
-from remedy.remediation import AbortRequest, AttemptResult, Outcome, Phase, StopResult
+from remedy.remediation import AttemptResult, Outcome, Phase, StopResult
 from remedy.runbook import Match, Runbook, RunbookSet, Rung
 from tests.conftest import own_fleet, running_workers
 from tests.ladder import Handle, report, state_of, wait_for_phase

@@ -42,8 +42,9 @@ from remedy.active_checks import (
 )
 from remedy.budget import BudgetPolicy
 from remedy.conditions import GPU_ACTIVE_CHECK, NodeCondition
-from remedy.fleet import NodeFacts, NodeStatus, OpenWork, status_of
+from remedy.fleet import NodeStatus, OpenWork, status_of
 from remedy.models import ProbeReport, ProbeRequest
+from remedy.node_facts import NodeFacts
 from remedy.remediation import Outcome, Phase
 from remedy.runbook import RunbookSet
 from tests.conftest import Queues, own_fleet, running_workers

@@ -94,7 +94,7 @@ class _PodLandsFirst(SimNodeControl):
     """A GPU pod is bound to the node just before the round's cordon lands."""
 
     def cordon(self, node: str, owner: CordonOwner) -> CordonState:
-        with self._fleet._lock:
+        with self._fleet.lock:
             self._fleet.node(node).pods.append(SimPod(f"train-{uuid.uuid4().hex[:4]}", True))
         return super().cordon(node, owner)
 

@@ -20,17 +20,10 @@ from adapters.sim import SimFleet
 from kubeapi import ApiServer
 from remedy.attribution.evidence import RecentXid
 from remedy.conditions import GPU_PROBLEM, REMEDY_READY, NodeCondition
-from remedy.fleet import (
-    NodeFacts,
-    NodeStatus,
-    OpenWork,
-    judge_liveness,
-    plan_scan,
-    status_of,
-    summarise,
-)
+from remedy.fleet import NodeStatus, OpenWork, judge_liveness, plan_scan, status_of, summarise
 from remedy.liveness import AGENT_HEARTBEAT, MIN_SILENT_HEARTBEATS, SILENT_AFTER, Sightings
 from remedy.models import NodeRef
+from remedy.node_facts import NodeFacts
 from remedy.runbook import RunbookSet
 from tests.kube import NODES, NOW, call, kube, node, sent
 from workers.agent import AgentConfig, NodeAgent

@@ -13,7 +13,8 @@ from temporalio.testing import WorkflowEnvironment
 from adapters.sim import SimFleet
 from remedy import slow_start
 from remedy.blocking import breaker
-from remedy.budget import CLUSTER_POOL, BudgetState, CordonAsk
+from remedy.budget import CLUSTER_POOL, BudgetState
+from remedy.budget_messages import CordonAsk
 from remedy.models import Action
 from remedy.quarantine import reprobe_every
 from remedy.remediation import Outcome, Phase

@@ -7,9 +7,10 @@ from datetime import UTC, datetime
 import pytest
 from pydantic import ValidationError
 
-from adapters.kubernetes.fleet import node_gpus
-from remedy.budget import BudgetPolicy, BudgetState, HumanHold, LeaseGrant, LeaseRequest
+from adapters.kubernetes.objects import node_gpus
+from remedy.budget import BudgetPolicy, BudgetState, LeaseGrant, LeaseRequest
 from remedy.budget_gpus import allowed_gpus, covered, fits, gpu_note, gpus_out, take
+from remedy.budget_messages import HumanHold
 from remedy.budget_view import budget_details
 from remedy.fleet import PoolSummary
 from remedy.models import Scope

@@ -13,7 +13,8 @@ from temporalio.testing import WorkflowEnvironment
 from adapters.sim import SimFleet
 from contract.messages import LEASE_RELEASE
 from contract.names import budget_workflow_id
-from remedy.budget import HELD_FOR_HUMAN, BudgetPolicy, BudgetState, LeaseRelease
+from remedy.budget import BudgetPolicy, BudgetState, LeaseRelease
+from remedy.budget_messages import HELD_FOR_HUMAN
 from remedy.models import Action
 from remedy.remediation import Outcome, Phase, RemediationState
 from remedy.runbook import Match, Runbook, Rung

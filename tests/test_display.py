@@ -10,18 +10,12 @@ from datetime import UTC, datetime
 import pytest
 from pydantic import ValidationError
 
+from remedy.decisions import AbortRequest, ApproveRequest
 from remedy.describe import remediation_details, static_summary
 from remedy.display import visible
 from remedy.models import Action, Component, ComponentKind, Finding, NodeRef, Severity
 from remedy.redaction import operator_text
-from remedy.remediation import (
-    AbortRequest,
-    ApproveRequest,
-    Attempt,
-    AttemptResult,
-    Phase,
-    RemediationState,
-)
+from remedy.remediation import Attempt, AttemptResult, Phase, RemediationState
 from remedy.runbook import Match, Runbook
 from workers.show import NodeLadder, timeline
 from workers.tables import plain

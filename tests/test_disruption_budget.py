@@ -17,16 +17,11 @@ from chaos.measure import peak_concurrency
 from contract.activities import RELEASE_LEASE, REQUEST_LEASE
 from contract.messages import APPROVE, CLOSE_BREAKER, LEASE_RELEASE
 from contract.names import budget_workflow_id
-from remedy.budget import (
-    BudgetPolicy,
-    BudgetState,
-    LeaseRelease,
-    ResumeRequest,
-    allowed_disruptions,
-    storm,
-)
+from remedy.budget import BudgetPolicy, BudgetState, LeaseRelease, allowed_disruptions, storm
+from remedy.budget_messages import ResumeRequest
+from remedy.decisions import ApproveRequest
 from remedy.models import Action
-from remedy.remediation import ApproveRequest, Outcome, Phase
+from remedy.remediation import Outcome, Phase
 from remedy.runbook import Match, Runbook, RunbookSet, Rung
 from tests.breakers import published
 from tests.conftest import Queues, own_fleet, running_workers

@@ -20,10 +20,10 @@ from adapters.sim.identity import agent_signing_key
 from contract.messages import LEASE_GRANTED, REPORT_FINDING
 from contract.names import NODE_REMEDIATION_WORKFLOW, remediation_workflow_id
 from remedy.budget import BudgetPolicy, LeaseGrant
+from remedy.decisions import Approval
 from remedy.intake import by_agent, by_operator
 from remedy.models import Action, Finding, NodeRef, Severity
 from remedy.remediation import (
-    Approval,
     FindingReport,
     Outcome,
     Phase,

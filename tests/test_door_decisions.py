@@ -17,8 +17,9 @@ from temporalio.testing import WorkflowEnvironment
 
 from contract.defs import UpdateRejected, UpdateRetry
 from contract.messages import ABORT_LADDER, APPROVE_RUNG
+from remedy.decisions import AbortRequest, ApproveRequest
 from remedy.models import Action
-from remedy.remediation import AbortRequest, ApproveRequest, Phase
+from remedy.remediation import Phase
 from remedy.runbook import Match, Runbook, Rung
 from remedy.signing import Keyring, sign
 from tests.conftest import own_fleet, running_workers

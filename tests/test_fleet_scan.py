@@ -27,7 +27,6 @@ from remedy.budget import BudgetPolicy
 from remedy.conditions import NodeCondition, conditions_from
 from remedy.fleet import (
     FleetSummary,
-    NodeFacts,
     NodeStatus,
     OpenWork,
     ScanInput,
@@ -36,6 +35,7 @@ from remedy.fleet import (
     summarise,
 )
 from remedy.models import Action
+from remedy.node_facts import NodeFacts
 from remedy.probe import probe_node
 from remedy.remediation import Outcome, Phase, RemediationResult
 from remedy.runbook import Match, Runbook, RunbookSet, Rung

@@ -14,8 +14,9 @@ from adapters.sim import SimFleet
 from contract.messages import APPROVE
 from remedy.budget import BudgetPolicy
 from remedy.budget_gpus import gpus_out
+from remedy.decisions import ApproveRequest
 from remedy.models import Action, Scope
-from remedy.remediation import ApproveRequest, Outcome, Phase
+from remedy.remediation import Outcome, Phase
 from remedy.runbook import Match, Runbook, Rung
 from tests.conftest import running_workers
 from tests.ladder import Handle, report, state_of, wait_for_phase

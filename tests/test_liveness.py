@@ -14,8 +14,9 @@ import pytest
 
 import remedy.conditions
 import remedy.liveness
-from remedy.fleet import NodeFacts, NodeStatus, OpenWork, judge_liveness, status_of, summarise
+from remedy.fleet import NodeStatus, OpenWork, judge_liveness, status_of, summarise
 from remedy.liveness import AGENT_HEARTBEAT, SILENT_AFTER, SKEW_TOLERANCE, Sightings, observe
+from remedy.node_facts import NodeFacts
 from tests.test_agent_writes import _problem
 
 START = datetime(2026, 11, 1, 12, tzinfo=UTC)

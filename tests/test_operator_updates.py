@@ -29,18 +29,10 @@ from contract.messages import (
     RESUME_POOL,
 )
 from contract.names import NODE_REMEDIATION_WORKFLOW, budget_workflow_id, remediation_workflow_id
-from remedy.budget import ResumeRequest
+from remedy.budget_messages import ResumeRequest
+from remedy.decisions import AbortRequest, Approval, ApproveRequest, ClearRequest
 from remedy.models import Action, NodeRef
-from remedy.remediation import (
-    AbortRequest,
-    Approval,
-    ApproveRequest,
-    ClearRequest,
-    Outcome,
-    Phase,
-    RemediationInput,
-    RemediationState,
-)
+from remedy.remediation import Outcome, Phase, RemediationInput, RemediationState
 from remedy.runbook import Match, Runbook, Rung
 from remedy.signing import KeyringWanted
 from tests.conftest import own_fleet, running_workers

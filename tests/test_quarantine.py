@@ -13,13 +13,13 @@ from temporalio.testing import WorkflowEnvironment
 from adapters.sim import SimFleet
 from contract.messages import CLOSE_BREAKER, CORDON_LEAVE
 from contract.names import budget_workflow_id
-from remedy.budget import CLUSTER_POOL, BudgetPolicy, BudgetState, CordonAsk, ResumeRequest
+from remedy.budget import CLUSTER_POOL, BudgetPolicy, BudgetState
+from remedy.budget_messages import CordonAsk, ResumeRequest
 from remedy.describe import remediation_details
-from remedy.fleet import NodeFacts
+from remedy.events import EventReason
 from remedy.models import Action, NodeRef
+from remedy.node_facts import NodeFacts
 from remedy.quarantine import (
-    QUARANTINE_EVENT,
-    QUARANTINE_OVER_EVENT,
     CordonLeave,
     breaker_tripped,
     silence_storm,
@@ -155,8 +155,8 @@ async def test_the_breaker_holds_the_cordon_that_tips_it_and_lets_it_go_once_the
     assert not closed.tripped and closed.trips == 1 and closed.asking == []
     assert closed.breaker_note.startswith("storm over at ")
     assert [(node, reason) for node, reason, _ in fleet.alerts] == [
-        (third, QUARANTINE_EVENT),
-        (third, QUARANTINE_OVER_EVENT),
+        (third, EventReason.QUARANTINE),
+        (third, EventReason.QUARANTINE_OVER),
     ]
 
 

@@ -13,7 +13,8 @@ from temporalio.testing import WorkflowEnvironment
 
 from contract.defs import REJECTED, UpdateRejected
 from contract.messages import APPROVE_RUNG
-from remedy.remediation import ApproveRequest, Phase
+from remedy.decisions import ApproveRequest
+from remedy.remediation import Phase
 from tests.conftest import own_fleet, running_workers
 from tests.ladder import report
 from tests.test_codec import key_line

@@ -12,18 +12,10 @@ from temporalio.api.sdk.v1 import WorkflowMetadata
 from temporalio.testing import WorkflowEnvironment
 
 from remedy.approval_check import why_not_approve
+from remedy.decisions import Approval, ApproveRequest
 from remedy.describe import remediation_details
 from remedy.models import Action, NodeRef
-from remedy.remediation import (
-    Approval,
-    ApproveRequest,
-    Attempt,
-    AttemptResult,
-    Escalation,
-    Outcome,
-    Phase,
-    RemediationState,
-)
+from remedy.remediation import Attempt, AttemptResult, Escalation, Outcome, Phase, RemediationState
 from remedy.runbook import Match, Runbook, Rung
 from tests.conftest import own_fleet, running_workers
 from tests.test_cli import RUNBOOK, awaiting_approval, cli, trigger

@@ -14,9 +14,10 @@ from temporalio.testing import WorkflowEnvironment
 
 from adapters.sim import SimFleet
 from contract.messages import ABORT_LADDER
+from remedy.decisions import AbortRequest
 from remedy.describe import remediation_details
 from remedy.models import Action
-from remedy.remediation import AbortRequest, AttemptResult, Outcome, Phase
+from remedy.remediation import AttemptResult, Outcome, Phase
 from remedy.runbook import RunbookSet
 from tests.conftest import running_workers
 from tests.ladder import Handle, report, send_report, wait_for_phase, wait_until

@@ -17,8 +17,9 @@ from temporalio.testing import WorkflowEnvironment
 
 from contract.defs import UpdateRejected
 from contract.messages import ABORT, ABORT_LADDER, APPROVE, APPROVE_RUNG
+from remedy.decisions import AbortRequest, ApproveRequest
 from remedy.models import Action
-from remedy.remediation import AbortRequest, ApproveRequest, Outcome, Phase
+from remedy.remediation import Outcome, Phase
 from remedy.runbook import Match, Runbook, Rung
 from remedy.signing import (
     Decision,

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from remedy.budget import BudgetState, HumanHold
+from remedy.budget import BudgetState
+from remedy.budget_messages import HumanHold
 from remedy.budget_view import budget_details
 from remedy.describe import remediation_details, static_summary
 from remedy.models import Action, Component, ComponentKind, CordonState, Finding, NodeRef, Severity

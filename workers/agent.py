@@ -31,6 +31,7 @@ from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle
 from temporalio.runtime import Runtime
 from temporalio.service import RPCError
 
+from contract import metrics as metric
 from contract.names import CONTROLLER_TASK_QUEUE, node_task_queue, remediation_workflow_id
 from remedy.attribution.evidence import recent_xid
 from remedy.budget import CLUSTER_POOL
@@ -121,20 +122,11 @@ class NodeAgent:
         self.last_report: ProbeReport | None = None
         self.capabilities = Capabilities()
         meter = (client.service_client.config.runtime or Runtime.default()).metric_meter
-        self._probes = meter.create_counter("remedy_probes", "Probe rounds, by verdict.")
-        self._probe_seconds = meter.create_histogram_float(
-            "remedy_probe_duration", "How long a probe round took, seconds.", "s"
-        )
-        self._findings = meter.create_counter(
-            "remedy_findings_reported", "Unhealthy findings reported, by check and reason."
-        )
-        self._folded = meter.create_counter(
-            "remedy_findings_folded",
-            "Repeats of a finding not sent: the node's running ladder already has it.",
-        )
-        self._dependency_ok = meter.create_gauge(
-            "remedy_dependency_ok", "1 when a dependency remedy relies on is there, else 0."
-        )
+        self._probes = meter.create_counter(*metric.PROBES)
+        self._probe_seconds = meter.create_histogram_float(*metric.PROBE_DURATION)
+        self._findings = meter.create_counter(*metric.FINDINGS_REPORTED)
+        self._folded = meter.create_counter(*metric.FINDINGS_FOLDED)
+        self._dependency_ok = meter.create_gauge(*metric.DEPENDENCY_OK)
 
     def _serve(self, name: str) -> NodeHost:
         if name != self._host.name:

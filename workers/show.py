@@ -13,12 +13,13 @@ from temporalio.client import Client, WorkflowExecutionStatus
 from contract.messages import REMEDIATION_STATE
 from contract.names import remediation_workflow_id
 from remedy.blocking import place_in_line
+from remedy.decisions import Approval, Refusal
 from remedy.describe import approval_deadline, at
 from remedy.display import visible
 from remedy.durations import format_duration
 from remedy.numbering import first_number, rung_label, rung_number
 from remedy.person_hold import held_note
-from remedy.remediation import Approval, Attempt, Escalation, Phase, Refusal
+from remedy.remediation import Attempt, Escalation, Phase
 from remedy.signing import Verb
 from remedy.under_way import UnderWay, Waiting, under_way, waiting
 from workers.blocking_status import pools_blocking

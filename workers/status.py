@@ -31,7 +31,8 @@ from remedy.admission import AdmissionPhase
 from remedy.budget import CLUSTER_POOL, BudgetState
 from remedy.budget_gpus import gpu_note
 from remedy.display import visible
-from remedy.fleet import FleetSummary, NodeStatus, PoolSummary, SilenceStorm
+from remedy.fleet import FleetSummary, NodeStatus, PoolSummary
+from remedy.quarantine import SilenceStorm
 from remedy.remediation import Phase
 from workers.tables import plain, show
 from workflows.disruption_budget import DisruptionBudget

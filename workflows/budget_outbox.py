@@ -31,8 +31,9 @@ from contract.patches import patched
 from workflows.common import PATIENT_RETRY
 
 with workflow.unsafe.imports_passed_through():
-    from remedy.budget import BudgetState, CordonAsk, LeaseGrant, LeaseRequest
+    from remedy.budget import BudgetState, LeaseGrant, LeaseRequest
     from remedy.budget_gpus import granted_scope
+    from remedy.budget_messages import CordonAsk
     from remedy.budget_signals import BudgetSignals, GrantTo
     from remedy.quarantine import CordonLeave, scope
 

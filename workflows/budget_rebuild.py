@@ -12,7 +12,8 @@ from contract.patches import patched
 from workflows.common import PATIENT_RETRY
 
 with workflow.unsafe.imports_passed_through():
-    from remedy.budget import BudgetState, PoolHolders
+    from remedy.budget import BudgetState
+    from remedy.budget_messages import PoolHolders
 
 REBUILD_WAITERS = "rebuild-waiters-in-order"  # runs before: waiters waited for their re-ask
 

@@ -40,7 +40,8 @@ from contract.activities import CLOSED_WORKFLOWS, HELD_NODES
 from contract.patches import patched
 
 with workflow.unsafe.imports_passed_through():
-    from remedy.budget import ASK_KEPT_FOR, BudgetState, HeldCheck, HolderCheck
+    from remedy.budget import BudgetState
+    from remedy.budget_messages import ASK_KEPT_FOR, HeldCheck, HolderCheck
 
 SWEEP_ON_ITS_OWN_CLOCK = "budget-sweeps-on-its-own-clock"  # runs before: a signal put it off
 SWEEP_BACKS_OFF = "budget-sweep-backs-off"  # runs before: every reclaim_every, found or not

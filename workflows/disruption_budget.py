@@ -51,19 +51,16 @@ from workflows.operator_updates import acted
 with workflow.unsafe.imports_passed_through():
     from contract.names import DISRUPTION_BUDGET_WORKFLOW
     from remedy import held_by_people, slow_start
-    from remedy.budget import (
+    from remedy.budget import BudgetState, LeaseRelease, LeaseRequest, UnhealthyReport
+    from remedy.budget_gpus import covered, grant_waiting, granted_scope
+    from remedy.budget_messages import (
         HELD_FOR_HUMAN,
-        BudgetState,
         CordonAsk,
         HoldReleased,
         HumanWait,
-        LeaseRelease,
-        LeaseRequest,
         ResumeRequest,
         ResumeResult,
-        UnhealthyReport,
     )
-    from remedy.budget_gpus import covered, grant_waiting, granted_scope
     from remedy.budget_signals import LeaseAnswer, ReportsTaken, UnhealthyReports
     from remedy.budget_view import budget_details
     from remedy.quarantine import (

@@ -27,7 +27,8 @@ from workflows.remediation_view import RemediationView
 
 with workflow.unsafe.imports_passed_through():
     from contract.names import budget_workflow_id
-    from remedy.budget import HumanWait, LeaseGrant, LeaseRelease, LeaseWanted, NodeUnhealthy
+    from remedy.budget import LeaseGrant, LeaseRelease, LeaseWanted, NodeUnhealthy
+    from remedy.budget_messages import HumanWait
     from remedy.budget_signals import LeaseAnswer
     from remedy.models import Action, Scope
     from remedy.remediation import AttemptResult, Outcome, Phase, RemediationState

@@ -33,10 +33,8 @@ with workflow.unsafe.imports_passed_through():
         ConditionStart,
         FindingStart,
         FleetSummary,
-        NodeFacts,
         OpenWork,
         ScanInput,
-        SilenceStorm,
         judge_liveness,
         plan_scan,
         summarise,
@@ -44,8 +42,9 @@ with workflow.unsafe.imports_passed_through():
     from remedy.job_report import GoodputWatch
     from remedy.liveness import Sightings, agent_silent
     from remedy.models import NodeRef
+    from remedy.node_facts import NodeFacts
     from remedy.orphans import OrphanCheck
-    from remedy.quarantine import Alert, silence_alert, silence_over, silence_storm
+    from remedy.quarantine import Alert, SilenceStorm, silence_alert, silence_over, silence_storm
 
 RETRY = RetryPolicy(initial_interval=timedelta(seconds=2), maximum_attempts=3)
 # workflow.patched: scans from before judged a heartbeat by its age on the node's clock

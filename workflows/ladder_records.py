@@ -25,7 +25,8 @@ with workflow.unsafe.imports_passed_through():
         RemediationInput,
         RemediationState,
     )
-    from remedy.runbook.schema import Cause, Rung
+    from remedy.runbook.authored import Cause
+    from remedy.runbook.schema import Rung
 
 # workflow.patched: runs before recorded an action that finished after an abort as cut short.
 RECORD_FINISHED = "record-an-action-that-finished-after-a-stop"

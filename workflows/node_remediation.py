@@ -46,15 +46,13 @@ from workflows.verification import RECORD_STOPPED_CHECKS, RESUME_ABOVE, Verifica
 with workflow.unsafe.imports_passed_through():
     from contract.names import NODE_REMEDIATION_WORKFLOW
     from remedy.actions import ACTIONS
+    from remedy.decisions import AbortRequest, ClearRequest, Refusal
     from remedy.durations import format_duration
     from remedy.models import Action
     from remedy.remediation import (
-        AbortRequest,
         AttemptResult,
-        ClearRequest,
         Outcome,
         Phase,
-        Refusal,
         RemediationResult,
         RemediationState,
     )

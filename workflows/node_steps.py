@@ -40,7 +40,7 @@ from workflows.remediation_view import RemediationView
 
 with workflow.unsafe.imports_passed_through():
     from remedy.actions import ACTIONS, Where
-    from remedy.gpu_scope import faulty_gpus, holds_gpus
+    from remedy.gpu_ladder import faulty_gpus, holds_gpus
     from remedy.models import (
         Action,
         ActionRequest,

@@ -33,7 +33,8 @@ from contract.patches import patched
 from workflows.common import PATIENT_RETRY, cause_of, in_first_task
 
 with workflow.unsafe.imports_passed_through():
-    from remedy.remediation import Approval, RemediationInput
+    from remedy.decisions import Approval
+    from remedy.remediation import RemediationInput
     from remedy.signing import Decision, Keyring, Operator, Signature, Verb
 
 # workflow.patched: runs before recorded every decision unverified and took the signals of

@@ -38,17 +38,8 @@ from workflows.remediation_view import RemediationView
 
 with workflow.unsafe.imports_passed_through():
     from remedy.approval_check import why_not_approve
-    from remedy.remediation import (
-        AbortRequest,
-        Approval,
-        ApproveRequest,
-        ApproveResult,
-        ClearRequest,
-        Consent,
-        Phase,
-        RemediationState,
-        StopResult,
-    )
+    from remedy.decisions import AbortRequest, Approval, ApproveRequest, ClearRequest, Consent
+    from remedy.remediation import ApproveResult, Phase, RemediationState, StopResult
     from remedy.signing import KeyringWanted, Operator, Verb
 
 # workflow.patched: runs before took an approval in the old form (``rung``, an index from 0) of

@@ -29,8 +29,9 @@ from workflows.remediation_view import RemediationView
 
 with workflow.unsafe.imports_passed_through():
     from contract.names import remediation_workflow_id
+    from remedy.decisions import AbortRequest
     from remedy.person_hold import HoldNode, HoldQuery, NodeHold
-    from remedy.remediation import AbortRequest, Phase, RemediationState
+    from remedy.remediation import Phase, RemediationState
 
 HOLD_FOR_PERSON = "abort-holds-the-node-for-a-person"
 HOLD_CALL = timedelta(seconds=30)

@@ -28,7 +28,8 @@ from workflows.remediation_view import RemediationView
 
 with workflow.unsafe.imports_passed_through():
     from contract.names import budget_workflow_id
-    from remedy.budget import ASK_AGAIN_EVERY, CLUSTER_POOL, LeaseRelease
+    from remedy.budget import CLUSTER_POOL, LeaseRelease
+    from remedy.budget_messages import ASK_AGAIN_EVERY
     from remedy.models import ProbeReport
     from remedy.quarantine import CordonAsked, CordonLeave, reprobe_every
     from remedy.remediation import Outcome, Phase, RemediationState

@@ -15,17 +15,11 @@ from contract.patches import patched
 from workflows import metrics
 
 with workflow.unsafe.imports_passed_through():
+    from remedy.decisions import Refusal
     from remedy.describe import NodeIndex, remediation_details, remediation_index
-    from remedy.gpu_scope import faulty_gpus
+    from remedy.gpu_ladder import faulty_gpus
     from remedy.models import Action, Scope
-    from remedy.remediation import (
-        MAX_REFUSALS,
-        Attempt,
-        AttemptResult,
-        Phase,
-        Refusal,
-        RemediationState,
-    )
+    from remedy.remediation import MAX_REFUSALS, Attempt, AttemptResult, Phase, RemediationState
 
 # Runs before upserted at every change. Since, the changes of one turn of the workflow's event
 # loop (a phase entered, the lease granted in the answer, the next phase) are one upsert: the

@@ -28,12 +28,15 @@ from workflows.remediation_view import RemediationView
 with workflow.unsafe.imports_passed_through():
     from remedy import vocabulary
     from remedy.actions import ACTIONS, cleared_by, needs_the_node_drained
+    from remedy.decisions import Consent
     from remedy.durations import format_duration
     from remedy.models import Action
-    from remedy.remediation import AttemptResult, Consent, Outcome, Phase, RemediationState
-    from remedy.runbook.schema import Approval as ApprovalMode
-    from remedy.runbook.schema import IfDrainFailed, OnApprovalTimeout, Rung
-    from remedy.runbook.undrained import IfNotDrained, drain_like
+    from remedy.remediation import AttemptResult, Outcome, Phase, RemediationState
+    from remedy.runbook.authored import Approval as ApprovalMode
+    from remedy.runbook.authored import IfDrainFailed, OnApprovalTimeout
+    from remedy.runbook.drain_first import drain_like
+    from remedy.runbook.schema import Rung
+    from remedy.runbook.undrained import IfNotDrained
 
 CONFIRM_FAULT = "confirm-fault-before-disrupting"  # workflow.patched: runs before acted at once
 # Runs before: an approval no one answered always ended the ladder (on_approval_timeout was

@@ -8,6 +8,7 @@ from __future__ import annotations
 from adapters.kubernetes.edits import as_read, patch
 from adapters.kubernetes.nodes import NodeApi
 from adapters.kubernetes.objects import Json, meta
+from remedy.events import EventReason
 from remedy.mig_layout import MIG_CONFIG, MIG_CONFIG_STATE, MigLayout, MigState
 
 
@@ -47,5 +48,7 @@ class KubernetesMigLayouts:
     def _set_state(self, current: Json, state: str | None) -> None:
         patch(self._nodes, current, {"metadata": {"labels": {MIG_CONFIG_STATE: state}}})
         self._nodes.event(
-            meta(current)["name"], "RemedyMigLayout", f"{MIG_CONFIG_STATE}: {state or 'removed'}"
+            meta(current)["name"],
+            EventReason.MIG_LAYOUT,
+            f"{MIG_CONFIG_STATE}: {state or 'removed'}",
         )

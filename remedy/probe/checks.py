@@ -6,12 +6,10 @@ remedy/check_terms.py); ``GPU_CHECKS`` runs them and ``TERMS`` names them for th
 
 from __future__ import annotations
 
-import ctypes
 from collections.abc import Callable
 from typing import Any
 
-import pynvml
-
+from remedy import gpu as nv
 from remedy.check_terms import CheckTerms
 from remedy.gpu import NvmlApi
 from remedy.models import Component, ComponentKind, Finding, Severity
@@ -42,7 +40,7 @@ def check_inventory(ctx: CheckContext) -> list[Finding]:
                     architecture=_architecture(ctx.nvml, handle),
                 )
             )
-        except pynvml.NVMLError_GpuIsLost:
+        except nv.NVMLError_GpuIsLost:
             findings.append(
                 ctx.finding(
                     INVENTORY.check,
@@ -69,9 +67,9 @@ def _architecture(nvml: NvmlApi, handle: Any) -> int | None:
     the current generation's table)."""
     try:
         return int(nvml.nvmlDeviceGetArchitecture(handle))
-    except pynvml.NVMLError_GpuIsLost:
+    except nv.NVMLError_GpuIsLost:
         raise
-    except pynvml.NVMLError:
+    except nv.NVMLError:
         return None
 
 
@@ -88,20 +86,20 @@ PAGES_PENDING = MEMORY.reason(
 _RECOVERY_ACTIONS = {
     value: (MEMORY.reason(reason, f"the driver asks for {needs}"), needs)
     for value, reason, needs in (
-        (pynvml.NVML_GPU_RECOVERY_ACTION_GPU_RESET, "RecoveryActionGpuReset", "a GPU reset"),
-        (pynvml.NVML_GPU_RECOVERY_ACTION_NODE_REBOOT, "RecoveryActionNodeReboot", "a node reboot"),
+        (nv.NVML_GPU_RECOVERY_ACTION_GPU_RESET, "RecoveryActionGpuReset", "a GPU reset"),
+        (nv.NVML_GPU_RECOVERY_ACTION_NODE_REBOOT, "RecoveryActionNodeReboot", "a node reboot"),
         (
-            pynvml.NVML_GPU_RECOVERY_ACTION_DRAIN_P2P,
+            nv.NVML_GPU_RECOVERY_ACTION_DRAIN_P2P,
             "RecoveryActionDrainP2P",
             "a drain of P2P traffic",
         ),
         (
-            pynvml.NVML_GPU_RECOVERY_ACTION_DRAIN_AND_RESET,
+            nv.NVML_GPU_RECOVERY_ACTION_DRAIN_AND_RESET,
             "RecoveryActionDrainAndReset",
             "a drain and a GPU reset",
         ),
         (
-            pynvml.NVML_GPU_RECOVERY_ACTION_SYSTEM_REBOOT,
+            nv.NVML_GPU_RECOVERY_ACTION_SYSTEM_REBOOT,
             "RecoveryActionSystemReboot",
             "a system reboot",
         ),
@@ -115,8 +113,8 @@ def check_memory(ctx: CheckContext) -> list[Finding]:
         uncorrected = supported(
             ctx.nvml.nvmlDeviceGetTotalEccErrors,
             handle,
-            pynvml.NVML_MEMORY_ERROR_TYPE_UNCORRECTED,
-            pynvml.NVML_VOLATILE_ECC,
+            nv.NVML_MEMORY_ERROR_TYPE_UNCORRECTED,
+            nv.NVML_VOLATILE_ECC,
         )
         if uncorrected:
             out.append(
@@ -170,11 +168,9 @@ def check_memory(ctx: CheckContext) -> list[Finding]:
 def _recovery_action(ctx: CheckContext, handle: Any, gpu: Component) -> list[Finding]:
     """The driver's own verdict (NVML_FI_DEV_GET_GPU_RECOVERY_ACTION), where it exposes one."""
     values = supported(
-        lambda: ctx.nvml.nvmlDeviceGetFieldValues(
-            handle, [pynvml.NVML_FI_DEV_GET_GPU_RECOVERY_ACTION]
-        )
+        lambda: ctx.nvml.nvmlDeviceGetFieldValues(handle, [nv.NVML_FI_DEV_GET_GPU_RECOVERY_ACTION])
     )
-    if not values or values[0].nvmlReturn != pynvml.NVML_SUCCESS:
+    if not values or values[0].nvmlReturn != nv.NVML_SUCCESS:
         return []
     action = int(values[0].value.uiVal)
     if action not in _RECOVERY_ACTIONS:
@@ -195,9 +191,9 @@ THERMAL_SLOWDOWN = THERMAL.reason("HwThermalSlowdown", "hardware thermal slowdow
 POWER_BRAKE = THERMAL.reason("HwPowerBrakeSlowdown", "hardware power-brake slowdown")
 SLOWDOWN = THERMAL.reason("HwSlowdown", "hardware slowdown")
 _THROTTLE_REASONS = (
-    (pynvml.nvmlClocksEventReasonHwThermalSlowdown, THERMAL_SLOWDOWN),
-    (pynvml.nvmlClocksEventReasonHwPowerBrakeSlowdown, POWER_BRAKE),
-    (pynvml.nvmlClocksEventReasonHwSlowdown, SLOWDOWN),
+    (nv.nvmlClocksEventReasonHwThermalSlowdown, THERMAL_SLOWDOWN),
+    (nv.nvmlClocksEventReasonHwPowerBrakeSlowdown, POWER_BRAKE),
+    (nv.nvmlClocksEventReasonHwSlowdown, SLOWDOWN),
 )
 OVER_TEMPERATURE = THERMAL.reason("GpuOverTemperature", "the GPU is over its temperature limit")
 
@@ -218,9 +214,7 @@ def check_throttle(ctx: CheckContext) -> list[Finding]:
                     )
                 )
                 break  # one slowdown finding per GPU; the bits tell the same story
-        temperature = supported(
-            ctx.nvml.nvmlDeviceGetTemperature, handle, pynvml.NVML_TEMPERATURE_GPU
-        )
+        temperature = supported(ctx.nvml.nvmlDeviceGetTemperature, handle, nv.NVML_TEMPERATURE_GPU)
         if temperature is not None and temperature >= ctx.max_temperature_c:
             out.append(
                 ctx.finding(
@@ -267,12 +261,12 @@ def check_nvlink(ctx: CheckContext) -> list[Finding]:
     out = []
     for handle, gpu in gpus_of(ctx):
         down = []
-        for link in range(pynvml.NVML_NVLINK_MAX_LINKS):
+        for link in range(nv.NVML_NVLINK_MAX_LINKS):
             try:
                 state = ctx.nvml.nvmlDeviceGetNvLinkState(handle, link)
-            except (pynvml.NVMLError_NotSupported, pynvml.NVMLError_InvalidArgument):
+            except (nv.NVMLError_NotSupported, nv.NVMLError_InvalidArgument):
                 continue  # this link does not exist on this GPU
-            if state != pynvml.NVML_FEATURE_ENABLED:
+            if state != nv.NVML_FEATURE_ENABLED:
                 down.append(link)
         if down:
             out.append(
@@ -290,19 +284,16 @@ def check_nvlink(ctx: CheckContext) -> list[Finding]:
 
 def _fabric(ctx: CheckContext, handle: Any, gpu: Component) -> list[Finding]:
     """On NVSwitch systems the GPU must have joined the fabric (Fabric Manager up)."""
-    info = pynvml.c_nvmlGpuFabricInfo_t()
-    if (
-        supported(lambda: ctx.nvml.nvmlDeviceGetGpuFabricInfo(handle, ctypes.byref(info))) is None
-        or info.state == pynvml.NVML_GPU_FABRIC_STATE_NOT_SUPPORTED
-    ):
+    state = supported(lambda: ctx.nvml.gpu_fabric_state(handle))
+    if state is None or state == nv.NVML_GPU_FABRIC_STATE_NOT_SUPPORTED:
         return []
-    if info.state != pynvml.NVML_GPU_FABRIC_STATE_COMPLETED:
+    if state != nv.NVML_GPU_FABRIC_STATE_COMPLETED:
         return [
             ctx.finding(
                 NVLINK.check,
                 FABRIC_NOT_READY,
                 Severity.CRITICAL,
-                f"GPU fabric registration state {info.state}, not completed",
+                f"GPU fabric registration state {state}, not completed",
                 gpu,
             )
         ]

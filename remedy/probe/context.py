@@ -12,8 +12,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-import pynvml
-
+from remedy import gpu as nv
 from remedy.gpu import NvmlApi
 from remedy.models import Component, ComponentKind, Finding, Severity
 from remedy.probe.nics import NicSource
@@ -64,7 +63,7 @@ def gpus_of(ctx: CheckContext) -> Iterator[tuple[Any, Component]]:
     for index in range(ctx.nvml.nvmlDeviceGetCount()):
         try:
             yield ctx.nvml.nvmlDeviceGetHandleByIndex(index), _component(ctx, index)
-        except pynvml.NVMLError_GpuIsLost:
+        except nv.NVMLError_GpuIsLost:
             continue
 
 
@@ -77,5 +76,5 @@ def supported(call: Callable[..., Any], *args: Any) -> Any | None:
     """``call(*args)``, or None when this GPU does not support the query."""
     try:
         return call(*args)
-    except pynvml.NVMLError_NotSupported:
+    except nv.NVMLError_NotSupported:
         return None

@@ -11,8 +11,7 @@ from datetime import UTC, datetime
 from functools import partial
 from typing import TypeVar
 
-import pynvml
-
+from remedy import gpu as nv
 from remedy.check_terms import CheckTerms
 from remedy.gpu import NvmlApi
 from remedy.models import Finding, ProbeReport, Severity
@@ -136,7 +135,7 @@ def probe_node(
 def _probe_gpus(run: _Run, nvml: NvmlApi, config: ProbeConfig) -> None:
     try:
         call_with_timeout(nvml.nvmlInit, config.check_timeout_s)
-    except (pynvml.NVMLError, OSError, TimeoutError) as exc:
+    except (nv.NVMLError, OSError, TimeoutError) as exc:
         run.fail(NVML_UNAVAILABLE, f"NVML cannot be used: {type(exc).__name__}: {exc}")
     else:
         try:
@@ -145,7 +144,7 @@ def _probe_gpus(run: _Run, nvml: NvmlApi, config: ProbeConfig) -> None:
         finally:
             try:
                 nvml.nvmlShutdown()
-            except pynvml.NVMLError:
+            except nv.NVMLError:
                 pass
     if config.kernel_log is not None:  # after the inventory: its GPUs name the log's PCI ids
         _read_kernel_log(run, config.kernel_log, config)

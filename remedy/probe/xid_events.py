@@ -8,8 +8,7 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
-import pynvml
-
+from remedy import gpu as nv
 from remedy.gpu import NvmlApi
 from remedy.models import Component, ComponentKind, Finding
 from remedy.probe.context import as_text
@@ -48,12 +47,12 @@ class XidWatcher:
             for index in range(self._nvml.nvmlDeviceGetCount()):
                 handle = self._nvml.nvmlDeviceGetHandleByIndex(index)
                 self._nvml.nvmlDeviceRegisterEvents(
-                    handle, pynvml.nvmlEventTypeXidCriticalError, self._set
+                    handle, nv.nvmlEventTypeXidCriticalError, self._set
                 )
                 self._serials[index] = self._nvml.nvmlDeviceGetSerial(handle)
                 self._pci[index] = as_text(self._nvml.nvmlDeviceGetPciInfo(handle).busId).lower()
                 self._architectures[index] = self._nvml.nvmlDeviceGetArchitecture(handle)
-        except pynvml.NVMLError as exc:
+        except nv.NVMLError as exc:
             log.warning("NVML Xid events unavailable on %s: %s", self._node, exc)
             self._set = None
             return False
@@ -68,7 +67,7 @@ class XidWatcher:
         while True:
             try:
                 event = self._nvml.nvmlEventSetWait_v2(self._set, timeout_ms)
-            except pynvml.NVMLError_Timeout:
+            except nv.NVMLError_Timeout:
                 return out
             if (finding := self._finding(event)) is not None:
                 out.append(finding)
@@ -105,6 +104,6 @@ class XidWatcher:
             try:
                 self._nvml.nvmlEventSetFree(self._set)
                 self._nvml.nvmlShutdown()
-            except pynvml.NVMLError:
+            except nv.NVMLError:
                 pass
             self._set = None

@@ -18,8 +18,10 @@ from remedy.actions import ACTIONS
 from remedy.durations import format_duration
 from remedy.models import Action, Scope
 from remedy.numbering import rung_number
-from remedy.runbook.schema import Approval, Match, OnApprovalTimeout, Runbook, Rung
-from remedy.runbook.undrained import IfNotDrained, clearing_rung, drain_like, drains_first
+from remedy.runbook.authored import Approval, OnApprovalTimeout
+from remedy.runbook.drain_first import clearing_rung, drain_like, drains_first
+from remedy.runbook.schema import Match, Runbook, Rung
+from remedy.runbook.undrained import IfNotDrained
 
 WAIT = OnApprovalTimeout.WAIT
 DRAINS_FIRST = "no node drain before it: the ladder cordons and drains the node first (by then)"

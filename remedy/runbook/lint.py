@@ -43,10 +43,12 @@ from remedy.actions import ACTIONS
 from remedy.models import Finding, Severity
 from remedy.probe.sxids import sxid_findings
 from remedy.runbook.advice import ARCHITECTURES
+from remedy.runbook.authored import Approval
+from remedy.runbook.drain_first import clearing_rung
 from remedy.runbook.loader import RunbookProblem, RunbookSource
 from remedy.runbook.matcher import as_scored, rank
-from remedy.runbook.schema import Approval, Match, Rung
-from remedy.runbook.undrained import IfNotDrained, clearing_rung
+from remedy.runbook.schema import Match, Rung
+from remedy.runbook.undrained import IfNotDrained
 from remedy.xid.actions import SEVERITY, XidAction
 from remedy.xid.catalog import Decoder, load_catalog
 from remedy.xid.nvswitch import ACTIONS as NVSWITCH_ACTIONS

@@ -11,7 +11,8 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from remedy.redaction import secret_kinds
-from remedy.runbook.schema import AUTHORING, Match, RetryPolicy, Runbook, Rung
+from remedy.runbook.authored import AUTHORING, RetryPolicy
+from remedy.runbook.schema import Match, Runbook, Rung
 from remedy.yaml_source import YamlDocument, YamlSyntaxError, read_yaml
 
 RUNBOOK_SUFFIXES = (".yaml", ".yml")

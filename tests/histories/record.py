@@ -34,9 +34,10 @@ from contract.names import (
 from remedy.active_checks import ActiveChecksInput
 from remedy.attribution.guard import GuardPolicy
 from remedy.conditions import conditions_from
+from remedy.decisions import ApproveRequest
 from remedy.fleet import ScanInput
 from remedy.probe import probe_node
-from remedy.remediation import ApproveRequest, Phase
+from remedy.remediation import Phase
 from remedy.runbook import RunbookSet, load_runbooks
 from tests.conftest import ROOT, running_workers
 from tests.ladder import report, wait_for_phase

@@ -158,7 +158,7 @@ def approve(
     """Approve the rung a node's remediation waits for (e.g. a replacement). Exit 2 when
     nothing waits for approval, or the rung is behind the ladder, not the one waiting (without
     --ahead) or approved already."""
-    from remedy.remediation import ApproveRequest
+    from remedy.decisions import ApproveRequest
 
     def request(identity: str) -> ApproveRequest:
         return ApproveRequest(by=by, rung_number=rung, ahead=ahead, note=note, identity=identity)
@@ -185,7 +185,7 @@ def _with_old_form(signer: Signer | None) -> Signer:
     in the runbook climbed now): a worker of the release before, which does not read
     ``rung_number``, would otherwise approve the rung waiting instead."""
     from contract.messages import REMEDIATION_STATE
-    from remedy.remediation import ApproveRequest
+    from remedy.decisions import ApproveRequest
 
     async def prepared(req: ApproveRequest, handle: WorkflowHandle[Any, Any]) -> ApproveRequest:
         state = await REMEDIATION_STATE.ask(handle)
@@ -215,7 +215,7 @@ def abort(
     """Stop a node's remediation where it stands, and hold the node for a person (no ladder
     acts on it until `remedy resume-node`). An abort after an abort is harmless (exit 0,
     "already stopped"); exit 2 when the ladder finished otherwise or is being cleared."""
-    from remedy.remediation import AbortRequest
+    from remedy.decisions import AbortRequest
 
     def request(identity: str) -> AbortRequest:
         return AbortRequest(by=by, reason=reason, restore=restore, hold=hold, identity=identity)
@@ -256,7 +256,7 @@ def clear(
 ) -> None:
     """The fault is gone (fixed by hand): end the node's remediation and give the node back
     (uncordon). Exit 2 when it finished or is stopping."""
-    from remedy.remediation import ClearRequest
+    from remedy.decisions import ClearRequest
 
     def request(identity: str) -> ClearRequest:
         return ClearRequest(by=by, reason=reason, identity=identity)
@@ -288,7 +288,7 @@ def resume_pool(
     """Close a pool's breaker: the cordons it held go on, and disruptive work resumes within
     the budget. Exit 2 when the breaker is not tripped."""
     from contract.names import budget_workflow_id
-    from remedy.budget import ResumeRequest
+    from remedy.budget_messages import ResumeRequest
 
     def request(identity: str) -> ResumeRequest:
         return ResumeRequest(by=by, identity=identity)
@@ -323,7 +323,8 @@ def release_hold(
     by itself when remedy's cordon goes from the node). Exit 2 when the node is not held for
     a person (the answer lists what holds the pool's share)."""
     from contract.names import budget_workflow_id
-    from remedy.budget import HELD_FOR_HUMAN, LeaseRelease
+    from remedy.budget import LeaseRelease
+    from remedy.budget_messages import HELD_FOR_HUMAN
 
     def request(_: str) -> LeaseRelease:
         return LeaseRelease(holder=HELD_FOR_HUMAN + node)

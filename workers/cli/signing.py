@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
     from temporalio.client import WorkflowHandle
 
-    from remedy.remediation import AbortRequest, ApproveRequest, ClearRequest
+    from remedy.decisions import AbortRequest, ApproveRequest, ClearRequest
 
 KeyOption = Annotated[
     Path | None,
