@@ -2,11 +2,10 @@
 each.
 
 A workflow's signals to other workflows are delivered by the server one after another, each
-recorded back in the sender's history: measured on the dev server with a pool of 1,000 ladders
-granted at once, 13.9 grants/s reached the ladders (bench/results/budget_burst.txt), whatever
-the budget decided in its one task. An activity's client signals the ladders side by side
-(about 700/s to 1,000 idle workflows on the same server) and the budget's history holds one
-activity instead of two events per grant.
+recorded back in the sender's history, however many the budget decided in its one task. An
+activity's client signals the ladders side by side, and the budget's history holds one activity
+instead of two events per grant. What each way delivers: docs/benchmarks.md, "Figures behind
+the code".
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """A node held for a person: after `remedy abort` no automation acts on it until it is handed
-back (issue 52: the next report used to start a ladder 15 s later, which rebooted the node).
+back, so the next report cannot start a ladder that reboots it under a person's hands.
 
 The aborting ladder marks the node (an annotation, ``HOLD_ANNOTATION``): the mark lives where
 everything that would act on the node reads it, outlives the ladder and shows in ``kubectl``.

@@ -1,13 +1,12 @@
 """A worker that has stopped taking its tasks, judged from its task queue as the server sees it.
 
-The controller's SDK worker has been seen to stop polling for good under a burst of new ladders
-with more workflow-task slots than the default (bench/results/lease_priority.md, "The ladders'
-slots, again"): the process alive and idle, nothing logged, the queue's backlog growing, no
-poller listed. Nothing inside the SDK said so. A worker that cannot see its own failure is
-judged from outside it: tasks wait on the queue, the oldest for longer than ``after``, and
-this worker has not polled for as long. A live worker with work waiting polls again as soon as
-a slot frees (a slot is held for seconds: a workflow task times out in 10), so both together
-mean nothing moves, not a busy controller.
+The controller's SDK worker can stop polling for good under a burst of new ladders with more
+workflow-task slots than the default (docs/benchmarks.md, "Leases"): the process alive and idle,
+nothing logged, the queue's backlog growing, no poller listed. Nothing inside the SDK says so. A
+worker that cannot see its own failure is judged from outside it: tasks wait on the queue, the
+oldest for longer than ``after``, and this worker has not polled for as long. A live worker with
+work waiting polls again as soon as a slot frees (a slot is held for seconds: a workflow task
+times out in 10), so both together mean nothing moves, not a busy controller.
 
 The poll time is the server's; it is only compared for change, and how long it stayed the
 same is measured on the watcher's own monotonic clock, so a clock that is off cannot make a

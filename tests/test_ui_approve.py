@@ -1,4 +1,4 @@
-"""The Web UI's way to approve, as README and docs/ui.md write it: *Send an Update* named
+"""The Web UI's way to approve, as docs/tour.md and docs/ui.md write it: *Send an Update* named
 ``approve`` with the JSON ``{"by": "you", "rung_number": N}``, N the number the details show
 ("**Rung** N of M"). It approves the rung waiting and nothing else: another rung's number is
 refused unless the input says ``"ahead": true``, and the old field ``rung`` (an index from 0,

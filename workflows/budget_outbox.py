@@ -1,13 +1,11 @@
 """The budget's signals out (grants, re-grants, leave to cordon), started without the loop
 waiting for them.
 
-Until this release the loop awaited every signal it decided to send before it looked at the
-next batch of requests: a grant cost the budget two workflow tasks (one sends, one sees every
-send delivered), and requests that came in between waited for the second. Measured at 100
-failing nodes (bench/budget_bench.py, a busy 2-core machine): 166 budget workflow tasks for
-100 leases, lease wait p50 22 s. Now the sends of one task go out together and the loop goes
-straight back to the requests that wait; a delivery that fails (the holder is gone) frees its
-lease as before, from the send's own task. Continue-as-new waits for the sends in flight.
+The sends of one task go out together and the loop goes straight back to the requests that
+wait, rather than awaiting every send first (which cost a grant two budget workflow tasks, one
+to send and one to see it delivered, and held the requests that came in between); a delivery
+that fails (the holder is gone) frees its lease, from the send's own task. Continue-as-new
+waits for the sends in flight.
 
 Since ``SIGNALS_IN_ONE_ACTIVITY`` the sends of a turn are one activity (``deliver``: up to
 ``PER_DELIVERY`` signals each) instead of a signal from the workflow each, which the server

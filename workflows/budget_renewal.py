@@ -3,11 +3,11 @@ found no message, or at the latest when its history reaches the server's warning
 
 A continue-as-new fails when a message reaches the run while the task that continues is being
 worked on (the server will not close a run on messages it has not shown it: "UnhandledCommand"),
-and the worker then replays the run's whole history before it can try again. A storm of 1,000
-ladders that report, ask and release passes the server's suggestion (4K events by default) half
-way through: in bench/budget_bench.py's free run the budget tried three times, replayed 4,357
-events twice at 4.5 to 6.7 s a replay on the busy worker, and for 18.5 s granted nothing while
-its ladders waited (the server's side of it: temporalio/temporal#1289, #8097).
+and the worker then replays the run's whole history before it can try again. A storm of
+ladders that report, ask and release can pass the server's suggestion (4K events by default)
+while it lasts, and a budget that continued then would fail, replay and grant nothing while its
+ladders waited (the server's side of it: temporalio/temporal#1289, #8097; what it cost in a
+benchmark: docs/benchmarks.md, "Figures behind the code").
 
 Since ``CONTINUE_WHEN_QUIET`` the budget waits for a turn with no message: woken by its own clock
 alone — the sweep's, or a wake-up ``QUIET`` after the first busy turn since the last such

@@ -6,9 +6,8 @@ holder whose workflow closed without releasing (terminated, timed out) is reclai
 handled one at a time by the workflow, so grants cannot race; one workflow task takes every
 request that came meanwhile and sends all it grants together, without waiting for their
 delivery (workflows/budget_outbox.py), by one activity that signals the holders side by side
-(remedy.budget_signals): a pool of 1,000 ladders granted at once got its grants into their
-histories at 181/s (13.9/s as one server-side signal each; bench/budget_bench.py, 2 cores).
-What bounds a ladder then is its worker taking the grant up. A ladder asks by the update
+(remedy.budget_signals) rather than one server-side signal each, which the server delivers one
+after another. A ladder asks by the update
 ``ask_lease`` where it can: one the loop grants at once is told in the answer, not by a signal
 (workflows/disruption_lease.py). The breaker (remedy.quarantine)
 stops granting while too much of the pool is unhealthy within the window, and holds the cordons

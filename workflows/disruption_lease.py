@@ -3,12 +3,11 @@ counts it), hold a lease before the first disruptive rung, give it back at the e
 
 A workflow can signal another but not start it, so the first two go through activities
 (signal-with-start of the budget). Since ``LOCAL_LEASE_CALLS`` the request and the release are
-local activities of the ladder's workflow task: a lease cost a ladder an activity task (the
-request) and a workflow task more (the answer of the release's signal from the workflow), and at
-1,000 nodes failing at once on one machine that work was most of what a lease added to a ladder
-(bench/results/lease_priority.md). Since ``LEASE_ANSWERED`` a lease the budget can grant at once
-is the request's answer (the budget's update ``ask_lease``, activities/budget.py): no grant
-signal, no workflow task for it, no re-ask timer; one it cannot grant yet still comes by signal."""
+local activities of the ladder's workflow task, so a lease costs the ladder no activity task for
+the request and no workflow task more for the release. Since ``LEASE_ANSWERED`` a lease the
+budget can grant at once is the request's answer (the budget's update ``ask_lease``,
+activities/budget.py): no grant signal, no workflow task for it, no re-ask timer; one it cannot
+grant yet still comes by signal."""
 
 from __future__ import annotations
 
