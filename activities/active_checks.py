@@ -33,6 +33,7 @@ from remedy.conditions import GPU_ACTIVE_CHECK
 from remedy.errors import NodeGone
 from remedy.fleet import NodeNames
 from remedy.models import Finding, Severity, Started
+from remedy.probe.runner import PROBE, UNAVAILABLE
 from remedy.remediation import FindingReport
 from remedy.runbook import DEFAULT_RUNBOOK, RunbookSet
 
@@ -136,8 +137,8 @@ def _no_finding(node: str) -> Finding:
     """A report that is unhealthy with no finding ran no check: fail closed."""
     return Finding(
         node=node,
-        check="probe",
-        reason="ProbeUnavailable",
+        check=PROBE.check,
+        reason=UNAVAILABLE,
         severity=Severity.CRITICAL,
         evidence="the active check's deep diagnose ran no check",
         observed_at=datetime.now(UTC),

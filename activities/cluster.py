@@ -1,6 +1,7 @@
 """Cluster-side actions (controller worker), one class per seam it acts through: node control
 (cordon, drain, kill job, reboot confirmation, restore), replacement, the GPU hand-off around a
-reset, node marks and admission. ``cluster_activities`` registers them all."""
+reset, node marks and admission. ``cluster_activities`` registers them all, the table's cluster
+actions from the table (a method named as the action)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,9 @@ from temporalio.exceptions import ApplicationError
 from activities.errors import temporal_errors
 from activities.mig_layout import MigLayoutActivities
 from activities.person_hold import PersonHoldActivities
+from activities.table import action_activities
 from contract import activities as act
+from remedy.actions import Where
 from remedy.admission import AdmissionStep
 from remedy.cluster import (
     AdmissionGate,
@@ -141,16 +144,9 @@ class NodeControlActivities:
                 return ActionResult(ok=False, detail="cancelled while waiting for the reboot")
             time.sleep(self._poll_s)
 
-    def all(self) -> list[Callable[..., Any]]:
-        return [
-            self.cordon,
-            self.restore,
-            self.drain,
-            self.kill_job,
-            self.release_gpu,
-            self.boot_id,
-            self.confirm_reboot,
-        ]
+    def around(self) -> list[Callable[..., Any]]:
+        """Its activities other than the table's actions (those: ``cluster_activities``)."""
+        return [self.release_gpu, self.boot_id, self.confirm_reboot]
 
 
 class ReplaceActivities:
@@ -162,9 +158,6 @@ class ReplaceActivities:
         with temporal_errors():
             detail = self._replacer.replace(req.node.name, req.node_uid)
         return ActionResult(ok=True, detail=detail)
-
-    def all(self) -> list[Callable[..., Any]]:
-        return [self.replace]
 
 
 class GpuHandoffActivities:
@@ -259,10 +252,12 @@ class AlertActivities:
 
 
 def cluster_activities(cluster: Cluster, poll_s: float = 5.0) -> list[Callable[..., Any]]:
-    """Every cluster-side activity, each class given only the seam it acts through."""
+    """Every cluster-side activity, each class given only the seam it acts through; the table's
+    cluster actions registered from the table (``activities.table``)."""
+    control = NodeControlActivities(cluster.control, poll_s, cluster.gpu_scope, cluster.breakers)
     return [
-        *NodeControlActivities(cluster.control, poll_s, cluster.gpu_scope, cluster.breakers).all(),
-        *ReplaceActivities(cluster.replacer).all(),
+        *action_activities(Where.CLUSTER, control, ReplaceActivities(cluster.replacer)),
+        *control.around(),
         *GpuHandoffActivities(cluster.gpus).all(),
         *MarkActivities(cluster.marks).all(),
         *PersonHoldActivities(cluster.marks).all(),

@@ -26,7 +26,7 @@ from remedy.cluster import Cluster, CordonOwner
 from remedy.conditions import NodeCondition
 from remedy.errors import TransientError
 from remedy.gpu import NvmlApi
-from remedy.models import CordonState, NodeBoot
+from remedy.models import Action, CordonState, NodeBoot
 from remedy.node_facts import NodeFacts
 from remedy.probe.load import LoadReport
 from remedy.probe.runner import ProbeConfig
@@ -242,6 +242,14 @@ class StoredHost:
     def reboot(self, key: str = "") -> str:
         return self._calls.call(
             "reboot", lambda f: self._sim(f).reboot(key), cluster=False, key=key
+        )
+
+    def run_action(self, action: Action, command: list[str], key: str) -> str:
+        return self._calls.call(
+            action.value,
+            lambda f: self._sim(f).run_action(action, command, key),
+            cluster=False,
+            key=key,
         )
 
     def load_test(self, indices: list[int]) -> LoadReport:

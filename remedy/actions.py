@@ -1,8 +1,10 @@
 """The table of actions: everything remedy knows about each thing it can do to a node.
 
 The workflow, the runbook schema, ``remedy runbooks explain``, the contract between workflows
-and activities, and docs/runbooks.md all read this table; adding an action is one entry here
-and one activity (docs/architecture.md, "Add an action").
+and activities, the workers that register the activities, and docs/runbooks.md all read this
+table; adding an action is its member and its row here, its activity, and what it clears in
+the simulation (docs/architecture.md, "An action"). Nothing here imports the rest of remedy:
+``remedy.models`` takes ``Action`` and ``Scope`` from here.
 """
 
 from __future__ import annotations
@@ -10,7 +12,26 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
-from remedy.models import Action, Scope
+
+class Action(StrEnum):
+    """What remedy can do to a node, from the least to the most disruptive (its row in
+    ``ACTIONS`` says the rest)."""
+
+    DIAGNOSE = "diagnose"
+    CORDON = "cordon"
+    DRAIN = "drain"
+    KILL_JOB = "kill_job"
+    RESET_GPU = "reset_gpu"
+    REBOOT = "reboot"
+    REPLACE = "replace"
+    RESTORE = "restore"  # undo what remedy did to a node that recovered
+
+
+class Scope(StrEnum):
+    """What a rung acts on (remedy/gpu_scope.py)."""
+
+    NODE = "node"  # the whole node (the default)
+    GPU = "gpu"  # the faulty GPU only: its pods, its MIG instances, its allocation
 
 
 class Where(StrEnum):
@@ -33,6 +54,14 @@ class ActionSpec:
     # Its effect stays until remedy restores the node: a ladder that switches runbooks does
     # not do it again (the pods a drain evicted stay evicted while the node is cordoned).
     lasting: bool = False
+    # What it does as a GPU-scoped rung (``scope: gpu``, remedy/gpu_scope.py), for `remedy
+    # runbooks explain`; empty: it acts on the whole node by nature and may not be GPU-scoped.
+    on_one_gpu: str = ""
+
+    @property
+    def gpu_scoped(self) -> bool:
+        """It may be a GPU-scoped rung."""
+        return bool(self.on_one_gpu)
 
 
 ACTIONS: dict[Action, ActionSpec] = {
@@ -59,6 +88,11 @@ ACTIONS: dict[Action, ActionSpec] = {
         does="drain the node: evict its pods (training pods get their checkpoint grace)",
         reports_progress=True,
         lasting=True,
+        on_one_gpu=(
+            "quarantine the faulty GPU (no new pods on it; the node stays schedulable) and "
+            "evict only the pods using it or its MIG instances (only the MIG instance an Xid "
+            "names, where the node says which pods use it)"
+        ),
     ),
     Action.KILL_JOB: ActionSpec(
         Where.CLUSTER,
@@ -67,6 +101,7 @@ ACTIONS: dict[Action, ActionSpec] = {
         verifies=True,
         does="stop the job's pods on the node (its controller reschedules them)",
         lasting=True,
+        on_one_gpu="quarantine the faulty GPU and stop only the pods using it or its MIG instances",
     ),
     Action.RESET_GPU: ActionSpec(
         Where.NODE,
@@ -75,6 +110,10 @@ ACTIONS: dict[Action, ActionSpec] = {
         verifies=True,
         does="reset the faulty GPUs (the cluster's GPU pods step aside meanwhile)",
         needs_drained=True,
+        on_one_gpu=(
+            "reset the faulty GPU once its pods and MIG instances are idle, then restore its "
+            "MIG layout; it returns to allocation when verified"
+        ),
     ),
     Action.REBOOT: ActionSpec(
         Where.NODE,
@@ -103,6 +142,10 @@ ACTIONS: dict[Action, ActionSpec] = {
 }
 
 
+# The rungs that may be GPU-scoped; the others act on the node by nature.
+GPU_SCOPED = tuple(action for action, spec in ACTIONS.items() if spec.gpu_scoped)
+
+
 def needs_the_node_drained(action: Action, scope: Scope) -> bool:
     """A node-level rung that needs the node's pods gone (a reboot, a replacement, a reset at
     node scope): with nothing at node scope before it that clears the node for it
@@ -119,16 +162,18 @@ def cleared_by(action: Action) -> tuple[Action, ...]:
 
 
 def actions_markdown() -> str:
-    """The table as docs/runbooks.md shows it (a test keeps the two the same)."""
+    """The table as docs/runbooks.md shows it (tests/generated_docs.py writes it there)."""
     rows = [
-        "| action | runs | disruptive | hardware | verified by default | what it does |",
-        "|---|---|---|---|---|---|",
+        "| action | runs | disruptive | hardware | verified by default | `scope: gpu` "
+        "| what it does |",
+        "|---|---|---|---|---|---|---|",
     ]
     for action, s in ACTIONS.items():
         if s.rung:
             rows.append(
                 f"| `{action.value}` | {'on the node' if s.where is Where.NODE else 'cluster'} "
-                f"| {_yes(s.disruptive)} | {_yes(s.hardware)} | {_yes(s.verifies)} | {s.does} |"
+                f"| {_yes(s.disruptive)} | {_yes(s.hardware)} | {_yes(s.verifies)} "
+                f"| {_yes(s.gpu_scoped)} | {s.does} |"
             )
     return "\n".join(rows)
 

@@ -3,8 +3,9 @@
 A rung with ``scope: gpu`` takes the trigger's GPU out of allocation (a per-GPU quarantine:
 new pods do not land on it, the node stays schedulable) and evicts or kills only the pods
 using that GPU or its MIG instances; the other GPUs' pods keep running. Node-level rungs
-(reboot, replace) always take the whole node. The quarantine is lifted by the ladder's
-restore once a rung verified the GPU healthy.
+(reboot, replace) always take the whole node. The quarantine is lifted by the ladder's restore
+once a rung verified the GPU healthy. Which actions may be GPU-scoped, and what each does so,
+is a column of the action table (``ActionSpec.on_one_gpu``, remedy/actions.py).
 """
 
 from __future__ import annotations
@@ -13,11 +14,9 @@ import re
 from typing import Protocol
 
 from remedy.gpu_use import GpuUse, NodeGpuUse
-from remedy.models import Action, Frozen, Scope
+from remedy.models import Frozen, Scope
 
 __all__ = [
-    "GPU_SCOPED",
-    "SCOPED_DOES",
     "GpuRelease",
     "GpuReleased",
     "GpuScopedControl",
@@ -27,25 +26,6 @@ __all__ = [
 ]
 
 _GPU_INSTANCE = re.compile(r"GPU-I:(\d{1,6})")
-
-# The rungs that may be GPU-scoped; the others act on the node by nature.
-GPU_SCOPED = (Action.DRAIN, Action.KILL_JOB, Action.RESET_GPU)
-
-# What a GPU-scoped rung does instead, for `remedy runbooks explain` and docs/runbooks.md.
-SCOPED_DOES = {
-    Action.DRAIN: (
-        "quarantine the faulty GPU (no new pods on it; the node stays schedulable) and "
-        "evict only the pods using it or its MIG instances (only the MIG instance an Xid "
-        "names, where the node says which pods use it)"
-    ),
-    Action.KILL_JOB: (
-        "quarantine the faulty GPU and stop only the pods using it or its MIG instances"
-    ),
-    Action.RESET_GPU: (
-        "reset the faulty GPU once its pods and MIG instances are idle, then restore its MIG "
-        "layout; it returns to allocation when verified"
-    ),
-}
 
 
 def pods_on(use: NodeGpuUse, gpus: list[int], instance: int | None = None) -> list[GpuUse]:

@@ -6,6 +6,7 @@ from typing import Protocol
 
 from remedy.capabilities import DependencyCheck
 from remedy.gpu import NvmlApi
+from remedy.models import Action
 from remedy.probe.load import LoadReport
 from remedy.probe.runner import ProbeConfig
 
@@ -26,6 +27,11 @@ class NodeHost(Protocol):
     def reboot(self, key: str) -> str:
         """Reboot the node, at most once for ``key``: a repeat from a new boot answers that the
         node rebooted, one from the same boot that it was issued."""
+
+    def run_action(self, action: Action, command: list[str], key: str) -> str:
+        """Do ``action`` by running ``command`` on the node, at most once for ``key``, and say
+        what was done; raise ActionFailed when it fails, ActionRefused when this node does not
+        allow it (a hardware action where the agent may not reset)."""
 
     def load_test(self, indices: list[int]) -> LoadReport:
         """Run sustained load on these GPUs (all when empty) and say what it found; a test

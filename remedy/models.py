@@ -2,8 +2,8 @@
 
 Every model here crosses a boundary (a signal, an activity, a query, a CLI's JSON), so each is
 one pydantic ``Wire`` model that can gain fields without breaking running workflows, and that
-older workers read even when a newer one added fields. ``Action`` is described in the table of
-``remedy.actions``.
+older workers read even when a newer one added fields. ``Action`` and ``Scope`` are defined
+beside the table of actions (``remedy.actions``) and named here too.
 """
 
 from __future__ import annotations
@@ -21,6 +21,9 @@ from pydantic import (
     model_validator,
 )
 
+from remedy.actions import Action as Action  # defined beside its table, named here too
+from remedy.actions import Scope as Scope
+
 
 class Untrusted:
     """Marks a text field that holds what a pod or a node wrote (a log line, a kernel message,
@@ -34,26 +37,6 @@ class Severity(StrEnum):
     INFO = "info"  # recorded, never unhealthy (e.g. a row remap that already took effect)
     WARNING = "warning"
     CRITICAL = "critical"
-
-
-class Action(StrEnum):
-    """What remedy can do to a node, from the least to the most disruptive."""
-
-    DIAGNOSE = "diagnose"
-    CORDON = "cordon"
-    DRAIN = "drain"
-    KILL_JOB = "kill_job"
-    RESET_GPU = "reset_gpu"
-    REBOOT = "reboot"
-    REPLACE = "replace"
-    RESTORE = "restore"  # undo what remedy did to a node that recovered
-
-
-class Scope(StrEnum):
-    """What a rung acts on (remedy/gpu_scope.py)."""
-
-    NODE = "node"  # the whole node (the default)
-    GPU = "gpu"  # the faulty GPU only: its pods, its MIG instances, its allocation
 
 
 class Wire(BaseModel):

@@ -3,9 +3,12 @@
 A runbook with ``checks: [memroy]`` would load and never match, and the fault it was written
 for would go unhandled; so `remedy runbooks validate` checks names against this registry and
 `remedy runbooks schema` lists them for editors. The entries come from where findings are
-made: the probe's checks (``remedy/probe``), the deep diagnose, admission, the job guard, a
-manual trigger, and the Xid catalog (``Xid<code>``, any code: an uncatalogued Xid is still
-reported under its number). A test keeps the code that makes findings and this table in step.
+made. A probe check declares its name and reasons once, beside its code (``CheckTerms``,
+remedy/check_terms.py: the GPU checks, the NIC check, the probe runner, the load test, the
+NVSwitch lines), and they are gathered here; the terms of findings made elsewhere (admission,
+the job guard, the fleet scan, the hardware record, a manual trigger) are declared here, and
+Xids come from the catalog (``Xid<code>``, any code: an uncatalogued Xid is still reported
+under its number). A test keeps the code that makes findings and this table in step.
 """
 
 from __future__ import annotations
@@ -13,125 +16,29 @@ from __future__ import annotations
 import difflib
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
 from functools import cache
 
+from remedy.check_terms import CheckTerms
+from remedy.probe import checks as probe_checks
+from remedy.probe.load import LOAD
+from remedy.probe.nic_check import NIC
+from remedy.probe.runner import KERNEL_LOG, PROBE
+from remedy.probe.sxids import NVSWITCH
 from remedy.xid.actions import XidAction
 from remedy.xid.catalog import load_catalog
 
 XID_REASON = re.compile(r"^Xid[0-9]{1,4}$")
 XID_CHECK = "xid"
-NVSWITCH_CHECK = "nvswitch"
-
-
-@dataclass(frozen=True)
-class CheckTerms:
-    check: str
-    says: str
-    reasons: Mapping[str, str]  # reason → what it means
-    probe: bool = False  # a re-probe sees the fault while it lasts (an Xid is an event: no)
-    # Its faults often pass by themselves, in minutes: `remedy runbooks validate` warns about a
-    # runbook that disrupts for one at once, with no approval (remedy/runbook/lint.py).
-    transient: bool = False
+NVSWITCH_CHECK = NVSWITCH.check
 
 
 TERMS: tuple[CheckTerms, ...] = (
-    CheckTerms(
-        "inventory",
-        "the GPUs NVML sees against those the node should have",
-        {
-            "GpuFallenOffBus": "NVML reports a GPU as lost",
-            "GpuMissing": "fewer GPUs than the node should have",
-        },
-        probe=True,
-    ),
-    CheckTerms(
-        "memory",
-        "ECC errors, row remapping and the driver's recovery action",
-        {
-            "EccUncorrectable": "uncorrectable ECC errors since the last reset",
-            "RowRemapFailure": "row remapping failed: no spare rows left",
-            "RowRemapPending": "a row remap waits for a reset",
-            "RetiredPagesPending": "retired pages wait for a reset (before Ampere)",
-            "RecoveryActionGpuReset": "the driver asks for a GPU reset",
-            "RecoveryActionNodeReboot": "the driver asks for a node reboot",
-            "RecoveryActionDrainP2P": "the driver asks to drain peer-to-peer traffic",
-            "RecoveryActionDrainAndReset": "the driver asks for a drain and a GPU reset",
-            "RecoveryActionSystemReboot": "the driver asks for a system reboot",
-        },
-        probe=True,
-    ),
-    CheckTerms(
-        "thermal",
-        "clock slowdowns and temperature",
-        {
-            "HwThermalSlowdown": "hardware thermal slowdown",
-            "HwPowerBrakeSlowdown": "hardware power-brake slowdown",
-            "HwSlowdown": "hardware slowdown",
-            "GpuOverTemperature": "the GPU is over its temperature limit",
-        },
-        probe=True,
-        # A slowdown follows load, airflow and power: the probe reports every one as a warning,
-        # the fleet twin's thermal fault passes in two minutes, and the shipped runbook
-        # tolerates ten before it drains.
-        transient=True,
-    ),
-    CheckTerms(
-        "pcie",
-        "the GPU's PCIe link",
-        {"PcieWidthDegraded": "the link runs narrower than it can"},
-        probe=True,
-    ),
-    CheckTerms(
-        "nvlink",
-        "NVLink links and the NVSwitch fabric",
-        {
-            "NvLinkDown": "NVLink links are down",
-            "FabricNotReady": "the GPU has not joined the NVSwitch fabric",
-        },
-        probe=True,
-    ),
-    CheckTerms(
-        "nic",
-        "RDMA NICs: count, port state and rate",
-        {
-            "NicMissing": "fewer RDMA devices than the node should have",
-            "NicPortDown": "an RDMA port is not ACTIVE",
-            "NicRateDegraded": "an RDMA port runs below its expected rate",
-        },
-        probe=True,
-    ),
-    CheckTerms(
-        "kernel_log",
-        "the kernel log read for Xids on every probe (kmsg, the journal or a file)",
-        {"KernelLogUnreadable": "the kernel log cannot be read: Xids there go unseen"},
-        probe=True,
-    ),
-    CheckTerms(
-        "probe",
-        "the probe itself (fail closed: a check that could not run is a finding)",
-        {
-            "NvmlUnavailable": "NVML cannot be loaded or initialised",
-            "CheckTimedOut": "a check did not answer in time",
-            "CheckFailed": "a check raised an error",
-            "ProbeUnavailable": "the probe could not run on the node (its agent is down)",
-        },
-        probe=True,
-    ),
-    CheckTerms(
-        "load",
-        "the deep diagnose's load test (DCGM diagnostics, or torch/cupy)",
-        {
-            "FailsUnderLoad": "a GPU raised an error under sustained load",
-            "MemoryMismatch": "GPU memory read back differs from the pattern written",
-            "SlowGpu": "a GPU runs below the reference throughput for its model",
-            "SlowRank": "a GPU runs much slower than its peers on the node",
-            "DcgmDiagFailed": "a DCGM diagnostic test failed",
-            "DcgmDiagWarning": "a DCGM diagnostic test warned",
-            "DiagnoseCouldNotRun": "the load test could not run on the node or a GPU (fail closed)",
-            "NoThroughputReference": "no reference for the GPU model: peers compared only",
-        },
-    ),
+    *probe_checks.TERMS,
+    NIC,
+    KERNEL_LOG,
+    PROBE,
+    LOAD,
+    # Findings made outside the probe (admission, the job guard, the fleet scan, ...).
     CheckTerms(
         "admission",
         "a new node's validation",
@@ -161,16 +68,7 @@ TERMS: tuple[CheckTerms, ...] = (
         {"ManualTrigger": "an operator started the remediation by hand"},
     ),
     CheckTerms(XID_CHECK, "Xid errors from NVML events or the kernel log", {}),
-    CheckTerms(
-        NVSWITCH_CHECK,
-        "NVSwitch errors (SXid) in the kernel log",
-        {
-            "SXidFatal": "a fatal NVSwitch error: the fabric needs a reset",
-            "SXidNonFatal": "a non-fatal NVSwitch error (recorded)",
-            "SXidCorrectable": "a corrected NVSwitch error (recorded)",
-            "SXidUnknown": "an SXid line that says neither fatal nor non-fatal: a person reads it",
-        },
-    ),
+    NVSWITCH,
 )
 
 
@@ -187,6 +85,16 @@ NVIDIA_ACTIONS: Mapping[str, str] = {
     XidAction.CHECK_MECHANICALS.value: "check seating, cables and power",
     XidAction.UPDATE_SOFTWARE.value: "update the driver or firmware",
 }
+
+
+def terms_markdown() -> str:
+    """Every check with what it looks at and its reasons, as docs/runbooks.md shows them
+    (tests/generated_docs.py writes it there)."""
+    rows = ["| check | what it looks at | reasons |", "|---|---|---|"]
+    for t in TERMS:
+        reasons = "; ".join(f"`{r}`: {says}" for r, says in t.reasons.items())
+        rows.append(f"| `{t.check}` | {t.says} | {reasons or '`Xid<code>`, any code'} |")
+    return "\n".join(rows)
 
 
 class UnknownTerm(ValueError):

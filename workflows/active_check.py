@@ -46,6 +46,7 @@ with workflow.unsafe.imports_passed_through():
         ProbeRequest,
         Severity,
     )
+    from remedy.probe.runner import PROBE, UNAVAILABLE
 
 CLUSTER_CALL = timedelta(seconds=60)
 
@@ -226,8 +227,8 @@ class ActiveCheck:
         except ActivityError as err:
             unavailable = Finding(
                 node=inp.node.name,
-                check="probe",
-                reason="ProbeUnavailable",
+                check=PROBE.check,
+                reason=UNAVAILABLE,
                 severity=Severity.CRITICAL,
                 evidence=f"the active check's deep diagnose could not run: {cause_of(err)}",
                 observed_at=workflow.now(),

@@ -53,6 +53,7 @@ with workflow.unsafe.imports_passed_through():
         Scope,
         Severity,
     )
+    from remedy.probe.runner import PROBE, UNAVAILABLE
     from remedy.remediation import (
         AttemptResult,
         Outcome,
@@ -233,8 +234,8 @@ class NodeSteps:
         except ActivityError as err:
             unavailable = Finding(
                 node=state.node.name,
-                check="probe",
-                reason="ProbeUnavailable",
+                check=PROBE.check,
+                reason=UNAVAILABLE,
                 severity=Severity.CRITICAL,
                 evidence=cause_of(err),
                 observed_at=workflow.now(),

@@ -92,6 +92,20 @@ class SimHost:
             done = reboot_once(sim, key, sim.boot, self._fleet.clock, restart)
             return self._fleet.answer("reboot", done)
 
+    def run_action(self, action: Action, command: list[str], key: str) -> str:
+        """Clears what the fault table says ``action`` clears (``FaultSpec.fixed_by``)."""
+
+        def run() -> str:
+            sim.clear(action)
+            self._fleet.record(self.name, action.value, key)
+            return f"ran {' '.join(command)}"
+
+        self._fleet.pause_point(action.value)
+        with self._fleet.lock:
+            sim = self._fleet.act(self.name, action.value)
+            done = once(sim, key, action, self._fleet.clock, run, unsure_not_repeated)
+            return self._fleet.answer(action.value, done)
+
     def load_test(self, indices: list[int]) -> LoadReport:
         with self._fleet.lock:
             sim = self._fleet.node(self.name)

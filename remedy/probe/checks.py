@@ -1,102 +1,25 @@
-"""The probe's checks. Each takes the context and returns findings; raising is the runner's
-business (fail closed). Reasons are stable CamelCase codes that runbooks match on.
-
-A query a GPU does not support (NVMLError_NotSupported) is skipped, not a fault: older GPUs lack
-row remapping, most nodes lack NVSwitch fabric. Any other NVML error fails the check.
+"""The probe's GPU checks. Each takes the context (remedy/probe/context.py) and returns
+findings; raising is the runner's business (fail closed). Reasons are stable CamelCase codes
+that runbooks match on, declared once, beside the check that reports them (``CheckTerms``,
+remedy/check_terms.py); ``GPU_CHECKS`` runs them and ``TERMS`` names them for the vocabulary.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
-from datetime import datetime
+from collections.abc import Callable
 from typing import Any
 
 from remedy import gpu as nv
+from remedy.check_terms import CheckTerms
 from remedy.gpu import NvmlApi
 from remedy.models import Component, ComponentKind, Finding, Severity
-from remedy.probe.nics import NicSource
+from remedy.probe.context import CheckContext, as_text, gpus_of, supported
 
-NODE = Component(kind=ComponentKind.NODE)
-
-_THROTTLE_REASONS = (
-    (nv.nvmlClocksEventReasonHwThermalSlowdown, "HwThermalSlowdown"),
-    (nv.nvmlClocksEventReasonHwPowerBrakeSlowdown, "HwPowerBrakeSlowdown"),
-    (nv.nvmlClocksEventReasonHwSlowdown, "HwSlowdown"),
+INVENTORY = CheckTerms(
+    "inventory", "the GPUs NVML sees against those the node should have", probe=True
 )
-_RECOVERY_ACTIONS = {
-    nv.NVML_GPU_RECOVERY_ACTION_GPU_RESET: ("RecoveryActionGpuReset", "a GPU reset"),
-    nv.NVML_GPU_RECOVERY_ACTION_NODE_REBOOT: ("RecoveryActionNodeReboot", "a node reboot"),
-    nv.NVML_GPU_RECOVERY_ACTION_DRAIN_P2P: ("RecoveryActionDrainP2P", "draining P2P traffic"),
-    nv.NVML_GPU_RECOVERY_ACTION_DRAIN_AND_RESET: (
-        "RecoveryActionDrainAndReset",
-        "a drain and a GPU reset",
-    ),
-    nv.NVML_GPU_RECOVERY_ACTION_SYSTEM_REBOOT: (
-        "RecoveryActionSystemReboot",
-        "a system reboot",
-    ),
-}
-
-
-@dataclass
-class CheckContext:
-    node: str
-    nvml: NvmlApi
-    now: Callable[[], datetime]
-    expected_gpus: int | None = None
-    max_temperature_c: int = 87
-    nics: NicSource | None = None
-    expected_nics: int | None = None
-    expected_nic_rate_gbps: float | None = None
-    gpus: list[Component] = field(default_factory=list)  # filled by the inventory check
-
-    def finding(
-        self,
-        check: str,
-        reason: str,
-        severity: Severity,
-        evidence: str,
-        component: Component = NODE,
-        xid: int | None = None,
-    ) -> Finding:
-        return Finding(
-            node=self.node,
-            check=check,
-            reason=reason,
-            severity=severity,
-            component=component,
-            xid=xid,
-            evidence=evidence,
-            observed_at=self.now(),
-        )
-
-
-def as_text(value: str | bytes) -> str:
-    """NVML answers bytes in older bindings and str in newer ones."""
-    return value.decode() if isinstance(value, bytes) else value
-
-
-def _gpus(ctx: CheckContext) -> Iterator[tuple[Any, Component]]:
-    """Handles of the GPUs NVML can still reach; the inventory check reports the lost ones."""
-    for index in range(ctx.nvml.nvmlDeviceGetCount()):
-        try:
-            yield ctx.nvml.nvmlDeviceGetHandleByIndex(index), _component(ctx, index)
-        except nv.NVMLError_GpuIsLost:
-            continue
-
-
-def _component(ctx: CheckContext, index: int) -> Component:
-    known = next((g for g in ctx.gpus if g.index == index), None)
-    return known or Component(kind=ComponentKind.GPU, index=index)
-
-
-def _supported(call: Callable[..., Any], *args: Any) -> Any | None:
-    """``call(*args)``, or None when this GPU does not support the query."""
-    try:
-        return call(*args)
-    except nv.NVMLError_NotSupported:
-        return None
+FALLEN_OFF_BUS = INVENTORY.reason("GpuFallenOffBus", "NVML reports a GPU as lost")
+GPU_MISSING = INVENTORY.reason("GpuMissing", "fewer GPUs than the node should have")
 
 
 def check_inventory(ctx: CheckContext) -> list[Finding]:
@@ -120,8 +43,8 @@ def check_inventory(ctx: CheckContext) -> list[Finding]:
         except nv.NVMLError_GpuIsLost:
             findings.append(
                 ctx.finding(
-                    "inventory",
-                    "GpuFallenOffBus",
+                    INVENTORY.check,
+                    FALLEN_OFF_BUS,
                     Severity.CRITICAL,
                     f"GPU {index}: NVML reports the GPU is lost",
                     Component(kind=ComponentKind.GPU, index=index),
@@ -130,8 +53,8 @@ def check_inventory(ctx: CheckContext) -> list[Finding]:
     if ctx.expected_gpus is not None and count < ctx.expected_gpus:
         findings.append(
             ctx.finding(
-                "inventory",
-                "GpuMissing",
+                INVENTORY.check,
+                GPU_MISSING,
                 Severity.CRITICAL,
                 f"NVML sees {count} GPUs, the node should have {ctx.expected_gpus}",
             )
@@ -150,10 +73,44 @@ def _architecture(nvml: NvmlApi, handle: Any) -> int | None:
         return None
 
 
+MEMORY = CheckTerms(
+    "memory", "ECC errors, row remapping and the driver's recovery action", probe=True
+)
+ECC = MEMORY.reason("EccUncorrectable", "uncorrectable ECC errors since the last reset")
+REMAP_FAILURE = MEMORY.reason("RowRemapFailure", "row remapping failed: no spare rows left")
+REMAP_PENDING = MEMORY.reason("RowRemapPending", "a row remap waits for a reset")
+PAGES_PENDING = MEMORY.reason(
+    "RetiredPagesPending", "retired pages wait for a reset (before Ampere)"
+)
+# The driver's recovery action (NVML_FI_DEV_GET_GPU_RECOVERY_ACTION): its reason, what it needs.
+_RECOVERY_ACTIONS = {
+    value: (MEMORY.reason(reason, f"the driver asks for {needs}"), needs)
+    for value, reason, needs in (
+        (nv.NVML_GPU_RECOVERY_ACTION_GPU_RESET, "RecoveryActionGpuReset", "a GPU reset"),
+        (nv.NVML_GPU_RECOVERY_ACTION_NODE_REBOOT, "RecoveryActionNodeReboot", "a node reboot"),
+        (
+            nv.NVML_GPU_RECOVERY_ACTION_DRAIN_P2P,
+            "RecoveryActionDrainP2P",
+            "a drain of P2P traffic",
+        ),
+        (
+            nv.NVML_GPU_RECOVERY_ACTION_DRAIN_AND_RESET,
+            "RecoveryActionDrainAndReset",
+            "a drain and a GPU reset",
+        ),
+        (
+            nv.NVML_GPU_RECOVERY_ACTION_SYSTEM_REBOOT,
+            "RecoveryActionSystemReboot",
+            "a system reboot",
+        ),
+    )
+}
+
+
 def check_memory(ctx: CheckContext) -> list[Finding]:
     out = []
-    for handle, gpu in _gpus(ctx):
-        uncorrected = _supported(
+    for handle, gpu in gpus_of(ctx):
+        uncorrected = supported(
             ctx.nvml.nvmlDeviceGetTotalEccErrors,
             handle,
             nv.NVML_MEMORY_ERROR_TYPE_UNCORRECTED,
@@ -162,21 +119,21 @@ def check_memory(ctx: CheckContext) -> list[Finding]:
         if uncorrected:
             out.append(
                 ctx.finding(
-                    "memory",
-                    "EccUncorrectable",
+                    MEMORY.check,
+                    ECC,
                     Severity.CRITICAL,
                     f"{uncorrected} uncorrectable ECC errors since the last reset",
                     gpu,
                 )
             )
-        remap = _supported(ctx.nvml.nvmlDeviceGetRemappedRows, handle)
+        remap = supported(ctx.nvml.nvmlDeviceGetRemappedRows, handle)
         if remap is not None:
             _corr, _unc, pending, failure = remap
             if failure:
                 out.append(
                     ctx.finding(
-                        "memory",
-                        "RowRemapFailure",
+                        MEMORY.check,
+                        REMAP_FAILURE,
                         Severity.CRITICAL,
                         "row remapping failed: no spare rows left",
                         gpu,
@@ -185,20 +142,20 @@ def check_memory(ctx: CheckContext) -> list[Finding]:
             elif pending:
                 out.append(
                     ctx.finding(
-                        "memory",
-                        "RowRemapPending",
+                        MEMORY.check,
+                        REMAP_PENDING,
                         Severity.WARNING,
                         "a row remap is pending; it takes effect after a reset",
                         gpu,
                     )
                 )
         else:  # before Ampere: page retirement instead of row remapping
-            retired = _supported(ctx.nvml.nvmlDeviceGetRetiredPagesPendingStatus, handle)
+            retired = supported(ctx.nvml.nvmlDeviceGetRetiredPagesPendingStatus, handle)
             if retired:
                 out.append(
                     ctx.finding(
-                        "memory",
-                        "RetiredPagesPending",
+                        MEMORY.check,
+                        PAGES_PENDING,
                         Severity.WARNING,
                         "retired pages are pending; they take effect after a reset",
                         gpu,
@@ -210,7 +167,7 @@ def check_memory(ctx: CheckContext) -> list[Finding]:
 
 def _recovery_action(ctx: CheckContext, handle: Any, gpu: Component) -> list[Finding]:
     """The driver's own verdict (NVML_FI_DEV_GET_GPU_RECOVERY_ACTION), where it exposes one."""
-    values = _supported(
+    values = supported(
         lambda: ctx.nvml.nvmlDeviceGetFieldValues(handle, [nv.NVML_FI_DEV_GET_GPU_RECOVERY_ACTION])
     )
     if not values or values[0].nvmlReturn != nv.NVML_SUCCESS:
@@ -221,29 +178,48 @@ def _recovery_action(ctx: CheckContext, handle: Any, gpu: Component) -> list[Fin
     reason, needs = _RECOVERY_ACTIONS[action]
     return [
         ctx.finding(
-            "memory", reason, Severity.CRITICAL, f"the driver says this GPU needs {needs}", gpu
+            MEMORY.check, reason, Severity.CRITICAL, f"the driver says this GPU needs {needs}", gpu
         )
     ]
 
 
+# A slowdown follows load, airflow and power: the probe reports every one as a warning, the
+# fleet twin's thermal fault passes in two minutes, and the shipped runbook tolerates ten
+# before it drains.
+THERMAL = CheckTerms("thermal", "clock slowdowns and temperature", probe=True, transient=True)
+THERMAL_SLOWDOWN = THERMAL.reason("HwThermalSlowdown", "hardware thermal slowdown")
+POWER_BRAKE = THERMAL.reason("HwPowerBrakeSlowdown", "hardware power-brake slowdown")
+SLOWDOWN = THERMAL.reason("HwSlowdown", "hardware slowdown")
+_THROTTLE_REASONS = (
+    (nv.nvmlClocksEventReasonHwThermalSlowdown, THERMAL_SLOWDOWN),
+    (nv.nvmlClocksEventReasonHwPowerBrakeSlowdown, POWER_BRAKE),
+    (nv.nvmlClocksEventReasonHwSlowdown, SLOWDOWN),
+)
+OVER_TEMPERATURE = THERMAL.reason("GpuOverTemperature", "the GPU is over its temperature limit")
+
+
 def check_throttle(ctx: CheckContext) -> list[Finding]:
     out = []
-    for handle, gpu in _gpus(ctx):
-        reasons = _supported(ctx.nvml.nvmlDeviceGetCurrentClocksEventReasons, handle)
+    for handle, gpu in gpus_of(ctx):
+        reasons = supported(ctx.nvml.nvmlDeviceGetCurrentClocksEventReasons, handle)
         for bit, name in _THROTTLE_REASONS:
             if reasons and reasons & bit:
                 out.append(
                     ctx.finding(
-                        "thermal", name, Severity.WARNING, f"clock event reasons 0x{reasons:x}", gpu
+                        THERMAL.check,
+                        name,
+                        Severity.WARNING,
+                        f"clock event reasons 0x{reasons:x}",
+                        gpu,
                     )
                 )
                 break  # one slowdown finding per GPU; the bits tell the same story
-        temperature = _supported(ctx.nvml.nvmlDeviceGetTemperature, handle, nv.NVML_TEMPERATURE_GPU)
+        temperature = supported(ctx.nvml.nvmlDeviceGetTemperature, handle, nv.NVML_TEMPERATURE_GPU)
         if temperature is not None and temperature >= ctx.max_temperature_c:
             out.append(
                 ctx.finding(
-                    "thermal",
-                    "GpuOverTemperature",
+                    THERMAL.check,
+                    OVER_TEMPERATURE,
                     Severity.WARNING,
                     f"{temperature} °C ≥ {ctx.max_temperature_c} °C",
                     gpu,
@@ -252,18 +228,22 @@ def check_throttle(ctx: CheckContext) -> list[Finding]:
     return out
 
 
+PCIE = CheckTerms("pcie", "the GPU's PCIe link", probe=True)
+WIDTH_DEGRADED = PCIE.reason("PcieWidthDegraded", "the link runs narrower than it can")
+
+
 def check_pcie(ctx: CheckContext) -> list[Finding]:
     """A link narrower than it can be is a fault. The generation is not compared: idle GPUs
     downshift their link to save power, so a low current generation is normal."""
     out = []
-    for handle, gpu in _gpus(ctx):
-        width = _supported(ctx.nvml.nvmlDeviceGetCurrPcieLinkWidth, handle)
-        max_width = _supported(ctx.nvml.nvmlDeviceGetMaxPcieLinkWidth, handle)
+    for handle, gpu in gpus_of(ctx):
+        width = supported(ctx.nvml.nvmlDeviceGetCurrPcieLinkWidth, handle)
+        max_width = supported(ctx.nvml.nvmlDeviceGetMaxPcieLinkWidth, handle)
         if width is not None and max_width and width < max_width:
             out.append(
                 ctx.finding(
-                    "pcie",
-                    "PcieWidthDegraded",
+                    PCIE.check,
+                    WIDTH_DEGRADED,
                     Severity.WARNING,
                     f"PCIe link x{width}, capable of x{max_width}",
                     gpu,
@@ -272,9 +252,14 @@ def check_pcie(ctx: CheckContext) -> list[Finding]:
     return out
 
 
+NVLINK = CheckTerms("nvlink", "NVLink links and the NVSwitch fabric", probe=True)
+NVLINK_DOWN = NVLINK.reason("NvLinkDown", "NVLink links are down")
+FABRIC_NOT_READY = NVLINK.reason("FabricNotReady", "the GPU has not joined the NVSwitch fabric")
+
+
 def check_nvlink(ctx: CheckContext) -> list[Finding]:
     out = []
-    for handle, gpu in _gpus(ctx):
+    for handle, gpu in gpus_of(ctx):
         down = []
         for link in range(nv.NVML_NVLINK_MAX_LINKS):
             try:
@@ -286,8 +271,8 @@ def check_nvlink(ctx: CheckContext) -> list[Finding]:
         if down:
             out.append(
                 ctx.finding(
-                    "nvlink",
-                    "NvLinkDown",
+                    NVLINK.check,
+                    NVLINK_DOWN,
                     Severity.CRITICAL,
                     f"NVLink links down: {', '.join(map(str, down))}",
                     gpu,
@@ -299,14 +284,14 @@ def check_nvlink(ctx: CheckContext) -> list[Finding]:
 
 def _fabric(ctx: CheckContext, handle: Any, gpu: Component) -> list[Finding]:
     """On NVSwitch systems the GPU must have joined the fabric (Fabric Manager up)."""
-    state = _supported(lambda: ctx.nvml.gpu_fabric_state(handle))
+    state = supported(lambda: ctx.nvml.gpu_fabric_state(handle))
     if state is None or state == nv.NVML_GPU_FABRIC_STATE_NOT_SUPPORTED:
         return []
     if state != nv.NVML_GPU_FABRIC_STATE_COMPLETED:
         return [
             ctx.finding(
-                "nvlink",
-                "FabricNotReady",
+                NVLINK.check,
+                FABRIC_NOT_READY,
                 Severity.CRITICAL,
                 f"GPU fabric registration state {state}, not completed",
                 gpu,
@@ -316,9 +301,11 @@ def _fabric(ctx: CheckContext, handle: Any, gpu: Component) -> list[Finding]:
 
 
 # Inventory runs first (it names the GPUs); the rest run side by side, each with its timeout.
-GPU_CHECKS: dict[str, Callable[[CheckContext], list[Finding]]] = {
-    "memory": check_memory,
-    "thermal": check_throttle,
-    "pcie": check_pcie,
-    "nvlink": check_nvlink,
-}
+_GPU: tuple[tuple[CheckTerms, Callable[[CheckContext], list[Finding]]], ...] = (
+    (MEMORY, check_memory),
+    (THERMAL, check_throttle),
+    (PCIE, check_pcie),
+    (NVLINK, check_nvlink),
+)
+GPU_CHECKS = {terms.check: check for terms, check in _GPU}
+TERMS = (INVENTORY, *(terms for terms, _ in _GPU))  # for remedy/vocabulary.py

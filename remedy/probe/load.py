@@ -6,22 +6,38 @@ from __future__ import annotations
 
 from enum import StrEnum
 
+from remedy.check_terms import CheckTerms
 from remedy.models import Frozen, Severity
-
-LOAD_CHECK = "load"
 
 
 class LoadReason(StrEnum):
-    """The load check's reasons (registered in ``remedy.vocabulary``)."""
+    """The load check's reasons (their meanings: ``LOAD``, below)."""
 
-    FAILS_UNDER_LOAD = "FailsUnderLoad"  # an error under load (a CUDA error, a crash)
-    MEMORY_MISMATCH = "MemoryMismatch"  # memory read back differs from what was written
-    SLOW_GPU = "SlowGpu"  # below the reference throughput for its model
-    SLOW_RANK = "SlowRank"  # much slower than its peers on the node
-    DCGM_DIAG_FAILED = "DcgmDiagFailed"  # a DCGM diagnostic test failed on the GPU
-    DCGM_DIAG_WARNING = "DcgmDiagWarning"  # a DCGM diagnostic test warned
+    FAILS_UNDER_LOAD = "FailsUnderLoad"
+    MEMORY_MISMATCH = "MemoryMismatch"
+    SLOW_GPU = "SlowGpu"
+    SLOW_RANK = "SlowRank"
+    DCGM_DIAG_FAILED = "DcgmDiagFailed"
+    DCGM_DIAG_WARNING = "DcgmDiagWarning"
     COULD_NOT_RUN = "DiagnoseCouldNotRun"  # no engine, a hang, an answer it could not read
-    NO_REFERENCE = "NoThroughputReference"  # unknown model: compared with peers only
+    NO_REFERENCE = "NoThroughputReference"
+
+
+LOAD = CheckTerms(
+    "load",
+    "the deep diagnose's load test (DCGM diagnostics, or torch/cupy)",
+    {
+        LoadReason.FAILS_UNDER_LOAD: "a GPU raised an error under sustained load",
+        LoadReason.MEMORY_MISMATCH: "GPU memory read back differs from the pattern written",
+        LoadReason.SLOW_GPU: "a GPU runs below the reference throughput for its model",
+        LoadReason.SLOW_RANK: "a GPU runs much slower than its peers on the node",
+        LoadReason.DCGM_DIAG_FAILED: "a DCGM diagnostic test failed",
+        LoadReason.DCGM_DIAG_WARNING: "a DCGM diagnostic test warned",
+        LoadReason.COULD_NOT_RUN: "the load test could not run on the node or a GPU (fail closed)",
+        LoadReason.NO_REFERENCE: "no reference for the GPU model: peers compared only",
+    },
+)
+LOAD_CHECK = LOAD.check
 
 
 class LoadProblem(Frozen):

@@ -1,9 +1,16 @@
-"""The RDMA NIC check: as many NICs as the node should have, every port up, at its rate."""
+"""The probe's NIC check: RDMA devices and their ports (the ports come through the NicSource
+seam, remedy/probe/nics.py), with its terms."""
 
 from __future__ import annotations
 
+from remedy.check_terms import CheckTerms
 from remedy.models import Component, ComponentKind, Finding, Severity
-from remedy.probe.checks import CheckContext
+from remedy.probe.context import CheckContext
+
+NIC = CheckTerms("nic", "RDMA NICs: count, port state and rate", probe=True)
+NIC_MISSING = NIC.reason("NicMissing", "fewer RDMA devices than the node should have")
+PORT_DOWN = NIC.reason("NicPortDown", "an RDMA port is not ACTIVE")
+RATE_DEGRADED = NIC.reason("NicRateDegraded", "an RDMA port runs below its expected rate")
 
 
 def check_nics(ctx: CheckContext) -> list[Finding]:
@@ -15,8 +22,8 @@ def check_nics(ctx: CheckContext) -> list[Finding]:
     if ctx.expected_nics is not None and len(devices) < ctx.expected_nics:
         out.append(
             ctx.finding(
-                "nic",
-                "NicMissing",
+                NIC.check,
+                NIC_MISSING,
                 Severity.CRITICAL,
                 f"{len(devices)} RDMA devices, the node should have {ctx.expected_nics}",
             )
@@ -26,8 +33,8 @@ def check_nics(ctx: CheckContext) -> list[Finding]:
         if port.state != "ACTIVE":
             out.append(
                 ctx.finding(
-                    "nic",
-                    "NicPortDown",
+                    NIC.check,
+                    PORT_DOWN,
                     Severity.CRITICAL,
                     f"port state {port.state}, phys {port.phys_state}",
                     nic,
@@ -36,8 +43,8 @@ def check_nics(ctx: CheckContext) -> list[Finding]:
         elif ctx.expected_nic_rate_gbps and port.rate_gbps < ctx.expected_nic_rate_gbps:
             out.append(
                 ctx.finding(
-                    "nic",
-                    "NicRateDegraded",
+                    NIC.check,
+                    RATE_DEGRADED,
                     Severity.WARNING,
                     f"{port.rate_gbps:g} Gb/s, expected {ctx.expected_nic_rate_gbps:g} Gb/s",
                     nic,

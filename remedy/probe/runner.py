@@ -12,10 +12,12 @@ from functools import partial
 from typing import TypeVar
 
 from remedy import gpu as nv
+from remedy.check_terms import CheckTerms
 from remedy.gpu import NvmlApi
 from remedy.models import Finding, ProbeReport, Severity
-from remedy.probe.checks import GPU_CHECKS, CheckContext, check_inventory
-from remedy.probe.nic_check import check_nics
+from remedy.probe.checks import GPU_CHECKS, INVENTORY, check_inventory
+from remedy.probe.context import CheckContext
+from remedy.probe.nic_check import NIC, check_nics
 from remedy.probe.nics import NicSource
 from remedy.probe.sxids import sxid_findings
 from remedy.probe.xid_dedup import XidDedup
@@ -28,6 +30,25 @@ T = TypeVar("T")
 # Longer than a source's own limit (journalctl's 10 s): a read the probe gave up on would
 # still move the cursor past lines nobody saw.
 KERNEL_LOG_READ_TIMEOUT_S = 15.0
+
+PROBE = CheckTerms(
+    "probe", "the probe itself (fail closed: a check that could not run is a finding)", probe=True
+)
+NVML_UNAVAILABLE = PROBE.reason("NvmlUnavailable", "NVML cannot be loaded or initialised")
+TIMED_OUT = PROBE.reason("CheckTimedOut", "a check did not answer in time")
+CHECK_FAILED = PROBE.reason("CheckFailed", "a check raised an error")
+# Made where the probe (or the deep diagnose) could not reach the node: its workflows.
+UNAVAILABLE = PROBE.reason(
+    "ProbeUnavailable", "the probe could not run on the node (its agent is down)"
+)
+KERNEL_LOG = CheckTerms(
+    "kernel_log",
+    "the kernel log read for Xids on every probe (kmsg, the journal or a file)",
+    probe=True,
+)
+LOG_UNREADABLE = KERNEL_LOG.reason(
+    "KernelLogUnreadable", "the kernel log cannot be read: Xids there go unseen"
+)
 
 
 @dataclass(frozen=True)
@@ -59,10 +80,10 @@ class _Run:
         try:
             self.findings.extend(call_with_timeout(lambda: fn(self.ctx), self.timeout_s))
         except TimeoutError:
-            self.fail("CheckTimedOut", f"check {name} did not answer within {self.timeout_s:g}s")
+            self.fail(TIMED_OUT, f"check {name} did not answer within {self.timeout_s:g}s")
             return False
         except Exception as exc:  # noqa: BLE001 - any failure of a check is a finding
-            self.fail("CheckFailed", f"check {name} failed: {type(exc).__name__}: {exc}")
+            self.fail(CHECK_FAILED, f"check {name} failed: {type(exc).__name__}: {exc}")
             return False
         self.checks_run.append(name)
         return True
@@ -75,7 +96,7 @@ class _Run:
             done.wait()
 
     def fail(self, reason: str, evidence: str) -> None:
-        self.findings.append(self.ctx.finding("probe", reason, Severity.CRITICAL, evidence))
+        self.findings.append(self.ctx.finding(PROBE.check, reason, Severity.CRITICAL, evidence))
 
 
 def probe_node(
@@ -99,8 +120,8 @@ def probe_node(
     if config.expected_gpus != 0:
         _probe_gpus(run, nvml, config)
     if config.nics is not None:
-        run.check("nic", check_nics)
-    order = ["inventory", *GPU_CHECKS, "kernel_log", "nic"]
+        run.check(NIC.check, check_nics)
+    order = [INVENTORY.check, *GPU_CHECKS, KERNEL_LOG.check, NIC.check]
     return ProbeReport(
         node=node,
         checks_run=sorted(run.checks_run, key=order.index),
@@ -115,10 +136,10 @@ def _probe_gpus(run: _Run, nvml: NvmlApi, config: ProbeConfig) -> None:
     try:
         call_with_timeout(nvml.nvmlInit, config.check_timeout_s)
     except (nv.NVMLError, OSError, TimeoutError) as exc:
-        run.fail("NvmlUnavailable", f"NVML cannot be used: {type(exc).__name__}: {exc}")
+        run.fail(NVML_UNAVAILABLE, f"NVML cannot be used: {type(exc).__name__}: {exc}")
     else:
         try:
-            if run.check("inventory", check_inventory):
+            if run.check(INVENTORY.check, check_inventory):
                 run.parallel(GPU_CHECKS)
         finally:
             try:
@@ -135,14 +156,14 @@ def _read_kernel_log(run: _Run, source: KernelLogSource, config: ProbeConfig) ->
     except Exception as exc:  # noqa: BLE001 - any failure to read is the finding
         run.findings.append(
             run.ctx.finding(
-                "kernel_log",
-                "KernelLogUnreadable",
+                KERNEL_LOG.check,
+                LOG_UNREADABLE,
                 Severity.CRITICAL,
                 f"cannot read the kernel log ({source}) for Xids: {type(exc).__name__}: {exc}",
             )
         )
         return
-    run.check("kernel_log", lambda ctx: _kernel_log_xids(ctx, lines, config))
+    run.check(KERNEL_LOG.check, lambda ctx: _kernel_log_xids(ctx, lines, config))
 
 
 def _kernel_log_xids(ctx: CheckContext, lines: list[str], config: ProbeConfig) -> list[Finding]:

@@ -11,16 +11,31 @@ from __future__ import annotations
 from collections.abc import Iterable
 from datetime import datetime
 
+from remedy.check_terms import CheckTerms
 from remedy.models import Component, ComponentKind, Finding, Severity
-from remedy.vocabulary import NVSWITCH_CHECK
 from remedy.xid.nvswitch import Fatality, SXidEvent
 
+NVSWITCH = CheckTerms("nvswitch", "NVSwitch errors (SXid) in the kernel log")
 # fatality → (reason, severity)
 _REASONS: dict[Fatality, tuple[str, Severity]] = {
-    Fatality.FATAL: ("SXidFatal", Severity.CRITICAL),
-    Fatality.NON_FATAL: ("SXidNonFatal", Severity.INFO),
-    Fatality.CORRECTABLE: ("SXidCorrectable", Severity.INFO),
-    Fatality.UNKNOWN: ("SXidUnknown", Severity.CRITICAL),
+    Fatality.FATAL: (
+        NVSWITCH.reason("SXidFatal", "a fatal NVSwitch error: the fabric needs a reset"),
+        Severity.CRITICAL,
+    ),
+    Fatality.NON_FATAL: (
+        NVSWITCH.reason("SXidNonFatal", "a non-fatal NVSwitch error (recorded)"),
+        Severity.INFO,
+    ),
+    Fatality.CORRECTABLE: (
+        NVSWITCH.reason("SXidCorrectable", "a corrected NVSwitch error (recorded)"),
+        Severity.INFO,
+    ),
+    Fatality.UNKNOWN: (
+        NVSWITCH.reason(
+            "SXidUnknown", "an SXid line that says neither fatal nor non-fatal: a person reads it"
+        ),
+        Severity.CRITICAL,
+    ),
 }
 
 
@@ -38,7 +53,7 @@ def sxid_findings(
         out.append(
             Finding(
                 node=node,
-                check=NVSWITCH_CHECK,
+                check=NVSWITCH.check,
                 reason=reason,
                 severity=severity,
                 component=Component(

@@ -11,7 +11,7 @@ from typing import Any
 from remedy import gpu as nv
 from remedy.gpu import NvmlApi
 from remedy.models import Component, ComponentKind, Finding
-from remedy.probe.checks import as_text
+from remedy.probe.context import as_text
 from remedy.xid.catalog import Decoder, XidCatalog, load_catalog
 
 log = logging.getLogger(__name__)

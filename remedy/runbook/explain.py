@@ -16,7 +16,6 @@ from pydantic import BaseModel
 
 from remedy.actions import ACTIONS
 from remedy.durations import format_duration
-from remedy.gpu_scope import SCOPED_DOES
 from remedy.models import Action, Scope
 from remedy.numbering import rung_number
 from remedy.runbook.authored import Approval, OnApprovalTimeout
@@ -148,7 +147,8 @@ def explain(runbook: Runbook) -> list[str]:
     for timing, rung in zip(timings(runbook), runbook.ladder, strict=True):
         forced = rung.if_not_drained is IfNotDrained.FORCE
         by = f"by {format_duration(timing.starts_by)}"
-        does = SCOPED_DOES[rung.action] if rung.scope is Scope.GPU else ACTIONS[rung.action].does
+        spec = ACTIONS[rung.action]
+        does = spec.on_one_gpu if rung.scope is Scope.GPU else spec.does
         lines.append(step.format(by, f"rung {rung_number(timing.index)}: {does}"))
         if rung.approval is Approval.REQUIRED:
             lines.append(

@@ -17,9 +17,8 @@ from pydantic.json_schema import GenerateJsonSchema
 from pydantic_core import PydanticCustomError
 
 from remedy import vocabulary
-from remedy.actions import ACTIONS
+from remedy.actions import ACTIONS, GPU_SCOPED
 from remedy.durations import Duration, format_duration
-from remedy.gpu_scope import GPU_SCOPED
 from remedy.models import Action, Finding, Scope, Severity
 from remedy.runbook.approval_rule import approval_fits
 from remedy.runbook.authored import (
