@@ -41,7 +41,8 @@ from contract.names import (
     remediation_workflow_id,
 )
 from contract.search_attributes import LEASE, NODE, PHASE, PHASE_SINCE, POOL, RUNG
-from remedy.budget import (
+from remedy.detection.node_facts import NodeFacts
+from remedy.disruption.budget import (
     CLUSTER_POOL,
     BudgetPolicy,
     BudgetState,
@@ -54,7 +55,7 @@ from remedy.budget import (
     UnhealthyReport,
     held_by_remedy,
 )
-from remedy.budget_messages import (
+from remedy.disruption.budget_messages import (
     ClosedHolders,
     HeldCheck,
     HeldNodes,
@@ -63,12 +64,11 @@ from remedy.budget_messages import (
     HumanWait,
     PoolHolders,
 )
-from remedy.budget_signals import LeaseAnswer, UnhealthyReports
-from remedy.cluster import FleetView
-from remedy.describe import GIVEN_BACK, HELD
-from remedy.node_facts import NodeFacts
-from remedy.quarantine import CordonAsked
-from remedy.remediation import Phase
+from remedy.disruption.budget_signals import LeaseAnswer, UnhealthyReports
+from remedy.disruption.quarantine import CordonAsked
+from remedy.ladder.describe import GIVEN_BACK, HELD
+from remedy.ladder.remediation import Phase
+from remedy.scan.cluster import FleetView
 
 log = logging.getLogger(__name__)
 # Why an update could not ask; the signal then does (asking twice is no harm): no budget running

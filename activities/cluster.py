@@ -18,9 +18,23 @@ from activities.mig_layout import MigLayoutActivities
 from activities.person_hold import PersonHoldActivities
 from activities.table import action_activities
 from contract import activities as act
-from remedy.actions import Where
-from remedy.admission import AdmissionStep
-from remedy.cluster import (
+from remedy.acting.gpu_scope import GpuRelease, GpuReleased, GpuScopedControl
+from remedy.core.actions import Where
+from remedy.core.errors import ActionRefused
+from remedy.core.models import (
+    ActionRequest,
+    ActionResult,
+    BootRequest,
+    ConditionsUpdate,
+    CordonResult,
+    NodeBoot,
+    Scope,
+)
+from remedy.detection.conditions import recovered_conditions
+from remedy.disruption.quarantine import Alert, BreakerNotice
+from remedy.ladder.verification import SeenXids, XidsSince
+from remedy.scan.admission import AdmissionStep
+from remedy.scan.cluster import (
     AdmissionGate,
     Alerts,
     BreakerBoard,
@@ -32,20 +46,6 @@ from remedy.cluster import (
     Replacer,
     held_by,
 )
-from remedy.conditions import recovered_conditions
-from remedy.errors import ActionRefused
-from remedy.gpu_scope import GpuRelease, GpuReleased, GpuScopedControl
-from remedy.models import (
-    ActionRequest,
-    ActionResult,
-    BootRequest,
-    ConditionsUpdate,
-    CordonResult,
-    NodeBoot,
-    Scope,
-)
-from remedy.quarantine import Alert, BreakerNotice
-from remedy.verification import SeenXids, XidsSince
 
 log = logging.getLogger(__name__)
 
@@ -60,7 +60,7 @@ class NodeControlActivities:
     ) -> None:
         self._control = control
         self._poll_s = poll_s
-        self._gpus = gpus  # GPU-scoped rungs (remedy/gpu_scope.py)
+        self._gpus = gpus  # GPU-scoped rungs (remedy/acting/gpu_scope.py)
         self._breakers = breakers  # read by a cordon sent before its budget's leave
 
     @act.CORDON.defn
@@ -189,7 +189,7 @@ class MarkActivities:
         """After a verified recovery the node's problem condition must not stay True until
         the agent's next round: the fleet scan would start a second ladder on it. Written on
         the agent's clock, its heartbeat kept: the controller's write must not make a dead
-        agent look alive (remedy.conditions.recovered_conditions)."""
+        agent look alive (remedy.detection.conditions.recovered_conditions)."""
         node = update.node.name
         with temporal_errors():
             conditions = recovered_conditions(update.report, self._marks.conditions(node))

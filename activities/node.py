@@ -2,7 +2,7 @@
 reset GPU, reboot, and what the node can do (its capabilities). The simulated fleet serves them
 for every simulated node.
 
-Every action the table (``remedy.actions``) runs on the node is a method here named as the
+Every action the table (``remedy.core.actions``) runs on the node is a method here named as the
 action, registered from the table. One that is a single command on the node is a method of
 three lines: ``return self._command(req, "systemctl", "restart", "some-service")`` — the host
 runs it at most once per key, and the simulation clears the faults its fault table says the
@@ -16,12 +16,12 @@ from typing import Any
 from activities.errors import temporal_errors
 from activities.table import action_activities
 from contract import activities as act
-from remedy.actions import Where
-from remedy.capabilities import Capabilities, capabilities_from
-from remedy.host import NodeHost
-from remedy.models import ActionRequest, ActionResult, ProbeReport, ProbeRequest
-from remedy.probe import probe_node
-from remedy.probe.diagnose import deep_diagnose, passed
+from remedy.acting.capabilities import Capabilities, capabilities_from
+from remedy.core.actions import Where
+from remedy.core.models import ActionRequest, ActionResult, ProbeReport, ProbeRequest
+from remedy.detection.host import NodeHost
+from remedy.detection.probe import probe_node
+from remedy.detection.probe.diagnose import deep_diagnose, passed
 from remedy.redaction import Redactor, redacted
 
 

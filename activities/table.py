@@ -1,4 +1,5 @@
-"""The ladder's actions registered from the action table (``remedy.actions.ACTIONS``), not from
+"""The ladder's actions registered from the action table (``remedy.core.actions.ACTIONS``), not
+from
 a list kept by hand: a row whose activity is missing fails when its worker is built."""
 
 from __future__ import annotations
@@ -6,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from remedy.actions import ACTIONS, Where
+from remedy.core.actions import ACTIONS, Where
 
 
 def action_activities(where: Where, *implementations: object) -> list[Callable[..., Any]]:

@@ -15,8 +15,8 @@ from collections.abc import Callable
 
 from adapters.host.nvml import real_nvml
 from adapters.sim import SimFleet
-from remedy import gpu as nv
-from remedy.probe import ProbeConfig, probe_node
+from remedy.detection import gpu as nv
+from remedy.detection.probe import ProbeConfig, probe_node
 
 TARGET_MS = 50.0
 

@@ -24,7 +24,7 @@ from kube_scale_bench import KubeScaleReport, markdown_section  # noqa: E402
 from scale_figures import ScaleReport, scale_section  # noqa: E402
 
 from chaos.table import keep_section, section_in  # noqa: E402
-from remedy.durations import format_duration  # noqa: E402
+from remedy.core.durations import format_duration  # noqa: E402
 from twin.job import LadderRun  # noqa: E402
 from workers.tables import markdown  # noqa: E402
 

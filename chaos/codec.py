@@ -15,8 +15,8 @@ from pydantic import TypeAdapter
 
 from adapters.sim import SimFleet
 from adapters.sim.node import SimNode
-from remedy.errors import RemedyError
-from remedy.quarantine import BreakerState
+from remedy.core.errors import RemedyError
+from remedy.disruption.quarantine import BreakerState
 
 NOT_STORED = frozenset({"clock", "_xids", "_xid_ready"})
 # SimFleet's attributes that each process makes for itself: the wall clock, its own lock (the

@@ -13,7 +13,7 @@ from pydantic import BaseModel, ConfigDict
 
 from chaos.seams import StoredHost, stored_cluster
 from chaos.store import FleetStore
-from remedy.host import NodeHost
+from remedy.detection.host import NodeHost
 from workers.providers.parts import ControllerParts, NodeParts
 from workers.providers.sim import SimFleet, SimProvider, SimSettings
 

@@ -19,7 +19,7 @@ from chaos.knobs import Knobs
 from chaos.processes import Proc, Processes
 from chaos.provider import fleet_for
 from chaos.store import FleetStore
-from remedy.budget import allowed_disruptions
+from remedy.disruption.budget import allowed_disruptions
 from remedy.runbook import RunbookSet
 from workers.client import TemporalUnreachable, connect
 from workers.providers.sim import SimSettings

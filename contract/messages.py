@@ -19,12 +19,14 @@ from contract.names import (
     NODE_ADMISSION_WORKFLOW,
     NODE_REMEDIATION_WORKFLOW,
 )
-from remedy import budget, budget_messages, decisions, person_hold, quarantine, remediation, signing
-from remedy.admission import AdmissionState
 from remedy.attribution import guard
 from remedy.attribution.model import PodFailure
-from remedy.budget_signals import LeaseAnswer, ReportsTaken, UnhealthyReports
-from remedy.hardware import HardwareRecordState, IncidentReport, UnblockRequest
+from remedy.disruption import budget, budget_messages, quarantine
+from remedy.disruption.budget_signals import LeaseAnswer, ReportsTaken, UnhealthyReports
+from remedy.ladder import remediation
+from remedy.ladder.hardware import HardwareRecordState, IncidentReport, UnblockRequest
+from remedy.scan.admission import AdmissionState
+from remedy.trust import decisions, person_hold, signing
 
 # -- NodeRemediation: one per node ------------------------------------------------------------
 REPORT_FINDING = SignalDef("report_finding", remediation.FindingReport, NODE_REMEDIATION_WORKFLOW)

@@ -18,7 +18,7 @@ from temporalio.common import (
 )
 
 with workflow.unsafe.imports_passed_through():  # not re-imported into each workflow's sandbox
-    from remedy.describe import NodeIndex
+    from remedy.ladder.describe import NodeIndex
 
 NODE = SearchAttributeKey.for_keyword("RemedyNode")
 POOL = SearchAttributeKey.for_keyword("RemedyPool")

@@ -11,8 +11,8 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from remedy.actions import actions_markdown
-from remedy.vocabulary import terms_markdown
+from remedy.core.actions import actions_markdown
+from remedy.detection.vocabulary import terms_markdown
 
 ROOT = Path(__file__).resolve().parent.parent
 

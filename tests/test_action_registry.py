@@ -10,7 +10,7 @@ from activities.cluster import NodeControlActivities
 from activities.node import NodeActivities
 from activities.table import action_activities
 from adapters.sim import SimFleet
-from remedy.actions import ACTIONS, Where
+from remedy.core.actions import ACTIONS, Where
 
 
 def test_each_row_is_registered_on_its_side_by_its_name() -> None:

@@ -1,4 +1,4 @@
-"""Event reasons and metric names are declared once (remedy/events.py, contract/metrics.py):
+"""Event reasons and metric names are declared once (remedy/core/events.py, contract/metrics.py):
 no product module writes one as a literal, and no adapter writes an Event reason of its own."""
 
 from __future__ import annotations
@@ -9,11 +9,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from contract import metrics
-from remedy.events import EventReason
+from remedy.core.events import EventReason
 
 ROOT = Path(__file__).resolve().parent.parent
 PRODUCT = ["remedy", "contract", "workflows", "activities", "workers", "adapters", "twin", "chaos"]
-DECLARED_IN = {ROOT / "remedy/events.py", ROOT / "contract/metrics.py"}
+DECLARED_IN = {ROOT / "remedy/core/events.py", ROOT / "contract/metrics.py"}
 REASON_SHAPED = re.compile(r"Remedy[A-Z][A-Za-z]+")
 
 

@@ -1,6 +1,6 @@
 """The docs' generated tables (tests/generated_docs.py) are what their code writes: the tables
-of actions and of checks in docs/runbooks.md are the action table's (remedy/actions.py) and
-the checks' own terms (remedy/vocabulary.py gathers them)."""
+of actions and of checks in docs/runbooks.md are the action table's (remedy/core/actions.py) and
+the checks' own terms (remedy/detection/vocabulary.py gathers them)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The GPU seam (remedy/gpu.py): its NVML constants are pynvml's, its errors are pynvml's
+"""The GPU seam (remedy/detection/gpu.py): its NVML constants are pynvml's, its errors are pynvml's
 classes by code, and the real backend raises them for pynvml's."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import pynvml
 import pytest
 
 from adapters.host.nvml import _Pynvml
-from remedy import gpu
+from remedy.detection import gpu
 
 
 def test_the_constants_are_pynvmls() -> None:

@@ -16,10 +16,10 @@ from activities.node import NodeActivities
 from adapters.host.dependencies import REBOOT_COMMAND, Setup
 from adapters.host.local import DEFAULT_REBOOT_COMMAND, LocalHost
 from adapters.sim import SimFleet
-from remedy.errors import ActionFailed, ActionRefused
-from remedy.gpu import NvmlApi
-from remedy.models import Action, ActionRequest, NodeRef
-from remedy.probe import ProbeConfig
+from remedy.core.errors import ActionFailed, ActionRefused
+from remedy.core.models import Action, ActionRequest, NodeRef
+from remedy.detection.gpu import NvmlApi
+from remedy.detection.probe import ProbeConfig
 from workflows.common import PERMANENT_ERRORS
 
 pytestmark = pytest.mark.server  # the host actions run scripts as processes

@@ -31,9 +31,9 @@ from remedy.attribution.guard import (
 )
 from remedy.attribution.jobs import JobState
 from remedy.attribution.model import PodFailure, Termination, Verdict
-from remedy.fleet import FleetSummary, ScanInput
-from remedy.models import Component, ComponentKind, Finding, Severity
+from remedy.core.models import Component, ComponentKind, Finding, Severity
 from remedy.runbook import RunbookSet
+from remedy.scan.fleet import FleetSummary, ScanInput
 from tests.conftest import Queues, own_fleet, running_workers
 from tests.kube import JOBS, NODES, PODS, node, sent
 from tests.ladder import report

@@ -15,12 +15,12 @@ from pydantic import BaseModel, ValidationError
 from temporalio.testing import WorkflowEnvironment
 
 from kubeapi import ApiServer
-from remedy.cluster import Cluster
-from remedy.host import NodeHost
-from remedy.models import CordonState
-from remedy.probe import probe_node
-from remedy.remediation import Outcome
+from remedy.core.models import CordonState
+from remedy.detection.host import NodeHost
+from remedy.detection.probe import probe_node
+from remedy.ladder.remediation import Outcome
 from remedy.runbook import RunbookSet
+from remedy.scan.cluster import Cluster
 from tests.kube import NODES, OWNER, gpu_problem, node
 from tests.ladder import remediate
 from workers.providers.parts import ControllerParts, NodeParts, ProviderUnreachable

@@ -1,4 +1,5 @@
-"""The quarantine breaker over cordons (remedy.quarantine): a ladder asks its pool's budget, and
+"""The quarantine breaker over cordons (remedy.disruption.quarantine): a ladder asks its pool's
+budget, and
 the cluster's, before it takes its node out of scheduling; past the share it waits, and the
 breaker closes by itself once the storm subsides or by `remedy resume-pool`. Real ladders on
 the time-skipping server; the judgements themselves as pure functions."""
@@ -13,18 +14,18 @@ from temporalio.testing import WorkflowEnvironment
 from adapters.sim import SimFleet
 from contract.messages import CLOSE_BREAKER, CORDON_LEAVE
 from contract.names import budget_workflow_id
-from remedy.budget import CLUSTER_POOL, BudgetPolicy, BudgetState
-from remedy.budget_messages import CordonAsk, ResumeRequest
-from remedy.describe import remediation_details
-from remedy.events import EventReason
-from remedy.models import Action, NodeRef
-from remedy.node_facts import NodeFacts
-from remedy.quarantine import (
+from remedy.core.events import EventReason
+from remedy.core.models import Action, NodeRef
+from remedy.detection.node_facts import NodeFacts
+from remedy.disruption.budget import CLUSTER_POOL, BudgetPolicy, BudgetState
+from remedy.disruption.budget_messages import CordonAsk, ResumeRequest
+from remedy.disruption.quarantine import (
     CordonLeave,
     breaker_tripped,
     silence_storm,
 )
-from remedy.remediation import FindingReport, Outcome, Phase
+from remedy.ladder.describe import remediation_details
+from remedy.ladder.remediation import FindingReport, Outcome, Phase
 from remedy.runbook import Match, Runbook, Rung
 from tests.breakers import published
 from tests.conftest import Queues, running_workers

@@ -19,11 +19,11 @@ import pytest
 from temporalio.testing import WorkflowEnvironment
 
 from adapters.sim import SimFleet
-from remedy.cluster import CordonOwner
-from remedy.errors import NodeGone
-from remedy.models import CordonState, NodeBoot
-from remedy.remediation import Outcome
+from remedy.core.errors import NodeGone
+from remedy.core.models import CordonState, NodeBoot
+from remedy.ladder.remediation import Outcome
 from remedy.runbook import RunbookSet
+from remedy.scan.cluster import CordonOwner
 from tests.conftest import ROOT
 from tests.generated_docs import REGIONS
 from tests.ladder import remediate

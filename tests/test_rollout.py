@@ -21,11 +21,11 @@ from temporalio.testing import WorkflowEnvironment
 from adapters.sim import SimFleet
 from contract.messages import APPROVE
 from contract.names import budget_workflow_id
-from remedy.decisions import ApproveRequest
-from remedy.models import Action
-from remedy.remediation import Phase
+from remedy.core.models import Action
+from remedy.ladder.remediation import Phase
 from remedy.runbook import Match, Runbook, Rung
 from remedy.runbook.authored import Approval
+from remedy.trust.decisions import ApproveRequest
 from tests.conftest import Queues, own_fleet, running_workers
 from tests.ladder import report, state_of
 from workers import versioning

@@ -14,9 +14,9 @@ from temporalio.client import Client, ScheduleActionExecutionStartWorkflow, Sche
 from temporalio.testing import WorkflowEnvironment
 
 from contract.names import remediation_workflow_id
-from remedy.events import EventReason
-from remedy.fleet import FleetSummary, ScanInput
+from remedy.core.events import EventReason
 from remedy.runbook import RunbookSet
+from remedy.scan.fleet import FleetSummary, ScanInput
 from tests.conftest import own_fleet, running_workers
 from tests.ladder import report, state_of
 from tests.test_cli import cli

@@ -22,10 +22,10 @@ from temporalio.testing import WorkflowEnvironment
 
 from contract.defs import REJECTED
 from contract.messages import APPROVE, APPROVE_RUNG, LOAD_KEYRING
-from remedy.models import Action
-from remedy.remediation import ApproveResult, Phase
+from remedy.core.models import Action
+from remedy.ladder.remediation import ApproveResult, Phase
 from remedy.runbook import Match, Runbook, Rung
-from remedy.signing import KeyringWanted
+from remedy.trust.signing import KeyringWanted
 from tests.conftest import own_fleet, running_workers
 from tests.ladder import Handle, report, state_of
 from tests.test_cli import cli

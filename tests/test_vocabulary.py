@@ -14,19 +14,19 @@ import yaml
 from typer.testing import CliRunner
 
 from adapters.sim import FAULTS, SimFleet
-from remedy import vocabulary
-from remedy.actions import ACTIONS
-from remedy.admission import ADMISSION_FAILED
-from remedy.models import Action, Finding, Severity
-from remedy.probe import checks, probe_node
-from remedy.probe.diagnose import deep_diagnose
-from remedy.probe.load import LOAD, LOAD_CHECK, LoadReason
-from remedy.probe.nic_check import NIC
-from remedy.probe.runner import KERNEL_LOG, PROBE
-from remedy.probe.sxids import NVSWITCH
-from remedy.remediation import FindingReport
+from remedy.core.actions import ACTIONS
+from remedy.core.models import Action, Finding, Severity
+from remedy.detection import vocabulary
+from remedy.detection.probe import checks, probe_node
+from remedy.detection.probe.diagnose import deep_diagnose
+from remedy.detection.probe.load import LOAD, LOAD_CHECK, LoadReason
+from remedy.detection.probe.nic_check import NIC
+from remedy.detection.probe.runner import KERNEL_LOG, PROBE
+from remedy.detection.probe.sxids import NVSWITCH
+from remedy.ladder.remediation import FindingReport
 from remedy.runbook import RunbookError, load_runbooks
 from remedy.runbook.schema import json_schema
+from remedy.scan.admission import ADMISSION_FAILED
 from tests.conftest import ROOT
 from workers.cli import app
 
@@ -192,7 +192,7 @@ def test_every_finding_the_code_makes_uses_registered_terms() -> None:
     assert all(vocabulary.check_of(r.value) == LOAD_CHECK for r in LoadReason)
 
 
-# The checks that declare their terms beside their code (remedy/check_terms.py).
+# The checks that declare their terms beside their code (remedy/detection/check_terms.py).
 OWNED = (*checks.TERMS, NIC, KERNEL_LOG, PROBE, LOAD, NVSWITCH)
 
 

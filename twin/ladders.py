@@ -13,7 +13,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
 from adapters.sim import FAULTS
-from remedy.models import Action, Scope, Severity
+from remedy.core.models import Action, Scope, Severity
 from remedy.runbook import DEFAULT_RUNBOOK, Match, Runbook, RunbookSet, Rung
 from remedy.runbook.authored import Approval
 from twin.generator import FaultKind

@@ -30,13 +30,13 @@ from activities.starts import StartActivities
 from contract.names import CONTROLLER_TASK_QUEUE, budget_task_queue
 from remedy.attribution.jobs import JobSide
 from remedy.attribution.rules import Attributor
-from remedy.budget import BudgetPolicy
-from remedy.cluster import Cluster
-from remedy.hardware import BlocklistPolicy
-from remedy.host import NodeHost
+from remedy.detection.host import NodeHost
+from remedy.disruption.budget import BudgetPolicy
+from remedy.ladder.hardware import BlocklistPolicy
 from remedy.redaction import Redactor
 from remedy.runbook import RunbookSet
-from remedy.signing import Keyring
+from remedy.scan.cluster import Cluster
+from remedy.trust.signing import Keyring
 from workers.door import DoorSettings, keyring_source
 from workers.stall_watch import WorkerStalled, until_stalled
 from workers.versioning import behaving, deployment_config

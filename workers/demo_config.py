@@ -13,10 +13,10 @@ from contract.names import (
     SIM_AGENTS_TASK_QUEUE,
     active_checks_schedule_id,
 )
-from remedy.active_checks import ActiveCheckPolicy
 from remedy.attribution.guard import GuardPolicy
-from remedy.budget import BudgetPolicy
+from remedy.disruption.budget import BudgetPolicy
 from remedy.runbook import RunbookSet, load_runbooks
+from remedy.scan.active_checks import ActiveCheckPolicy
 from workers.providers.sim import SimFleet, SimProvider, SimSettings
 
 # Odds of each simulated fault, loosely after the Llama 3 interruption table: faulty GPUs and

@@ -15,14 +15,14 @@ from temporalio.client import Client
 from temporalio.service import RPCError
 
 from adapters.sim.identity import as_agent
-from remedy.active_checks import ActiveCheckPolicy, ActiveChecksInput
-from remedy.admission import AdmissionPolicy
 from remedy.attribution.guard import JobRef
-from remedy.durations import format_duration
-from remedy.fleet import ScanInput
-from remedy.models import Finding, NodeRef
-from remedy.remediation import FindingReport
+from remedy.core.durations import format_duration
+from remedy.core.models import Finding, NodeRef
+from remedy.ladder.remediation import FindingReport
 from remedy.runbook import Runbook, RunbookSet
+from remedy.scan.active_checks import ActiveCheckPolicy, ActiveChecksInput
+from remedy.scan.admission import AdmissionPolicy
+from remedy.scan.fleet import ScanInput
 from workers import demo_shared
 from workers.client import report_finding
 from workers.controller import controller_worker, node_agent_worker

@@ -20,14 +20,14 @@ from temporalio.testing import WorkflowEnvironment
 
 from adapters.sim.identity import as_agent
 from contract.messages import APPROVE, REMEDIATION_STATE
-from remedy.budget import BudgetPolicy
-from remedy.decisions import ApproveRequest
-from remedy.durations import format_duration
-from remedy.models import Action, Component, Finding, NodeRef, Severity
-from remedy.numbering import rung_label, rung_number
-from remedy.remediation import Attempt, Escalation, FindingReport, RemediationResult
+from remedy.core.durations import format_duration
+from remedy.core.models import Action, Component, Finding, NodeRef, Severity
+from remedy.core.numbering import rung_label, rung_number
+from remedy.disruption.budget import BudgetPolicy
+from remedy.ladder.remediation import Attempt, Escalation, FindingReport, RemediationResult
 from remedy.runbook import Runbook, RunbookSet
 from remedy.runbook.authored import Approval
+from remedy.trust.decisions import ApproveRequest
 from workers.binaries import installed_binary
 from workers.client import ensure_search_attributes, report_finding
 from workers.controller import controller_worker, node_agent_worker

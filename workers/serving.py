@@ -11,13 +11,13 @@ from datetime import timedelta
 from pathlib import Path
 
 from contract.names import CONTROLLER_TASK_QUEUE
-from remedy.active_checks import ActiveCheckPolicy
 from remedy.attribution.rules import Attributor
-from remedy.budget import BudgetPolicy
-from remedy.fleet import ScanInput
-from remedy.hardware import BlocklistPolicy
+from remedy.disruption.budget import BudgetPolicy
+from remedy.ladder.hardware import BlocklistPolicy
 from remedy.redaction import Redactor
 from remedy.runbook import RunbookSet
+from remedy.scan.active_checks import ActiveCheckPolicy
+from remedy.scan.fleet import ScanInput
 from workers.agent import AgentConfig, NodeAgent
 from workers.client import connect_with, ensure_search_attributes, metrics_runtime
 from workers.connection import ConnectOptions

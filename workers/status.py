@@ -26,12 +26,12 @@ from contract.names import (
     budget_workflow_id,
     remediation_workflow_id,
 )
-from remedy import held_by_people as people
-from remedy.admission import AdmissionPhase
-from remedy.budget import CLUSTER_POOL, BudgetState
-from remedy.fleet import FleetSummary, NodeStatus, PoolSummary
-from remedy.quarantine import SilenceStorm
-from remedy.remediation import Phase
+from remedy.disruption import held_by_people as people
+from remedy.disruption.budget import CLUSTER_POOL, BudgetState
+from remedy.disruption.quarantine import SilenceStorm
+from remedy.ladder.remediation import Phase
+from remedy.scan.admission import AdmissionPhase
+from remedy.scan.fleet import FleetSummary, NodeStatus, PoolSummary
 from workflows.disruption_budget import DisruptionBudget
 from workflows.fleet_scan import FleetScan
 

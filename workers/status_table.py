@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from remedy import held_by_people as people
-from remedy.budget import CLUSTER_POOL
-from remedy.budget_gpus import gpu_note
-from remedy.display import visible
-from remedy.fleet import NodeStatus
+from remedy.core.display import visible
+from remedy.disruption import held_by_people as people
+from remedy.disruption.budget import CLUSTER_POOL
+from remedy.disruption.budget_gpus import gpu_note
+from remedy.scan.fleet import NodeStatus
 from workers.status import FleetStatus
 from workers.tables import plain, show
 

@@ -28,16 +28,7 @@ with workflow.unsafe.imports_passed_through():
         budget_workflow_id,
         remediation_workflow_id,
     )
-    from remedy.active_checks import (
-        ActiveCheckPublish,
-        CheckFailure,
-        CheckResult,
-        NodeCheckInput,
-        NodeCheckResult,
-    )
-    from remedy.budget import LeaseGrant, LeaseRelease, LeaseWanted
-    from remedy.fleet import NodeNames
-    from remedy.models import (
+    from remedy.core.models import (
         Action,
         ActionRequest,
         CordonState,
@@ -46,7 +37,16 @@ with workflow.unsafe.imports_passed_through():
         ProbeRequest,
         Severity,
     )
-    from remedy.probe.runner import PROBE, UNAVAILABLE
+    from remedy.detection.probe.runner import PROBE, UNAVAILABLE
+    from remedy.disruption.budget import LeaseGrant, LeaseRelease, LeaseWanted
+    from remedy.scan.active_checks import (
+        ActiveCheckPublish,
+        CheckFailure,
+        CheckResult,
+        NodeCheckInput,
+        NodeCheckResult,
+    )
+    from remedy.scan.fleet import NodeNames
 
 CLUSTER_CALL = timedelta(seconds=60)
 

@@ -2,7 +2,7 @@
 (overlap: skip).
 
 Reads the fleet, marks nodes it has never seen (their max age runs from then), picks the nodes
-whose check is due (remedy/active_checks.py), asks which are idle or held by a ladder or an
+whose check is due (remedy/scan/active_checks.py), asks which are idle or held by a ladder or an
 admission, and starts one ActiveCheck child per node to check: the idle ones, and the busy ones
 past their max age, which take a disruption lease each. The round ends when its checks have;
 its summary is its result and its details in the UI.
@@ -29,7 +29,8 @@ with workflow.unsafe.imports_passed_through():
         active_check_workflow_id,
         node_task_queue,
     )
-    from remedy.active_checks import (
+    from remedy.core.models import NodeRef
+    from remedy.scan.active_checks import (
         ActiveCheckPublish,
         ActiveChecksInput,
         CheckResult,
@@ -41,8 +42,7 @@ with workflow.unsafe.imports_passed_through():
         plan_round,
         unseen,
     )
-    from remedy.fleet import NodeNames
-    from remedy.models import NodeRef
+    from remedy.scan.fleet import NodeNames
 
 RETRY = RetryPolicy(initial_interval=timedelta(seconds=2), maximum_attempts=3)
 

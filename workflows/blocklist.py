@@ -18,8 +18,8 @@ from contract import activities as act
 from workflows.common import PERMANENT_ERRORS, cause_of
 
 with workflow.unsafe.imports_passed_through():
-    from remedy.fleet import FindingStart
-    from remedy.hardware import HardwareRecordState, blocklisted
+    from remedy.ladder.hardware import HardwareRecordState, blocklisted
+    from remedy.scan.fleet import FindingStart
 
 # The node's ladder may run for hours (an approval): keep asking, slowly, for a day.
 UNTIL_THE_LADDER_CLOSES = RetryPolicy(

@@ -1,6 +1,7 @@
-"""The budget's side of the published breaker (remedy.quarantine.published_state): each time
+"""The budget's side of the published breaker (remedy.disruption.quarantine.published_state): each
+time
 what it would publish changes, a controller activity writes it where a ladder's first cordon
-and a node's agent read it (remedy.cluster.BreakerBoard). A write that fails is tried again on
+and a node's agent read it (remedy.scan.cluster.BreakerBoard). A write that fails is tried again on
 the budget's next round; a run started afresh publishes once, which also corrects a state a
 terminated run left behind."""
 
@@ -15,8 +16,8 @@ from temporalio.exceptions import ActivityError
 from contract.activities import PUBLISH_BREAKER
 
 with workflow.unsafe.imports_passed_through():
-    from remedy.budget import BudgetState
-    from remedy.quarantine import BreakerNotice, BreakerState, published_state, scope
+    from remedy.disruption.budget import BudgetState
+    from remedy.disruption.quarantine import BreakerNotice, BreakerState, published_state, scope
 
 PUBLISH_CALL = timedelta(seconds=30)
 

@@ -1,8 +1,8 @@
 """The budget's quarantine breaker, mixed into DisruptionBudget: trips when too much of the
 pool is unhealthy within the window, closes by itself once the storm subsides (what it holds
-does not count towards it; held cordons go slowly, remedy.slow_start) or by `remedy
+does not count towards it; held cordons go slowly, remedy.disruption.slow_start) or by `remedy
 resume-pool`, records an Event for each, and gives leave to cordon to the ladders that asked
-(remedy.quarantine)."""
+(remedy.disruption.quarantine)."""
 
 from __future__ import annotations
 
@@ -17,9 +17,9 @@ from workflows import metrics
 from workflows.budget_outbox import TellsHolders
 
 with workflow.unsafe.imports_passed_through():
-    from remedy import slow_start
-    from remedy.budget_messages import CordonAsk
-    from remedy.quarantine import (
+    from remedy.disruption import slow_start
+    from remedy.disruption.budget_messages import CordonAsk
+    from remedy.disruption.quarantine import (
         Alert,
         breaker_tripped,
         over_alert,

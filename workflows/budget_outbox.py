@@ -8,7 +8,8 @@ Continue-as-new waits for the sends in flight.
 
 The sends of a turn are one activity (``deliver``: up to
 ``PER_DELIVERY`` signals each) instead of a signal from the workflow each, which the server
-delivers one after another (remedy.budget_signals); a holder found gone is reported back and
+delivers one after another (remedy.disruption.budget_signals); a holder found gone is reported back
+and
 its lease freed.
 """
 
@@ -26,10 +27,10 @@ from contract.activities import DELIVER_BUDGET_SIGNALS
 from workflows.common import PATIENT_RETRY
 
 with workflow.unsafe.imports_passed_through():
-    from remedy.budget import BudgetState, LeaseGrant, LeaseRequest
-    from remedy.budget_gpus import granted_scope
-    from remedy.budget_messages import CordonAsk
-    from remedy.budget_signals import BudgetSignals, GrantTo
+    from remedy.disruption.budget import BudgetState, LeaseGrant, LeaseRequest
+    from remedy.disruption.budget_gpus import granted_scope
+    from remedy.disruption.budget_messages import CordonAsk
+    from remedy.disruption.budget_signals import BudgetSignals, GrantTo
 
 # The server fails a workflow task that leaves more than 2,000 signals to other workflows
 # pending (limit.numPendingSignals.error): a pool granting more at once sends the rest as the
@@ -56,7 +57,8 @@ class Outbox:
             task.add_done_callback(self._sending.discard)
 
     async def deliver(self, out: BudgetSignals, gone: Callable[[list[str]], None]) -> None:
-        """Start the activities that signal ``out`` (remedy.budget_signals), ``PER_DELIVERY``
+        """Start the activities that signal ``out`` (remedy.disruption.budget_signals),
+        ``PER_DELIVERY``
         signals each; ``gone`` is told the holders of grants that were no longer running."""
         grants, leave = out.grants, out.leave
         batches = [

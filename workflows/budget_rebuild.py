@@ -11,8 +11,8 @@ from contract.activities import LEASE_HOLDERS
 from workflows.common import PATIENT_RETRY
 
 with workflow.unsafe.imports_passed_through():
-    from remedy.budget import BudgetState
-    from remedy.budget_messages import PoolHolders
+    from remedy.disruption.budget import BudgetState
+    from remedy.disruption.budget_messages import PoolHolders
 
 
 async def rebuild(state: BudgetState) -> None:

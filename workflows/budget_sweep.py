@@ -38,8 +38,8 @@ from temporalio.exceptions import ActivityError
 from contract.activities import CLOSED_WORKFLOWS, HELD_NODES
 
 with workflow.unsafe.imports_passed_through():
-    from remedy.budget import BudgetState
-    from remedy.budget_messages import ASK_KEPT_FOR, HeldCheck, HolderCheck
+    from remedy.disruption.budget import BudgetState
+    from remedy.disruption.budget_messages import ASK_KEPT_FOR, HeldCheck, HolderCheck
 
 SOONEST = timedelta(seconds=1)
 MAX_DOUBLINGS = 3  # a quiet pool sweeps every 8 × reclaim_every (8 minutes by default)
@@ -62,7 +62,9 @@ def wake_at(
         wakes.append(min(a.renewed_at for a in state.asking) + ASK_KEPT_FOR)
     if state.unhealthy and state.tripped:
         wakes.append(min(state.unhealthy.values()) + state.policy.storm_window)
-    if state.admitted:  # a slow start's unproven cordon frees its place (remedy.slow_start)
+    if (
+        state.admitted
+    ):  # a slow start's unproven cordon frees its place (remedy.disruption.slow_start)
         wakes.append(min(a.renewed_at for a in state.admitted) + state.policy.storm_window)
     return max(now + SOONEST, min(wakes)) if wakes else None
 

@@ -11,8 +11,8 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
-    from remedy.errors import NodeGone, permanent_error_types
-    from remedy.remediation import Outcome
+    from remedy.core.errors import NodeGone, permanent_error_types
+    from remedy.ladder.remediation import Outcome
 
 # Retrying these cannot help: the node is gone, remedy may not act, or the action said no.
 PERMANENT_ERRORS = permanent_error_types()
@@ -41,7 +41,7 @@ def this_run() -> str:
 
 
 def rung_key(rung: int, epoch: int = 0, again: bool = False) -> str:
-    """The key of a ladder's rung (remedy/once.py): the workflow and its first run, which a
+    """The key of a ladder's rung (remedy/core/once.py): the workflow and its first run, which a
     continue-as-new keeps, so the key does not change with the run; after the ladder switched
     runbooks (``epoch``), the new runbook's rungs have keys of their own. ``again``: a second
     try of the rung (a drain tried once more before a rung that needs it)."""
@@ -66,7 +66,7 @@ class Interrupted(Exception):
 
 
 def node_gone(err: ActivityError) -> bool:
-    """The activity found no such node in the cluster (remedy.errors.NodeGone)."""
+    """The activity found no such node in the cluster (remedy.core.errors.NodeGone)."""
     cause = err.cause
     return isinstance(cause, ApplicationError) and cause.type == NodeGone.__name__
 

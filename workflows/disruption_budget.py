@@ -6,13 +6,14 @@ holder whose workflow closed without releasing (terminated, timed out) is reclai
 handled one at a time by the workflow, so grants cannot race; one workflow task takes every
 request that came meanwhile and sends all it grants together, without waiting for their
 delivery (workflows/budget_outbox.py), by one activity that signals the holders side by side
-(remedy.budget_signals) rather than one server-side signal each, which the server delivers one
+(remedy.disruption.budget_signals) rather than one server-side signal each, which the server
+delivers one
 after another. A ladder asks by the update
 ``ask_lease`` where it can: one the loop grants at once is told in the answer, not by a signal
-(workflows/disruption_lease.py). The breaker (remedy.quarantine)
+(workflows/disruption_lease.py). The breaker (remedy.disruption.quarantine)
 stops granting while too much of the pool is unhealthy within the window, and holds the cordons
 of the ladders that ask for leave until it closes: by itself once the storm subsides (letting
-them go slowly, remedy.slow_start), or by `remedy resume-pool`. The cluster's budget
+them go slowly, remedy.disruption.slow_start), or by `remedy resume-pool`. The cluster's budget
 (``CLUSTER_POOL``) is one more breaker over every pool, with no leases.
 """
 
@@ -44,10 +45,10 @@ from workflows.operator_updates import acted
 
 with workflow.unsafe.imports_passed_through():
     from contract.names import DISRUPTION_BUDGET_WORKFLOW
-    from remedy import held_by_people, slow_start
-    from remedy.budget import BudgetState, LeaseRelease, LeaseRequest, UnhealthyReport
-    from remedy.budget_gpus import covered, grant_waiting, granted_scope
-    from remedy.budget_messages import (
+    from remedy.disruption import held_by_people, slow_start
+    from remedy.disruption.budget import BudgetState, LeaseRelease, LeaseRequest, UnhealthyReport
+    from remedy.disruption.budget_gpus import covered, grant_waiting, granted_scope
+    from remedy.disruption.budget_messages import (
         HELD_FOR_HUMAN,
         CordonAsk,
         HoldReleased,
@@ -55,9 +56,9 @@ with workflow.unsafe.imports_passed_through():
         ResumeRequest,
         ResumeResult,
     )
-    from remedy.budget_signals import LeaseAnswer, ReportsTaken, UnhealthyReports
-    from remedy.budget_view import budget_details
-    from remedy.quarantine import (
+    from remedy.disruption.budget_signals import LeaseAnswer, ReportsTaken, UnhealthyReports
+    from remedy.disruption.budget_view import budget_details
+    from remedy.disruption.quarantine import (
         Alert,
         accept_what_is_out,
         forget_recovered,
@@ -96,7 +97,9 @@ class DisruptionBudget(BudgetSweep, BudgetBreaker):
         capped = bool(state.held)
         if state.take_over_hold(req, workflow.now(), within_cap=capped):
             self._regrant.append(req)  # its node was held for a human: it is out already
-        elif covered(state, req):  # a GPU lease asking for its node waits (remedy.budget_gpus)
+        elif covered(
+            state, req
+        ):  # a GPU lease asking for its node waits (remedy.disruption.budget_gpus)
             # The holder asks again: a new run for the same node (the last one was terminated
             # before it released) or a retried request. The node still holds its one lease;
             # tell the run that asks, or it would wait for a grant that went to the old run.

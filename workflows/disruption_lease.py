@@ -23,11 +23,11 @@ from workflows.remediation_view import RemediationView
 
 with workflow.unsafe.imports_passed_through():
     from contract.names import budget_workflow_id
-    from remedy.budget import LeaseGrant, LeaseRelease, LeaseWanted, NodeUnhealthy
-    from remedy.budget_messages import HumanWait
-    from remedy.budget_signals import LeaseAnswer
-    from remedy.models import Action, Scope
-    from remedy.remediation import AttemptResult, Outcome, Phase, RemediationState
+    from remedy.core.models import Action, Scope
+    from remedy.disruption.budget import LeaseGrant, LeaseRelease, LeaseWanted, NodeUnhealthy
+    from remedy.disruption.budget_messages import HumanWait
+    from remedy.disruption.budget_signals import LeaseAnswer
+    from remedy.ladder.remediation import AttemptResult, Outcome, Phase, RemediationState
 
 BUDGET_CALL = timedelta(seconds=30)
 REASK_EVERY = timedelta(minutes=5)
@@ -70,7 +70,7 @@ class DisruptionLease:
         is tripped, the wait goes on; it ends with ``Interrupted`` once ``interrupted()`` (a
         worse fault came: the ladder switches runbooks first). ``scope`` GPU: a GPU-scoped
         rung's lease, for ``gpus`` only; a node rung after one asks for the node, keeping
-        its GPU lease until the budget widens it (remedy/budget_gpus.py)."""
+        its GPU lease until the budget widens it (remedy/disruption/budget_gpus.py)."""
         state = self._state
         if self._holds(scope):
             return

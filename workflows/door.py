@@ -7,7 +7,7 @@ a user of the Web UI — reaches the ladder, so the workflow is the last line, n
   from a continue-as-new of this very workflow (checked), and an input that does not read
   fails the run once, with a reason, instead of failing its workflow task forever;
 - **a report** is taken only once the controller checked who sent it and gave it its own
-  runbook of the name asked (``ADMIT_REPORT``, remedy.intake), one at a time, in the order
+  runbook of the name asked (``ADMIT_REPORT``, remedy.ladder.intake), one at a time, in the order
   the reports came; one over ``MAX_REPORT_BYTES`` is not even read;
 - **an internal message** (a lease grant, leave to cordon) is taken only when it carries the
   token the ladder drew for its own request (workflows.disruption_lease, quarantine_gate).
@@ -36,9 +36,9 @@ from workflows.remediation_view import RemediationView
 
 with workflow.unsafe.imports_passed_through():
     from contract.names import remediation_workflow_id
-    from remedy.intake import ReportToAdmit
-    from remedy.models import NodeRef
-    from remedy.remediation import FindingReport, Outcome, RemediationInput, RemediationState
+    from remedy.core.models import NodeRef
+    from remedy.ladder.intake import ReportToAdmit
+    from remedy.ladder.remediation import FindingReport, Outcome, RemediationInput, RemediationState
 
 ADMIT_CALL = timedelta(seconds=30)
 FIRST_REPORT_TIMEOUT = timedelta(minutes=5)

@@ -6,7 +6,8 @@ behind the admission taint gets its admission; and the fleet summary per pool is
 (and the workflow's details in the UI), which `remedy status` reads. With ``watch_jobs``, the
 failed pods of guarded jobs go to their guards and the guards of finished jobs end.
 
-Silence is judged fleet-wide first (remedy.quarantine.silence_storm): many agents silent at once
+Silence is judged fleet-wide first (remedy.disruption.quarantine.silence_storm): many agents silent
+at once
 start no AgentSilent ladder; the scan alerts once per storm (the last scan's summary, which the
 schedule hands to the next, says whether the storm is new).
 """
@@ -25,10 +26,20 @@ from workflows import metrics
 
 with workflow.unsafe.imports_passed_through():
     from contract.names import FLEET_SCAN_WORKFLOW, node_task_queue
-    from remedy.admission import AdmissionInput
     from remedy.attribution.evidence import JobFailureReport
-    from remedy.budget import CLUSTER_POOL
-    from remedy.fleet import (
+    from remedy.attribution.job_report import GoodputWatch
+    from remedy.core.models import NodeRef
+    from remedy.detection.node_facts import NodeFacts
+    from remedy.disruption.budget import CLUSTER_POOL
+    from remedy.disruption.quarantine import (
+        Alert,
+        SilenceStorm,
+        silence_alert,
+        silence_over,
+        silence_storm,
+    )
+    from remedy.scan.admission import AdmissionInput
+    from remedy.scan.fleet import (
         ConditionStart,
         FindingStart,
         FleetSummary,
@@ -38,12 +49,8 @@ with workflow.unsafe.imports_passed_through():
         plan_scan,
         summarise,
     )
-    from remedy.job_report import GoodputWatch
-    from remedy.liveness import Sightings, agent_silent
-    from remedy.models import NodeRef
-    from remedy.node_facts import NodeFacts
-    from remedy.orphans import OrphanCheck
-    from remedy.quarantine import Alert, SilenceStorm, silence_alert, silence_over, silence_storm
+    from remedy.scan.liveness import Sightings, agent_silent
+    from remedy.scan.orphans import OrphanCheck
 
 RETRY = RetryPolicy(initial_interval=timedelta(seconds=2), maximum_attempts=3)
 

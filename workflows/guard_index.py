@@ -14,7 +14,7 @@ from contract import search_attributes as sa
 
 with workflow.unsafe.imports_passed_through():
     from remedy.attribution.guard import GuardPhase, JobRef
-    from remedy.remediation import Outcome
+    from remedy.ladder.remediation import Outcome
 
 
 def guard_updates(

@@ -17,7 +17,7 @@ from workflows.blocklist import take_out_of_service
 
 with workflow.unsafe.imports_passed_through():
     from contract.names import HARDWARE_RECORD_WORKFLOW
-    from remedy.hardware import HardwareRecordState, IncidentReport, UnblockRequest
+    from remedy.ladder.hardware import HardwareRecordState, IncidentReport, UnblockRequest
 
 
 @workflow.defn(name=HARDWARE_RECORD_WORKFLOW)

@@ -19,9 +19,8 @@ from workflows.remediation_view import RemediationView
 from workflows.runbook_changes import RunbookChanges, next_ladder_state
 
 with workflow.unsafe.imports_passed_through():
-    from remedy.decisions import AbortRequest, ClearRequest
-    from remedy.models import Action
-    from remedy.remediation import (
+    from remedy.core.models import Action
+    from remedy.ladder.remediation import (
         AttemptResult,
         Outcome,
         Phase,
@@ -29,6 +28,7 @@ with workflow.unsafe.imports_passed_through():
         RemediationResult,
         RemediationState,
     )
+    from remedy.trust.decisions import AbortRequest, ClearRequest
 
 GAVE_BACK = (Outcome.RECOVERED, Outcome.CLEARED)  # the node back in service: nobody holds it
 

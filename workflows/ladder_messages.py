@@ -18,9 +18,9 @@ from workflows.remediation_view import RemediationView
 from workflows.runbook_changes import RunbookChanges
 
 with workflow.unsafe.imports_passed_through():
-    from remedy.budget import LeaseGrant
-    from remedy.decisions import AbortRequest, ClearRequest
-    from remedy.remediation import MAX_REPORT_BYTES, FindingReport, Phase, RemediationState
+    from remedy.disruption.budget import LeaseGrant
+    from remedy.ladder.remediation import MAX_REPORT_BYTES, FindingReport, Phase, RemediationState
+    from remedy.trust.decisions import AbortRequest, ClearRequest
 
 MAX_GRANT_BYTES = 4096  # a grant names a pool, a scope, a run and a token
 # A worse report takes over before the ladder climbs (a held one's too: workflows.person_hold).

@@ -14,10 +14,10 @@ from contract.defs import FinishedAfterStop
 from workflows.common import RIDE_OUT, this_run
 
 with workflow.unsafe.imports_passed_through():
-    from remedy.actions import ACTIONS
-    from remedy.hardware import Incident, IncidentReport, InService
-    from remedy.models import ConditionsUpdate, Finding
-    from remedy.remediation import (
+    from remedy.core.actions import ACTIONS
+    from remedy.core.models import ConditionsUpdate, Finding
+    from remedy.ladder.hardware import Incident, IncidentReport, InService
+    from remedy.ladder.remediation import (
         HANDLED_KEPT,
         AttemptResult,
         Outcome,

@@ -49,7 +49,7 @@ def pool_budget(pool: str, tripped: bool, leases: int, waiting: int, held: int =
 def held_by_people(pool: str, shares: int, seized: bool) -> None:
     """Shares of the pool's budget only a person can free (ladders holding a lease while they
     wait for an approval, nodes left cordoned for a person), and whether they are all of them
-    with ladders waiting behind (remedy/held_by_people.py)."""
+    with ladders waiting behind (remedy/disruption/held_by_people.py)."""
     meter = workflow.metric_meter()
     labels = {"pool": pool}
     meter.create_gauge(
@@ -82,7 +82,7 @@ def job_failure(verdict: str, action: str) -> None:
 
 
 def job_goodput(pool: str, job: str, ratio: float) -> None:
-    """A guarded job's productive share of its own GPU-time (remedy/goodput.py)."""
+    """A guarded job's productive share of its own GPU-time (remedy/attribution/goodput.py)."""
     workflow.metric_meter().create_gauge_float(*metric.JOB_GOODPUT_RATIO).set(
         ratio, {"pool": pool or "unknown", "job": job}
     )
@@ -116,7 +116,7 @@ def active_checks_overdue(pool: str, nodes: int) -> None:
 
 
 def clock_skew(pool: str, skewed: int, largest_s: int) -> None:
-    """Nodes whose clock is off the controller's beyond remedy.liveness.SKEW_TOLERANCE, and
+    """Nodes whose clock is off the controller's beyond remedy.scan.liveness.SKEW_TOLERANCE, and
     the largest skew known in the pool, either way (a gauge cannot go negative). Reported,
     never trusted: liveness is judged on the controller's clock."""
     meter = workflow.metric_meter()

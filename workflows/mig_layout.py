@@ -1,5 +1,5 @@
 """A reset or a reboot of a MIG node is recovered only once the MIG manager applied the node's
-layout again (remedy/mig_layout.py): the layout is marked pending just before the action, put
+layout again (remedy/acting/mig_layout.py): the layout is marked pending just before the action, put
 back if the action did not run, and waited for after it (the rung's timeout bounds the wait).
 A layout that failed, or is gone, fails the rung: the ladder climbs (fail closed)."""
 
@@ -18,8 +18,8 @@ from contract import activities as act
 from workflows.common import RIDE_OUT, cause_of
 
 with workflow.unsafe.imports_passed_through():
-    from remedy.mig_layout import MigLayoutStep
-    from remedy.models import ActionResult, NodeRef
+    from remedy.acting.mig_layout import MigLayoutStep
+    from remedy.core.models import ActionResult, NodeRef
     from remedy.runbook.schema import Rung
 
 

@@ -39,11 +39,10 @@ from workflows.verification import Verification
 
 with workflow.unsafe.imports_passed_through():
     from contract.names import NODE_REMEDIATION_WORKFLOW
-    from remedy.actions import ACTIONS
-    from remedy.decisions import AbortRequest, ClearRequest, Refusal
-    from remedy.durations import format_duration
-    from remedy.models import Action
-    from remedy.remediation import (
+    from remedy.core.actions import ACTIONS
+    from remedy.core.durations import format_duration
+    from remedy.core.models import Action
+    from remedy.ladder.remediation import (
         AttemptResult,
         Outcome,
         Phase,
@@ -51,6 +50,7 @@ with workflow.unsafe.imports_passed_through():
         RemediationState,
     )
     from remedy.runbook.schema import Rung
+    from remedy.trust.decisions import AbortRequest, ClearRequest, Refusal
 
 
 @workflow.defn(name=NODE_REMEDIATION_WORKFLOW)

@@ -37,9 +37,8 @@ from workflows.mig_layout import with_mig_layout
 from workflows.remediation_view import RemediationView
 
 with workflow.unsafe.imports_passed_through():
-    from remedy.actions import ACTIONS, Where
-    from remedy.gpu_ladder import faulty_gpus, holds_gpus
-    from remedy.models import (
+    from remedy.core.actions import ACTIONS, Where
+    from remedy.core.models import (
         Action,
         ActionRequest,
         ActionResult,
@@ -53,8 +52,9 @@ with workflow.unsafe.imports_passed_through():
         Scope,
         Severity,
     )
-    from remedy.probe.runner import PROBE, UNAVAILABLE
-    from remedy.remediation import (
+    from remedy.detection.probe.runner import PROBE, UNAVAILABLE
+    from remedy.ladder.gpu_ladder import faulty_gpus, holds_gpus
+    from remedy.ladder.remediation import (
         AttemptResult,
         Outcome,
         Phase,
@@ -112,7 +112,7 @@ class NodeSteps:
     async def _action(self, rung: Rung, node_uid: str = "") -> ActionResult:
         """The action's own activity, with the rung's timeout, retries and scope. A disruptive
         one carries its key (this run, this rung): a retry after a lost answer finds it done
-        where the effect landed (remedy/once.py). One that reports progress is cancelled and
+        where the effect landed (remedy/core/once.py). One that reports progress is cancelled and
         waited for (an abort): the ladder ends once it stopped, never while it evicts pods."""
         spec, state, again = ACTIONS[rung.action], self._state, self._again
         on_node = spec.where is Where.NODE

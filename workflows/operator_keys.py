@@ -1,4 +1,4 @@
-"""The keyring a NodeRemediation checks operators' decisions against (remedy.signing).
+"""The keyring a NodeRemediation checks operators' decisions against (remedy.trust.signing).
 
 A ladder loads the controller's keyring once, before its first rung, or as soon as a decision
 comes, whichever is first (not in its first workflow task, where every ladder of a storm would
@@ -31,9 +31,9 @@ from contract.defs import Retry
 from workflows.common import PATIENT_RETRY, cause_of
 
 with workflow.unsafe.imports_passed_through():
-    from remedy.decisions import Approval
-    from remedy.remediation import RemediationInput
-    from remedy.signing import Decision, Keyring, Operator, Signature, Verb
+    from remedy.ladder.remediation import RemediationInput
+    from remedy.trust.decisions import Approval
+    from remedy.trust.signing import Decision, Keyring, Operator, Signature, Verb
 
 KEYRING_CALL = timedelta(seconds=30)
 FRESH_FOR = timedelta(minutes=5)  # a required keyring older than this is read again first

@@ -36,10 +36,10 @@ from workflows.operator_keys import OperatorKeys as OperatorKeys  # with the mes
 from workflows.remediation_view import RemediationView
 
 with workflow.unsafe.imports_passed_through():
-    from remedy.approval_check import why_not_approve
-    from remedy.decisions import AbortRequest, Approval, ApproveRequest, ClearRequest, Consent
-    from remedy.remediation import ApproveResult, Phase, RemediationState, StopResult
-    from remedy.signing import KeyringWanted, Operator, Verb
+    from remedy.ladder.approval_check import why_not_approve
+    from remedy.ladder.remediation import ApproveResult, Phase, RemediationState, StopResult
+    from remedy.trust.decisions import AbortRequest, Approval, ApproveRequest, ClearRequest, Consent
+    from remedy.trust.signing import KeyringWanted, Operator, Verb
 
 DECISION_BYTES = 16 * 1024  # a decision with its note and signature is well under this
 Request = ApproveRequest | AbortRequest | ClearRequest
@@ -110,7 +110,7 @@ class OperatorMessages:
         return self._why_not_approve(req)
 
     def _why_not_approve(self, req: ApproveRequest) -> str:
-        """The validator's reasons (remedy.approval_check): an approval in the old form
+        """The validator's reasons (remedy.ladder.approval_check): an approval in the old form
         (``rung``, from 0) of any rung but the one waiting is refused."""
         return (
             self._keys.not_ready()
@@ -191,7 +191,7 @@ class OperatorMessages:
 
     # -- who decided -------------------------------------------------------------------------
     def _signer(self, verb: Verb, req: Request) -> tuple[str, Operator | None]:
-        """Why the request's signature does not count, and whose it is (remedy.signing)."""
+        """Why the request's signature does not count, and whose it is (remedy.trust.signing)."""
         if isinstance(req, ApproveRequest):
             state = self._state
             rung = state.requested_rung(req)

@@ -1,4 +1,4 @@
-"""A ladder's side of a node held for a person (remedy.person_hold).
+"""A ladder's side of a node held for a person (remedy.trust.person_hold).
 
 - **An abort** (unless ``--no-hold``) marks the node, through the controller, before the ladder
   ends: the ladder's record says so, and what hands the node back.
@@ -26,9 +26,9 @@ from workflows.remediation_view import RemediationView
 
 with workflow.unsafe.imports_passed_through():
     from contract.names import remediation_workflow_id
-    from remedy.decisions import AbortRequest
-    from remedy.person_hold import HoldNode, HoldQuery, NodeHold
-    from remedy.remediation import Phase, RemediationState
+    from remedy.ladder.remediation import Phase, RemediationState
+    from remedy.trust.decisions import AbortRequest
+    from remedy.trust.person_hold import HoldNode, HoldQuery, NodeHold
 
 HOLD_CALL = timedelta(seconds=30)
 HOLD_DEADLINE = timedelta(minutes=2)  # an abort's answer waits for it: not the ride-out's 10

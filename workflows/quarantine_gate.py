@@ -1,10 +1,12 @@
-"""A ladder's side of the quarantine breaker (remedy.quarantine): as it begins, it cordons at
+"""A ladder's side of the quarantine breaker (remedy.disruption.quarantine): as it begins, it
+cordons at
 once where the budgets' published breakers are closed, and reports its node to its pool's
 budget (and the cluster's) right after (``cordon_first``); where one holds new cordons it asks
 leave to cordon, and every cordon it makes waits for that leave. While a breaker is tripped
 the ladder waits in ``held_by_breaker``, and says so; an abort ends the wait like any other. A
 clean re-probe while it waits ends the ladder ``cleared`` (the storm subsides node by node);
-it re-probes on its runbook's clock (``remedy.quarantine.reprobe_every``: a thermal transient
+it re-probes on its runbook's clock (``remedy.disruption.quarantine.reprobe_every``: a thermal
+transient
 held by the breaker ends at its next recheck, not 5 minutes later), and asks again every
 ``ASK_AGAIN_EVERY``, in case the budget started afresh and forgot the ask. An ask that cannot
 be delivered is given up: the ladder cordons as ladders did before."""
@@ -26,11 +28,11 @@ from workflows.remediation_view import RemediationView
 
 with workflow.unsafe.imports_passed_through():
     from contract.names import budget_workflow_id
-    from remedy.budget import CLUSTER_POOL, LeaseRelease
-    from remedy.budget_messages import ASK_AGAIN_EVERY
-    from remedy.models import ProbeReport
-    from remedy.quarantine import CordonAsked, CordonLeave, reprobe_every
-    from remedy.remediation import Outcome, Phase, RemediationState
+    from remedy.core.models import ProbeReport
+    from remedy.disruption.budget import CLUSTER_POOL, LeaseRelease
+    from remedy.disruption.budget_messages import ASK_AGAIN_EVERY
+    from remedy.disruption.quarantine import CordonAsked, CordonLeave, reprobe_every
+    from remedy.ladder.remediation import Outcome, Phase, RemediationState
 
 ASK_CALL = timedelta(seconds=30)
 

@@ -14,11 +14,17 @@ from contract import search_attributes
 from workflows import metrics
 
 with workflow.unsafe.imports_passed_through():
-    from remedy.decisions import Refusal
-    from remedy.describe import NodeIndex, remediation_details, remediation_index
-    from remedy.gpu_ladder import faulty_gpus
-    from remedy.models import Action, Scope
-    from remedy.remediation import MAX_REFUSALS, Attempt, AttemptResult, Phase, RemediationState
+    from remedy.core.models import Action, Scope
+    from remedy.ladder.describe import NodeIndex, remediation_details, remediation_index
+    from remedy.ladder.gpu_ladder import faulty_gpus
+    from remedy.ladder.remediation import (
+        MAX_REFUSALS,
+        Attempt,
+        AttemptResult,
+        Phase,
+        RemediationState,
+    )
+    from remedy.trust.decisions import Refusal
 
 
 class RemediationView:

@@ -5,7 +5,8 @@ would give the node back with it.
 
 Reports come in as signals (``note``); the ladder acts on them only between rungs
 (``take_over`` before a rung, ``next_fault`` after a verified one). A switch keeps what is done
-and lasting (the cordon, a drain, a killed job: ``remedy.actions``) and starts the new runbook's
+and lasting (the cordon, a drain, a killed job: ``remedy.core.actions``) and starts the new
+runbook's
 ladder at its first rung that is not. Deterministic: the only I/O is the controller's runbook
 match for a fault that only the verification probe showed.
 """
@@ -23,10 +24,10 @@ from workflows.node_steps import NodeSteps
 from workflows.remediation_view import RemediationView
 
 with workflow.unsafe.imports_passed_through():
-    from remedy import vocabulary
-    from remedy.models import Finding
-    from remedy.numbering import first_number
-    from remedy.remediation import (
+    from remedy.core.models import Finding
+    from remedy.core.numbering import first_number
+    from remedy.detection import vocabulary
+    from remedy.ladder.remediation import (
         Escalation,
         FindingReport,
         Outcome,
@@ -34,9 +35,9 @@ with workflow.unsafe.imports_passed_through():
         RemediationState,
         outranks,
     )
+    from remedy.ladder.under_way import first_not_done
+    from remedy.ladder.verification import on_part_of
     from remedy.runbook.schema import Runbook
-    from remedy.under_way import first_not_done
-    from remedy.verification import on_part_of
 
 MATCH_CALL = timedelta(seconds=30)
 MAX_CHANGES = 8  # runbook changes in one ladder before it holds the node for a person

@@ -2,7 +2,7 @@
 asks for one, the fault still there (``confirm_fault``), and, for a rung that needs the node's
 pods gone (reset, reboot, replace), a drain that did not fail — else the drain once more, then
 what the rung's ``if_drain_failed`` says: ask a person (the default), stop, or force. A
-node-level one (remedy.actions.needs_the_node_drained) with no node drain before it, only GPU
+node-level one (remedy.core.actions.needs_the_node_drained) with no node drain before it, only GPU
 drains or none, cordons and drains the node first, unless its ``if_not_drained`` says force.
 
 A wait for a person ends early with ``Interrupted`` when a worse fault came (the ladder
@@ -25,17 +25,17 @@ from workflows.operator_keys import OperatorKeys
 from workflows.remediation_view import RemediationView
 
 with workflow.unsafe.imports_passed_through():
-    from remedy import vocabulary
-    from remedy.actions import ACTIONS, cleared_by, needs_the_node_drained
-    from remedy.decisions import Consent
-    from remedy.durations import format_duration
-    from remedy.models import Action
-    from remedy.remediation import AttemptResult, Outcome, Phase, RemediationState
+    from remedy.core.actions import ACTIONS, cleared_by, needs_the_node_drained
+    from remedy.core.durations import format_duration
+    from remedy.core.models import Action
+    from remedy.detection import vocabulary
+    from remedy.ladder.remediation import AttemptResult, Outcome, Phase, RemediationState
     from remedy.runbook.authored import Approval as ApprovalMode
     from remedy.runbook.authored import IfDrainFailed, OnApprovalTimeout
     from remedy.runbook.drain_first import drain_like
     from remedy.runbook.schema import Rung
     from remedy.runbook.undrained import IfNotDrained
+    from remedy.trust.decisions import Consent
 
 
 class SkipRung(Exception):  # noqa: N818 - a control-flow signal, as Interrupted is

@@ -1,6 +1,7 @@
 """A ladder's checks that its rungs hold: verify a rung with what saw the fault
-(``remedy.verification``), and start a ladder above a rung whose recovery did not hold
-(``remedy.recurrence``). Deterministic: the watch is a timer, the Xids and the hardware record
+(``remedy.ladder.verification``), and start a ladder above a rung whose recovery did not hold
+(``remedy.ladder.recurrence``). Deterministic: the watch is a timer, the Xids and the hardware
+record
 come from activities."""
 
 from __future__ import annotations
@@ -18,13 +19,12 @@ from workflows.remediation_view import RemediationView
 
 with workflow.unsafe.imports_passed_through():
     from remedy.attribution.evidence import recent_xid
-    from remedy.durations import format_duration
-    from remedy.hardware import SerialsCheck
-    from remedy.models import Action, ActionResult, Finding, ProbeReport
-    from remedy.recurrence import resume_rung
-    from remedy.remediation import Phase, RemediationState
-    from remedy.runbook.schema import Rung
-    from remedy.verification import (
+    from remedy.core.durations import format_duration
+    from remedy.core.models import Action, ActionResult, Finding, ProbeReport
+    from remedy.ladder.hardware import SerialsCheck
+    from remedy.ladder.recurrence import resume_rung
+    from remedy.ladder.remediation import Phase, RemediationState
+    from remedy.ladder.verification import (
         VerifyBy,
         XidsSince,
         healthy_for,
@@ -33,6 +33,7 @@ with workflow.unsafe.imports_passed_through():
         recurrences,
         verify_by,
     )
+    from remedy.runbook.schema import Rung
 
 RECORD_LOOKUP = timedelta(minutes=2)  # a ladder waits no longer than this for the record
 

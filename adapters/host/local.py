@@ -14,14 +14,14 @@ from adapters.host.load_test import DEFAULT_LOAD_TEST, LoadTestConfig, run_load_
 from adapters.host.mig import refuse_unless_idle
 from adapters.host.nvml import real_nvml
 from adapters.host.output import command_line, tool_output
-from remedy.actions import ACTIONS
-from remedy.capabilities import DependencyCheck
-from remedy.errors import ActionFailed, ActionRefused
-from remedy.gpu import NvmlApi
-from remedy.models import Action
-from remedy.once import once, reboot_once, unsure_not_repeated
-from remedy.probe.load import LoadReport
-from remedy.probe.runner import ProbeConfig
+from remedy.acting.capabilities import DependencyCheck
+from remedy.core.actions import ACTIONS
+from remedy.core.errors import ActionFailed, ActionRefused
+from remedy.core.models import Action
+from remedy.core.once import once, reboot_once, unsure_not_repeated
+from remedy.detection.gpu import NvmlApi
+from remedy.detection.probe.load import LoadReport
+from remedy.detection.probe.runner import ProbeConfig
 
 RESET_TIMEOUT_S = 120
 REBOOT_COMMAND_TIMEOUT_S = 60

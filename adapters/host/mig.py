@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from remedy import gpu as nv
-from remedy.errors import ActionFailed, TransientError
-from remedy.gpu import NvmlApi
+from remedy.core.errors import ActionFailed, TransientError
+from remedy.detection import gpu as nv
+from remedy.detection.gpu import NvmlApi
 
 # NVML answers for a GPU or a driver without MIG: nothing to wait for.
 _NO_MIG = (nv.NVML_ERROR_NOT_SUPPORTED, nv.NVML_ERROR_FUNCTION_NOT_FOUND)

@@ -1,5 +1,5 @@
 """The real GPU backend: the ``pynvml`` module of nvidia-ml-py, behind the seam of
-remedy/gpu.py. The one module that imports pynvml: its errors become the seam's
+remedy/detection/gpu.py. The one module that imports pynvml: its errors become the seam's
 ``NVMLError`` classes, the rest passes through."""
 
 from __future__ import annotations
@@ -8,12 +8,12 @@ import ctypes
 from collections.abc import Callable
 from typing import Any, cast
 
-from remedy import gpu
-from remedy.gpu import NvmlApi
+from remedy.detection import gpu
+from remedy.detection.gpu import NvmlApi
 
 
 class _Pynvml:
-    """pynvml's functions, each raising ``remedy.gpu.NVMLError`` for pynvml's."""
+    """pynvml's functions, each raising ``remedy.detection.gpu.NVMLError`` for pynvml's."""
 
     def __init__(self, module: Any) -> None:
         self._module = module

@@ -14,11 +14,11 @@ from adapters.host.load_test import LoadTestConfig
 from adapters.host.local import DEFAULT_REBOOT_COMMAND, DEFAULT_STATE_DIR, LocalHost, boot_time
 from adapters.host.nics import SysfsNics
 from adapters.host.pod_resources import KubeletPodResources, device_ids
-from remedy.host import NodeHost
-from remedy.pod_resources import GpuUsePublisher, GpuUseReporter
-from remedy.probe import ProbeConfig
-from remedy.probe.throughput import REFERENCE_FILE, load_references
-from remedy.probe.xid_dedup import XidDedup
+from remedy.detection.host import NodeHost
+from remedy.detection.pod_resources import GpuUsePublisher, GpuUseReporter
+from remedy.detection.probe import ProbeConfig
+from remedy.detection.probe.throughput import REFERENCE_FILE, load_references
+from remedy.detection.probe.xid_dedup import XidDedup
 
 
 class HostSettings(BaseModel):

@@ -8,7 +8,7 @@ from adapters.kubernetes.edits import as_read, has_own_taint, patch, with_taint
 from adapters.kubernetes.errors import api_errors
 from adapters.kubernetes.nodes import PREFIX, NodeApi
 from adapters.kubernetes.objects import Json, meta
-from remedy.events import EventReason
+from remedy.core.events import EventReason
 
 # remedy never puts this taint on a node that is already taking work.
 ADMISSION_TAINT = {"key": f"{PREFIX}/unvalidated", "value": "true", "effect": "NoSchedule"}

@@ -20,10 +20,10 @@ from adapters.kubernetes.edits import (
 from adapters.kubernetes.ledger import NodeLedger
 from adapters.kubernetes.nodes import PREFIX, NodeApi
 from adapters.kubernetes.objects import Json, meta
-from remedy.cluster import CordonOwner
-from remedy.events import EventReason
-from remedy.models import Action, CordonState, NodeBoot
-from remedy.once import LedgerEntry, once
+from remedy.core.events import EventReason
+from remedy.core.models import Action, CordonState, NodeBoot
+from remedy.core.once import LedgerEntry, once
+from remedy.scan.cluster import CordonOwner
 
 CORDONED_BY = f"{PREFIX}/cordoned-by"
 CORDON_REASON = f"{PREFIX}/cordon-reason"

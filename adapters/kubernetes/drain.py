@@ -30,9 +30,9 @@ from adapters.kubernetes.eviction import Answer
 from adapters.kubernetes.gpu_use import KubernetesGpuUse
 from adapters.kubernetes.nodes import PREFIX, NodeApi, ready
 from adapters.kubernetes.objects import Json, meta
-from remedy.errors import DrainBlocked, RemedyError, TransientError
-from remedy.events import EventReason
-from remedy.goodput import Event, parse
+from remedy.attribution.goodput import Event, parse
+from remedy.core.errors import DrainBlocked, RemedyError, TransientError
+from remedy.core.events import EventReason
 
 # A drain asks GPU pods to checkpoint first; the job answers by setting CHECKPOINTED, or (with
 # no right to patch its pod) by a line in its log (remedy_job's acknowledge).

@@ -16,10 +16,10 @@ from adapters.kubernetes.listing import count, list_pages
 from adapters.kubernetes.marks import remedy_conditions
 from adapters.kubernetes.nodes import OPT_OUT_LABEL, PREFIX, NodeApi, has_taint
 from adapters.kubernetes.objects import Json, meta, node_gpus
-from remedy.budget import CLUSTER_POOL
-from remedy.conditions import AGENT_CONDITIONS, GPU_ACTIVE_CHECK, is_problem
-from remedy.node_facts import NodeFacts
-from remedy.person_hold import HOLD_ANNOTATION
+from remedy.detection.conditions import AGENT_CONDITIONS, GPU_ACTIVE_CHECK, is_problem
+from remedy.detection.node_facts import NodeFacts
+from remedy.disruption.budget import CLUSTER_POOL
+from remedy.trust.person_hold import HOLD_ANNOTATION
 
 POOL_LABEL = f"{PREFIX}/pool"
 
@@ -113,7 +113,7 @@ def agent_cordoned_at(annotations: dict[str, str]) -> datetime | None:
 
 def agent_heartbeat(node: Json) -> datetime | None:
     """The agent's heartbeat: the newest ``lastHeartbeatTime`` on the conditions it writes
-    (remedy.liveness). A condition without one gives none: a time standing in for it would
+    (remedy.scan.liveness). A condition without one gives none: a time standing in for it would
     change with every scan and pass for a live agent."""
     return max(
         (

@@ -17,8 +17,8 @@ import time
 from adapters.kubernetes.edits import as_read, patch
 from adapters.kubernetes.nodes import PREFIX, NodeApi, daemonset
 from adapters.kubernetes.objects import Json, meta
-from remedy.errors import TransientError
-from remedy.events import EventReason
+from remedy.core.errors import TransientError
+from remedy.core.events import EventReason
 
 DEPLOY = "nvidia.com/gpu.deploy"
 PAUSED = "paused-for-remedy"

@@ -1,4 +1,4 @@
-"""GPU-scoped rungs on Kubernetes (remedy/gpu_scope.py): quarantine the faulty GPU with a DRA
+"""GPU-scoped rungs on Kubernetes (remedy/acting/gpu_scope.py): quarantine the faulty GPU with a DRA
 device taint and evict only the pods on it.
 
 One mechanism: a ``DeviceTaintRule`` (resource.k8s.io/v1beta2, Kubernetes' DRA device
@@ -30,11 +30,11 @@ from adapters.kubernetes.edits import as_read, patch
 from adapters.kubernetes.errors import NotFound, api_errors
 from adapters.kubernetes.nodes import PREFIX, NodeApi
 from adapters.kubernetes.objects import GPU_USE, Json, create_raw, meta, node_gpus
-from remedy.errors import ActionRefused, Conflict
-from remedy.events import EventReason
-from remedy.gpu_scope import GpuReleased, check_gpu_index, pods_on
-from remedy.gpu_use import NodeGpuUse
-from remedy.models import Action
+from remedy.acting.gpu_scope import GpuReleased, check_gpu_index, pods_on
+from remedy.acting.gpu_use import NodeGpuUse
+from remedy.core.errors import ActionRefused, Conflict
+from remedy.core.events import EventReason
+from remedy.core.models import Action
 
 GPUS_OUT = f"{PREFIX}/gpus-out"  # {"<gpu index>": "<the ladder's workflow id>"}
 DRA_DRIVER = "gpu.nvidia.com"
@@ -65,7 +65,7 @@ def gpu_use_of(node: Json) -> NodeGpuUse:
 
 
 class KubernetesGpuScope:
-    """The GpuScopedControl seam (remedy/gpu_scope.py) and a GpuUseSource from the agent's
+    """The GpuScopedControl seam (remedy/acting/gpu_scope.py) and a GpuUseSource from the agent's
     annotation."""
 
     def __init__(self, nodes: NodeApi, drain: Drain, control: KubernetesNodeControl) -> None:

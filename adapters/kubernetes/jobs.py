@@ -40,11 +40,11 @@ from adapters.kubernetes.objects import (
 )
 from remedy.attribution.elastic import JobShape
 from remedy.attribution.evidence import GuardedFailure
+from remedy.attribution.goodput import JobTimes
 from remedy.attribution.guard import JobRef
 from remedy.attribution.jobs import JobState
-from remedy.errors import ActionFailed, ActionRefused, Conflict, NodeGone, RemedyError
-from remedy.events import EventReason
-from remedy.goodput import JobTimes
+from remedy.core.errors import ActionFailed, ActionRefused, Conflict, NodeGone, RemedyError
+from remedy.core.events import EventReason
 
 RESTART_MODE = "remedy.io/restart"
 RESTART_ATTEMPT = "remedy.io/restart-attempt"

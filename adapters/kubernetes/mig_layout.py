@@ -1,6 +1,6 @@
 """A MIG node's layout on Kubernetes: the MIG manager's node labels ``nvidia.com/mig.config``
 (the layout) and ``nvidia.com/mig.config.state`` (its answer), read and, around a reset or a
-reboot, the state marked ``pending`` (remedy/mig_layout.py). Only the state label is written,
+reboot, the state marked ``pending`` (remedy/acting/mig_layout.py). Only the state label is written,
 never the layout: what layout a node has is its owners' choice."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ from __future__ import annotations
 from adapters.kubernetes.edits import as_read, patch
 from adapters.kubernetes.nodes import NodeApi
 from adapters.kubernetes.objects import Json, meta
-from remedy.events import EventReason
-from remedy.mig_layout import MIG_CONFIG, MIG_CONFIG_STATE, MigLayout, MigState
+from remedy.acting.mig_layout import MIG_CONFIG, MIG_CONFIG_STATE, MigLayout, MigState
+from remedy.core.events import EventReason
 
 
 def layout_of(node: Json) -> MigLayout:

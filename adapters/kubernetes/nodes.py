@@ -12,8 +12,8 @@ from kubernetes import client as k8s
 from adapters.kubernetes.errors import api_errors
 from adapters.kubernetes.listing import list_pages
 from adapters.kubernetes.objects import CONTROLLER_MANAGER, Json, as_json, meta, record_event
-from remedy.errors import ActionRefused, NodeGone
-from remedy.events import EventReason
+from remedy.core.errors import ActionRefused, NodeGone
+from remedy.core.events import EventReason
 
 PREFIX = "remedy.io"
 OPT_OUT_LABEL = f"{PREFIX}/managed"

@@ -20,8 +20,8 @@ from adapters.kubernetes.marks import KubernetesNodeMarks
 from adapters.kubernetes.nodes import NodeApi
 from adapters.kubernetes.objects import AGENT_MANAGER
 from adapters.kubernetes.replace import REPLACERS
-from remedy.cluster import Cluster, OwnNode
-from remedy.pod_resources import KUBELET_SOCKET
+from remedy.detection.pod_resources import KUBELET_SOCKET
+from remedy.scan.cluster import Cluster, OwnNode
 
 __all__ = ["KubeconfigError", "KubernetesSettings"]
 

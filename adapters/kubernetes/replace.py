@@ -18,9 +18,9 @@ from adapters.kubernetes.errors import api_errors
 from adapters.kubernetes.listing import PAGE, list_pages
 from adapters.kubernetes.nodes import NodeApi
 from adapters.kubernetes.objects import Json, meta
-from remedy.cluster import Replacer
-from remedy.errors import ActionRefused, Conflict, NodeGone
-from remedy.events import EventReason
+from remedy.core.errors import ActionRefused, Conflict, NodeGone
+from remedy.core.events import EventReason
+from remedy.scan.cluster import Replacer
 
 KARPENTER_POOL_LABEL = "karpenter.sh/nodepool"
 NODECLAIMS = ("karpenter.sh", "v1", "nodeclaims")

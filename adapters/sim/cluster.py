@@ -11,18 +11,18 @@ from adapters.sim import layouts
 from adapters.sim.gpu_scope import SimGpuScope
 from adapters.sim.mig import SimMigLayouts, mig_manager_starts
 from adapters.sim.state import SimState, atomic
+from remedy.acting.gpu_use import NodeGpuUse
 from remedy.attribution.evidence import RecentXid, remember
-from remedy.budget import CLUSTER_POOL
-from remedy.cluster import Cluster, CordonOwner
-from remedy.conditions import GPU_ACTIVE_CHECK, NodeCondition, is_problem
-from remedy.errors import ActionRefused
-from remedy.gpu_use import NodeGpuUse
-from remedy.identity import AGENT_KEY_ANNOTATION
-from remedy.models import Action, CordonState, NodeBoot
-from remedy.node_facts import NodeFacts
-from remedy.once import once
-from remedy.person_hold import HOLD_ANNOTATION
-from remedy.quarantine import BreakerState
+from remedy.core.errors import ActionRefused
+from remedy.core.models import Action, CordonState, NodeBoot
+from remedy.core.once import once
+from remedy.detection.conditions import GPU_ACTIVE_CHECK, NodeCondition, is_problem
+from remedy.detection.node_facts import NodeFacts
+from remedy.disruption.budget import CLUSTER_POOL
+from remedy.disruption.quarantine import BreakerState
+from remedy.scan.cluster import Cluster, CordonOwner
+from remedy.trust.identity import AGENT_KEY_ANNOTATION
+from remedy.trust.person_hold import HOLD_ANNOTATION
 
 if TYPE_CHECKING:
     from adapters.sim.node import SimNode

@@ -6,11 +6,11 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import StrEnum
 
-from remedy.models import Action, Component, ComponentKind, Finding, Severity
-from remedy.probe.checks import PCIE, THERMAL, THERMAL_SLOWDOWN, WIDTH_DEGRADED
-from remedy.probe.load import LOAD, LoadReason
-from remedy.probe.nic_check import NIC, PORT_DOWN
-from remedy.probe.runner import PROBE, TIMED_OUT
+from remedy.core.models import Action, Component, ComponentKind, Finding, Severity
+from remedy.detection.probe.checks import PCIE, THERMAL, THERMAL_SLOWDOWN, WIDTH_DEGRADED
+from remedy.detection.probe.load import LOAD, LoadReason
+from remedy.detection.probe.nic_check import NIC, PORT_DOWN
+from remedy.detection.probe.runner import PROBE, TIMED_OUT
 from remedy.xid.catalog import load_catalog
 
 

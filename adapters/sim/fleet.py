@@ -14,10 +14,10 @@ from adapters.sim.host import SimHost
 from adapters.sim.layouts import LAYOUTS
 from adapters.sim.node import ActiveFault, SimNode
 from adapters.sim.state import Held, SimState, utcnow
-from remedy.capabilities import Dependency
-from remedy.cluster import Cluster
-from remedy.errors import RemedyError, TransientError
-from remedy.models import Finding
+from remedy.acting.capabilities import Dependency
+from remedy.core.errors import RemedyError, TransientError
+from remedy.core.models import Finding
+from remedy.scan.cluster import Cluster
 
 
 class SimFleet(SimState):
@@ -105,7 +105,8 @@ class SimFleet(SimState):
             self.node(node).nvml_broken = how
 
     def lack(self, node: str, dependency: Dependency, why: str) -> None:
-        """The node's agent lacks ``dependency`` (remedy/capabilities.py): what it enables, the
+        """The node's agent lacks ``dependency`` (remedy/acting/capabilities.py): what it enables,
+        the
         node cannot do (a reset with no --allow-reset, say). Every node has everything at first."""
         with self.lock:
             self.node(node).missing[dependency] = why

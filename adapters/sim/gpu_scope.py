@@ -9,11 +9,11 @@ from typing import TYPE_CHECKING
 
 from adapters.sim import layouts
 from adapters.sim.state import SimState, atomic
-from remedy.errors import ActionRefused
-from remedy.gpu_scope import GpuReleased, check_gpu_index, pods_on
-from remedy.gpu_use import NodeGpuUse
-from remedy.models import Action
-from remedy.once import once
+from remedy.acting.gpu_scope import GpuReleased, check_gpu_index, pods_on
+from remedy.acting.gpu_use import NodeGpuUse
+from remedy.core.errors import ActionRefused
+from remedy.core.models import Action
+from remedy.core.once import once
 
 if TYPE_CHECKING:
     from adapters.sim.node import SimNode

@@ -6,14 +6,14 @@ from adapters.sim.faults import Effect
 from adapters.sim.mig import destroy_instances, mig_manager_starts
 from adapters.sim.nvml import SimNvml
 from adapters.sim.state import SimState
-from remedy.capabilities import Dependency, DependencyCheck
-from remedy.errors import ActionFailed
-from remedy.gpu import NvmlApi
-from remedy.models import Action
-from remedy.once import once, reboot_once, unsure_not_repeated
-from remedy.probe.load import LoadProblem, LoadReason, LoadReport
-from remedy.probe.nics import NicPort
-from remedy.probe.runner import ProbeConfig
+from remedy.acting.capabilities import Dependency, DependencyCheck
+from remedy.core.errors import ActionFailed
+from remedy.core.models import Action
+from remedy.core.once import once, reboot_once, unsure_not_repeated
+from remedy.detection.gpu import NvmlApi
+from remedy.detection.probe.load import LoadProblem, LoadReason, LoadReport
+from remedy.detection.probe.nics import NicPort
+from remedy.detection.probe.runner import ProbeConfig
 
 
 class SimHost:

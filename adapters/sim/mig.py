@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 from adapters.sim.layouts import MIG_PER_GPU
 from adapters.sim.state import SimState
-from remedy.mig_layout import MigLayout, MigState
+from remedy.acting.mig_layout import MigLayout, MigState
 
 if TYPE_CHECKING:
     from adapters.sim.node import SimNode

@@ -1,5 +1,5 @@
 """A simulated NVML with pynvml's function names and return shapes, raising the seam's errors
-(remedy/gpu.py), over the twin's
+(remedy/detection/gpu.py), over the twin's
 GPU table. The probe runs unchanged against it."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
 from adapters.sim.faults import Effect
-from remedy import gpu as nv
+from remedy.detection import gpu as nv
 
 if TYPE_CHECKING:
     from adapters.sim.node import SimNode

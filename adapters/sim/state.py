@@ -12,11 +12,11 @@ from datetime import UTC, datetime
 
 from adapters.sim.identity import agent_signing_key
 from adapters.sim.node import SimGpu, SimNode, SimPod
-from remedy.errors import NodeGone, RemedyError, TransientError
-from remedy.identity import AGENT_KEY_ANNOTATION
-from remedy.once import LedgerEntry
-from remedy.quarantine import BreakerState
-from remedy.signing import public_blob
+from remedy.core.errors import NodeGone, RemedyError, TransientError
+from remedy.core.once import LedgerEntry
+from remedy.disruption.quarantine import BreakerState
+from remedy.trust.identity import AGENT_KEY_ANNOTATION
+from remedy.trust.signing import public_blob
 
 
 def _serial(pool: str, node: str, generation: int, gpu: int) -> str:
@@ -30,7 +30,7 @@ def utcnow() -> datetime:
 
 
 def atomic(started: LedgerEntry) -> str:
-    """The ledger's rule for an entry started and never answered (remedy/once.py): the sim's
+    """The ledger's rule for an entry started and never answered (remedy/core/once.py): the sim's
     effect and its record land together, under one lock, so there is none."""
     raise AssertionError(
         f"{started.key}: started and never answered, which the twin cannot do (its effect and "

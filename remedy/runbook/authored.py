@@ -13,7 +13,7 @@ from pydantic import (
     ValidationInfo,
 )
 
-from remedy.durations import Duration
+from remedy.core.durations import Duration
 
 # The loader validates with this context (and extra="forbid"): what a person wrote is checked
 # strictly — unknown fields, checks and reasons are errors. A runbook that travels inside a

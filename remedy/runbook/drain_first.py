@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from remedy.actions import cleared_by, needs_the_node_drained
-from remedy.models import Action, Scope
+from remedy.core.actions import cleared_by, needs_the_node_drained
+from remedy.core.models import Action, Scope
 from remedy.runbook.schema import Rung
 from remedy.runbook.undrained import IfNotDrained
 

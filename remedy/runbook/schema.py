@@ -16,10 +16,10 @@ from pydantic import (
 from pydantic.json_schema import GenerateJsonSchema
 from pydantic_core import PydanticCustomError
 
-from remedy import vocabulary
-from remedy.actions import ACTIONS, GPU_SCOPED
-from remedy.durations import Duration, format_duration
-from remedy.models import Action, Finding, Scope, Severity
+from remedy.core.actions import ACTIONS, GPU_SCOPED
+from remedy.core.durations import Duration, format_duration
+from remedy.core.models import Action, Finding, Scope, Severity
+from remedy.detection import vocabulary
 from remedy.runbook.approval_rule import approval_fits
 from remedy.runbook.authored import (
     Approval,
@@ -62,7 +62,7 @@ class Rung(Authored):
     retry: RetryPolicy = RetryPolicy()
     settle: Duration = timedelta(0)  # wait after the action before verifying
     # Re-probe after the rung and stop climbing if healthy. Default: the action's (its table in
-    # remedy.actions): yes for those that can fix a fault, no for cordon, drain and replace.
+    # remedy.core.actions): yes for those that can fix a fault, no for cordon, drain and replace.
     verify: bool | None = None
     approval: Approval = Approval.NONE
     # Only for actions that need a drained node; the drain is retried once before it applies.
@@ -70,7 +70,7 @@ class Rung(Authored):
     # Declared after what they are checked against (a field's validator sees those before it).
     on_approval_timeout: OnApprovalTimeout = OnApprovalTimeout.NEEDS_HUMAN
     approval_timeout: Duration = timedelta(hours=4)
-    # gpu: the faulty GPU only (remedy/gpu_scope.py); drain, kill_job and reset_gpu.
+    # gpu: the faulty GPU only (remedy/acting/gpu_scope.py); drain, kill_job and reset_gpu.
     scope: Scope = Scope.NODE
     if_not_drained: IfNotDrained = IfNotDrained.DRAIN  # after the scope it is checked against
 
@@ -228,10 +228,10 @@ class Runbook(Authored):
     tolerance: Duration = timedelta(0)  # how long the fault must persist before disrupting
     recheck_every: Duration | None = None  # re-probe inside the tolerance window
     # Verifying a rung for an Xid no probe sees: this long without that Xid again on that GPU
-    # (remedy/verification.py). 0: look once, right after the rung.
+    # (remedy/ladder/verification.py). 0: look once, right after the rung.
     watch: Duration = timedelta(minutes=10)
     # The same fault on the same GPU this soon after a recovery: the rung that "recovered" it
-    # did not, and the new ladder starts above it (remedy/recurrence.py). 0: never.
+    # did not, and the new ladder starts above it (remedy/ladder/recurrence.py). 0: never.
     recurrence_window: Duration = timedelta(hours=24)
     ladder: list[Rung] = []
 

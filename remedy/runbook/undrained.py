@@ -1,4 +1,5 @@
-"""A node-level rung with no node drain before it (remedy.actions.needs_the_node_drained): the
+"""A node-level rung with no node drain before it (remedy.core.actions.needs_the_node_drained):
+the
 ladder drains the node first, unless the rung says ``if_not_drained: force``, which
 ``remedy runbooks validate`` warns about (remedy/runbook/lint.py)."""
 
@@ -7,8 +8,8 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Any
 
-from remedy.actions import needs_the_node_drained
-from remedy.models import Scope
+from remedy.core.actions import needs_the_node_drained
+from remedy.core.models import Scope
 
 
 class IfNotDrained(StrEnum):

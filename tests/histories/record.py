@@ -32,14 +32,14 @@ from contract.names import (
     budget_workflow_id,
     remediation_workflow_id,
 )
-from remedy.active_checks import ActiveChecksInput
 from remedy.attribution.guard import GuardPolicy
-from remedy.conditions import conditions_from
-from remedy.decisions import ApproveRequest
-from remedy.fleet import ScanInput
-from remedy.probe import probe_node
-from remedy.remediation import Phase
+from remedy.detection.conditions import conditions_from
+from remedy.detection.probe import probe_node
+from remedy.ladder.remediation import Phase
 from remedy.runbook import RunbookSet, load_runbooks
+from remedy.scan.active_checks import ActiveChecksInput
+from remedy.scan.fleet import ScanInput
+from remedy.trust.decisions import ApproveRequest
 from tests.conftest import ROOT, running_workers
 from tests.ladder import report, wait_for_phase
 from tests.scans import completed_scans, scan_schedule, until

@@ -12,16 +12,16 @@ import typer
 from pydantic import BaseModel, ConfigDict
 
 from remedy.attribution.guard import GuardPolicy
-from remedy.budget import BudgetPolicy
-from remedy.fleet import ScanInput
-from remedy.hardware import BlocklistPolicy
-from remedy.liveness import (
+from remedy.disruption.budget import BudgetPolicy
+from remedy.ladder.hardware import BlocklistPolicy
+from remedy.scan.fleet import ScanInput
+from remedy.scan.liveness import (
     AGENT_HEARTBEAT,
     MIN_SILENT_HEARTBEATS,
     SILENT_HEARTBEATS,
     silent_after_problem,
 )
-from remedy.worker_stall import stall_after_problem
+from remedy.scan.worker_stall import stall_after_problem
 from workers.cli import active_checks as checks
 from workers.cli import drain
 from workers.cli.common import (

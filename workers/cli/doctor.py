@@ -10,7 +10,7 @@ from typing import Annotated
 
 import typer
 
-from remedy.capabilities import capabilities_from
+from remedy.acting.capabilities import capabilities_from
 from workers.cli.node import local_host_or_exit
 from workers.flags.agent import (
     AgentFlags,

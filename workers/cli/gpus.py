@@ -20,7 +20,7 @@ from contract.names import (
     gpu_release_workflow_id,
     remediation_workflow_id,
 )
-from remedy.gpu_scope import GpuRelease, GpuReleased
+from remedy.acting.gpu_scope import GpuRelease, GpuReleased
 from workers.cli.common import on_temporal
 from workers.cli.connection import temporal
 from workers.cli.controller_answer import Refused, controller_answer

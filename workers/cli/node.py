@@ -9,9 +9,9 @@ from typing import Annotated, Any
 
 import typer
 
-from remedy.host import NodeHost
-from remedy.probe import probe_node
-from remedy.probe.diagnose import deep_diagnose
+from remedy.detection.host import NodeHost
+from remedy.detection.probe import probe_node
+from remedy.detection.probe.diagnose import deep_diagnose
 from workers.cli.common import redactor_or_exit, runbooks_or_exit, serve, settings_or_exit
 from workers.cli.connection import temporal
 from workers.cli.exits import BAD_INPUT
@@ -106,7 +106,7 @@ KUBERNETES_FLAGS = {"kubeconfig", "kube_timeout", "namespace", "self_cordon", "p
 
 def _agent(flags: AgentFlags) -> None:
     """Run the node agent: host-local activities on this node's queue, and the probe loop."""
-    from remedy.models import NodeRef
+    from remedy.core.models import NodeRef
     from workers.agent import AgentConfig
     from workers.providers.root import HostSettings, KubernetesSettings
     from workers.serving import AgentSettings, run_agent

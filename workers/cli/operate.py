@@ -19,7 +19,7 @@ from contract.messages import (
     CLEAR,
     CLEAR_LADDER,
 )
-from remedy.signing import Verb
+from remedy.trust.signing import Verb
 from workers.cli.decide import decide, on_workflow
 from workers.cli.signing import (
     KeyOption,
@@ -39,7 +39,7 @@ from workers.flags.options import (
 )
 
 if TYPE_CHECKING:
-    from remedy.remediation import StopResult
+    from remedy.ladder.remediation import StopResult
 
 P = TypeVar("P")
 R = TypeVar("R")
@@ -83,7 +83,7 @@ def approve(
     """Approve the rung a node's remediation waits for (e.g. a replacement). Exit 2 when
     nothing waits for approval, or the rung is behind the ladder, not the one waiting (without
     --ahead) or approved already."""
-    from remedy.decisions import ApproveRequest
+    from remedy.trust.decisions import ApproveRequest
 
     def request(identity: str) -> ApproveRequest:
         return ApproveRequest(by=by, rung_number=rung, ahead=ahead, note=note, identity=identity)
@@ -110,7 +110,7 @@ def _with_old_form(signer: Signer | None) -> Signer:
     in the runbook climbed now): a worker of the release before, which does not read
     ``rung_number``, would otherwise approve the rung waiting instead."""
     from contract.messages import REMEDIATION_STATE
-    from remedy.decisions import ApproveRequest
+    from remedy.trust.decisions import ApproveRequest
 
     async def prepared(req: ApproveRequest, handle: WorkflowHandle[Any, Any]) -> ApproveRequest:
         state = await REMEDIATION_STATE.ask(handle)
@@ -140,7 +140,7 @@ def abort(
     """Stop a node's remediation where it stands, and hold the node for a person (no ladder
     acts on it until `remedy resume-node`). An abort after an abort is harmless (exit 0,
     "already stopped"); exit 2 when the ladder finished otherwise or is being cleared."""
-    from remedy.decisions import AbortRequest
+    from remedy.trust.decisions import AbortRequest
 
     def request(identity: str) -> AbortRequest:
         return AbortRequest(by=by, reason=reason, restore=restore, hold=hold, identity=identity)
@@ -159,7 +159,7 @@ def _aborted_already(address: str | None, node: str) -> str:
     from temporalio.client import WorkflowExecutionStatus
 
     from contract.names import remediation_workflow_id
-    from remedy.remediation import Outcome, RemediationResult
+    from remedy.ladder.remediation import Outcome, RemediationResult
 
     async def ended(client: Client, handle: WorkflowHandle[Any, Any]) -> str:
         if (await handle.describe()).status is not WorkflowExecutionStatus.COMPLETED:
@@ -181,7 +181,7 @@ def clear(
 ) -> None:
     """The fault is gone (fixed by hand): end the node's remediation and give the node back
     (uncordon). Exit 2 when it finished or is stopping."""
-    from remedy.decisions import ClearRequest
+    from remedy.trust.decisions import ClearRequest
 
     def request(identity: str) -> ClearRequest:
         return ClearRequest(by=by, reason=reason, identity=identity)

@@ -34,7 +34,7 @@ def resume_pool(
     """Close a pool's breaker: the cordons it held go on, and disruptive work resumes within
     the budget. Exit 2 when the breaker is not tripped."""
     from contract.names import budget_workflow_id
-    from remedy.budget_messages import ResumeRequest
+    from remedy.disruption.budget_messages import ResumeRequest
 
     def request(identity: str) -> ResumeRequest:
         return ResumeRequest(by=by, identity=identity)
@@ -69,8 +69,8 @@ def release_hold(
     by itself when remedy's cordon goes from the node). Exit 2 when the node is not held for
     a person (the answer lists what holds the pool's share)."""
     from contract.names import budget_workflow_id
-    from remedy.budget import LeaseRelease
-    from remedy.budget_messages import HELD_FOR_HUMAN
+    from remedy.disruption.budget import LeaseRelease
+    from remedy.disruption.budget_messages import HELD_FOR_HUMAN
 
     def request(_: str) -> LeaseRelease:
         return LeaseRelease(holder=HELD_FOR_HUMAN + node)

@@ -11,9 +11,9 @@ import typer
 from pydantic import BaseModel, ConfigDict
 
 from adapters.host.local import DEFAULT_REBOOT_COMMAND, DEFAULT_STATE_DIR
-from remedy.liveness import AGENT_HEARTBEAT
-from remedy.pod_resources import KUBELET_SOCKET
-from remedy.probe.throughput import REFERENCE_FILE
+from remedy.detection.pod_resources import KUBELET_SOCKET
+from remedy.detection.probe.throughput import REFERENCE_FILE
+from remedy.scan.liveness import AGENT_HEARTBEAT
 from workers.flags.options import (
     DEFAULT_RUNBOOKS,
     AddressOption,

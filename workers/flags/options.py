@@ -10,7 +10,7 @@ from typing import Annotated
 
 import typer
 
-from remedy.worker_stall import STALL_AFTER
+from remedy.scan.worker_stall import STALL_AFTER
 
 DEFAULT_RUNBOOKS = Path(__file__).resolve().parents[2] / "runbooks"
 USER = os.environ.get("USER", "operator")

@@ -7,9 +7,9 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from remedy.attribution.jobs import JobSide
-from remedy.cluster import Cluster, NodeMarks, OwnNode
-from remedy.host import NodeHost
-from remedy.pod_resources import GpuUseReporter
+from remedy.detection.host import NodeHost
+from remedy.detection.pod_resources import GpuUseReporter
+from remedy.scan.cluster import Cluster, NodeMarks, OwnNode
 
 
 class ProviderUnreachable(Exception):

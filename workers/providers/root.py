@@ -17,7 +17,7 @@ from adapters.host.provider import HostSettings
 from adapters.kubernetes import provider as kubernetes
 from adapters.kubernetes.provider import KubernetesSettings
 from adapters.sim.provider import SimSettings
-from remedy.host import NodeHost
+from remedy.detection.host import NodeHost
 from workers.providers.parts import ControllerParts, NodeParts, Provider, ProviderUnreachable
 from workers.providers.sim import SimProvider
 

@@ -11,7 +11,7 @@ from adapters.sim import provider as sim
 from adapters.sim.fleet import SimFleet
 from adapters.sim.jobs import SimJobs
 from adapters.sim.provider import SimSettings
-from remedy.host import NodeHost
+from remedy.detection.host import NodeHost
 from workers.providers.parts import ControllerParts, NodeParts
 
 __all__ = ["FAULTS", "FaultSpec", "SimFleet", "SimJobs", "SimProvider", "SimSettings"]
