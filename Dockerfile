@@ -1,6 +1,6 @@
 # remedy: the controller worker, the node agent and the CLI in one image.
-#   docker build -t remedy:0.1.0 .
-#   docker run --rm remedy:0.1.0 runbooks validate /app/runbooks
+#   docker build -t remedy:0.13.0 .
+#   docker run --rm remedy:0.13.0 runbooks validate /app/runbooks
 FROM python:3.11-slim
 
 # No PYTHONDONTWRITEBYTECODE: the workflow sandbox imports the workflow module for every new

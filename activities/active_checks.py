@@ -21,20 +21,21 @@ from contract.names import (
     admission_workflow_id,
     remediation_workflow_id,
 )
-from remedy.active_checks import (
+from remedy.core.errors import NodeGone
+from remedy.core.models import Finding, Severity, Started
+from remedy.detection.conditions import GPU_ACTIVE_CHECK
+from remedy.detection.probe.runner import PROBE, UNAVAILABLE
+from remedy.ladder.remediation import FindingReport
+from remedy.runbook import DEFAULT_RUNBOOK, RunbookSet
+from remedy.scan.active_checks import (
     ActiveCheckPublish,
     CheckFailure,
     NodeWorkload,
     Workloads,
     active_check_condition,
 )
-from remedy.cluster import GpuWorkload, NodeMarks
-from remedy.conditions import GPU_ACTIVE_CHECK
-from remedy.errors import NodeGone
-from remedy.fleet import NodeNames
-from remedy.models import Finding, Severity, Started
-from remedy.remediation import FindingReport
-from remedy.runbook import DEFAULT_RUNBOOK, RunbookSet
+from remedy.scan.cluster import GpuWorkload, NodeMarks
+from remedy.scan.fleet import NodeNames
 
 log = logging.getLogger(__name__)
 HOLDERS = (remediation_workflow_id, admission_workflow_id, active_check_workflow_id)
@@ -136,8 +137,8 @@ def _no_finding(node: str) -> Finding:
     """A report that is unhealthy with no finding ran no check: fail closed."""
     return Finding(
         node=node,
-        check="probe",
-        reason="ProbeUnavailable",
+        check=PROBE.check,
+        reason=UNAVAILABLE,
         severity=Severity.CRITICAL,
         evidence="the active check's deep diagnose ran no check",
         observed_at=datetime.now(UTC),

@@ -41,32 +41,34 @@ from contract.names import (
     remediation_workflow_id,
 )
 from contract.search_attributes import LEASE, NODE, PHASE, PHASE_SINCE, POOL, RUNG
-from remedy.budget import (
+from remedy.detection.node_facts import NodeFacts
+from remedy.disruption.budget import (
     CLUSTER_POOL,
     BudgetPolicy,
     BudgetState,
-    ClosedHolders,
-    HeldCheck,
-    HeldNodes,
-    HolderCheck,
     Holders,
-    HumanHold,
-    HumanWait,
     Lease,
     LeaseRelease,
     LeaseRequest,
     LeaseWanted,
     NodeUnhealthy,
-    PoolHolders,
     UnhealthyReport,
     held_by_remedy,
 )
-from remedy.budget_signals import LeaseAnswer, UnhealthyReports
-from remedy.cluster import FleetView
-from remedy.describe import GIVEN_BACK, HELD
-from remedy.fleet import NodeFacts
-from remedy.quarantine import CordonAsked
-from remedy.remediation import Phase
+from remedy.disruption.budget_messages import (
+    ClosedHolders,
+    HeldCheck,
+    HeldNodes,
+    HolderCheck,
+    HumanHold,
+    HumanWait,
+    PoolHolders,
+)
+from remedy.disruption.budget_signals import LeaseAnswer, UnhealthyReports
+from remedy.disruption.quarantine import CordonAsked
+from remedy.ladder.describe import GIVEN_BACK, HELD
+from remedy.ladder.remediation import Phase
+from remedy.scan.cluster import FleetView
 
 log = logging.getLogger(__name__)
 # Why an update could not ask; the signal then does (asking twice is no harm): no budget running

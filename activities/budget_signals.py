@@ -1,5 +1,5 @@
 """Delivering a budget's grants and leave to cordon: many client signals side by side
-(remedy.budget_signals says why not one server-side signal each).
+(remedy.disruption.budget_signals says why not one server-side signal each).
 
 At least once, like every activity: a retried delivery signals again, which a ladder takes as
 it takes a re-grant (a lease only widens; leave given twice cordons once). A holder that is no
@@ -17,8 +17,8 @@ from temporalio.client import Client
 from contract import activities as act
 from contract.defs import SignalDef
 from contract.messages import CORDON_LEAVE, LEASE_GRANTED
-from remedy.budget_signals import BudgetSignals, Undelivered
-from remedy.quarantine import CordonLeave
+from remedy.disruption.budget_signals import BudgetSignals, Undelivered
+from remedy.disruption.quarantine import CordonLeave
 
 # Signals in flight at once: enough to keep the server busy, few enough not to flood it.
 SIDE_BY_SIDE = 64

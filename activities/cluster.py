@@ -1,6 +1,7 @@
 """Cluster-side actions (controller worker), one class per seam it acts through: node control
 (cordon, drain, kill job, reboot confirmation, restore), replacement, the GPU hand-off around a
-reset, node marks and admission. ``cluster_activities`` registers them all."""
+reset, node marks and admission. ``cluster_activities`` registers them all, the table's cluster
+actions from the table (a method named as the action)."""
 
 from __future__ import annotations
 
@@ -15,9 +16,25 @@ from temporalio.exceptions import ApplicationError
 from activities.errors import temporal_errors
 from activities.mig_layout import MigLayoutActivities
 from activities.person_hold import PersonHoldActivities
+from activities.table import action_activities
 from contract import activities as act
-from remedy.admission import AdmissionStep
-from remedy.cluster import (
+from remedy.acting.gpu_scope import GpuRelease, GpuReleased, GpuScopedControl
+from remedy.core.actions import Where
+from remedy.core.errors import ActionRefused
+from remedy.core.models import (
+    ActionRequest,
+    ActionResult,
+    BootRequest,
+    ConditionsUpdate,
+    CordonResult,
+    NodeBoot,
+    Scope,
+)
+from remedy.detection.conditions import recovered_conditions
+from remedy.disruption.quarantine import Alert, BreakerNotice
+from remedy.ladder.verification import SeenXids, XidsSince
+from remedy.scan.admission import AdmissionStep
+from remedy.scan.cluster import (
     AdmissionGate,
     Alerts,
     BreakerBoard,
@@ -29,20 +46,6 @@ from remedy.cluster import (
     Replacer,
     held_by,
 )
-from remedy.conditions import recovered_conditions
-from remedy.errors import ActionRefused
-from remedy.gpu_scope import GpuRelease, GpuReleased, GpuScopedControl
-from remedy.models import (
-    ActionRequest,
-    ActionResult,
-    BootRequest,
-    ConditionsUpdate,
-    CordonResult,
-    NodeBoot,
-    Scope,
-)
-from remedy.quarantine import Alert, BreakerNotice
-from remedy.verification import SeenXids, XidsSince
 
 log = logging.getLogger(__name__)
 
@@ -57,7 +60,7 @@ class NodeControlActivities:
     ) -> None:
         self._control = control
         self._poll_s = poll_s
-        self._gpus = gpus  # GPU-scoped rungs (remedy/gpu_scope.py)
+        self._gpus = gpus  # GPU-scoped rungs (remedy/acting/gpu_scope.py)
         self._breakers = breakers  # read by a cordon sent before its budget's leave
 
     @act.CORDON.defn
@@ -141,16 +144,9 @@ class NodeControlActivities:
                 return ActionResult(ok=False, detail="cancelled while waiting for the reboot")
             time.sleep(self._poll_s)
 
-    def all(self) -> list[Callable[..., Any]]:
-        return [
-            self.cordon,
-            self.restore,
-            self.drain,
-            self.kill_job,
-            self.release_gpu,
-            self.boot_id,
-            self.confirm_reboot,
-        ]
+    def around(self) -> list[Callable[..., Any]]:
+        """Its activities other than the table's actions (those: ``cluster_activities``)."""
+        return [self.release_gpu, self.boot_id, self.confirm_reboot]
 
 
 class ReplaceActivities:
@@ -162,9 +158,6 @@ class ReplaceActivities:
         with temporal_errors():
             detail = self._replacer.replace(req.node.name, req.node_uid)
         return ActionResult(ok=True, detail=detail)
-
-    def all(self) -> list[Callable[..., Any]]:
-        return [self.replace]
 
 
 class GpuHandoffActivities:
@@ -196,7 +189,7 @@ class MarkActivities:
         """After a verified recovery the node's problem condition must not stay True until
         the agent's next round: the fleet scan would start a second ladder on it. Written on
         the agent's clock, its heartbeat kept: the controller's write must not make a dead
-        agent look alive (remedy.conditions.recovered_conditions)."""
+        agent look alive (remedy.detection.conditions.recovered_conditions)."""
         node = update.node.name
         with temporal_errors():
             conditions = recovered_conditions(update.report, self._marks.conditions(node))
@@ -259,10 +252,12 @@ class AlertActivities:
 
 
 def cluster_activities(cluster: Cluster, poll_s: float = 5.0) -> list[Callable[..., Any]]:
-    """Every cluster-side activity, each class given only the seam it acts through."""
+    """Every cluster-side activity, each class given only the seam it acts through; the table's
+    cluster actions registered from the table (``activities.table``)."""
+    control = NodeControlActivities(cluster.control, poll_s, cluster.gpu_scope, cluster.breakers)
     return [
-        *NodeControlActivities(cluster.control, poll_s, cluster.gpu_scope, cluster.breakers).all(),
-        *ReplaceActivities(cluster.replacer).all(),
+        *action_activities(Where.CLUSTER, control, ReplaceActivities(cluster.replacer)),
+        *control.around(),
         *GpuHandoffActivities(cluster.gpus).all(),
         *MarkActivities(cluster.marks).all(),
         *PersonHoldActivities(cluster.marks).all(),

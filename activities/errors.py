@@ -8,7 +8,7 @@ from datetime import timedelta
 
 from temporalio.exceptions import ApplicationError
 
-from remedy.errors import RemedyError, Throttled
+from remedy.core.errors import RemedyError, Throttled
 
 
 @contextmanager

@@ -15,9 +15,9 @@ from contract.names import (
     NODE_ADMISSION_WORKFLOW,
     NODE_REMEDIATION_WORKFLOW,
 )
-from remedy.cluster import FleetView
-from remedy.fleet import FleetNodes, OpenWork
 from remedy.redaction import Redactor, redacted
+from remedy.scan.cluster import FleetView
+from remedy.scan.fleet import FleetNodes, OpenWork
 
 
 class FleetActivities:

@@ -13,7 +13,7 @@ from temporalio.service import RPCError, RPCStatusCode
 from contract import activities as act
 from contract.messages import HARDWARE_RECORD, INCIDENT
 from contract.names import HARDWARE_RECORD_WORKFLOW, hardware_record_workflow_id
-from remedy.hardware import (
+from remedy.ladder.hardware import (
     BlockedSerial,
     Blocklisted,
     BlocklistPolicy,
@@ -21,7 +21,7 @@ from remedy.hardware import (
     IncidentReport,
     SerialsCheck,
 )
-from remedy.recurrence import PastIncidents
+from remedy.ladder.recurrence import PastIncidents
 
 
 class HardwareActivities:

@@ -1,4 +1,4 @@
-"""The controller's side of the ladder's door (remedy.intake): a report is checked here — who
+"""The controller's side of the ladder's door (remedy.ladder.intake): a report is checked here — who
 sent it, against the key its node published, the controllers' seal or the operator keyring —
 and given the controller's own runbook of the name it asks for.
 
@@ -16,12 +16,12 @@ from typing import Any
 
 from activities.errors import temporal_errors
 from contract import activities as act
-from remedy.cluster import NodeMarks
-from remedy.errors import NodeGone
-from remedy.identity import Sender
-from remedy.intake import Admission, Door, ReportToAdmit, admit
-from remedy.person_hold import NodeHold, read_hold
-from remedy.signing import Keyring
+from remedy.core.errors import NodeGone
+from remedy.ladder.intake import Admission, Door, ReportToAdmit, admit
+from remedy.scan.cluster import NodeMarks
+from remedy.trust.identity import Sender
+from remedy.trust.person_hold import NodeHold, read_hold
+from remedy.trust.signing import Keyring
 
 KEY_KEPT_S = 60.0  # how long a node's published key is taken as read
 KEYS_KEPT = 10_000  # nodes whose keys are kept at once (the oldest read goes first)

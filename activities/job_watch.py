@@ -28,12 +28,18 @@ from contract.names import (
 )
 from contract.search_attributes import JOB_STATE, NODE, OUTCOME, RUNBOOK
 from remedy.attribution.evidence import FinishedGuards, GuardedFailures, JobFailureReport
+from remedy.attribution.goodput import JobGoodput
 from remedy.attribution.guard import GuardInput, GuardPhase, JobFinished, JobProgress, JobRef
+from remedy.attribution.job_report import (
+    GoodputWatch,
+    JobsGoodput,
+    MeasuredJob,
+    measure,
+    progress_due,
+)
 from remedy.attribution.jobs import GuardedJobs
 from remedy.attribution.model import RemediationSeen
-from remedy.goodput import JobGoodput
-from remedy.job_report import GoodputWatch, JobsGoodput, MeasuredJob, measure, progress_due
-from remedy.models import Started
+from remedy.core.models import Started
 from remedy.redaction import Redactor, redacted
 from remedy.runbook import RunbookSet
 
@@ -53,7 +59,8 @@ class JobWatchActivities:
         self._redactor = redactor or Redactor()
         self._clock = clock
         # What this process last handed each running guard (by workflow id): progress is
-        # coalesced against it (remedy.job_report.progress_due). Lost on a restart: each guard
+        # coalesced against it (remedy.attribution.job_report.progress_due). Lost on a restart: each
+        # guard
         # then hears once more.
         self._handed: dict[str, JobGoodput] = {}
 

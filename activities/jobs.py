@@ -25,8 +25,8 @@ from remedy.attribution.guard import (
 from remedy.attribution.jobs import JobControl
 from remedy.attribution.model import Attribution, PodFailure
 from remedy.attribution.rules import Attributor
-from remedy.models import Done, Finding, Severity, Started
-from remedy.remediation import FindingReport
+from remedy.core.models import Done, Finding, Severity, Started
+from remedy.ladder.remediation import FindingReport
 from remedy.runbook import DEFAULT_RUNBOOK, RunbookSet
 
 JOB_PLATFORM_FAILURE = "JobPlatformFailure"  # the finding a guard reports against a node

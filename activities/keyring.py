@@ -7,7 +7,7 @@ from collections.abc import Callable
 from typing import Any
 
 from contract import activities as act
-from remedy.signing import Keyring
+from remedy.trust.signing import Keyring
 
 
 class KeyringActivities:

@@ -1,4 +1,4 @@
-"""A MIG node's layout around a reset or a reboot (remedy/mig_layout.py), on the controller:
+"""A MIG node's layout around a reset or a reboot (remedy/acting/mig_layout.py), on the controller:
 mark it pending before the action, put it back if the action did not run, and wait afterwards
 for the MIG manager to apply it again."""
 
@@ -13,8 +13,8 @@ from temporalio import activity
 
 from activities.errors import temporal_errors
 from contract import activities as act
-from remedy.mig_layout import MigLayout, MigLayouts, MigLayoutStep, restored
-from remedy.models import ActionResult
+from remedy.acting.mig_layout import MigLayout, MigLayouts, MigLayoutStep, restored
+from remedy.core.models import ActionResult
 
 log = logging.getLogger(__name__)
 

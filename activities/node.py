@@ -1,6 +1,12 @@
 """Host-local actions (node agent worker, on the node's own task queue): probe, diagnose,
 reset GPU, reboot, and what the node can do (its capabilities). The simulated fleet serves them
-for every simulated node."""
+for every simulated node.
+
+Every action the table (``remedy.core.actions``) runs on the node is a method here named as the
+action, registered from the table. One that is a single command on the node is a method of
+three lines: ``return self._command(req, "systemctl", "restart", "some-service")`` — the host
+runs it at most once per key, and the simulation clears the faults its fault table says the
+action clears (adapters/sim/faults.py)."""
 
 from __future__ import annotations
 
@@ -8,12 +14,14 @@ from collections.abc import Callable
 from typing import Any
 
 from activities.errors import temporal_errors
+from activities.table import action_activities
 from contract import activities as act
-from remedy.capabilities import Capabilities, capabilities_from
-from remedy.host import NodeHost
-from remedy.models import ActionRequest, ActionResult, ProbeReport, ProbeRequest
-from remedy.probe import probe_node
-from remedy.probe.diagnose import deep_diagnose, passed
+from remedy.acting.capabilities import Capabilities, capabilities_from
+from remedy.core.actions import Where
+from remedy.core.models import ActionRequest, ActionResult, ProbeReport, ProbeRequest
+from remedy.detection.host import NodeHost
+from remedy.detection.probe import probe_node
+from remedy.detection.probe.diagnose import deep_diagnose, passed
 from remedy.redaction import Redactor, redacted
 
 
@@ -67,6 +75,13 @@ class NodeActivities:
             detail = host.reboot(req.key)
         return ActionResult(ok=True, detail=detail)
 
+    def _command(self, req: ActionRequest, *command: str) -> ActionResult:
+        """An action that is one command on the node, run at most once for the request's key."""
+        host = self._host(req.node.name)
+        with temporal_errors():
+            detail = host.run_action(req.action, list(command), req.key)
+        return ActionResult(ok=True, detail=detail)
+
     @act.CAPABILITIES.defn
     def capabilities(self, req: ProbeRequest) -> Capabilities:
         """From the node's dependency checks (the expensive ones as last checked)."""
@@ -74,11 +89,10 @@ class NodeActivities:
         return capabilities_from(host.dependencies())
 
     def all(self) -> list[Callable[..., Any]]:
+        """The table's node actions and the activities around them."""
         return [
+            *action_activities(Where.NODE, self),
             self.probe,
-            self.diagnose,
             self.deep_diagnose,
-            self.reset_gpu,
-            self.reboot,
             self.capabilities,
         ]

@@ -1,4 +1,5 @@
-"""A node held for a person (remedy.person_hold), on the controller through its cluster adapter:
+"""A node held for a person (remedy.trust.person_hold), on the controller through its cluster
+adapter:
 the mark lands on the node itself, where the next ladder reads it."""
 
 from __future__ import annotations
@@ -10,8 +11,8 @@ from typing import Any
 
 from activities.errors import temporal_errors
 from contract import activities as act
-from remedy.cluster import NodeMarks
-from remedy.person_hold import HoldLift, HoldNode, HoldQuery, NodeHeld, read_hold
+from remedy.scan.cluster import NodeMarks
+from remedy.trust.person_hold import HoldLift, HoldNode, HoldQuery, NodeHeld, read_hold
 
 log = logging.getLogger(__name__)
 

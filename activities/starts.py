@@ -33,20 +33,11 @@ from contract.names import (
     remediation_workflow_id,
 )
 from contract.search_attributes import OUTCOME
-from remedy.admission import ADMISSION_FAILED, AdmissionInput
-from remedy.describe import static_summary
-from remedy.errors import ActionRefused, TransientError
-from remedy.fleet import (
-    ConditionStart,
-    FindingStart,
-    NodeNames,
-    finding_from_condition,
-)
-from remedy.intake import MatchedRunbook, RemediationStart, by_controller
-from remedy.liveness import SKEW_TOLERANCE
-from remedy.models import Finding, NodeRef, Severity, Started
-from remedy.orphans import OrphanCheck, orphaned_cordon
-from remedy.remediation import (
+from remedy.core.errors import ActionRefused, TransientError
+from remedy.core.models import Finding, NodeRef, Severity, Started
+from remedy.ladder.describe import static_summary
+from remedy.ladder.intake import MatchedRunbook, RemediationStart, by_controller
+from remedy.ladder.remediation import (
     MAX_REPORT_BYTES,
     FindingReport,
     Outcome,
@@ -54,6 +45,15 @@ from remedy.remediation import (
     RemediationResult,
 )
 from remedy.runbook import DEFAULT_RUNBOOK, RunbookSet
+from remedy.scan.admission import ADMISSION_FAILED, AdmissionInput
+from remedy.scan.fleet import (
+    ConditionStart,
+    FindingStart,
+    NodeNames,
+    finding_from_condition,
+)
+from remedy.scan.liveness import SKEW_TOLERANCE
+from remedy.scan.orphans import OrphanCheck, orphaned_cordon
 
 log = logging.getLogger(__name__)
 # A ladder that ended so owned nothing when it stopped: a cordon of its left on the node is
@@ -110,7 +110,7 @@ async def start_remediation(
     seal: bytes | None = None,
 ) -> WorkflowHandle[Any, Any]:
     """``workflow``: the type's name, or its run method for a typed handle. ``seal``: the
-    report is the controller's own, sealed with it (remedy.intake); else it carries its
+    report is the controller's own, sealed with it (remedy.ladder.intake); else it carries its
     sender's proof already.
 
     A stale report starts nothing: when the node's last ladder finished having received this

@@ -50,9 +50,9 @@ from adapters.sim import SimFleet
 from adapters.sim.identity import as_agent
 from contract.messages import NODE_UNHEALTHY
 from contract.names import DISRUPTION_BUDGET_WORKFLOW, budget_task_queue, budget_workflow_id
-from remedy.budget import BudgetPolicy, BudgetState, UnhealthyReport
-from remedy.models import Action, Finding, NodeRef, Severity
-from remedy.remediation import FindingReport, RemediationState
+from remedy.core.models import Action, Finding, NodeRef, Severity
+from remedy.disruption.budget import BudgetPolicy, BudgetState, UnhealthyReport
+from remedy.ladder.remediation import FindingReport, RemediationState
 from remedy.runbook import Match, Runbook, RunbookSet, Rung
 from workers.client import report_finding
 from workers.controller import WORKFLOWS, controller_worker, node_agent_worker

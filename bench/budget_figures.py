@@ -10,7 +10,7 @@ from datetime import datetime
 from burst import met, pct
 from pydantic import BaseModel
 
-from remedy.budget import allowed_disruptions
+from remedy.disruption.budget import allowed_disruptions
 
 TARGET_GRANTS_PER_S, TARGET_ADDED_S = 100.0, 2.0
 # The unleased and free runs go in pairs, this many: one pair's difference swings by several

@@ -15,8 +15,8 @@ from temporalio.client import Client, WorkflowHandle
 from contract.activities import DELIVER_BUDGET_SIGNALS
 from contract.messages import LEASE_GRANTED
 from contract.names import budget_workflow_id
-from remedy.budget import BudgetState
-from remedy.budget_signals import BudgetSignals
+from remedy.disruption.budget import BudgetState
+from remedy.disruption.budget_signals import BudgetSignals
 from workflows.disruption_budget import DisruptionBudget
 
 

@@ -30,7 +30,7 @@ sys.path.insert(0, str(ROOT))
 from chaos.processes import Processes, sigterm_as_interrupt  # noqa: E402
 from contract.messages import BUDGET_STATE, JOB_PROGRESS  # noqa: E402
 from contract.names import JOB_GUARD_WORKFLOW, budget_workflow_id  # noqa: E402
-from remedy.held_by_people import seized  # noqa: E402
+from remedy.disruption.held_by_people import seized  # noqa: E402
 from workers.client import connect  # noqa: E402
 from workers.demo import _free_port  # noqa: E402
 
@@ -114,7 +114,8 @@ def busiest(events: list[tuple[datetime, str]]) -> tuple[datetime, Counter[str]]
 
 
 async def seized_samples(client: Client, stop: asyncio.Event) -> list[tuple[datetime, bool]]:
-    """Every 10 s: whether the pool is seized (remedy.held_by_people: every share held by a
+    """Every 10 s: whether the pool is seized (remedy.disruption.held_by_people: every share held by
+    a
     ladder waiting for a person, ladders waiting behind them)."""
     samples = []
     handle = client.get_workflow_handle(budget_workflow_id(POOL))

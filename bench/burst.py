@@ -12,8 +12,8 @@ from pathlib import Path
 from temporalio.client import Client
 
 from adapters.sim.identity import as_agent
-from remedy.models import Finding, NodeRef, Severity
-from remedy.remediation import FindingReport
+from remedy.core.models import Finding, NodeRef, Severity
+from remedy.ladder.remediation import FindingReport
 from remedy.runbook import Match, Runbook
 from workers.client import report_finding
 

@@ -14,7 +14,7 @@
 2. Agent writes in steady state: every node's agent probes every 30 s; its conditions change
    on average once a day per node (an assumption: a GPU fault or recovery, far more often than
    the fleets Meta reported on). Counted over an hour of simulated time after an hour's warm-up,
-   with the agent's own rule (``remedy.liveness.publish_due``: on change, plus a heartbeat)
+   with the agent's own rule (``remedy.scan.liveness.publish_due``: on change, plus a heartbeat)
    next to the old one (a write after every probe).
 
 Targets (issue 17): a 10,000-node scan in ≤ 10 s and ≤ 300 MB controller RSS; agent writes
@@ -238,8 +238,8 @@ def agent_writes(nodes: int, seed: int = 17) -> WritesRun:
     """Every agent's probes over two simulated hours (the first one a warm-up, the agents
     starting at random moments), its writes counted in the second with the agent's own rule
     (``publish_due``: on change, plus a heartbeat)."""
-    from remedy.conditions import NodeCondition
-    from remedy.liveness import AGENT_HEARTBEAT, publish_due
+    from remedy.detection.conditions import NodeCondition
+    from remedy.scan.liveness import AGENT_HEARTBEAT, publish_due
 
     change = PROBE / timedelta(days=1) * CHANGES_PER_NODE_PER_DAY  # per probe
     old = nodes / PROBE.total_seconds()
@@ -266,7 +266,7 @@ def agent_writes(nodes: int, seed: int = 17) -> WritesRun:
                 on_node = [condition]
                 writes += k >= probes // 2
     per_s, heartbeat_s = writes / 3600, AGENT_HEARTBEAT.total_seconds()
-    rule = "counted with the agent's rule (remedy.liveness.publish_due)"
+    rule = "counted with the agent's rule (remedy.scan.liveness.publish_due)"
     return WritesRun(nodes, heartbeat_s, CHANGES_PER_NODE_PER_DAY, old, per_s, rule)
 
 

@@ -27,7 +27,7 @@ from temporalio.client import Client
 from adapters.sim import SimFleet
 from contract.messages import REMEDIATION_STATE
 from contract.names import remediation_workflow_id
-from remedy.budget import BudgetPolicy
+from remedy.disruption.budget import BudgetPolicy
 from remedy.runbook import RunbookSet
 from workers.client import connect
 from workers.controller import WorkerTuning, controller_worker

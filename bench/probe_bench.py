@@ -13,11 +13,10 @@ import subprocess
 import time
 from collections.abc import Callable
 
-import pynvml
-
 from adapters.host.nvml import real_nvml
 from adapters.sim import SimFleet
-from remedy.probe import ProbeConfig, probe_node
+from remedy.detection import gpu as nv
+from remedy.detection.probe import ProbeConfig, probe_node
 
 TARGET_MS = 50.0
 
@@ -69,7 +68,7 @@ def main() -> None:
         nvml.nvmlInit()
         count = nvml.nvmlDeviceGetCount()
         nvml.nvmlShutdown()
-    except pynvml.NVMLError as exc:
+    except nv.NVMLError as exc:
         print(row("real NVML", 0, None, f"not available here: {exc}"))
         return
     real = timed(lambda: probe_node("local", nvml, ProbeConfig(expected_gpus=count)), args.runs)

@@ -24,7 +24,7 @@ from kube_scale_bench import KubeScaleReport, markdown_section  # noqa: E402
 from scale_figures import ScaleReport, scale_section  # noqa: E402
 
 from chaos.table import keep_section, section_in  # noqa: E402
-from remedy.durations import format_duration  # noqa: E402
+from remedy.core.durations import format_duration  # noqa: E402
 from twin.job import LadderRun  # noqa: E402
 from workers.tables import markdown  # noqa: E402
 
@@ -53,26 +53,26 @@ def twin_section(twin: TwinReport) -> list[str]:
         "",
         *markdown(POLICY_HEADERS, policy_rows(twin)),
     ]
-    remedy = twin.policies[0].result
+    ours = twin.policies[0].result
     lines += [
         "",
         "Targets (remedy's shipped runbooks, next to the two baselines above):",
         "",
-        f"- goodput ≥ {GOODPUT_TARGET:.0%}: **{remedy.goodput:.2%}** "
-        f"({met(remedy.goodput >= GOODPUT_TARGET)})",
-        f"- node availability ≥ {AVAILABILITY_TARGET:.2%}: **{remedy.availability:.3%}** "
-        f"({met(remedy.availability >= AVAILABILITY_TARGET)})",
-        f"- zero needless replacements: **{(n := remedy.needless_replacements)}** ({met(n == 0)})",
+        f"- goodput ≥ {GOODPUT_TARGET:.0%}: **{ours.goodput:.2%}** "
+        f"({met(ours.goodput >= GOODPUT_TARGET)})",
+        f"- node availability ≥ {AVAILABILITY_TARGET:.2%}: **{ours.availability:.3%}** "
+        f"({met(ours.availability >= AVAILABILITY_TARGET)})",
+        f"- zero needless replacements: **{(n := ours.needless_replacements)}** ({met(n == 0)})",
         "- zero false recoveries (a ladder declared the node recovered or cleared with its "
         f"fault still there; each comes back and stops the job again): "
-        f"**{remedy.false_recoveries}** ({met(remedy.false_recoveries == 0)})",
+        f"**{ours.false_recoveries}** ({met(ours.false_recoveries == 0)})",
         *_oracle_lines(twin),
         "",
         "Where the goodput goes (remedy): the job itself pays "
-        f"{hours(remedy.checkpoint_overhead)} h writing checkpoints and "
-        f"{hours(remedy.lost_work)} h of work lost since the last checkpoint at each "
-        f"interruption; it is down {hours(remedy.job_down)} h for restarts, taking bad "
-        f"nodes out and waiting for spares ({hours(remedy.waiting_for_spares)} h); the "
+        f"{hours(ours.checkpoint_overhead)} h writing checkpoints and "
+        f"{hours(ours.lost_work)} h of work lost since the last checkpoint at each "
+        f"interruption; it is down {hours(ours.job_down)} h for restarts, taking bad "
+        f"nodes out and waiting for spares ({hours(ours.waiting_for_spares)} h); the "
         f"{job.spares} spares are paid while idle. Remediation decides the detection "
         "delay, the repair time and the needless replacements; the checkpoint interval, "
         "its cost and the restart time belong to the job.",
@@ -123,14 +123,14 @@ def _oracle_lines(twin: TwinReport) -> list[str]:
     names = [run.result.policy for run in twin.policies]
     if "oracle" not in names:
         return []
-    oracle, remedy = twin.result("oracle"), twin.policies[0].result
-    gap = oracle.goodput - remedy.goodput
-    share = gap / (1 - remedy.goodput) if remedy.goodput < 1 else 0.0
+    oracle, ours = twin.result("oracle"), twin.policies[0].result
+    gap = oracle.goodput - ours.goodput
+    share = gap / (1 - ours.goodput) if ours.goodput < 1 else 0.0
     lines = [
         f"- remedy within {ORACLE_GAP_TARGET * 100:.1f} points of the oracle's goodput: "
         f"**{gap * 100:.2f} points** ({met(gap <= ORACLE_GAP_TARGET)}); remediation "
         f"itself causes **{share:.1%}** of remedy's lost goodput "
-        f"({(1 - remedy.goodput) * 100:.2f} points lost in all), the rest is the faults "
+        f"({(1 - ours.goodput) * 100:.2f} points lost in all), the rest is the faults "
         "themselves: checkpoints, work since the last one, restarts, idle spares.",
     ]
     for name in names[1:]:
@@ -214,7 +214,7 @@ def _population_lines(twin: TwinReport) -> list[str]:
         for r in twin.job_success
     ]
     by = {r.policy: r for r in twin.job_success}
-    remedy, manual = by.get("remedy"), by.get("manual operations")
+    ours, manual = by.get("remedy"), by.get("manual operations")
     lines = [
         "",
         "### Job success over a population of jobs",
@@ -229,11 +229,11 @@ def _population_lines(twin: TwinReport) -> list[str]:
         "",
         *markdown(["policy", "job success", "failed", *causes, "interruptions"], rows),
     ]
-    if remedy and manual:
+    if ours and manual:
         lines += [
             "",
-            f"- job success ≥ {JOB_SUCCESS_TARGET:.1%} with remedy: **{remedy.success:.2%}** "
-            f"({met(remedy.success >= JOB_SUCCESS_TARGET)})",
+            f"- job success ≥ {JOB_SUCCESS_TARGET:.1%} with remedy: **{ours.success:.2%}** "
+            f"({met(ours.success >= JOB_SUCCESS_TARGET)})",
             f"- manual operations near {MANUAL_JOB_SUCCESS:.0%}: **{manual.success:.2%}**. "
             "This one is a calibration, not a result: the population's mix of sizes and "
             "lengths was chosen so that manual operations land there; every other policy "

@@ -53,10 +53,10 @@ from temporalio.client import Client
 
 from adapters.sim import SimFleet
 from adapters.sim.cluster import SimNodeControl
-from remedy.budget import BudgetPolicy
-from remedy.cluster import CordonOwner, OwnNode
-from remedy.models import CordonState, Finding, NodeRef
+from remedy.core.models import CordonState, Finding, NodeRef
+from remedy.disruption.budget import BudgetPolicy
 from remedy.runbook import RunbookSet
+from remedy.scan.cluster import CordonOwner, OwnNode
 from workers.agent import cordon_own_node
 from workers.controller import controller_worker
 from workers.demo import _free_port

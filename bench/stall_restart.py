@@ -28,7 +28,7 @@ from pathlib import Path
 import memory_bench as mb
 from burst import PARK, report_all
 
-from remedy.budget import BudgetPolicy
+from remedy.disruption.budget import BudgetPolicy
 from remedy.runbook import RunbookSet
 from workers.client import connect
 from workers.controller import WorkerTuning, controller_worker

@@ -11,7 +11,7 @@ from temporalio import workflow
 from temporalio.common import RawValue
 
 from contract.names import NODE_REMEDIATION_WORKFLOW
-from remedy.remediation import Outcome, RemediationResult
+from remedy.ladder.remediation import Outcome, RemediationResult
 from workflows.disruption_lease import DisruptionLease
 from workflows.node_remediation import NodeRemediation
 

@@ -15,14 +15,14 @@ from pydantic import TypeAdapter
 
 from adapters.sim import SimFleet
 from adapters.sim.node import SimNode
-from remedy.errors import RemedyError
-from remedy.quarantine import BreakerState
+from remedy.core.errors import RemedyError
+from remedy.disruption.quarantine import BreakerState
 
 NOT_STORED = frozenset({"clock", "_xids", "_xid_ready"})
 # SimFleet's attributes that each process makes for itself: the wall clock, its own lock (the
 # file's lock is the one that counts), the random source of inject_random (the harness picks
 # faults with its own), and the gates a test holds an action at (threads of one process).
-FLEET_NOT_STORED = frozenset({"clock", "_lock", "_rng", "holds"})
+FLEET_NOT_STORED = frozenset({"clock", "lock", "_rng", "holds"})
 
 _HINTS = typing.get_type_hints(SimNode)
 _NODE_FIELDS: dict[str, TypeAdapter[Any]] = {

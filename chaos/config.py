@@ -7,9 +7,9 @@ from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 
-from remedy.budget import BudgetPolicy
-from remedy.hardware import BlocklistPolicy
-from remedy.models import Action
+from remedy.core.models import Action
+from remedy.disruption.budget import BudgetPolicy
+from remedy.ladder.hardware import BlocklistPolicy
 from remedy.runbook import Match, Runbook, RunbookSet, Rung, load_runbooks
 
 ROOT = Path(__file__).resolve().parent.parent

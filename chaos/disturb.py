@@ -24,7 +24,7 @@ from chaos.stage import Stage
 from contract.messages import BUDGET_STATE
 from contract.names import budget_workflow_id, remediation_workflow_id
 from contract.search_attributes import LEASE, RUNG
-from remedy.budget import BudgetState
+from remedy.disruption.budget import BudgetState
 
 log = logging.getLogger(__name__)
 Disturb = Callable[[Stage, Driver, Counter[str]], Coroutine[Any, Any, None]]

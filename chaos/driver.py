@@ -20,8 +20,9 @@ from chaos.stage import Stage
 from contract.messages import APPROVE
 from contract.names import remediation_workflow_id
 from contract.search_attributes import OUTCOME, PHASE, RUNG
-from remedy.models import NodeRef
-from remedy.remediation import ApproveRequest, FindingReport, Outcome, Phase
+from remedy.core.models import NodeRef
+from remedy.ladder.remediation import FindingReport, Outcome, Phase
+from remedy.trust.decisions import ApproveRequest
 from workers.client import report_finding
 
 log = logging.getLogger(__name__)

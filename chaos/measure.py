@@ -24,7 +24,7 @@ from chaos.stage import Stage
 from contract.messages import LEASE_RELEASE, REMEDIATION_STATE
 from contract.names import NODE_REMEDIATION_WORKFLOW, remediation_workflow_id
 from contract.search_attributes import OUTCOME
-from remedy.remediation import Outcome, RemediationResult, RemediationState
+from remedy.ladder.remediation import Outcome, RemediationResult, RemediationState
 
 LEFT_TO_A_PERSON = {Outcome.NEEDS_HUMAN.value, Outcome.ABORTED.value}
 LOST = {

@@ -14,8 +14,7 @@ from pathlib import Path
 from temporalio.client import Client
 
 from chaos.config import blocklist_policy, budget_policy, runbooks
-from chaos.seams import StoredHost, stored_cluster
-from chaos.store import FleetStore
+from chaos.provider import StoredProvider, StoredSettings
 from workers.client import TemporalUnreachable, connect_to
 from workers.connection import plain
 from workers.controller import controller_worker, node_agent_worker
@@ -53,7 +52,7 @@ async def run_controller(
     with ThreadPoolExecutor(max_workers=16) as executor:
         worker = controller_worker(
             client,
-            stored_cluster(FleetStore(fleet)),
+            StoredProvider(StoredSettings(fleet=fleet)).controller().cluster,
             executor,
             task_queue,
             budget_policy(speedup),
@@ -66,9 +65,7 @@ async def run_controller(
 
 async def run_agents(address: str, fleet: Path, task_queue: str, name: str = "agents") -> None:
     client = await _client(address, name)
-    store = FleetStore(fleet)
+    provider = StoredProvider(StoredSettings(fleet=fleet))
     with ThreadPoolExecutor(max_workers=16) as executor:
-        worker = node_agent_worker(
-            client, lambda name: StoredHost(store, name), executor, task_queue
-        )
+        worker = node_agent_worker(client, provider.host_for, executor, task_queue)
         await worker.run()

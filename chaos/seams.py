@@ -20,16 +20,16 @@ from adapters.sim.cluster import SimGpuHandoff
 from adapters.sim.host import SimHost
 from adapters.sim.nvml import SimNvml
 from chaos.store import FleetStore
+from remedy.acting.capabilities import DependencyCheck
 from remedy.attribution.evidence import RecentXid
-from remedy.capabilities import DependencyCheck
-from remedy.cluster import Cluster, CordonOwner
-from remedy.conditions import NodeCondition
-from remedy.errors import TransientError
-from remedy.fleet import NodeFacts
-from remedy.gpu import NvmlApi
-from remedy.models import CordonState, NodeBoot
-from remedy.probe.load import LoadReport
-from remedy.probe.runner import ProbeConfig
+from remedy.core.errors import TransientError
+from remedy.core.models import Action, CordonState, NodeBoot
+from remedy.detection.conditions import NodeCondition
+from remedy.detection.gpu import NvmlApi
+from remedy.detection.node_facts import NodeFacts
+from remedy.detection.probe.load import LoadReport
+from remedy.detection.probe.runner import ProbeConfig
+from remedy.scan.cluster import Cluster, CordonOwner
 
 T = TypeVar("T")
 
@@ -40,7 +40,7 @@ class StoredCalls:
 
     def call(self, action: str, fn: Callable[[SimFleet], T], *, cluster: bool, key: str = "") -> T:
         """``action``: the simulator's name for it (what the knobs and the logs say);
-        ``key``: a disruptive action's (remedy/once.py)."""
+        ``key``: a disruptive action's (remedy/core/once.py)."""
         with self._store.transaction() as world:
             knobs, tally = world.knobs, world.tally
             if cluster and knobs.api_down(datetime.now(UTC)):
@@ -242,6 +242,14 @@ class StoredHost:
     def reboot(self, key: str = "") -> str:
         return self._calls.call(
             "reboot", lambda f: self._sim(f).reboot(key), cluster=False, key=key
+        )
+
+    def run_action(self, action: Action, command: list[str], key: str) -> str:
+        return self._calls.call(
+            action.value,
+            lambda f: self._sim(f).run_action(action, command, key),
+            cluster=False,
+            key=key,
         )
 
     def load_test(self, indices: list[int]) -> LoadReport:

@@ -14,14 +14,15 @@ from pathlib import Path
 
 from temporalio.client import Client
 
-from adapters.sim import SimFleet
 from chaos.config import MAX_DISRUPTION, Size, runbooks
 from chaos.knobs import Knobs
 from chaos.processes import Proc, Processes
+from chaos.provider import fleet_for
 from chaos.store import FleetStore
-from remedy.budget import allowed_disruptions
+from remedy.disruption.budget import allowed_disruptions
 from remedy.runbook import RunbookSet
 from workers.client import TemporalUnreachable, connect
+from workers.providers.sim import SimSettings
 
 RESTART_AFTER_S = (1.0, 4.0)
 SERVER_START_S = 60.0
@@ -70,7 +71,9 @@ async def stage(
     address = server.address
     pool, prefix = f"chaos-{key}", f"{key}-node"
     store = FleetStore(workdir / f"fleet-{key}.json")
-    fleet = SimFleet(nodes=size.nodes, pool=pool, name_prefix=prefix, speedup=size.speedup)
+    fleet = fleet_for(
+        SimSettings(nodes=size.nodes, pool=pool, name_prefix=prefix, speedup=size.speedup)
+    )
     store.create(fleet, knobs.model_copy(update={"seed": seed}))
     controller_queue, agents_queue = f"chaos-{key}-controller", f"chaos-{key}-agents"
     common = ["--address", address, "--fleet", str(store.path)]

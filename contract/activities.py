@@ -1,6 +1,6 @@
 """Every activity: its name, what it takes and returns, and which worker serves it.
 
-The ladder's actions come from the action table (``remedy.actions``): each ``Action`` is an
+The ladder's actions come from the action table (``remedy.core.actions``): each ``Action`` is an
 activity of the same name taking an ``ActionRequest``, served on the node or by the controller
 as the table says. Names are the wire: renaming one breaks running workflows and the recorded
 histories (tests/histories), so they never change.
@@ -11,9 +11,9 @@ from __future__ import annotations
 from typing import Any
 
 from contract.defs import ActivityDef, Queue
-from remedy.actions import ACTIONS, Where
-from remedy.active_checks import ActiveCheckPublish, CheckFailure, Workloads
-from remedy.admission import AdmissionInput, AdmissionStep
+from remedy.acting.capabilities import Capabilities
+from remedy.acting.gpu_scope import GpuRelease, GpuReleased
+from remedy.acting.mig_layout import MigLayout, MigLayoutStep
 from remedy.attribution.elastic import JobShape
 from remedy.attribution.evidence import FinishedGuards, GuardedFailures, JobFailureReport
 from remedy.attribution.guard import (
@@ -24,33 +24,10 @@ from remedy.attribution.guard import (
     RestartRequest,
     StopRequest,
 )
+from remedy.attribution.job_report import GoodputWatch, JobsGoodput
 from remedy.attribution.model import Attribution, PodFailure
-from remedy.budget import (
-    ClosedHolders,
-    HeldCheck,
-    HeldNodes,
-    HolderCheck,
-    Holders,
-    LeaseRelease,
-    LeaseWanted,
-    NodeUnhealthy,
-    PoolHolders,
-)
-from remedy.budget_signals import BudgetSignals, LeaseAnswer, Undelivered
-from remedy.capabilities import Capabilities
-from remedy.fleet import (
-    ConditionStart,
-    FindingStart,
-    FleetNodes,
-    NodeNames,
-    OpenWork,
-)
-from remedy.gpu_scope import GpuRelease, GpuReleased
-from remedy.hardware import Blocklisted, IncidentReport, SerialsCheck
-from remedy.intake import Admission, MatchedRunbook, RemediationStart, ReportToAdmit
-from remedy.job_report import GoodputWatch, JobsGoodput
-from remedy.mig_layout import MigLayout, MigLayoutStep
-from remedy.models import (
+from remedy.core.actions import ACTIONS, Where
+from remedy.core.models import (
     Action,
     ActionRequest,
     ActionResult,
@@ -64,12 +41,32 @@ from remedy.models import (
     ProbeRequest,
     Started,
 )
-from remedy.orphans import OrphanCheck
-from remedy.person_hold import HoldLift, HoldNode, HoldQuery, NodeHeld
-from remedy.quarantine import Alert, BreakerNotice, CordonAsked
-from remedy.recurrence import PastIncidents
-from remedy.signing import Keyring
-from remedy.verification import SeenXids, XidsSince
+from remedy.disruption.budget import Holders, LeaseRelease, LeaseWanted, NodeUnhealthy
+from remedy.disruption.budget_messages import (
+    ClosedHolders,
+    HeldCheck,
+    HeldNodes,
+    HolderCheck,
+    PoolHolders,
+)
+from remedy.disruption.budget_signals import BudgetSignals, LeaseAnswer, Undelivered
+from remedy.disruption.quarantine import Alert, BreakerNotice, CordonAsked
+from remedy.ladder.hardware import Blocklisted, IncidentReport, SerialsCheck
+from remedy.ladder.intake import Admission, MatchedRunbook, RemediationStart, ReportToAdmit
+from remedy.ladder.recurrence import PastIncidents
+from remedy.ladder.verification import SeenXids, XidsSince
+from remedy.scan.active_checks import ActiveCheckPublish, CheckFailure, Workloads
+from remedy.scan.admission import AdmissionInput, AdmissionStep
+from remedy.scan.fleet import (
+    ConditionStart,
+    FindingStart,
+    FleetNodes,
+    NodeNames,
+    OpenWork,
+)
+from remedy.scan.orphans import OrphanCheck
+from remedy.trust.person_hold import HoldLift, HoldNode, HoldQuery, NodeHeld
+from remedy.trust.signing import Keyring
 
 CONTROLLER, NODE = Queue.CONTROLLER, Queue.NODE
 
@@ -99,7 +96,7 @@ DEEP_DIAGNOSE = ActivityDef("deep_diagnose", ProbeRequest, ProbeReport, NODE)
 CAPABILITIES = ActivityDef("capabilities", ProbeRequest, Capabilities, NODE)
 RELEASE_GPUS = ActivityDef("release_gpus", ActionRequest, ActionResult, CONTROLLER)
 RETURN_GPUS = ActivityDef("return_gpus", ActionRequest, ActionResult, CONTROLLER)
-# A node held for a person after an abort (remedy.person_hold): marked by the ladder that
+# A node held for a person after an abort (remedy.trust.person_hold): marked by the ladder that
 # aborted, read by a ladder it holds, lifted by `remedy resume-node`.
 HOLD_NODE = ActivityDef("hold_node", HoldNode, NodeHeld, CONTROLLER)
 READ_HOLD = ActivityDef("read_hold", HoldQuery, NodeHeld, CONTROLLER)
@@ -108,7 +105,8 @@ LIFT_HOLD = ActivityDef("lift_hold", HoldLift, NodeHeld, CONTROLLER)
 RELEASE_GPU = ActivityDef("release_gpu", GpuRelease, GpuReleased, CONTROLLER)
 BOOT_ID = ActivityDef("boot_id", BootRequest, NodeBoot, CONTROLLER)
 CONFIRM_REBOOT = ActivityDef("confirm_reboot", BootRequest, ActionResult, CONTROLLER)
-# A MIG node's layout around a reset or a reboot (remedy/mig_layout.py): marked pending before,
+# A MIG node's layout around a reset or a reboot (remedy/acting/mig_layout.py): marked pending
+# before,
 # put back if the action did not run, waited for after.
 ASK_MIG_LAYOUT = ActivityDef("ask_mig_layout", MigLayoutStep, MigLayout, CONTROLLER)
 KEEP_MIG_LAYOUT = ActivityDef[MigLayoutStep, None](
@@ -134,13 +132,13 @@ REPORT_UNHEALTHY = ActivityDef[NodeUnhealthy, None](
 )
 # The report that also asks the pool's (and the cluster's) breaker for leave to cordon.
 ASK_TO_CORDON = ActivityDef("ask_to_cordon", NodeUnhealthy, CordonAsked, CONTROLLER, urgent=True)
-# A budget's breaker, published where a cordon reads it cheaply (remedy.cluster.BreakerBoard).
+# A budget's breaker, published where a cordon reads it cheaply (remedy.scan.cluster.BreakerBoard).
 PUBLISH_BREAKER = ActivityDef[BreakerNotice, None](
     "publish_breaker", BreakerNotice, None, CONTROLLER
 )
 # An Event for people: a breaker tripped, a silence storm began or ended.
 ALERT = ActivityDef[Alert, None]("alert", Alert, None, CONTROLLER)
-# A budget's grants and leave to cordon, signalled side by side (remedy.budget_signals).
+# A budget's grants and leave to cordon, signalled side by side (remedy.disruption.budget_signals).
 DELIVER_BUDGET_SIGNALS = ActivityDef(
     "deliver_budget_signals", BudgetSignals, Undelivered, CONTROLLER, urgent=True
 )
@@ -153,10 +151,11 @@ RECORD_INCIDENTS = ActivityDef[IncidentReport, None](
 BLOCKED_SERIALS = ActivityDef("blocked_serials", SerialsCheck, Blocklisted, CONTROLLER)
 PAST_INCIDENTS = ActivityDef("past_incidents", SerialsCheck, PastIncidents, CONTROLLER)
 
-# The operators whose signed decisions a ladder takes (remedy.signing): the controller's, read
+# The operators whose signed decisions a ladder takes (remedy.trust.signing): the controller's, read
 # by an activity so that it is recorded in the history and a replay sees the same keys.
 OPERATOR_KEYRING = ActivityDef[None, Keyring]("operator_keyring", None, Keyring, CONTROLLER)
-# The door (remedy.intake): who sent a report, and the controller's runbook of the name it asks.
+# The door (remedy.ladder.intake): who sent a report, and the controller's runbook of the name it
+# asks.
 ADMIT_REPORT = ActivityDef("admit_report", ReportToAdmit, Admission, CONTROLLER, urgent=True)
 
 # -- admission ------------------------------------------------------------------------------

@@ -30,7 +30,6 @@ from temporalio.exceptions import ActivityError, ApplicationError, CancelledErro
 from temporalio.service import RPCError, RPCStatusCode
 from temporalio.workflow import UpdateMethodMultiParam
 
-from contract.patches import patched
 from contract.unreadable import Unreadable, read
 
 A = TypeVar("A")
@@ -75,10 +74,6 @@ class Retry(str):
     to judge it: a ladder reading its operator keyring). Nothing reaches the history."""
 
     __slots__ = ()
-
-
-# workflow.patched: runs from before read a cancelled activity as a failed one.
-CANCELLED_IS_NOT_FAILED = "cancelled-activity-is-not-a-failure"
 
 
 # Whether the workflow task calling an activity has been told to stop (an operator's abort or
@@ -179,7 +174,7 @@ class ActivityDef(Generic[A, R]):
                     raise
                 raise _failed_locally(self.name, err) from err
         except ActivityError as err:
-            if isinstance(err.cause, CancelledError) and patched(CANCELLED_IS_NOT_FAILED):
+            if isinstance(err.cause, CancelledError):  # cancelled, not failed
                 raise asyncio.CancelledError(f"{self.name} cancelled") from err
             raise
         if stopped():  # it finished as the stop came in: its answer must not drive a next step

@@ -19,12 +19,14 @@ from contract.names import (
     NODE_ADMISSION_WORKFLOW,
     NODE_REMEDIATION_WORKFLOW,
 )
-from remedy import budget, person_hold, quarantine, remediation, signing
-from remedy.admission import AdmissionState
 from remedy.attribution import guard
 from remedy.attribution.model import PodFailure
-from remedy.budget_signals import LeaseAnswer, ReportsTaken, UnhealthyReports
-from remedy.hardware import HardwareRecordState, IncidentReport, UnblockRequest
+from remedy.disruption import budget, budget_messages, quarantine
+from remedy.disruption.budget_signals import LeaseAnswer, ReportsTaken, UnhealthyReports
+from remedy.ladder import remediation
+from remedy.ladder.hardware import HardwareRecordState, IncidentReport, UnblockRequest
+from remedy.scan.admission import AdmissionState
+from remedy.trust import decisions, person_hold, signing
 
 # -- NodeRemediation: one per node ------------------------------------------------------------
 REPORT_FINDING = SignalDef("report_finding", remediation.FindingReport, NODE_REMEDIATION_WORKFLOW)
@@ -33,9 +35,9 @@ LEASE_GRANTED = SignalDef("lease_granted", budget.LeaseGrant, NODE_REMEDIATION_W
 HOLD_LIFTED = SignalDef("hold_lifted", person_hold.HoldQuery, NODE_REMEDIATION_WORKFLOW)
 # A budget's leave to cordon, to a ladder that asked while its breaker was tripped.
 CORDON_LEAVE = SignalDef("cordon_leave", quarantine.CordonLeave, NODE_REMEDIATION_WORKFLOW)
-APPROVE = SignalDef("approve", remediation.ApproveRequest, NODE_REMEDIATION_WORKFLOW)
-CLEAR = SignalDef("clear", remediation.ClearRequest, NODE_REMEDIATION_WORKFLOW)
-ABORT = SignalDef("abort", remediation.AbortRequest, NODE_REMEDIATION_WORKFLOW)
+APPROVE = SignalDef("approve", decisions.ApproveRequest, NODE_REMEDIATION_WORKFLOW)
+CLEAR = SignalDef("clear", decisions.ClearRequest, NODE_REMEDIATION_WORKFLOW)
+ABORT = SignalDef("abort", decisions.AbortRequest, NODE_REMEDIATION_WORKFLOW)
 # Read the operator keyring anew: what a decision refused with "send it again" asks first.
 LOAD_KEYRING = SignalDef("load_keyring", signing.KeyringWanted, NODE_REMEDIATION_WORKFLOW)
 REMEDIATION_STATE = QueryDef("state", remediation.RemediationState, NODE_REMEDIATION_WORKFLOW)
@@ -43,21 +45,21 @@ REMEDIATION_STATE = QueryDef("state", remediation.RemediationState, NODE_REMEDIA
 # for again: the caller signals LOAD_KEYRING first (contract.defs.UpdateDef.execute).
 APPROVE_RUNG = UpdateDef(
     "approve",
-    remediation.ApproveRequest,
+    decisions.ApproveRequest,
     remediation.ApproveResult,
     NODE_REMEDIATION_WORKFLOW,
     ready=LOAD_KEYRING,
 )
 CLEAR_LADDER = UpdateDef(
     "clear",
-    remediation.ClearRequest,
+    decisions.ClearRequest,
     remediation.StopResult,
     NODE_REMEDIATION_WORKFLOW,
     ready=LOAD_KEYRING,
 )
 ABORT_LADDER = UpdateDef(
     "abort",
-    remediation.AbortRequest,
+    decisions.AbortRequest,
     remediation.StopResult,
     NODE_REMEDIATION_WORKFLOW,
     ready=LOAD_KEYRING,
@@ -75,17 +77,20 @@ NODE_UNHEALTHY = SignalDef("node_unhealthy", budget.UnhealthyReport, DISRUPTION_
 NODES_UNHEALTHY = UpdateDef(
     "nodes_unhealthy", UnhealthyReports, ReportsTaken, DISRUPTION_BUDGET_WORKFLOW
 )
-RESUME_POOL = SignalDef("resume", budget.ResumeRequest, DISRUPTION_BUDGET_WORKFLOW)
+RESUME_POOL = SignalDef("resume", budget_messages.ResumeRequest, DISRUPTION_BUDGET_WORKFLOW)
 # A lease holder's ladder begins or ends a wait for a person (the pool is held by people).
-HOLDER_WAITS = SignalDef("holder_waits", budget.HumanWait, DISRUPTION_BUDGET_WORKFLOW)
+HOLDER_WAITS = SignalDef("holder_waits", budget_messages.HumanWait, DISRUPTION_BUDGET_WORKFLOW)
 BUDGET_STATE = QueryDef("state", budget.BudgetState, DISRUPTION_BUDGET_WORKFLOW)
 CLOSE_BREAKER = UpdateDef(
-    "resume", budget.ResumeRequest, budget.ResumeResult, DISRUPTION_BUDGET_WORKFLOW
+    "resume",
+    budget_messages.ResumeRequest,
+    budget_messages.ResumeResult,
+    DISRUPTION_BUDGET_WORKFLOW,
 )
 # An operator ends a node's hold for a person (`remedy release-hold`); LEASE_RELEASE, which
 # ladders send, stays the signal it falls back to for a budget from before the update.
 RELEASE_HOLD = UpdateDef(
-    "release_hold", budget.LeaseRelease, budget.HoldReleased, DISRUPTION_BUDGET_WORKFLOW
+    "release_hold", budget.LeaseRelease, budget_messages.HoldReleased, DISRUPTION_BUDGET_WORKFLOW
 )
 
 # -- HardwareRecord: one per GPU serial ---------------------------------------------------------

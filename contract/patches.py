@@ -1,144 +1,40 @@
-"""One patch marker per run for every change made before the fold, instead of one per change.
+"""The live ``workflow.patched`` ids, each with the release that removes it.
 
-A ladder's history carried up to 18 `core_patch` markers, one per ``workflow.patched`` change
-it went through, noise between the steps an operator reads. Each marker only says "this run
-takes the code after change X"; a run that starts on a release with every change in ``FOLDED``
-says it once, with ``FOLDED_INTO``, and asks no more (``patched``).
+Since 0.13.0 a change to a workflow ships in a new Worker Deployment Version (workers/
+versioning.py). A ladder and the other finite per-node workflows are PINNED: a run finishes on
+the code it started on, so a change to them needs no patch. Only the perpetual workflows (the
+pools' budgets, hardware records, job guards, fleet scans), which AUTO_UPGRADE to the current
+version, ask ``patched`` for a change that alters the commands a running one replays; such a
+patch goes the SDK's way, one release a step (docs/operations.md, "Upgrading"):
 
-Safe for histories from before: every ask goes through ``patched``, the SDK keeps the answer
-of a run's first ask of ``FOLDED_INTO`` for the run, and a run from before never recorded it,
-so replayed on this code it answers "not folded" and asks each change as it did. Not for a
-rollback: the release before, which asks each change, cannot replay a run started on this one
-(docs/operations.md, "Rollout"). A change made after the fold is not in ``FOLDED`` and records
-its own marker until the next fold.
+1. release N asks ``patched(X)``, both branches kept; X enters ``LIVE`` with its removal
+   release, N+2;
+2. release N+1 keeps the new branch only and calls ``workflow.deprecate_patch(X)`` where N
+   asked: it replays the runs N started, and the runs it starts record a deprecated marker;
+3. release N+2 drops the call: a deprecated marker that no code asks for replays.
 
-Deprecation, when the histories from before the fold no longer run (no open workflow started
-before the release that folded, `remedy status` and `ExecutionStatus = 'Running' AND StartTime
-< '<release date>'` in the Web UI say so; keep the recorded histories of tests/histories until
-then): replace each folded change's old branch by its new one, delete its constant and its
-replay histories, and ``patched(X)`` becomes ``True`` — in one release, with the replay test of
-the new histories green. docs/operations.md ("Retiring patches") has the steps.
+Upgrades are supported from the release before only, so N+1 replays N's histories and N+2
+replays N+1's (tests/test_replay.py). Skipping step 2 is not possible: replaying a history
+whose marker is not deprecated, on code that no longer asks for it, fails ("Non-deprecated
+patch marker encountered for change X, but there is no corresponding change command").
+Release 0.12.0 was that step for every patch of the releases before (their folds included):
+0.13.0 asks none.
+
+At most ``MOST_LIVE`` ids live at once (tests/test_replay.py checks).
 """
 
 from __future__ import annotations
 
 from temporalio import workflow
 
-FOLDED_INTO = "remedy-changes-to-2026-12"
-FOLDED = frozenset(
-    {
-        "abort-wins-worse-fault-escalates-drain-first",
-        "active-check-holds-the-node-it-leaves-cordoned",
-        "active-check-idle-recheck",
-        "active-checks-bounded-round",
-        "adopt-orphaned-cordons",
-        "agent-silent-ladders",
-        "ask-the-breaker-before-a-cordon",
-        "breaker-holds-cordons",
-        "breaker-limits-the-unschedulable-share",
-        "budget-sends-without-waiting",
-        "budget-signals-in-one-activity",
-        "budget-sweep-backs-off",
-        "budget-sweep-backs-off-while-ladders-wait",
-        "budget-sweeps-on-its-own-clock",
-        "cancelled-activity-is-not-a-failure",
-        "change-runbooks-mid-ladder",
-        "confirm-fault-before-disrupting",
-        "confirm-reboot-from-boot-id",
-        "cordon-first-where-the-published-breaker-is-closed",
-        "diagnose-every-gpu",
-        "disruption-budget-leases",
-        "elastic-restarts",
-        "end-when-the-node-is-gone",
-        "gpu-sized-leases",
-        "grant-signals-together",
-        "hardware-record-incidents",
-        "held-for-a-human-without-a-lease",
-        "hold-nodes-left-for-a-human",
-        "judge-silence-fleet-wide",
-        "lease-held-for-a-human",
-        "liveness-on-the-controllers-clock",
-        "measure-job-goodput",
-        "on-approval-timeout-choices",
-        "publish-conditions-on-recovery",
-        "publish-the-breaker-for-cordons",
-        "re-ask-for-lease",
-        "rebuild-holders-from-running-ladders",
-        "rebuild-waiters-in-order",
-        "regrant-to-a-new-run-of-the-holder",
-        "release-gpu-operands-for-reset",
-        "remedy-index-job-guards",
-        "remedy-index-lease",
-        "remedy-search-attributes",
-        "replace-once-per-node-object",
-        "restore-after-an-unanswered-cordon",
-        "restore-the-mig-layout",
-        "resume-above-a-recovery-that-did-not-hold",
-        "return-gpus-after-a-failed-release",
-        "signed-operator-decisions",
-        "skip-rungs-the-node-cannot-perform",
-        "stale-problem-conditions",
-        "take-blocklisted-gpus-out-of-service",
-        "take-blocklisted-gpus-out-of-service-in-older-records",
-        "take-over-a-hold-within-the-cap",
-        "tell-the-budget-a-holder-waits-for-a-person",
-        "track-nodes-out-whose-share-went-back",
-        "verify-the-trigger-part",
-        "verify-with-what-saw-the-fault",
-        "wait-for-a-cancelled-drain",
-    }
-)
-
-
-# The second fold: the first's changes and every one since. A run that starts on a release with
-# it records this one marker (and one upsert of TemporalChangeVersion, which the server writes
-# to visibility too: five a ladder before); a run from the first fold on asks as it did.
-FOLDED_AGAIN_INTO = "remedy-changes-to-2026-12-02"
-FOLDED_AGAIN = FOLDED | frozenset(
-    {
-        "first-steps-in-the-first-workflow-task",
-        "lease-asked-and-given-back-by-local-activities",
-        "lease-granted-in-the-answer-to-its-request",
-        "one-upsert-per-turn-of-the-workflow",
-    }
-)
-
-
-# The third fold: the second's changes and every one since, so that the keyring's later load
-# (``keyring-loaded-when-first-needed``, asked by every new ladder) adds no marker of its own.
-FOLDED_THRICE_INTO = "remedy-changes-to-2026-12-03"
-FOLDED_THRICE = FOLDED_AGAIN | frozenset(
-    {
-        "a-grant-is-for-the-run-that-asked",
-        "budget-continues-as-new-when-quiet",
-        "keyring-loaded-when-first-needed",
-        "signal-a-grant-to-a-holder-that-asked-by-signal-too",
-    }
-)
-
-
-# The fourth fold: the third's changes and the door's (workflows/door.py), asked by every new
-# ladder in its first activation, so that the door adds no marker (nor its visibility upsert)
-# to every ladder of a storm.
-FOLDED_FOUR_INTO = "remedy-changes-to-2026-12-07"
-FOLDED_FOUR = FOLDED_THRICE | frozenset(
-    {
-        "record-an-action-that-finished-after-a-stop",
-        "trust-nothing-at-the-door",
-    }
-)
+MOST_LIVE = 10
+# id -> the release that removes it (its deprecation is the release before).
+LIVE: dict[str, str] = {}
 
 
 def patched(change: str) -> bool:
-    """``workflow.patched(change)``, answered by the run's one fold marker where it has it (the
-    SDK remembers that answer for the run) and ``change`` is folded into it: the newest fold's
-    first, then the older ones'."""
-    if change in FOLDED_FOUR and workflow.patched(FOLDED_FOUR_INTO):
-        return True
-    if change in FOLDED_THRICE and workflow.patched(FOLDED_THRICE_INTO):
-        return True
-    if change in FOLDED_AGAIN and workflow.patched(FOLDED_AGAIN_INTO):
-        return True
-    if change in FOLDED and workflow.patched(FOLDED_INTO):
-        return True
+    """``workflow.patched(change)`` for a change listed in ``LIVE`` (a KeyError otherwise: a
+    patch has its removal release written down before it ships)."""
+    if change not in LIVE:
+        raise KeyError(f"patch {change!r} is not in contract.patches.LIVE with its removal release")
     return workflow.patched(change)

@@ -18,10 +18,7 @@ from temporalio.common import (
 )
 
 with workflow.unsafe.imports_passed_through():  # not re-imported into each workflow's sandbox
-    from remedy.describe import NodeIndex
-
-# workflow.patched id: runs that began before remedy set search attributes never do.
-PATCH = "remedy-search-attributes"
+    from remedy.ladder.describe import NodeIndex
 
 NODE = SearchAttributeKey.for_keyword("RemedyNode")
 POOL = SearchAttributeKey.for_keyword("RemedyPool")
@@ -57,8 +54,6 @@ ALL: list[SearchAttributeKey[Any]] = [
     JOB_STATE,
     RUNGS_RUN,
 ]
-# workflow.patched id: ladders index whether they hold a lease (runs from before do not).
-INDEX_LEASE = "remedy-index-lease"
 
 # The type names the `temporal` CLI takes (--search-attribute Name=Type).
 _CLI_TYPE = {
@@ -76,9 +71,8 @@ def dev_server_flags() -> list[str]:
     return [arg for key in ALL for arg in ("--search-attribute", f"{key.name}={cli_type(key)}")]
 
 
-def updates(index: NodeIndex, lease: bool = True) -> list[SearchAttributeUpdate[Any]]:
-    """Every attribute of a remediation; empty values unset the attribute. ``lease``: the
-    lease attribute too (not in runs from before it existed: their upserts stay the same)."""
+def updates(index: NodeIndex) -> list[SearchAttributeUpdate[Any]]:
+    """Every attribute of a remediation; empty values unset the attribute."""
     keyword = [
         (NODE, index.node),
         (POOL, index.pool),
@@ -96,8 +90,7 @@ def updates(index: NodeIndex, lease: bool = True) -> list[SearchAttributeUpdate[
     out.append(
         GPU_SERIALS.value_set(index.gpu_serials) if index.gpu_serials else GPU_SERIALS.value_unset()
     )
-    if lease:
-        out.append(LEASE.value_set(index.lease) if index.lease else LEASE.value_unset())
-    if index.rungs_run:  # only grows: never unset, and absent from the upserts of runs before
+    out.append(LEASE.value_set(index.lease) if index.lease else LEASE.value_unset())
+    if index.rungs_run:  # only grows: never unset
         out.append(RUNGS_RUN.value_set(index.rungs_run))
     return out

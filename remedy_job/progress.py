@@ -1,5 +1,6 @@
 """Reporter: what the training loop calls. Imports nothing of remedy (tests check the
-spellings match remedy's: ``remedy.goodput.PROGRESS_PREFIX``, the drain's annotation)."""
+spellings match remedy's: ``remedy.attribution.goodput.PROGRESS_PREFIX``, the drain's
+annotation)."""
 
 from __future__ import annotations
 

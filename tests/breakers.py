@@ -10,7 +10,7 @@ from temporalio.testing import WorkflowEnvironment
 
 from adapters.sim import SimFleet
 from contract.names import budget_workflow_id
-from remedy.quarantine import BreakerState, published_state
+from remedy.disruption.quarantine import BreakerState, published_state
 from workflows.disruption_budget import DisruptionBudget
 
 

@@ -29,11 +29,11 @@ from contract.names import (
 )
 from kubeapi import ApiServer
 from remedy.attribution.jobs import JobSide
-from remedy.budget import BudgetPolicy
-from remedy.cluster import Cluster
-from remedy.hardware import BlocklistPolicy
+from remedy.disruption.budget import BudgetPolicy
+from remedy.ladder.hardware import BlocklistPolicy
 from remedy.runbook import Runbook, RunbookSet, load_runbooks
-from remedy.signing import Keyring
+from remedy.scan.cluster import Cluster
+from remedy.trust.signing import Keyring
 from tests.processes import Children, stop_tasks_since
 from tests.servers import STARTUP, clock_sleep, started
 from workers.binaries import installed_binary
@@ -122,7 +122,7 @@ class Queues:
     agents: str
     pool: str
     # The controller's runbooks: a test adds (or replaces) those it reports, as an operator
-    # gives the controller a runbook before an agent may ask for it (remedy.intake).
+    # gives the controller a runbook before an agent may ask for it (remedy.ladder.intake).
     known: TestRunbooks = field(default_factory=lambda: TestRunbooks([]))
     seal: bytes = field(default_factory=new_seal, repr=False)  # the controller's (workers/door.py)
 
@@ -203,7 +203,7 @@ async def pool_known(
     once a ladder in a pool asks for a share: `remedy trigger --pool` refuses a pool remedy does
     not know (workers/known_pools.py), and a test's own pool is new to the server."""
     from contract.names import DISRUPTION_BUDGET_WORKFLOW, budget_task_queue
-    from remedy.budget import BudgetState
+    from remedy.disruption.budget import BudgetState
 
     # A pool alone: its budget waits on a queue no worker serves (the test ends it).
     pool, queue = (queues, f"nobody-{queues}") if isinstance(queues, str) else queues.pool_queue

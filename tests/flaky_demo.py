@@ -8,7 +8,7 @@ import sys
 from typing import Any
 
 from adapters.sim.fleet import SimFleet
-from remedy.errors import TransientError
+from remedy.core.errors import TransientError
 from workers.cli import main
 
 REFUSED_CORDONS = 2

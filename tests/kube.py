@@ -16,10 +16,10 @@ from kubernetes.client.exceptions import ApiException
 from adapters.kubernetes.cluster import kubernetes_cluster
 from adapters.sim.identity import agent_signing_key
 from kubeapi import ApiServer, Request
-from remedy.cluster import Cluster, CordonOwner
-from remedy.conditions import NodeCondition
-from remedy.identity import AGENT_KEY_ANNOTATION
-from remedy.signing import public_blob
+from remedy.detection.conditions import NodeCondition
+from remedy.scan.cluster import Cluster, CordonOwner
+from remedy.trust.identity import AGENT_KEY_ANNOTATION
+from remedy.trust.signing import public_blob
 
 T = TypeVar("T")
 NOW = datetime(2026, 11, 29, 8, 0, tzinfo=UTC)

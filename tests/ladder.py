@@ -17,10 +17,9 @@ from adapters.sim import SimFleet
 from adapters.sim.identity import as_agent
 from contract.messages import REPORT_FINDING
 from contract.names import remediation_workflow_id
-from remedy.cluster import Cluster
-from remedy.intake import by_operator
-from remedy.models import Action, Finding, NodeRef
-from remedy.remediation import (
+from remedy.core.models import Action, Finding, NodeRef
+from remedy.ladder.intake import by_operator
+from remedy.ladder.remediation import (
     AttemptResult,
     FindingReport,
     Phase,
@@ -28,6 +27,7 @@ from remedy.remediation import (
     RemediationState,
 )
 from remedy.runbook import Runbook, RunbookSet
+from remedy.scan.cluster import Cluster
 from tests.conftest import Queues, running_workers
 from workers.client import report_finding
 from workflows.disruption_lease import REASK_EVERY

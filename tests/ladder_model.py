@@ -37,19 +37,17 @@ from temporalio.service import RPCError
 from adapters.sim.cluster import REMEDY_CORDON
 from contract.messages import ABORT, APPROVE, BUDGET_STATE, CLEAR
 from contract.names import budget_workflow_id
-from remedy.budget import BudgetState
-from remedy.errors import DrainBlocked, TransientError
-from remedy.models import Action
-from remedy.remediation import (
-    AbortRequest,
-    ApproveRequest,
+from remedy.core.errors import DrainBlocked, TransientError
+from remedy.core.models import Action
+from remedy.disruption.budget import BudgetState
+from remedy.ladder.remediation import (
     AttemptResult,
-    ClearRequest,
     FindingReport,
     Outcome,
     RemediationState,
     outranks,
 )
+from remedy.trust.decisions import AbortRequest, ApproveRequest, ClearRequest
 from tests.conftest import _shipped
 from tests.ladder import report
 from tests.ladder_model_fleet import (

@@ -31,9 +31,9 @@ from temporalio.testing import WorkflowEnvironment
 from adapters.sim import SimFleet
 from contract.messages import ABORT
 from contract.names import remediation_workflow_id
-from remedy.actions import ACTIONS
-from remedy.budget import BudgetPolicy
-from remedy.remediation import (
+from remedy.core.actions import ACTIONS
+from remedy.disruption.budget import BudgetPolicy
+from remedy.ladder.remediation import (
     FindingReport,
     Outcome,
     RemediationResult,

@@ -1,7 +1,7 @@
 """Fleet scans one after another, as the controller runs them: a real Temporal Schedule on the
 dev server (the time-skipping server has neither schedules nor the visibility the scan asks),
 so each run is given the previous run's result (``workflow.get_last_completion_result``), which
-is how the scan carries what it saw from run to run (remedy.liveness)."""
+is how the scan carries what it saw from run to run (remedy.scan.liveness)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from datetime import timedelta
 
 from temporalio.client import Client, ScheduleHandle, WorkflowExecutionStatus, WorkflowHistory
 
-from remedy.fleet import FleetSummary, ScanInput
+from remedy.scan.fleet import FleetSummary, ScanInput
 from workers.schedules import ensure_fleet_scan
 from workers.status import scans_started
 

@@ -23,11 +23,12 @@ from adapters.kubernetes.nodes import NodeApi
 from adapters.sim import SimFleet
 from contract.messages import ABORT_LADDER
 from kubeapi import ApiServer
-from remedy.budget import BudgetPolicy
-from remedy.models import Action
-from remedy.person_hold import HOLD_ANNOTATION, read_hold
-from remedy.remediation import AbortRequest, Outcome, Phase, RemediationState
+from remedy.core.models import Action
+from remedy.disruption.budget import BudgetPolicy
+from remedy.ladder.remediation import Outcome, Phase, RemediationState
 from remedy.runbook import Match, Runbook, Rung
+from remedy.trust.decisions import AbortRequest
+from remedy.trust.person_hold import HOLD_ANNOTATION, read_hold
 from tests.conftest import own_fleet, running_workers
 from tests.kube import NODES, node
 from tests.ladder import Handle, report, send_report, state_of, wait_for_phase

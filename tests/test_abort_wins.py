@@ -22,11 +22,12 @@ from temporalio.testing import WorkflowEnvironment
 from adapters.sim import SimFleet
 from adapters.sim.fleet import Held
 from contract.messages import ABORT_LADDER
-from remedy.actions import ACTIONS
-from remedy.budget import BudgetPolicy
-from remedy.models import Action, Finding, Severity
-from remedy.remediation import AbortRequest, AttemptResult, Outcome, Phase, StopResult
+from remedy.core.actions import ACTIONS
+from remedy.core.models import Action, Finding, Severity
+from remedy.disruption.budget import BudgetPolicy
+from remedy.ladder.remediation import AttemptResult, Outcome, Phase, StopResult
 from remedy.runbook import Match, Runbook, RunbookSet, Rung
+from remedy.trust.decisions import AbortRequest
 from tests.conftest import own_fleet, running_workers
 from tests.ladder import Handle, report, state_of, wait_for_phase
 from tests.servers import finished

@@ -27,7 +27,13 @@ from contract.names import (
     budget_workflow_id,
     remediation_workflow_id,
 )
-from remedy.active_checks import (
+from remedy.core.models import ProbeReport, ProbeRequest
+from remedy.detection.conditions import GPU_ACTIVE_CHECK, NodeCondition
+from remedy.detection.node_facts import NodeFacts
+from remedy.disruption.budget import BudgetPolicy
+from remedy.ladder.remediation import Outcome, Phase
+from remedy.runbook import RunbookSet
+from remedy.scan.active_checks import (
     NOT_CHECKED,
     PASSED,
     ActiveCheckPolicy,
@@ -40,12 +46,7 @@ from remedy.active_checks import (
     due_nodes,
     plan_round,
 )
-from remedy.budget import BudgetPolicy
-from remedy.conditions import GPU_ACTIVE_CHECK, NodeCondition
-from remedy.fleet import NodeFacts, NodeStatus, OpenWork, status_of
-from remedy.models import ProbeReport, ProbeRequest
-from remedy.remediation import Outcome, Phase
-from remedy.runbook import RunbookSet
+from remedy.scan.fleet import NodeStatus, OpenWork, status_of
 from tests.conftest import Queues, own_fleet, running_workers
 from tests.ladder import report, wait_for_phase, wait_until
 from workers.cli.active_checks import active_check_policies

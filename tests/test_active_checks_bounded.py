@@ -18,7 +18,11 @@ from activities.active_checks import ActiveCheckActivities
 from adapters.sim import SimFleet
 from adapters.sim.cluster import SimNodeControl, SimNodeMarks
 from adapters.sim.node import SimPod
-from remedy.active_checks import (
+from remedy.core.errors import ActionRefused
+from remedy.core.models import CordonState
+from remedy.detection.conditions import GPU_ACTIVE_CHECK, NodeCondition
+from remedy.runbook import RunbookSet
+from remedy.scan.active_checks import (
     NOT_CHECKED,
     ActiveCheckPolicy,
     CheckResult,
@@ -27,12 +31,8 @@ from remedy.active_checks import (
     Workloads,
     plan_round,
 )
-from remedy.cluster import CordonOwner
-from remedy.conditions import GPU_ACTIVE_CHECK, NodeCondition
-from remedy.errors import ActionRefused
-from remedy.fleet import NodeNames
-from remedy.models import CordonState
-from remedy.runbook import RunbookSet
+from remedy.scan.cluster import CordonOwner
+from remedy.scan.fleet import NodeNames
 from tests.conftest import running_workers
 from tests.test_active_checks import _check, _mark, _results, _round
 from workers.cli.active_checks import active_check_policies
@@ -94,7 +94,7 @@ class _PodLandsFirst(SimNodeControl):
     """A GPU pod is bound to the node just before the round's cordon lands."""
 
     def cordon(self, node: str, owner: CordonOwner) -> CordonState:
-        with self._fleet._lock:
+        with self._fleet.lock:
             self._fleet.node(node).pods.append(SimPod(f"train-{uuid.uuid4().hex[:4]}", True))
         return super().cordon(node, owner)
 

@@ -17,9 +17,9 @@ from temporalio.testing import WorkflowEnvironment
 from adapters.sim import SimFleet
 from adapters.sim.identity import agent_signing_key
 from contract.names import remediation_workflow_id
-from remedy.conditions import GPU_NETWORK_PROBLEM, GPU_PROBLEM, NodeCondition
-from remedy.models import NodeRef
-from remedy.remediation import Outcome
+from remedy.core.models import NodeRef
+from remedy.detection.conditions import GPU_NETWORK_PROBLEM, GPU_PROBLEM, NodeCondition
+from remedy.ladder.remediation import Outcome
 from remedy.runbook import Match, Runbook, RunbookSet, load_runbooks
 from tests.conftest import ROOT, running_workers
 from tests.ladder import report, state_of

@@ -18,12 +18,12 @@ from adapters.sim.cluster import REMEDY_CORDON
 from adapters.sim.identity import agent_signing_key
 from contract.names import remediation_workflow_id
 from kubeapi import ApiServer
-from remedy.budget import BudgetPolicy
-from remedy.cluster import CordonOwner, OwnNode
-from remedy.models import Action, CordonState, Finding, NodeRef, Severity
-from remedy.quarantine import BreakerState
-from remedy.remediation import AttemptResult, Outcome, RemediationResult
+from remedy.core.models import Action, CordonState, Finding, NodeRef, Severity
+from remedy.disruption.budget import BudgetPolicy
+from remedy.disruption.quarantine import BreakerState
+from remedy.ladder.remediation import AttemptResult, Outcome, RemediationResult
 from remedy.runbook import Match, Runbook, RunbookSet, load_runbooks
+from remedy.scan.cluster import CordonOwner, OwnNode
 from tests.conftest import ROOT, own_fleet, running_workers
 from tests.kube import NODES, NOW, call, kube
 from tests.test_agent_policy import kubelets_node, refusals

@@ -23,11 +23,11 @@ from adapters.kubernetes.control import (
 )
 from adapters.kubernetes.objects import GPU_USE, RECENT_XIDS
 from kubeapi import ApiServer
+from remedy.acting.gpu_use import NodeGpuUse
 from remedy.attribution.evidence import RecentXid
-from remedy.conditions import AGENT_CONDITIONS, GPU_PROBLEM, REMEDY_READY, NodeCondition
-from remedy.gpu_use import NodeGpuUse
-from remedy.identity import AGENT_KEY_ANNOTATION
-from remedy.signing import public_blob
+from remedy.detection.conditions import AGENT_CONDITIONS, GPU_PROBLEM, REMEDY_READY, NodeCondition
+from remedy.trust.identity import AGENT_KEY_ANNOTATION
+from remedy.trust.signing import public_blob
 from tests.kube import NODES, NOW, call, kube
 from tests.test_deploy import by_kind
 

@@ -17,10 +17,10 @@ from temporalio.testing import WorkflowEnvironment
 
 from adapters.sim import SimFleet
 from contract.names import remediation_workflow_id
-from remedy import report_changes
-from remedy.models import Finding, NodeRef
-from remedy.probe.xid_events import XidWatcher
-from remedy.remediation import FindingReport
+from remedy.core.models import Finding, NodeRef
+from remedy.detection.probe.xid_events import XidWatcher
+from remedy.ladder import report_changes
+from remedy.ladder.remediation import FindingReport
 from remedy.runbook import RunbookSet, load_runbooks
 from tests.conftest import ROOT, running_workers
 from tests.ladder import Handle, signed, state_of

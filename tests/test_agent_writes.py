@@ -19,19 +19,12 @@ from temporalio.testing import WorkflowEnvironment
 from adapters.sim import SimFleet
 from kubeapi import ApiServer
 from remedy.attribution.evidence import RecentXid
-from remedy.conditions import GPU_PROBLEM, REMEDY_READY, NodeCondition
-from remedy.fleet import (
-    NodeFacts,
-    NodeStatus,
-    OpenWork,
-    judge_liveness,
-    plan_scan,
-    status_of,
-    summarise,
-)
-from remedy.liveness import AGENT_HEARTBEAT, MIN_SILENT_HEARTBEATS, SILENT_AFTER, Sightings
-from remedy.models import NodeRef
+from remedy.core.models import NodeRef
+from remedy.detection.conditions import GPU_PROBLEM, REMEDY_READY, NodeCondition
+from remedy.detection.node_facts import NodeFacts
 from remedy.runbook import RunbookSet
+from remedy.scan.fleet import NodeStatus, OpenWork, judge_liveness, plan_scan, status_of, summarise
+from remedy.scan.liveness import AGENT_HEARTBEAT, MIN_SILENT_HEARTBEATS, SILENT_AFTER, Sightings
 from tests.kube import NODES, NOW, call, kube, node, sent
 from workers.agent import AgentConfig, NodeAgent
 from workers.cli import app
@@ -232,7 +225,7 @@ async def test_defect_4_the_kubernetes_scan_reads_a_silent_agents_problem_as_sil
     api: ApiServer,
 ) -> None:
     """The heartbeat as written on the node, read back by the Kubernetes fleet view, and left
-    unchanged for longer than the silent window by the controller's clock (remedy.liveness)."""
+    unchanged for longer than the silent window by the controller's clock (remedy.scan.liveness)."""
     now = NOW + timedelta(hours=1)
     api.objects[NODES, None, "n1"] = node()
     stale = _problem(now - SILENT_AFTER - timedelta(minutes=1))

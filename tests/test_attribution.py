@@ -19,7 +19,7 @@ from remedy.attribution.model import (
     XidSeen,
 )
 from remedy.attribution.rules import Attributor, RulesError, load_rules
-from remedy.models import Component, ComponentKind, Finding, Severity
+from remedy.core.models import Component, ComponentKind, Finding, Severity
 
 AT = datetime(2026, 11, 29, 3, 0, tzinfo=UTC)
 JOB = "llm-pretrain"

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from remedy import blocking
-from remedy.budget import BudgetState, Lease
-from remedy.budget_view import budget_details
-from remedy.models import Scope
+from remedy.core.models import Scope
+from remedy.disruption import blocking
+from remedy.disruption.budget import BudgetState, Lease
+from remedy.disruption.budget_view import budget_details
 from tests.test_held_by_people import T0, lease, request, seized_pool
 
 

@@ -9,9 +9,9 @@ from temporalio.testing import WorkflowEnvironment
 
 from adapters.sim import SimFleet
 from contract.names import remediation_workflow_id
-from remedy.hardware import BlocklistPolicy, HardwareRecordState, Incident, InService
-from remedy.models import Action, NodeRef
-from remedy.remediation import Outcome, Phase
+from remedy.core.models import Action, NodeRef
+from remedy.ladder.hardware import BlocklistPolicy, HardwareRecordState, Incident, InService
+from remedy.ladder.remediation import Outcome, Phase
 from remedy.runbook import RunbookSet
 from tests.conftest import running_workers
 from tests.ladder import report, wait_for_phase

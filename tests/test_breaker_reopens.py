@@ -1,6 +1,6 @@
 """The quarantine breaker reopens by itself (issue 52): what it holds does not keep it tripped,
 it names the nodes unhealthy now, and once the storm subsides it lets the cordons it held go
-one first, then more as each proves real (remedy.slow_start). Real ladders on the
+one first, then more as each proves real (remedy.disruption.slow_start). Real ladders on the
 time-skipping server; the slow start's arithmetic as pure functions."""
 
 from __future__ import annotations
@@ -11,12 +11,13 @@ from datetime import timedelta
 from temporalio.testing import WorkflowEnvironment
 
 from adapters.sim import SimFleet
-from remedy import slow_start
-from remedy.blocking import breaker
-from remedy.budget import CLUSTER_POOL, BudgetState, CordonAsk
-from remedy.models import Action
-from remedy.quarantine import reprobe_every
-from remedy.remediation import Outcome, Phase
+from remedy.core.models import Action
+from remedy.disruption import slow_start
+from remedy.disruption.blocking import breaker
+from remedy.disruption.budget import CLUSTER_POOL, BudgetState
+from remedy.disruption.budget_messages import CordonAsk
+from remedy.disruption.quarantine import reprobe_every
+from remedy.ladder.remediation import Outcome, Phase
 from remedy.runbook import Match, Runbook, Rung
 from tests.breakers import published
 from tests.conftest import Queues, running_workers

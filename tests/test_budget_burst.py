@@ -18,11 +18,11 @@ from adapters.sim import SimFleet
 from contract.activities import DELIVER_BUDGET_SIGNALS
 from contract.messages import LEASE_GRANTED, LEASE_RELEASE, LEASE_REQUEST
 from contract.names import DISRUPTION_BUDGET_WORKFLOW, budget_workflow_id
-from remedy.budget import BudgetPolicy, BudgetState, Lease, LeaseRelease, LeaseRequest
-from remedy.budget_gpus import fits, grant_waiting, take
-from remedy.budget_signals import BudgetSignals
-from remedy.models import NodeRef, Scope
-from remedy.remediation import RemediationInput
+from remedy.core.models import NodeRef, Scope
+from remedy.disruption.budget import BudgetPolicy, BudgetState, Lease, LeaseRelease, LeaseRequest
+from remedy.disruption.budget_gpus import fits, grant_waiting, take
+from remedy.disruption.budget_signals import BudgetSignals
+from remedy.ladder.remediation import RemediationInput
 from tests.test_disruption_budget import budget_state
 from tests.test_job_watch import eventually
 from workers.controller import controller_worker
@@ -102,7 +102,7 @@ async def idle_ladders(client: Client, pool: str, count: int) -> list[str]:
 
 async def _grants_by_task(client: Client, pool: str) -> Counter[int]:
     """The budget's grants, counted by the workflow task that sent them (the input of each
-    delivery activity it scheduled: remedy.budget_signals)."""
+    delivery activity it scheduled: remedy.disruption.budget_signals)."""
     history = await client.get_workflow_handle(budget_workflow_id(pool)).fetch_history()
     by_task: Counter[int] = Counter()
     for e in history.events:

@@ -16,7 +16,7 @@ from contract.activities import CORDON, REQUEST_LEASE
 from contract.defs import URGENT
 from contract.messages import NODE_UNHEALTHY
 from contract.names import budget_workflow_id, remediation_workflow_id
-from remedy.budget import BudgetPolicy, UnhealthyReport
+from remedy.disruption.budget import BudgetPolicy, UnhealthyReport
 from tests.conftest import SUGGEST_CONTINUE_AS_NEW_AT, own_fleet, running_workers
 from tests.test_job_watch import eventually
 from tests.test_pool_held_by_people import details, held_and_waiting, replace_after_approval

@@ -1,4 +1,5 @@
-"""The disruption budget's arithmetic in GPUs (remedy/budget_gpus.py): pure, no server."""
+"""The disruption budget's arithmetic in GPUs (remedy/disruption/budget_gpus.py): pure, no
+server."""
 
 from __future__ import annotations
 
@@ -7,13 +8,15 @@ from datetime import UTC, datetime
 import pytest
 from pydantic import ValidationError
 
-from adapters.kubernetes.fleet import node_gpus
-from remedy.budget import BudgetPolicy, BudgetState, HumanHold, LeaseGrant, LeaseRequest
-from remedy.budget_gpus import allowed_gpus, covered, fits, gpu_note, gpus_out, take
-from remedy.budget_view import budget_details
-from remedy.fleet import PoolSummary
-from remedy.models import Scope
-from workers.status import POOL_HEADERS, FleetStatus, PoolStatus, pool_rows
+from adapters.kubernetes.objects import node_gpus
+from remedy.core.models import Scope
+from remedy.disruption.budget import BudgetPolicy, BudgetState, LeaseGrant, LeaseRequest
+from remedy.disruption.budget_gpus import allowed_gpus, covered, fits, gpu_note, gpus_out, take
+from remedy.disruption.budget_messages import HumanHold
+from remedy.disruption.budget_view import budget_details
+from remedy.scan.fleet import PoolSummary
+from workers.status import FleetStatus, PoolStatus
+from workers.status_table import POOL_HEADERS, pool_rows
 
 NOW = datetime(2026, 11, 1, tzinfo=UTC)
 CAPPED = BudgetPolicy(max_disruption="1", max_gpus_out="2")

@@ -13,9 +13,10 @@ from temporalio.testing import WorkflowEnvironment
 from adapters.sim import SimFleet
 from contract.messages import LEASE_RELEASE
 from contract.names import budget_workflow_id
-from remedy.budget import HELD_FOR_HUMAN, BudgetPolicy, BudgetState, LeaseRelease
-from remedy.models import Action
-from remedy.remediation import Outcome, Phase, RemediationState
+from remedy.core.models import Action
+from remedy.disruption.budget import BudgetPolicy, BudgetState, LeaseRelease
+from remedy.disruption.budget_messages import HELD_FOR_HUMAN
+from remedy.ladder.remediation import Outcome, Phase, RemediationState
 from remedy.runbook import Match, Runbook, Rung
 from tests.conftest import Queues, running_workers
 from tests.ladder import Handle, report, state_of, wait_for_phase

@@ -16,9 +16,9 @@ from temporalio.testing import WorkflowEnvironment
 
 from adapters.sim import SimFleet
 from contract.names import budget_workflow_id
-from remedy.budget import BudgetPolicy
-from remedy.models import Action
-from remedy.remediation import Phase
+from remedy.core.models import Action
+from remedy.disruption.budget import BudgetPolicy
+from remedy.ladder.remediation import Phase
 from remedy.runbook import Match, Runbook, Rung
 from tests.conftest import running_workers
 from tests.ladder import report, wait_for_phase

@@ -16,7 +16,7 @@ from temporalio.testing import WorkflowEnvironment
 
 from contract.messages import NODE_UNHEALTHY
 from contract.names import DISRUPTION_BUDGET_WORKFLOW, budget_workflow_id
-from remedy.budget import BudgetPolicy, BudgetState, UnhealthyReport
+from remedy.disruption.budget import BudgetPolicy, BudgetState, UnhealthyReport
 from tests.conftest import SUGGEST_CONTINUE_AS_NEW_AT, own_fleet, running_workers
 from tests.test_job_watch import eventually
 from workflows.budget_renewal import RENEWAL

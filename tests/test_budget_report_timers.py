@@ -15,7 +15,7 @@ from temporalio.testing import WorkflowEnvironment
 from adapters.sim import SimFleet
 from contract.messages import NODE_UNHEALTHY
 from contract.names import budget_task_queue, budget_workflow_id
-from remedy.budget import BudgetPolicy, BudgetState, UnhealthyReport
+from remedy.disruption.budget import BudgetPolicy, BudgetState, UnhealthyReport
 from tests.conftest import Queues, running_workers
 from workflows.disruption_budget import DisruptionBudget
 

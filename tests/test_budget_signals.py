@@ -12,8 +12,8 @@ from temporalio.testing import ActivityEnvironment, WorkflowEnvironment
 
 from activities.budget_signals import BudgetSignalActivities
 from contract.messages import CORDON_LEAVE, LEASE_GRANTED
-from remedy.budget import LeaseGrant
-from remedy.budget_signals import BudgetSignals, GrantTo
+from remedy.disruption.budget import LeaseGrant
+from remedy.disruption.budget_signals import BudgetSignals, GrantTo
 from tests.test_budget_burst import idle_ladders
 
 

@@ -15,13 +15,13 @@ from temporalio.worker import Worker
 from activities.node import NodeActivities
 from adapters.sim import SimFleet
 from contract import activities as act
-from remedy.actions import ACTIONS, Where
-from remedy.capabilities import Ability, Capabilities, Dependency, DependencyCheck
-from remedy.capabilities import capabilities_from as from_checks
-from remedy.conditions import REMEDY_READY, is_problem, ready_condition
-from remedy.describe import remediation_details
-from remedy.models import Action, NodeRef
-from remedy.remediation import AttemptResult, Outcome
+from remedy.acting.capabilities import Ability, Capabilities, Dependency, DependencyCheck
+from remedy.acting.capabilities import capabilities_from as from_checks
+from remedy.core.actions import ACTIONS, Where
+from remedy.core.models import Action, NodeRef
+from remedy.detection.conditions import REMEDY_READY, is_problem, ready_condition
+from remedy.ladder.describe import remediation_details
+from remedy.ladder.remediation import AttemptResult, Outcome
 from remedy.runbook import RunbookSet
 from tests.conftest import running_workers
 from tests.ladder import report, state_of

@@ -19,10 +19,10 @@ from chaos.codec import FLEET_NOT_STORED, FLEET_STORED, NOT_STORED, decode_fleet
 from chaos.knobs import Knobs
 from chaos.seams import StoredHost, stored_cluster
 from chaos.store import FleetStore
-from remedy.cluster import CordonOwner
-from remedy.conditions import NodeCondition
-from remedy.errors import ActionFailed, TransientError
-from remedy.once import Stage
+from remedy.core.errors import ActionFailed, TransientError
+from remedy.core.once import Stage
+from remedy.detection.conditions import NodeCondition
+from remedy.scan.cluster import CordonOwner
 from tests.processes import Children
 
 NODE = "gpu-node-001"

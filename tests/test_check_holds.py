@@ -13,13 +13,13 @@ from temporalio.testing import WorkflowEnvironment
 from activities.starts import StartActivities
 from adapters.sim import SimFleet
 from contract.names import active_check_workflow_id, remediation_workflow_id
-from remedy.active_checks import ActiveCheckPolicy, CheckResult, NodeCheckInput
-from remedy.budget import BudgetPolicy, BudgetState, Lease, LeaseRequest
-from remedy.errors import ActionFailed
-from remedy.models import Action, NodeRef
-from remedy.orphans import OrphanCheck
-from remedy.remediation import Outcome, Phase
+from remedy.core.errors import ActionFailed
+from remedy.core.models import Action, NodeRef
+from remedy.disruption.budget import BudgetPolicy, BudgetState, Lease, LeaseRequest
+from remedy.ladder.remediation import Outcome, Phase
 from remedy.runbook import Match, Runbook, RunbookSet, Rung
+from remedy.scan.active_checks import ActiveCheckPolicy, CheckResult, NodeCheckInput
+from remedy.scan.orphans import OrphanCheck
 from tests.conftest import running_workers
 from tests.ladder import report, state_of, wait_for_phase
 from tests.test_active_checks import _check, _mark, _results, _round

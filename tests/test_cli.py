@@ -17,9 +17,9 @@ from temporalio.testing import WorkflowEnvironment
 from typer.testing import CliRunner
 
 from contract.names import remediation_workflow_id
-from remedy.budget import BudgetPolicy
-from remedy.models import Action
-from remedy.remediation import Outcome, Phase, RemediationResult
+from remedy.core.models import Action
+from remedy.disruption.budget import BudgetPolicy
+from remedy.ladder.remediation import Outcome, Phase, RemediationResult
 from remedy.runbook import Match, Runbook, Rung, load_runbooks
 from tests.conftest import ROOT, Queues, own_fleet, pool_known, running_workers
 from tests.ladder import report, state_of

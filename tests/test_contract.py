@@ -26,9 +26,9 @@ from adapters.sim.jobs import SimJobs
 from contract.activities import ACTION, CORDON, all_activities
 from contract.defs import ActivityDef, ContractError, Queue, UpdateDef, _deadline_in_attempts
 from contract.messages import all_queries, all_signals, all_updates
-from remedy.budget import LeaseGrant
-from remedy.models import Action, Started
-from remedy.remediation import FindingReport
+from remedy.core.models import Action, Started
+from remedy.disruption.budget import LeaseGrant
+from remedy.ladder.remediation import FindingReport
 from remedy.runbook import load_runbooks
 from tests.conftest import ROOT
 from workers.controller import WORKFLOWS, controller_activities, node_activities

@@ -19,11 +19,11 @@ from adapters.sim import SimFleet
 from contract import activities as act
 from contract.messages import CORDON_LEAVE
 from kubeapi import ApiServer
-from remedy.cluster import CordonOwner, held_by
-from remedy.errors import ActionRefused, NodeGone, PermissionDenied
-from remedy.models import Action, CordonState
-from remedy.quarantine import BreakerState
-from remedy.remediation import AttemptResult, Outcome, Phase
+from remedy.core.errors import ActionRefused, NodeGone, PermissionDenied
+from remedy.core.models import Action, CordonState
+from remedy.disruption.quarantine import BreakerState
+from remedy.ladder.remediation import AttemptResult, Outcome, Phase
+from remedy.scan.cluster import CordonOwner, held_by
 from tests.breakers import published
 from tests.conftest import running_workers
 from tests.kube import NODES, OWNER, call, kube, node

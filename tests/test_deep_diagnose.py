@@ -12,14 +12,14 @@ from temporalio.testing import WorkflowEnvironment
 
 from adapters.host.load_test import LoadTestConfig, run_load_test
 from adapters.sim import SimFleet
-from remedy.admission import diagnose_detail
-from remedy.gpu import NvmlApi
-from remedy.models import Action, ComponentKind
-from remedy.probe.diagnose import deep_diagnose
-from remedy.probe.load import LoadReport
-from remedy.probe.runner import ProbeConfig
-from remedy.remediation import AttemptResult, Outcome
+from remedy.core.models import Action, ComponentKind
+from remedy.detection.gpu import NvmlApi
+from remedy.detection.probe.diagnose import deep_diagnose
+from remedy.detection.probe.load import LoadReport
+from remedy.detection.probe.runner import ProbeConfig
+from remedy.ladder.remediation import AttemptResult, Outcome
 from remedy.runbook import RunbookSet
+from remedy.scan.admission import diagnose_detail
 from tests.ladder import remediate
 from tests.test_load_test import FIXTURES, V4_FAIL, V4_SKIPPED, fake_dcgmi
 

@@ -19,7 +19,7 @@ from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.testing import WorkflowEnvironment
 from typer.testing import CliRunner
 
-from remedy.remediation import Outcome
+from remedy.ladder.remediation import Outcome
 from tests.conftest import ROOT
 from tests.processes import Children
 from workers.cli import app

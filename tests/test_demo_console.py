@@ -9,7 +9,7 @@ from contextlib import contextmanager
 
 from temporalio.exceptions import ApplicationError
 
-from remedy.errors import ActionFailed, TransientError
+from remedy.core.errors import ActionFailed, TransientError
 from workers.demo_console import one_line_events
 
 ACTIVITY = {

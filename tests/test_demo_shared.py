@@ -9,8 +9,8 @@ import uuid
 
 from temporalio.testing import WorkflowEnvironment
 
-from remedy.models import Action
-from remedy.remediation import AttemptResult, Outcome
+from remedy.core.models import Action
+from remedy.ladder.remediation import AttemptResult, Outcome
 from tests.conftest import ROOT
 from workers.demo_config import DemoConfig
 from workers.demo_run import run_demo

@@ -20,12 +20,12 @@ from adapters.kubernetes.control import TAINT
 from adapters.kubernetes.jobs import KubernetesJobs
 from adapters.kubernetes.objects import AGENT_MANAGER
 from kubeapi import ApiServer
+from remedy.acting.gpu_use import NodeGpuUse
 from remedy.attribution.evidence import RecentXid
-from remedy.cluster import CordonOwner, OwnNode
-from remedy.conditions import NodeCondition
-from remedy.gpu_use import NodeGpuUse
-from remedy.models import Finding, NodeRef, Severity
-from remedy.quarantine import BreakerState
+from remedy.core.models import Finding, NodeRef, Severity
+from remedy.detection.conditions import NodeCondition
+from remedy.disruption.quarantine import BreakerState
+from remedy.scan.cluster import CordonOwner, OwnNode
 from tests.conftest import ROOT
 from tests.kube import DAEMONSETS, JOBS, NODECLAIMS, NODES, PODS, call, daemonset, node, pod
 from tests.test_gpu_use import CLAIMS, SLICES, claim, dra_pod, gpu_slice

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from remedy.describe import remediation_details
-from remedy.models import Action, Component, ComponentKind, Finding, NodeRef, Severity
-from remedy.remediation import Attempt, AttemptResult, Escalation, Phase, RemediationState
+from remedy.core.models import Action, Component, ComponentKind, Finding, NodeRef, Severity
+from remedy.ladder.describe import remediation_details
+from remedy.ladder.remediation import Attempt, AttemptResult, Escalation, Phase, RemediationState
 from remedy.runbook import Match, Runbook, Rung
 from workers.show import NodeLadder, timeline
 

@@ -10,19 +10,13 @@ from datetime import UTC, datetime
 import pytest
 from pydantic import ValidationError
 
-from remedy.describe import remediation_details, static_summary
-from remedy.display import visible
-from remedy.models import Action, Component, ComponentKind, Finding, NodeRef, Severity
+from remedy.core.display import visible
+from remedy.core.models import Action, Component, ComponentKind, Finding, NodeRef, Severity
+from remedy.ladder.describe import remediation_details, static_summary
+from remedy.ladder.remediation import Attempt, AttemptResult, Phase, RemediationState
 from remedy.redaction import operator_text
-from remedy.remediation import (
-    AbortRequest,
-    ApproveRequest,
-    Attempt,
-    AttemptResult,
-    Phase,
-    RemediationState,
-)
 from remedy.runbook import Match, Runbook
+from remedy.trust.decisions import AbortRequest, ApproveRequest
 from workers.show import NodeLadder, timeline
 from workers.tables import plain
 

@@ -17,17 +17,18 @@ from chaos.measure import peak_concurrency
 from contract.activities import RELEASE_LEASE, REQUEST_LEASE
 from contract.messages import APPROVE, CLOSE_BREAKER, LEASE_RELEASE
 from contract.names import budget_workflow_id
-from remedy.budget import (
+from remedy.core.models import Action
+from remedy.disruption.budget import (
     BudgetPolicy,
     BudgetState,
     LeaseRelease,
-    ResumeRequest,
     allowed_disruptions,
     storm,
 )
-from remedy.models import Action
-from remedy.remediation import ApproveRequest, Outcome, Phase
+from remedy.disruption.budget_messages import ResumeRequest
+from remedy.ladder.remediation import Outcome, Phase
 from remedy.runbook import Match, Runbook, RunbookSet, Rung
+from remedy.trust.decisions import ApproveRequest
 from tests.breakers import published
 from tests.conftest import Queues, own_fleet, running_workers
 from tests.ladder import Handle, local_activities, reasks, report, state_of, wait_for_phase

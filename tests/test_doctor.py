@@ -9,7 +9,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, cast
 
-import pynvml
 import pytest
 from typer.testing import CliRunner
 
@@ -17,10 +16,11 @@ from adapters.host.dependencies import RECHECK_EXPENSIVE_S, HostDependencies, Ma
 from adapters.host.kernel_log import KernelLogTail
 from adapters.host.kernel_sources import JournalSource
 from adapters.host.nics import INFINIBAND
-from remedy.capabilities import Dependency, DependencyCheck, capabilities_from
-from remedy.gpu import NvmlApi
-from remedy.models import Action
-from remedy.probe import ProbeConfig
+from remedy.acting.capabilities import Dependency, DependencyCheck, capabilities_from
+from remedy.core.models import Action
+from remedy.detection import gpu as nv
+from remedy.detection.gpu import NvmlApi
+from remedy.detection.probe import ProbeConfig
 from tests.conftest import ROOT
 from tests.processes import Children
 from workers.cli import app
@@ -34,7 +34,7 @@ class FakeNvml:
 
     def nvmlInit(self) -> None:
         if self.count is None:
-            raise pynvml.NVMLError(pynvml.NVML_ERROR_DRIVER_NOT_LOADED)
+            raise nv.NVMLError(nv.NVML_ERROR_DRIVER_NOT_LOADED)
 
     def nvmlDeviceGetCount(self) -> int:
         assert self.count is not None

@@ -19,11 +19,10 @@ from temporalio.testing import WorkflowEnvironment
 from adapters.sim.identity import agent_signing_key
 from contract.messages import LEASE_GRANTED, REPORT_FINDING
 from contract.names import NODE_REMEDIATION_WORKFLOW, remediation_workflow_id
-from remedy.budget import BudgetPolicy, LeaseGrant
-from remedy.intake import by_agent, by_operator
-from remedy.models import Action, Finding, NodeRef, Severity
-from remedy.remediation import (
-    Approval,
+from remedy.core.models import Action, Finding, NodeRef, Severity
+from remedy.disruption.budget import BudgetPolicy, LeaseGrant
+from remedy.ladder.intake import by_agent, by_operator
+from remedy.ladder.remediation import (
     FindingReport,
     Outcome,
     Phase,
@@ -32,7 +31,8 @@ from remedy.remediation import (
     RemediationState,
 )
 from remedy.runbook import Match, Runbook, Rung
-from remedy.signing import fingerprint, public_blob
+from remedy.trust.decisions import Approval
+from remedy.trust.signing import fingerprint, public_blob
 from tests.conftest import Queues, own_fleet, running_workers
 from tests.ladder import Handle, report, state_of, wait_for_phase
 from tests.servers import finished

@@ -17,10 +17,11 @@ from temporalio.testing import WorkflowEnvironment
 
 from contract.defs import UpdateRejected, UpdateRetry
 from contract.messages import ABORT_LADDER, APPROVE_RUNG
-from remedy.models import Action
-from remedy.remediation import AbortRequest, ApproveRequest, Phase
+from remedy.core.models import Action
+from remedy.ladder.remediation import Phase
 from remedy.runbook import Match, Runbook, Rung
-from remedy.signing import Keyring, sign
+from remedy.trust.decisions import AbortRequest, ApproveRequest
+from remedy.trust.signing import Keyring, sign
 from tests.conftest import own_fleet, running_workers
 from tests.ladder import Handle, report, state_of, wait_for_phase
 from tests.test_signed_decisions import ALICE, KEYRING, WAITS, decision

@@ -14,9 +14,9 @@ from adapters.kubernetes.gpu_scope import rule_name
 from adapters.sim import SimFleet
 from adapters.sim.node import SimPod
 from kubeapi import ApiServer
-from remedy.gpu_use import GpuClaim
-from remedy.models import Action
-from remedy.remediation import AttemptResult, Outcome
+from remedy.acting.gpu_use import GpuClaim
+from remedy.core.models import Action
+from remedy.ladder.remediation import AttemptResult, Outcome
 from tests.kube import NODES, PODS, node
 from tests.ladder import Handle, remediate
 from tests.test_abort_wins import held_entered

@@ -13,12 +13,13 @@ from temporalio.testing import WorkflowEnvironment
 
 from adapters.sim import SimFleet
 from contract.messages import APPROVE_RUNG
-from remedy.errors import DrainBlocked, TransientError
-from remedy.models import Action
-from remedy.remediation import ApproveRequest, AttemptResult, Outcome, Phase
+from remedy.core.errors import DrainBlocked, TransientError
+from remedy.core.models import Action
+from remedy.ladder.remediation import AttemptResult, Outcome, Phase
 from remedy.runbook import Match, Runbook, Rung
-from remedy.runbook.schema import IfDrainFailed
+from remedy.runbook.authored import IfDrainFailed
 from remedy.runbook.undrained import IfNotDrained
+from remedy.trust.decisions import ApproveRequest
 from tests.conftest import running_workers
 from tests.ladder import remediate, report, wait_for_phase
 from tests.servers import finished

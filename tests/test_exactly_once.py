@@ -20,12 +20,13 @@ from adapters.sim import SimFleet
 from adapters.sim.cluster import REMEDY_CORDON
 from contract.messages import APPROVE
 from contract.names import budget_workflow_id
-from remedy.budget import BudgetPolicy
-from remedy.errors import PermissionDenied, TransientError
-from remedy.models import Action
-from remedy.orphans import orphaned_cordon
-from remedy.remediation import ApproveRequest, AttemptResult, Outcome, Phase
+from remedy.core.errors import PermissionDenied, TransientError
+from remedy.core.models import Action
+from remedy.disruption.budget import BudgetPolicy
+from remedy.ladder.remediation import AttemptResult, Outcome, Phase
 from remedy.runbook import Match, Runbook, RunbookSet, Rung
+from remedy.scan.orphans import orphaned_cordon
+from remedy.trust.decisions import ApproveRequest
 from tests.conftest import running_workers
 from tests.ladder import remediate, report, state_of, wait_for_phase
 

@@ -22,12 +22,16 @@ from typer.testing import CliRunner
 
 from adapters.sim.cluster import REMEDY_CORDON
 from contract.names import admission_workflow_id, budget_workflow_id, remediation_workflow_id
-from remedy.admission import AdmissionPolicy
-from remedy.budget import BudgetPolicy
-from remedy.conditions import NodeCondition, conditions_from
-from remedy.fleet import (
+from remedy.core.models import Action
+from remedy.detection.conditions import NodeCondition, conditions_from
+from remedy.detection.node_facts import NodeFacts
+from remedy.detection.probe import probe_node
+from remedy.disruption.budget import BudgetPolicy
+from remedy.ladder.remediation import Outcome, Phase, RemediationResult
+from remedy.runbook import Match, Runbook, RunbookSet, Rung
+from remedy.scan.admission import AdmissionPolicy
+from remedy.scan.fleet import (
     FleetSummary,
-    NodeFacts,
     NodeStatus,
     OpenWork,
     ScanInput,
@@ -35,10 +39,6 @@ from remedy.fleet import (
     plan_scan,
     summarise,
 )
-from remedy.models import Action
-from remedy.probe import probe_node
-from remedy.remediation import Outcome, Phase, RemediationResult
-from remedy.runbook import Match, Runbook, RunbookSet, Rung
 from tests.conftest import Queues, own_fleet, pool_known, running_workers
 from tests.ladder import report, wait_for_phase
 from tests.scans import completed_scans, scan_schedule, until
@@ -346,7 +346,7 @@ async def test_the_scan_turns_a_silent_agent_into_an_agent_silent_ladder(
 ) -> None:
     """On a schedule, as the controller runs it: one scan alone only starts a heartbeat's
     clock; the scans judge an agent silent once its heartbeat has not changed for the silent
-    window by their clock (remedy.liveness), whatever its last heartbeat's time says."""
+    window by their clock (remedy.scan.liveness), whatever its last heartbeat's time says."""
     client = dev_env.client
     fleet = own_fleet("silent", 3)
     quiet, *others = sorted(fleet.nodes)

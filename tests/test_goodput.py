@@ -1,4 +1,4 @@
-"""Goodput and job success, the pure part: the worked examples in remedy/goodput.py's
+"""Goodput and job success, the pure part: the worked examples in remedy/attribution/goodput.py's
 docstrings, and what a lost run and a succeeded one count."""
 
 from __future__ import annotations
@@ -6,9 +6,9 @@ from __future__ import annotations
 import doctest
 from datetime import UTC, datetime, timedelta
 
-import remedy.goodput
+import remedy.attribution.goodput
 import remedy_job.progress
-from remedy.goodput import Event, JobTimes, PodTime, Progress, goodput, parse, summarise
+from remedy.attribution.goodput import Event, JobTimes, PodTime, Progress, goodput, parse, summarise
 
 T0 = datetime(2026, 11, 29, 8, 0, tzinfo=UTC)
 
@@ -18,7 +18,7 @@ def at(minutes: float) -> datetime:
 
 
 def test_the_worked_examples_hold() -> None:
-    for module in (remedy.goodput, remedy_job.progress):
+    for module in (remedy.attribution.goodput, remedy_job.progress):
         assert doctest.testmod(module).failed == 0
 
 

@@ -1,4 +1,5 @@
-"""The disruption budget in GPUs (remedy/budget_gpus.py) with real ladders on the time-skipping
+"""The disruption budget in GPUs (remedy/disruption/budget_gpus.py) with real ladders on the
+time-skipping
 server over the twin: GPU-scoped ladders count their GPU and not their node, node-scoped ones
 count every GPU of their node, and a ladder that climbs from its GPU to a reboot waits, holding
 its GPU, until the node fits under the GPU cap."""
@@ -12,11 +13,12 @@ from temporalio.testing import WorkflowEnvironment
 
 from adapters.sim import SimFleet
 from contract.messages import APPROVE
-from remedy.budget import BudgetPolicy
-from remedy.budget_gpus import gpus_out
-from remedy.models import Action, Scope
-from remedy.remediation import ApproveRequest, Outcome, Phase
+from remedy.core.models import Action, Scope
+from remedy.disruption.budget import BudgetPolicy
+from remedy.disruption.budget_gpus import gpus_out
+from remedy.ladder.remediation import Outcome, Phase
 from remedy.runbook import Match, Runbook, Rung
+from remedy.trust.decisions import ApproveRequest
 from tests.conftest import running_workers
 from tests.ladder import Handle, report, state_of, wait_for_phase
 from tests.test_disruption_budget import budget_state

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
-from remedy.models import Action, Scope
+from remedy.core.models import Action, Scope
 from remedy.runbook import load_runbooks
 from remedy.runbook.explain import DRAINS_FIRST
 from tests.test_runbooks import problems, write

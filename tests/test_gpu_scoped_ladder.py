@@ -12,9 +12,9 @@ from temporalio.testing import WorkflowEnvironment
 
 from adapters.sim import SimFleet
 from adapters.sim.node import SimPod
-from remedy.gpu_use import GpuClaim
-from remedy.models import Action, Scope
-from remedy.remediation import AttemptResult, Outcome
+from remedy.acting.gpu_use import GpuClaim
+from remedy.core.models import Action, Scope
+from remedy.ladder.remediation import AttemptResult, Outcome
 from remedy.runbook import Match, Runbook, Rung
 from tests.conftest import running_workers
 from tests.ladder import Handle, remediate, report, send_report, state_of

@@ -8,8 +8,10 @@ from datetime import UTC, datetime
 from adapters.sim import SimFleet
 from adapters.sim.cluster import sim_cluster
 from adapters.sim.node import SimPod
-from remedy.fleet import ATTENTION, NodeFacts, NodeStatus, OpenWork, plan_scan, status_of, summarise
-from workers.status import POOL_HEADERS, FleetStatus, PoolStatus, pool_rows
+from remedy.detection.node_facts import NodeFacts
+from remedy.scan.fleet import ATTENTION, NodeStatus, OpenWork, plan_scan, status_of, summarise
+from workers.status import FleetStatus, PoolStatus
+from workers.status_table import POOL_HEADERS, pool_rows
 
 AT = datetime(2026, 12, 1, tzinfo=UTC)
 

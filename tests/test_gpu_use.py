@@ -14,11 +14,11 @@ from activities.active_checks import ActiveCheckActivities
 from adapters.kubernetes.drain import Drain
 from adapters.sim import SimFleet
 from kubeapi import ApiServer
-from remedy.active_checks import ActiveCheckPolicy, DueNode, plan_round
-from remedy.conditions import GPU_ACTIVE_CHECK
-from remedy.fleet import NodeNames
-from remedy.gpu_use import GpuClaim, GpuUse, NodeGpuUse
+from remedy.acting.gpu_use import GpuClaim, GpuUse, NodeGpuUse
+from remedy.detection.conditions import GPU_ACTIVE_CHECK
 from remedy.runbook import RunbookSet
+from remedy.scan.active_checks import ActiveCheckPolicy, DueNode, plan_round
+from remedy.scan.fleet import NodeNames
 from tests.conftest import running_workers
 from tests.kube import NODES, PODS, call, kube, node, pod
 from tests.test_active_checks import _check, _mark, _results, _round

@@ -20,9 +20,15 @@ from adapters.sim import SimFleet
 from contract.activities import RELEASE_LEASE, REQUEST_LEASE
 from contract.messages import LEASE_GRANTED, LEASE_RELEASE, LEASE_REQUEST
 from contract.names import DISRUPTION_BUDGET_WORKFLOW, budget_workflow_id
-from remedy.budget import BudgetPolicy, BudgetState, LeaseGrant, LeaseRelease, LeaseRequest
-from remedy.models import Scope
-from remedy.remediation import Outcome, Phase, RemediationState
+from remedy.core.models import Scope
+from remedy.disruption.budget import (
+    BudgetPolicy,
+    BudgetState,
+    LeaseGrant,
+    LeaseRelease,
+    LeaseRequest,
+)
+from remedy.ladder.remediation import Outcome, Phase, RemediationState
 from tests.conftest import Queues, own_fleet, running_workers
 from tests.ladder import local_activities, report, state_of, wait_for_phase
 from tests.test_budget_burst import idle_ladders

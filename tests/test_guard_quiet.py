@@ -17,10 +17,10 @@ from adapters.sim import SimFleet
 from adapters.sim.jobs import SimJobs
 from contract.messages import JOB_PROGRESS
 from contract.names import job_guard_workflow_id
+from remedy.attribution.goodput import JobGoodput
 from remedy.attribution.guard import GuardPhase, GuardPolicy, JobRef
+from remedy.attribution.job_report import GoodputWatch, progress_due
 from remedy.attribution.model import PodFailure, Termination
-from remedy.goodput import JobGoodput
-from remedy.job_report import GoodputWatch, progress_due
 from remedy.runbook import RunbookSet
 from tests.conftest import Queues, running_workers
 from workflows.job_guard import JobGuard

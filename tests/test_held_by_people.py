@@ -9,20 +9,14 @@ from pathlib import Path
 
 import pytest
 
-from remedy import held_by_people
-from remedy.budget import (
-    BudgetPolicy,
-    BudgetState,
-    HumanHold,
-    HumanWait,
-    Lease,
-    LeaseRequest,
-)
-from remedy.budget_view import budget_details
-from remedy.models import Action
+from remedy.core.models import Action
+from remedy.disruption import held_by_people
+from remedy.disruption.budget import BudgetPolicy, BudgetState, Lease, LeaseRequest
+from remedy.disruption.budget_messages import HumanHold, HumanWait
+from remedy.disruption.budget_view import budget_details
 from remedy.runbook import Match, Runbook, RunbookError, Rung, load_runbooks
+from remedy.runbook.authored import OnApprovalTimeout
 from remedy.runbook.explain import explain, timings
-from remedy.runbook.schema import OnApprovalTimeout
 
 T0 = datetime(2026, 11, 1, 10, tzinfo=UTC)
 

@@ -16,10 +16,10 @@ from activities.node import NodeActivities
 from adapters.host.dependencies import REBOOT_COMMAND, Setup
 from adapters.host.local import DEFAULT_REBOOT_COMMAND, LocalHost
 from adapters.sim import SimFleet
-from remedy.errors import ActionFailed, ActionRefused
-from remedy.gpu import NvmlApi
-from remedy.models import Action, ActionRequest, NodeRef
-from remedy.probe import ProbeConfig
+from remedy.core.errors import ActionFailed, ActionRefused
+from remedy.core.models import Action, ActionRequest, NodeRef
+from remedy.detection.gpu import NvmlApi
+from remedy.detection.probe import ProbeConfig
 from workflows.common import PERMANENT_ERRORS
 
 pytestmark = pytest.mark.server  # the host actions run scripts as processes
@@ -150,3 +150,36 @@ def test_the_default_reboot_command_is_the_one_its_dependency_check_checks(tmp_p
     assert local.reboot("k") == "dry run: would reboot (systemctl reboot)"
     assert tuple(shlex.split(DEFAULT_REBOOT_COMMAND)) == REBOOT_COMMAND
     assert Setup(ProbeConfig()).reboot_command == REBOOT_COMMAND
+
+
+# -- an action that is one command (activities.node's ``_command``) ---------------------------
+def test_a_command_action_runs_once_per_key_and_only_where_allowed(tmp_path: Path) -> None:
+    runs = tmp_path / "runs"
+    fake = str(script(tmp_path / "restart", f"echo run >> {runs}"))
+    with pytest.raises(ActionRefused, match="start the agent with --allow-reset"):
+        host(tmp_path).run_action(Action.RESET_GPU, [fake], "k1")  # a hardware action
+    local = host(tmp_path, allow_reset=True)
+    assert local.run_action(Action.RESET_GPU, [fake, "now"], "k1") == f"ran {fake} now"
+    local.run_action(Action.RESET_GPU, [fake, "now"], "k1")  # a retry: answered, not run
+    assert runs.read_text() == "run\n"
+    dry = host(tmp_path, allow_reset=True, dry_run=True)
+    assert dry.run_action(Action.RESET_GPU, [fake], "k2") == f"dry run: would run {fake}"
+
+
+def test_a_command_that_fails_is_a_failure_a_retry_may_run_again(tmp_path: Path) -> None:
+    fake = str(script(tmp_path / "restart", "echo 'unit not found' >&2\nexit 5"))
+    local = host(tmp_path, allow_reset=True)
+    for _ in range(2):  # a failed run did not happen: the same key runs it again
+        with pytest.raises(ActionFailed, match="exited 5: unit not found"):
+            local.run_action(Action.RESET_GPU, [fake], "k1")
+
+
+def test_the_simulation_clears_what_the_fault_table_says_the_action_clears() -> None:
+    fleet = SimFleet(nodes=1)
+    fleet.inject(NODE, "job_hang", gpu=1)  # cleared by a killed job or a reset
+    fleet.inject(NODE, "gpu_lost", gpu=2)  # only by a reboot
+    sim = fleet.host(NODE)
+    assert sim.run_action(Action.KILL_JOB, ["true"], "k1") == "ran true"
+    assert sim.run_action(Action.KILL_JOB, ["true"], "k1") == "ran true"  # once for the key
+    assert [f.kind for f in fleet.node(NODE).faults] == ["gpu_lost"]
+    assert fleet.actions == [(NODE, "kill_job")]

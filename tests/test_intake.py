@@ -1,4 +1,4 @@
-"""The door's judgement (remedy.intake.admit), pure: who may report for a node, with what
+"""The door's judgement (remedy.ladder.intake.admit), pure: who may report for a node, with what
 proof, asking for which runbook — each refusal saying why, and a report taken with the
 controller's runbook, never the one it carried."""
 
@@ -9,8 +9,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from remedy.identity import FRESH_FOR
-from remedy.intake import (
+from remedy.core.models import Finding, NodeRef, Severity
+from remedy.ladder.intake import (
     Admission,
     Door,
     ReportToAdmit,
@@ -20,10 +20,10 @@ from remedy.intake import (
     by_operator,
     version,
 )
-from remedy.models import Finding, NodeRef, Severity
-from remedy.remediation import FindingReport
+from remedy.ladder.remediation import FindingReport
 from remedy.runbook import DEFAULT_RUNBOOK, Match, Runbook, RunbookSet
-from remedy.signing import Keyring, Operator, public_blob
+from remedy.trust.identity import FRESH_FOR
+from remedy.trust.signing import Keyring, Operator, public_blob
 
 NOW = datetime(2026, 12, 7, 12, 0, tzinfo=UTC)
 NODE, OTHER = "gpu-node-001", "gpu-node-002"

@@ -29,7 +29,7 @@ from remedy.attribution.guard import (
     ResumeRequest,
 )
 from remedy.attribution.model import PodFailure, Termination, Verdict, XidSeen
-from remedy.remediation import Outcome
+from remedy.ladder.remediation import Outcome
 from remedy.runbook import RunbookSet
 from tests.conftest import Queues, running_workers
 from tests.ladder import report

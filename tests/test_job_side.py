@@ -18,7 +18,7 @@ from adapters.kubernetes.drain import CHECKPOINT_REQUESTED
 from adapters.kubernetes.job_failures import FailedPods
 from adapters.kubernetes.job_times import JobTimesReader
 from kubeapi import ApiServer
-from remedy import goodput as gp
+from remedy.attribution import goodput as gp
 from remedy_job import CHECKPOINT_REQUESTED as HELPER_REQUESTED
 from remedy_job import PREFIX
 from tests.kube import NODES, PODS, call, kube, node, pod

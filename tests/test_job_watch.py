@@ -31,15 +31,16 @@ from remedy.attribution.guard import (
 )
 from remedy.attribution.jobs import JobState
 from remedy.attribution.model import PodFailure, Termination, Verdict
-from remedy.fleet import FleetSummary, ScanInput
-from remedy.models import Component, ComponentKind, Finding, Severity
+from remedy.core.models import Component, ComponentKind, Finding, Severity
 from remedy.runbook import RunbookSet
+from remedy.scan.fleet import FleetSummary, ScanInput
 from tests.conftest import Queues, own_fleet, running_workers
 from tests.kube import JOBS, NODES, PODS, node, sent
 from tests.ladder import report
 from tests.test_cli import WAITS
 from tests.test_kubernetes_jobs import failed_job, job_pod, xids_annotation
-from workers.status import FleetStatus, alerts
+from workers.status import FleetStatus
+from workers.status_table import alerts
 from workflows.fleet_scan import FleetScan
 from workflows.job_guard import JobGuard
 from workflows.node_remediation import NodeRemediation

@@ -21,10 +21,10 @@ from adapters.host.kernel_sources import (
     kernel_log_source,
 )
 from adapters.sim import SimFleet
-from remedy.models import ProbeReport
-from remedy.probe import probe_node
-from remedy.probe.xid_dedup import XidDedup
-from remedy.probe.xid_events import XidWatcher
+from remedy.core.models import ProbeReport
+from remedy.detection.probe import probe_node
+from remedy.detection.probe.xid_dedup import XidDedup
+from remedy.detection.probe.xid_events import XidWatcher
 from remedy.xid.kernel_log import KernelLogSource
 from tests.conftest import ROOT
 
@@ -228,8 +228,8 @@ def test_an_xid_seen_by_nvml_and_in_the_log_counts_once(fleet: SimFleet, tmp_pat
 def test_sightings_further_apart_than_the_window_are_two_xids() -> None:
     from datetime import timedelta
 
-    from remedy.models import Component, ComponentKind, Finding, Severity
-    from remedy.probe import xid_dedup
+    from remedy.core.models import Component, ComponentKind, Finding, Severity
+    from remedy.detection.probe import xid_dedup
 
     assert doctest.testmod(xid_dedup).failed == 0  # the worked example in the docstring
     gpu = Component(kind=ComponentKind.GPU, index=2, pci_bus_id="00000000:38:00.0")

@@ -16,9 +16,10 @@ from temporalio.testing import WorkflowEnvironment
 from contract import activities as act
 from contract.defs import UpdateRejected
 from contract.messages import ABORT_LADDER
-from remedy.models import Action
-from remedy.remediation import AbortRequest, Phase
+from remedy.core.models import Action
+from remedy.ladder.remediation import Phase
 from remedy.runbook import Match, Runbook, Rung
+from remedy.trust.decisions import AbortRequest
 from tests.conftest import own_fleet, running_workers
 from tests.ladder import Handle, report, state_of, wait_for_phase
 from tests.test_cordon_first import _steps

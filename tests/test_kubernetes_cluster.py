@@ -10,9 +10,15 @@ import pytest
 
 from adapters.kubernetes.control import CORDONED_BY, TAINT
 from kubeapi import ApiServer
-from remedy.cluster import Cluster
-from remedy.errors import ActionRefused, DrainBlocked, NodeGone, PermissionDenied, TransientError
-from remedy.models import CordonState
+from remedy.core.errors import (
+    ActionRefused,
+    DrainBlocked,
+    NodeGone,
+    PermissionDenied,
+    TransientError,
+)
+from remedy.core.models import CordonState
+from remedy.scan.cluster import Cluster
 from tests.kube import (
     DAEMONSETS,
     NODES,

@@ -20,8 +20,8 @@ from adapters.kubernetes.drain_modes import DrainMode, DrainModes
 from adapters.kubernetes.drain_rules import DrainRules
 from adapters.kubernetes.errors import NotFound, api_errors
 from kubeapi import ApiServer
-from remedy.cluster import Cluster
-from remedy.errors import ActionRefused, DrainBlocked, NodeGone, Throttled, TransientError
+from remedy.core.errors import ActionRefused, DrainBlocked, NodeGone, Throttled, TransientError
+from remedy.scan.cluster import Cluster
 from tests.kube import DAEMONSETS, NODES, PDBS, PODS, budget, call, daemonset, kube, node, pod, sent
 from workers.cli import app
 

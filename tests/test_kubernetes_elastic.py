@@ -15,7 +15,7 @@ from adapters.kubernetes.job_sizes import RESIZED
 from adapters.kubernetes.jobs import RESTART_ATTEMPT, RESTART_SIZE, KubernetesJobs
 from kubeapi import ApiServer
 from remedy.attribution.elastic import ELASTIC, ElasticRange, JobShape
-from remedy.errors import ActionRefused
+from remedy.core.errors import ActionRefused
 from tests.kube import JOBS, NODES, PODS, call, node, sent
 from tests.test_kubernetes_jobs import LLM, NOW, failed_job, job_pod
 

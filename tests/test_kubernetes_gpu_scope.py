@@ -8,8 +8,8 @@ import pytest
 
 from adapters.kubernetes.gpu_scope import GPU_USE, GPUS_OUT, TAINT
 from kubeapi import ApiServer
-from remedy.errors import ActionRefused
-from remedy.gpu_use import GpuClaim, GpuUse, NodeGpuUse
+from remedy.acting.gpu_use import GpuClaim, GpuUse, NodeGpuUse
+from remedy.core.errors import ActionRefused
 from tests.kube import kube, node, pod
 
 NODES, PODS = "v1/nodes", "v1/pods"

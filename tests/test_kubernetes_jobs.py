@@ -22,7 +22,7 @@ from kubeapi import ApiServer
 from remedy.attribution.evidence import RecentXid
 from remedy.attribution.guard import JobRef
 from remedy.attribution.jobs import JobState
-from remedy.errors import ActionFailed, ActionRefused
+from remedy.core.errors import ActionFailed, ActionRefused
 from tests.kube import JOBS, NODES, PODS, call, node, sent
 
 NOW = datetime(2026, 11, 29, 8, 0, tzinfo=UTC)

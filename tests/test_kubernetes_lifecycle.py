@@ -17,9 +17,9 @@ from adapters.kubernetes.admission import (
 from adapters.kubernetes.control import CORDONED_BY
 from adapters.kubernetes.drain import CHECKPOINT_REQUESTED, CHECKPOINTED
 from kubeapi import ApiServer
-from remedy.cluster import Cluster
-from remedy.errors import ActionRefused, NodeGone, PermissionDenied, TransientError
-from remedy.fleet import NodeStatus, OpenWork, status_of
+from remedy.core.errors import ActionRefused, NodeGone, PermissionDenied, TransientError
+from remedy.scan.cluster import Cluster
+from remedy.scan.fleet import NodeStatus, OpenWork, status_of
 from tests.kube import (
     DAEMONSETS,
     NODECLAIMS,
@@ -275,7 +275,7 @@ async def test_nodes_reports_pool_admission_cordon_and_problem_conditions(
     assert facts["new"].awaiting_admission and facts["new"].pool == "default"
     assert not facts["mine"].managed and not facts["mine"].problems
     # The agent's heartbeat is its conditions' lastHeartbeatTime; no condition, no heartbeat.
-    # How long it has been silent is the scan's to judge, on its own clock (remedy.liveness).
+    # How long it has been silent is the scan's to judge, on its own clock (remedy.scan.liveness).
     assert facts["sick"].last_heartbeat == NOW and facts["sick"].silent_for is None
     assert facts["mine"].last_heartbeat is None and facts["mine"].silent_for is None
     assert status_of(facts["mine"].model_copy(update={"managed": True}), OpenWork()) is (

@@ -10,8 +10,14 @@ from temporalio.testing import ActivityEnvironment
 
 from activities.mig_layout import MigLayoutActivities
 from kubeapi import ApiServer
-from remedy.mig_layout import MIG_CONFIG, MIG_CONFIG_STATE, MigLayout, MigLayouts, MigLayoutStep
-from remedy.models import NodeRef
+from remedy.acting.mig_layout import (
+    MIG_CONFIG,
+    MIG_CONFIG_STATE,
+    MigLayout,
+    MigLayouts,
+    MigLayoutStep,
+)
+from remedy.core.models import NodeRef
 from tests.kube import kube, node
 
 NODES = "v1/nodes"

@@ -11,8 +11,8 @@ from kubernetes import client as k8s
 
 from adapters.kubernetes.control import CORDONED_BY, TAINT
 from kubeapi import ApiServer
-from remedy.cluster import Cluster
-from remedy.models import CordonState
+from remedy.core.models import CordonState
+from remedy.scan.cluster import Cluster
 from tests.kube import NODES, OWNER, PODS, call, kube, node, pod, sent
 
 # Names others read, pinned here as they see them: Karpenter's annotation, remedy's label value.

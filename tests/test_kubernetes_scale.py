@@ -17,9 +17,9 @@ from kubernetes import client as k8s
 from adapters.kubernetes.cluster import kubernetes_cluster
 from adapters.kubernetes.config import api_client
 from kubeapi import ApiServer
-from remedy.budget import CLUSTER_POOL
-from remedy.cluster import Cluster
-from remedy.errors import ActionRefused, TransientError
+from remedy.core.errors import ActionRefused, TransientError
+from remedy.disruption.budget import CLUSTER_POOL
+from remedy.scan.cluster import Cluster
 from tests.kube import NODECLAIMS, NODES, NOW, kube, node, sent
 
 CLAIMS_PATH = "/apis/karpenter.sh/v1/nodeclaims"

@@ -9,9 +9,9 @@ import asyncio
 from temporalio.testing import WorkflowEnvironment
 
 from adapters.sim import SimFleet
-from remedy.describe import remediation_details
-from remedy.models import Action
-from remedy.remediation import AttemptResult, Outcome
+from remedy.core.models import Action
+from remedy.ladder.describe import remediation_details
+from remedy.ladder.remediation import AttemptResult, Outcome
 from remedy.runbook import RunbookSet
 from tests.conftest import running_workers
 from tests.ladder import report, send_report, state_of

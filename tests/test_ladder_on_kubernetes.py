@@ -12,9 +12,9 @@ from adapters.kubernetes.cluster import kubernetes_cluster
 from adapters.kubernetes.control import CORDONED_BY
 from adapters.sim import SimFleet
 from kubeapi import ApiServer
-from remedy.cluster import Cluster
-from remedy.remediation import Outcome, RemediationResult
+from remedy.ladder.remediation import Outcome, RemediationResult
 from remedy.runbook import RunbookSet
+from remedy.scan.cluster import Cluster
 from tests.conftest import running_workers
 from tests.kube import NODES, node
 from tests.ladder import report

@@ -21,7 +21,7 @@ from temporalio.testing import WorkflowEnvironment
 from adapters.sim import SimFleet
 from contract.messages import ASK_LEASE, LEASE_GRANTED, LEASE_REQUEST
 from contract.names import DISRUPTION_BUDGET_WORKFLOW, budget_workflow_id
-from remedy.budget import BudgetState, LeaseRequest
+from remedy.disruption.budget import BudgetState, LeaseRequest
 from tests.test_budget_burst import idle_ladders
 from tests.test_disruption_budget import budget_state
 from tests.test_job_watch import eventually

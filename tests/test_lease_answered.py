@@ -21,10 +21,11 @@ from temporalio.worker import Replayer
 from activities.budget import BudgetActivities
 from contract.messages import APPROVE, ASK_LEASE, LEASE_GRANTED
 from contract.names import budget_workflow_id
-from remedy.budget import BudgetPolicy, LeaseWanted
-from remedy.models import Action, Finding, Severity
-from remedy.remediation import ApproveRequest, Outcome, Phase, RemediationState
+from remedy.core.models import Action, Finding, Severity
+from remedy.disruption.budget import BudgetPolicy, LeaseWanted
+from remedy.ladder.remediation import Outcome, Phase, RemediationState
 from remedy.runbook import Match, Runbook, Rung
+from remedy.trust.decisions import ApproveRequest
 from tests.conftest import Queues, own_fleet, running_workers
 from tests.ladder import report, state_of, wait_for_phase
 from tests.test_budget_renewal import runs_of

@@ -1,4 +1,4 @@
-"""Liveness on the controller's clock (remedy.liveness): scans a minute apart over agents that
+"""Liveness on the controller's clock (remedy.scan.liveness): scans a minute apart over agents that
 heartbeat every five minutes on their own, skewed, clocks. The scan compared the agent's
 ``lastHeartbeatTime`` (the node's clock) with its own: a node twenty minutes behind was silent
 at once and its fault stale, and one ahead hid a dead agent for twenty minutes more."""
@@ -12,10 +12,11 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-import remedy.conditions
-import remedy.liveness
-from remedy.fleet import NodeFacts, NodeStatus, OpenWork, judge_liveness, status_of, summarise
-from remedy.liveness import AGENT_HEARTBEAT, SILENT_AFTER, SKEW_TOLERANCE, Sightings, observe
+import remedy.detection.conditions
+import remedy.scan.liveness
+from remedy.detection.node_facts import NodeFacts
+from remedy.scan.fleet import NodeStatus, OpenWork, judge_liveness, status_of, summarise
+from remedy.scan.liveness import AGENT_HEARTBEAT, SILENT_AFTER, SKEW_TOLERANCE, Sightings, observe
 from tests.test_agent_writes import _problem
 
 START = datetime(2026, 11, 1, 12, tzinfo=UTC)
@@ -133,5 +134,5 @@ def test_the_heartbeats_carried_from_scan_to_scan_stay_small_at_10000_nodes() ->
 
 
 def test_the_worked_examples() -> None:
-    assert doctest.testmod(remedy.liveness).failed == 0
-    assert doctest.testmod(remedy.conditions).failed == 0
+    assert doctest.testmod(remedy.scan.liveness).failed == 0
+    assert doctest.testmod(remedy.detection.conditions).failed == 0

@@ -12,8 +12,8 @@ from temporalio.testing import ActivityEnvironment
 
 from activities.cluster import MarkActivities
 from kubeapi import ApiServer
-from remedy.conditions import GPU_PROBLEM, REMEDY_READY, NodeCondition
-from remedy.models import ConditionsUpdate, NodeRef, ProbeReport
+from remedy.core.models import ConditionsUpdate, NodeRef, ProbeReport
+from remedy.detection.conditions import GPU_PROBLEM, REMEDY_READY, NodeCondition
 from tests.kube import NODES, NOW, call, kube, node, sent
 from tests.test_agent_writes import _problem
 

@@ -15,13 +15,13 @@ from temporalio.service import RPCError
 from temporalio.testing import WorkflowEnvironment
 
 from contract.names import remediation_workflow_id
-from remedy.conditions import conditions_from
-from remedy.fleet import ScanInput
-from remedy.liveness import AGENT_SILENT
-from remedy.models import Finding
-from remedy.probe import probe_node
+from remedy.core.models import Finding
+from remedy.detection.conditions import conditions_from
+from remedy.detection.probe import probe_node
 from remedy.runbook import RunbookSet
 from remedy.runbook.schema import FROM_CONDITION
+from remedy.scan.fleet import ScanInput
+from remedy.scan.liveness import AGENT_SILENT
 from tests.conftest import own_fleet, running_workers
 from tests.scans import completed_scans, scan_schedule, until
 from tests.test_metrics import scrape, scraped_client, value

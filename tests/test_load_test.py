@@ -22,10 +22,10 @@ from adapters.host.load_test import (
     engine_status,
     run_load_test,
 )
-from remedy.models import Severity
-from remedy.probe.dcgm import parse_diag
-from remedy.probe.load import LoadReason, LoadReport
-from remedy.probe.throughput import (
+from remedy.core.models import Severity
+from remedy.detection.probe.dcgm import parse_diag
+from remedy.detection.probe.load import LoadReason, LoadReport
+from remedy.detection.probe.throughput import (
     REFERENCE_FILE,
     below_reference,
     compare_throughput,

@@ -17,9 +17,9 @@ from adapters.sim.identity import agent_signing_key
 from adapters.sim.jobs import SimJobs
 from contract.names import remediation_workflow_id
 from remedy.attribution.guard import GuardPolicy
-from remedy.budget import BudgetPolicy
-from remedy.models import Action, NodeRef
-from remedy.remediation import Outcome
+from remedy.core.models import Action, NodeRef
+from remedy.disruption.budget import BudgetPolicy
+from remedy.ladder.remediation import Outcome
 from remedy.runbook import Match, Runbook, RunbookSet, Rung
 from tests.conftest import own_fleet, running_workers
 from tests.test_job_guard import guard, oom

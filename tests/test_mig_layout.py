@@ -12,10 +12,10 @@ from temporalio.testing import WorkflowEnvironment
 
 from adapters.sim import SimFleet
 from adapters.sim.mig import LAYOUT, make_mig_node
-from remedy import mig_layout
-from remedy.errors import ActionFailed
-from remedy.models import Action, Scope
-from remedy.remediation import AttemptResult, Outcome
+from remedy.acting import mig_layout
+from remedy.core.errors import ActionFailed
+from remedy.core.models import Action, Scope
+from remedy.ladder.remediation import AttemptResult, Outcome
 from remedy.runbook import Match, Runbook, Rung
 from tests.ladder import remediate
 

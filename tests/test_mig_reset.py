@@ -13,8 +13,8 @@ from temporalio.exceptions import ApplicationError
 
 from adapters.sim import SimFleet
 from adapters.sim.node import SimPod
-from remedy.errors import ActionFailed, TransientError
-from remedy.gpu_use import GpuClaim
+from remedy.acting.gpu_use import GpuClaim
+from remedy.core.errors import ActionFailed, TransientError
 from tests.test_host_actions import NODE, assert_permanent, host, script, through_activity
 
 pytestmark = pytest.mark.server  # nvidia-smi is a process

@@ -14,11 +14,11 @@ from temporalio.testing import WorkflowEnvironment
 
 from adapters.sim import SimFleet
 from adapters.sim.node import SimPod
-from remedy import gpu_scope
-from remedy.gpu_use import GpuClaim
-from remedy.models import Action, Finding, Scope
-from remedy.probe import probe_node
-from remedy.remediation import AttemptResult, Outcome
+from remedy.acting import gpu_scope
+from remedy.acting.gpu_use import GpuClaim
+from remedy.core.models import Action, Finding, Scope
+from remedy.detection.probe import probe_node
+from remedy.ladder.remediation import AttemptResult, Outcome
 from remedy.runbook import Match, Runbook, Rung
 from tests.ladder import remediate
 

@@ -13,11 +13,11 @@ from temporalio.testing import WorkflowEnvironment
 from activities.starts import start_admission
 from adapters.sim import SimFleet
 from contract.names import hardware_record_workflow_id, remediation_workflow_id
-from remedy.admission import AdmissionInput, AdmissionPhase, AdmissionPolicy, AdmissionResult
-from remedy.hardware import BlocklistPolicy, HardwareRecordState, Incident, UnblockRequest
-from remedy.models import NodeRef
-from remedy.remediation import Outcome, Phase
+from remedy.core.models import NodeRef
+from remedy.ladder.hardware import BlocklistPolicy, HardwareRecordState, Incident, UnblockRequest
+from remedy.ladder.remediation import Outcome, Phase
 from remedy.runbook import RunbookSet
+from remedy.scan.admission import AdmissionInput, AdmissionPhase, AdmissionPolicy, AdmissionResult
 from tests.conftest import Queues, running_workers
 from tests.ladder import Handle, report, wait_for_phase
 from workflows.hardware_record import HardwareRecord

@@ -11,13 +11,13 @@ import pytest
 from adapters.host.load_test import run_load_test
 from adapters.host.local import LocalHost, boot_time
 from adapters.sim import SimFleet
-from remedy.conditions import GPU_NETWORK_PROBLEM, GPU_PROBLEM, conditions_from
-from remedy.errors import ActionRefused
-from remedy.models import Finding, ProbeReport, Severity
-from remedy.probe import ProbeConfig
-from remedy.probe.diagnose import deep_diagnose
-from remedy.probe.throughput import slow_ranks
-from remedy.probe.xid_events import XidWatcher
+from remedy.core.errors import ActionRefused
+from remedy.core.models import Finding, ProbeReport, Severity
+from remedy.detection.conditions import GPU_NETWORK_PROBLEM, GPU_PROBLEM, conditions_from
+from remedy.detection.probe import ProbeConfig
+from remedy.detection.probe.diagnose import deep_diagnose
+from remedy.detection.probe.throughput import slow_ranks
+from remedy.detection.probe.xid_events import XidWatcher
 
 T0 = datetime(2026, 11, 29, 8, 0, tzinfo=UTC)
 NODE = "gpu-node-000"

@@ -13,17 +13,11 @@ from temporalio.testing import WorkflowEnvironment
 from adapters.sim import SimFleet
 from adapters.sim.cluster import REMEDY_CORDON
 from contract.messages import APPROVE
-from remedy.errors import DrainBlocked, PermissionDenied
-from remedy.models import Action
-from remedy.remediation import (
-    AbortRequest,
-    ApproveRequest,
-    AttemptResult,
-    ClearRequest,
-    Outcome,
-    Phase,
-)
+from remedy.core.errors import DrainBlocked, PermissionDenied
+from remedy.core.models import Action
+from remedy.ladder.remediation import AttemptResult, Outcome, Phase
 from remedy.runbook import Match, Runbook, RunbookSet, Rung
+from remedy.trust.decisions import AbortRequest, ApproveRequest, ClearRequest
 from tests.conftest import running_workers
 from tests.ladder import (
     Handle,

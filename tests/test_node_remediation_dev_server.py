@@ -13,9 +13,9 @@ from temporalio.testing import WorkflowEnvironment
 
 from adapters.sim import SimFleet
 from adapters.sim.host import SimHost
-from remedy.budget import BudgetPolicy
-from remedy.models import Action
-from remedy.remediation import AttemptResult, Outcome
+from remedy.core.models import Action
+from remedy.disruption.budget import BudgetPolicy
+from remedy.ladder.remediation import AttemptResult, Outcome
 from remedy.runbook import Match, Runbook, Rung
 from tests.conftest import Queues, running_workers
 from tests.ladder import report, state_of

@@ -15,9 +15,9 @@ from adapters.host.local import LocalHost
 from adapters.kubernetes.ledger import ACTIONS_ANNOTATION
 from adapters.sim import SimFleet
 from kubeapi import ApiServer
-from remedy.errors import ActionFailed, ActionRefused, TransientError
-from remedy.once import LedgerEntry, Stage, once
-from remedy.probe import ProbeConfig
+from remedy.core.errors import ActionFailed, ActionRefused, TransientError
+from remedy.core.once import LedgerEntry, Stage, once
+from remedy.detection.probe import ProbeConfig
 from tests.kube import NODES, PODS, call, kube, node, pod, sent
 
 KEY = "node-remediation/n1/run-1/rung-1"

@@ -10,7 +10,7 @@ from pydantic import ValidationError
 from typer.testing import CliRunner
 
 from remedy.redaction import MAX_OPERATOR_TEXT, operator_text
-from remedy.remediation import AbortRequest, ApproveRequest, ClearRequest
+from remedy.trust.decisions import AbortRequest, ApproveRequest, ClearRequest
 from workers.cli import app
 
 UNREACHABLE = "127.0.0.1:1"  # nothing listens: a command that got past its options says so

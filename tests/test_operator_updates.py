@@ -29,20 +29,12 @@ from contract.messages import (
     RESUME_POOL,
 )
 from contract.names import NODE_REMEDIATION_WORKFLOW, budget_workflow_id, remediation_workflow_id
-from remedy.budget import ResumeRequest
-from remedy.models import Action, NodeRef
-from remedy.remediation import (
-    AbortRequest,
-    Approval,
-    ApproveRequest,
-    ClearRequest,
-    Outcome,
-    Phase,
-    RemediationInput,
-    RemediationState,
-)
+from remedy.core.models import Action, NodeRef
+from remedy.disruption.budget_messages import ResumeRequest
+from remedy.ladder.remediation import Outcome, Phase, RemediationInput, RemediationState
 from remedy.runbook import Match, Runbook, Rung
-from remedy.signing import KeyringWanted
+from remedy.trust.decisions import AbortRequest, Approval, ApproveRequest, ClearRequest
+from remedy.trust.signing import KeyringWanted
 from tests.conftest import own_fleet, running_workers
 from tests.ladder import Handle, report, state_of
 from tests.test_cli import cli

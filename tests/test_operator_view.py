@@ -15,9 +15,9 @@ from temporalio.client import Client, WorkflowExecution
 from temporalio.testing import WorkflowEnvironment
 
 from contract import search_attributes as sa
-from remedy.budget import BudgetPolicy
-from remedy.models import Action
-from remedy.remediation import Outcome, Phase
+from remedy.core.models import Action
+from remedy.disruption.budget import BudgetPolicy
+from remedy.ladder.remediation import Outcome, Phase
 from remedy.runbook import Match, Runbook, Rung
 from tests.conftest import own_fleet, running_workers
 from tests.ladder import report, state_of

@@ -21,8 +21,8 @@ from adapters.kubernetes.marks import KubernetesNodeMarks
 from adapters.kubernetes.nodes import NodeApi
 from adapters.sim import SimFleet
 from kubeapi import ApiServer
-from remedy.gpu_use import GpuClaim, GpuUse, NodeGpuUse
-from remedy.pod_resources import ContainerDevices, GpuUseReporter, gpu_use_from
+from remedy.acting.gpu_use import GpuClaim, GpuUse, NodeGpuUse
+from remedy.detection.pod_resources import ContainerDevices, GpuUseReporter, gpu_use_from
 from tests.kube import NODES, kube, node
 
 IDS = {"GPU-aaa": 0, "GPU-ddd": 3, "MIG-eee": 5}

@@ -17,12 +17,13 @@ from temporalio.testing import WorkflowEnvironment
 from adapters.sim import SimFleet
 from contract.messages import APPROVE
 from contract.names import budget_workflow_id
-from remedy import held_by_people
-from remedy.budget import BudgetPolicy, BudgetState
-from remedy.models import Action
-from remedy.remediation import ApproveRequest, AttemptResult, Outcome, Phase
+from remedy.core.models import Action
+from remedy.disruption import held_by_people
+from remedy.disruption.budget import BudgetPolicy, BudgetState
+from remedy.ladder.remediation import AttemptResult, Outcome, Phase
 from remedy.runbook import Match, Runbook, Rung
-from remedy.runbook.schema import OnApprovalTimeout
+from remedy.runbook.authored import OnApprovalTimeout
+from remedy.trust.decisions import ApproveRequest
 from tests.conftest import Queues, own_fleet, running_workers
 from tests.ladder import Handle, report, state_of, wait_for_phase
 from tests.servers import finished

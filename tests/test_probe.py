@@ -13,9 +13,9 @@ from typer.testing import CliRunner
 from adapters.host.kernel_log import KernelLogTail
 from adapters.host.nics import SysfsNics
 from adapters.sim import SimFleet
-from remedy.models import ComponentKind, ProbeReport, Severity
-from remedy.probe import probe_node
-from remedy.probe.checks import GPU_CHECKS
+from remedy.core.models import ComponentKind, ProbeReport, Severity
+from remedy.detection.probe import probe_node
+from remedy.detection.probe.checks import GPU_CHECKS
 from workers.cli import app
 
 NODE = "gpu-node-000"

@@ -22,7 +22,7 @@ from remedy.attribution.model import (
     XidSeen,
 )
 from remedy.attribution.rules import Attributor
-from remedy.models import Component, ComponentKind, Finding, Severity
+from remedy.core.models import Component, ComponentKind, Finding, Severity
 from remedy.runbook import Runbook, RunbookError, load_runbooks
 from remedy.xid import load_catalog, parse_kernel_log
 

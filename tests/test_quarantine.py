@@ -1,4 +1,5 @@
-"""The quarantine breaker over cordons (remedy.quarantine): a ladder asks its pool's budget, and
+"""The quarantine breaker over cordons (remedy.disruption.quarantine): a ladder asks its pool's
+budget, and
 the cluster's, before it takes its node out of scheduling; past the share it waits, and the
 breaker closes by itself once the storm subsides or by `remedy resume-pool`. Real ladders on
 the time-skipping server; the judgements themselves as pure functions."""
@@ -13,18 +14,18 @@ from temporalio.testing import WorkflowEnvironment
 from adapters.sim import SimFleet
 from contract.messages import CLOSE_BREAKER, CORDON_LEAVE
 from contract.names import budget_workflow_id
-from remedy.budget import CLUSTER_POOL, BudgetPolicy, BudgetState, CordonAsk, ResumeRequest
-from remedy.describe import remediation_details
-from remedy.fleet import NodeFacts
-from remedy.models import Action, NodeRef
-from remedy.quarantine import (
-    QUARANTINE_EVENT,
-    QUARANTINE_OVER_EVENT,
+from remedy.core.events import EventReason
+from remedy.core.models import Action, NodeRef
+from remedy.detection.node_facts import NodeFacts
+from remedy.disruption.budget import CLUSTER_POOL, BudgetPolicy, BudgetState
+from remedy.disruption.budget_messages import CordonAsk, ResumeRequest
+from remedy.disruption.quarantine import (
     CordonLeave,
     breaker_tripped,
     silence_storm,
 )
-from remedy.remediation import FindingReport, Outcome, Phase
+from remedy.ladder.describe import remediation_details
+from remedy.ladder.remediation import FindingReport, Outcome, Phase
 from remedy.runbook import Match, Runbook, Rung
 from tests.breakers import published
 from tests.conftest import Queues, running_workers
@@ -155,8 +156,8 @@ async def test_the_breaker_holds_the_cordon_that_tips_it_and_lets_it_go_once_the
     assert not closed.tripped and closed.trips == 1 and closed.asking == []
     assert closed.breaker_note.startswith("storm over at ")
     assert [(node, reason) for node, reason, _ in fleet.alerts] == [
-        (third, QUARANTINE_EVENT),
-        (third, QUARANTINE_OVER_EVENT),
+        (third, EventReason.QUARANTINE),
+        (third, EventReason.QUARANTINE_OVER),
     ]
 
 

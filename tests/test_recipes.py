@@ -1,7 +1,9 @@
 """docs/architecture.md's "how to add" recipes, done: each worked example under
 examples/recipes/ applies to a scratch copy of the tree, touches exactly the files its recipe
-names, and passes the contract, the vocabulary and its own test there; and a cluster provider
-(a Slurm-style node control) runs a real ladder."""
+names (as many as ``FILES`` says), and passes the contract, the vocabulary, the generated docs
+and its own test there, once the docs are generated again (tests/generated_docs.py: a table
+that changes is written, never edited by hand); and a cluster provider (a Slurm-style node
+control) runs a real ladder."""
 
 from __future__ import annotations
 
@@ -17,17 +19,21 @@ import pytest
 from temporalio.testing import WorkflowEnvironment
 
 from adapters.sim import SimFleet
-from remedy.cluster import CordonOwner
-from remedy.errors import NodeGone
-from remedy.models import CordonState, NodeBoot
-from remedy.remediation import Outcome
+from remedy.core.errors import NodeGone
+from remedy.core.models import CordonState, NodeBoot
+from remedy.ladder.remediation import Outcome
 from remedy.runbook import RunbookSet
+from remedy.scan.cluster import CordonOwner
 from tests.conftest import ROOT
+from tests.generated_docs import REGIONS
 from tests.ladder import remediate
 from tests.processes import Children
 
 RECIPES = sorted((ROOT / "examples" / "recipes").glob("*.patch"))
 DOCS = ROOT / "docs" / "architecture.md"
+# How many files each recipe names, its own test aside (issue 53 measured: an action 8,
+# a probe check 4, before the table registered activities and the checks owned their terms).
+FILES = {"add-a-fault-family": 2, "add-an-action": 3, "add-a-probe-check": 3}
 
 
 def _tree(to: Path, processes: Children) -> Path:
@@ -61,10 +67,18 @@ def test_a_recipe_done_touches_what_it_says_and_passes(
     touched = _touched(patch)
     own_tests = sorted(f for f in touched if f.startswith("tests/"))
     assert own_tests, f"{patch.name} brings no test of its own"
-    assert touched - set(own_tests) == _named_in_docs(patch.stem)
+    named = _named_in_docs(patch.stem)
+    assert touched - set(own_tests) == named
+    assert len(named) == FILES[patch.stem], sorted(named)
     tree = _tree(tmp_path / "tree", processes)
     applied = processes.run(["git", "apply", str(patch)], cwd=tree)
     assert applied.returncode == 0, applied.stderr
+    env = {**os.environ, "PYTHONPATH": str(tree)}
+    docs = processes.run([sys.executable, "-m", "tests.generated_docs"], cwd=tree, env=env)
+    assert docs.returncode == 0, docs.stderr
+    wrote = [Path(line.split(" ", 1)[1]).resolve() for line in docs.stdout.splitlines()]
+    generated = {str(w.relative_to(tree.resolve())) for w in wrote}
+    assert generated <= {doc for doc, _ in REGIONS.values()}  # written, never edited by hand
     ran = processes.run(
         [
             sys.executable,
@@ -76,10 +90,11 @@ def test_a_recipe_done_touches_what_it_says_and_passes(
             "-x",
             "tests/test_contract.py",
             "tests/test_vocabulary.py",
+            "tests/test_generated_docs.py",
             *own_tests,
         ],
         cwd=tree,
-        env={**os.environ, "PYTHONPATH": str(tree)},
+        env=env,
         timeout=600,
     )
     assert ran.returncode == 0, ran.stdout[-3000:] + ran.stderr[-2000:]

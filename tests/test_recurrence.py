@@ -10,10 +10,10 @@ from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
 from adapters.sim import SimFleet
-from remedy.hardware import Incident
-from remedy.models import Action
-from remedy.recurrence import resume_rung
-from remedy.remediation import AttemptResult, Outcome
+from remedy.core.models import Action
+from remedy.ladder.hardware import Incident
+from remedy.ladder.recurrence import resume_rung
+from remedy.ladder.remediation import AttemptResult, Outcome
 from remedy.runbook import Match, Runbook, Rung
 from tests.conftest import Queues, running_workers
 from tests.ladder import Ran, report, state_of

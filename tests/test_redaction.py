@@ -18,8 +18,8 @@ from adapters.sim.jobs import CUDA_ERROR, NCCL_TIMEOUT
 from remedy.attribution.evidence import GuardedFailure
 from remedy.attribution.guard import JobRef
 from remedy.attribution.model import PodFailure, Termination
-from remedy.models import NodeRef, ProbeRequest
-from remedy.probe.runner import ProbeConfig
+from remedy.core.models import NodeRef, ProbeRequest
+from remedy.detection.probe.runner import ProbeConfig
 from remedy.redaction import (
     DEFAULT_RULES,
     RedactionError,

@@ -13,7 +13,8 @@ from temporalio.testing import WorkflowEnvironment
 
 from contract.defs import REJECTED, UpdateRejected
 from contract.messages import APPROVE_RUNG
-from remedy.remediation import ApproveRequest, Phase
+from remedy.ladder.remediation import Phase
+from remedy.trust.decisions import ApproveRequest
 from tests.conftest import own_fleet, running_workers
 from tests.ladder import report
 from tests.test_codec import key_line

@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 
 from adapters.sim.nvml import SimNvml
 from remedy.runbook import load_runbooks
-from remedy.runbook.undrained import drains_first
+from remedy.runbook.drain_first import drains_first
 from tests.conftest import ROOT
 from workers.cli import app
 

@@ -10,10 +10,10 @@ from temporalio.testing import WorkflowEnvironment
 
 from adapters.sim import SimFleet
 from contract.names import remediation_workflow_id
-from remedy.budget import BudgetPolicy
-from remedy.errors import ActionRefused
-from remedy.models import Action, Scope
-from remedy.remediation import Outcome
+from remedy.core.errors import ActionRefused
+from remedy.core.models import Action, Scope
+from remedy.disruption.budget import BudgetPolicy
+from remedy.ladder.remediation import Outcome
 from remedy.runbook import Approval, Match, Runbook, Rung
 from tests.conftest import Queues, own_fleet, running_workers
 from tests.ladder import report

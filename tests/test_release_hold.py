@@ -8,9 +8,9 @@ from __future__ import annotations
 from temporalio.testing import WorkflowEnvironment
 
 from contract.names import budget_workflow_id
-from remedy.budget import BudgetPolicy
-from remedy.models import Action
-from remedy.remediation import Outcome
+from remedy.core.models import Action
+from remedy.disruption.budget import BudgetPolicy
+from remedy.ladder.remediation import Outcome
 from remedy.runbook import Match, Runbook, Rung
 from tests.conftest import own_fleet, running_workers
 from tests.ladder import report

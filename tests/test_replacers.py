@@ -17,11 +17,11 @@ from adapters.kubernetes.objects import Json
 from adapters.kubernetes.replace import REPLACERS
 from adapters.sim import SimFleet
 from kubeapi import ApiServer
-from remedy.cluster import Cluster
-from remedy.errors import ActionRefused
-from remedy.models import Action
-from remedy.remediation import Outcome, RemediationResult
+from remedy.core.errors import ActionRefused
+from remedy.core.models import Action
+from remedy.ladder.remediation import Outcome, RemediationResult
 from remedy.runbook import Match, Runbook, Rung
+from remedy.scan.cluster import Cluster
 from tests.conftest import running_workers
 from tests.kube import NODES, node
 from tests.ladder import report

@@ -21,8 +21,8 @@ from activities.budget import REPORT_WAIT, BudgetActivities
 from contract.defs import UpdateRejected
 from contract.messages import NODE_UNHEALTHY, NODES_UNHEALTHY
 from contract.names import DISRUPTION_BUDGET_WORKFLOW, budget_task_queue, budget_workflow_id
-from remedy.budget import BudgetPolicy, BudgetState, NodeUnhealthy, UnhealthyReport
-from remedy.budget_signals import UnhealthyReports
+from remedy.disruption.budget import BudgetPolicy, BudgetState, NodeUnhealthy, UnhealthyReport
+from remedy.disruption.budget_signals import UnhealthyReports
 from tests.conftest import own_fleet, running_workers
 from tests.test_disruption_budget import budget_state
 from tests.test_job_watch import eventually

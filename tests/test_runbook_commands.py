@@ -12,8 +12,8 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from remedy.durations import format_duration
-from remedy.models import Action
+from remedy.core.durations import format_duration
+from remedy.core.models import Action
 from remedy.runbook import load_runbooks
 from remedy.runbook.explain import timings
 from remedy.runbook.schema import json_schema

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from remedy.durations import format_duration, parse_duration
-from remedy.models import Action, Finding, Severity
+from remedy.core.durations import format_duration, parse_duration
+from remedy.core.models import Action, Finding, Severity
 from remedy.runbook import DEFAULT_RUNBOOK, RunbookError, RunbookSet, load_runbooks
 
 GOOD = """\

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from remedy.models import Action
+from remedy.core.models import Action
 from remedy.runbook import RunbookSet, load_runbooks
 from remedy.runbook.advice import AGREES, DECODED, disagreements, first_effective_rung, matched_xids
 from remedy.xid import load_catalog

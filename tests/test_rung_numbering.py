@@ -11,12 +11,10 @@ from pathlib import Path
 from temporalio.api.sdk.v1 import WorkflowMetadata
 from temporalio.testing import WorkflowEnvironment
 
-from remedy.approval_check import why_not_approve
-from remedy.describe import remediation_details
-from remedy.models import Action, NodeRef
-from remedy.remediation import (
-    Approval,
-    ApproveRequest,
+from remedy.core.models import Action, NodeRef
+from remedy.ladder.approval_check import why_not_approve
+from remedy.ladder.describe import remediation_details
+from remedy.ladder.remediation import (
     Attempt,
     AttemptResult,
     Escalation,
@@ -25,6 +23,7 @@ from remedy.remediation import (
     RemediationState,
 )
 from remedy.runbook import Match, Runbook, Rung
+from remedy.trust.decisions import Approval, ApproveRequest
 from tests.conftest import own_fleet, running_workers
 from tests.test_cli import RUNBOOK, awaiting_approval, cli, trigger
 from tests.test_details_to_act_on import finding

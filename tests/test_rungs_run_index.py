@@ -7,8 +7,8 @@ from __future__ import annotations
 from temporalio.testing import WorkflowEnvironment
 
 from contract import search_attributes as sa
-from remedy.budget import BudgetPolicy
-from remedy.remediation import Outcome, Phase
+from remedy.disruption.budget import BudgetPolicy
+from remedy.ladder.remediation import Outcome, Phase
 from tests.conftest import own_fleet, running_workers
 from tests.ladder import report, state_of
 from tests.test_cli import cli

@@ -26,8 +26,8 @@ from adapters.sim import SimFleet
 from adapters.sim.host import SimHost
 from contract.messages import APPROVE_RUNG
 from contract.names import remediation_workflow_id
+from remedy.ladder.remediation import Outcome, Phase
 from remedy.redaction import MAX_OPERATOR_TEXT
-from remedy.remediation import Outcome, Phase
 from remedy.runbook import load_runbooks
 from tests.conftest import pool_known, running_workers
 from tests.ladder import state_of, wait_for_phase

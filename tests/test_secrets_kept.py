@@ -20,7 +20,7 @@ from temporalio.testing import WorkflowEnvironment
 from typer.testing import CliRunner
 
 from adapters.sim import SimFleet
-from remedy.remediation import Phase
+from remedy.ladder.remediation import Phase
 from tests.conftest import running_workers
 from tests.ladder import report, wait_for_phase
 from tests.test_cli import WAITS, cli

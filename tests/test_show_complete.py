@@ -14,10 +14,11 @@ from temporalio.testing import WorkflowEnvironment
 
 from adapters.sim import SimFleet
 from contract.messages import ABORT_LADDER
-from remedy.describe import remediation_details
-from remedy.models import Action
-from remedy.remediation import AbortRequest, AttemptResult, Outcome, Phase
+from remedy.core.models import Action
+from remedy.ladder.describe import remediation_details
+from remedy.ladder.remediation import AttemptResult, Outcome, Phase
 from remedy.runbook import RunbookSet
+from remedy.trust.decisions import AbortRequest
 from tests.conftest import running_workers
 from tests.ladder import Handle, report, send_report, wait_for_phase, wait_until
 from tests.servers import finished

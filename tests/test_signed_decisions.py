@@ -17,10 +17,11 @@ from temporalio.testing import WorkflowEnvironment
 
 from contract.defs import UpdateRejected
 from contract.messages import ABORT, ABORT_LADDER, APPROVE, APPROVE_RUNG
-from remedy.models import Action
-from remedy.remediation import AbortRequest, ApproveRequest, Outcome, Phase
+from remedy.core.models import Action
+from remedy.ladder.remediation import Outcome, Phase
 from remedy.runbook import Match, Runbook, Rung
-from remedy.signing import (
+from remedy.trust.decisions import AbortRequest, ApproveRequest
+from remedy.trust.signing import (
     Decision,
     Keyring,
     Operator,

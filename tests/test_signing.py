@@ -1,4 +1,4 @@
-"""remedy.signing without Temporal: what an operator signs, the keyring, and every reason a
+"""remedy.trust.signing without Temporal: what an operator signs, the keyring, and every reason a
 signature does not make a decision an operator's."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from cryptography.hazmat.primitives.asymmetric.rsa import generate_private_key
 from typer.testing import CliRunner
 
-from remedy.signing import (
+from remedy.trust.signing import (
     Decision,
     Keyring,
     SigningError,
@@ -63,7 +63,7 @@ def test_a_signature_for_another_decision_is_refused_saying_which_part_differs(
 
 def test_an_aborts_no_hold_is_signed_and_an_abort_that_holds_signs_as_before() -> None:
     """`abort --no-hold` lets the next report act on the node: a signature for an abort that
-    holds cannot be sent with --no-hold, nor the other way round (remedy.person_hold)."""
+    holds cannot be sent with --no-hold, nor the other way round (remedy.trust.person_hold)."""
     holds = Decision(workflow_id="remediation/n1", run_id="r1", verb=Verb.ABORT, text="v", at=NOW)
     loose = holds.model_copy(update={"no_hold": True})
     assert b"no_hold" not in holds.message()  # the bytes signed before: those still verify

@@ -14,9 +14,9 @@ from temporalio.client import Client, ScheduleActionExecutionStartWorkflow, Sche
 from temporalio.testing import WorkflowEnvironment
 
 from contract.names import remediation_workflow_id
-from remedy.fleet import FleetSummary, ScanInput
-from remedy.quarantine import SILENCE_EVENT, SILENCE_OVER_EVENT
+from remedy.core.events import EventReason
 from remedy.runbook import RunbookSet
+from remedy.scan.fleet import FleetSummary, ScanInput
 from tests.conftest import own_fleet, running_workers
 from tests.ladder import report, state_of
 from tests.test_cli import cli
@@ -102,12 +102,16 @@ async def test_twenty_silent_agents_cordon_nothing_and_alert_once_then_a_fault_i
     }  # one storm, however many scans saw it
     assert all(s.started_remediations == [] for s in during)  # no AgentSilent ladder
     assert cordons_during == []
-    assert [reason for _, reason, _ in alerts_during] == [SILENCE_EVENT]  # one clear alert
+    silent_alert = [EventReason.AGENTS_SILENT]
+    assert [reason for _, reason, _ in alerts_during] == silent_alert  # one clear alert
     assert "20 of 20 agents silent fleet-wide" in alerts_during[0][2]
     code, shown = status
     assert code == 3 and json.loads(shown)["silence"]["silent"] == 20
     assert after.silence is None
-    assert [reason for _, reason, _ in fleet.alerts] == [SILENCE_EVENT, SILENCE_OVER_EVENT]
+    assert [reason for _, reason, _ in fleet.alerts] == [
+        EventReason.AGENTS_SILENT,
+        EventReason.AGENTS_SILENT_OVER,
+    ]
     assert fault.cordon is not None and fleet.node(sick).unschedulable  # its ladder runs
     assert silent.trigger is not None and silent.trigger.reason == "AgentSilent"
     assert fleet.node(lone).unschedulable

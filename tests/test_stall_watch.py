@@ -1,5 +1,6 @@
 """The controller watches its own workflow worker from the server's side and exits when the worker
-has stopped taking its tasks (remedy.worker_stall, workers.stall_watch): the SDK worker was seen
+has stopped taking its tasks (remedy.scan.worker_stall, workers.stall_watch): the SDK worker was
+seen
 to stop polling for good, with nothing logged (bench/results/lease_priority.md)."""
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 from typer.testing import CliRunner
 
-from remedy.worker_stall import QueueLook, StallJudge, stall_after_problem
+from remedy.scan.worker_stall import QueueLook, StallJudge, stall_after_problem
 from workers.cli import app
 from workers.controller import WORKFLOW_RUNNER, ControllerWorkers
 from workers.stall_watch import WorkerStalled, look

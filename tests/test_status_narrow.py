@@ -7,7 +7,7 @@ from io import StringIO
 
 from rich.console import Console
 
-from workers.status import NODE_HEADERS, POOL_HEADERS
+from workers.status_table import NODE_HEADERS, POOL_HEADERS
 from workers.tables import show
 
 NODE = "gpu-node-a100-rack07-0123"

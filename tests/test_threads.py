@@ -11,7 +11,7 @@ import time
 import pytest
 
 from adapters.sim import SimFleet
-from remedy.threads import call_with_timeout
+from remedy.core.threads import call_with_timeout
 from tests.test_probe import probe
 
 

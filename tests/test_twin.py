@@ -10,8 +10,8 @@ from datetime import timedelta
 import pytest
 
 from adapters.sim import FAULTS
-from remedy.models import Action
-from remedy.remediation import AttemptResult
+from remedy.core.models import Action
+from remedy.ladder.remediation import AttemptResult
 from remedy.runbook import Match, Runbook, RunbookSet, Rung
 from twin.causes import LLAMA3_CAUSES, TRANSIENTS, expected_count
 from twin.checkpoint import lost_fraction, young_daly

@@ -7,7 +7,7 @@ from datetime import timedelta
 
 import pytest
 
-from remedy.models import Action, Scope
+from remedy.core.models import Action, Scope
 from remedy.runbook import RunbookSet, load_runbooks
 from tests.conftest import ROOT
 from twin.generator import FaultEvent, FaultKind

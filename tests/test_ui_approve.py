@@ -1,4 +1,4 @@
-"""The Web UI's way to approve, as README and docs/ui.md write it: *Send an Update* named
+"""The Web UI's way to approve, as docs/tour.md and docs/ui.md write it: *Send an Update* named
 ``approve`` with the JSON ``{"by": "you", "rung_number": N}``, N the number the details show
 ("**Rung** N of M"). It approves the rung waiting and nothing else: another rung's number is
 refused unless the input says ``"ahead": true``, and the old field ``rung`` (an index from 0,
@@ -22,10 +22,10 @@ from temporalio.testing import WorkflowEnvironment
 
 from contract.defs import REJECTED
 from contract.messages import APPROVE, APPROVE_RUNG, LOAD_KEYRING
-from remedy.models import Action
-from remedy.remediation import ApproveResult, Phase
+from remedy.core.models import Action
+from remedy.ladder.remediation import ApproveResult, Phase
 from remedy.runbook import Match, Runbook, Rung
-from remedy.signing import KeyringWanted
+from remedy.trust.signing import KeyringWanted
 from tests.conftest import own_fleet, running_workers
 from tests.ladder import Handle, report, state_of
 from tests.test_cli import cli

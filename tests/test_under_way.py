@@ -7,13 +7,22 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from remedy.budget import BudgetState, HumanHold
-from remedy.budget_view import budget_details
-from remedy.describe import remediation_details, static_summary
-from remedy.models import Action, Component, ComponentKind, CordonState, Finding, NodeRef, Severity
-from remedy.remediation import Attempt, AttemptResult, FindingReport, Phase, RemediationState
+from remedy.core.models import (
+    Action,
+    Component,
+    ComponentKind,
+    CordonState,
+    Finding,
+    NodeRef,
+    Severity,
+)
+from remedy.disruption.budget import BudgetState
+from remedy.disruption.budget_messages import HumanHold
+from remedy.disruption.budget_view import budget_details
+from remedy.ladder.describe import remediation_details, static_summary
+from remedy.ladder.remediation import Attempt, AttemptResult, FindingReport, Phase, RemediationState
+from remedy.ladder.under_way import under_way, waiting
 from remedy.runbook import Match, Runbook, Rung
-from remedy.under_way import under_way, waiting
 from workers.show import NodeLadder, timeline
 
 AT = datetime(2026, 11, 30, 3, 0, tzinfo=UTC)

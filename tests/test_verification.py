@@ -11,10 +11,10 @@ from temporalio.testing import WorkflowEnvironment
 
 from adapters.sim import SimFleet
 from remedy.attribution.evidence import RecentXid
-from remedy.models import Action, Component, ComponentKind, Finding, Severity
-from remedy.remediation import AttemptResult, Outcome
+from remedy.core.models import Action, Component, ComponentKind, Finding, Severity
+from remedy.ladder.remediation import AttemptResult, Outcome
+from remedy.ladder.verification import VerifyBy, recurrences, verify_by
 from remedy.runbook import Match, Runbook, Rung
-from remedy.verification import VerifyBy, recurrences, verify_by
 from tests.ladder import remediate
 
 NODE = "gpu-node-001"

@@ -14,16 +14,19 @@ import yaml
 from typer.testing import CliRunner
 
 from adapters.sim import FAULTS, SimFleet
-from remedy import vocabulary
-from remedy.actions import ACTIONS, actions_markdown
-from remedy.admission import ADMISSION_FAILED
-from remedy.models import Action, Finding, Severity
-from remedy.probe import probe_node
-from remedy.probe.diagnose import deep_diagnose
-from remedy.probe.load import LOAD_CHECK, LoadReason
-from remedy.remediation import FindingReport
+from remedy.core.actions import ACTIONS
+from remedy.core.models import Action, Finding, Severity
+from remedy.detection import vocabulary
+from remedy.detection.probe import checks, probe_node
+from remedy.detection.probe.diagnose import deep_diagnose
+from remedy.detection.probe.load import LOAD, LOAD_CHECK, LoadReason
+from remedy.detection.probe.nic_check import NIC
+from remedy.detection.probe.runner import KERNEL_LOG, PROBE
+from remedy.detection.probe.sxids import NVSWITCH
+from remedy.ladder.remediation import FindingReport
 from remedy.runbook import RunbookError, load_runbooks
 from remedy.runbook.schema import json_schema
+from remedy.scan.admission import ADMISSION_FAILED
 from tests.conftest import ROOT
 from workers.cli import app
 
@@ -178,27 +181,38 @@ def test_every_finding_the_code_makes_uses_registered_terms() -> None:
                     made.append(
                         (str(path), str(_literal(call.args[0])), _literal(call.args[1]) or "")
                     )
-    assert len(made) >= 15  # the probe's checks, diagnose, admission, jobs, the CLI
+    assert len(made) >= 8  # admission, the job guard, the fleet scan, the CLI, the Xids
     for path, check, reason in made:
         assert check in vocabulary.checks(), (path, check)
+        assert check not in {t.check for t in OWNED}, (path, check)  # its own names, not literals
         if reason:  # a reason held in a variable is covered by the tables and the sim above
             assert vocabulary.check_of(reason) == check, (path, check, reason)
-    from remedy.probe import checks
-
-    tabled = [r for _, r in checks._THROTTLE_REASONS] + [
-        r for r, _ in checks._RECOVERY_ACTIONS.values()
-    ]
-    assert all(vocabulary.check_of(r) in ("thermal", "memory") for r in tabled), tabled
     assert vocabulary.check_of(ADMISSION_FAILED) == "admission"
     # The load test's reasons are an enum its engines (DCGM, torch, cupy) pick from.
     assert all(vocabulary.check_of(r.value) == LOAD_CHECK for r in LoadReason)
 
 
+# The checks that declare their terms beside their code (remedy/detection/check_terms.py).
+OWNED = (*checks.TERMS, NIC, KERNEL_LOG, PROBE, LOAD, NVSWITCH)
+
+
+def test_a_check_owns_its_terms_each_spelt_once() -> None:
+    """Each reason of a check that owns its terms is spelt once in the product, where the check
+    declares it; the vocabulary gathers the check's terms, it does not repeat them."""
+    spelt: dict[str, list[str]] = {}
+    for package in PRODUCERS:
+        for path in (ROOT / package).rglob("*.py"):
+            for node in ast.walk(ast.parse(path.read_text())):
+                if isinstance(node, ast.Constant) and isinstance(node.value, str):
+                    spelt.setdefault(node.value, []).append(str(path.relative_to(ROOT)))
+    for terms in OWNED:
+        assert vocabulary.checks()[terms.check] is terms
+        for reason in terms.reasons:
+            assert len(spelt.get(reason, [])) == 1, (reason, spelt.get(reason))
+    assert all(t.reasons for t in OWNED)
+
+
 # -- the action table ----------------------------------------------------------------------
-def test_the_docs_show_the_action_table() -> None:
-    assert actions_markdown() in (ROOT / "docs" / "runbooks.md").read_text()
-
-
 def test_every_action_is_in_the_table_and_restore_is_no_rung(tmp_path: Path) -> None:
     assert set(ACTIONS) == set(Action)
     (tmp_path / "r.yaml").write_text(

@@ -10,7 +10,7 @@ from pathlib import Path
 import pynvml
 import pytest
 
-from remedy.models import Severity
+from remedy.core.models import Severity
 from remedy.xid import load_catalog, parse_kernel_log
 from remedy.xid.catalog import UNKNOWN_CLASS
 from remedy.xid.kernel_log import normalize_pci

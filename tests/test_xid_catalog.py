@@ -10,11 +10,11 @@ import pynvml
 import pytest
 from typer.testing import CliRunner
 
-from remedy.models import Severity
+from remedy.core.models import Severity
+from remedy.core.yaml_source import MAX_BYTES
 from remedy.xid import load_catalog
 from remedy.xid.actions import SEVERITY, XidAction
 from remedy.xid.catalog import UNKNOWN_CLASS, CatalogError, Decoder, Family, family_of
-from remedy.yaml_source import MAX_BYTES
 from workers.cli import app
 
 CATALOG = load_catalog()

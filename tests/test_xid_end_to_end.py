@@ -14,10 +14,10 @@ from adapters.sim import SimFleet
 from remedy.attribution.evidence import PodRun, recent_xid, tie_xids
 from remedy.attribution.guard import GuardPhase, GuardPolicy
 from remedy.attribution.model import PodFailure, Termination, Verdict
-from remedy.models import Action, Finding
-from remedy.probe import probe_node, runner
-from remedy.probe.xid_events import XidWatcher
-from remedy.remediation import AttemptResult, Outcome
+from remedy.core.models import Action, Finding
+from remedy.detection.probe import probe_node, runner
+from remedy.detection.probe.xid_events import XidWatcher
+from remedy.ladder.remediation import AttemptResult, Outcome
 from remedy.runbook import RunbookSet
 from remedy.xid.kernel_log import XidEvent, parse_kernel_log
 from tests.ladder import remediate

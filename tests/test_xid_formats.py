@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
-from remedy.models import Severity
+from remedy.core.models import Severity
 from remedy.xid import XidCatalog, XidInfo, load_catalog
 from remedy.xid.actions import XidAction
 from remedy.xid.decode import decode_action

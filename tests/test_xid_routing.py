@@ -18,9 +18,9 @@ import pytest
 from remedy.attribution.evidence import PodRun, RecentXid, recent_xid, tie_xids
 from remedy.attribution.model import PodFailure, Termination, Verdict
 from remedy.attribution.rules import Attributor
-from remedy.models import Action, Component, ComponentKind, Finding, Severity
-from remedy.probe.sxids import sxid_findings
-from remedy.probe.xids import xid_findings
+from remedy.core.models import Action, Component, ComponentKind, Finding, Severity
+from remedy.detection.probe.sxids import sxid_findings
+from remedy.detection.probe.xids import xid_findings
 from remedy.runbook import DEFAULT_RUNBOOK, Runbook, RunbookError, RunbookSet, Rung, load_runbooks
 from remedy.runbook.advice import AGREES, disagreements, first_effective_rung, matched_xids
 from remedy.runbook.explain import describe_match

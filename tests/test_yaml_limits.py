@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from remedy.attribution.rules import RulesError, load_rules
+from remedy.core.yaml_source import MAX_BYTES, MAX_DEPTH, MAX_VALUES, YamlSyntaxError, parse_yaml
 from remedy.runbook import RunbookError, load_runbooks
 from remedy.xid.catalog import CatalogError, load_catalog
-from remedy.yaml_source import MAX_BYTES, MAX_DEPTH, MAX_VALUES, YamlSyntaxError, parse_yaml
 from tests.processes import Children
 
 REMEDY = str(Path(sys.executable).parent / "remedy")

@@ -27,7 +27,7 @@ from pathlib import Path
 from playwright.sync_api import ViewportSize, sync_playwright
 
 from chaos.processes import sigterm_as_interrupt
-from remedy.blocking import Blocking
+from remedy.disruption.blocking import Blocking
 from tests import ui_pages
 from tests.processes import Children
 from workers.blocking_status import pools_blocking

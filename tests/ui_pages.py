@@ -12,8 +12,8 @@ from urllib.parse import quote
 
 from playwright.sync_api import Page
 
-from remedy.blocking import Blocking
-from remedy.remediation import Phase
+from remedy.disruption.blocking import Blocking
+from remedy.ladder.remediation import Phase
 from workers.ui_views import VIEWS, list_url
 
 NAMESPACE = "default"

@@ -16,8 +16,8 @@ from datetime import timedelta
 
 from pydantic import BaseModel
 
-from remedy.actions import ACTIONS
-from remedy.models import Action, Scope
+from remedy.core.actions import ACTIONS
+from remedy.core.models import Action, Scope
 from remedy.runbook import RunbookSet
 from twin.generator import FaultEvent, FaultKind
 from twin.job import ZERO, ActionCosts, LadderRun, Policy, Step, downtime

@@ -18,8 +18,8 @@ from datetime import timedelta
 from pydantic import BaseModel, Field
 
 from adapters.sim.faults import FAULTS
-from remedy.actions import ACTIONS
-from remedy.models import Action, Scope
+from remedy.core.actions import ACTIONS
+from remedy.core.models import Action, Scope
 from twin.generator import FaultEvent, FaultKind
 
 ZERO = timedelta(0)

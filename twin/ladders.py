@@ -13,9 +13,9 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
 from adapters.sim import FAULTS
-from remedy.models import Action, Scope, Severity
+from remedy.core.models import Action, Scope, Severity
 from remedy.runbook import DEFAULT_RUNBOOK, Match, Runbook, RunbookSet, Rung
-from remedy.runbook.schema import Approval
+from remedy.runbook.authored import Approval
 from twin.generator import FaultKind
 from twin.job import LadderRun, Policy, Step
 from workers.rehearse import rehearse

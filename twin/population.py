@@ -40,7 +40,7 @@ class SizeShare(BaseModel):
 # Most jobs are small and a few are large (Meta's research clusters: most jobs use a node or
 # less, and the few 512+ GPU jobs hold most GPU time). The exact shares are a calibration:
 # chosen so that manual operations land near the 98 % job success the seed reports before
-# automation (README, "Benchmarks"); every policy then runs the same jobs.
+# automation (docs/benchmarks.md, "Fleet twin"); every policy then runs the same jobs.
 DEFAULT_SIZES = [
     SizeShare(nodes=nodes, share=share)
     for nodes, share in (

@@ -6,13 +6,13 @@ probe every interval, results published as node conditions, and a signal-with-st
 node's remediation when a finding newly matches a runbook. Reports are edge-triggered: a fault
 that persists (a node held for a human) is reported once per change, not every interval, and
 a repeat the node's running ladder already has is folded, and what several checks saw of one
-fault in one round goes as one report (remedy/report_changes.py); so are the
-conditions, written when they change and otherwise once per heartbeat (remedy.liveness), and
+fault in one round goes as one report (remedy/ladder/report_changes.py); so are the
+conditions, written when they change and otherwise once per heartbeat (remedy.scan.liveness), and
 the node's Xids, written only when one is new; so is which pod uses which GPU (the kubelet's
-pod-resources API, remedy/pod_resources.py). A fault whose runbook cordons at once is
+pod-resources API, remedy/detection/pod_resources.py). A fault whose runbook cordons at once is
 cordoned by the agent itself before it reports (``cordon_own_node``), marked as the agent's:
 if the report is lost and the agent gone, the fleet scan adopts the cordon. Its dependency
-checks (remedy/capabilities.py) are logged at start and published with every probe, as the
+checks (remedy/acting/capabilities.py) are logged at start and published with every probe, as the
 ``RemedyReady`` condition and the ``remedy_dependency_ok`` gauge.
 """
 
@@ -31,23 +31,21 @@ from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle
 from temporalio.runtime import Runtime
 from temporalio.service import RPCError
 
+from contract import metrics as metric
 from contract.names import CONTROLLER_TASK_QUEUE, node_task_queue, remediation_workflow_id
+from remedy.acting.capabilities import Capabilities, capabilities_from
 from remedy.attribution.evidence import recent_xid
-from remedy.budget import CLUSTER_POOL
-from remedy.capabilities import Capabilities, capabilities_from
-from remedy.cluster import CordonOwner, NodeMarks, OwnNode, held_by
-from remedy.conditions import NodeCondition, conditions_from, ready_condition
-from remedy.errors import NodeGone
-from remedy.host import NodeHost
-from remedy.intake import by_agent
-from remedy.liveness import AGENT_HEARTBEAT, publish_due
-from remedy.models import CordonState, Finding, NodeRef, ProbeReport
-from remedy.pod_resources import GpuUseReporter
-from remedy.probe import probe_node
-from remedy.probe.xid_events import XidWatcher
-from remedy.redaction import Redactor, redacted
-from remedy.remediation import FindingReport
-from remedy.report_changes import (
+from remedy.core.errors import NodeGone
+from remedy.core.models import CordonState, Finding, NodeRef, ProbeReport
+from remedy.detection.conditions import NodeCondition, conditions_from, ready_condition
+from remedy.detection.host import NodeHost
+from remedy.detection.pod_resources import GpuUseReporter
+from remedy.detection.probe import probe_node
+from remedy.detection.probe.xid_events import XidWatcher
+from remedy.disruption.budget import CLUSTER_POOL
+from remedy.ladder.intake import by_agent
+from remedy.ladder.remediation import FindingReport
+from remedy.ladder.report_changes import (
     Changes,
     ReportKey,
     Routing,
@@ -55,8 +53,11 @@ from remedy.report_changes import (
     report_key,
     routing,
 )
+from remedy.redaction import Redactor, redacted
 from remedy.runbook import Runbook, RunbookSet
-from remedy.signing import fingerprint, public_blob
+from remedy.scan.cluster import CordonOwner, NodeMarks, OwnNode, held_by
+from remedy.scan.liveness import AGENT_HEARTBEAT, publish_due
+from remedy.trust.signing import fingerprint, public_blob
 from workers.client import report_finding
 from workers.controller import node_agent_worker
 
@@ -104,7 +105,7 @@ class NodeAgent:
         ``gpu_use``: which pod uses which GPU, published every round (None: not published).
         ``own``: what it may do to its own node (None: no cordon of its own). ``key``: what its
         reports are signed with (default: a new one), published on its node before the first
-        (remedy.identity): without ``marks`` nothing it reports is taken."""
+        (remedy.trust.identity): without ``marks`` nothing it reports is taken."""
         self._client, self._host, self._runbooks = client, host, runbooks
         self._key = key or Ed25519PrivateKey.generate()
         self._key_published = False
@@ -121,20 +122,11 @@ class NodeAgent:
         self.last_report: ProbeReport | None = None
         self.capabilities = Capabilities()
         meter = (client.service_client.config.runtime or Runtime.default()).metric_meter
-        self._probes = meter.create_counter("remedy_probes", "Probe rounds, by verdict.")
-        self._probe_seconds = meter.create_histogram_float(
-            "remedy_probe_duration", "How long a probe round took, seconds.", "s"
-        )
-        self._findings = meter.create_counter(
-            "remedy_findings_reported", "Unhealthy findings reported, by check and reason."
-        )
-        self._folded = meter.create_counter(
-            "remedy_findings_folded",
-            "Repeats of a finding not sent: the node's running ladder already has it.",
-        )
-        self._dependency_ok = meter.create_gauge(
-            "remedy_dependency_ok", "1 when a dependency remedy relies on is there, else 0."
-        )
+        self._probes = meter.create_counter(*metric.PROBES)
+        self._probe_seconds = meter.create_histogram_float(*metric.PROBE_DURATION)
+        self._findings = meter.create_counter(*metric.FINDINGS_REPORTED)
+        self._folded = meter.create_counter(*metric.FINDINGS_FOLDED)
+        self._dependency_ok = meter.create_gauge(*metric.DEPENDENCY_OK)
 
     def _serve(self, name: str) -> NodeHost:
         if name != self._host.name:

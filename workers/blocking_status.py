@@ -11,9 +11,9 @@ from pydantic import BaseModel
 from temporalio.client import Client
 from temporalio.service import RPCError, RPCStatusCode
 
-from remedy import blocking
-from remedy.budget import CLUSTER_POOL
-from remedy.remediation import Phase
+from remedy.disruption import blocking
+from remedy.disruption.budget import CLUSTER_POOL
+from remedy.ladder.remediation import Phase
 from workers.status import NodeRow, NoScanYet, latest_scan, open_work_rows, read_budget
 
 

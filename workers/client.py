@@ -18,8 +18,8 @@ from temporalio.service import RPCError, RPCStatusCode
 from activities.starts import start_remediation
 from contract import search_attributes
 from contract.names import CONTROLLER_TASK_QUEUE
-from remedy.models import NodeRef
-from remedy.remediation import FindingReport, RemediationResult
+from remedy.core.models import NodeRef
+from remedy.ladder.remediation import FindingReport, RemediationResult
 from workers.connection import (
     Connection,
     ConnectOptions,

@@ -30,15 +30,16 @@ from activities.starts import StartActivities
 from contract.names import CONTROLLER_TASK_QUEUE, budget_task_queue
 from remedy.attribution.jobs import JobSide
 from remedy.attribution.rules import Attributor
-from remedy.budget import BudgetPolicy
-from remedy.cluster import Cluster
-from remedy.hardware import BlocklistPolicy
-from remedy.host import NodeHost
+from remedy.detection.host import NodeHost
+from remedy.disruption.budget import BudgetPolicy
+from remedy.ladder.hardware import BlocklistPolicy
 from remedy.redaction import Redactor
 from remedy.runbook import RunbookSet
-from remedy.signing import Keyring
+from remedy.scan.cluster import Cluster
+from remedy.trust.signing import Keyring
 from workers.door import DoorSettings, keyring_source
 from workers.stall_watch import WorkerStalled, until_stalled
+from workers.versioning import behaving, deployment_config
 from workflows.active_check import ActiveCheck
 from workflows.active_checks import ActiveChecks
 from workflows.disruption_budget import DisruptionBudget
@@ -88,13 +89,10 @@ class WorkerTuning:
     """How much of the fleet the controller keeps in memory. Every cached run holds its
     workflow's state and the SDK's for it (about 0.2 MB), so RSS grows with
     ``max_cached_workflows``, not with the nodes in remediation; a ladder evicted from the cache
-    is replayed from its history when its next signal, timer or query comes (a few ms to tens of
-    ms for a ladder's short history, seconds for a busy budget's). 500, not the SDK's 1,000.
-    10,000 ladders parked in their tolerance windows: 275-323 MB with 500, 294 MB at most with
-    250 (bench/results/memory.md); but 1,000 ladders climbing at once took 146 s with 250
-    against 101 s with 500 (ladder p50 69 s against 49 s: runs evicted and replayed, the pool's
-    budget among them). `remedy controller --workflow-cache 250` suits a fleet whose ladders
-    mostly wait."""
+    is replayed from its history when its next signal, timer or query comes. 500, not the
+    SDK's 1,000: a smaller cache saves memory and costs bursts (runs evicted and replayed, the
+    pool's budget among them), so `remedy controller --workflow-cache 250` suits a fleet whose
+    ladders mostly wait (the sizes measured: docs/benchmarks.md, "Controller memory")."""
 
     max_cached_workflows: int = 500
     # How long a task waits on this worker's sticky queue before any worker may take it.
@@ -118,9 +116,8 @@ class ControllerWorkers:
     its own pollers, slots and cache. On one worker a burst of ladders could hold every
     workflow-task slot, each running its lease request, a local activity that waits for the
     budget's answer, while the budget's own task waited for a slot: little or nothing moved
-    until tasks and requests timed out (2 slots, 4 ladders: none finished in 90 s,
-    tests/test_budget_own_worker.py). At 1,000 nodes on 2 cores: lease wait p50 up to 253 s
-    (bench/results/lease_priority.md, "The budget's own worker")."""
+    until tasks and requests timed out (tests/test_budget_own_worker.py; docs/benchmarks.md,
+    "Leases")."""
 
     def __init__(self, ladders: Worker, budgets: Worker) -> None:
         self.ladders, self.budgets = ladders, budgets
@@ -194,10 +191,11 @@ def controller_worker(
         keyring=keyring,
         door=door,
     )
+    versions = deployment_config()  # workers/versioning.py: None (unversioned) unless switched on
     ladders = Worker(
         client,
         task_queue=task_queue,
-        workflows=workflows,
+        workflows=behaving(workflows, versions),
         activities=activities,
         workflow_runner=WORKFLOW_RUNNER,
         activity_executor=executor,
@@ -205,16 +203,18 @@ def controller_worker(
         sticky_queue_schedule_to_start_timeout=tuning.sticky_queue_timeout,
         workflow_task_poller_behavior=PollerBehaviorSimpleMaximum(tuning.workflow_pollers),
         max_concurrent_workflow_tasks=tuning.max_concurrent_workflow_tasks,
+        deployment_config=versions,
     )
     budgets = Worker(
         client,
         task_queue=budget_task_queue(task_queue),
-        workflows=[DisruptionBudget],
+        workflows=behaving([DisruptionBudget], versions),
         activities=activities,  # the budget's own: deliver grants, publish the breaker, ...
         workflow_runner=WORKFLOW_RUNNER,
         activity_executor=executor,
         max_cached_workflows=tuning.budgets_cached,
         sticky_queue_schedule_to_start_timeout=tuning.sticky_queue_timeout,
+        deployment_config=versions,
     )
     return ControllerWorkers(ladders, budgets)
 

@@ -1,5 +1,5 @@
-"""The demo's settings, and what they make: the simulated fleet, the runbooks and remedy's
-policies with their clocks sped up like the runbooks'."""
+"""The demo's settings, and what they make: the simulated provider (fleet and jobs), the
+runbooks and remedy's policies with their clocks sped up like the runbooks'."""
 
 from __future__ import annotations
 
@@ -7,17 +7,17 @@ from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 
-from adapters.sim import SimFleet
 from contract.names import (
     CONTROLLER_TASK_QUEUE,
     FLEET_SCAN_SCHEDULE,
     SIM_AGENTS_TASK_QUEUE,
     active_checks_schedule_id,
 )
-from remedy.active_checks import ActiveCheckPolicy
 from remedy.attribution.guard import GuardPolicy
-from remedy.budget import BudgetPolicy
+from remedy.disruption.budget import BudgetPolicy
 from remedy.runbook import RunbookSet, load_runbooks
+from remedy.scan.active_checks import ActiveCheckPolicy
+from workers.providers.sim import SimFleet, SimProvider, SimSettings
 
 # Odds of each simulated fault, loosely after the Llama 3 interruption table: faulty GPUs and
 # HBM dominate, software and transient causes follow.
@@ -81,15 +81,18 @@ class DemoConfig:
         return schedule if own else f"{schedule}-{self.task_queue}"
 
 
-def demo_fleet(config: DemoConfig) -> SimFleet:
-    """The simulated fleet the config describes, before any fault."""
-    return SimFleet(
-        nodes=config.nodes,
-        gpus_per_node=config.gpus_per_node,
-        seed=config.seed,
-        speedup=config.speedup,
-        name_prefix=config.node_prefix,
-        pool=config.pool,
+def demo_provider(config: DemoConfig) -> SimProvider:
+    """The simulated fleet the config describes, before any fault, with its guarded jobs
+    (none launched), built through the composition root."""
+    return SimProvider(
+        SimSettings(
+            nodes=config.nodes,
+            gpus_per_node=config.gpus_per_node,
+            seed=config.seed,
+            speedup=config.speedup,
+            name_prefix=config.node_prefix,
+            pool=config.pool,
+        )
     )
 
 

@@ -23,7 +23,7 @@ from typing import TextIO
 
 from temporalio.exceptions import ApplicationError, FailureError
 
-from remedy.errors import RemedyError
+from remedy.core.errors import RemedyError
 
 EXPECTED: tuple[type[BaseException], ...] = (RemedyError, FailureError, asyncio.CancelledError)
 TAG = "  warn   "  # in the column of the demo's own lines ("  fault  ", "  job    ")

@@ -14,17 +14,15 @@ from temporalio import workflow as temporal_workflow
 from temporalio.client import Client
 from temporalio.service import RPCError
 
-from adapters.sim import SimFleet
 from adapters.sim.identity import as_agent
-from adapters.sim.jobs import SimJobs
-from remedy.active_checks import ActiveCheckPolicy, ActiveChecksInput
-from remedy.admission import AdmissionPolicy
 from remedy.attribution.guard import JobRef
-from remedy.durations import format_duration
-from remedy.fleet import ScanInput
-from remedy.models import Finding, NodeRef
-from remedy.remediation import FindingReport
+from remedy.core.durations import format_duration
+from remedy.core.models import Finding, NodeRef
+from remedy.ladder.remediation import FindingReport
 from remedy.runbook import Runbook, RunbookSet
+from remedy.scan.active_checks import ActiveCheckPolicy, ActiveChecksInput
+from remedy.scan.admission import AdmissionPolicy
+from remedy.scan.fleet import ScanInput
 from workers import demo_shared
 from workers.client import report_finding
 from workers.controller import controller_worker, node_agent_worker
@@ -36,7 +34,7 @@ from workers.demo_config import (
     DemoConfig,
     DemoRunbooks,
     budget_policy,
-    demo_fleet,
+    demo_provider,
     demo_runbooks,
     guard_policy,
     spare_nodes,
@@ -46,8 +44,10 @@ from workers.demo_shared import SharedNode, shared_node
 from workers.demo_summary import DemoSummary, summarise
 from workers.door import DoorSettings
 from workers.job_status import job_rows
+from workers.providers.sim import SimFleet, SimJobs, SimProvider
 from workers.schedules import ensure_active_checks, ensure_fleet_scan
-from workers.status import NoScanYet, fleet_status, render
+from workers.status import NoScanYet, fleet_status
+from workers.status_table import render
 
 
 async def run_demo(
@@ -62,7 +62,8 @@ async def run_demo(
     runbooks = runbooks or demo_runbooks(config)
     # Workflow warnings (a storm breaker tripping) read better here without the context dict.
     temporal_workflow.logger.workflow_info_on_message = False
-    fleet = demo_fleet(config)
+    provider = demo_provider(config)
+    fleet = provider.fleet
     echo(
         f"Simulated fleet  {config.nodes} nodes × {config.gpus_per_node} GPUs, a fault every "
         f"{config.fault_every_s:g}s, runbook time {config.speedup:g}× faster"
@@ -71,7 +72,7 @@ async def run_demo(
     if shared is not None:
         echo(demo_shared.introduce(shared, fleet))
     with one_line_events(echo):
-        summary, fleet_lines = await _run(client, config, fleet, runbooks, shared, echo)
+        summary, fleet_lines = await _run(client, config, provider, runbooks, shared, echo)
     for line in [*summary.lines(), "", *fleet_lines]:
         echo(line)
     return summary
@@ -80,29 +81,30 @@ async def run_demo(
 async def _run(
     client: Client,
     config: DemoConfig,
-    fleet: SimFleet,
+    provider: SimProvider,
     runbooks: DemoRunbooks,
     shared: SharedNode | None,
     echo: Callable[[str], None],
 ) -> tuple[DemoSummary, list[str]]:
-    summary = DemoSummary()
-    jobs = _launch_jobs(config, fleet, echo)
+    summary, fleet, jobs = DemoSummary(), provider.fleet, provider.jobs
+    _launch_jobs(config, provider, echo)
+    parts = provider.controller()
     with ThreadPoolExecutor(max_workers=16) as executor:
         async with (
             controller_worker(
                 client,
-                fleet.cluster,
+                parts.cluster,
                 executor,
                 config.task_queue,
                 budget_policy(config),
                 runbooks.fleet,
-                jobs=jobs,
+                jobs=parts.jobs,
                 # The fleet's agents share one queue; the shared node's asks for its pool's own.
                 door=DoorSettings(
                     agents_queue=config.agents_task_queue, pool_runbooks=runbooks.shared
                 ),
             ),
-            node_agent_worker(client, fleet.host, executor, config.agents_task_queue),
+            node_agent_worker(client, provider.host_for, executor, config.agents_task_queue),
         ):
             await ensure_fleet_scan(
                 client,
@@ -231,12 +233,10 @@ async def _active_checks(
     return schedule
 
 
-def _launch_jobs(config: DemoConfig, fleet: SimFleet, echo: Callable[[str], None]) -> SimJobs:
+def _launch_jobs(config: DemoConfig, provider: SimProvider, echo: Callable[[str], None]) -> None:
     """Guarded lockstep jobs on the first nodes, one rank per node, 4 nodes each."""
-    jobs, nodes = SimJobs(), sorted(fleet.nodes)
-    jobs.pool, jobs.pools = config.pool, {config.pool: len(nodes) * jobs.gpus_per_node}
+    jobs, nodes = provider.jobs, sorted(provider.fleet.nodes)
     for i in range(min(config.jobs, len(nodes) // JOB_NODES)):
         job = JobRef(namespace=config.job_namespace, name=f"llm-pretrain-{i}")
         jobs.launch(job, nodes[i * JOB_NODES : (i + 1) * JOB_NODES])
         echo(f"Guarded job      {job} on {', '.join(jobs.running[job])}")
-    return jobs

@@ -16,9 +16,9 @@ from dataclasses import dataclass, field
 
 from adapters.sim import SimFleet
 from adapters.sim.gpu_scope import SimGpuScope
-from remedy.fleet import OpenWork, status_of
-from remedy.models import Finding, Scope
+from remedy.core.models import Finding, Scope
 from remedy.runbook import Runbook, RunbookSet
+from remedy.scan.fleet import OpenWork, status_of
 from workers.demo_config import DemoConfig, DemoRunbooks, spare_nodes
 
 TAG = "  gpu    "  # in the column of the demo's own lines ("  fault  ", "  job    ")

@@ -1,4 +1,4 @@
-"""How the controller's door is set (remedy.intake): the controllers' seal, the queue the
+"""How the controller's door is set (remedy.ladder.intake): the controllers' seal, the queue the
 node agents poll, and the runbooks agents may ask for by name besides the controller's own.
 
 The seal is a secret only controllers hold: the findings a controller makes itself are sealed
@@ -14,9 +14,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from contract.names import node_task_queue
-from remedy.intake import Door
+from remedy.ladder.intake import Door
 from remedy.runbook import RunbookSet
-from remedy.signing import Keyring
+from remedy.trust.signing import Keyring
 
 SEAL_BYTES = 32
 

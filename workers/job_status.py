@@ -17,11 +17,11 @@ from temporalio.service import RPCError
 
 from contract.messages import GUARD_STATUS, JOB_LEDGER
 from contract.names import JOB_GUARD_WORKFLOW
+from remedy.attribution.goodput import Outcome, success_rate
 from remedy.attribution.guard import GuardAction, GuardPhase, GuardResult, JobLedger
+from remedy.attribution.job_report import percent
 from remedy.attribution.model import Verdict
-from remedy.durations import format_duration
-from remedy.goodput import Outcome, success_rate
-from remedy.job_report import percent
+from remedy.core.durations import format_duration
 from workflows.job_guard import JobGuard
 
 RECENT = 200  # guards listed at most, newest first

@@ -10,7 +10,7 @@ import logging
 import threading
 from pathlib import Path
 
-from remedy.signing import Keyring, SigningError, parse_keyring
+from remedy.trust.signing import Keyring, SigningError, parse_keyring
 
 log = logging.getLogger(__name__)
 

@@ -12,8 +12,8 @@ from temporalio.client import Client
 from temporalio.service import RPCError, RPCStatusCode
 
 from contract.names import DISRUPTION_BUDGET_WORKFLOW, FLEET_SCAN_SCHEDULE, budget_workflow_id
-from remedy.budget import CLUSTER_POOL
-from remedy.models import NodeRef
+from remedy.core.models import NodeRef
+from remedy.disruption.budget import CLUSTER_POOL
 from workers.status import NoScanYet, latest_scan, open_work_rows
 
 DEFAULT_POOL = NodeRef.model_fields["pool"].default

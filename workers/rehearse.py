@@ -18,26 +18,21 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.runtime import LoggingConfig, Runtime, TelemetryConfig, TelemetryFilter
 from temporalio.testing import WorkflowEnvironment
 
-from adapters.sim import FAULTS, SimFleet
 from adapters.sim.identity import as_agent
 from contract.messages import APPROVE, REMEDIATION_STATE
-from remedy.budget import BudgetPolicy
-from remedy.durations import format_duration
-from remedy.models import Action, Component, Finding, NodeRef, Severity
-from remedy.numbering import rung_label, rung_number
-from remedy.remediation import (
-    ApproveRequest,
-    Attempt,
-    Escalation,
-    FindingReport,
-    RemediationResult,
-)
+from remedy.core.durations import format_duration
+from remedy.core.models import Action, Component, Finding, NodeRef, Severity
+from remedy.core.numbering import rung_label, rung_number
+from remedy.disruption.budget import BudgetPolicy
+from remedy.ladder.remediation import Attempt, Escalation, FindingReport, RemediationResult
 from remedy.runbook import Runbook, RunbookSet
-from remedy.runbook.schema import Approval
+from remedy.runbook.authored import Approval
+from remedy.trust.decisions import ApproveRequest
 from workers.binaries import installed_binary
 from workers.client import ensure_search_attributes, report_finding
 from workers.controller import controller_worker, node_agent_worker
 from workers.door import DoorSettings
+from workers.providers.sim import FAULTS, SimProvider, SimSettings
 from workers.rehearsal_clock import ServerClock
 
 NO_FAULT = "none"
@@ -131,13 +126,12 @@ async def rehearse(
     try:
         await ensure_search_attributes(env.client)
         await clock.sync(env)
-        fleet = SimFleet(
-            nodes=1,
-            pool="rehearsal",
-            name_prefix="rehearsal",
-            check_timeout_s=CHECK_TIMEOUT_S,
-            clock=clock,
-        )
+        fleet = SimProvider(
+            SimSettings(
+                nodes=1, pool="rehearsal", name_prefix="rehearsal", check_timeout_s=CHECK_TIMEOUT_S
+            ),
+            clock,
+        ).fleet
         [node] = sorted(fleet.nodes)
         now = clock()
         if fault == NO_FAULT:

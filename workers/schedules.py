@@ -26,10 +26,10 @@ from contract.names import (
     active_checks_workflow_id,
     fleet_scan_workflow_id,
 )
-from remedy.active_checks import ActiveCheckPolicy, ActiveChecksInput
-from remedy.cluster import FleetView
-from remedy.durations import format_duration
-from remedy.fleet import ScanInput
+from remedy.core.durations import format_duration
+from remedy.scan.active_checks import ActiveCheckPolicy, ActiveChecksInput
+from remedy.scan.cluster import FleetView
+from remedy.scan.fleet import ScanInput
 from workflows.active_checks import ActiveChecks
 from workflows.fleet_scan import FleetScan
 

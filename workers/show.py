@@ -12,15 +12,16 @@ from temporalio.client import Client, WorkflowExecutionStatus
 
 from contract.messages import REMEDIATION_STATE
 from contract.names import remediation_workflow_id
-from remedy.blocking import place_in_line
-from remedy.describe import approval_deadline, at
-from remedy.display import visible
-from remedy.durations import format_duration
-from remedy.numbering import first_number, rung_label, rung_number
-from remedy.person_hold import held_note
-from remedy.remediation import Approval, Attempt, Escalation, Phase, Refusal
-from remedy.signing import Verb
-from remedy.under_way import UnderWay, Waiting, under_way, waiting
+from remedy.core.display import visible
+from remedy.core.durations import format_duration
+from remedy.core.numbering import first_number, rung_label, rung_number
+from remedy.disruption.blocking import place_in_line
+from remedy.ladder.describe import approval_deadline, at
+from remedy.ladder.remediation import Attempt, Escalation, Phase
+from remedy.ladder.under_way import UnderWay, Waiting, under_way, waiting
+from remedy.trust.decisions import Approval, Refusal
+from remedy.trust.person_hold import held_note
+from remedy.trust.signing import Verb
 from workers.blocking_status import pools_blocking
 from workflows.node_remediation import NodeRemediation
 
@@ -119,7 +120,7 @@ def timeline(ladder: NodeLadder) -> list[str]:
             lines.append(_approval(approvals.pop(0), ladder.escalations))
         while escalations and escalations[0].at <= a.started_at:
             lines.append(_escalation(escalations.pop(0), ladder.escalations))
-        # people count rungs from 1, on through a change of runbooks (remedy.numbering)
+        # people count rungs from 1, on through a change of runbooks (remedy.core.numbering)
         rung = f"{rung_label(a.rung, ladder.escalations, a.epoch):>3}"
         took = format_duration(a.finished_at - a.started_at)
         lines.append(

@@ -1,5 +1,5 @@
 """Watch the controller's own workflow workers from the server's side, and say when it has
-stopped taking its tasks (remedy.worker_stall): the SDK worker has been seen to stop polling
+stopped taking its tasks (remedy.scan.worker_stall): the SDK worker has been seen to stop polling
 for good with nothing logged. The controller then exits non-zero, so that its supervisor
 (Kubernetes, systemd) starts a fresh one: every ladder is durable, and what the stalled process
 held is retried by the server as after a crash."""
@@ -18,7 +18,7 @@ from temporalio.client import Client
 from temporalio.service import RPCError, RPCStatusCode
 from temporalio.worker import Worker
 
-from remedy.worker_stall import LOOK_EVERY, STALL_AFTER, QueueLook, StallJudge
+from remedy.scan.worker_stall import LOOK_EVERY, STALL_AFTER, QueueLook, StallJudge
 
 log = logging.getLogger(__name__)
 EXIT_STALLED = 3  # `remedy controller`'s exit code when its worker stalled

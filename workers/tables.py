@@ -10,7 +10,7 @@ from rich.console import Console
 from rich.measure import Measurement
 from rich.table import Table
 
-from remedy.display import visible
+from remedy.core.display import visible
 
 
 def plain(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
@@ -23,7 +23,7 @@ def plain(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
 
 
 def _visible(row: Sequence[str]) -> list[str]:
-    """A row's cells as a person may read them: a cell can quote a node (remedy.display)."""
+    """A row's cells as a person may read them: a cell can quote a node (remedy.core.display)."""
     return [visible(cell) for cell in row]
 
 

@@ -19,8 +19,8 @@ from contract.names import (
     NODE_REMEDIATION_WORKFLOW,
 )
 from remedy.attribution.guard import GuardPhase
-from remedy.describe import HELD
-from remedy.remediation import Outcome, Phase
+from remedy.ladder.describe import HELD
+from remedy.ladder.remediation import Outcome, Phase
 
 RUNNING = "ExecutionStatus = 'Running'"
 # The columns to add (Configure Columns), in this order: who, where, what now, since when.

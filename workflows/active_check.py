@@ -18,7 +18,6 @@ from temporalio.exceptions import ActivityError
 
 from contract import activities as act
 from contract.messages import CHECK_LEASE_GRANTED, LEASE_RELEASE
-from contract.patches import patched
 from contract.search_attributes import LEASE
 from workflows import metrics
 from workflows.common import PATIENT_RETRY, RIDE_OUT, cause_of, permanent
@@ -29,16 +28,7 @@ with workflow.unsafe.imports_passed_through():
         budget_workflow_id,
         remediation_workflow_id,
     )
-    from remedy.active_checks import (
-        ActiveCheckPublish,
-        CheckFailure,
-        CheckResult,
-        NodeCheckInput,
-        NodeCheckResult,
-    )
-    from remedy.budget import LeaseGrant, LeaseRelease, LeaseWanted
-    from remedy.fleet import NodeNames
-    from remedy.models import (
+    from remedy.core.models import (
         Action,
         ActionRequest,
         CordonState,
@@ -47,10 +37,18 @@ with workflow.unsafe.imports_passed_through():
         ProbeRequest,
         Severity,
     )
+    from remedy.detection.probe.runner import PROBE, UNAVAILABLE
+    from remedy.disruption.budget import LeaseGrant, LeaseRelease, LeaseWanted
+    from remedy.scan.active_checks import (
+        ActiveCheckPublish,
+        CheckFailure,
+        CheckResult,
+        NodeCheckInput,
+        NodeCheckResult,
+    )
+    from remedy.scan.fleet import NodeNames
 
 CLUSTER_CALL = timedelta(seconds=60)
-IDLE_RECHECK = "active-check-idle-recheck"  # an idle node is looked at again once cordoned
-CHECK_HOLDS = "active-check-holds-the-node-it-leaves-cordoned"  # runs before: freed it
 
 
 class _Done(Exception):
@@ -139,7 +137,7 @@ class ActiveCheck:
         if not self._asked:
             return
         node = self._inp.node
-        for_human = self._cordoned and patched(CHECK_HOLDS)
+        for_human = self._cordoned
         try:
             await LEASE_RELEASE.send_to(
                 budget_workflow_id(node.pool),
@@ -164,7 +162,7 @@ class ActiveCheck:
             # Someone else's cordon, a ladder's, or a dry run: not this check's node to test.
             raise _Done(CheckResult.SKIPPED, f"not checked: cordon {held.state.value}")
         self._cordoned = True
-        if not self._inp.take_out and patched(IDLE_RECHECK):
+        if not self._inp.take_out:  # an idle node is looked at again once cordoned
             await self._still_idle()
 
     async def _still_idle(self) -> None:
@@ -229,8 +227,8 @@ class ActiveCheck:
         except ActivityError as err:
             unavailable = Finding(
                 node=inp.node.name,
-                check="probe",
-                reason="ProbeUnavailable",
+                check=PROBE.check,
+                reason=UNAVAILABLE,
                 severity=Severity.CRITICAL,
                 evidence=f"the active check's deep diagnose could not run: {cause_of(err)}",
                 observed_at=workflow.now(),

@@ -2,7 +2,7 @@
 (overlap: skip).
 
 Reads the fleet, marks nodes it has never seen (their max age runs from then), picks the nodes
-whose check is due (remedy/active_checks.py), asks which are idle or held by a ladder or an
+whose check is due (remedy/scan/active_checks.py), asks which are idle or held by a ladder or an
 admission, and starts one ActiveCheck child per node to check: the idle ones, and the busy ones
 past their max age, which take a disruption lease each. The round ends when its checks have;
 its summary is its result and its details in the UI.
@@ -19,7 +19,6 @@ from temporalio.exceptions import ActivityError, ChildWorkflowError, WorkflowAlr
 from temporalio.workflow import ParentClosePolicy
 
 from contract import activities as act
-from contract.patches import patched
 from contract.search_attributes import NODE, POOL
 from workflows import metrics
 from workflows.active_check import ActiveCheck
@@ -30,7 +29,8 @@ with workflow.unsafe.imports_passed_through():
         active_check_workflow_id,
         node_task_queue,
     )
-    from remedy.active_checks import (
+    from remedy.core.models import NodeRef
+    from remedy.scan.active_checks import (
         ActiveCheckPublish,
         ActiveChecksInput,
         CheckResult,
@@ -42,12 +42,9 @@ with workflow.unsafe.imports_passed_through():
         plan_round,
         unseen,
     )
-    from remedy.fleet import NodeNames
-    from remedy.models import NodeRef
+    from remedy.scan.fleet import NodeNames
 
 RETRY = RetryPolicy(initial_interval=timedelta(seconds=2), maximum_attempts=3)
-# Rounds from here on cap their idle checks and survive a failed first-seen mark.
-BOUNDED_ROUND = "active-checks-bounded-round"
 
 
 @workflow.defn(name=ACTIVE_CHECKS_WORKFLOW)
@@ -61,8 +58,7 @@ class ActiveChecks:
             summary="list the fleet's nodes",
         )
         nodes = [n for n in fleet.nodes if n.pool == inp.pool]
-        bounded = patched(BOUNDED_ROUND)
-        await self._mark_all_seen(unseen(nodes), inp.pool, tolerant=bounded)
+        await self._mark_all_seen(unseen(nodes), inp.pool)
         now = workflow.now()
         due = due_nodes(nodes, inp.policy, now)
         workloads = Workloads()
@@ -75,7 +71,7 @@ class ActiveChecks:
                 retry_policy=RETRY,
                 summary=f"which of {len(due)} due nodes are idle",
             )
-        plan = plan_round(due, workloads, inp.policy.idle_cap(len(nodes)) if bounded else None)
+        plan = plan_round(due, workloads, inp.policy.idle_cap(len(nodes)))
         summary = RoundSummary(pool=inp.pool, at=now, plan=plan)
         workflow.set_current_details(summary.markdown())
         checks = [(name, False) for name in plan.idle] + [(name, True) for name in plan.take_out]
@@ -90,10 +86,10 @@ class ActiveChecks:
         workflow.set_current_details(summary.markdown())
         return summary
 
-    async def _mark_all_seen(self, nodes: list[str], pool: str, tolerant: bool) -> None:
+    async def _mark_all_seen(self, nodes: list[str], pool: str) -> None:
         """A node whose mark failed is still unseen: the next round marks it again."""
         marks = await asyncio.gather(
-            *(self._mark_seen(name, pool) for name in nodes), return_exceptions=tolerant
+            *(self._mark_seen(name, pool) for name in nodes), return_exceptions=True
         )
         for node, mark in zip(nodes, marks, strict=True):
             if isinstance(mark, ActivityError):

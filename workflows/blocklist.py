@@ -18,10 +18,9 @@ from contract import activities as act
 from workflows.common import PERMANENT_ERRORS, cause_of
 
 with workflow.unsafe.imports_passed_through():
-    from remedy.fleet import FindingStart
-    from remedy.hardware import HardwareRecordState, blocklisted
+    from remedy.ladder.hardware import HardwareRecordState, blocklisted
+    from remedy.scan.fleet import FindingStart
 
-TAKE_OUT = "take-blocklisted-gpus-out-of-service"  # workflow.patched: records from before did not
 # The node's ladder may run for hours (an approval): keep asking, slowly, for a day.
 UNTIL_THE_LADDER_CLOSES = RetryPolicy(
     initial_interval=timedelta(seconds=5),

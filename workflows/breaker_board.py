@@ -1,6 +1,7 @@
-"""The budget's side of the published breaker (remedy.quarantine.published_state): each time
+"""The budget's side of the published breaker (remedy.disruption.quarantine.published_state): each
+time
 what it would publish changes, a controller activity writes it where a ladder's first cordon
-and a node's agent read it (remedy.cluster.BreakerBoard). A write that fails is tried again on
+and a node's agent read it (remedy.scan.cluster.BreakerBoard). A write that fails is tried again on
 the budget's next round; a run started afresh publishes once, which also corrects a state a
 terminated run left behind."""
 
@@ -13,14 +14,11 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError
 
 from contract.activities import PUBLISH_BREAKER
-from contract.patches import patched
 
 with workflow.unsafe.imports_passed_through():
-    from remedy.budget import BudgetState
-    from remedy.quarantine import BreakerNotice, BreakerState, published_state, scope
+    from remedy.disruption.budget import BudgetState
+    from remedy.disruption.quarantine import BreakerNotice, BreakerState, published_state, scope
 
-# workflow.patched: runs before published nothing (every ladder asked before its cordon).
-PUBLISH = "publish-the-breaker-for-cordons"
 PUBLISH_CALL = timedelta(seconds=30)
 
 
@@ -34,7 +32,7 @@ class BreakerBoard:
         past a breaker about to trip, so it goes out as early as that allows."""
         out = bool(state.holders or state.held or state.waiting)
         now = published_state(state, out)
-        if now is self._published or not patched(PUBLISH):
+        if now is self._published:
             return
         try:
             await PUBLISH_BREAKER.execute(

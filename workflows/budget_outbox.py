@@ -1,17 +1,15 @@
 """The budget's signals out (grants, re-grants, leave to cordon), started without the loop
 waiting for them.
 
-Until this release the loop awaited every signal it decided to send before it looked at the
-next batch of requests: a grant cost the budget two workflow tasks (one sends, one sees every
-send delivered), and requests that came in between waited for the second. Measured at 100
-failing nodes (bench/budget_bench.py, a busy 2-core machine): 166 budget workflow tasks for
-100 leases, lease wait p50 22 s. Now the sends of one task go out together and the loop goes
-straight back to the requests that wait; a delivery that fails (the holder is gone) frees its
-lease as before, from the send's own task. Continue-as-new waits for the sends in flight.
+The sends of one task go out together and the loop goes straight back to the requests that
+wait, rather than awaiting every send first (which held the requests that came in between);
+a delivery that fails (the holder is gone) frees its lease, from the send's own task.
+Continue-as-new waits for the sends in flight.
 
-Since ``SIGNALS_IN_ONE_ACTIVITY`` the sends of a turn are one activity (``deliver``: up to
+The sends of a turn are one activity (``deliver``: up to
 ``PER_DELIVERY`` signals each) instead of a signal from the workflow each, which the server
-delivers one after another (remedy.budget_signals); a holder found gone is reported back and
+delivers one after another (remedy.disruption.budget_signals); a holder found gone is reported back
+and
 its lease freed.
 """
 
@@ -26,22 +24,14 @@ from temporalio import workflow
 from temporalio.exceptions import ActivityError
 
 from contract.activities import DELIVER_BUDGET_SIGNALS
-from contract.messages import CORDON_LEAVE, LEASE_GRANTED
-from contract.patches import patched
 from workflows.common import PATIENT_RETRY
 
 with workflow.unsafe.imports_passed_through():
-    from remedy.budget import BudgetState, CordonAsk, LeaseGrant, LeaseRequest
-    from remedy.budget_gpus import granted_scope
-    from remedy.budget_signals import BudgetSignals, GrantTo
-    from remedy.quarantine import CordonLeave, scope
+    from remedy.disruption.budget import BudgetState, LeaseGrant, LeaseRequest
+    from remedy.disruption.budget_gpus import granted_scope
+    from remedy.disruption.budget_messages import CordonAsk
+    from remedy.disruption.budget_signals import BudgetSignals, GrantTo
 
-# Runs before: one signal from the workflow per grant and leave (remedy.budget_signals).
-SIGNALS_IN_ONE_ACTIVITY = "budget-signals-in-one-activity"
-# workflow.patched: runs before awaited each batch of sends before granting the next.
-SENDS_WITHOUT_WAITING = "budget-sends-without-waiting"
-# workflow.patched: runs before sent no signal to a holder whose update was in flight.
-SIGNAL_WHO_ASKED_BY_SIGNAL = "signal-a-grant-to-a-holder-that-asked-by-signal-too"
 # The server fails a workflow task that leaves more than 2,000 signals to other workflows
 # pending (limit.numPendingSignals.error): a pool granting more at once sends the rest as the
 # first are delivered.
@@ -58,16 +48,8 @@ class Outbox:
         self._sending: set[asyncio.Task[None]] = set()
 
     async def send(self, sends: Iterable[Coroutine[Any, Any, None]]) -> None:
-        """Start ``sends`` in this workflow task; the loop waits for them only in a run
-        from before ``SENDS_WITHOUT_WAITING`` (asked only when there is something to send,
-        where the command sequence differs)."""
-        pending = list(sends)
-        if not pending:
-            return
-        if not patched(SENDS_WITHOUT_WAITING):
-            await asyncio.gather(*pending)
-            return
-        for send in pending:
+        """Start ``sends`` in this workflow task; the loop does not wait for them."""
+        for send in sends:
             if len(self._sending) >= MAX_IN_FLIGHT:
                 await workflow.wait_condition(lambda: len(self._sending) < MAX_IN_FLIGHT)
             task = asyncio.create_task(send)
@@ -75,7 +57,8 @@ class Outbox:
             task.add_done_callback(self._sending.discard)
 
     async def deliver(self, out: BudgetSignals, gone: Callable[[list[str]], None]) -> None:
-        """Start the activities that signal ``out`` (remedy.budget_signals), ``PER_DELIVERY``
+        """Start the activities that signal ``out`` (remedy.disruption.budget_signals),
+        ``PER_DELIVERY``
         signals each; ``gone`` is told the holders of grants that were no longer running."""
         grants, leave = out.grants, out.leave
         batches = [
@@ -119,11 +102,6 @@ class TellsHolders:
         self._by_signal.difference_update(req.holder for req in grants)
         if not (grants or leave):
             return
-        if not patched(SIGNALS_IN_ONE_ACTIVITY):
-            await self._outbox.send(
-                [*(self._tell(req) for req in grants), *(self._give_leave(a) for a in leave)]
-            )
-            return
         pool = self._state.pool
         out = BudgetSignals(
             pool=pool,
@@ -151,27 +129,12 @@ class TellsHolders:
         holder's re-ask, 5 minutes on)."""
         if holder not in self._answering:
             return False
-        return holder not in self._by_signal or not patched(SIGNAL_WHO_ASKED_BY_SIGNAL)
+        return holder not in self._by_signal
 
     def _gone(self, holders: list[str]) -> None:
         """Granted to workflows that were no longer running: their leases are free again."""
         self._state.holders = [h for h in self._state.holders if h.holder not in holders]
         self._changed = True
-
-    async def _tell(self, req: LeaseRequest) -> None:
-        try:
-            scope = granted_scope(self._state, req.holder)
-            grant = LeaseGrant(pool=self._state.pool, scope=scope, run=req.run, token=req.token)
-            await LEASE_GRANTED.send_to(req.holder, grant)
-        except Exception:  # noqa: BLE001 - the holder is gone: its lease is free again
-            self._gone([req.holder])
-
-    async def _give_leave(self, ask: CordonAsk) -> None:
-        try:
-            leave = CordonLeave(pool=self._state.pool, token=ask.token)
-            await CORDON_LEAVE.send_to(ask.holder, leave)
-        except Exception:  # noqa: BLE001 - the ladder is gone: nothing to cordon
-            workflow.logger.info("%s: %s is gone", scope(self._state.pool), ask.holder)
 
 
 async def _delivered(out: BudgetSignals, gone: Callable[[list[str]], None]) -> None:

@@ -8,13 +8,11 @@ from datetime import timedelta
 from temporalio import workflow
 
 from contract.activities import LEASE_HOLDERS
-from contract.patches import patched
 from workflows.common import PATIENT_RETRY
 
 with workflow.unsafe.imports_passed_through():
-    from remedy.budget import BudgetState, PoolHolders
-
-REBUILD_WAITERS = "rebuild-waiters-in-order"  # runs before: waiters waited for their re-ask
+    from remedy.disruption.budget import BudgetState
+    from remedy.disruption.budget_messages import PoolHolders
 
 
 async def rebuild(state: BudgetState) -> None:
@@ -34,10 +32,9 @@ async def rebuild(state: BudgetState) -> None:
     state.held += [h for h in found.held if h.node not in busy]
     holding = known | {lease.holder for lease in found.leases}
     state.waiting = [w for w in state.waiting if w.holder not in holding]
-    if patched(REBUILD_WAITERS):
-        listed = [w for w in found.waiting if w.holder not in holding]
-        asked = {w.holder for w in listed}  # a request that started this run: in its place
-        state.waiting = listed + [w for w in state.waiting if w.holder not in asked]
+    listed = [w for w in found.waiting if w.holder not in holding]
+    asked = {w.holder for w in listed}  # a request that started this run: in its place
+    state.waiting = listed + [w for w in state.waiting if w.holder not in asked]
     for wait in found.waiting_for_human:
         state.note_human_wait(wait)
     state.rebuilt = True

@@ -3,19 +3,18 @@ found no message, or at the latest when its history reaches the server's warning
 
 A continue-as-new fails when a message reaches the run while the task that continues is being
 worked on (the server will not close a run on messages it has not shown it: "UnhandledCommand"),
-and the worker then replays the run's whole history before it can try again. A storm of 1,000
-ladders that report, ask and release passes the server's suggestion (4K events by default) half
-way through: in bench/budget_bench.py's free run the budget tried three times, replayed 4,357
-events twice at 4.5 to 6.7 s a replay on the busy worker, and for 18.5 s granted nothing while
-its ladders waited (the server's side of it: temporalio/temporal#1289, #8097).
+and the worker then replays the run's whole history before it can try again. A storm of
+ladders that report, ask and release can pass the server's suggestion (4K events by default)
+while it lasts, and a budget that continued then would fail, replay and grant nothing while its
+ladders waited (the server's side of it: temporalio/temporal#1289, #8097; what it cost in a
+benchmark: docs/benchmarks.md, "Figures behind the code").
 
-Since ``CONTINUE_WHEN_QUIET`` the budget waits for a turn with no message: woken by its own clock
+The budget waits for a turn with no message: woken by its own clock
 alone — the sweep's, or a wake-up ``QUIET`` after the first busy turn since the last such
 wake-up. A storm's budget continues as new just after the storm, in a moment no ladder is
 speaking. A pool that never falls quiet continues as new at ``MOST_EVENTS`` / ``MOST_BYTES``,
 the server's default warnings, a fifth of its limits (51,200 events, 50 MB, where it terminates
-the run). A run from before ``SWEEP_ON_ITS_OWN_CLOCK`` (budget_sweep) waits without the
-renewal's wake-up: its sweep's timeout, or the ceiling.
+the run).
 """
 
 from __future__ import annotations
@@ -24,11 +23,8 @@ from datetime import timedelta
 
 from temporalio import workflow
 
-from contract.patches import patched
 from workflows.budget_sweep import Alarm
 
-# Runs before continued as new at the server's suggestion, a burst of messages or not.
-CONTINUE_WHEN_QUIET = "budget-continues-as-new-when-quiet"
 QUIET = timedelta(seconds=10)  # how long after a busy turn the loop looks again
 RENEWAL = "continue as new when no message comes"  # its timer's summary
 MOST_EVENTS = 10_240  # limit.historyCount.warn
@@ -50,8 +46,6 @@ class Renewal:
         self._alarm.ring()  # one that came due is spent: set afresh below, if still wanted
         if not info.is_continue_as_new_suggested():
             return False  # (the suggestion withdrawn: a server's limit raised while it ran)
-        if not patched(CONTINUE_WHEN_QUIET):
-            return True  # a run from before: at once, as it did
         full = (
             info.get_current_history_length() >= MOST_EVENTS
             or info.get_current_history_size() >= MOST_BYTES

@@ -1,17 +1,16 @@
 """The pool budget's housekeeping — reclaim the leases of closed holders, give back nodes a
 person restored — on a clock of its own.
 
-Until this release the budget waited for a signal *or* ``reclaim_every``, whichever came first,
-and started that wait afresh after every signal. A pool with ladders signalling more often than
-``reclaim_every`` (a waiting ladder asks again every 5 minutes; a hundred of them ask every few
-seconds) never swept: dead holders kept their leases, restored nodes stayed held. The ``Alarm``
-keeps one wake-up across the loop's turns instead, so the sweep runs on time however busy the
-pool is. Its timers are never cancelled (one that is no longer needed fires into a loop that
-ignores it), which also keeps the time-skipping test server off a path where it strands a
-workflow whose task cancels a timer that fired meanwhile ("invalid history builder state for
-action", temporalio/sdk-java#3088).
+The ``Alarm`` keeps one wake-up across the loop's turns, so the sweep runs on time however busy
+the pool is: a wait for a signal *or* ``reclaim_every``, started afresh after every signal,
+would never sweep a pool whose ladders signal more often than that (a waiting ladder asks again
+every 5 minutes; a hundred of them ask every few seconds), and dead holders would keep their
+leases, restored nodes stay held. Its timers are never cancelled (one that is no longer needed
+fires into a loop that ignores it), which also keeps the time-skipping test server off a path
+where it strands a workflow whose task cancels a timer that fired meanwhile ("invalid history
+builder state for action", temporalio/sdk-java#3088).
 
-A sweep that finds nothing doubles the wait for the next (``SWEEP_BACKS_OFF``), up to
+A sweep that finds nothing doubles the wait for the next, up to
 ``MAX_DOUBLINGS``: a pool whose holders all wait for people (a night with nobody on call)
 swept every ``reclaim_every`` and filled its history with a timer and an activity each time.
 The wait is ``reclaim_every`` again as soon as who holds a share changes, a sweep finds
@@ -19,11 +18,11 @@ something, or a ladder waits for a share (then a dead holder or a restored node 
 keeps it waiting): a dead holder nobody waits behind is reclaimed within
 ``reclaim_every × 2^MAX_DOUBLINGS`` at worst.
 
-Since ``SWEEP_BACKS_OFF_WHILE_WAITING`` the sweep backs off while ladders wait too, by one
-doubling at most (``WAITING_DOUBLINGS``): a pool seized by holders that wait for people, its
-waiters asking again, was swept every ``reclaim_every`` for as long as the people took.
-(Local activities for the sweep's checks would save more events still — 226 instead of 382 in
-tests/test_budget_quiet.py's seized hour — at the cost of a second way to call an activity.)
+The sweep backs off while ladders wait too, by one doubling at most (``WAITING_DOUBLINGS``):
+a pool seized by holders that wait for people, its waiters asking again, would be swept
+every ``reclaim_every`` for as long as the people took. (Local activities for the sweep's
+checks would save more events still, at the cost of a second way to call an activity:
+docs/benchmarks.md, "Figures behind the code".)
 """
 
 from __future__ import annotations
@@ -37,19 +36,11 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError
 
 from contract.activities import CLOSED_WORKFLOWS, HELD_NODES
-from contract.patches import patched
 
 with workflow.unsafe.imports_passed_through():
-    from remedy.budget import ASK_KEPT_FOR, BudgetState, HeldCheck, HolderCheck
+    from remedy.disruption.budget import BudgetState
+    from remedy.disruption.budget_messages import ASK_KEPT_FOR, HeldCheck, HolderCheck
 
-SWEEP_ON_ITS_OWN_CLOCK = "budget-sweeps-on-its-own-clock"  # runs before: a signal put it off
-SWEEP_BACKS_OFF = "budget-sweep-backs-off"  # runs before: every reclaim_every, found or not
-# Runs before swept every reclaim_every while a ladder waited, however long people took.
-SWEEP_BACKS_OFF_WHILE_WAITING = "budget-sweep-backs-off-while-ladders-wait"
-# Runs before also woke whenever the oldest unhealthy report aged out, tripped or not: in the
-# demo a timer and a workflow task every few seconds. Only a tripped breaker needs it (to close
-# by itself); a closed one cannot trip on fewer reports, and every turn ages them out first.
-AGE_REPORTS_WHILE_TRIPPED = "budget-ages-reports-only-while-tripped"
 SOONEST = timedelta(seconds=1)
 MAX_DOUBLINGS = 3  # a quiet pool sweeps every 8 × reclaim_every (8 minutes by default)
 WAITING_DOUBLINGS = 1  # with ladders waiting: every 2 × reclaim_every at most
@@ -59,20 +50,21 @@ def wake_at(
     state: BudgetState,
     swept_at: datetime,
     now: datetime,
-    every: timedelta | None = None,
-    tripped_only: bool = False,
+    every: timedelta,
 ) -> datetime | None:
-    """When the loop must wake by itself: the next sweep (``every`` after the last; default
-    ``reclaim_every``) while anyone holds a lease or a node is held, and when the oldest ask
-    or unhealthy report ages out (a tripped breaker must close by itself once the storm
-    passes; ``tripped_only``: only then). Never sooner than ``SOONEST`` from ``now``."""
-    every = state.policy.reclaim_every if every is None else every
+    """When the loop must wake by itself: the next sweep (``every`` after the last) while
+    anyone holds a lease or a node is held, and when the oldest ask ages out, or, while the
+    breaker is tripped, the oldest unhealthy report (it must close by itself once the storm
+    passes; a closed one cannot trip on fewer reports, and every turn ages them out first).
+    Never sooner than ``SOONEST`` from ``now``."""
     wakes = [swept_at + every] if state.holders or state.held else []
     if state.asking:  # an ask its ladder stopped renewing is dropped
         wakes.append(min(a.renewed_at for a in state.asking) + ASK_KEPT_FOR)
-    if state.unhealthy and (state.tripped or not tripped_only):
+    if state.unhealthy and state.tripped:
         wakes.append(min(state.unhealthy.values()) + state.policy.storm_window)
-    if state.admitted:  # a slow start's unproven cordon frees its place (remedy.slow_start)
+    if (
+        state.admitted
+    ):  # a slow start's unproven cordon frees its place (remedy.disruption.slow_start)
         wakes.append(min(a.renewed_at for a in state.admitted) + state.policy.storm_window)
     return max(now + SOONEST, min(wakes)) if wakes else None
 
@@ -142,26 +134,16 @@ class BudgetSweep:
     _holders_changed_at: datetime | None = None  # first seen to differ since that sweep
 
     def _wake_at(self) -> datetime | None:
-        """When the loop wakes by itself next (``wake_at``): unhealthy reports age out on a
-        timer only while the breaker is tripped (``AGE_REPORTS_WHILE_TRIPPED``)."""
-        tripped_only = patched(AGE_REPORTS_WHILE_TRIPPED)
-        now, every = workflow.now(), self._sweep_every()
-        return wake_at(self._state, self._swept_at, now, every, tripped_only)
+        """When the loop wakes by itself next (``wake_at``)."""
+        return wake_at(self._state, self._swept_at, workflow.now(), self._sweep_every())
 
     def _sweep_every(self) -> timedelta:
         """How long after the last sweep the next is due: ``reclaim_every``, doubled per
-        quiet sweep (``SWEEP_BACKS_OFF``), once at most while a ladder waits for a share (it
-        is freed as soon as a sweep can free it; before ``SWEEP_BACKS_OFF_WHILE_WAITING``, not
-        at all). A new holder is checked ``reclaim_every`` after the holders changed, not at
-        once: it just got its share."""
+        quiet sweep, once at most while a ladder waits for a share (it is freed as soon as a
+        sweep can free it). A new holder is checked ``reclaim_every`` after the holders
+        changed, not at once: it just got its share."""
         state, every = self._state, self._state.policy.reclaim_every
-        if not patched(SWEEP_BACKS_OFF):
-            return every
-        most = MAX_DOUBLINGS
-        if state.waiting:
-            if not patched(SWEEP_BACKS_OFF_WHILE_WAITING):
-                return every
-            most = WAITING_DOUBLINGS
+        most = WAITING_DOUBLINGS if state.waiting else MAX_DOUBLINGS
         backed_off = sweep_every(every, self._quiet_sweeps, most)
         if _holding(state) == self._swept_for:
             return backed_off

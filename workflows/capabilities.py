@@ -2,7 +2,7 @@
 whether it can; a rung it cannot perform is recorded as skipped, with the node's reason, and
 the ladder goes on to the next one instead of running it and "verifying".
 
-The node answers from its dependency checks (remedy/capabilities.py). When it cannot be asked
+The node answers from its dependency checks (remedy/acting/capabilities.py). When it cannot be asked
 (a dead agent, an agent from before the question existed), the rung runs as before: it fails
 on its own if the node cannot do it.
 """
@@ -15,17 +15,14 @@ from temporalio import workflow
 from temporalio.exceptions import ActivityError
 
 from contract import activities as act
-from contract.patches import patched
 from workflows.common import PATIENT_RETRY, cause_of
 from workflows.remediation_view import RemediationView
 
 with workflow.unsafe.imports_passed_through():
-    from remedy.actions import ACTIONS, Where
-    from remedy.models import Action, ProbeRequest
-    from remedy.remediation import AttemptResult, RemediationInput, RemediationState
+    from remedy.core.actions import ACTIONS, Where
+    from remedy.core.models import Action, ProbeRequest
+    from remedy.ladder.remediation import AttemptResult, RemediationInput, RemediationState
 
-# workflow.patched id: runs started before it ran every rung.
-SKIP_RUNGS = "skip-rungs-the-node-cannot-perform"
 ASK_TIMEOUT = timedelta(seconds=30)  # the cheap checks run now; NVML may take its timeout
 ASK_DEADLINE = timedelta(minutes=2)
 
@@ -38,7 +35,7 @@ class NodeCapabilities:
 
     async def skips(self, index: int, action: Action) -> bool:
         """Whether rung ``index`` is skipped: recorded, with why, when the node cannot do it."""
-        if ACTIONS[action].where is not Where.NODE or not patched(SKIP_RUNGS):
+        if ACTIONS[action].where is not Where.NODE:
             return False
         asked = workflow.now()
         why = await self._why_not(action)

@@ -10,11 +10,9 @@ from temporalio import workflow
 from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError
 
-from contract.patches import patched
-
 with workflow.unsafe.imports_passed_through():
-    from remedy.errors import NodeGone, permanent_error_types
-    from remedy.remediation import Outcome
+    from remedy.core.errors import NodeGone, permanent_error_types
+    from remedy.ladder.remediation import Outcome
 
 # Retrying these cannot help: the node is gone, remedy may not act, or the action said no.
 PERMANENT_ERRORS = permanent_error_types()
@@ -43,7 +41,7 @@ def this_run() -> str:
 
 
 def rung_key(rung: int, epoch: int = 0, again: bool = False) -> str:
-    """The key of a ladder's rung (remedy/once.py): the workflow and its first run, which a
+    """The key of a ladder's rung (remedy/core/once.py): the workflow and its first run, which a
     continue-as-new keeps, so the key does not change with the run; after the ladder switched
     runbooks (``epoch``), the new runbook's rungs have keys of their own. ``again``: a second
     try of the rung (a drain tried once more before a rung that needs it)."""
@@ -52,19 +50,6 @@ def rung_key(rung: int, epoch: int = 0, again: bool = False) -> str:
     return f"{info.workflow_id}/{info.first_execution_run_id}{runbook}/rung-{rung}" + (
         "-again" if again else ""
     )
-
-
-# workflow.patched: runs before ran a ladder's first steps (the keyring, the cordon sent before
-# any leave, the report after it) as activities, each a task of its own on the server and a
-# workflow task more for its answer. Now they run inside the first workflow task (local
-# activities): a burst of ladders costs the server and the controller about what a burst of
-# one-activity workflows does. Asked in the run's first activation, before any of them.
-FIRST_TASK = "first-steps-in-the-first-workflow-task"
-
-
-def in_first_task() -> bool:
-    """Whether this run takes its first steps as local activities (``FIRST_TASK``)."""
-    return patched(FIRST_TASK)
 
 
 class LadderStop(Exception):
@@ -81,7 +66,7 @@ class Interrupted(Exception):
 
 
 def node_gone(err: ActivityError) -> bool:
-    """The activity found no such node in the cluster (remedy.errors.NodeGone)."""
+    """The activity found no such node in the cluster (remedy.core.errors.NodeGone)."""
     cause = err.cause
     return isinstance(cause, ApplicationError) and cause.type == NodeGone.__name__
 

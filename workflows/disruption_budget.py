@@ -6,27 +6,22 @@ holder whose workflow closed without releasing (terminated, timed out) is reclai
 handled one at a time by the workflow, so grants cannot race; one workflow task takes every
 request that came meanwhile and sends all it grants together, without waiting for their
 delivery (workflows/budget_outbox.py), by one activity that signals the holders side by side
-(remedy.budget_signals): a pool of 1,000 ladders granted at once got its grants into their
-histories at 181/s (13.9/s as one server-side signal each; bench/budget_bench.py, 2 cores).
-What bounds a ladder then is its worker taking the grant up. A ladder asks by the update
+(remedy.disruption.budget_signals) rather than one server-side signal each, which the server
+delivers one
+after another. A ladder asks by the update
 ``ask_lease`` where it can: one the loop grants at once is told in the answer, not by a signal
-(workflows/disruption_lease.py). The breaker (remedy.quarantine)
+(workflows/disruption_lease.py). The breaker (remedy.disruption.quarantine)
 stops granting while too much of the pool is unhealthy within the window, and holds the cordons
 of the ladders that ask for leave until it closes: by itself once the storm subsides (letting
-them go slowly, remedy.slow_start), or by `remedy resume-pool`. The cluster's budget
+them go slowly, remedy.disruption.slow_start), or by `remedy resume-pool`. The cluster's budget
 (``CLUSTER_POOL``) is one more breaker over every pool, with no leases.
 """
 
 from __future__ import annotations
 
-from datetime import timedelta
-
 from temporalio import workflow
-from temporalio.common import RetryPolicy
-from temporalio.exceptions import ActivityError
 
 from contract import search_attributes
-from contract.activities import ALERT
 from contract.messages import (
     ASK_LEASE,
     BUDGET_STATE,
@@ -39,63 +34,41 @@ from contract.messages import (
     RELEASE_HOLD,
     RESUME_POOL,
 )
-from contract.patches import patched
 from workflows import metrics
 from workflows.breaker_board import BreakerBoard
-from workflows.budget_outbox import Outbox, TellsHolders
+from workflows.budget_breaker import BudgetBreaker
+from workflows.budget_outbox import Outbox
 from workflows.budget_rebuild import rebuild
 from workflows.budget_renewal import Renewal
-from workflows.budget_sweep import SWEEP_ON_ITS_OWN_CLOCK, Alarm, BudgetSweep, wake_at
+from workflows.budget_sweep import Alarm, BudgetSweep
 from workflows.operator_updates import acted
 
 with workflow.unsafe.imports_passed_through():
     from contract.names import DISRUPTION_BUDGET_WORKFLOW
-    from remedy import held_by_people, slow_start
-    from remedy.budget import (
+    from remedy.disruption import held_by_people, slow_start
+    from remedy.disruption.budget import BudgetState, LeaseRelease, LeaseRequest, UnhealthyReport
+    from remedy.disruption.budget_gpus import covered, grant_waiting, granted_scope
+    from remedy.disruption.budget_messages import (
         HELD_FOR_HUMAN,
-        BudgetState,
         CordonAsk,
         HoldReleased,
         HumanWait,
-        LeaseRelease,
-        LeaseRequest,
         ResumeRequest,
         ResumeResult,
-        UnhealthyReport,
     )
-    from remedy.budget_gpus import covered, grant_waiting, granted_scope
-    from remedy.budget_signals import LeaseAnswer, ReportsTaken, UnhealthyReports
-    from remedy.budget_view import budget_details
-    from remedy.quarantine import (
+    from remedy.disruption.budget_signals import LeaseAnswer, ReportsTaken, UnhealthyReports
+    from remedy.disruption.budget_view import budget_details
+    from remedy.disruption.quarantine import (
         Alert,
         accept_what_is_out,
-        breaker_tripped,
         forget_recovered,
-        over_alert,
-        over_note,
-        scope,
-        trip_alert,
-        trip_note,
     )
 
-GRANTS_TOGETHER = "grant-signals-together"  # workflow.patched: runs before it sent one by one
-REGRANT = "regrant-to-a-new-run-of-the-holder"
-REBUILD = "rebuild-holders-from-running-ladders"
-HOLD_WITHIN_CAP = "take-over-a-hold-within-the-cap"  # runs before: held over the cap, leased
-HUMAN_HOLDS = "hold-nodes-left-for-a-human"  # runs before: a ladder's end freed its node's share
-KEEP_OUT = "track-nodes-out-whose-share-went-back"  # runs before: such a node was forgotten
-# Runs before: the breaker paused leases only; no leave to cordon, no Event. Asked only once
-# there is an ask (only ladders of this release ask): a history from before never gets here.
-QUARANTINE = "breaker-holds-cordons"
-OUT_SHARE = "breaker-limits-the-unschedulable-share"  # runs before: only recent reports counted
-# Runs before: what the breaker held counted towards tripping it, it let every held cordon go at
-# once when it closed, and its note named the nodes of the trip (remedy.quarantine, slow_start).
-REOPENS = "breaker-reopens-by-itself-slowly"
 SWEEP = "reclaim dead holders, give back restored nodes, age out asks and unhealthy reports"
 
 
 @workflow.defn(name=DISRUPTION_BUDGET_WORKFLOW)
-class DisruptionBudget(BudgetSweep, TellsHolders):
+class DisruptionBudget(BudgetSweep, BudgetBreaker):
     @workflow.init
     def __init__(self, state: BudgetState) -> None:
         self._state = state
@@ -121,10 +94,12 @@ class DisruptionBudget(BudgetSweep, TellsHolders):
         state = self._state
         state.pool_size, state.pool_gpus, state.policy = req.pool_size, req.pool_gpus, req.policy
         slow_start.proven(state, req.holder)  # an admitted cordon's ladder: its fault is real
-        capped = bool(state.held) and patched(HOLD_WITHIN_CAP)
+        capped = bool(state.held)
         if state.take_over_hold(req, workflow.now(), within_cap=capped):
             self._regrant.append(req)  # its node was held for a human: it is out already
-        elif covered(state, req):  # a GPU lease asking for its node waits (remedy.budget_gpus)
+        elif covered(
+            state, req
+        ):  # a GPU lease asking for its node waits (remedy.disruption.budget_gpus)
             # The holder asks again: a new run for the same node (the last one was terminated
             # before it released) or a retried request. The node still holds its one lease;
             # tell the run that asks, or it would wait for a grant that went to the old run.
@@ -168,12 +143,12 @@ class DisruptionBudget(BudgetSweep, TellsHolders):
     @LEASE_RELEASE.handler
     def release(self, req: LeaseRelease) -> None:
         state = self._state
-        if not (req.for_human or req.still_out) and patched(REOPENS):
+        if not (req.for_human or req.still_out):
             forget_recovered(state, req.holder, req.node)  # back in service, or gone
         slow_start.gone(state, req.holder)
         if req.for_human:
             state.hand_to_human(req.holder, workflow.now(), req.node)
-        elif req.still_out and patched(KEEP_OUT):
+        elif req.still_out:
             state.keep_out(req.holder, workflow.now(), req.node)
         state.holders = [h for h in state.holders if h.holder != req.holder]
         state.waiting = [w for w in state.waiting if w.holder != req.holder]
@@ -183,10 +158,7 @@ class DisruptionBudget(BudgetSweep, TellsHolders):
         # The node's own ladder asked while an active check held it: it must not wait on the
         # node's own hold (that ends only when the ladder gives the node back).
         for waiting in state.waiting_on_held():
-            capped = patched(HOLD_WITHIN_CAP)
-            if patched(HUMAN_HOLDS) and state.take_over_hold(
-                waiting, workflow.now(), within_cap=capped
-            ):
+            if state.take_over_hold(waiting, workflow.now(), within_cap=True):
                 self._regrant.append(waiting)
         self._changed = True
 
@@ -273,41 +245,29 @@ class DisruptionBudget(BudgetSweep, TellsHolders):
     # -- the loop --------------------------------------------------------------------------
     @workflow.run
     async def run(self, state: BudgetState) -> None:
-        if patched(search_attributes.PATCH):  # `RemedyPool = '...'` finds it too
-            workflow.upsert_search_attributes([search_attributes.POOL.value_set(state.pool)])
-        if not state.rebuilt and patched(REBUILD):
+        # `RemedyPool = '...'` finds it too
+        workflow.upsert_search_attributes([search_attributes.POOL.value_set(state.pool)])
+        if not state.rebuilt:
             await rebuild(self._state)  # who holds a share already (budget_rebuild)
             self._changed = True
         while True:
-            if patched(SWEEP_ON_ITS_OWN_CLOCK):  # budget_sweep: not put off by signals
-                if not (self._state.holders or self._state.held):
-                    self._swept_at = workflow.now()  # nothing to sweep until someone holds
-                wake = self._wake_at()  # budget_sweep
-                self._alarm.set(wake, SWEEP)
-                await workflow.wait_condition(
-                    lambda: self._changed or self._alarm.due() or self._renewal.due()
-                )
-                if self._alarm.ring():
-                    await self._housekeep(self._sweep)  # budget_sweep: less often when quiet
-            else:
-                try:
-                    now = workflow.now()
-                    wake = wake_at(self._state, now, now)
-                    await workflow.wait_condition(
-                        lambda: self._changed,
-                        timeout=None if wake is None else wake - now,
-                        timeout_summary=SWEEP,
-                    )
-                except TimeoutError:
-                    await self._sweep()
+            # the sweep on its own clock (budget_sweep), not put off by signals
+            if not (self._state.holders or self._state.held):
+                self._swept_at = workflow.now()  # nothing to sweep until someone holds
+            self._alarm.set(self._wake_at(), SWEEP)
+            await workflow.wait_condition(
+                lambda: self._changed or self._alarm.due() or self._renewal.due()
+            )
+            if self._alarm.ring():
+                await self._housekeep(self._sweep)  # budget_sweep: less often when quiet
             messages, self._changed = self._changed, False
             self._check_breaker()
             await self._grant()
             await self._board.publish(self._state)  # after the grants (an update waits on them)
-            if (self._state.asking or self._leave) and patched(QUARANTINE):
+            if self._state.asking or self._leave:
                 await self._quarantine()
             self._publish()
-            if self._regrant and patched(REGRANT):
+            if self._regrant:
                 regrant, self._regrant = self._regrant, []
                 await self._send_out(grants=regrant)
             if self._renewal.now(messages or self._changed):
@@ -320,35 +280,9 @@ class DisruptionBudget(BudgetSweep, TellsHolders):
     async def _sweep(self) -> None:
         if self._state.holders:
             await self._reclaim()
-        if self._state.held and patched(HUMAN_HOLDS):
+        if self._state.held:
             await self._end_holds()
         self._swept_at = workflow.now()
-
-    def _check_breaker(self) -> None:
-        state = self._state
-        now = workflow.now()
-        state.forget_old_reports(now)
-        out = bool(state.holders or state.held or state.waiting) and patched(OUT_SHARE)
-        reopens = patched(REOPENS)
-        tripped = breaker_tripped(state, out, reopens=reopens)
-        if tripped and state.tripped and reopens:  # the nodes unhealthy now, not at the trip
-            state.breaker_note = trip_note(state, out, reopens)
-        elif tripped and not state.tripped:
-            state.tripped, state.tripped_at, state.accepted_out = True, now, []
-            state.trips += 1
-            state.breaker_note = trip_note(state, out, reopens)
-            slow_start.end(state)
-            self._alert = trip_alert(state) if state.asking else None  # one ask held: this one
-            metrics.breaker_tripped(state.pool)
-            workflow.logger.warning("%s: %s", scope(state.pool), state.breaker_note)
-        elif state.tripped and not tripped:
-            state.tripped, state.breaker_note = False, over_note(state, now, out, reopens)
-            if reopens:  # said as the trip is (the demo's `warn` lines); held cordons go slowly
-                workflow.logger.warning("%s: %s", scope(state.pool), state.breaker_note)
-                slow_start.begin(state)
-            if state.asking:  # the ladders it held cordon now
-                self._alert = over_alert(state)
-        slow_start.settle(state, now)
 
     def _publish(self) -> None:
         """The details and the metrics, after the grants: what the pool is now."""
@@ -362,37 +296,13 @@ class DisruptionBudget(BudgetSweep, TellsHolders):
             state.pool, len(held_by_people.held_by_people(state)), held_by_people.seized(state)
         )
 
-    async def _quarantine(self) -> None:
-        """Record the breaker's Event, and give leave to cordon to the ladders that asked —
-        all of them once it is closed (or an operator closed it)."""
-        state = self._state
-        alert, self._alert = self._alert, None
-        if alert is not None and alert.node:
-            try:
-                await ALERT.execute(
-                    alert,
-                    start_to_close_timeout=timedelta(seconds=30),
-                    retry_policy=RetryPolicy(maximum_attempts=3),
-                    summary=f"alert: {alert.reason}",
-                )
-            except ActivityError as err:  # the details and the metric still say it
-                workflow.logger.warning("%s: no Event: %s", scope(state.pool), err)
-        leave, self._leave = self._leave, []
-        if not state.tripped:  # all of them, or as many as a slow start admits
-            leave = [*leave, *slow_start.leave_now(state, workflow.now())]
-        await self._send_out(leave=leave)
-
     async def _grant(self) -> None:
         state = self._state
-        if state.held and patched(HOLD_WITHIN_CAP):
+        if state.held:
             for waiting in state.waiting_on_held():  # a lease freed (reclaimed, say): first
                 if state.take_over_hold(waiting, workflow.now(), within_cap=True):
                     self._regrant.append(waiting)
         granted = grant_waiting(state, workflow.now())  # in nodes and GPUs (budget_gpus)
-        if not patched(GRANTS_TOGETHER):
-            for req in granted:  # one workflow task per grant: slow under a burst
-                await self._tell(req)
-            return
         # Every grant in one workflow task: a burst of 1,000 requests is served in a few
         # round trips, not one per node.
         await self._send_out(grants=granted)

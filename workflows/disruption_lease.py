@@ -2,13 +2,11 @@
 counts it), hold a lease before the first disruptive rung, give it back at the end.
 
 A workflow can signal another but not start it, so the first two go through activities
-(signal-with-start of the budget). Since ``LOCAL_LEASE_CALLS`` the request and the release are
-local activities of the ladder's workflow task: a lease cost a ladder an activity task (the
-request) and a workflow task more (the answer of the release's signal from the workflow), and at
-1,000 nodes failing at once on one machine that work was most of what a lease added to a ladder
-(bench/results/lease_priority.md). Since ``LEASE_ANSWERED`` a lease the budget can grant at once
-is the request's answer (the budget's update ``ask_lease``, activities/budget.py): no grant
-signal, no workflow task for it, no re-ask timer; one it cannot grant yet still comes by signal."""
+(signal-with-start of the budget). The request and the release are local activities of the
+ladder's workflow task, so a lease costs the ladder no activity task for the request and no
+workflow task more for the release. A lease the budget can grant at once is the request's
+answer (the budget's update ``ask_lease``, activities/budget.py): no grant signal, no workflow
+task for it, no re-ask timer; one it cannot grant yet still comes by signal."""
 
 from __future__ import annotations
 
@@ -19,37 +17,21 @@ from temporalio import workflow
 from temporalio.exceptions import ActivityError
 
 from contract.activities import RELEASE_LEASE, REPORT_UNHEALTHY, REQUEST_LEASE
-from contract.messages import HOLDER_WAITS, LEASE_RELEASE
-from contract.patches import patched
+from contract.messages import HOLDER_WAITS
 from workflows.common import RIDE_OUT, Interrupted, permanent
-from workflows.door import checks_the_door
 from workflows.remediation_view import RemediationView
 
 with workflow.unsafe.imports_passed_through():
     from contract.names import budget_workflow_id
-    from remedy.budget import HumanWait, LeaseGrant, LeaseRelease, LeaseWanted, NodeUnhealthy
-    from remedy.budget_signals import LeaseAnswer
-    from remedy.models import Action, Scope
-    from remedy.remediation import AttemptResult, Outcome, Phase, RemediationState
+    from remedy.core.models import Action, Scope
+    from remedy.disruption.budget import LeaseGrant, LeaseRelease, LeaseWanted, NodeUnhealthy
+    from remedy.disruption.budget_messages import HumanWait
+    from remedy.disruption.budget_signals import LeaseAnswer
+    from remedy.ladder.remediation import AttemptResult, Outcome, Phase, RemediationState
 
 BUDGET_CALL = timedelta(seconds=30)
-REASK = "re-ask-for-lease"  # workflow.patched: runs from before waited without a timer
 REASK_EVERY = timedelta(minutes=5)
 REASK_AFTER_REFUSAL = timedelta(minutes=1)  # refused grants make it ask at most this often
-HOLD_FOR_HUMAN = "lease-held-for-a-human"  # workflow.patched: runs before freed it at the end
-HOLD_WITHOUT_LEASE = "held-for-a-human-without-a-lease"  # runs before: no lease, no hold
-# Runs before: a holder's wait for a person was not said to the budget (nor in `remedy status`).
-WAITS_FOR_PEOPLE = "tell-the-budget-a-holder-waits-for-a-person"
-# Runs before asked a GPU-scoped rung's lease for the node (remedy/budget_gpus.py).
-GPU_LEASES = "gpu-sized-leases"
-# Runs before asked and gave back by an activity task and a signal from the workflow.
-LOCAL_LEASE_CALLS = "lease-asked-and-given-back-by-local-activities"
-# Runs before waited for every grant as a signal; since, a grant at once is the request's answer.
-LEASE_ANSWERED = "lease-granted-in-the-answer-to-its-request"
-# Runs before took any grant sent to their workflow id: an earlier run's (the node's last
-# ladder) as theirs, and one their own request won before its record was (a first workflow
-# task that timed out) as never asked for, never given back.
-GRANT_NAMES_ITS_RUN = "a-grant-is-for-the-run-that-asked"
 # Endings that leave the node as it is: cordoned by remedy, drained, for a person.
 LEFT_AS_IT_IS = (Outcome.NEEDS_HUMAN, Outcome.ABORTED)
 
@@ -88,26 +70,17 @@ class DisruptionLease:
         is tripped, the wait goes on; it ends with ``Interrupted`` once ``interrupted()`` (a
         worse fault came: the ladder switches runbooks first). ``scope`` GPU: a GPU-scoped
         rung's lease, for ``gpus`` only; a node rung after one asks for the node, keeping
-        its GPU lease until the budget widens it (remedy/budget_gpus.py)."""
+        its GPU lease until the budget widens it (remedy/disruption/budget_gpus.py)."""
         state = self._state
         if self._holds(scope):
             return
-        if scope is Scope.GPU and not (gpus and patched(GPU_LEASES)):
+        if scope is Scope.GPU and not gpus:
             scope = Scope.NODE  # which GPU is not known: the node
-        if not patched(REASK):  # a ladder from before: as it was
-            if state.lease_requested_at is None:
-                state.lease_requested_at = workflow.now()
-                await self._ask()
-            self._view.enter(Phase.AWAITING_LEASE)
-            await workflow.wait_condition(
-                lambda: state.lease_granted_at is not None, timeout_summary="disruption lease"
-            )
-            return
         self._view.enter(Phase.AWAITING_LEASE)  # while it asks, too: an outage may be long
         if state.lease_requested_at is None or state.lease_granted_at is not None:
             state.lease_requested_at = state.lease_requested_at or workflow.now()
-            if checks_the_door():  # a new request: its own token (a re-ask keeps it)
-                state.lease_token = str(workflow.uuid4())
+            # a new request: its own token (a re-ask keeps it)
+            state.lease_token = str(workflow.uuid4())
             await self._ask(scope, gpus or [])  # first, or the node after a GPU lease
         while not self._holds(scope):
             if interrupted():
@@ -141,7 +114,7 @@ class DisruptionLease:
         with a workflow task that timed out: asked, then, so that it is given back."""
         state = self._state
         run = workflow.info().run_id
-        if state.lease_token and checks_the_door():
+        if state.lease_token:
             if grant.token != state.lease_token:
                 said = "no token" if not grant.token else "another request's token"
                 self._view.refused(
@@ -154,13 +127,11 @@ class DisruptionLease:
                     self._ask_again, self._reasked_at = True, now
                 return
         elif grant.run and grant.run not in (run, state.lease_asked_in):
-            if patched(GRANT_NAMES_ITS_RUN):
-                workflow.logger.info("%s: a grant for run %s ignored", state.node.name, grant.run)
-                return
+            workflow.logger.info("%s: a grant for run %s ignored", state.node.name, grant.run)
+            return
         elif grant.run == run and state.lease_requested_at is None:
-            if patched(GRANT_NAMES_ITS_RUN):
-                state.lease_requested_at = workflow.now()
-                state.lease_asked_in = run
+            state.lease_requested_at = workflow.now()
+            state.lease_asked_in = run
         if state.lease_granted_at is None or grant.scope is Scope.NODE:
             state.lease_scope = grant.scope
         state.lease_granted_at = state.lease_granted_at or workflow.now()
@@ -169,10 +140,8 @@ class DisruptionLease:
     async def _ask(self, scope: Scope = Scope.NODE, gpus: list[int] | None = None) -> None:
         """A request that cannot get through before its deadline (an outage) is given up: the
         wait goes on and the ladder asks again. One refused for good (a permission the
-        controller lacks) ends the ladder: asking again cannot help. A ladder from before the
-        re-ask fails as it did."""
+        controller lacks) ends the ladder: asking again cannot help."""
         state = self._state
-        answer = patched(LEASE_ANSWERED)
         wanted = LeaseWanted(
             holder=workflow.info().workflow_id,
             node=state.node.name,
@@ -181,7 +150,7 @@ class DisruptionLease:
             cordoned=state.cordoned_by_remedy,
             scope=scope,
             gpus=gpus or [],
-            answer=answer,
+            answer=True,
             run=workflow.info().run_id,
             token=state.lease_token,
         )
@@ -192,14 +161,14 @@ class DisruptionLease:
                 start_to_close_timeout=BUDGET_CALL,
                 **RIDE_OUT,
                 summary=f"request lease (pool {state.node.pool})",
-                local=patched(LOCAL_LEASE_CALLS),
+                local=True,
             )
         except ActivityError as err:
-            if permanent(err) or not patched(REASK):
+            if permanent(err):
                 raise
             workflow.logger.warning("%s: lease request not delivered: %s", state.node.name, err)
             return
-        if answer and told is not None and told.granted:  # None: an answer from before
+        if told is not None and told.granted:
             self.granted(
                 LeaseGrant(pool=state.node.pool, scope=told.scope, token=state.lease_token)
             )
@@ -211,7 +180,7 @@ class DisruptionLease:
         is said. Returns whether it told (then it must tell the end too)."""
         state = self._state
         holds = state.lease_granted_at is not None and state.lease_released_at is None
-        if not holds or not patched(WAITS_FOR_PEOPLE):
+        if not holds:
             return False
         node = state.node
         wait = HumanWait(holder=workflow.info().workflow_id, node=node.name, what=what, since=since)
@@ -233,10 +202,10 @@ class DisruptionLease:
         left = outcome in LEFT_AS_IT_IS and state.cordoned_by_remedy and not _restored(state)
         still_out = left and state.share_given_back
         if state.lease_requested_at is None:
-            if left and patched(HOLD_WITHOUT_LEASE):
+            if left:
                 await self._send(for_human=not still_out, still_out=still_out)
             return
-        for_human = left and not still_out and patched(HOLD_FOR_HUMAN)
+        for_human = left and not still_out
         released = workflow.now()  # when it let go: the budget may grant before the send returns
         await self._send(for_human, still_out)
         state.lease_released_at = released
@@ -251,23 +220,17 @@ class DisruptionLease:
             still_out=still_out,
             pool=node.pool,
         )
-        if patched(LOCAL_LEASE_CALLS):
-            try:  # a budget that is gone is no failure (activities.budget)
-                await RELEASE_LEASE.execute(
-                    release,
-                    start_to_close_timeout=BUDGET_CALL,
-                    **RIDE_OUT,
-                    summary=f"release lease (pool {node.pool})",
-                    local=True,
-                    gives_back=True,  # a stopped ladder still gives its share back
-                )
-            except ActivityError as err:  # given up: the budget's sweep reclaims it
-                workflow.logger.warning("could not release the lease of %s: %s", node.name, err)
-            return
-        try:
-            await LEASE_RELEASE.send_to(budget_workflow_id(node.pool), release)
-        except Exception:  # noqa: BLE001 - a budget that is gone holds no lease to give back
-            workflow.logger.warning("could not release the lease of %s", node.name)
+        try:  # a budget that is gone is no failure (activities.budget)
+            await RELEASE_LEASE.execute(
+                release,
+                start_to_close_timeout=BUDGET_CALL,
+                **RIDE_OUT,
+                summary=f"release lease (pool {node.pool})",
+                local=True,
+                gives_back=True,  # a stopped ladder still gives its share back
+            )
+        except ActivityError as err:  # given up: the budget's sweep reclaims it
+            workflow.logger.warning("could not release the lease of %s: %s", node.name, err)
 
 
 def unhealthy(

@@ -7,14 +7,14 @@ a user of the Web UI — reaches the ladder, so the workflow is the last line, n
   from a continue-as-new of this very workflow (checked), and an input that does not read
   fails the run once, with a reason, instead of failing its workflow task forever;
 - **a report** is taken only once the controller checked who sent it and gave it its own
-  runbook of the name asked (``ADMIT_REPORT``, remedy.intake), one at a time, in the order
+  runbook of the name asked (``ADMIT_REPORT``, remedy.ladder.intake), one at a time, in the order
   the reports came; one over ``MAX_REPORT_BYTES`` is not even read;
 - **an internal message** (a lease grant, leave to cordon) is taken only when it carries the
   token the ladder drew for its own request (workflows.disruption_lease, quarantine_gate).
 
 Whatever is refused is said where operators look — the state's ``refused`` (``remedy show``,
 the Web UI's details), the count ``refusals``, the metric ``remedy_messages_refused`` — and the
-ladder goes on as if it never came. Runs from before ``DOOR`` took all of it as it came.
+ladder goes on as if it never came.
 """
 
 from __future__ import annotations
@@ -30,20 +30,16 @@ from temporalio.common import RawValue
 from temporalio.exceptions import ActivityError, ApplicationError
 
 from contract import activities as act
-from contract.patches import patched
 from contract.unreadable import Unreadable
 from workflows.common import PATIENT_RETRY, RIDE_OUT_DEADLINE, LadderStop, cause_of
 from workflows.remediation_view import RemediationView
 
 with workflow.unsafe.imports_passed_through():
     from contract.names import remediation_workflow_id
-    from remedy.intake import ReportToAdmit
-    from remedy.models import NodeRef
-    from remedy.remediation import FindingReport, Outcome, RemediationInput, RemediationState
+    from remedy.core.models import NodeRef
+    from remedy.ladder.intake import ReportToAdmit
+    from remedy.ladder.remediation import FindingReport, Outcome, RemediationInput, RemediationState
 
-# workflow.patched: runs before took every report as it came, with the runbook it carried, and
-# every grant and leave to cordon sent to their workflow id.
-DOOR = "trust-nothing-at-the-door"
 ADMIT_CALL = timedelta(seconds=30)
 FIRST_REPORT_TIMEOUT = timedelta(minutes=5)
 BAD_START = "BadStartInput"  # the failure type of a start input the ladder cannot take
@@ -67,8 +63,6 @@ def start_input(raw: RawValue) -> StartTaken:
     except (ValidationError, ValueError, TypeError) as exc:
         why = f"the start input is not a {RemediationInput.__name__}: {_fields(exc)}"
         return StartTaken(_STAND_IN, bad=why)
-    if not checks_the_door():
-        return StartTaken(inp)  # a run from before took its start as it came
     info = workflow.info()
     if info.workflow_id != remediation_workflow_id(inp.node.name):
         why = (
@@ -209,8 +203,3 @@ class ReportIntake:
     def _refused(self, why: str) -> str:
         self._view.refused("report_finding", why)
         return why
-
-
-def checks_the_door() -> bool:
-    """Whether this run keeps its door (``DOOR``)."""
-    return patched(DOOR)

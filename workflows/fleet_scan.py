@@ -6,7 +6,8 @@ behind the admission taint gets its admission; and the fleet summary per pool is
 (and the workflow's details in the UI), which `remedy status` reads. With ``watch_jobs``, the
 failed pods of guarded jobs go to their guards and the guards of finished jobs end.
 
-Silence is judged fleet-wide first (remedy.quarantine.silence_storm): many agents silent at once
+Silence is judged fleet-wide first (remedy.disruption.quarantine.silence_storm): many agents silent
+at once
 start no AgentSilent ladder; the scan alerts once per storm (the last scan's summary, which the
 schedule hands to the next, says whether the storm is new).
 """
@@ -21,41 +22,37 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError
 
 from contract import activities as act
-from contract.patches import patched
 from workflows import metrics
 
 with workflow.unsafe.imports_passed_through():
     from contract.names import FLEET_SCAN_WORKFLOW, node_task_queue
-    from remedy.admission import AdmissionInput
     from remedy.attribution.evidence import JobFailureReport
-    from remedy.budget import CLUSTER_POOL
-    from remedy.fleet import (
+    from remedy.attribution.job_report import GoodputWatch
+    from remedy.core.models import NodeRef
+    from remedy.detection.node_facts import NodeFacts
+    from remedy.disruption.budget import CLUSTER_POOL
+    from remedy.disruption.quarantine import (
+        Alert,
+        SilenceStorm,
+        silence_alert,
+        silence_over,
+        silence_storm,
+    )
+    from remedy.scan.admission import AdmissionInput
+    from remedy.scan.fleet import (
         ConditionStart,
         FindingStart,
         FleetSummary,
-        NodeFacts,
         OpenWork,
         ScanInput,
-        SilenceStorm,
         judge_liveness,
         plan_scan,
         summarise,
     )
-    from remedy.job_report import GoodputWatch
-    from remedy.liveness import Sightings, agent_silent
-    from remedy.models import NodeRef
-    from remedy.orphans import OrphanCheck
-    from remedy.quarantine import Alert, silence_alert, silence_over, silence_storm
+    from remedy.scan.liveness import Sightings, agent_silent
+    from remedy.scan.orphans import OrphanCheck
 
 RETRY = RetryPolicy(initial_interval=timedelta(seconds=2), maximum_attempts=3)
-# workflow.patched: scans from before judged a heartbeat by its age on the node's clock
-CONTROLLER_CLOCK = "liveness-on-the-controllers-clock"
-ADOPT_ORPHANS = "adopt-orphaned-cordons"  # workflow.patched: scans from before did not
-AGENT_SILENT = "agent-silent-ladders"  # workflow.patched: scans from before did not
-# workflow.patched: scans from before read a problem condition as current however old it was
-STALE_PROBLEMS = "stale-problem-conditions"
-SILENCE_STORMS = "judge-silence-fleet-wide"  # scans from before started a ladder per silent node
-JOB_GOODPUT = "measure-job-goodput"  # workflow.patched: scans from before measured no goodput
 
 
 @workflow.defn(name=FLEET_SCAN_WORKFLOW)
@@ -76,11 +73,9 @@ class FleetScan:
             retry_policy=RETRY,
             summary="running remediations and admissions",
         )
-        stale = patched(STALE_PROBLEMS)
-        seen = None
-        if patched(CONTROLLER_CLOCK):
-            nodes, seen = judge_liveness(nodes, _seen_before(), listing_from, workflow.now())
-        plan = plan_scan(nodes, work, inp.agent_silent_after, stale)
+        # liveness on the controller's clock, from the scan before's result
+        nodes, seen = judge_liveness(nodes, _seen_before(), listing_from, workflow.now())
+        plan = plan_scan(nodes, work, inp.agent_silent_after)
         here = workflow.info().task_queue
         # All starts at once: 150 nodes whose agents died should not wait on each other.
         await asyncio.gather(
@@ -121,7 +116,7 @@ class FleetScan:
                 orphans = await self._adopt_orphans(plan.cordoned, inp)
             except ActivityError as err:  # the rest of the scan still counts
                 workflow.logger.warning("orphaned cordons not adopted: %s", err)
-        quiet = await self._silence(nodes, plan.silent, inp) if patched(SILENCE_STORMS) else None
+        quiet = await self._silence(nodes, plan.silent, inp)
         laddered = [n for n in plan.silent if quiet is None or n.pool not in quiet.pools]
         silent = await self._silent(laddered, inp) if laddered else []
         started_remediations = [n.name for n in plan.remediate] + orphans + silent
@@ -131,30 +126,26 @@ class FleetScan:
             admitting=sorted([*work.admitting, *started_admissions]),
             checking=work.checking,
         )
-        summary = summarise(nodes, work, workflow.now(), inp.agent_silent_after, stale)
+        summary = summarise(nodes, work, workflow.now(), inp.agent_silent_after)
         summary.started_remediations, summary.started_admissions = (
             started_remediations,
             started_admissions,
         )
         summary.orphaned_cordons, summary.silence = orphans, quiet
-        if seen is not None:
-            summary.liveness = seen
-            for pool in summary.pools:
-                metrics.clock_skew(pool.pool, pool.skewed, pool.largest_skew_s)
+        summary.liveness = seen
+        for pool in summary.pools:
+            metrics.clock_skew(pool.pool, pool.skewed, pool.largest_skew_s)
         if inp.watch_jobs:
             try:
                 summary.job_failures_reported, summary.guards_finished = await self._watch_jobs(inp)
             except ActivityError as err:  # the nodes' side of the scan still counts
                 summary.job_watch_error = str(err.cause or err)
-            if patched(JOB_GOODPUT):
-                await self._goodput(summary, inp)
+            await self._goodput(summary, inp)
         workflow.set_current_details(summary.markdown())
         return summary
 
     async def _adopt_orphans(self, cordoned: list[NodeFacts], inp: ScanInput) -> list[str]:
         """remedy's cordon with no ladder running: each one nobody owns gets a ladder."""
-        if not patched(ADOPT_ORPHANS):
-            return []
         adopted = await act.ADOPT_ORPHANS.execute(
             OrphanCheck(
                 nodes=[NodeRef(name=n.name, pool=n.pool) for n in cordoned],
@@ -203,8 +194,6 @@ class FleetScan:
 
     async def _silent(self, silent: list[NodeFacts], inp: ScanInput) -> list[str]:
         """Agents whose heartbeat went stale: each node gets an AgentSilent ladder."""
-        if not patched(AGENT_SILENT):
-            return []
         here = workflow.info().task_queue
         started = await asyncio.gather(
             *(

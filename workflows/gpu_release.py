@@ -13,8 +13,8 @@ from workflows.common import RIDE_OUT
 
 with workflow.unsafe.imports_passed_through():
     from contract.names import GPU_RELEASE_WORKFLOW
-    from remedy.gpu_scope import GpuRelease as Request
-    from remedy.gpu_scope import GpuReleased
+    from remedy.acting.gpu_scope import GpuRelease as Request
+    from remedy.acting.gpu_scope import GpuReleased
 
 CLUSTER_CALL = timedelta(seconds=60)
 

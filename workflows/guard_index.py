@@ -11,15 +11,10 @@ from temporalio import workflow
 from temporalio.common import SearchAttributeUpdate
 
 from contract import search_attributes as sa
-from contract.patches import patched
 
 with workflow.unsafe.imports_passed_through():
     from remedy.attribution.guard import GuardPhase, JobRef
-    from remedy.remediation import Outcome
-
-# workflow.patched id: guards that began before remedy indexed them never upsert (their
-# histories hold no such command).
-INDEX_JOB_GUARDS = "remedy-index-job-guards"
+    from remedy.ladder.remediation import Outcome
 
 
 def guard_updates(
@@ -44,7 +39,7 @@ class GuardIndex:
         self._indexed = workflow.info().typed_search_attributes.get(sa.JOB_STATE)
 
     def publish(self, phase: GuardPhase) -> None:
-        if phase.value == self._indexed or not patched(INDEX_JOB_GUARDS):
+        if phase.value == self._indexed:
             return
         workflow.upsert_search_attributes(guard_updates(self._job, phase, workflow.now()))
         self._indexed = phase.value

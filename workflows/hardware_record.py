@@ -13,14 +13,11 @@ from temporalio import workflow
 
 from contract import search_attributes
 from contract.messages import HARDWARE_RECORD, INCIDENT, UNBLOCK
-from contract.patches import patched
-from workflows.blocklist import TAKE_OUT, take_out_of_service
-
-TAKE_OUT_IN_OLD_RECORDS = "take-blocklisted-gpus-out-of-service-in-older-records"
+from workflows.blocklist import take_out_of_service
 
 with workflow.unsafe.imports_passed_through():
     from contract.names import HARDWARE_RECORD_WORKFLOW
-    from remedy.hardware import HardwareRecordState, IncidentReport, UnblockRequest
+    from remedy.ladder.hardware import HardwareRecordState, IncidentReport, UnblockRequest
 
 
 @workflow.defn(name=HARDWARE_RECORD_WORKFLOW)
@@ -73,21 +70,8 @@ class HardwareRecord:
 
     @workflow.run
     async def run(self, state: HardwareRecordState) -> None:
-        if patched(search_attributes.PATCH):  # find the GPU's record and ladders by serial
-            workflow.upsert_search_attributes(
-                [search_attributes.GPU_SERIALS.value_set([state.serial])]
-            )
-        if patched(TAKE_OUT):
-            await self._take_out_until_continue_as_new()
-        else:
-            # A record started before blocklisting in service: a GPU blocked in it from now on
-            # is taken out too (its history, replayed, declines the patch and waits as before).
-            await workflow.wait_condition(
-                lambda: self._state.take_out is not None or self._continue_as_new_suggested()
-            )
-            if self._state.take_out is not None and patched(TAKE_OUT_IN_OLD_RECORDS):
-                await self._take_out_until_continue_as_new()
-            else:
-                await workflow.wait_condition(self._continue_as_new_suggested)
+        # find the GPU's record and ladders by serial
+        workflow.upsert_search_attributes([search_attributes.GPU_SERIALS.value_set([state.serial])])
+        await self._take_out_until_continue_as_new()
         await workflow.wait_condition(workflow.all_handlers_finished)
         workflow.continue_as_new(self._state)

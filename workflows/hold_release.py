@@ -14,7 +14,7 @@ from workflows.common import RIDE_OUT
 
 with workflow.unsafe.imports_passed_through():
     from contract.names import HOLD_RELEASE_WORKFLOW
-    from remedy.person_hold import HoldLift, NodeHeld
+    from remedy.trust.person_hold import HoldLift, NodeHeld
 
 CLUSTER_CALL = timedelta(seconds=60)
 

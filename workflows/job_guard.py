@@ -50,10 +50,10 @@ with workflow.unsafe.imports_passed_through():
         ResumeResult,
         StopRequest,
     )
+    from remedy.attribution.job_report import end_of, percent
     from remedy.attribution.model import Attribution, PodFailure, Verdict
-    from remedy.durations import format_duration
-    from remedy.job_report import end_of, percent
-    from remedy.models import NodeRef
+    from remedy.core.durations import format_duration
+    from remedy.core.models import NodeRef
 
 Attributed = tuple[PodFailure, Attribution]
 # Which pod of one failure speaks for it: a platform fault explains the ranks that timed out

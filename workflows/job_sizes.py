@@ -10,7 +10,6 @@ from temporalio import workflow
 from temporalio.exceptions import ActivityError
 
 from contract import activities as act
-from contract.patches import patched
 from workflows.common import RIDE_OUT
 
 with workflow.unsafe.imports_passed_through():
@@ -23,10 +22,6 @@ with workflow.unsafe.imports_passed_through():
         restart_size,
     )
     from remedy.attribution.guard import CheckpointRequest, JobLedger, JobRef
-
-# workflow.patched id: runs started before it restarted every job at the size it had, and
-# never looked for capacity to grow a job into.
-ELASTIC = "elastic-restarts"
 
 
 async def shape_of(job: JobRef) -> JobShape | None:
@@ -45,8 +40,6 @@ async def shape_of(job: JobRef) -> JobShape | None:
 
 async def size_for_restart(job: JobRef, ledger: JobLedger) -> Sizing | None:
     """An elastic job restarts at the size capacity allows; a fixed one as it was (None)."""
-    if not patched(ELASTIC):
-        return None
     shape = await shape_of(job)
     if shape is None:
         return None
@@ -56,7 +49,7 @@ async def size_for_restart(job: JobRef, ledger: JobLedger) -> Sizing | None:
 
 def grow_check(ledger: JobLedger, policy: ElasticPolicy) -> timedelta | None:
     """How long to wait for a failure before looking for capacity (None: wait for ever)."""
-    return policy.grow_check if below_max(ledger.shape) and patched(ELASTIC) else None
+    return policy.grow_check if below_max(ledger.shape) else None
 
 
 async def size_to_grow(job: JobRef, ledger: JobLedger, policy: ElasticPolicy) -> Sizing | None:

@@ -2,7 +2,7 @@
 and its pool's lease grants. Mixed into NodeRemediation.
 
 Each is read by a guarded handler (contract.defs): a payload too large or that does not read is
-refused and counted, never a decoding traceback in the worker's log. Since ``DOOR`` a report is
+refused and counted, never a decoding traceback in the worker's log. A report is
 taken only through the controller's check (workflows/door.py), and a grant only when it carries
 the token of the ladder's own request (workflows/disruption_lease.py)."""
 
@@ -13,20 +13,14 @@ from temporalio import workflow
 from contract.messages import LEASE_GRANTED, REPORT_FINDING
 from contract.unreadable import Unreadable
 from workflows.disruption_lease import DisruptionLease
-from workflows.door import ReportIntake, checks_the_door
+from workflows.door import ReportIntake
 from workflows.remediation_view import RemediationView
 from workflows.runbook_changes import RunbookChanges
 
 with workflow.unsafe.imports_passed_through():
-    from remedy.budget import LeaseGrant
-    from remedy.remediation import (
-        MAX_REPORT_BYTES,
-        AbortRequest,
-        ClearRequest,
-        FindingReport,
-        Phase,
-        RemediationState,
-    )
+    from remedy.disruption.budget import LeaseGrant
+    from remedy.ladder.remediation import MAX_REPORT_BYTES, FindingReport, Phase, RemediationState
+    from remedy.trust.decisions import AbortRequest, ClearRequest
 
 MAX_GRANT_BYTES = 4096  # a grant names a pool, a scope, a run and a token
 # A worse report takes over before the ladder climbs (a held one's too: workflows.person_hold).
@@ -48,10 +42,7 @@ class LadderMessages:
     async def report_finding(self, sent: FindingReport | Unreadable) -> None:
         if self._bad_start:
             return  # a run whose start did not read takes nothing: it fails at once
-        if checks_the_door():  # checked first (its ladder's first ones, by the ladder itself)
-            report = await self._intake.arrived(sent)
-        else:  # a run from before took what came (the SDK dropped what did not read)
-            report = sent if isinstance(sent, FindingReport) else None
+        report = await self._intake.arrived(sent)  # its ladder's first ones by the ladder itself
         if report is not None:
             self._take(report)
 

@@ -11,24 +11,22 @@ from temporalio.exceptions import ActivityError
 
 from contract import activities as act
 from contract.defs import FinishedAfterStop
-from contract.patches import patched
 from workflows.common import RIDE_OUT, this_run
 
 with workflow.unsafe.imports_passed_through():
-    from remedy.actions import ACTIONS
-    from remedy.hardware import Incident, IncidentReport, InService
-    from remedy.models import ConditionsUpdate, Finding
-    from remedy.remediation import (
+    from remedy.core.actions import ACTIONS
+    from remedy.core.models import ConditionsUpdate, Finding
+    from remedy.ladder.hardware import Incident, IncidentReport, InService
+    from remedy.ladder.remediation import (
         HANDLED_KEPT,
         AttemptResult,
         Outcome,
         RemediationInput,
         RemediationState,
     )
-    from remedy.runbook.schema import Cause, Rung
+    from remedy.runbook.authored import Cause
+    from remedy.runbook.schema import Rung
 
-# workflow.patched: runs before recorded an action that finished after an abort as cut short.
-RECORD_FINISHED = "record-an-action-that-finished-after-a-stop"
 # Outcomes that count against the GPU (not a fault that cleared by itself, nor an abort).
 INCIDENT_OUTCOMES = (Outcome.RECOVERED, Outcome.REPLACED, Outcome.NEEDS_HUMAN)
 
@@ -106,8 +104,8 @@ def cancelled(rung: Rung) -> str:
 def stopped_while(rung: Rung, stop: asyncio.CancelledError) -> tuple[AttemptResult, str]:
     """What the record says of a rung the ladder's stop came during: what it did when it
     finished all the same (a drain whose last eviction landed as the abort came), else cut
-    short. Runs before ``RECORD_FINISHED`` said cut short either way."""
-    if isinstance(stop, FinishedAfterStop) and patched(RECORD_FINISHED):
+    short."""
+    if isinstance(stop, FinishedAfterStop):
         result = stop.result
         detail = getattr(result, "detail", "") or "done"
         verdict = AttemptResult.DONE if getattr(result, "ok", True) else AttemptResult.FAILED

@@ -1,41 +1,46 @@
 """A reset or a reboot of a MIG node is recovered only once the MIG manager applied the node's
-layout again (remedy/mig_layout.py): the layout is marked pending just before the action, put
+layout again (remedy/acting/mig_layout.py): the layout is marked pending just before the action, put
 back if the action did not run, and waited for after it (the rung's timeout bounds the wait).
 A layout that failed, or is gone, fails the rung: the ladder climbs (fail closed)."""
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 from datetime import timedelta
-from typing import TYPE_CHECKING
+from typing import Protocol, TypeVar
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError
 
 from contract import activities as act
-from contract.patches import patched
 from workflows.common import RIDE_OUT, cause_of
 
 with workflow.unsafe.imports_passed_through():
-    from remedy.mig_layout import MigLayoutStep
-    from remedy.models import ActionResult
+    from remedy.acting.mig_layout import MigLayoutStep
+    from remedy.core.models import ActionResult, NodeRef
     from remedy.runbook.schema import Rung
 
-if TYPE_CHECKING:
-    from workflows.node_steps import NodeSteps, Step
 
-# workflow.patched id: runs started before it ended a reset or a reboot at the action itself.
-RESTORE_MIG_LAYOUT = "restore-the-mig-layout"
+class OnNode(Protocol):
+    """What the wrapped step runs on (workflows.node_steps.NodeSteps): its node."""
+
+    @property
+    def node(self) -> NodeRef: ...
+
+
+S = TypeVar("S", bound=OnNode)
+
 LAYOUT_CALL = timedelta(seconds=60)
 
 
-def with_mig_layout(step: Step) -> Step:
+def with_mig_layout(
+    step: Callable[[S, Rung], Awaitable[ActionResult]],
+) -> Callable[[S, Rung], Awaitable[ActionResult]]:
     """``step`` (a reset's or a reboot's), with the node's MIG layout around it."""
 
-    async def run(steps: NodeSteps, rung: Rung) -> ActionResult:
-        if not patched(RESTORE_MIG_LAYOUT):
-            return await step(steps, rung)
+    async def run(steps: S, rung: Rung) -> ActionResult:
         node = steps.node
         ask = MigLayoutStep(node=node)
         before = await act.ASK_MIG_LAYOUT.execute(

@@ -21,7 +21,13 @@ from workflows.common import RIDE_OUT, this_run
 
 with workflow.unsafe.imports_passed_through():
     from contract.names import NODE_ADMISSION_WORKFLOW
-    from remedy.admission import (
+    from remedy.core.durations import format_duration
+    from remedy.core.models import ComponentKind, Finding, ProbeReport, ProbeRequest, Severity
+    from remedy.ladder.describe import NodeIndex
+    from remedy.ladder.hardware import Incident, IncidentReport, SerialsCheck
+    from remedy.ladder.intake import RemediationStart
+    from remedy.ladder.remediation import FindingReport
+    from remedy.scan.admission import (
         ADMISSION_FAILED,
         AdmissionInput,
         AdmissionPhase,
@@ -32,12 +38,6 @@ with workflow.unsafe.imports_passed_through():
         diagnose_detail,
         failing_serials,
     )
-    from remedy.describe import NodeIndex
-    from remedy.durations import format_duration
-    from remedy.hardware import Incident, IncidentReport, SerialsCheck
-    from remedy.intake import RemediationStart
-    from remedy.models import ComponentKind, Finding, ProbeReport, ProbeRequest, Severity
-    from remedy.remediation import FindingReport
 
 
 class _Rejected(Exception):

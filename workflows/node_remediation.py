@@ -21,57 +21,42 @@ from temporalio.exceptions import ActivityError
 
 from contract.defs import stop_when
 from contract.messages import REMEDIATION_STATE
-from contract.patches import patched
-from workflows import metrics
 from workflows.capabilities import NodeCapabilities
 from workflows.common import Interrupted, LadderStop, cause_of, node_gone
 from workflows.disruption_lease import DisruptionLease
-from workflows.door import ReportIntake, checks_the_door, failed, start_input
+from workflows.door import ReportIntake, failed, start_input
+from workflows.ladder_endings import LadderEndings
 from workflows.ladder_messages import LadderMessages
-from workflows.ladder_records import handled, publish_healthy, record_incidents, stopped_while
+from workflows.ladder_records import stopped_while
 from workflows.node_steps import NodeSteps, gone
 from workflows.operator_updates import OperatorKeys, OperatorMessages
 from workflows.person_hold import PersonHold, PersonHoldMessages
-from workflows.quarantine_gate import (
-    ASK_BEFORE_CORDON,
-    CORDON_FIRST,
-    QuarantineGate,
-    QuarantineMessages,
-)
+from workflows.quarantine_gate import QuarantineGate, QuarantineMessages
 from workflows.remediation_view import RemediationView
-from workflows.runbook_changes import RunbookChanges, next_ladder_state
+from workflows.runbook_changes import RunbookChanges
 from workflows.rung_gates import RungGates, SkipRung
-from workflows.verification import RECORD_STOPPED_CHECKS, RESUME_ABOVE, Verification
+from workflows.verification import Verification
 
 with workflow.unsafe.imports_passed_through():
     from contract.names import NODE_REMEDIATION_WORKFLOW
-    from remedy.actions import ACTIONS
-    from remedy.durations import format_duration
-    from remedy.models import Action
-    from remedy.remediation import (
-        AbortRequest,
+    from remedy.core.actions import ACTIONS
+    from remedy.core.durations import format_duration
+    from remedy.core.models import Action
+    from remedy.ladder.remediation import (
         AttemptResult,
-        ClearRequest,
         Outcome,
         Phase,
-        Refusal,
         RemediationResult,
         RemediationState,
     )
     from remedy.runbook.schema import Rung
-
-GAVE_BACK = (Outcome.RECOVERED, Outcome.CLEARED)  # the node back in service: nobody holds it
-# workflow.patched ids: runs started before each existed differ.
-DISRUPTION_BUDGET = "disruption-budget-leases"
-HARDWARE_RECORD = "hardware-record-incidents"
-PUBLISH_CONDITIONS = "publish-conditions-on-recovery"
-# Runs before: an abort's cancellation read as a failed step, a report mid-ladder only kept,
-# and a rung that needs a drained node ran after the drain failed.
-MANY_AT_ONCE = "abort-wins-worse-fault-escalates-drain-first"
+    from remedy.trust.decisions import AbortRequest, ClearRequest, Refusal
 
 
 @workflow.defn(name=NODE_REMEDIATION_WORKFLOW)
-class NodeRemediation(LadderMessages, OperatorMessages, QuarantineMessages, PersonHoldMessages):
+class NodeRemediation(
+    LadderMessages, LadderEndings, OperatorMessages, QuarantineMessages, PersonHoldMessages
+):
     @workflow.init
     def __init__(self, raw: RawValue) -> None:
         inp, dropped, self._bad_start = start_input(raw)  # the node, nothing more (door)
@@ -95,7 +80,7 @@ class NodeRemediation(LadderMessages, OperatorMessages, QuarantineMessages, Pers
         self._gates = RungGates(
             self._state, self._steps, self._view, self._lease, self._worse_waiting, self._keys
         )
-        self._at_once = False  # MANY_AT_ONCE, decided when the ladder starts
+        self._at_once = False  # True once the ladder started (handlers before it: False)
         self._intake = ReportIntake(self._state, self._view, inp.node_task_queue)
         self._hold = PersonHold(self._state, self._view)  # a node held since an abort
 
@@ -124,24 +109,20 @@ class NodeRemediation(LadderMessages, OperatorMessages, QuarantineMessages, Pers
 
     async def _remediate(self) -> tuple[Outcome, str]:
         state = self._state
-        self._keys.door = checks_the_door()  # decisions wait until the keys are in
-        first = patched(CORDON_FIRST)  # the keyring loads beside the first cordon, or later
-        if not (first and self._keys.start(later=True)):
-            self._input = await self._keys.loaded(self._input)
-        self._at_once = patched(MANY_AT_ONCE)
-        if self._at_once:  # once stopped, this task starts no activity but those giving back
-            stop_when(lambda: self._stop_request is not None)
+        self._keys.door = True  # decisions wait until the keys are in
+        self._keys.start(later=True)  # the keyring loads when first needed
+        self._at_once = True
+        stop_when(lambda: self._stop_request is not None)  # once stopped: only giving back
         try:
             if state.runbook is None:
                 await self._intake.first_report(self._take)
             await self._hold.wait(self._continue_as_new_if_suggested)  # held: records, waits
             if state.phase is Phase.WAITING:
-                await self._begin(first)
+                await self._begin()
             self._input = await self._keys.before_window(self._input)  # unless loaded later
             if state.phase is Phase.TOLERATING:
                 await self._tolerate()
-                if patched(RESUME_ABOVE):  # the runbook is settled now
-                    await self._verification.resume()
+                await self._verification.resume()  # the runbook is settled now
                 self._view.enter(Phase.ACTING)
             self._input = await self._keys.loaded(self._input)  # before the first rung
             return await self._climb()
@@ -150,7 +131,7 @@ class NodeRemediation(LadderMessages, OperatorMessages, QuarantineMessages, Pers
                 await self._steps.restore()  # the fault went away: give back what remedy took
             return stop.outcome, stop.detail
         except ActivityError as err:
-            if node_gone(err) and self._at_once:
+            if node_gone(err):
                 return Outcome.NODE_GONE, gone(state.node.name)
             # A step past its deadline (an outage longer than the ladder rides out): never a
             # failed workflow with its node cordoned and nobody owning it. It holds the node
@@ -165,7 +146,7 @@ class NodeRemediation(LadderMessages, OperatorMessages, QuarantineMessages, Pers
                 f"a step failed past its deadline: {cause_of(err)}; node {held}",
             )
 
-    async def _begin(self, first: bool) -> None:
+    async def _begin(self) -> None:
         state = self._state
         assert state.runbook is not None and state.trigger is not None
         now = workflow.now()
@@ -174,16 +155,11 @@ class NodeRemediation(LadderMessages, OperatorMessages, QuarantineMessages, Pers
         workflow.logger.info(
             "%s: %s → runbook %s", state.node.name, state.trigger.headline(), state.runbook.name
         )
-        reason, first = "finding: " + state.trigger.headline(), first and state.runbook.cordon
-        asks = not first and patched(ASK_BEFORE_CORDON)  # the report asks leave, first
-        if asks:
-            await self._gate.ask(at=now)
-        if first:  # at the floor, the report after it (quarantine_gate)
+        reason = "finding: " + state.trigger.headline()
+        if state.runbook.cordon:  # at the floor, the report after it (quarantine_gate)
             await self._gate.cordon_first(self._steps.cordon, reason, at=now)
-        elif state.runbook.cordon:
-            await self._steps.cordon(reason)
-        if not (asks or first) and patched(DISRUPTION_BUDGET):
-            await self._lease.report_unhealthy(at=now)
+        else:  # the report asks leave, first
+            await self._gate.ask(at=now)
         self._view.enter(Phase.TOLERATING)
 
     async def _tolerate(self) -> None:
@@ -241,7 +217,7 @@ class NodeRemediation(LadderMessages, OperatorMessages, QuarantineMessages, Pers
         while True:
             await self._intake.settled()  # a report still being checked is judged first
             self._continue_as_new_if_suggested()
-            if self._at_once and await self._changes.take_over():
+            if await self._changes.take_over():
                 continue  # a worse fault: its runbook, past what is done (runbook_changes)
             ladder = state.runbook.ladder
             if state.rung >= len(ladder):
@@ -255,9 +231,7 @@ class NodeRemediation(LadderMessages, OperatorMessages, QuarantineMessages, Pers
                 if rung.action is Action.REPLACE:
                     return Outcome.REPLACED, state.attempts[-1].detail
                 await self._intake.settled()
-                if self._at_once and (
-                    await self._changes.take_over() or await self._changes.next_fault()
-                ):
+                if await self._changes.take_over() or await self._changes.next_fault():
                     continue  # another part's fault comes next, with its own runbook
                 await self._steps.restore()
                 return Outcome.RECOVERED, f"healthy after {rung.action.value}"
@@ -280,7 +254,7 @@ class NodeRemediation(LadderMessages, OperatorMessages, QuarantineMessages, Pers
         try:
             result = await self._steps.act(rung)
         except ActivityError as err:
-            if node_gone(err) and self._at_once:
+            if node_gone(err):
                 raise LadderStop(Outcome.NODE_GONE, gone(self._state.node.name)) from None
             view.record(index, rung.action, started, AttemptResult.FAILED, cause_of(err))
             return False
@@ -297,9 +271,8 @@ class NodeRemediation(LadderMessages, OperatorMessages, QuarantineMessages, Pers
         try:
             healthy, detail = await self._verification.after(rung, result)
         except asyncio.CancelledError:  # stopped while settling or verifying: the rung ran
-            if patched(RECORD_STOPPED_CHECKS):
-                said = self._verification.stopped(result) + undrained
-                view.record(index, rung.action, started, AttemptResult.DONE, said)
+            said = self._verification.stopped(result) + undrained
+            view.record(index, rung.action, started, AttemptResult.DONE, said)
             raise
         verdict = AttemptResult.VERIFIED if healthy else AttemptResult.UNVERIFIED
         view.record(index, rung.action, started, verdict, detail + undrained)
@@ -313,76 +286,6 @@ class NodeRemediation(LadderMessages, OperatorMessages, QuarantineMessages, Pers
         if not ACTIONS[rung.action].disruptive:
             return ""
         await self._gates.confirm_fault()
-        if patched(DISRUPTION_BUDGET):
-            gpus = self._steps.request(rung.action).gpu_indices  # a GPU-scoped rung's
-            await self._lease.hold(self._worse_waiting, rung.scope, gpus)
-        return await self._gates.drained(index, rung) if self._at_once else ""
-
-    # -- endings ---------------------------------------------------------------------------
-    async def _on_stop_request(self) -> tuple[Outcome, str]:
-        req = self._stop_request
-        if isinstance(req, ClearRequest):
-            await self._steps.restore()
-            why = f": {req.reason}" if req.reason else ""
-            return Outcome.CLEARED, f"cleared by {req.who}{why}"
-        assert isinstance(req, AbortRequest)
-        if req.restore:
-            await self._steps.restore()
-        left = "restored" if req.restore else "left as it is"
-        held = await self._hold.on_abort(req)  # unless --no-hold: no ladder acts until resumed
-        return Outcome.ABORTED, f"aborted by {req.who}: {req.reason} (node {left}){held}"
-
-    async def _finish(self, outcome: Outcome, detail: str) -> RemediationResult:
-        state = self._state
-        await self._lease.release(outcome)
-        await self._gate.withdraw()  # an ask still held: it no longer counts
-        if patched(HARDWARE_RECORD) and not self._stopped_by_failure:
-            await record_incidents(self._input, state, outcome)
-        if patched(PUBLISH_CONDITIONS):
-            await publish_healthy(state)
-        await self._intake.settled()  # a report in the door: kept for the next ladder
-        self._next_ladder_if_left_over(outcome)
-        last = state.attempts[-1] if state.attempts else None
-        if last and last.action is Action.RESTORE and last.result is AttemptResult.FAILED:
-            detail += "; could not uncordon: the node stays cordoned and marked as remedy's"
-        state.outcome, state.outcome_detail = outcome, detail
-        self._view.enter(Phase.DONE)
-        runbook = state.runbook.name if state.runbook else None
-        metrics.remediation_finished(state.node.pool, runbook or "", outcome.value)
-        await workflow.wait_condition(lambda: workflow.all_handlers_finished() and self._keys.idle)
-        workflow.logger.info("%s: %s — %s", state.node.name, outcome.value, detail)
-        return RemediationResult(
-            node=state.node.name,
-            outcome=outcome,
-            detail=detail,
-            runbook=runbook,
-            attempts=state.attempts,
-            handled=handled(self._input.handled_before, state.findings),
-            approvals=state.approvals,
-            escalations=state.escalations,
-            refused=state.refused,
-            refusals=state.refusals,
-            sent_by=state.sent_by,
-        )
-
-    def _next_ladder_if_left_over(self, outcome: Outcome) -> None:
-        """A report kept for later that this ladder never reached (it came as the ladder
-        gave the node back) starts the node's next ladder at once, in a new run: never lost."""
-        if not self._at_once or self._stop_request is not None or outcome not in GAVE_BACK:
-            return
-        report = self._changes.left_over()
-        if report is None:
-            return
-        state = self._state
-        workflow.logger.info("%s: next ladder for %s", state.node.name, report.finding.headline())
-        fresh = next_ladder_state(state, report)
-        kept = handled(self._input.handled_before, state.findings)
-        workflow.continue_as_new(
-            self._input.model_copy(update={"state": fresh, "handled_before": kept})
-        )
-
-    def _continue_as_new_if_suggested(self) -> None:
-        suggested = workflow.info().is_continue_as_new_suggested()
-        if suggested and self._stop_request is None and self._intake.idle:  # none in the door
-            state = self._state.model_copy(update={"runs": self._state.runs + 1})
-            workflow.continue_as_new(self._input.model_copy(update={"state": state}))
+        gpus = self._steps.request(rung.action).gpu_indices  # a GPU-scoped rung's
+        await self._lease.hold(self._worse_waiting, rung.scope, gpus)
+        return await self._gates.drained(index, rung)

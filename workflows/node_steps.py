@@ -22,7 +22,6 @@ from temporalio.workflow import ActivityCancellationType
 
 from contract import activities as act
 from contract.defs import ActivityDef
-from contract.patches import patched
 from workflows import metrics
 from workflows.common import (
     PATIENT_RETRY,
@@ -31,7 +30,6 @@ from workflows.common import (
     RIDE_OUT_DEADLINE,
     LadderStop,
     cause_of,
-    in_first_task,
     node_gone,
     rung_key,
 )
@@ -39,9 +37,8 @@ from workflows.mig_layout import with_mig_layout
 from workflows.remediation_view import RemediationView
 
 with workflow.unsafe.imports_passed_through():
-    from remedy.actions import ACTIONS, Where
-    from remedy.gpu_scope import faulty_gpus, holds_gpus
-    from remedy.models import (
+    from remedy.core.actions import ACTIONS, Where
+    from remedy.core.models import (
         Action,
         ActionRequest,
         ActionResult,
@@ -55,7 +52,9 @@ with workflow.unsafe.imports_passed_through():
         Scope,
         Severity,
     )
-    from remedy.remediation import (
+    from remedy.detection.probe.runner import PROBE, UNAVAILABLE
+    from remedy.ladder.gpu_ladder import faulty_gpus, holds_gpus
+    from remedy.ladder.remediation import (
         AttemptResult,
         Outcome,
         Phase,
@@ -64,15 +63,6 @@ with workflow.unsafe.imports_passed_through():
     )
     from remedy.runbook.schema import Rung
 
-# workflow.patched ids: runs started before each step existed took the plain action instead.
-CONFIRM_REBOOT = "confirm-reboot-from-boot-id"
-RELEASE_GPUS = "release-gpu-operands-for-reset"
-REPLACE_ONCE = "replace-once-per-node-object"
-RETURN_AFTER_FAILED_RELEASE = "return-gpus-after-a-failed-release"
-DIAGNOSE_EVERY_GPU = "diagnose-every-gpu"  # before: only the GPUs the findings named
-WAIT_FOR_CANCELLED = "wait-for-a-cancelled-drain"  # before: the ladder ended while it ran
-UNANSWERED = "restore-after-an-unanswered-cordon"  # before: such a cordon stayed, unowned
-END_IF_GONE = "end-when-the-node-is-gone"  # before: a failed cordon, and the ladder went on
 CLUSTER_CALL = timedelta(seconds=60)
 PROBE_DEADLINE = timedelta(minutes=5)
 
@@ -99,7 +89,7 @@ class NodeSteps:
     def request(self, action: Action, reason: str = "") -> ActionRequest:
         state = self._state
         gpus = faulty_gpus(state.trigger, state.findings)
-        if action is Action.DIAGNOSE and patched(DIAGNOSE_EVERY_GPU):
+        if action is Action.DIAGNOSE:
             gpus = []  # every GPU: a slow rank or a bad GPU the findings did not name shows
         return ActionRequest(
             node=state.node,
@@ -115,14 +105,14 @@ class NodeSteps:
         tried once more, under a key of its own)."""
         self._again = index
         special = STEPS.get(rung.action)
-        if special is not None and (special[0] is None or patched(special[0])):
-            return await special[1](self, rung)
+        if special is not None:
+            return await special(self, rung)
         return await self._action(rung)
 
     async def _action(self, rung: Rung, node_uid: str = "") -> ActionResult:
         """The action's own activity, with the rung's timeout, retries and scope. A disruptive
         one carries its key (this run, this rung): a retry after a lost answer finds it done
-        where the effect landed (remedy/once.py). One that reports progress is cancelled and
+        where the effect landed (remedy/core/once.py). One that reports progress is cancelled and
         waited for (an abort): the ladder ends once it stopped, never while it evicts pods."""
         spec, state, again = ACTIONS[rung.action], self._state, self._again
         on_node = spec.where is Where.NODE
@@ -132,7 +122,7 @@ class NodeSteps:
         if rung.scope is Scope.GPU and state.trigger is not None:  # its Xid's MIG instance
             update["gpu_instance"] = state.trigger.gpu_instance
         request = self.request(rung.action).model_copy(update=update)
-        waits = spec.reports_progress and patched(WAIT_FOR_CANCELLED)
+        waits = spec.reports_progress
         return await act.ACTION[rung.action].execute(
             request,
             task_queue=self._input.node_task_queue if on_node else None,
@@ -157,11 +147,8 @@ class NodeSteps:
     async def _reset(self, rung: Rung) -> ActionResult:
         """The cluster's own GPU pods (device plugin, DCGM) hold the GPU too: stop them for
         the reset and always let them back, whatever the reset (or the release) did."""
-        if not patched(RETURN_AFTER_FAILED_RELEASE):
-            await self._gpu_operands(act.RELEASE_GPUS, rung.timeout)
         try:
-            if patched(RETURN_AFTER_FAILED_RELEASE):
-                await self._gpu_operands(act.RELEASE_GPUS, rung.timeout)
+            await self._gpu_operands(act.RELEASE_GPUS, rung.timeout)
             result = await self._action(rung)
         except (ActivityError, asyncio.CancelledError):
             await self._gpu_operands(act.RETURN_GPUS, timedelta(minutes=2))  # also when stopped
@@ -247,8 +234,8 @@ class NodeSteps:
         except ActivityError as err:
             unavailable = Finding(
                 node=state.node.name,
-                check="probe",
-                reason="ProbeUnavailable",
+                check=PROBE.check,
+                reason=UNAVAILABLE,
                 severity=Severity.CRITICAL,
                 evidence=cause_of(err),
                 observed_at=workflow.now(),
@@ -266,7 +253,7 @@ class NodeSteps:
         self, reason: str, recheck: bool = True, breakers: list[str] | None = None
     ) -> bool:
         """``breakers``: a cordon sent before any leave, which reads those pools' published
-        breakers first, inside the workflow task (``FIRST_TASK``); False when one held it
+        breakers first, inside the workflow task (a local activity); False when one held it
         (nothing done, nothing recorded). Else the breaker's leave comes first
         (quarantine_gate)."""
         if breakers is None and self.before_cordon is not None:
@@ -286,7 +273,7 @@ class NodeSteps:
         self._state.cordon_asked = True
         request = self.request(Action.CORDON, reason)
         request = request.model_copy(update={"breakers": breakers or []})
-        local = breakers is not None and in_first_task()
+        local = breakers is not None
         await self._outside_ladder(act.CORDON, Action.CORDON, request, held, local)
         return not refused
 
@@ -300,7 +287,7 @@ class NodeSteps:
         # A cordon sent whose answer never came (cancelled by an abort or clear, or past its
         # deadline) may have landed: the restore undoes only remedy's own cordon, so ask it.
         unanswered = state.cordon is None and state.cordon_asked
-        if not state.cordoned_by_remedy and not (unanswered and patched(UNANSWERED)):
+        if not (state.cordoned_by_remedy or unanswered):
             if not holds_gpus(state.runbook, state.attempts):  # a GPU quarantine to lift
                 return  # never undo a cordon someone else set
         self._view.enter(Phase.RESTORING)
@@ -319,7 +306,7 @@ class NodeSteps:
         """Cordon and restore: recorded as attempts outside the ladder (rung -1); a failure is
         recorded, not raised (``done`` takes the answer and says what happened; None: nothing
         happened, nothing recorded), but for a node the cluster does not have: the ladder ends
-        (``node_gone``). ``local``: inside the workflow task (``FIRST_TASK``)."""
+        (``node_gone``). ``local``: inside the workflow task."""
         started = workflow.now()
         try:
             result = await step.execute(
@@ -332,17 +319,17 @@ class NodeSteps:
             )
         except ActivityError as err:
             self._view.record(-1, action, started, AttemptResult.FAILED, cause_of(err))
-            if node_gone(err) and action is Action.CORDON and patched(END_IF_GONE):
+            if node_gone(err) and action is Action.CORDON:
                 raise LadderStop(Outcome.NODE_GONE, gone(self._state.node.name)) from None
             return
         if (detail := done(result)) is not None:
             self._view.record(-1, action, started, AttemptResult.DONE, detail)
 
 
-# The actions that need more than their own activity (with the patch that introduced each).
-STEPS: dict[Action, tuple[str | None, Step]] = {
-    Action.REBOOT: (CONFIRM_REBOOT, with_mig_layout(NodeSteps._reboot)),
-    Action.RESET_GPU: (RELEASE_GPUS, with_mig_layout(NodeSteps._reset)),
-    Action.CORDON: (None, NodeSteps._cordon_rung),
-    Action.REPLACE: (REPLACE_ONCE, NodeSteps._replace),
+# The actions that need more than their own activity.
+STEPS: dict[Action, Step] = {
+    Action.REBOOT: with_mig_layout(NodeSteps._reboot),
+    Action.RESET_GPU: with_mig_layout(NodeSteps._reset),
+    Action.CORDON: NodeSteps._cordon_rung,
+    Action.REPLACE: NodeSteps._replace,
 }

@@ -1,9 +1,8 @@
-"""The keyring a NodeRemediation checks operators' decisions against (remedy.signing).
+"""The keyring a NodeRemediation checks operators' decisions against (remedy.trust.signing).
 
-A ladder loads the controller's keyring once, before its first step (since
-``KEYS_WHEN_NEEDED``: before its first rung, or as soon as a decision comes, whichever is
-first; not in its first workflow task, where every ladder of a storm paid a local activity
-for it), through a controller activity, a local one since ``FIRST_TASK``: the answer is in
+A ladder loads the controller's keyring once, before its first rung, or as soon as a decision
+comes, whichever is first (not in its first workflow task, where every ladder of a storm would
+pay a local activity for it), through a controller activity, a local one: the answer is in
 the history, so a replay checks against the same keys, and no one who can start or signal the
 workflow (a node's agent) can hand it keys of their own. A continue-as-new carries the keys to
 the next run (a changed keyring applies to the ladders that start after the controller loaded
@@ -11,7 +10,7 @@ it). A decision that comes before the answer is in (a validator cannot wait) is 
 handler once it is. Checking a signature is pure computation on the request, the workflow's
 own id and run, and workflow.now(): a validator runs it.
 
-Since ``DOOR`` (workflows/door.py) nothing refused reaches the history: while the keys are not
+Behind the door (workflows/door.py) nothing refused reaches the history: while the keys are not
 in, or where a keyring is required and the ladder's copy is older than ``FRESH_FOR``, an
 update's validator asks the caller to send it again (``Retry``) once it signalled
 ``load_keyring``, which reads the keyring anew — remedy's commands do both. A key removed from
@@ -29,31 +28,26 @@ from temporalio.exceptions import ActivityError
 
 from contract import activities as act
 from contract.defs import Retry
-from contract.patches import patched
-from workflows.common import PATIENT_RETRY, cause_of, in_first_task
+from workflows.common import PATIENT_RETRY, cause_of
 
 with workflow.unsafe.imports_passed_through():
-    from remedy.remediation import Approval, RemediationInput
-    from remedy.signing import Decision, Keyring, Operator, Signature, Verb
+    from remedy.ladder.remediation import RemediationInput
+    from remedy.trust.decisions import Approval
+    from remedy.trust.signing import Decision, Keyring, Operator, Signature, Verb
 
-# workflow.patched: runs before recorded every decision unverified and took the signals of
-# approve, abort and clear unchecked (a signal approved any rung, even one not in the ladder).
-SIGNED_DECISIONS = "signed-operator-decisions"
-# Runs before loaded the keyring at their start, beside the first cordon.
-KEYS_WHEN_NEEDED = "keyring-loaded-when-first-needed"
 KEYRING_CALL = timedelta(seconds=30)
 FRESH_FOR = timedelta(minutes=5)  # a required keyring older than this is read again first
 
 
 class OperatorKeys:
     def __init__(self, inp: RemediationInput) -> None:
-        self._checks: bool | None = None  # decided once per run (workflow.patched)
+        self._checks: bool | None = None  # True once the run started (or came continued)
         self._keyring: Keyring | None = None
         self._failed = ""
         self._loading: asyncio.Task[None] | None = None
-        self._when_needed = False  # KEYS_WHEN_NEEDED: loaded by ``ready``, not ``start``
+        self._when_needed = False  # loaded by ``ready``, not ``start``
         self._loaded_at: datetime | None = None  # when the keyring in hand was read
-        self.door = False  # DOOR: decisions wait, refused for now, until the keys are in
+        self.door = False  # the door: decisions wait, refused for now, until the keys are in
         if inp.keyring is not None and workflow.info().continued_run_id:
             self._checks, self._keyring = True, inp.keyring  # the run before checked
             self._loaded_at = inp.keyring_read_at
@@ -61,18 +55,17 @@ class OperatorKeys:
     def start(self, later: bool = False) -> bool:
         """Whether this run checks decisions; the first call (the ladder's start, or a signal
         that came with the start) decides it and, in a run that checks, loads the keyring, or
-        leaves it to ``ready`` when the ladder's start asks it ``later`` (``KEYS_WHEN_NEEDED``;
+        leaves it to ``ready`` when the ladder's start asks it ``later`` (when first needed;
         a decision that came with the start has begun the load already)."""
         if self._checks is None:
-            self._checks = patched(SIGNED_DECISIONS)
-            self._when_needed = self._checks and later and patched(KEYS_WHEN_NEEDED)
-            if self._checks and not self._when_needed:
+            self._checks, self._when_needed = True, later
+            if not self._when_needed:
                 self._load_once()
         return self._checks
 
     def _load_once(self) -> None:
         if self._loading is None and self._keyring is None:
-            self._loading = asyncio.create_task(self._load(in_first_task()))
+            self._loading = asyncio.create_task(self._load(local=True))
 
     async def loaded(self, inp: RemediationInput) -> RemediationInput:
         """Wait until the keys are known: the ladder takes no step before it knows whose

@@ -31,34 +31,16 @@ from contract.messages import (
     CLEAR_LADDER,
     LOAD_KEYRING,
 )
-from contract.patches import patched
 from contract.unreadable import Unreadable
 from workflows.operator_keys import OperatorKeys as OperatorKeys  # with the messages
 from workflows.remediation_view import RemediationView
 
 with workflow.unsafe.imports_passed_through():
-    from remedy.approval_check import why_not_approve
-    from remedy.remediation import (
-        AbortRequest,
-        Approval,
-        ApproveRequest,
-        ApproveResult,
-        ClearRequest,
-        Consent,
-        Phase,
-        RemediationState,
-        StopResult,
-    )
-    from remedy.signing import KeyringWanted, Operator, Verb
+    from remedy.ladder.approval_check import why_not_approve
+    from remedy.ladder.remediation import ApproveResult, Phase, RemediationState, StopResult
+    from remedy.trust.decisions import AbortRequest, Approval, ApproveRequest, ClearRequest, Consent
+    from remedy.trust.signing import KeyringWanted, Operator, Verb
 
-# workflow.patched: runs before took an approval in the old form (``rung``, an index from 0) of
-# a rung above the one waiting as an approval ahead of time: sent as a signal, or judged in the
-# handler (the ladder's keys not in yet), it is refused now, as the update's validator refuses
-# it, unless it names the rung waiting (remedy.approval_check).
-ONE_NUMBERING = "one-rung-numbering-on-the-wire"
-# workflow.patched: runs before dropped an approve signal that did not read as one (the Web UI's
-# JSON without "by") with a traceback in the worker's log; it is refused where people look.
-UNREADABLE_SAID = "unreadable-approve-signal-refused"
 DECISION_BYTES = 16 * 1024  # a decision with its note and signature is well under this
 Request = ApproveRequest | AbortRequest | ClearRequest
 
@@ -86,23 +68,21 @@ class OperatorMessages:
     _view: RemediationView
     _keys: OperatorKeys
     _stop_request: AbortRequest | ClearRequest | None
-    _one_numbering: bool | None = None  # ONE_NUMBERING, asked once per run
 
     # -- approve ---------------------------------------------------------------------------
     @APPROVE.guarded(max_bytes=DECISION_BYTES)
     async def approve(self, req: ApproveRequest | Unreadable) -> None:
-        if isinstance(req, Unreadable):  # a run from before: dropped by the SDK, unsaid
-            if patched(UNREADABLE_SAID):
-                self._view.refused(Verb.APPROVE.value, req.why)
+        if isinstance(req, Unreadable):  # refused where people look, not a traceback
+            self._view.refused(Verb.APPROVE.value, req.why)
             return
         await self._keys.ready()
-        why = self._why_not_approve(req, self._numbered())
+        why = self._why_not_approve(req)
         if not self._signal_refused(Verb.APPROVE, why):
             self._approve(req)
 
     @APPROVE_RUNG.handler
     async def approve_rung(self, req: ApproveRequest) -> ApproveResult:
-        await self._checked_once_keys_known(lambda: self._why_not_approve(req, self._numbered()))
+        await self._checked_once_keys_known(lambda: self._why_not_approve(req))
         state = self._state
         waiting = state.phase is Phase.AWAITING_APPROVAL
         rung = self._approve(req)
@@ -129,22 +109,15 @@ class OperatorMessages:
     def why_not_approve(self, req: ApproveRequest) -> str:
         return self._why_not_approve(req)
 
-    def _why_not_approve(self, req: ApproveRequest, old_form_strict: bool = True) -> str:
-        """The validator's reasons; ``old_form_strict`` False where a run from before replays
-        a decision it took in its handler (remedy.approval_check)."""
+    def _why_not_approve(self, req: ApproveRequest) -> str:
+        """The validator's reasons (remedy.ladder.approval_check): an approval in the old form
+        (``rung``, from 0) of any rung but the one waiting is refused."""
         return (
             self._keys.not_ready()
             or self._signer(Verb.APPROVE, req)[0]
             or self._why_not_stop("approve")
-            or why_not_approve(self._state, req, old_form_strict)
+            or why_not_approve(self._state, req)
         )
-
-    def _numbered(self) -> bool:
-        """Whether this run refuses an approval in the old form (``rung``, from 0) of any rung
-        but the one waiting (ONE_NUMBERING): asked in handlers, never in a validator."""
-        if self._one_numbering is None:
-            self._one_numbering = patched(ONE_NUMBERING)
-        return self._one_numbering
 
     def _approve(self, req: ApproveRequest) -> int:
         state = self._state
@@ -218,7 +191,7 @@ class OperatorMessages:
 
     # -- who decided -------------------------------------------------------------------------
     def _signer(self, verb: Verb, req: Request) -> tuple[str, Operator | None]:
-        """Why the request's signature does not count, and whose it is (remedy.signing)."""
+        """Why the request's signature does not count, and whose it is (remedy.trust.signing)."""
         if isinstance(req, ApproveRequest):
             state = self._state
             rung = state.requested_rung(req)

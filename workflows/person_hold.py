@@ -1,4 +1,4 @@
-"""A ladder's side of a node held for a person (remedy.person_hold).
+"""A ladder's side of a node held for a person (remedy.trust.person_hold).
 
 - **An abort** (unless ``--no-hold``) marks the node, through the controller, before the ladder
   ends: the ladder's record says so, and what hands the node back.
@@ -8,8 +8,6 @@
   hold is gone: nudged by `remedy resume-node` (``HOLD_LIFTED``), and every ``RECHECK_EVERY``
   for a hold removed by hand. It reads the node's mark each time; a nudge is not believed.
   Then it climbs as any new ladder does, its fault checked again before anything disruptive.
-
-Runs before ``HOLD_FOR_PERSON`` neither marked nor waited (workflow.patched).
 """
 
 from __future__ import annotations
@@ -22,17 +20,16 @@ from temporalio.exceptions import ActivityError
 
 from contract import activities as act
 from contract.messages import HOLD_LIFTED
-from contract.patches import patched
 from contract.unreadable import Unreadable
 from workflows.common import PATIENT_RETRY, cause_of
 from workflows.remediation_view import RemediationView
 
 with workflow.unsafe.imports_passed_through():
     from contract.names import remediation_workflow_id
-    from remedy.person_hold import HoldNode, HoldQuery, NodeHold
-    from remedy.remediation import AbortRequest, Phase, RemediationState
+    from remedy.ladder.remediation import Phase, RemediationState
+    from remedy.trust.decisions import AbortRequest
+    from remedy.trust.person_hold import HoldNode, HoldQuery, NodeHold
 
-HOLD_FOR_PERSON = "abort-holds-the-node-for-a-person"
 HOLD_CALL = timedelta(seconds=30)
 HOLD_DEADLINE = timedelta(minutes=2)  # an abort's answer waits for it: not the ride-out's 10
 RECHECK_EVERY = timedelta(minutes=30)  # a hold removed by hand (kubectl), with no nudge
@@ -57,8 +54,6 @@ class PersonHold:
         node = self._state.node.name
         if not req.hold:
             return "; not held: the next report starts a ladder"
-        if not patched(HOLD_FOR_PERSON):
-            return ""
         ladder = remediation_workflow_id(node)
         hold = NodeHold(by=req.who, reason=req.reason, since=workflow.now(), ladder=ladder)
         try:
@@ -82,7 +77,7 @@ class PersonHold:
         """While the node is held: record, act on nothing, until its mark is gone.
         ``before_each``: the ladder's continue-as-new check (a hold may last days)."""
         state, view = self._state, self._view
-        if state.held is None or not patched(HOLD_FOR_PERSON):
+        if state.held is None:
             return
         view.enter(Phase.HELD_FOR_PERSON)
         while state.held is not None:

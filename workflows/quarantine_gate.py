@@ -1,10 +1,12 @@
-"""A ladder's side of the quarantine breaker (remedy.quarantine): as it begins, it cordons at
+"""A ladder's side of the quarantine breaker (remedy.disruption.quarantine): as it begins, it
+cordons at
 once where the budgets' published breakers are closed, and reports its node to its pool's
 budget (and the cluster's) right after (``cordon_first``); where one holds new cordons it asks
 leave to cordon, and every cordon it makes waits for that leave. While a breaker is tripped
 the ladder waits in ``held_by_breaker``, and says so; an abort ends the wait like any other. A
 clean re-probe while it waits ends the ladder ``cleared`` (the storm subsides node by node);
-it re-probes on its runbook's clock (``remedy.quarantine.reprobe_every``: a thermal transient
+it re-probes on its runbook's clock (``remedy.disruption.quarantine.reprobe_every``: a thermal
+transient
 held by the breaker ends at its next recheck, not 5 minutes later), and asks again every
 ``ASK_AGAIN_EVERY``, in case the budget started afresh and forgot the ask. An ask that cannot
 be delivered is given up: the ladder cordons as ladders did before."""
@@ -19,27 +21,19 @@ from temporalio.exceptions import ActivityError
 
 from contract.activities import ASK_TO_CORDON
 from contract.messages import CORDON_LEAVE, LEASE_RELEASE
-from contract.patches import patched
 from contract.unreadable import Unreadable
-from workflows.common import RIDE_OUT, LadderStop, in_first_task
+from workflows.common import RIDE_OUT, LadderStop
 from workflows.disruption_lease import unhealthy
-from workflows.door import checks_the_door
 from workflows.remediation_view import RemediationView
 
 with workflow.unsafe.imports_passed_through():
     from contract.names import budget_workflow_id
-    from remedy.budget import ASK_AGAIN_EVERY, CLUSTER_POOL, LeaseRelease
-    from remedy.models import ProbeReport
-    from remedy.quarantine import CordonAsked, CordonLeave, reprobe_every
-    from remedy.remediation import Outcome, Phase, RemediationState
+    from remedy.core.models import ProbeReport
+    from remedy.disruption.budget import CLUSTER_POOL, LeaseRelease
+    from remedy.disruption.budget_messages import ASK_AGAIN_EVERY
+    from remedy.disruption.quarantine import CordonAsked, CordonLeave, reprobe_every
+    from remedy.ladder.remediation import Outcome, Phase, RemediationState
 
-# workflow.patched: runs before cordoned first, then reported (the breaker held no cordon).
-ASK_BEFORE_CORDON = "ask-the-breaker-before-a-cordon"
-# Runs before asked first and waited for leave (an activity and two signals through the
-# budget, which serialises its pool, before every cordon), and loaded the keyring first.
-CORDON_FIRST = "cordon-first-where-the-published-breaker-is-closed"
-# Runs before re-probed a held node only every ASK_AGAIN_EVERY (5 minutes), asking again each time.
-REPROBE_ON_ITS_CLOCK = "held-by-the-breaker-re-probes-on-the-ladders-clock"
 ASK_CALL = timedelta(seconds=30)
 
 
@@ -73,12 +67,12 @@ class QuarantineGate:
         else the report alone, of a ladder that cordoned without asking)."""
         state = self._state
         holder = workflow.info().workflow_id if leave else ""
-        if leave and not state.cordon_token and checks_the_door():
+        if leave and not state.cordon_token:
             state.cordon_token = str(workflow.uuid4())  # the leave carries it back
         try:
             asked = await ASK_TO_CORDON.execute(
                 unhealthy(state, at, holder=holder, token=state.cordon_token if leave else ""),
-                local=not leave and in_first_task(),  # right after the first cordon
+                local=not leave,  # right after the first cordon
                 start_to_close_timeout=ASK_CALL,
                 **RIDE_OUT,
                 summary=f"report unhealthy{', ask leave to cordon' if leave else ''} "
@@ -104,7 +98,7 @@ class QuarantineGate:
         state = self._state
         was = state.phase
         self._view.enter(Phase.HELD_BY_BREAKER)
-        own = recheck and patched(REPROBE_ON_ITS_CLOCK)
+        own = recheck  # on the runbook's clock; a node left for a person: ASK_AGAIN_EVERY
         every = reprobe_every(state.runbook) if own else ASK_AGAIN_EVERY
         asked = workflow.now()
         while not self.cleared():
@@ -153,7 +147,7 @@ class QuarantineMessages:
             if token:  # a ladder that keeps its door: said and counted
                 self._view.refused("cordon_leave", leave.why)
             return
-        if token and leave.token != token and checks_the_door():
+        if token and leave.token != token:
             said = "no token" if not leave.token else "another ask's token"
             self._view.refused("cordon_leave", f"leave from pool {leave.pool} with {said}")
             return

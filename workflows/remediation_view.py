@@ -11,37 +11,27 @@ from datetime import datetime
 from temporalio import workflow
 
 from contract import search_attributes
-from contract.patches import patched
 from workflows import metrics
 
 with workflow.unsafe.imports_passed_through():
-    from remedy.describe import NodeIndex, remediation_details, remediation_index
-    from remedy.gpu_scope import faulty_gpus
-    from remedy.models import Action, Scope
-    from remedy.remediation import (
+    from remedy.core.models import Action, Scope
+    from remedy.ladder.describe import NodeIndex, remediation_details, remediation_index
+    from remedy.ladder.gpu_ladder import faulty_gpus
+    from remedy.ladder.remediation import (
         MAX_REFUSALS,
         Attempt,
         AttemptResult,
         Phase,
-        Refusal,
         RemediationState,
     )
-
-# Runs before upserted at every change. Since, the changes of one turn of the workflow's event
-# loop (a phase entered, the lease granted in the answer, the next phase) are one upsert: the
-# server writes each to the history and to visibility, and at 1,000 ladders at once the lease's
-# upserts were a third of what it added to a ladder (bench/results/lease_priority.md).
-ONE_UPSERT_A_TURN = "one-upsert-per-turn-of-the-workflow"
-# Ladders index every rung they ran (RemedyRungsRun) from the first one: runs from before only
-# the current rung, so "all reboots" missed the ladders that had moved past theirs.
-INDEX_RUNGS_RUN = "remedy-index-rungs-run"
+    from remedy.trust.decisions import Refusal
 
 
 class RemediationView:
     def __init__(self, state: RemediationState) -> None:
         self._state = state
         self._indexed: NodeIndex | None = None  # what the search attributes say now
-        self._due = False  # a publish waits for the end of this turn (ONE_UPSERT_A_TURN)
+        self._due = False  # a publish waits for the end of this turn: one upsert a turn
 
     def enter(self, phase: Phase) -> None:
         self._state.phase, self._state.phase_since = phase, workflow.now()
@@ -49,11 +39,9 @@ class RemediationView:
 
     def publish(self) -> None:
         """Keep the UI's current details and the search attributes in step with the state, at
-        the end of this turn of the workflow's event loop (a run from before: at once)."""
+        the end of this turn of the workflow's event loop: the changes of one turn (a phase
+        entered, the lease granted in the answer, the next phase) are one upsert."""
         if self._due:
-            return
-        if not patched(ONE_UPSERT_A_TURN):
-            self._publish()
             return
         self._due = True
         asyncio.get_running_loop().call_soon(self.settle)
@@ -74,20 +62,15 @@ class RemediationView:
             self.settle()
 
     def _publish(self) -> None:
-        """Upserts are commands, so only on a change, and only in runs that know the patch."""
+        """Upserts are commands, so only on a change."""
         state = self._state
         workflow.set_current_details(remediation_details(state))
         last = self._indexed
         index = remediation_index(state, since=state.phase_since)
         if last is not None and (index.phase, index.rung) == (last.phase, last.rung):
             index.phase_since = last.phase_since  # a rung's settle or verify: same phase
-        lease = patched(search_attributes.INDEX_LEASE)
-        if not lease:
-            index.lease = ""  # a run from before: its upserts as they were
-        if index.rungs_run and not patched(INDEX_RUNGS_RUN):
-            index.rungs_run = []  # likewise
-        if index != self._indexed and patched(search_attributes.PATCH):
-            workflow.upsert_search_attributes(search_attributes.updates(index, lease))
+        if index != self._indexed:
+            workflow.upsert_search_attributes(search_attributes.updates(index))
             self._indexed = index
 
     def refused(self, message: str, why: str) -> None:

@@ -5,7 +5,8 @@ would give the node back with it.
 
 Reports come in as signals (``note``); the ladder acts on them only between rungs
 (``take_over`` before a rung, ``next_fault`` after a verified one). A switch keeps what is done
-and lasting (the cordon, a drain, a killed job: ``remedy.actions``) and starts the new runbook's
+and lasting (the cordon, a drain, a killed job: ``remedy.core.actions``) and starts the new
+runbook's
 ladder at its first rung that is not. Deterministic: the only I/O is the controller's runbook
 match for a fault that only the verification probe showed.
 """
@@ -18,16 +19,15 @@ from temporalio import workflow
 from temporalio.exceptions import ActivityError
 
 from contract import activities as act
-from contract.patches import patched
 from workflows.common import RIDE_OUT, LadderStop, cause_of
 from workflows.node_steps import NodeSteps
 from workflows.remediation_view import RemediationView
 
 with workflow.unsafe.imports_passed_through():
-    from remedy import vocabulary
-    from remedy.models import Finding
-    from remedy.numbering import first_number
-    from remedy.remediation import (
+    from remedy.core.models import Finding
+    from remedy.core.numbering import first_number
+    from remedy.detection import vocabulary
+    from remedy.ladder.remediation import (
         Escalation,
         FindingReport,
         Outcome,
@@ -35,15 +35,10 @@ with workflow.unsafe.imports_passed_through():
         RemediationState,
         outranks,
     )
+    from remedy.ladder.under_way import first_not_done
+    from remedy.ladder.verification import on_part_of
     from remedy.runbook.schema import Runbook
-    from remedy.under_way import first_not_done
-    from remedy.verification import on_part_of
 
-# workflow.patched: runs from before kept such reports as findings and never acted on them.
-CHANGE_RUNBOOKS = "change-runbooks-mid-ladder"
-# Runs before started a continuation for another GPU past the rungs done for the first one:
-# GPU 1's quarantine and eviction counted for GPU 6, which was reset with its pods on it.
-OWN_SCOPED_RUNGS = "a-continuation-runs-its-own-gpu-scoped-rungs"
 MATCH_CALL = timedelta(seconds=30)
 MAX_CHANGES = 8  # runbook changes in one ladder before it holds the node for a person
 
@@ -76,7 +71,7 @@ class RunbookChanges:
 
     async def take_over(self) -> bool:
         """Before a rung: switch to the worst kept report if it outranks the trigger."""
-        if not self.worse_waiting() or not patched(CHANGE_RUNBOOKS):
+        if not self.worse_waiting():
             return False
         await self._switch(self._state.pending[0], "escalated")
         return True
@@ -86,8 +81,6 @@ class RunbookChanges:
         report or seen by the verification (``state.elsewhere``), is next (with its runbook).
         False: none is left."""
         state = self._state
-        if not patched(CHANGE_RUNBOOKS):
-            return False
         seen = state.elsewhere
         state.pending = [p for p in state.pending if _still_there(p.finding, seen)]
         if not state.pending:
@@ -140,10 +133,8 @@ class RunbookChanges:
                 "ladder; held for a person",
             )
         state.pending = [p for p in state.pending if p is not report]
-        start = first_not_done(report.runbook, state.attempts)
-        on_its_part = first_not_done(report.runbook, state.attempts, report.finding)
-        if on_its_part != start and patched(OWN_SCOPED_RUNGS):
-            start = on_its_part  # another GPU: its own quarantine and eviction first
+        # on its own part: another GPU has its own quarantine and eviction first
+        start = first_not_done(report.runbook, state.attempts, report.finding)
         self.record(report, kind, start)
         state.rung, state.prepare, state.resumed = start, [], ""
         state.fault_confirmed = False

@@ -2,7 +2,7 @@
 asks for one, the fault still there (``confirm_fault``), and, for a rung that needs the node's
 pods gone (reset, reboot, replace), a drain that did not fail — else the drain once more, then
 what the rung's ``if_drain_failed`` says: ask a person (the default), stop, or force. A
-node-level one (remedy.actions.needs_the_node_drained) with no node drain before it, only GPU
+node-level one (remedy.core.actions.needs_the_node_drained) with no node drain before it, only GPU
 drains or none, cordons and drains the node first, unless its ``if_not_drained`` says force.
 
 A wait for a person ends early with ``Interrupted`` when a worse fault came (the ladder
@@ -18,7 +18,6 @@ from datetime import datetime, timedelta
 from temporalio import workflow
 from temporalio.exceptions import ActivityError
 
-from contract.patches import patched
 from workflows.common import Interrupted, LadderStop, cause_of
 from workflows.disruption_lease import DisruptionLease
 from workflows.node_steps import NodeSteps
@@ -26,22 +25,17 @@ from workflows.operator_keys import OperatorKeys
 from workflows.remediation_view import RemediationView
 
 with workflow.unsafe.imports_passed_through():
-    from remedy import vocabulary
-    from remedy.actions import ACTIONS, cleared_by, needs_the_node_drained
-    from remedy.durations import format_duration
-    from remedy.models import Action
-    from remedy.remediation import AttemptResult, Consent, Outcome, Phase, RemediationState
-    from remedy.runbook.schema import Approval as ApprovalMode
-    from remedy.runbook.schema import IfDrainFailed, OnApprovalTimeout, Rung
-    from remedy.runbook.undrained import IfNotDrained, drain_like
-
-CONFIRM_FAULT = "confirm-fault-before-disrupting"  # workflow.patched: runs before acted at once
-# Runs before: an approval no one answered always ended the ladder (on_approval_timeout was
-# not read).
-CHOICES = "on-approval-timeout-choices"
-# Runs before ran a node-level rung (reboot, replace, a node-wide reset) on the node as it was
-# when no node drain came before it (a GPU-scoped drain, a killed job, or none at all).
-DRAIN_FIRST = "drain-the-node-before-a-node-level-rung"
+    from remedy.core.actions import ACTIONS, cleared_by, needs_the_node_drained
+    from remedy.core.durations import format_duration
+    from remedy.core.models import Action
+    from remedy.detection import vocabulary
+    from remedy.ladder.remediation import AttemptResult, Outcome, Phase, RemediationState
+    from remedy.runbook.authored import Approval as ApprovalMode
+    from remedy.runbook.authored import IfDrainFailed, OnApprovalTimeout
+    from remedy.runbook.drain_first import drain_like
+    from remedy.runbook.schema import Rung
+    from remedy.runbook.undrained import IfNotDrained
+    from remedy.trust.decisions import Consent
 
 
 class SkipRung(Exception):  # noqa: N818 - a control-flow signal, as Interrupted is
@@ -127,7 +121,6 @@ class RungGates:
             state.fault_confirmed
             or state.runbook.tolerance > timedelta(0)
             or not vocabulary.seen_by_probe(trigger.check, trigger.reason)
-            or not patched(CONFIRM_FAULT)
         ):
             return
         state.fault_confirmed = True
@@ -151,7 +144,7 @@ class RungGates:
             for a in self._state.attempts
         )
         node_level = needs_the_node_drained(rung.action, rung.scope)
-        return node_level and not cleared and patched(DRAIN_FIRST)
+        return node_level and not cleared
 
     async def _drain_first(self, index: int, before: Rung) -> str | None:
         """The node cordoned (else its pods come back) and drained before ``before``, with the
@@ -199,8 +192,6 @@ class RungGates:
         asked = workflow.now()
         told = await self._lease.waits_for_person(what, asked)
         on_timeout = rung.on_approval_timeout
-        if on_timeout is not OnApprovalTimeout.NEEDS_HUMAN and not patched(CHOICES):
-            on_timeout = OnApprovalTimeout.NEEDS_HUMAN  # a ladder from before: as it was
         forever = on_timeout is OnApprovalTimeout.WAIT
         deadline = (
             "no deadline" if forever else f"times out in {format_duration(rung.approval_timeout)}"

@@ -1,6 +1,7 @@
 """A ladder's checks that its rungs hold: verify a rung with what saw the fault
-(``remedy.verification``), and start a ladder above a rung whose recovery did not hold
-(``remedy.recurrence``). Deterministic: the watch is a timer, the Xids and the hardware record
+(``remedy.ladder.verification``), and start a ladder above a rung whose recovery did not hold
+(``remedy.ladder.recurrence``). Deterministic: the watch is a timer, the Xids and the hardware
+record
 come from activities."""
 
 from __future__ import annotations
@@ -12,20 +13,18 @@ from temporalio import workflow
 from temporalio.exceptions import ActivityError
 
 from contract import activities as act
-from contract.patches import patched
 from workflows.common import PATIENT_RETRY, RIDE_OUT, cause_of
 from workflows.node_steps import CLUSTER_CALL, NodeSteps
 from workflows.remediation_view import RemediationView
 
 with workflow.unsafe.imports_passed_through():
     from remedy.attribution.evidence import recent_xid
-    from remedy.durations import format_duration
-    from remedy.hardware import SerialsCheck
-    from remedy.models import Action, ActionResult, Finding, ProbeReport
-    from remedy.recurrence import resume_rung
-    from remedy.remediation import Phase, RemediationState
-    from remedy.runbook.schema import Rung
-    from remedy.verification import (
+    from remedy.core.durations import format_duration
+    from remedy.core.models import Action, ActionResult, Finding, ProbeReport
+    from remedy.ladder.hardware import SerialsCheck
+    from remedy.ladder.recurrence import resume_rung
+    from remedy.ladder.remediation import Phase, RemediationState
+    from remedy.ladder.verification import (
         VerifyBy,
         XidsSince,
         healthy_for,
@@ -34,15 +33,8 @@ with workflow.unsafe.imports_passed_through():
         recurrences,
         verify_by,
     )
+    from remedy.runbook.schema import Rung
 
-# workflow.patched ids: runs started before each existed verified by probe alone, from rung 0.
-VERIFY_WITH_WHAT_SAW = "verify-with-what-saw-the-fault"
-RESUME_ABOVE = "resume-above-a-recovery-that-did-not-hold"
-VERIFY_PER_PART = "verify-the-trigger-part"  # before: any fault on the node failed the rung
-# Runs before: a rung stopped while it settled or was verified left no record (it ran all the
-# same), and a worse fault waited for the end of the watch, the node uncordoned meanwhile.
-RECORD_STOPPED_CHECKS = "record-a-rung-stopped-while-settling-or-verifying"
-WORSE_ENDS_WATCH = "a-worse-fault-ends-the-watch"
 RECORD_LOOKUP = timedelta(minutes=2)  # a ladder waits no longer than this for the record
 
 
@@ -69,10 +61,7 @@ class Verification:
             )
         self._view.enter(Phase.VERIFYING)
         self._doing = "its verification probe"
-        if patched(VERIFY_WITH_WHAT_SAW):
-            return await self.verify(rung, result)
-        report = await self._steps.probe()
-        return report.healthy, summary(result, report)
+        return await self.verify(rung, result)
 
     def stopped(self, result: ActionResult) -> str:
         """What the record says of a rung that ran and that the ladder's stop came after: it
@@ -89,11 +78,10 @@ class Verification:
         ended = workflow.now() - rung.settle  # the settle began as the action ended
         report = await self._steps.probe()
         how = verify_by(trigger)
-        part = patched(VERIFY_PER_PART)
-        state.elsewhere = other_parts(trigger, report) if part else []
-        healthy = healthy_for(trigger, report) if part else report.healthy
+        state.elsewhere = other_parts(trigger, report)
+        healthy = healthy_for(trigger, report)
         if not healthy or how is VerifyBy.PROBE:
-            return healthy, summary(result, report, trigger if part else None)
+            return healthy, summary(result, report, trigger)
         if how is VerifyBy.DIAGNOSE:
             if rung.action is Action.DIAGNOSE:  # the rung itself was the diagnose, and passed
                 return True, summary(result, report)
@@ -121,17 +109,14 @@ class Verification:
                 f"(watch {format_duration(watch)})"
             )
         report = await self._steps.probe()  # the agent that kept the Xids is still there
-        if not (healthy_for(trigger, report) if part else report.healthy):
-            return False, summary(result, report, trigger if part else None)
-        said = summary(result, report, trigger if part else None)
+        if not healthy_for(trigger, report):
+            return False, summary(result, report, trigger)
+        said = summary(result, report, trigger)
         return True, f"{said}; no {_code(trigger)} for {format_duration(watch)}"
 
     async def _watch(self, watch: timedelta, said: str) -> bool:
         """The quiet watch; True when a worse fault ended it: that fault's runbook takes over
-        at once (its cordon first), not after the watch (``WORSE_ENDS_WATCH``)."""
-        if not patched(WORSE_ENDS_WATCH):
-            await workflow.sleep(watch, summary=said)
-            return False
+        at once (its cordon first), not after the watch."""
         try:
             await workflow.wait_condition(self._worse, timeout=watch, timeout_summary=said)
         except TimeoutError:
@@ -162,7 +147,7 @@ class Verification:
         assert trigger is not None
         # Another GPU failing under load is a finding of its own, not this rung's failure.
         mine = [f for f in diagnosed.findings if on_part_of(trigger, f)]
-        ok = diagnosed.ok or (bool(diagnosed.findings) and not mine and patched(VERIFY_PER_PART))
+        ok = diagnosed.ok or (bool(diagnosed.findings) and not mine)
         if ok:
             others = [f for f in diagnosed.findings if f not in mine]
             self._state.elsewhere = [*self._state.elsewhere, *others]

@@ -11,10 +11,10 @@ import subprocess
 from collections.abc import Callable, Sequence
 
 from adapters.host.output import tool_output
-from remedy.models import Severity
-from remedy.probe.dcgm import ENGINE, parse_diag
-from remedy.probe.load import LoadReport, could_not_run
-from remedy.probe.throughput import slow_ranks
+from remedy.core.models import Severity
+from remedy.detection.probe.dcgm import ENGINE, parse_diag
+from remedy.detection.probe.load import LoadReport, could_not_run
+from remedy.detection.probe.throughput import slow_ranks
 
 DISCOVERY_TIMEOUT_S = 15.0
 

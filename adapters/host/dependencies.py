@@ -1,4 +1,4 @@
-"""The dependency checks on the machine the agent runs on (remedy/capabilities.py says what
+"""The dependency checks on the machine the agent runs on (remedy/acting/capabilities.py says what
 each enables): NVML and the GPUs it sees, the reset tool, the reboot path (checked without
 rebooting), the load-test engine, the kernel log, and NIC expectations on a node with RDMA NICs.
 
@@ -21,10 +21,10 @@ from adapters.host.kernel_log import KernelLogTail
 from adapters.host.kernel_sources import AutoSource, JournalSource, KmsgSource
 from adapters.host.nics import INFINIBAND
 from adapters.host.output import tool_output
-from remedy.capabilities import EXPENSIVE, Dependency, DependencyCheck
-from remedy.gpu import NvmlApi
-from remedy.probe.runner import ProbeConfig
-from remedy.threads import call_with_timeout
+from remedy.acting.capabilities import EXPENSIVE, Dependency, DependencyCheck
+from remedy.core.threads import call_with_timeout
+from remedy.detection.gpu import NvmlApi
+from remedy.detection.probe.runner import ProbeConfig
 
 ENTER_TIMEOUT_S = 10.0
 REBOOT_COMMAND = ("systemctl", "reboot")  # the default; the agent's --reboot-command replaces it

@@ -1,4 +1,4 @@
-"""The agent's durable book of keyed actions (remedy/once.py), a JSON file on the node's own
+"""The agent's durable book of keyed actions (remedy/core/once.py), a JSON file on the node's own
 disk: it outlives the agent's process and a reboot, so the agent that comes back after the
 reboot it issued finds the key and the boot it was issued from, and does not reboot again.
 
@@ -16,8 +16,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from remedy.errors import ActionFailed
-from remedy.once import LedgerEntry, find, with_entry
+from remedy.core.errors import ActionFailed
+from remedy.core.once import LedgerEntry, find, with_entry
 
 
 class FileLedger:

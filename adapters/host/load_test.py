@@ -20,10 +20,10 @@ from typing import Any
 
 from adapters.host.dcgm import dcgm_unavailable, run_dcgm_diag
 from adapters.host.gpu_memory import ArrayOps, PatternedMemory, verify_held
-from remedy.models import Severity
-from remedy.probe.load import LoadProblem, LoadReason, LoadReport, could_not_run
-from remedy.probe.throughput import REFERENCE_FILE, compare_throughput, load_references
-from remedy.threads import call_with_timeout
+from remedy.core.models import Severity
+from remedy.core.threads import call_with_timeout
+from remedy.detection.probe.load import LoadProblem, LoadReason, LoadReport, could_not_run
+from remedy.detection.probe.throughput import REFERENCE_FILE, compare_throughput, load_references
 
 ENGINES = ("dcgm", "torch", "cupy")  # the order the deep diagnose prefers them
 GPU_IMAGE_HINT = "run the GPU agent image (Dockerfile.gpu), which carries torch"

@@ -14,13 +14,14 @@ from adapters.host.load_test import DEFAULT_LOAD_TEST, LoadTestConfig, run_load_
 from adapters.host.mig import refuse_unless_idle
 from adapters.host.nvml import real_nvml
 from adapters.host.output import command_line, tool_output
-from remedy.capabilities import DependencyCheck
-from remedy.errors import ActionFailed, ActionRefused
-from remedy.gpu import NvmlApi
-from remedy.models import Action
-from remedy.once import once, reboot_once, unsure_not_repeated
-from remedy.probe.load import LoadReport
-from remedy.probe.runner import ProbeConfig
+from remedy.acting.capabilities import DependencyCheck
+from remedy.core.actions import ACTIONS
+from remedy.core.errors import ActionFailed, ActionRefused
+from remedy.core.models import Action
+from remedy.core.once import once, reboot_once, unsure_not_repeated
+from remedy.detection.gpu import NvmlApi
+from remedy.detection.probe.load import LoadReport
+from remedy.detection.probe.runner import ProbeConfig
 
 RESET_TIMEOUT_S = 120
 REBOOT_COMMAND_TIMEOUT_S = 60
@@ -136,6 +137,23 @@ class LocalHost:
             return f"reboot issued: {' '.join(self._reboot_command)}"
 
         return reboot_once(self.ledger, key, self.boot_id(), _utcnow, issue)
+
+    def run_action(self, action: Action, command: list[str], key: str) -> str:
+        if ACTIONS[action].hardware and not self._allow_reset:
+            raise ActionRefused(
+                f"{action.value} is disabled on {self.name}: start the agent with --allow-reset"
+            )
+        shown = command_line(command)
+        if self.dry_run:
+            return f"dry run: would run {shown}"
+
+        def run() -> str:
+            _run(command, RESET_TIMEOUT_S)
+            return f"ran {shown}"
+
+        return once(
+            self.ledger, key, action, _utcnow, run, unsure_not_repeated, raised_means_failed=True
+        )
 
     def load_test(self, indices: list[int]) -> LoadReport:
         # Every GPU unless the request names some: a slow rank hides on an untouched GPU.

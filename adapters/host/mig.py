@@ -7,13 +7,12 @@ from __future__ import annotations
 
 from typing import Any
 
-import pynvml
-
-from remedy.errors import ActionFailed, TransientError
-from remedy.gpu import NvmlApi
+from remedy.core.errors import ActionFailed, TransientError
+from remedy.detection import gpu as nv
+from remedy.detection.gpu import NvmlApi
 
 # NVML answers for a GPU or a driver without MIG: nothing to wait for.
-_NO_MIG = (pynvml.NVML_ERROR_NOT_SUPPORTED, pynvml.NVML_ERROR_FUNCTION_NOT_FOUND)
+_NO_MIG = (nv.NVML_ERROR_NOT_SUPPORTED, nv.NVML_ERROR_FUNCTION_NOT_FOUND)
 
 
 def busy_instances(nvml: NvmlApi, gpu: int) -> list[str]:
@@ -23,18 +22,18 @@ def busy_instances(nvml: NvmlApi, gpu: int) -> list[str]:
     handle = nvml.nvmlDeviceGetHandleByIndex(gpu)
     try:
         current, _pending = nvml.nvmlDeviceGetMigMode(handle)
-    except pynvml.NVMLError as err:
+    except nv.NVMLError as err:
         if err.value in _NO_MIG:
             return []
         raise
-    if current != pynvml.NVML_DEVICE_MIG_ENABLE:
+    if current != nv.NVML_DEVICE_MIG_ENABLE:
         return []
     busy = []
     for slot in range(nvml.nvmlDeviceGetMaxMigDeviceCount(handle)):
         try:
             device = nvml.nvmlDeviceGetMigDeviceHandleByIndex(handle, slot)
-        except pynvml.NVMLError as err:
-            if err.value == pynvml.NVML_ERROR_NOT_FOUND:
+        except nv.NVMLError as err:
+            if err.value == nv.NVML_ERROR_NOT_FOUND:
                 continue  # an empty slot
             raise
         processes = nvml.nvmlDeviceGetComputeRunningProcesses(device)
@@ -50,13 +49,13 @@ def refuse_unless_idle(nvml: NvmlApi, gpus: list[int], node: str) -> None:
     ActionFailed when NVML cannot tell (fail closed: never reset what may be serving)."""
     try:
         nvml.nvmlInit()
-    except pynvml.NVMLError as err:
+    except nv.NVMLError as err:
         raise ActionFailed(_unknown(node, gpus, err)) from None
     try:
         for gpu in gpus:
             try:
                 busy = busy_instances(nvml, gpu)
-            except pynvml.NVMLError as err:
+            except nv.NVMLError as err:
                 raise ActionFailed(_unknown(node, [gpu], err)) from None
             if busy:
                 raise TransientError(

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from remedy.probe.nics import NicPort
+from remedy.detection.probe.nics import NicPort
 
 INFINIBAND = Path("/sys/class/infiniband")
 _RATE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*Gb/sec")

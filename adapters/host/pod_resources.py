@@ -1,5 +1,5 @@
 """The kubelet's pod-resources API (gRPC ``v1.PodResourcesLister/List`` on a unix socket) and
-NVML's device UUIDs: which pod uses which GPU of this node (remedy/pod_resources.py).
+NVML's device UUIDs: which pod uses which GPU of this node (remedy/detection/pod_resources.py).
 
 The messages are the kubelet's ``k8s.io/kubelet/pkg/apis/podresources/v1/api.proto`` (the
 fields remedy reads), built at import from their field numbers rather than generated: no
@@ -13,8 +13,8 @@ from typing import Any
 import grpc
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 
-from remedy.gpu import NvmlApi
-from remedy.pod_resources import KUBELET_SOCKET, ClaimDevice, ContainerDevices
+from remedy.detection.gpu import NvmlApi
+from remedy.detection.pod_resources import KUBELET_SOCKET, ClaimDevice, ContainerDevices
 
 log = logging.getLogger(__name__)
 

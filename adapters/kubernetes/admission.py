@@ -8,6 +8,7 @@ from adapters.kubernetes.edits import as_read, has_own_taint, patch, with_taint
 from adapters.kubernetes.errors import api_errors
 from adapters.kubernetes.nodes import PREFIX, NodeApi
 from adapters.kubernetes.objects import Json, meta
+from remedy.core.events import EventReason
 
 # remedy never puts this taint on a node that is already taking work.
 ADMISSION_TAINT = {"key": f"{PREFIX}/unvalidated", "value": "true", "effect": "NoSchedule"}
@@ -59,7 +60,7 @@ class KubernetesAdmission:
                 },
                 field_manager=nodes.field_manager,
             )
-        nodes.event(node, "RemedyAdmitted", f"validated: {len(serials)} GPUs passed admission")
+        nodes.event(node, EventReason.ADMITTED, f"validated: {len(serials)} GPUs passed admission")
 
     def reject(self, node: str, reason: str) -> None:
         nodes = self._nodes
@@ -71,4 +72,4 @@ class KubernetesAdmission:
                 {"metadata": {"annotations": {ADMISSION_REJECTED: reason[:1024]}}},
                 field_manager=nodes.field_manager,
             )
-        nodes.event(node, "RemedyAdmissionRejected", reason)
+        nodes.event(node, EventReason.ADMISSION_REJECTED, reason)

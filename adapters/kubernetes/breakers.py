@@ -1,4 +1,5 @@
-"""The breakers as their budgets publish them (remedy.quarantine.BreakerState): one ConfigMap in
+"""The breakers as their budgets publish them (remedy.disruption.quarantine.BreakerState): one
+ConfigMap in
 remedy's namespace, one key per pool. The controller writes a pool's key when its breaker
 changes; a ladder's first cordon and each node's agent read the whole map in one GET (the agent
 may read only this ConfigMap: deploy/rbac.yaml)."""
@@ -9,7 +10,7 @@ from kubernetes import client as k8s
 
 from adapters.kubernetes.errors import NotFound, api_errors
 from adapters.kubernetes.nodes import NodeApi
-from remedy.quarantine import BreakerState
+from remedy.disruption.quarantine import BreakerState
 
 BREAKERS = "remedy-breakers"
 NAMESPACE = "remedy"

@@ -26,7 +26,7 @@ from adapters.kubernetes.mig_layout import KubernetesMigLayouts
 from adapters.kubernetes.nodes import NodeApi, utcnow
 from adapters.kubernetes.objects import CONTROLLER_MANAGER
 from adapters.kubernetes.replace import replacer_named
-from remedy.cluster import Cluster
+from remedy.scan.cluster import Cluster
 
 
 def kubernetes_cluster(

@@ -20,9 +20,10 @@ from adapters.kubernetes.edits import (
 from adapters.kubernetes.ledger import NodeLedger
 from adapters.kubernetes.nodes import PREFIX, NodeApi
 from adapters.kubernetes.objects import Json, meta
-from remedy.cluster import CordonOwner
-from remedy.models import Action, CordonState, NodeBoot
-from remedy.once import LedgerEntry, once
+from remedy.core.events import EventReason
+from remedy.core.models import Action, CordonState, NodeBoot
+from remedy.core.once import LedgerEntry, once
+from remedy.scan.cluster import CordonOwner
 
 CORDONED_BY = f"{PREFIX}/cordoned-by"
 CORDON_REASON = f"{PREFIX}/cordon-reason"
@@ -71,7 +72,7 @@ class KubernetesNodeControl:
             "spec": {"unschedulable": True, "taints": with_taint(current, TAINT)},
         }
         patch(nodes, current, body)
-        nodes.event(node, "RemedyCordoned", f"cordoned by {owner.workflow_id}: {owner.reason}")
+        nodes.event(node, EventReason.CORDONED, f"cordoned by {owner.workflow_id}: {owner.reason}")
         return CordonState.CORDONED
 
     def restore(self, node: str) -> bool:
@@ -98,17 +99,17 @@ class KubernetesNodeControl:
             spec["unschedulable"] = False
         patch(nodes, current, {"metadata": {"annotations": marks}, "spec": spec})
         if intact:
-            nodes.event(node, "RemedyRestored", "uncordoned: the node recovered")
+            nodes.event(node, EventReason.RESTORED, "uncordoned: the node recovered")
         elif unschedulable:
             nodes.event(
                 node,
-                "RemedyRestored",
+                EventReason.RESTORED,
                 "removed remedy's marks and left the node cordoned: someone else cordoned it "
                 "since remedy did",
             )
         else:
             nodes.event(
-                node, "RemedyRestored", "removed remedy's marks: someone uncordoned the node"
+                node, EventReason.RESTORED, "removed remedy's marks: someone uncordoned the node"
             )
         return intact
 

@@ -30,8 +30,9 @@ from adapters.kubernetes.eviction import Answer
 from adapters.kubernetes.gpu_use import KubernetesGpuUse
 from adapters.kubernetes.nodes import PREFIX, NodeApi, ready
 from adapters.kubernetes.objects import Json, meta
-from remedy.errors import DrainBlocked, RemedyError, TransientError
-from remedy.goodput import Event, parse
+from remedy.attribution.goodput import Event, parse
+from remedy.core.errors import DrainBlocked, RemedyError, TransientError
+from remedy.core.events import EventReason
 
 # A drain asks GPU pods to checkpoint first; the job answers by setting CHECKPOINTED, or (with
 # no right to patch its pod) by a line in its log (remedy_job's acknowledge).
@@ -97,7 +98,7 @@ class Drain:
             return f"dry run: would delete {len(victims)} pods using the node's GPUs"
         for pod in victims:
             eviction.delete(nodes.core, pod, self._kill_grace_s)  # gone already: as wanted
-        nodes.event(node, "RemedyKilledJob", f"deleted {len(victims)} pods using GPUs")
+        nodes.event(node, EventReason.KILLED_JOB, f"deleted {len(victims)} pods using GPUs")
         return f"deleted {len(victims)} pods using the node's GPUs"
 
     def drain(self, node: str, on_progress: Callable[[int], None], only: set[str]) -> str:
@@ -119,7 +120,7 @@ class Drain:
         gpu = set(self._gpu_uids(node, list(targets.values())))
         self._checkpoint_grace(node, [p for u, p in targets.items() if u in gpu], on_progress)
         done = self._until_gone(node, targets, started, on_progress)
-        nodes.event(node, "RemedyDrained", f"evicted {len(targets)} pods, left {left}")
+        nodes.event(node, EventReason.DRAINED, f"evicted {len(targets)} pods, left {left}")
         said = f"evicted {len(targets)} pods, left {left} DaemonSet/mirror pods"
         waited = [p for p in targets.values() if self._mode(p) is DrainMode.ALLOW_COMPLETION]
         if waited:
@@ -249,7 +250,7 @@ class Drain:
                 continue  # gone already: nothing to checkpoint
         nodes.event(
             node,
-            "RemedyCheckpointRequested",
+            EventReason.CHECKPOINT_REQUESTED,
             f"asked {len(jobs)} GPU pods to checkpoint; evicting in at most "
             f"{self._checkpoint_grace_s:g}s",
         )

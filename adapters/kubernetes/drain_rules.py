@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from adapters.kubernetes.objects import Json, meta, timestamp
-from remedy.errors import ActionRefused
+from remedy.core.errors import ActionRefused
 
 MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
 LOCAL_STORAGE = "Pods with local storage (use --drain-delete-emptydir-data to override)"

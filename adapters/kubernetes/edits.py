@@ -10,7 +10,7 @@ from typing import TypeVar
 from adapters.kubernetes.errors import api_errors
 from adapters.kubernetes.nodes import NodeApi
 from adapters.kubernetes.objects import AGENT_MANAGER, CONTROLLER_MANAGER, Json, meta
-from remedy.errors import Conflict, TransientError
+from remedy.core.errors import Conflict, TransientError
 
 T = TypeVar("T")
 CONFLICT_RETRIES = 5

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 import urllib3
 from kubernetes.client.exceptions import ApiException
 
-from remedy.errors import (
+from remedy.core.errors import (
     Conflict,
     NodeGone,
     PermissionDenied,

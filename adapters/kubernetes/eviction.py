@@ -13,7 +13,7 @@ from kubernetes.client.exceptions import ApiException
 
 from adapters.kubernetes.errors import NAMESPACE_TERMINATING, NotFound, api_errors, api_status
 from adapters.kubernetes.objects import Json, meta, read_raw
-from remedy.errors import Conflict
+from remedy.core.errors import Conflict
 
 # The eviction subresource's 500 for a pod that more than one budget selects.
 SEVERAL_BUDGETS = "more than one PodDisruptionBudget"

@@ -15,11 +15,11 @@ from adapters.kubernetes.gpu_scope import gpus_out
 from adapters.kubernetes.listing import count, list_pages
 from adapters.kubernetes.marks import remedy_conditions
 from adapters.kubernetes.nodes import OPT_OUT_LABEL, PREFIX, NodeApi, has_taint
-from adapters.kubernetes.objects import GPU_RESOURCE, Json, meta
-from remedy.budget import CLUSTER_POOL
-from remedy.conditions import AGENT_CONDITIONS, GPU_ACTIVE_CHECK, is_problem
-from remedy.fleet import NodeFacts
-from remedy.person_hold import HOLD_ANNOTATION
+from adapters.kubernetes.objects import Json, meta, node_gpus
+from remedy.detection.conditions import AGENT_CONDITIONS, GPU_ACTIVE_CHECK, is_problem
+from remedy.detection.node_facts import NodeFacts
+from remedy.disruption.budget import CLUSTER_POOL
+from remedy.trust.person_hold import HOLD_ANNOTATION
 
 POOL_LABEL = f"{PREFIX}/pool"
 
@@ -27,9 +27,6 @@ POOL_LABEL = f"{PREFIX}/pool"
 # How long the pool sizes counted in a list of every node stand in for a count of their own:
 # a scan lists the nodes every minute by default, and each ladder it starts asks its pool's size.
 SIZES_FOR = timedelta(minutes=2)
-
-
-GPU_COUNT_LABEL = "nvidia.com/gpu.count"  # GPU feature discovery: the node's physical GPUs
 
 
 @dataclass(frozen=True)
@@ -116,7 +113,7 @@ def agent_cordoned_at(annotations: dict[str, str]) -> datetime | None:
 
 def agent_heartbeat(node: Json) -> datetime | None:
     """The agent's heartbeat: the newest ``lastHeartbeatTime`` on the conditions it writes
-    (remedy.liveness). A condition without one gives none: a time standing in for it would
+    (remedy.scan.liveness). A condition without one gives none: a time standing in for it would
     change with every scan and pass for a live agent."""
     return max(
         (
@@ -126,13 +123,3 @@ def agent_heartbeat(node: Json) -> datetime | None:
         ),
         default=None,
     )
-
-
-def node_gpus(node: Json) -> int:
-    """The node's physical GPUs: GPU feature discovery's count (it stays the GPUs under MIG),
-    else the device plugin's ``nvidia.com/gpu`` capacity; 0 when neither says."""
-    said = meta(node).get("labels", {}).get(GPU_COUNT_LABEL, "")
-    if said.isdigit():
-        return int(said)
-    capacity = node.get("status", {}).get("capacity", {}).get(GPU_RESOURCE, "0")
-    return int(capacity) if str(capacity).isdigit() else 0

@@ -17,7 +17,8 @@ import time
 from adapters.kubernetes.edits import as_read, patch
 from adapters.kubernetes.nodes import PREFIX, NodeApi, daemonset
 from adapters.kubernetes.objects import Json, meta
-from remedy.errors import TransientError
+from remedy.core.errors import TransientError
+from remedy.core.events import EventReason
 
 DEPLOY = "nvidia.com/gpu.deploy"
 PAUSED = "paused-for-remedy"
@@ -65,7 +66,7 @@ class GpuOperatorHandoff:
                 raise TransientError(f"the GPU operator's pods did not leave {node}")
             time.sleep(self._poll_s)
         done = f"stopped {len(leaving)} GPU operator pods for a GPU reset"
-        self._nodes.event(node, "RemedyGpusReleased", done)
+        self._nodes.event(node, EventReason.GPUS_RELEASED, done)
         return done
 
     def _pause(self, current: Json) -> list[str] | None:
@@ -115,4 +116,4 @@ class GpuOperatorHandoff:
         if saved is not None:
             body["metadata"]["annotations"] = {GPU_OPERANDS_SAVED: None}
         patch(nodes, current, body)
-        nodes.event(node, "RemedyGpusReturned", "the GPU operator's pods may run again")
+        nodes.event(node, EventReason.GPUS_RETURNED, "the GPU operator's pods may run again")

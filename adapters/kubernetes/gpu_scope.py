@@ -1,4 +1,4 @@
-"""GPU-scoped rungs on Kubernetes (remedy/gpu_scope.py): quarantine the faulty GPU with a DRA
+"""GPU-scoped rungs on Kubernetes (remedy/acting/gpu_scope.py): quarantine the faulty GPU with a DRA
 device taint and evict only the pods on it.
 
 One mechanism: a ``DeviceTaintRule`` (resource.k8s.io/v1beta2, Kubernetes' DRA device
@@ -29,11 +29,12 @@ from adapters.kubernetes.drain import Drain
 from adapters.kubernetes.edits import as_read, patch
 from adapters.kubernetes.errors import NotFound, api_errors
 from adapters.kubernetes.nodes import PREFIX, NodeApi
-from adapters.kubernetes.objects import GPU_USE, Json, create_raw, meta
-from remedy.errors import ActionRefused, Conflict
-from remedy.gpu_scope import GpuReleased, check_gpu_index, pods_on
-from remedy.gpu_use import NodeGpuUse
-from remedy.models import Action
+from adapters.kubernetes.objects import GPU_USE, Json, create_raw, meta, node_gpus
+from remedy.acting.gpu_scope import GpuReleased, check_gpu_index, pods_on
+from remedy.acting.gpu_use import NodeGpuUse
+from remedy.core.errors import ActionRefused, Conflict
+from remedy.core.events import EventReason
+from remedy.core.models import Action
 
 GPUS_OUT = f"{PREFIX}/gpus-out"  # {"<gpu index>": "<the ladder's workflow id>"}
 DRA_DRIVER = "gpu.nvidia.com"
@@ -64,7 +65,7 @@ def gpu_use_of(node: Json) -> NodeGpuUse:
 
 
 class KubernetesGpuScope:
-    """The GpuScopedControl seam (remedy/gpu_scope.py) and a GpuUseSource from the agent's
+    """The GpuScopedControl seam (remedy/acting/gpu_scope.py) and a GpuUseSource from the agent's
     annotation."""
 
     def __init__(self, nodes: NodeApi, drain: Drain, control: KubernetesNodeControl) -> None:
@@ -139,7 +140,7 @@ class KubernetesGpuScope:
             patch(self._nodes, current, {"metadata": {"annotations": {GPUS_OUT: _dump(held)}}})
 
         as_read(self._nodes, node, record)
-        self._nodes.event(node, "RemedyGpuQuarantined", f"GPU {gpus} out of allocation")
+        self._nodes.event(node, EventReason.GPU_QUARANTINED, f"GPU {gpus} out of allocation")
 
     def lift_quarantine(self, node: str, workflow_id: str) -> list[int]:
         lifted = self._lift(node, lambda held: [g for g, by in held.items() if by == workflow_id])
@@ -148,8 +149,6 @@ class KubernetesGpuScope:
     def release_gpu(self, node: str, gpu: int) -> GpuReleased:
         """Also a rule whose record on the node is gone (a hold interrupted between the
         two writes): a quarantine nobody would ever lift otherwise."""
-        from adapters.kubernetes.fleet import node_gpus  # it reads this module's annotations
-
         check_gpu_index(node, gpu, node_gpus(self._nodes.node(node)))
         if not self._nodes.sends(node, f"return GPU {gpu} to allocation"):
             return GpuReleased(node=node, gpu=gpu, detail="dry run: would return it")
@@ -190,7 +189,7 @@ class KubernetesGpuScope:
         lifted = as_read(self._nodes, node, lift)
         if lifted:
             on = sorted(lifted)
-            self._nodes.event(node, "RemedyGpuReturned", f"GPU {on} back in allocation")
+            self._nodes.event(node, EventReason.GPU_RETURNED, f"GPU {on} back in allocation")
         return lifted
 
 

@@ -26,8 +26,8 @@ from adapters.kubernetes.objects import (
     meta,
     read_raw,
 )
-from remedy.errors import RemedyError
-from remedy.gpu_use import GpuClaim, GpuUse, NodeGpuUse
+from remedy.acting.gpu_use import GpuClaim, GpuUse, NodeGpuUse
+from remedy.core.errors import RemedyError
 
 log = logging.getLogger(__name__)
 # The DRA drivers whose devices are GPUs (NVIDIA's: whole GPUs and MIG devices).

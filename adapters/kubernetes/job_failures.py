@@ -18,10 +18,10 @@ from adapters.kubernetes.objects import RECENT_XIDS, Json, as_json, gpu_count, m
 from remedy.attribution.evidence import GuardedFailure, PodRun, RecentXid, tie_xids
 from remedy.attribution.guard import JobRef
 from remedy.attribution.model import PodFailure, Termination, XidSeen
-from remedy.conditions import is_problem
-from remedy.errors import NodeGone, RemedyError
-from remedy.fleet import finding_from_condition
-from remedy.models import Finding
+from remedy.core.errors import NodeGone, RemedyError
+from remedy.core.models import Finding
+from remedy.detection.conditions import is_problem
+from remedy.scan.fleet import finding_from_condition
 
 log = logging.getLogger(__name__)
 

@@ -21,8 +21,8 @@ from adapters.kubernetes.job_failures import JOB_LABEL
 from adapters.kubernetes.listing import list_pages
 from adapters.kubernetes.objects import CONTROLLER_MANAGER, GPU_RESOURCE, Json, gpu_count, meta
 from remedy.attribution.elastic import ELASTIC, ElasticRange, JobShape, declared
-from remedy.conditions import PROBLEM_CONDITIONS
-from remedy.errors import ActionRefused, NodeGone
+from remedy.core.errors import ActionRefused, NodeGone
+from remedy.detection.conditions import PROBLEM_CONDITIONS
 
 JOB_NAME = "batch.kubernetes.io/job-name"  # set by the Job controller on a Job's pods
 RESIZED = "remedy.io/resized"  # on a running Job remedy ended to start it at a larger size

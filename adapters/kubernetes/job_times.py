@@ -13,8 +13,8 @@ from adapters.kubernetes.fleet import POOL_LABEL
 from adapters.kubernetes.job_failures import FailedPods, job_of, succeeded, termination
 from adapters.kubernetes.listing import list_pages
 from adapters.kubernetes.objects import Json, gpu_count, meta, timestamp
-from remedy.errors import RemedyError
-from remedy.goodput import JobTimes, PodTime, parse
+from remedy.attribution.goodput import JobTimes, PodTime, parse
+from remedy.core.errors import RemedyError
 
 log = logging.getLogger(__name__)
 

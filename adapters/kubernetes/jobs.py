@@ -40,10 +40,11 @@ from adapters.kubernetes.objects import (
 )
 from remedy.attribution.elastic import JobShape
 from remedy.attribution.evidence import GuardedFailure
+from remedy.attribution.goodput import JobTimes
 from remedy.attribution.guard import JobRef
 from remedy.attribution.jobs import JobState
-from remedy.errors import ActionFailed, ActionRefused, Conflict, NodeGone, RemedyError
-from remedy.goodput import JobTimes
+from remedy.core.errors import ActionFailed, ActionRefused, Conflict, NodeGone, RemedyError
+from remedy.core.events import EventReason
 
 RESTART_MODE = "remedy.io/restart"
 RESTART_ATTEMPT = "remedy.io/restart-attempt"
@@ -59,7 +60,6 @@ GENERATED_LABELS = (
 )
 LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
 MAX_NAME = 63  # a Job's name becomes a label value on its pods
-DRY_RUN = "RemedyDryRun"
 
 log = logging.getLogger(__name__)
 
@@ -191,7 +191,7 @@ class KubernetesJobs:
             return self._told(
                 job,
                 name,
-                "RemedyRestartRequested",
+                EventReason.RESTART_REQUESTED,
                 f"restart {attempt} requested from the job's operator: {reason}",
             )
         if state is JobState.SUCCEEDED:
@@ -243,7 +243,7 @@ class KubernetesJobs:
             return self._told(
                 job,
                 name,
-                "RemedyRestarted",
+                EventReason.RESTARTED,
                 f"resumed by {resumed_by} (restart {attempt}): {reason}",
             )
         return self._recreate(job, latest, attempt, marks, size)
@@ -279,7 +279,7 @@ class KubernetesJobs:
         return self._told(
             job,
             name,
-            "RemedyRestarted",
+            EventReason.RESTARTED,
             f"created {name} from the failed {meta(failed)['name']} (restart "
             f"{attempt}): {marks[RESTART_REASON]}",
         )
@@ -297,9 +297,8 @@ class KubernetesJobs:
                     f"stop the job (it is {state.value} and stays so): {reason}",
                     warning=True,
                 )
-            return self._told(
-                job, name, "RemedyJobStopped", f"{state.value}; stays so: {reason}", warning=True
-            )
+            stays = f"{state.value}; stays so: {reason}"
+            return self._told(job, name, EventReason.JOB_STOPPED, stays, warning=True)
         if self.dry_run:
             return self._would(job, name, f"suspend the Job: {reason}", warning=True)
         self._patch_job(
@@ -307,7 +306,7 @@ class KubernetesJobs:
             job.namespace,
             {"metadata": {"annotations": {STOPPED: reason[:1024]}}, "spec": {"suspend": True}},
         )
-        return self._told(job, name, "RemedyJobStopped", f"suspended: {reason}", warning=True)
+        return self._told(job, name, EventReason.JOB_STOPPED, f"suspended: {reason}", warning=True)
 
     def _patch_job(self, name: str, namespace: str, body: Json) -> None:
         # Every caller says what it would do instead: a write here in dry run is a bug.
@@ -341,7 +340,7 @@ class KubernetesJobs:
 
     def _would(self, job: JobRef, name: str, what: str, *, warning: bool = False) -> str:
         """Dry run: the Event and the line say what would be done; nothing was."""
-        return self._told(job, name, DRY_RUN, f"would {what}", warning=warning)
+        return self._told(job, name, EventReason.DRY_RUN, f"would {what}", warning=warning)
 
 
 def _state(job: Json) -> JobState:

@@ -1,6 +1,6 @@
 """A node's keyed actions, kept on the Node object itself (the annotation
 ``remedy.io/actions``): where a drain or a job kill lands, so a repeat of the same key — a
-retry after a lost answer — finds it there and answers what the first did (remedy/once.py).
+retry after a lost answer — finds it there and answers what the first did (remedy/core/once.py).
 
 Every write is a patch of the one annotation on the version just read (``resourceVersion``):
 a concurrent writer makes it read again (409), so no other ladder's entry is lost and two
@@ -15,8 +15,8 @@ from typing import Any
 from adapters.kubernetes.errors import api_errors
 from adapters.kubernetes.nodes import PREFIX, NodeApi
 from adapters.kubernetes.objects import Json, meta
-from remedy.errors import Conflict
-from remedy.once import LedgerEntry, find, with_entry
+from remedy.core.errors import Conflict
+from remedy.core.once import LedgerEntry, find, with_entry
 
 ACTIONS_ANNOTATION = f"{PREFIX}/actions"
 CONFLICT_RETRIES = 5

@@ -14,7 +14,7 @@ from kubernetes.client.exceptions import ApiException
 
 from adapters.kubernetes.errors import api_errors
 from adapters.kubernetes.objects import Json, meta
-from remedy.errors import TransientError
+from remedy.core.errors import TransientError
 
 PAGE = 500  # kubectl's and client-go's informers' page size
 EXPIRED = 410  # a continue token older than the server's compaction

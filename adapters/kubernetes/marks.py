@@ -1,6 +1,6 @@
 """What agents and the controller publish on a node: remedy's own node conditions (strategic
 merge keys them by type, so nothing else's are touched), the agent's recent Xids (an
-annotation job attribution reads) and a hold for a person (remedy.person_hold)."""
+annotation job attribution reads) and a hold for a person (remedy.trust.person_hold)."""
 
 from __future__ import annotations
 
@@ -12,12 +12,17 @@ from pydantic import TypeAdapter, ValidationError
 from adapters.kubernetes.errors import api_errors
 from adapters.kubernetes.nodes import NodeApi
 from adapters.kubernetes.objects import GPU_USE, RECENT_XIDS, Json, meta
+from remedy.acting.gpu_use import NodeGpuUse
 from remedy.attribution.evidence import RecentXid, remember
-from remedy.conditions import GPU_ACTIVE_CHECK, PROBLEM_CONDITIONS, REMEDY_READY, NodeCondition
-from remedy.errors import NodeGone
-from remedy.gpu_use import NodeGpuUse
-from remedy.identity import AGENT_KEY_ANNOTATION
-from remedy.person_hold import HOLD_ANNOTATION
+from remedy.core.errors import NodeGone
+from remedy.detection.conditions import (
+    GPU_ACTIVE_CHECK,
+    PROBLEM_CONDITIONS,
+    REMEDY_READY,
+    NodeCondition,
+)
+from remedy.trust.identity import AGENT_KEY_ANNOTATION
+from remedy.trust.person_hold import HOLD_ANNOTATION
 
 REMEDY_CONDITIONS = (*PROBLEM_CONDITIONS, REMEDY_READY, GPU_ACTIVE_CHECK)
 
@@ -32,7 +37,7 @@ class KubernetesNodeMarks:
     def set_conditions(self, node: str, conditions: list[NodeCondition]) -> None:
         # Strategic merge keys conditions by type: only remedy's own conditions are written
         # (deploy/agent-policy.yaml lets the agent change nothing else). When to write is the
-        # caller's: the agent writes on change and once per heartbeat (remedy.liveness).
+        # caller's: the agent writes on change and once per heartbeat (remedy.scan.liveness).
         body = {
             "status": {
                 "conditions": [
@@ -75,7 +80,7 @@ class KubernetesNodeMarks:
 
     def publish_gpu_use(self, node: str, use: NodeGpuUse) -> None:
         """The agent's word on which pod uses which GPU (the GpuUsePublisher of
-        remedy/pod_resources.py): GPU-scoped rungs and the active checks read it."""
+        remedy/detection/pod_resources.py): GPU-scoped rungs and the active checks read it."""
         with api_errors("patch", f"nodes/{node}"):
             self._nodes.core.patch_node(
                 node,

@@ -1,6 +1,6 @@
 """A MIG node's layout on Kubernetes: the MIG manager's node labels ``nvidia.com/mig.config``
 (the layout) and ``nvidia.com/mig.config.state`` (its answer), read and, around a reset or a
-reboot, the state marked ``pending`` (remedy/mig_layout.py). Only the state label is written,
+reboot, the state marked ``pending`` (remedy/acting/mig_layout.py). Only the state label is written,
 never the layout: what layout a node has is its owners' choice."""
 
 from __future__ import annotations
@@ -8,7 +8,8 @@ from __future__ import annotations
 from adapters.kubernetes.edits import as_read, patch
 from adapters.kubernetes.nodes import NodeApi
 from adapters.kubernetes.objects import Json, meta
-from remedy.mig_layout import MIG_CONFIG, MIG_CONFIG_STATE, MigLayout, MigState
+from remedy.acting.mig_layout import MIG_CONFIG, MIG_CONFIG_STATE, MigLayout, MigState
+from remedy.core.events import EventReason
 
 
 def layout_of(node: Json) -> MigLayout:
@@ -47,5 +48,7 @@ class KubernetesMigLayouts:
     def _set_state(self, current: Json, state: str | None) -> None:
         patch(self._nodes, current, {"metadata": {"labels": {MIG_CONFIG_STATE: state}}})
         self._nodes.event(
-            meta(current)["name"], "RemedyMigLayout", f"{MIG_CONFIG_STATE}: {state or 'removed'}"
+            meta(current)["name"],
+            EventReason.MIG_LAYOUT,
+            f"{MIG_CONFIG_STATE}: {state or 'removed'}",
         )

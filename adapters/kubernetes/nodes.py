@@ -12,11 +12,11 @@ from kubernetes import client as k8s
 from adapters.kubernetes.errors import api_errors
 from adapters.kubernetes.listing import list_pages
 from adapters.kubernetes.objects import CONTROLLER_MANAGER, Json, as_json, meta, record_event
-from remedy.errors import ActionRefused, NodeGone
+from remedy.core.errors import ActionRefused, NodeGone
+from remedy.core.events import EventReason
 
 PREFIX = "remedy.io"
 OPT_OUT_LABEL = f"{PREFIX}/managed"
-DRY_RUN = "RemedyDryRun"
 
 
 def utcnow() -> datetime:
@@ -70,7 +70,7 @@ class NodeApi:
         "would …" as an Event on the node, and the caller sends nothing and claims nothing
         (no Event that says it happened, an answer that says "dry run: would …")."""
         if self.dry_run:
-            self.event(node, DRY_RUN, f"would {would}")
+            self.event(node, EventReason.DRY_RUN, f"would {would}")
             return False
         return True
 

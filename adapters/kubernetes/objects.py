@@ -19,6 +19,7 @@ log = logging.getLogger(__name__)
 
 Json = dict[str, Any]
 GPU_RESOURCE = "nvidia.com/gpu"
+GPU_COUNT_LABEL = "nvidia.com/gpu.count"  # GPU feature discovery: the node's physical GPUs
 MIG_RESOURCE = "nvidia.com/mig-"  # a prefix: nvidia.com/mig-1g.10gb, one MIG instance each
 # The Xids a node's agent keeps on its node (JSON, oldest first): job attribution reads them.
 RECENT_XIDS = "remedy.io/recent-xids"
@@ -70,6 +71,16 @@ def create_raw(api: k8s.ApiClient, path: str, body: Json, field_manager: str) ->
 def meta(obj: Json) -> Json:
     found: Json = obj.get("metadata", {})
     return found
+
+
+def node_gpus(node: Json) -> int:
+    """The node's physical GPUs: GPU feature discovery's count (it stays the GPUs under MIG),
+    else the device plugin's ``nvidia.com/gpu`` capacity; 0 when neither says."""
+    said = meta(node).get("labels", {}).get(GPU_COUNT_LABEL, "")
+    if said.isdigit():
+        return int(said)
+    capacity = node.get("status", {}).get("capacity", {}).get(GPU_RESOURCE, "0")
+    return int(capacity) if str(capacity).isdigit() else 0
 
 
 def container_asks(container: Json) -> dict[str, int]:

@@ -18,8 +18,9 @@ from adapters.kubernetes.errors import api_errors
 from adapters.kubernetes.listing import PAGE, list_pages
 from adapters.kubernetes.nodes import NodeApi
 from adapters.kubernetes.objects import Json, meta
-from remedy.cluster import Replacer
-from remedy.errors import ActionRefused, Conflict, NodeGone
+from remedy.core.errors import ActionRefused, Conflict, NodeGone
+from remedy.core.events import EventReason
+from remedy.scan.cluster import Replacer
 
 KARPENTER_POOL_LABEL = "karpenter.sh/nodepool"
 NODECLAIMS = ("karpenter.sh", "v1", "nodeclaims")
@@ -41,7 +42,7 @@ class KarpenterReplacer:
             return f"NodeClaim {name} is already being deleted: Karpenter is replacing {node}"
         if not nodes.sends(node, f"delete NodeClaim {name}"):
             return f"dry run: would delete NodeClaim {name}"
-        nodes.event(node, "RemedyReplaced", f"deleted NodeClaim {name}: Karpenter replaces it")
+        nodes.event(node, EventReason.REPLACED, f"deleted NodeClaim {name}: Karpenter replaces it")
         # This claim only (its uid): one Karpenter made since under the same name is not ours.
         this_one = k8s.V1DeleteOptions(preconditions=k8s.V1Preconditions(uid=meta(owner)["uid"]))
         try:
@@ -106,7 +107,7 @@ class DeleteNodeReplacer:
         if not nodes.sends(node, "delete the Node object"):
             return f"dry run: would delete node {node}"
         # The event goes first: it is the record left for external provisioning.
-        nodes.event(node, "RemedyReplaced", "deleted the Node object for replacement")
+        nodes.event(node, EventReason.REPLACED, "deleted the Node object for replacement")
         uid = meta(current).get("uid")
         with api_errors("delete", f"nodes/{node}"):  # this object only, not one that replaced it
             nodes.core.delete_node(

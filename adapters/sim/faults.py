@@ -6,7 +6,11 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import StrEnum
 
-from remedy.models import Action, Component, ComponentKind, Finding, Severity
+from remedy.core.models import Action, Component, ComponentKind, Finding, Severity
+from remedy.detection.probe.checks import PCIE, THERMAL, THERMAL_SLOWDOWN, WIDTH_DEGRADED
+from remedy.detection.probe.load import LOAD, LoadReason
+from remedy.detection.probe.nic_check import NIC, PORT_DOWN
+from remedy.detection.probe.runner import PROBE, TIMED_OUT
 from remedy.xid.catalog import load_catalog
 
 
@@ -106,8 +110,8 @@ FAULTS: dict[str, FaultSpec] = {
             "thermal_transient",
             Effect.THROTTLE,
             _ALL_HW,
-            "HwThermalSlowdown",
-            "thermal",
+            THERMAL_SLOWDOWN,
+            THERMAL.check,
             Severity.WARNING,
             lasts=timedelta(minutes=2),
         ),
@@ -127,8 +131,8 @@ FAULTS: dict[str, FaultSpec] = {
             "pcie_degraded",
             Effect.PCIE_DEGRADED,
             _REBOOT,
-            "PcieWidthDegraded",
-            "pcie",
+            WIDTH_DEGRADED,
+            PCIE.check,
             Severity.WARNING,
         ),
         FaultSpec("nvlink_down", Effect.NVLINK_DOWN, _ALL_HW, "Xid74", "xid", xid=74),
@@ -137,8 +141,8 @@ FAULTS: dict[str, FaultSpec] = {
             "gpu_hang",
             Effect.HANG,
             _REBOOT,
-            "CheckTimedOut",
-            "probe",
+            TIMED_OUT,
+            PROBE.check,
         ),
         # Answers every query and raises no Xid, yet fails under load: only a deep diagnose
         # (admission, a ladder's diagnose rung, the scheduled active checks) finds it.
@@ -146,16 +150,16 @@ FAULTS: dict[str, FaultSpec] = {
             "silent_under_load",
             Effect.UNDER_LOAD,
             _ALL_HW,
-            "FailsUnderLoad",
-            "load",
+            LoadReason.FAILS_UNDER_LOAD,
+            LOAD.check,
             comes_back=timedelta(minutes=30),
         ),
         FaultSpec(
             "nic_down",
             Effect.NIC_DOWN,
             _REBOOT,
-            "NicPortDown",
-            "nic",
+            PORT_DOWN,
+            NIC.check,
         ),
         # A job wedged on the GPU (Xid 8, the GPU stopped processing its work): the hang ends
         # with the job; the GPU answers queries throughout.

@@ -5,129 +5,56 @@ the agent does, ``host.py``)."""
 from __future__ import annotations
 
 import random
-import threading
-import zlib
 from collections.abc import Callable
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 
 from adapters.sim.cluster import sim_cluster
 from adapters.sim.faults import FAULTS
 from adapters.sim.host import SimHost
-from adapters.sim.identity import agent_signing_key
 from adapters.sim.layouts import LAYOUTS
-from adapters.sim.node import ActiveFault, SimGpu, SimNode, SimPod
-from remedy.capabilities import Dependency
-from remedy.cluster import Cluster
-from remedy.errors import NodeGone, RemedyError, TransientError
-from remedy.identity import AGENT_KEY_ANNOTATION
-from remedy.models import Finding
-from remedy.quarantine import BreakerState
-from remedy.signing import public_blob
+from adapters.sim.node import ActiveFault, SimNode
+from adapters.sim.state import Held, SimState, utcnow
+from remedy.acting.capabilities import Dependency
+from remedy.core.errors import RemedyError, TransientError
+from remedy.core.models import Finding
+from remedy.scan.cluster import Cluster
 
 
-def _serial(pool: str, node: str, generation: int, gpu: int) -> str:
-    # Stable across processes (hash() is salted): the same twin always has the same serials.
-    # Like real serials they are unique across the fleet: two pools' gpu-node-000 differ.
-    return f"SN{zlib.crc32(f'{pool}/{node}/{generation}/{gpu}'.encode()):010d}"
-
-
-def _utcnow() -> datetime:
-    return datetime.now(UTC)
-
-
-class Held:
-    """A gate an action waits at: ``entered`` once one got there, ``release()`` lets all go."""
-
-    def __init__(self) -> None:
-        self.entered = threading.Event()
-        self.released = threading.Event()
-
-    def release(self) -> None:
-        self.released.set()
-
-
-class SimFleet:
-    """Thread-safe: activities run in a thread pool."""
+class SimFleet(SimState):
+    """The simulated fleet (``SimState``), with faults to inject and the seams over it."""
 
     def __init__(
         self,
         nodes: int = 16,
         gpus_per_node: int = 8,
         pool: str = "default",
-        clock: Callable[[], datetime] = _utcnow,
+        clock: Callable[[], datetime] = utcnow,
         seed: int = 0,
         speedup: float = 1.0,
         name_prefix: str = "gpu-node",
         check_timeout_s: float = 2.0,
     ) -> None:
-        self.check_timeout_s = check_timeout_s
-        self.clock = clock
-        self.speedup = speedup  # transient faults pass this much faster (demo time)
-        self.gpus_per_node = gpus_per_node
-        self._lock = threading.RLock()
+        super().__init__(gpus_per_node, clock, speedup, check_timeout_s)
         self._rng = random.Random(seed)
-        self.nodes: dict[str, SimNode] = {}
-        self.actions: list[tuple[str, str]] = []  # (node, action): what was done, in order
-        self.effects: list[tuple[str, str, str]] = []  # (node, action, key) of each effect
-        self.broken: dict[str, RemedyError] = {}  # action → the error it raises (tests)
-        self.lost_answers: dict[str, int] = {}  # action → how many answers to lose after it
-        self.failing: dict[str, tuple[RemedyError, int]] = {}  # action → error, times left
-        self.serials: list[str] = []  # every GPU serial ever installed, replacements included
-        self.holds: dict[str, Held] = {}  # action → a gate it waits at (tests: mid-action)
-        self.alerts: list[tuple[str, str, str]] = []  # (node, reason, message) of each alert
-        self.breakers: dict[str, BreakerState] = {}  # pool → its breaker as its budget published
         for i in range(nodes):
             name = f"{name_prefix}-{i:03d}"
-            self.nodes[name] = self._provision(name, pool, generation=0)
+            self.nodes[name] = self.provision(name, pool, generation=0)
 
     # -- building and injecting ------------------------------------------------------------
-    def _provision(self, name: str, pool: str, generation: int) -> SimNode:
-        gpus = [
-            SimGpu(
-                index=g,
-                serial=_serial(pool, name, generation, g),
-                uuid=f"GPU-{name}-{generation}-{g}",
-            )
-            for g in range(self.gpus_per_node)
-        ]
-        self.serials += [g.serial for g in gpus]
-        pods = [
-            SimPod("nvidia-device-plugin", uses_gpus=False, daemonset=True),
-            SimPod("dcgm-exporter", uses_gpus=False, daemonset=True),
-            SimPod(f"train-{name}", uses_gpus=True),
-        ]
-        # Its agent's key, published as the agent does at its start (adapters/sim/identity.py).
-        key = public_blob(agent_signing_key(name))
-        return SimNode(
-            name=name,
-            pool=pool,
-            gpus=gpus,
-            clock=self.clock,
-            pods=pods,
-            generation=generation,
-            annotations={AGENT_KEY_ANNOTATION: key},
-        )
-
     def join(self, name: str, pool: str | None = None) -> SimNode:
         """A new node registers, carrying the admission taint."""
-        with self._lock:
+        with self.lock:
             pool = pool or next(iter(self.nodes.values())).pool
-            node = self._provision(name, pool, generation=0)
+            node = self.provision(name, pool, generation=0)
             node.awaiting_admission = True
             self.nodes[name] = node
             return node
-
-    def node(self, name: str) -> SimNode:
-        try:
-            return self.nodes[name]
-        except KeyError:
-            raise NodeGone(f"node {name} not found") from None
 
     def inject(self, node: str, kind: str, gpu: int = 0) -> Finding:
         """Put a fault on a GPU and return the finding the node agent would report."""
         if kind not in FAULTS:
             raise KeyError(f"unknown fault kind {kind!r}; known: {', '.join(FAULTS)}")
-        with self._lock:
+        with self.lock:
             sim = self.node(node)
             now = self.clock()
             spec = FAULTS[kind]
@@ -140,17 +67,9 @@ class SimFleet:
     def log_kernel(self, node: str, *lines: str) -> None:
         """The driver prints ``lines`` to the node's kernel log (from then on its probe reads
         that log): for the parser's real line formats, where ``inject`` reports a finding."""
-        with self._lock:
+        with self.lock:
             sim = self.node(node)
             sim.kernel_log = [*(sim.kernel_log or []), *lines]
-
-    def read_kernel_log(self, node: str) -> list[str]:
-        """What the driver printed to the node's kernel log since the last read."""
-        with self._lock:
-            sim = self.node(node)
-            lines = (sim.kernel_log or [])[sim.kernel_log_read :]
-            sim.kernel_log_read += len(lines)
-            return lines
 
     def inject_random(
         self, weights: dict[str, float] | None = None, nodes: list[str] | None = None
@@ -158,58 +77,59 @@ class SimFleet:
         """A seeded random fault on a random GPU; ``weights`` maps fault kinds to odds, ``nodes``
         the nodes it may hit (default: all)."""
         weights = weights or dict.fromkeys(sorted(FAULTS), 1.0)
-        with self._lock:
+        with self.lock:
             node = self._rng.choice(sorted(self.nodes if nodes is None else nodes))
             kind = self._rng.choices(list(weights), weights=list(weights.values()))[0]
             return self.inject(node, kind, self._rng.randrange(self.gpus_per_node))
 
     def idle(self, node: str) -> None:
         """The node's job ends: nothing runs on its GPUs (the active checks take it first)."""
-        with self._lock:
+        with self.lock:
             sim = self.node(node)
             sim.pods = [p for p in sim.pods if not p.uses_gpus]
 
     def place(self, node: str, layout: str) -> None:
         """Replace the node's GPU work with a layout of adapters/sim/layouts.py: ``shared``
         (eight one-GPU inference pods), ``mig`` (MIG instances), ``dra`` (DRA claims)."""
-        with self._lock:
+        with self.lock:
             sim = self.node(node)
             sim.pods = [p for p in sim.pods if not p.uses_gpus] + LAYOUTS[layout](sim)
 
     def clear_faults(self, node: str) -> None:
-        with self._lock:
+        with self.lock:
             self.node(node).faults.clear()
 
     def break_nvml(self, node: str, how: str | None) -> None:
         """``missing`` library, ``driver`` not loaded, ``hang`` forever, or None to mend."""
-        with self._lock:
+        with self.lock:
             self.node(node).nvml_broken = how
 
     def lack(self, node: str, dependency: Dependency, why: str) -> None:
-        """The node's agent lacks ``dependency`` (remedy/capabilities.py): what it enables, the
+        """The node's agent lacks ``dependency`` (remedy/acting/capabilities.py): what it enables,
+        the
         node cannot do (a reset with no --allow-reset, say). Every node has everything at first."""
-        with self._lock:
+        with self.lock:
             self.node(node).missing[dependency] = why
 
     def silence_agent(self, node: str, since: datetime | None = None) -> None:
         """The node's agent goes silent (wedged, crash-looping) ``since`` then: no heartbeat,
         and nothing it serves answers. ``revive_agent`` (or a reboot) brings it back."""
-        with self._lock:
+        with self.lock:
             self.node(node).agent_silent_since = since or self.clock()
 
     def revive_agent(self, node: str) -> None:
-        with self._lock:
+        with self.lock:
             self.node(node).agent_silent_since = None
 
     def set_clock(self, node: str, offset: timedelta) -> None:
         """The node's clock runs ``offset`` from the fleet's (negative: behind): its agent's
         heartbeat is written on it."""
-        with self._lock:
+        with self.lock:
             self.node(node).clock_offset = offset
 
     def cordon_by_hand(self, node: str) -> None:
         """An operator or another tool cordons the node (no remedy annotation)."""
-        with self._lock:
+        with self.lock:
             self.node(node).unschedulable = True
 
     def break_action(self, action: str, error: RemedyError) -> None:
@@ -231,39 +151,6 @@ class SimFleet:
         Release it before the workers stop (they wait for their activities)."""
         held = self.holds[action] = Held()
         return held
-
-    def pause_point(self, action: str) -> None:
-        """Where ``action`` begins, outside the fleet's lock: wait while it is held."""
-        held = self.holds.get(action)
-        if held is not None:
-            held.entered.set()
-            held.released.wait()
-
-    def _answer(self, action: str, detail: str) -> str:
-        """What an action says it did, unless its answer is to be lost (the effect stays)."""
-        if self.lost_answers.get(action, 0) > 0:
-            self.lost_answers[action] -= 1
-            raise TransientError(f"{action}: the answer was lost after the effect")
-        return detail
-
-    def _act(self, node: str, action: str) -> SimNode:
-        """The node an action is about to change; raises what break_action() or fail_next()
-        asked for."""
-        self._call(action)
-        return self.node(node)
-
-    def _call(self, action: str) -> None:
-        """A call of the simulated API is about to be served: fail it if asked to."""
-        if action in self.broken:
-            raise self.broken[action]
-        error, times = self.failing.get(action, (None, 0))
-        if error is not None and times > 0:
-            self.failing[action] = (error, times - 1)
-            raise error
-
-    def _record(self, node: str, action: str, key: str = "") -> None:
-        self.actions.append((node, action))
-        self.effects.append((node, action, key))
 
     def doubled(self) -> list[tuple[str, str, str]]:
         """Keyed effects applied more than once: what exactly-once forbids."""

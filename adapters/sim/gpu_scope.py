@@ -8,15 +8,14 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from adapters.sim import layouts
-from adapters.sim.cluster import _atomic
-from remedy.errors import ActionRefused
-from remedy.gpu_scope import GpuReleased, check_gpu_index, pods_on
-from remedy.gpu_use import NodeGpuUse
-from remedy.models import Action
-from remedy.once import once
+from adapters.sim.state import SimState, atomic
+from remedy.acting.gpu_scope import GpuReleased, check_gpu_index, pods_on
+from remedy.acting.gpu_use import NodeGpuUse
+from remedy.core.errors import ActionRefused
+from remedy.core.models import Action
+from remedy.core.once import once
 
 if TYPE_CHECKING:
-    from adapters.sim.fleet import SimFleet
     from adapters.sim.node import SimNode
 
 
@@ -25,11 +24,11 @@ def node_gpu_use(sim: SimNode) -> NodeGpuUse:
 
 
 class SimGpuScope:
-    def __init__(self, fleet: SimFleet) -> None:
+    def __init__(self, fleet: SimState) -> None:
         self._fleet = fleet
 
     def gpu_use(self, node: str) -> NodeGpuUse:
-        with self._fleet._lock:
+        with self._fleet.lock:
             return node_gpu_use(self._fleet.node(node))
 
     def evict_gpu_pods(
@@ -52,7 +51,7 @@ class SimGpuScope:
             sim.pods = [p for p in sim.pods if p.name not in gone]
             if kill:
                 sim.clear(Action.KILL_JOB)  # a hung job's hang goes with it
-            self._fleet._record(node, action.value, key)
+            self._fleet.record(node, action.value, key)
             verb = "deleted" if kill else "evicted"
             on = ", ".join(map(str, gpus))
             if instance is not None:
@@ -60,12 +59,12 @@ class SimGpuScope:
             return f"GPU {on} quarantined; {verb} {len(gone)} pods using it: {sorted(gone)}"
 
         self._fleet.pause_point(action.value)
-        with self._fleet._lock:
-            sim = self._fleet._act(node, action.value)
+        with self._fleet.lock:
+            sim = self._fleet.act(node, action.value)
             done = once(
-                sim, key, action, self._fleet.clock, evict, _atomic, raised_means_failed=True
+                sim, key, action, self._fleet.clock, evict, atomic, raised_means_failed=True
             )
-            return self._fleet._answer(action.value, done)
+            return self._fleet.answer(action.value, done)
 
     def lift_quarantine(self, node: str, workflow_id: str) -> list[int]:
         mine = self._lift(
@@ -86,7 +85,7 @@ class SimGpuScope:
         self, node: str, action: str, pick: Callable[[dict[int, str]], list[int]]
     ) -> dict[int, str]:
         """Take the picked GPUs out of the node's quarantine; the ones lifted and their holder."""
-        with self._fleet._lock:
-            sim = self._fleet._act(node, action)
+        with self._fleet.lock:
+            sim = self._fleet.act(node, action)
             held = sim.quarantined
             return {g: held.pop(g) for g in pick(dict(held)) if g in held}

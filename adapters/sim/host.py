@@ -2,28 +2,24 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from adapters.sim.faults import Effect
 from adapters.sim.mig import destroy_instances, mig_manager_starts
 from adapters.sim.nvml import SimNvml
-from remedy.capabilities import Dependency, DependencyCheck
-from remedy.errors import ActionFailed
-from remedy.gpu import NvmlApi
-from remedy.models import Action
-from remedy.once import once, reboot_once, unsure_not_repeated
-from remedy.probe.load import LoadProblem, LoadReason, LoadReport
-from remedy.probe.nics import NicPort
-from remedy.probe.runner import ProbeConfig
-
-if TYPE_CHECKING:
-    from adapters.sim.fleet import SimFleet
+from adapters.sim.state import SimState
+from remedy.acting.capabilities import Dependency, DependencyCheck
+from remedy.core.errors import ActionFailed
+from remedy.core.models import Action
+from remedy.core.once import once, reboot_once, unsure_not_repeated
+from remedy.detection.gpu import NvmlApi
+from remedy.detection.probe.load import LoadProblem, LoadReason, LoadReport
+from remedy.detection.probe.nics import NicPort
+from remedy.detection.probe.runner import ProbeConfig
 
 
 class SimHost:
     """The NodeHost seam for one simulated node."""
 
-    def __init__(self, fleet: SimFleet, name: str) -> None:
+    def __init__(self, fleet: SimState, name: str) -> None:
         self._fleet = fleet
         self.name = name
 
@@ -52,12 +48,12 @@ class SimHost:
         def reset() -> str:
             sim.clear(Action.RESET_GPU, targets)
             destroy_instances(sim, targets)
-            self._fleet._record(self.name, "reset_gpu", key)
+            self._fleet.record(self.name, "reset_gpu", key)
             return f"reset GPU {', '.join(map(str, indices)) or 'all'}"
 
         self._fleet.pause_point("reset_gpu")
-        with self._fleet._lock:
-            sim = self._fleet._act(self.name, "reset_gpu")
+        with self._fleet.lock:
+            sim = self._fleet.act(self.name, "reset_gpu")
             targets = indices or [g.index for g in sim.gpus]
             lost = [g for g in targets if Effect.LOST in sim.effects(g)]
             if lost:
@@ -76,11 +72,11 @@ class SimHost:
             # The machine's own book: the reset and its record land together.
             clock = self._fleet.clock
             done = once(sim, key, Action.RESET_GPU, clock, reset, unsure_not_repeated)
-            return self._fleet._answer("reset_gpu", done)
+            return self._fleet.answer("reset_gpu", done)
 
     def reboot(self, key: str) -> str:
         def restart() -> str:
-            self._fleet._record(self.name, "reboot", key)
+            self._fleet.record(self.name, "reboot", key)
             if not sim.comes_back:
                 return "reboot issued; the node is not coming back"
             sim.clear(Action.REBOOT)
@@ -91,13 +87,27 @@ class SimHost:
             return "rebooted"
 
         self._fleet.pause_point("reboot")
-        with self._fleet._lock:
-            sim = self._fleet._act(self.name, "reboot")
+        with self._fleet.lock:
+            sim = self._fleet.act(self.name, "reboot")
             done = reboot_once(sim, key, sim.boot, self._fleet.clock, restart)
-            return self._fleet._answer("reboot", done)
+            return self._fleet.answer("reboot", done)
+
+    def run_action(self, action: Action, command: list[str], key: str) -> str:
+        """Clears what the fault table says ``action`` clears (``FaultSpec.fixed_by``)."""
+
+        def run() -> str:
+            sim.clear(action)
+            self._fleet.record(self.name, action.value, key)
+            return f"ran {' '.join(command)}"
+
+        self._fleet.pause_point(action.value)
+        with self._fleet.lock:
+            sim = self._fleet.act(self.name, action.value)
+            done = once(sim, key, action, self._fleet.clock, run, unsure_not_repeated)
+            return self._fleet.answer(action.value, done)
 
     def load_test(self, indices: list[int]) -> LoadReport:
-        with self._fleet._lock:
+        with self._fleet.lock:
             sim = self._fleet.node(self.name)
             targets = indices or [g.index for g in sim.gpus]
             failing = {Effect.UNDER_LOAD, Effect.LOST, Effect.ECC, Effect.REMAP_FAILURE}
@@ -113,7 +123,7 @@ class SimHost:
             return LoadReport(engine="sim", gpus=targets, problems=problems)
 
     def dependencies(self, refresh: bool = False) -> list[DependencyCheck]:
-        with self._fleet._lock:
+        with self._fleet.lock:
             missing = dict(self._fleet.node(self.name).missing)
         return [
             DependencyCheck.of(d, d not in missing, missing.get(d, "present (simulated)"))
@@ -124,7 +134,7 @@ class SimHost:
 class _SimKernelLog:
     """The node's kernel log as the probe reads it: what was printed since the last read."""
 
-    def __init__(self, fleet: SimFleet, node: str) -> None:
+    def __init__(self, fleet: SimState, node: str) -> None:
         self._fleet, self._node = fleet, node
 
     def read_new(self) -> list[str]:

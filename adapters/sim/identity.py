@@ -1,5 +1,6 @@
 """The simulated agents' keys: each node's agent signs its reports with a key of its own and
-publishes it on its node, as a real agent does (remedy.identity). Derived from the node's name,
+publishes it on its node, as a real agent does (remedy.trust.identity). Derived from the node's
+name,
 so that every process playing the fleet (the crash tests' stored fleet, a benchmark's
 reporters) signs as that node's agent."""
 
@@ -10,8 +11,8 @@ from datetime import datetime
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from remedy.intake import by_agent
-from remedy.remediation import FindingReport
+from remedy.ladder.intake import by_agent
+from remedy.ladder.remediation import FindingReport
 
 
 def agent_signing_key(node: str) -> Ed25519PrivateKey:

@@ -9,12 +9,12 @@ from datetime import UTC, datetime, timedelta
 
 from remedy.attribution.elastic import ElasticRange, JobShape
 from remedy.attribution.evidence import GuardedFailure
+from remedy.attribution.goodput import Event, JobTimes, PodTime, Progress
 from remedy.attribution.guard import JobRef
 from remedy.attribution.jobs import JobState
 from remedy.attribution.model import PodFailure, Termination, XidSeen
-from remedy.errors import ActionFailed, ActionRefused, PermissionDenied
-from remedy.goodput import Event, JobTimes, PodTime, Progress
-from remedy.models import Finding
+from remedy.core.errors import ActionFailed, ActionRefused, PermissionDenied
+from remedy.core.models import Finding
 
 # What each rank's log ends with: the rank on the faulty GPU, and the ranks left waiting on it.
 CUDA_ERROR = "RuntimeError: CUDA error: an illegal memory access was encountered"

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from adapters.sim.node import SimNode, SimPod
-from remedy.gpu_use import GpuClaim, GpuUse, NodeGpuUse
+from remedy.acting.gpu_use import GpuClaim, GpuUse, NodeGpuUse
 
 NAMESPACE = "jobs"
 MIG_PER_GPU = 2  # instances of each MIG GPU used (e.g. two 3g.71gb on an H200)

@@ -7,10 +7,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from adapters.sim.layouts import MIG_PER_GPU
-from remedy.mig_layout import MigLayout, MigState
+from adapters.sim.state import SimState
+from remedy.acting.mig_layout import MigLayout, MigState
 
 if TYPE_CHECKING:
-    from adapters.sim.fleet import SimFleet
     from adapters.sim.node import SimNode
 
 LAYOUT = "all-3g.71gb"  # two instances of each H200
@@ -48,23 +48,23 @@ def layout_of(sim: SimNode) -> MigLayout:
 
 
 class SimMigLayouts:
-    def __init__(self, fleet: SimFleet) -> None:
+    def __init__(self, fleet: SimState) -> None:
         self._fleet = fleet
 
     def ask_layout(self, node: str) -> MigLayout:
-        with self._fleet._lock:
-            sim = self._fleet._act(node, "ask_mig_layout")
+        with self._fleet.lock:
+            sim = self._fleet.act(node, "ask_mig_layout")
             before = layout_of(sim)
             if before.has_instances:
                 sim.mig_state = MigState.PENDING.value
             return before
 
     def layout(self, node: str) -> MigLayout:
-        with self._fleet._lock:
+        with self._fleet.lock:
             return layout_of(self._fleet.node(node))
 
     def keep_layout(self, node: str, before: MigLayout) -> None:
-        with self._fleet._lock:
-            sim = self._fleet._act(node, "keep_mig_layout")
+        with self._fleet.lock:
+            sim = self._fleet.act(node, "keep_mig_layout")
             if sim.mig_config == before.config and sim.mig_state == MigState.PENDING:
                 sim.mig_state = before.state

@@ -9,12 +9,12 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from adapters.sim.faults import FAULTS, Effect
+from remedy.acting.gpu_use import GpuClaim
 from remedy.attribution.evidence import RecentXid
-from remedy.conditions import NodeCondition
-from remedy.gpu_use import GpuClaim
-from remedy.models import Action
-from remedy.once import LedgerEntry
-from remedy.probe.nics import NicPort
+from remedy.core.models import Action
+from remedy.core.once import LedgerEntry
+from remedy.detection.conditions import NodeCondition
+from remedy.detection.probe.nics import NicPort
 
 
 @dataclass

@@ -1,15 +1,16 @@
-"""A simulated NVML with pynvml's function names, return shapes and exceptions, over the twin's
+"""A simulated NVML with pynvml's function names and return shapes, raising the seam's errors
+(remedy/detection/gpu.py), over the twin's
 GPU table. The probe runs unchanged against it."""
 
 from __future__ import annotations
 
 import threading
 from dataclasses import dataclass
+from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
-import pynvml
-
 from adapters.sim.faults import Effect
+from remedy.detection import gpu as nv
 
 if TYPE_CHECKING:
     from adapters.sim.node import SimNode
@@ -29,7 +30,7 @@ class SimMigHandle:
 
 @dataclass
 class SimEvent:
-    """Shaped like pynvml.c_nvmlEventData_t."""
+    """Shaped like pynvml's c_nvmlEventData_t."""
 
     device: int
     eventType: int
@@ -45,9 +46,9 @@ class SimNvml:
     def nvmlInit(self) -> None:
         broken = self._node.nvml_broken
         if broken == "missing":
-            raise pynvml.NVMLError(pynvml.NVML_ERROR_LIBRARY_NOT_FOUND)
+            raise nv.NVMLError(nv.NVML_ERROR_LIBRARY_NOT_FOUND)
         if broken == "driver":
-            raise pynvml.NVMLError(pynvml.NVML_ERROR_DRIVER_NOT_LOADED)
+            raise nv.NVMLError(nv.NVML_ERROR_DRIVER_NOT_LOADED)
         if broken == "hang":
             threading.Event().wait(3600)  # a wedged driver: the call never returns
         self._initialized += 1
@@ -58,13 +59,13 @@ class SimNvml:
 
     def _ready(self) -> None:
         if not self._initialized:
-            raise pynvml.NVMLError(pynvml.NVML_ERROR_UNINITIALIZED)
+            raise nv.NVMLError(nv.NVML_ERROR_UNINITIALIZED)
 
     def _effects(self, handle: int) -> set[Effect]:
         self._ready()
         effects = self._node.effects(handle)
         if Effect.LOST in effects:
-            raise pynvml.NVMLError(pynvml.NVML_ERROR_GPU_IS_LOST)
+            raise nv.NVMLError(nv.NVML_ERROR_GPU_IS_LOST)
         if Effect.HANG in effects:
             threading.Event().wait(3600)
         return effects
@@ -77,7 +78,7 @@ class SimNvml:
     def nvmlDeviceGetHandleByIndex(self, index: int) -> int:
         self._ready()
         if not 0 <= index < len(self._node.gpus):
-            raise pynvml.NVMLError(pynvml.NVML_ERROR_INVALID_ARGUMENT)
+            raise nv.NVMLError(nv.NVML_ERROR_INVALID_ARGUMENT)
         self._effects(index)
         return index
 
@@ -97,9 +98,8 @@ class SimNvml:
 
     def nvmlDeviceGetPciInfo(self, handle: int) -> Any:
         self._effects(handle)
-        info = pynvml.nvmlPciInfo_t()
-        info.busId = f"00000000:{0x18 + 0x10 * handle:02X}:00.0".encode()
-        return info
+        # Shaped like pynvml's nvmlPciInfo_t: the bus id as bytes.
+        return SimpleNamespace(busId=f"00000000:{0x18 + 0x10 * handle:02X}:00.0".encode())
 
     def nvmlDeviceGetArchitecture(self, handle: int) -> int:
         self._effects(handle)
@@ -114,42 +114,42 @@ class SimNvml:
 
     def nvmlDeviceGetRetiredPagesPendingStatus(self, handle: int) -> int:
         self._effects(handle)
-        raise pynvml.NVMLError(pynvml.NVML_ERROR_NOT_SUPPORTED)  # Hopper remaps rows instead
+        raise nv.NVMLError(nv.NVML_ERROR_NOT_SUPPORTED)  # Hopper remaps rows instead
 
     def nvmlDeviceGetTotalEccErrors(self, handle: int, error_type: int, counter_type: int) -> int:
         effects = self._effects(handle)
         if (
-            error_type == pynvml.NVML_MEMORY_ERROR_TYPE_UNCORRECTED
-            and counter_type == pynvml.NVML_VOLATILE_ECC
+            error_type == nv.NVML_MEMORY_ERROR_TYPE_UNCORRECTED
+            and counter_type == nv.NVML_VOLATILE_ECC
         ):
             return int(Effect.ECC in effects)
         return 0
 
     def nvmlDeviceGetFieldValues(self, handle: int, field_ids: list[int]) -> Any:
         effects = self._effects(handle)
-        values = (pynvml.c_nvmlFieldValue_t * len(field_ids))()
-        for value, field_id in zip(values, field_ids, strict=True):
-            value.fieldId = field_id
-            if field_id == pynvml.NVML_FI_DEV_GET_GPU_RECOVERY_ACTION:
-                value.nvmlReturn = pynvml.NVML_SUCCESS
-                value.valueType = pynvml.NVML_VALUE_TYPE_UNSIGNED_INT
-                value.value.uiVal = (
-                    pynvml.NVML_GPU_RECOVERY_ACTION_GPU_RESET
+        # Shaped like pynvml's c_nvmlFieldValue_t array: a return code and a value union each.
+        values = []
+        for field_id in field_ids:
+            value = SimpleNamespace(fieldId=field_id, nvmlReturn=nv.NVML_ERROR_NOT_SUPPORTED)
+            if field_id == nv.NVML_FI_DEV_GET_GPU_RECOVERY_ACTION:
+                action = (
+                    nv.NVML_GPU_RECOVERY_ACTION_GPU_RESET
                     if Effect.ECC in effects
-                    else pynvml.NVML_GPU_RECOVERY_ACTION_NONE
+                    else nv.NVML_GPU_RECOVERY_ACTION_NONE
                 )
-            else:
-                value.nvmlReturn = pynvml.NVML_ERROR_NOT_SUPPORTED
+                value.nvmlReturn = nv.NVML_SUCCESS
+                value.valueType = nv.NVML_VALUE_TYPE_UNSIGNED_INT
+                value.value = SimpleNamespace(uiVal=action)
+            values.append(value)
         return values
 
     # -- clocks, thermals, links ----------------------------------------------------------
     def nvmlDeviceGetCurrentClocksEventReasons(self, handle: int) -> int:
         if Effect.THROTTLE in self._effects(handle):
             return int(
-                pynvml.nvmlClocksEventReasonHwThermalSlowdown
-                | pynvml.nvmlClocksEventReasonHwSlowdown
+                nv.nvmlClocksEventReasonHwThermalSlowdown | nv.nvmlClocksEventReasonHwSlowdown
             )
-        return int(pynvml.nvmlClocksEventReasonGpuIdle)
+        return int(nv.nvmlClocksEventReasonGpuIdle)
 
     def nvmlDeviceGetTemperature(self, handle: int, sensor: int) -> int:
         return 91 if Effect.THROTTLE in self._effects(handle) else 46
@@ -164,19 +164,18 @@ class SimNvml:
     def nvmlDeviceGetNvLinkState(self, handle: int, link: int) -> int:
         effects = self._effects(handle)
         if link >= NVLINKS:
-            raise pynvml.NVMLError(pynvml.NVML_ERROR_INVALID_ARGUMENT)
+            raise nv.NVMLError(nv.NVML_ERROR_INVALID_ARGUMENT)
         down = Effect.NVLINK_DOWN in effects and link == 3
-        return int(pynvml.NVML_FEATURE_DISABLED if down else pynvml.NVML_FEATURE_ENABLED)
+        return int(nv.NVML_FEATURE_DISABLED if down else nv.NVML_FEATURE_ENABLED)
 
-    def nvmlDeviceGetGpuFabricInfo(self, handle: int, info: Any) -> int:
+    def gpu_fabric_state(self, handle: int) -> int:
         self._effects(handle)
-        info._obj.state = pynvml.NVML_GPU_FABRIC_STATE_NOT_SUPPORTED  # no NVSwitch here
-        return int(pynvml.NVML_SUCCESS)
+        return nv.NVML_GPU_FABRIC_STATE_NOT_SUPPORTED  # no NVSwitch here
 
     # -- MIG ----------------------------------------------------------------------------------
     def nvmlDeviceGetMigMode(self, handle: int) -> list[int]:
         self._effects(handle)
-        mode = pynvml.NVML_DEVICE_MIG_ENABLE if self._node.gpus[handle].mig else 0
+        mode = nv.NVML_DEVICE_MIG_ENABLE if self._node.gpus[handle].mig else 0
         return [mode, mode]
 
     def nvmlDeviceGetMaxMigDeviceCount(self, handle: int) -> int:
@@ -187,9 +186,9 @@ class SimNvml:
         self._effects(handle)
         gpu = self._node.gpus[handle]
         if not gpu.mig or not 0 <= index < MIG_SLOTS:
-            raise pynvml.NVMLError(pynvml.NVML_ERROR_INVALID_ARGUMENT)
+            raise nv.NVMLError(nv.NVML_ERROR_INVALID_ARGUMENT)
         if index >= len(gpu.mig_instances):
-            raise pynvml.NVMLError(pynvml.NVML_ERROR_NOT_FOUND)  # an empty slot
+            raise nv.NVMLError(nv.NVML_ERROR_NOT_FOUND)  # an empty slot
         return SimMigHandle(handle, gpu.mig_instances[index])
 
     def nvmlDeviceGetGpuInstanceId(self, handle: SimMigHandle) -> int:
@@ -208,9 +207,8 @@ class SimNvml:
         ]
         procs = []
         for n, _pod in enumerate(pods):
-            info = pynvml.c_nvmlProcessInfo_t()
-            info.pid, info.usedGpuMemory = 4000 + 100 * gpu + n, 1 << 30
-            procs.append(info)
+            # Shaped like pynvml's c_nvmlProcessInfo_t.
+            procs.append(SimpleNamespace(pid=4000 + 100 * gpu + n, usedGpuMemory=1 << 30))
         return procs
 
     # -- Xid events -----------------------------------------------------------------------
@@ -225,9 +223,9 @@ class SimNvml:
         self._ready()
         xid = self._node.pop_xid(timeout_ms / 1000)
         if xid is None:
-            raise pynvml.NVMLError(pynvml.NVML_ERROR_TIMEOUT)
+            raise nv.NVMLError(nv.NVML_ERROR_TIMEOUT)
         gpu, code = xid
-        return SimEvent(device=gpu, eventType=pynvml.nvmlEventTypeXidCriticalError, eventData=code)
+        return SimEvent(device=gpu, eventType=nv.nvmlEventTypeXidCriticalError, eventData=code)
 
     def nvmlEventSetFree(self, event_set: Any) -> None:
         pass

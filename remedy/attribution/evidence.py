@@ -9,7 +9,7 @@ from pydantic import BaseModel, ConfigDict
 
 from remedy.attribution.guard import GuardPolicy, JobRef
 from remedy.attribution.model import PodFailure, XidSeen
-from remedy.models import Finding, Wraps
+from remedy.core.models import Finding, Wraps
 
 KEEP_XIDS = 32  # per node: enough for a week of a flaky GPU, small enough for an annotation
 KEEP_FOR = timedelta(days=7)

@@ -12,9 +12,9 @@ from enum import StrEnum
 from pydantic import BaseModel, ConfigDict, Field
 
 from remedy.attribution.elastic import ElasticPolicy, JobShape
+from remedy.attribution.goodput import JobEnd, JobGoodput
 from remedy.attribution.model import Attribution, Verdict
-from remedy.goodput import JobEnd, JobGoodput
-from remedy.models import NodeRef, Wraps, signed
+from remedy.core.models import NodeRef, Wraps, signed
 
 
 class GuardAction(StrEnum):

@@ -10,7 +10,7 @@ from typing import Protocol
 from remedy.attribution.elastic import JobShape
 from remedy.attribution.evidence import GuardedFailure
 from remedy.attribution.guard import JobRef
-from remedy.job_report import ProgressSource
+from remedy.attribution.job_report import ProgressSource
 
 
 class JobState(StrEnum):

@@ -9,7 +9,7 @@ from typing import Annotated
 
 from pydantic import BaseModel
 
-from remedy.models import Finding, FreeText, Untrusted
+from remedy.core.models import Finding, FreeText, Untrusted
 
 
 class Verdict(StrEnum):

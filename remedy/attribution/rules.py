@@ -20,11 +20,11 @@ from pydantic import (
 )
 
 from remedy.attribution.model import Attribution, PodFailure, Verdict, XidSeen
-from remedy.durations import Duration
-from remedy.models import Severity
+from remedy.core.durations import Duration
+from remedy.core.models import Severity
+from remedy.core.yaml_source import YamlFileError, load_model
 from remedy.xid import XidCatalog, load_catalog
 from remedy.xid.actions import XidAction
-from remedy.yaml_source import YamlFileError, load_model
 
 RULES_FILE = Path(__file__).with_name("rules.yaml")
 ANY = "*"

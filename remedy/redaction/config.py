@@ -19,8 +19,8 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from remedy.core.yaml_source import YamlFileError, load_model
 from remedy.redaction.rules import DEFAULT_RULES, Redactor, Rule
-from remedy.yaml_source import YamlFileError, load_model
 
 MAX_RULES = 64  # an operator's patterns: each is one more pass over every text
 

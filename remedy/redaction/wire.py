@@ -1,5 +1,5 @@
 """Redacting a message before it crosses into a workflow: every field marked ``FreeText``
-(``remedy.models.Untrusted``), at any depth, through the message's own structure. A model that
+(``remedy.core.models.Untrusted``), at any depth, through the message's own structure. A model that
 gains a free-text field marks it there and every boundary hides its secrets; nothing here lists
 fields."""
 
@@ -9,7 +9,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
-from remedy.models import Untrusted
+from remedy.core.models import Untrusted
 from remedy.redaction.rules import Redactor
 
 M = TypeVar("M", bound=BaseModel)

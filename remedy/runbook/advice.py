@@ -10,9 +10,9 @@ application) would be reported."""
 
 from __future__ import annotations
 
-from remedy.models import Action
+from remedy.core.models import Action
+from remedy.detection.vocabulary import XID_REASON
 from remedy.runbook.schema import Runbook
-from remedy.vocabulary import XID_REASON
 from remedy.xid.actions import XidAction
 from remedy.xid.catalog import Decoder, XidCatalog
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from remedy.actions import ACTIONS
+from remedy.core.actions import ACTIONS
 
 _DISRUPTIVE = ", ".join(a.value for a, spec in ACTIONS.items() if spec.disruptive and spec.rung)
 

@@ -4,7 +4,7 @@ The worst case adds up every bound the ladder has: the tolerance window, each ap
 timeout, each action's attempts × timeout plus the retry backoff between them, the settle
 time and the verification: the probe, and for a runbook an Xid can trigger its quiet ``watch``
 (no probe sees most Xids: the ladder waits that long for the Xid to come back, then reads the
-node's Xids and probes again; remedy/verification.py). A wait for a disruption lease has no
+node's Xids and probes again; remedy/ladder/verification.py). A wait for a disruption lease has no
 bound (the pool's budget decides), nor has an approval with ``on_approval_timeout: wait``:
 named, never added."""
 
@@ -14,13 +14,14 @@ from datetime import timedelta
 
 from pydantic import BaseModel
 
-from remedy.actions import ACTIONS
-from remedy.durations import format_duration
-from remedy.gpu_scope import SCOPED_DOES
-from remedy.models import Action, Scope
-from remedy.numbering import rung_number
-from remedy.runbook.schema import Approval, Match, OnApprovalTimeout, Runbook, Rung
-from remedy.runbook.undrained import IfNotDrained, clearing_rung, drain_like, drains_first
+from remedy.core.actions import ACTIONS
+from remedy.core.durations import format_duration
+from remedy.core.models import Action, Scope
+from remedy.core.numbering import rung_number
+from remedy.runbook.authored import Approval, OnApprovalTimeout
+from remedy.runbook.drain_first import clearing_rung, drain_like, drains_first
+from remedy.runbook.schema import Match, Runbook, Rung
+from remedy.runbook.undrained import IfNotDrained
 
 WAIT = OnApprovalTimeout.WAIT
 DRAINS_FIRST = "no node drain before it: the ladder cordons and drains the node first (by then)"
@@ -146,7 +147,8 @@ def explain(runbook: Runbook) -> list[str]:
     for timing, rung in zip(timings(runbook), runbook.ladder, strict=True):
         forced = rung.if_not_drained is IfNotDrained.FORCE
         by = f"by {format_duration(timing.starts_by)}"
-        does = SCOPED_DOES[rung.action] if rung.scope is Scope.GPU else ACTIONS[rung.action].does
+        spec = ACTIONS[rung.action]
+        does = spec.on_one_gpu if rung.scope is Scope.GPU else spec.does
         lines.append(step.format(by, f"rung {rung_number(timing.index)}: {does}"))
         if rung.approval is Approval.REQUIRED:
             lines.append(

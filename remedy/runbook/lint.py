@@ -4,7 +4,8 @@ field as a loading error does. Pure functions of the loaded runbooks and their l
 
 - **Disruption for a fault that passes by itself.** A disruptive rung (drain, kill_job,
   reset_gpu, reboot, replace: ``ACTIONS[...].disruptive``) with no ``approval: required`` in a
-  runbook that matches a transient check (``transient`` in remedy/vocabulary.py: thermal) and
+  runbook that matches a transient check (``transient`` in remedy/detection/vocabulary.py: thermal)
+  and
   acts at once (``tolerance: 0s``). A tolerance window answers it: the ladder reaches the rung
   only after a re-probe at the window's end still sees the fault, so it did not pass.
 - **An empty ladder that does next to nothing**: with no cordon, a finding changes nothing on
@@ -38,15 +39,17 @@ from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import NamedTuple
 
-from remedy import vocabulary
-from remedy.actions import ACTIONS
-from remedy.models import Finding, Severity
-from remedy.probe.sxids import sxid_findings
+from remedy.core.actions import ACTIONS
+from remedy.core.models import Finding, Severity
+from remedy.detection import vocabulary
+from remedy.detection.probe.sxids import sxid_findings
 from remedy.runbook.advice import ARCHITECTURES
+from remedy.runbook.authored import Approval
+from remedy.runbook.drain_first import clearing_rung
 from remedy.runbook.loader import RunbookProblem, RunbookSource
 from remedy.runbook.matcher import as_scored, rank
-from remedy.runbook.schema import Approval, Match, Rung
-from remedy.runbook.undrained import IfNotDrained, clearing_rung
+from remedy.runbook.schema import Match, Rung
+from remedy.runbook.undrained import IfNotDrained
 from remedy.xid.actions import SEVERITY, XidAction
 from remedy.xid.catalog import Decoder, load_catalog
 from remedy.xid.nvswitch import ACTIONS as NVSWITCH_ACTIONS

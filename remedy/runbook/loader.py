@@ -10,9 +10,10 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
+from remedy.core.yaml_source import YamlDocument, YamlSyntaxError, read_yaml
 from remedy.redaction import secret_kinds
-from remedy.runbook.schema import AUTHORING, Match, RetryPolicy, Runbook, Rung
-from remedy.yaml_source import YamlDocument, YamlSyntaxError, read_yaml
+from remedy.runbook.authored import AUTHORING, RetryPolicy
+from remedy.runbook.schema import Match, Runbook, Rung
 
 RUNBOOK_SUFFIXES = (".yaml", ".yml")
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from remedy.models import Finding, Severity
+from remedy.core.models import Finding, Severity
 from remedy.runbook.schema import Match, Runbook
 from remedy.xid.actions import XidAction
 from remedy.xid.catalog import load_catalog

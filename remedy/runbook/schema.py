@@ -3,14 +3,11 @@
 from __future__ import annotations
 
 from datetime import timedelta
-from enum import StrEnum
 from typing import Annotated, Any
 
 from pydantic import (
     AfterValidator,
-    BaseModel,
     BeforeValidator,
-    ConfigDict,
     Field,
     ValidationInfo,
     field_validator,
@@ -19,27 +16,22 @@ from pydantic import (
 from pydantic.json_schema import GenerateJsonSchema
 from pydantic_core import PydanticCustomError
 
-from remedy import vocabulary
-from remedy.actions import ACTIONS
-from remedy.durations import Duration, format_duration
-from remedy.gpu_scope import GPU_SCOPED
-from remedy.models import Action, Finding, Scope, Severity
+from remedy.core.actions import ACTIONS, GPU_SCOPED
+from remedy.core.durations import Duration, format_duration
+from remedy.core.models import Action, Finding, Scope, Severity
+from remedy.detection import vocabulary
 from remedy.runbook.approval_rule import approval_fits
+from remedy.runbook.authored import (
+    Approval,
+    Authored,
+    Cause,
+    IfDrainFailed,
+    OnApprovalTimeout,
+    RetryPolicy,
+    _authoring,
+)
 from remedy.runbook.terms import Terms
 from remedy.runbook.undrained import IfNotDrained, node_level_only
-
-# The loader validates with this context (and extra="forbid"): what a person wrote is checked
-# strictly — unknown fields, checks and reasons are errors. A runbook that travels inside a
-# message is not: a newer remedy may know a field or a check that an older worker does not.
-AUTHORING = {"authoring": True}
-
-
-def _authoring(info: ValidationInfo) -> bool:
-    return isinstance(info.context, dict) and bool(info.context.get("authoring"))
-
-
-class Authored(BaseModel):
-    model_config = ConfigDict(extra="ignore", frozen=True)
 
 
 def _check_name(name: str, info: ValidationInfo) -> str:
@@ -61,53 +53,6 @@ ReasonName = Annotated[str, AfterValidator(_reason_name), Terms("reason")]
 NvidiaAction = Annotated[str, AfterValidator(_nvidia_action), Terms("nvidia_action")]
 
 
-class Cause(StrEnum):
-    PLATFORM = "platform"  # the machine is at fault: hardware actions allowed
-    APPLICATION = "application"  # the job is at fault: never reset, reboot or replace
-
-
-class Approval(StrEnum):
-    NONE = "none"
-    REQUIRED = "required"
-
-
-class IfDrainFailed(StrEnum):
-    """What a rung that needs a drained node (reset_gpu, reboot, replace) does when the
-    ladder's drain failed: the drain is always tried once more first."""
-
-    ASK = "ask"  # wait for a person's approval to run it on the undrained node (the default)
-    STOP = "stop"  # do not run it: the node stays cordoned for a person
-    FORCE = "force"  # run it anyway, with the pods on the node (said in the attempt)
-
-
-class OnApprovalTimeout(StrEnum):
-    """What a rung's approval that no one answers within ``approval_timeout`` does (the rung's
-    own, or the one to run it on an undrained node)."""
-
-    NEEDS_HUMAN = "needs_human"  # the ladder ends; the node, cordoned, keeps its share (default)
-    RELEASE = "release"  # the same, but the node's share goes back to the pool
-    SKIP = "skip"  # the rung is not run; the ladder climbs on
-    WAIT = "wait"  # no deadline: the ladder waits, holding its lease, until someone answers
-
-    def comes_to(self) -> str:
-        """What the silence comes to, in words (the ladder's details, ``explain``)."""
-        return {
-            OnApprovalTimeout.NEEDS_HUMAN: "stop, node stays cordoned for a human",
-            OnApprovalTimeout.RELEASE: (
-                "stop, node stays cordoned for a human, its share of the pool given back"
-            ),
-            OnApprovalTimeout.SKIP: "the rung is skipped, the ladder goes on",
-            OnApprovalTimeout.WAIT: "none: it waits until someone answers",
-        }[self]
-
-
-class RetryPolicy(Authored):
-    max_attempts: int = Field(default=3, ge=1, le=100)
-    initial_interval: Duration = timedelta(seconds=10)
-    backoff: float = Field(default=2.0, ge=1.0, le=10.0)
-    max_interval: Duration = timedelta(minutes=5)
-
-
 _DRAINED = ", ".join(a.value for a, spec in ACTIONS.items() if spec.needs_drained)
 
 
@@ -117,7 +62,7 @@ class Rung(Authored):
     retry: RetryPolicy = RetryPolicy()
     settle: Duration = timedelta(0)  # wait after the action before verifying
     # Re-probe after the rung and stop climbing if healthy. Default: the action's (its table in
-    # remedy.actions): yes for those that can fix a fault, no for cordon, drain and replace.
+    # remedy.core.actions): yes for those that can fix a fault, no for cordon, drain and replace.
     verify: bool | None = None
     approval: Approval = Approval.NONE
     # Only for actions that need a drained node; the drain is retried once before it applies.
@@ -125,7 +70,7 @@ class Rung(Authored):
     # Declared after what they are checked against (a field's validator sees those before it).
     on_approval_timeout: OnApprovalTimeout = OnApprovalTimeout.NEEDS_HUMAN
     approval_timeout: Duration = timedelta(hours=4)
-    # gpu: the faulty GPU only (remedy/gpu_scope.py); drain, kill_job and reset_gpu.
+    # gpu: the faulty GPU only (remedy/acting/gpu_scope.py); drain, kill_job and reset_gpu.
     scope: Scope = Scope.NODE
     if_not_drained: IfNotDrained = IfNotDrained.DRAIN  # after the scope it is checked against
 
@@ -283,10 +228,10 @@ class Runbook(Authored):
     tolerance: Duration = timedelta(0)  # how long the fault must persist before disrupting
     recheck_every: Duration | None = None  # re-probe inside the tolerance window
     # Verifying a rung for an Xid no probe sees: this long without that Xid again on that GPU
-    # (remedy/verification.py). 0: look once, right after the rung.
+    # (remedy/ladder/verification.py). 0: look once, right after the rung.
     watch: Duration = timedelta(minutes=10)
     # The same fault on the same GPU this soon after a recovery: the rung that "recovered" it
-    # did not, and the new ladder starts above it (remedy/recurrence.py). 0: never.
+    # did not, and the new ladder starts above it (remedy/ladder/recurrence.py). 0: never.
     recurrence_window: Duration = timedelta(hours=24)
     ladder: list[Rung] = []
 

@@ -7,7 +7,7 @@ from pydantic import GetJsonSchemaHandler
 from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import CoreSchema
 
-from remedy import vocabulary
+from remedy.detection import vocabulary
 
 
 class Terms:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from enum import StrEnum
 
-from remedy.models import Severity
+from remedy.core.models import Severity
 
 
 class XidAction(StrEnum):

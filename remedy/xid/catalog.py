@@ -14,9 +14,9 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from remedy.models import Severity
+from remedy.core.models import Severity
+from remedy.core.yaml_source import YamlSyntaxError, dotted, read_yaml
 from remedy.xid.actions import SEVERITY, XidAction
-from remedy.yaml_source import YamlSyntaxError, dotted, read_yaml
 
 CATALOG_FILE = Path(__file__).with_name("catalog.yaml")
 UNKNOWN_CLASS = "unknown_hardware_fault"

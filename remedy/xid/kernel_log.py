@@ -16,7 +16,7 @@ from typing import Protocol
 
 from pydantic import BaseModel, ConfigDict, computed_field
 
-from remedy.models import Severity
+from remedy.core.models import Severity
 from remedy.xid.actions import SEVERITY, XidAction
 from remedy.xid.catalog import XidCatalog, load_catalog
 from remedy.xid.decode import decode_action

@@ -16,7 +16,7 @@ from enum import StrEnum
 
 from pydantic import BaseModel, ConfigDict
 
-from remedy.models import Severity
+from remedy.core.models import Severity
 from remedy.xid.actions import SEVERITY, XidAction
 from remedy.xid.lines import PCI, normalize_pci, not_from_the_kernel, timestamp, uptime
 

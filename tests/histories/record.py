@@ -1,14 +1,15 @@
-"""Record the workflow histories that tests/test_replay.py replays.
+"""Record the workflow histories that tests/test_replay.py replays, one set per release.
 
-Run it after a deliberate, versioned change to a workflow (workflow.patched) to add a history
-for the new shape; never re-record to make a failing replay pass.
+Run it for each release (its version, pyproject.toml, as the tag), from a checkout of that
+release; never re-record to make a failing replay pass.
 
-    .venv/bin/python -m tests.histories.record --tag v2   # writes reset_fixes_ecc_v2.json, ...
-    .venv/bin/python -m tests.histories.record --job-guard  # writes job_guard_*.json
-    .venv/bin/python -m tests.histories.record --active-checks  # active_checks_round.json, ...
-    .venv/bin/python -m tests.histories.record --fleet-scan  # fleet_scan.json
+    .venv/bin/python -m tests.histories.record --tag 0.13.0   # reset_fixes_ecc_0.13.0.json, ...
+    .venv/bin/python -m tests.histories.record --tag 0.13.0 --job-guard
+    .venv/bin/python -m tests.histories.record --tag 0.13.0 --active-checks
+    .venv/bin/python -m tests.histories.record --tag 0.13.0 --fleet-scan
 
-Keep the histories of older shapes: they are what running workflows of older versions replay.
+Keep the histories of the supported releases (this one and the one before: docs/operations.md,
+"Upgrading"); delete a release's when its support ends.
 """
 
 from __future__ import annotations
@@ -31,13 +32,14 @@ from contract.names import (
     budget_workflow_id,
     remediation_workflow_id,
 )
-from remedy.active_checks import ActiveChecksInput
 from remedy.attribution.guard import GuardPolicy
-from remedy.conditions import conditions_from
-from remedy.fleet import ScanInput
-from remedy.probe import probe_node
-from remedy.remediation import ApproveRequest, Phase
+from remedy.detection.conditions import conditions_from
+from remedy.detection.probe import probe_node
+from remedy.ladder.remediation import Phase
 from remedy.runbook import RunbookSet, load_runbooks
+from remedy.scan.active_checks import ActiveChecksInput
+from remedy.scan.fleet import ScanInput
+from remedy.trust.decisions import ApproveRequest
 from tests.conftest import ROOT, running_workers
 from tests.ladder import report, wait_for_phase
 from tests.scans import completed_scans, scan_schedule, until

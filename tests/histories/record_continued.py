@@ -1,7 +1,7 @@
 """Record a pool budget's first run through a burst of reports past the suggestion to continue
-as new (the dev server's, at 40 events; the burst of tests/test_budget_renewal.py), for
-tests/test_replay.py: ``budget_continued_at_suggestion.json`` was recorded on the code before
-workflows/budget_renewal.py, ``budget_continued_when_quiet.json`` on the code since.
+as new (the dev server's, at 40 events; the burst of tests/test_budget_renewal.py). Its two
+histories (the budget before workflows/budget_renewal.py and since) were replayed until 0.13.0,
+which supports 0.12.0's histories only (tests/test_replay.py).
 
     .venv/bin/python -m tests.histories.record_continued budget_continued_when_quiet
 """

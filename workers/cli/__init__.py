@@ -1,13 +1,15 @@
 """The `remedy` command: the typer app assembled from the command groups, and its entry point.
 
 The commands live by group: runbooks.py (`remedy runbooks ...`), xid.py (`remedy xid ...`),
-node.py (probe, agent), doctor.py (doctor), controller.py (controller, demo), fleet.py (status,
-show), operate.py (approve, abort, clear, resume-pool, release-hold, resume-job), gpus.py
-(release-gpu), hold.py (resume-node), trigger.py (trigger), codec.py (codec-server),
-manifests.py (render-manifests), ui.py (ui: the Web UI's views to save) and signing.py
-(`remedy keys ...`, operators' keys); options.py declares the options they share, common.py
-the helpers and connection.py the Temporal connection options `remedy` takes before any
-command."""
+node.py (probe, agent), doctor.py (doctor), controller.py (controller), demo.py (demo),
+fleet.py (status, show), operate.py (approve, abort, clear), resume.py (resume-pool, release-hold,
+resume-job), gpus.py (release-gpu), hold.py (resume-node), trigger.py (trigger), codec.py
+(codec-server), manifests.py (render-manifests), ui.py (ui: the Web UI's views to save) and
+signing.py (`remedy keys ...`, operators' keys); workers/flags declares the options they share
+(and the agent's), common.py the helpers and connection.py the Temporal connection options
+`remedy` takes before any command. A command parses its flags into settings and calls the
+composition root (workers/providers) or the processes (workers/serving.py); it imports no
+adapter."""
 
 from __future__ import annotations
 
@@ -20,6 +22,7 @@ from workers.cli import (
     codec,
     connection,
     controller,
+    demo,
     doctor,
     fleet,
     gpus,
@@ -27,6 +30,7 @@ from workers.cli import (
     manifests,
     node,
     operate,
+    resume,
     runbooks,
     signing,
     trigger,
@@ -52,7 +56,7 @@ app.command()(node.probe)
 app.command()(node.agent)
 app.command()(doctor.doctor)
 app.command()(controller.controller)
-app.command()(controller.demo)
+app.command()(demo.demo)
 app.command()(fleet.status)
 app.command()(operate.approve)
 app.command()(operate.abort)
@@ -60,11 +64,11 @@ app.command()(operate.clear)
 app.command()(fleet.show)
 app.command()(ui.ui)
 app.command()(trigger.trigger)
-app.command("resume-pool")(operate.resume_pool)
-app.command("release-hold")(operate.release_hold)
+app.command("resume-pool")(resume.resume_pool)
+app.command("release-hold")(resume.release_hold)
 app.command("release-gpu")(gpus.release_gpu)
 app.command("resume-node")(hold.resume_node)
-app.command("resume-job")(operate.resume_job)
+app.command("resume-job")(resume.resume_job)
 app.command("codec-server")(codec.codec_server)
 app.command("render-manifests")(manifests.render_manifests)
 app.add_typer(runbooks.app, name="runbooks")

@@ -8,9 +8,9 @@ from typing import Annotated, NoReturn
 
 import typer
 
-from remedy.active_checks import ActiveCheckPolicy
-from remedy.budget import allowed_disruptions
-from remedy.durations import parse_duration
+from remedy.core.durations import parse_duration
+from remedy.disruption.budget import allowed_disruptions
+from remedy.scan.active_checks import ActiveCheckPolicy
 from workers.cli.exits import BAD_INPUT
 
 EveryOption = Annotated[

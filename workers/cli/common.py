@@ -5,22 +5,22 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import typer
+from pydantic import BaseModel, ValidationError
 
 from remedy.runbook import Runbook, RunbookError, RunbookSet, load_runbooks
 from workers.cli.exits import BAD_INPUT, NO_CONNECTION
 
 if TYPE_CHECKING:
-    from kubernetes import client as k8s
-
     from remedy.attribution.rules import Attributor
     from remedy.redaction import Redactor
 
 T = TypeVar("T")
+M = TypeVar("M", bound=BaseModel)
 
 
 def runbooks_or_exit(*folders: Path) -> RunbookSet:
@@ -53,16 +53,6 @@ def attributor_or_exit(rules: Path | None) -> Attributor:
         raise typer.Exit(BAD_INPUT) from None
 
 
-RedactPatternsOption = Annotated[
-    Path | None,
-    typer.Option(
-        envvar="REMEDY_REDACT_PATTERNS",
-        help="Redaction patterns (YAML) added to the defaults: what pods and nodes wrote is "
-        "redacted by them before it reaches a workflow (see docs/operations.md).",
-    ),
-]
-
-
 def redactor_or_exit(patterns: Path | None) -> Redactor:
     """The default redaction rules with the file's: a broken file is FILE:LINE: FIELD lines,
     exit 1."""
@@ -75,34 +65,42 @@ def redactor_or_exit(patterns: Path | None) -> Redactor:
         raise typer.Exit(BAD_INPUT) from None
 
 
-def kube_api_or_exit(kubeconfig: str | None, timeout_s: float | None) -> k8s.ApiClient:
-    """The Kubernetes API client (in-cluster, else the kubeconfig); none usable: one line
-    saying why, and exit 4 (no connection; a traceback helps no operator here)."""
-    from adapters.kubernetes.config import KubeconfigError, api_client, request_timeout
-
+def settings_or_exit(model: type[M], flags: Mapping[str, str] | None = None, /, **values: Any) -> M:
+    """``model`` made from flags' ``values``; each problem is one line naming its flag (the
+    field's name, else ``flags``'), ``error: --FLAG: why`` (a file's flag with its path), and
+    exit 1. A problem across fields names its field first: ``FIELD: why``."""
     try:
-        return api_client(kubeconfig, timeout=request_timeout(timeout_s))
-    except KubeconfigError as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(NO_CONNECTION) from None
+        return model(**values)
+    except ValidationError as exc:
+        for error in exc.errors():
+            field = ".".join(str(part) for part in error["loc"])
+            why = error["msg"].removeprefix("Value error, ")
+            if not field:
+                field, _, why = why.partition(": ")
+            flag = "--" + (flags or {}).get(field, field).replace("_", "-")
+            if isinstance(error.get("input"), Path):
+                flag = f"{flag} {error['input']}"
+            typer.echo(f"error: {flag}: {why}", err=True)
+        raise typer.Exit(BAD_INPUT) from None
 
 
 def on_temporal(main: Coroutine[Any, Any, T]) -> T:
     """Run what a command does against Temporal. Every command that connects goes through here
     (or serve): a connection that fails is one line naming what failed, e.g. ``error: cannot
     reach Temporal at ADDRESS: reason`` or ``error: TLS with Temporal at ADDRESS: reason``, and
-    exit 4, as is a call the server refuses for the credentials, and a payload this process's
-    codec key cannot open (a wrong key file, or none); what the command itself
-    catches (RPCError: "not found") it still says in its own words. Exit 4: no connection
-    (exits.py)."""
+    exit 4, as is a provider's API it cannot use (a kubeconfig that does not load), a call the
+    server refuses for the credentials, and a payload this process's codec key cannot open (a
+    wrong key file, or none); what the command itself catches (RPCError: "not found") it still
+    says in its own words. Exit 4: no connection (exits.py)."""
     from temporalio.service import RPCError, RPCStatusCode
 
     from workers.codec import codec_problem
     from workers.connection import TemporalConnectError
+    from workers.providers.parts import ProviderUnreachable
 
     try:
         return asyncio.run(main)
-    except TemporalConnectError as exc:
+    except (TemporalConnectError, ProviderUnreachable) as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(NO_CONNECTION) from None
     except (KeyError, ValueError, RuntimeError) as exc:  # a payload this process cannot open

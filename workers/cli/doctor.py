@@ -10,20 +10,19 @@ from typing import Annotated
 
 import typer
 
-from adapters.host.load_test import LoadTestConfig
-from adapters.host.local import DEFAULT_REBOOT_COMMAND, LocalHost
-from remedy.capabilities import capabilities_from
-from remedy.probe import ProbeConfig
-from workers.cli.node import (
+from remedy.acting.capabilities import capabilities_from
+from workers.cli.node import local_host_or_exit
+from workers.flags.agent import (
+    AgentFlags,
     DcgmHostOption,
     ExpectedGpusOption,
     ExpectedNicsOption,
     NicRateOption,
     RebootCommandOption,
-    command_line,
-    kernel_log_or_exit,
 )
-from workers.cli.options import JsonOption, KernelLogOption
+from workers.flags.options import JsonOption, KernelLogOption
+
+REBOOT_COMMAND = AgentFlags.model_fields["reboot_command"].default  # the agent's
 
 
 def doctor(
@@ -35,30 +34,29 @@ def doctor(
     kernel_log: KernelLogOption = "auto",
     allow_reset: Annotated[bool, typer.Option(help="As the agent will be started.")] = False,
     allow_reboot: Annotated[bool, typer.Option(help="As the agent will be started.")] = False,
-    reboot_command: RebootCommandOption = DEFAULT_REBOOT_COMMAND,
+    reboot_command: RebootCommandOption = REBOOT_COMMAND,
     dcgm_host: DcgmHostOption = "",
     timeout: Annotated[float, typer.Option(help="Seconds NVML may take to answer.")] = 5.0,
 ) -> None:
     """Check what remedy needs here, with the agent's options: NVML and the expected GPUs, the
     reset tool, the reboot path (without rebooting), the load-test engine, the kernel log, NIC
     expectations. Exit 0 ready, 1 something missing, 2 could not check."""
-    config = ProbeConfig(
-        expected_gpus=expected_gpus,
-        check_timeout_s=timeout,
-        expected_nics=expected_nics,
-        expected_nic_rate_gbps=nic_rate,
-        kernel_log=kernel_log_or_exit(kernel_log, None),
-    )
-    try:
-        host = LocalHost(
-            node,
-            config,
+    try:  # a bad flag: one line and exit 1; a host that cannot even be looked at: exit 2
+        host = local_host_or_exit(
+            node=node,
+            expected_gpus=expected_gpus,
+            expected_nics=expected_nics,
+            nic_rate=nic_rate,
+            timeout=timeout,
+            kernel_log=kernel_log,
             allow_reset=allow_reset,
             allow_reboot=allow_reboot,
-            reboot_command=command_line(reboot_command),
-            load_test=LoadTestConfig(dcgm_host=dcgm_host),
+            reboot_command=reboot_command,
+            dcgm_host=dcgm_host,
         )
         capabilities = capabilities_from(host.dependencies(refresh=True))
+    except typer.Exit:
+        raise
     except Exception as exc:  # noqa: BLE001 - a line and exit 2, never a traceback
         typer.echo(f"error: could not check {node}: {type(exc).__name__}: {exc}", err=True)
         raise typer.Exit(2) from None

@@ -1,17 +1,12 @@
 """`remedy controller`'s drain flags: kubectl drain's (their defaults kubectl's) and
-NVSentinel-style per-namespace modes, checked here, once, into the adapter's settings."""
+NVSentinel-style per-namespace modes; the Kubernetes provider's settings check them
+(adapters/kubernetes/provider.py)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated, NoReturn
+from typing import Annotated
 
 import typer
-
-from workers.cli.exits import BAD_INPUT
-
-if TYPE_CHECKING:
-    from adapters.kubernetes.drain_modes import DrainModes
-    from adapters.kubernetes.drain_rules import DrainRules
 
 DeleteEmptydirOption = Annotated[
     bool,
@@ -64,36 +59,3 @@ DeleteGraceOption = Annotated[
         "pod's own terminationGracePeriodSeconds.",
     ),
 ]
-
-
-def drain_settings(
-    delete_emptydir_data: bool,
-    force: bool,
-    skip_wait_s: float,
-    modes: list[str] | None,
-    delete_after_s: float,
-    delete_grace_max_s: int | None = None,
-) -> tuple[DrainRules, DrainModes]:
-    """The rules and modes; bad input is one line naming the flag, and exit 1."""
-    from adapters.kubernetes.drain import DRAIN_TIMEOUT_S
-    from adapters.kubernetes.drain_modes import DrainModes
-    from adapters.kubernetes.drain_rules import DrainRules
-
-    rules = DrainRules(
-        delete_emptydir_data=delete_emptydir_data,
-        force=force,
-        skip_wait_for_delete_timeout_s=skip_wait_s,
-    )
-    try:
-        parsed = DrainModes.parse(modes or [], delete_after_s, delete_grace_max_s)
-    except ValueError as exc:
-        _fail("--drain-mode", exc)
-    if too_long := parsed.too_long_for(DRAIN_TIMEOUT_S):
-        flag = "--drain-delete-grace-max" if delete_grace_max_s else "--drain-delete-after"
-        _fail(flag, ValueError(too_long))
-    return rules, parsed
-
-
-def _fail(option: str, exc: ValueError) -> NoReturn:
-    typer.echo(f"error: {option}: {str(exc).splitlines()[0]}", err=True)
-    raise typer.Exit(BAD_INPUT) from None

@@ -1,5 +1,5 @@
 """The exit codes every `remedy` command keeps, so a script can tell why a command stopped
-(README.md and docs/operations.md list them), and the click group that gives usage errors theirs.
+(docs/operations.md, "Exit codes", lists them), and the click group that gives usage errors theirs.
 
 0 done (or nothing left to do: "already stopped"); 1 bad input: a usage error (an unknown
 option, a missing or malformed argument), a broken file, or a name the configuration does not

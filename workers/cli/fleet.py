@@ -12,7 +12,7 @@ from contract.names import FLEET_SCAN_SCHEDULE
 from workers.cli.common import on_temporal
 from workers.cli.connection import temporal
 from workers.cli.exits import BAD_INPUT
-from workers.cli.options import AddressOption, JsonOption, node_name
+from workers.flags.options import AddressOption, JsonOption, node_name
 
 if TYPE_CHECKING:
     from workers.status import FleetStatus
@@ -61,7 +61,8 @@ def status(
     and no such node); 1: a --pool remedy does not know, or a --state no node can be in."""
     from workers.client import connect_with
     from workers.known_pools import UnknownPool, check_pool
-    from workers.status import NodeFilter, NoScanYet, fleet_status, show_status, why_not_state
+    from workers.status import NodeFilter, NoScanYet, fleet_status, why_not_state
+    from workers.status_table import show_status
 
     if jobs:
         _job_status(address, as_json)

@@ -20,11 +20,11 @@ from contract.names import (
     gpu_release_workflow_id,
     remediation_workflow_id,
 )
-from remedy.gpu_scope import GpuRelease, GpuReleased
+from remedy.acting.gpu_scope import GpuRelease, GpuReleased
 from workers.cli.common import on_temporal
 from workers.cli.connection import temporal
 from workers.cli.controller_answer import Refused, controller_answer
-from workers.cli.options import USER, AddressOption, ByOption, TaskQueueOption, node_name
+from workers.flags.options import USER, AddressOption, ByOption, TaskQueueOption, node_name
 
 
 def release_gpu(

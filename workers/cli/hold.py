@@ -1,4 +1,4 @@
-"""`remedy resume-node`: a person hands back a node an abort held (remedy.person_hold), and
+"""`remedy resume-node`: a person hands back a node an abort held (remedy.trust.person_hold), and
 remedy's automation may act on it again (registered in __init__.py).
 
 Not `release-hold` (a node's share of its pool's disruption budget) nor `release-gpu` (a
@@ -22,12 +22,12 @@ from contract.names import (
     hold_release_workflow_id,
     remediation_workflow_id,
 )
-from remedy.person_hold import HoldLift, HoldQuery, NodeHeld
-from remedy.remediation import Phase, RemediationState
+from remedy.ladder.remediation import Phase, RemediationState
+from remedy.trust.person_hold import HoldLift, HoldQuery, NodeHeld
 from workers.cli.common import on_temporal
 from workers.cli.connection import temporal
 from workers.cli.controller_answer import Refused, controller_answer
-from workers.cli.options import USER, AddressOption, ByOption, TaskQueueOption, node_name
+from workers.flags.options import USER, AddressOption, ByOption, TaskQueueOption, node_name
 
 
 def resume_node(

@@ -8,14 +8,14 @@ from typing import Annotated
 
 import typer
 
-from adapters.sim import FAULTS
 from remedy.runbook import RunbookError
 from remedy.runbook.advice import disagreements
 from remedy.runbook.loader import load_runbook_sources
 from remedy.xid import load_catalog
 from workers.cli.common import runbook_or_exit
 from workers.cli.exits import BAD_INPUT
-from workers.cli.options import DEFAULT_RUNBOOKS, JsonOption, RunbooksOption
+from workers.flags.options import DEFAULT_RUNBOOKS, JsonOption, RunbooksOption
+from workers.providers.sim import FAULTS
 
 app = typer.Typer(help="Author and check runbooks.", no_args_is_help=True)
 

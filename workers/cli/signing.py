@@ -1,5 +1,6 @@
 """Operators' keys: `remedy keys generate`, the `--key` that `approve`, `abort` and `clear`
-sign with, and the controller's `--keyring` (the format: remedy/signing.py, docs/operations.md).
+sign with, and the controller's `--keyring` (the format: remedy/trust/signing.py,
+docs/operations.md).
 
 A decision is signed over the workflow's id and current run, the verb, the rung and runbook
 epoch an approval is for (read from the workflow when not given), its note or reason, and the
@@ -15,7 +16,7 @@ from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
 
-from remedy.signing import (
+from remedy.trust.signing import (
     Decision,
     Keyring,
     SigningError,
@@ -33,7 +34,7 @@ if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
     from temporalio.client import WorkflowHandle
 
-    from remedy.remediation import AbortRequest, ApproveRequest, ClearRequest
+    from remedy.trust.decisions import AbortRequest, ApproveRequest, ClearRequest
 
 KeyOption = Annotated[
     Path | None,
@@ -117,7 +118,7 @@ def _read_or_exit(path: Path, load: Callable[[Path], T]) -> T:
 def note_if_unchecked(key: Path | None, what: str, by: str) -> None:
     """A signed decision the workflow recorded unverified: the controller has no keyring of
     operators' keys, so the signature was not checked. Said, not dropped silently."""
-    from remedy.models import UNVERIFIED
+    from remedy.core.models import UNVERIFIED
 
     if key is not None and by.endswith(UNVERIFIED):
         typer.echo(
@@ -129,7 +130,7 @@ def note_if_unchecked(key: Path | None, what: str, by: str) -> None:
 
 def approval_signer(key: Ed25519PrivateKey | None) -> Signer | None:
     """Signs an approval for the rung it names, else the rung the ladder is at now, by its
-    number (from 1; remedy.numbering)."""
+    number (from 1; remedy.core.numbering)."""
     if key is None:
         return None
 

@@ -22,12 +22,13 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from contract.messages import REMEDIATION_STATE
 from contract.names import CONTROLLER_TASK_QUEUE
-from remedy.models import NodeRef
-from remedy.remediation import Outcome, Phase
+from remedy.core.models import NodeRef
+from remedy.ladder.remediation import Outcome, Phase
 from workers.cli.common import on_temporal, runbook_or_exit
 from workers.cli.connection import temporal
 from workers.cli.exits import BAD_INPUT
-from workers.cli.options import (
+from workers.cli.signing import KeyOption, key_or_exit
+from workers.flags.options import (
     DEFAULT_RUNBOOKS,
     USER,
     AddressOption,
@@ -37,11 +38,10 @@ from workers.cli.options import (
     node_name,
     operator_text_option,
 )
-from workers.cli.signing import KeyOption, key_or_exit
 from workers.stall_watch import look
 
 if TYPE_CHECKING:
-    from remedy.remediation import RemediationResult
+    from remedy.ladder.remediation import RemediationResult
     from workflows.node_remediation import NodeRemediation
 
 # How long the command waits, in real time, for the ladder to take the finding (its cordon,
@@ -80,9 +80,9 @@ def trigger(
 
     from contract.names import node_task_queue as agent_queue
     from contract.names import remediation_workflow_id
-    from remedy.intake import by_operator
-    from remedy.models import Finding, Severity
-    from remedy.remediation import FindingReport
+    from remedy.core.models import Finding, Severity
+    from remedy.ladder.intake import by_operator
+    from remedy.ladder.remediation import FindingReport
     from workers.client import connect_with, report_finding
     from workers.known_pools import UnknownPool, check_pool
 
@@ -101,7 +101,7 @@ def trigger(
         client = await connect_with(temporal(address), "cli")
         await check_pool(client, pool)  # a typo must not start a budget and cordon the node
         # Signed for the node's ladder (no run yet): the controller takes it from an operator
-        # of its keyring, or from anyone where it has none (remedy.intake).
+        # of its keyring, or from anyone where it has none (remedy.ladder.intake).
         ladder = remediation_workflow_id(node)
         sent = by_operator(
             FindingReport(finding=finding, runbook=chosen), ladder, by, signing, datetime.now(UTC)

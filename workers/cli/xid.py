@@ -12,8 +12,8 @@ import typer
 from remedy.xid.catalog import Family, XidInfo, family_of, load_catalog
 from remedy.xid.kernel_log import scan_kernel_log
 from workers.cli.exits import BAD_INPUT
-from workers.cli.options import JsonOption
 from workers.cli.xid_events import event_json, event_line
+from workers.flags.options import JsonOption
 
 app = typer.Typer(help="NVIDIA Xid errors.", no_args_is_help=True)
 

@@ -35,10 +35,10 @@ from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import Any
 
-import typer
-
 from adapters.host.kernel_log import KernelLogTail
 from adapters.host.kernel_sources import AutoSource, JournalSource, KmsgSource, kernel_log_source
+from workers.flags import parse
+from workers.flags.agent import AgentFlags
 
 # What the agent runs to reboot its node from its container (docs/operations.md).
 REBOOT_THROUGH_HOST = "nsenter --target 1 --mount --uts --ipc --net --pid -- systemctl reboot"
@@ -74,16 +74,12 @@ class Needs:
 
 
 def agent_params(args: list[str]) -> dict[str, Any]:
-    """The agent's options as its own CLI parses ``args`` (``["agent", ...]``, as a container
-    runs it): a flag the agent lacks fails here, not on the fleet."""
-    from workers.cli.node import agent  # the CLI imports this package's renderer
-
+    """The agent's options as its own command parses ``args`` (``["agent", ...]``, as a
+    container runs it; the flags declared once, workers/flags/agent.py): a flag the agent lacks
+    fails here, not on the fleet."""
     if args[:1] != ["agent"]:
         raise ValueError(f"not the agent's command line: {shlex.join(args[:3])} ...")
-    one = typer.Typer()
-    one.command()(agent)
-    command = typer.main.get_command(one)
-    return dict(command.make_context("agent", list(args[1:])).params)
+    return dict(parse(AgentFlags, args[1:], "agent"))
 
 
 def agent_needs(params: Mapping[str, Any]) -> list[Needs]:

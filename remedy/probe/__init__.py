@@ -1,5 +1,0 @@
-"""The node probe: layered checks over the GPU backend seam that fail closed."""
-
-from remedy.probe.runner import ProbeConfig, probe_node
-
-__all__ = ["ProbeConfig", "probe_node"]
