@@ -68,6 +68,8 @@ SLOW: tuple[str, ...] = (
     "tests/test_twin.py",  # the fleet twin's many ladders
     "tests/test_twin_gpu_hours.py",  # the twin's ladders again, counting GPU-hours
     "tests/test_yaml_limits.py",  # hostile files through the CLI's processes
+    "tests/test_rollout.py",  # two controller versions, one rolled out over the other
+    "tests/test_manifests.py",  # every feature's DaemonSet parsed by the agent's own CLI
 )
 ALL = "all"
 LANES = ("test", "slow")
