@@ -51,6 +51,14 @@ XID154_REAL = [
         "(GPU Reset Required)",
         XidAction.RESET_GPU,
     ),
+    # Newer drivers' label for 0x1: an RTX 4070 Ti's kernel log after an Xid 51, nvidia-smi -q
+    # then showing "GPU Recovery Action : Reset" (search-index file id 59204176920; repository
+    # not named); the same line after an Xid 62 in file id 68870947913.
+    (
+        "NVRM: Xid (PCI:0000:0d:00): 154, GPU recovery action changed from 0x0 (None) to 0x1 "
+        "(PF FLR)",
+        XidAction.RESET_GPU,
+    ),
 ]
 
 
@@ -84,6 +92,23 @@ def test_xid154_targets_without_a_published_action_go_to_a_person(
     )
     assert decoded.action is action
     assert target.split("(")[1].rstrip(")") in decoded.reason
+
+
+@pytest.mark.parametrize(
+    ("target", "action"),
+    [
+        ("0x1 (PF FLR)", XidAction.RESET_GPU),  # the value decides, whatever the label
+        ("0x2 (GPU Reset Required)", XidAction.REBOOT),  # a label that disagrees loses
+        ("0x9 (Node Reboot Required)", XidAction.REBOOT),  # an unknown value: the label
+        ("0x9 (PF FLR)", XidAction.CONTACT_SUPPORT),  # neither known: a person
+    ],
+)
+def test_xid154_is_decided_by_the_recovery_value_the_label_only_as_a_fallback(
+    target: str, action: XidAction
+) -> None:
+    decoded = decode_xid154(f"GPU recovery action changed from 0x0 (None) to {target}")
+    assert decoded.action is action
+    assert target in decoded.reason
 
 
 def test_xid154_none_means_no_recovery() -> None:

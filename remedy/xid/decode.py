@@ -3,11 +3,13 @@
 Most Xids have one immediate action in NVIDIA's catalog. For five the answer is in the line:
 
 - **154** names the recovery the driver needs: ``GPU recovery action changed from 0x0 (None)
-  to 0x2 (Node Reboot Required)``. The target decides: None → ignore (the driver needs no
-  recovery; any other Xid keeps its own action), GPU Reset Required and Drain and Reset →
-  reset_gpu (remedy drains before a reset anyway), Node Reboot Required → reboot. Drain P2P,
-  Recover IMEX Domain, Unknown and anything unreadable → contact_support: NVIDIA publishes no
-  action for them.
+  to 0x2 (Node Reboot Required)``. The target's value decides (newer drivers print other
+  labels for the same values: 0x1 is "PF FLR" from driver 610 on): 0x0 None → ignore (the
+  driver needs no recovery; any other Xid keeps its own action), 0x1 GPU Reset Required and
+  0x4 Drain and Reset → reset_gpu (remedy drains before a reset anyway), 0x2 Node Reboot
+  Required → reboot; 0x3 Drain P2P, 0x5 Recover IMEX Domain → contact_support: NVIDIA
+  publishes no action for them. A value remedy does not know is decided by its label when
+  that is one of these names, else (and anything unreadable) → contact_support.
 - **74** (A100/H100 NVLink) carries seven registers: ``remedy/xid/nvlink74.py``.
 - **144–150** (NVLink5) carry IntrInfo and ErrorStatus for NVIDIA's decode sheet:
   ``remedy/xid/nvlink5.py``.
@@ -44,22 +46,19 @@ _XID154_TARGET = re.compile(
 )
 _XID45_CAUSE = re.compile(r"caused by previous Xid (?P<code>\d{1,6})(?!\d)")
 
-# _gpuRecoveryActionName() in the driver (gpu.c); values from NV2080_CTRL_GPU_RECOVERY_ACTION_*.
-_RECOVERY_NAMES = {
-    0: "None",
-    1: "GPU Reset Required",
-    2: "Node Reboot Required",
-    3: "Drain P2P",
-    4: "Drain and Reset",
-    5: "Recover IMEX Domain",
+# NV2080_CTRL_GPU_RECOVERY_ACTION_* → the name older drivers print, remedy's action and the
+# reason. The value decides: newer drivers print other names for the same values (driver 610:
+# 0x1 is "PF FLR", a function-level reset of the GPU, which nvidia-smi shows as "Reset").
+_BY_VALUE: dict[int, tuple[str, XidAction, str]] = {
+    0: ("None", XidAction.IGNORE, "no recovery needed"),
+    1: ("GPU Reset Required", XidAction.RESET_GPU, "the GPU needs a reset"),
+    2: ("Node Reboot Required", XidAction.REBOOT, "the node needs a reboot"),
+    3: ("Drain P2P", XidAction.CONTACT_SUPPORT, "NVIDIA publishes no action for it"),
+    4: ("Drain and Reset", XidAction.RESET_GPU, "remedy drains before a reset anyway"),
+    5: ("Recover IMEX Domain", XidAction.CONTACT_SUPPORT, "NVIDIA publishes no action for it"),
 }
-# The name the driver printed → remedy's action, and the reason ({v}: the value printed).
-_RECOVERY_ACTIONS = {
-    "none": (XidAction.IGNORE, "recovery action changed to None ({v}): no recovery needed"),
-    "gpu reset required": (XidAction.RESET_GPU, "driver asks for GPU Reset Required ({v})"),
-    "node reboot required": (XidAction.REBOOT, "driver asks for Node Reboot Required ({v})"),
-    "drain and reset": (XidAction.RESET_GPU, "driver asks for Drain and Reset ({v})"),
-}
+# A value this table does not know (a newer driver's): the printed name, if it is one of these.
+_BY_NAME = {name.lower(): value for value, (name, _, _) in _BY_VALUE.items()}
 
 
 def decode_action(info: XidInfo, message: str, driver_branch: int | None = None) -> Decoded:
@@ -79,23 +78,25 @@ def decode_action(info: XidInfo, message: str, driver_branch: int | None = None)
 
 
 def decode_xid154(message: str) -> Decoded:
+    """The recovery the driver needs, by the target's numeric value (``to 0x1 (PF FLR)``); the
+    printed name decides only for a value remedy does not know."""
     target = _XID154_TARGET.findall(message)
     if not target:
         return Decoded(
             XidAction.CONTACT_SUPPORT,
             f"Xid 154: no recovery action readable in {first_line(message, 60)!r}",
         )
-    value, name = int(target[-1][0], 16), target[-1][1].strip()
-    said = name or _RECOVERY_NAMES.get(value, "")
-    known = _RECOVERY_ACTIONS.get(said.lower())
+    value, said = int(target[-1][0], 16), first_line(target[-1][1].strip(), 40)
+    known = _BY_VALUE.get(value) or _BY_VALUE.get(_BY_NAME.get(said.lower(), -1))
+    printed = f"{value:#x}" + (f" ({said})" if said else "")
     if known is None:
         return Decoded(
             XidAction.CONTACT_SUPPORT,
-            f"Xid 154: driver asks for {first_line(said, 40) or 'an unnamed recovery action'} "
-            f"({value:#x}): NVIDIA publishes no action for it",
+            f"Xid 154: driver asks for recovery {printed}: NVIDIA publishes no action for it",
         )
-    action, reason = known
-    return Decoded(action, "Xid 154: " + reason.format(v=hex(value)))
+    name, action, why = known
+    also = "" if said.lower() == name.lower() else f", {name}"
+    return Decoded(action, f"Xid 154: recovery action changed to {printed}{also}: {why}")
 
 
 def decode_xid45(message: str) -> Decoded:
