@@ -10,6 +10,7 @@ from typing import Annotated, Any
 import typer
 
 from remedy.detection.host import NodeHost
+from remedy.detection.npd import npd_line
 from remedy.detection.probe import probe_node
 from remedy.detection.probe.diagnose import deep_diagnose
 from workers.cli.common import redactor_or_exit, runbooks_or_exit, serve, settings_or_exit
@@ -37,6 +38,14 @@ def probe(
         typer.Option(
             help="The deep diagnose: the probe, then sustained load on every GPU (what the "
             "agent runs for a ladder's diagnose and for admission)."
+        ),
+    ] = False,
+    npd: Annotated[
+        bool,
+        typer.Option(
+            "--npd",
+            help="Print one line of at most 80 characters, for node-problem-detector's custom "
+            "plugin (its exit codes are the probe's: examples/npd/remedy-probe.json).",
         ),
     ] = False,
 ) -> None:
@@ -70,7 +79,9 @@ def probe(
         report = deep_diagnose(host, [], config)
     else:
         report = probe_node(node, host.nvml(), config)
-    if as_json:
+    if npd:
+        typer.echo(npd_line(report))
+    elif as_json:
         typer.echo(report.model_dump_json(indent=2))
     else:
         verdict = "healthy" if report.healthy else "UNHEALTHY"
