@@ -53,3 +53,8 @@ def test_the_shipped_plugin_config_runs_the_probe_as_npd_reads_it() -> None:
         command, *args = rule["args"]
         code, output = _probe(*args, "--simulate", "none") if command == "probe" else (-1, "")
         assert code == 0 and len(output.rstrip("\n")) <= NPD_OUTPUT_LIMIT, (rule, output)
+
+
+def test_npd_and_json_together_are_refused_in_one_line() -> None:
+    code, output = _probe("--simulate", "none", "--npd", "--json")
+    assert code == 1 and output.startswith("error: --npd and --json"), output

@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextlib import suppress
 from datetime import timedelta
 
 from temporalio import workflow
@@ -82,14 +83,12 @@ class PersonHold:
         view.enter(Phase.HELD_FOR_PERSON)
         while state.held is not None:
             before_each()
-            try:
+            with suppress(TimeoutError):  # nudged or on its clock, the hold is read again
                 await workflow.wait_condition(
                     lambda: self._nudged,
                     timeout=RECHECK_EVERY,
                     timeout_summary=f"held for a person: {resume_command(state.node.name)}",
                 )
-            except TimeoutError:
-                pass
             self._nudged = False
             read = await act.READ_HOLD.execute(
                 HoldQuery(node=state.node.name),

@@ -98,7 +98,7 @@ def terms_markdown() -> str:
 
 
 class UnknownTerm(ValueError):
-    pass
+    """A check or reason no check declares: a typo in a runbook, never a match."""
 
 
 @cache

@@ -105,5 +105,5 @@ def demo(
     except RunbookError as exc:
         typer.echo(str(exc), err=True)
         raise typer.Exit(1) from None
-    except KeyboardInterrupt:
-        pass
+    except KeyboardInterrupt:  # Ctrl-C is how a demo ends: everything it started is stopped
+        return

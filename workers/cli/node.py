@@ -52,6 +52,9 @@ def probe(
     """Probe this node. Exit 0 healthy, 1 unhealthy, 2 could not probe."""
     from workers.providers.sim import FAULTS, SimProvider, SimSettings
 
+    if npd and as_json:
+        typer.echo("error: --npd and --json: one output at a time", err=True)
+        raise typer.Exit(BAD_INPUT)
     if simulate and simulate != "none" and simulate not in FAULTS:
         typer.echo(
             f"error: --simulate: unknown fault {simulate!r}; known: none, "
