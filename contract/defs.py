@@ -17,7 +17,6 @@ import dataclasses
 import functools
 import inspect
 from collections.abc import Awaitable, Callable
-from contextvars import ContextVar
 from dataclasses import dataclass
 from datetime import timedelta
 from enum import StrEnum
@@ -30,6 +29,7 @@ from temporalio.exceptions import ActivityError, ApplicationError, CancelledErro
 from temporalio.service import RPCError, RPCStatusCode
 from temporalio.workflow import UpdateMethodMultiParam
 
+from contract.stopping import FinishedAfterStop, may_start
 from contract.unreadable import Unreadable, read
 
 A = TypeVar("A")
@@ -74,32 +74,6 @@ class Retry(str):
     to judge it: a ladder reading its operator keyring). Nothing reaches the history."""
 
     __slots__ = ()
-
-
-# Whether the workflow task calling an activity has been told to stop (an operator's abort or
-# clear): set once at the top of a task (``stop_when``); the task's children inherit it.
-def _never() -> bool:
-    return False
-
-
-_STOPPED: ContextVar[Callable[[], bool]] = ContextVar("remedy_stopped", default=_never)
-
-
-def stop_when(stopped: Callable[[], bool]) -> None:
-    """From now on, in this asyncio task of a workflow, an activity call raises
-    ``asyncio.CancelledError`` instead of starting while ``stopped()`` — and instead of
-    returning, when the activity finished after the stop: a stopped ladder never takes a step
-    it did not already begin. Calls that give back (``gives_back=True``) are let through."""
-    _STOPPED.set(stopped)
-
-
-class FinishedAfterStop(asyncio.CancelledError):
-    """An activity that finished after its workflow was told to stop: cancelled all the same
-    (its answer drives no next step), carrying the answer for the record of what it did."""
-
-    def __init__(self, name: str, result: Any) -> None:
-        super().__init__(f"{name} finished after the workflow was stopped")
-        self.result = result
 
 
 class UpdateRejected(Exception):
@@ -150,9 +124,7 @@ class ActivityDef(Generic[A, R]):
         if self.queue is Queue.NODE and (task_queue is None or local):
             why = "cannot run in the controller" if local else "pass the node's task queue"
             raise ContractError(f"{self.name} runs on the node: {why}")
-        stopped = _never if gives_back else _STOPPED.get()
-        if stopped():
-            raise asyncio.CancelledError(f"{self.name} not started: the workflow was stopped")
+        stopped = await may_start(self.name, gives_back)
         if self.urgent and not local:  # a local one runs at once, in this worker
             options.setdefault("priority", URGENT)
         if local:  # its retries wait on the server's timers, as a regular one's do

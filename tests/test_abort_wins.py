@@ -16,7 +16,12 @@ from contextlib import asynccontextmanager
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from temporalio.client import WorkflowUpdateHandle, WorkflowUpdateStage
+from temporalio.api.common.v1 import WorkflowExecution
+from temporalio.api.enums.v1 import UpdateWorkflowExecutionLifecycleStage
+from temporalio.api.update.v1 import UpdateRef, WaitPolicy
+from temporalio.api.workflowservice.v1 import PollWorkflowExecutionUpdateRequest
+from temporalio.client import Client, WorkflowUpdateHandle, WorkflowUpdateStage
+from temporalio.service import RPCError, RPCStatusCode
 from temporalio.testing import WorkflowEnvironment
 
 from adapters.sim import SimFleet
@@ -34,6 +39,7 @@ from tests.servers import finished
 
 NODE = "gpu-node-001"
 DISRUPTIVE = {a.value for a, spec in ACTIONS.items() if spec.disruptive}
+ADMITTED = UpdateWorkflowExecutionLifecycleStage.UPDATE_WORKFLOW_EXECUTION_LIFECYCLE_STAGE_ADMITTED
 
 
 def probe_failure(fleet: SimFleet) -> Finding:
@@ -82,6 +88,27 @@ async def abort_accepted(handle: Handle, by: str = "carol") -> WorkflowUpdateHan
         wait_for_stage=WorkflowUpdateStage.ACCEPTED,
         result_type=StopResult,
     )
+
+
+async def admitted(client: Client, handle: Handle, update_id: str) -> None:
+    """Until the server has the update (admitted: not yet delivered to the workflow); polled,
+    bounded, generous."""
+    request = PollWorkflowExecutionUpdateRequest(
+        namespace=client.namespace,
+        update_ref=UpdateRef(
+            workflow_execution=WorkflowExecution(workflow_id=handle.id), update_id=update_id
+        ),
+        wait_policy=WaitPolicy(lifecycle_stage=ADMITTED),
+    )
+    for _ in range(600):
+        try:
+            await client.workflow_service.poll_workflow_execution_update(request)
+            return
+        except RPCError as err:
+            if err.status is not RPCStatusCode.NOT_FOUND:
+                raise
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"the server never admitted update {update_id}")
 
 
 async def assert_stopped_cleanly(
@@ -229,15 +256,30 @@ async def test_an_abort_right_after_the_report_wins_over_the_cordon_under_way(
     """Found by the ladder model: the abort comes while the first cordon is under way. Before,
     the cancelled cordon read as a failed one and the ladder went on (drain, reset) on the
     real server; now it ends aborted, and --restore gives back the cordon that may have landed.
-    On the dev server: the time-skipping server cannot cancel an activity this young."""
+
+    The cordon is a local activity of the ladder's first task, which runs on to the first
+    rung: the abort, admitted by the server while the cordon is held, was delivered only after
+    that task had started the drain (seen in CI: cordon, drain, restore). The task now ends
+    before the first rung (``heard``), and the abort is judged first. On the dev server: the
+    time-skipping server cannot cancel an activity this young."""
     fleet = own_fleet("abort-early", 1)
     [node] = sorted(fleet.nodes)
     finding = fleet.inject(node, "remap_failure", gpu=2)
+    held = fleet.hold("cordon")  # the first task waits here until the server has the abort
     async with running_workers(dev_env.client, fleet) as queues:
         handle = await report(dev_env.client, queues, finding, shipped_runbooks.match(finding))
-        await ABORT_LADDER.execute(
-            handle, AbortRequest(by="carol", reason="wrong node", restore=True)
+        await held_entered(held)
+        stopping = asyncio.create_task(
+            handle.execute_update(
+                ABORT_LADDER.name,
+                AbortRequest(by="carol", reason="wrong node", restore=True),
+                id="abort-early",
+                result_type=StopResult,
+            )
         )
+        await admitted(dev_env.client, handle, "abort-early")
+        held.release()  # the cordon lands; the first task goes on to its first rung
+        await stopping
         result = await handle.result()
     assert result.outcome is Outcome.ABORTED and "(node restored); held for a person" in (
         result.detail  # restored to service, and still held from automation (person_hold)

@@ -16,11 +16,11 @@ from temporalio.client import WorkflowUpdateFailedError
 from temporalio.testing import WorkflowEnvironment
 
 from contract.defs import UpdateRejected, UpdateRetry
-from contract.messages import ABORT_LADDER, APPROVE_RUNG
+from contract.messages import ABORT_LADDER, APPROVE_RUNG, CLEAR_LADDER
 from remedy.core.models import Action
 from remedy.ladder.remediation import Phase
 from remedy.runbook import Match, Runbook, Rung
-from remedy.trust.decisions import AbortRequest, ApproveRequest
+from remedy.trust.decisions import AbortRequest, ApproveRequest, ClearRequest
 from remedy.trust.signing import Keyring, sign
 from tests.conftest import own_fleet, running_workers
 from tests.ladder import Handle, report, state_of, wait_for_phase
@@ -47,7 +47,7 @@ async def test_a_decision_the_ladder_cannot_judge_yet_leaves_nothing_in_its_hist
     time_env: WorkflowEnvironment,
 ) -> None:
     """In the tolerance window the ladder has not read its keyring: an update is asked for
-    again (nothing accepted), the caller signals load_keyring, and then the unsigned abort is
+    again (nothing accepted), the caller signals load_keyring, and then the unsigned clear is
     refused — before, it was accepted and refused later, its payload in the history."""
     client = time_env.client
     fleet = own_fleet("window", 1)
@@ -56,13 +56,13 @@ async def test_a_decision_the_ladder_cannot_judge_yet_leaves_nothing_in_its_hist
         handle = await report(client, queues, fleet.inject(node, "ecc_dbe"), WINDOW)
         await wait_for_phase(time_env, handle, Phase.TOLERATING)
         with pytest.raises(UpdateRetry, match="has not read the operator keyring"):
-            await ABORT_LADDER._execute_once(  # the first try alone: what any client gets
-                handle, AbortRequest(by=f"mallory-{MARK}", reason=f"go away {MARK}")
+            await CLEAR_LADDER._execute_once(  # the first try alone: what any client gets
+                handle, ClearRequest(by=f"mallory-{MARK}", reason=f"go away {MARK}")
             )
         with pytest.raises(UpdateRejected, match="unsigned") as refused:
-            await ABORT_LADDER.execute(  # as remedy's commands send it: again once read
+            await CLEAR_LADDER.execute(  # as remedy's commands send it: again once read
                 handle,
-                AbortRequest(by=f"mallory-{MARK}", reason=f"go away {MARK}", identity=MARK),
+                ClearRequest(by=f"mallory-{MARK}", reason=f"go away {MARK}", identity=MARK),
             )
         assert not isinstance(refused.value, UpdateRetry)
         with pytest.raises(WorkflowUpdateFailedError):  # a token as the name: never decoded
@@ -73,6 +73,32 @@ async def test_a_decision_the_ladder_cannot_judge_yet_leaves_nothing_in_its_hist
         await handle.terminate("seen enough")
     assert MARK not in text and TOKEN not in text
     assert ACCEPTED not in events
+    assert state.phase is Phase.TOLERATING and state.outcome is None
+
+
+async def test_an_abort_before_the_keys_are_in_is_taken_and_judged_once_they_are(
+    time_env: WorkflowEnvironment,
+) -> None:
+    """The one exception to the door: an abort is not asked again for want of keys — asked
+    again, it lost to the drain the ladder began meanwhile (tests/test_abort_wins.py). It is
+    taken, judged once the keys are in, and a forged one refused then: its text is in the
+    history (the price), and the ladder goes on."""
+    client = time_env.client
+    fleet = own_fleet("window-abort", 1)
+    [node] = sorted(fleet.nodes)
+    async with running_workers(client, fleet, keyring=KEYRING) as queues:
+        handle = await report(client, queues, fleet.inject(node, "ecc_dbe"), WINDOW)
+        await wait_for_phase(time_env, handle, Phase.TOLERATING)
+        with pytest.raises(UpdateRejected, match="unsigned") as refused:
+            await ABORT_LADDER._execute_once(  # the first try alone: taken, then refused
+                handle, AbortRequest(by=f"mallory-{MARK}", reason=f"go away {MARK}")
+            )
+        assert not isinstance(refused.value, UpdateRetry)
+        state = await state_of(handle)
+        text = await history_text(handle)
+        events = [e.event_type async for e in handle.fetch_history_events()]
+        await handle.terminate("seen enough")
+    assert ACCEPTED in events and "unsigned" in text  # taken, then refused, both recorded
     assert state.phase is Phase.TOLERATING and state.outcome is None
 
 

@@ -10,7 +10,7 @@ from temporalio import workflow
 from temporalio.exceptions import ActivityError
 
 from contract import activities as act
-from contract.defs import FinishedAfterStop
+from contract.stopping import FinishedAfterStop
 from workflows.common import RIDE_OUT, this_run
 
 with workflow.unsafe.imports_passed_through():

@@ -19,8 +19,8 @@ from temporalio import workflow
 from temporalio.common import RawValue
 from temporalio.exceptions import ActivityError
 
-from contract.defs import stop_when
 from contract.messages import REMEDIATION_STATE
+from contract.stopping import stop_when
 from workflows.capabilities import NodeCapabilities
 from workflows.common import Interrupted, LadderStop, cause_of, node_gone
 from workflows.disruption_lease import DisruptionLease
@@ -67,6 +67,7 @@ class NodeRemediation(
             self._state.refusals += 1
         self._runbook_changed = False
         self._stop_request: AbortRequest | ClearRequest | None = None
+        self._aborts_judged = 0
         self._stopped_by_failure = False
         self._view = RemediationView(self._state)
         self._keys = OperatorKeys(inp)  # whose signed decisions count (operator_keys)
@@ -112,7 +113,8 @@ class NodeRemediation(
         self._keys.door = True  # decisions wait until the keys are in
         self._keys.start(later=True)  # the keyring loads when first needed
         self._at_once = True
-        stop_when(lambda: self._stop_request is not None)  # once stopped: only giving back
+        # once stopped: only giving back; an abort being judged is heard before any step
+        stop_when(lambda: self._stop_request is not None, self.abort_heard)
         try:
             if state.runbook is None:
                 await self._intake.first_report(self._take)
@@ -125,6 +127,7 @@ class NodeRemediation(
                 await self._verification.resume()  # the runbook is settled now
                 self._view.enter(Phase.ACTING)
             self._input = await self._keys.loaded(self._input)  # before the first rung
+            await self._keys.heard()  # an abort sent meanwhile stops it before the first rung
             return await self._climb()
         except LadderStop as stop:
             if stop.outcome is Outcome.CLEARED:

@@ -13,9 +13,13 @@ own id and run, and workflow.now(): a validator runs it.
 Behind the door (workflows/door.py) nothing refused reaches the history: while the keys are not
 in, or where a keyring is required and the ladder's copy is older than ``FRESH_FOR``, an
 update's validator asks the caller to send it again (``Retry``) once it signalled
-``load_keyring``, which reads the keyring anew — remedy's commands do both. A key removed from
-the controller's keyring so stops counting within minutes on running ladders too, and an
-approval signed with it is dropped before its rung acts (``still_counts``).
+``load_keyring``, which reads the keyring anew — remedy's commands do both. But for an abort
+before the keys are in: asked again, it would lose to the step the ladder takes meanwhile, so
+it is taken at once and judged once they are in, the ladder starting no step in between
+(``OperatorMessages.abort_ladder``); a forged one is refused then, its text in the history.
+A key removed from the controller's keyring so stops counting within minutes on running
+ladders too, and an approval signed with it is dropped before its rung acts
+(``still_counts``).
 """
 
 from __future__ import annotations
@@ -28,6 +32,8 @@ from temporalio.exceptions import ActivityError
 
 from contract import activities as act
 from contract.defs import Retry
+from contract.patches import HEARD_BEFORE_FIRST_RUNG, patched
+from contract.stopping import unstoppable
 from workflows.common import PATIENT_RETRY, cause_of
 
 with workflow.unsafe.imports_passed_through():
@@ -65,13 +71,23 @@ class OperatorKeys:
 
     def _load_once(self) -> None:
         if self._loading is None and self._keyring is None:
-            self._loading = asyncio.create_task(self._load(local=True))
+            self._loading = asyncio.create_task(self._load(local=True), context=unstoppable())
 
     async def loaded(self, inp: RemediationInput) -> RemediationInput:
         """Wait until the keys are known: the ladder takes no step before it knows whose
         decisions count. Returns ``inp`` with the keyring, for a continue-as-new to carry."""
         await self.ready()
         return inp.model_copy(update={"keyring": self._keyring, "keyring_read_at": self._loaded_at})
+
+    async def heard(self) -> None:
+        """End the workflow task, the keys in hand, before the first rung. A ladder's first
+        task runs from the report to its first rung in local activities (the cordon, the keys,
+        the lease); a decision sent meanwhile is delivered only in the task after it, where,
+        without this, the first rung has already begun. The next task delivers the decisions
+        that came before the timer fires, and judges them at once: an abort sent right after
+        the report stops the ladder before its drain (tests/test_abort_wins.py)."""
+        if patched(HEARD_BEFORE_FIRST_RUNG):
+            await workflow.sleep(timedelta(milliseconds=1), summary="decisions sent meanwhile")
 
     def refresh(self) -> None:
         """Read the keyring anew unless the copy in hand is fresh or a read is under way (the
@@ -82,7 +98,7 @@ class OperatorKeys:
             return
         # A regular activity: a local one from a handler, while the ladder goes on, would land
         # in the history where its answer happened to come (workflows/door.py).
-        self._loading = asyncio.create_task(self._load(local=False))
+        self._loading = asyncio.create_task(self._load(local=False), context=unstoppable())
 
     async def fresh(self) -> None:
         """A keyring read within ``FRESH_FOR`` (a rung about to act on an approval)."""

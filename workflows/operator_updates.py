@@ -68,6 +68,7 @@ class OperatorMessages:
     _view: RemediationView
     _keys: OperatorKeys
     _stop_request: AbortRequest | ClearRequest | None
+    _aborts_judged: int  # aborts taken before the keys were in, waiting for them
 
     # -- approve ---------------------------------------------------------------------------
     @APPROVE.guarded(max_bytes=DECISION_BYTES)
@@ -172,18 +173,31 @@ class OperatorMessages:
 
     @ABORT_LADDER.handler
     async def abort_ladder(self, req: AbortRequest) -> StopResult:
-        await self._checked_once_keys_known(lambda: self.why_not_abort(req))
-        first = self._stop_request
-        self._stop(Verb.ABORT, req)
+        self._aborts_judged += 1  # the ladder starts no step until it is judged (abort_heard)
+        try:
+            await self._checked_once_keys_known(lambda: self.why_not_abort(req))
+            first = self._stop_request
+            self._stop(Verb.ABORT, req)
+        finally:
+            self._aborts_judged -= 1
         return await self._stopped(first.who if isinstance(first, AbortRequest) else "")
 
     @ABORT_LADDER.validator(abort_ladder)
     def why_not_abort(self, req: AbortRequest) -> str:
-        if why := self._keys.not_ready() or self._signer(Verb.ABORT, req)[0]:
+        # Not asked again for want of keys: taken, and judged once they are in (operator_keys).
+        if (why := self._keys.not_ready()) and self._keys.settled:
+            return why  # a required keyring read too long ago: read again first
+        if why := self._signer(Verb.ABORT, req)[0]:
             return why
         if isinstance(self._stop_request, AbortRequest) and self._state.phase is not Phase.DONE:
             return ""  # aborted already and still stopping: harmless, answered as such
         return self._why_not_stop("abort")
+
+    async def abort_heard(self) -> None:
+        """Before the ladder starts a step: an abort being judged may stop it. (Not a wait
+        when there is none: a wait yields to the ladder's other tasks, reordering commands.)"""
+        if self._aborts_judged:
+            await workflow.wait_condition(lambda: self._aborts_judged == 0)
 
     @LOAD_KEYRING.guarded(max_bytes=1024)
     def load_keyring(self, _: KeyringWanted | Unreadable) -> None:
@@ -224,6 +238,8 @@ class OperatorMessages:
         again, refused as the validator refuses (this once, the request is in the history)."""
         if self._keys.settled:
             return
+        self._keys.start(later=True)  # as the ladder's start decides, if it has not run yet
+        self._keys.refresh()  # a regular activity from a handler (workflows/door.py says why)
         await self._keys.ready()
         if why := why_not():
             raise ApplicationError(why, type=REJECTED, non_retryable=True)

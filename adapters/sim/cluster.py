@@ -36,6 +36,7 @@ class SimNodeControl:
         self._fleet = fleet
 
     def cordon(self, node: str, owner: CordonOwner) -> CordonState:
+        self._fleet.pause_point("cordon")
         with self._fleet.lock:
             sim = self._fleet.act(node, "cordon")
             if sim.unschedulable:

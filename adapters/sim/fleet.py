@@ -146,8 +146,9 @@ class SimFleet(SimState):
         self.lost_answers[action] = times
 
     def hold(self, action: str) -> Held:
-        """From now on ``action`` (drain, kill_job, reset_gpu, reboot, or probe) stops before
-        its effect until the returned gate is released: what happens while it is under way.
+        """From now on ``action`` (cordon, drain, kill_job, reset_gpu, reboot, or probe) stops
+        before its effect until the returned gate is released: what happens while it is under
+        way.
         Release it before the workers stop (they wait for their activities)."""
         held = self.holds[action] = Held()
         return held
