@@ -27,6 +27,7 @@ from adapters.kubernetes.nodes import NodeApi, utcnow
 from adapters.kubernetes.objects import CONTROLLER_MANAGER
 from adapters.kubernetes.replace import replacer_named
 from remedy.scan.cluster import Cluster
+from remedy.scan.monitors import MonitorTable
 
 
 def kubernetes_cluster(
@@ -43,13 +44,15 @@ def kubernetes_cluster(
     drain_modes: DrainModes | None = None,
     field_manager: str = CONTROLLER_MANAGER,
     namespace: str = NAMESPACE,
+    monitors: MonitorTable | None = None,
 ) -> Cluster:
     """``replacer``: a name in ``adapters.kubernetes.replace.REPLACERS`` (ValueError if none).
     A drain gives up after ``drain_timeout_s``, retrying evictions a PodDisruptionBudget
     refused every ``eviction_retry_s``; the GPU operator's pods get as long to leave. Which
     pods a drain may evict (kubectl's defaults unless ``drain_rules`` says otherwise) and how,
     per namespace: drain_rules.py, drain_modes.py (ValueError if the modes' delete-after is not
-    within the drain timeout). ``namespace``: remedy's own, where the breakers are published."""
+    within the drain timeout). ``namespace``: remedy's own, where the breakers are published.
+    ``monitors``: other monitors' conditions the fleet view takes as problems."""
     modes = drain_modes or DrainModes()
     if too_long := modes.too_long_for(drain_timeout_s):
         raise ValueError(too_long)
@@ -67,7 +70,7 @@ def kubernetes_cluster(
     return Cluster(
         control=control,
         marks=KubernetesNodeMarks(nodes),
-        fleet=KubernetesFleetView(nodes),
+        fleet=KubernetesFleetView(nodes, monitors=monitors),
         admission=KubernetesAdmission(nodes),
         gpus=GpuOperatorHandoff(
             nodes, wait_timeout_s=drain_timeout_s, poll_s=min(eviction_retry_s, 1.0)

@@ -22,6 +22,7 @@ from adapters.kubernetes.objects import AGENT_MANAGER
 from adapters.kubernetes.replace import REPLACERS
 from remedy.detection.pod_resources import KUBELET_SOCKET
 from remedy.scan.cluster import Cluster, OwnNode
+from remedy.scan.monitors import load_monitor_tables
 
 __all__ = ["KubeconfigError", "KubernetesSettings"]
 
@@ -51,6 +52,15 @@ class KubernetesSettings(BaseModel):
     # kubelet's pod-resources socket ("": which pod uses which GPU is not published).
     self_cordon: bool = True
     pod_resources: str = KUBELET_SOCKET
+    # The controller's: tables of other monitors' node conditions it takes as faults
+    # (remedy.scan.monitors; examples/monitors/). Empty: remedy's own conditions only.
+    monitor_conditions: list[str] = []
+
+    @field_validator("monitor_conditions")
+    @classmethod
+    def _tables_load(cls, paths: list[str]) -> list[str]:
+        load_monitor_tables(paths)  # YamlFileError (a ValueError): file, line, field
+        return paths
 
     @field_validator("replace_provider")
     @classmethod
@@ -99,6 +109,7 @@ def controller_cluster(settings: KubernetesSettings, api: k8s.ApiClient) -> Clus
         drain_rules=settings.drain_rules(),
         drain_modes=settings.drain_modes(),
         namespace=settings.namespace,
+        monitors=load_monitor_tables(settings.monitor_conditions),
     )
 
 
