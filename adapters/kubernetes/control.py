@@ -20,6 +20,7 @@ from adapters.kubernetes.edits import (
 from adapters.kubernetes.ledger import NodeLedger
 from adapters.kubernetes.nodes import PREFIX, NodeApi
 from adapters.kubernetes.objects import Json, meta
+from adapters.kubernetes.repairers import on_node
 from remedy.core.events import EventReason
 from remedy.core.models import Action, CordonState, NodeBoot
 from remedy.core.once import LedgerEntry, once
@@ -48,6 +49,7 @@ class KubernetesNodeControl:
     def _cordon(self, owner: CordonOwner, current: Json) -> CordonState:
         nodes, node = self._nodes, meta(current)["name"]
         nodes.managed(current)
+        nodes.alone(current)  # another repairer's node: not even a cordon
         annotations = meta(current).get("annotations") or {}
         if current.get("spec", {}).get("unschedulable"):
             ours = CORDONED_BY in annotations
@@ -117,15 +119,21 @@ class KubernetesNodeControl:
         def evict(uids: Sequence[str]) -> str:
             return self._drain.drain(node, on_progress, only=set(uids))
 
-        self._nodes.managed(self._nodes.node(node))
+        self._taking(node)
         return self.keyed(node, key, Action.DRAIN, self._drain.evictable(node), evict)
 
     def kill_gpu_pods(self, node: str, key: str) -> str:
         def kill(uids: Sequence[str]) -> str:
             return self._drain.kill_gpu_pods(node, only=set(uids))
 
-        self._nodes.managed(self._nodes.node(node))
+        self._taking(node)
         return self.keyed(node, key, Action.KILL_JOB, self._drain.gpu_pods(node), kill)
+
+    def _taking(self, node: str) -> None:
+        """Before pods are taken off the node: remedy manages it, and nobody else repairs it."""
+        current = self._nodes.node(node)
+        self._nodes.managed(current)
+        self._nodes.alone(current)
 
     def keyed(
         self,
@@ -162,7 +170,12 @@ class KubernetesNodeControl:
             for c in status.get("conditions", [])
         )
         boot_id = status.get("nodeInfo", {}).get("bootID", "")
-        return NodeBoot(boot_id=boot_id, ready=ready, uid=meta(current).get("uid", ""))
+        return NodeBoot(
+            boot_id=boot_id,
+            ready=ready,
+            uid=meta(current).get("uid", ""),
+            other_repairer=on_node(current),  # the Node's own marks: polled, so no other read
+        )
 
 
 def _intact(node: Json) -> bool:
