@@ -18,6 +18,7 @@ import pytest
 from kubernetes import client as k8s
 from temporalio.testing import WorkflowEnvironment
 
+from adapters.kubernetes.control import DO_NOT_DISRUPT, DO_NOT_REPAIR
 from adapters.kubernetes.repairers import on_claim, on_node
 from kubeapi import ApiServer
 from remedy.core.errors import OtherRepairer
@@ -111,6 +112,29 @@ async def test_a_live_claim_or_no_nodeclaim_api_lets_remedy_act(api: ApiServer) 
     api.objects[NODES, None, "n2"] = karpenter_node("n2", claim="claim-b")
     api.fail("GET /apis/karpenter.sh/v1/nodeclaims/claim-b", 404, times=None)
     assert (await call(kube(api).control.cordon, "n2", OWNER)).value == "cordoned"
+
+
+async def test_remedys_cordon_vetoes_karpenters_repair_until_restore(api: ApiServer) -> None:
+    """While remedy's ladder holds the node it is remedy's to repair: its cordon sets
+    ``karpenter.sh/do-not-repair: "true"`` (Karpenter's veto of node repair, alpha: the
+    karpenter.sh "Well-Known Annotations" reference, "Users set this to block node repair,
+    independently of karpenter.sh/do-not-disrupt") and its restore removes it; one an
+    operator set before stays theirs."""
+    api.objects[NODES, None, "n1"] = karpenter_node()
+    seed_claim(api, "n1")
+    cluster = kube(api)
+    await call(cluster.control.cordon, "n1", OWNER)
+    said = api.objects[NODES, None, "n1"]["metadata"]["annotations"]
+    assert said[DO_NOT_REPAIR] == "true" and said[DO_NOT_DISRUPT] == "true"
+    assert await call(cluster.control.restore, "n1") is True
+    assert DO_NOT_REPAIR not in api.objects[NODES, None, "n1"]["metadata"]["annotations"]
+
+    theirs = api.objects[NODES, None, "n1"]
+    theirs["metadata"]["annotations"][DO_NOT_REPAIR] = "true"
+    api.objects[NODES, None, "n1"] = theirs
+    await call(cluster.control.cordon, "n1", OWNER)
+    await call(cluster.control.restore, "n1")
+    assert api.objects[NODES, None, "n1"]["metadata"]["annotations"][DO_NOT_REPAIR] == "true"
 
 
 # -- the fleet scan: nothing started, and not counted healthy -------------------------------------

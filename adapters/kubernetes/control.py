@@ -1,5 +1,6 @@
 """Taking a node out of service and back: cordon is ``spec.unschedulable`` plus a NoSchedule
-taint and Karpenter's do-not-disrupt, with remedy's ownership recorded in annotations; restore
+taint and Karpenter's vetoes (do-not-disrupt, do-not-repair), with remedy's ownership recorded
+in annotations; restore
 removes only what remedy added and never touches a cordon someone else set. Drain and kill are
 in ``drain.py``."""
 
@@ -35,6 +36,12 @@ TAINT = {"key": f"{PREFIX}/remediating", "value": "true", "effect": "NoSchedule"
 # it does not hold off expiry, Karpenter's own repair, or a deletion (remedy's replace).
 DO_NOT_DISRUPT = "karpenter.sh/do-not-disrupt"
 DO_NOT_DISRUPT_SET = f"{PREFIX}/set-do-not-disrupt"  # remedy set it, so remedy removes it
+# Karpenter's veto of its own node repair, independent of do-not-disrupt (alpha, on a Node or
+# NodeClaim; karpenter.sh "Well-Known Annotations", designs/node-repair-veto.md): while remedy's
+# ladder holds the node, the decision is remedy's. A Karpenter without it ignores it.
+DO_NOT_REPAIR = "karpenter.sh/do-not-repair"
+DO_NOT_REPAIR_SET = f"{PREFIX}/set-do-not-repair"
+VETOES = {DO_NOT_DISRUPT: DO_NOT_DISRUPT_SET, DO_NOT_REPAIR: DO_NOT_REPAIR_SET}
 
 
 class KubernetesNodeControl:
@@ -66,9 +73,11 @@ class KubernetesNodeControl:
         if owner.by_agent:
             marks[CORDONED_BY_AGENT] = "true"
         # Karpenter consolidates or replaces a drifted node, cordoned or not, unless it says
-        # do-not-disrupt; someone else's stays theirs (restore removes only what remedy set).
-        if DO_NOT_DISRUPT not in annotations:
-            marks |= {DO_NOT_DISRUPT: "true", DO_NOT_DISRUPT_SET: "true"}
+        # do-not-disrupt, and repairs it unless it says do-not-repair; someone else's stays
+        # theirs (restore removes only what remedy set).
+        for veto, ours in VETOES.items():
+            if veto not in annotations:
+                marks |= {veto: "true", ours: "true"}
         body = {
             "metadata": {"annotations": marks},
             "spec": {"unschedulable": True, "taints": with_taint(current, TAINT)},
@@ -94,8 +103,9 @@ class KubernetesNodeControl:
         marks: dict[str, str | None] = dict.fromkeys(
             (CORDONED_BY, CORDON_REASON, CORDONED_AT, CORDONED_BY_AGENT)
         )
-        if DO_NOT_DISRUPT_SET in annotations:
-            marks |= dict.fromkeys((DO_NOT_DISRUPT, DO_NOT_DISRUPT_SET))
+        for veto, ours in VETOES.items():
+            if ours in annotations:
+                marks |= dict.fromkeys((veto, ours))
         spec: Json = {"taints": without_taint(current, TAINT)}
         if intact:
             spec["unschedulable"] = False
