@@ -12,6 +12,7 @@ with a ``deletionTimestamp`` while its ``karpenter.sh/termination`` finalizer ho
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
 import pytest
@@ -20,14 +21,25 @@ from temporalio.testing import WorkflowEnvironment
 
 from adapters.kubernetes.control import DO_NOT_DISRUPT, DO_NOT_REPAIR
 from adapters.kubernetes.repairers import on_claim, on_node
+from adapters.sim import SimFleet
+from contract.names import ACTIVE_CHECK_WORKFLOW
 from kubeapi import ApiServer
 from remedy.core.errors import OtherRepairer
+from remedy.core.models import NodeRef
 from remedy.detection.conditions import GPU_PROBLEM
 from remedy.ladder.remediation import AttemptResult, Outcome
 from remedy.runbook import RunbookSet
+from remedy.scan.active_checks import (
+    ActiveCheckPolicy,
+    CheckResult,
+    NodeCheckInput,
+    NodeCheckResult,
+    due_nodes,
+)
 from remedy.scan.fleet import NodeStatus, OpenWork, plan_scan, status_of
-from tests.kube import NODECLAIMS, NODES, OWNER, call, kube, node, sent
-from tests.test_ladder_on_kubernetes import NODE, ecc_ladder, patches
+from tests.conftest import running_workers
+from tests.kube import NODECLAIMS, NODES, NOW, OWNER, call, kube, node, sent
+from tests.test_ladder_on_kubernetes import NODE, adapter, ecc_ladder, patches
 
 DISRUPTED = {"key": "karpenter.sh/disrupted", "effect": "NoSchedule"}  # Karpenter sets no value
 REBOOTING = {"key": "karpenter.sh/rebooting", "effect": "NoSchedule"}
@@ -153,6 +165,27 @@ async def test_the_scan_starts_nothing_on_a_node_karpenter_is_repairing(api: Api
     alone = facts["n1"].model_copy(update={"other_repairer": None})
     assert alone.problems and status_of(alone, OpenWork()) is NodeStatus.UNHEALTHY
     assert [n.name for n in plan_scan([alone], OpenWork()).remediate] == ["n1"]
+
+
+async def test_an_active_check_is_not_started_nor_run_on_another_repairers_node(
+    time_env: WorkflowEnvironment, api: ApiServer
+) -> None:
+    """The round plans no check there, and a check that raced the taint is skipped at its
+    cordon (nothing written, no diagnose), not failed."""
+    api.objects[NODES, None, NODE] = node(NODE, taints=[DISRUPTED])
+    facts = await call(adapter(api).fleet.nodes)
+    assert due_nodes(facts, ActiveCheckPolicy(), NOW) == []
+    fleet = SimFleet(nodes=1, name_prefix="k8s", pool=f"pool-{uuid.uuid4().hex[:8]}")
+    async with running_workers(time_env.client, fleet, cluster=adapter(api)) as queues:
+        done = await time_env.client.execute_workflow(
+            ACTIVE_CHECK_WORKFLOW,
+            NodeCheckInput(node=NodeRef(name=NODE), take_out=False, node_task_queue=queues.agents),
+            id=f"check-{uuid.uuid4().hex[:8]}",
+            task_queue=queues.controller,
+            result_type=NodeCheckResult,
+        )
+    assert done.result is CheckResult.SKIPPED and "karpenter.sh/disrupted" in done.detail
+    assert [p for p in patches(api) if "spec" in p] == [] and fleet.actions == []
 
 
 # -- the ladder ----------------------------------------------------------------------------------

@@ -75,9 +75,9 @@ class KubernetesNodeControl:
         # Karpenter consolidates or replaces a drifted node, cordoned or not, unless it says
         # do-not-disrupt, and repairs it unless it says do-not-repair; someone else's stays
         # theirs (restore removes only what remedy set).
-        for veto, ours in VETOES.items():
+        for veto, set_by_remedy in VETOES.items():
             if veto not in annotations:
-                marks |= {veto: "true", ours: "true"}
+                marks |= {veto: "true", set_by_remedy: "true"}
         body = {
             "metadata": {"annotations": marks},
             "spec": {"unschedulable": True, "taints": with_taint(current, TAINT)},
@@ -103,9 +103,9 @@ class KubernetesNodeControl:
         marks: dict[str, str | None] = dict.fromkeys(
             (CORDONED_BY, CORDON_REASON, CORDONED_AT, CORDONED_BY_AGENT)
         )
-        for veto, ours in VETOES.items():
-            if ours in annotations:
-                marks |= dict.fromkeys((veto, ours))
+        for veto, set_by_remedy in VETOES.items():
+            if set_by_remedy in annotations:
+                marks |= dict.fromkeys((veto, set_by_remedy))
         spec: Json = {"taints": without_taint(current, TAINT)}
         if intact:
             spec["unschedulable"] = False
