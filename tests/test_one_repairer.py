@@ -20,6 +20,7 @@ from kubernetes import client as k8s
 from temporalio.testing import WorkflowEnvironment
 
 from adapters.kubernetes.control import DO_NOT_DISRUPT, DO_NOT_REPAIR
+from adapters.kubernetes.objects import AGENT_MANAGER
 from adapters.kubernetes.repairers import on_claim, on_node
 from adapters.sim import SimFleet
 from contract.names import ACTIVE_CHECK_WORKFLOW
@@ -147,6 +148,21 @@ async def test_remedys_cordon_vetoes_karpenters_repair_until_restore(api: ApiSer
     await call(cluster.control.cordon, "n1", OWNER)
     await call(cluster.control.restore, "n1")
     assert api.objects[NODES, None, "n1"]["metadata"]["annotations"][DO_NOT_REPAIR] == "true"
+
+
+async def test_the_agents_own_cordon_reads_the_nodes_marks_only(api: ApiServer) -> None:
+    """The agent's role reads no NodeClaims: its cordon before a report refuses on Karpenter's
+    taint, and does not ask for the claim (its ladder's own steps do)."""
+    agent = kube(api, field_manager=AGENT_MANAGER)
+    api.objects[NODES, None, "n1"] = karpenter_node(taints=[DISRUPTED])
+    seed_claim(api, "n1")
+    with pytest.raises(OtherRepairer):
+        await call(agent.control.cordon, "n1", OWNER)
+    api.objects[NODES, None, "n2"] = karpenter_node("n2", claim="claim-b")
+    seed_claim(api, "n2", "claim-b")
+    karpenter_repairs(api, "claim-b")
+    assert (await call(agent.control.cordon, "n2", OWNER)).value == "cordoned"
+    assert not [r for r in api.requests if "nodeclaims/" in r.path and r.method == "GET"]
 
 
 # -- the fleet scan: nothing started, and not counted healthy -------------------------------------
