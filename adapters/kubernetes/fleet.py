@@ -16,6 +16,7 @@ from adapters.kubernetes.listing import count, list_pages
 from adapters.kubernetes.marks import node_conditions, remedy_conditions
 from adapters.kubernetes.nodes import OPT_OUT_LABEL, PREFIX, NodeApi, has_taint
 from adapters.kubernetes.objects import Json, meta, node_gpus
+from adapters.kubernetes.repairers import on_node
 from remedy.detection.conditions import AGENT_CONDITIONS, GPU_ACTIVE_CHECK, is_problem
 from remedy.detection.node_facts import NodeFacts
 from remedy.disruption.budget import CLUSTER_POOL
@@ -104,6 +105,7 @@ class KubernetesFleetView:
             last_heartbeat=beat,  # judged by the scan, on the controller's clock
             gpus_out=sorted(gpus_out(node)),
             held_for_person=HOLD_ANNOTATION in annotations,
+            other_repairer=on_node(node),  # the Node's own marks: no read per node
         )
 
 

@@ -36,6 +36,9 @@ class NodeStatus(StrEnum):
     SILENT = "silent"  # its agent's heartbeat is stale (the scan starts an AgentSilent ladder)
     UNKNOWN = "unknown"  # its agent never reported: not healthy for lack of information
     UNMANAGED = "unmanaged"
+    # Another repairer (Karpenter, EKS) is at work on it: remedy starts nothing there, and it
+    # does not count as healthy (NodeFacts.other_repairer says who).
+    OTHER_REPAIRER = "other_repairer"
 
 
 class FleetNodes(Wraps):
@@ -104,6 +107,8 @@ def status_of(
         return NodeStatus.DEGRADED if degraded else NodeStatus.IN_REMEDIATION
     if node.name in work.admitting:
         return NodeStatus.ADMITTING
+    if node.other_repairer is not None:
+        return NodeStatus.OTHER_REPAIRER  # one repairer per node: not remedy's to start on
     if node.rejected is not None:
         return NodeStatus.REJECTED
     if node.cordoned_by_remedy:
@@ -179,6 +184,7 @@ ATTENTION = (
     NodeStatus.UNHEALTHY,
     NodeStatus.SILENT,
     NodeStatus.UNKNOWN,
+    NodeStatus.OTHER_REPAIRER,
 )
 MAX_ATTENTION = 200  # per pool: a result, and a scan's history, stay small in a storm
 SKEW_S = int(SKEW_TOLERANCE.total_seconds())
