@@ -113,7 +113,7 @@ def local_host_or_exit(**flags: Any) -> NodeHost:
 HOST_FLAGS = {
     "node", "expected_gpus", "expected_nics", "nic_rate", "kernel_log", "cursor", "allow_reset",
     "allow_reboot", "reboot_command", "dry_run", "state_dir", "dcgm_level", "dcgm_host",
-    "diagnose_timeout", "gpu_reference",
+    "diagnose_timeout", "gpu_reference", "fabric_manager",
 }  # fmt: skip
 KUBERNETES_FLAGS = {"kubeconfig", "kube_timeout", "namespace", "self_cordon", "pod_resources"}
 
