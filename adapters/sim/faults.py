@@ -55,7 +55,7 @@ class FaultSpec:
         """The finding a node agent would send when this fault appears."""
         if self.effect is Effect.NIC_DOWN:
             component = Component(kind=ComponentKind.NIC, device=f"mlx5_{index}/1")
-        elif self.effect is Effect.FABRIC_MANAGER_DOWN:
+        elif self.effect is Effect.FABRIC_MANAGER_DOWN and self.xid is None:
             component = Component(kind=ComponentKind.NODE)
         else:
             component = Component(kind=ComponentKind.GPU, index=index, serial=serial)
@@ -163,6 +163,15 @@ FAULTS: dict[str, FaultSpec] = {
         ),
         # Fabric Manager stopped (killed, failed to start): restarting it, or a reboot, brings
         # it back.
+        # Xid 45 on its own, Fabric Manager gone with it (NVIDIA's WORKFLOW_XID_45: restart it).
+        FaultSpec(
+            "fabric_manager_xid45",
+            Effect.FABRIC_MANAGER_DOWN,
+            frozenset({Action.RESTART_FABRIC_MANAGER, *_REBOOT}),
+            "Xid45",
+            "xid",
+            xid=45,
+        ),
         FaultSpec(
             "fabric_manager_down",
             Effect.FABRIC_MANAGER_DOWN,
