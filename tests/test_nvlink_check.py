@@ -10,6 +10,7 @@ health mask's fields are nvmlGpuFabricInfo_v2's (``NVML_GPU_FABRIC_HEALTH_MASK_*
 
 from __future__ import annotations
 
+import doctest
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
@@ -19,7 +20,7 @@ from adapters.sim import SimFleet
 from adapters.sim.nvml import HEALTHY_FABRIC, SimNvml
 from remedy.core.models import ProbeReport, Severity
 from remedy.detection import gpu as nv
-from remedy.detection.probe import probe_node
+from remedy.detection.probe import probe_node, rates
 from remedy.detection.probe.nvlink import (
     CRC_RATE,
     FABRIC_DEGRADED,
@@ -125,6 +126,10 @@ def test_a_counter_that_went_back_was_reset_not_negative(fleet: SimFleet) -> Non
     replay = (0, 1, nv.NVML_NVLINK_ERROR_DL_REPLAY)
     links.counters = {replay: 40}
     assert twice(fleet, links, {replay: 0}, 30).healthy  # a GPU reset zeroed it
+
+
+def test_the_windows_worked_example_holds() -> None:
+    assert doctest.testmod(rates).failed == 0
 
 
 def test_an_empty_window_samples_twice_instead_of_passing_a_fault() -> None:
