@@ -17,7 +17,13 @@ from workers.cli.common import redactor_or_exit, runbooks_or_exit, serve, settin
 from workers.cli.connection import temporal
 from workers.cli.exits import BAD_INPUT
 from workers.flags import command
-from workers.flags.agent import AgentFlags, ExpectedGpusOption, ExpectedNicsOption, NicRateOption
+from workers.flags.agent import (
+    AgentFlags,
+    ExpectedGpusOption,
+    ExpectedNicsOption,
+    FabricManagerOption,
+    NicRateOption,
+)
 from workers.flags.options import KernelLogOption
 
 
@@ -27,6 +33,7 @@ def probe(
     expected_gpus: ExpectedGpusOption = None,
     expected_nics: ExpectedNicsOption = None,
     nic_rate: NicRateOption = None,
+    fabric_manager: FabricManagerOption = "",
     timeout: Annotated[float, typer.Option(help="Seconds each check may take.")] = 5.0,
     kernel_log: KernelLogOption = "auto",
     simulate: Annotated[
@@ -74,6 +81,7 @@ def probe(
             expected_gpus=expected_gpus,
             expected_nics=expected_nics,
             nic_rate=nic_rate,
+            fabric_manager=fabric_manager,
             timeout=timeout,
             kernel_log=kernel_log,
         )
