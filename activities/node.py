@@ -17,7 +17,7 @@ from activities.errors import temporal_errors
 from activities.table import action_activities
 from contract import activities as act
 from remedy.acting.capabilities import Capabilities, capabilities_from
-from remedy.core.actions import Where
+from remedy.core.actions import Action, Where
 from remedy.core.models import ActionRequest, ActionResult, ProbeReport, ProbeRequest
 from remedy.detection.host import NodeHost
 from remedy.detection.probe import probe_node
@@ -74,6 +74,10 @@ class NodeActivities:
         with temporal_errors():
             detail = host.reboot(req.key)
         return ActionResult(ok=True, detail=detail)
+
+    @act.ACTION[Action.RESTART_FABRIC_MANAGER].defn
+    def restart_fabric_manager(self, req: ActionRequest) -> ActionResult:
+        return self._command(req, "systemctl", "restart", "nvidia-fabricmanager")
 
     def _command(self, req: ActionRequest, *command: str) -> ActionResult:
         """An action that is one command on the node, run at most once for the request's key."""

@@ -52,3 +52,35 @@ def test_every_code_with_a_class_in_pynvml_has_one_here() -> None:
     codes = [v for n, v in vars(gpu).items() if n.startswith("NVML_ERROR_")]
     for code in codes:
         assert type(gpu.NVMLError(code)).__name__ == type(pynvml.NVMLError(code)).__name__
+
+
+class _Fabric:
+    """pynvml's fabric calls over its own structures: V (state, status, health mask), or only
+    the first version (an older driver), or neither."""
+
+    NVMLError = pynvml.NVMLError
+    c_nvmlGpuFabricInfoV_t = pynvml.c_nvmlGpuFabricInfoV_t
+    c_nvmlGpuFabricInfo_t = pynvml.c_nvmlGpuFabricInfo_t
+
+    def __init__(self, versions: int) -> None:
+        self.versions = versions
+
+    def nvmlDeviceGetGpuFabricInfoV(self, handle: Any, info: Any) -> int:
+        if self.versions < 2:
+            raise pynvml.NVMLError(pynvml.NVML_ERROR_FUNCTION_NOT_FOUND)
+        info._obj.state = pynvml.NVML_GPU_FABRIC_STATE_COMPLETED
+        info._obj.healthMask = 0x1A1  # degraded bandwidth
+        return pynvml.NVML_SUCCESS
+
+    def nvmlDeviceGetGpuFabricInfo(self, handle: Any, info: Any) -> int:
+        if self.versions < 1:
+            raise pynvml.NVMLError(pynvml.NVML_ERROR_FUNCTION_NOT_FOUND)
+        info._obj.state = pynvml.NVML_GPU_FABRIC_STATE_IN_PROGRESS
+        return pynvml.NVML_SUCCESS
+
+
+def test_the_real_backend_reads_the_fabric_info_its_driver_has() -> None:
+    assert _Pynvml(_Fabric(2)).gpu_fabric_info(0) == gpu.GpuFabricInfo(3, 0, 0x1A1)
+    assert _Pynvml(_Fabric(1)).gpu_fabric_info(0) == gpu.GpuFabricInfo(2, 0, None)
+    with pytest.raises(gpu.NVMLError_NotSupported):  # a driver older than any fabric
+        _Pynvml(_Fabric(0)).gpu_fabric_info(0)

@@ -39,7 +39,7 @@ def test_healthy_8_gpu_node_is_healthy_and_names_every_gpu(fleet: SimFleet) -> N
     report = probe(fleet)
     assert report.healthy
     assert report.findings == []
-    assert report.checks_run == ["inventory", *GPU_CHECKS, "nic"]  # every check ran
+    assert report.checks_run == ["inventory", *GPU_CHECKS, "fabric_manager", "nic"]  # all ran
     assert [g.index for g in report.gpus] == list(range(8))
     assert all(g.uuid and g.serial and g.pci_bus_id for g in report.gpus)
     assert len({g.serial for g in report.gpus}) == 8

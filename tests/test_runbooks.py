@@ -176,7 +176,8 @@ def test_an_approval_on_a_rung_that_takes_nothing_away_is_an_error(
     [problem] = problems(path := write(tmp_path, "a.yaml", text))
     assert problem == (
         f"{path}:9: ladder[1].approval: approval: required is for a rung that takes work away "
-        f"from the node (drain, kill_job, reset_gpu, reboot, replace); {action} needs none"
+        "from the node (drain, kill_job, reset_gpu, reboot, replace, restart_fabric_manager); "
+        f"{action} needs none"
     )
 
 

@@ -75,7 +75,8 @@ def test_a_ladder_against_the_advice_is_reported(
     ("xids", "ladder"),
     [
         ([151], ["drain", "reboot"]),  # restart_vm
-        ([45], ["diagnose"]),  # restart_fabric_manager: remedy has no such action; it looks
+        ([45], ["diagnose"]),  # restart_fabric_manager: a ladder may still leave it to a person
+        ([45], ["drain", "restart_fabric_manager", "reboot"]),  # or restart it first
         ([164, 168], ["diagnose"]),  # contact_support: a person decides
         ([171, 172], ["drain", "reset_gpu"]),  # with Xid 48: reset the GPU
         ([154], ["drain", "reboot"]),  # the message may ask for a node reboot

@@ -28,6 +28,7 @@ FAULT_WEIGHTS = {
     "thermal_transient": 0.15,
     "app_xid": 0.15,
     "remap_failure": 0.1,
+    "nvlink_crc": 0.1,  # an NVLink CRC storm: cordoned at once, then drained and reset
 }
 STATUS_EVERY_S = 5.0
 JOB_NODES = 4

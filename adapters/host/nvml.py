@@ -35,10 +35,23 @@ class _Pynvml:
 
         return run
 
-    def gpu_fabric_state(self, handle: Any) -> int:
-        info = self._module.c_nvmlGpuFabricInfo_t()
-        self._translated(self._module.nvmlDeviceGetGpuFabricInfo)(handle, ctypes.byref(info))
-        return int(info.state)
+    def gpu_fabric_info(self, handle: Any) -> gpu.GpuFabricInfo:
+        """nvmlDeviceGetGpuFabricInfoV (state, status and health mask); a driver without it
+        answers the first version's state and status, one without either "not supported"."""
+        module = self._module
+        info = module.c_nvmlGpuFabricInfoV_t()
+        try:
+            self._translated(module.nvmlDeviceGetGpuFabricInfoV)(handle, ctypes.byref(info))
+        except gpu.NVMLError_FunctionNotFound:
+            old = module.c_nvmlGpuFabricInfo_t()
+            try:
+                self._translated(module.nvmlDeviceGetGpuFabricInfo)(handle, ctypes.byref(old))
+            except gpu.NVMLError_FunctionNotFound as exc:  # a driver older than any fabric
+                raise gpu.NVMLError(gpu.NVML_ERROR_NOT_SUPPORTED, str(exc)) from exc
+            return gpu.GpuFabricInfo(state=int(old.state), status=int(old.status))
+        return gpu.GpuFabricInfo(
+            state=int(info.state), status=int(info.status), health_mask=int(info.healthMask)
+        )
 
 
 def real_nvml() -> NvmlApi:

@@ -14,9 +14,11 @@ from adapters.host.load_test import LoadTestConfig
 from adapters.host.local import DEFAULT_REBOOT_COMMAND, DEFAULT_STATE_DIR, LocalHost, boot_time
 from adapters.host.nics import SysfsNics
 from adapters.host.pod_resources import KubeletPodResources, device_ids
+from adapters.host.services import SystemdUnit
 from remedy.detection.host import NodeHost
 from remedy.detection.pod_resources import GpuUsePublisher, GpuUseReporter
 from remedy.detection.probe import ProbeConfig
+from remedy.detection.probe.rates import CounterWindow
 from remedy.detection.probe.throughput import REFERENCE_FILE, load_references
 from remedy.detection.probe.xid_dedup import XidDedup
 
@@ -41,6 +43,7 @@ class HostSettings(BaseModel):
     state_dir: Path = DEFAULT_STATE_DIR  # what the node did, by key: outlives a reboot
     dcgm_level: int = Field(default=2, ge=1, le=4)
     dcgm_host: str = ""
+    fabric_manager: str = ""  # the systemd unit watched on NVSwitch systems; empty: not watched
     diagnose_timeout: float = 600.0
     gpu_reference: Path = REFERENCE_FILE
     # The agent's: NVML's Xid events are watched beside the kernel log, one Xid counts once.
@@ -82,6 +85,8 @@ class HostSettings(BaseModel):
             kernel_log=kernel_log_source(self.kernel_log, self.cursor),
             not_before=boot_time(),
             xids_seen=XidDedup() if self.watch_xids else None,
+            nvlink_window=CounterWindow(),
+            fabric_manager=SystemdUnit(self.fabric_manager) if self.fabric_manager else None,
         )
 
 

@@ -8,8 +8,10 @@ from enum import StrEnum
 
 from remedy.core.models import Action, Component, ComponentKind, Finding, Severity
 from remedy.detection.probe.checks import PCIE, THERMAL, THERMAL_SLOWDOWN, WIDTH_DEGRADED
+from remedy.detection.probe.fabric_manager import FABRIC_MANAGER, FABRIC_MANAGER_DOWN
 from remedy.detection.probe.load import LOAD, LoadReason
 from remedy.detection.probe.nic_check import NIC, PORT_DOWN
+from remedy.detection.probe.nvlink import CRC_RATE, FABRIC_DEGRADED, NVLINK
 from remedy.detection.probe.runner import PROBE, TIMED_OUT
 from remedy.xid.catalog import load_catalog
 
@@ -25,6 +27,9 @@ class Effect(StrEnum):
     NVLINK_DOWN = "nvlink_down"
     HANG = "hang"  # NVML calls on this GPU never return
     NIC_DOWN = "nic_down"  # an RDMA port not ACTIVE (the fault's index is the NIC's)
+    NVLINK_CRC = "nvlink_crc"  # one NVLink's CRC error counter climbing fast
+    FABRIC_DEGRADED = "fabric_degraded"  # the fabric's health mask: bandwidth degraded
+    FABRIC_MANAGER_DOWN = "fabric_manager_down"  # the node's Fabric Manager service failed
 
 
 @dataclass(frozen=True)
@@ -50,6 +55,8 @@ class FaultSpec:
         """The finding a node agent would send when this fault appears."""
         if self.effect is Effect.NIC_DOWN:
             component = Component(kind=ComponentKind.NIC, device=f"mlx5_{index}/1")
+        elif self.effect is Effect.FABRIC_MANAGER_DOWN and self.xid is None:
+            component = Component(kind=ComponentKind.NODE)
         else:
             component = Component(kind=ComponentKind.GPU, index=index, serial=serial)
         return Finding(
@@ -136,6 +143,42 @@ FAULTS: dict[str, FaultSpec] = {
             Severity.WARNING,
         ),
         FaultSpec("nvlink_down", Effect.NVLINK_DOWN, _ALL_HW, "Xid74", "xid", xid=74),
+        # A marginal NVLink: CRC errors far past DCGM's 100/s; a reset retrains the link and
+        # zeroes its counters (a reseat, a replacement, if it comes back).
+        FaultSpec(
+            "nvlink_crc",
+            Effect.NVLINK_CRC,
+            _ALL_HW,
+            CRC_RATE,
+            NVLINK.check,
+            Severity.WARNING,
+        ),
+        FaultSpec(
+            "fabric_degraded",
+            Effect.FABRIC_DEGRADED,
+            _ALL_HW,
+            FABRIC_DEGRADED,
+            NVLINK.check,
+            Severity.WARNING,
+        ),
+        # Fabric Manager stopped (killed, failed to start): restarting it, or a reboot, brings
+        # it back.
+        # Xid 45 on its own, Fabric Manager gone with it (NVIDIA's WORKFLOW_XID_45: restart it).
+        FaultSpec(
+            "fabric_manager_xid45",
+            Effect.FABRIC_MANAGER_DOWN,
+            frozenset({Action.RESTART_FABRIC_MANAGER, *_REBOOT}),
+            "Xid45",
+            "xid",
+            xid=45,
+        ),
+        FaultSpec(
+            "fabric_manager_down",
+            Effect.FABRIC_MANAGER_DOWN,
+            frozenset({Action.RESTART_FABRIC_MANAGER, *_REBOOT}),
+            FABRIC_MANAGER_DOWN,
+            FABRIC_MANAGER.check,
+        ),
         # A wedged GPU whose NVML calls hang: the probe must time out and say unhealthy.
         FaultSpec(
             "gpu_hang",

@@ -14,6 +14,7 @@ from remedy.detection.gpu import NvmlApi
 from remedy.detection.probe.load import LoadProblem, LoadReason, LoadReport
 from remedy.detection.probe.nics import NicPort
 from remedy.detection.probe.runner import ProbeConfig
+from remedy.detection.probe.services import ServiceState
 
 
 class SimHost:
@@ -35,6 +36,8 @@ class SimHost:
             kernel_log=_SimKernelLog(self._fleet, self.name)
             if sim.kernel_log is not None
             else None,
+            nvlink_window=sim.nvlink_window,
+            fabric_manager=_SimFabricManager(self._fleet, self.name),
         )
 
     def nic_ports(self) -> list[NicPort]:
@@ -139,6 +142,15 @@ class _SimKernelLog:
 
     def read_new(self) -> list[str]:
         return self._fleet.read_kernel_log(self._node)
+
+
+class _SimFabricManager:
+    def __init__(self, fleet: SimState, node: str) -> None:
+        self._fleet, self._node = fleet, node
+
+    def state(self) -> ServiceState:
+        with self._fleet.lock:
+            return self._fleet.node(self._node).fabric_manager()
 
 
 class _SimNics:

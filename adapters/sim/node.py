@@ -15,6 +15,8 @@ from remedy.core.models import Action
 from remedy.core.once import LedgerEntry
 from remedy.detection.conditions import NodeCondition
 from remedy.detection.probe.nics import NicPort
+from remedy.detection.probe.rates import CounterWindow
+from remedy.detection.probe.services import ServiceState
 
 
 @dataclass
@@ -74,6 +76,10 @@ class SimNode:
     boot_id: int = 0
     generation: int = 0  # bumps on replacement: new hardware, new serials
     nics: int = 8
+    nvswitch: bool = True  # an HGX board: its GPUs join an NVSwitch fabric (Fabric Manager)
+    crc_since: dict[int, float] = field(default_factory=dict)  # GPU → its CRC fault's start
+    # The NVLink counters' samples the agent keeps across probes (remedy/detection/probe/rates.py).
+    nvlink_window: CounterWindow = field(default_factory=lambda: CounterWindow(first_gap_s=0.01))
     comes_back: bool = True  # False: a reboot that never returns (dead PSU, hung firmware)
     conditions: dict[str, NodeCondition] = field(default_factory=dict)
     recent_xids: list[RecentXid] = field(default_factory=list)  # what the agent kept
@@ -151,6 +157,19 @@ class SimNode:
             )
             for i in range(self.nics)
         ]
+
+    def fabric_manager(self) -> ServiceState:
+        """nvidia-fabricmanager as systemd would say (a fault on any GPU index stops it)."""
+        now = self.clock()
+        down = any(
+            FAULTS[f.kind].effect is Effect.FABRIC_MANAGER_DOWN and not f.expired(now)
+            for f in self.faults
+        )
+        return (
+            ServiceState("loaded", "failed", "failed")
+            if down
+            else ServiceState("loaded", "active", "running")
+        )
 
     def effects(self, gpu: int) -> set[Effect]:
         now = self.clock()

@@ -5,6 +5,7 @@ GPU table. The probe runs unchanged against it."""
 from __future__ import annotations
 
 import threading
+import time
 from dataclasses import dataclass
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
@@ -16,6 +17,16 @@ if TYPE_CHECKING:
     from adapters.sim.node import SimNode
 
 NVLINKS = 18  # links per H100/H200 GPU
+CRC_LINK = 5  # the link an NVLink CRC fault plays on
+CRC_PER_S = 1_000_000  # its CRC flit errors a second, far past DCGM's 100/s
+# The fabric's health as a healthy H100 reports it: each field "false", the configuration "none".
+HEALTHY_FABRIC = (
+    2 << nv.NVML_GPU_FABRIC_HEALTH_MASK_SHIFT_DEGRADED_BW
+    | 2 << nv.NVML_GPU_FABRIC_HEALTH_MASK_SHIFT_ROUTE_UNHEALTHY
+    | 2 << nv.NVML_GPU_FABRIC_HEALTH_MASK_SHIFT_ACCESS_TIMEOUT_RECOVERY
+    | nv.NVML_GPU_FABRIC_HEALTH_MASK_INCORRECT_CONFIGURATION_NONE
+    << nv.NVML_GPU_FABRIC_HEALTH_MASK_SHIFT_INCORRECT_CONFIGURATION
+)
 PCIE_WIDTH = 16
 MIG_SLOTS = 7  # MIG devices an H100/H200 can hold
 
@@ -168,9 +179,29 @@ class SimNvml:
         down = Effect.NVLINK_DOWN in effects and link == 3
         return int(nv.NVML_FEATURE_DISABLED if down else nv.NVML_FEATURE_ENABLED)
 
-    def gpu_fabric_state(self, handle: int) -> int:
-        self._effects(handle)
-        return nv.NVML_GPU_FABRIC_STATE_NOT_SUPPORTED  # no NVSwitch here
+    def nvmlDeviceGetNvLinkErrorCounter(self, handle: int, link: int, counter: int) -> int:
+        """Zero on a healthy link (a reset zeroes them: so does clearing the fault); a CRC
+        fault's link counts flit errors at ``CRC_PER_S`` of real time since it was first read,
+        and a second's worth before (a window of earlier healthy samples sees the climb)."""
+        effects = self._effects(handle)
+        if link >= NVLINKS:
+            raise nv.NVMLError(nv.NVML_ERROR_INVALID_ARGUMENT)
+        if Effect.NVLINK_CRC not in effects:
+            self._node.crc_since.pop(handle, None)  # cleared: the reset zeroed the counters
+            return 0
+        if link != CRC_LINK or counter != nv.NVML_NVLINK_ERROR_DL_CRC_FLIT:
+            return 0
+        since = self._node.crc_since.setdefault(handle, time.monotonic())
+        return int((time.monotonic() - since + 1) * CRC_PER_S)
+
+    def gpu_fabric_info(self, handle: int) -> nv.GpuFabricInfo:
+        effects = self._effects(handle)
+        if not self._node.nvswitch:
+            raise nv.NVMLError(nv.NVML_ERROR_NOT_SUPPORTED)
+        health = HEALTHY_FABRIC
+        if Effect.FABRIC_DEGRADED in effects:  # the degraded-bandwidth field "true"
+            health = health & ~0x3 | nv.NVML_GPU_FABRIC_HEALTH_MASK_DEGRADED_BW_TRUE
+        return nv.GpuFabricInfo(nv.NVML_GPU_FABRIC_STATE_COMPLETED, nv.NVML_SUCCESS, health)
 
     # -- MIG ----------------------------------------------------------------------------------
     def nvmlDeviceGetMigMode(self, handle: int) -> list[int]:

@@ -24,6 +24,7 @@ class Action(StrEnum):
     RESET_GPU = "reset_gpu"
     REBOOT = "reboot"
     REPLACE = "replace"
+    RESTART_FABRIC_MANAGER = "restart_fabric_manager"
     RESTORE = "restore"  # undo what remedy did to a node that recovered
 
 
@@ -129,6 +130,18 @@ ACTIONS: dict[Action, ActionSpec] = {
         hardware=True,
         verifies=False,
         does="replace the node (a new machine; this one is deleted)",
+        needs_drained=True,
+    ),
+    # Fabric Manager's exit aborts the node's CUDA jobs (ABORT_CUDA_JOBS_ON_FM_EXIT=1, its
+    # default): it stops every GPU's work on this node, so it takes a disruption lease and the
+    # node's pods go first; other nodes' NVLink is their own (one NVSwitch baseboard per node).
+    Action.RESTART_FABRIC_MANAGER: ActionSpec(
+        Where.NODE,
+        disruptive=True,
+        hardware=True,
+        verifies=True,
+        does="restart NVIDIA Fabric Manager (nvidia-fabricmanager), which NVSwitch systems "
+        "need for NVLink; it aborts the node's CUDA jobs",
         needs_drained=True,
     ),
     Action.RESTORE: ActionSpec(

@@ -9,6 +9,7 @@ code under test is the code that runs on a node. Nothing else imports pynvml.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol
 
 # NVML's return codes and the constants the probe reads (nvml.h; tests/test_gpu_seam.py checks
@@ -27,7 +28,22 @@ NVML_DEVICE_MIG_ENABLE = 1
 NVML_FEATURE_DISABLED = 0
 NVML_FEATURE_ENABLED = 1
 NVML_FI_DEV_GET_GPU_RECOVERY_ACTION = 230
+NVML_GPU_FABRIC_HEALTH_MASK_ACCESS_TIMEOUT_RECOVERY_TRUE = 1
+NVML_GPU_FABRIC_HEALTH_MASK_DEGRADED_BW_TRUE = 1
+NVML_GPU_FABRIC_HEALTH_MASK_INCORRECT_CONFIGURATION_NONE = 1
+NVML_GPU_FABRIC_HEALTH_MASK_INCORRECT_CONFIGURATION_NOT_SUPPORTED = 0
+NVML_GPU_FABRIC_HEALTH_MASK_ROUTE_UNHEALTHY_TRUE = 1
+NVML_GPU_FABRIC_HEALTH_MASK_SHIFT_ACCESS_TIMEOUT_RECOVERY = 6
+NVML_GPU_FABRIC_HEALTH_MASK_SHIFT_DEGRADED_BW = 0
+NVML_GPU_FABRIC_HEALTH_MASK_SHIFT_INCORRECT_CONFIGURATION = 8
+NVML_GPU_FABRIC_HEALTH_MASK_SHIFT_ROUTE_UNHEALTHY = 4
+NVML_GPU_FABRIC_HEALTH_MASK_WIDTH_ACCESS_TIMEOUT_RECOVERY = 0x3
+NVML_GPU_FABRIC_HEALTH_MASK_WIDTH_DEGRADED_BW = 0x3
+NVML_GPU_FABRIC_HEALTH_MASK_WIDTH_INCORRECT_CONFIGURATION = 0xF
+NVML_GPU_FABRIC_HEALTH_MASK_WIDTH_ROUTE_UNHEALTHY = 0x3
 NVML_GPU_FABRIC_STATE_NOT_SUPPORTED = 0
+NVML_GPU_FABRIC_STATE_NOT_STARTED = 1
+NVML_GPU_FABRIC_STATE_IN_PROGRESS = 2
 NVML_GPU_FABRIC_STATE_COMPLETED = 3
 NVML_GPU_RECOVERY_ACTION_NONE = 0
 NVML_GPU_RECOVERY_ACTION_GPU_RESET = 1
@@ -36,6 +52,10 @@ NVML_GPU_RECOVERY_ACTION_DRAIN_P2P = 3
 NVML_GPU_RECOVERY_ACTION_DRAIN_AND_RESET = 4
 NVML_GPU_RECOVERY_ACTION_SYSTEM_REBOOT = 7
 NVML_MEMORY_ERROR_TYPE_UNCORRECTED = 1
+NVML_NVLINK_ERROR_DL_REPLAY = 0
+NVML_NVLINK_ERROR_DL_RECOVERY = 1
+NVML_NVLINK_ERROR_DL_CRC_FLIT = 2
+NVML_NVLINK_ERROR_DL_CRC_DATA = 3
 NVML_NVLINK_MAX_LINKS = 36
 NVML_TEMPERATURE_GPU = 0
 NVML_VALUE_TYPE_UNSIGNED_INT = 1
@@ -116,6 +136,22 @@ _SUBCLASSES = (
 )
 
 
+@dataclass(frozen=True)
+class GpuFabricInfo:
+    """A GPU's place in the NVSwitch fabric (nvmlGpuFabricInfo): its registration ``state``
+    (``NVML_GPU_FABRIC_STATE_*``), the registration's result ``status`` (an NVML return code,
+    meaningful once the state is completed) and the ``health_mask`` (``NVML_GPU_FABRIC_HEALTH_
+    MASK_*`` fields; None where only the first version of the call exists)."""
+
+    state: int
+    status: int = NVML_SUCCESS
+    health_mask: int | None = None
+
+    def health(self, shift: int, width: int) -> int:
+        """One field of the health mask (0, "not supported", without a mask)."""
+        return 0 if self.health_mask is None else (self.health_mask >> shift) & width
+
+
 class NvmlApi(Protocol):
     def nvmlInit(self) -> None: ...
     def nvmlShutdown(self) -> None: ...
@@ -137,9 +173,10 @@ class NvmlApi(Protocol):
     def nvmlDeviceGetCurrPcieLinkWidth(self, handle: Any) -> int: ...
     def nvmlDeviceGetMaxPcieLinkWidth(self, handle: Any) -> int: ...
     def nvmlDeviceGetNvLinkState(self, handle: Any, link: int) -> int: ...
-    def gpu_fabric_state(self, handle: Any) -> int:
-        """The GPU's fabric registration state (``NVML_GPU_FABRIC_STATE_*``, from
-        nvmlDeviceGetGpuFabricInfo); NVMLError_NotSupported where NVML has no such call."""
+    def nvmlDeviceGetNvLinkErrorCounter(self, handle: Any, link: int, counter: int) -> int: ...
+    def gpu_fabric_info(self, handle: Any) -> GpuFabricInfo:
+        """The GPU's fabric state and health (nvmlDeviceGetGpuFabricInfoV, else the first
+        version's state alone); NVMLError_NotSupported on a GPU with no NVSwitch fabric."""
         ...
 
     # MIG: a GPU reset needs every instance idle (adapters/host/mig.py)

@@ -2,11 +2,11 @@
 
 The Xid catalog (``remedy/xid/catalog.yaml``) carries NVIDIA's immediate action per Xid; a
 ladder's *first effective rung* is its first rung that acts on the fault — ``kill_job``,
-``reset_gpu``, ``reboot`` or ``replace``. Draining only clears the node for what follows and a
-diagnose only looks, so neither counts. Worked example: ``gpu-memory-ecc`` matches Xid 48
-(NVIDIA: reset the GPU) and climbs drain → reset_gpu → reboot …: its first effective rung is
-``reset_gpu``, as it should be; a ladder that rebooted first for Xid 13 (NVIDIA: restart the
-application) would be reported."""
+``reset_gpu``, ``restart_fabric_manager``, ``reboot`` or ``replace``. Draining only clears the
+node for what follows and a diagnose only looks, so neither counts. Worked example:
+``gpu-memory-ecc`` matches Xid 48 (NVIDIA: reset the GPU) and climbs drain → reset_gpu → reboot
+…: its first effective rung is ``reset_gpu``, as it should be; a ladder that rebooted first for
+Xid 13 (NVIDIA: restart the application) would be reported."""
 
 from __future__ import annotations
 
@@ -16,7 +16,13 @@ from remedy.runbook.schema import Runbook
 from remedy.xid.actions import XidAction
 from remedy.xid.catalog import Decoder, XidCatalog
 
-EFFECTIVE = (Action.KILL_JOB, Action.RESET_GPU, Action.REBOOT, Action.REPLACE)
+EFFECTIVE = (
+    Action.KILL_JOB,
+    Action.RESET_GPU,
+    Action.RESTART_FABRIC_MANAGER,
+    Action.REBOOT,
+    Action.REPLACE,
+)
 
 # NVIDIA's immediate action → the first effective rungs that agree with it (None: no rung
 # acts on the fault, e.g. a ladder that only diagnoses or drains and holds for a person).
@@ -30,8 +36,8 @@ AGREES: dict[XidAction, frozenset[Action | None]] = {
     XidAction.RESET_GPU: frozenset({Action.RESET_GPU}),
     XidAction.REBOOT: frozenset({Action.REBOOT}),
     XidAction.RESTART_VM: frozenset({Action.REBOOT}),  # on Kubernetes the VM is the node
-    # remedy has no Fabric Manager action: look (the nvlink check sees a fabric that is down).
-    XidAction.RESTART_FABRIC_MANAGER: _HOLD,
+    # Restart Fabric Manager (WORKFLOW_XID_45), or leave it to a person as before.
+    XidAction.RESTART_FABRIC_MANAGER: frozenset({Action.RESTART_FABRIC_MANAGER, None}),
     # A person decides: nothing disruptive first.
     XidAction.CONTACT_SUPPORT: _HOLD,
     XidAction.CHECK_MECHANICALS: _HOLD,
@@ -39,7 +45,9 @@ AGREES: dict[XidAction, frozenset[Action | None]] = {
 }
 # Where the message decides (Xid 154 names the recovery it needs; 74, 144–150 and 45 carry a
 # payload), the catalog's action is only the fallback: anything short of a replacement.
-DECODED = frozenset({Action.KILL_JOB, Action.RESET_GPU, Action.REBOOT, None})
+DECODED = frozenset(
+    {Action.KILL_JOB, Action.RESET_GPU, Action.RESTART_FABRIC_MANAGER, Action.REBOOT, None}
+)
 
 # One architecture per family the catalog tells apart (NVML_DEVICE_ARCH_*: Volta 5, Ampere 7,
 # Hopper 9, Blackwell 10): a ladder must agree with the advice on every one it may run on.

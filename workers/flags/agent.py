@@ -35,6 +35,15 @@ DcgmHostOption = Annotated[
         "operator's nvidia-dcgm); empty: localhost."
     ),
 ]
+FabricManagerOption = Annotated[
+    str,
+    typer.Option(
+        help="On an NVSwitch system, the Fabric Manager unit to watch through systemd "
+        "(nvidia-fabricmanager on a host-driver install; the agent must reach the host's "
+        "systemd); empty: not watched (the GPU operator runs it in its driver container, "
+        "where the GPUs' fabric state is the witness)."
+    ),
+]
 RebootCommandOption = Annotated[
     str,
     typer.Option(
@@ -113,6 +122,7 @@ class AgentFlags(BaseModel):
         ),
     ] = 2
     dcgm_host: DcgmHostOption = ""
+    fabric_manager: FabricManagerOption = ""
     diagnose_timeout: Annotated[
         float, typer.Option(help="Seconds a DCGM diagnostic may take before it is killed.")
     ] = 600.0

@@ -15,6 +15,8 @@ from remedy.detection import gpu as nv
 from remedy.detection.check_terms import CheckTerms
 from remedy.detection.gpu import NvmlApi
 from remedy.detection.probe.context import CheckContext, as_text, gpus_of, supported
+from remedy.detection.probe.fabric_manager import FABRIC_MANAGER
+from remedy.detection.probe.nvlink import NVLINK, check_nvlink
 
 INVENTORY = CheckTerms(
     "inventory", "the GPUs NVML sees against those the node should have", probe=True
@@ -253,54 +255,6 @@ def check_pcie(ctx: CheckContext) -> list[Finding]:
     return out
 
 
-NVLINK = CheckTerms("nvlink", "NVLink links and the NVSwitch fabric", probe=True)
-NVLINK_DOWN = NVLINK.reason("NvLinkDown", "NVLink links are down")
-FABRIC_NOT_READY = NVLINK.reason("FabricNotReady", "the GPU has not joined the NVSwitch fabric")
-
-
-def check_nvlink(ctx: CheckContext) -> list[Finding]:
-    out = []
-    for handle, gpu in gpus_of(ctx):
-        down = []
-        for link in range(nv.NVML_NVLINK_MAX_LINKS):
-            try:
-                state = ctx.nvml.nvmlDeviceGetNvLinkState(handle, link)
-            except (nv.NVMLError_NotSupported, nv.NVMLError_InvalidArgument):
-                continue  # this link does not exist on this GPU
-            if state != nv.NVML_FEATURE_ENABLED:
-                down.append(link)
-        if down:
-            out.append(
-                ctx.finding(
-                    NVLINK.check,
-                    NVLINK_DOWN,
-                    Severity.CRITICAL,
-                    f"NVLink links down: {', '.join(map(str, down))}",
-                    gpu,
-                )
-            )
-        out.extend(_fabric(ctx, handle, gpu))
-    return out
-
-
-def _fabric(ctx: CheckContext, handle: Any, gpu: Component) -> list[Finding]:
-    """On NVSwitch systems the GPU must have joined the fabric (Fabric Manager up)."""
-    state = supported(lambda: ctx.nvml.gpu_fabric_state(handle))
-    if state is None or state == nv.NVML_GPU_FABRIC_STATE_NOT_SUPPORTED:
-        return []
-    if state != nv.NVML_GPU_FABRIC_STATE_COMPLETED:
-        return [
-            ctx.finding(
-                NVLINK.check,
-                FABRIC_NOT_READY,
-                Severity.CRITICAL,
-                f"GPU fabric registration state {state}, not completed",
-                gpu,
-            )
-        ]
-    return []
-
-
 # Inventory runs first (it names the GPUs); the rest run side by side, each with its timeout.
 _GPU: tuple[tuple[CheckTerms, Callable[[CheckContext], list[Finding]]], ...] = (
     (MEMORY, check_memory),
@@ -309,4 +263,5 @@ _GPU: tuple[tuple[CheckTerms, Callable[[CheckContext], list[Finding]]], ...] = (
     (NVLINK, check_nvlink),
 )
 GPU_CHECKS = {terms.check: check for terms, check in _GPU}
-TERMS = (INVENTORY, *(terms for terms, _ in _GPU))  # for remedy/detection/vocabulary.py
+# Fabric Manager's check runs beside them where the node says how to read the service.
+TERMS = (INVENTORY, *(terms for terms, _ in _GPU), FABRIC_MANAGER)  # for the vocabulary

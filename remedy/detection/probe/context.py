@@ -16,6 +16,8 @@ from remedy.core.models import Component, ComponentKind, Finding, Severity
 from remedy.detection import gpu as nv
 from remedy.detection.gpu import NvmlApi
 from remedy.detection.probe.nics import NicSource
+from remedy.detection.probe.rates import CounterWindow
+from remedy.detection.probe.services import ServiceSource
 
 NODE = Component(kind=ComponentKind.NODE)
 
@@ -30,6 +32,8 @@ class CheckContext:
     nics: NicSource | None = None
     expected_nics: int | None = None
     expected_nic_rate_gbps: float | None = None
+    nvlink_window: CounterWindow | None = None  # None: NVLink error counters are not read
+    fabric_manager: ServiceSource | None = None
     gpus: list[Component] = field(default_factory=list)  # filled by the inventory check
 
     def finding(

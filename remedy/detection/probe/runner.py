@@ -18,8 +18,11 @@ from remedy.detection.check_terms import CheckTerms
 from remedy.detection.gpu import NvmlApi
 from remedy.detection.probe.checks import GPU_CHECKS, INVENTORY, check_inventory
 from remedy.detection.probe.context import CheckContext
+from remedy.detection.probe.fabric_manager import FABRIC_MANAGER, check_fabric_manager
 from remedy.detection.probe.nic_check import NIC, check_nics
 from remedy.detection.probe.nics import NicSource
+from remedy.detection.probe.rates import CounterWindow
+from remedy.detection.probe.services import ServiceSource
 from remedy.detection.probe.sxids import sxid_findings
 from remedy.detection.probe.xid_dedup import XidDedup
 from remedy.detection.probe.xids import xid_findings
@@ -62,6 +65,9 @@ class ProbeConfig:
     kernel_log: KernelLogSource | None = None  # read for Xids on every probe
     not_before: datetime | None = None  # boot time: older Xids belong to an earlier boot
     xids_seen: XidDedup | None = None  # shared with NVML's Xid events: one Xid counts once
+    # NVLink error counters' samples, kept across probes for their rates (None: not read).
+    nvlink_window: CounterWindow | None = None
+    fabric_manager: ServiceSource | None = None  # checked on NVSwitch systems
 
 
 def _utcnow() -> datetime:
@@ -115,13 +121,15 @@ def probe_node(
         nics=config.nics,
         expected_nics=config.expected_nics,
         expected_nic_rate_gbps=config.expected_nic_rate_gbps,
+        nvlink_window=config.nvlink_window,
+        fabric_manager=config.fabric_manager,
     )
     run = _Run(ctx, config.check_timeout_s)
     if config.expected_gpus != 0:
         _probe_gpus(run, nvml, config)
     if config.nics is not None:
         run.check(NIC.check, check_nics)
-    order = [INVENTORY.check, *GPU_CHECKS, KERNEL_LOG.check, NIC.check]
+    order = [INVENTORY.check, *GPU_CHECKS, FABRIC_MANAGER.check, KERNEL_LOG.check, NIC.check]
     return ProbeReport(
         node=node,
         checks_run=sorted(run.checks_run, key=order.index),
@@ -140,7 +148,8 @@ def _probe_gpus(run: _Run, nvml: NvmlApi, config: ProbeConfig) -> None:
     else:
         try:
             if run.check(INVENTORY.check, check_inventory):
-                run.parallel(GPU_CHECKS)
+                service = {FABRIC_MANAGER.check: check_fabric_manager}
+                run.parallel({**GPU_CHECKS, **(service if config.fabric_manager else {})})
         finally:
             try:
                 nvml.nvmlShutdown()
