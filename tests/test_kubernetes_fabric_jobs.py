@@ -14,6 +14,7 @@ from adapters.kubernetes.fabric_jobs import (
     RUN_LABEL,
     FabricImages,
     KubernetesFabricJobs,
+    job_names,
 )
 from kubeapi import ApiServer
 from remedy.core.errors import ActionRefused
@@ -25,7 +26,9 @@ from tests.test_fabric_parsers import sample
 
 NS = "remedy"
 IMAGES = FabricImages(nccl_tests="nccl:1", nvbandwidth="nvb:1", perftest="perftest:1")
-LOOPBACK = FabricRun(run_id="a1", test=FabricTest.NCCL_LOOPBACK, nodes=["n1"], gpus=8)
+LOOPBACK = FabricRun(
+    run_id="a1", test=FabricTest.NCCL_LOOPBACK, nodes=["n1"], gpus=8, model="NVIDIA H100 80GB HBM3"
+)
 PAIR = FabricRun(run_id="p1", test=FabricTest.IB_WRITE_BW, nodes=["n1", "n2"], port_rate_gbps=100)
 
 
@@ -61,9 +64,10 @@ async def test_the_loopback_job_is_pinned_takes_all_gpus_and_has_a_deadline(
 ) -> None:
     api.objects[NODES, "", "n1"] = node("n1", unschedulable=True)  # cordoned for its check
 
-    [name] = await call(jobs(api).start, LOOPBACK)
+    made = await call(jobs(api).start, LOOPBACK)
 
-    job = api.objects[JOBS, NS, name]
+    assert made == LOOPBACK
+    job = api.objects[JOBS, NS, job_names(LOOPBACK)[0]]
     spec, pod = job["spec"], job["spec"]["template"]["spec"]
     assert (spec["backoffLimit"], spec["activeDeadlineSeconds"]) == (0, 600)
     assert pod["nodeName"] == "n1" and pod["restartPolicy"] == "Never"
@@ -75,19 +79,38 @@ async def test_the_loopback_job_is_pinned_takes_all_gpus_and_has_a_deadline(
         "8",
     ]
     assert job["metadata"]["labels"][RUN_LABEL] == "a1"
-    assert spec["template"]["metadata"]["labels"][JOB_LABEL] == name
+    assert spec["template"]["metadata"]["labels"][JOB_LABEL] == job_names(LOOPBACK)[0]
+
+
+async def test_all_the_nodes_gpus_as_the_node_reports_them(api: ApiServer) -> None:
+    gfd = {"nvidia.com/gpu.count": "4", "nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}
+    api.objects[NODES, "", "n1"] = node("n1", labels=gfd)
+    api.objects[NODES, "", "n2"] = node("n2")
+
+    made = await call(jobs(api).start, LOOPBACK.model_copy(update={"gpus": 0, "model": ""}))
+
+    assert (made.gpus, made.model) == (4, "NVIDIA-H100-80GB-HBM3")
+    assert load_references().lookup(made.model).model == "H100 SXM"  # type: ignore[union-attr]
+    [container] = api.objects[JOBS, NS, job_names(made)[0]]["spec"]["template"]["spec"][
+        "containers"
+    ]
+    assert container["resources"]["limits"]["nvidia.com/gpu"] == "4"
+    with pytest.raises(ActionRefused, match="no GPUs"):
+        await call(
+            jobs(api).start, LOOPBACK.model_copy(update={"gpus": 0, "model": "", "nodes": ["n2"]})
+        )
 
 
 async def test_starting_twice_makes_the_job_once(api: ApiServer) -> None:
-    first = await call(jobs(api).start, LOOPBACK)
-    again = await call(jobs(api).start, LOOPBACK)
+    await call(jobs(api).start, LOOPBACK)
+    await call(jobs(api).start, LOOPBACK)
 
-    assert first == again
     assert len(list(api.objects.keys(JOBS))) == 1
 
 
 async def test_a_finished_loopback_is_read_and_judged(api: ApiServer) -> None:
-    [name] = await call(jobs(api).start, LOOPBACK)
+    await call(jobs(api).start, LOOPBACK)
+    [name] = job_names(LOOPBACK)
     assert (await call(jobs(api).outcome, LOOPBACK)).state is JobState.RUNNING
 
     finish(api, name, sample("nccl_loopback_h100.txt"))
@@ -100,7 +123,8 @@ async def test_a_finished_loopback_is_read_and_judged(api: ApiServer) -> None:
 
 
 async def test_a_job_past_its_deadline_is_a_failed_test(api: ApiServer) -> None:
-    [name] = await call(jobs(api).start, LOOPBACK)
+    await call(jobs(api).start, LOOPBACK)
+    [name] = job_names(LOOPBACK)
     half = sample("nccl_loopback_h100.txt").split("    2147483648")[0]
     finish(api, name, half, failed="DeadlineExceeded")
 
@@ -113,7 +137,8 @@ async def test_a_job_past_its_deadline_is_a_failed_test(api: ApiServer) -> None:
 
 
 async def test_a_failed_pod_never_passes_whatever_it_printed(api: ApiServer) -> None:
-    [name] = await call(jobs(api).start, LOOPBACK)
+    await call(jobs(api).start, LOOPBACK)
+    [name] = job_names(LOOPBACK)
     finish(api, name, sample("nccl_loopback_h100.txt"), failed="BackoffLimitExceeded")
 
     verdict = verdict_of(LOOPBACK, await call(jobs(api).outcome, LOOPBACK), load_references())
@@ -141,7 +166,8 @@ async def test_an_ib_write_bw_pair_is_a_server_and_a_client_on_the_host_network(
     server["status"]["addresses"] = [{"type": "InternalIP", "address": "10.0.33.3"}]
     api.objects[NODES, "", "n2"] = server
 
-    client_job, server_job = await call(jobs(api).start, PAIR)
+    await call(jobs(api).start, PAIR)
+    client_job, server_job = job_names(PAIR)
 
     client = api.objects[JOBS, NS, client_job]["spec"]["template"]["spec"]
     listener = api.objects[JOBS, NS, server_job]["spec"]["template"]["spec"]

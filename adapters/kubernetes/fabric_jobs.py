@@ -20,7 +20,14 @@ from dataclasses import dataclass
 from kubernetes import client as k8s
 
 from adapters.kubernetes.errors import NotFound, api_errors
-from adapters.kubernetes.objects import CONTROLLER_MANAGER, GPU_RESOURCE, Json, create_raw, read_raw
+from adapters.kubernetes.objects import (
+    CONTROLLER_MANAGER,
+    GPU_RESOURCE,
+    Json,
+    create_raw,
+    node_gpus,
+    read_raw,
+)
 from remedy.core.errors import ActionRefused, Conflict
 from remedy.detection.fabric.nvbandwidth import D2D_READ_CE
 from remedy.detection.fabric.verdict import FabricTest
@@ -29,6 +36,7 @@ from remedy.scan.fabric import FabricOutcome, FabricRun, JobState
 RUN_LABEL = "remedy.io/fabric-run"
 TEST_LABEL = "remedy.io/fabric-test"
 JOB_LABEL = "remedy.io/fabric-job"  # on the pod template: a Job's pods, by its name
+GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"  # GPU feature discovery: NVIDIA-H100-80GB-HBM3
 KEEP_FINISHED_S = 3600  # ttlSecondsAfterFinished: an hour to look, then the Job controller cleans
 
 
@@ -56,8 +64,18 @@ class KubernetesFabricJobs:
         self.core, self.batch = k8s.CoreV1Api(api), k8s.BatchV1Api(api)
         self.images, self.field_manager = images, field_manager
 
-    def start(self, run: FabricRun) -> list[str]:
-        """Make the run's Jobs (again after a retry: one already made is left as it is)."""
+    def start(self, run: FabricRun) -> FabricRun:
+        """Make the run's Jobs (again after a retry: one already made is left as it is). A run
+        of ``gpus=0`` takes all the node's GPUs, as the node reports them (none: refused); the
+        GPUs' model, when not given, is GPU feature discovery's product label."""
+        if run.test is not FabricTest.IB_WRITE_BW and not (run.gpus and run.model):
+            with api_errors("get", f"nodes/{run.nodes[0]}"):
+                body = read_raw(self.core.read_node, run.nodes[0])
+            gpus = run.gpus or node_gpus(body)
+            if gpus == 0:
+                raise ActionRefused(f"node {run.nodes[0]} reports no GPUs to test")
+            product = body["metadata"].get("labels", {}).get(GPU_PRODUCT_LABEL, "")
+            run = run.model_copy(update={"gpus": gpus, "model": run.model or product})
         jobs = self.manifests(run)
         for job in jobs:
             path = f"/apis/batch/v1/namespaces/{self.namespace}/jobs"
@@ -66,7 +84,7 @@ class KubernetesFabricJobs:
                     create_raw(self._api, path, job, self.field_manager)
             except Conflict:  # AlreadyExists: this run's, made by an earlier try
                 pass
-        return [j["metadata"]["name"] for j in jobs]
+        return run
 
     def manifests(self, run: FabricRun) -> list[Json]:
         if run.test is FabricTest.NCCL_LOOPBACK:

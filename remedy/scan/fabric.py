@@ -30,13 +30,29 @@ from remedy.detection.probe.throughput import References
 PAIRED = (FabricTest.NCCL_PAIR, FabricTest.IB_WRITE_BW)
 
 
+class FabricPolicy(Frozen):
+    """The fabric tests a check runs on the node it holds, after its deep diagnose passed (an
+    active check's idle or drained node, a new node behind admission's taint): none unless
+    asked. Single-node tests only here; pairs are planned by remedy/scan/pairs.py."""
+
+    tests: list[FabricTest] = []
+    deadline: timedelta = timedelta(minutes=10)  # each Job's activeDeadlineSeconds
+    poll: timedelta = Field(default=timedelta(seconds=30), gt=timedelta(0))
+
+    @model_validator(mode="after")
+    def _single_node(self) -> FabricPolicy:
+        if paired := [t.value for t in self.tests if t in PAIRED]:
+            raise ValueError(f"{', '.join(paired)} test two nodes: not a per-node check")
+        return self
+
+
 class FabricRun(Frozen):
     """One test on one node (loopback, nvbandwidth) or two (a pair: the first is the client)."""
 
     run_id: str = Field(pattern=r"^[a-z0-9]([-a-z0-9]{0,30}[a-z0-9])?$")  # in the Jobs' names
     test: FabricTest
     nodes: list[str] = Field(min_length=1, max_length=2)
-    gpus: int = Field(default=0, ge=0)  # per node: the GPUs the test takes (all of the node's)
+    gpus: int = Field(default=0, ge=0)  # per node: the GPUs it takes (0: all the node's)
     deadline: timedelta = timedelta(minutes=10)  # the Jobs' activeDeadlineSeconds
     model: str = ""  # the GPUs' name, for nvbandwidth's floor (nccl-tests prints its own)
     port_rate_gbps: float = 0.0  # ib_write_bw: the port's rate (its sysfs ``rate``)
@@ -69,7 +85,8 @@ class FabricOutcome(Frozen):
 class FabricJobs(Protocol):
     """The seam: the Jobs of a run, made and read (adapters/kubernetes/fabric_jobs.py)."""
 
-    def start(self, run: FabricRun) -> list[str]: ...
+    def start(self, run: FabricRun) -> FabricRun:
+        """Make its Jobs; answers the run as made (``gpus=0``: all the node's, counted)."""
 
     def outcome(self, run: FabricRun) -> FabricOutcome: ...
 
@@ -98,3 +115,10 @@ def _judge(run: FabricRun, output: str, refs: References) -> FabricVerdict:
     if run.test is FabricTest.IB_WRITE_BW:
         return judge_write_bw(output, run.nodes, run.port_rate_gbps)
     return judge_nccl(run.test, output, run.nodes, run.gpus * len(run.nodes), refs)
+
+
+class FabricCheck(Frozen):
+    """A run's state as the workflow polls it: no verdict while its Jobs run."""
+
+    run: FabricRun
+    verdict: FabricVerdict | None = None
