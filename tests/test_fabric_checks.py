@@ -9,8 +9,10 @@ import uuid
 from datetime import UTC, datetime, timedelta
 
 import pytest
+import typer
 from temporalio.testing import WorkflowEnvironment
 
+from adapters.kubernetes.provider import KubernetesSettings
 from adapters.sim import SimFleet
 from contract.messages import REMEDIATION_STATE
 from contract.names import remediation_workflow_id
@@ -22,6 +24,7 @@ from remedy.scan.fabric import FabricPolicy
 from tests.conftest import running_workers
 from tests.test_active_checks import _check, _mark, _results, _round
 from tests.test_node_admission import NEW, admit
+from workers.cli.fabric import fabric_policy
 
 LOOPBACK = FabricPolicy(tests=[FabricTest.NCCL_LOOPBACK], deadline=timedelta(minutes=5))
 
@@ -103,3 +106,19 @@ async def test_a_new_node_with_a_slow_fabric_is_rejected(
 def test_a_pair_test_is_not_a_per_node_check() -> None:
     with pytest.raises(ValueError, match="ib_write_bw test two nodes"):
         FabricPolicy(tests=[FabricTest.IB_WRITE_BW])
+
+
+def test_the_controller_flags_make_the_policy_and_refuse_a_test_without_its_image() -> None:
+    images = {"nccl_tests": "registry.example/nccl-tests:2.13", "nvbandwidth": ""}
+
+    policy = fabric_policy(["nccl_loopback"], "15m", images)
+
+    assert policy.tests == [FabricTest.NCCL_LOOPBACK]
+    assert policy.deadline == timedelta(minutes=15)
+    with pytest.raises(typer.Exit):
+        fabric_policy(["nvbandwidth"], "10m", images)  # no --fabric-nvbandwidth-image
+    with pytest.raises(typer.Exit):
+        fabric_policy(["ib_write_bw"], "10m", images)  # a pair: not a per-node check
+    settings = KubernetesSettings(fabric_nccl_tests_image=images["nccl_tests"])
+    assert settings.fabric_images() is not None
+    assert KubernetesSettings().fabric_images() is None  # no images: no fabric Jobs
