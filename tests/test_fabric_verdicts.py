@@ -142,3 +142,11 @@ def test_a_timed_out_job_is_a_failed_test() -> None:
 def test_the_fabric_reasons_are_in_the_vocabulary() -> None:
     [fabric] = [t for t in TERMS if t.check == "fabric"]
     assert {BANDWIDTH_LOW, WRONG_RESULTS, SLOW_LINK, COULD_NOT_RUN} <= set(fabric.reasons)
+
+
+def test_an_output_without_its_rank_lines_is_a_failed_test() -> None:
+    # The EFA README's excerpt keeps the table and the summary but not the devices.
+    verdict = judge_nccl(FabricTest.NCCL_PAIR, sample("nccl_efa_tagged.txt"), PAIR, 2, REFS)
+
+    assert not verdict.passed and verdict.reason == COULD_NOT_RUN
+    assert "ran 0 ranks on 0 hosts" in verdict.evidence

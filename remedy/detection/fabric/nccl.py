@@ -19,7 +19,8 @@ import re
 from remedy.core.models import Frozen
 from remedy.detection.fabric.output import Unreadable, lines_of, number
 
-_RANK = re.compile(r"^#\s*Rank\s+(\d+)\b.*?\bon\s+(\S+)\s+device\s+\d+\s+\[[^\]]*\]\s+(.+)$")
+# Releases before 2.11 print these lines without the "#" and without "Group".
+_RANK = re.compile(r"^#?\s*Rank\s+(\d+)\b.*?\bon\s+(\S+)\s+device\s+\d+\s+\[[^\]]*\]\s+(.+)$")
 _AVG = re.compile(r"^#\s*Avg bus bandwidth\s*:\s*(\S+)")
 _BOUNDS = re.compile(r"^#\s*Out of bounds values\s*:\s*(\d+)\s*(\w*)")
 _WRONG = ("#wrong", "error")
@@ -67,7 +68,7 @@ def parse_all_reduce(text: str) -> NcclRun:
             models.append(rank.group(3).strip())
             if rank.group(2) not in hosts:
                 hosts.append(rank.group(2))
-        elif line.startswith("#") and "busbw" in line.split():
+        elif {"size", "busbw"} <= set(line.lstrip("#").split()):
             columns = line.lstrip("#").split()
         elif found := _AVG.match(line):
             avg = number(found.group(1), "Avg bus bandwidth")

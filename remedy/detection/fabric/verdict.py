@@ -86,7 +86,7 @@ def judge_nccl(
         run = parse_all_reduce(text)
     except Unreadable as err:
         return could_not_run(test, nodes, str(err))
-    if run.ranks != gpus or len(run.hosts) != len(nodes):
+    if not run.models or run.ranks != gpus or len(run.hosts) != len(nodes):
         return could_not_run(
             test,
             nodes,
