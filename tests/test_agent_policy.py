@@ -19,6 +19,8 @@ from adapters.kubernetes.control import (
     CORDONED_BY_AGENT,
     DO_NOT_DISRUPT,
     DO_NOT_DISRUPT_SET,
+    DO_NOT_REPAIR,
+    DO_NOT_REPAIR_SET,
     TAINT,
 )
 from adapters.kubernetes.objects import GPU_USE, RECENT_XIDS
@@ -171,7 +173,7 @@ def test_the_policy_names_what_the_agent_writes() -> None:
     for listed in re.findall(r"c\.type in \[([^\]]*)\]", text):
         assert set(re.findall(r"'([^']+)'", listed)) == set(AGENT_CONDITIONS)
     cordon_marks = {CORDONED_BY, CORDON_REASON, CORDONED_AT, CORDONED_BY_AGENT}
-    cordon_marks |= {DO_NOT_DISRUPT, DO_NOT_DISRUPT_SET}
+    cordon_marks |= {DO_NOT_DISRUPT, DO_NOT_DISRUPT_SET, DO_NOT_REPAIR, DO_NOT_REPAIR_SET}
     for listed in re.findall(r"k in \[([^\]]*)\]", text):
         published = {RECENT_XIDS, GPU_USE, AGENT_KEY_ANNOTATION}
         assert set(re.findall(r"'([^']+)'", listed)) in (published, cordon_marks)

@@ -21,7 +21,7 @@ ROW = [
     "12-07 10:57:29",
     "WAITING",
 ]
-POOL = ["training", "17", *"3 4 2 1 0 0 0 1 0 0 0".split(), "8", "2/2", "8/16", "3", "0", "ok"]
+POOL = ["training", "17", *"3 4 2 1 0 0 0 1 0 0 0 0".split(), "8", "2/2", "8/16", "3", "0", "ok"]
 
 
 def printed(headers: list[str], rows: list[list[str]], width: int) -> str:

@@ -25,6 +25,7 @@ COLUMNS = [
     NodeStatus.SILENT,
     NodeStatus.UNKNOWN,
     NodeStatus.UNMANAGED,
+    NodeStatus.OTHER_REPAIRER,
 ]
 
 

@@ -20,7 +20,7 @@ from contract import activities as act
 from contract.messages import CHECK_LEASE_GRANTED, LEASE_RELEASE
 from contract.search_attributes import LEASE
 from workflows import metrics
-from workflows.common import PATIENT_RETRY, RIDE_OUT, cause_of, permanent
+from workflows.common import PATIENT_RETRY, RIDE_OUT, cause_of, other_repairer, permanent
 from workflows.fabric_test import fabric_findings
 
 with workflow.unsafe.imports_passed_through():
@@ -156,12 +156,17 @@ class ActiveCheck:
         self._asked = self._granted = False
 
     async def _cordon(self) -> None:
-        held = await act.CORDON.execute(
-            self._request(Action.CORDON),
-            start_to_close_timeout=CLUSTER_CALL,
-            **RIDE_OUT,
-            summary=f"cordon {self._inp.node.name} for its active check",
-        )
+        try:
+            held = await act.CORDON.execute(
+                self._request(Action.CORDON),
+                start_to_close_timeout=CLUSTER_CALL,
+                **RIDE_OUT,
+                summary=f"cordon {self._inp.node.name} for its active check",
+            )
+        except ActivityError as err:
+            if (why := other_repairer(err)) is None:
+                raise
+            raise _Done(CheckResult.SKIPPED, f"not checked: {why}") from None
         if held.state is not CordonState.CORDONED:
             # Someone else's cordon, a ladder's, or a dry run: not this check's node to test.
             raise _Done(CheckResult.SKIPPED, f"not checked: cordon {held.state.value}")
@@ -192,6 +197,8 @@ class ActiveCheck:
                 summary=f"drain {self._inp.node.name} for its active check",
             )
         except ActivityError as err:
+            if (why := other_repairer(err)) is not None:
+                raise _Done(CheckResult.SKIPPED, f"not checked: {why}") from None
             raise _Done(CheckResult.DEFERRED, f"could not drain: {cause_of(err)}") from None
 
     async def _restore(self) -> None:

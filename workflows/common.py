@@ -11,7 +11,7 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
-    from remedy.core.errors import NodeGone, permanent_error_types
+    from remedy.core.errors import NodeGone, OtherRepairer, permanent_error_types
     from remedy.ladder.remediation import Outcome
 
 # Retrying these cannot help: the node is gone, remedy may not act, or the action said no.
@@ -69,6 +69,15 @@ def node_gone(err: ActivityError) -> bool:
     """The activity found no such node in the cluster (remedy.core.errors.NodeGone)."""
     cause = err.cause
     return isinstance(cause, ApplicationError) and cause.type == NodeGone.__name__
+
+
+def other_repairer(err: ActivityError) -> str | None:
+    """Why the activity did not act, when another repairer is at work on the node
+    (remedy.core.errors.OtherRepairer); None for any other failure."""
+    cause = err.cause
+    if isinstance(cause, ApplicationError) and cause.type == OtherRepairer.__name__:
+        return cause.message
+    return None
 
 
 def permanent(err: ActivityError) -> bool:

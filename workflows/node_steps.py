@@ -31,6 +31,7 @@ from workflows.common import (
     LadderStop,
     cause_of,
     node_gone,
+    other_repairer,
     rung_key,
 )
 from workflows.mig_layout import with_mig_layout
@@ -38,6 +39,7 @@ from workflows.remediation_view import RemediationView
 
 with workflow.unsafe.imports_passed_through():
     from remedy.core.actions import ACTIONS, Where
+    from remedy.core.errors import OtherRepairer
     from remedy.core.models import (
         Action,
         ActionRequest,
@@ -74,6 +76,16 @@ def gone(node: str) -> str:
     return f"the cluster has no node {node} (deleted, or never there)"
 
 
+def at_work(node: NodeRef, who: str) -> str:
+    return OtherRepairer.said(node.name, who)
+
+
+def stepped_back(why: str) -> LadderStop:
+    """The ladder's end when another repairer is at work on its node: nothing more is done
+    there, and what remedy did stays as it is (its cordon, if any: the node is faulty)."""
+    return LadderStop(Outcome.OTHER_REPAIRER, f"{why}; remedy stepped back, the node as it is")
+
+
 class NodeSteps:
     def __init__(
         self, inp: RemediationInput, state: RemediationState, view: RemediationView
@@ -104,10 +116,20 @@ class NodeSteps:
         """Run ``rung`` (by default the one the ladder is at; ``index``: a rung of the ladder
         tried once more, under a key of its own)."""
         self._again = index
-        special = STEPS.get(rung.action)
-        if special is not None:
-            return await special(self, rung)
-        return await self._action(rung)
+        started, special = workflow.now(), STEPS.get(rung.action)
+        try:
+            result = await (special(self, rung) if special is not None else self._action(rung))
+        except ActivityError as err:
+            if (why := other_repairer(err)) is None:
+                raise
+            result = ActionResult(ok=False, other_repairer=why)
+        if result.other_repairer is None:
+            return result
+        # Another repairer is at work on the node: the step was not taken, nor is any other.
+        at = self._state.rung if index is None else index
+        detail = f"not done: {result.other_repairer}"
+        self._view.record(at, rung.action, started, AttemptResult.FAILED, detail, rung.scope)
+        raise stepped_back(result.other_repairer)
 
     async def _action(self, rung: Rung, node_uid: str = "") -> ActionResult:
         """The action's own activity, with the rung's timeout, retries and scope. A disruptive
@@ -182,6 +204,8 @@ class NodeSteps:
             **RIDE_OUT,
             summary=f"boot id of {node.name}",
         )
+        if before.other_repairer is not None:  # not ours to reboot now (act() steps back)
+            return ActionResult(ok=False, other_repairer=at_work(node, before.other_repairer))
         try:
             await self._action(rung)
         except ActivityError as err:
@@ -210,6 +234,8 @@ class NodeSteps:
             **RIDE_OUT,
             summary=f"which node object {node.name} is",
         )
+        if seen.other_repairer is not None:  # not ours to replace now (act() steps back)
+            return ActionResult(ok=False, other_repairer=at_work(node, seen.other_repairer))
         return await self._action(rung, node_uid=seen.uid)
 
     async def _cordon_rung(self, rung: Rung) -> ActionResult:
@@ -280,7 +306,11 @@ class NodeSteps:
     async def hold_cordoned(self) -> None:
         """A node nobody could fix must not take work, whether or not the runbook cordoned."""
         if self._state.cordon is None:
-            await self.cordon("needs a human", recheck=False)
+            try:
+                await self.cordon("needs a human", recheck=False)
+            except LadderStop as stop:  # another repairer's node now: theirs to hold
+                if stop.outcome is not Outcome.OTHER_REPAIRER:
+                    raise
 
     async def restore(self) -> None:
         state = self._state
@@ -321,6 +351,8 @@ class NodeSteps:
             self._view.record(-1, action, started, AttemptResult.FAILED, cause_of(err))
             if node_gone(err) and action is Action.CORDON:
                 raise LadderStop(Outcome.NODE_GONE, gone(self._state.node.name)) from None
+            if (why := other_repairer(err)) is not None and action is Action.CORDON:
+                raise stepped_back(why) from None
             return
         if (detail := done(result)) is not None:
             self._view.record(-1, action, started, AttemptResult.DONE, detail)

@@ -28,6 +28,7 @@ from adapters.kubernetes.nodes import NodeApi, utcnow
 from adapters.kubernetes.objects import CONTROLLER_MANAGER
 from adapters.kubernetes.replace import replacer_named
 from remedy.scan.cluster import Cluster
+from remedy.scan.monitors import MonitorTable
 
 
 def kubernetes_cluster(
@@ -45,6 +46,7 @@ def kubernetes_cluster(
     field_manager: str = CONTROLLER_MANAGER,
     namespace: str = NAMESPACE,
     fabric_images: FabricImages | None = None,
+    monitors: MonitorTable | None = None,
 ) -> Cluster:
     """``replacer``: a name in ``adapters.kubernetes.replace.REPLACERS`` (ValueError if none).
     A drain gives up after ``drain_timeout_s``, retrying evictions a PodDisruptionBudget
@@ -52,7 +54,8 @@ def kubernetes_cluster(
     pods a drain may evict (kubectl's defaults unless ``drain_rules`` says otherwise) and how,
     per namespace: drain_rules.py, drain_modes.py (ValueError if the modes' delete-after is not
     within the drain timeout). ``namespace``: remedy's own, where the breakers are published
-    and the fabric tests' Jobs run (``fabric_images``: the tools' images; none: no tests)."""
+    and the fabric tests' Jobs run (``fabric_images``: the tools' images; none: no tests).
+    ``monitors``: other monitors' conditions the fleet view takes as problems."""
     modes = drain_modes or DrainModes()
     if too_long := modes.too_long_for(drain_timeout_s):
         raise ValueError(too_long)
@@ -70,7 +73,7 @@ def kubernetes_cluster(
     return Cluster(
         control=control,
         marks=KubernetesNodeMarks(nodes),
-        fleet=KubernetesFleetView(nodes),
+        fleet=KubernetesFleetView(nodes, monitors=monitors),
         admission=KubernetesAdmission(nodes),
         gpus=GpuOperatorHandoff(
             nodes, wait_timeout_s=drain_timeout_s, poll_s=min(eviction_retry_s, 1.0)

@@ -1,5 +1,6 @@
 """Taking a node out of service and back: cordon is ``spec.unschedulable`` plus a NoSchedule
-taint and Karpenter's do-not-disrupt, with remedy's ownership recorded in annotations; restore
+taint and Karpenter's vetoes (do-not-disrupt, do-not-repair), with remedy's ownership recorded
+in annotations; restore
 removes only what remedy added and never touches a cordon someone else set. Drain and kill are
 in ``drain.py``."""
 
@@ -20,6 +21,7 @@ from adapters.kubernetes.edits import (
 from adapters.kubernetes.ledger import NodeLedger
 from adapters.kubernetes.nodes import PREFIX, NodeApi
 from adapters.kubernetes.objects import Json, meta
+from adapters.kubernetes.repairers import on_node
 from remedy.core.events import EventReason
 from remedy.core.models import Action, CordonState, NodeBoot
 from remedy.core.once import LedgerEntry, once
@@ -34,6 +36,12 @@ TAINT = {"key": f"{PREFIX}/remediating", "value": "true", "effect": "NoSchedule"
 # it does not hold off expiry, Karpenter's own repair, or a deletion (remedy's replace).
 DO_NOT_DISRUPT = "karpenter.sh/do-not-disrupt"
 DO_NOT_DISRUPT_SET = f"{PREFIX}/set-do-not-disrupt"  # remedy set it, so remedy removes it
+# Karpenter's veto of its own node repair, independent of do-not-disrupt (alpha, on a Node or
+# NodeClaim; karpenter.sh "Well-Known Annotations", designs/node-repair-veto.md): while remedy's
+# ladder holds the node, the decision is remedy's. A Karpenter without it ignores it.
+DO_NOT_REPAIR = "karpenter.sh/do-not-repair"
+DO_NOT_REPAIR_SET = f"{PREFIX}/set-do-not-repair"
+VETOES = {DO_NOT_DISRUPT: DO_NOT_DISRUPT_SET, DO_NOT_REPAIR: DO_NOT_REPAIR_SET}
 
 
 class KubernetesNodeControl:
@@ -48,6 +56,7 @@ class KubernetesNodeControl:
     def _cordon(self, owner: CordonOwner, current: Json) -> CordonState:
         nodes, node = self._nodes, meta(current)["name"]
         nodes.managed(current)
+        nodes.alone(current)  # another repairer's node: not even a cordon
         annotations = meta(current).get("annotations") or {}
         if current.get("spec", {}).get("unschedulable"):
             ours = CORDONED_BY in annotations
@@ -64,9 +73,11 @@ class KubernetesNodeControl:
         if owner.by_agent:
             marks[CORDONED_BY_AGENT] = "true"
         # Karpenter consolidates or replaces a drifted node, cordoned or not, unless it says
-        # do-not-disrupt; someone else's stays theirs (restore removes only what remedy set).
-        if DO_NOT_DISRUPT not in annotations:
-            marks |= {DO_NOT_DISRUPT: "true", DO_NOT_DISRUPT_SET: "true"}
+        # do-not-disrupt, and repairs it unless it says do-not-repair; someone else's stays
+        # theirs (restore removes only what remedy set).
+        for veto, set_by_remedy in VETOES.items():
+            if veto not in annotations:
+                marks |= {veto: "true", set_by_remedy: "true"}
         body = {
             "metadata": {"annotations": marks},
             "spec": {"unschedulable": True, "taints": with_taint(current, TAINT)},
@@ -92,8 +103,9 @@ class KubernetesNodeControl:
         marks: dict[str, str | None] = dict.fromkeys(
             (CORDONED_BY, CORDON_REASON, CORDONED_AT, CORDONED_BY_AGENT)
         )
-        if DO_NOT_DISRUPT_SET in annotations:
-            marks |= dict.fromkeys((DO_NOT_DISRUPT, DO_NOT_DISRUPT_SET))
+        for veto, set_by_remedy in VETOES.items():
+            if set_by_remedy in annotations:
+                marks |= dict.fromkeys((veto, set_by_remedy))
         spec: Json = {"taints": without_taint(current, TAINT)}
         if intact:
             spec["unschedulable"] = False
@@ -117,15 +129,21 @@ class KubernetesNodeControl:
         def evict(uids: Sequence[str]) -> str:
             return self._drain.drain(node, on_progress, only=set(uids))
 
-        self._nodes.managed(self._nodes.node(node))
+        self._taking(node)
         return self.keyed(node, key, Action.DRAIN, self._drain.evictable(node), evict)
 
     def kill_gpu_pods(self, node: str, key: str) -> str:
         def kill(uids: Sequence[str]) -> str:
             return self._drain.kill_gpu_pods(node, only=set(uids))
 
-        self._nodes.managed(self._nodes.node(node))
+        self._taking(node)
         return self.keyed(node, key, Action.KILL_JOB, self._drain.gpu_pods(node), kill)
+
+    def _taking(self, node: str) -> None:
+        """Before pods are taken off the node: remedy manages it, and nobody else repairs it."""
+        current = self._nodes.node(node)
+        self._nodes.managed(current)
+        self._nodes.alone(current)
 
     def keyed(
         self,
@@ -162,7 +180,12 @@ class KubernetesNodeControl:
             for c in status.get("conditions", [])
         )
         boot_id = status.get("nodeInfo", {}).get("bootID", "")
-        return NodeBoot(boot_id=boot_id, ready=ready, uid=meta(current).get("uid", ""))
+        return NodeBoot(
+            boot_id=boot_id,
+            ready=ready,
+            uid=meta(current).get("uid", ""),
+            other_repairer=on_node(current),  # the Node's own marks: polled, so no other read
+        )
 
 
 def _intact(node: Json) -> bool:

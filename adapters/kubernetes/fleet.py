@@ -13,12 +13,14 @@ from adapters.kubernetes.admission import ADMISSION_REJECTED, ADMISSION_TAINT, V
 from adapters.kubernetes.control import CORDONED_AT, CORDONED_BY, CORDONED_BY_AGENT
 from adapters.kubernetes.gpu_scope import gpus_out
 from adapters.kubernetes.listing import count, list_pages
-from adapters.kubernetes.marks import remedy_conditions
+from adapters.kubernetes.marks import node_conditions, remedy_conditions
 from adapters.kubernetes.nodes import OPT_OUT_LABEL, PREFIX, NodeApi, has_taint
 from adapters.kubernetes.objects import Json, meta, node_gpus
+from adapters.kubernetes.repairers import on_node
 from remedy.detection.conditions import AGENT_CONDITIONS, GPU_ACTIVE_CHECK, is_problem
 from remedy.detection.node_facts import NodeFacts
 from remedy.disruption.budget import CLUSTER_POOL
+from remedy.scan.monitors import MonitorTable
 from remedy.trust.person_hold import HOLD_ANNOTATION
 
 POOL_LABEL = f"{PREFIX}/pool"
@@ -38,8 +40,13 @@ class _Sizes:
 
 
 class KubernetesFleetView:
-    def __init__(self, nodes: NodeApi, sizes_for: timedelta = SIZES_FOR) -> None:
+    """``monitors``: the conditions of other monitors taken as problems (remedy.scan.monitors)."""
+
+    def __init__(
+        self, nodes: NodeApi, sizes_for: timedelta = SIZES_FOR, monitors: MonitorTable | None = None
+    ) -> None:
         self._nodes, self._sizes_for = nodes, sizes_for
+        self._monitors = monitors or MonitorTable()
         # From the last list of every node; replaced whole (activities run in threads).
         self._sizes: _Sizes | None = None
 
@@ -79,7 +86,9 @@ class KubernetesFleetView:
         about = meta(node)
         labels, annotations = about.get("labels", {}), about.get("annotations", {})
         spec = node.get("spec", {})
-        conditions = remedy_conditions(node, self._nodes.clock())
+        now = self._nodes.clock()
+        conditions = remedy_conditions(node, now)
+        others = node_conditions(node, now, self._monitors.types)
         beat = agent_heartbeat(node)
         return NodeFacts(
             name=about["name"],
@@ -88,7 +97,7 @@ class KubernetesFleetView:
             unschedulable=bool(spec.get("unschedulable")),
             cordoned_by_remedy=CORDONED_BY in annotations,
             agent_cordoned_at=agent_cordoned_at(annotations),
-            problems=[c for c in conditions if is_problem(c)],
+            problems=[c for c in conditions if is_problem(c)] + self._monitors.taken(others),
             active_check=next((c for c in conditions if c.type == GPU_ACTIVE_CHECK), None),
             awaiting_admission=has_taint(node, ADMISSION_TAINT),
             validated=labels.get(VALIDATED_LABEL) == "true",
@@ -96,6 +105,7 @@ class KubernetesFleetView:
             last_heartbeat=beat,  # judged by the scan, on the controller's clock
             gpus_out=sorted(gpus_out(node)),
             held_for_person=HOLD_ANNOTATION in annotations,
+            other_repairer=on_node(node),  # the Node's own marks: no read per node
         )
 
 

@@ -74,6 +74,7 @@ class GpuOperatorHandoff:
         None in dry run."""
         nodes, node = self._nodes, meta(current)["name"]
         nodes.managed(current)
+        nodes.alone(current)
         labels = meta(current).get("labels") or {}
         if not nodes.sends(node, "stop the GPU operator's pods"):
             return None

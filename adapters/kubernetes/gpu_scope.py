@@ -93,6 +93,7 @@ class KubernetesGpuScope:
         nodes = self._nodes
         current = nodes.node(node)
         nodes.managed(current)
+        nodes.alone(current)
         if not gpus:
             raise ActionRefused("a GPU-scoped rung cannot say which pods to spare: no GPU named")
         use = self._use(current)

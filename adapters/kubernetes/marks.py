@@ -5,6 +5,7 @@ annotation job attribution reads) and a hold for a person (remedy.trust.person_h
 from __future__ import annotations
 
 import json
+from collections.abc import Collection
 from datetime import datetime
 
 from pydantic import TypeAdapter, ValidationError
@@ -136,6 +137,11 @@ class KubernetesNodeMarks:
 
 def remedy_conditions(node: Json, now: datetime) -> list[NodeCondition]:
     """remedy's own conditions on a node object (``now`` stands in for a missing time)."""
+    return node_conditions(node, now, REMEDY_CONDITIONS)
+
+
+def node_conditions(node: Json, now: datetime, types: Collection[str]) -> list[NodeCondition]:
+    """The node object's conditions of ``types`` (``now`` stands in for a missing time)."""
     return [
         NodeCondition.model_validate(
             {
@@ -148,5 +154,5 @@ def remedy_conditions(node: Json, now: datetime) -> list[NodeCondition]:
             }
         )
         for c in node.get("status", {}).get("conditions", [])
-        if c.get("type") in REMEDY_CONDITIONS
+        if c.get("type") in types
     ]

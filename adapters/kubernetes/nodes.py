@@ -9,10 +9,11 @@ from datetime import UTC, datetime
 
 from kubernetes import client as k8s
 
-from adapters.kubernetes.errors import api_errors
+from adapters.kubernetes import repairers
+from adapters.kubernetes.errors import NotFound, api_errors
 from adapters.kubernetes.listing import list_pages
 from adapters.kubernetes.objects import CONTROLLER_MANAGER, Json, as_json, meta, record_event
-from remedy.core.errors import ActionRefused, NodeGone
+from remedy.core.errors import ActionRefused, NodeGone, OtherRepairer
 from remedy.core.events import EventReason
 
 PREFIX = "remedy.io"
@@ -54,6 +55,34 @@ class NodeApi:
             raise ActionRefused(
                 f"node {meta(node).get('name')} opted out of remedy ({OPT_OUT_LABEL}=false)"
             )
+
+    def alone(self, node: Json) -> None:
+        """Refuse a node another repairer is at work on (adapters/kubernetes/repairers.py), with
+        an Event that says who: remedy never takes part in someone else's repair. Before every
+        change that takes work away (cordon, drain, job kill, the GPU hand-off for a reset)."""
+        who = self.other_repairer(node)
+        if who is None:
+            return
+        name = meta(node).get("name", "")
+        self.event(name, EventReason.OTHER_REPAIRER, f"remedy does not act: {who}", warning=True)
+        raise OtherRepairer(OtherRepairer.said(name, who))
+
+    def other_repairer(self, node: Json) -> str | None:
+        """Who else is at work on the node: its own marks, then (the controller only: the
+        agent's role reads no NodeClaims) Karpenter's NodeClaim of it being deleted. A claim
+        that is gone, or a cluster without the NodeClaim CRD, is none: the Node's own marks
+        say the rest (Karpenter deletes the node next, tainted)."""
+        seen = repairers.on_node(node)
+        claim = repairers.claim_name(node)
+        if seen is not None or claim is None or self.field_manager != CONTROLLER_MANAGER:
+            return seen
+        try:
+            with api_errors("get", repairers.NODECLAIM_RESOURCE, missing=NotFound):
+                custom = k8s.CustomObjectsApi(self.api)
+                found = self.json(custom.get_cluster_custom_object(*repairers.NODECLAIMS, claim))
+        except NotFound:
+            return None
+        return repairers.on_claim(found)
 
     def pods(self, node: str, label_selector: str | None = None) -> list[Json]:
         """The pods on the node (those ``label_selector`` selects, if given)."""

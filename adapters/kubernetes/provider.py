@@ -23,6 +23,7 @@ from adapters.kubernetes.objects import AGENT_MANAGER
 from adapters.kubernetes.replace import REPLACERS
 from remedy.detection.pod_resources import KUBELET_SOCKET
 from remedy.scan.cluster import Cluster, OwnNode
+from remedy.scan.monitors import load_monitor_tables
 
 __all__ = ["KubeconfigError", "KubernetesSettings"]
 
@@ -57,6 +58,15 @@ class KubernetesSettings(BaseModel):
     fabric_nvbandwidth_image: str = ""
     fabric_perftest_image: str = ""
     fabric_rdma_device: str = "mlx5_0"
+    # The controller's: tables of other monitors' node conditions it takes as faults
+    # (remedy.scan.monitors; examples/monitors/). Empty: remedy's own conditions only.
+    monitor_conditions: list[str] = []
+
+    @field_validator("monitor_conditions")
+    @classmethod
+    def _tables_load(cls, paths: list[str]) -> list[str]:
+        load_monitor_tables(paths)  # YamlFileError (a ValueError): file, line, field
+        return paths
 
     @field_validator("replace_provider")
     @classmethod
@@ -115,6 +125,7 @@ def controller_cluster(settings: KubernetesSettings, api: k8s.ApiClient) -> Clus
         drain_modes=settings.drain_modes(),
         namespace=settings.namespace,
         fabric_images=settings.fabric_images(),
+        monitors=load_monitor_tables(settings.monitor_conditions),
     )
 
 

@@ -18,13 +18,12 @@ from adapters.kubernetes.errors import api_errors
 from adapters.kubernetes.listing import PAGE, list_pages
 from adapters.kubernetes.nodes import NodeApi
 from adapters.kubernetes.objects import Json, meta
+from adapters.kubernetes.repairers import NODECLAIM_RESOURCE, NODECLAIMS, claim_name
 from remedy.core.errors import ActionRefused, Conflict, NodeGone
 from remedy.core.events import EventReason
 from remedy.scan.cluster import Replacer
 
 KARPENTER_POOL_LABEL = "karpenter.sh/nodepool"
-NODECLAIMS = ("karpenter.sh", "v1", "nodeclaims")
-NODECLAIM_RESOURCE = "nodeclaims.karpenter.sh"
 
 
 class KarpenterReplacer:
@@ -57,21 +56,16 @@ class KarpenterReplacer:
         makes the NodeClaim the node's owner when the node registers: one GET by that name.
         Without that reference, the claim whose providerID is the node's (one paginated list;
         by node name only if the node has no providerID)."""
-        owned = [
-            ref["name"]
-            for ref in meta(current).get("ownerReferences", [])
-            if ref.get("kind") == "NodeClaim"
-            and ref.get("apiVersion", "").partition("/")[0] == NODECLAIMS[0]
-        ]
+        owned = claim_name(current)
         if owned:
             try:
                 with api_errors("get", NODECLAIM_RESOURCE):
-                    return owned[0], cast(
-                        Json, self._custom.get_cluster_custom_object(*NODECLAIMS, owned[0])
+                    return owned, cast(
+                        Json, self._custom.get_cluster_custom_object(*NODECLAIMS, owned)
                     )
             except NodeGone:
                 next(self._claims(limit=1), None)  # refuses if the collection is missing
-                return owned[0], None
+                return owned, None
         provider = current.get("spec", {}).get("providerID")
         key, want = ("providerID", provider) if provider else ("nodeName", node)
         for claim in self._claims():

@@ -29,6 +29,17 @@ class ActionRefused(RemedyError):
     permanent = True
 
 
+class OtherRepairer(ActionRefused):
+    """Another repairer (Karpenter's node repair or disruption, EKS node auto repair) is at work
+    on the node: remedy does not act there (adapters/kubernetes/repairers.py); the message says
+    who and what."""
+
+    @staticmethod
+    def said(node: str, who: str) -> str:
+        """What the refusal, and a ladder that steps back, say."""
+        return f"another repairer is at work on node {node}: {who}"
+
+
 class ActionFailed(RemedyError):
     """The action ran and did not work (a reset on a lost GPU): escalate, do not retry."""
 

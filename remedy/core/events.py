@@ -22,6 +22,7 @@ class EventReason(StrEnum):
     GPUS_RELEASED = "RemedyGpusReleased"  # the GPU operator's pods, for a reset
     GPUS_RETURNED = "RemedyGpusReturned"
     MIG_LAYOUT = "RemedyMigLayout"
+    OTHER_REPAIRER = "RemedySteppedBack"  # another repairer acts on the node: remedy does not
     # a new node's admission (adapters/kubernetes/admission.py)
     ADMITTED = "RemedyAdmitted"
     ADMISSION_REJECTED = "RemedyAdmissionRejected"

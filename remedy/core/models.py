@@ -207,6 +207,8 @@ class ActionResult(Frozen):
     detail: FreeText = ""
     # What a check-like action (the diagnose) found, so a ladder judges the part it acts on.
     findings: list[Finding] = []
+    # Not done: another repairer is at work on the node (who and what); the ladder steps back.
+    other_repairer: str | None = None
 
 
 class ProbeRequest(Frozen):
@@ -225,6 +227,9 @@ class NodeBoot(Frozen):
     boot_id: str
     ready: bool
     uid: str = ""
+    # Another repairer at work on the node, as its own marks say (who and what): a reboot or
+    # a replacement does not go ahead (None: nobody, or a cluster that cannot tell).
+    other_repairer: str | None = None
 
 
 class CordonState(StrEnum):

@@ -33,3 +33,6 @@ class NodeFacts(BaseModel):
     clock_skew: timedelta | None = None
     gpus_out: list[int] = []  # GPUs remedy quarantined (scope: gpu); the node stays schedulable
     held_for_person: bool = False  # an abort held it (remedy.trust.person_hold): said in status
+    # Another repairer at work on it (Karpenter's repair or disruption, a deletion): who and
+    # what, as its marks say (adapters/kubernetes/repairers.py). remedy leaves it alone.
+    other_repairer: str | None = None

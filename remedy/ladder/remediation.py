@@ -55,6 +55,9 @@ class Outcome(StrEnum):
     NEEDS_HUMAN = "needs_human"  # past the last rung, or an approval never came: stays cordoned
     ABORTED = "aborted"
     NODE_GONE = "node_gone"  # the cluster has no such node (deleted, or never existed)
+    # Another repairer (Karpenter, EKS) is at work on the node: remedy stepped back before its
+    # next disruptive step, and left the node as it was (docs/operations.md).
+    OTHER_REPAIRER = "other_repairer"
 
 
 class AttemptResult(StrEnum):

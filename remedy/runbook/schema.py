@@ -159,8 +159,12 @@ class Match(Authored):
     def matches(self, finding: Finding) -> bool:
         if finding.check == FROM_CONDITION:
             # Rebuilt from a node condition, which keeps the reason (and Xid) but not the
-            # check: match on those alone, and never on a check name alone.
-            named = self.reasons or self.xids or self.nvidia_actions
+            # check: the check is the one that reports the reason (a NicPortDown is the nic
+            # check's), so a runbook for a check takes it; an unknown reason matches no check.
+            check = vocabulary.check_of(finding.reason)
+            if self.checks and check not in self.checks:
+                return False
+            named = self.reasons or self.xids or self.nvidia_actions or self.checks
             return bool(named) and self._matches_beyond_check(finding)
         return (not self.checks or finding.check in self.checks) and self._matches_beyond_check(
             finding

@@ -138,7 +138,8 @@ def last_checked(node: NodeFacts) -> datetime | None:
 
 def due_nodes(nodes: list[NodeFacts], policy: ActiveCheckPolicy, now: datetime) -> list[DueNode]:
     """The pool's nodes whose check is due, by name. Left alone: a node remedy does not
-    manage, one cordoned (by anyone), one behind admission or rejected by it.
+    manage, one cordoned (by anyone), one behind admission or rejected by it, one another
+    repairer is at work on.
 
     With an interval of 1 day and a max age of 7: a node checked 2 days ago is due (checked
     if idle); one checked 8 days ago is stale (taken out if busy); a node whose last check
@@ -148,6 +149,8 @@ def due_nodes(nodes: list[NodeFacts], policy: ActiveCheckPolicy, now: datetime) 
     due = []
     for node in sorted(nodes, key=lambda n: n.name):
         if not node.managed or node.unschedulable or node.awaiting_admission or node.rejected:
+            continue
+        if node.other_repairer is not None:
             continue
         check, last = node.active_check, last_checked(node)
         if check is None or last is None:  # first seen now: checked when idle, not taken out

@@ -13,12 +13,13 @@ from remedy.attribution.guard import GuardPolicy
 from remedy.attribution.job_report import JobsGoodput
 from remedy.core.durations import format_duration
 from remedy.core.models import Finding, NodeRef, Severity, Wraps
-from remedy.detection.conditions import NodeCondition
+from remedy.detection.conditions import AGENT_CONDITIONS, NodeCondition
 from remedy.detection.node_facts import NodeFacts
 from remedy.disruption.quarantine import SilenceStorm
 from remedy.runbook.schema import FROM_CONDITION
 from remedy.scan.admission import AdmissionPolicy
 from remedy.scan.liveness import SILENT_AFTER, SKEW_TOLERANCE, Sightings, observe
+from remedy.scan.monitors import FRESH_FOR as MONITOR_FRESH_FOR
 
 _XID_REASON = re.compile(r"^Xid(\d+)$")  # the agent's reason for an Xid finding: "Xid48"
 
@@ -35,6 +36,9 @@ class NodeStatus(StrEnum):
     SILENT = "silent"  # its agent's heartbeat is stale (the scan starts an AgentSilent ladder)
     UNKNOWN = "unknown"  # its agent never reported: not healthy for lack of information
     UNMANAGED = "unmanaged"
+    # Another repairer (Karpenter, EKS) is at work on it: remedy starts nothing there, and it
+    # does not count as healthy (NodeFacts.other_repairer says who).
+    OTHER_REPAIRER = "other_repairer"
 
 
 class FleetNodes(Wraps):
@@ -74,11 +78,17 @@ def current_problems(
     either went silent (the node is SILENT, and its AgentSilent ladder re-probes it) or no
     longer publishes that condition (a NIC check since turned off): neither starts the fault's
     ladder from a stale word. Without a heartbeat to measure by (a condition with no agent
-    behind it) a problem counts as it stands."""
+    behind it) a problem counts as it stands. Another monitor's (remedy.scan.monitors) is
+    rewritten on its own schedule: it is stale past that table's ``FRESH_FOR``."""
     if node.last_heartbeat is None or node.silent_for is None:
         return node.problems
     now = node.last_heartbeat + node.silent_for
-    return [c for c in node.problems if now - c.last_heartbeat_time <= silent_after]
+    return [
+        c
+        for c in node.problems
+        if now - c.last_heartbeat_time
+        <= (silent_after if c.type in AGENT_CONDITIONS else MONITOR_FRESH_FOR)
+    ]
 
 
 def status_of(
@@ -97,6 +107,8 @@ def status_of(
         return NodeStatus.DEGRADED if degraded else NodeStatus.IN_REMEDIATION
     if node.name in work.admitting:
         return NodeStatus.ADMITTING
+    if node.other_repairer is not None:
+        return NodeStatus.OTHER_REPAIRER  # one repairer per node: not remedy's to start on
     if node.rejected is not None:
         return NodeStatus.REJECTED
     if node.cordoned_by_remedy:
@@ -172,6 +184,7 @@ ATTENTION = (
     NodeStatus.UNHEALTHY,
     NodeStatus.SILENT,
     NodeStatus.UNKNOWN,
+    NodeStatus.OTHER_REPAIRER,
 )
 MAX_ATTENTION = 200  # per pool: a result, and a scan's history, stay small in a storm
 SKEW_S = int(SKEW_TOLERANCE.total_seconds())

@@ -126,6 +126,15 @@ class ControllerFlags(BaseModel):
             "admission failures)."
         ),
     ] = DEFAULT_RUNBOOKS
+    monitor_conditions: Annotated[
+        list[str],
+        typer.Option(
+            help="A table of other monitors' node conditions to take as faults "
+            "(node-problem-detector, the EKS node monitoring agent; examples/monitors/). "
+            "Repeat for more.",
+            metavar="FILE",
+        ),
+    ] = []
     scan_every: Annotated[
         float,
         typer.Option(min=0, help="Seconds between fleet scans (a Temporal Schedule); 0: no scan."),
