@@ -14,6 +14,7 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from activities.errors import temporal_errors
+from activities.fabric import FabricActivities
 from activities.mig_layout import MigLayoutActivities
 from activities.person_hold import PersonHoldActivities
 from activities.table import action_activities
@@ -264,4 +265,5 @@ def cluster_activities(cluster: Cluster, poll_s: float = 5.0) -> list[Callable[.
         *AdmissionActivities(cluster.admission).all(),
         *AlertActivities(cluster.alerts, cluster.breakers).all(),
         *MigLayoutActivities(cluster.mig, poll_s).all(),
+        *FabricActivities(cluster.fabric).all(),
     ]

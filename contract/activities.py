@@ -57,6 +57,7 @@ from remedy.ladder.recurrence import PastIncidents
 from remedy.ladder.verification import SeenXids, XidsSince
 from remedy.scan.active_checks import ActiveCheckPublish, CheckFailure, Workloads
 from remedy.scan.admission import AdmissionInput, AdmissionStep
+from remedy.scan.fabric import FabricCheck, FabricRun
 from remedy.scan.fleet import (
     ConditionStart,
     FindingStart,
@@ -193,6 +194,10 @@ PUBLISH_ACTIVE_CHECK = ActivityDef[ActiveCheckPublish, None](
     "publish_active_check", ActiveCheckPublish, None, CONTROLLER
 )
 REPORT_CHECK_FAILURE = ActivityDef("report_check_failure", CheckFailure, Started, CONTROLLER)
+# Fabric tests as Kubernetes Jobs (remedy/scan/fabric.py): made, polled, removed once passed.
+START_FABRIC_TEST = ActivityDef("start_fabric_test", FabricRun, FabricRun, CONTROLLER)
+FABRIC_TEST_CHECK = ActivityDef("fabric_test_check", FabricRun, FabricCheck, CONTROLLER)
+REMOVE_FABRIC_TEST = ActivityDef[FabricRun, None]("remove_fabric_test", FabricRun, None, CONTROLLER)
 
 # -- the job guard ----------------------------------------------------------------------------
 ATTRIBUTE_FAILURE = ActivityDef("attribute_failure", PodFailure, Attribution, CONTROLLER)

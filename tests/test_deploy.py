@@ -17,6 +17,7 @@ from kubernetes import client as k8s
 from adapters.kubernetes.admission import ADMISSION_TAINT
 from adapters.kubernetes.cluster import kubernetes_cluster
 from adapters.kubernetes.control import TAINT
+from adapters.kubernetes.fabric_jobs import FabricImages
 from adapters.kubernetes.jobs import KubernetesJobs
 from adapters.kubernetes.objects import AGENT_MANAGER
 from kubeapi import ApiServer
@@ -24,8 +25,10 @@ from remedy.acting.gpu_use import NodeGpuUse
 from remedy.attribution.evidence import RecentXid
 from remedy.core.models import Finding, NodeRef, Severity
 from remedy.detection.conditions import NodeCondition
+from remedy.detection.fabric.verdict import FabricTest
 from remedy.disruption.quarantine import BreakerState
 from remedy.scan.cluster import CordonOwner, OwnNode
+from remedy.scan.fabric import FabricRun
 from tests.conftest import ROOT
 from tests.kube import DAEMONSETS, JOBS, NODECLAIMS, NODES, PODS, call, daemonset, node, pod
 from tests.test_gpu_use import CLAIMS, SLICES, claim, dra_pod, gpu_slice
@@ -166,6 +169,13 @@ def controller_scenario(api: k8s.ApiClient) -> None:
     jobs.restart_job(failure.job, 1, "platform fault")  # the Job failed: recreate it
     jobs.stop_job(failure.job, "application fault")  # the copy runs: suspend it
     jobs.job_state(failure.job)
+    # The fabric tests (--fabric-test): a loopback Job in remedy's namespace, read, removed.
+    images = FabricImages(nccl_tests="nccl", nvbandwidth="nvb", perftest="perftest")
+    fabric = kubernetes_cluster(api, namespace="remedy", fabric_images=images).fabric
+    assert fabric is not None
+    loopback = FabricRun(run_id="r1", test=FabricTest.NCCL_LOOPBACK, nodes=["n1"], gpus=8)
+    fabric.outcome(fabric.start(loopback.model_copy(update={"model": "H100"})))
+    fabric.remove(loopback)
 
 
 def agent_scenario(api: k8s.ApiClient) -> None:
@@ -239,7 +249,8 @@ async def test_controller_roles_grant_exactly_what_the_adapter_calls(
     calls = await calls_made(api, controller_scenario)
     cluster, namespaced = granted("remedy-controller"), granted_per_namespace("remedy-controller")
     assert ungranted_and_unused(calls, cluster, namespaced) == (set(), set())
-    assert {ns for ns, (group, _, _) in calls if group == "batch"} == {"ml"}  # the job's
+    # The guarded job's, and the fabric tests' in remedy's own.
+    assert {ns for ns, (group, _, _) in calls if group == "batch"} == {"ml", "remedy"}
 
 
 def test_the_controllers_job_rights_are_granted_per_namespace_never_cluster_wide() -> None:
@@ -247,8 +258,11 @@ def test_the_controllers_job_rights_are_granted_per_namespace_never_cluster_wide
     job_rights = {r for r in granted("remedy-controller") if r[0] == "batch"}
     assert not job_rights  # no Job rights in any namespace that did not opt in
     assert namespaced["ml"] == {("batch", "jobs", v) for v in ("get", "list", "create", "patch")}
-    # In its own namespace: the breakers it publishes (one ConfigMap), nothing of Jobs.
-    assert namespaced["remedy"] == {("", "configmaps", v) for v in ("get", "create", "patch")}
+    # In its own namespace: the breakers it publishes (one ConfigMap), and the fabric tests'
+    # Jobs (made, read, removed; never changed).
+    assert namespaced["remedy"] == {("", "configmaps", v) for v in ("get", "create", "patch")} | {
+        ("batch", "jobs", v) for v in ("get", "create", "delete")
+    }
     assert set(namespaced) == {"ml", "remedy"}
     assert "kube-system" not in namespaced
     for binding in by_kind("ClusterRoleBinding").values():

@@ -30,7 +30,7 @@ T0 = datetime(2026, 11, 1, tzinfo=UTC)
 
 
 async def admit(
-    client: Client, queues: Queues, shipped: RunbookSet
+    client: Client, queues: Queues, shipped: RunbookSet, policy: AdmissionPolicy | None = None
 ) -> WorkflowHandle[NodeAdmission, AdmissionResult]:
     # The handle start gives back: on the time-skipping server, only its result() skips time.
     handle: WorkflowHandle[NodeAdmission, AdmissionResult] = await start_admission(
@@ -38,7 +38,7 @@ async def admit(
         AdmissionInput(
             node=NodeRef(name=NEW, pool=queues.pool),
             node_task_queue=queues.agents,
-            policy=AdmissionPolicy(gap=GAP),
+            policy=policy or AdmissionPolicy(gap=GAP),
             failure_runbook=shipped.get("admission-failed"),
         ),
         task_queue=queues.controller,

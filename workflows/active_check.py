@@ -21,6 +21,7 @@ from contract.messages import CHECK_LEASE_GRANTED, LEASE_RELEASE
 from contract.search_attributes import LEASE
 from workflows import metrics
 from workflows.common import PATIENT_RETRY, RIDE_OUT, cause_of, other_repairer, permanent
+from workflows.fabric_test import fabric_findings
 
 with workflow.unsafe.imports_passed_through():
     from contract.names import (
@@ -37,6 +38,7 @@ with workflow.unsafe.imports_passed_through():
         ProbeRequest,
         Severity,
     )
+    from remedy.detection.fabric.verdict import FABRIC
     from remedy.detection.probe.runner import PROBE, UNAVAILABLE
     from remedy.disruption.budget import LeaseGrant, LeaseRelease, LeaseWanted
     from remedy.scan.active_checks import (
@@ -84,6 +86,8 @@ class ActiveCheck:
             if inp.take_out:
                 await self._drain()
             report = await self._diagnose()
+            if report.healthy and inp.policy.fabric.tests:
+                report = await self._fabric(report)
             await self._publish(report)
             if report.healthy:
                 result.detail = f"passed: {', '.join(report.checks_run)}"
@@ -246,6 +250,17 @@ class ActiveCheck:
                 findings=[unavailable],
                 started_at=workflow.now(),
             )
+
+    async def _fabric(self, report: ProbeReport) -> ProbeReport:
+        """The pool's fabric tests on the node this check holds (idle or drained, cordoned):
+        a failed one fails the check as a failed diagnose does."""
+        found = await fabric_findings(self._inp.node.name, self._inp.policy.fabric)
+        return report.model_copy(
+            update={
+                "findings": [*report.findings, *found],
+                "checks_run": [*report.checks_run, FABRIC.check],
+            }
+        )
 
     async def _publish(self, report: ProbeReport) -> None:
         try:

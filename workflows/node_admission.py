@@ -18,6 +18,7 @@ from contract import activities as act
 from contract.defs import ActivityDef
 from contract.messages import ADMISSION_STATE
 from workflows.common import RIDE_OUT, this_run
+from workflows.fabric_test import fabric_findings
 
 with workflow.unsafe.imports_passed_through():
     from contract.names import NODE_ADMISSION_WORKFLOW
@@ -73,6 +74,7 @@ class NodeAdmission:
                         inp.policy.gap, summary=f"gap of {gap} before diagnose {n + 1}"
                     )
                 await self._diagnose(n + 1)
+            await self._fabric()
         except _Rejected as rejected:
             await self._reject(rejected)
         else:
@@ -120,6 +122,20 @@ class NodeAdmission:
                 f"deep diagnose {n} of {self._input.policy.passes} failed: {detail}",
                 failing_serials(report),
             )
+
+    async def _fabric(self) -> None:
+        """The fabric tests, once every diagnose passed (none unless the policy asks)."""
+        policy, state = self._input.policy.fabric, self._state
+        if not policy.tests:
+            return
+        state.phase = AdmissionPhase.DIAGNOSING
+        self._show()
+        found = await fabric_findings(state.node.name, policy)
+        bad = [f for f in found if f.unhealthy]
+        detail = "; ".join(f.evidence for f in (bad or found))
+        state.diagnoses.append(DiagnoseRun(at=workflow.now(), healthy=not bad, detail=detail))
+        if bad:
+            raise _Rejected(f"fabric tests failed: {detail}", [])
 
     async def _reject(self, rejected: _Rejected) -> None:
         state, inp = self._state, self._input

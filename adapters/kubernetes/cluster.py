@@ -18,6 +18,7 @@ from adapters.kubernetes.control import KubernetesNodeControl
 from adapters.kubernetes.drain import DRAIN_TIMEOUT_S, Drain
 from adapters.kubernetes.drain_modes import DrainModes
 from adapters.kubernetes.drain_rules import DrainRules
+from adapters.kubernetes.fabric_jobs import FabricImages, KubernetesFabricJobs
 from adapters.kubernetes.fleet import KubernetesFleetView
 from adapters.kubernetes.gpu_operator import GpuOperatorHandoff
 from adapters.kubernetes.gpu_scope import KubernetesGpuScope
@@ -44,6 +45,7 @@ def kubernetes_cluster(
     drain_modes: DrainModes | None = None,
     field_manager: str = CONTROLLER_MANAGER,
     namespace: str = NAMESPACE,
+    fabric_images: FabricImages | None = None,
     monitors: MonitorTable | None = None,
 ) -> Cluster:
     """``replacer``: a name in ``adapters.kubernetes.replace.REPLACERS`` (ValueError if none).
@@ -51,7 +53,8 @@ def kubernetes_cluster(
     refused every ``eviction_retry_s``; the GPU operator's pods get as long to leave. Which
     pods a drain may evict (kubectl's defaults unless ``drain_rules`` says otherwise) and how,
     per namespace: drain_rules.py, drain_modes.py (ValueError if the modes' delete-after is not
-    within the drain timeout). ``namespace``: remedy's own, where the breakers are published.
+    within the drain timeout). ``namespace``: remedy's own, where the breakers are published
+    and the fabric tests' Jobs run (``fabric_images``: the tools' images; none: no tests).
     ``monitors``: other monitors' conditions the fleet view takes as problems."""
     modes = drain_modes or DrainModes()
     if too_long := modes.too_long_for(drain_timeout_s):
@@ -81,4 +84,9 @@ def kubernetes_cluster(
         gpu_scope=KubernetesGpuScope(nodes, drain, control),  # a DRA device taint per GPU
         mig=KubernetesMigLayouts(nodes),  # the MIG manager's labels around a reset or reboot
         breakers=KubernetesBreakerBoard(nodes, namespace),  # a ConfigMap, one key per pool
+        fabric=(
+            KubernetesFabricJobs(api, namespace, fabric_images, field_manager)
+            if fabric_images
+            else None
+        ),
     )

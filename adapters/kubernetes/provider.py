@@ -15,6 +15,7 @@ from adapters.kubernetes.config import KubeconfigError, api_client, request_time
 from adapters.kubernetes.drain import DRAIN_TIMEOUT_S
 from adapters.kubernetes.drain_modes import DrainModes
 from adapters.kubernetes.drain_rules import DrainRules
+from adapters.kubernetes.fabric_jobs import FabricImages
 from adapters.kubernetes.jobs import KubernetesJobs
 from adapters.kubernetes.marks import KubernetesNodeMarks
 from adapters.kubernetes.nodes import NodeApi
@@ -52,6 +53,11 @@ class KubernetesSettings(BaseModel):
     # kubelet's pod-resources socket ("": which pod uses which GPU is not published).
     self_cordon: bool = True
     pod_resources: str = KUBELET_SOCKET
+    # The fabric tests' tools ("": that test cannot run; none set: no fabric test Jobs).
+    fabric_nccl_tests_image: str = ""
+    fabric_nvbandwidth_image: str = ""
+    fabric_perftest_image: str = ""
+    fabric_rdma_device: str = "mlx5_0"
     # The controller's: tables of other monitors' node conditions it takes as faults
     # (remedy.scan.monitors; examples/monitors/). Empty: remedy's own conditions only.
     monitor_conditions: list[str] = []
@@ -94,6 +100,15 @@ class KubernetesSettings(BaseModel):
             self.drain_mode, self.drain_delete_after, self.drain_delete_grace_max
         )
 
+    def fabric_images(self) -> FabricImages | None:
+        images = FabricImages(
+            nccl_tests=self.fabric_nccl_tests_image,
+            nvbandwidth=self.fabric_nvbandwidth_image,
+            perftest=self.fabric_perftest_image,
+            rdma_device=self.fabric_rdma_device,
+        )
+        return images if images.nccl_tests or images.nvbandwidth or images.perftest else None
+
     def api(self) -> k8s.ApiClient:
         """The API client (KubeconfigError: none usable, one line saying why)."""
         return api_client(self.kubeconfig, timeout=request_timeout(self.kube_timeout))
@@ -109,6 +124,7 @@ def controller_cluster(settings: KubernetesSettings, api: k8s.ApiClient) -> Clus
         drain_rules=settings.drain_rules(),
         drain_modes=settings.drain_modes(),
         namespace=settings.namespace,
+        fabric_images=settings.fabric_images(),
         monitors=load_monitor_tables(settings.monitor_conditions),
     )
 

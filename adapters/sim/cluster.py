@@ -302,4 +302,5 @@ def sim_cluster(fleet: SimState) -> Cluster:
         gpu_scope=SimGpuScope(fleet),
         mig=SimMigLayouts(fleet),
         breakers=SimBreakerBoard(fleet),
+        fabric=fleet.fabric,  # what each node's fabric tests print (adapters/sim/fabric.py)
     )

@@ -10,6 +10,7 @@ import zlib
 from collections.abc import Callable
 from datetime import UTC, datetime
 
+from adapters.sim.fabric import SimFabricJobs
 from adapters.sim.identity import agent_signing_key
 from adapters.sim.node import SimGpu, SimNode, SimPod
 from remedy.core.errors import NodeGone, RemedyError, TransientError
@@ -75,6 +76,7 @@ class SimState:
         self.holds: dict[str, Held] = {}  # action → a gate it waits at (tests: mid-action)
         self.alerts: list[tuple[str, str, str]] = []  # (node, reason, message) of each alert
         self.breakers: dict[str, BreakerState] = {}  # pool → its breaker as its budget published
+        self.fabric = SimFabricJobs(gpus=gpus_per_node)  # what the fabric tests print
 
     def node(self, name: str) -> SimNode:
         try:

@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from functools import cache
 
 from remedy.detection.check_terms import CheckTerms
+from remedy.detection.fabric.verdict import FABRIC
 from remedy.detection.probe import checks as probe_checks
 from remedy.detection.probe.load import LOAD
 from remedy.detection.probe.nic_check import NIC
@@ -38,6 +39,7 @@ TERMS: tuple[CheckTerms, ...] = (
     KERNEL_LOG,
     PROBE,
     LOAD,
+    FABRIC,
     # Findings made outside the probe (admission, the job guard, the fleet scan, ...).
     CheckTerms(
         "admission",

@@ -23,6 +23,7 @@ from remedy.core.models import NodeRef, ProbeReport
 from remedy.detection.conditions import GPU_ACTIVE_CHECK, MAX_MESSAGE, NodeCondition
 from remedy.detection.node_facts import NodeFacts
 from remedy.disruption.budget import allowed_disruptions
+from remedy.scan.fabric import FabricPolicy
 
 PASSED, NOT_CHECKED = "ActiveCheckPassed", "NotCheckedYet"
 
@@ -45,6 +46,9 @@ class ActiveCheckPolicy(BaseModel):
     # Idle nodes are checked outside the budget, cordoned for the whole diagnose: at most this
     # many of the pool at once (a count, a share, all-but-N; at least 1), the rest next round.
     idle_at_once: str = "20%"
+    # After a passing diagnose, on the node the check holds (never one serving work): none by
+    # default. A failed test fails the check (remedy/scan/fabric.py).
+    fabric: FabricPolicy = FabricPolicy()
 
     @field_validator("idle_at_once")
     @classmethod

@@ -11,6 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from remedy.core.models import Component, NodeRef, ProbeReport
 from remedy.detection.probe.diagnose import passed
 from remedy.runbook.schema import Runbook
+from remedy.scan.fabric import FabricPolicy
 
 ADMISSION_FAILED = "AdmissionFailed"  # the finding reason the replace runbook matches
 
@@ -21,6 +22,7 @@ class AdmissionPolicy(BaseModel):
     passes: int = Field(default=2, ge=1)
     gap: timedelta = timedelta(minutes=10)  # between diagnoses
     diagnose_timeout: timedelta = timedelta(minutes=30)
+    fabric: FabricPolicy = FabricPolicy()  # after the last diagnose passed: none by default
 
 
 class AdmissionPhase(StrEnum):

@@ -18,6 +18,7 @@ from remedy.core.models import CordonState, NodeBoot
 from remedy.detection.conditions import NodeCondition
 from remedy.detection.node_facts import NodeFacts
 from remedy.disruption.quarantine import BreakerState
+from remedy.scan.fabric import FabricJobs
 
 log = logging.getLogger(__name__)
 
@@ -174,6 +175,7 @@ class Cluster:
     gpu_scope: GpuScopedControl | None = None  # None: GPU-scoped rungs are refused
     mig: MigLayouts | None = None  # None: no MIG layout is checked after a reset or a reboot
     breakers: BreakerBoard | None = None  # None: no cordon goes before its budget's leave
+    fabric: FabricJobs | None = None  # None: fabric tests are refused (a failed test)
 
 
 @dataclass(frozen=True)

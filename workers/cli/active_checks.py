@@ -11,6 +11,7 @@ import typer
 from remedy.core.durations import parse_duration
 from remedy.disruption.budget import allowed_disruptions
 from remedy.scan.active_checks import ActiveCheckPolicy
+from remedy.scan.fabric import FabricPolicy
 from workers.cli.exits import BAD_INPUT
 
 EveryOption = Annotated[
@@ -60,6 +61,7 @@ def active_check_policies(
     max_age: str,
     pools: list[str] | None,
     idle_at_once: str = "20%",
+    fabric: FabricPolicy | None = None,
 ) -> tuple[ActiveCheckPolicy, dict[str, ActiveCheckPolicy]] | None:
     """The default policy and the per-pool ones; None when active checks are off. Bad input
     is one line naming the option, and exit 1 (bad input)."""
@@ -76,6 +78,7 @@ def active_check_policies(
             interval=_duration("--active-check-interval", interval),
             max_age=_duration("--active-check-max-age", max_age),
             idle_at_once=idle_at_once,
+            fabric=fabric or FabricPolicy(),
         )
     except ValueError as exc:  # pydantic's ValidationError is one too: a zero duration
         _fail("--active-check-interval/--active-check-max-age", exc)
@@ -91,6 +94,7 @@ def active_check_policies(
                 interval=parse_duration(pool_interval),
                 max_age=parse_duration(pool_max_age),
                 idle_at_once=default.idle_at_once,
+                fabric=default.fabric,
             )
         except ValueError as exc:
             _fail("--active-check-pool", exc)

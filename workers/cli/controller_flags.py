@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict
 from remedy.attribution.guard import GuardPolicy
 from remedy.disruption.budget import BudgetPolicy
 from remedy.ladder.hardware import BlocklistPolicy
+from remedy.scan.admission import AdmissionPolicy
 from remedy.scan.fleet import ScanInput
 from remedy.scan.liveness import (
     AGENT_HEARTBEAT,
@@ -24,6 +25,7 @@ from remedy.scan.liveness import (
 from remedy.scan.worker_stall import stall_after_problem
 from workers.cli import active_checks as checks
 from workers.cli import drain
+from workers.cli import fabric as fabric_flags
 from workers.cli.common import (
     attributor_or_exit,
     redactor_or_exit,
@@ -184,6 +186,12 @@ class ControllerFlags(BaseModel):
     active_check_max_age: checks.MaxAgeOption = "7d"
     active_check_pool: checks.PoolOption = None
     active_check_idle_at_once: checks.IdleAtOnceOption = None
+    fabric_test: fabric_flags.TestOption = None
+    fabric_deadline: fabric_flags.DeadlineOption = "10m"
+    fabric_nccl_tests_image: fabric_flags.NcclImageOption = ""
+    fabric_nvbandwidth_image: fabric_flags.NvbandwidthImageOption = ""
+    fabric_perftest_image: fabric_flags.PerftestImageOption = ""
+    fabric_rdma_device: fabric_flags.RdmaDeviceOption = "mlx5_0"
     metrics_bind: MetricsOption = None
     workflow_cache: WorkflowCacheOption = None
     stall_after: StallAfterOption = STALL_AFTER_S
@@ -212,14 +220,21 @@ class ControllerFlags(BaseModel):
             **{**self.model_dump(include=kubernetes), "drain_mode": self.drain_mode or []},
         )
         policy, blocklist = self._policies()
+        images = {
+            "nccl_tests": self.fabric_nccl_tests_image,
+            "nvbandwidth": self.fabric_nvbandwidth_image,
+        }
+        fabric = fabric_flags.fabric_policy(self.fabric_test, self.fabric_deadline, images)
         active = checks.active_check_policies(
             self.active_check_every,
             self.active_check_interval,
             self.active_check_max_age,
             self.active_check_pool,
             self.active_check_idle_at_once or self.max_disruption,  # the budget's share
+            fabric,
         )
         scan = ScanInput(
+            admission=AdmissionPolicy(fabric=fabric),
             watch_jobs=self.watch_jobs,
             guard_policy=GuardPolicy(max_platform_restarts=self.max_job_restarts),
             agent_silent_after=silent_after,

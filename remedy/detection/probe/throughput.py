@@ -26,6 +26,12 @@ class GpuReference(BaseModel):
     match: list[str] = Field(min_length=1)  # substrings of the device name (case-insensitive)
     tflops: float = Field(gt=0)  # dense 16-bit tensor throughput, datasheet
     source: str = ""
+    # The fabric tests' floors (remedy/detection/fabric/verdict.py), GB/s; None: not judged
+    # against the model, only against peers where there are some.
+    nccl_loopback_busbw: float | None = Field(default=None, gt=0)  # all GPUs of one node
+    nccl_pair_busbw: float | None = Field(default=None, gt=0)  # all-reduce across two nodes
+    nvbandwidth_d2d: float | None = Field(default=None, gt=0)  # each GPU pair, memcpy read CE
+    fabric_source: str = ""
 
 
 class References(BaseModel):
