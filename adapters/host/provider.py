@@ -17,6 +17,7 @@ from adapters.host.pod_resources import KubeletPodResources, device_ids
 from remedy.detection.host import NodeHost
 from remedy.detection.pod_resources import GpuUsePublisher, GpuUseReporter
 from remedy.detection.probe import ProbeConfig
+from remedy.detection.probe.nic_counters import CounterHistory
 from remedy.detection.probe.throughput import REFERENCE_FILE, load_references
 from remedy.detection.probe.xid_dedup import XidDedup
 
@@ -79,6 +80,7 @@ class HostSettings(BaseModel):
             nics=SysfsNics() if self.expected_nics else None,
             expected_nics=self.expected_nics,
             expected_nic_rate_gbps=self.nic_rate,
+            nic_history=CounterHistory() if self.expected_nics else None,
             kernel_log=kernel_log_source(self.kernel_log, self.cursor),
             not_before=boot_time(),
             xids_seen=XidDedup() if self.watch_xids else None,

@@ -12,7 +12,7 @@ from remedy.core.models import Action
 from remedy.core.once import once, reboot_once, unsure_not_repeated
 from remedy.detection.gpu import NvmlApi
 from remedy.detection.probe.load import LoadProblem, LoadReason, LoadReport
-from remedy.detection.probe.nics import NicPort
+from remedy.detection.probe.nics import NicPort, PortCounters
 from remedy.detection.probe.runner import ProbeConfig
 
 
@@ -32,6 +32,7 @@ class SimHost:
             nics=_SimNics(self),
             expected_nics=sim.nics,
             expected_nic_rate_gbps=400.0,
+            nic_history=sim.nic_history,
             kernel_log=_SimKernelLog(self._fleet, self.name)
             if sim.kernel_log is not None
             else None,
@@ -39,6 +40,9 @@ class SimHost:
 
     def nic_ports(self) -> list[NicPort]:
         return self._fleet.node(self.name).nic_ports()
+
+    def nic_counters(self) -> list[PortCounters]:
+        return self._fleet.node(self.name).nic_counters()
 
     def nvml(self) -> NvmlApi:
         self._fleet.pause_point("probe")
@@ -147,3 +151,6 @@ class _SimNics:
 
     def ports(self) -> list[NicPort]:
         return self._host.nic_ports()
+
+    def counters(self) -> list[PortCounters]:
+        return self._host.nic_counters()

@@ -15,6 +15,7 @@ from typing import Any
 from remedy.core.models import Component, ComponentKind, Finding, Severity
 from remedy.detection import gpu as nv
 from remedy.detection.gpu import NvmlApi
+from remedy.detection.probe.nic_counters import CounterHistory
 from remedy.detection.probe.nics import NicSource
 
 NODE = Component(kind=ComponentKind.NODE)
@@ -30,6 +31,7 @@ class CheckContext:
     nics: NicSource | None = None
     expected_nics: int | None = None
     expected_nic_rate_gbps: float | None = None
+    nic_history: CounterHistory | None = None  # the counters' readings, kept across probes
     gpus: list[Component] = field(default_factory=list)  # filled by the inventory check
 
     def finding(
