@@ -87,6 +87,7 @@ class SimHost:
             sim.boot_id += 1
             destroy_instances(sim, [g.index for g in sim.gpus])
             mig_manager_starts(sim)  # as the node comes up
+            sim.agent_starts()
             sim.pods = [p for p in sim.pods if p.daemonset]
             return "rebooted"
 

@@ -101,7 +101,12 @@ class SimNode:
     _xid_ready: threading.Condition = field(default_factory=threading.Condition)
 
     def __post_init__(self) -> None:
-        # The agent's first reading, before any fault: what later readings rise from.
+        self.agent_starts()
+
+    def agent_starts(self) -> None:
+        """The node's agent (re)starts: its counter history is new, from a first reading (a
+        reboot forgets the flaps before it, as the real agent's memory does)."""
+        self.nic_history = CounterHistory()
         for reading in self.nic_counters():
             self.nic_history.observe(reading, self.clock())
 

@@ -86,7 +86,9 @@ def below_peers(ports: list[NicPort]) -> dict[str, str]:
         width = _usual(peers, lambda p: p.width)
         for port in peers:
             if rate is not None and port.rate_gbps < rate:
-                found[port.name] = f"{port.rate_gbps:g} Gb/s, its {len(peers) - 1} peers {rate:g}"
+                found[port.name] = (
+                    f"{port.rate_gbps:g} Gb/s, its {len(peers) - 1} peers {rate:g} Gb/s"
+                )
             elif width and port.width and port.width < int(width):
                 found[port.name] = f"{port.width}X wide, its {len(peers) - 1} peers {width:g}X"
     return found

@@ -43,7 +43,13 @@ FLAPS_TO_ESCALATE = 3
 
 SYMBOL_ERRORS = Threshold("symbol_error", 120, WINDOW, "more than 120 an hour", _IBTA, bits=16)
 LINK_DOWNED = Threshold(
-    "link_downed", 0, WINDOW, f"any rise in the hour ({FLAPS_TO_ESCALATE}+: flapping)", _NVS, 8
+    "link_downed",
+    0,
+    WINDOW,
+    f"any rise in the hour ({FLAPS_TO_ESCALATE}+: flapping)",
+    "NVSentinel NIC monitor design: a down kills the job's queue pairs (046); repeated downs "
+    "escalate (047, RepeatedNICLinkFlap: 3 in 10 minutes; remedy counts the hour)",
+    bits=8,
 )
 LINK_RETRAINS = Threshold(
     "link_error_recovery",
@@ -137,10 +143,3 @@ class CounterHistory:
         """How many times the link went down within the window (link_downed's rises)."""
         rose = self.increase(port, LINK_DOWNED.counter, self.window, now, scaled=False)
         return int(rose or 0)
-
-
-def thresholds_markdown() -> str:
-    """The counter thresholds as docs/runbooks.md shows them (tests/generated_docs.py)."""
-    rows = ["| counter | a finding when | source |", "|---|---|---|"]
-    rows += [f"| `{t.counter}` | {t.says} | {t.source} |" for t in ALL_THRESHOLDS]
-    return "\n".join(rows)

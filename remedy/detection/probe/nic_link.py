@@ -93,3 +93,16 @@ def _flaps(
     severity = Severity.CRITICAL if escalated else Severity.WARNING
     evidence = f"link_downed rose {downs} times in the last hour"
     return [ctx.finding(NIC_LINK.check, reason, severity, evidence, nic)]
+
+
+def thresholds_markdown() -> str:
+    """The counter thresholds with their reasons, as docs/runbooks.md shows them
+    (tests/generated_docs.py writes it there)."""
+    rows = ["| counter | a finding when | reason | source |", "|---|---|---|---|"]
+    flaps = f"`{LINK_FLAP}`; {nc.FLAPS_TO_ESCALATE}+: `{LINK_FLAPPING}`"
+    for t, reason in ((nc.LINK_DOWNED, flaps), *((t, f"`{r}`") for t, r, _ in _RULES)):
+        rows.append(f"| `{t.counter}` | {t.says} | {reason} | {t.source} |")
+    rows.append(
+        f"| any counter | unreadable, missing or at its maximum | `{UNREADABLE}` | fail closed |"
+    )
+    return "\n".join(rows)
