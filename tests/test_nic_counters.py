@@ -162,6 +162,12 @@ def test_link_integrity_and_overrun_are_critical_on_any_rise(node: Node) -> None
         ("NicLinkIntegrity", "mlx5_0/1", Severity.CRITICAL),
         ("NicLinkIntegrity", "mlx5_1/1", Severity.CRITICAL),
     ]
+    node.set("mlx5_0", "excessive_buffer_overrun_errors", "1")  # both on one port: one finding
+    [finding] = [f for f in node.probe(timedelta(minutes=1)) if f.component.device == "mlx5_0/1"]
+    assert finding.evidence == (
+        "local_link_integrity_errors rose by 1: any rise; "
+        "excessive_buffer_overrun_errors rose by 1: any rise"
+    )
 
 
 def test_rates_over_a_short_span_are_scaled_from_readings_further_apart(node: Node) -> None:

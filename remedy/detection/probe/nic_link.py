@@ -59,13 +59,16 @@ def check_nic_link(ctx: CheckContext) -> list[Finding]:
         out.extend(_unreadable(ctx, reading, nic))
         history.observe(reading, now)
         out.extend(_flaps(ctx, history, reading, nic))
+        past: dict[str, tuple[Severity, list[str]]] = {}  # one finding per reason and port
         for threshold, reason, severity in _RULES:
             if threshold.counter not in reading.values:
                 continue
             rose = history.increase(reading.name, threshold.counter, threshold.per, now)
             if rose is not None and rose > threshold.limit:
-                evidence = f"{threshold.counter} rose by {rose:g}: {threshold.says}"
-                out.append(ctx.finding(NIC_LINK.check, reason, severity, evidence, nic))
+                said = f"{threshold.counter} rose by {rose:g}: {threshold.says}"
+                past.setdefault(reason, (severity, []))[1].append(said)
+        for reason, (severity, said) in past.items():
+            out.append(ctx.finding(NIC_LINK.check, reason, severity, "; ".join(said), nic))
     return out
 
 
