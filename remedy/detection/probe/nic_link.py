@@ -65,10 +65,10 @@ def check_nic_link(ctx: CheckContext) -> list[Finding]:
                 continue
             rose = history.increase(reading.name, threshold.counter, threshold.per, now)
             if rose is not None and rose > threshold.limit:
-                said = f"{threshold.counter} rose by {rose:g}: {threshold.says}"
-                past.setdefault(reason, (severity, []))[1].append(said)
-        for reason, (severity, said) in past.items():
-            out.append(ctx.finding(NIC_LINK.check, reason, severity, "; ".join(said), nic))
+                line = f"{threshold.counter} rose by {rose:g}: {threshold.says}"
+                past.setdefault(reason, (severity, []))[1].append(line)
+        for reason, (severity, lines) in past.items():
+            out.append(ctx.finding(NIC_LINK.check, reason, severity, "; ".join(lines), nic))
     return out
 
 
