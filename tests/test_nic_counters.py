@@ -25,6 +25,7 @@ from pathlib import Path
 import pytest
 
 from adapters.host.nics import SysfsNics
+from adapters.host.provider import HostSettings
 from remedy.core.models import Finding, Severity
 from remedy.detection.probe.context import CheckContext
 from remedy.detection.probe.nic_check import check_nics
@@ -215,6 +216,27 @@ def test_a_port_with_no_counters_folder_fails_closed(node: Node) -> None:
     (port / "counters").rmdir()
     [finding] = node.probe()
     assert finding.reason == "NicCountersUnreadable" and "no counters/" in finding.evidence
+
+
+def test_excluded_devices_are_neither_read_nor_counted(node: Node) -> None:
+    """A DGX's firmware-restricted PF fails every counter read (ACCESS_REG, gpud issue 1164):
+    the operator leaves it out (``--nic-exclude``) rather than have it fail closed forever."""
+    for i in range(3):
+        node.ib_port(f"mlx5_{i}")
+    node.set("mlx5_2", "symbol_error", "N/A (no PMA)")
+    assert [f.component.device for f in node.probe()] == ["mlx5_2/1"]
+    nics = SysfsNics(node.root, exclude=frozenset({"mlx5_2"}))
+    assert [p.device for p in nics.ports()] == ["mlx5_0", "mlx5_1"]
+    assert [c.device for c in nics.counters()] == ["mlx5_0", "mlx5_1"]
+
+
+def test_the_exclusion_flag_is_checked_once() -> None:
+    assert HostSettings(node="n", nic_exclude=" mlx5_0, mlx5_1,").excluded_nics == {
+        "mlx5_0",
+        "mlx5_1",
+    }
+    with pytest.raises(ValueError, match="'mlx5 0' is not an RDMA device name"):
+        HostSettings(node="n", nic_exclude="mlx5 0")
 
 
 def test_efa_hw_counters(node: Node) -> None:

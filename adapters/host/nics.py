@@ -17,8 +17,9 @@ _RATE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*Gb/sec(?:\s*\((\d+)X)?")
 
 
 class SysfsNics:
-    def __init__(self, root: Path = INFINIBAND) -> None:
+    def __init__(self, root: Path = INFINIBAND, exclude: frozenset[str] = frozenset()) -> None:
         self.root = root
+        self.exclude = exclude  # devices left out: not read, not counted
 
     def ports(self) -> list[NicPort]:
         found = []
@@ -66,6 +67,7 @@ class SysfsNics:
         return [
             (device, port_dir)
             for device in sorted(self.root.iterdir())
+            if device.name not in self.exclude
             for port_dir in sorted((device / "ports").glob("*"))
         ]
 

@@ -17,7 +17,13 @@ from workers.cli.common import redactor_or_exit, runbooks_or_exit, serve, settin
 from workers.cli.connection import temporal
 from workers.cli.exits import BAD_INPUT
 from workers.flags import command
-from workers.flags.agent import AgentFlags, ExpectedGpusOption, ExpectedNicsOption, NicRateOption
+from workers.flags.agent import (
+    AgentFlags,
+    ExpectedGpusOption,
+    ExpectedNicsOption,
+    NicExcludeOption,
+    NicRateOption,
+)
 from workers.flags.options import KernelLogOption
 
 
@@ -27,6 +33,7 @@ def probe(
     expected_gpus: ExpectedGpusOption = None,
     expected_nics: ExpectedNicsOption = None,
     nic_rate: NicRateOption = None,
+    nic_exclude: NicExcludeOption = "",
     timeout: Annotated[float, typer.Option(help="Seconds each check may take.")] = 5.0,
     kernel_log: KernelLogOption = "auto",
     simulate: Annotated[
@@ -74,6 +81,7 @@ def probe(
             expected_gpus=expected_gpus,
             expected_nics=expected_nics,
             nic_rate=nic_rate,
+            nic_exclude=nic_exclude,
             timeout=timeout,
             kernel_log=kernel_log,
         )
@@ -111,7 +119,8 @@ def local_host_or_exit(**flags: Any) -> NodeHost:
 # What of the agent's flags goes to its host, and to Kubernetes with --kubernetes (not its
 # --dry-run: that one is the host's).
 HOST_FLAGS = {
-    "node", "expected_gpus", "expected_nics", "nic_rate", "kernel_log", "cursor", "allow_reset",
+    "node", "expected_gpus", "expected_nics", "nic_rate", "nic_exclude", "kernel_log", "cursor",
+    "allow_reset",
     "allow_reboot", "reboot_command", "dry_run", "state_dir", "dcgm_level", "dcgm_host",
     "diagnose_timeout", "gpu_reference",
 }  # fmt: skip
