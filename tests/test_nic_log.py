@@ -1,5 +1,6 @@
-"""mlx5 and EFA driver errors in the kernel log, on real lines, and the simulated NIC faults
-climbing their ladders: a degraded port and a flapping link, each cleared by a reboot.
+"""mlx5 and EFA driver errors in the kernel log, on real lines; the simulated NIC faults, a
+degraded port and a flapping link, each cleared by a reboot; NIC findings as the node's
+GpuNetworkProblem condition.
 
 Line sources:
 - mlx5 command timeout: NVSentinel's syslog monitor test (``wait_func:1195:(pid 1967079):
@@ -24,7 +25,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from adapters.sim import SimFleet
-from remedy.core.models import Action, ComponentKind, Severity
+from remedy.core.models import Action, ComponentKind, Finding, ProbeReport, Severity
+from remedy.detection.conditions import GPU_NETWORK_PROBLEM, GPU_PROBLEM, conditions_from
 from remedy.detection.probe import probe_node
 from remedy.detection.probe.nic_log import nic_log_findings
 
@@ -142,3 +144,27 @@ def test_a_simulated_nic_fault_is_seen_until_a_reboot_clears_it(
     assert not probe_node(NODE, host.nvml(), host.probe_config).healthy
     host.reboot("k-reboot")
     assert probe_node(NODE, host.nvml(), host.probe_config).healthy
+
+
+@pytest.mark.parametrize(
+    ("check", "reason"),
+    [
+        ("nic_link", "NicLinkFlapping"),
+        ("nic_driver", "Mlx5CommandTimeout"),
+        ("nic", "NicBelowPeers"),
+    ],
+)
+def test_every_nic_check_is_a_network_problem_not_a_gpu_problem(check: str, reason: str) -> None:
+    report = ProbeReport(
+        node=NODE,
+        checks_run=["inventory", "nic", "nic_link"],
+        findings=[
+            Finding(
+                node=NODE, check=check, reason=reason, severity=Severity.CRITICAL, observed_at=NOW
+            )
+        ],
+        started_at=NOW,
+    )
+    gpu, network = conditions_from(report, [], NOW)
+    assert (gpu.type, gpu.status) == (GPU_PROBLEM, "False")
+    assert (network.type, network.status, network.reason) == (GPU_NETWORK_PROBLEM, "True", reason)
