@@ -32,6 +32,7 @@ from remedy.detection.probe.nic_check import check_nics
 from remedy.detection.probe.nic_counters import IB_COUNTERS, CounterHistory
 from remedy.detection.probe.nic_link import check_nic_link, thresholds_markdown
 from remedy.runbook import RunbookSet
+from remedy.runbook.schema import FROM_CONDITION
 
 T0 = datetime(2026, 12, 7, 12, 0, tzinfo=UTC)
 NDR = "400 Gb/sec (4X NDR)"  # ConnectX-7 at NDR, as rate_show prints it
@@ -300,6 +301,8 @@ def test_a_down_port_is_down_not_below_its_peers(node: Node) -> None:
         ("NicLinkIntegrity", "nic-link-failing"),
         ("NicBelowPeers", "nic-degraded"),
         ("NicCountersUnreadable", "nic-degraded"),
+        ("NicPortDown", "nic-degraded"),
+        ("NicEfaErrors", "nic-link-flapping"),
         ("Mlx5CommandTimeout", "nic-driver"),
         ("EfaAdminTimeout", "nic-driver"),
     ],
@@ -307,17 +310,16 @@ def test_a_down_port_is_down_not_below_its_peers(node: Node) -> None:
 def test_each_nic_finding_has_its_runbook(
     shipped_runbooks: RunbookSet, reason: str, runbook: str
 ) -> None:
+    """From the probe, and as the fleet scan rebuilds it from the node's condition (which
+    keeps only the reason: check "condition")."""
     from remedy.detection import vocabulary
 
-    finding = Finding(
-        node="n1",
-        check=str(vocabulary.check_of(reason)),
-        reason=reason,
-        severity=Severity.WARNING,
-        observed_at=T0,
-    )
-    matched = shipped_runbooks.match(finding)
-    assert matched is not None and matched.name == runbook
+    for check in (str(vocabulary.check_of(reason)), FROM_CONDITION):
+        finding = Finding(
+            node="n1", check=check, reason=reason, severity=Severity.WARNING, observed_at=T0
+        )
+        matched = shipped_runbooks.match(finding)
+        assert matched is not None and matched.name == runbook, check
 
 
 def test_a_flap_is_tolerated_longer_than_the_window_that_counts_it(

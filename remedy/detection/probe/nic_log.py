@@ -86,7 +86,7 @@ def nic_log_findings(
                     severity=severity,
                     component=Component(
                         kind=ComponentKind.NIC,
-                        device=match["dev"] or match["driver"],
+                        device=match["dev"] or f"{match['driver']} {match['pci'] or ''}".strip(),
                         pci_bus_id=(match["pci"] or "").lower() or None,
                     ),
                     evidence=line[match.start() :],
