@@ -28,6 +28,10 @@ FAULT_WEIGHTS = {
     "thermal_transient": 0.15,
     "app_xid": 0.15,
     "remap_failure": 0.1,
+    # Llama 3's network switch and cable share (8.4%): a port that trained narrow, a flapping
+    # link (adapters/sim/faults.py), each climbing its NIC ladder.
+    "nic_degraded": 0.04,
+    "nic_flapping": 0.04,
 }
 STATUS_EVERY_S = 5.0
 JOB_NODES = 4
