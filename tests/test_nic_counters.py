@@ -185,6 +185,23 @@ def test_rates_over_a_short_span_are_scaled_from_readings_further_apart(node: No
     ]
 
 
+def test_readings_further_apart_than_the_hour_average_a_rate_but_count_every_down(
+    node: Node,
+) -> None:
+    """The agent was away two hours: 240 symbol errors over them are 120 an hour (not above
+    the IBTA rate); a down in them still happened, and is counted."""
+    node.ib_port("mlx5_0")
+    node.probe()
+    node.set("mlx5_0", "symbol_error", "240")
+    assert node.probe(timedelta(hours=2)) == []
+    node.set("mlx5_0", "symbol_error", "600")
+    node.set("mlx5_0", "link_downed", "1")
+    assert said(node.probe(timedelta(hours=2))) == [
+        ("NicLinkFlap", "mlx5_0/1", Severity.WARNING),
+        ("NicSymbolErrors", "mlx5_0/1", Severity.WARNING),  # 360 in 2 h: 180 an hour
+    ]
+
+
 def test_a_saturated_counter_fails_closed(node: Node) -> None:
     """symbol_error is 16 bits in the PMA and stops at 65535: it can no longer rise."""
     node.ib_port("mlx5_0")
