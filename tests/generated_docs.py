@@ -12,6 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from remedy.core.actions import actions_markdown
+from remedy.detection.probe.nic_link import thresholds_markdown
 from remedy.detection.vocabulary import terms_markdown
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -20,6 +21,7 @@ ROOT = Path(__file__).resolve().parent.parent
 REGIONS: dict[str, tuple[str, Callable[[], str]]] = {
     "actions": ("docs/runbooks.md", actions_markdown),
     "checks": ("docs/runbooks.md", terms_markdown),
+    "nic-thresholds": ("docs/runbooks.md", thresholds_markdown),
 }
 
 

@@ -16,6 +16,7 @@ from adapters.sim import SimFleet
 from remedy.core.models import ComponentKind, ProbeReport, Severity
 from remedy.detection.probe import probe_node
 from remedy.detection.probe.checks import GPU_CHECKS
+from remedy.detection.probe.nic_counters import EFA_COUNTERS, IB_COUNTERS
 from workers.cli import app
 
 NODE = "gpu-node-000"
@@ -39,7 +40,7 @@ def test_healthy_8_gpu_node_is_healthy_and_names_every_gpu(fleet: SimFleet) -> N
     report = probe(fleet)
     assert report.healthy
     assert report.findings == []
-    assert report.checks_run == ["inventory", *GPU_CHECKS, "fabric_manager", "nic"]  # all ran
+    assert report.checks_run == ["inventory", *GPU_CHECKS, "fabric_manager", "nic", "nic_link"]
     assert [g.index for g in report.gpus] == list(range(8))
     assert all(g.uuid and g.serial and g.pci_bus_id for g in report.gpus)
     assert len({g.serial for g in report.gpus}) == 8
@@ -65,6 +66,8 @@ def test_healthy_8_gpu_node_is_healthy_and_names_every_gpu(fleet: SimFleet) -> N
         ("pcie_degraded", [("pcie", "PcieWidthDegraded", 2)]),
         ("nvlink_down", [("nvlink", "NvLinkDown", 2)]),
         ("nic_down", [("nic", "NicPortDown", None)]),
+        ("nic_degraded", [("nic", "NicRateDegraded", None)]),
+        ("nic_flapping", [("nic_link", "NicLinkFlapping", None)]),
     ],
 )
 def test_each_fault_gives_its_finding(
@@ -132,7 +135,7 @@ def test_missing_gpus_are_counted_against_the_expected_number(fleet: SimFleet) -
 def test_node_without_gpus_skips_nvml(fleet: SimFleet) -> None:
     fleet.break_nvml(NODE, "missing")
     report = probe(fleet, expected_gpus=0)
-    assert report.healthy and report.checks_run == ["nic"]
+    assert report.healthy and report.checks_run == ["nic", "nic_link"]
 
 
 def test_broken_check_is_a_finding_not_a_crash(fleet: SimFleet) -> None:
@@ -192,6 +195,10 @@ def _port(root: Path, device: str, state: str, phys: str, rate: str) -> None:
     (port / "state").write_text(state + "\n")
     (port / "phys_state").write_text(phys + "\n")
     (port / "rate").write_text(rate + "\n")
+    counters = port / ("hw_counters" if device.startswith("rdmap") else "counters")
+    counters.mkdir()
+    for name in IB_COUNTERS if counters.name == "counters" else EFA_COUNTERS:
+        (counters / name).write_text("0\n")
 
 
 def test_rdma_nics_from_sysfs(tmp_path: Path, fleet: SimFleet) -> None:

@@ -21,6 +21,8 @@ from remedy.detection.probe import checks, probe_node
 from remedy.detection.probe.diagnose import deep_diagnose
 from remedy.detection.probe.load import LOAD, LOAD_CHECK, LoadReason
 from remedy.detection.probe.nic_check import NIC
+from remedy.detection.probe.nic_link import NIC_LINK
+from remedy.detection.probe.nic_log import NIC_DRIVER
 from remedy.detection.probe.runner import KERNEL_LOG, PROBE
 from remedy.detection.probe.sxids import NVSWITCH
 from remedy.ladder.remediation import FindingReport
@@ -191,7 +193,7 @@ def test_every_finding_the_code_makes_uses_registered_terms() -> None:
 
 
 # The checks that declare their terms beside their code (remedy/detection/check_terms.py).
-OWNED = (*checks.TERMS, NIC, KERNEL_LOG, PROBE, LOAD, NVSWITCH)
+OWNED = (*checks.TERMS, NIC, NIC_LINK, NIC_DRIVER, KERNEL_LOG, PROBE, LOAD, NVSWITCH)
 
 
 def test_a_check_owns_its_terms_each_spelt_once() -> None:

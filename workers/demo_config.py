@@ -29,6 +29,10 @@ FAULT_WEIGHTS = {
     "app_xid": 0.15,
     "remap_failure": 0.1,
     "nvlink_crc": 0.1,  # an NVLink CRC storm: cordoned at once, then drained and reset
+    # Llama 3's network switch and cable share (8.4%): a port that trained narrow, a flapping
+    # link (adapters/sim/faults.py), each climbing its NIC ladder.
+    "nic_degraded": 0.04,
+    "nic_flapping": 0.04,
 }
 STATUS_EVERY_S = 5.0
 JOB_NODES = 4

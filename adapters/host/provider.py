@@ -4,6 +4,7 @@ composition root (workers/providers), with which pod uses which GPU, from the ku
 
 from __future__ import annotations
 
+import re
 import shlex
 from pathlib import Path
 
@@ -18,6 +19,7 @@ from adapters.host.services import SystemdUnit
 from remedy.detection.host import NodeHost
 from remedy.detection.pod_resources import GpuUsePublisher, GpuUseReporter
 from remedy.detection.probe import ProbeConfig
+from remedy.detection.probe.nic_counters import CounterHistory
 from remedy.detection.probe.rates import CounterWindow
 from remedy.detection.probe.throughput import REFERENCE_FILE, load_references
 from remedy.detection.probe.xid_dedup import XidDedup
@@ -33,6 +35,7 @@ class HostSettings(BaseModel):
     expected_gpus: int | None = None  # 0: not a GPU node; None: not counted
     expected_nics: int | None = None
     nic_rate: float | None = None  # Gb/s a port should run at
+    nic_exclude: str = ""  # RDMA devices left out, comma-separated (mlx5_0,mlx5_1)
     timeout: float = Field(default=5.0, gt=0)  # seconds each check may take
     kernel_log: str = "auto"  # adapters/host/kernel_sources.py
     cursor: Path | None = None  # where the kernel log's cursor is kept
@@ -75,13 +78,26 @@ class HostSettings(BaseModel):
             raise ValueError(str(exc)) from None
         return path
 
+    @field_validator("nic_exclude")
+    @classmethod
+    def _device_names(cls, text: str) -> str:
+        bad = [d for d in text.split(",") if d.strip() and not re.fullmatch(r"[\w.-]+", d.strip())]
+        if bad:
+            raise ValueError(f"{bad[0]!r} is not an RDMA device name (e.g. mlx5_0)")
+        return text
+
+    @property
+    def excluded_nics(self) -> frozenset[str]:
+        return frozenset(d.strip() for d in self.nic_exclude.split(",") if d.strip())
+
     def probe_config(self) -> ProbeConfig:
         return ProbeConfig(
             expected_gpus=self.expected_gpus,
             check_timeout_s=self.timeout,
-            nics=SysfsNics() if self.expected_nics else None,
+            nics=SysfsNics(exclude=self.excluded_nics) if self.expected_nics else None,
             expected_nics=self.expected_nics,
             expected_nic_rate_gbps=self.nic_rate,
+            nic_history=CounterHistory() if self.expected_nics else None,
             kernel_log=kernel_log_source(self.kernel_log, self.cursor),
             not_before=boot_time(),
             xids_seen=XidDedup() if self.watch_xids else None,

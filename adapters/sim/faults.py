@@ -10,7 +10,8 @@ from remedy.core.models import Action, Component, ComponentKind, Finding, Severi
 from remedy.detection.probe.checks import PCIE, THERMAL, THERMAL_SLOWDOWN, WIDTH_DEGRADED
 from remedy.detection.probe.fabric_manager import FABRIC_MANAGER, FABRIC_MANAGER_DOWN
 from remedy.detection.probe.load import LOAD, LoadReason
-from remedy.detection.probe.nic_check import NIC, PORT_DOWN
+from remedy.detection.probe.nic_check import NIC, PORT_DOWN, RATE_DEGRADED
+from remedy.detection.probe.nic_link import LINK_FLAPPING, NIC_LINK
 from remedy.detection.probe.nvlink import CRC_RATE, FABRIC_DEGRADED, NVLINK
 from remedy.detection.probe.runner import PROBE, TIMED_OUT
 from remedy.xid.catalog import load_catalog
@@ -30,6 +31,11 @@ class Effect(StrEnum):
     NVLINK_CRC = "nvlink_crc"  # one NVLink's CRC error counter climbing fast
     FABRIC_DEGRADED = "fabric_degraded"  # the fabric's health mask: bandwidth degraded
     FABRIC_MANAGER_DOWN = "fabric_manager_down"  # the node's Fabric Manager service failed
+    NIC_NARROW = "nic_narrow"  # an RDMA port trained at 2X: half its peers' rate
+    NIC_FLAPPING = "nic_flapping"  # an RDMA link going down and up (link_downed rises)
+
+
+NIC_EFFECTS = frozenset({Effect.NIC_DOWN, Effect.NIC_NARROW, Effect.NIC_FLAPPING})
 
 
 @dataclass(frozen=True)
@@ -53,7 +59,7 @@ class FaultSpec:
 
     def report(self, node: str, index: int, serial: str, at: datetime) -> Finding:
         """The finding a node agent would send when this fault appears."""
-        if self.effect is Effect.NIC_DOWN:
+        if self.effect in NIC_EFFECTS:
             component = Component(kind=ComponentKind.NIC, device=f"mlx5_{index}/1")
         elif self.effect is Effect.FABRIC_MANAGER_DOWN and self.xid is None:
             component = Component(kind=ComponentKind.NODE)
@@ -203,6 +209,25 @@ FAULTS: dict[str, FaultSpec] = {
             _REBOOT,
             PORT_DOWN,
             NIC.check,
+        ),
+        # A port that trained at 2X (a dirty or half-seated cable): up, at half the rate; a
+        # reboot retrains the link.
+        FaultSpec(
+            "nic_degraded",
+            Effect.NIC_NARROW,
+            _REBOOT,
+            RATE_DEGRADED,
+            NIC.check,
+            Severity.WARNING,
+        ),
+        # A link going down and up, three times at once and again every ten minutes: it
+        # escalates past the flap tolerance; a reboot resets the port (and its counters).
+        FaultSpec(
+            "nic_flapping",
+            Effect.NIC_FLAPPING,
+            _REBOOT,
+            LINK_FLAPPING,
+            NIC_LINK.check,
         ),
         # A job wedged on the GPU (Xid 8, the GPU stopped processing its work): the hang ends
         # with the job; the GPU answers queries throughout.

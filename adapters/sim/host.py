@@ -12,7 +12,7 @@ from remedy.core.models import Action
 from remedy.core.once import once, reboot_once, unsure_not_repeated
 from remedy.detection.gpu import NvmlApi
 from remedy.detection.probe.load import LoadProblem, LoadReason, LoadReport
-from remedy.detection.probe.nics import NicPort
+from remedy.detection.probe.nics import NicPort, PortCounters
 from remedy.detection.probe.runner import ProbeConfig
 from remedy.detection.probe.services import ServiceState
 
@@ -33,6 +33,7 @@ class SimHost:
             nics=_SimNics(self),
             expected_nics=sim.nics,
             expected_nic_rate_gbps=400.0,
+            nic_history=sim.nic_history,
             kernel_log=_SimKernelLog(self._fleet, self.name)
             if sim.kernel_log is not None
             else None,
@@ -42,6 +43,9 @@ class SimHost:
 
     def nic_ports(self) -> list[NicPort]:
         return self._fleet.node(self.name).nic_ports()
+
+    def nic_counters(self) -> list[PortCounters]:
+        return self._fleet.node(self.name).nic_counters()
 
     def nvml(self) -> NvmlApi:
         self._fleet.pause_point("probe")
@@ -86,6 +90,7 @@ class SimHost:
             sim.boot_id += 1
             destroy_instances(sim, [g.index for g in sim.gpus])
             mig_manager_starts(sim)  # as the node comes up
+            sim.agent_starts()
             sim.pods = [p for p in sim.pods if p.daemonset]
             return "rebooted"
 
@@ -159,3 +164,6 @@ class _SimNics:
 
     def ports(self) -> list[NicPort]:
         return self._host.nic_ports()
+
+    def counters(self) -> list[PortCounters]:
+        return self._host.nic_counters()

@@ -14,9 +14,12 @@ from remedy.attribution.evidence import RecentXid
 from remedy.core.models import Action
 from remedy.core.once import LedgerEntry
 from remedy.detection.conditions import NodeCondition
-from remedy.detection.probe.nics import NicPort
+from remedy.detection.probe.nic_counters import FLAPS_TO_ESCALATE, IB_COUNTERS, CounterHistory
+from remedy.detection.probe.nics import NicPort, PortCounters
 from remedy.detection.probe.rates import CounterWindow
 from remedy.detection.probe.services import ServiceState
+
+FLAP_EVERY = timedelta(minutes=10)  # a flapping link goes down again this often
 
 
 @dataclass
@@ -98,8 +101,20 @@ class SimNode:
     # none, as before), and how far it has read.
     kernel_log: list[str] | None = None
     kernel_log_read: int = 0
+    # The NICs' counter readings the node's agent keeps across probes (rates need two).
+    nic_history: CounterHistory = field(default_factory=CounterHistory)
     _xids: deque[tuple[int, int]] = field(default_factory=deque)
     _xid_ready: threading.Condition = field(default_factory=threading.Condition)
+
+    def __post_init__(self) -> None:
+        self.agent_starts()
+
+    def agent_starts(self) -> None:
+        """The node's agent (re)starts: its counter history is new, from a first reading (a
+        reboot forgets the flaps before it, as the real agent's memory does)."""
+        self.nic_history = CounterHistory()
+        for reading in self.nic_counters():
+            self.nic_history.observe(reading, self.clock())
 
     @property
     def uid(self) -> str:
@@ -146,14 +161,17 @@ class SimNode:
         return [*(x for x in self.recent_xids if x.at >= since), *recurring]
 
     def nic_ports(self) -> list[NicPort]:
-        down = {f.gpu for f in self.faults if FAULTS[f.kind].effect is Effect.NIC_DOWN}
+        down, narrow = self._nics(Effect.NIC_DOWN), self._nics(Effect.NIC_NARROW)
         return [
             NicPort(
                 device=f"mlx5_{i}",
                 port=1,
                 state="DOWN" if i in down else "ACTIVE",
                 phys_state="Polling" if i in down else "LinkUp",
-                rate_gbps=400.0,
+                rate_gbps=200.0 if i in narrow else 400.0,
+                width=2 if i in narrow else 4,
+                link_layer="InfiniBand",
+                model="MT4129",  # ConnectX-7
             )
             for i in range(self.nics)
         ]
@@ -170,6 +188,28 @@ class SimNode:
             if down
             else ServiceState("loaded", "active", "running")
         )
+
+    def nic_counters(self) -> list[PortCounters]:
+        """Each port's PMA counters: zero, but link_downed on a flapping link (three downs at
+        once, another every FLAP_EVERY; 8 bits, saturating); a reboot resets them."""
+        flapping, now = self._nics(Effect.NIC_FLAPPING), self.clock()
+        readings = []
+        for i in range(self.nics):
+            values = dict.fromkeys(IB_COUNTERS, 0)
+            if i in flapping:
+                downs = FLAPS_TO_ESCALATE + int((now - flapping[i]) / FLAP_EVERY)
+                values["link_downed"] = min(254, downs)
+            readings.append(PortCounters(f"mlx5_{i}", 1, values))
+        return readings
+
+    def _nics(self, effect: Effect) -> dict[int, datetime]:
+        """The NICs with a fault of ``effect``, with when it began."""
+        now = self.clock()
+        return {
+            f.gpu: f.since
+            for f in self.faults
+            if FAULTS[f.kind].effect is effect and not f.expired(now)
+        }
 
     def effects(self, gpu: int) -> set[Effect]:
         now = self.clock()

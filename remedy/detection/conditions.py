@@ -17,6 +17,9 @@ from pydantic import BaseModel, ConfigDict
 
 from remedy.acting.capabilities import Capabilities
 from remedy.core.models import FreeText, ProbeReport
+from remedy.detection.probe.nic_check import NIC
+from remedy.detection.probe.nic_link import NIC_LINK
+from remedy.detection.probe.nic_log import NIC_DRIVER
 
 GPU_PROBLEM = "GpuProblem"
 GPU_NETWORK_PROBLEM = "GpuNetworkProblem"
@@ -25,7 +28,8 @@ REMEDY_READY = "RemedyReady"
 # What the node's agent writes every round: their heartbeat is the agent's (remedy.scan.liveness).
 AGENT_CONDITIONS = (*PROBLEM_CONDITIONS, REMEDY_READY)
 GPU_ACTIVE_CHECK = "GpuActiveCheck"  # the scheduled deep diagnose (remedy/scan/active_checks.py)
-NETWORK_CHECKS = frozenset({"nic"})
+# The NIC checks' findings are GpuNetworkProblem's; every other's GpuProblem's.
+NETWORK_CHECKS = frozenset({NIC.check, NIC_LINK.check, NIC_DRIVER.check})
 MAX_MESSAGE = 1024
 
 
@@ -44,7 +48,7 @@ def conditions_from(
     report: ProbeReport, previous: list[NodeCondition], now: datetime
 ) -> list[NodeCondition]:
     before = {c.type: c for c in previous}
-    network_ran = "nic" in report.checks_run or any(
+    network_ran = NIC.check in report.checks_run or any(
         f.check in NETWORK_CHECKS for f in report.findings
     )
     out = []

@@ -23,6 +23,8 @@ from remedy.detection.fabric.verdict import FABRIC
 from remedy.detection.probe import checks as probe_checks
 from remedy.detection.probe.load import LOAD
 from remedy.detection.probe.nic_check import NIC
+from remedy.detection.probe.nic_link import NIC_LINK
+from remedy.detection.probe.nic_log import NIC_DRIVER
 from remedy.detection.probe.runner import KERNEL_LOG, PROBE
 from remedy.detection.probe.sxids import NVSWITCH
 from remedy.xid.actions import XidAction
@@ -36,6 +38,8 @@ NVSWITCH_CHECK = NVSWITCH.check
 TERMS: tuple[CheckTerms, ...] = (
     *probe_checks.TERMS,
     NIC,
+    NIC_LINK,
+    NIC_DRIVER,
     KERNEL_LOG,
     PROBE,
     LOAD,

@@ -22,6 +22,7 @@ from workers.flags.agent import (
     ExpectedGpusOption,
     ExpectedNicsOption,
     FabricManagerOption,
+    NicExcludeOption,
     NicRateOption,
 )
 from workers.flags.options import KernelLogOption
@@ -34,6 +35,7 @@ def probe(
     expected_nics: ExpectedNicsOption = None,
     nic_rate: NicRateOption = None,
     fabric_manager: FabricManagerOption = "",
+    nic_exclude: NicExcludeOption = "",
     timeout: Annotated[float, typer.Option(help="Seconds each check may take.")] = 5.0,
     kernel_log: KernelLogOption = "auto",
     simulate: Annotated[
@@ -82,6 +84,7 @@ def probe(
             expected_nics=expected_nics,
             nic_rate=nic_rate,
             fabric_manager=fabric_manager,
+            nic_exclude=nic_exclude,
             timeout=timeout,
             kernel_log=kernel_log,
         )
@@ -119,7 +122,8 @@ def local_host_or_exit(**flags: Any) -> NodeHost:
 # What of the agent's flags goes to its host, and to Kubernetes with --kubernetes (not its
 # --dry-run: that one is the host's).
 HOST_FLAGS = {
-    "node", "expected_gpus", "expected_nics", "nic_rate", "kernel_log", "cursor", "allow_reset",
+    "node", "expected_gpus", "expected_nics", "nic_rate", "nic_exclude", "kernel_log", "cursor",
+    "allow_reset",
     "allow_reboot", "reboot_command", "dry_run", "state_dir", "dcgm_level", "dcgm_host",
     "diagnose_timeout", "gpu_reference", "fabric_manager",
 }  # fmt: skip

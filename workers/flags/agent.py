@@ -28,6 +28,14 @@ from workers.flags.options import (
 ExpectedGpusOption = Annotated[int | None, typer.Option(help="GPUs this node should have.")]
 ExpectedNicsOption = Annotated[int | None, typer.Option(help="RDMA devices it should have.")]
 NicRateOption = Annotated[float | None, typer.Option(help="Expected port rate, Gb/s.")]
+NicExcludeOption = Annotated[
+    str,
+    typer.Option(
+        help="RDMA devices the NIC checks leave out (and do not count), comma-separated, e.g. "
+        "mlx5_0,mlx5_1: ports whose counters the firmware restricts (ACCESS_REG failures on "
+        "a DGX's internal PFs), or not the job's fabric."
+    ),
+]
 DcgmHostOption = Annotated[
     str,
     typer.Option(
@@ -76,6 +84,7 @@ class AgentFlags(BaseModel):
     expected_gpus: ExpectedGpusOption = None
     expected_nics: ExpectedNicsOption = None
     nic_rate: NicRateOption = None
+    nic_exclude: NicExcludeOption = ""
     kernel_log: KernelLogOption = "auto"
     cursor: Annotated[Path | None, typer.Option(help="Where to keep the kernel-log cursor.")] = None
     allow_reset: Annotated[bool, typer.Option(help="Allow nvidia-smi --gpu-reset.")] = False

@@ -15,6 +15,7 @@ from typing import Any
 from remedy.core.models import Component, ComponentKind, Finding, Severity
 from remedy.detection import gpu as nv
 from remedy.detection.gpu import NvmlApi
+from remedy.detection.probe.nic_counters import CounterHistory
 from remedy.detection.probe.nics import NicSource
 from remedy.detection.probe.rates import CounterWindow
 from remedy.detection.probe.services import ServiceSource
@@ -34,6 +35,7 @@ class CheckContext:
     expected_nic_rate_gbps: float | None = None
     nvlink_window: CounterWindow | None = None  # None: NVLink error counters are not read
     fabric_manager: ServiceSource | None = None
+    nic_history: CounterHistory | None = None  # the counters' readings, kept across probes
     gpus: list[Component] = field(default_factory=list)  # filled by the inventory check
 
     def finding(

@@ -20,6 +20,9 @@ from remedy.detection.probe.checks import GPU_CHECKS, INVENTORY, check_inventory
 from remedy.detection.probe.context import CheckContext
 from remedy.detection.probe.fabric_manager import FABRIC_MANAGER, check_fabric_manager
 from remedy.detection.probe.nic_check import NIC, check_nics
+from remedy.detection.probe.nic_counters import CounterHistory
+from remedy.detection.probe.nic_link import NIC_LINK, check_nic_link
+from remedy.detection.probe.nic_log import nic_log_findings
 from remedy.detection.probe.nics import NicSource
 from remedy.detection.probe.rates import CounterWindow
 from remedy.detection.probe.services import ServiceSource
@@ -62,6 +65,9 @@ class ProbeConfig:
     nics: NicSource | None = None
     expected_nics: int | None = None
     expected_nic_rate_gbps: float | None = None
+    # The NICs' counter readings over the last hour: rates need more than one probe (one per
+    # agent, kept across its probes; None: this probe's reading only, no rates).
+    nic_history: CounterHistory | None = None
     kernel_log: KernelLogSource | None = None  # read for Xids on every probe
     not_before: datetime | None = None  # boot time: older Xids belong to an earlier boot
     xids_seen: XidDedup | None = None  # shared with NVML's Xid events: one Xid counts once
@@ -123,13 +129,22 @@ def probe_node(
         expected_nic_rate_gbps=config.expected_nic_rate_gbps,
         nvlink_window=config.nvlink_window,
         fabric_manager=config.fabric_manager,
+        nic_history=config.nic_history,
     )
     run = _Run(ctx, config.check_timeout_s)
     if config.expected_gpus != 0:
         _probe_gpus(run, nvml, config)
     if config.nics is not None:
         run.check(NIC.check, check_nics)
-    order = [INVENTORY.check, *GPU_CHECKS, FABRIC_MANAGER.check, KERNEL_LOG.check, NIC.check]
+        run.check(NIC_LINK.check, check_nic_link)
+    order = [
+        INVENTORY.check,
+        *GPU_CHECKS,
+        FABRIC_MANAGER.check,
+        KERNEL_LOG.check,
+        NIC.check,
+        NIC_LINK.check,
+    ]
     return ProbeReport(
         node=node,
         checks_run=sorted(run.checks_run, key=order.index),
@@ -186,4 +201,5 @@ def _kernel_log_xids(ctx: CheckContext, lines: list[str], config: ProbeConfig) -
     events = parse_kernel_log(lines, architecture=architectures)
     found = xid_findings(ctx.node, events, not_before=config.not_before, now=now, gpus=ctx.gpus)
     found = config.xids_seen.admit(found, "kernel_log", now) if config.xids_seen else found
-    return found + sxid_findings(ctx.node, parse_sxids(lines), config.not_before, now)
+    sxids = sxid_findings(ctx.node, parse_sxids(lines), config.not_before, now)
+    return found + sxids + nic_log_findings(ctx.node, lines, config.not_before, now)
