@@ -62,7 +62,7 @@ SHIPPED_CASES = [
         "gpu-fallen-off-bus",
     ),
     (said("AcceleratedHardwareReady", "False", "NvidiaXID48Error"), "Xid48", "gpu-memory-ecc"),
-    (said("IBLinkFlapping", "True", "IBLinkFlapping"), "NicPortDown", "nic-degraded"),
+    (said("IBLinkFlapping", "True", "IBLinkFlapping"), "NicLinkFlapping", "nic-link-failing"),
     (said("GPUClockThrottling", "True", "GPUClockThrottling"), "HwSlowdown", "thermal"),
 ]
 
