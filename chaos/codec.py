@@ -3,7 +3,9 @@
 A node is encoded field by field from its dataclass (``SimNode``'s type hints choose how), so a
 field added there is kept without a change here; the few that cannot leave the process are
 named in ``NOT_STORED`` (the clock is the wall clock in every process; the Xid event queue
-belongs to one agent's NVML watcher, which the chaos processes do not run)."""
+belongs to one agent's NVML watcher, which the chaos processes do not run; the NVLink and NIC
+counter windows are an agent's memory of its readings, with a lock: each process keeps its
+own, as a restarted agent starts its windows again)."""
 
 from __future__ import annotations
 
@@ -14,11 +16,12 @@ from typing import Any
 from pydantic import TypeAdapter
 
 from adapters.sim import SimFleet
+from adapters.sim.fabric import SimFabricJobs
 from adapters.sim.node import SimNode
 from remedy.core.errors import RemedyError
 from remedy.disruption.quarantine import BreakerState
 
-NOT_STORED = frozenset({"clock", "_xids", "_xid_ready"})
+NOT_STORED = frozenset({"clock", "_xids", "_xid_ready", "nvlink_window", "nic_history"})
 # SimFleet's attributes that each process makes for itself: the wall clock, its own lock (the
 # file's lock is the one that counts), the random source of inject_random (the harness picks
 # faults with its own), and the gates a test holds an action at (threads of one process).
@@ -40,6 +43,7 @@ _FLEET_FIELDS: dict[str, TypeAdapter[Any]] = {
     "serials": TypeAdapter(list[str]),
     "alerts": TypeAdapter(list[tuple[str, str, str]]),  # the breakers' Events
     "breakers": TypeAdapter(dict[str, BreakerState]),  # as each pool's budget published it
+    "fabric": TypeAdapter(SimFabricJobs),  # the fabric tests' Jobs and the figures they print
 }
 FLEET_STORED = frozenset({*_FLEET_FIELDS, "nodes", "broken", "failing"})
 

@@ -74,7 +74,11 @@ def test_an_xid_in_the_log_is_seen_while_nvml_works_and_delivers_nothing(
 ) -> None:
     report = probe(fleet, kmsg(tmp_path))
     assert not report.healthy
-    assert report.checks_run[0] == "inventory" and report.checks_run[-2:] == ["kernel_log", "nic"]
+    assert report.checks_run[0] == "inventory" and report.checks_run[-3:] == [
+        "kernel_log",
+        "nic",
+        "nic_link",
+    ]
     assert ("Xid79", 2) in xids(report)  # GPU 2 by its PCI id, with its serial from NVML
     [xid79] = [f for f in report.findings if f.reason == "Xid79"]
     assert xid79.component.serial == fleet.node(NODE).gpus[2].serial
