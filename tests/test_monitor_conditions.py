@@ -9,21 +9,36 @@ override examples)."""
 
 from __future__ import annotations
 
+import uuid
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 from kubernetes import client as k8s
+from temporalio.testing import WorkflowEnvironment
 
+from adapters.kubernetes.nodes import utcnow
+from adapters.sim import SimFleet
+from contract.names import remediation_workflow_id
 from kubeapi import ApiServer
 from remedy.core.yaml_source import YamlFileError
 from remedy.detection.conditions import NodeCondition
 from remedy.detection.node_facts import NodeFacts
+from remedy.ladder.remediation import Outcome, RemediationResult
 from remedy.runbook import RunbookSet
-from remedy.scan.fleet import OpenWork, current_problems, finding_from_condition, plan_scan
+from remedy.scan.fleet import (
+    OpenWork,
+    ScanInput,
+    current_problems,
+    finding_from_condition,
+    plan_scan,
+)
 from remedy.scan.monitors import MonitorRule, MonitorTable, load_monitor_tables
+from tests.conftest import running_workers
 from tests.kube import NODES, NOW, kube, node
+from tests.test_fleet_scan import closed
+from workers.schedules import ensure_fleet_scan
 
 EXAMPLES = sorted((Path(__file__).parents[1] / "examples" / "monitors").glob("*.yaml"))
 TABLE = load_monitor_tables(EXAMPLES)
@@ -187,3 +202,54 @@ def test_remedys_own_network_condition_rebuilt_by_the_scan_climbs_the_nic_runboo
     unknown = finding_from_condition("n1", said("GpuProblem", "True", "NoSuchReason"))
     names = [getattr(shipped_runbooks.match(f), "name", None) for f in (rebuilt, unknown)]
     assert names == ["nic-degraded", "default-unknown-fault"]
+
+
+async def test_the_scan_climbs_the_mapped_runbook_for_an_npd_condition_on_kubernetes(
+    dev_env: WorkflowEnvironment, api: ApiServer, shipped_runbooks: RunbookSet
+) -> None:
+    """End to end: NPD sets NVLinkStatusInactive through the strict API server, no agent
+    reports anything; the fleet scan (on the Kubernetes adapter, with the AKS table) starts
+    the node's ladder, which climbs `nvlink` (cordon, drain, reset) and is verified by remedy's
+    own probe, which sees the links down until the reset. Real time on the dev server: the
+    runbooks' minutes become milliseconds."""
+    pool = f"pool-{uuid.uuid4().hex[:8]}"
+    fleet = SimFleet(nodes=1, name_prefix="k8s", pool=pool)
+    [name] = sorted(fleet.nodes)
+    fleet.node(name).pods = []  # idle: the GPU reset can run
+    fleet.inject(name, "nvlink_down", gpu=1)  # what NPD saw, and remedy's probe sees too
+    api.objects["v1/namespaces", None, "remedy"] = {"metadata": {"name": "remedy"}}  # breakers
+    api.objects[NODES, None, name] = node(name, labels={"remedy.io/pool": pool})
+    _npd_writes(
+        api,
+        name,
+        {
+            "type": "NVLinkStatusInactive",
+            "status": "True",
+            "reason": "NVLinkStatusInactive",
+            "message": "NVLink 1-2 connection down",
+            "lastHeartbeatTime": NOW.isoformat().replace("+00:00", "Z"),
+            "lastTransitionTime": NOW.isoformat().replace("+00:00", "Z"),
+        },
+    )
+    fast = RunbookSet(r.scaled(3600) for r in shipped_runbooks)
+    cluster = kube(api, monitors=TABLE, clock=utcnow)
+    schedule_id = f"scan-{uuid.uuid4().hex[:8]}"
+    async with running_workers(dev_env.client, fleet, cluster=cluster, runbooks=fast) as queues:
+        await ensure_fleet_scan(
+            dev_env.client,
+            timedelta(seconds=1),
+            queues.controller,
+            ScanInput(node_task_queue=queues.agents, admit_new_nodes=False),
+            schedule_id=schedule_id,
+        )
+        schedule = dev_env.client.get_schedule_handle(schedule_id)
+        try:
+            await closed(dev_env.client, remediation_workflow_id(name), within_s=60)
+        finally:
+            await schedule.delete()  # the condition stays True: no second ladder from it here
+        result = await dev_env.client.get_workflow_handle(
+            remediation_workflow_id(name), result_type=RemediationResult
+        ).result()
+    assert result.runbook == "nvlink" and result.outcome is Outcome.RECOVERED, result
+    assert result.sent_by == "the controller"  # no agent reported: the scan started it
+    assert (name, "reset_gpu") in fleet.actions
