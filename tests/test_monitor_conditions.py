@@ -37,7 +37,7 @@ from remedy.scan.fleet import (
 from remedy.scan.monitors import MonitorRule, MonitorTable, load_monitor_tables
 from tests.conftest import running_workers
 from tests.kube import NODES, NOW, kube, node
-from tests.test_fleet_scan import closed
+from tests.test_fleet_scan import closed, scans_after
 from workers.schedules import ensure_fleet_scan
 
 EXAMPLES = sorted((Path(__file__).parents[1] / "examples" / "monitors").glob("*.yaml"))
@@ -243,13 +243,20 @@ async def test_the_scan_climbs_the_mapped_runbook_for_an_npd_condition_on_kubern
             schedule_id=schedule_id,
         )
         schedule = dev_env.client.get_schedule_handle(schedule_id)
-        try:
-            await closed(dev_env.client, remediation_workflow_id(name), within_s=60)
-        finally:
-            await schedule.delete()  # the condition stays True: no second ladder from it here
-        result = await dev_env.client.get_workflow_handle(
+        ladder = dev_env.client.get_workflow_handle(
             remediation_workflow_id(name), result_type=RemediationResult
-        ).result()
+        )
+        try:
+            await closed(dev_env.client, ladder.id, within_s=60)
+            first = (await ladder.describe()).run_id
+            # NPD has not cleared its condition yet (its next run will): the scans that see it
+            # again start nothing, the same observation a ladder handled.
+            await scans_after(schedule, 3)
+            last = (await ladder.describe()).run_id
+        finally:
+            await schedule.delete()
+        result = await ladder.result()
     assert result.runbook == "nvlink" and result.outcome is Outcome.RECOVERED, result
+    assert last == first
     assert result.sent_by == "the controller"  # no agent reported: the scan started it
     assert (name, "reset_gpu") in fleet.actions

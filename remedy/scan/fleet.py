@@ -163,8 +163,13 @@ def plan_scan(
 def finding_from_condition(node: str, condition: NodeCondition) -> Finding:
     """What the scan reports for a problem condition nobody acted on: its reason is the
     finding's reason (the agent wrote the first bad finding's reason there), seen when the
-    condition was last confirmed (its heartbeat), not when it first turned True."""
+    condition was last confirmed (its heartbeat), not when it first turned True. Another
+    monitor's (remedy.scan.monitors) is seen when it turned True: the same observation at each
+    of its monitor's rewrites, so once a ladder handled it, the scan's next report of it is
+    stale and starts nothing (a monitor slow to clear it after a recovery); a new transition
+    starts a new ladder."""
     xid = _XID_REASON.match(condition.reason)
+    ours = condition.type in AGENT_CONDITIONS
     return Finding(
         node=node,
         check=FROM_CONDITION,
@@ -172,7 +177,7 @@ def finding_from_condition(node: str, condition: NodeCondition) -> Finding:
         severity=Severity.CRITICAL,
         xid=int(xid[1]) if xid else None,
         evidence=f"{condition.type}: {condition.message}"[:1024],
-        observed_at=condition.last_heartbeat_time,
+        observed_at=condition.last_heartbeat_time if ours else condition.last_transition_time,
     )
 
 
