@@ -10,6 +10,7 @@ import uuid
 from datetime import timedelta
 
 import pytest
+import typer
 from temporalio.testing import WorkflowEnvironment
 
 from adapters.sim import SimFleet
@@ -20,6 +21,7 @@ from remedy.scan.active_checks import ActiveCheckPolicy, CheckResult
 from remedy.scan.fabric import FabricPolicy
 from tests.conftest import running_workers
 from tests.test_active_checks import _results, _round
+from workers.cli.fabric import fabric_policy
 
 PAIRS = FabricPolicy(
     pair_test=FabricTest.IB_WRITE_BW, port_rate_gbps=400, deadline=timedelta(minutes=5)
@@ -108,3 +110,16 @@ def test_the_pair_test_is_ib_write_bw_against_the_port_rate() -> None:
         FabricPolicy(pair_test=FabricTest.IB_WRITE_BW)
     with pytest.raises(ValueError, match="ib_write_bw"):
         FabricPolicy(pair_test=FabricTest.NCCL_PAIR, port_rate_gbps=400)
+
+
+def test_the_controller_flags_make_ib_write_bw_the_pair_test() -> None:
+    images = {"nccl_tests": "registry.example/nccl-tests:2.13", "perftest": "registry.example/pt"}
+
+    policy = fabric_policy(["nccl_loopback", "ib_write_bw"], "10m", images, port_rate=400)
+
+    assert policy.tests == [FabricTest.NCCL_LOOPBACK]  # per node
+    assert (policy.pair_test, policy.port_rate_gbps) == (FabricTest.IB_WRITE_BW, 400)
+    with pytest.raises(typer.Exit):
+        fabric_policy(["ib_write_bw"], "10m", images)  # no --fabric-port-rate
+    with pytest.raises(typer.Exit):
+        fabric_policy(["ib_write_bw"], "10m", {"perftest": ""}, port_rate=400)  # no image
