@@ -61,7 +61,7 @@ async def test_the_slow_member_of_four_new_nodes_is_found_and_sent_to_its_ladder
     bad = [f for f in state.findings if f.unhealthy]
     assert {(f.check, f.reason) for f in bad} == {("fabric", BANDWIDTH_LOW)}
     assert any(f"{slow} is the slow member" in f.evidence for f in bad)
-    assert "150.00 Gb/s" in bad[0].evidence or "150.0 Gb/s" in bad[0].evidence
+    assert "average 150.0 Gb/s < 320 Gb/s (a 400 Gb/s port x 80%)" in bad[0].evidence
     for node in (a, c, d):
         assert (node, "restore") in fleet.actions
     assert (slow, "restore") not in fleet.actions
@@ -77,6 +77,22 @@ async def test_healthy_pairs_pass_and_their_jobs_are_removed(time_env: WorkflowE
     assert len(fleet.fabric.started) == 2  # one round: (n0,n1), (n2,n3)
     assert sorted(fleet.fabric.removed) == sorted(r.run_id for r in fleet.fabric.started)
     assert summary.pairs == "pair tests: 2 pairs among 4 nodes"
+
+
+async def test_a_node_whose_diagnose_failed_is_not_paired(time_env: WorkflowEnvironment) -> None:
+    fleet = _new_fleet(3)
+    a, failing, c = sorted(fleet.nodes)
+    fleet.inject(failing, "silent_under_load", gpu=1)  # only the deep diagnose finds it
+    async with running_workers(time_env.client, fleet) as queues:
+        summary = await _round(time_env.client, queues, POLICY)
+
+    assert _results(summary) == {
+        a: CheckResult.PASSED,
+        failing: CheckResult.FAILED,
+        c: CheckResult.PASSED,
+    }
+    assert [r.nodes for r in fleet.fabric.started] == [[a, c]]
+    assert summary.pairs == "pair tests: 1 pair among 2 nodes"
 
 
 async def test_a_pair_job_that_never_finishes_fails_closed(time_env: WorkflowEnvironment) -> None:

@@ -89,7 +89,8 @@ def _line(nodes: list[str], verdicts: dict[Pair, FabricVerdict]) -> str:
     if not verdicts:
         return f"pair tests: not run ({len(nodes)} node(s) ready, 2 needed)"
     found = blame({pair: v.passed for pair, v in verdicts.items()})
-    parts = [f"{len(verdicts)} pairs among {len(nodes)} nodes"]
+    count = len(verdicts)
+    parts = [f"{count} pair{'s' if count > 1 else ''} among {len(nodes)} nodes"]
     parts += [f"slow: {', '.join(found.slow)}"] if found.slow else []
     parts += [f"undecided: {', '.join(found.undecided)}"] if found.undecided else []
     parts += [f"slow path: {a}-{b}" for a, b in found.paths]
