@@ -13,6 +13,7 @@ from typing import Any
 from contract.defs import QueryDef, SignalDef, UpdateDef
 from contract.names import (
     ACTIVE_CHECK_WORKFLOW,
+    ACTIVE_CHECKS_WORKFLOW,
     DISRUPTION_BUDGET_WORKFLOW,
     HARDWARE_RECORD_WORKFLOW,
     JOB_GUARD_WORKFLOW,
@@ -25,6 +26,7 @@ from remedy.disruption import budget, budget_messages, quarantine
 from remedy.disruption.budget_signals import LeaseAnswer, ReportsTaken, UnhealthyReports
 from remedy.ladder import remediation
 from remedy.ladder.hardware import HardwareRecordState, IncidentReport, UnblockRequest
+from remedy.scan import fabric
 from remedy.scan.admission import AdmissionState
 from remedy.trust import decisions, person_hold, signing
 
@@ -103,6 +105,10 @@ ADMISSION_STATE = QueryDef("state", AdmissionState, NODE_ADMISSION_WORKFLOW)
 
 # -- ActiveCheck: one node's scheduled check (a lease holder, as a ladder is) ----------------
 CHECK_LEASE_GRANTED = SignalDef("lease_granted", budget.LeaseGrant, ACTIVE_CHECK_WORKFLOW)
+# Pair tests (workflows/fabric_pairs.py): a check tells its round its diagnose is done, the round
+# answers with the pair tests' findings on its node.
+PAIR_VERDICT = SignalDef("pair_verdict", fabric.PairVerdict, ACTIVE_CHECK_WORKFLOW)
+PAIR_READY = SignalDef("pair_ready", fabric.PairReady, ACTIVE_CHECKS_WORKFLOW)
 
 # -- JobGuard: one per guarded job --------------------------------------------------------------
 POD_FAILED = SignalDef("pod_failed", PodFailure, JOB_GUARD_WORKFLOW)

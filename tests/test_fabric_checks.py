@@ -118,7 +118,7 @@ def test_the_controller_flags_make_the_policy_and_refuse_a_test_without_its_imag
     with pytest.raises(typer.Exit):
         fabric_policy(["nvbandwidth"], "10m", images)  # no --fabric-nvbandwidth-image
     with pytest.raises(typer.Exit):
-        fabric_policy(["ib_write_bw"], "10m", images)  # a pair: not a per-node check
+        fabric_policy(["ib_write_bw"], "10m", images)  # a pair: no image, no --fabric-port-rate
     settings = KubernetesSettings(fabric_nccl_tests_image=images["nccl_tests"])
     assert settings.fabric_images() is not None
     assert KubernetesSettings().fabric_images() is None  # no images: no fabric Jobs

@@ -17,7 +17,7 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError
 
 from contract import activities as act
-from contract.messages import CHECK_LEASE_GRANTED, LEASE_RELEASE
+from contract.messages import CHECK_LEASE_GRANTED, LEASE_RELEASE, PAIR_READY, PAIR_VERDICT
 from contract.search_attributes import LEASE
 from workflows import metrics
 from workflows.common import PATIENT_RETRY, RIDE_OUT, cause_of, other_repairer, permanent
@@ -48,6 +48,7 @@ with workflow.unsafe.imports_passed_through():
         NodeCheckInput,
         NodeCheckResult,
     )
+    from remedy.scan.fabric import PairReady, PairVerdict
     from remedy.scan.fleet import NodeNames
 
 CLUSTER_CALL = timedelta(seconds=60)
@@ -67,6 +68,11 @@ class ActiveCheck:
         self._granted = False
         self._asked = False
         self._cordoned = False
+        self._pairs: PairVerdict | None = None
+
+    @PAIR_VERDICT.handler
+    def pair_verdict(self, verdict: PairVerdict) -> None:
+        self._pairs = verdict
 
     @CHECK_LEASE_GRANTED.handler
     def lease_granted(self, grant: LeaseGrant) -> None:
@@ -88,6 +94,8 @@ class ActiveCheck:
             report = await self._diagnose()
             if report.healthy and inp.policy.fabric.tests:
                 report = await self._fabric(report)
+            if inp.paired:
+                report = await self._paired(report)
             await self._publish(report)
             if report.healthy:
                 result.detail = f"passed: {', '.join(report.checks_run)}"
@@ -259,6 +267,41 @@ class ActiveCheck:
             update={
                 "findings": [*report.findings, *found],
                 "checks_run": [*report.checks_run, FABRIC.check],
+            }
+        )
+
+    async def _paired(self, report: ProbeReport) -> ProbeReport:
+        """Tell the round this diagnose is done; a healthy node, still cordoned, waits for its
+        pair tests' findings (workflows/fabric_pairs.py). No verdict in time (the round gone):
+        the check stands on its own diagnose."""
+        inp, parent = self._inp, workflow.info().parent
+        if parent is None:
+            return report
+        try:
+            await PAIR_READY.send_to(
+                parent.workflow_id, PairReady(node=inp.node.name, healthy=report.healthy)
+            )
+        except Exception:  # noqa: BLE001 - a round that is gone runs no pair tests
+            workflow.logger.warning("could not tell the round %s is ready", inp.node.name)
+            return report
+        if not report.healthy:
+            return report
+        try:
+            await workflow.wait_condition(
+                lambda: self._pairs is not None,
+                timeout=inp.policy.fabric.verdict_wait(inp.policy.diagnose_timeout),
+                timeout_summary="the round's pair tests",
+            )
+        except TimeoutError:
+            workflow.logger.warning("no pair verdict for %s: not paired", inp.node.name)
+            return report
+        found = self._pairs.findings if self._pairs else []
+        if not found:
+            return report
+        return report.model_copy(
+            update={
+                "findings": [*report.findings, *found],
+                "checks_run": [c for c in report.checks_run if c != FABRIC.check] + [FABRIC.check],
             }
         )
 

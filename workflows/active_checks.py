@@ -19,9 +19,11 @@ from temporalio.exceptions import ActivityError, ChildWorkflowError, WorkflowAlr
 from temporalio.workflow import ParentClosePolicy
 
 from contract import activities as act
+from contract.messages import PAIR_READY
 from contract.search_attributes import NODE, POOL
 from workflows import metrics
 from workflows.active_check import ActiveCheck
+from workflows.fabric_pairs import PairRound
 
 with workflow.unsafe.imports_passed_through():
     from contract.names import (
@@ -42,6 +44,7 @@ with workflow.unsafe.imports_passed_through():
         plan_round,
         unseen,
     )
+    from remedy.scan.fabric import PairReady
     from remedy.scan.fleet import NodeNames
 
 RETRY = RetryPolicy(initial_interval=timedelta(seconds=2), maximum_attempts=3)
@@ -49,6 +52,13 @@ RETRY = RetryPolicy(initial_interval=timedelta(seconds=2), maximum_attempts=3)
 
 @workflow.defn(name=ACTIVE_CHECKS_WORKFLOW)
 class ActiveChecks:
+    def __init__(self) -> None:
+        self._pairs = PairRound()
+
+    @PAIR_READY.handler
+    def pair_ready(self, ready: PairReady) -> None:
+        self._pairs.ready[ready.node] = ready.healthy
+
     @workflow.run
     async def run(self, inp: ActiveChecksInput) -> RoundSummary:
         fleet = await act.FLEET_NODES.execute(
@@ -75,9 +85,15 @@ class ActiveChecks:
         summary = RoundSummary(pool=inp.pool, at=now, plan=plan)
         workflow.set_current_details(summary.markdown())
         checks = [(name, False) for name in plan.idle] + [(name, True) for name in plan.take_out]
-        summary.results = list(
-            await asyncio.gather(*(self._check(inp, name, out) for name, out in checks))
-        )
+        # Pair tests only between idle nodes, each held by its check (workflows/fabric_pairs.py).
+        paired = plan.idle if inp.policy.fabric.pair_test and len(plan.idle) >= 2 else []
+        tasks = {
+            name: asyncio.ensure_future(self._check(inp, name, out, name in paired))
+            for name, out in checks
+        }
+        if paired:
+            summary.pairs = await self._pairs.run(inp.policy, paired, lambda n: tasks[n].done())
+        summary.results = list(await asyncio.gather(*tasks.values()))
         checked = {
             r.node for r in summary.results if r.result in (CheckResult.PASSED, CheckResult.FAILED)
         }
@@ -105,7 +121,9 @@ class ActiveChecks:
             summary=f"first seen: {node}",
         )
 
-    async def _check(self, inp: ActiveChecksInput, node: str, take_out: bool) -> NodeCheckResult:
+    async def _check(
+        self, inp: ActiveChecksInput, node: str, take_out: bool, paired: bool = False
+    ) -> NodeCheckResult:
         ref = NodeRef(name=node, pool=inp.pool)
         try:
             return await workflow.execute_child_workflow(
@@ -113,6 +131,7 @@ class ActiveChecks:
                 NodeCheckInput(
                     node=ref,
                     take_out=take_out,
+                    paired=paired,
                     policy=inp.policy,
                     node_task_queue=inp.node_task_queue or node_task_queue(node),
                     node_pickup_timeout=inp.node_pickup_timeout,

@@ -1,7 +1,8 @@
 """Simulated fabric tests: each Job finishes at once with the output its tool would print, in
 the tools' own formats (what remedy/detection/fabric reads), from each node's simulated
-figures: a healthy 8x H100 SXM node unless a test or the demo slows it (``busbw``, ``pair_gb``)
-or hangs its Jobs (``hung``: they run until their deadline)."""
+figures: a healthy 8x H100 SXM node unless a test or the demo slows it (``busbw``, ``pair_gb``,
+``write_gbps``: its NIC, so every ib_write_bw pair it is in) or hangs its Jobs (``hung``: they
+run until their deadline)."""
 
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ class SimFabricJobs:
     model: str = H100
     busbw: dict[str, float] = field(default_factory=dict)  # node → all_reduce_perf busbw
     pair_gb: dict[str, float] = field(default_factory=dict)  # node → its GPU pairs' GB/s
+    write_gbps: dict[str, float] = field(default_factory=dict)  # node → its NIC's RDMA Gb/s
     hung: set[str] = field(default_factory=set)  # nodes whose Jobs never finish
     started: list[FabricRun] = field(default_factory=list)
     removed: list[str] = field(default_factory=list)
@@ -47,7 +49,9 @@ class SimFabricJobs:
         if run.test is FabricTest.NVBANDWIDTH:
             return nvbandwidth_output(self.gpus, self.pair_gb.get(node, HEALTHY_PAIR))
         if run.test is FabricTest.IB_WRITE_BW:
-            return write_bw_output(HEALTHY_WRITE_GBPS)
+            return write_bw_output(
+                min(self.write_gbps.get(n, HEALTHY_WRITE_GBPS) for n in run.nodes)
+            )
         busbw = min(self.busbw.get(n, HEALTHY_BUSBW) for n in run.nodes)
         return all_reduce_output(run.nodes, run.gpus, self.model, busbw)
 

@@ -75,6 +75,7 @@ class NodeCheckInput(BaseModel):
 
     node: NodeRef
     take_out: bool  # busy: lease, cordon and drain before the diagnose
+    paired: bool = False  # its round runs pair tests: wait for their verdict before the end
     policy: ActiveCheckPolicy = ActiveCheckPolicy()
     node_task_queue: str
     node_pickup_timeout: timedelta = timedelta(minutes=2)
@@ -239,6 +240,7 @@ class RoundSummary(BaseModel):
     plan: RoundPlan = RoundPlan()
     results: list[NodeCheckResult] = []
     overdue: int = 0  # nodes past max age that this round could not check
+    pairs: str = ""  # the pair tests' outcome, when the pool runs them
 
     def markdown(self) -> str:
         by = {r: [x.node for x in self.results if x.result is r] for r in CheckResult}
@@ -250,5 +252,6 @@ class RoundSummary(BaseModel):
             lines.append(f"busy, waiting for an idle moment: {', '.join(self.plan.waiting)}")
         if self.plan.held:
             lines.append(f"held by a ladder or admission: {', '.join(self.plan.held)}")
+        lines += [self.pairs] if self.pairs else []
         lines.append(f"past max age and not checked: {self.overdue}")
         return "\n\n".join(lines)

@@ -16,7 +16,7 @@ from typing import Protocol
 
 from pydantic import Field, model_validator
 
-from remedy.core.models import Frozen
+from remedy.core.models import Finding, Frozen
 from remedy.detection.fabric.verdict import (
     FabricTest,
     FabricVerdict,
@@ -30,20 +30,60 @@ from remedy.detection.probe.throughput import References
 PAIRED = (FabricTest.NCCL_PAIR, FabricTest.IB_WRITE_BW)
 
 
+PAIR_ROUNDS = 3  # pair tests a round runs at most: the first pairing and two re-pairings
+SLACK = timedelta(minutes=10)  # a Temporal task's pickup, the cluster calls around the Jobs
+
+
 class FabricPolicy(Frozen):
     """The fabric tests a check runs on the node it holds, after its deep diagnose passed (an
     active check's idle or drained node, a new node behind admission's taint): none unless
-    asked. Single-node tests only here; pairs are planned by remedy/scan/pairs.py."""
+    asked. ``tests``: single-node tests. ``pair_test``: a test between two nodes, run by an
+    active-check round between the idle nodes it checks at once (workflows/fabric_pairs.py,
+    re-paired by remedy/scan/pairs.py); ib_write_bw, against ``port_rate_gbps``."""
 
     tests: list[FabricTest] = []
     deadline: timedelta = timedelta(minutes=10)  # each Job's activeDeadlineSeconds
     poll: timedelta = Field(default=timedelta(seconds=30), gt=timedelta(0))
+    pair_test: FabricTest | None = None  # none by default
+    port_rate_gbps: float = Field(default=0.0, ge=0)  # the NICs' port rate (sysfs ``rate``)
 
     @model_validator(mode="after")
     def _single_node(self) -> FabricPolicy:
         if paired := [t.value for t in self.tests if t in PAIRED]:
             raise ValueError(f"{', '.join(paired)} test two nodes: not a per-node check")
+        if self.pair_test not in (None, FabricTest.IB_WRITE_BW):
+            raise ValueError(f"{self.pair_test}: the pair test run as Jobs is ib_write_bw")
+        if self.pair_test is FabricTest.IB_WRITE_BW and self.port_rate_gbps <= 0:
+            raise ValueError("ib_write_bw pairs need the port's rate in Gb/s")
         return self
+
+    def test_time(self, tests: int = 1) -> timedelta:
+        """The longest ``tests`` tests take one after another: each polled past its deadline."""
+        return tests * (self.deadline + self.poll + timedelta(minutes=2))
+
+    def ready_wait(self, diagnose_timeout: timedelta) -> timedelta:
+        """How long a round waits for its checks to reach the pair tests: the diagnose and
+        its retry, the single-node tests. Past it, the checks ready by then are paired."""
+        return 2 * diagnose_timeout + self.test_time(len(self.tests)) + SLACK
+
+    def verdict_wait(self, diagnose_timeout: timedelta) -> timedelta:
+        """How long a check waits for its pair verdict: past it (the round gone), it stands on
+        its own diagnose."""
+        return self.ready_wait(diagnose_timeout) + self.test_time(PAIR_ROUNDS) + SLACK
+
+
+class PairReady(Frozen):
+    """An active check's word to its round: its diagnose is done (healthy: it waits for its
+    pair verdict; not: it goes on to its ladder without one)."""
+
+    node: str
+    healthy: bool
+
+
+class PairVerdict(Frozen):
+    """The round's word to a check: the pair tests' findings on its node (none: not paired)."""
+
+    findings: list[Finding] = []
 
 
 class FabricRun(Frozen):

@@ -11,9 +11,11 @@ A failing pair of two cleared nodes blames the path between them, not either nod
 
 from __future__ import annotations
 
+from datetime import datetime
 from itertools import combinations
 
-from remedy.core.models import Frozen
+from remedy.core.models import Finding, Frozen, Severity
+from remedy.detection.fabric.verdict import FabricVerdict
 
 Pair = tuple[str, str]
 
@@ -82,3 +84,56 @@ def pair_up(nodes: list[str]) -> list[Pair]:
     the next round (or is paired once a node is cleared)."""
     ordered = sorted(nodes)
     return [(ordered[i], ordered[i + 1]) for i in range(0, len(ordered) - 1, 2)]
+
+
+def next_round(nodes: list[str], results: dict[Pair, bool]) -> list[Pair]:
+    """The pairs to test next: the first round's neighbours, then the re-pairing of the
+    undecided, and each node not tested yet (the odd one out) with a cleared node still free.
+    Empty: everything that can be decided is."""
+    if not results:
+        return pair_up(nodes)
+    found = blame(results)
+    pairs = list(found.next_pairs)
+    busy = {node for pair in pairs for node in pair}
+    tested = {node for pair in results for node in pair}
+    free = [n for n in found.cleared if n not in busy and n not in found.slow]
+    for node in sorted(set(nodes) - tested):
+        if free:
+            partner = free.pop(0)
+            pairs.append((node, partner))
+            busy.update((node, partner))
+    return pairs
+
+
+def pair_findings(
+    nodes: list[str], verdicts: dict[Pair, FabricVerdict], now: datetime
+) -> dict[str, list[Finding]]:
+    """Each node's findings from the pairs it was in. Critical: the slow member (its failing
+    pair, and the cleared partner that clears the other), and, fail closed, a node still
+    undecided when re-pairing ran out. Info: a pair that passed, a failing pair explained by
+    the partner's slowness, and a failing path between two cleared nodes (neither node's)."""
+    found = blame({pair: v.passed for pair, v in verdicts.items()})
+    out: dict[str, list[Finding]] = {node: [] for node in nodes}
+    for pair, verdict in verdicts.items():
+        for node in pair:
+            other = pair[1] if node == pair[0] else pair[0]
+            finding = verdict.finding(node, now)
+            if verdict.passed:
+                why = ""
+            elif node in found.slow and other in found.cleared:
+                why = f"{node} is the slow member: {other} passed with another node"
+            elif node in found.undecided:
+                why = "undecided: re-pairing found no partner to clear either node"
+            elif other in found.slow:
+                why, finding = f"explained by {other}, the slow member", _info(finding)
+            else:
+                why, finding = "the path between two nodes cleared by other pairs", _info(finding)
+            evidence = f"{finding.evidence} ({why})" if why else finding.evidence
+            out.setdefault(node, []).append(
+                finding.model_copy(update={"evidence": evidence[:1024]})
+            )
+    return out
+
+
+def _info(finding: Finding) -> Finding:
+    return finding.model_copy(update={"severity": Severity.INFO})

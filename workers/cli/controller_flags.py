@@ -192,6 +192,7 @@ class ControllerFlags(BaseModel):
     fabric_nvbandwidth_image: fabric_flags.NvbandwidthImageOption = ""
     fabric_perftest_image: fabric_flags.PerftestImageOption = ""
     fabric_rdma_device: fabric_flags.RdmaDeviceOption = "mlx5_0"
+    fabric_port_rate: fabric_flags.PortRateOption = 0.0
     metrics_bind: MetricsOption = None
     workflow_cache: WorkflowCacheOption = None
     stall_after: StallAfterOption = STALL_AFTER_S
@@ -223,8 +224,11 @@ class ControllerFlags(BaseModel):
         images = {
             "nccl_tests": self.fabric_nccl_tests_image,
             "nvbandwidth": self.fabric_nvbandwidth_image,
+            "perftest": self.fabric_perftest_image,
         }
-        fabric = fabric_flags.fabric_policy(self.fabric_test, self.fabric_deadline, images)
+        fabric = fabric_flags.fabric_policy(
+            self.fabric_test, self.fabric_deadline, images, self.fabric_port_rate
+        )
         active = checks.active_check_policies(
             self.active_check_every,
             self.active_check_interval,
