@@ -39,6 +39,8 @@ class SimHost:
             else None,
             nvlink_window=sim.nvlink_window,
             fabric_manager=_SimFabricManager(self._fleet, self.name),
+            dcgm_exporter=_SimExporter(self._fleet, self.name) if sim.dcgm_exporter else None,
+            exporter_readings=sim.exporter_readings,
         )
 
     def nic_ports(self) -> list[NicPort]:
@@ -156,6 +158,15 @@ class _SimFabricManager:
     def state(self) -> ServiceState:
         with self._fleet.lock:
             return self._fleet.node(self._node).fabric_manager()
+
+
+class _SimExporter:
+    def __init__(self, fleet: SimState, node: str) -> None:
+        self._fleet, self._node = fleet, node
+
+    def fetch(self) -> str:
+        with self._fleet.lock:
+            return self._fleet.node(self._node).exporter_metrics()
 
 
 class _SimNics:
