@@ -10,13 +10,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import replace
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
 from adapters.host.dcgm_health import DcgmiHealth
 from adapters.sim import SimFleet
-from remedy.core.models import ComponentKind, ProbeReport, Severity
+from remedy.core.models import ComponentKind, Finding, ProbeReport, Severity
 from remedy.detection.probe import probe_node
 from remedy.detection.probe.dcgm_health import (
     DCGM_HEALTH,
@@ -27,6 +28,8 @@ from remedy.detection.probe.dcgm_health import (
     parse_health,
 )
 from remedy.detection.probe.dcgm_sources import HealthUnreadable
+from remedy.runbook import RunbookSet
+from remedy.runbook.schema import FROM_CONDITION
 
 DATA = Path(__file__).parent / "data" / "dcgm"
 HEALTHY = (DATA / "health_healthy.json").read_text()
@@ -115,12 +118,13 @@ def test_watches_that_cannot_be_set_are_said() -> None:
     ("answer", "said"),
     [
         ((None, ""), "did not answer within 10s"),  # hung: killed with its process group
+        # dcgmi/Command.cpp's words when the host engine is not there:
         (
             (
                 255,
-                "Error: unable to establish a connection to the specified host: "
-                "localhost\nError: Unable to connect to host engine. Host engine connection invalid/"
-                "disconnected.\n",
+                "Error: unable to establish a connection to the specified host: localhost\n"
+                "Error: Unable to connect to host engine. "
+                "Host engine connection invalid/disconnected.\n",
             ),
             "exited 255",
         ),
@@ -154,3 +158,40 @@ def test_not_asked_not_read() -> None:
 def test_unparseable_raises() -> None:
     with pytest.raises(HealthUnreadable):
         parse_health("")
+
+
+@pytest.mark.parametrize(
+    ("reason", "runbook"),
+    [
+        ("DcgmHealthMemory", "gpu-memory-ecc"),  # the same fault as the memory check's
+        ("DcgmHealthPcie", "pcie-degraded"),
+        ("DcgmHealthThermal", "thermal"),
+        ("DcgmHealthPower", "thermal"),
+        ("DcgmHealthNvlink", "nvlink-errors"),
+        ("DcgmHealthInforom", "xid-needs-a-person"),
+        ("DcgmHealthConnectx", "nic-driver"),
+        (UNREADABLE, "gpu-monitor-blind"),
+        (NOT_WATCHED, "gpu-monitor-blind"),
+        ("DcgmExporterUnreadable", "gpu-monitor-blind"),
+        # What remedy cannot route from DCGM's words: the default, cordon and hold for a person.
+        ("DcgmHealthDriver", "default-unknown-fault"),
+        (OTHER, "default-unknown-fault"),
+    ],
+)
+def test_each_dcgm_finding_goes_to_the_runbook_of_its_fault(
+    shipped_runbooks: RunbookSet, reason: str, runbook: str
+) -> None:
+    check = "dcgm_exporter" if reason.startswith("DcgmExporter") else DCGM_HEALTH.check
+    finding = Finding(
+        node=NODE,
+        check=check,
+        reason=reason,
+        severity=Severity.CRITICAL,
+        observed_at=datetime(2026, 1, 1, tzinfo=UTC),
+        evidence="",
+    )
+    matched = shipped_runbooks.match(finding)
+    assert (matched.name if matched else None) == runbook
+    # A finding the fleet scan rebuilds from the node's condition keeps only its reason.
+    rebuilt = shipped_runbooks.match(finding.model_copy(update={"check": FROM_CONDITION}))
+    assert (rebuilt.name if rebuilt else None) == runbook
