@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from adapters.host.dcgm_health import DcgmiHealth
+from adapters.host.provider import HostSettings
 from adapters.sim import SimFleet
 from remedy.core.models import ComponentKind, Finding, ProbeReport, Severity
 from remedy.detection.probe import probe_node
@@ -44,7 +45,8 @@ class Dcgmi:
     def __init__(self, *answers: tuple[int | None, str]) -> None:
         self.answers, self.ran = list(answers), list[list[str]]()
 
-    def __call__(self, command: Sequence[str]) -> tuple[int | None, str]:
+    def __call__(self, command: Sequence[str], timeout_s: float) -> tuple[int | None, str]:
+        assert timeout_s == 4.0
         self.ran.append(list(command))
         return self.answers.pop(0)
 
@@ -117,7 +119,7 @@ def test_watches_that_cannot_be_set_are_said() -> None:
 @pytest.mark.parametrize(
     ("answer", "said"),
     [
-        ((None, ""), "did not answer within 10s"),  # hung: killed with its process group
+        ((None, ""), "did not answer within 4s"),  # hung: killed with its process group
         # dcgmi/Command.cpp's words when the host engine is not there:
         (
             (
@@ -195,3 +197,12 @@ def test_each_dcgm_finding_goes_to_the_runbook_of_its_fault(
     # A finding the fleet scan rebuilds from the node's condition keeps only its reason.
     rebuilt = shipped_runbooks.match(finding.model_copy(update={"check": FROM_CONDITION}))
     assert (rebuilt.name if rebuilt else None) == runbook
+
+
+def test_dcgmi_is_killed_within_the_checks_own_limit() -> None:
+    """A hung dcgmi is this check's finding (run_bounded kills it and its children), not a
+    timed-out check, whose runbook (probe-failure) reboots: its limit is under the probe's."""
+    for limit in (5.0, 1.0):
+        config = HostSettings(node=NODE, timeout=limit, dcgm_health=True).probe_config()
+        assert isinstance(config.dcgm_health, DcgmiHealth)
+        assert config.dcgm_health.timeout_s < config.check_timeout_s == limit

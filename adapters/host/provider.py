@@ -102,6 +102,7 @@ class HostSettings(BaseModel):
         return frozenset(d.strip() for d in self.nic_exclude.split(",") if d.strip())
 
     def probe_config(self) -> ProbeConfig:
+        within = self.timeout * 0.8  # a slow dcgmi or exporter: its own finding, not a timeout
         return ProbeConfig(
             expected_gpus=self.expected_gpus,
             check_timeout_s=self.timeout,
@@ -114,8 +115,12 @@ class HostSettings(BaseModel):
             xids_seen=XidDedup() if self.watch_xids else None,
             nvlink_window=CounterWindow(),
             fabric_manager=SystemdUnit(self.fabric_manager) if self.fabric_manager else None,
-            dcgm_health=DcgmiHealth(host=self.dcgm_host) if self.dcgm_health else None,
-            dcgm_exporter=ExporterMetrics(self.dcgm_exporter) if self.dcgm_exporter else None,
+            dcgm_health=DcgmiHealth(host=self.dcgm_host, timeout_s=within)
+            if self.dcgm_health
+            else None,
+            dcgm_exporter=ExporterMetrics(self.dcgm_exporter, timeout_s=within)
+            if self.dcgm_exporter
+            else None,
             exporter_readings=ExporterReadings(),
         )
 
