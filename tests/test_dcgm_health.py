@@ -23,9 +23,11 @@ from remedy.detection.probe import probe_node
 from remedy.detection.probe.dcgm_health import (
     DCGM_HEALTH,
     NOT_WATCHED,
+    NVSWITCH_FATAL,
     OTHER,
     UNREADABLE,
     Incident,
+    classify,
     parse_health,
 )
 from remedy.detection.probe.dcgm_sources import HealthUnreadable
@@ -89,9 +91,43 @@ def test_each_incident_is_a_finding_on_its_gpu_and_system() -> None:
     assert ("DcgmHealthMemory", Severity.CRITICAL, gpu1) in found  # Failure
     assert ("DcgmHealthInforom", Severity.WARNING, gpu1) in found
     # The NVSwitch watches have no system name in dcgmi ("Internal error"): node-wide.
-    switch = next(f for f in report.findings if f.reason == OTHER)
+    switch = next(f for f in report.findings if f.reason == NVSWITCH_FATAL)
     assert switch.component.kind is ComponentKind.NODE and switch.severity is Severity.CRITICAL
     assert "Switch 0" in switch.evidence and "NvSwitch 0 link 12" in switch.evidence
+
+
+def test_what_remedys_own_readers_route_is_recorded_not_acted_on() -> None:
+    """An Xid (31, an application's MMU fault, is a Memory incident to DCGM), the driver's
+    recovery action (the memory check routes it by value from NVML) and a non-fatal NVSwitch
+    error (as a non-fatal SXid) are informational: routed by DCGM's system, an application's
+    Xid would reset a GPU."""
+    report = probe(Dcgmi((0, (DATA / "health_gpu2_recorded.json").read_text())))
+    found = sorted((r, s) for r, s, _ in dcgm(report))
+    assert found == [
+        ("DcgmHealthDriver", Severity.INFO),
+        ("DcgmHealthNvSwitchNonFatal", Severity.INFO),
+        ("DcgmHealthXid", Severity.INFO),
+        ("DcgmHealthXid", Severity.INFO),
+    ]
+    assert report.healthy
+    # Joined with a fault that is not an Xid, the incident is the system's.
+    mixed = Incident(
+        "GPU",
+        "1",
+        "Memory system",
+        "Failure",
+        "Detected XID 31 for GPU 1, Detected 2 volatile double-bit ECC error(s) in GPU 1.",
+    )
+    assert classify(mixed) == ("DcgmHealthMemory", Severity.CRITICAL)
+    both = Incident(
+        "Switch",
+        "0",
+        "Internal error",
+        "Failure",
+        "Detected fatal errors on NvSwitch 0 link 12, Detected nonfatal errors on NvSwitch 0 "
+        "link 3",
+    )
+    assert classify(both) == (NVSWITCH_FATAL, Severity.CRITICAL)
 
 
 def _pcie() -> str:
@@ -172,6 +208,7 @@ def test_unparseable_raises() -> None:
         ("DcgmHealthNvlink", "nvlink-errors"),
         ("DcgmHealthInforom", "xid-needs-a-person"),
         ("DcgmHealthConnectx", "nic-driver"),
+        (NVSWITCH_FATAL, "nvswitch"),
         (UNREADABLE, "gpu-monitor-blind"),
         (NOT_WATCHED, "gpu-monitor-blind"),
         ("DcgmExporterUnreadable", "gpu-monitor-blind"),

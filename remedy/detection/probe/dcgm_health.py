@@ -22,6 +22,7 @@ healthy; "no watches set" (dcgmi: "Health watches not enabled") is said, not tak
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -52,9 +53,30 @@ _SYSTEMS = {
     "Driver": DCGM_HEALTH.reason("DcgmHealthDriver", "DCGM: the driver (a GPU off the bus, ...)"),
     "ConnectX system": DCGM_HEALTH.reason("DcgmHealthConnectx", "DCGM: a ConnectX NIC's errors"),
 }
-OTHER = DCGM_HEALTH.reason(
-    "DcgmHealthOther", "DCGM: an incident in another system (SM, NVSwitch, ...)"
+OTHER = DCGM_HEALTH.reason("DcgmHealthOther", "DCGM: an incident in another system (SM, ...)")
+NVSWITCH_FATAL = DCGM_HEALTH.reason(
+    "DcgmHealthNvSwitchFatal", "DCGM: fatal errors on an NVSwitch link (as a fatal SXid)"
 )
+NVSWITCH_NONFATAL = DCGM_HEALTH.reason(
+    "DcgmHealthNvSwitchNonFatal", "DCGM: non-fatal errors on an NVSwitch link (recorded)"
+)
+XID = DCGM_HEALTH.reason(
+    "DcgmHealthXid", "DCGM saw an Xid (recorded: the kernel log and NVML's events route Xids)"
+)
+# DCGM's health watches turn Xids into incidents of a system: Xid 31 (an application's MMU
+# fault) is a Memory incident, 79 "has fallen off the bus" (modules/health/DcgmHealthWatch.cpp,
+# BuildXidMappings). Routed by system, an application's fault would reset a GPU; remedy's Xid
+# readers see the same Xid with its line, which decides its action: recorded here.
+# One system's incidents are joined with ", ": only an incident that is all Xids is recorded.
+_XID_WORDS = re.compile(
+    r"Detected XID \d+ for GPU \d+|GPU -?\d+ has fallen off the bus"
+    r"|GPU had an? (?:un)?contained error \(XID \d+\)"
+)
+# The driver's recovery action, which the memory check reads from NVML and routes by value
+# (dcgm_errors.h: "GPU 2 fault may have left the OS in an inconsistent state. Recovery action:
+# 2 (NODE_REBOOT).").
+_RECOVERY = re.compile(r"GPU \d+ [^,]*?\. Recovery action: -?\d+ \([A-Z_]+\)\.")
+_NVSWITCH_NONFATAL = re.compile(r"Detected nonfatal errors on NvSwitch \d+ link \d+")
 UNREADABLE = DCGM_HEALTH.reason(
     "DcgmHealthUnreadable", "dcgmi health could not be run or read (fail closed)"
 )
@@ -107,10 +129,30 @@ def check_dcgm_health(ctx: CheckContext) -> list[Finding]:
     return [_finding(ctx, incident) for incident in incidents]
 
 
-def _finding(ctx: CheckContext, incident: Incident) -> Finding:
-    reason = _SYSTEMS.get(incident.system, OTHER)
-    # "Internal error" (an unknown result) is not a pass: the worst.
+def classify(incident: Incident) -> tuple[str, Severity]:
+    """The reason and severity of one incident: by its system, and DCGM's Warning or Failure
+    (an "Internal error" result is not a pass: the worst); what remedy's own readers route
+    better (an Xid, the driver's recovery action, a non-fatal NVSwitch error, as a non-fatal
+    SXid) is recorded, informational."""
     severity = _SEVERITY.get(incident.health.lower(), Severity.CRITICAL)
+    if _only(_XID_WORDS, incident.message):
+        return XID, Severity.INFO
+    if incident.group == "Switch":  # dcgmi names no system for the NVSwitch watches
+        if _only(_NVSWITCH_NONFATAL, incident.message):
+            return NVSWITCH_NONFATAL, Severity.INFO
+        return NVSWITCH_FATAL, severity
+    if incident.system == "Driver" and _only(_RECOVERY, incident.message):
+        return _SYSTEMS["Driver"], Severity.INFO
+    return _SYSTEMS.get(incident.system, OTHER), severity
+
+
+def _only(pattern: re.Pattern[str], message: str) -> bool:
+    """Every incident in ``message`` (one system's, joined with ", ") is one ``pattern`` says."""
+    return bool(pattern.search(message)) and not pattern.sub("", message).strip(" ,.")
+
+
+def _finding(ctx: CheckContext, incident: Incident) -> Finding:
+    reason, severity = classify(incident)
     where = f"{incident.group} {incident.entity}"
     return ctx.finding(
         DCGM_HEALTH.check,
