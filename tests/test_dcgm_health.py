@@ -243,3 +243,16 @@ def test_dcgmi_is_killed_within_the_checks_own_limit() -> None:
         config = HostSettings(node=NODE, timeout=limit, dcgm_health=True).probe_config()
         assert isinstance(config.dcgm_health, DcgmiHealth)
         assert config.dcgm_health.timeout_s < config.check_timeout_s == limit
+
+
+def test_the_simulated_node_answers_as_dcgmi_does() -> None:
+    """The twin's DCGM (adapters/sim/dcgm.py) prints dcgmi's shape from its faults: the check
+    reads it as it reads dcgmi, and an ECC fault takes the memory runbook either way."""
+    fleet = SimFleet(nodes=1, gpus_per_node=2)
+    fleet.nodes[NODE].dcgm_health = True
+    host = fleet.host(NODE)
+    assert probe_node(NODE, host.nvml(), host.probe_config).healthy
+    fleet.inject(NODE, "ecc_dbe", gpu=1)
+    report = probe_node(NODE, host.nvml(), host.probe_config)
+    assert ("DcgmHealthMemory", Severity.CRITICAL) in [(r, s) for r, s, _ in dcgm(report)]
+    assert parse_health(fleet.nodes[NODE].dcgm_health_report())[0].entity == "1"

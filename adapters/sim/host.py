@@ -40,6 +40,7 @@ class SimHost:
             nvlink_window=sim.nvlink_window,
             fabric_manager=_SimFabricManager(self._fleet, self.name),
             dcgm_exporter=_SimExporter(self._fleet, self.name) if sim.dcgm_exporter else None,
+            dcgm_health=_SimDcgmHealth(self._fleet, self.name) if sim.dcgm_health else None,
             exporter_readings=sim.exporter_readings,
         )
 
@@ -167,6 +168,15 @@ class _SimExporter:
     def fetch(self) -> str:
         with self._fleet.lock:
             return self._fleet.node(self._node).exporter_metrics()
+
+
+class _SimDcgmHealth:
+    def __init__(self, fleet: SimState, node: str) -> None:
+        self._fleet, self._node = fleet, node
+
+    def check(self) -> str:
+        with self._fleet.lock:
+            return self._fleet.node(self._node).dcgm_health_report()
 
 
 class _SimNics:

@@ -8,6 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
+from adapters.sim.dcgm import health_report
 from adapters.sim.faults import FAULTS, Effect
 from remedy.acting.gpu_use import GpuClaim
 from remedy.attribution.evidence import RecentXid
@@ -108,6 +109,7 @@ class SimNode:
     # each GPU's last Xid, kept after the fault is fixed (a gauge holds its last value); the
     # agent's last reading of it, kept across probes.
     dcgm_exporter: bool = False
+    dcgm_health: bool = False  # DCGM's host engine with its health watches set
     exporter_gauge: dict[int, int] = field(default_factory=dict)
     exporter_readings: ExporterReadings = field(default_factory=ExporterReadings)
     _xids: deque[tuple[int, int]] = field(default_factory=deque)
@@ -167,6 +169,10 @@ class SimNode:
             and f.gpu < len(self.gpus)
         ]
         return [*(x for x in self.recent_xids if x.at >= since), *recurring]
+
+    def dcgm_health_report(self) -> str:
+        """``dcgmi health -c -j`` on this node (adapters/sim/dcgm.py)."""
+        return health_report({gpu.index: self.effects(gpu.index) for gpu in self.gpus})
 
     def exporter_metrics(self) -> str:
         """dcgm-exporter's Xid gauge as its endpoint prints it (tests/data/dcgm_exporter)."""

@@ -78,6 +78,9 @@ def probe(
     if simulate:
         fleet = SimProvider(SimSettings(nodes=1, name_prefix=node)).fleet
         node = next(iter(fleet.nodes))
+        # The twin's DCGM and exporter answer where asked (the exporter's URL is not fetched).
+        fleet.nodes[node].dcgm_health = dcgm_health
+        fleet.nodes[node].dcgm_exporter = bool(dcgm_exporter)
         if simulate != "none":
             fleet.inject(node, simulate, 0)
         host: NodeHost = fleet.host(node)
