@@ -39,8 +39,8 @@ class SimHost:
             else None,
             nvlink_window=sim.nvlink_window,
             fabric_manager=_SimFabricManager(self._fleet, self.name),
-            dcgm_exporter=_SimExporter(self._fleet, self.name) if sim.dcgm_exporter else None,
-            dcgm_health=_SimDcgmHealth(self._fleet, self.name) if sim.dcgm_health else None,
+            dcgm_exporter=_SimDcgm(self._fleet, self.name) if sim.dcgm_exporter else None,
+            dcgm_health=_SimDcgm(self._fleet, self.name) if sim.dcgm_health else None,
             exporter_readings=sim.exporter_readings,
         )
 
@@ -161,22 +161,20 @@ class _SimFabricManager:
             return self._fleet.node(self._node).fabric_manager()
 
 
-class _SimExporter:
-    def __init__(self, fleet: SimState, node: str) -> None:
-        self._fleet, self._node = fleet, node
+class _SimDcgm:
+    """The node's DCGM as its agent asks it: the host engine's health watches (``check``) and
+    dcgm-exporter's metrics (``fetch``)."""
 
-    def fetch(self) -> str:
-        with self._fleet.lock:
-            return self._fleet.node(self._node).exporter_metrics()
-
-
-class _SimDcgmHealth:
     def __init__(self, fleet: SimState, node: str) -> None:
         self._fleet, self._node = fleet, node
 
     def check(self) -> str:
         with self._fleet.lock:
             return self._fleet.node(self._node).dcgm_health_report()
+
+    def fetch(self) -> str:
+        with self._fleet.lock:
+            return self._fleet.node(self._node).exporter_metrics()
 
 
 class _SimNics:
