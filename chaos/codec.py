@@ -4,8 +4,8 @@ A node is encoded field by field from its dataclass (``SimNode``'s type hints ch
 field added there is kept without a change here; the few that cannot leave the process are
 named in ``NOT_STORED`` (the clock is the wall clock in every process; the Xid event queue
 belongs to one agent's NVML watcher, which the chaos processes do not run; the NVLink and NIC
-counter windows are an agent's memory of its readings, with a lock: each process keeps its
-own, as a restarted agent starts its windows again)."""
+counter windows and the exporter's last Xid reading are an agent's memory of its readings,
+with a lock: each process keeps its own, as a restarted agent starts its windows again)."""
 
 from __future__ import annotations
 
@@ -21,7 +21,9 @@ from adapters.sim.node import SimNode
 from remedy.core.errors import RemedyError
 from remedy.disruption.quarantine import BreakerState
 
-NOT_STORED = frozenset({"clock", "_xids", "_xid_ready", "nvlink_window", "nic_history"})
+NOT_STORED = frozenset(
+    {"clock", "_xids", "_xid_ready", "nvlink_window", "nic_history", "exporter_readings"}
+)
 # SimFleet's attributes that each process makes for itself: the wall clock, its own lock (the
 # file's lock is the one that counts), the random source of inject_random (the harness picks
 # faults with its own), and the gates a test holds an action at (threads of one process).

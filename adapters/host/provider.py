@@ -10,6 +10,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from adapters.host.dcgm_health import DcgmiHealth, ExporterMetrics
 from adapters.host.kernel_sources import kernel_log_source
 from adapters.host.load_test import LoadTestConfig
 from adapters.host.local import DEFAULT_REBOOT_COMMAND, DEFAULT_STATE_DIR, LocalHost, boot_time
@@ -19,6 +20,7 @@ from adapters.host.services import SystemdUnit
 from remedy.detection.host import NodeHost
 from remedy.detection.pod_resources import GpuUsePublisher, GpuUseReporter
 from remedy.detection.probe import ProbeConfig
+from remedy.detection.probe.dcgm_sources import ExporterReadings
 from remedy.detection.probe.nic_counters import CounterHistory
 from remedy.detection.probe.rates import CounterWindow
 from remedy.detection.probe.throughput import REFERENCE_FILE, load_references
@@ -47,6 +49,8 @@ class HostSettings(BaseModel):
     dcgm_level: int = Field(default=2, ge=1, le=4)
     dcgm_host: str = ""
     fabric_manager: str = ""  # the systemd unit watched on NVSwitch systems; empty: not watched
+    dcgm_health: bool = False  # read DCGM's health watches on every probe (dcgmi, dcgm_host)
+    dcgm_exporter: str = ""  # dcgm-exporter's metrics URL: its Xid gauge; empty: not read
     diagnose_timeout: float = 600.0
     gpu_reference: Path = REFERENCE_FILE
     # The agent's: NVML's Xid events are watched beside the kernel log, one Xid counts once.
@@ -86,11 +90,19 @@ class HostSettings(BaseModel):
             raise ValueError(f"{bad[0]!r} is not an RDMA device name (e.g. mlx5_0)")
         return text
 
+    @field_validator("dcgm_exporter")
+    @classmethod
+    def _metrics_url(cls, url: str) -> str:
+        if url and not re.fullmatch(r"https?://[^\s/]+(/\S*)?", url):
+            raise ValueError(f"{url!r} is not an http(s) URL (e.g. http://localhost:9400/metrics)")
+        return url
+
     @property
     def excluded_nics(self) -> frozenset[str]:
         return frozenset(d.strip() for d in self.nic_exclude.split(",") if d.strip())
 
     def probe_config(self) -> ProbeConfig:
+        within = self.timeout * 0.8  # a slow dcgmi or exporter: its own finding, not a timeout
         return ProbeConfig(
             expected_gpus=self.expected_gpus,
             check_timeout_s=self.timeout,
@@ -103,6 +115,13 @@ class HostSettings(BaseModel):
             xids_seen=XidDedup() if self.watch_xids else None,
             nvlink_window=CounterWindow(),
             fabric_manager=SystemdUnit(self.fabric_manager) if self.fabric_manager else None,
+            dcgm_health=DcgmiHealth(host=self.dcgm_host, timeout_s=within)
+            if self.dcgm_health
+            else None,
+            dcgm_exporter=ExporterMetrics(self.dcgm_exporter, timeout_s=within)
+            if self.dcgm_exporter
+            else None,
+            exporter_readings=ExporterReadings(),
         )
 
 

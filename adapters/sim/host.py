@@ -39,6 +39,9 @@ class SimHost:
             else None,
             nvlink_window=sim.nvlink_window,
             fabric_manager=_SimFabricManager(self._fleet, self.name),
+            dcgm_exporter=_SimDcgm(self._fleet, self.name) if sim.dcgm_exporter else None,
+            dcgm_health=_SimDcgm(self._fleet, self.name) if sim.dcgm_health else None,
+            exporter_readings=sim.exporter_readings,
         )
 
     def nic_ports(self) -> list[NicPort]:
@@ -156,6 +159,22 @@ class _SimFabricManager:
     def state(self) -> ServiceState:
         with self._fleet.lock:
             return self._fleet.node(self._node).fabric_manager()
+
+
+class _SimDcgm:
+    """The node's DCGM as its agent asks it: the host engine's health watches (``check``) and
+    dcgm-exporter's metrics (``fetch``)."""
+
+    def __init__(self, fleet: SimState, node: str) -> None:
+        self._fleet, self._node = fleet, node
+
+    def check(self) -> str:
+        with self._fleet.lock:
+            return self._fleet.node(self._node).dcgm_health_report()
+
+    def fetch(self) -> str:
+        with self._fleet.lock:
+            return self._fleet.node(self._node).exporter_metrics()
 
 
 class _SimNics:

@@ -8,12 +8,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
+from adapters.sim.dcgm import health_report
 from adapters.sim.faults import FAULTS, Effect
 from remedy.acting.gpu_use import GpuClaim
 from remedy.attribution.evidence import RecentXid
 from remedy.core.models import Action
 from remedy.core.once import LedgerEntry
 from remedy.detection.conditions import NodeCondition
+from remedy.detection.probe.dcgm_sources import ExporterReadings
 from remedy.detection.probe.nic_counters import FLAPS_TO_ESCALATE, IB_COUNTERS, CounterHistory
 from remedy.detection.probe.nics import NicPort, PortCounters
 from remedy.detection.probe.rates import CounterWindow
@@ -103,6 +105,13 @@ class SimNode:
     kernel_log_read: int = 0
     # The NICs' counter readings the node's agent keeps across probes (rates need two).
     nic_history: CounterHistory = field(default_factory=CounterHistory)
+    # dcgm-exporter on the node (False: the agent reads none) and what its Xid gauge holds:
+    # each GPU's last Xid, kept after the fault is fixed (a gauge holds its last value); the
+    # agent's last reading of it, kept across probes.
+    dcgm_exporter: bool = False
+    dcgm_health: bool = False  # DCGM's host engine with its health watches set
+    exporter_gauge: dict[int, int] = field(default_factory=dict)
+    exporter_readings: ExporterReadings = field(default_factory=ExporterReadings)
     _xids: deque[tuple[int, int]] = field(default_factory=deque)
     _xid_ready: threading.Condition = field(default_factory=threading.Condition)
 
@@ -113,6 +122,7 @@ class SimNode:
         """The node's agent (re)starts: its counter history is new, from a first reading (a
         reboot forgets the flaps before it, as the real agent's memory does)."""
         self.nic_history = CounterHistory()
+        self.exporter_readings = ExporterReadings()
         for reading in self.nic_counters():
             self.nic_history.observe(reading, self.clock())
 
@@ -159,6 +169,27 @@ class SimNode:
             and f.gpu < len(self.gpus)
         ]
         return [*(x for x in self.recent_xids if x.at >= since), *recurring]
+
+    def dcgm_health_report(self) -> str:
+        """``dcgmi health -c -j`` on this node (adapters/sim/dcgm.py)."""
+        return health_report({gpu.index: self.effects(gpu.index) for gpu in self.gpus})
+
+    def exporter_metrics(self) -> str:
+        """dcgm-exporter's Xid gauge as its endpoint prints it (tests/data/dcgm_exporter)."""
+        for f in sorted(self.faults, key=lambda f: f.since):
+            if (code := FAULTS[f.kind].xid) is not None and f.gpu < len(self.gpus):
+                self.exporter_gauge[f.gpu] = code
+        lines = [
+            "# HELP DCGM_FI_DEV_XID_ERRORS Value of the last XID error encountered.",
+            "# TYPE DCGM_FI_DEV_XID_ERRORS gauge",
+        ]
+        for gpu in self.gpus:
+            lines.append(
+                f'DCGM_FI_DEV_XID_ERRORS{{gpu="{gpu.index}",UUID="{gpu.uuid}",'
+                f'device="nvidia{gpu.index}",Hostname="{self.name}"}} '
+                f"{self.exporter_gauge.get(gpu.index, 0)}"
+            )
+        return "\n".join(lines) + "\n"
 
     def nic_ports(self) -> list[NicPort]:
         down, narrow = self._nics(Effect.NIC_DOWN), self._nics(Effect.NIC_NARROW)

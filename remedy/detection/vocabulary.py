@@ -21,6 +21,8 @@ from functools import cache
 from remedy.detection.check_terms import CheckTerms
 from remedy.detection.fabric.verdict import FABRIC
 from remedy.detection.probe import checks as probe_checks
+from remedy.detection.probe.dcgm_health import DCGM_HEALTH
+from remedy.detection.probe.exporter_xids import DCGM_EXPORTER
 from remedy.detection.probe.load import LOAD
 from remedy.detection.probe.nic_check import NIC
 from remedy.detection.probe.nic_link import NIC_LINK
@@ -40,6 +42,8 @@ TERMS: tuple[CheckTerms, ...] = (
     NIC,
     NIC_LINK,
     NIC_DRIVER,
+    DCGM_HEALTH,
+    DCGM_EXPORTER,
     KERNEL_LOG,
     PROBE,
     LOAD,

@@ -19,6 +19,8 @@ from workers.cli.exits import BAD_INPUT
 from workers.flags import command
 from workers.flags.agent import (
     AgentFlags,
+    DcgmExporterOption,
+    DcgmHealthOption,
     ExpectedGpusOption,
     ExpectedNicsOption,
     FabricManagerOption,
@@ -35,6 +37,8 @@ def probe(
     expected_nics: ExpectedNicsOption = None,
     nic_rate: NicRateOption = None,
     fabric_manager: FabricManagerOption = "",
+    dcgm_health: DcgmHealthOption = False,
+    dcgm_exporter: DcgmExporterOption = "",
     nic_exclude: NicExcludeOption = "",
     timeout: Annotated[float, typer.Option(help="Seconds each check may take.")] = 5.0,
     kernel_log: KernelLogOption = "auto",
@@ -74,6 +78,9 @@ def probe(
     if simulate:
         fleet = SimProvider(SimSettings(nodes=1, name_prefix=node)).fleet
         node = next(iter(fleet.nodes))
+        # The twin's DCGM and exporter answer where asked (the exporter's URL is not fetched).
+        fleet.nodes[node].dcgm_health = dcgm_health
+        fleet.nodes[node].dcgm_exporter = bool(dcgm_exporter)
         if simulate != "none":
             fleet.inject(node, simulate, 0)
         host: NodeHost = fleet.host(node)
@@ -84,6 +91,8 @@ def probe(
             expected_nics=expected_nics,
             nic_rate=nic_rate,
             fabric_manager=fabric_manager,
+            dcgm_health=dcgm_health,
+            dcgm_exporter=dcgm_exporter,
             nic_exclude=nic_exclude,
             timeout=timeout,
             kernel_log=kernel_log,
@@ -125,7 +134,7 @@ HOST_FLAGS = {
     "node", "expected_gpus", "expected_nics", "nic_rate", "nic_exclude", "kernel_log", "cursor",
     "allow_reset",
     "allow_reboot", "reboot_command", "dry_run", "state_dir", "dcgm_level", "dcgm_host",
-    "diagnose_timeout", "gpu_reference", "fabric_manager",
+    "diagnose_timeout", "gpu_reference", "fabric_manager", "dcgm_health", "dcgm_exporter",
 }  # fmt: skip
 KUBERNETES_FLAGS = {"kubeconfig", "kube_timeout", "namespace", "self_cordon", "pod_resources"}
 

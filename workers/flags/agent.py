@@ -52,6 +52,21 @@ FabricManagerOption = Annotated[
         "where the GPUs' fabric state is the witness)."
     ),
 ]
+DcgmHealthOption = Annotated[
+    bool,
+    typer.Option(
+        help="Read DCGM's background health watches on every probe (`dcgmi health -c -j`, at "
+        "--dcgm-host); where none are set, set them all once (`dcgmi health -s a`)."
+    ),
+]
+DcgmExporterOption = Annotated[
+    str,
+    typer.Option(
+        help="dcgm-exporter's metrics URL (e.g. http://$(NODE_IP):9400/metrics): its Xid gauge "
+        "DCGM_FI_DEV_XID_ERRORS, read as each GPU's last Xid, for nodes whose kernel log "
+        "remedy cannot read; empty: not read."
+    ),
+]
 RebootCommandOption = Annotated[
     str,
     typer.Option(
@@ -132,6 +147,8 @@ class AgentFlags(BaseModel):
     ] = 2
     dcgm_host: DcgmHostOption = ""
     fabric_manager: FabricManagerOption = ""
+    dcgm_health: DcgmHealthOption = False
+    dcgm_exporter: DcgmExporterOption = ""
     diagnose_timeout: Annotated[
         float, typer.Option(help="Seconds a DCGM diagnostic may take before it is killed.")
     ] = 600.0

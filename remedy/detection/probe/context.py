@@ -15,6 +15,7 @@ from typing import Any
 from remedy.core.models import Component, ComponentKind, Finding, Severity
 from remedy.detection import gpu as nv
 from remedy.detection.gpu import NvmlApi
+from remedy.detection.probe.dcgm_sources import ExporterReadings, HealthSource, MetricsSource
 from remedy.detection.probe.nic_counters import CounterHistory
 from remedy.detection.probe.nics import NicSource
 from remedy.detection.probe.rates import CounterWindow
@@ -36,6 +37,9 @@ class CheckContext:
     nvlink_window: CounterWindow | None = None  # None: NVLink error counters are not read
     fabric_manager: ServiceSource | None = None
     nic_history: CounterHistory | None = None  # the counters' readings, kept across probes
+    dcgm_health: HealthSource | None = None  # None: DCGM's health watches are not read
+    dcgm_exporter: MetricsSource | None = None  # None: dcgm-exporter's Xid gauge is not read
+    exporter_readings: ExporterReadings | None = None  # the gauge's last reading, across probes
     gpus: list[Component] = field(default_factory=list)  # filled by the inventory check
 
     def finding(

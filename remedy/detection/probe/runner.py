@@ -18,6 +18,9 @@ from remedy.detection.check_terms import CheckTerms
 from remedy.detection.gpu import NvmlApi
 from remedy.detection.probe.checks import GPU_CHECKS, INVENTORY, check_inventory
 from remedy.detection.probe.context import CheckContext
+from remedy.detection.probe.dcgm_health import DCGM_HEALTH, check_dcgm_health
+from remedy.detection.probe.dcgm_sources import ExporterReadings, HealthSource, MetricsSource
+from remedy.detection.probe.exporter_xids import DCGM_EXPORTER, check_dcgm_exporter
 from remedy.detection.probe.fabric_manager import FABRIC_MANAGER, check_fabric_manager
 from remedy.detection.probe.nic_check import NIC, check_nics
 from remedy.detection.probe.nic_counters import CounterHistory
@@ -74,6 +77,11 @@ class ProbeConfig:
     # NVLink error counters' samples, kept across probes for their rates (None: not read).
     nvlink_window: CounterWindow | None = None
     fabric_manager: ServiceSource | None = None  # checked on NVSwitch systems
+    dcgm_health: HealthSource | None = None  # DCGM's health watches (None: not read)
+    # dcgm-exporter's metrics and the Xid gauge's last reading, kept across probes (None: not
+    # read; the kernel log is the Xids' authority).
+    dcgm_exporter: MetricsSource | None = None
+    exporter_readings: ExporterReadings | None = None
 
 
 def _utcnow() -> datetime:
@@ -130,6 +138,9 @@ def probe_node(
         nvlink_window=config.nvlink_window,
         fabric_manager=config.fabric_manager,
         nic_history=config.nic_history,
+        dcgm_health=config.dcgm_health,
+        dcgm_exporter=config.dcgm_exporter,
+        exporter_readings=config.exporter_readings or ExporterReadings(),
     )
     run = _Run(ctx, config.check_timeout_s)
     if config.expected_gpus != 0:
@@ -141,6 +152,8 @@ def probe_node(
         INVENTORY.check,
         *GPU_CHECKS,
         FABRIC_MANAGER.check,
+        DCGM_HEALTH.check,
+        DCGM_EXPORTER.check,
         KERNEL_LOG.check,
         NIC.check,
         NIC_LINK.check,
@@ -163,8 +176,7 @@ def _probe_gpus(run: _Run, nvml: NvmlApi, config: ProbeConfig) -> None:
     else:
         try:
             if run.check(INVENTORY.check, check_inventory):
-                service = {FABRIC_MANAGER.check: check_fabric_manager}
-                run.parallel({**GPU_CHECKS, **(service if config.fabric_manager else {})})
+                run.parallel({**GPU_CHECKS, **_optional_checks(config)})
         finally:
             try:
                 nvml.nvmlShutdown()
@@ -172,6 +184,25 @@ def _probe_gpus(run: _Run, nvml: NvmlApi, config: ProbeConfig) -> None:
                 pass
     if config.kernel_log is not None:  # after the inventory: its GPUs name the log's PCI ids
         _read_kernel_log(run, config.kernel_log, config)
+
+
+def _optional_checks(config: ProbeConfig) -> dict[str, Callable[[CheckContext], list[Finding]]]:
+    """The checks the node was asked to run beside the GPU checks (after the inventory: they
+    name GPUs by its index and UUID)."""
+    checks: dict[str, Callable[[CheckContext], list[Finding]]] = {}
+    if config.fabric_manager:
+        checks[FABRIC_MANAGER.check] = check_fabric_manager
+    if config.dcgm_health:
+        checks[DCGM_HEALTH.check] = check_dcgm_health
+    if config.dcgm_exporter:
+        checks[DCGM_EXPORTER.check] = lambda ctx: _exporter_xids(ctx, config)
+    return checks
+
+
+def _exporter_xids(ctx: CheckContext, config: ProbeConfig) -> list[Finding]:
+    found = check_dcgm_exporter(ctx)
+    # The kernel log (or NVML) and the gauge may both see one Xid: it counts once.
+    return config.xids_seen.admit(found, "dcgm_exporter", ctx.now()) if config.xids_seen else found
 
 
 def _read_kernel_log(run: _Run, source: KernelLogSource, config: ProbeConfig) -> None:
