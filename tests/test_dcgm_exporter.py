@@ -26,7 +26,8 @@ MIG = (
 def test_the_value_is_the_last_xids_code_not_a_count() -> None:
     xids = last_xids((DATA / "h100_xid79.prom").read_text())
     assert xids == {GPU0: LastXid(GPU0, 79), GPU1: LastXid(GPU1, 0)}
-    assert new_xids({}, xids) == [LastXid(GPU0, 79)]  # one Xid 79, not 79 errors
+    assert new_xids({GPU1: LastXid(GPU1, 0)}, xids) == [LastXid(GPU0, 79)]  # one Xid 79
+    assert new_xids(None, xids) == []  # the first reading is the baseline: the 79 is undated
 
 
 def test_a_change_is_a_new_xid_and_the_same_code_again_is_not_seen() -> None:

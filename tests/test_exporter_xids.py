@@ -57,25 +57,30 @@ def test_a_new_xid_on_the_gauge_is_an_xid_finding_on_that_gpu_once() -> None:
     assert xids(sim_probe(fleet)) == []
 
 
-def test_a_restarted_agent_reports_the_gauge_again() -> None:
+def test_a_restarted_agent_takes_the_gauge_as_its_baseline() -> None:
+    """Before, every agent start reported each GPU's last Xid again, however old: an agent
+    rollout would have started a ladder on every node whose gauge was not 0."""
     fleet = SimFleet(nodes=1, gpus_per_node=2)
     fleet.nodes[NODE].dcgm_exporter = True
+    sim_probe(fleet)  # the baseline: every gauge 0
     fleet.inject(NODE, "ecc_dbe", gpu=0)
     assert ("Xid48", 0) in [x[:2] for x in xids(sim_probe(fleet))]
     fleet.nodes[NODE].agent_starts()
-    assert ("Xid48", 0) in [x[:2] for x in xids(sim_probe(fleet))]
+    assert xids(sim_probe(fleet)) == []  # the gauge still says 48: history, not news
 
 
 def test_the_kernel_log_and_the_gauge_count_one_xid_once() -> None:
     fleet = SimFleet(nodes=1, gpus_per_node=2)
     fleet.nodes[NODE].dcgm_exporter = True
+    seen, mine, theirs = XidDedup(), ExporterReadings(), ExporterReadings()
+    sim_probe(fleet, exporter_readings=mine)  # the baselines, before the fault
+    sim_probe(fleet, exporter_readings=theirs)
     fleet.inject(NODE, "nvlink_down", gpu=1)
-    seen = XidDedup()
     gpu = next(g for g in sim_probe(fleet).gpus if g.index == 1)
-    first = sim_probe(fleet, exporter_readings=ExporterReadings())
+    first = sim_probe(fleet, exporter_readings=mine)
     kernel = next(f for f in first.findings if f.xid == 74).model_copy(update={"component": gpu})
     assert seen.admit([kernel], "kernel_log", datetime.now(UTC)) == [kernel]
-    report = sim_probe(fleet, xids_seen=seen, exporter_readings=ExporterReadings())
+    report = sim_probe(fleet, xids_seen=seen, exporter_readings=theirs)
     assert not [f for f in report.findings if f.xid == 74]
 
 
@@ -105,7 +110,16 @@ def test_the_exporter_over_http(exporter: HTTPServer) -> None:
     url = f"http://127.0.0.1:{exporter.server_port}/metrics"
     assert ExporterMetrics(url).fetch().encode() == PROM
     fleet = SimFleet(nodes=1, gpus_per_node=2)
-    report = sim_probe(fleet, dcgm_exporter=ExporterMetrics(url))
+    readings = ExporterReadings()
+    Exposition.body = PROM.replace(b"} 79", b"} 0")  # before the Xid: the baseline
+    try:
+        assert (
+            xids(sim_probe(fleet, dcgm_exporter=ExporterMetrics(url), exporter_readings=readings))
+            == []
+        )
+    finally:
+        Exposition.body = PROM
+    report = sim_probe(fleet, dcgm_exporter=ExporterMetrics(url), exporter_readings=readings)
     # The sample's GPU 0 (its UUID is not the sim's): named by the exporter's UUID.
     assert xids(report) == [("Xid79", None, "GPU-34319582-d595-d1c7-d1d2-179bcfa61660")]
 

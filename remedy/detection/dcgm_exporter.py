@@ -6,8 +6,8 @@ encountered."). So a value of 79 is one Xid 79, not 79 errors; a sum or a rate o
 meaningless (some dashboards type it a counter and add it up); a second Xid of the same code
 leaves the value unchanged, so a gauge cannot show a recurrence; and the first value seen has
 no time. What a scrape can say, compared with the one before, is which GPUs' last Xid changed
-to a code (``new_xids``). remedy's own Xid reader, the kernel log, sees every occurrence with
-its time: this is for telling an exporter's word apart from a count, and for fleets whose
+to a code (``new_xids``); the first scrape is only the baseline. remedy's own Xid reader,
+the kernel log, sees every occurrence with its time: this is for telling an exporter's word apart from a count, and for fleets whose
 kernel log remedy cannot read.
 """
 
@@ -62,10 +62,14 @@ def last_xids(text: str) -> dict[str, LastXid]:
     return found
 
 
-def new_xids(before: dict[str, LastXid], now: dict[str, LastXid]) -> list[LastXid]:
-    """The GPUs whose last Xid changed to a code since ``before`` (a GPU first seen with a
-    code counts: it raised that Xid at some time the gauge does not say). The same code again
-    is not seen: a gauge holds the last value, not how many."""
+def new_xids(before: dict[str, LastXid] | None, now: dict[str, LastXid]) -> list[LastXid]:
+    """The GPUs whose last Xid changed to a code since ``before``. The first reading (None)
+    is the baseline and reports nothing: a gauge cannot date its value, and an Xid of last
+    week must not start a ladder each time an agent restarts (the kernel log, read from its
+    kept cursor, has what happened while the agent was away). A GPU first seen later with a
+    code counts. The same code again is not seen: a gauge holds the last value, not how many."""
+    if before is None:
+        return []
     return [
         x
         for gpu, x in sorted(now.items())

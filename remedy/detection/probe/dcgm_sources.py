@@ -40,10 +40,11 @@ class ExporterReadings:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._last: dict[str, LastXid] = {}
+        self._last: dict[str, LastXid] | None = None  # None: no reading yet (the baseline)
 
     def changed(self, now: dict[str, LastXid]) -> list[LastXid]:
-        """The GPUs whose last Xid changed to a code since the last reading; ``now`` is kept."""
+        """The GPUs whose last Xid changed to a code since the last reading (none at the
+        first: it is the baseline); ``now`` is kept."""
         with self._lock:
             found, self._last = new_xids(self._last, now), dict(now)
         return found
