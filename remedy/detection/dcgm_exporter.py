@@ -7,8 +7,8 @@ meaningless (some dashboards type it a counter and add it up); a second Xid of t
 leaves the value unchanged, so a gauge cannot show a recurrence; and the first value seen has
 no time. What a scrape can say, compared with the one before, is which GPUs' last Xid changed
 to a code (``new_xids``); the first scrape is only the baseline. remedy's own Xid reader,
-the kernel log, sees every occurrence with its time: this is for telling an exporter's word apart from a count, and for fleets whose
-kernel log remedy cannot read.
+the kernel log, sees every occurrence with its time: this is for telling an exporter's word
+apart from a count, and for fleets whose kernel log remedy cannot read.
 """
 
 from __future__ import annotations
