@@ -39,7 +39,7 @@ RUNBOOK = Runbook(
     match=Match(xids=[79]),
     ladder=[Rung(action=Action.DIAGNOSE, approval=Approval.REQUIRED)],
 )
-PATIENCE = 60.0  # seconds, on a loaded machine
+PATIENCE = 180.0  # seconds: a liveness bound, not a timing (4 rollout files at once took 110 s)
 DEPLOYMENT = ("worker", "deployment", "--deployment-name", versioning.DEPLOYMENT)
 
 

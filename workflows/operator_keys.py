@@ -54,6 +54,7 @@ class OperatorKeys:
         self._when_needed = False  # loaded by ``ready``, not ``start``
         self._loaded_at: datetime | None = None  # when the keyring in hand was read
         self.door = False  # the door: decisions wait, refused for now, until the keys are in
+        self._heard_before_rung = False  # decide_heard: the patch, asked at the run's start
         if inp.keyring is not None and workflow.info().continued_run_id:
             self._checks, self._keyring = True, inp.keyring  # the run before checked
             self._loaded_at = inp.keyring_read_at
@@ -86,8 +87,14 @@ class OperatorKeys:
         without this, the first rung has already begun. The next task delivers the decisions
         that came before the timer fires, and judges them at once: an abort sent right after
         the report stops the ladder before its drain (tests/test_abort_wins.py)."""
-        if patched(HEARD_BEFORE_FIRST_RUNG):
+        if self._heard_before_rung:
             await workflow.sleep(timedelta(milliseconds=1), summary="decisions sent meanwhile")
+
+    def decide_heard(self) -> None:
+        """Ask the patch at the run's start, before any local activity: asked right after one
+        (the keys), it met its marker in another workflow task on a replay whose local
+        activity had outlived a task heartbeat (a nondeterminism error, seen under load)."""
+        self._heard_before_rung = patched(HEARD_BEFORE_FIRST_RUNG)
 
     def refresh(self) -> None:
         """Read the keyring anew unless the copy in hand is fresh or a read is under way (the
