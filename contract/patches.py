@@ -31,11 +31,8 @@ MOST_LIVE = 10
 # A ladder's first task ends before its first rung (workflows.operator_keys ``heard``): added
 # on 0.13.0's build id, whose running ladders replay it (tests/test_replay.py).
 HEARD_BEFORE_FIRST_RUNG = "heard-before-first-rung"
-# A pool's budget drops an ask from a ladder its slow start gave leave already (remedy.
-# disruption.budget ``ask``): a running budget that held such an ask replays.
-ASK_AFTER_LEAVE_DROPPED = "ask-after-leave-dropped"
 # id -> the release that removes it (its deprecation is the release before).
-LIVE: dict[str, str] = {HEARD_BEFORE_FIRST_RUNG: "0.15.0", ASK_AFTER_LEAVE_DROPPED: "0.15.0"}
+LIVE: dict[str, str] = {HEARD_BEFORE_FIRST_RUNG: "0.15.0"}
 
 
 def patched(change: str) -> bool:

@@ -14,7 +14,7 @@ from adapters.sim import SimFleet
 from remedy.core.models import Action
 from remedy.disruption import slow_start
 from remedy.disruption.blocking import breaker
-from remedy.disruption.budget import CLUSTER_POOL, BudgetState, NodeUnhealthy
+from remedy.disruption.budget import CLUSTER_POOL, BudgetState
 from remedy.disruption.budget_messages import CordonAsk
 from remedy.disruption.quarantine import reprobe_every
 from remedy.ladder.remediation import Outcome, Phase
@@ -149,20 +149,3 @@ def test_a_held_ladder_re_probes_on_its_runbooks_clock() -> None:
     assert reprobe_every(Runbook(name="x", match=Match(xids=[1])).scaled(60)) == timedelta(
         seconds=10
     )  # no tolerance: its verification watch
-
-
-def test_an_ask_sent_before_its_leave_arrived_is_not_held_again() -> None:
-    """Found by the suite on a busy machine: the admitted ladder's renewed ask, sent before the
-    slow start's leave reached it, went back into the held asks: three 'held' for two, and it
-    could take the slow start's next place. Dropped now (older budgets replay as they were)."""
-    state = BudgetState(pool="a", pool_size=20, policy=POLICY, asking=_asks("a", "b", "c"))
-    slow_start.begin(state)
-    [given] = slow_start.leave_now(state, T0)
-    again = NodeUnhealthy(
-        node=given.node, pool="a", task_queue="q", at=T0, holder=given.holder, token=given.token
-    )
-    before = state.model_copy(deep=True)
-    state.ask(again, T0 + timedelta(seconds=5), once_admitted=True)
-    before.ask(again, T0 + timedelta(seconds=5))  # how budgets before the patch take it
-    assert [a.node for a in state.asking] == ["b", "c"]
-    assert [a.node for a in before.asking] == ["b", "c", "a"]

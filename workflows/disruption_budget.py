@@ -34,7 +34,6 @@ from contract.messages import (
     RELEASE_HOLD,
     RESUME_POOL,
 )
-from contract.patches import ASK_AFTER_LEAVE_DROPPED, patched
 from workflows import metrics
 from workflows.breaker_board import BreakerBoard
 from workflows.budget_breaker import BudgetBreaker
@@ -189,7 +188,7 @@ class DisruptionBudget(BudgetSweep, BudgetBreaker):
         state.unhealthy[report.node] = report.at
         state.unhealthy_pools[report.node] = report.pool
         if report.holder:  # it asks leave to cordon: given by the loop, once the breaker lets it
-            state.ask(report, workflow.now(), once_admitted=patched(ASK_AFTER_LEAVE_DROPPED))
+            state.ask(report, workflow.now())
         self._changed = True
 
     @NODES_UNHEALTHY.handler

@@ -261,13 +261,8 @@ class BudgetState(BaseModel):
         self.grants += 1
         return True
 
-    def ask(self, report: NodeUnhealthy, now: datetime, once_admitted: bool = False) -> None:
-        """The ladder asks leave to cordon (again: its ask is renewed). ``once_admitted``: an
-        ask from a ladder the slow start gave leave already is one it sent before the leave
-        reached it: not held again (it would show as a cordon held, and take the next place
-        of the slow start). A leave that was lost is given again once its admission expires."""
-        if once_admitted and any(a.holder == report.holder for a in self.admitted):
-            return
+    def ask(self, report: NodeUnhealthy, now: datetime) -> None:
+        """The ladder asks leave to cordon (again: its ask is renewed)."""
         asked = report.model_dump(include={"holder", "node", "pool", "token"})
         ask = CordonAsk(**asked, renewed_at=now)
         self.asking = [a for a in self.asking if a.holder != report.holder] + [ask]
