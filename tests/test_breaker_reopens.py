@@ -65,7 +65,11 @@ async def test_the_breaker_reopens_by_itself_though_it_holds_three_cordons(
     # While tripped, its note names the five nodes unhealthy now, not the three of the trip.
     assert tripped.tripped and "5 of 10 nodes unhealthy" in tripped.breaker_note
     assert all(n in tripped.breaker_note for n in names)
-    assert (reopening.slow_start, len(reopening.admitted), len(reopening.asking)) == (1, 1, 2)
+    # The admitted ladder may be asking again for a moment (its renewed ask crossed the leave,
+    # and may carry a new token: it is what gets it a leave it can take): held are the others.
+    admitted = {a.holder for a in reopening.admitted}
+    held_asks = [a for a in reopening.asking if a.holder not in admitted]
+    assert (reopening.slow_start, len(admitted), len(held_asks)) == (1, 1, 2)
     assert "reopening: 1 cordon at a time (1 admitted, 2 held)" in breaker(reopening)
     assert len(cordoned_then) == 1
     assert sorted(s.phase for s in held) == sorted(
