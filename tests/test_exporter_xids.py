@@ -94,7 +94,7 @@ class Exposition(BaseHTTPRequestHandler):
         self.wfile.write(self.body)
 
     def log_message(self, *args: object) -> None:
-        pass
+        """Quiet: http.server would print every request to stderr."""
 
 
 @pytest.fixture

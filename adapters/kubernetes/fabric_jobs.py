@@ -15,6 +15,7 @@ the pods); a pair is tested with ib_write_bw.
 from __future__ import annotations
 
 import shlex
+from contextlib import suppress
 from dataclasses import dataclass
 
 from kubernetes import client as k8s
@@ -79,11 +80,10 @@ class KubernetesFabricJobs:
         jobs = self.manifests(run)
         for job in jobs:
             path = f"/apis/batch/v1/namespaces/{self.namespace}/jobs"
-            try:
+            # AlreadyExists: this run's (its name holds the run id), made by an earlier try
+            with suppress(Conflict):
                 with api_errors("create", f"jobs/{job['metadata']['name']}", missing=NotFound):
                     create_raw(self._api, path, job, self.field_manager)
-            except Conflict:  # AlreadyExists: this run's, made by an earlier try
-                pass
         return run
 
     def manifests(self, run: FabricRun) -> list[Json]:
@@ -114,13 +114,11 @@ class KubernetesFabricJobs:
 
     def remove(self, run: FabricRun) -> None:
         for name in job_names(run):
-            try:
+            with suppress(NotFound):  # gone already: its TTL, or an earlier try, removed it
                 with api_errors("delete", f"jobs/{name}", missing=NotFound):
                     self.batch.delete_namespaced_job(
                         name, self.namespace, propagation_policy="Background"
                     )
-            except NotFound:
-                pass
 
     # -- reading ----------------------------------------------------------------------------
     def _state(self, name: str) -> tuple[JobState, str]:
