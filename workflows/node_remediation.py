@@ -41,7 +41,7 @@ with workflow.unsafe.imports_passed_through():
     from contract.names import NODE_REMEDIATION_WORKFLOW
     from remedy.core.actions import ACTIONS
     from remedy.core.durations import format_duration
-    from remedy.core.models import Action
+    from remedy.core.models import Action, Finding
     from remedy.ladder.remediation import (
         AttemptResult,
         Outcome,
@@ -84,6 +84,7 @@ class NodeRemediation(
         self._at_once = False  # True once the ladder started (handlers before it: False)
         self._intake = ReportIntake(self._state, self._view, inp.node_task_queue)
         self._hold = PersonHold(self._state, self._view)  # a node held since an abort
+        self._found: list[Finding] = []  # the last rung's faults (a diagnose's, its probe's)
 
     # -- messages (the reports and grants: workflows.ladder_messages) --------------------------
     def _worse_waiting(self) -> bool:
@@ -231,6 +232,11 @@ class NodeRemediation(
                 healthy = await self._climb_rung(state.rung, rung)
             except Interrupted:
                 continue
+            if state.runbook.proves:  # a suspicion's proof (the slow node)
+                if healthy:
+                    return Outcome.UNPROVEN, f"not proven: {state.attempts[-1].detail}"
+                if await self._changes.proven(self._found or self._last_probed()):
+                    continue
             if healthy:
                 if rung.action is Action.REPLACE:
                     return Outcome.REPLACED, state.attempts[-1].detail
@@ -266,6 +272,7 @@ class NodeRemediation(
             view.record(index, rung.action, started, *stopped_while(rung, stopped))
             raise
         detail = result.detail + undrained
+        self._found = [f for f in result.findings if f.unhealthy]
         if not result.ok:
             view.record(index, rung.action, started, AttemptResult.FAILED, detail)
             return False
@@ -281,6 +288,11 @@ class NodeRemediation(
         verdict = AttemptResult.VERIFIED if healthy else AttemptResult.UNVERIFIED
         view.record(index, rung.action, started, verdict, detail + undrained)
         return healthy
+
+    def _last_probed(self) -> list[Finding]:
+        """The verification probe's faults (a rung that ran and did not verify)."""
+        probe = self._state.last_probe
+        return [f for f in probe.findings if f.unhealthy] if probe is not None else []
 
     async def _gated(self, index: int, rung: Rung) -> str:
         """What must hold before the rung acts: its approval, then for a disruptive one the

@@ -94,6 +94,18 @@ class RunbookChanges:
         await self._switch(state.pending[0], "continued")
         return True
 
+    async def proven(self, found: list[Finding]) -> bool:
+        """After a proving rung (runbook ``proves``) that did not pass: the first fault it
+        found, with its runbook, drives the ladder from now on (the suspicion is proven; the
+        cordon comes with that runbook). False: it found nothing with a runbook (a diagnose
+        that could not run): the ladder goes on, and past its rungs a person looks."""
+        for finding in found:
+            runbook = await self._runbook_for(finding)
+            if runbook is not None and not runbook.proves:
+                await self._switch(FindingReport(finding=finding, runbook=runbook), "proven")
+                return True
+        return False
+
     def record(self, report: FindingReport, kind: str, start: int = 0) -> None:
         """``report`` drives the ladder from now on: said in its record, and its runbook's
         rungs get keys and approvals of their own (a new epoch)."""

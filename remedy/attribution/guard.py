@@ -14,7 +14,9 @@ from pydantic import BaseModel, ConfigDict, Field
 from remedy.attribution.elastic import ElasticPolicy, JobShape
 from remedy.attribution.goodput import JobEnd, JobGoodput
 from remedy.attribution.model import Attribution, Verdict
+from remedy.attribution.suspicions import Suspicion, SuspicionPolicy
 from remedy.core.models import NodeRef, Wraps, signed
+from remedy.detection.stragglers.models import StragglerReport
 
 
 class GuardAction(StrEnum):
@@ -33,6 +35,8 @@ class GuardPolicy(BaseModel):
     backoff_initial: timedelta = timedelta(minutes=1)
     backoff_coefficient: float = Field(default=2.0, ge=1.0)
     backoff_max: timedelta = timedelta(minutes=30)
+    # Slow-node suspicions (remedy/attribution/suspicions.py): expiry, quiet, ladder polling.
+    suspicions: SuspicionPolicy = SuspicionPolicy()
 
     def backoff(self, restarts_so_far: int) -> timedelta:
         delay = self.backoff_initial * self.backoff_coefficient**restarts_so_far
@@ -72,6 +76,7 @@ class JobLedger(BaseModel):
     resizes: list[Resize] = []
     goodput: JobGoodput | None = None  # as the fleet scan last measured it
     end: JobEnd | None = None  # how the job ended (the guard's end)
+    suspicions: list[Suspicion] = []  # slow-node suspects and what became of each
 
     @property
     def attempts(self) -> int:
@@ -234,9 +239,11 @@ class JobFinished(Wraps):
 
 
 class JobProgress(BaseModel):
-    """The fleet scan's measure of the job's goodput (each pass)."""
+    """The fleet scan's measure of the job's goodput (each pass), and the straggler detector's
+    verdict on the job's nodes (None: not judged)."""
 
     goodput: JobGoodput
+    stragglers: StragglerReport | None = None
 
 
 class GuardStatus(Wraps):

@@ -58,6 +58,9 @@ class Outcome(StrEnum):
     # Another repairer (Karpenter, EKS) is at work on the node: remedy stepped back before its
     # next disruptive step, and left the node as it was (docs/operations.md).
     OTHER_REPAIRER = "other_repairer"
+    # A suspicion (a slow node, from a job's symptoms) its proving rung did not confirm: the
+    # deep diagnose passed, nothing was done to the node (runbook ``proves``).
+    UNPROVEN = "unproven"
 
 
 class AttemptResult(StrEnum):

@@ -229,6 +229,9 @@ class Runbook(Authored):
     cause: Cause = Cause.PLATFORM
     priority: int = 0  # breaks ties between equally specific runbooks; higher wins
     cordon: bool = True  # cordon as soon as the finding arrives (stops new work only)
+    # The finding is a suspicion its first rung (a diagnose) proves: a fault the diagnose
+    # finds hands the node to that fault's runbook; a pass ends the ladder ``unproven``.
+    proves: bool = False
     tolerance: Duration = timedelta(0)  # how long the fault must persist before disrupting
     recheck_every: Duration | None = None  # re-probe inside the tolerance window
     # Verifying a rung for an Xid no probe sees: this long without that Xid again on that GPU
@@ -267,6 +270,11 @@ class Runbook(Authored):
         if Action.REPLACE in actions[:-1]:  # ``rung``: the loader names that rung's line
             last = "replace must be the last rung: nothing runs after a replacement"
             raise PydanticCustomError("not_last", last, {"rung": actions.index(Action.REPLACE)})
+        if self.proves and (self.cordon or actions[:1] != [Action.DIAGNOSE]):
+            raise ValueError(
+                "a runbook that proves a suspicion does not cordon (the suspect keeps its work "
+                "until proven) and its first rung is diagnose"
+            )
         if self.recheck_every is not None and self.recheck_every <= timedelta(0):
             raise ValueError("recheck_every must be longer than 0s")
         if self.watch < timedelta(0) or self.recurrence_window < timedelta(0):
