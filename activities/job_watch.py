@@ -28,18 +28,20 @@ from contract.names import (
 )
 from contract.search_attributes import JOB_STATE, NODE, OUTCOME, RUNBOOK
 from remedy.attribution.evidence import FinishedGuards, GuardedFailures, JobFailureReport
-from remedy.attribution.goodput import JobGoodput
+from remedy.attribution.goodput import JobGoodput, JobTimes
 from remedy.attribution.guard import GuardInput, GuardPhase, JobFinished, JobProgress, JobRef
 from remedy.attribution.job_report import (
     GoodputWatch,
     JobsGoodput,
     MeasuredJob,
     measure,
+    named,
     progress_due,
 )
 from remedy.attribution.jobs import GuardedJobs
 from remedy.attribution.model import RemediationSeen
 from remedy.core.models import Started
+from remedy.detection.stragglers.models import StragglerReport
 from remedy.redaction import Redactor, redacted
 from remedy.runbook import RunbookSet
 
@@ -63,6 +65,7 @@ class JobWatchActivities:
         # guard
         # then hears once more.
         self._handed: dict[str, JobGoodput] = {}
+        self._named: dict[str, tuple[str, ...]] = {}  # the nodes its last report named
 
     @act.GUARDED_JOB_FAILURES.defn
     async def guarded_job_failures(self) -> GuardedFailures:
@@ -169,27 +172,37 @@ class JobWatchActivities:
         with temporal_errors():
             times = await asyncio.to_thread(self._jobs.job_times)
             gpus = await asyncio.to_thread(self._jobs.pool_gpus)
-        measured = measure(times, gpus, self._clock())
+        now = self._clock()
+        measured = measure(times, gpus, now)
+        reports = {r.job: r for r in judge_stragglers(times, now)}
         handed: dict[str, JobGoodput] = {}
         for job in measured.jobs:
-            workflow_id, goodput = await self._hand(job, watch)
+            report = reports.get(job.goodput.job)
+            workflow_id, goodput = await self._hand(job, watch, report)
             if goodput is not None:
                 handed[workflow_id] = goodput
+            if goodput is job.goodput:  # handed now, with this report
+                self._named[workflow_id] = named(report)
         self._handed = handed  # jobs no longer measured are forgotten
+        self._named = {w: n for w, n in self._named.items() if w in handed}
         return measured
 
-    async def _hand(self, job: MeasuredJob, watch: GoodputWatch) -> tuple[str, JobGoodput | None]:
-        """A running guard gets the figures when they are due and it is not held; a running
-        job with no guard gets one. Returns the figures the guard holds now (None: no guard)."""
+    async def _hand(
+        self, job: MeasuredJob, watch: GoodputWatch, report: StragglerReport | None
+    ) -> tuple[str, JobGoodput | None]:
+        """A running guard gets the figures (and the straggler report) when they are due and
+        it is not held; a running job with no guard gets one. Returns the figures the guard
+        holds now (None: no guard)."""
         namespace, name = job.goodput.job.split("/", 1)
         workflow_id = job_guard_workflow_id(namespace, name)
-        progress = JobProgress(goodput=job.goodput)
+        progress = JobProgress(goodput=job.goodput, stragglers=report)
         guard = await described(self._client, workflow_id)
         last = self._handed.get(workflow_id)
+        changed = named(report) != self._named.get(workflow_id, ())
         if guard is not None and guard.status is WorkflowExecutionStatus.RUNNING:
             if guard.typed_search_attributes.get(JOB_STATE) == GuardPhase.HELD.value:
                 return workflow_id, last  # stopped, waiting for a person: nothing to measure
-            if not progress_due(last, job.goodput):
+            if not progress_due(last, job.goodput, changed):
                 return workflow_id, last
             await JOB_PROGRESS.send_if_running(
                 self._client.get_workflow_handle(workflow_id), progress
@@ -214,6 +227,13 @@ class JobWatchActivities:
             self.end_finished_guards,
             self.job_goodput,
         ]
+
+
+def judge_stragglers(times: list[JobTimes], now: datetime) -> list[StragglerReport]:
+    """The straggler detector's verdict on each measured job. A stand-in until issue 55's
+    detector lands (helper D: ``remedy.scan.job_symptoms.judge_jobs(times, now, policy)``):
+    no job is judged, so no guard hears of a suspect."""
+    return []
 
 
 def _ended_after(guard: WorkflowExecutionDescription | None, at: datetime) -> bool:

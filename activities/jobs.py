@@ -12,6 +12,7 @@ from temporalio.client import Client, WorkflowExecutionStatus
 from activities.errors import temporal_errors
 from activities.starts import described, start_remediation
 from contract import activities as act
+from contract.messages import REMEDIATION_STATE
 from contract.names import remediation_workflow_id
 from remedy.attribution.elastic import JobShape
 from remedy.attribution.guard import (
@@ -25,8 +26,9 @@ from remedy.attribution.guard import (
 from remedy.attribution.jobs import JobControl
 from remedy.attribution.model import Attribution, PodFailure
 from remedy.attribution.rules import Attributor
+from remedy.attribution.suspicions import ProofCheck, ProofSeen, SuspicionState
 from remedy.core.models import Done, Finding, Severity, Started
-from remedy.ladder.remediation import FindingReport
+from remedy.ladder.remediation import Escalation, FindingReport, RemediationResult
 from remedy.runbook import DEFAULT_RUNBOOK, RunbookSet
 
 JOB_PLATFORM_FAILURE = "JobPlatformFailure"  # the finding a guard reports against a node
@@ -108,6 +110,26 @@ class JobActivities:
             and ladder.start_time >= since
         )
 
+    @act.LADDER_PROOF.defn
+    async def ladder_proof(self, check: ProofCheck) -> ProofSeen:
+        """Proven as soon as the ladder took on the runbook of a fault its proving rung found
+        (it climbs on: cordon, drain, ...); unproven once it ended without one."""
+        ladder = await described(self._client, check.ladder)
+        if ladder is None:
+            return ProofSeen(state=SuspicionState.UNPROVEN, detail="no ladder ran for it")
+        handle = self._client.get_workflow_handle(
+            check.ladder, run_id=ladder.run_id, result_type=RemediationResult
+        )
+        if ladder.status is WorkflowExecutionStatus.RUNNING:
+            state = await REMEDIATION_STATE.ask(handle)
+            return _proof(state.escalations) or ProofSeen()
+        if ladder.status is not WorkflowExecutionStatus.COMPLETED:
+            ended = ladder.status.name.lower() if ladder.status else "closed"
+            return ProofSeen(state=SuspicionState.UNPROVEN, detail=f"ladder {ended}")
+        result = await handle.result()
+        said = f"ladder {result.outcome.value}: {result.detail}"
+        return _proof(result.escalations) or ProofSeen(state=SuspicionState.UNPROVEN, detail=said)
+
     def all(self) -> list[Callable[..., Any]]:
         return [
             self.attribute_failure,
@@ -116,4 +138,15 @@ class JobActivities:
             self.remediate_blamed_node,
             self.job_shape,
             self.checkpoint_job,
+            self.ladder_proof,
         ]
+
+
+def _proof(escalations: list[Escalation]) -> ProofSeen | None:
+    proven = [e for e in escalations if e.kind == "proven"]
+    if not proven:
+        return None
+    e = proven[0]
+    return ProofSeen(
+        state=SuspicionState.PROVEN, detail=f"{e.because}: {e.to_runbook} from {e.at:%H:%M}"
+    )

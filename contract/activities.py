@@ -26,6 +26,7 @@ from remedy.attribution.guard import (
 )
 from remedy.attribution.job_report import GoodputWatch, JobsGoodput
 from remedy.attribution.model import Attribution, PodFailure
+from remedy.attribution.suspicions import ProofCheck, ProofSeen
 from remedy.core.actions import ACTIONS, Where
 from remedy.core.models import (
     Action,
@@ -206,6 +207,8 @@ STOP_JOB = ActivityDef("stop_job", StopRequest, Done, CONTROLLER)
 REMEDIATE_BLAMED_NODE = ActivityDef("remediate_blamed_node", NodeBlame, Started, CONTROLLER)
 JOB_SHAPE = ActivityDef("job_shape", JobRef, JobShape, CONTROLLER)  # elastic restarts
 CHECKPOINT_JOB = ActivityDef("checkpoint_job", CheckpointRequest, Checkpointed, CONTROLLER)
+# How the proof of a slow-node suspicion goes (the node's ladder's word).
+LADDER_PROOF = ActivityDef("ladder_proof", ProofCheck, ProofSeen, CONTROLLER)
 
 
 def all_activities() -> list[ActivityDef[Any, Any]]:

@@ -51,6 +51,10 @@ POOL_GOODPUT_RATIO = Metric(
     "remedy_pool_goodput_ratio", "Productive GPU-time of guarded jobs over the pool's."
 )
 JOBS_ENDED = Metric("remedy_jobs_ended", "Guarded jobs that ended, by outcome and cause.")
+SLOW_NODE_SUSPICIONS = Metric(
+    "remedy_slow_node_suspicions",
+    "Slow-node suspicions of guarded jobs, by state reached (suspected, proven, unproven, ...).",
+)
 ACTIVE_CHECKS = Metric("remedy_active_checks", "Scheduled deep diagnoses of nodes, by result.")
 ACTIVE_CHECKS_OVERDUE = Metric(
     "remedy_active_checks_overdue",

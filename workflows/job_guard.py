@@ -28,6 +28,7 @@ from contract.messages import (
 from workflows import job_sizes
 from workflows.common import RIDE_OUT
 from workflows.guard_index import GuardIndex
+from workflows.job_stragglers import StragglerWatch, suspicion_lines
 from workflows.metrics import job_ended, job_failure, job_goodput
 from workflows.operator_updates import acted
 
@@ -50,7 +51,7 @@ with workflow.unsafe.imports_passed_through():
         ResumeResult,
         StopRequest,
     )
-    from remedy.attribution.job_report import end_of, percent
+    from remedy.attribution.job_report import end_of, goodput_line
     from remedy.attribution.model import Attribution, PodFailure, Verdict
     from remedy.core.durations import format_duration
     from remedy.core.models import NodeRef
@@ -73,6 +74,8 @@ class JobGuard:
         self._finished: str | None = None
         self._phase = GuardPhase.WATCHING
         self._index = GuardIndex(inp.job)
+        watching = lambda: self._phase is GuardPhase.WATCHING  # noqa: E731
+        self._stragglers = StragglerWatch(inp, self._ledger, watching, self._show)
 
     @POD_FAILED.handler
     def pod_failed(self, failure: PodFailure) -> None:
@@ -117,8 +120,10 @@ class JobGuard:
 
     @JOB_PROGRESS.handler
     def job_progress(self, progress: JobProgress) -> None:
-        """The scan's measure of the job's goodput: kept, shown, and a gauge."""
+        """The scan's measure of the job's goodput (kept, shown, a gauge) and its stragglers."""
         self._ledger.goodput = progress.goodput
+        if progress.stragglers is not None:
+            self._stragglers.heard(progress.stragglers)
         if progress.goodput.ratio is not None:
             job_goodput(progress.goodput.pool, str(self._input.job), progress.goodput.ratio)
         self._show()
@@ -134,6 +139,7 @@ class JobGuard:
     @workflow.run
     async def run(self, inp: GuardInput) -> GuardResult:
         self._show()
+        stragglers = asyncio.create_task(self._stragglers.run())  # noqa: F841  (the guard's life)
         while True:
             try:
                 await workflow.wait_condition(
@@ -367,12 +373,7 @@ class JobGuard:
             )
         )
         if ledger.goodput is not None:
-            g = ledger.goodput
-            lines.append(
-                f"goodput {percent(g.ratio)} of {g.paid_s / 3600:.1f} GPU-h"
-                + (f" · step {g.step}" if g.step is not None else "")
-                + (f" · checkpoint at step {g.checkpoint_step}" if g.checkpoint_step else "")
-            )
+            lines.append(goodput_line(ledger.goodput))
         if ledger.end is not None:
             lines.append(f"ended: {ledger.end.outcome.value} {ledger.end.cause}".rstrip())
         shape = ledger.shape
@@ -384,6 +385,7 @@ class JobGuard:
                 f"resume: `remedy resume-job {ref.name} --namespace {ref.namespace}` "
                 "(`--stop` to give up)"
             )
+        lines += suspicion_lines(ledger)
         lines += [
             f"- {f.at:%m-%d %H:%M} {f.pod}: {f.attribution.verdict.value} "
             f"({f.attribution.rule}) → {f.decision.action.value}"

@@ -63,17 +63,25 @@ async def size_to_grow(job: JobRef, ledger: JobLedger, policy: ElasticPolicy) ->
     sizing = grow_size(shape, workflow.now() - since if since else policy.grow_after, policy)
     if sizing is None:
         return None
+    if await checkpointed(job, policy, f"before it grows to {sizing.size}"):
+        return sizing
+    workflow.logger.info("%s did not checkpoint: it stays at %d", job, shape.size)
+    return None
+
+
+async def checkpointed(job: JobRef, policy: ElasticPolicy, why: str) -> bool:
+    """Ask the job to checkpoint and wait for every pod's acknowledgement, at most the
+    policy's grace (polled); False when it did not come in time."""
     asked = workflow.now()
     while True:
         answer = await act.CHECKPOINT_JOB.execute(
             CheckpointRequest(job=job, asked_at=asked),
             start_to_close_timeout=timedelta(seconds=30),
             **RIDE_OUT,
-            summary=f"ask {job} to checkpoint before it grows to {sizing.size}",
+            summary=f"ask {job} to checkpoint {why}",
         )
         if answer.done:
-            return sizing
+            return True
         if workflow.now() - asked >= policy.checkpoint_grace:
-            workflow.logger.info("%s did not checkpoint: it stays at %d", job, shape.size)
-            return None
+            return False
         await workflow.sleep(policy.checkpoint_poll, summary="wait for the job's checkpoint")

@@ -102,6 +102,11 @@ def job_ended(outcome: str, cause: str) -> None:
     )
 
 
+def slow_node_suspicion(state: str) -> None:
+    """A guarded job's slow-node suspicion reached ``state`` (remedy/attribution/suspicions.py)."""
+    workflow.metric_meter().create_counter(*metric.SLOW_NODE_SUSPICIONS).add(1, {"state": state})
+
+
 def active_check(pool: str, result: str) -> None:
     """One node's scheduled deep diagnose, by result (passed, failed, deferred, skipped)."""
     workflow.metric_meter().create_counter(*metric.ACTIVE_CHECKS).add(

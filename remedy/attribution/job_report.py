@@ -19,6 +19,7 @@ from remedy.attribution.goodput import (
     summarise,
 )
 from remedy.attribution.guard import GuardPolicy
+from remedy.detection.stragglers.models import StragglerReport
 
 SUCCEEDED_REASON = "the job succeeded"  # what the job watch tells a guard (JobState's value)
 # A guard hears of its job's progress when it changed (a checkpoint, or goodput moved by
@@ -78,10 +79,11 @@ def measure(times: list[JobTimes], pool_gpus: dict[str, int], now: datetime) -> 
     )
 
 
-def progress_due(last: JobGoodput | None, now: JobGoodput) -> bool:
+def progress_due(last: JobGoodput | None, now: JobGoodput, suspects_changed: bool = False) -> bool:
     """Whether the guard that holds ``last`` (None: nothing this controller handed it) should
-    be handed ``now``."""
-    if last is None:
+    be handed ``now``. A straggler report whose suspects changed goes at once: the guard's
+    proof of a slow node waits for no coalescing."""
+    if last is None or suspects_changed:
         return True
     since = now.at - last.at
     if since >= PROGRESS_EVERY:
@@ -100,6 +102,27 @@ def end_of(finished: bool, reason: str, cause: str) -> JobEnd:
     if not finished:
         return JobEnd(outcome=Outcome.FAILED, cause=cause or "unknown")
     return JobEnd(outcome=Outcome.SUCCEEDED if reason == SUCCEEDED_REASON else Outcome.DELETED)
+
+
+def goodput_line(g: JobGoodput) -> str:
+    """The job's goodput as its guard's details show it."""
+    return (
+        f"goodput {percent(g.ratio)} of {g.paid_s / 3600:.1f} GPU-h"
+        + (f" · step {g.step}" if g.step is not None else "")
+        + (f" · checkpoint at step {g.checkpoint_step}" if g.checkpoint_step else "")
+    )
+
+
+def named(report: StragglerReport | None) -> tuple[str, ...]:
+    """The nodes a straggler report names (suspects, then the application's): what a guard is
+    handed again at once when it changes."""
+    if report is None:
+        return ()
+    return (
+        *sorted(s.node for s in report.suspects),
+        "|",
+        *sorted(a.node for a in report.application),
+    )
 
 
 def percent(ratio: float | None) -> str:

@@ -154,3 +154,18 @@ def _trimmed(suspicions: list[Suspicion]) -> list[Suspicion]:
     ended = [s for s in suspicions if not s.open and s.state is not SuspicionState.APPLICATION]
     drop = {id(s) for s in ended[:-KEPT]}
     return [s for s in suspicions if id(s) not in drop]
+
+
+class ProofCheck(BaseModel):
+    """How is the proof of a suspicion going? Asked of the node's ladder (``ladder``: its
+    workflow id)."""
+
+    ladder: str
+
+
+class ProofSeen(BaseModel):
+    """The ladder's word: ``state`` None while it still proves; proven (it took on a fault's
+    runbook) or unproven (it ended without one), with what it said."""
+
+    state: SuspicionState | None = None
+    detail: str = ""

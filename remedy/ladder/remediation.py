@@ -116,7 +116,9 @@ class Escalation(Frozen):
     from_runbook: str
     to_runbook: str
     because: str  # the finding that took over, in one line
-    kind: str = "escalated"  # "escalated" (a worse fault) or "continued" (the next part's)
+    # "escalated" (a worse fault), "continued" (the next part's) or "proven" (the fault a
+    # suspicion's proving rung found)
+    kind: str = "escalated"
     from_rung: int = 0
     to_rung: int = 0  # where the new runbook's ladder starts: past what was already done
     from_fault: str = ""  # the fault that drove the ladder until then (empty: a run before)
