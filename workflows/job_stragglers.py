@@ -62,6 +62,7 @@ class StragglerWatch:
         """Prove the suspects as their turn comes (the guard watching its running job), and
         expire those that waited unrenewed. Runs for the guard's life."""
         while True:
+            self._update(lambda s: expire(s, workflow.now(), self._policy))  # before a turn
             due = next_expiry(self._ledger.suspicions, self._policy)
             wait = max(due - workflow.now(), timedelta(0)) if due else None
             try:
@@ -69,7 +70,6 @@ class StragglerWatch:
                     lambda: self._turn() is not None, timeout=wait, timeout_summary="expiry"
                 )
             except TimeoutError:
-                self._update(lambda s: expire(s, workflow.now(), self._policy))
                 continue
             suspect = self._turn()
             if suspect is not None:
@@ -128,9 +128,11 @@ class StragglerWatch:
             observed_at=workflow.now(),
             evidence=f"job {inp.job}: {suspect.evidence}",
         )
+        goodput = self._ledger.goodput  # the job's pool is its nodes' (the budget's)
+        pool = goodput.pool if goodput is not None and goodput.pool else "default"
         started = await act.REMEDIATE_FINDING.execute(
             FindingStart(
-                node=NodeRef(name=suspect.node),
+                node=NodeRef(name=suspect.node, pool=pool),
                 finding=finding,
                 task_queue=inp.controller_task_queue or workflow.info().task_queue,
                 node_task_queue=inp.node_task_queue or node_task_queue(suspect.node),

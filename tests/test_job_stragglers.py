@@ -1,0 +1,215 @@
+"""What the job guard and the node's ladder do with a slow-node suspicion (issue 55), on the
+time-skipping server with the simulator: the straggler report comes with the job's progress,
+built here by hand (the detector, remedy/detection/stragglers, is tested on its own).
+
+A suspect gets the job's checkpoint, then its node's ladder (runbooks/slow-node.yaml) whose
+deep diagnose proves it: a load fault found → proven, the node climbs fails-under-load (cordon,
+drain) and the job, its pod evicted, restarts at the size capacity allows; a pass → unproven,
+nothing done to the node, and no new suspicion of it within the quiet period. The application's
+nodes get no ladder; a suspect that waits unrenewed expires."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+import pytest
+from temporalio.service import RPCError
+from temporalio.testing import WorkflowEnvironment
+
+from adapters.sim import SimFleet
+from contract.names import remediation_workflow_id
+from remedy.attribution.elastic import ElasticRange
+from remedy.attribution.goodput import JobGoodput
+from remedy.attribution.guard import GuardPolicy, JobLedger, JobProgress
+from remedy.attribution.model import PodFailure, RemediationSeen, Termination
+from remedy.attribution.suspicions import (
+    Suspicion,
+    SuspicionPolicy,
+    SuspicionState,
+    expire,
+    heard,
+    next_to_prove,
+)
+from remedy.detection.stragglers.models import (
+    Cause,
+    NodeSuspicion,
+    SlowRank,
+    StragglerReport,
+)
+from remedy.ladder.remediation import Outcome, RemediationState
+from tests.test_job_guard import Guard, guarded
+from workflows.job_guard import JobGuard
+from workflows.node_remediation import NodeRemediation
+
+T0 = datetime(2026, 12, 7, 12, 0)
+
+
+def suspicion(node: str, at: datetime, cause: Cause = Cause.NODE) -> NodeSuspicion:
+    return NodeSuspicion(
+        node=node,
+        cause=cause,
+        score=0.82,
+        ranks=[SlowRank(rank=8, pod="worker-1", score=0.82)],
+        since=at - timedelta(minutes=5),
+        until=at,
+        buckets=5,
+        slow_buckets=5,
+        evidence="ranks 8-15 at 0.82 of the job's median compute time over 5 of 5 minutes",
+    )
+
+
+def straggler_report(
+    job: str, at: datetime, suspects: tuple[str, ...] = (), application: tuple[str, ...] = ()
+) -> StragglerReport:
+    return StragglerReport(
+        job=job,
+        at=at,
+        suspects=[suspicion(n, at) for n in suspects],
+        application=[suspicion(n, at, Cause.APPLICATION) for n in application],
+    )
+
+
+# -- the ledger, pure -------------------------------------------------------------------------
+def test_a_suspect_is_renewed_not_doubled_and_the_application_is_recorded_apart() -> None:
+    policy = SuspicionPolicy()
+    first = heard([], straggler_report("j", T0, ("n1",), ("n2",)), policy)
+    later = T0 + timedelta(minutes=10)
+    again = heard(first, straggler_report("j", later, ("n1",), ("n2",)), policy)
+    assert [(s.node, s.state, s.first_seen, s.last_seen) for s in again] == [
+        ("n1", SuspicionState.SUSPECTED, T0, later),
+        ("n2", SuspicionState.APPLICATION, T0, later),
+    ]
+    assert next_to_prove(again) == again[0]  # never the application's node
+
+
+def test_an_unrenewed_suspect_expires_when_it_did_and_an_unproven_node_is_quiet() -> None:
+    policy = SuspicionPolicy()
+    ledger = heard([], straggler_report("j", T0, ("n1",)), policy)
+    assert expire(ledger, T0 + timedelta(minutes=29), policy) == ledger
+    [gone] = expire(ledger, T0 + timedelta(hours=5), policy)
+    assert gone.state is SuspicionState.EXPIRED and gone.ended_at == T0 + policy.expire_after
+    unproven = Suspicion(
+        node="n1",
+        first_seen=T0,
+        last_seen=T0,
+        state=SuspicionState.UNPROVEN,
+        ended_at=T0 + timedelta(minutes=10),
+    )
+    soon = heard([unproven], straggler_report("j", T0 + timedelta(minutes=50), ("n1",)), policy)
+    assert soon == [unproven]  # within the hour: not suspected again
+    late = heard([unproven], straggler_report("j", T0 + timedelta(hours=2), ("n1",)), policy)
+    assert [s.state for s in late] == [SuspicionState.UNPROVEN, SuspicionState.SUSPECTED]
+
+
+# -- the guard and the ladder, on the server --------------------------------------------------
+async def progress(
+    env: WorkflowEnvironment, handle: Guard, job: str, pool: str, **named: tuple[str, ...]
+) -> None:
+    now = await env.get_current_time()
+    goodput = JobGoodput(job=job, pool=pool, at=now, productive_s=900.0, paid_s=1000.0)
+    report = straggler_report(job, now, **named)
+    await handle.signal(JobGuard.job_progress, JobProgress(goodput=goodput, stragglers=report))
+
+
+def pool_of(fleet: SimFleet) -> str:
+    return next(iter(fleet.nodes.values())).pool
+
+
+async def ladder_of(env: WorkflowEnvironment, node: str) -> RemediationState:
+    ladder = env.client.get_workflow_handle_for(NodeRemediation.run, remediation_workflow_id(node))
+    return await ladder.query(NodeRemediation.state)
+
+
+def of(ledger: JobLedger, node: str) -> list[SuspicionState]:
+    return [s.state for s in ledger.suspicions if s.node == node]
+
+
+def evicted(node: str, job: str, at: datetime, runbook: str) -> PodFailure:
+    """The job's pod on the proven node, evicted by the drain of its ladder (what the scan's
+    job watch reports; sent here by hand)."""
+    return PodFailure(
+        job=job,
+        pod=f"{job}-worker-1",
+        node=node,
+        failed_at=at,
+        termination=Termination(reason="Evicted", disruption="EvictionByEvictionAPI"),
+        remediations=[RemediationSeen(node=node, runbook=runbook, cause="platform", started_at=at)],
+    )
+
+
+async def test_a_proven_slow_node_climbs_its_ladder_and_the_job_restarts_without_it(
+    time_env: WorkflowEnvironment, fleet: SimFleet
+) -> None:
+    node = sorted(fleet.nodes)[1]
+    fleet.inject(node, "silent_under_load", gpu=2)  # only a load test sees it
+    async with guarded(time_env, fleet, GuardPolicy()) as (handle, job, jobs):
+        jobs.elastic[job], jobs.sizes[job], jobs.fits = ElasticRange(min=2, max=4), 4, 3
+        await progress(time_env, handle, job, pool_of(fleet), suspects=(node,))
+        await time_env.sleep(timedelta(minutes=10))
+        ledger = await handle.query(JobGuard.ledger)
+        # The drain evicted the job's pod: the guard restarts the job at the size that fits.
+        now = await time_env.get_current_time()
+        await handle.signal(JobGuard.pod_failed, evicted(node, job, now, "fails-under-load"))
+        await time_env.sleep(timedelta(minutes=5))
+        restarted = await handle.query(JobGuard.ledger)
+        result = await ladder_of(time_env, node)
+    [proven] = ledger.suspicions
+    assert proven.state is SuspicionState.PROVEN, proven
+    assert proven.checkpoint.startswith("acknowledged") and len(jobs.checkpoints) == 1
+    assert proven.ladder == remediation_workflow_id(node)
+    [escalation] = result.escalations
+    assert (escalation.kind, escalation.from_runbook, escalation.to_runbook) == (
+        "proven",
+        "slow-node",
+        "fails-under-load",
+    )
+    assert [a.action.value for a in result.attempts][:3] == ["diagnose", "cordon", "drain"]
+    assert jobs.started_at == [(job, 3)]
+    assert [r.size for r in restarted.resizes] == [3]
+
+
+async def test_a_passing_diagnose_ends_unproven_and_the_node_is_left_alone(
+    time_env: WorkflowEnvironment, fleet: SimFleet
+) -> None:
+    node = sorted(fleet.nodes)[2]
+    async with guarded(time_env, fleet, GuardPolicy()) as (handle, job, jobs):
+        await progress(time_env, handle, job, pool_of(fleet), suspects=(node,))
+        await time_env.sleep(timedelta(minutes=5))
+        result = await ladder_of(time_env, node)
+        await progress(
+            time_env, handle, job, pool_of(fleet), suspects=(node,)
+        )  # named again: quiet
+        await time_env.sleep(timedelta(minutes=5))
+        ledger = await handle.query(JobGuard.ledger)
+    assert result.outcome is Outcome.UNPROVEN and result.runbook
+    assert result.runbook.name == "slow-node"
+    assert [a.action.value for a in result.attempts] == ["diagnose"]
+    assert not fleet.node(node).unschedulable
+    assert [a for n, a in fleet.actions if n == node] == []  # no cordon, drain or restore
+    assert of(ledger, node) == [SuspicionState.UNPROVEN]
+    assert len(jobs.checkpoints) == 1  # asked once, for the one proof
+
+
+async def test_the_application_s_node_gets_no_ladder_and_a_waiting_suspect_expires(
+    time_env: WorkflowEnvironment, fleet: SimFleet
+) -> None:
+    first, second, skewed = sorted(fleet.nodes)[:3]
+    policy = GuardPolicy(suspicions=SuspicionPolicy(expire_after=timedelta(minutes=5)))
+    async with guarded(time_env, fleet, policy) as (handle, job, jobs):
+        jobs.acknowledges = False  # the first proof waits the checkpoint's grace (10 min)
+        await progress(
+            time_env, handle, job, pool_of(fleet), suspects=(first, second), application=(skewed,)
+        )
+        await time_env.sleep(timedelta(minutes=1))
+        await progress(
+            time_env, handle, job, pool_of(fleet), suspects=(first,)
+        )  # the second is not renewed
+        await time_env.sleep(timedelta(hours=1))
+        ledger = await handle.query(JobGuard.ledger)
+        with pytest.raises(RPCError):  # never started
+            await time_env.client.get_workflow_handle(remediation_workflow_id(skewed)).describe()
+    assert of(ledger, skewed) == [SuspicionState.APPLICATION]
+    assert of(ledger, first) == [SuspicionState.UNPROVEN]  # the sim's node passes
+    assert of(ledger, second) == [SuspicionState.EXPIRED]
+    [done] = [s for s in ledger.suspicions if s.node == first]
+    assert done.checkpoint.startswith("none in")  # the grace passed: proven all the same
