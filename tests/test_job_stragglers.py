@@ -21,6 +21,7 @@ from contract.names import remediation_workflow_id
 from remedy.attribution.elastic import ElasticRange
 from remedy.attribution.goodput import JobGoodput
 from remedy.attribution.guard import GuardPolicy, JobLedger, JobProgress
+from remedy.attribution.job_report import named, progress_due
 from remedy.attribution.model import PodFailure, RemediationSeen, Termination
 from remedy.attribution.suspicions import (
     Suspicion,
@@ -99,6 +100,16 @@ def test_an_unrenewed_suspect_expires_when_it_did_and_an_unproven_node_is_quiet(
     assert soon == [unproven]  # within the hour: not suspected again
     late = heard([unproven], straggler_report("j", T0 + timedelta(hours=2), ("n1",)), policy)
     assert [s.state for s in late] == [SuspicionState.UNPROVEN, SuspicionState.SUSPECTED]
+
+
+def test_a_report_whose_suspects_changed_is_handed_at_once() -> None:
+    last = JobGoodput(job="ml/llm", at=T0, productive_s=90.0, paid_s=100.0)
+    now = last.model_copy(update={"at": T0 + timedelta(seconds=30)})
+    before = named(straggler_report("ml/llm", T0))
+    after = named(straggler_report("ml/llm", T0, ("n1",)))
+    assert before != after and named(None) == ()
+    assert not progress_due(last, now)  # coalesced: nothing moved
+    assert progress_due(last, now, suspects_changed=before != after)
 
 
 # -- the guard and the ladder, on the server --------------------------------------------------
