@@ -94,9 +94,12 @@ class StragglerWatch:
             said = f"acknowledged {workflow.now():%H:%M}" if done else f"none in {grace}"
             try:
                 started = await self._start_ladder(suspect)
-            except ActivityError as err:
+            except ActivityError as err:  # e.g. a ladder for another fault still runs there
                 why = f"its ladder could not start: {cause_of(err)}"
                 self._end(node, SuspicionState.EXPIRED, why)
+                return
+            if not started:
+                self._end(node, SuspicionState.EXPIRED, "the node was replaced since")
                 return
             self._set(node, checkpoint=said, ladder=started)
             check = ProofCheck(ladder=started)
@@ -136,6 +139,9 @@ class StragglerWatch:
                 finding=finding,
                 task_queue=inp.controller_task_queue or workflow.info().task_queue,
                 node_task_queue=inp.node_task_queue or node_task_queue(suspect.node),
+                # A ladder for another fault owns the node now: the suspicion would only join
+                # it, unproven. Wait for it to close (a while), or give the suspicion up.
+                after_running_ladder=True,
             ),
             start_to_close_timeout=timedelta(seconds=30),
             **RIDE_OUT,
