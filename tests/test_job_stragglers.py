@@ -39,6 +39,7 @@ from remedy.detection.stragglers.models import (
 )
 from remedy.ladder.remediation import Outcome, RemediationState
 from tests.test_job_guard import Guard, guarded
+from tests.test_pool_held_by_people import details
 from workflows.job_guard import JobGuard
 from workflows.node_remediation import NodeRemediation
 
@@ -192,6 +193,8 @@ async def test_a_passing_diagnose_ends_unproven_and_the_node_is_left_alone(
         )  # named again: quiet
         await time_env.sleep(timedelta(minutes=5))
         ledger = await handle.query(JobGuard.ledger)
+        shown = await details(time_env.client, handle.id)
+    assert "slow-node suspicions: unproven 1" in shown and f"{node}: unproven (" in shown
     assert result.outcome is Outcome.UNPROVEN and result.runbook
     assert result.runbook.name == "slow-node"
     assert [a.action.value for a in result.attempts] == ["diagnose"]
