@@ -13,6 +13,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 import pytest
+from pydantic import ValidationError
 from temporalio.service import RPCError
 from temporalio.testing import WorkflowEnvironment
 
@@ -31,13 +32,19 @@ from remedy.attribution.suspicions import (
     heard,
     next_to_prove,
 )
+from remedy.core.models import Finding, Severity
 from remedy.detection.stragglers.models import (
+    SLOW_NODE,
+    STRAGGLERS,
     Cause,
     NodeSuspicion,
     SlowRank,
     StragglerReport,
 )
 from remedy.ladder.remediation import Outcome, RemediationState
+from remedy.runbook import RunbookSet
+from remedy.runbook.explain import PROOF, PROOF_FAILED, explain
+from remedy.runbook.schema import Runbook
 from tests.test_job_guard import Guard, guarded
 from tests.test_pool_held_by_people import details
 from workflows.job_guard import JobGuard
@@ -111,6 +118,27 @@ def test_a_report_whose_suspects_changed_is_handed_at_once() -> None:
     assert before != after and named(None) == ()
     assert not progress_due(last, now)  # coalesced: nothing moved
     assert progress_due(last, now, suspects_changed=before != after)
+
+
+def test_the_slow_node_runbook_proves_and_a_proving_runbook_must_not_cordon(
+    shipped_runbooks: RunbookSet,
+) -> None:
+    finding = Finding(
+        node="n1",
+        check=STRAGGLERS.check,
+        reason=SLOW_NODE,
+        severity=Severity.WARNING,
+        observed_at=T0,
+    )
+    runbook = shipped_runbooks.match(finding)
+    assert runbook is not None and runbook.name == "slow-node" and runbook.proves
+    said = "\n".join(explain(runbook))
+    assert PROOF in said and PROOF_FAILED in said and "cordoned" not in said
+    fields = runbook.model_dump(mode="json")
+    with pytest.raises(ValidationError, match="does not cordon"):
+        Runbook.model_validate({**fields, "cordon": True})
+    with pytest.raises(ValidationError, match="first rung is diagnose"):
+        Runbook.model_validate({**fields, "ladder": [{"action": "reboot"}]})
 
 
 # -- the guard and the ladder, on the server --------------------------------------------------

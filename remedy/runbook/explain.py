@@ -24,6 +24,12 @@ from remedy.runbook.schema import Match, Runbook, Rung
 from remedy.runbook.undrained import IfNotDrained
 
 WAIT = OnApprovalTimeout.WAIT
+# A runbook that ``proves`` a suspicion: its first rung's verdict (workflows/node_remediation.py).
+PROOF = (
+    "a fault found → proven: that fault's runbook takes over (its cordon); "
+    "passed → unproven, nothing done to the node"
+)
+PROOF_FAILED = "could not judge the node: outcome needs_human, no cordon (a person looks)"
 DRAINS_FIRST = "no node drain before it: the ladder cordons and drains the node first (by then)"
 FORCED = "no node drain before it, and if_not_drained: force: runs with the node's pods on it"
 
@@ -126,6 +132,8 @@ def explain(runbook: Runbook) -> list[str]:
             "at once",
             ACTIONS[Action.CORDON].does
             if runbook.cordon
+            else "no cordon: a suspect keeps its work until proven"
+            if runbook.proves
             else "no cordon: the node keeps taking work while tolerated",
         )
     )
@@ -184,7 +192,9 @@ def explain(runbook: Runbook) -> list[str]:
                 f"{' + retry backoff' if tries > 1 else ''}{comeback})",
             )
         )
-        if rung.verifies:
+        if runbook.proves and timing.index == 0:
+            lines.append(step.format("", f"  {PROOF}"))
+        elif rung.verifies:
             settle = f"settle {format_duration(rung.settle)}, then " if rung.settle else ""
             watch = (
                 f", then for an Xid a {format_duration(runbook.watch)} watch for it again"
@@ -203,7 +213,9 @@ def explain(runbook: Runbook) -> list[str]:
         else:
             lines.append(step.format("", "  not verified (it prepares the next rung)"))
     end = timings(runbook)[-1].ends_by if runbook.ladder else runbook.tolerance
-    if not runbook.ladder or runbook.ladder[-1].action is not Action.REPLACE:
+    if runbook.proves:
+        lines.append(step.format(f"by {format_duration(end)}", PROOF_FAILED))
+    elif not runbook.ladder or runbook.ladder[-1].action is not Action.REPLACE:
         lines.append(
             step.format(
                 f"by {format_duration(end)}",
