@@ -139,7 +139,7 @@ class JobGuard:
     @workflow.run
     async def run(self, inp: GuardInput) -> GuardResult:
         self._show()
-        stragglers = asyncio.create_task(self._stragglers.run())  # noqa: F841  (the guard's life)
+        stragglers = asyncio.create_task(self._stragglers.run())  # for the guard's life
         while True:
             try:
                 await workflow.wait_condition(
@@ -147,12 +147,15 @@ class JobGuard:
                         bool(self._pending)
                         or self._finished is not None
                         or workflow.info().is_continue_as_new_suggested()
+                        or stragglers.done()
                     ),
                     timeout=job_sizes.grow_check(self._ledger, inp.elastic),
                 )
             except TimeoutError:  # an elastic job below its maximum: capacity back?
                 await self._grow()
                 continue
+            if stragglers.done():  # it never returns: a bug fails the task, seen, not lost
+                stragglers.result()
             if not self._pending:
                 if self._finished is not None:
                     return self._end(GuardPhase.FINISHED, self._finished)
