@@ -36,6 +36,7 @@ with workflow.unsafe.imports_passed_through():
         next_expiry,
         next_to_prove,
     )
+    from remedy.core.durations import format_duration
     from remedy.core.models import Finding, NodeRef, Severity
     from remedy.detection.stragglers.models import SLOW_NODE, STRAGGLERS, StragglerReport
     from remedy.scan.fleet import FindingStart
@@ -91,7 +92,11 @@ class StragglerWatch:
                 self._input.job, self._input.elastic, f"before {node}'s proof"
             )
             grace = self._input.elastic.checkpoint_grace
-            said = f"acknowledged {workflow.now():%H:%M}" if done else f"none in {grace}"
+            said = (
+                f"acknowledged {workflow.now():%H:%M}"
+                if done
+                else f"none in {format_duration(grace)}"
+            )
             try:
                 started = await self._start_ladder(suspect)
             except ActivityError as err:  # e.g. a ladder for another fault still runs there
