@@ -18,6 +18,7 @@ from temporalio.service import RPCError
 from temporalio.testing import WorkflowEnvironment
 
 from adapters.sim import SimFleet
+from adapters.sim.jobs import SimJobs
 from contract.names import remediation_workflow_id
 from remedy.attribution.elastic import ElasticRange
 from remedy.attribution.goodput import JobGoodput
@@ -45,7 +46,9 @@ from remedy.ladder.remediation import Outcome, RemediationState
 from remedy.runbook import RunbookSet
 from remedy.runbook.explain import PROOF, PROOF_FAILED, explain
 from remedy.runbook.schema import Runbook
-from tests.test_job_guard import Guard, guarded
+from tests.conftest import running_workers
+from tests.ladder import report
+from tests.test_job_guard import Guard, guard, guarded
 from tests.test_pool_held_by_people import details
 from workflows.job_guard import JobGuard
 from workflows.node_remediation import NodeRemediation
@@ -254,4 +257,33 @@ async def test_the_application_s_node_gets_no_ladder_and_a_waiting_suspect_expir
     assert of(ledger, first) == [SuspicionState.UNPROVEN]  # the sim's node passes
     assert of(ledger, second) == [SuspicionState.EXPIRED]
     [done] = [s for s in ledger.suspicions if s.node == first]
-    assert done.checkpoint == "none in 10m"  # the grace passed: proven all the same
+    assert done.checkpoint == "none in 10m"  # the grace passed: the proof went ahead
+
+
+async def test_a_node_another_ladder_owns_is_not_proven_by_joining_it(
+    time_env: WorkflowEnvironment, fleet: SimFleet, shipped_runbooks: RunbookSet
+) -> None:
+    """A ladder for another fault runs on the suspect (here one waiting 24 h for a person to
+    approve a replacement): the suspicion would only join it and end with it, unproven. The
+    guard waits for it to close, at most its ride-out deadline, then gives the suspicion up."""
+    node = sorted(fleet.nodes)[3]
+    failed = Finding(
+        node=node,
+        check="admission",
+        reason="AdmissionFailed",
+        severity=Severity.CRITICAL,
+        observed_at=await time_env.get_current_time(),
+    )
+    jobs = SimJobs()
+    async with running_workers(time_env.client, fleet, jobs=jobs) as queues:
+        await report(time_env.client, queues, failed, shipped_runbooks.match(failed))
+        handle, job = await guard(time_env, queues, GuardPolicy())
+        await progress(time_env, handle, job, pool_of(fleet), suspects=(node,))
+        await time_env.sleep(timedelta(minutes=30))
+        ledger = await handle.query(JobGuard.ledger)
+        state = await ladder_of(time_env, node)
+    [given_up] = ledger.suspicions
+    assert given_up.state is SuspicionState.EXPIRED, given_up
+    assert "its ladder is still running" in given_up.detail
+    assert state.runbook is not None and state.runbook.name == "admission-failed"
+    assert all(p.finding.reason != SLOW_NODE for p in state.pending)  # never joined it
