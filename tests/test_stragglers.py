@@ -9,9 +9,13 @@ import doctest
 import random
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
+from remedy.detection import vocabulary
 from remedy.detection.stragglers import scores
 from remedy.detection.stragglers.models import (
+    SLOW_NODE,
+    STRAGGLERS,
     Cause,
     CollectiveTimeout,
     NvrxScores,
@@ -19,6 +23,7 @@ from remedy.detection.stragglers.models import (
     StragglerPolicy,
 )
 from remedy.detection.stragglers.scores import judge
+from remedy.runbook import load_runbooks
 
 T0 = datetime(2026, 12, 7, 12, 0, tzinfo=UTC)
 NODES, RANKS, COMPUTE, DATA = 64, 8, 0.4, 0.01
@@ -180,3 +185,12 @@ def test_a_longer_window_needs_more_slow_minutes() -> None:
     samples = series(compute=three)
     assert judge(samples, at(10), "ml/llm").suspects != []
     assert judge(samples, at(10), "ml/llm", policy=policy).suspects == []
+
+
+def test_a_runbook_may_match_a_slow_node(tmp_path: Path) -> None:
+    (tmp_path / "slow.yaml").write_text(
+        "name: slow-node\nmatch:\n  - checks: [stragglers]\n    reasons: [SlowNode]\n"
+        "ladder:\n  - action: cordon\n"
+    )
+    [runbook] = load_runbooks([tmp_path])
+    assert runbook.name == "slow-node" and vocabulary.check_of(SLOW_NODE) == STRAGGLERS.check
