@@ -84,7 +84,8 @@ class Reporter:
 
     def nvrx(self, relative: dict[int, float], individual: dict[int, float]) -> None:
         """NVIDIA Resiliency Extension's straggler scores (0–1 per rank, 1 the best; rank 0
-        reports them): relative to the best rank, and to each rank's own best."""
+        reports them): relative to the best rank, and to each rank's own best
+        (https://nvidia.github.io/nvidia-resiliency-ext/straggler_det/usage_guide.html)."""
         self._emit("nvrx", relative=scores(relative), individual=scores(individual))
 
     def collective_timeout(self, collective: str, missing_ranks: list[int]) -> None:

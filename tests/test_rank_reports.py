@@ -44,6 +44,15 @@ def test_the_docstring_example() -> None:
     assert doctest.testmod(remedy_job.ranks).failed == 0
 
 
+def test_one_noisy_step_moves_no_minutes_median() -> None:
+    times = remedy_job.ranks.RankTimes(timedelta(minutes=1))
+    steps = [0.4] * 14 + [20.0] + [0.4] * 15  # one step 50 times as long (a GC pause, a retry)
+    for i, compute in enumerate(steps):
+        assert times.add(T0 + timedelta(seconds=2 * i), i, compute, 0.01) is None
+    line = times.add(T0 + timedelta(seconds=60), 30, 0.4, 0.01)
+    assert line == {"step": 29, "steps": 30, "compute_s": 0.4, "data_s": 0.01}
+
+
 def test_the_three_lines_parse_and_unknown_events_are_skipped() -> None:
     future = 'remedy.io/progress {"event":"power_cap","at":"2026-12-07T12:01:04+00:00"}'
     rank, nvrx, timeout = parse("\n".join(["hello", RANK, future, NVRX, TIMEOUT]))

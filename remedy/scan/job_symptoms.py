@@ -17,6 +17,9 @@ from remedy.detection.stragglers.models import (
 )
 from remedy.detection.stragglers.scores import judge
 
+# A rank line's fields as the detector's sample keeps them (the same names on both sides).
+RANK_FIELDS = {"rank", "local_rank", "gpu", "at", "step", "steps", "compute_s", "data_s"}
+
 
 def symptoms(
     times: JobTimes,
@@ -28,28 +31,13 @@ def symptoms(
     for pod in times.pods:
         for p in pod.progress:
             if p.event is Event.RANK and p.rank is not None and pod.node:
-                samples.append(
-                    RankSample(
-                        node=pod.node,
-                        pod=pod.pod,
-                        rank=p.rank,
-                        local_rank=p.local_rank,
-                        gpu=p.gpu,
-                        at=p.at,
-                        step=p.step,
-                        steps=p.steps,
-                        compute_s=p.compute_s,
-                        data_s=p.data_s,
-                    )
-                )
+                own = p.model_dump(include=RANK_FIELDS)
+                samples.append(RankSample(node=pod.node, pod=pod.pod, **own))
             elif p.event is Event.NVRX:
-                nvrx.append(NvrxScores(at=p.at, relative=p.relative, individual=p.individual))
+                nvrx.append(NvrxScores(**p.model_dump(include={"at", "relative", "individual"})))
             elif p.event is Event.NCCL_TIMEOUT:
-                timeouts.append(
-                    CollectiveTimeout(
-                        at=p.at, collective=p.collective, missing_ranks=p.missing_ranks
-                    )
-                )
+                fields = {"at", "collective", "missing_ranks"}
+                timeouts.append(CollectiveTimeout(**p.model_dump(include=fields)))
     return (
         sorted(samples, key=lambda s: s.at),
         sorted(nvrx, key=lambda s: s.at),

@@ -21,7 +21,8 @@ noisy step moves a minute's median by nothing, one noisy minute is one bucket, a
 blames a node. A bucket with fewer than ``min_nodes`` nodes has no peers and is not counted.
 
 **History is evidence, not a filter.** The rank's score before the window (its median score
-over older buckets) says whether it *became* slow or always was. It does not excuse a rank that
+over older buckets: a score, not a time, so the whole job slowing since does not read as the
+rank becoming slow) says whether it *became* slow or always was. It does not excuse a rank that
 always was: from the job's samples alone a node slow from its first step (a bad GPU, a
 throttled link) looks exactly like a rank with a heavier role, and the first is what this
 detector is for. A rank that only logs more (rank 0) is not slower here, because compute time is
