@@ -64,6 +64,27 @@ def test_the_three_lines_parse_and_unknown_events_are_skipped() -> None:
     assert parse(broken) == []
 
 
+def test_the_helpers_nvrx_and_timeout_lines_are_what_remedy_parses() -> None:
+    out = io.StringIO()
+    report = Reporter(out=out, clock=lambda: T0, rank=0)
+    report.nvrx({13: 0.7123456, 2: 1.0}, {13: 0.8})
+    report.collective_timeout("allreduce", [13, 4])
+    nvrx, timeout = parse(out.getvalue())
+    assert (nvrx.event, nvrx.relative, nvrx.individual) == (
+        Event.NVRX,
+        {2: 1.0, 13: 0.7123},
+        {13: 0.8},
+    )
+    assert (timeout.event, timeout.collective, timeout.missing_ranks) == (
+        Event.NCCL_TIMEOUT,
+        "allreduce",
+        [4, 13],
+    )
+    job = JobTimes(job="ml/a", pods=[PodTime(pod="p", node="n", started_at=T0)])
+    [judged] = judge_jobs([job], T0)
+    assert judged.not_judged == "no rank reported in the last 5 min"
+
+
 def test_symptoms_place_each_rank_on_its_pods_node() -> None:
     pod = PodTime(pod="train-1", node="node-b", started_at=T0, progress=parse(f"{RANK}\n{NVRX}"))
     unplaced = PodTime(pod="train-2", started_at=T0, progress=parse(f"{RANK}\n{TIMEOUT}"))
