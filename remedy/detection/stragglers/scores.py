@@ -21,7 +21,7 @@ noisy step moves a minute's median by nothing, one noisy minute is one bucket, a
 blames a node. A bucket with fewer than ``min_nodes`` nodes has no peers and is not counted.
 
 **History is evidence, not a filter.** The rank's score before the window (its median score
-over older buckets: a score, not a time, so the whole job slowing since does not read as the
+over the hour before: a score, not a time, so the whole job slowing since does not read as the
 rank becoming slow) says whether it *became* slow or always was. It does not excuse a rank that
 always was: from the job's samples alone a node slow from its first step (a bad GPU, a
 throttled link) looks exactly like a rank with a heavier role, and the first is what this
@@ -72,6 +72,9 @@ from remedy.detection.stragglers.models import (
 )
 
 Key = tuple[str, int]  # (node, rank): a rank moved by an elastic restart is another key
+# A suspect's history is read over at most this much before the window: about what a pod's
+# log tail holds (adapters/kubernetes/job_times.py), and bounded work for a large job.
+HISTORY = timedelta(hours=1)
 
 
 @dataclass(frozen=True)
@@ -199,17 +202,17 @@ def judge(
     if len(reporting) < policy.min_nodes:
         why = f"{len(reporting)} nodes report: fewer than {policy.min_nodes}"
         return report.model_copy(update={"not_judged": why})
-    before = _nodes(list(_buckets([s for s in samples if s.at <= since], policy).values()), policy)
+    flagged = [
+        (name, n, Cause.NODE if _persistent(n.slow, n, policy) else Cause.APPLICATION)
+        for name, n in sorted(_nodes(list(_buckets(window, policy).values()), policy).items())
+        if _persistent(n.slow, n, policy) or _persistent(n.skewed, n, policy)
+    ]
+    earlier = [s for s in samples if since - HISTORY < s.at <= since] if flagged else []
+    before = _nodes(list(_buckets(earlier, policy).values()), policy)
     scores = _nvrx(nvrx, node_of, since, now)
     suspects: list[NodeSuspicion] = []
     application: list[NodeSuspicion] = []
-    for name, n in sorted(_nodes(list(_buckets(window, policy).values()), policy).items()):
-        if _persistent(n.slow, n, policy):
-            cause = Cause.NODE
-        elif _persistent(n.skewed, n, policy):
-            cause = Cause.APPLICATION
-        else:
-            continue
+    for name, n, cause in flagged:
         ranks = _slow_ranks(n, policy)
         found = NodeSuspicion(
             node=name,
