@@ -180,7 +180,7 @@ def test_fewer_than_three_nodes_are_not_judged() -> None:
 def test_nvrx_scores_and_a_timeout_are_evidence_not_suspects() -> None:
     samples = series(compute=lambda n, _, m: 1.15 if n == 41 else 1.0)
     nvrx = [NvrxScores(at=at(9), relative={330: 0.71, 8: 0.99}, individual={330: 0.8})]
-    timeouts = [CollectiveTimeout(at=at(9), collective="allreduce", missing_ranks=[330, 12])]
+    timeouts = [CollectiveTimeout(at=at(9), collective="allreduce", missing_ranks=[330, 12, 9999])]
     report = judge(samples, at(10), "ml/llm", nvrx=nvrx, timeouts=timeouts)
     [suspect] = report.suspects  # node-01 (rank 12) missed the collective: not a suspect
     assert suspect.nvrx_relative == 0.71 and "NVRx relative 0.71" in suspect.evidence

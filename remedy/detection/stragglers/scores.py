@@ -239,12 +239,14 @@ def judge(
 def _missed(
     timeouts: list[CollectiveTimeout], node_of: dict[int, str], since: datetime, now: datetime
 ) -> dict[str, list[int]]:
-    """Each node's ranks that a collective in the window waited for in vain."""
+    """Each node's ranks that a collective in the window waited for in vain (a rank that never
+    reported its step times has no known node: it is left out)."""
     missed: dict[str, set[int]] = defaultdict(set)
     for t in timeouts:
         if since < t.at <= now:
             for rank in t.missing_ranks:
-                missed[node_of.get(rank, f"rank {rank}")].add(rank)
+                if rank in node_of:
+                    missed[node_of[rank]].add(rank)
     return {node: sorted(ranks) for node, ranks in sorted(missed.items())}
 
 
