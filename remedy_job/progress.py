@@ -12,7 +12,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TextIO
 
-from remedy_job.ranks import RankTimes, scores
+from remedy_job.ranks import RankTimes, json_scores
 
 PREFIX = "remedy.io/progress "
 CHECKPOINT_REQUESTED = "remedy.io/checkpoint-requested"
@@ -86,7 +86,7 @@ class Reporter:
         """NVIDIA Resiliency Extension's straggler scores (0–1 per rank, 1 the best; rank 0
         reports them): relative to the best rank, and to each rank's own best
         (https://nvidia.github.io/nvidia-resiliency-ext/straggler_det/usage_guide.html)."""
-        self._emit("nvrx", relative=scores(relative), individual=scores(individual))
+        self._emit("nvrx", relative=json_scores(relative), individual=json_scores(individual))
 
     def collective_timeout(self, collective: str, missing_ranks: list[int]) -> None:
         """An NCCL timeout (the flight recorder's dump): the ranks that never joined."""

@@ -62,6 +62,6 @@ class RankTimes:
         return line
 
 
-def scores(by_rank: dict[int, float]) -> dict[str, float]:
+def json_scores(by_rank: dict[int, float]) -> dict[str, float]:
     """NVRx scores as JSON keys (JSON objects have string keys): ``{"13": 0.71}``."""
     return {str(rank): round(score, 4) for rank, score in sorted(by_rank.items())}
