@@ -23,7 +23,7 @@ from remedy.ladder import report_changes
 from remedy.ladder.remediation import FindingReport
 from remedy.runbook import RunbookSet, load_runbooks
 from tests.conftest import ROOT, running_workers
-from tests.ladder import Handle, signed, state_of
+from tests.ladder import Handle, signed, wait_until
 from tests.test_agent_writes import Clock
 from workers.agent import AgentConfig, NodeAgent
 from workers.client import report_finding
@@ -123,7 +123,11 @@ async def test_a_ladder_keeps_the_findings_folded_into_its_report(
             node_task_queue=queues.agents,
             task_queue=queues.controller,
         )
-        state = await state_of(handle)
+        # The door reads the first report in the ladder's first task: on a busy machine a
+        # query can come before it (make test-stress saw reports_received 0).
+        state = await wait_until(
+            time_env, handle, lambda s: s.reports_received >= 1, "the report read"
+        )
         await handle.terminate("seen enough")
     assert state.reports_received == 1 and state.findings == [xid, ecc]
 

@@ -81,6 +81,7 @@ TERMS: tuple[CheckTerms, ...] = (
     ),
     CheckTerms(XID_CHECK, "Xid errors from NVML events or the kernel log", {}),
     NVSWITCH,
+    STRAGGLERS,  # the job guard's straggler detector (remedy/detection/stragglers/)
 )
 
 
