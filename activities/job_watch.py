@@ -28,7 +28,7 @@ from contract.names import (
 )
 from contract.search_attributes import JOB_STATE, NODE, OUTCOME, RUNBOOK
 from remedy.attribution.evidence import FinishedGuards, GuardedFailures, JobFailureReport
-from remedy.attribution.goodput import JobGoodput, JobTimes
+from remedy.attribution.goodput import JobGoodput
 from remedy.attribution.guard import GuardInput, GuardPhase, JobFinished, JobProgress, JobRef
 from remedy.attribution.job_report import (
     GoodputWatch,
@@ -44,6 +44,7 @@ from remedy.core.models import Started
 from remedy.detection.stragglers.models import StragglerReport
 from remedy.redaction import Redactor, redacted
 from remedy.runbook import RunbookSet
+from remedy.scan.job_symptoms import judge_jobs
 
 WINDOW = timedelta(minutes=10)  # ladders this close to a failure are evidence (the rules' own)
 
@@ -174,7 +175,7 @@ class JobWatchActivities:
             gpus = await asyncio.to_thread(self._jobs.pool_gpus)
         now = self._clock()
         measured = measure(times, gpus, now)
-        reports = {r.job: r for r in judge_stragglers(times, now)}
+        reports = {r.job: r for r in judge_jobs(times, now)}
         handed: dict[str, JobGoodput] = {}
         for job in measured.jobs:
             report = reports.get(job.goodput.job)
@@ -227,13 +228,6 @@ class JobWatchActivities:
             self.end_finished_guards,
             self.job_goodput,
         ]
-
-
-def judge_stragglers(times: list[JobTimes], now: datetime) -> list[StragglerReport]:
-    """The straggler detector's verdict on each measured job. A stand-in until issue 55's
-    detector lands (helper D: ``remedy.scan.job_symptoms.judge_jobs(times, now, policy)``):
-    no job is judged, so no guard hears of a suspect."""
-    return []
 
 
 def _ended_after(guard: WorkflowExecutionDescription | None, at: datetime) -> bool:

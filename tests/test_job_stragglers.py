@@ -10,6 +10,7 @@ nodes get no ladder; a suspect that waits unrenewed expires."""
 
 from __future__ import annotations
 
+import uuid
 from datetime import datetime, timedelta
 
 import pytest
@@ -17,12 +18,13 @@ from pydantic import ValidationError
 from temporalio.service import RPCError
 from temporalio.testing import WorkflowEnvironment
 
+from activities.job_watch import JobWatchActivities
 from adapters.sim import SimFleet
 from adapters.sim.jobs import SimJobs
-from contract.names import remediation_workflow_id
+from contract.names import job_guard_workflow_id, remediation_workflow_id
 from remedy.attribution.elastic import ElasticRange
-from remedy.attribution.goodput import JobGoodput
-from remedy.attribution.guard import GuardPolicy, JobLedger, JobProgress
+from remedy.attribution.goodput import Event, JobGoodput, JobTimes, PodTime, Progress
+from remedy.attribution.guard import GuardPolicy, JobLedger, JobProgress, JobRef
 from remedy.attribution.job_report import named, progress_due
 from remedy.attribution.model import PodFailure, RemediationSeen, Termination
 from remedy.attribution.suspicions import (
@@ -48,6 +50,7 @@ from remedy.runbook.explain import PROOF, PROOF_FAILED, explain
 from remedy.runbook.schema import Runbook
 from tests.conftest import running_workers
 from tests.ladder import report
+from tests.test_guard_quiet import Clock, scans
 from tests.test_job_guard import Guard, guard, guarded
 from tests.test_pool_held_by_people import details
 from workflows.job_guard import JobGuard
@@ -287,3 +290,59 @@ async def test_a_node_another_ladder_owns_is_not_proven_by_joining_it(
     assert "its ladder is still running" in given_up.detail
     assert state.runbook is not None and state.runbook.name == "admission-failed"
     assert all(p.finding.reason != SLOW_NODE for p in state.pending)  # never joined it
+
+
+class RankedJobs(SimJobs):
+    """The simulated job side, each pod's ranks reporting a line a minute (remedy_job's rank
+    lines, as the job watch parses them from the pods' logs): the ranks on ``slow`` compute
+    20 % longer per step than the job's others."""
+
+    def __init__(self, clock: Clock, slow: str) -> None:
+        super().__init__(clock=clock)
+        self._now, self.slow = clock, slow
+
+    def job_times(self) -> list[JobTimes]:
+        now = self._now()
+        return [
+            t.model_copy(update={"pods": [self._ranked(i, p, now) for i, p in enumerate(t.pods)]})
+            for t in super().job_times()
+        ]
+
+    def _ranked(self, index: int, pod: PodTime, now: datetime) -> PodTime:
+        compute = 1.2 if pod.node == self.slow else 1.0
+        lines = [
+            Progress(
+                event=Event.RANK,
+                at=now - timedelta(minutes=m),
+                rank=index * 8 + local,
+                local_rank=local,
+                steps=60,
+                compute_s=compute,
+            )
+            for m in range(8, -1, -1)
+            for local in range(8)
+        ]
+        return pod.model_copy(update={"progress": [*pod.progress, *lines]})
+
+
+async def test_the_job_watch_hands_the_detector_s_suspect_to_the_guard_which_proves_it(
+    time_env: WorkflowEnvironment, fleet: SimFleet
+) -> None:
+    """From the ranks' own lines to the guard's ledger: the scan's job watch judges the job,
+    hands the report with its progress (starting the guard), and the guard has the node's
+    ladder prove it (the simulated node is healthy: unproven)."""
+    nodes = sorted(fleet.nodes)
+    clock = Clock(await time_env.get_current_time())
+    jobs = RankedJobs(clock, slow=nodes[2])
+    job = JobRef(namespace="ml", name=f"ranked-{uuid.uuid4().hex[:6]}")
+    async with running_workers(time_env.client, fleet, jobs=jobs) as queues:
+        jobs.launch(job, nodes)
+        watch = JobWatchActivities(time_env.client, jobs, RunbookSet([]), clock=clock)
+        await scans(time_env, watch, clock, queues, timedelta(minutes=2))
+        await time_env.sleep(timedelta(minutes=5))
+        ledger = await time_env.client.get_workflow_handle_for(
+            JobGuard.run, job_guard_workflow_id(job.namespace, job.name)
+        ).query(JobGuard.ledger)
+        result = await ladder_of(time_env, nodes[2])
+    assert [(s.node, s.state) for s in ledger.suspicions] == [(nodes[2], SuspicionState.UNPROVEN)]
+    assert result.outcome is Outcome.UNPROVEN

@@ -49,7 +49,6 @@ TERMS: tuple[CheckTerms, ...] = (
     PROBE,
     LOAD,
     FABRIC,
-    STRAGGLERS,  # the job guard's slow-node suspicion (a ladder's first rung proves it)
     # Findings made outside the probe (admission, the job guard, the fleet scan, ...).
     CheckTerms(
         "admission",
