@@ -30,7 +30,9 @@ with workflow.unsafe.imports_passed_through():
     )
     from remedy.trust.decisions import AbortRequest, ClearRequest
 
-GAVE_BACK = (Outcome.RECOVERED, Outcome.CLEARED)  # the node back in service: nobody holds it
+# The node back in service (or never out of it: a suspicion unproven): nobody holds it, and a
+# report kept for later starts the node's next ladder.
+GAVE_BACK = (Outcome.RECOVERED, Outcome.CLEARED, Outcome.UNPROVEN)
 
 
 def onto_current() -> workflow.ContinueAsNewVersioningBehavior | None:

@@ -233,6 +233,9 @@ class NodeRemediation(
             except Interrupted:
                 continue
             if state.runbook.proves:  # a suspicion's proof (the slow node)
+                await self._intake.settled()
+                if await self._changes.take_over():
+                    continue  # a worse fault reported during the proof: its runbook goes on
                 said = state.attempts[-1].detail if state.attempts else "no attempt"
                 if healthy:
                     return Outcome.UNPROVEN, f"not proven: {said}"
