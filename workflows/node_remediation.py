@@ -233,14 +233,14 @@ class NodeRemediation(
             except Interrupted:
                 continue
             if state.runbook.proves:  # a suspicion's proof (the slow node)
+                if not healthy and await self._changes.proven(self._found or self._last_probed()):
+                    continue  # proven: the fault it found, with its runbook, goes on
                 await self._intake.settled()
                 if await self._changes.take_over():
                     continue  # a worse fault reported during the proof: its runbook goes on
                 said = state.attempts[-1].detail if state.attempts else "no attempt"
                 if healthy:
                     return Outcome.UNPROVEN, f"not proven: {said}"
-                if await self._changes.proven(self._found or self._last_probed()):
-                    continue
                 # Neither passed nor found a fault (it could not run): a person looks, and the
                 # suspect, never proven, keeps its work (no cordon).
                 return Outcome.NEEDS_HUMAN, f"the proof could not judge the node: {said}"
