@@ -346,3 +346,38 @@ async def test_the_job_watch_hands_the_detector_s_suspect_to_the_guard_which_pro
         result = await ladder_of(time_env, nodes[2])
     assert [(s.node, s.state) for s in ledger.suspicions] == [(nodes[2], SuspicionState.UNPROVEN)]
     assert result.outcome is Outcome.UNPROVEN
+
+
+async def test_a_worse_fault_reported_during_the_proof_takes_the_ladder_on(
+    time_env: WorkflowEnvironment, fleet: SimFleet, shipped_runbooks: RunbookSet
+) -> None:
+    """An Xid 62 (critical, event-only: the passing diagnose cannot see it) reported while the
+    suspect's diagnose runs: its runbook takes over after the proof, never an unproven end
+    that would drop it."""
+    node = sorted(fleet.nodes)[0]
+    held = fleet.hold("probe")  # the diagnose's probe waits here
+    jobs = SimJobs()
+    async with running_workers(time_env.client, fleet, jobs=jobs) as queues:
+        handle, job = await guard(time_env, queues, GuardPolicy())
+        await progress(time_env, handle, job, pool_of(fleet), suspects=(node,))
+        for _ in range(60):  # real seconds: a held activity stops the clock's skipping
+            if held.entered.is_set():
+                break
+            await time_env.sleep(timedelta(seconds=1))
+        halt = Finding(
+            node=node,
+            check="xid",
+            reason="Xid62",
+            xid=62,
+            severity=Severity.CRITICAL,
+            observed_at=await time_env.get_current_time(),
+        )
+        await report(time_env.client, queues, halt, shipped_runbooks.match(halt))
+        await time_env.sleep(timedelta(seconds=2))  # the ladder keeps the report
+        held.release()
+        await time_env.sleep(timedelta(minutes=5))
+        state = await ladder_of(time_env, node)
+    assert held.entered.is_set()
+    [escalation] = state.escalations[:1]
+    assert (escalation.kind, escalation.from_runbook) == ("escalated", "slow-node")
+    assert state.outcome is not Outcome.UNPROVEN
