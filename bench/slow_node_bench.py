@@ -1,7 +1,7 @@
 """Slow nodes in the twin: the straggler detector's time to culprit, precision and recall per
 policy, and the goodput slowness costs with detection against without.
 
-Episodes of one lockstep job (64 nodes × 8 ranks, each episode a few hours of per-rank,
+Episodes of one lockstep job (64 nodes × 8 ranks, each episode 45 minutes of per-rank,
 per-minute step-time summaries with whole-job slow minutes, loader hiccups, noisy minutes and
 input-skewed nodes, twin/rank_series.py); in most, one slow fault from the slow-node population
 (5-50 % slower, some intermittent, some passing, twin/slow_nodes.py). Every minute each policy's
@@ -9,7 +9,7 @@ detector judges its window, as the job's guard does; a named culprit is proven a
 (twin/slowness.py says at what cost). Prints the table and writes bench/results/slow_nodes.json
 for bench/report.py.
 
-    .venv/bin/python bench/slow_node_bench.py [--episodes 40] [--seed 7]
+    .venv/bin/python bench/slow_node_bench.py [--episodes 30] [--seed 7]
 """
 
 from __future__ import annotations
@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import importlib
 import time
-from datetime import timedelta
 from pathlib import Path
 from typing import cast
 
@@ -37,7 +36,7 @@ POLICIES: list[tuple[str, StragglerPolicy | None]] = [
     (OFF, None),
     ("default", StragglerPolicy()),
     ("strict (slow < 0.85, 80 % of the window)", StragglerPolicy(slow_below=0.85, persist=0.8)),
-    ("quick (3-minute window)", StragglerPolicy(window=timedelta(minutes=3))),
+    ("loose (slow < 0.95)", StragglerPolicy(slow_below=0.95)),
 ]
 BIG_JOB = 2048  # nodes: the fleet twin's job, for the goodput figure at its scale
 
@@ -140,7 +139,8 @@ def target_lines(report: SlowNodeReport) -> list[str]:
         f"- top-1 precision ≥ {PRECISION_TARGET:.0%}: **{_pct(top1)}** "
         f"({'met' if top1 is not None and top1 >= PRECISION_TARGET else 'not met'})",
         f"- goodput lost to slowness, {report.config.shape.nodes}-node job: "
-        f"**{ours.lost_share:.2%}** with detection against {off.lost_share:.2%} without ({ours.cost_per_fault_min:.1f} against "
+        f"**{ours.lost_share:.2%}** with detection against {off.lost_share:.2%} without "
+        f"({ours.cost_per_fault_min:.1f} against "
         f"{off.cost_per_fault_min:.1f} job-minutes per slow fault; without a spare "
         f"{ours.cost_per_fault_no_spare_min:.1f} against {off.cost_per_fault_no_spare_min:.1f})",
     ]
@@ -191,8 +191,8 @@ def slow_node_section(report: SlowNodeReport) -> list[str]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seed", type=int, default=7)
-    parser.add_argument("--episodes", type=int, default=40)
-    parser.add_argument("--minutes", type=int, default=150, help="each episode's length")
+    parser.add_argument("--episodes", type=int, default=30)
+    parser.add_argument("--minutes", type=int, default=45, help="each episode's length")
     parser.add_argument("--nodes", type=int, default=64)
     parser.add_argument(
         "--detector",

@@ -19,7 +19,7 @@ from remedy.detection.stragglers.models import (
 )
 from twin import slow_nodes
 from twin.rank_series import SeriesShape, healthy_series, node_name, slowed, spare_name
-from twin.slow_episodes import Episode, EpisodeConfig, episodes, play
+from twin.slow_episodes import OBSERVE, WARMUP, Episode, EpisodeConfig, episodes, play
 from twin.slow_figures import figures
 from twin.slow_nodes import SlowFault, draw
 from twin.slowness import MANUAL_FIND, PROVE, SWAP_CHECKPOINT, SWAP_RESTART, cost, proves
@@ -154,4 +154,4 @@ def test_episodes_are_seeded_and_mostly_carry_one_slow_fault() -> None:
     eps = episodes(config, 10, seed=2)
     assert [e.fault for e in eps] == [e.fault for e in episodes(config, 10, seed=2)]
     assert 5 <= sum(e.fault is not None for e in eps) <= 10
-    assert all(30 <= e.fault.onset < 35 for e in eps if e.fault)
+    assert all(WARMUP <= e.fault.onset < 45 - OBSERVE for e in eps if e.fault)

@@ -29,12 +29,13 @@ Detector = Callable[
     StragglerReport,
 ]
 JOB = "train"
-WARMUP = 30  # minutes of history before a fault may start: the ranks' own history fills
+WARMUP = 10  # minutes of history before a fault may start: the window fills, history begins
+OBSERVE = 20  # minutes at least after a fault's onset before the episode ends
 
 
 class EpisodeConfig(BaseModel):
     shape: SeriesShape = SeriesShape()
-    minutes: int = Field(default=150, ge=WARMUP + 10)  # each episode's length
+    minutes: int = Field(default=45, ge=WARMUP + OBSERVE + 1)  # each episode's length
     # Share of episodes with a slow fault; the rest measure false suspects only.
     with_fault: float = Field(default=0.8, ge=0, le=1)
     start: datetime = datetime(2026, 1, 5)
@@ -84,7 +85,7 @@ def episodes(config: EpisodeConfig, count: int, seed: int) -> list[Episode]:
         own = seed * 1_000_003 + index
         fault = None
         if rng.random() < config.with_fault:
-            onset = rng.randrange(WARMUP, config.minutes - 10)
+            onset = rng.randrange(WARMUP, config.minutes - OBSERVE)
             node = rng.randrange(config.shape.nodes)
             fault = draw(rng, node, onset, config.shape.ranks_per_node)
         series = healthy_series(config.shape, config.minutes, own, config.start, JOB)
