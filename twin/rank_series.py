@@ -5,7 +5,8 @@ Each rank computes a base time per step with a lasting offset of its own (chips 
 percent or two) and minute-to-minute jitter. Over that, seeded: whole-job slow minutes (a
 checkpoint write, a slow collective every rank waits on: every rank's compute time up), data
 loader hiccups (every rank waits on input), one rank's noisy minute, and input-skewed spells on
-one node (its ranks wait on input; their compute is as normal, or up by ``skew_compute``).
+one node (its ranks wait on input a good part of a step; their compute is as normal, or up by
+``skew_compute``).
 A slow node (``twin.slow_nodes``) is laid over the healthy series by ``slowed``, so one series
 serves every policy, each swapping the node out at its own minute."""
 
@@ -33,7 +34,8 @@ class SeriesShape(BaseModel):
     job_slow: float = Field(default=0.03, ge=0, le=1)  # every rank's compute × 1.1-1.6
     loader_hiccup: float = Field(default=0.02, ge=0, le=1)  # every rank's input wait × 5-20
     noisy: float = Field(default=0.1, ge=0, le=1)  # one rank's compute × 1.3-3, one minute
-    skew: float = Field(default=0.005, ge=0, le=1)  # a node's input wait × 2-6, 5-30 min
+    # A node's ranks wait on input 10-50 % of a step longer than the others, for 5-30 min.
+    skew: float = Field(default=0.01, ge=0, le=1)
     skew_compute: float = Field(default=0.0, ge=0)  # a skewed node's compute up by this much
 
 
@@ -82,7 +84,7 @@ def healthy_series(
             node, length = rng.randrange(shape.nodes), rng.randint(5, 30)
             series.skews.append(Skew(node=node, start=minute, end=minute + length))
         skewed = {s.node: s for s in series.skews if s.start <= minute < s.end}
-        skew_wait = {node: rng.uniform(2, 6) for node in skewed}
+        skew_wait = {node: rng.uniform(0.1, 0.5) * shape.compute_s for node in skewed}
         at = start + timedelta(minutes=minute)
         step_s = max(base) * whole + shape.data_s * waits  # the slowest rank sets the pace
         count = max(1, round(60 / step_s))
@@ -91,7 +93,7 @@ def healthy_series(
             node, local = divmod(rank, shape.ranks_per_node)
             compute = own * whole * (1 + rng.gauss(0, shape.jitter))
             compute *= rng.uniform(1.3, 3.0) if rank == noisy else 1.0
-            data = shape.data_s * waits * skew_wait.get(node, 1.0)
+            data = shape.data_s * waits + skew_wait.get(node, 0.0)
             compute *= 1 + shape.skew_compute if node in skewed else 1.0
             samples.append(
                 RankSample(
