@@ -19,8 +19,9 @@ from remedy.detection.stragglers.models import (
 )
 from twin import slow_nodes
 from twin.rank_series import SeriesShape, healthy_series, node_name, slowed, spare_name
-from twin.slow_episodes import OBSERVE, WARMUP, Episode, EpisodeConfig, episodes, play
+from twin.slow_episodes import OBSERVE, WARMUP, Episode, EpisodeConfig, Played, episodes, play
 from twin.slow_figures import figures
+from twin.slow_fleet import fleet_faults, fleet_slowness
 from twin.slow_nodes import SlowFault, draw
 from twin.slowness import MANUAL_FIND, PROVE, SWAP_CHECKPOINT, SWAP_RESTART, cost, proves
 
@@ -155,3 +156,24 @@ def test_episodes_are_seeded_and_mostly_carry_one_slow_fault() -> None:
     assert [e.fault for e in eps] == [e.fault for e in episodes(config, 10, seed=2)]
     assert 5 <= sum(e.fault is not None for e in eps) <= 10
     assert all(WARMUP <= e.fault.onset < 45 - OBSERVE for e in eps if e.fault)
+
+
+def test_the_fleet_job_runs_at_its_slowest_nodes_pace_and_loses_less_with_swaps() -> None:
+    # Node 0 25 % slow from minute 0 to 60, node 1 50 % slow from 30 to 90 (both pass): the
+    # slower sets the pace where they overlap: 30 × 0.25/1.25 + 60 × 0.5/1.5 = 6 + 20 minutes.
+    faults = [
+        SlowFault(node=0, onset=0, factor=0.25, lasts=60),
+        SlowFault(node=1, onset=30, factor=0.5, lasts=60),
+    ]
+    off = fleet_slowness(faults, [], nodes=64, days=1, seed=1)
+    assert off.lost_min == pytest.approx(26.0) and off.lost_share == pytest.approx(26 / 1440)
+    # Under a policy whose episodes swapped every such fault 10 minutes after onset:
+    # 10 × 0.2 + 10 × 1/3 slow, and two swaps of 5.5 minutes.
+    episodes_played = [
+        Played(policy="p", seed=0, minutes=45, fault=f, swapped=f.onset + 10) for f in faults
+    ]
+    swapped = fleet_slowness(faults, episodes_played, nodes=64, days=1, seed=1)
+    assert swapped.lost_min == pytest.approx(2 + 10 / 3 + 11) and swapped.swapped == 2
+    # The fleet's slow faults are seeded, at the assumed rate (105 in 54 days on 2,048 nodes).
+    fleet = fleet_faults(2048, 54, seed=7)
+    assert fleet == fleet_faults(2048, 54, seed=7) and 70 <= len(fleet) <= 140

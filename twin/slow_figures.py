@@ -5,9 +5,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel
 
-from twin.causes import rate_per_node_day
 from twin.slow_episodes import Played
-from twin.slow_nodes import SLOW_NODES
 from twin.slowness import cost
 
 DAY = 24 * 60  # minutes
@@ -48,7 +46,6 @@ class PolicyFigures(BaseModel):
     cost_per_fault_min: float  # whole-job minutes, with a spare
     cost_per_fault_no_spare_min: float
     slow_per_fault_min: float  # of which the node slow in the job
-    lost_share: float  # of the job's progress, at the fleet's rate of slow faults
 
     @property
     def precision(self) -> float | None:
@@ -105,17 +102,4 @@ def figures(played: list[Played], nodes: int) -> PolicyFigures:
         if no_spare
         else 0.0,
         slow_per_fault_min=sum(c.slow for c in costs) / len(costs) if costs else 0.0,
-        lost_share=lost_share(per_fault, nodes),
     )
-
-
-def fleet_rate(nodes: int) -> float:
-    """Slow faults a day on a job of ``nodes`` nodes at the assumed rate."""
-    return rate_per_node_day(SLOW_NODES) * nodes
-
-
-def lost_share(per_fault_min: float, nodes: int) -> float:
-    """The share of a ``nodes``-node job's progress slow faults cost at the fleet's rate, each
-    costing ``per_fault_min`` whole-job minutes; overlapping faults are counted apart (on a
-    large job an upper bound: the slowest of two sets the pace)."""
-    return fleet_rate(nodes) * per_fault_min / DAY
