@@ -70,6 +70,19 @@ SLOW: tuple[str, ...] = (
     "tests/test_yaml_limits.py",  # hostile files through the CLI's processes
     "tests/test_rollout.py",  # two controller versions, one rolled out over the other
     "tests/test_manifests.py",  # every feature's DaemonSet parsed by the agent's own CLI
+    # Single scenarios of 8 s or more (a busy machine's figures, `--durations`): bursts past a
+    # cap, continued-as-new budgets, long tolerance windows, an agent as a process.
+    "tests/test_budget_continued.py::test_the_budget_names_its_holders_and_waiters_after_it_continued_as_new",
+    "tests/test_liveness_scan.py::test_liveness_is_judged_on_the_controllers_clock_whatever_the_nodes_clock_says",
+    "tests/test_lease_answered.py::test_a_burst_past_the_updates_cap_and_a_continue_as_new_loses_no_grant",
+    "tests/test_agent.py::test_agent_finds_a_fault_starts_the_ladder_and_a_dead_agent_fails_closed",
+    "tests/test_budget_renewal.py::test_a_burst_of_reports_ends_in_the_run_it_began_in",
+    "tests/test_lease_answer_unread.py::test_a_holder_that_asked_again_by_signal_is_told_its_grant_by_signal",
+    "tests/test_pool_held_by_people.py::test_a_budget_started_afresh_serves_its_waiters_in_the_order_they_asked",
+    "tests/test_node_remediation_dev_server.py::test_long_tolerance_window_continues_as_new_and_keeps_its_state",
+    "tests/test_runbook_commands.py::test_schema_accepts_every_shipped_runbook",
+    "tests/test_fleet_scan.py::test_scan_remediates_a_silent_bad_condition_and_admits_a_new_node",
+    "tests/test_disruption_budget.py::test_budget_of_two_never_lets_more_than_two_nodes_be_disrupted",
 )
 ALL = "all"
 LANES = ("test", "slow")

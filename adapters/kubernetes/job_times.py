@@ -18,7 +18,11 @@ from remedy.core.errors import RemedyError
 
 log = logging.getLogger(__name__)
 
-PROGRESS_LINES = 500  # of each pod's log: reports are a line a minute at most, and checkpoints
+# Of each pod's log. A pod of 8 ranks prints about 10 lines a minute (each rank's step times,
+# rank 0's step and NVRx scores) and its checkpoints: ~610 an hour. Goodput needs the last
+# checkpoint still in the tail, the straggler detector its window and some history: 1,000
+# lines keep ~1 h 40 min of such a pod (~150 KB a read).
+PROGRESS_LINES = 1000
 
 
 class JobTimesReader:

@@ -2,9 +2,10 @@
 
 It fits y = 3x + 1 with one weight and one bias: with PyTorch when it is installed, with a
 plain loop otherwise. On start it restores its last checkpoint and reports ``resumed``; every
-step it reports progress; every ``--every`` steps, and at once when remedy asks before a drain,
-it writes a checkpoint, reports it and acknowledges the request. Nothing here needs a cluster
-right: reports go to stdout, the request comes from the pod's downward-API volume.
+step it reports progress and its own step time; every ``--every`` steps, and at once when
+remedy asks before a drain, it writes a checkpoint, reports it and acknowledges the request.
+Nothing here needs a cluster right: reports go to stdout, the request comes from the pod's
+downward-API volume.
 
     python examples/train/train.py --dir /ckpt --steps 2000 --every 200
 """
@@ -96,8 +97,14 @@ def main() -> None:
     step = restore(opts.dir, model)
     report.resumed(step)
     while step < opts.steps:
+        began = time.monotonic()
         loss = model.step(lr=0.05)
+        if opts.step_s:
+            time.sleep(opts.step_s)
         step += 1
+        # This rank's own work per step, for remedy's straggler detector: on GPUs, CUDA events
+        # around forward and backward, without the wait in the all-reduce (docs/jobs.md).
+        report.timed(step, compute_s=time.monotonic() - began)
         report.step(step)
         asked = report.checkpoint_requested()  # a drain is coming: keep the work now
         if asked or step % opts.every == 0 or step == opts.steps:
@@ -106,8 +113,6 @@ def main() -> None:
             report.checkpoint(step, seconds=time.monotonic() - began)
             if asked:
                 report.acknowledge(step)
-        if opts.step_s:
-            time.sleep(opts.step_s)
     print(f"done at step {step}, loss {loss:.4f}", flush=True)
 
 

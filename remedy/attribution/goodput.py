@@ -18,7 +18,7 @@ from collections.abc import Iterable
 from datetime import datetime, timedelta
 from enum import StrEnum
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 # The line a job's helper prints (remedy_job/progress.py spells it too: it imports nothing of
 # remedy). The controller reads pods' logs already, so reporting needs no right of the job.
@@ -31,10 +31,20 @@ class Event(StrEnum):
     STEP = "step"
     CHECKPOINT = "checkpoint"  # written and durable: the work up to it is kept
     ACKNOWLEDGED = "acknowledged"  # remedy's checkpoint request answered (after a checkpoint)
+    # What the straggler detector reads (remedy/scan/job_symptoms.py), never goodput:
+    RANK = "rank"  # one rank's median step times since its last line (remedy_job/ranks.py)
+    NVRX = "nvrx"  # NVIDIA Resiliency Extension's straggler scores, per rank
+    NCCL_TIMEOUT = "nccl_timeout"  # a collective timed out: the ranks that never joined it
+
+
+# The training loop's own events, which goodput counts; a line of any other is skipped here.
+LOOP = frozenset({Event.RESUMED, Event.STEP, Event.CHECKPOINT, Event.ACKNOWLEDGED})
 
 
 class Progress(BaseModel):
-    """One report of a job's training loop. Tolerates fields a newer helper adds."""
+    """One report of a job's training loop. Tolerates fields a newer helper adds; a line whose
+    event this controller does not know is skipped (``parse``), so a newer helper's events
+    cost an older controller nothing."""
 
     model_config = ConfigDict(frozen=True)
 
@@ -43,6 +53,20 @@ class Progress(BaseModel):
     step: int = 0
     seconds: float = 0.0  # a checkpoint: time spent writing it
     request: str = ""  # acknowledged: the request (its annotation's value) answered
+    # rank: whose step times, over how many steps, their medians (compute without the
+    # collectives' wait; the wait for input)
+    rank: int | None = Field(default=None, ge=0)
+    local_rank: int = Field(default=0, ge=0)
+    gpu: str = ""
+    steps: int = Field(default=0, ge=0)
+    compute_s: float = Field(default=0.0, ge=0)
+    data_s: float = Field(default=0.0, ge=0)
+    # nvrx: each rank's scores (0–1), relative to the best rank and to its own best
+    relative: dict[int, float] = {}
+    individual: dict[int, float] = {}
+    # nccl_timeout: the collective, and the ranks it waited for in vain
+    collective: str = ""
+    missing_ranks: list[int] = []
 
 
 def parse(log: str) -> list[Progress]:
@@ -115,7 +139,8 @@ def summarise(times: JobTimes, now: datetime) -> JobWork:
     >>> (g.productive_s / 8 / 60, g.paid_s / 8 / 60)  # kept 29 of 45 min (1 min writing)
     (29.0, 45.0)
     """
-    reports = sorted((p for pod in times.pods for p in pod.progress), key=lambda p: p.at)
+    own_events = (p for pod in times.pods for p in pod.progress if p.event in LOOP)
+    reports = sorted(own_events, key=lambda p: p.at)
     pods = []
     for pod in times.pods:
         end = pod.ended_at or now

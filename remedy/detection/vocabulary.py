@@ -29,6 +29,7 @@ from remedy.detection.probe.nic_link import NIC_LINK
 from remedy.detection.probe.nic_log import NIC_DRIVER
 from remedy.detection.probe.runner import KERNEL_LOG, PROBE
 from remedy.detection.probe.sxids import NVSWITCH
+from remedy.detection.stragglers.models import STRAGGLERS
 from remedy.xid.actions import XidAction
 from remedy.xid.catalog import load_catalog
 
@@ -79,6 +80,7 @@ TERMS: tuple[CheckTerms, ...] = (
     ),
     CheckTerms(XID_CHECK, "Xid errors from NVML events or the kernel log", {}),
     NVSWITCH,
+    STRAGGLERS,  # the job guard's straggler detector (remedy/detection/stragglers/)
 )
 
 

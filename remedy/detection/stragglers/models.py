@@ -67,6 +67,9 @@ class StragglerPolicy(Frozen):
     min_nodes: int = Field(default=3, ge=2)  # fewer nodes: no peers to compare with
     # A node waiting on input this much longer than its peers is the application's (skew).
     skew_above: float = Field(default=1.5, gt=1)
+    # ... and longer by at least this share of the job's median compute per step: a few
+    # milliseconds more of a tiny wait cost the job nothing (every rank waits for it).
+    skew_floor: float = Field(default=0.05, ge=0)
 
 
 class Cause(StrEnum):
@@ -92,6 +95,7 @@ class NodeSuspicion(Frozen):
     buckets: int = 0  # buckets in the window with samples of this node
     slow_buckets: int = 0  # of which slow
     evidence: str = ""  # one line: scores, window, ranks
+    nvrx_relative: float | None = None  # its ranks' lowest NVRx relative score in the window
 
 
 class StragglerReport(Wire):
@@ -103,3 +107,6 @@ class StragglerReport(Wire):
     suspects: list[NodeSuspicion] = []  # cause NODE
     application: list[NodeSuspicion] = []  # cause APPLICATION: recorded, never blamed
     not_judged: str = ""  # e.g. "2 nodes report: fewer than 3"
+    # Nodes whose ranks a collective in the window waited for in vain (an NCCL timeout): their
+    # ranks. Evidence only: a timeout alone makes no suspect (a hang, not a straggler).
+    missed: dict[str, list[int]] = {}
