@@ -4,9 +4,9 @@
 Each rank computes a base time per step with a lasting offset of its own (chips differ by a
 percent or two) and minute-to-minute jitter. Over that, seeded: whole-job slow minutes (a
 checkpoint write, a slow collective every rank waits on: every rank's compute time up), data
-loader hiccups (every rank waits on input), one rank's noisy minute, and input-skewed spells on
-one node (its ranks wait on input a good part of a step; their compute is as normal, or up by
-``skew_compute``).
+loader hiccups (every rank waits on input), one rank's noisy minute, one node's minute or two of
+slow compute (a host hiccup, not a slow node), and input-skewed spells on one node (its ranks
+wait on input a good part of a step; their compute is as normal, or up by ``skew_compute``).
 A slow node (``twin.slow_nodes``) is laid over the healthy series by ``slowed``, so one series
 serves every policy, each swapping the node out at its own minute."""
 
@@ -34,6 +34,7 @@ class SeriesShape(BaseModel):
     job_slow: float = Field(default=0.03, ge=0, le=1)  # every rank's compute × 1.1-1.6
     loader_hiccup: float = Field(default=0.02, ge=0, le=1)  # every rank's input wait × 5-20
     noisy: float = Field(default=0.1, ge=0, le=1)  # one rank's compute × 1.3-3, one minute
+    hiccup: float = Field(default=0.02, ge=0, le=1)  # a node's ranks × 1.2-2 for 1-2 minutes
     # A node's ranks wait on input 10-50 % of a step longer than the others, for 5-30 min.
     skew: float = Field(default=0.01, ge=0, le=1)
     skew_compute: float = Field(default=0.0, ge=0)  # a skewed node's compute up by this much
@@ -52,6 +53,7 @@ class Series(BaseModel):
     job_slow: list[int] = []  # minutes
     hiccups: list[int] = []
     noisy: list[tuple[int, int]] = []  # (minute, rank)
+    node_hiccups: list[Skew] = []  # a node slow for a minute or two: a host hiccup, no fault
     skews: list[Skew] = []
 
 
@@ -83,6 +85,12 @@ def healthy_series(
         if rng.random() < shape.skew:
             node, length = rng.randrange(shape.nodes), rng.randint(5, 30)
             series.skews.append(Skew(node=node, start=minute, end=minute + length))
+        if rng.random() < shape.hiccup:
+            node, length = rng.randrange(shape.nodes), rng.randint(1, 2)
+            series.node_hiccups.append(Skew(node=node, start=minute, end=minute + length))
+        hiccups = {
+            h.node: rng.uniform(1.2, 2.0) for h in series.node_hiccups if h.start <= minute < h.end
+        }
         skewed = {s.node: s for s in series.skews if s.start <= minute < s.end}
         skew_wait = {node: rng.uniform(0.1, 0.5) * shape.compute_s for node in skewed}
         at = start + timedelta(minutes=minute)
@@ -92,7 +100,7 @@ def healthy_series(
         for rank, own in enumerate(base):
             node, local = divmod(rank, shape.ranks_per_node)
             compute = own * whole * (1 + rng.gauss(0, shape.jitter))
-            compute *= rng.uniform(1.3, 3.0) if rank == noisy else 1.0
+            compute *= rng.uniform(1.3, 3.0) if rank == noisy else hiccups.get(node, 1.0)
             data = shape.data_s * waits + skew_wait.get(node, 0.0)
             compute *= 1 + shape.skew_compute if node in skewed else 1.0
             samples.append(
