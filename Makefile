@@ -62,6 +62,7 @@ bench: $(BENCH_STAMP)
 	$(BIN)/python bench/probe_bench.py
 	$(BIN)/python bench/budget_bench.py
 	$(BIN)/python bench/fleet_twin.py
+	$(BIN)/python bench/slow_node_bench.py
 	$(BIN)/python bench/scale_bench.py
 	$(BIN)/python bench/kube_scale_bench.py
 	$(BIN)/python bench/scale_out_bench.py

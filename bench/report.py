@@ -1,8 +1,8 @@
 """Write bench/results/report.md and bench/results/fleet.png from the figures the benchmarks
-left in bench/results (twin.json from fleet_twin.py, scale.json from scale_bench.py,
-kube_scale.json from kube_scale_bench.py, budget.json from budget_bench.py, scale_out.md from
-scale_out_bench.py): each target next to what was measured and next to the baselines of the
-same run.
+left in bench/results (twin.json from fleet_twin.py, slow_nodes.json from slow_node_bench.py,
+scale.json from scale_bench.py, kube_scale.json from kube_scale_bench.py, budget.json from
+budget_bench.py, scale_out.md from scale_out_bench.py): each target next to what was measured
+and next to the baselines of the same run.
 
     .venv/bin/python bench/report.py
 """
@@ -22,6 +22,7 @@ from burst import met  # noqa: E402
 from fleet_twin import POLICY_HEADERS, TwinReport, gpu_hours_section, policy_rows  # noqa: E402
 from kube_scale_bench import KubeScaleReport, markdown_section  # noqa: E402
 from scale_figures import ScaleReport, scale_section  # noqa: E402
+from slow_node_bench import SlowNodeReport, slow_node_section  # noqa: E402
 
 from chaos.table import keep_section, section_in  # noqa: E402
 from remedy.core.durations import format_duration  # noqa: E402
@@ -333,6 +334,8 @@ def main() -> None:
     ]
     if twin:
         lines += twin_section(twin) + [""]
+    if (slow_file := RESULTS / "slow_nodes.json").exists():
+        lines += slow_node_section(SlowNodeReport.model_validate_json(slow_file.read_text())) + [""]
     if scale:
         lines += scale_section(scale) + [""]
     if (kube_file := RESULTS / "kube_scale.json").exists():
