@@ -7,6 +7,7 @@ import threading
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
+from adapters.sim.ranks import RANK_EVENT, Pace, rank_lines
 from remedy.attribution.elastic import ElasticRange, JobShape
 from remedy.attribution.evidence import GuardedFailure
 from remedy.attribution.goodput import Event, JobTimes, PodTime, Progress
@@ -15,6 +16,9 @@ from remedy.attribution.jobs import JobState
 from remedy.attribution.model import PodFailure, Termination, XidSeen
 from remedy.core.errors import ActionFailed, ActionRefused, PermissionDenied
 from remedy.core.models import Finding
+
+# The pods' per-rank step-time lines become reports once Progress reads them (issue 55).
+RANK_REPORTS = RANK_EVENT in {e.value for e in Event}
 
 # What each rank's log ends with: the rank on the faulty GPU, and the ranks left waiting on it.
 CUDA_ERROR = "RuntimeError: CUDA error: an illegal memory access was encountered"
@@ -67,6 +71,13 @@ class SimJobs:
         self.acknowledges = True
         self.checkpoints: list[tuple[str, datetime]] = []
         self.started_at: list[tuple[str, int]] = []  # (job, size) per restart that set one
+        # The fleet under the jobs (adapters/sim/provider.py wires it): its GPUs' UUIDs and
+        # slowness for the ranks' step times, which nodes a new run may use, the spare nodes a
+        # run takes in place of one it may not, and whether ``fits`` is theirs, not a test's.
+        self.pace = Pace()
+        self.placeable: Callable[[str], bool] = lambda node: True
+        self.spares: list[str] = []
+        self.fits_from_fleet = False
 
     def launch(self, job: JobRef, nodes: list[str]) -> None:
         """A lockstep training job with one rank per node."""
@@ -165,7 +176,8 @@ class SimJobs:
         with self._lock:
             key = str(job)
             size = self.sizes.get(key, len(self.running.get(job, [])))
-            return JobShape(elastic=self.elastic.get(key), size=size, fits=self.fits)
+            fits = len(self._candidates(job)) if self.fits_from_fleet else self.fits
+            return JobShape(elastic=self.elastic.get(key), size=size, fits=fits)
 
     def checkpoint_job(self, job: JobRef, asked_at: datetime) -> bool:
         with self._lock:
@@ -180,27 +192,54 @@ class SimJobs:
             return f"{job} suspended"
 
     def _rerun(self, job: JobRef, size: int | None) -> None:
-        """A restart's new run, on the job's nodes (its first ``size`` of them)."""
+        """A restart's new run, on the job's nodes the scheduler may use, then spares (its
+        first ``size`` of them): a cordoned node is left out, a spare swapped in."""
         runs, now = self.runs.get(str(job)), self._clock()
         if not runs:
             return
         self._end_run(str(job), now)
-        nodes = self.running.get(job, runs[-1].nodes)
-        runs.append(_Run(nodes[:size] if size else nodes, now))
+        nodes = self._candidates(job) or runs[-1].nodes
+        runs.append(_Run(nodes[: size or len(self.running.get(job, nodes))], now))
+
+    def _candidates(self, job: JobRef) -> list[str]:
+        home = self.running.get(job, [])
+        taken = {n for other, nodes in self.running.items() if other != job for n in nodes}
+        spares = [n for n in self.spares if n not in home and n not in taken]
+        return [n for n in [*home, *spares] if self.placeable(n)]
 
     # -- goodput: pod times and the loop's reports ------------------------------------------
     def job_times(self) -> list[JobTimes]:
         with self._lock:
             now = self._clock()
-            return [
-                JobTimes(
-                    job=key, pool="default", pods=[p for r in runs for p in self._pods(key, r, now)]
-                )
-                for key, runs in sorted(self.runs.items())
-            ]
+            runs = {key: list(runs) for key, runs in sorted(self.runs.items())}
+        # Outside the jobs' lock: the ranks' lines read the fleet's, under its own.
+        return [
+            JobTimes(job=key, pool="default", pods=[p for r in rs for p in self._pods(key, r, now)])
+            for key, rs in runs.items()
+        ]
+
+    def skew(self, node: str, seconds: float) -> None:
+        """The job's input on ``node`` comes ``seconds`` a step late (an application cause)."""
+        self.pace.input_skew[node] = seconds
+
+    def _ranks(self, key: str, run: _Run, place: int, node: str, until: datetime) -> list[Progress]:
+        if not RANK_REPORTS:
+            return []
+        lines = rank_lines(
+            key,
+            node,
+            place,
+            self.gpus_per_node,
+            run.started_at,
+            until,
+            self.pace,
+            self.checkpoint_every,
+        )
+        return [Progress.model_validate(line) for line in lines]
 
     def _pods(self, key: str, run: _Run, now: datetime) -> list[PodTime]:
-        """One pod per rank; rank 0 reports for all (they move together)."""
+        """One pod per node; rank 0 reports the checkpoints for all (they move together), each
+        pod its own ranks' step times."""
         until = run.ended_at or now
         reports = [Progress(event=Event.RESUMED, at=run.started_at)]
         at, step = run.started_at + self.checkpoint_every, 0
@@ -217,7 +256,10 @@ class SimJobs:
                 started_at=run.started_at,
                 ended_at=run.ended_at,
                 succeeded=run.succeeded,
-                progress=reports if rank == 0 else [],
+                progress=[
+                    *(reports if rank == 0 else []),
+                    *self._ranks(key, run, rank, node, until),
+                ],
             )
             for rank, node in enumerate(run.nodes)
         ]

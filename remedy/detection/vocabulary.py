@@ -29,6 +29,7 @@ from remedy.detection.probe.nic_link import NIC_LINK
 from remedy.detection.probe.nic_log import NIC_DRIVER
 from remedy.detection.probe.runner import KERNEL_LOG, PROBE
 from remedy.detection.probe.sxids import NVSWITCH
+from remedy.detection.stragglers.models import STRAGGLERS
 from remedy.xid.actions import XidAction
 from remedy.xid.catalog import load_catalog
 
@@ -48,6 +49,7 @@ TERMS: tuple[CheckTerms, ...] = (
     PROBE,
     LOAD,
     FABRIC,
+    STRAGGLERS,  # the job guard's: a node its job's step times name (issue 55)
     # Findings made outside the probe (admission, the job guard, the fleet scan, ...).
     CheckTerms(
         "admission",
