@@ -150,9 +150,11 @@ class SimHost:
             }
             models = dict.fromkeys(targets, MODEL)
             problems += compare_throughput(rates, models, load_references())
-            return LoadReport(
+            report = LoadReport(
                 engine="sim", gpus=targets, problems=problems, throughput=rates, models=models
             )
+            self._fleet.load_tests.append((self.name, now, report))
+            return report
 
     def dependencies(self, refresh: bool = False) -> list[DependencyCheck]:
         with self._fleet.lock:
