@@ -49,7 +49,6 @@ TERMS: tuple[CheckTerms, ...] = (
     PROBE,
     LOAD,
     FABRIC,
-    STRAGGLERS,  # the job guard's: a node its job's step times name (issue 55)
     # Findings made outside the probe (admission, the job guard, the fleet scan, ...).
     CheckTerms(
         "admission",
@@ -81,6 +80,7 @@ TERMS: tuple[CheckTerms, ...] = (
     ),
     CheckTerms(XID_CHECK, "Xid errors from NVML events or the kernel log", {}),
     NVSWITCH,
+    STRAGGLERS,  # the job guard's straggler detector (remedy/detection/stragglers/)
 )
 
 
