@@ -197,3 +197,29 @@ def test_job_times_carries_each_pods_rank_reports() -> None:
     ranks = [p for pod in times.pods for p in pod.progress if p.event.value == "rank"]
     assert len(ranks) == 64 * 8 * TAIL  # a pod's log tail: bounded however long the run
     assert {pod.node for pod in times.pods} == set(nodes)
+    # A line once printed stays as it was: the node mended, its past lines are still slow.
+    provider.fleet.clear_faults(nodes[13])
+    clock.now += timedelta(minutes=2)
+    [later] = provider.jobs.job_times()
+    pod = next(p for p in later.pods if p.node == nodes[13])
+    compute = [p.compute_s for p in pod.progress if p.event.value == "rank"]
+    assert len(compute) == 8 * TAIL
+    assert min(compute[: -2 * 8]) > 1.15 * COMPUTE_S > max(compute[-2 * 8 :])
+
+
+@pytest.mark.skipif(not RANK_REPORTS, reason="Progress reads rank reports (issue 55, helper D)")
+def test_the_detector_names_the_slow_node_from_the_sims_job_times() -> None:
+    """End to end below the guard: the sim's pods' lines, placed and judged as the scan does."""
+    job_symptoms = pytest.importorskip("remedy.scan.job_symptoms")
+    provider, clock = _sim(nodes=12)
+    nodes = sorted(provider.fleet.nodes)
+    provider.jobs.launch(JOB, nodes[:8])
+    skewed = JobRef(namespace="ml", name="skewed")
+    provider.jobs.launch(skewed, nodes[8:12])
+    clock.now += timedelta(minutes=10)
+    provider.fleet.inject(nodes[5], "slow_node", slowdown=0.2)
+    provider.jobs.skew(nodes[9], 0.2)
+    clock.now += timedelta(minutes=10)
+    slow, skew = job_symptoms.judge_jobs(provider.jobs.job_times(), clock.now)
+    assert [s.node for s in slow.suspects] == [nodes[5]] and slow.application == []
+    assert skew.suspects == [] and [s.node for s in skew.application] == [nodes[9]]

@@ -7,7 +7,7 @@ import threading
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
-from adapters.sim.ranks import RANK_EVENT, Pace, rank_lines
+from adapters.sim.ranks import RANK_EVENT, Pace, printed, rank_lines
 from remedy.attribution.elastic import ElasticRange, JobShape
 from remedy.attribution.evidence import GuardedFailure
 from remedy.attribution.goodput import Event, JobTimes, PodTime, Progress
@@ -78,6 +78,10 @@ class SimJobs:
         self.placeable: Callable[[str], bool] = lambda node: True
         self.spares: list[str] = []
         self.fits_from_fleet = False
+        # Each pod's rank reports printed so far (its periods, its log tail): a line once
+        # printed stays as it was, and a scan reads only the new ones.
+        self._printed: dict[tuple[str, datetime, str], tuple[int, list[Progress]]] = {}
+        self._printing = threading.Lock()
 
     def launch(self, job: JobRef, nodes: list[str]) -> None:
         """A lockstep training job with one rank per node."""
@@ -225,17 +229,28 @@ class SimJobs:
     def _ranks(self, key: str, run: _Run, place: int, node: str, until: datetime) -> list[Progress]:
         if not RANK_REPORTS:
             return []
-        lines = rank_lines(
-            key,
-            node,
-            place,
-            self.gpus_per_node,
-            run.started_at,
-            until,
-            self.pace,
-            self.checkpoint_every,
-        )
-        return [Progress.model_validate(line) for line in lines]
+        pod, pace = (key, run.started_at, node), self.pace
+        with self._printing:
+            done, kept = self._printed.get(pod, (0, []))
+            periods = printed(run.started_at, until, pace)
+            if periods <= done:
+                return kept
+            lines = rank_lines(
+                key,
+                node,
+                place,
+                self.gpus_per_node,
+                run.started_at,
+                until,
+                pace,
+                self.checkpoint_every,
+                after=done,
+            )
+            new = [Progress.model_validate(line) for line in lines]
+            ranks = len(lines) // max(1, min(periods - done, pace.tail))
+            kept = [*kept, *new][-pace.tail * ranks :]
+            self._printed[pod] = (periods, kept)
+            return kept
 
     def _pods(self, key: str, run: _Run, now: datetime) -> list[PodTime]:
         """One pod per node; rank 0 reports the checkpoints for all (they move together), each

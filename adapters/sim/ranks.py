@@ -49,6 +49,11 @@ def _noise(seed: int) -> float:
     return seed / 2**31 - 1
 
 
+def printed(started_at: datetime, until: datetime, pace: Pace) -> int:
+    """How many periods' lines a run started at ``started_at`` has printed by ``until``."""
+    return max(0, int((until - started_at) / pace.every))
+
+
 def rank_lines(
     job: str,
     node: str,
@@ -58,17 +63,19 @@ def rank_lines(
     until: datetime,
     pace: Pace,
     checkpoint_every: timedelta,
+    after: int = 0,
 ) -> list[dict[str, Any]]:
     """The lines of the pod at ``place`` in the job's run (from ``started_at``) on ``node``,
-    up to ``until``: the last ``pace.tail`` lines of each of its ranks, oldest first."""
-    minutes = int((until - started_at) / pace.every)
+    up to ``until``: the last ``pace.tail`` lines of each of its ranks, oldest first; only the
+    periods after the ``after``-th (what a reader has already: printed lines stay printed)."""
+    minutes = printed(started_at, until, pace)
     uuids = pace.uuids(node)
     count = len(uuids) or gpus
     skew = pace.input_skew.get(node, 0.0)
     per_line = round(pace.every / checkpoint_every * STEPS_PER_CHECKPOINT)
     run = zlib.crc32(f"{job}/{started_at.isoformat()}".encode())  # the run's seed
     lines = []
-    for k in range(max(1, minutes - pace.tail + 1), minutes + 1):
+    for k in range(max(after + 1, minutes - pace.tail + 1), minutes + 1):
         at = started_at + k * pace.every
         stamp, slow = at.isoformat(), pace.slowdown(node, at)
         for local in range(count):
