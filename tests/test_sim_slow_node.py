@@ -35,8 +35,9 @@ class Clock:
 
 
 def _sim(nodes: int = 8) -> tuple[SimProvider, Clock]:
+    """A fleet on a clock the test moves; a probe check on a loaded machine has time."""
     clock = Clock()
-    return SimProvider(SimSettings(nodes=nodes), clock=clock), clock
+    return SimProvider(SimSettings(nodes=nodes, check_timeout_s=60), clock=clock), clock
 
 
 def _load_findings(provider: SimProvider, node: str) -> list[tuple[str, int | None]]:
@@ -223,3 +224,26 @@ def test_the_detector_names_the_slow_node_from_the_sims_job_times() -> None:
     slow, skew = job_symptoms.judge_jobs(provider.jobs.job_times(), clock.now)
     assert [s.node for s in slow.suspects] == [nodes[5]] and slow.application == []
     assert skew.suspects == [] and [s.node for s in skew.application] == [nodes[9]]
+
+
+def test_a_drain_evicts_the_jobs_pod_and_its_ranks_fail_for_the_guard() -> None:
+    """What a proven slow node's ladder does to its job: the drain evicts the job's pod, the
+    other ranks stall in the collective it left, and the job watch finds the failures."""
+    provider, clock = _sim()
+    nodes = sorted(provider.fleet.nodes)
+    provider.jobs.launch(JOB, nodes[:4])
+    clock.now += timedelta(minutes=5)
+    provider.fleet.cordon_by_hand(nodes[2])
+    provider.fleet.cluster.control.drain(nodes[2], lambda _: None, "k")
+    failures = provider.jobs.failed_pods()
+    assert [(f.failure.node, f.failure.termination.reason) for f in failures] == [
+        (nodes[0], "Error"),
+        (nodes[1], "Error"),
+        (nodes[2], "Evicted"),
+        (nodes[3], "Error"),
+    ]
+    assert failures[2].failure.termination.disruption == "EvictionByEvictionAPI"
+    assert "Watchdog caught collective operation timeout" in failures[0].failure.log_tail
+    assert provider.jobs.runs[str(JOB)][-1].ended_at == clock.now
+    provider.fleet.cluster.control.drain(nodes[5], lambda _: None, "k2")  # no pod of the job there
+    assert len(provider.jobs.failed_pods()) == 4

@@ -133,8 +133,10 @@ async def _run(
                 if slow is not None:  # no agent reports it: its job's guard finds it
                     echo(demo_slow.inject(fleet, slow))
                     watching.append(asyncio.create_task(demo_slow.watch(provider, slow, echo)))
+                # Random faults pass the shared and the slow node by: each tells its own story.
+                spared = [n.name for n in (shared, slow) if n is not None]
                 await _inject_until_done(
-                    client, config, provider, runbooks.fleet, shared, summary, echo
+                    client, config, provider, runbooks.fleet, spared, summary, echo
                 )
             except asyncio.CancelledError:
                 echo("stopping…")
@@ -165,18 +167,19 @@ async def _inject_until_done(
     config: DemoConfig,
     provider: SimProvider,
     runbooks: RunbookSet,
-    shared: SharedNode | None,
+    spared: list[str],
     summary: DemoSummary,
     echo: Callable[[str], None],
 ) -> None:
-    """Random faults on every node but the shared one (its one fault tells its story)."""
+    """Random faults on every node but the ``spared`` ones (the shared node, the slow one:
+    each tells its own story)."""
     fleet, jobs = provider.fleet, provider.jobs
     loop = asyncio.get_running_loop()
     start = loop.time()
     next_status = start + STATUS_EVERY_S
     joined = 0
     while config.duration_s is None or loop.time() - start < config.duration_s:
-        others = [n for n in fleet.nodes if n != shared.name] if shared else None
+        others = [n for n in fleet.nodes if n not in spared] if spared else None
         finding = fleet.inject_random(FAULT_WEIGHTS, nodes=others)
         quiet = demo_slow.unreported(finding, provider)  # a slow node: no agent reports it
         if quiet is not None:

@@ -37,6 +37,7 @@ class SlowNode:
     slowdown: float
     spares: list[str]
     injected_at: datetime | None = None
+    actions_before: int = 0  # the fleet's actions before it (what made it fast is after)
     proofs: int = 0  # load tests on it seen so far
     cordoned: bool = False
     left: bool = False  # the job's newest run is without it
@@ -71,7 +72,7 @@ def introduce(node: SlowNode, jobs: SimJobs) -> str:
 
 def inject(fleet: SimFleet, node: SlowNode) -> str:
     fleet.inject(node.name, FAULT, slowdown=node.slowdown)
-    node.injected_at = fleet.clock()
+    node.injected_at, node.actions_before = fleet.clock(), len(fleet.actions)
     return (
         f"{TAG}{node.name}: its ranks compute {node.slowdown:.0%} slower; no Xid, no failed "
         f"check: {node.job}'s guard must find it in its ranks' step times"
@@ -107,16 +108,16 @@ def look(provider: SimProvider, node: SlowNode) -> list[str]:
     """What changed since the last look, as lines to print."""
     fleet, jobs, lines = provider.fleet, provider.jobs, []
     tests = [r for n, at, r in list(fleet.load_tests) if n == node.name]
-    for report in tests[node.proofs :]:
+    for n, report in enumerate(tests[node.proofs :], start=node.proofs):
         slow = [p for p in report.problems if p.reason is LoadReason.SLOW_GPU]
         # "GPU 0: 427 TFLOP/s is 43% of the H100 SXM reference ...": said once for them all
         first = slow[0].evidence.split(": ", 1)[-1] if slow else ""
-        verdict = (
-            f"{len(slow)} GPUs {LoadReason.SLOW_GPU.value} ({first}): proven"
-            if slow
-            else "passed: the suspicion stays unproven"
-        )
-        lines.append(f"{TAG}{node.name}: load test, the proof: {verdict}")
+        found = f"{len(slow)} GPUs {LoadReason.SLOW_GPU.value} ({first})"
+        if n == 0:  # the first after the fault: the slow-node ladder's proof
+            verdict = f"{found}: proven" if slow else "passed: the suspicion stays unproven"
+            lines.append(f"{TAG}{node.name}: load test, the proof: {verdict}")
+        else:  # its ladder's checks after that
+            lines.append(f"{TAG}{node.name}: load test again: {found if slow else 'passed'}")
     node.proofs = len(tests)
     with fleet.lock:
         sim = fleet.node(node.name)
@@ -134,6 +135,6 @@ def look(provider: SimProvider, node: SlowNode) -> list[str]:
         )
     if node.injected_at is not None and not node.fast and FAULT not in faults:
         node.fast = True
-        done = [a for n, a in fleet.actions if n == node.name]
+        done = [a for n, a in fleet.actions[node.actions_before :] if n == node.name]
         lines.append(f"{TAG}{node.name}: fast again after {', '.join(done) or 'its fault cleared'}")
     return lines

@@ -127,28 +127,62 @@ class SimJobs:
                         action=finding.nvidia_action,
                     )
                 ]
-                for rank, node in enumerate(nodes):
-                    own = node == finding.node
-                    pod = f"{job.name}-{run}-{rank}"
-                    self.failures.append(
-                        GuardedFailure(
-                            job=job,
-                            pod_uid=pod,
-                            job_nodes=nodes,
-                            failure=PodFailure(
-                                job=str(job),
-                                pod=pod,
-                                node=node,
-                                failed_at=finding.observed_at
-                                + (timedelta(0) if own else timedelta(seconds=1)),
-                                termination=Termination(exit_code=1, reason="Error"),
-                                log_tail=CUDA_ERROR if own else NCCL_TIMEOUT.format(rank=rank),
-                                findings=[finding],
-                                xids=xids,
-                            ),
-                        )
-                    )
+                own = PodFailure(
+                    job=str(job),
+                    pod="",
+                    node=finding.node,
+                    failed_at=finding.observed_at,
+                    termination=Termination(exit_code=1, reason="Error"),
+                    log_tail=CUDA_ERROR,
+                    findings=[finding],
+                    xids=xids,
+                )
+                self._ranks_fail(job, nodes, finding.node, run, own)
         return hit
+
+    def evicted(self, node: str) -> list[JobRef]:
+        """A drain evicted ``node``'s pods: a running job whose newest run has a pod there
+        fails, that pod evicted (what a drain's eviction leaves on it), its other ranks stalled
+        in a collective. Called after the drain, outside the fleet's lock."""
+        hit = []
+        with self._lock:
+            now = self._clock()
+            for job in list(self.running):
+                runs = self.runs.get(str(job), [])
+                if self.states.get(str(job)) is not JobState.RUNNING or not runs:
+                    continue
+                if runs[-1].ended_at is not None or node not in runs[-1].nodes:
+                    continue
+                self.states[str(job)] = JobState.FAILED
+                self._end_run(str(job), now)
+                hit.append(job)
+                run = sum(1 for key, _ in self.restarts if key == str(job))
+                eviction = Termination(reason="Evicted", disruption="EvictionByEvictionAPI")
+                own = PodFailure(
+                    job=str(job), pod="", node=node, failed_at=now, termination=eviction
+                )
+                self._ranks_fail(job, runs[-1].nodes, node, run, own)
+        return hit
+
+    def _ranks_fail(
+        self, job: JobRef, nodes: list[str], culprit: str, run: int, own: PodFailure
+    ) -> None:
+        """Every pod of the run fails: the one on ``culprit`` as ``own`` says, the others a
+        second later in the collective it left (under the lock)."""
+        for rank, node in enumerate(nodes):
+            pod = f"{job.name}-{run}-{rank}"
+            failure = own.model_copy(update={"pod": pod, "node": node})
+            if node != culprit:
+                failure = failure.model_copy(
+                    update={
+                        "failed_at": own.failed_at + timedelta(seconds=1),
+                        "termination": Termination(exit_code=1, reason="Error"),
+                        "log_tail": NCCL_TIMEOUT.format(rank=rank),
+                    }
+                )
+            self.failures.append(
+                GuardedFailure(job=job, pod_uid=pod, job_nodes=nodes, failure=failure)
+            )
 
     def restart_job(
         self,

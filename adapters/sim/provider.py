@@ -55,4 +55,5 @@ def sim_jobs(settings: SimSettings, fleet: SimFleet) -> SimJobs:
     jobs.pool, jobs.pools = settings.pool, {settings.pool: len(fleet.nodes) * jobs.gpus_per_node}
     jobs.pace = Pace(uuids=fleet.gpu_uuids, slowdown=fleet.rank_slowdown)
     jobs.placeable = fleet.placeable
+    fleet.drained.append(jobs.evicted)
     return jobs

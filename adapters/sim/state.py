@@ -80,6 +80,9 @@ class SimState:
         self.breakers: dict[str, BreakerState] = {}  # pool → its breaker as its budget published
         self.fabric = SimFabricJobs(gpus=gpus_per_node)  # what the fabric tests print
         # The load tests run, newest last (node, at, report): what a demo tells of a proof.
+        # Called with the node after a drain evicted its pods, outside the lock (the guarded
+        # jobs' pods on it fail: adapters/sim/provider.py wires SimJobs.evicted).
+        self.drained: list[Callable[[str], object]] = []
         self.load_tests: deque[tuple[str, datetime, LoadReport]] = deque(maxlen=256)
 
     def node(self, name: str) -> SimNode:
