@@ -45,7 +45,7 @@ def test_the_first_job_runs_elastic_with_a_slow_node_and_a_hot_spare() -> None:
 def test_what_the_demo_prints_follows_the_story() -> None:
     _, slow, provider = _demo()
     fleet, jobs = provider.fleet, provider.jobs
-    said = demo_slow.inject(fleet, slow)
+    said = demo_slow.inject(fleet, jobs, slow)
     assert said.startswith("  slow   gpu-node-002: its ranks compute 25% slower; no Xid")
     assert demo_slow.look(provider, slow) == []
     # The ranks on it print the factor slower (seeded noise is ±3 %).
@@ -95,3 +95,19 @@ def test_a_random_slow_fault_is_not_reported_only_told() -> None:
     )
     assert "no job runs there: only a load test" in (demo_slow.unreported(idle, provider) or "")
     assert demo_slow.unreported(reported, provider) is None
+
+
+def test_a_job_restarted_once_the_node_is_mended_is_told_so() -> None:
+    """Sped up, the ladder may mend and restore the node before the guard restarts the job."""
+    _, slow, provider = _demo()
+    fleet, jobs = provider.fleet, provider.jobs
+    demo_slow.inject(fleet, jobs, slow)
+    fleet.host(slow.name).load_test([])
+    with fleet.lock:
+        fleet.node(slow.name).clear(Action.RESET_GPU)
+    jobs.restart_job(slow.job, 1, "evicted", size=4)
+    said = demo_slow.look(provider, slow)
+    assert said[-2:] == [
+        "  job    ml/llm-pretrain-0: goes on with gpu-node-002 back, mended by its ladder first",
+        "  slow   gpu-node-002: fast again after its fault cleared",
+    ]

@@ -131,7 +131,7 @@ async def _run(
                     await _report(client, config, summary, echo, *demo_shared.inject(fleet, shared))
                     watching.append(asyncio.create_task(demo_shared.watch(fleet, shared, echo)))
                 if slow is not None:  # no agent reports it: its job's guard finds it
-                    echo(demo_slow.inject(fleet, slow))
+                    echo(demo_slow.inject(fleet, jobs, slow))
                     watching.append(asyncio.create_task(demo_slow.watch(provider, slow, echo)))
                 # Random faults pass the shared and the slow node by: each tells its own story.
                 spared = [n.name for n in (shared, slow) if n is not None]

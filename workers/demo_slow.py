@@ -40,8 +40,9 @@ class SlowNode:
     actions_before: int = 0  # the fleet's actions before it (what made it fast is after)
     proofs: int = 0  # load tests on it seen so far
     cordoned: bool = False
-    left: bool = False  # the job's newest run is without it
+    left: bool = False  # the job went on: a run started after its proof (without it, or mended)
     fast: bool = False  # its fault cleared
+    runs: int = 0  # the job's runs when the fault came
 
 
 def slow_node(config: DemoConfig, provider: SimProvider) -> SlowNode | None:
@@ -70,9 +71,10 @@ def introduce(node: SlowNode, jobs: SimJobs) -> str:
     )
 
 
-def inject(fleet: SimFleet, node: SlowNode) -> str:
+def inject(fleet: SimFleet, jobs: SimJobs, node: SlowNode) -> str:
     fleet.inject(node.name, FAULT, slowdown=node.slowdown)
     node.injected_at, node.actions_before = fleet.clock(), len(fleet.actions)
+    node.runs = len(jobs.runs[str(node.job)])
     return (
         f"{TAG}{node.name}: its ranks compute {node.slowdown:.0%} slower; no Xid, no failed "
         f"check: {node.job}'s guard must find it in its ranks' step times"
@@ -125,13 +127,16 @@ def look(provider: SimProvider, node: SlowNode) -> list[str]:
     if cordoned and not node.cordoned:
         lines.append(f"{TAG}{node.name}: cordoned: no new pod lands there")
     node.cordoned |= cordoned
-    run = jobs.runs[str(node.job)][-1]
-    if not node.left and node.name not in run.nodes:
-        node.left = True
+    runs = jobs.runs[str(node.job)]
+    run = runs[-1]
+    if not node.left and node.proofs and len(runs) > node.runs and run.ended_at is None:
+        node.left = True  # the job restarted after the proof
         swapped = [n for n in run.nodes if n in node.spares]
         how = f"{', '.join(swapped)} swapped in" if swapped else f"shrunk to {len(run.nodes)}"
         lines.append(
             f"  job    {node.job}: goes on without {node.name} on {len(run.nodes)} nodes ({how})"
+            if node.name not in run.nodes
+            else f"  job    {node.job}: goes on with {node.name} back, mended by its ladder first"
         )
     if node.injected_at is not None and not node.fast and FAULT not in faults:
         node.fast = True
