@@ -77,9 +77,10 @@ def test_what_the_demo_prints_follows_the_story() -> None:
         "(gpu-node-008 swapped in)",
     ]
     with fleet.lock:
-        fleet.node(slow.name).clear(Action.RESET_GPU)
-    fleet.record(slow.name, "reset_gpu")
-    assert demo_slow.look(provider, slow) == ["  slow   gpu-node-002: fast again after reset_gpu"]
+        assert fleet.node(slow.name).clear(Action.REBOOT) == 0  # only new hardware mends it
+        fleet.node(slow.name).clear(Action.REPLACE)
+    fleet.record(slow.name, "replace")
+    assert demo_slow.look(provider, slow) == ["  slow   gpu-node-002: fast again after replace"]
     assert slow.left and slow.fast
 
 
@@ -104,7 +105,7 @@ def test_a_job_restarted_once_the_node_is_mended_is_told_so() -> None:
     demo_slow.inject(fleet, jobs, slow)
     fleet.host(slow.name).load_test([])
     with fleet.lock:
-        fleet.node(slow.name).clear(Action.RESET_GPU)
+        fleet.node(slow.name).clear(Action.REPLACE)
     jobs.restart_job(slow.job, 1, "evicted", size=4)
     said = demo_slow.look(provider, slow)
     assert said[-2:] == [
