@@ -33,6 +33,9 @@ FAULT_WEIGHTS = {
     # link (adapters/sim/faults.py), each climbing its NIC ladder.
     "nic_degraded": 0.04,
     "nic_flapping": 0.04,
+    # A node slower than its peers with no other signal (adapters/sim/faults.py): only its
+    # job's step times, or a load test, find it (workers/demo_slow.py).
+    "slow_node": 0.03,
 }
 STATUS_EVERY_S = 5.0
 JOB_NODES = 4
@@ -65,6 +68,9 @@ class DemoConfig:
     job_namespace: str = "ml"
     # Active checks, in the demo's wall time (None: off); the last node is idle and carries a
     # fault only load shows, so the first round finds it.
+    # The first guarded job runs elastic with one node this much slower (workers/demo_slow.py):
+    # its guard must find it in the ranks' step times. None or 0: no slow node.
+    slow_node: float | None = 0.25
     active_checks: ActiveCheckPolicy | None = ActiveCheckPolicy(
         every=timedelta(seconds=15),
         interval=timedelta(minutes=1),

@@ -23,7 +23,7 @@ from remedy.runbook import Runbook, RunbookSet
 from remedy.scan.active_checks import ActiveCheckPolicy, ActiveChecksInput
 from remedy.scan.admission import AdmissionPolicy
 from remedy.scan.fleet import ScanInput
-from workers import demo_shared
+from workers import demo_shared, demo_slow
 from workers.client import report_finding
 from workers.controller import controller_worker, node_agent_worker
 from workers.demo_config import (
@@ -44,7 +44,7 @@ from workers.demo_shared import SharedNode, shared_node
 from workers.demo_summary import DemoSummary, summarise
 from workers.door import DoorSettings
 from workers.job_status import job_rows
-from workers.providers.sim import SimFleet, SimJobs, SimProvider
+from workers.providers.sim import SimFleet, SimProvider
 from workers.schedules import ensure_active_checks, ensure_fleet_scan
 from workers.status import NoScanYet, fleet_status
 from workers.status_table import render
@@ -88,6 +88,9 @@ async def _run(
 ) -> tuple[DemoSummary, list[str]]:
     summary, fleet, jobs = DemoSummary(), provider.fleet, provider.jobs
     _launch_jobs(config, provider, echo)
+    slow = demo_slow.slow_node(config, provider)
+    if slow is not None:
+        echo(demo_slow.introduce(slow, jobs))
     parts = provider.controller()
     with ThreadPoolExecutor(max_workers=16) as executor:
         async with (
@@ -122,18 +125,23 @@ async def _run(
             schedules = [config.scan_schedule]
             if config.active_checks is not None:
                 schedules.append(await _active_checks(client, config, fleet, echo))
-            watching = None
+            watching = []
             try:
                 if shared is not None:  # the first fault, while the budget has room
                     await _report(client, config, summary, echo, *demo_shared.inject(fleet, shared))
-                    watching = asyncio.create_task(demo_shared.watch(fleet, shared, echo))
+                    watching.append(asyncio.create_task(demo_shared.watch(fleet, shared, echo)))
+                if slow is not None:  # no agent reports it: its job's guard finds it
+                    echo(demo_slow.inject(fleet, jobs, slow))
+                    watching.append(asyncio.create_task(demo_slow.watch(provider, slow, echo)))
+                # Random faults pass the shared and the slow node by: each tells its own story.
+                spared = [n.name for n in (shared, slow) if n is not None]
                 await _inject_until_done(
-                    client, config, fleet, jobs, runbooks.fleet, shared, summary, echo
+                    client, config, provider, runbooks.fleet, spared, summary, echo
                 )
             except asyncio.CancelledError:
                 echo("stopping…")
-            if watching is not None:
-                watching.cancel()
+            for task in watching:
+                task.cancel()
             try:
                 await summarise(client, summary)
                 summary.jobs = [
@@ -157,22 +165,27 @@ async def _run(
 async def _inject_until_done(
     client: Client,
     config: DemoConfig,
-    fleet: SimFleet,
-    jobs: SimJobs,
+    provider: SimProvider,
     runbooks: RunbookSet,
-    shared: SharedNode | None,
+    spared: list[str],
     summary: DemoSummary,
     echo: Callable[[str], None],
 ) -> None:
-    """Random faults on every node but the shared one (its one fault tells its story)."""
+    """Random faults on every node but the ``spared`` ones (the shared node, the slow one:
+    each tells its own story)."""
+    fleet, jobs = provider.fleet, provider.jobs
     loop = asyncio.get_running_loop()
     start = loop.time()
     next_status = start + STATUS_EVERY_S
     joined = 0
     while config.duration_s is None or loop.time() - start < config.duration_s:
-        others = [n for n in fleet.nodes if n != shared.name] if shared else None
+        others = [n for n in fleet.nodes if n not in spared] if spared else None
         finding = fleet.inject_random(FAULT_WEIGHTS, nodes=others)
-        await _report(client, config, summary, echo, finding, runbooks.match(finding))
+        quiet = demo_slow.unreported(finding, provider)  # a slow node: no agent reports it
+        if quiet is not None:
+            echo(quiet)
+        else:
+            await _report(client, config, summary, echo, finding, runbooks.match(finding))
         for job in jobs.fault(finding):
             echo(f"  job    {job}: every rank failed with {finding.node} (its guard decides)")
         if loop.time() >= next_status:

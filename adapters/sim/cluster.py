@@ -74,6 +74,8 @@ class SimNodeControl:
             sim = self._fleet.act(node, "drain")  # a failure before the effect records nothing
             # The effect and its record land together: under one lock, on one node.
             done = once(sim, key, Action.DRAIN, self._fleet.clock, evict, atomic)
+        for evicted in self._fleet.drained:  # the jobs' pods it evicted fail (outside the lock)
+            evicted(node)
         on_progress(0)
         return self._fleet.answer("drain", done)
 

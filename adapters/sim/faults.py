@@ -14,6 +14,7 @@ from remedy.detection.probe.nic_check import NIC, PORT_DOWN, RATE_DEGRADED
 from remedy.detection.probe.nic_link import LINK_FLAPPING, NIC_LINK
 from remedy.detection.probe.nvlink import CRC_RATE, FABRIC_DEGRADED, NVLINK
 from remedy.detection.probe.runner import PROBE, TIMED_OUT
+from remedy.detection.stragglers.models import SLOW_NODE, STRAGGLERS
 from remedy.xid.catalog import load_catalog
 
 
@@ -33,9 +34,35 @@ class Effect(StrEnum):
     FABRIC_MANAGER_DOWN = "fabric_manager_down"  # the node's Fabric Manager service failed
     NIC_NARROW = "nic_narrow"  # an RDMA port trained at 2X: half its peers' rate
     NIC_FLAPPING = "nic_flapping"  # an RDMA link going down and up (link_downed rises)
+    # Slower, with no other signal (no Xid, no failed check): only the job's step times show
+    # it. SLOW: the GPUs' clocks are held low, which the load test sees; SLOW_HOST: the host
+    # starves its ranks (a CPU stuck in powersave, a noisy daemon), which it cannot see.
+    SLOW = "slow"
+    SLOW_HOST = "slow_host"
 
 
 NIC_EFFECTS = frozenset({Effect.NIC_DOWN, Effect.NIC_NARROW, Effect.NIC_FLAPPING})
+
+
+@dataclass(frozen=True)
+class Slowness:
+    """How a slow-node fault slows its ranks: each step's compute takes ``1 + slowdown`` times
+    as long (``inject`` may give its own, 5–50 %), on every GPU of the node or on the fault's
+    GPU only, all the time or ``duty`` of each ``period`` (intermittent)."""
+
+    slowdown: float = 0.2
+    whole_node: bool = True
+    duty: float = 1.0
+    period: timedelta = timedelta(minutes=10)
+
+    def on(self, since: datetime, at: datetime) -> bool:
+        """Slow at ``at``: an intermittent fault is slow for the first ``duty`` of each period
+        from its start."""
+        if at < since:
+            return False
+        if self.duty >= 1:
+            return True
+        return (at - since) % self.period < self.period * self.duty
 
 
 @dataclass(frozen=True)
@@ -51,6 +78,7 @@ class FaultSpec:
     # Left on a node by a ladder that did not fix it: the mean time in the job until it
     # interrupts the job again (the fleet twin plays a false recovery with it).
     comes_back: timedelta = timedelta(hours=2)
+    slow: Slowness | None = None  # a slow node: no agent reports it, its job's guard finds it
 
     @property
     def passes(self) -> bool:
@@ -61,7 +89,9 @@ class FaultSpec:
         """The finding a node agent would send when this fault appears."""
         if self.effect in NIC_EFFECTS:
             component = Component(kind=ComponentKind.NIC, device=f"mlx5_{index}/1")
-        elif self.effect is Effect.FABRIC_MANAGER_DOWN and self.xid is None:
+        elif (self.effect is Effect.FABRIC_MANAGER_DOWN and self.xid is None) or (
+            self.slow is not None and self.slow.whole_node
+        ):
             component = Component(kind=ComponentKind.NODE)
         else:
             component = Component(kind=ComponentKind.GPU, index=index, serial=serial)
@@ -72,7 +102,7 @@ class FaultSpec:
             severity=self.severity,
             component=component,
             xid=self.xid,
-            evidence=f"simulated {self.name}",
+            evidence=f"simulated {self.name}",  # a slow node's: what its job's guard says
             observed_at=at,
             # As the agent's Xid watcher says it: an NVML event has no message to decode.
             nvidia_action=load_catalog().lookup(self.xid).action.value if self.xid else None,
@@ -228,6 +258,53 @@ FAULTS: dict[str, FaultSpec] = {
             _REBOOT,
             LINK_FLAPPING,
             NIC_LINK.check,
+        ),
+        # A slow node: its ranks compute 5–50 % slower and nothing else shows it. The finding is
+        # the one its job's guard makes from the ranks' step times (no agent reports it); the
+        # ladder's first rung proves it with the load test. GPU clocks held low (a stuck power
+        # cap, a clock limit left set): the load test sees them under the reference; a reset
+        # clears them.
+        FaultSpec(
+            "slow_node",
+            Effect.SLOW,
+            _ALL_HW,
+            SLOW_NODE,
+            STRAGGLERS.check,
+            Severity.WARNING,
+            slow=Slowness(),
+        ),
+        # The host starves its ranks (a CPU governor stuck in powersave, a runaway daemon on
+        # the ranks' cores): the GPUs test fast, so the proof passes and the suspicion stays
+        # unproven; a reboot clears it.
+        FaultSpec(
+            "slow_node_hidden",
+            Effect.SLOW_HOST,
+            _REBOOT,
+            SLOW_NODE,
+            STRAGGLERS.check,
+            Severity.WARNING,
+            slow=Slowness(),
+        ),
+        # Marginal power delivery capping the clocks now and then: slow half of every ten
+        # minutes (a load test in the fast half sees nothing); only new hardware holds.
+        FaultSpec(
+            "slow_node_intermittent",
+            Effect.SLOW,
+            _REPLACE,
+            SLOW_NODE,
+            STRAGGLERS.check,
+            Severity.WARNING,
+            slow=Slowness(duty=0.5),
+        ),
+        # One GPU's clocks held low: its one rank holds the whole job back.
+        FaultSpec(
+            "slow_gpu",
+            Effect.SLOW,
+            _ALL_HW,
+            SLOW_NODE,
+            STRAGGLERS.check,
+            Severity.WARNING,
+            slow=Slowness(whole_node=False),
         ),
         # A job wedged on the GPU (Xid 8, the GPU stopped processing its work): the hang ends
         # with the job; the GPU answers queries throughout.

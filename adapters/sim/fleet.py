@@ -50,8 +50,9 @@ class SimFleet(SimState):
             self.nodes[name] = node
             return node
 
-    def inject(self, node: str, kind: str, gpu: int = 0) -> Finding:
-        """Put a fault on a GPU and return the finding the node agent would report."""
+    def inject(self, node: str, kind: str, gpu: int = 0, slowdown: float | None = None) -> Finding:
+        """Put a fault on a GPU and return the finding the node agent would report (a slow
+        node's: the one its job's guard would make); ``slowdown`` a slow node's own (0.05–0.5)."""
         if kind not in FAULTS:
             raise KeyError(f"unknown fault kind {kind!r}; known: {', '.join(FAULTS)}")
         with self.lock:
@@ -59,7 +60,12 @@ class SimFleet(SimState):
             now = self.clock()
             spec = FAULTS[kind]
             lasts = spec.lasts / self.speedup if spec.lasts else spec.lasts
-            sim.faults.append(ActiveFault(kind=kind, gpu=gpu, since=now, lasts=lasts))
+            slow = (slowdown if slowdown is not None else spec.slow.slowdown) if spec.slow else 0.0
+            if spec.slow and not 0 < slow <= 1:
+                raise ValueError(f"slowdown {slowdown} of {kind}: not in (0, 1]")
+            sim.faults.append(
+                ActiveFault(kind=kind, gpu=gpu, since=now, lasts=lasts, slowdown=slow)
+            )
             if spec.xid is not None:
                 sim.push_xid(gpu, spec.xid)  # what the driver raises through NVML events
             return spec.report(node, gpu, sim.gpus[gpu].serial, now)
@@ -170,6 +176,27 @@ class SimFleet(SimState):
                 out.discard(node)
             most = max(most, len(out))
         return most
+
+    # -- what the jobs on it see (adapters/sim/jobs.py) ---------------------------------------
+    def gpu_uuids(self, node: str) -> list[str]:
+        with self.lock:
+            sim = self.nodes.get(node)
+            return [g.uuid for g in sim.gpus] if sim else []
+
+    def rank_slowdown(self, node: str, at: datetime) -> dict[int, float]:
+        """How much slower the ranks on ``node``'s slow GPUs compute at ``at``, by GPU."""
+        with self.lock:
+            sim = self.nodes.get(node)
+            if sim is None or not any(FAULTS[f.kind].slow for f in sim.faults):
+                return {}
+            slow = {g.index: sim.slowdown(g.index, at) for g in sim.gpus}
+            return {gpu: s for gpu, s in slow.items() if s > 0}
+
+    def placeable(self, node: str) -> bool:
+        """A new pod may land there: the node is there and schedulable."""
+        with self.lock:
+            sim = self.nodes.get(node)
+            return sim is not None and not sim.unschedulable
 
     # -- the seams ---------------------------------------------------------------------------
     @property

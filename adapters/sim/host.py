@@ -15,6 +15,18 @@ from remedy.detection.probe.load import LoadProblem, LoadReason, LoadReport
 from remedy.detection.probe.nics import NicPort, PortCounters
 from remedy.detection.probe.runner import ProbeConfig
 from remedy.detection.probe.services import ServiceState
+from remedy.detection.probe.throughput import compare_throughput, load_references
+
+MODEL = (
+    "NVIDIA H100 80GB HBM3"  # what NVML names an H100 SXM (tests/data/fabric/nvbandwidth_h100.txt)
+)
+# The sim's healthy GPU on the load test's 8192² bf16 matmul: 72 % of the H100 SXM's 989
+# TFLOP/s datasheet figure (the reference file: "well over half").
+HEALTHY_TFLOPS = 712.0
+# A training step's share of dense matmul: a clock held low slows it, the memory-bound rest
+# barely. A rank 20 % slower runs matmul 1 + 0.2 / 0.3 times as long: 60 % of its rate, under
+# the reference's floor (SlowGpu); 5 % slower is 86 %, which the load test passes (unproven).
+MATMUL_SHARE = 0.3
 
 
 class SimHost:
@@ -131,7 +143,18 @@ class SimHost:
                 for g in targets
                 if sim.effects(g) & failing
             ]
-            return LoadReport(engine="sim", gpus=targets, problems=problems)
+            now = self._fleet.clock()
+            rates = {
+                g: HEALTHY_TFLOPS / (1 + sim.slowdown(g, now, load_test=True) / MATMUL_SHARE)
+                for g in targets
+            }
+            models = dict.fromkeys(targets, MODEL)
+            problems += compare_throughput(rates, models, load_references())
+            report = LoadReport(
+                engine="sim", gpus=targets, problems=problems, throughput=rates, models=models
+            )
+            self._fleet.load_tests.append((self.name, now, report))
+            return report
 
     def dependencies(self, refresh: bool = False) -> list[DependencyCheck]:
         with self._fleet.lock:

@@ -7,6 +7,7 @@ import threading
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
+from adapters.sim.ranks import RANK_EVENT, Pace, printed, rank_lines
 from remedy.attribution.elastic import ElasticRange, JobShape
 from remedy.attribution.evidence import GuardedFailure
 from remedy.attribution.goodput import Event, JobTimes, PodTime, Progress
@@ -15,6 +16,9 @@ from remedy.attribution.jobs import JobState
 from remedy.attribution.model import PodFailure, Termination, XidSeen
 from remedy.core.errors import ActionFailed, ActionRefused, PermissionDenied
 from remedy.core.models import Finding
+
+# The pods' per-rank step-time lines become reports once Progress reads them (issue 55).
+RANK_REPORTS = RANK_EVENT in {e.value for e in Event}
 
 # What each rank's log ends with: the rank on the faulty GPU, and the ranks left waiting on it.
 CUDA_ERROR = "RuntimeError: CUDA error: an illegal memory access was encountered"
@@ -67,6 +71,17 @@ class SimJobs:
         self.acknowledges = True
         self.checkpoints: list[tuple[str, datetime]] = []
         self.started_at: list[tuple[str, int]] = []  # (job, size) per restart that set one
+        # The fleet under the jobs (adapters/sim/provider.py wires it): its GPUs' UUIDs and
+        # slowness for the ranks' step times, which nodes a new run may use, the spare nodes a
+        # run takes in place of one it may not, and whether ``fits`` is theirs, not a test's.
+        self.pace = Pace()
+        self.placeable: Callable[[str], bool] = lambda node: True
+        self.spares: list[str] = []
+        self.fits_from_fleet = False
+        # Each pod's rank reports printed so far (its periods, its log tail): a line once
+        # printed stays as it was, and a scan reads only the new ones.
+        self._printed: dict[tuple[str, datetime, str], tuple[int, list[Progress]]] = {}
+        self._printing = threading.Lock()
 
     def launch(self, job: JobRef, nodes: list[str]) -> None:
         """A lockstep training job with one rank per node."""
@@ -112,28 +127,62 @@ class SimJobs:
                         action=finding.nvidia_action,
                     )
                 ]
-                for rank, node in enumerate(nodes):
-                    own = node == finding.node
-                    pod = f"{job.name}-{run}-{rank}"
-                    self.failures.append(
-                        GuardedFailure(
-                            job=job,
-                            pod_uid=pod,
-                            job_nodes=nodes,
-                            failure=PodFailure(
-                                job=str(job),
-                                pod=pod,
-                                node=node,
-                                failed_at=finding.observed_at
-                                + (timedelta(0) if own else timedelta(seconds=1)),
-                                termination=Termination(exit_code=1, reason="Error"),
-                                log_tail=CUDA_ERROR if own else NCCL_TIMEOUT.format(rank=rank),
-                                findings=[finding],
-                                xids=xids,
-                            ),
-                        )
-                    )
+                own = PodFailure(
+                    job=str(job),
+                    pod="",
+                    node=finding.node,
+                    failed_at=finding.observed_at,
+                    termination=Termination(exit_code=1, reason="Error"),
+                    log_tail=CUDA_ERROR,
+                    findings=[finding],
+                    xids=xids,
+                )
+                self._ranks_fail(job, nodes, finding.node, run, own)
         return hit
+
+    def evicted(self, node: str) -> list[JobRef]:
+        """A drain evicted ``node``'s pods: a running job whose newest run has a pod there
+        fails, that pod evicted (what a drain's eviction leaves on it), its other ranks stalled
+        in a collective. Called after the drain, outside the fleet's lock."""
+        hit = []
+        with self._lock:
+            now = self._clock()
+            for job in list(self.running):
+                runs = self.runs.get(str(job), [])
+                if self.states.get(str(job)) is not JobState.RUNNING or not runs:
+                    continue
+                if runs[-1].ended_at is not None or node not in runs[-1].nodes:
+                    continue
+                self.states[str(job)] = JobState.FAILED
+                self._end_run(str(job), now)
+                hit.append(job)
+                run = sum(1 for key, _ in self.restarts if key == str(job))
+                eviction = Termination(reason="Evicted", disruption="EvictionByEvictionAPI")
+                own = PodFailure(
+                    job=str(job), pod="", node=node, failed_at=now, termination=eviction
+                )
+                self._ranks_fail(job, runs[-1].nodes, node, run, own)
+        return hit
+
+    def _ranks_fail(
+        self, job: JobRef, nodes: list[str], culprit: str, run: int, own: PodFailure
+    ) -> None:
+        """Every pod of the run fails: the one on ``culprit`` as ``own`` says, the others a
+        second later in the collective it left (under the lock)."""
+        for rank, node in enumerate(nodes):
+            pod = f"{job.name}-{run}-{rank}"
+            failure = own.model_copy(update={"pod": pod, "node": node})
+            if node != culprit:
+                failure = failure.model_copy(
+                    update={
+                        "failed_at": own.failed_at + timedelta(seconds=1),
+                        "termination": Termination(exit_code=1, reason="Error"),
+                        "log_tail": NCCL_TIMEOUT.format(rank=rank),
+                    }
+                )
+            self.failures.append(
+                GuardedFailure(job=job, pod_uid=pod, job_nodes=nodes, failure=failure)
+            )
 
     def restart_job(
         self,
@@ -165,7 +214,8 @@ class SimJobs:
         with self._lock:
             key = str(job)
             size = self.sizes.get(key, len(self.running.get(job, [])))
-            return JobShape(elastic=self.elastic.get(key), size=size, fits=self.fits)
+            fits = len(self._candidates(job)) if self.fits_from_fleet else self.fits
+            return JobShape(elastic=self.elastic.get(key), size=size, fits=fits)
 
     def checkpoint_job(self, job: JobRef, asked_at: datetime) -> bool:
         with self._lock:
@@ -180,27 +230,65 @@ class SimJobs:
             return f"{job} suspended"
 
     def _rerun(self, job: JobRef, size: int | None) -> None:
-        """A restart's new run, on the job's nodes (its first ``size`` of them)."""
+        """A restart's new run, on the job's nodes the scheduler may use, then spares (its
+        first ``size`` of them): a cordoned node is left out, a spare swapped in."""
         runs, now = self.runs.get(str(job)), self._clock()
         if not runs:
             return
         self._end_run(str(job), now)
-        nodes = self.running.get(job, runs[-1].nodes)
-        runs.append(_Run(nodes[:size] if size else nodes, now))
+        nodes = self._candidates(job) or runs[-1].nodes
+        runs.append(_Run(nodes[: size or len(self.running.get(job, nodes))], now))
+
+    def _candidates(self, job: JobRef) -> list[str]:
+        home = self.running.get(job, [])
+        taken = {n for other, nodes in self.running.items() if other != job for n in nodes}
+        spares = [n for n in self.spares if n not in home and n not in taken]
+        return [n for n in [*home, *spares] if self.placeable(n)]
 
     # -- goodput: pod times and the loop's reports ------------------------------------------
     def job_times(self) -> list[JobTimes]:
         with self._lock:
             now = self._clock()
-            return [
-                JobTimes(
-                    job=key, pool="default", pods=[p for r in runs for p in self._pods(key, r, now)]
-                )
-                for key, runs in sorted(self.runs.items())
-            ]
+            runs = {key: list(runs) for key, runs in sorted(self.runs.items())}
+        # Outside the jobs' lock: the ranks' lines read the fleet's, under its own.
+        return [
+            JobTimes(job=key, pool="default", pods=[p for r in rs for p in self._pods(key, r, now)])
+            for key, rs in runs.items()
+        ]
+
+    def skew(self, node: str, seconds: float) -> None:
+        """The job's input on ``node`` comes ``seconds`` a step late (an application cause)."""
+        self.pace.input_skew[node] = seconds
+
+    def _ranks(self, key: str, run: _Run, place: int, node: str, until: datetime) -> list[Progress]:
+        if not RANK_REPORTS:
+            return []
+        pod, pace = (key, run.started_at, node), self.pace
+        with self._printing:
+            done, kept = self._printed.get(pod, (0, []))
+            periods = printed(run.started_at, until, pace)
+            if periods <= done:
+                return kept
+            lines = rank_lines(
+                key,
+                node,
+                place,
+                self.gpus_per_node,
+                run.started_at,
+                until,
+                pace,
+                self.checkpoint_every,
+                after=done,
+            )
+            new = [Progress.model_validate(line) for line in lines]
+            ranks = len(lines) // max(1, min(periods - done, pace.tail))
+            kept = [*kept, *new][-pace.tail * ranks :]
+            self._printed[pod] = (periods, kept)
+            return kept
 
     def _pods(self, key: str, run: _Run, now: datetime) -> list[PodTime]:
-        """One pod per rank; rank 0 reports for all (they move together)."""
+        """One pod per node; rank 0 reports the checkpoints for all (they move together), each
+        pod its own ranks' step times."""
         until = run.ended_at or now
         reports = [Progress(event=Event.RESUMED, at=run.started_at)]
         at, step = run.started_at + self.checkpoint_every, 0
@@ -217,7 +305,10 @@ class SimJobs:
                 started_at=run.started_at,
                 ended_at=run.ended_at,
                 succeeded=run.succeeded,
-                progress=reports if rank == 0 else [],
+                progress=[
+                    *(reports if rank == 0 else []),
+                    *self._ranks(key, run, rank, node, until),
+                ],
             )
             for rank, node in enumerate(run.nodes)
         ]

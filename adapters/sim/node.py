@@ -40,6 +40,7 @@ class ActiveFault:
     gpu: int
     since: datetime
     lasts: timedelta | None  # None: until something fixes it
+    slowdown: float = 0.0  # a slow-node fault's own (its spec's unless inject gave one)
 
     def cleared_by(self, action: Action) -> bool:
         return action in FAULTS[self.kind].fixed_by
@@ -241,6 +242,20 @@ class SimNode:
             for f in self.faults
             if FAULTS[f.kind].effect is effect and not f.expired(now)
         }
+
+    def slowdown(self, gpu: int, at: datetime, *, load_test: bool = False) -> float:
+        """How much slower GPU ``gpu``'s rank computes at ``at`` (0.2: 20 %), from the slow-node
+        faults on it then; ``load_test``: only what a load test on the GPU would see."""
+        seen = {Effect.SLOW} if load_test else {Effect.SLOW, Effect.SLOW_HOST}
+        slowest = 0.0
+        for f in self.faults:
+            spec = FAULTS[f.kind]
+            slow = spec.slow
+            if slow is None or spec.effect not in seen or f.expired(at):
+                continue
+            if (slow.whole_node or f.gpu == gpu) and slow.on(f.since, at):
+                slowest = max(slowest, f.slowdown)
+        return slowest
 
     def effects(self, gpu: int) -> set[Effect]:
         now = self.clock()

@@ -12,6 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from adapters.sim.fleet import SimFleet
 from adapters.sim.jobs import SimJobs
+from adapters.sim.ranks import Pace
 
 
 def _utcnow() -> datetime:
@@ -48,7 +49,11 @@ def sim_fleet(settings: SimSettings, clock: Callable[[], datetime] = _utcnow) ->
 
 
 def sim_jobs(settings: SimSettings, fleet: SimFleet) -> SimJobs:
-    """The fleet's guarded jobs, none launched yet; its pool's size in GPUs."""
-    jobs = SimJobs()
+    """The fleet's guarded jobs, none launched yet; its pool's size in GPUs; their ranks' pace
+    and placement from the fleet (a slow node slows its ranks, a cordoned one gets no pod)."""
+    jobs = SimJobs(clock=fleet.clock)  # the fleet's: a rehearsal's moves with its server
     jobs.pool, jobs.pools = settings.pool, {settings.pool: len(fleet.nodes) * jobs.gpus_per_node}
+    jobs.pace = Pace(uuids=fleet.gpu_uuids, slowdown=fleet.rank_slowdown)
+    jobs.placeable = fleet.placeable
+    fleet.drained.append(jobs.evicted)
     return jobs

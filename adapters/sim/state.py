@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import threading
 import zlib
+from collections import deque
 from collections.abc import Callable
 from datetime import UTC, datetime
 
@@ -15,6 +16,7 @@ from adapters.sim.identity import agent_signing_key
 from adapters.sim.node import SimGpu, SimNode, SimPod
 from remedy.core.errors import NodeGone, RemedyError, TransientError
 from remedy.core.once import LedgerEntry
+from remedy.detection.probe.load import LoadReport
 from remedy.disruption.quarantine import BreakerState
 from remedy.trust.identity import AGENT_KEY_ANNOTATION
 from remedy.trust.signing import public_blob
@@ -77,6 +79,11 @@ class SimState:
         self.alerts: list[tuple[str, str, str]] = []  # (node, reason, message) of each alert
         self.breakers: dict[str, BreakerState] = {}  # pool → its breaker as its budget published
         self.fabric = SimFabricJobs(gpus=gpus_per_node)  # what the fabric tests print
+        # The load tests run, newest last (node, at, report): what a demo tells of a proof.
+        # Called with the node after a drain evicted its pods, outside the lock (the guarded
+        # jobs' pods on it fail: adapters/sim/provider.py wires SimJobs.evicted).
+        self.drained: list[Callable[[str], object]] = []
+        self.load_tests: deque[tuple[str, datetime, LoadReport]] = deque(maxlen=256)
 
     def node(self, name: str) -> SimNode:
         try:

@@ -52,6 +52,16 @@ def demo(
         ),
     ] = None,
     seed: Annotated[int, typer.Option(help="Seed of the fault injector.")] = 1,
+    slow_node: Annotated[
+        float,
+        typer.Option(
+            min=0.0,
+            max=0.5,
+            help="The first guarded job runs elastic with one node this much slower (0.25: "
+            "25 %) and nothing else showing it: its guard must find the node, prove it and "
+            "go on without it. 0: no slow node.",
+        ),
+    ] = 0.25,
     address: Annotated[
         str | None,
         typer.Option(
@@ -87,6 +97,7 @@ def demo(
         speedup=speedup,
         duration_s=duration,
         seed=seed,
+        slow_node=slow_node or None,
         runbooks=runbooks,
         shared_runbooks=shared_runbooks or EXAMPLE_RUNBOOKS,
         # Wall time, like the demo's: a busy node waits a lease half a minute, not half an hour.
