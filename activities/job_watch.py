@@ -175,7 +175,7 @@ class JobWatchActivities:
             gpus = await asyncio.to_thread(self._jobs.pool_gpus)
         now = self._clock()
         measured = measure(times, gpus, now)
-        reports = {r.job: r for r in judge_jobs(times, now)}
+        reports = {r.job: r for r in judge_jobs(times, now, watch.policy.suspicions.stragglers)}
         handed: dict[str, JobGoodput] = {}
         for job in measured.jobs:
             report = reports.get(job.goodput.job)

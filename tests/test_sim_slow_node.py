@@ -12,13 +12,13 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from adapters.sim.faults import FAULTS
-from adapters.sim.jobs import RANK_REPORTS
 from adapters.sim.ranks import COMPUTE_S, DATA_S, TAIL, rank_lines
 from remedy.attribution.guard import JobRef
 from remedy.core.models import Action
 from remedy.detection.probe.diagnose import deep_diagnose
 from remedy.detection.probe.load import LOAD_CHECK, LoadReason
 from remedy.detection.stragglers.models import SLOW_NODE, STRAGGLERS
+from remedy.scan import job_symptoms
 from workers.providers.sim import SimProvider, SimSettings
 
 T0 = datetime(2026, 3, 1, tzinfo=UTC)
@@ -187,7 +187,6 @@ def test_a_restart_leaves_a_cordoned_node_out_and_takes_a_spare() -> None:
     assert jobs.runs[str(JOB)][-1].nodes == [nodes[0], nodes[2], nodes[3], nodes[6]]
 
 
-@pytest.mark.skipif(not RANK_REPORTS, reason="Progress reads rank reports (issue 55, helper D)")
 def test_job_times_carries_each_pods_rank_reports() -> None:
     provider, clock = _sim(nodes=66)
     nodes = sorted(provider.fleet.nodes)[:64]
@@ -208,10 +207,8 @@ def test_job_times_carries_each_pods_rank_reports() -> None:
     assert min(compute[: -2 * 8]) > 1.15 * COMPUTE_S > max(compute[-2 * 8 :])
 
 
-@pytest.mark.skipif(not RANK_REPORTS, reason="Progress reads rank reports (issue 55, helper D)")
 def test_the_detector_names_the_slow_node_from_the_sims_job_times() -> None:
     """End to end below the guard: the sim's pods' lines, placed and judged as the scan does."""
-    job_symptoms = pytest.importorskip("remedy.scan.job_symptoms")
     provider, clock = _sim(nodes=12)
     nodes = sorted(provider.fleet.nodes)
     provider.jobs.launch(JOB, nodes[:8])

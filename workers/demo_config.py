@@ -136,10 +136,23 @@ def spare_nodes(config: DemoConfig, fleet: SimFleet) -> list[str]:
 def guard_policy(config: DemoConfig) -> GuardPolicy:
     """The default job guard with its clocks sped up like the runbooks'."""
     default = GuardPolicy()
+    fast = config.speedup
+    suspicions, stragglers = default.suspicions, default.suspicions.stragglers
     return GuardPolicy(
-        gather=default.gather / config.speedup,
-        backoff_initial=default.backoff_initial / config.speedup,
-        backoff_max=default.backoff_max / config.speedup,
+        gather=default.gather / fast,
+        backoff_initial=default.backoff_initial / fast,
+        backoff_max=default.backoff_max / fast,
+        suspicions=suspicions.model_copy(
+            update={
+                "expire_after": suspicions.expire_after / fast,
+                "quiet": suspicions.quiet / fast,
+                "ladder_poll": suspicions.ladder_poll / fast,
+                # The sim's ranks print a line a minute of demo time: buckets as fast.
+                "stragglers": stragglers.model_copy(
+                    update={"bucket": stragglers.bucket / fast, "window": stragglers.window / fast}
+                ),
+            }
+        ),
     )
 
 

@@ -7,7 +7,7 @@ import threading
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
-from adapters.sim.ranks import RANK_EVENT, Pace, printed, rank_lines
+from adapters.sim.ranks import Pace, printed, rank_lines
 from remedy.attribution.elastic import ElasticRange, JobShape
 from remedy.attribution.evidence import GuardedFailure
 from remedy.attribution.goodput import Event, JobTimes, PodTime, Progress
@@ -16,9 +16,6 @@ from remedy.attribution.jobs import JobState
 from remedy.attribution.model import PodFailure, Termination, XidSeen
 from remedy.core.errors import ActionFailed, ActionRefused, PermissionDenied
 from remedy.core.models import Finding
-
-# The pods' per-rank step-time lines become reports once Progress reads them (issue 55).
-RANK_REPORTS = RANK_EVENT in {e.value for e in Event}
 
 # What each rank's log ends with: the rank on the faulty GPU, and the ranks left waiting on it.
 CUDA_ERROR = "RuntimeError: CUDA error: an illegal memory access was encountered"
@@ -261,8 +258,6 @@ class SimJobs:
         self.pace.input_skew[node] = seconds
 
     def _ranks(self, key: str, run: _Run, place: int, node: str, until: datetime) -> list[Progress]:
-        if not RANK_REPORTS:
-            return []
         pod, pace = (key, run.started_at, node), self.pace
         with self._printing:
             done, kept = self._printed.get(pod, (0, []))

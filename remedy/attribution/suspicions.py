@@ -15,7 +15,7 @@ from enum import StrEnum
 
 from pydantic import BaseModel
 
-from remedy.detection.stragglers.models import NodeSuspicion, StragglerReport
+from remedy.detection.stragglers.models import NodeSuspicion, StragglerPolicy, StragglerReport
 
 KEPT = 50  # ended suspicions kept in the ledger (the newest): the guard's history stays small
 
@@ -40,6 +40,8 @@ class SuspicionPolicy(BaseModel):
     quiet: timedelta = timedelta(hours=1)
     # How often the guard asks the node's ladder how the proof goes.
     ladder_poll: timedelta = timedelta(minutes=1)
+    # How the scan's detector judges the job's step times (handed to it with the guard's policy).
+    stragglers: StragglerPolicy = StragglerPolicy()
 
 
 class Suspicion(BaseModel):
