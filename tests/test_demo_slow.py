@@ -109,6 +109,19 @@ def test_a_job_restarted_once_the_node_is_mended_is_told_so() -> None:
     jobs.restart_job(slow.job, 1, "evicted", size=4)
     said = demo_slow.look(provider, slow)
     assert said[-2:] == [
-        "  job    ml/llm-pretrain-0: goes on with gpu-node-002 back, mended by its ladder first",
         "  slow   gpu-node-002: fast again after its fault cleared",
+        "  job    ml/llm-pretrain-0: goes on with gpu-node-002 back, mended",
     ]
+
+
+def test_a_restart_that_still_holds_the_slow_node_is_not_told_as_going_on() -> None:
+    """Another node's failure may restart the job after the proof and before the slow node's
+    cordon: the job is not yet rid of it, so the demo waits for the run without it."""
+    _, slow, provider = _demo()
+    fleet, jobs = provider.fleet, provider.jobs
+    demo_slow.inject(fleet, jobs, slow)
+    fleet.host(slow.name).load_test([])
+    jobs.restart_job(slow.job, 1, "another node's Xid", size=4)
+    said = demo_slow.look(provider, slow)
+    assert not [line for line in said if "goes on" in line]
+    assert not slow.left

@@ -132,7 +132,8 @@ async def _run(
                     watching.append(asyncio.create_task(demo_shared.watch(fleet, shared, echo)))
                 if slow is not None:  # no agent reports it: its job's guard finds it
                     echo(demo_slow.inject(fleet, jobs, slow))
-                    watching.append(asyncio.create_task(demo_slow.watch(provider, slow, echo)))
+                    told = demo_slow.watch(client, provider, slow, echo)
+                    watching.append(asyncio.create_task(told))
                 # Random faults pass the shared and the slow node by: each tells its own story.
                 spared = [n.name for n in (shared, slow) if n is not None]
                 await _inject_until_done(

@@ -16,7 +16,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import datetime
 
+from temporalio.client import Client
+from temporalio.service import RPCError
+
 from adapters.sim.ranks import EVERY
+from contract.messages import JOB_LEDGER
+from contract.names import job_guard_workflow_id
 from remedy.attribution.elastic import ElasticRange
 from remedy.attribution.guard import JobRef
 from remedy.core.models import Finding
@@ -47,6 +52,7 @@ class SlowNode:
     left: bool = False  # the job went on: a run started after its proof (without it, or mended)
     fast: bool = False  # its fault cleared
     runs: int = 0  # the job's runs when the fault came
+    named: bool = False  # the job's guard holds a suspicion of it
 
 
 def slow_node(config: DemoConfig, provider: SimProvider) -> SlowNode | None:
@@ -102,13 +108,32 @@ def unreported(finding: Finding, provider: SimProvider) -> str | None:
     return f"{TAG}{finding.node}: {fault.kind}, {fault.slowdown:.0%} slower, nothing else; {where}"
 
 
-async def watch(provider: SimProvider, node: SlowNode, echo: Callable[[str], None]) -> None:
+async def watch(
+    client: Client, provider: SimProvider, node: SlowNode, echo: Callable[[str], None]
+) -> None:
     """Say what happens to the node and its job; ends once the job goes on without it and the
     node is fast again."""
     while not (node.left and node.fast):
+        if not node.named:
+            for line in await named(client, node):
+                echo(line)
         for line in look(provider, node):
             echo(line)
         await asyncio.sleep(WATCH_EVERY_S)
+
+
+async def named(client: Client, node: SlowNode) -> list[str]:
+    """The guard's suspicion of the node, once its ledger holds one (the detector's evidence)."""
+    handle = client.get_workflow_handle(job_guard_workflow_id(node.job.namespace, node.job.name))
+    try:
+        ledger = await JOB_LEDGER.ask(handle)
+    except RPCError:  # no guard yet, or busy: the next look asks again
+        return []
+    found = [s for s in ledger.suspicions if s.node == node.name]
+    if not found:
+        return []
+    node.named = True
+    return [f"{TAG}{node.name}: {node.job}'s guard names it: {found[0].evidence}"]
 
 
 def look(provider: SimProvider, node: SlowNode) -> list[str]:
@@ -134,17 +159,21 @@ def look(provider: SimProvider, node: SlowNode) -> list[str]:
     node.cordoned |= cordoned
     runs = jobs.runs[str(node.job)]
     run = runs[-1]
-    if not node.left and node.proofs and len(runs) > node.runs and run.ended_at is None:
-        node.left = True  # the job restarted after the proof
-        swapped = [n for n in run.nodes if n in node.spares]
-        how = f"{', '.join(swapped)} swapped in" if swapped else f"shrunk to {len(run.nodes)}"
-        lines.append(
-            f"  job    {node.job}: goes on without {node.name} on {len(run.nodes)} nodes ({how})"
-            if node.name not in run.nodes
-            else f"  job    {node.job}: goes on with {node.name} back, mended by its ladder first"
-        )
     if node.injected_at is not None and not node.fast and FAULT not in faults:
         node.fast = True
         done = [a for n, a in fleet.actions[node.actions_before :] if n == node.name]
         lines.append(f"{TAG}{node.name}: fast again after {', '.join(done) or 'its fault cleared'}")
+    # The job's first run after the proof without the node (a restart for another failure
+    # before the node's cordon may still hold it: the drain's eviction restarts it again).
+    if not node.left and node.proofs and len(runs) > node.runs and run.ended_at is None:
+        if node.name not in run.nodes:
+            node.left = True
+            swapped = [n for n in run.nodes if n in node.spares]
+            how = f"{', '.join(swapped)} swapped in" if swapped else f"shrunk to {len(run.nodes)}"
+            size = len(run.nodes)
+            without = f"goes on without {node.name} on {size} nodes ({how})"
+            lines.append(f"  job    {node.job}: {without}")
+        elif node.fast:
+            node.left = True
+            lines.append(f"  job    {node.job}: goes on with {node.name} back, mended")
     return lines
