@@ -31,8 +31,11 @@ MOST_LIVE = 10
 # A ladder's first task ends before its first rung (workflows.operator_keys ``heard``): added
 # on 0.13.0's build id, whose running ladders replay it (tests/test_replay.py).
 HEARD_BEFORE_FIRST_RUNG = "heard-before-first-rung"
+# A ladder held by the breaker ends on a clean re-probe only when the probe can see its fault
+# (workflows.quarantine_gate): added on 0.13.0's build id too.
+REPROBE_SEES_THE_FAULT = "reprobe-sees-the-fault"
 # id -> the release that removes it (its deprecation is the release before).
-LIVE: dict[str, str] = {HEARD_BEFORE_FIRST_RUNG: "0.15.0"}
+LIVE: dict[str, str] = {HEARD_BEFORE_FIRST_RUNG: "0.15.0", REPROBE_SEES_THE_FAULT: "0.15.0"}
 
 
 def patched(change: str) -> bool:

@@ -234,6 +234,23 @@ async def test_a_held_ladder_whose_node_probes_clean_ends_and_stops_counting(
     assert budget.asking == [] and third not in budget.unhealthy and not budget.tripped
 
 
+async def test_a_held_ladder_for_a_fault_only_load_shows_is_not_cleared_by_a_clean_probe(
+    time_env: WorkflowEnvironment,
+) -> None:
+    """A GPU that fails only under load probes clean while it is still faulty: the breaker's
+    re-probe cannot see it, so the hold goes on (before, the ladder ended 'cleared': a false
+    recovery, the node back in service with its fault; the demo's proven slow node did so)."""
+    fleet = SimFleet(nodes=10, pool=f"pool-{uuid.uuid4().hex[:8]}")
+    third = sorted(fleet.nodes)[2]
+    async with running_workers(time_env.client, fleet, policy=POLICY) as queues:
+        handles = await _trip(time_env, queues, fleet, last="silent_under_load")
+        await time_env.sleep(timedelta(minutes=6))  # past its next re-probe time
+        held = await state_of(handles[2])
+    assert held.trigger is not None and held.trigger.check == "load"
+    assert held.outcome is None and held.phase is Phase.HELD_BY_BREAKER
+    assert (third, "cordon") not in fleet.actions  # still held, not let go either
+
+
 async def test_nodes_out_of_scheduling_count_toward_the_share_the_breaker_limits(
     time_env: WorkflowEnvironment,
 ) -> None:

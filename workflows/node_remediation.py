@@ -113,6 +113,7 @@ class NodeRemediation(
         state = self._state
         self._keys.door = True  # decisions wait until the keys are in
         self._keys.decide_heard()
+        self._gate.decide()
         self._keys.start(later=True)  # the keyring loads when first needed
         self._at_once = True
         # once stopped: only giving back; an abort being judged is heard before any step

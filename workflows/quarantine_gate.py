@@ -21,6 +21,7 @@ from temporalio.exceptions import ActivityError
 
 from contract.activities import ASK_TO_CORDON
 from contract.messages import CORDON_LEAVE, LEASE_RELEASE
+from contract.patches import REPROBE_SEES_THE_FAULT, patched
 from contract.unreadable import Unreadable
 from workflows.common import RIDE_OUT, LadderStop
 from workflows.disruption_lease import unhealthy
@@ -33,6 +34,7 @@ with workflow.unsafe.imports_passed_through():
     from remedy.disruption.budget_messages import ASK_AGAIN_EVERY
     from remedy.disruption.quarantine import CordonAsked, CordonLeave, reprobe_every
     from remedy.ladder.remediation import Outcome, Phase, RemediationState
+    from remedy.ladder.verification import VerifyBy, verify_by
 
 ASK_CALL = timedelta(seconds=30)
 
@@ -49,6 +51,22 @@ class QuarantineGate:
         probe: Callable[[], Awaitable[ProbeReport]],
     ) -> None:
         self._state, self._view, self._probe = state, view, probe
+        self._only_what_it_sees = False  # decide(): the patch, asked at the run's start
+
+    def decide(self) -> None:
+        """Ask the patch at the run's start (before any local activity, as operator_keys'):
+        before it, a clean re-probe ended a held ladder whatever its fault was."""
+        self._only_what_it_sees = patched(REPROBE_SEES_THE_FAULT)
+
+    def _reprobe_sees(self) -> bool:
+        """A re-probe can tell the fault is gone. A fault only the deep diagnose shows (a slow
+        or failing GPU under load) is invisible to it: a clean probe of such a node is not a
+        recovery, and the breaker's hold goes on. (An Xid's ladder still ends on a clean probe,
+        as before: the Xid again is a new report, and a new ladder.)"""
+        trigger = self._state.trigger
+        if not self._only_what_it_sees or trigger is None:
+            return True
+        return verify_by(trigger) is not VerifyBy.DIAGNOSE
 
     async def cordon_first(self, cordon: Cordon, reason: str, at: datetime) -> None:
         """The ladder's first cordon, before anything that can wait: it reads the published
@@ -109,7 +127,7 @@ class QuarantineGate:
                     timeout_summary="leave to cordon (the quarantine breaker is tripped)",
                 )
             except TimeoutError:
-                if recheck and (await self._probe()).healthy:
+                if recheck and self._reprobe_sees() and (await self._probe()).healthy:
                     raise LadderStop(
                         Outcome.CLEARED, "clean re-probe while the breaker held the cordon"
                     ) from None
