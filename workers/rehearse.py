@@ -44,11 +44,12 @@ QUIET = Runtime(
 WALKS_THE_WHOLE_LADDER = "remap_failure"  # only a replacement fixes it
 QUEUE, AGENTS = "rehearsal", "rehearsal-agents"
 WALL_LIMIT_S = 120.0
-# Each check's timeout, in wall time. A hung GPU holds every probe to it (gpu_hang's five
-# rechecks: about 5 s), so it is short; but a stall of this process is not a hung GPU: at
-# 0.2 s, a busy test run's pause (a garbage collection holding the GIL) timed out a check and
-# escalated a reset that had worked. Five times that is a margin no such pause came near.
-CHECK_TIMEOUT_S = 1.0
+# Each check's timeout, in wall time: the probe's own default. A hung GPU holds every probe to
+# it (gpu_hang's five rechecks: about 25 s), but a stall of this process is not a hung GPU: at
+# 0.2 s a busy test run's pause (a garbage collection holding the GIL) timed out a check and
+# escalated a reset that had worked, and at 1 s `make test-stress` (every core busy) timed out
+# the slow-node proof's checks, which sent its ladder to another runbook.
+CHECK_TIMEOUT_S = 5.0
 
 
 class RehearsalStuck(Exception):
@@ -97,14 +98,24 @@ def finding_for(runbook: Runbook, physical: Finding | None, node: str, now: date
     )
 
 
+def known_beside(runbook: Runbook, others: RunbookSet | None) -> RunbookSet:
+    """The controller's runbooks in a rehearsal: the one rehearsed, and for a proving one
+    (``proves``) the others too, which the proof hands the ladder to."""
+    beside = [r for r in others or [] if r.name != runbook.name] if runbook.proves else []
+    return RunbookSet([runbook, *beside])
+
+
 async def rehearse(
     runbook: Runbook,
     fault: str | None = None,
     approve: bool = True,
     gpu: int = 0,
     present: bool = True,
+    others: RunbookSet | None = None,
 ) -> Rehearsal:
-    """``present=False``: the fault is reported but gone before the first re-probe."""
+    """``present=False``: the fault is reported but gone before the first re-probe.
+    ``others``: the runbooks beside it, for a runbook whose first rung proves a suspicion: the
+    fault the proof finds climbs its own runbook (a runbook alone is rehearsed alone)."""
     fault = fault or fault_for(runbook)
     if fault != NO_FAULT and fault not in FAULTS:
         raise KeyError(f"unknown fault {fault!r}; known: {NO_FAULT}, {', '.join(FAULTS)}")
@@ -151,7 +162,7 @@ async def rehearse(
                     executor,
                     QUEUE,
                     policy,
-                    RunbookSet([runbook]),
+                    known_beside(runbook, others),
                     door=DoorSettings(agents_queue=AGENTS),
                 ),
                 node_agent_worker(env.client, fleet.host, executor, AGENTS),

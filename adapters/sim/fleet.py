@@ -32,7 +32,7 @@ class SimFleet(SimState):
         seed: int = 0,
         speedup: float = 1.0,
         name_prefix: str = "gpu-node",
-        check_timeout_s: float = 2.0,
+        check_timeout_s: float = 5.0,
     ) -> None:
         super().__init__(gpus_per_node, clock, speedup, check_timeout_s)
         self._rng = random.Random(seed)

@@ -61,7 +61,7 @@ class SimState:
         gpus_per_node: int = 8,
         clock: Callable[[], datetime] = utcnow,
         speedup: float = 1.0,
-        check_timeout_s: float = 2.0,
+        check_timeout_s: float = 5.0,
     ) -> None:
         self.check_timeout_s = check_timeout_s
         self.clock = clock

@@ -12,7 +12,7 @@ from remedy.runbook import RunbookError
 from remedy.runbook.advice import disagreements
 from remedy.runbook.loader import load_runbook_sources
 from remedy.xid import load_catalog
-from workers.cli.common import runbook_or_exit
+from workers.cli.common import runbook_or_exit, runbooks_or_exit
 from workers.cli.exits import BAD_INPUT
 from workers.flags.options import DEFAULT_RUNBOOKS, JsonOption, RunbooksOption
 from workers.providers.sim import FAULTS
@@ -95,8 +95,9 @@ def rehearse(
     from workers.rehearse import rehearse as run_rehearsal
 
     chosen = runbook_or_exit(runbooks, name)
+    others = runbooks_or_exit(runbooks) if chosen.proves else None
     try:
-        done = asyncio.run(run_rehearsal(chosen, fault, approve=approve, gpu=gpu))
+        done = asyncio.run(run_rehearsal(chosen, fault, approve=approve, gpu=gpu, others=others))
     except KeyError as exc:
         typer.echo(f"error: --fault: {exc.args[0]}", err=True)
         raise typer.Exit(BAD_INPUT) from None
