@@ -23,7 +23,7 @@ from adapters.sim.cluster import REMEDY_CORDON
 from chaos.stage import Stage
 from contract.messages import LEASE_RELEASE, REMEDIATION_STATE
 from contract.names import NODE_REMEDIATION_WORKFLOW, remediation_workflow_id
-from contract.search_attributes import OUTCOME
+from contract.search_attributes import OUTCOME, PHASE, PHASE_SINCE, RUNG
 from remedy.ladder.remediation import Outcome, RemediationResult, RemediationState
 
 LEFT_TO_A_PERSON = {Outcome.NEEDS_HUMAN.value, Outcome.ABORTED.value}
@@ -54,6 +54,8 @@ class Row:
     events: Counter[str] = field(default_factory=Counter)
     notes: list[str] = field(default_factory=list)
     wall_s: float = 0.0
+    # Where each stuck ladder stood (its phase, rung, since when): what a failure says first.
+    stuck_at: list[str] = field(default_factory=list)
 
     @property
     def extra_ladders(self) -> int:
@@ -72,6 +74,18 @@ async def ladders(client: Client, prefix: str) -> list[WorkflowExecution]:
     return found
 
 
+def stood(run: WorkflowExecution) -> str:
+    """A running ladder's phase, rung and since when, from its search attributes."""
+    found = run.typed_search_attributes
+    since = found.get(PHASE_SINCE)
+    return (
+        f"{run.id}: {found.get(PHASE) or '?'} at rung {found.get(RUNG) or '-'}"
+        f" since {since:%H:%M:%S}"
+        if since
+        else f"{run.id}: {found.get(PHASE) or '?'}"
+    )
+
+
 async def measure(st: Stage, title: str, faults: int) -> Row:
     runs = await ladders(st.client, st.ladder_prefix)
     fleet = st.store.read().fleet
@@ -83,6 +97,7 @@ async def measure(st: Stage, title: str, faults: int) -> Row:
         doubled=fleet.doubled(),
         lost=[f"{w.id}/{w.run_id} {w.status.name}" for w in runs if w.status in LOST],
         stuck=[f"{w.id}/{w.run_id}" for w in runs if w.status is WorkflowExecutionStatus.RUNNING],
+        stuck_at=[stood(w) for w in runs if w.status is WorkflowExecutionStatus.RUNNING],
         orphaned=[],
         stale=await _stale(st.client, runs),
         peak=await _peak(st.client, runs),

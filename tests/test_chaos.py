@@ -56,7 +56,7 @@ def assert_kept(row: Row) -> None:
     assert row.faults == SHORT.ladders and row.ladders == row.faults, where  # none from stale
     assert row.doubled == [], where
     assert row.lost == [], where
-    assert row.stuck == [], where
+    assert row.stuck == [], f"{where}: {'; '.join(row.stuck_at)}"
     assert row.orphaned == [], where
     assert row.stale == [], where
     assert 0 < row.peak <= row.cap, where
