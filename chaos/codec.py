@@ -26,8 +26,10 @@ NOT_STORED = frozenset(
 )
 # SimFleet's attributes that each process makes for itself: the wall clock, its own lock (the
 # file's lock is the one that counts), the random source of inject_random (the harness picks
-# faults with its own), and the gates a test holds an action at (threads of one process).
-FLEET_NOT_STORED = frozenset({"clock", "lock", "_rng", "holds"})
+# faults with its own), the gates a test holds an action at (threads of one process), the
+# callbacks a drain tells (the sim's jobs, wired in-process) and the record of load tests the
+# demo tells its slow node's story from (this process's, none of the chaos run's promises).
+FLEET_NOT_STORED = frozenset({"clock", "lock", "_rng", "holds", "drained", "load_tests"})
 
 _HINTS = typing.get_type_hints(SimNode)
 _NODE_FIELDS: dict[str, TypeAdapter[Any]] = {
