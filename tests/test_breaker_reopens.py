@@ -117,6 +117,16 @@ def _asks(*nodes: str) -> list[CordonAsk]:
     return [CordonAsk(holder=f"h/{n}", node=n, pool="a", renewed_at=T0) for n in nodes]
 
 
+def test_the_reopening_note_counts_an_admitted_ladders_renewed_ask_as_admitted_only() -> None:
+    """make test-stress saw "1 admitted, 3 held" for two held: the admitted ladder's renewed
+    ask, which crossed its leave, was counted held too."""
+    state = BudgetState(pool="a", pool_size=20, policy=POLICY, asking=_asks(*"abc"))
+    slow_start.begin(state)
+    [leave] = slow_start.leave_now(state, T0)
+    state.asking = [*state.asking, leave]  # its renewed ask, sent before the leave arrived
+    assert slow_start.note(state) == "reopening: 1 cordon at a time (1 admitted, 2 held)"
+
+
 def test_a_slow_start_admits_one_then_two_then_four_as_each_proves_real() -> None:
     state = BudgetState(pool="a", pool_size=20, policy=POLICY, asking=_asks(*"abcdefgh"))
     slow_start.begin(state)

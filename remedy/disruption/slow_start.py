@@ -76,7 +76,11 @@ def note(state: BudgetState) -> str:
     """``reopening: 2 cordons at a time (1 admitted, 3 held)``; empty without a slow start."""
     if not state.slow_start:
         return ""
+    # An admitted ladder may be asking again for a moment (its renewed ask crossed the leave):
+    # held are the others.
+    admitted = {a.holder for a in state.admitted}
+    held = [a for a in state.asking if a.holder not in admitted]
     return (
         f"reopening: {state.slow_start} cordon{'s' if state.slow_start != 1 else ''} at a "
-        f"time ({len(state.admitted)} admitted, {len(state.asking)} held)"
+        f"time ({len(state.admitted)} admitted, {len(held)} held)"
     )
