@@ -238,6 +238,24 @@ async def test_a_passing_diagnose_ends_unproven_and_the_node_is_left_alone(
     assert len(jobs.checkpoints) == 1  # asked once, for the one proof
 
 
+async def test_a_proof_whose_checks_could_not_run_proves_nothing(
+    time_env: WorkflowEnvironment, fleet: SimFleet
+) -> None:
+    """NVML cannot load on the suspect: the diagnose's checks could not run (fail closed:
+    unhealthy), which is no proof of slowness. Before, that finding 'proved' the suspicion and
+    its runbook cordoned the node; now the ladder ends needs_human, the node uncordoned."""
+    node = sorted(fleet.nodes)[2]
+    fleet.break_nvml(node, "missing")
+    async with guarded(time_env, fleet, GuardPolicy()) as (handle, job, _):
+        await progress(time_env, handle, job, pool_of(fleet), suspects=(node,))
+        await time_env.sleep(timedelta(minutes=5))
+        result = await ladder_of(time_env, node)
+    assert result.outcome is Outcome.NEEDS_HUMAN
+    assert "could not judge" in result.outcome_detail
+    assert [e.kind for e in result.escalations] == []
+    assert not fleet.node(node).unschedulable
+
+
 async def test_the_application_s_node_gets_no_ladder_and_a_waiting_suspect_expires(
     time_env: WorkflowEnvironment, fleet: SimFleet
 ) -> None:

@@ -27,6 +27,13 @@ with workflow.unsafe.imports_passed_through():
     from remedy.core.models import Finding
     from remedy.core.numbering import first_number
     from remedy.detection import vocabulary
+    from remedy.detection.probe.load import LoadReason
+    from remedy.detection.probe.runner import (
+        CHECK_FAILED,
+        NVML_UNAVAILABLE,
+        TIMED_OUT,
+        UNAVAILABLE,
+    )
     from remedy.ladder.remediation import (
         Escalation,
         FindingReport,
@@ -41,6 +48,12 @@ with workflow.unsafe.imports_passed_through():
 
 MATCH_CALL = timedelta(seconds=30)
 MAX_CHANGES = 8  # runbook changes in one ladder before it holds the node for a person
+
+
+# The findings of a check that could not run (fail closed: unhealthy), which prove nothing.
+COULD_NOT_JUDGE = frozenset(
+    {TIMED_OUT, CHECK_FAILED, UNAVAILABLE, NVML_UNAVAILABLE, LoadReason.COULD_NOT_RUN.value}
+)
 
 
 class RunbookChanges:
@@ -98,8 +111,10 @@ class RunbookChanges:
         """After a proving rung (runbook ``proves``) that did not pass: the first fault it
         found, with its runbook, drives the ladder from now on (the suspicion is proven; the
         cordon comes with that runbook). False: it found nothing with a runbook (a diagnose
-        that could not run): the ladder goes on, and past its rungs a person looks."""
-        for finding in found:
+        that could not run): the ladder goes on, and past its rungs a person looks. A check
+        that could not run is no proof of slowness: its finding never proves (the node then
+        ends needs_human, its suspect still uncordoned)."""
+        for finding in (f for f in found if f.reason not in COULD_NOT_JUDGE):
             runbook = await self._runbook_for(finding)
             if runbook is not None and not runbook.proves:
                 await self._switch(FindingReport(finding=finding, runbook=runbook), "proven")
