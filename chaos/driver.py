@@ -10,7 +10,7 @@ import logging
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from temporalio.client import WorkflowExecutionStatus
+from temporalio.client import WorkflowExecutionDescription, WorkflowExecutionStatus
 from temporalio.service import RPCError
 
 from adapters.sim.cluster import REMEDY_CORDON
@@ -27,7 +27,28 @@ from workers.client import report_finding
 
 log = logging.getLogger(__name__)
 TICK_S = 0.5
+# A busy, killed-again-and-again run climbs slowly; one whose ladders move but none ends in
+# this many stall periods goes round in circles.
+STALL_BOUND = 3
 BY = "chaos harness"
+
+
+class Stall:
+    """Ladders stall when none started, ended or moved (phase or rung) for ``stall_s``, or
+    none started or ended for ``STALL_BOUND`` times that: a busy run whose controller is
+    killed again and again climbs slowly, but it climbs."""
+
+    def __init__(self, stall_s: float, now: float) -> None:
+        self.stall_s = stall_s
+        self.moved = self.turned = now
+        self.seen: tuple[int, int, int] = (0, 0, 0)
+
+    def stalled(self, started: int, busy: int, moves: int, now: float) -> bool:
+        if (started, busy, moves) != self.seen:
+            if (started, busy) != self.seen[:2]:
+                self.turned = now
+            self.moved, self.seen = now, (started, busy, moves)
+        return now - self.moved > self.stall_s or now - self.turned > STALL_BOUND * self.stall_s
 
 
 @dataclass
@@ -45,18 +66,19 @@ class Driver:
         self.busy: dict[str, Injected] = {}
         self.approved: set[tuple[str, str]] = set()  # (run id, rung)
         self.handed_back = 0  # nodes a person took back after needs_human
+        # Where each busy ladder stood when last seen (run id, phase, rung), and how many times
+        # one of them moved: a ladder that climbs is not stuck, however long it takes.
+        self.stood: dict[str, tuple[str, str, str]] = {}
+        self.moves = 0
 
     async def run(self, total: int, in_flight: int, stall_s: float) -> bool:
         """Inject ``total`` faults, ``in_flight`` ladders at most at once, until every ladder
-        ended; False when none ended or started for ``stall_s`` (some are stuck)."""
+        ended; False when they stall (``Stall``: some are stuck, or go round)."""
         loop = asyncio.get_running_loop()
-        progress, seen = loop.time(), (0, 0)
+        stall = Stall(stall_s, loop.time())
         while len(self.injected) < total or self.busy:
             await self.tick(total, in_flight)
-            now = (len(self.injected), len(self.busy))
-            if now != seen:
-                progress, seen = loop.time(), now
-            elif loop.time() - progress > stall_s:
+            if stall.stalled(len(self.injected), len(self.busy), self.moves, loop.time()):
                 return False
             await asyncio.sleep(TICK_S)
         return True
@@ -119,13 +141,22 @@ class Driver:
             handle = self.st.client.get_workflow_handle(remediation_workflow_id(node))
             desc = await handle.describe()
             if desc.status is WorkflowExecutionStatus.RUNNING:
+                self._seen_at(node, desc)
                 if desc.typed_search_attributes.get(PHASE) == Phase.AWAITING_APPROVAL.value:
                     await APPROVE.send(handle, ApproveRequest(by=BY))
                     self.approved.add((desc.run_id, desc.typed_search_attributes.get(RUNG, "")))
                 continue
             del self.busy[node]
+            self.stood.pop(node, None)
             if desc.typed_search_attributes.get(OUTCOME) == Outcome.NEEDS_HUMAN.value:
                 self._hand_back(node)
+
+    def _seen_at(self, node: str, desc: WorkflowExecutionDescription) -> None:
+        found = desc.typed_search_attributes
+        stood = (desc.run_id or "", found.get(PHASE) or "", found.get(RUNG) or "")
+        if self.stood.get(node) != stood:
+            self.stood[node] = stood
+            self.moves += 1
 
     def _hand_back(self, node: str) -> None:
         """A person fixed the node and gave it back (so the pool does not run out)."""

@@ -80,7 +80,7 @@ def stood(run: WorkflowExecution) -> str:
     since = found.get(PHASE_SINCE)
     return (
         f"{run.id}: {found.get(PHASE) or '?'} at rung {found.get(RUNG) or '-'}"
-        f" since {since:%H:%M:%S}"
+        f" since {since:%H:%M:%S} ({(datetime.now(UTC) - since).total_seconds():.0f} s before)"
         if since
         else f"{run.id}: {found.get(PHASE) or '?'}"
     )
