@@ -7,6 +7,7 @@ renders is valid against the Kubernetes OpenAPI schemas."""
 from __future__ import annotations
 
 import filecmp
+import subprocess
 import typing
 from pathlib import Path
 from typing import Any
@@ -261,3 +262,15 @@ def test_runbooks_codec_server_and_monitoring(tmp_path: Path) -> None:
     assert dashboard["grafana_dashboard"] == "1"
     no_token = EVERYTHING | {"codec": {"server": {"enabled": True}}}
     assert "every request must carry a token" in refusal(no_token, tmp=tmp_path)
+
+
+def test_helm_lints_the_chart() -> None:
+    for mode in ("remediate", "monitor"):
+        done = subprocess.run(
+            [str(chart.helm()), "lint", "--strict", str(chart.CHART), "--set", f"mode={mode}"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        assert done.returncode == 0, done.stdout + done.stderr

@@ -82,7 +82,9 @@ def sync_runbooks(chart: Path = CHART, runbooks: Path = RUNBOOKS) -> list[str]:
         if not copy.exists() or not filecmp.cmp(source, copy, shallow=False):
             shutil.copyfile(source, copy)
             changed.append(source.name)
-    for extra in sorted({p.name for p in target.glob("*.yaml")} - {p.name for p in runbooks.glob("*.yaml")}):
+    for extra in sorted(
+        {p.name for p in target.glob("*.yaml")} - {p.name for p in runbooks.glob("*.yaml")}
+    ):
         (target / extra).unlink()
         changed.append(extra)
     return changed
