@@ -99,6 +99,23 @@ def test_the_chart_renders_what_render_manifests_does(
     assert agent_problems(agent(docs)) == []
 
 
+@pytest.mark.parametrize(
+    "flags",
+    [
+        {"stateDir": "/data/remedy", "cursor": "/data/cursor/kernel.cursor"},
+        {"kernelLog": "file:/var/log/kern.log", "podResources": "", "expectedGpus": 0},
+        {"kernelLog": "journal:/run/log/journal", "cursor": None, "kubernetes": False},
+        {"kernelLog": "kmsg", "stateDir": "/var/lib/remedy/agent", "allowReboot": True},
+    ],
+    ids=str,
+)
+def test_other_paths_get_exactly_what_they_need(flags: Json, tmp_path: Path) -> None:
+    """The flags render-manifests does not vary (where state, the cursor and the kubelet's
+    socket live): the chart's DaemonSet still passes the check of needs.py's table."""
+    docs = render({"agent": {"flags": flags}}, tmp=tmp_path)
+    assert agent_problems(agent(docs)) == []
+
+
 def test_a_feature_no_pod_can_serve_is_refused(tmp_path: Path) -> None:
     said = refusal({"agent": {"flags": {"kernelLog": "auto"}}}, tmp=tmp_path)
     assert "name the source (journal:DIR, kmsg, file:PATH)" in said
