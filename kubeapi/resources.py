@@ -50,6 +50,33 @@ RESOURCES = (
     # DRA device taints: remedy's per-GPU quarantine (adapters/kubernetes/gpu_scope.py)
     Resource("resource.k8s.io/v1beta2", "devicetaintrules", "DeviceTaintRule", namespaced=False),
     Resource("karpenter.sh/v1", "nodeclaims", "NodeClaim", namespaced=False, builtin=False),
+    # What remedy's chart installs (tests/test_chart_install.py): its workloads, their
+    # accounts and rights, and the agent's admission policy.
+    Resource("v1", "serviceaccounts", "ServiceAccount", namespaced=True, status_subresource=False),
+    Resource("v1", "services", "Service", namespaced=True),
+    Resource("apps/v1", "deployments", "Deployment", namespaced=True),
+    *(
+        Resource("rbac.authorization.k8s.io/v1", plural, kind, namespaced, status_subresource=False)
+        for plural, kind, namespaced in (
+            ("clusterroles", "ClusterRole", False),
+            ("clusterrolebindings", "ClusterRoleBinding", False),
+            ("roles", "Role", True),
+            ("rolebindings", "RoleBinding", True),
+        )
+    ),
+    Resource(
+        "admissionregistration.k8s.io/v1",
+        "validatingadmissionpolicies",
+        "ValidatingAdmissionPolicy",
+        namespaced=False,
+    ),
+    Resource(
+        "admissionregistration.k8s.io/v1",
+        "validatingadmissionpolicybindings",
+        "ValidatingAdmissionPolicyBinding",
+        namespaced=False,
+        status_subresource=False,
+    ),
 )
 BY_KEY = {r.key: r for r in RESOURCES}
 BY_PATH = {(r.prefix, r.plural): r for r in RESOURCES}

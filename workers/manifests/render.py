@@ -3,7 +3,11 @@ names them (the agent's admission policy included: a policy that names another a
 no one, silently), and the agent's DaemonSet given exactly what its features need (needs.py).
 
 deploy/*.yaml are the templates, and the render for the defaults: rendering them with
-``Install()`` and ``AgentFeatures()`` gives them back (tests/test_manifests.py)."""
+``Install()`` and ``AgentFeatures()`` gives them back (tests/test_manifests.py). deploy/ itself
+is the Helm chart's default render (charts/remedy, `make manifests`); the chart computes the
+same privileges in its templates, and tests/test_chart.py checks that it and this renderer
+agree for every combination of features. This one needs no helm: `remedy render-manifests`
+works from the installed package alone."""
 
 from __future__ import annotations
 
