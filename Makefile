@@ -116,7 +116,7 @@ $(HELM_STAMP):
 	rm -rf $(TOOLS)/npm && $(TOOLS)/bin/helm version --short && touch $@
 
 # deploy/*.yaml: the chart's render for its defaults (tests/test_chart.py checks they agree),
-# and the chart's copy of the shipped runbooks (helm reads no file outside the chart).
+# (the chart reads runbooks/ through its link charts/remedy/runbooks).
 manifests: $(STAMP) tools
 	$(BIN)/python -m workers.manifests.chart
 

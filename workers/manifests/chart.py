@@ -1,13 +1,11 @@
 """The Helm chart (charts/remedy) as the one source of deploy/: ``helm template`` with the
-chart's defaults, split by template into deploy/*.yaml (`make manifests`), and the chart's copy
-of the shipped runbooks (helm reads no file outside its chart, symlinks included). helm is a
-build tool here, never the product's: `make tools` installs it into .tools/bin."""
+chart's defaults, split by template into deploy/*.yaml (`make manifests`). The chart's
+runbooks/ is a link to the shipped ones (helm follows it, and `helm package` stores the files).
+helm is a build tool here, never the product's: `make tools` installs it into .tools/bin."""
 
 from __future__ import annotations
 
-import filecmp
 import re
-import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -72,29 +70,9 @@ def write_deploy(deploy: Path = DEPLOY) -> list[Path]:
     return written
 
 
-def sync_runbooks(chart: Path = CHART, runbooks: Path = RUNBOOKS) -> list[str]:
-    """The chart's runbooks/ made a copy of the shipped ones; the names it changed."""
-    target = chart / "runbooks"
-    target.mkdir(exist_ok=True)
-    changed = []
-    for source in sorted(runbooks.glob("*.yaml")):
-        copy = target / source.name
-        if not copy.exists() or not filecmp.cmp(source, copy, shallow=False):
-            shutil.copyfile(source, copy)
-            changed.append(source.name)
-    for extra in sorted(
-        {p.name for p in target.glob("*.yaml")} - {p.name for p in runbooks.glob("*.yaml")}
-    ):
-        (target / extra).unlink()
-        changed.append(extra)
-    return changed
-
-
 def main() -> None:
-    changed = sync_runbooks()
     for path in write_deploy():
         print(f"wrote {path.relative_to(ROOT)}")
-    print(f"charts/remedy/runbooks: {len(changed)} changed")
 
 
 if __name__ == "__main__":
