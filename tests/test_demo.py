@@ -239,6 +239,12 @@ def test_ctrl_c_stops_the_demo_cleanly_with_a_summary(tmp_path: Path, processes:
         lines.append(line)
         if line.startswith("  fault"):
             break
+    else:  # its output ended before any fault: say how it ended, not a StopIteration
+        _, err = demo.communicate(timeout=60)
+        raise AssertionError(
+            f"the demo ended (exit {demo.returncode}) before any fault; its output:\n"
+            f"{''.join(lines)[-3000:]}\nstderr's end:\n{err[-3000:]}"
+        )
     server = next(line.split()[2] for line in lines if line.startswith("Temporal server"))
     demo.send_signal(signal.SIGINT)
     try:
