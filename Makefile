@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed
 BENCH_STAMP := $(VENV)/.bench-installed
 UI_STAMP    := $(VENV)/.ui-installed
 
-.PHONY: demo test test-slow test-fast test-stress bench chaos ui-check lint venv clean
+.PHONY: demo test test-slow test-fast test-stress bench chaos ui-check lint venv clean tools
 
 # pytest-xdist workers for the suite. One test process keeps about 0.8 of a core busy (it
 # waits on its servers too): 3 fill 2 cores; 4 starve the timing-sensitive tests on a loaded one.
@@ -28,16 +28,29 @@ venv: $(STAMP)
 demo: $(STAMP)
 	$(BIN)/remedy demo $(DEMO_ARGS)
 
+# Debian's prometheus package, unpacked into .tools/ (not installed: no root, no service): its
+# promtool tests the alert rules and its server fires one from the demo (tests/test_alerts*.py).
+# apt's lists are refreshed only when the first download finds none.
+PROMETHEUS_STAMP := .tools/.prometheus
+$(PROMETHEUS_STAMP):
+	mkdir -p .tools
+	cd .tools && (apt-get download prometheus || (apt-get update -qq && apt-get download prometheus))
+	cd .tools && rm -rf prometheus-deb && dpkg-deb -x prometheus_*.deb prometheus-deb && rm prometheus_*.deb
+	.tools/prometheus-deb/usr/bin/promtool --version
+	touch $@
+
+tools: $(PROMETHEUS_STAMP)
+
 # Lint (ruff check and format) first: a test run that passes on unformatted code is not green.
 # Then every test but the slow lane's (tests/suite.py), in parallel.
-test: lint
+test: lint $(PROMETHEUS_STAMP)
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 	$(PYTEST) --lane test
 
 # The slow lane: the long scenarios (chaos, rehearsals, many-ladder runs). CI runs it after
 # `make test`, so every test runs there.
-test-slow: $(STAMP)
+test-slow: $(STAMP) $(PROMETHEUS_STAMP)
 	$(PYTEST) --lane slow
 
 # The tests that need no server and start no process (tests/suite.py sorts them by the
