@@ -58,10 +58,10 @@ def _nodes(running: list[WorkflowExecution]) -> list[str]:
 
 def _ladder(w: WorkflowExecution) -> LadderSeen:
     """A ladder's pool and phase from its search attributes (a ladder too new to have set
-    them: starting, since it started)."""
+    them: starting in pool ``unknown``, since it started)."""
     attrs = w.typed_search_attributes
     return LadderSeen(
-        pool=attrs.get(search_attributes.POOL) or "",
+        pool=attrs.get(search_attributes.POOL) or "unknown",
         phase=attrs.get(search_attributes.PHASE) or STARTING,
         since=attrs.get(search_attributes.PHASE_SINCE) or w.start_time,
     )

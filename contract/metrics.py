@@ -216,9 +216,12 @@ SDK_METRICS = (
         "s",
     ),
 )
-# Every sample carries the runtime's global tag (the process's role: controller, agent, demo);
+# Every sample carries the runtime's global tag (the process's role: controller, agent, demo)
+# and the SDK's service_name; what workflows record, the workflow meter's labels too.
 # Prometheus adds job and instance on scraping.
-GLOBAL_LABELS = ("remedy_role",)
+GLOBAL_LABELS = ("remedy_role", "service_name")
+WORKFLOW_LABELS = ("namespace", "task_queue", "workflow_type")
+SCRAPE_LABELS = ("job", "instance")
 
 
 def exposed(m: Metric) -> tuple[str, ...]:
