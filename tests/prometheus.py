@@ -4,7 +4,9 @@ test time."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -13,6 +15,8 @@ BIN = ROOT / ".tools" / "prometheus-deb" / "usr" / "bin"
 RULES = ROOT / "charts" / "remedy" / "files" / "remedy-alerts.rules.yaml"
 RULES_TESTS = ROOT / "tests" / "alerts" / "remedy-alerts.test.yaml"
 DASHBOARD = ROOT / "charts" / "remedy" / "files" / "dashboard.json"
+# Grafana's variables, as a dashboard query runs: any pool, a five-minute rate window.
+VARIABLES = {"$__rate_interval": "5m", "$pool": ".*"}
 
 
 def binary(name: str) -> Path:
@@ -21,3 +25,17 @@ def binary(name: str) -> Path:
     if not path.is_file():
         pytest.fail(f"{path} is missing: run `make tools` (Debian's prometheus package)")
     return path
+
+
+def panels(dashboard: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every panel, those inside a row's too."""
+    flat = []
+    for panel in dashboard["panels"]:
+        flat += [panel, *panel.get("panels", [])]
+    return flat
+
+
+def dashboard_queries() -> list[str]:
+    """Each panel target's PromQL, as written (with Grafana's variables)."""
+    dashboard = json.loads(DASHBOARD.read_text())
+    return [t["expr"] for p in panels(dashboard) for t in p.get("targets", [])]

@@ -2,7 +2,8 @@
 so its breaker trips within seconds and stays tripped for the storm window's ten minutes)
 serves its metrics; the real Prometheus server (`make tools`) scrapes them every second and
 evaluates the shipped rules file as is, and raises RemedyBreakerTripped once its ``for:`` (a
-minute) has passed. docs/operations.md ("Alerts end to end") gives the same by hand."""
+minute) has passed; the dashboard's queries answer there. docs/operations.md ("Alerts end to
+end") gives the same by hand."""
 
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.error
+import urllib.parse
 import urllib.request
 from pathlib import Path
 from typing import Any
@@ -19,7 +22,7 @@ from typing import Any
 import yaml
 
 from tests.processes import Children
-from tests.prometheus import ROOT, RULES, binary
+from tests.prometheus import ROOT, RULES, VARIABLES, binary, dashboard_queries
 
 PATIENCE_S = 240  # the demo's start, its trip, the alert's minute: a bound, not a timing
 
@@ -122,6 +125,24 @@ def test_a_real_prometheus_fires_the_breaker_alert_while_the_demos_breaker_is_tr
     assert breaker["labels"]["severity"] == "critical"
     assert breaker["annotations"]["runbook_url"].endswith("#alert-remedybreakertripped")
     assert "remedy resume-pool default" in breaker["annotations"]["description"]
+    # The dashboard's queries, on the same Prometheus: each answers, and the demo's fleet,
+    # ladders and breaker show in theirs.
+    answered = {q: _query(prometheus, q) for q in dashboard_queries()}
+    assert [q for q, result in answered.items() if result is None] == []
+    for shown in ("remedy_fleet_nodes", "remedy_ladders{", "remedy_storm_breaker_tripped"):
+        assert any(shown in q and result for q, result in answered.items()), shown
+
+
+def _query(prometheus: str, query: str) -> list[Any] | None:
+    """The query's result as Grafana would run it (None: Prometheus refused it)."""
+    for variable, value in VARIABLES.items():
+        query = query.replace(variable, value)
+    url = f"{prometheus}/api/v1/query?{urllib.parse.urlencode({'query': query})}"
+    try:
+        answer = _get(url)
+    except urllib.error.HTTPError:
+        return None
+    return list(answer["data"]["result"]) if answer["status"] == "success" else None
 
 
 def _what_it_shows(prometheus: str, demo_log: Path, prometheus_log: Path) -> str:

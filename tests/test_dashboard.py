@@ -9,20 +9,18 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
-from typing import Any
 
 import yaml
 
 from contract import metrics as metric
 from tests.processes import Children
-from tests.prometheus import DASHBOARD, RULES, binary
+from tests.prometheus import DASHBOARD, RULES, VARIABLES, binary, panels
+from tests.prometheus import dashboard_queries as queries
 
 REFERENCE = {n: m for m in [*metric.declared(), *metric.SDK_METRICS] for n in metric.exposed(m)}
 CARRIED = {*metric.GLOBAL_LABELS, *metric.WORKFLOW_LABELS, *metric.SCRAPE_LABELS, "le"}
 KEYWORDS = {"by", "without", "on", "ignoring", "group_left", "group_right", "offset", "bool"}
 KEYWORDS |= {"and", "or", "unless", "inf", "nan"}
-# Grafana's variables, as a query runs: any pool, a five-minute rate window.
-VARIABLES = {"$__rate_interval": "5m", "$pool": ".*"}
 SECTIONS = {
     "Fleet health by pool",
     "Ladders by phase and rung",
@@ -53,19 +51,6 @@ def off_reference(expr: str) -> list[str]:
     unknown = sorted(n for n in names if n not in REFERENCE)
     known = set().union(*(REFERENCE[n].labels for n in names if n in REFERENCE)) | CARRIED
     return [f"metric {n}" for n in unknown] + [f"label {la}" for la in sorted(labels - known)]
-
-
-def panels(dashboard: dict[str, Any]) -> list[dict[str, Any]]:
-    flat = []
-    for panel in dashboard["panels"]:
-        flat += [panel, *panel.get("panels", [])]
-    return flat
-
-
-def queries() -> list[str]:
-    return [
-        t["expr"] for p in panels(json.loads(DASHBOARD.read_text())) for t in p.get("targets", [])
-    ]
 
 
 def rule_exprs() -> list[str]:
