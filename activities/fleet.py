@@ -58,10 +58,11 @@ def _nodes(running: list[WorkflowExecution]) -> list[str]:
 
 def _ladder(w: WorkflowExecution) -> LadderSeen:
     """A ladder's pool and phase from its search attributes (a ladder too new to have set
-    them: starting in pool ``unknown``, since it started)."""
+    them: no pool, starting, since it started)."""
     attrs = w.typed_search_attributes
     return LadderSeen(
-        pool=attrs.get(search_attributes.POOL) or "unknown",
+        node=w.id.split("/", 1)[-1],
+        pool=attrs.get(search_attributes.POOL) or "",
         phase=attrs.get(search_attributes.PHASE) or STARTING,
         since=attrs.get(search_attributes.PHASE_SINCE) or w.start_time,
     )

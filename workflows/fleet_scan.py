@@ -139,7 +139,8 @@ class FleetScan:
         for pool in summary.pools:
             metrics.clock_skew(pool.pool, pool.skewed, pool.largest_skew_s)
             metrics.fleet_nodes(pool.pool, {s.value: pool.count(s) for s in NodeStatus})
-        phases = ladder_phases(work.ladders, [p.pool for p in summary.pools], workflow.now())
+        pool_of = {n.name: n.pool for n in nodes}
+        phases = ladder_phases(work.ladders, pool_of, workflow.now())
         for (pool_name, phase), (running, oldest_s) in phases.items():
             metrics.ladders(pool_name, phase, running, oldest_s)
         if inp.watch_jobs:

@@ -50,8 +50,10 @@ STARTING = "starting"  # a ladder that has not published its phase yet
 
 
 class LadderSeen(BaseModel):
-    """A running remediation as visibility shows it: its pool, phase and since when."""
+    """A running remediation as visibility shows it: its node, pool (empty until the ladder
+    has set its search attributes), phase and since when."""
 
+    node: str = ""
     pool: str
     phase: str
     since: datetime
@@ -67,12 +69,17 @@ class OpenWork(BaseModel):
 
 
 def ladder_phases(
-    ladders: list[LadderSeen], pools: list[str], at: datetime
+    ladders: list[LadderSeen], pool_of: dict[str, str], at: datetime
 ) -> dict[tuple[str, str], tuple[int, float]]:
     """(pool, phase) → running ladders and the seconds the oldest has been in that phase, for
-    every phase of every pool (0, 0.0 where none), so a phase emptied shows as such."""
+    every phase of every pool (0, 0.0 where none), so a phase emptied shows as such. A ladder
+    with no pool yet counts in its node's (``pool_of``: node → pool), else in ``unknown``."""
+    ladders = [
+        la if la.pool else la.model_copy(update={"pool": pool_of.get(la.node, "unknown")})
+        for la in ladders
+    ]
     phases = [STARTING, *(ph.value for ph in Phase if ph is not Phase.DONE)]
-    every = {p: phases for p in sorted({*pools, *(la.pool for la in ladders)})}
+    every = {p: phases for p in sorted({*pool_of.values(), *(la.pool for la in ladders)})}
     out = {(pool, phase): (0, 0.0) for pool, names in every.items() for phase in names}
     for ladder in ladders:
         running, oldest = out.get((ladder.pool, ladder.phase), (0, 0.0))
