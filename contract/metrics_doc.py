@@ -6,14 +6,17 @@ from __future__ import annotations
 
 from contract.metrics import GLOBAL_LABELS, SDK_METRICS, WORKFLOW_LABELS, Metric, declared, exposed
 
-HEAD = "| as Prometheus shows it | type | labels | meaning |\n|---|---|---|---|"
+HEAD = (
+    "| as Prometheus shows it | type | labels | meaning | recorded by, when |\n"
+    "|---|---|---|---|---|"
+)
 
 
 def _row(m: Metric) -> str:
     names = ", ".join(f"`{n}`" for n in exposed(m))
     kind = f"{m.kind}, seconds" if m.unit == "s" else m.kind
     labels = ", ".join([*m.labels, *(["le"] if m.kind == "histogram" else [])]) or "—"
-    return f"| {names} | {kind} | {labels} | {m.description} |"
+    return f"| {names} | {kind} | {labels} | {m.description} | {m.recorded} |"
 
 
 def metrics_markdown() -> str:
