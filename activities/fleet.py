@@ -6,10 +6,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from temporalio.client import Client
+from temporalio.client import Client, WorkflowExecution
 
 from activities.errors import temporal_errors
 from contract import activities as act
+from contract import search_attributes
 from contract.names import (
     ACTIVE_CHECK_WORKFLOW,
     NODE_ADMISSION_WORKFLOW,
@@ -17,7 +18,7 @@ from contract.names import (
 )
 from remedy.redaction import Redactor, redacted
 from remedy.scan.cluster import FleetView
-from remedy.scan.fleet import FleetNodes, OpenWork
+from remedy.scan.fleet import STARTING, FleetNodes, LadderSeen, OpenWork
 
 
 class FleetActivities:
@@ -34,16 +35,34 @@ class FleetActivities:
 
     @act.OPEN_WORK.defn
     async def open_work(self) -> OpenWork:
+        remediations = await self._running(NODE_REMEDIATION_WORKFLOW)
         return OpenWork(
-            remediating=await self._running(NODE_REMEDIATION_WORKFLOW),
-            admitting=await self._running(NODE_ADMISSION_WORKFLOW),
-            checking=await self._running(ACTIVE_CHECK_WORKFLOW),
+            remediating=_nodes(remediations),
+            admitting=_nodes(await self._running(NODE_ADMISSION_WORKFLOW)),
+            checking=_nodes(await self._running(ACTIVE_CHECK_WORKFLOW)),
+            ladders=[_ladder(w) for w in remediations],
         )
 
-    async def _running(self, workflow_type: str) -> list[str]:
-        """Node names of running workflows of this type (ids are "<kind>/<node>")."""
+    async def _running(self, workflow_type: str) -> list[WorkflowExecution]:
         query = f"WorkflowType = '{workflow_type}' AND ExecutionStatus = 'Running'"
-        return sorted({w.id.split("/", 1)[-1] async for w in self._client.list_workflows(query)})
+        return [w async for w in self._client.list_workflows(query)]
 
     def all(self) -> list[Callable[..., Any]]:
         return [self.fleet_nodes, self.open_work]
+
+
+def _nodes(running: list[WorkflowExecution]) -> list[str]:
+    """Node names of running workflows (ids are "<kind>/<node>")."""
+    return sorted({w.id.split("/", 1)[-1] for w in running})
+
+
+def _ladder(w: WorkflowExecution) -> LadderSeen:
+    """A ladder's pool and phase from its search attributes (a ladder too new to have set
+    them: no pool, starting, since it started)."""
+    attrs = w.typed_search_attributes
+    return LadderSeen(
+        node=w.id.split("/", 1)[-1],
+        pool=attrs.get(search_attributes.POOL) or "",
+        phase=attrs.get(search_attributes.PHASE) or STARTING,
+        since=attrs.get(search_attributes.PHASE_SINCE) or w.start_time,
+    )

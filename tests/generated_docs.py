@@ -11,6 +11,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+from contract.metrics_doc import metrics_markdown
 from remedy.core.actions import actions_markdown
 from remedy.detection.probe.nic_link import thresholds_markdown
 from remedy.detection.vocabulary import terms_markdown
@@ -22,6 +23,7 @@ REGIONS: dict[str, tuple[str, Callable[[], str]]] = {
     "actions": ("docs/runbooks.md", actions_markdown),
     "checks": ("docs/runbooks.md", terms_markdown),
     "nic-thresholds": ("docs/runbooks.md", thresholds_markdown),
+    "metrics": ("docs/metrics.md", metrics_markdown),
 }
 
 

@@ -70,6 +70,7 @@ SLOW: tuple[str, ...] = (
     "tests/test_yaml_limits.py",  # hostile files through the CLI's processes
     "tests/test_rollout.py",  # two controller versions, one rolled out over the other
     "tests/test_manifests.py",  # every feature's DaemonSet parsed by the agent's own CLI
+    "tests/test_alerts_end_to_end.py",  # the demo, a real Prometheus and the breaker's minute
     # Single scenarios of 8 s or more (a busy machine's figures, `--durations`): bursts past a
     # cap, continued-as-new budgets, long tolerance windows, an agent as a process.
     "tests/test_budget_continued.py::test_the_budget_names_its_holders_and_waiters_after_it_continued_as_new",

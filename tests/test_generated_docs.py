@@ -20,6 +20,12 @@ def test_regenerating_rewrites_only_the_regions(tmp_path: Path) -> None:
     doc = tmp_path / REGIONS["actions"][0]
     doc.parent.mkdir(parents=True)
     marked = "\n".join(_markers(n) for n, (d, _) in REGIONS.items() if d == REGIONS["actions"][0])
+    for other in {d for d, _ in REGIONS.values()} - {REGIONS["actions"][0]}:  # made up to date
+        (tmp_path / other).write_text(
+            "\n".join(_markers(n) for n, (d, _) in REGIONS.items() if d == other)
+        )
+    doc.write_text(with_region(f"before\n{marked}\nafter\n", "actions", "| stale |"))
+    regenerate(tmp_path)
     doc.write_text(with_region(f"before\n{marked}\nafter\n", "actions", "| stale |"))
     assert regenerate(tmp_path) == [doc]
     text = doc.read_text()

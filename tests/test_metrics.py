@@ -5,6 +5,7 @@ the agent's probes)."""
 from __future__ import annotations
 
 import asyncio
+import re
 import socket
 import urllib.request
 from collections.abc import Callable
@@ -15,6 +16,7 @@ from temporalio.testing import WorkflowEnvironment
 
 from adapters.sim.identity import agent_signing_key
 from adapters.sim.jobs import SimJobs
+from contract import metrics as metric
 from contract.names import remediation_workflow_id
 from remedy.attribution.guard import GuardPolicy
 from remedy.core.models import Action, NodeRef
@@ -136,6 +138,27 @@ async def test_a_ladder_shows_up_in_the_prometheus_endpoint(dev_env: WorkflowEnv
     # The first cordon runs in the ladder's first workflow task: a local activity's metrics.
     assert value(lines, "temporal_local_activity_execution_latency_count", activity_type="cordon")
     assert value(lines, "temporal_activity_execution_latency_count", activity_type="reset_gpu")
+    # Every remedy series is as the reference (docs/metrics.md) says: name, kind's suffix, labels.
+    assert off_reference(lines) == []
+    shown = {line.split("{")[0] for line in lines if line.startswith("remedy_")}
+    assert {"remedy_probe_duration_count", "remedy_detection_to_cordon_bucket"} <= shown
+
+
+def off_reference(lines: list[str]) -> list[str]:
+    """Samples of remedy's (or of the SDK's that the reference lists) whose name no declaration
+    exposes, or whose labels are not its declared ones (with those every sample carries)."""
+    reference = {n: m for m in [*metric.declared(), *metric.SDK_METRICS] for n in metric.exposed(m)}
+    carried = {*metric.GLOBAL_LABELS, *metric.WORKFLOW_LABELS}
+    wrong = []
+    for line in lines:
+        name, _, rest = line.partition("{")
+        if not name.startswith("remedy_") and name not in reference:
+            continue
+        m = reference.get(name)
+        labels = set(re.findall(r'(\w+)="', rest.rsplit("}", 1)[0])) - carried - {"le"}
+        if m is None or labels != set(m.labels) - carried:
+            wrong.append(line)
+    return wrong
 
 
 async def test_a_guarded_job_failure_is_counted_by_verdict_and_action(

@@ -122,11 +122,11 @@ class NodeAgent:
         self.last_report: ProbeReport | None = None
         self.capabilities = Capabilities()
         meter = (client.service_client.config.runtime or Runtime.default()).metric_meter
-        self._probes = meter.create_counter(*metric.PROBES)
-        self._probe_seconds = meter.create_histogram_float(*metric.PROBE_DURATION)
-        self._findings = meter.create_counter(*metric.FINDINGS_REPORTED)
-        self._folded = meter.create_counter(*metric.FINDINGS_FOLDED)
-        self._dependency_ok = meter.create_gauge(*metric.DEPENDENCY_OK)
+        self._probes = meter.create_counter(*metric.PROBES.args)
+        self._probe_seconds = meter.create_histogram_float(*metric.PROBE_DURATION.args)
+        self._findings = meter.create_counter(*metric.FINDINGS_REPORTED.args)
+        self._folded = meter.create_counter(*metric.FINDINGS_FOLDED.args)
+        self._dependency_ok = meter.create_gauge(*metric.DEPENDENCY_OK.args)
 
     def _serve(self, name: str) -> NodeHost:
         if name != self._host.name:

@@ -35,9 +35,11 @@ async def run_embedded_demo(
     db: Path,
     resume: bool = False,
     echo: Callable[[str], None] = print,
+    metrics_bind: str | None = None,
 ) -> DemoSummary:
     """The demo on its own dev server, whose history is ``db``: a fresh database unless
-    ``resume`` (the last run's is kept beside it), which the first line says."""
+    ``resume`` (the last run's is kept beside it), which the first line says. ``metrics_bind``:
+    where its workers serve Prometheus metrics (None: nowhere)."""
     runbooks = demo_runbooks(config)  # fail on a broken runbook before starting anything
     if port is not None and not _port_free(port):
         raise PortInUse(
@@ -53,8 +55,11 @@ async def run_embedded_demo(
     _stop_on_signals()
     echo(f"History          {prepare_history(db, resume=resume)}")
     log = server_log(db)
-    async with dev_server(port, ui_port, db, log) as client:
+    runtime = metrics_runtime(metrics_bind, "demo") if metrics_bind else None
+    async with dev_server(port, ui_port, db, log, runtime) as client:
         echo(f"Temporal server  127.0.0.1:{port} (log: {log})")
+        if metrics_bind:
+            echo(f"Metrics          http://{metrics_bind}/metrics")
         echo(f"Temporal Web UI  http://127.0.0.1:{ui_port}/namespaces/default/workflows")
         return await run_demo(client, config, runbooks, echo)
 

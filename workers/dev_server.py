@@ -18,6 +18,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 
 from temporalio.client import Client
+from temporalio.runtime import Runtime
 
 from contract.search_attributes import dev_server_flags
 from workers.binaries import installed_binary
@@ -32,8 +33,11 @@ PR_SET_PDEATHSIG = 1  # linux/prctl.h
 
 
 @asynccontextmanager
-async def dev_server(port: int, ui_port: int, db: Path | None, log: Path) -> AsyncIterator[Client]:
-    """``db``: the SQLite file that keeps the history; None keeps it in memory (benchmarks)."""
+async def dev_server(
+    port: int, ui_port: int, db: Path | None, log: Path, runtime: Runtime | None = None
+) -> AsyncIterator[Client]:
+    """``db``: the SQLite file that keeps the history; None keeps it in memory (benchmarks).
+    ``runtime``: the client's (one that serves metrics); None, the SDK's default."""
     args = [
         installed_binary("temporal"),
         "server",
@@ -61,7 +65,7 @@ async def dev_server(port: int, ui_port: int, db: Path | None, log: Path) -> Asy
             preexec_fn=_dies_with(os.getpid()),
         )
     try:
-        yield await _connect_when_up(f"127.0.0.1:{port}", process, log)
+        yield await _connect_when_up(f"127.0.0.1:{port}", process, log, runtime)
     finally:
         process.send_signal(signal.SIGTERM)
         try:
@@ -71,7 +75,9 @@ async def dev_server(port: int, ui_port: int, db: Path | None, log: Path) -> Asy
             await asyncio.to_thread(process.wait)
 
 
-async def _connect_when_up(address: str, process: subprocess.Popen[bytes], log: Path) -> Client:
+async def _connect_when_up(
+    address: str, process: subprocess.Popen[bytes], log: Path, runtime: Runtime | None
+) -> Client:
     loop = asyncio.get_running_loop()
     deadline = loop.time() + STARTUP_TIMEOUT_S
     while True:
@@ -80,7 +86,7 @@ async def _connect_when_up(address: str, process: subprocess.Popen[bytes], log: 
                 f"the Temporal dev server exited with {process.returncode}; see {log}"
             )
         try:
-            return await connect(address)
+            return await connect(address, runtime=runtime)
         except RuntimeError:
             if loop.time() > deadline:
                 raise RuntimeError(

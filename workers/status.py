@@ -31,7 +31,7 @@ from remedy.disruption.budget import CLUSTER_POOL, BudgetState
 from remedy.disruption.quarantine import SilenceStorm
 from remedy.ladder.remediation import Phase
 from remedy.scan.admission import AdmissionPhase
-from remedy.scan.fleet import FleetSummary, NodeStatus, PoolSummary
+from remedy.scan.fleet import STARTING, FleetSummary, NodeStatus, PoolSummary
 from workflows.disruption_budget import DisruptionBudget
 from workflows.fleet_scan import FleetScan
 
@@ -83,7 +83,6 @@ class FleetStatus(BaseModel):
         return any(p.tripped for p in self.pools) or cluster or self.silence is not None
 
 
-STARTING = "starting"  # a ladder that has not published its phase yet
 # Every state a node's row can show: a ladder's phase, an admission's, or what the scan says of
 # a node no workflow owns. ``--state`` keeps the rows whose state contains the word it is given.
 NODE_STATES = (

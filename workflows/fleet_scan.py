@@ -43,9 +43,11 @@ with workflow.unsafe.imports_passed_through():
         ConditionStart,
         FindingStart,
         FleetSummary,
+        NodeStatus,
         OpenWork,
         ScanInput,
         judge_liveness,
+        ladder_phases,
         plan_scan,
         summarise,
     )
@@ -125,6 +127,7 @@ class FleetScan:
             remediating=sorted([*work.remediating, *started_remediations]),
             admitting=sorted([*work.admitting, *started_admissions]),
             checking=work.checking,
+            ladders=work.ladders,
         )
         summary = summarise(nodes, work, workflow.now(), inp.agent_silent_after)
         summary.started_remediations, summary.started_admissions = (
@@ -135,6 +138,11 @@ class FleetScan:
         summary.liveness = seen
         for pool in summary.pools:
             metrics.clock_skew(pool.pool, pool.skewed, pool.largest_skew_s)
+            metrics.fleet_nodes(pool.pool, {s.value: pool.count(s) for s in NodeStatus})
+        pool_of = {n.name: n.pool for n in nodes}
+        phases = ladder_phases(work.ladders, pool_of, workflow.now())
+        for (pool_name, phase), (running, oldest_s) in phases.items():
+            metrics.ladders(pool_name, phase, running, oldest_s)
         if inp.watch_jobs:
             try:
                 summary.job_failures_reported, summary.guards_finished = await self._watch_jobs(inp)
@@ -142,6 +150,7 @@ class FleetScan:
                 summary.job_watch_error = str(err.cause or err)
             await self._goodput(summary, inp)
         workflow.set_current_details(summary.markdown())
+        metrics.fleet_scanned()
         return summary
 
     async def _adopt_orphans(self, cordoned: list[NodeFacts], inp: ScanInput) -> list[str]:

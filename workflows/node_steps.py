@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
-from datetime import timedelta
+from datetime import UTC, timedelta
 from typing import TypeVar
 
 from temporalio import workflow
@@ -97,6 +97,14 @@ class NodeSteps:
     @property
     def node(self) -> NodeRef:
         return self._state.node
+
+    def _since_detection(self) -> float:
+        """Seconds from the finding that chose the runbook to now (a ladder started with no
+        finding: from its start)."""
+        trigger = self._state.trigger
+        began = trigger.observed_at if trigger is not None else workflow.info().start_time
+        began = began if began.tzinfo else began.replace(tzinfo=UTC)  # a naive time is UTC
+        return (workflow.now() - began).total_seconds()
 
     def request(self, action: Action, reason: str = "") -> ActionRequest:
         state = self._state
@@ -293,7 +301,7 @@ class NodeSteps:
                 return None
             self._state.cordon = result.state
             if result.state is CordonState.CORDONED:
-                metrics.node_cordoned(self._state.node.pool)
+                metrics.node_cordoned(self._state.node.pool, self._since_detection())
             return result.state.value
 
         self._state.cordon_asked = True

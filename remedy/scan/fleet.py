@@ -16,6 +16,7 @@ from remedy.core.models import Finding, NodeRef, Severity, Wraps
 from remedy.detection.conditions import AGENT_CONDITIONS, NodeCondition
 from remedy.detection.node_facts import NodeFacts
 from remedy.disruption.quarantine import SilenceStorm
+from remedy.ladder.remediation import Phase
 from remedy.runbook.schema import FROM_CONDITION
 from remedy.scan.admission import AdmissionPolicy
 from remedy.scan.liveness import SILENT_AFTER, SKEW_TOLERANCE, Sightings, observe
@@ -45,12 +46,46 @@ class FleetNodes(Wraps):
     nodes: list[NodeFacts]
 
 
+STARTING = "starting"  # a ladder that has not published its phase yet
+
+
+class LadderSeen(BaseModel):
+    """A running remediation as visibility shows it: its node, pool (empty until the ladder
+    has set its search attributes), phase and since when."""
+
+    node: str = ""
+    pool: str
+    phase: str
+    since: datetime
+
+
 class OpenWork(BaseModel):
     """Nodes with a running remediation or admission."""
 
     remediating: list[str] = []
     admitting: list[str] = []
     checking: list[str] = []  # an active check holds the node (its cordon is that check's)
+    ladders: list[LadderSeen] = []  # the running remediations' phases (for the metrics)
+
+
+def ladder_phases(
+    ladders: list[LadderSeen], pool_of: dict[str, str], at: datetime
+) -> dict[tuple[str, str], tuple[int, float]]:
+    """(pool, phase) → running ladders and the seconds the oldest has been in that phase, for
+    every phase of every pool (0, 0.0 where none), so a phase emptied shows as such. A ladder
+    with no pool yet counts in its node's (``pool_of``: node → pool), else in ``unknown``."""
+    ladders = [
+        la if la.pool else la.model_copy(update={"pool": pool_of.get(la.node, "unknown")})
+        for la in ladders
+    ]
+    phases = [STARTING, *(ph.value for ph in Phase if ph is not Phase.DONE)]
+    every = {p: phases for p in sorted({*pool_of.values(), *(la.pool for la in ladders)})}
+    out = {(pool, phase): (0, 0.0) for pool, names in every.items() for phase in names}
+    for ladder in ladders:
+        running, oldest = out.get((ladder.pool, ladder.phase), (0, 0.0))
+        age = max((at - ladder.since).total_seconds(), 0.0)
+        out[(ladder.pool, ladder.phase)] = (running + 1, max(oldest, age))
+    return out
 
 
 def judge_liveness(

@@ -109,7 +109,16 @@ def demo(
         if address:
             on_temporal(run_demo_on(temporal(address), config, metrics_bind=metrics_bind))
         else:
-            asyncio.run(run_embedded_demo(config, port=port, ui_port=ui_port, db=db, resume=resume))
+            asyncio.run(
+                run_embedded_demo(
+                    config,
+                    port=port,
+                    ui_port=ui_port,
+                    db=db,
+                    resume=resume,
+                    metrics_bind=metrics_bind,
+                )
+            )
     except PortInUse as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(BAD_INPUT) from None

@@ -125,7 +125,8 @@ WorkflowCacheOption = Annotated[
 DemoMetricsOption = Annotated[
     str | None,
     typer.Option(
-        help="With --address: serve Prometheus metrics on this IP:port.", callback=bind_option
+        help="Serve the workers' Prometheus metrics on this IP:port (path /metrics).",
+        callback=bind_option,
     ),
 ]
 STALL_AFTER_S = STALL_AFTER.total_seconds()
