@@ -6,6 +6,7 @@ renders is valid against the Kubernetes OpenAPI schemas."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import typing
 from pathlib import Path
@@ -266,9 +267,14 @@ def test_runbooks_codec_server_and_monitoring(tmp_path: Path) -> None:
         service = docs["Service", f"remedy-{component}-metrics"]
         assert monitor["selector"]["matchLabels"].items() <= service["metadata"]["labels"].items()
         assert service["spec"]["ports"][0]["port"] == 9464
-    assert docs["PrometheusRule", "remedy-alerts"]["spec"]["groups"] is not None
-    dashboard = docs["ConfigMap", "remedy-dashboard"]["metadata"]["labels"]
-    assert dashboard["grafana_dashboard"] == "1"
+    files = chart.CHART / "files"
+    rules = yaml.safe_load((files / "remedy-alerts.rules.yaml").read_text())
+    assert docs["PrometheusRule", "remedy-alerts"]["spec"] == rules  # the file promtool tests
+    dashboard = docs["ConfigMap", "remedy-dashboard"]
+    assert dashboard["metadata"]["labels"]["grafana_dashboard"] == "1"
+    assert json.loads(dashboard["data"]["remedy.json"]) == json.loads(
+        (files / "dashboard.json").read_text()
+    )
     no_token = EVERYTHING | {"codec": {"server": {"enabled": True}}}
     assert "every request must carry a token" in refusal(no_token, tmp=tmp_path)
 
