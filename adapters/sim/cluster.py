@@ -69,6 +69,12 @@ class SimNodeControl:
             self._fleet.record(node, "drain", key)
             return f"evicted {len(evicted)} pods, left {len(sim.pods)} DaemonSet/mirror pods"
 
+        # What is left to evict, told as the drain begins (a real drain's first heartbeat): the
+        # one that brings an abort's cancel back, so the activity's answer after its effect
+        # does not race it (the SDK throttles the heartbeat that follows).
+        with self._fleet.lock:
+            there = self._fleet.nodes.get(node)
+            on_progress(sum(1 for p in there.pods if not p.daemonset) if there else 0)
         self._fleet.pause_point("drain")
         with self._fleet.lock:
             sim = self._fleet.act(node, "drain")  # a failure before the effect records nothing
