@@ -69,9 +69,9 @@ class SimNodeControl:
             self._fleet.record(node, "drain", key)
             return f"evicted {len(evicted)} pods, left {len(sim.pods)} DaemonSet/mirror pods"
 
-        # What is left to evict, told as the drain begins (a real drain's first heartbeat): the
-        # one that brings an abort's cancel back, so the activity's answer after its effect
-        # does not race it (the SDK throttles the heartbeat that follows).
+        # What is left to evict, told as the drain begins (a real drain's first heartbeat), and
+        # not again after the effect: a heartbeat then could bring an abort's cancel back and
+        # raise in the activity's thread between its effect and its answer.
         with self._fleet.lock:
             there = self._fleet.nodes.get(node)
             on_progress(sum(1 for p in there.pods if not p.daemonset) if there else 0)
@@ -82,7 +82,6 @@ class SimNodeControl:
             done = once(sim, key, Action.DRAIN, self._fleet.clock, evict, atomic)
         for evicted in self._fleet.drained:  # the jobs' pods it evicted fail (outside the lock)
             evicted(node)
-        on_progress(0)
         return self._fleet.answer("drain", done)
 
     def kill_gpu_pods(self, node: str, key: str) -> str:
