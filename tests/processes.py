@@ -17,6 +17,7 @@ import contextlib
 import ctypes
 import os
 import signal
+import socket
 import subprocess
 import sys
 from collections.abc import Iterator, Sequence
@@ -50,6 +51,14 @@ class Seen:
 
     def alive(self) -> bool:
         return self.state != "Z"
+
+
+def free_port() -> int:
+    """A loopback port nothing listens on now (connections to it are refused)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+    return port
 
 
 def processes() -> Iterator[Seen]:

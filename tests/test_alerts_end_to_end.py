@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -21,16 +20,10 @@ from typing import Any
 
 import yaml
 
-from tests.processes import Children
+from tests.processes import Children, free_port
 from tests.prometheus import ROOT, RULES, VARIABLES, binary, dashboard_queries
 
 PATIENCE_S = 240  # the demo's start, its trip, the alert's minute: a bound, not a timing
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _get(url: str) -> Any:
@@ -49,7 +42,7 @@ def _firing(prometheus: str) -> list[dict[str, Any]]:
 def test_a_real_prometheus_fires_the_breaker_alert_while_the_demos_breaker_is_tripped(
     tmp_path: Path, processes: Children
 ) -> None:
-    metrics_port, web_port = _free_port(), _free_port()
+    metrics_port, web_port = free_port(), free_port()
     demo_log = tmp_path / "demo.log"
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     with demo_log.open("w") as out:
@@ -70,9 +63,9 @@ def test_a_real_prometheus_fires_the_breaker_alert_while_the_demos_breaker_is_tr
                 "--metrics-bind",
                 f"127.0.0.1:{metrics_port}",
                 "--port",
-                str(_free_port()),
+                str(free_port()),
                 "--ui-port",
-                str(_free_port()),
+                str(free_port()),
                 "--db",
                 str(tmp_path / "demo.sqlite"),
             ],  # fmt: skip

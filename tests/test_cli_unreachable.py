@@ -3,14 +3,13 @@
 
 from __future__ import annotations
 
-import socket
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from tests.processes import Children
+from tests.processes import Children, free_port
 
 pytestmark = pytest.mark.server  # the commands run as processes, from a module's fixture
 REMEDY = str(Path(sys.executable).parent / "remedy")
@@ -29,14 +28,6 @@ COMMANDS = {
     "agent": ["agent", "--node", "gpu-node-1"],
     "controller": ["controller", "--kubeconfig", "{kubeconfig}"],
 }
-
-
-def free_port() -> int:
-    """A port nothing listens on (connections to it are refused)."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-    return port
 
 
 @pytest.fixture(scope="module")

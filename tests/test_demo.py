@@ -12,6 +12,7 @@ import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -21,7 +22,7 @@ from typer.testing import CliRunner
 
 from remedy.ladder.remediation import Outcome
 from tests.conftest import ROOT
-from tests.processes import Children
+from tests.processes import Children, free_port
 from workers.cli import app
 from workers.demo_config import DemoConfig
 from workers.demo_run import run_demo
@@ -106,6 +107,12 @@ REMEDY = str(Path(sys.executable).parent / "remedy")
 SMALL = ["--nodes", "4", "--fault-every", "0.5"]
 
 
+def _own_ui_port(args: Sequence[str]) -> list[str]:
+    """A demo's UI port of its own: two demos at once (xdist) would both see the default 8233
+    free and both try to bind it, and the later dev server exits."""
+    return [*args] if "--ui-port" in args else [*args, "--ui-port", str(free_port())]
+
+
 def _clean_env() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if not k.startswith("PYTEST")}
 
@@ -116,7 +123,7 @@ def _demo(
     """A demo run to its end (``--duration``): what it printed, stdout then stderr, which must
     hold no traceback."""
     done = processes.run(
-        [*command, *args],
+        _own_ui_port([*command, *args]),
         timeout=120,
         env=_clean_env(),
         cwd=cwd,
@@ -183,7 +190,7 @@ def test_killing_the_demo_takes_its_dev_server_down(tmp_path: Path, processes: C
     """SIGKILL gives the demo no chance to stop its server: the server goes by itself."""
     db = tmp_path / "k.sqlite"
     demo = processes.start(
-        [REMEDY, "demo", *SMALL, "--db", str(db)],
+        _own_ui_port([REMEDY, "demo", *SMALL, "--db", str(db)]),
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
         text=True,
@@ -217,16 +224,7 @@ def _kill_servers_of(db: Path) -> None:
 
 def test_ctrl_c_stops_the_demo_cleanly_with_a_summary(tmp_path: Path, processes: Children) -> None:
     demo = processes.start(
-        [
-            REMEDY,
-            "demo",
-            "--nodes",
-            "4",
-            "--fault-every",
-            "0.5",
-            "--db",
-            str(tmp_path / "c.sqlite"),
-        ],
+        _own_ui_port([REMEDY, "demo", *SMALL, "--db", str(tmp_path / "c.sqlite")]),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

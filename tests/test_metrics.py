@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import re
-import socket
 import urllib.request
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
@@ -24,6 +23,7 @@ from remedy.disruption.budget import BudgetPolicy
 from remedy.ladder.remediation import Outcome
 from remedy.runbook import Match, Runbook, RunbookSet, Rung
 from tests.conftest import own_fleet, running_workers
+from tests.processes import free_port
 from tests.test_job_guard import guard, oom
 from workers.agent import AgentConfig, NodeAgent
 from workers.client import connect, metrics_runtime
@@ -36,12 +36,6 @@ QUICK_RESET = Runbook(
     cordon=True,
     ladder=[Rung(action=Action.DRAIN), Rung(action=Action.RESET_GPU)],
 )
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 async def scraped_client(env: WorkflowEnvironment) -> tuple[Client, int]:

@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -29,7 +28,7 @@ from playwright.sync_api import ViewportSize, sync_playwright
 from chaos.processes import sigterm_as_interrupt
 from remedy.disruption.blocking import Blocking
 from tests import ui_pages
-from tests.processes import Children
+from tests.processes import Children, free_port
 from workers.blocking_status import pools_blocking
 from workers.client import connect
 
@@ -88,7 +87,7 @@ def _parse() -> argparse.Namespace:
 def _start_demo(children: Children, tmp: Path) -> tuple[str, str]:
     """`remedy demo` on free ports with a fresh database; its server's and UI's addresses once
     it says the UI is up."""
-    port, ui_port = _free_port(), _free_port()
+    port, ui_port = free_port(), free_port()
     log = tmp / "demo.log"
     with log.open("w") as out:
         demo = children.start(
@@ -130,12 +129,6 @@ async def _wait_for_holders(children: Children, address: str) -> Blocking:
             children.run(resume, timeout=60)  # exit 2: resumed meanwhile
         await asyncio.sleep(1.0)  # the budget's next grant: polled, as `remedy status` would
     raise ui_pages.UiCheckFailed(f"no share of pool {POOL} held for people in {READY_S:g}s")
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 if __name__ == "__main__":
