@@ -199,6 +199,16 @@ async def _inject_until_done(
             states = ", ".join(f"{k} {v}" for k, v in sorted(summary.outcomes.items()))
             echo(f"[{loop.time() - start:5.0f}s] {states}")
         await asyncio.sleep(config.fault_every_s)
+        stop_if_asked()
+
+
+def stop_if_asked() -> None:
+    """Ctrl-C cancels the demo's task once (asyncio.run), and an await that finished as the
+    cancel came may swallow it (Python 3.11's wait_for): the request stays counted, so the
+    demo stops at the next fault instead of running on."""
+    task = asyncio.current_task()
+    if task is not None and task.cancelling():
+        raise asyncio.CancelledError
 
 
 async def _report(
