@@ -79,8 +79,8 @@ def ladder_phases(
         for la in ladders
     ]
     phases = [STARTING, *(ph.value for ph in Phase if ph is not Phase.DONE)]
-    every = {p: phases for p in sorted({*pool_of.values(), *(la.pool for la in ladders)})}
-    out = {(pool, phase): (0, 0.0) for pool, names in every.items() for phase in names}
+    pools = sorted({*pool_of.values(), *(la.pool for la in ladders)})
+    out = {(pool, phase): (0, 0.0) for pool in pools for phase in phases}
     for ladder in ladders:
         running, oldest = out.get((ladder.pool, ladder.phase), (0, 0.0))
         age = max((at - ladder.since).total_seconds(), 0.0)
